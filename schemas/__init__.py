@@ -1,0 +1,57 @@
+"""RouteLens data contract: pydantic v2 models and what derives from them.
+
+Only third-party libraries are imported here; no other RouteLens room.
+"""
+
+from schemas.common import (
+    AttemptStatus,
+    Language,
+    OutcomeStatus,
+    ProbeKind,
+    RoutingMode,
+    StepKind,
+)
+from schemas.config import ConstraintSpec, RouteLensConfig
+from schemas.errors import ConfigError, RoutelensError
+from schemas.fleet import CostSpec, InstanceSnapshot, InstanceSpec
+from schemas.hashing import normalize_query, query_hash
+from schemas.probe import ProbeResult
+from schemas.trace import (
+    Attempt,
+    CandidateEval,
+    DecisionStep,
+    DecisionTrace,
+    Outcome,
+    RequestFeatures,
+    ScoreTerm,
+    Violation,
+)
+from schemas.version import SCHEMA_VERSION
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Attempt",
+    "AttemptStatus",
+    "CandidateEval",
+    "ConfigError",
+    "ConstraintSpec",
+    "CostSpec",
+    "DecisionStep",
+    "DecisionTrace",
+    "InstanceSnapshot",
+    "InstanceSpec",
+    "Language",
+    "Outcome",
+    "OutcomeStatus",
+    "ProbeKind",
+    "ProbeResult",
+    "RequestFeatures",
+    "RouteLensConfig",
+    "RoutelensError",
+    "RoutingMode",
+    "ScoreTerm",
+    "StepKind",
+    "Violation",
+    "normalize_query",
+    "query_hash",
+]

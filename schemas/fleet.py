@@ -1,0 +1,60 @@
+"""Instances: what the configuration declares, and what live state says about them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field, field_validator
+
+from schemas.common import ContractModel
+
+__all__ = ["CostSpec", "InstanceSnapshot", "InstanceSpec"]
+
+_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+
+
+class CostSpec(ContractModel):
+    """Price of one request on a model (the seed's cost table)."""
+
+    base: float = Field(1.0, ge=0, description="Baseline cost of one request.")
+    surge_multiplier: float = Field(1.0, ge=1, description="Peak-hour premium factor.")
+
+
+class InstanceSpec(ContractModel):
+    """One model instance as declared in the fleet configuration."""
+
+    id: str = Field(pattern=_ID_PATTERN)
+    model: str = Field(min_length=1, max_length=200)
+    url: str = Field(description="Base URL of the OpenAI-compatible server, without /v1.")
+    zone: str = "local"
+    engine: str = "vllm"
+    context_window: int = Field(32768, gt=0)
+    cost: CostSpec = CostSpec()
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
+
+
+class InstanceSnapshot(ContractModel):
+    """The state of one instance as the router saw it at decision time.
+
+    Gauges are None when the engine does not expose them or no scrape has succeeded; the router
+    treats a missing gauge pessimistically.
+    """
+
+    instance: str
+    model: str
+    scraped_at: datetime | None = None
+    age_s: float | None = Field(None, ge=0, description="Seconds since the last good scrape.")
+    stale: bool = False
+    engine: str | None = None
+    queue: float | None = Field(None, ge=0, description="Requests waiting (vllm:num_requests_waiting).")
+    running: float | None = Field(None, ge=0, description="Requests running.")
+    kv_cache_usage: float | None = Field(None, ge=0, le=1, description="KV-cache usage, 0-1.")
+    warmup_progress: float | None = Field(None, ge=0, le=1)
+    error_rate: float | None = Field(None, ge=0, le=1, description="Router-observed error share.")
+    scrape_error: str | None = None
