@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator
 
 from schemas.common import ContractModel
 from schemas.fleet import InstanceSpec
@@ -113,14 +113,15 @@ class FleetSettings(ContractModel):
 
     instances: list[InstanceSpec] = Field(min_length=1)
 
-    @model_validator(mode="after")
-    def _unique_ids(self) -> FleetSettings:
+    @field_validator("instances")
+    @classmethod
+    def _unique_ids(cls, instances: list[InstanceSpec]) -> list[InstanceSpec]:
         seen: set[str] = set()
-        for spec in self.instances:
+        for spec in instances:
             if spec.id in seen:
                 raise ValueError(f"duplicate instance id {spec.id!r}")
             seen.add(spec.id)
-        return self
+        return instances
 
 
 class AppSettings(ContractModel):

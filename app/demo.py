@@ -1,0 +1,123 @@
+"""``routelens demo``: simulated fleet, gateway, app and a little traffic, until Ctrl-C.
+
+Ports come from the configuration; any that is taken is replaced by a free one (and said so), and
+the derived configuration is written next to the trace file so the children share it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from urllib.parse import urlsplit
+
+import yaml
+
+from app.procs import Child, free_port, port_is_free, wait_http
+from schemas.config import RouteLensConfig
+
+__all__ = ["run_demo"]
+
+
+def _with_free_ports(config: RouteLensConfig) -> RouteLensConfig:
+    def pick(host: str, port: int, what: str) -> int:
+        if port_is_free(host, port):
+            return port
+        new = free_port(host)
+        print(f"port {port} ({what}) is taken; using {new}", flush=True)
+        return new
+
+    instances = []
+    for spec in config.fleet.instances:
+        url = urlsplit(spec.url)
+        port = pick(url.hostname or "127.0.0.1", url.port or 80, spec.id)
+        instances.append(spec.model_copy(update={"url": f"{url.scheme}://{url.hostname}:{port}"}))
+    gw = config.gateway.model_copy(update={"port": pick(config.gateway.host, config.gateway.port, "gateway")})
+    ap = config.app.model_copy(update={"port": pick(config.app.host, config.app.port, "app")})
+    fleet = config.fleet.model_copy(update={"instances": instances})
+    return config.model_copy(update={"fleet": fleet, "gateway": gw, "app": ap})
+
+
+def _traffic(gateway: str, rps: float, stop: threading.Event, first_id: list[str]) -> None:
+    from sim.traffic import TrafficResult, run_traffic
+
+    def on_result(result: TrafficResult) -> None:
+        if result.request_id and not first_id:
+            first_id.append(result.request_id)
+
+    async def loop() -> None:
+        while not stop.is_set():
+            await run_traffic(gateway, rps=rps, count=max(int(rps * 5), 1), seed=len(first_id), on_result=on_result)
+
+    asyncio.run(loop())
+
+
+def run_demo(
+    config: RouteLensConfig, *, with_app: bool = True, duration_s: float | None = None, rps: float = 2.0
+) -> int:
+    """Run the demo; return 0 after a clean stop, 1 when a part failed to start."""
+    cfg = _with_free_ports(config)
+    work = Path(cfg.storage.duckdb_path).parent
+    work.mkdir(parents=True, exist_ok=True)
+    cfg_path = work / "demo-config.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    py = [sys.executable, "-m", "app", "--config", str(cfg_path)]
+    gateway = f"http://{cfg.gateway.host}:{cfg.gateway.port}"
+    children: list[Child] = []
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        fleet = Child("sim", [*py, "sim", "fleet"], env, "fleet ready")
+        children.append(fleet)
+        if not fleet.wait_ready(60):
+            print("error: the simulated fleet did not start", file=sys.stderr)
+            return 1
+        serve = Child("gateway", [*py, "serve"], env, "gateway ready", echo=True)
+        children.append(serve)
+        if not serve.wait_ready(60):
+            print("error: the gateway did not start", file=sys.stderr)
+            return 1
+        app_url = f"http://{cfg.app.host}:{cfg.app.port}"
+        if with_app:
+            app = Child("app", [*py, "app", "--api", gateway, "--port", str(cfg.app.port)], env, None)
+            children.append(app)
+            if not wait_http(f"{app_url}/_stcore/health", 90, app.alive):
+                print("error: the app did not start", file=sys.stderr)
+                return 1
+
+        first_id: list[str] = []
+        traffic = threading.Thread(target=_traffic, args=(gateway, rps, stop, first_id), daemon=True)
+        traffic.start()
+        while not first_id and not stop.wait(0.2):
+            pass
+        print("\nRouteLens demo is running", flush=True)
+        for spec in cfg.fleet.instances:
+            print(f"  instance {spec.id:<12} {spec.url}")
+        print(f"  gateway  {gateway}   (OpenAI base_url {gateway}/v1, model \"auto\")")
+        if with_app:
+            print(f"  app      {app_url}")
+        if first_id:
+            rid = first_id[0]
+            print(f"  example request_id: {rid}")
+            print(f"    routelens trace {rid} --api {gateway}")
+            if with_app:
+                print(f"    {app_url}/?request_id={rid}")
+        print("Press Ctrl-C to stop.", flush=True)
+        stop.wait(duration_s)
+        stop.set()
+        traffic.join(15)
+        return 0
+    finally:
+        for child in reversed(children):
+            child.stop()
+        print("demo stopped", flush=True)

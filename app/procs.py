@@ -1,0 +1,103 @@
+"""Child processes for ``routelens demo``: start, wait until ready, stop the whole group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+
+__all__ = ["Child", "free_port", "port_is_free", "wait_http"]
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Return True when nothing listens on ``host:port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """Return a port the OS considers free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http(url: str, timeout_s: float, alive: Callable[[], bool] = lambda: True) -> bool:
+    """Poll ``url`` until it answers 200, the deadline passes, or ``alive()`` turns False."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and alive():
+        try:
+            with urllib.request.urlopen(url, timeout=1) as resp:
+                if resp.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+class Child:
+    """One child process in its own process group, its output relayed with a prefix.
+
+    Args:
+        name: Prefix for its output lines.
+        argv: The command.
+        env: Its environment.
+        ready_marker: A line prefix that means "ready" (None: ready once started).
+        echo: Relay the child's output to our stdout.
+    """
+
+    def __init__(
+        self, name: str, argv: Sequence[str], env: dict[str, str], ready_marker: str | None, echo: bool = False
+    ) -> None:
+        self.name = name
+        self._ready = threading.Event()
+        self._marker = ready_marker
+        self._echo = echo
+        self.proc = subprocess.Popen(
+            list(argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, bufsize=1, start_new_session=True,
+        )
+        if ready_marker is None:
+            self._ready.set()
+        threading.Thread(target=self._relay, name=f"relay-{name}", daemon=True).start()
+
+    def _relay(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if self._marker and line.startswith(self._marker):
+                self._ready.set()
+            if self._echo:
+                print(f"[{self.name}] {line}", end="", flush=True)
+        self._ready.set()  # exited: wake any waiter; alive() tells it apart
+
+    def alive(self) -> bool:
+        """Return True while the process runs."""
+        return self.proc.poll() is None
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Wait for the ready line; False on timeout or exit."""
+        return self._ready.wait(timeout_s) and self.alive()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM the group, then SIGKILL it if it has not gone within ``timeout_s``."""
+        if self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+        except ProcessLookupError:
+            pass

@@ -1,0 +1,116 @@
+"""Request analysis: what the router may know about a chat request.
+
+The query text exists only inside :func:`analyse_request`'s caller for as long as it takes to
+hash it; only :class:`schemas.trace.RequestFeatures` and the hash go further.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from router_core.errors import InvalidRequest
+from schemas.common import Language
+from schemas.trace import RequestFeatures
+
+__all__ = ["Analysis", "analyse_request", "estimate_tokens"]
+
+_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """Features of a request, and the query text to hash (never to store)."""
+
+    features: RequestFeatures
+    query_text: str
+
+
+def _is_cjk(ch: str) -> bool:
+    return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf"
+
+
+def estimate_tokens(cjk: int, other: int) -> int:
+    """Estimate tokens: about one per CJK character, one per four other characters."""
+    return cjk + (other + 3) // 4
+
+
+def _language(cjk: int, latin: int) -> Language:
+    if cjk == 0 and latin == 0:
+        return Language.UNKNOWN
+    if cjk and latin and min(cjk, latin) / (cjk + latin) > 0.2:
+        return Language.MIXED
+    return Language.ZH if cjk > latin else Language.EN
+
+
+def _text_of(content: Any, index: int) -> tuple[str, bool]:
+    """Return (text, has_attachment) of one message's content."""
+    if content is None:
+        return "", False
+    if isinstance(content, str):
+        return content, False
+    if isinstance(content, list):
+        texts, attached = [], False
+        for part in content:
+            if not isinstance(part, dict):
+                raise InvalidRequest("content parts must be objects", param=f"messages[{index}].content")
+            if part.get("type") == "text":
+                texts.append(str(part.get("text", "")))
+            else:
+                attached = True
+        return "\n".join(texts), attached
+    raise InvalidRequest("content must be a string or a list of parts", param=f"messages[{index}].content")
+
+
+def analyse_request(body: Any, *, max_chars: int = 20_000) -> Analysis:
+    """Validate the parts of a chat request the router relies on and extract its features.
+
+    The query is the text of the last user message. Analysis looks at most ``max_chars`` of the
+    conversation; the features say whether the input was cut.
+
+    Raises:
+        InvalidRequest: When the body is not a chat-completions request.
+    """
+    if not isinstance(body, dict):
+        raise InvalidRequest("request body must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("'messages' is required and must be a non-empty array", param="messages")
+    model = body.get("model", "auto")
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest("'model' must be a non-empty string", param="model")
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 0):
+        raise InvalidRequest("'max_tokens' must be a non-negative integer", param="max_tokens")
+
+    total_chars, cjk, latin, attached, query = 0, 0, 0, False, ""
+    budget = max_chars
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or msg.get("role") not in _ROLES:
+            raise InvalidRequest(f"messages[{i}] must be an object with a valid 'role'", param=f"messages[{i}]")
+        text, has_part = _text_of(msg.get("content"), i)
+        attached = attached or has_part
+        total_chars += len(text)
+        if msg["role"] == "user":
+            query = text
+        seen = text[:budget]
+        budget -= len(seen)
+        n_cjk = sum(1 for ch in seen if _is_cjk(ch))
+        cjk += n_cjk
+        latin += sum(1 for ch in seen if ch.isascii() and ch.isalpha())
+    analysed = max_chars - budget
+    other = analysed - cjk
+    scale = total_chars / analysed if analysed else 1.0  # extrapolate tokens past the cut
+    features = RequestFeatures(
+        requested_model=model,
+        n_messages=len(messages),
+        input_chars=total_chars,
+        est_input_tokens=round(estimate_tokens(cjk, other) * scale),
+        max_tokens=max_tokens,
+        stream=bool(body.get("stream", False)),
+        language=_language(cjk, latin),
+        has_attachments=attached,
+        analysed_chars=analysed,
+        truncated=analysed < total_chars,
+    )
+    return Analysis(features=features, query_text=query)

@@ -1,0 +1,1 @@
+"""Hard constraints: one filter per file."""

@@ -1,0 +1,40 @@
+"""The request must fit the model's context window."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from router_core.framework import Candidate
+from schemas.trace import RequestFeatures, Violation
+
+__all__ = ["ContextWindowFilter"]
+
+
+class ContextWindowFilter:
+    """Rejects instances whose context window is smaller than prompt plus requested output.
+
+    What it does: estimated input tokens + ``max_tokens`` (0 when absent) must fit.
+    Inputs consumed: ``RequestFeatures.est_input_tokens``, ``max_tokens``; ``InstanceSpec.context_window``.
+    Parameters: none.
+    Category: filter.
+    """
+
+    TYPE: ClassVar[str] = "context-window-filter"
+
+    def __init__(self, name: str = "context-window") -> None:
+        self.name = name
+
+    def check(self, candidate: Candidate, features: RequestFeatures) -> Violation | None:
+        """Return a violation when the request does not fit."""
+        need = features.est_input_tokens + (features.max_tokens or 0)
+        window = candidate.spec.context_window
+        if need <= window:
+            return None
+        return Violation(
+            constraint=self.name,
+            metric="tokens",
+            op="<=",
+            value=float(need),
+            threshold=float(window),
+            reason=f"needs ~{need} tokens, window is {window}",
+        )

@@ -1,0 +1,225 @@
+"""The gateway: ``POST /v1/chat/completions`` routed by :class:`router_core.router.Router`.
+
+Storage is not this room's business: traces leave through the injected :class:`TraceHooks`
+(``app/serve.py`` plugs the ingest emitter and store in). Every request that gets past JSON
+parsing produces exactly one trace, whatever its outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from router_core.analysis import analyse_request
+from router_core.errors import InvalidRequest
+from router_core.gateway.errors import error_response
+from router_core.gateway.forward import Forwarder, pipe_stream, usage_of
+from router_core.recorder import TraceRecorder
+from router_core.router import AUTO_MODEL, Router
+from router_core.scraper import MetricsScraper
+from router_core.state import StateView
+from schemas.common import OutcomeStatus
+from schemas.config import RouteLensConfig
+from schemas.hashing import query_hash
+from schemas.trace import DecisionTrace, Outcome
+
+__all__ = ["Gateway", "TraceHooks"]
+
+log = logging.getLogger(__name__)
+_CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class TraceHooks(Protocol):
+    """Where traces go and come back from (implemented outside router_core)."""
+
+    def emit(self, trace: DecisionTrace) -> bool:
+        """Hand a trace over without blocking."""
+        ...
+
+    def lookup(self, request_id: str) -> DecisionTrace | None:
+        """Find a trace; may block, so the gateway calls it in a worker thread."""
+        ...
+
+
+@web.middleware
+async def _errors_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return error_response(exc.status, exc.reason)
+    except Exception:  # the last line of defence: never crash, answer 500
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return error_response(500, "internal error in the RouteLens gateway", code="internal_error")
+
+
+class Gateway:
+    """Builds the aiohttp application and owns its client session and scraper.
+
+    Args:
+        config: The validated configuration.
+        router: Ranks instances per request.
+        hooks: Trace emitter and lookup.
+        hash_key: Optional HMAC key for query hashes.
+        new_id: Request id factory (injected for tests).
+        wall: UTC clock for trace timestamps; perf: monotonic clock.
+    """
+
+    def __init__(
+        self,
+        config: RouteLensConfig,
+        router: Router,
+        hooks: TraceHooks,
+        *,
+        hash_key: str | None = None,
+        new_id: Callable[[], str] = lambda: "req_" + uuid.uuid4().hex[:20],
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+        perf: Callable[[], float] = time.perf_counter,
+        policy_hash: str = "",
+    ) -> None:
+        self.config = config
+        self.router = router
+        self.hooks = hooks
+        self.view = StateView(config.fleet.instances, stale_after_s=config.scrape.stale_after_s, clock=time.monotonic)
+        self._hash_key = hash_key
+        self._new_id = new_id
+        self._wall = wall
+        self._perf = perf
+        self._policy_hash = policy_hash
+        self._session: aiohttp.ClientSession | None = None
+        self._forwarder: Forwarder | None = None
+        self._scrape_task: asyncio.Task[None] | None = None
+
+    def build_app(self) -> web.Application:
+        """Return the aiohttp application with routes and lifecycle hooks."""
+        app = web.Application(middlewares=[_errors_middleware], client_max_size=32 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_get("/v1/traces/{request_id}", self.get_trace)
+        app.router.add_get("/v1/models", self.list_models)
+        app.router.add_get("/v1/router/state", self.router_state)
+        app.router.add_get("/health", self.health)
+        app.on_startup.append(self._start)
+        app.on_cleanup.append(self._stop)
+        return app
+
+    async def _start(self, app: web.Application) -> None:
+        gw = self.config.gateway
+        connector = aiohttp.TCPConnector(limit=gw.max_connections, ttl_dns_cache=300)
+        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        timeout = aiohttp.ClientTimeout(total=gw.upstream_timeout_s, sock_connect=gw.connect_timeout_s)
+        self._forwarder = Forwarder(self._session, self.view, timeout, perf=self._perf)
+        sc = self.config.scrape
+        scraper = MetricsScraper(
+            self.config.fleet.instances, self.view, self._session, interval_s=sc.interval_s, timeout_s=sc.timeout_s
+        )
+        await scraper.scrape_once()  # route on real state from the first request on
+        self._scrape_task = asyncio.create_task(scraper.run())
+
+    async def _stop(self, app: web.Application) -> None:
+        if self._scrape_task is not None:
+            self._scrape_task.cancel()
+            await asyncio.gather(self._scrape_task, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+
+    def _request_id(self, request: web.Request) -> str:
+        given = request.headers.get("X-Request-Id", "")
+        return given if _CLIENT_ID.match(given) else self._new_id()
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        """Route, forward and trace one chat-completions request."""
+        t0 = self._perf()
+        request_id = self._request_id(request)
+        rid = {"x-request-id": request_id}
+        try:
+            body = orjson.loads(await request.read())
+            analysis = analyse_request(body, max_chars=self.config.router.analyse_max_chars)
+        except orjson.JSONDecodeError:
+            return error_response(400, "request body is not valid JSON", code="invalid_json", headers=rid)
+        except InvalidRequest as exc:
+            return error_response(400, str(exc), param=exc.param, code=exc.code, headers=rid)
+        rec = TraceRecorder(
+            request_id=request_id,
+            ts=self._wall(),
+            router_version=self.config.router.version,
+            policy_hash=self._policy_hash,
+            query_hash=query_hash(analysis.query_text, self._hash_key),
+            features=analysis.features,
+        )
+        del analysis  # the query text goes no further than its hash
+
+        def finish(status: int, error: str | None = None, **usage: Any) -> None:
+            outcome = Outcome(
+                status=OutcomeStatus.OK if status < 400 else OutcomeStatus.ERROR,
+                http_status=status,
+                error_class=error,
+                total_ms=(self._perf() - t0) * 1e3,
+                **usage,
+            )
+            self.hooks.emit(rec.finish(outcome))
+
+        try:
+            ranked = self.router.decide(rec.features, self.view.snapshot(), rec)
+        except InvalidRequest as exc:
+            finish(exc.status, exc.code)
+            return error_response(exc.status, str(exc), param=exc.param, code=exc.code, headers=rid)
+        assert self._forwarder is not None
+        fwd = await self._forwarder.forward(body, ranked, rec, self.config.gateway.max_attempts)
+        if fwd.spec is None or fwd.response is None:
+            finish(502, "all_attempts_failed")
+            msg = f"no instance could serve the request (last error: {fwd.last_error})"
+            return error_response(502, msg, code="all_attempts_failed", headers=rid)
+
+        spec, resp = fwd.spec, fwd.response
+        headers = {**rid, "x-routelens-model": spec.model, "x-routelens-instance": spec.id}
+        if body.get("stream") and resp.status == 200:
+            out = web.StreamResponse(status=200, headers=headers)
+            out.content_type = resp.content_type
+            await out.prepare(request)
+            ttft = await pipe_stream(resp, out)
+            await out.write_eof()
+            finish(200, cost=spec.cost.base, ttft_ms=ttft)
+            return out
+        usage = usage_of(fwd.body) if resp.status == 200 else {}
+        finish(
+            resp.status,
+            None if resp.status < 400 else f"upstream_{resp.status}",
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            cost=spec.cost.base if resp.status == 200 else None,
+        )
+        return web.Response(status=resp.status, body=fwd.body, content_type=resp.content_type, headers=headers)
+
+    async def get_trace(self, request: web.Request) -> web.Response:
+        """Return one trace by request id (the emitter's pending ones included)."""
+        request_id = request.match_info["request_id"]
+        trace = await asyncio.to_thread(self.hooks.lookup, request_id)
+        if trace is None:
+            return error_response(404, f"no trace for request_id '{request_id}'", code="trace_not_found")
+        return web.Response(body=trace.model_dump_json(), content_type="application/json")
+
+    async def list_models(self, request: web.Request) -> web.Response:
+        """OpenAI model list: the fleet's models plus ``auto``."""
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "routelens"} for m in self.router.models]
+        data.insert(0, {"id": AUTO_MODEL, "object": "model", "created": 0, "owned_by": "routelens"})
+        return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type="application/json")
+
+    async def router_state(self, request: web.Request) -> web.Response:
+        """The live state view, one snapshot per instance."""
+        snaps = [s.model_dump(mode="json") for s in self.view.snapshot().values()]
+        return web.Response(body=orjson.dumps({"instances": snaps}), content_type="application/json")
+
+    async def health(self, request: web.Request) -> web.Response:
+        """Liveness."""
+        return web.Response(body=b'{"status":"ok"}', content_type="application/json")

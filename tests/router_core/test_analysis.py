@@ -1,0 +1,55 @@
+import pytest
+
+from router_core.analysis import analyse_request
+from router_core.errors import InvalidRequest
+from schemas.common import Language
+
+
+def test_features_of_a_chinese_request() -> None:
+    body = {"model": "auto", "messages": [{"role": "system", "content": "You are helpful."},
+                                          {"role": "user", "content": "请分析合同第三条的违约责任"}]}
+    a = analyse_request(body)
+    f = a.features
+    assert f.requested_model == "auto" and f.n_messages == 2
+    assert f.language is Language.MIXED or f.language is Language.ZH
+    assert a.query_text == "请分析合同第三条的违约责任"
+    assert f.est_input_tokens >= 13  # one per CJK character at least
+    assert not f.truncated
+
+
+def test_language_detection() -> None:
+    assert analyse_request({"messages": [{"role": "user", "content": "classify this ticket"}]}).features.language is Language.EN
+    assert analyse_request({"messages": [{"role": "user", "content": "紧急：退款失败"}]}).features.language is Language.ZH
+
+
+def test_long_input_is_cut_and_extrapolated() -> None:
+    a = analyse_request({"messages": [{"role": "user", "content": "word " * 10_000}]}, max_chars=1000)
+    assert a.features.truncated and a.features.analysed_chars == 1000
+    assert a.features.input_chars == 50_000
+    assert a.features.est_input_tokens == pytest.approx(12_500, rel=0.01)
+
+
+def test_content_parts_and_attachments() -> None:
+    body = {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "what is in this image?"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/x.png"}}]}]}
+    a = analyse_request(body)
+    assert a.features.has_attachments and a.query_text == "what is in this image?"
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ([], None),
+        ({"model": "auto"}, "messages"),
+        ({"messages": []}, "messages"),
+        ({"messages": [{"content": "hi"}]}, "messages[0]"),
+        ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+        ({"model": 3, "messages": [{"role": "user", "content": "x"}]}, "model"),
+        ({"max_tokens": -1, "messages": [{"role": "user", "content": "x"}]}, "max_tokens"),
+    ],
+)
+def test_bad_requests_raise_with_param(body: object, param: str | None) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        analyse_request(body)
+    assert info.value.param == param

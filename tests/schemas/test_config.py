@@ -1,0 +1,52 @@
+from pathlib import Path
+
+import pytest
+
+from schemas.config import RouteLensConfig
+from schemas.errors import ConfigError
+from schemas.yamlconf import parse_yaml_model
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GOOD = """\
+fleet:
+  instances:
+    - id: a
+      model: m1
+      url: http://127.0.0.1:9001
+"""
+
+
+def test_shipped_default_config_loads() -> None:
+    cfg = parse_yaml_model(RouteLensConfig, (ROOT / "routelens.yaml").read_text(), "routelens.yaml")
+    assert len(cfg.fleet.instances) == 4
+    assert {c.name for c in cfg.constraints} == {"kv-cache", "queue"}
+
+
+def test_defaults_fill_missing_sections() -> None:
+    cfg = parse_yaml_model(RouteLensConfig, GOOD)
+    assert cfg.gateway.port == 8080 and cfg.constraints[0].metric == "kv_cache_usage"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "field"),
+    [
+        (GOOD + "gateway:\n  port: eighty\n", 7, "gateway.port"),
+        (GOOD.replace("http://127.0.0.1:9001", "ftp://x"), 5, "fleet.instances[0].url"),
+        (GOOD + "    - id: a\n      model: m2\n      url: http://127.0.0.1:9002\n", 3, "fleet.instances"),
+        (GOOD + "constraints:\n  - {name: kv, metric: vram, threshold: 1}\n", 7, "constraints[0].metric"),
+        (GOOD + "surprise: 1\n", 6, "surprise"),
+    ],
+)
+def test_errors_name_file_line_and_field(text: str, line: int, field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml_model(RouteLensConfig, text, "conf.yaml")
+    msg = str(info.value)
+    assert f"conf.yaml:{line}: {field}:" in msg, msg
+
+
+def test_yaml_syntax_error_names_the_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml_model(RouteLensConfig, GOOD + "gateway: [unclosed\n", "bad.yaml")
+    assert "bad.yaml:" in str(info.value) and "YAML syntax error" in str(info.value)
+    assert info.value.problems[0][0] is not None

@@ -1,0 +1,49 @@
+import hashlib
+import hmac
+
+import pytest
+
+from schemas.hashing import normalize_query, query_hash
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("  Hello   World \n", "hello world"),
+        ("ＡＢＣ　１２３", "abc 123"),
+        ("帮我分析　这份合同的第３条", "帮我分析 这份合同的第3条"),
+        ("年报\t\t PDF", "年报 pdf"),
+        ("请问，这是什么？", "请问,这是什么?"),  # full-width punctuation folds too
+        ("Cafe\u0301", "café"),  # decomposed accent composes (NFC)
+        ("", ""),
+    ],
+)
+def test_normalize_query(raw: str, expected: str) -> None:
+    assert normalize_query(raw) == expected
+
+
+def test_full_width_and_half_width_hash_the_same() -> None:
+    assert query_hash("ＡＢＣ　１２３") == query_hash("ABC 123")
+    assert query_hash("  年报   PDF ") == query_hash("年报 pdf")
+
+
+def test_plain_hash_is_sha256_of_the_normalised_text() -> None:
+    digest = hashlib.sha256("abc 123".encode()).hexdigest()
+    assert query_hash("ABC  123") == f"sha256:{digest}"
+
+
+def test_different_queries_hash_differently() -> None:
+    assert query_hash("合同条款") != query_hash("工单分类")
+
+
+def test_hmac_mode_uses_the_key() -> None:
+    expected = hmac.new(b"s3cret", "年报 pdf".encode(), hashlib.sha256).hexdigest()
+    assert query_hash("年报  PDF", key="s3cret") == f"hmac-sha256:{expected}"
+    assert query_hash("年报  PDF", key=b"s3cret") == f"hmac-sha256:{expected}"
+    assert query_hash("年报 PDF", key="other") != query_hash("年报 PDF", key="s3cret")
+    assert query_hash("年报 PDF", key="s3cret").removeprefix("hmac-") != query_hash("年报 PDF")
+
+
+def test_hash_never_contains_the_text() -> None:
+    h = query_hash("my secret question", key="k")
+    assert "secret" not in h and len(h.split(":")[1]) == 64
