@@ -122,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--db", help="DuckDB trace file (default: storage.duckdb_path)")
     s.set_defaults(func=_cmd_serve)
 
-    sim = sub.add_parser("sim", parents=[common], help="the simulator").add_subparsers(dest="sim_command", required=True)
+    sim_parser = sub.add_parser("sim", parents=[common], help="the simulator")
+    sim = sim_parser.add_subparsers(dest="sim_command", required=True)
     f = sim.add_parser("fleet", parents=[common], help="run the configured fleet of simulated instances")
     f.set_defaults(func=_cmd_sim_fleet)
 

@@ -7,9 +7,11 @@ import os
 
 import uvloop
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from ingest.duckdb_store import DuckDBTraceStore
 from ingest.emitter import TraceEmitter
+from ingest.metrics import EmitterCollector
 from router_core.builtin import build_router, policy_hash
 from router_core.gateway import Gateway
 from schemas.config import RouteLensConfig
@@ -42,12 +44,15 @@ def build_gateway_app(config: RouteLensConfig, db_path: str) -> web.Application:
         store, queue_size=st.queue_size, batch_size=st.batch_size, flush_interval_s=st.flush_interval_ms / 1000
     ).start()
     key_env = config.router.hash_key_env
+    registry = CollectorRegistry()
+    registry.register(EmitterCollector(emitter))
     gateway = Gateway(
         config,
         build_router(config),
         StoreHooks(emitter, store),
         hash_key=os.environ.get(key_env) if key_env else None,
         policy_hash=policy_hash(config),
+        registry=registry,
     )
     app = gateway.build_app()
 

@@ -84,6 +84,10 @@ class TraceEmitter:
         self.stats.queued += 1
         return True
 
+    def backlog(self) -> int:
+        """Return how many traces are emitted but not yet stored."""
+        return len(self._pending)
+
     def pending(self, request_id: str) -> DecisionTrace | None:
         """Return a trace that was emitted but is not stored yet."""
         return self._pending.get(request_id)

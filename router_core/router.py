@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import mmh3
+
 from router_core.errors import UnknownModel
 from router_core.framework import Candidate, Filter, Scorer
 from router_core.recorder import TraceRecorder
@@ -146,7 +148,12 @@ class Router:
                 duration_us=(self._perf() - t0) * 1e6,
             )
 
-        ranked = sorted(pool, key=lambda ev: (-ev.total, ev.candidate.spec.id))
+        # Ties (idle instances all score 1.0) are broken by a hash of (request id, instance): the
+        # same request always ranks the same way, yet different requests spread over the ties.
+        def key(ev: _Evaluated) -> tuple[float, int]:
+            return (-round(ev.total, 9), mmh3.hash(f"{rec.request_id}:{ev.candidate.spec.id}", signed=False))
+
+        ranked = sorted(pool, key=key)
         rank_of = {id(ev): i + 1 for i, ev in enumerate(ranked)}
         rec.candidates = [
             CandidateEval(
@@ -170,7 +177,7 @@ class Router:
                 "pick",
                 StepKind.PICK,
                 value=round(best.total, 6),
-                reason=f"highest total {best.total:.3f}, margin {margin:.3f}; ties broken by instance id",
+                reason=f"highest total {best.total:.3f}, margin {margin:.3f}; ties broken by mmh3(request_id:instance)",
                 plugin="max-score/max-score-picker",
                 instances=[best.candidate.spec.id],
             )

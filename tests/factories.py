@@ -27,8 +27,10 @@ T0 = datetime(2026, 11, 1, 9, 30, tzinfo=UTC)
 
 def make_trace(request_id: str = "req_test_0001", **overrides: Any) -> DecisionTrace:
     """A two-candidate trace: one rejected on KV cache, one selected."""
-    hot = InstanceSnapshot(instance="v4-a", model="deepseek-v4-32k", scraped_at=T0, age_s=0.4, kv_cache_usage=0.93, queue=3)
-    cool = InstanceSnapshot(instance="v4-b", model="deepseek-v4-32k", scraped_at=T0, age_s=0.3, kv_cache_usage=0.2, queue=1)
+    hot = InstanceSnapshot(instance="v4-a", model="deepseek-v4-32k", scraped_at=T0, age_s=0.4,
+                           kv_cache_usage=0.93, queue=3)
+    cool = InstanceSnapshot(instance="v4-b", model="deepseek-v4-32k", scraped_at=T0, age_s=0.3,
+                            kv_cache_usage=0.2, queue=1)
     fields: dict[str, Any] = {
         "request_id": request_id,
         "ts": T0,

@@ -19,11 +19,13 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from router_core.analysis import analyse_request
 from router_core.errors import InvalidRequest
 from router_core.gateway.errors import error_response
 from router_core.gateway.forward import Forwarder, pipe_stream, usage_of
+from router_core.metrics import GatewayMetrics
 from router_core.recorder import TraceRecorder
 from router_core.router import AUTO_MODEL, Router
 from router_core.scraper import MetricsScraper
@@ -87,6 +89,7 @@ class Gateway:
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
         perf: Callable[[], float] = time.perf_counter,
         policy_hash: str = "",
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.config = config
         self.router = router
@@ -97,6 +100,8 @@ class Gateway:
         self._wall = wall
         self._perf = perf
         self._policy_hash = policy_hash
+        self.registry = registry or CollectorRegistry()
+        self.metrics = GatewayMetrics(self.registry)
         self._session: aiohttp.ClientSession | None = None
         self._forwarder: Forwarder | None = None
         self._scrape_task: asyncio.Task[None] | None = None
@@ -109,6 +114,7 @@ class Gateway:
         app.router.add_get("/v1/models", self.list_models)
         app.router.add_get("/v1/router/state", self.router_state)
         app.router.add_get("/health", self.health)
+        app.router.add_get("/metrics", self.prometheus)
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
@@ -160,6 +166,9 @@ class Gateway:
         del analysis  # the query text goes no further than its hash
 
         def finish(status: int, error: str | None = None, **usage: Any) -> None:
+            self.metrics.record_request(*(rec.selected or (None, None)), status)
+            for attempt in rec.attempts:
+                self.metrics.record_attempt(attempt.instance, attempt.status.value)
             outcome = Outcome(
                 status=OutcomeStatus.OK if status < 400 else OutcomeStatus.ERROR,
                 http_status=status,
@@ -171,6 +180,7 @@ class Gateway:
 
         try:
             ranked = self.router.decide(rec.features, self.view.snapshot(), rec)
+            self.metrics.record_decision(rec.decision_ms / 1e3, rec.fallback_reason is not None)
         except InvalidRequest as exc:
             finish(exc.status, exc.code)
             return error_response(exc.status, str(exc), param=exc.param, code=exc.code, headers=rid)
@@ -219,6 +229,10 @@ class Gateway:
         """The live state view, one snapshot per instance."""
         snaps = [s.model_dump(mode="json") for s in self.view.snapshot().values()]
         return web.Response(body=orjson.dumps({"instances": snaps}), content_type="application/json")
+
+    async def prometheus(self, request: web.Request) -> web.Response:
+        """Prometheus text exposition of the gateway's registry."""
+        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def health(self, request: web.Request) -> web.Response:
         """Liveness."""

@@ -17,9 +17,9 @@ def test_features_of_a_chinese_request() -> None:
     assert not f.truncated
 
 
-def test_language_detection() -> None:
-    assert analyse_request({"messages": [{"role": "user", "content": "classify this ticket"}]}).features.language is Language.EN
-    assert analyse_request({"messages": [{"role": "user", "content": "紧急：退款失败"}]}).features.language is Language.ZH
+@pytest.mark.parametrize(("text", "lang"), [("classify this ticket", Language.EN), ("紧急：退款失败", Language.ZH)])
+def test_language_detection(text: str, lang: Language) -> None:
+    assert analyse_request({"messages": [{"role": "user", "content": text}]}).features.language is lang
 
 
 def test_long_input_is_cut_and_extrapolated() -> None:

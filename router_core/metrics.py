@@ -1,0 +1,45 @@
+"""The gateway's Prometheus metrics, defined once against an injected registry."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+__all__ = ["GatewayMetrics"]
+
+
+class GatewayMetrics:
+    """Collectors of the gateway; use the ``record_*`` helpers.
+
+    Args:
+        registry: Where the collectors are registered (never the global default in tests).
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.requests = Counter(
+            "routelens_gateway_requests", "Chat requests by outcome.", ["model", "instance", "code"], registry=registry
+        )
+        self.attempts = Counter(
+            "routelens_gateway_attempts", "Forwarding attempts by result.", ["instance", "status"], registry=registry
+        )
+        self.decision = Histogram(
+            "routelens_router_decision_duration_seconds",
+            "Time spent in Router.decide.",
+            buckets=(5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2),
+            registry=registry,
+        )
+        self.fallbacks = Counter("routelens_router_fallbacks", "Decisions that fell back.", registry=registry)
+
+    def record_request(self, model: str | None, instance: str | None, code: int) -> None:
+        """Count one finished request."""
+        self.requests.labels(model or "", instance or "", str(code)).inc()
+
+    def record_attempt(self, instance: str, status: str) -> None:
+        """Count one forwarding attempt."""
+        self.attempts.labels(instance, status).inc()
+
+    def record_decision(self, seconds: float, fallback: bool) -> None:
+        """Observe one decision."""
+        self.decision.observe(seconds)
+        if fallback:
+            self.fallbacks.inc()

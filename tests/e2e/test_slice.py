@@ -1,0 +1,169 @@
+"""One request traced end to end: OpenAI SDK -> gateway -> simulated instance -> DuckDB -> lookup."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from openai import OpenAI
+
+from schemas import AttemptStatus, DecisionTrace, query_hash
+from tests.e2e.conftest import ROOT, Stack
+
+pytestmark = pytest.mark.e2e
+QUESTION = "请分析合同第３条的违约责任条款"
+
+
+def http(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def get_trace(stack: Stack, request_id: str) -> DecisionTrace:
+    status, body = http("GET", f"{stack.gateway}/v1/traces/{request_id}")
+    assert status == 200, body
+    return DecisionTrace.model_validate(body)
+
+
+def client(stack: Stack) -> OpenAI:
+    return OpenAI(base_url=f"{stack.gateway}/v1", api_key="not-needed", max_retries=0, timeout=20)
+
+
+def test_a_request_is_routed_answered_and_traced(stack: Stack) -> None:
+    raw = client(stack).chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "user", "content": QUESTION}]
+    )
+    completion = raw.parse()
+    request_id = raw.headers["x-request-id"]
+    assert completion.choices[0].message.content
+    assert raw.headers["x-routelens-model"] == completion.model
+
+    trace = get_trace(stack, request_id)
+    assert trace.request_id == request_id
+    assert trace.selected_instance == raw.headers["x-routelens-instance"]
+    assert trace.selected_model == completion.model
+    assert {c.instance for c in trace.candidates} == set(stack.instances)
+    assert [s.step for s in trace.decision_trace][:2] == ["analyse", "policy"]
+    assert any(s.step == "pick" for s in trace.decision_trace)
+    assert trace.query_hash == query_hash(QUESTION)
+    assert trace.outcome.http_status == 200 and trace.outcome.completion_tokens
+    assert trace.attempts[0].status is AttemptStatus.OK
+    # Privacy: the question is nowhere in what is stored or served.
+    assert "违约责任" not in trace.model_dump_json()
+
+    cli = [sys.executable, "-m", "app", "trace", request_id, "--api", stack.gateway]
+    out = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert request_id in out.stdout and trace.selected_instance in out.stdout
+
+    unknown = subprocess.run([*cli[:4], "req_does_not_exist", "--api", stack.gateway],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 1 and "no trace" in unknown.stderr
+
+
+def test_streaming_passes_through_and_is_traced(stack: Stack) -> None:
+    with client(stack).chat.completions.with_streaming_response.create(
+        model="small", stream=True, messages=[{"role": "user", "content": "write a python function to add two numbers"}]
+    ) as resp:
+        request_id = resp.headers["x-request-id"]
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in resp.parse() if chunk.choices)
+    assert text
+    trace = get_trace(stack, request_id)
+    assert trace.features.stream and trace.selected_model == "small"
+    assert trace.outcome.ttft_ms is not None
+
+
+def test_an_instance_past_its_kv_threshold_gets_no_traffic(stack: Stack) -> None:
+    hot = "big-a"
+    status, _ = http("POST", f"{stack.instances[hot]}/admin/overrides", {"kv_cache_usage": 0.95})
+    assert status == 200
+    try:
+        deadline = time.monotonic() + 15
+        while True:  # wait until the gateway's scraper has seen the new gauge
+            raw = client(stack).chat.completions.with_raw_response.create(
+                model="big", messages=[{"role": "user", "content": "ping"}])
+            trace = get_trace(stack, raw.headers["x-request-id"])
+            cand = next(c for c in trace.candidates if c.instance == hot)
+            if not cand.feasible or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert not cand.feasible
+        (violation,) = cand.violations
+        assert (violation.constraint, violation.value, violation.threshold) == ("kv-cache", 0.95, 0.85)
+        for i in range(8):
+            raw = client(stack).chat.completions.with_raw_response.create(
+                model="big", messages=[{"role": "user", "content": f"ticket {i}"}])
+            assert raw.headers["x-routelens-instance"] == "big-b"
+    finally:
+        http("POST", f"{stack.instances[hot]}/admin/overrides", {"kv_cache_usage": None})
+
+
+def test_client_request_id_is_kept(stack: Stack) -> None:
+    raw = client(stack).chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "user", "content": "hello"}], extra_headers={"X-Request-Id": "ops-4711"})
+    assert raw.headers["x-request-id"] == "ops-4711"
+    assert get_trace(stack, "ops-4711").request_id == "ops-4711"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "param"),
+    [
+        ({"model": "auto"}, 400, "messages"),
+        (b"{not json", 400, None),
+        ({"model": "auto", "messages": "hi"}, 400, "messages"),
+        ({"model": "no-such-model", "messages": [{"role": "user", "content": "x"}]}, 404, "model"),
+    ],
+)
+def test_bad_requests_get_openai_style_errors(stack: Stack, body: Any, status: int, param: str | None) -> None:
+    code, payload = http("POST", f"{stack.gateway}/v1/chat/completions", body)
+    assert code == status
+    assert set(payload["error"]) == {"message", "type", "param", "code"}
+    assert payload["error"]["type"] == "invalid_request_error" and payload["error"]["param"] == param
+    assert http("GET", f"{stack.gateway}/health") == (200, {"status": "ok"})  # still serving
+
+
+def test_unknown_trace_id_is_a_404(stack: Stack) -> None:
+    code, payload = http("GET", f"{stack.gateway}/v1/traces/nope")
+    assert code == 404 and payload["error"]["code"] == "trace_not_found"
+
+
+def test_traces_are_committed_to_duckdb_not_only_held_in_memory(stack: Stack) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def counters() -> dict[str, float]:
+        with urllib.request.urlopen(f"{stack.gateway}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+    deadline = time.monotonic() + 10
+    while (c := counters())["routelens_traces_pending"] > 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert c["routelens_traces_pending"] == 0
+    assert c["routelens_traces_written_total"] == c["routelens_traces_queued_total"] >= 10
+    assert c["routelens_traces_dropped_total"] == 0
+    assert c['routelens_router_decision_duration_seconds_count'] >= 10
+
+
+def test_an_unreachable_instance_is_a_recorded_failed_attempt(stack: Stack) -> None:
+    # The gateway has fresh state for solo-a; its process now dies before the next request.
+    stack.solo_fleet.stop()
+    code, payload = http("POST", f"{stack.gateway}/v1/chat/completions",
+                         {"model": "solo", "messages": [{"role": "user", "content": "anyone there?"}]},
+                         headers={"X-Request-Id": "req-solo-down"})
+    assert code == 502 and payload["error"]["code"] == "all_attempts_failed"
+    trace = get_trace(stack, "req-solo-down")
+    assert [a.status for a in trace.attempts] == [AttemptStatus.CONNECT_ERROR]
+    assert trace.attempts[0].instance == "solo-a"
+    assert trace.outcome.http_status == 502 and trace.outcome.error_class == "all_attempts_failed"
