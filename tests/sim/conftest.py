@@ -1,0 +1,81 @@
+"""Fixtures for the simulator tests: real loopback servers and the OpenAI contract schemas."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from jsonschema import Draft202012Validator
+
+from schemas.config import SimModelProfile, SimSettings
+from schemas.fleet import InstanceSpec
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+OPENAI_CONTRACT = REPO_ROOT.parent / "shared" / "contracts" / "openai" / "chat_completions_subset.openapi.json"
+
+Serve = Callable[[web.Application], AbstractAsyncContextManager[str]]
+
+
+def _rewrite_nullable(node: Any) -> Any:
+    """OpenAPI 3.0 ``nullable: true`` -> JSON Schema ``anyOf [..., null]`` (the trap in SOURCES.md)."""
+    if isinstance(node, list):
+        return [_rewrite_nullable(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _rewrite_nullable(value) for key, value in node.items() if key != "nullable"}
+    if node.get("nullable") is True:
+        return {"anyOf": [out, {"type": "null"}]}
+    return out
+
+
+@pytest.fixture(scope="session")
+def openai_schema() -> Callable[[str], Draft202012Validator]:
+    """Return a factory: component name -> validator, with ``nullable`` rewritten."""
+    if not OPENAI_CONTRACT.is_file():
+        pytest.skip(f"OpenAI contract not found at {OPENAI_CONTRACT} (../shared/contracts is absent)")
+    components = _rewrite_nullable(copy.deepcopy(json.loads(OPENAI_CONTRACT.read_text())["components"]))
+
+    def validator(name: str) -> Draft202012Validator:
+        return Draft202012Validator({"$ref": f"#/components/schemas/{name}", "components": components})
+
+    return validator
+
+
+@pytest.fixture
+def serve() -> Serve:
+    """Serve an aiohttp app on a free loopback port: ``async with serve(app) as base_url``."""
+
+    @asynccontextmanager
+    async def _serve(app: web.Application) -> AsyncIterator[str]:
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+        finally:
+            await runner.cleanup()
+
+    return _serve
+
+
+@pytest.fixture
+def spec() -> InstanceSpec:
+    return InstanceSpec(id="sim-a", model="sim-model", url="http://127.0.0.1:0", context_window=512)
+
+
+@pytest.fixture
+def profile() -> SimModelProfile:
+    return SimModelProfile(max_concurrency=2, kv_tokens=4096)
+
+
+@pytest.fixture
+def fast() -> SimSettings:
+    """Settings without any sleeping, for tests that do not look at occupancy."""
+    return SimSettings(zero_delay=True, seed=11)
