@@ -1,0 +1,10 @@
+"""RouteLens Streamlit entry point: page config and navigation, nothing more (STYLE 6.2)."""
+
+import streamlit as st
+
+st.set_page_config(page_title="RouteLens", layout="wide")
+st.navigation(
+    [
+        st.Page("views/trace_explorer.py", title="Why this model", url_path="trace", default=True),
+    ]
+).run()

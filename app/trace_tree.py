@@ -1,0 +1,183 @@
+"""One decision trace as a rich tree, for ``routelens trace ID`` in the terminal.
+
+Every value taken from the trace goes in as :class:`rich.text.Text`, never as console markup,
+so an instance id or a reason containing ``[brackets]`` prints verbatim.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from rich.tree import Tree
+
+from app.trace_tables import features_summary, fmt_num, ordered_candidates, outcome_text, violation_text
+from schemas.fleet import InstanceSnapshot
+from schemas.trace import Attempt, CandidateEval, DecisionStep, DecisionTrace
+
+__all__ = ["render_trace"]
+
+_OK = "green"
+_BAD = "bold red"
+_DIM = "dim"
+
+
+def render_trace(trace: DecisionTrace) -> Tree:
+    """Build a readable tree of one trace: header, features, steps, candidates, selection, outcome.
+
+    Args:
+        trace: The decision trace to show.
+
+    Returns:
+        A :class:`rich.tree.Tree`; print it with ``rich.console.Console().print(tree)``.
+    """
+    tree = Tree(_header(trace), guide_style=_DIM)
+    features = tree.add(Text("Request features", style="bold"))
+    for name, value in features_summary(trace).items():
+        features.add(_pair(name, value))
+    if trace.rule or trace.intent:
+        intent = f"{trace.intent} ({fmt_num(trace.intent_confidence)})" if trace.intent else "—"
+        features.add(Text.assemble(("rule ", _DIM), trace.rule or "—", ("  intent ", _DIM), intent))
+
+    steps = tree.add(Text(f"Steps ({len(trace.decision_trace)})", style="bold"))
+    for step in sorted(trace.decision_trace, key=lambda s: s.seq):
+        steps.add(_step(step))
+
+    cands = tree.add(Text(f"Candidates ({len(trace.candidates)})", style="bold"))
+    for cand in ordered_candidates(trace.candidates):
+        _add_candidate(cands, cand, is_selected=cand.instance == trace.selected_instance)
+
+    _add_selection(tree, trace)
+    attempts = tree.add(Text(f"Attempts ({len(trace.attempts)})", style="bold"))
+    for attempt in sorted(trace.attempts, key=lambda a: a.seq):
+        attempts.add(_attempt(attempt))
+    _add_outcome(tree, trace)
+    return tree
+
+
+def _header(trace: DecisionTrace) -> Text:
+    text = Text.assemble(("Decision trace ", "bold"), (trace.request_id, "bold cyan"), "\n")
+    parts = [
+        ("ts", trace.ts.isoformat()),
+        ("router", trace.router_version),
+        ("policy", trace.policy_hash),
+        ("mode", trace.mode.value),
+        ("decision", f"{fmt_num(trace.latency_ms, 2)} ms"),
+    ]
+    if trace.experiment_arm:
+        parts.append(("arm", trace.experiment_arm))
+    for i, (name, value) in enumerate(parts):
+        text.append(("  " if i else "") + f"{name} ", style=_DIM)
+        text.append(value, style="yellow" if name == "mode" and value != "normal" else "")
+    text.append("\nquery ", style=_DIM)
+    text.append(trace.query_hash)
+    return text
+
+
+def _pair(name: str, value: str) -> Text:
+    return Text.assemble((f"{name}: ", _DIM), value)
+
+
+def _step(step: DecisionStep) -> Text:
+    text = Text.assemble((f"#{step.seq} ", _DIM), (step.step, "bold"), (f" [{step.kind.value}]", _DIM))
+    if step.plugin:
+        text.append(f" {step.plugin}", style=_DIM)
+    if step.value is not None:
+        text.append(f" value={fmt_num(step.value)}")
+    if step.reason:
+        text.append(f" — {step.reason}")
+    if step.instances:
+        text.append("  kept: ", style=_DIM)
+        text.append(", ".join(step.instances), style=_OK)
+    if step.rejected:
+        text.append("  rejected: ", style=_DIM)
+        text.append(", ".join(step.rejected), style=_BAD)
+    if step.duration_us is not None:
+        text.append(f"  ({fmt_num(step.duration_us, 1)} µs)", style=_DIM)
+    return text
+
+
+def _add_candidate(parent: Tree, cand: CandidateEval, *, is_selected: bool) -> None:
+    label = Text.assemble((cand.instance, "bold"), (f" ({cand.model}", _DIM))
+    label.append(f", {cand.zone})" if cand.zone else ")", style=_DIM)
+    label.append("  feasible" if cand.feasible else "  REJECTED", style=_OK if cand.feasible else _BAD)
+    if cand.rank is not None:
+        label.append(f"  rank {cand.rank}")
+    if cand.total is not None:
+        label.append(f"  total {cand.total:.3f}")
+    if is_selected:
+        label.append("  ← selected", style="bold green")
+    node = parent.add(label)
+    for violation in cand.violations:
+        node.add(Text.assemble(("violation ", _BAD), violation_text(violation)))
+    if cand.state is not None:
+        node.add(_gauges(cand.state))
+    for term in cand.score_terms:
+        node.add(
+            Text.assemble(
+                ("score ", _DIM),
+                (term.name, "bold"),
+                f" {term.raw:.3f}×{term.weight:.3f}={term.weighted:.3f}",
+            )
+        )
+    if cand.score_terms:
+        total = "—" if cand.total is None else f"{cand.total:.3f}"
+        rank = "—" if cand.rank is None else str(cand.rank)
+        node.add(Text.assemble(("total ", _DIM), (total, "bold"), ("  rank ", _DIM), rank))
+
+
+def _gauges(state: InstanceSnapshot) -> Text:
+    pct = {"kv_cache_usage": "kv", "warmup_progress": "warmup", "error_rate": "err"}
+    text = Text("state ", style=_DIM)
+    for name in ("queue", "running"):
+        text.append(f"{name} {fmt_num(getattr(state, name))}  ")
+    for name, short in pct.items():
+        value = getattr(state, name)
+        text.append(f"{short} {'—' if value is None else f'{value:.0%}'}  ")
+    text.append(f"age {fmt_num(state.age_s)} s")
+    if state.stale:
+        text.append("  STALE", style=_BAD)
+    if state.scrape_error:
+        text.append(f"  scrape error: {state.scrape_error}", style=_BAD)
+    return text
+
+
+def _add_selection(parent: Tree, trace: DecisionTrace) -> None:
+    node = parent.add(Text("Selection", style="bold"))
+    if trace.selected_instance or trace.selected_model:
+        node.add(
+            Text.assemble(
+                (trace.selected_model or "?", "bold green"), " → ", (trace.selected_instance or "?", "bold green")
+            )
+        )
+    else:
+        node.add(Text("no instance selected", style=_BAD))
+    if trace.fallback_triggered:
+        node.add(Text.assemble(("fallback ", "yellow"), trace.fallback_reason or "(no reason recorded)"))
+    else:
+        node.add(Text("fallback no", style=_DIM))
+
+
+def _attempt(attempt: Attempt) -> Text:
+    ok = attempt.status.value == "ok"
+    text = Text.assemble(
+        (f"#{attempt.seq} ", _DIM),
+        (attempt.instance, "bold"),
+        (f" ({attempt.model}) ", _DIM),
+        (attempt.status.value, _OK if ok else _BAD),
+    )
+    if attempt.http_status is not None:
+        text.append(f" HTTP {attempt.http_status}")
+    if attempt.error_class:
+        text.append(f" {attempt.error_class}", style=_BAD)
+    text.append(f"  {fmt_num(attempt.latency_ms, 1)} ms", style=_DIM)
+    return text
+
+
+def _add_outcome(parent: Tree, trace: DecisionTrace) -> None:
+    out = trace.outcome
+    ok = out.status.value == "ok"
+    node = parent.add(Text.assemble(("Outcome ", "bold"), (outcome_text(trace), _OK if ok else _BAD)))
+    tokens = f"{fmt_num(out.prompt_tokens, 0)} in / {fmt_num(out.completion_tokens, 0)} out"
+    node.add(_pair("tokens", tokens))
+    node.add(_pair("cost", "—" if out.cost is None else f"{out.cost:.6g}"))
+    node.add(_pair("ttft", "—" if out.ttft_ms is None else f"{fmt_num(out.ttft_ms, 1)} ms"))
+    node.add(_pair("total", f"{fmt_num(out.total_ms, 1)} ms"))

@@ -1,0 +1,1 @@
+"""Streamlit page scripts, one per page; run by ``st.navigation``, never imported."""

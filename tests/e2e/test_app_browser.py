@@ -1,0 +1,132 @@
+"""The trace explorer in a real browser: `streamlit run` subprocess + Debian Chromium via playwright.
+
+Needs ``apt-get install chromium`` and ``pip install playwright`` (the wheel ships its driver;
+``playwright install`` is never run: the system Chromium is used through ``executable_path``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.app import stub_trace_api as stub
+
+CHROMIUM = Path("/usr/bin/chromium")
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+STARTUP_TIMEOUT_S = 60.0
+UI_TIMEOUT_MS = 30_000
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} missing: apt-get install -y chromium"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"streamlit exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"streamlit not healthy after {STARTUP_TIMEOUT_S} s:\n{log.read_text(errors='replace')}")
+
+
+@pytest.fixture
+def app_url(tmp_path: Path) -> Iterator[str]:
+    """Run the stub read API and `streamlit run app/streamlit_app.py` against it; yield the app URL."""
+    port = free_port()
+    log = tmp_path / "streamlit.log"
+    with stub.StubTraceApi([stub.sample_trace()]) as api, log.open("wb") as out:
+        env = {k: v for k, v in os.environ.items() if k != "ROUTELENS_DB"}
+        env["ROUTELENS_API_URL"] = api.url
+        cmd = [
+            sys.executable, "-m", "streamlit", "run", "app/streamlit_app.py",
+            "--server.headless", "true",
+            "--server.port", str(port),
+            "--server.address", "127.0.0.1",
+            "--browser.gatherUsageStats", "false",
+            "--server.fileWatcherType", "none",
+        ]  # fmt: skip
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            wait_healthy(proc, f"{base}/_stcore/health", log)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+def test_trace_explorer_in_chromium(app_url: str, tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright missing: pip install playwright")
+    expect = sync_api.expect
+    shot = tmp_path / "trace_explorer.png"
+
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            # Tall viewport: Streamlit scrolls an inner container, so full_page alone cuts the page.
+            page = browser.new_page(viewport={"width": 1600, "height": 2200})
+            # The default page is served at the root (its url_path only names it in navigation).
+            page.goto(f"{app_url}/?request_id={stub.SAMPLE_REQUEST_ID}")
+
+            heading = page.get_by_role("heading", name=re.compile("Selected"))
+            expect(heading).to_contain_text(stub.SELECTED_INSTANCE, timeout=UI_TIMEOUT_MS)
+            expect(heading).to_contain_text(stub.SELECTED_MODEL)
+
+            ruled_out = page.locator("li", has_text=stub.REJECTED_INSTANCE)
+            expect(ruled_out).to_be_visible()
+            expect(ruled_out).to_contain_text("kv-cache")
+            expect(ruled_out).to_contain_text(stub.KV_REASON)
+            expect(page.get_by_text("REJECTED", exact=True)).to_be_visible()
+
+            expect(page.get_by_role("heading", name="Attempts")).to_be_visible()
+            expect(page.get_by_test_id("stDataFrame")).to_have_count(3)
+            expect(page.get_by_test_id("stException")).to_have_count(0)
+            expect(page.get_by_text("Page not found")).to_have_count(0)
+            assert page.get_by_label("request_id").input_value() == stub.SAMPLE_REQUEST_ID
+
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+
+    assert shot.stat().st_size > 10_000
+    print(f"screenshot: {shot}")
