@@ -1,0 +1,19 @@
+"""``python -m bench NAME [options]``: run one benchmark; its last output line is one JSON object."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHMARKS = {"gateway": "bench.gateway"}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in BENCHMARKS:
+        print(f"usage: python -m bench {{{','.join(BENCHMARKS)}}} [options]", file=sys.stderr)
+        return 2
+    module = importlib.import_module(BENCHMARKS[argv[0]])
+    return int(module.main(argv[1:]))
+
+
+raise SystemExit(main(sys.argv[1:]))
