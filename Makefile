@@ -12,6 +12,11 @@ $(STAMP): pyproject.toml
 	# The CPU build of torch first, so the embedding model does not pull a CUDA build.
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[probes,es,dev]'
+	@# The browser test drives Debian's Chromium; install it when we may (root with apt-get).
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "note: chromium is not installed; the browser test will be skipped"; fi; }
 	@touch $(STAMP)
 
 install: $(STAMP)

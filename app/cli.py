@@ -58,11 +58,22 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     from app.trace_source import DuckDBFileSource, HttpTraceSource, TraceSource, TraceSourceError
     from app.trace_tree import render_trace
 
-    source: TraceSource = DuckDBFileSource(args.db) if args.db else HttpTraceSource(_api_url(args))
-    try:
-        trace = source.get(args.request_id)
-    except TraceSourceError as exc:
-        err.print(f"[red]error:[/red] cannot read traces: {exc}")
+    sources: list[TraceSource] = [DuckDBFileSource(args.db) if args.db else HttpTraceSource(_api_url(args))]
+    if not args.db and not args.api and Path(args.config).is_file():
+        # No server running (e.g. after the demo stopped): the configured file can be read directly.
+        db = Path(load_config(args.config).storage.duckdb_path)
+        if db.is_file():
+            sources.append(DuckDBFileSource(db))
+    trace, errors = None, []
+    for source in sources:
+        try:
+            trace = source.get(args.request_id)
+        except TraceSourceError as exc:
+            errors.append(str(exc))
+            continue
+        break
+    else:
+        err.print(f"[red]error:[/red] cannot read traces: {'; '.join(errors)}")
         return 2
     if trace is None:
         err.print(f"[red]error:[/red] no trace for request_id '{args.request_id}'")

@@ -28,7 +28,7 @@ def test_full_width_and_half_width_hash_the_same() -> None:
 
 
 def test_plain_hash_is_sha256_of_the_normalised_text() -> None:
-    digest = hashlib.sha256("abc 123".encode()).hexdigest()
+    digest = hashlib.sha256(b"abc 123").hexdigest()
     assert query_hash("ABC  123") == f"sha256:{digest}"
 
 
