@@ -88,6 +88,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
 def _cmd_app(args: argparse.Namespace) -> int:
     cfg = load_config(args.config) if Path(args.config).is_file() else None
     port = args.port if args.port is not None else (cfg.app.port if cfg else 8501)
+    host = cfg.app.host if cfg else "127.0.0.1"
     env = dict(os.environ)
     if args.db:
         env["ROUTELENS_DB"] = str(Path(args.db).resolve())
@@ -95,8 +96,9 @@ def _cmd_app(args: argparse.Namespace) -> int:
         env["ROUTELENS_API_URL"] = _api_url(args)
     entry = Path(__file__).with_name("streamlit_app.py")
     cmd = [sys.executable, "-m", "streamlit", "run", str(entry), "--server.headless", "true",
-           "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"]
-    print(f"app http://127.0.0.1:{port}", flush=True)
+           "--server.address", host, "--server.port", str(port), "--browser.gatherUsageStats", "false",
+           "--client.toolbarMode", "minimal"]
+    print(f"app http://{host}:{port}", flush=True)
     try:
         return subprocess.call(cmd, env=env)
     except KeyboardInterrupt:

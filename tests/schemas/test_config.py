@@ -17,8 +17,9 @@ fleet:
 """
 
 
-def test_shipped_default_config_loads() -> None:
-    cfg = parse_yaml_model(RouteLensConfig, (ROOT / "routelens.yaml").read_text(), "routelens.yaml")
+@pytest.mark.parametrize("name", ["routelens.yaml", "deploy/routelens.compose.yaml"])
+def test_shipped_configs_load(name: str) -> None:
+    cfg = parse_yaml_model(RouteLensConfig, (ROOT / name).read_text(), name)
     assert len(cfg.fleet.instances) == 4
     assert {c.name for c in cfg.constraints} == {"kv-cache", "queue"}
 
