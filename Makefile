@@ -24,13 +24,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/routelens demo --config routelens.yaml
 
-test: $(STAMP)
-	$(VENV)/bin/ruff check .
+test: lint
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy schemas router_core ingest probes app sim bench
 
 clean:
 	rm -rf $(VENV) .routelens .pytest_cache

@@ -125,17 +125,23 @@ def usage_of(body: bytes) -> dict[str, Any]:
     return usage if isinstance(usage, dict) else {}
 
 
-async def pipe_stream(resp: aiohttp.ClientResponse, out: web.StreamResponse) -> float | None:
-    """Copy an SSE stream to the client; return ms from the start of the copy to the first chunk."""
+async def pipe_stream(resp: aiohttp.ClientResponse, out: web.StreamResponse) -> tuple[float | None, str | None]:
+    """Copy an SSE stream to the client.
+
+    Returns:
+        Milliseconds from the start of the copy to the first chunk (None if none came), and the
+        error class when the stream broke off (upstream gone or client gone), else None.
+    """
     start = time.perf_counter()
     first: float | None = None
+    error: str | None = None
     try:
         async for chunk in resp.content.iter_any():
             if first is None:
                 first = (time.perf_counter() - start) * 1e3
             await out.write(chunk)
-    except (TimeoutError, aiohttp.ClientError):
-        pass  # the client sees a truncated stream; the trace records it through the outcome
+    except (TimeoutError, aiohttp.ClientError, ConnectionResetError) as exc:
+        error = f"stream_interrupted:{type(exc).__name__}"
     finally:
         resp.release()
-    return first
+    return first, error

@@ -12,7 +12,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -54,7 +54,9 @@ class TraceHooks(Protocol):
 
 
 @web.middleware
-async def _errors_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+async def _errors_middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
     try:
         return await handler(request)
     except web.HTTPException as exc:
@@ -166,11 +168,12 @@ class Gateway:
         del analysis  # the query text goes no further than its hash
 
         def finish(status: int, error: str | None = None, **usage: Any) -> None:
-            self.metrics.record_request(*(rec.selected or (None, None)), status)
+            model, instance = rec.selected or (None, None)
+            self.metrics.record_request(model, instance, status)
             for attempt in rec.attempts:
                 self.metrics.record_attempt(attempt.instance, attempt.status.value)
             outcome = Outcome(
-                status=OutcomeStatus.OK if status < 400 else OutcomeStatus.ERROR,
+                status=OutcomeStatus.OK if status < 400 and error is None else OutcomeStatus.ERROR,
                 http_status=status,
                 error_class=error,
                 total_ms=(self._perf() - t0) * 1e3,
@@ -197,9 +200,10 @@ class Gateway:
             out = web.StreamResponse(status=200, headers=headers)
             out.content_type = resp.content_type
             await out.prepare(request)
-            ttft = await pipe_stream(resp, out)
-            await out.write_eof()
-            finish(200, cost=spec.cost.base, ttft_ms=ttft)
+            ttft, broken = await pipe_stream(resp, out)
+            if broken is None:
+                await out.write_eof()
+            finish(200, broken, cost=spec.cost.base, ttft_ms=ttft)
             return out
         usage = usage_of(fwd.body) if resp.status == 200 else {}
         finish(

@@ -1,0 +1,41 @@
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from app.cli import main
+from ingest.duckdb_store import DuckDBTraceStore
+from tests.factories import make_trace
+
+
+def test_schema_json_is_the_trace_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema", "--json"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["title"] == "DecisionTrace"
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert "query_hash" in schema["properties"] and "query" not in schema["properties"]
+
+
+def test_a_malformed_config_names_file_line_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("fleet:\n  instances:\n    - id: a\n      model: m\n      url: localhost:9000\n")
+    assert main(["serve", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:5: fleet.instances[0].url" in err.replace("\n", "")
+
+
+def test_a_missing_config_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--config", str(tmp_path / "nope.yaml"), "sim", "fleet"]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_trace_from_a_file_known_and_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "t.duckdb"
+    store = DuckDBTraceStore(db)
+    store.write_batch([make_trace("req_cli")])
+    store.close()
+    assert main(["trace", "req_cli", "--db", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["selected_instance"] == "v4-b"
+    assert main(["trace", "req_other", "--db", str(db)]) == 1
+    assert "no trace for request_id 'req_other'" in capsys.readouterr().err
