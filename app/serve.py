@@ -15,6 +15,7 @@ from ingest.metrics import EmitterCollector
 from router_core.builtin import build_router, policy_hash
 from router_core.gateway import Gateway
 from schemas.config import RouteLensConfig
+from schemas.feedback import Feedback
 from schemas.trace import DecisionTrace
 
 __all__ = ["StoreHooks", "run_server"]
@@ -34,6 +35,10 @@ class StoreHooks:
     def lookup(self, request_id: str) -> DecisionTrace | None:
         """Read-your-writes lookup."""
         return self.emitter.pending(request_id) or self.store.get(request_id)
+
+    def record_feedback(self, feedback: Feedback) -> None:
+        """Store feedback directly (a handful per request at most)."""
+        self.store.write_feedback([feedback])
 
 
 def build_gateway_app(config: RouteLensConfig, db_path: str) -> web.Application:

@@ -20,12 +20,14 @@ import pyarrow.json as pa_json
 
 from ingest.errors import SinkError, SinkUnavailable
 from schemas.derive import arrow_schema
+from schemas.feedback import Feedback
 from schemas.trace import DecisionTrace
 from schemas.version import SCHEMA_VERSION
 
 __all__ = ["DuckDBTraceStore", "traces_to_arrow"]
 
 TRACE_SCHEMA: pa.Schema = arrow_schema(DecisionTrace)
+FEEDBACK_SCHEMA: pa.Schema = arrow_schema(Feedback)
 
 
 _JSON_OPTIONS = pa_json.ParseOptions(explicit_schema=TRACE_SCHEMA, unexpected_field_behavior="error")
@@ -65,8 +67,9 @@ class DuckDBTraceStore:
             self._ensure_schema()
 
     def _ensure_schema(self) -> None:
-        empty = TRACE_SCHEMA.empty_table()  # noqa: F841  (read by DuckDB's replacement scan)
-        self._con.execute("CREATE TABLE IF NOT EXISTS traces AS SELECT * FROM empty")
+        for table, schema in (("traces", TRACE_SCHEMA), ("feedback", FEEDBACK_SCHEMA)):
+            empty = schema.empty_table()  # noqa: F841  (read by DuckDB's replacement scan)
+            self._con.execute(f"CREATE TABLE IF NOT EXISTS {table} AS SELECT * FROM empty")
         ddl = resources.files("ingest").joinpath("sql/traces.sql").read_text(encoding="utf-8")
         self._con.execute(ddl)
         self._con.execute(
@@ -81,6 +84,17 @@ class DuckDBTraceStore:
         try:
             with self._write_lock:
                 self._con.execute("INSERT INTO traces SELECT * FROM batch")
+        except duckdb.Error as exc:
+            raise SinkUnavailable(f"insert into {self.path} failed: {exc}") from exc
+
+    def write_feedback(self, items: Sequence[Feedback]) -> None:
+        """Append feedback records (few and small: plain Arrow conversion is enough)."""
+        if not items:
+            return
+        batch = pa.Table.from_pylist([f.model_dump() for f in items], schema=FEEDBACK_SCHEMA)  # noqa: F841
+        try:
+            with self._write_lock:
+                self._con.execute("INSERT INTO feedback SELECT * FROM batch")
         except duckdb.Error as exc:
             raise SinkUnavailable(f"insert into {self.path} failed: {exc}") from exc
 

@@ -29,6 +29,9 @@ class GatewayMetrics:
             registry=registry,
         )
         self.fallbacks = Counter("routelens_router_fallbacks", "Decisions that fell back.", registry=registry)
+        self.feedback = Counter(
+            "routelens_gateway_feedback", "Feedback received, by verdict.", ["correct"], registry=registry
+        )
 
     def record_request(self, model: str | None, instance: str | None, code: int) -> None:
         """Count one finished request."""
@@ -37,6 +40,10 @@ class GatewayMetrics:
     def record_attempt(self, instance: str, status: str) -> None:
         """Count one forwarding attempt."""
         self.attempts.labels(instance, status).inc()
+
+    def record_feedback(self, correct: bool) -> None:
+        """Count one feedback record."""
+        self.feedback.labels("true" if correct else "false").inc()
 
     def record_decision(self, seconds: float, fallback: bool) -> None:
         """Observe one decision."""

@@ -13,6 +13,7 @@ from schemas.common import (
 )
 from schemas.config import ConstraintSpec, RouteLensConfig
 from schemas.errors import ConfigError, RoutelensError
+from schemas.feedback import Feedback
 from schemas.fleet import CostSpec, InstanceSnapshot, InstanceSpec
 from schemas.hashing import normalize_query, query_hash
 from schemas.probe import ProbeResult
@@ -38,6 +39,7 @@ __all__ = [
     "CostSpec",
     "DecisionStep",
     "DecisionTrace",
+    "Feedback",
     "InstanceSnapshot",
     "InstanceSpec",
     "Language",

@@ -12,6 +12,8 @@ from pydantic import Field, field_validator
 
 from schemas.common import ContractModel
 from schemas.fleet import InstanceSpec
+from schemas.sim_config import SimModelProfile, SimSettings
+from schemas.storage_config import StorageSettings
 
 __all__ = [
     "AppSettings",
@@ -52,15 +54,6 @@ class GatewaySettings(ContractModel):
     max_connections: int = Field(512, ge=1)
 
 
-class StorageSettings(ContractModel):
-    """Where traces go."""
-
-    duckdb_path: str = ".routelens/traces.duckdb"
-    queue_size: int = Field(50_000, ge=1)
-    batch_size: int = Field(1024, ge=1)
-    flush_interval_ms: int = Field(100, ge=1)
-
-
 class ConstraintSpec(ContractModel):
     """A hard constraint: an instance is feasible only while ``metric op threshold`` holds."""
 
@@ -87,25 +80,6 @@ class ScrapeSettings(ContractModel):
     interval_s: float = Field(1.0, gt=0)
     timeout_s: float = Field(0.5, gt=0)
     stale_after_s: float = Field(5.0, gt=0)
-
-
-class SimModelProfile(ContractModel):
-    """Behaviour of one model in the simulator."""
-
-    base_latency_ms: float = Field(20.0, ge=0)
-    decode_tps: float = Field(400.0, gt=0, description="Output tokens per second.")
-    prefill_tps: float = Field(8000.0, gt=0, description="Prompt tokens per second.")
-    max_concurrency: int = Field(16, ge=1)
-    kv_tokens: int = Field(65536, gt=0, description="Tokens the KV cache holds.")
-
-
-class SimSettings(ContractModel):
-    """Simulator knobs; see sim/."""
-
-    time_scale: float = Field(1.0, gt=0, description="2.0 runs twice as fast as real time.")
-    zero_delay: bool = False
-    seed: int = 0
-    models: dict[str, SimModelProfile] = {}
 
 
 class FleetSettings(ContractModel):

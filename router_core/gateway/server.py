@@ -20,6 +20,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from pydantic import ValidationError
 
 from router_core.analysis import analyse_request
 from router_core.errors import InvalidRequest
@@ -32,6 +33,7 @@ from router_core.scraper import MetricsScraper
 from router_core.state import StateView
 from schemas.common import OutcomeStatus
 from schemas.config import RouteLensConfig
+from schemas.feedback import Feedback
 from schemas.hashing import query_hash
 from schemas.trace import DecisionTrace, Outcome
 
@@ -50,6 +52,10 @@ class TraceHooks(Protocol):
 
     def lookup(self, request_id: str) -> DecisionTrace | None:
         """Find a trace; may block, so the gateway calls it in a worker thread."""
+        ...
+
+    def record_feedback(self, feedback: Feedback) -> None:
+        """Store one feedback record; may block (called in a worker thread)."""
         ...
 
 
@@ -113,6 +119,7 @@ class Gateway:
         app = web.Application(middlewares=[_errors_middleware], client_max_size=32 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_get("/v1/traces/{request_id}", self.get_trace)
+        app.router.add_post("/v1/feedback", self.feedback)
         app.router.add_get("/v1/models", self.list_models)
         app.router.add_get("/v1/router/state", self.router_state)
         app.router.add_get("/health", self.health)
@@ -222,6 +229,26 @@ class Gateway:
         if trace is None:
             return error_response(404, f"no trace for request_id '{request_id}'", code="trace_not_found")
         return web.Response(body=trace.model_dump_json(), content_type="application/json")
+
+    async def feedback(self, request: web.Request) -> web.Response:
+        """``POST /v1/feedback``: ``{request_id, correct, expected_class?, expected_model?, source?, ts?}``."""
+        try:
+            data = orjson.loads(await request.read())
+            if not isinstance(data, dict):
+                raise InvalidRequest("feedback must be a JSON object")
+            data.setdefault("ts", self._wall().isoformat())
+            item = Feedback.model_validate(data)
+        except orjson.JSONDecodeError:
+            return error_response(400, "request body is not valid JSON", code="invalid_json")
+        except InvalidRequest as exc:
+            return error_response(400, str(exc))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            param = ".".join(str(p) for p in first["loc"]) or None
+            return error_response(400, f"invalid feedback: {first['msg']}", param=param, code="invalid_value")
+        self.metrics.record_feedback(item.correct)
+        await asyncio.to_thread(self.hooks.record_feedback, item)
+        return web.Response(status=202, body=b'{"status":"accepted"}', content_type="application/json")
 
     async def list_models(self, request: web.Request) -> web.Response:
         """OpenAI model list: the fleet's models plus ``auto``."""

@@ -134,6 +134,17 @@ def test_bad_requests_get_openai_style_errors(stack: Stack, body: Any, status: i
     assert http("GET", f"{stack.gateway}/health") == (200, {"status": "ok"})  # still serving
 
 
+def test_feedback_is_accepted_validated_and_counted(stack: Stack) -> None:
+    good = {"request_id": "ops-4711", "correct": False, "expected_class": "contract", "expected_model": "big"}
+    assert http("POST", f"{stack.gateway}/v1/feedback", good) == (202, {"status": "accepted"})
+    code, payload = http("POST", f"{stack.gateway}/v1/feedback", {"request_id": "x"})
+    assert code == 400 and payload["error"]["param"] == "correct"
+    code, payload = http("POST", f"{stack.gateway}/v1/feedback", b"[1, 2]")
+    assert code == 400
+    with urllib.request.urlopen(f"{stack.gateway}/metrics", timeout=10) as resp:
+        assert 'routelens_gateway_feedback_total{correct="false"} 1.0' in resp.read().decode()
+
+
 def test_unknown_trace_id_is_a_404(stack: Stack) -> None:
     code, payload = http("GET", f"{stack.gateway}/v1/traces/nope")
     assert code == 404 and payload["error"]["code"] == "trace_not_found"

@@ -62,3 +62,18 @@ def test_a_file_another_process_writes_is_unavailable_not_a_crash(tmp_path: Path
     finally:
         holder.communicate("", timeout=30)
     DuckDBTraceStore(path, read_only=True).close()  # free again once the writer is gone
+
+
+def test_feedback_is_stored_in_its_own_table(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from schemas import Feedback
+
+    store = DuckDBTraceStore(tmp_path / "t.duckdb")
+    fb = Feedback(request_id="req_1", ts=datetime(2026, 11, 1, tzinfo=UTC), correct=False, expected_model="big")
+    store.write_feedback([fb])
+    store.close()
+    con = duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True)
+    rows = con.execute("SELECT request_id, correct, expected_model FROM feedback").fetchall()
+    con.close()
+    assert rows == [("req_1", False, "big")]

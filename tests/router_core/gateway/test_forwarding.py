@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from router_core.builtin import build_router
 from router_core.gateway import Gateway
-from schemas import AttemptStatus, DecisionTrace, OutcomeStatus
+from schemas import AttemptStatus, DecisionTrace, Feedback, OutcomeStatus
 from schemas.config import RouteLensConfig
 
 # Instances are ranked by the seed score: "a" (KV 10%) always before "b" (KV 20%).
@@ -24,6 +24,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class MemoryHooks:
     def __init__(self) -> None:
         self.traces: dict[str, DecisionTrace] = {}
+        self.feedback: list[Feedback] = []
 
     def emit(self, trace: DecisionTrace) -> bool:
         self.traces[trace.request_id] = trace
@@ -31,6 +32,9 @@ class MemoryHooks:
 
     def lookup(self, request_id: str) -> DecisionTrace | None:
         return self.traces.get(request_id)
+
+    def record_feedback(self, feedback: Feedback) -> None:
+        self.feedback.append(feedback)
 
 
 def upstream(chat: Handler, kv: float) -> web.Application:

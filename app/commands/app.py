@@ -1,0 +1,41 @@
+"""``routelens app``: the Streamlit app, reading traces from the gateway or a file."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from app.commands import api_url
+from app.config_io import load_config
+
+
+def _run(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config) if Path(args.config).is_file() else None
+    port = args.port if args.port is not None else (cfg.app.port if cfg else 8501)
+    host = cfg.app.host if cfg else "127.0.0.1"
+    env = dict(os.environ)
+    if args.db:
+        env["ROUTELENS_DB"] = str(Path(args.db).resolve())
+    else:
+        env["ROUTELENS_API_URL"] = api_url(args)
+    entry = Path(__file__).resolve().parents[1] / "streamlit_app.py"
+    cmd = [sys.executable, "-m", "streamlit", "run", str(entry), "--server.headless", "true",
+           "--server.address", host, "--server.port", str(port), "--browser.gatherUsageStats", "false",
+           "--client.toolbarMode", "minimal"]
+    print(f"app http://{host}:{port}", flush=True)
+    try:
+        return subprocess.call(cmd, env=env)
+    except KeyboardInterrupt:
+        return 0
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+    """Add ``app``."""
+    p = sub.add_parser("app", parents=[common], help="run the Streamlit app")
+    p.add_argument("--api", help="gateway URL to read traces from")
+    p.add_argument("--db", help="open a DuckDB file read-only instead")
+    p.add_argument("--port", type=int)
+    p.set_defaults(func=_run)
