@@ -6,7 +6,7 @@ through here, so a violation or a number reads the same everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -176,13 +176,9 @@ def steps_frame(trace: DecisionTrace) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
 
 
-def score_columns(candidates: Sequence[CandidateEval]) -> list[str]:
-    """Score term names in first-seen order, the column names of :func:`candidates_frame`."""
-    names: dict[str, None] = {}
-    for cand in candidates:
-        for term in cand.score_terms:
-            names.setdefault(term.name, None)
-    return list(names)
+def score_columns(trace: DecisionTrace) -> list[str]:
+    """Score term names in weight order, the term columns of :func:`candidates_frame`."""
+    return [w.name for w in trace.score_weights]
 
 
 def candidates_frame(trace: DecisionTrace) -> pd.DataFrame:
@@ -193,7 +189,7 @@ def candidates_frame(trace: DecisionTrace) -> pd.DataFrame:
     """
     cands = ordered_candidates(trace.candidates)
     fixed = set(CANDIDATE_BASE_COLUMNS) | set(_RANK_COLUMNS) | set(GAUGE_COLUMNS)
-    terms = {name: f"score:{name}" if name in fixed else name for name in score_columns(cands)}
+    terms = {name: f"score:{name}" if name in fixed else name for name in score_columns(trace)}
     columns = [*CANDIDATE_BASE_COLUMNS, *terms.values(), *_RANK_COLUMNS, *GAUGE_COLUMNS]
     rows = []
     for cand in cands:
@@ -208,7 +204,7 @@ def candidates_frame(trace: DecisionTrace) -> pd.DataFrame:
             "selected": cand.instance == trace.selected_instance,
         }
         row.update(dict.fromkeys(terms.values()))
-        row.update({terms[t.name]: t.weighted for t in cand.score_terms})
+        row.update({terms[name]: weighted for name, _, _, weighted in trace.terms_of(cand)})
         row.update(_gauges(cand.state))
         rows.append(row)
     frame = pd.DataFrame(rows, columns=columns)

@@ -43,7 +43,7 @@ def render_trace(trace: DecisionTrace) -> Tree:
 
     cands = tree.add(Text(f"Candidates ({len(trace.candidates)})", style="bold"))
     for cand in ordered_candidates(trace.candidates):
-        _add_candidate(cands, cand, is_selected=cand.instance == trace.selected_instance)
+        _add_candidate(cands, trace, cand, is_selected=cand.instance == trace.selected_instance)
 
     _add_selection(tree, trace)
     attempts = tree.add(Text(f"Attempts ({len(trace.attempts)})", style="bold"))
@@ -95,7 +95,7 @@ def _step(step: DecisionStep) -> Text:
     return text
 
 
-def _add_candidate(parent: Tree, cand: CandidateEval, *, is_selected: bool) -> None:
+def _add_candidate(parent: Tree, trace: DecisionTrace, cand: CandidateEval, *, is_selected: bool) -> None:
     label = Text.assemble((cand.instance, "bold"), (f" ({cand.model}", _DIM))
     label.append(f", {cand.zone})" if cand.zone else ")", style=_DIM)
     label.append("  feasible" if cand.feasible else "  REJECTED", style=_OK if cand.feasible else _BAD)
@@ -110,14 +110,10 @@ def _add_candidate(parent: Tree, cand: CandidateEval, *, is_selected: bool) -> N
         node.add(Text.assemble(("violation ", _BAD), violation_text(violation)))
     if cand.state is not None:
         node.add(_gauges(cand.state))
-    for term in cand.score_terms:
-        node.add(
-            Text.assemble(
-                ("score ", _DIM),
-                (term.name, "bold"),
-                f" {term.raw:.3f}×{term.weight:.3f}={term.weighted:.3f}",
-            )
-        )
+    for name, raw, weight, weighted in trace.terms_of(cand):
+        node.add(Text.assemble(("score ", _DIM), (name, "bold"), f" {raw:.3f}×{weight:.3f}={weighted:.3f}"))
+    if cand.weight_factor < 1.0:
+        node.add(Text.assemble(("soft-constraint ramp ", _DIM), f"×{cand.weight_factor:.2f}"))
     if cand.score_terms:
         total = "—" if cand.total is None else f"{cand.total:.3f}"
         rank = "—" if cand.rank is None else str(cand.rank)

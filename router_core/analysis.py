@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from router_core.errors import InvalidRequest
+from router_core.intent import Intent, classify_intent
 from schemas.common import Language
 from schemas.trace import RequestFeatures
 
@@ -20,10 +21,11 @@ _ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
-    """Features of a request, and the query text to hash (never to store)."""
+    """Features of a request, its rule-scored intent, and the query text to hash (never to store)."""
 
     features: RequestFeatures
     query_text: str
+    intent: Intent
 
 
 def _is_cjk(ch: str) -> bool:
@@ -113,4 +115,4 @@ def analyse_request(body: Any, *, max_chars: int = 20_000) -> Analysis:
         analysed_chars=analysed,
         truncated=analysed < total_chars,
     )
-    return Analysis(features=features, query_text=query)
+    return Analysis(features=features, query_text=query, intent=classify_intent(query, max_chars))

@@ -13,12 +13,16 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from router_core.histogram import Buckets
+
 __all__ = ["EngineGauges", "MetricsParseError", "parse_engine_metrics"]
 
 _QUEUE = ("vllm:num_requests_waiting", "sglang:num_queue_reqs")
 _RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs")
 _KV = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
 _WARMUP = ("routelens_sim_warmup_progress",)
+_TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
+_E2E = ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds")
 
 
 class MetricsParseError(ValueError):
@@ -34,6 +38,8 @@ class EngineGauges:
     running: float | None
     kv_cache_usage: float | None
     warmup_progress: float | None
+    ttft_buckets: Buckets | None = None
+    e2e_buckets: Buckets | None = None
 
 
 def _first(values: dict[str, list[float]], names: tuple[str, ...], *, reduce: str) -> float | None:
@@ -51,9 +57,18 @@ def parse_engine_metrics(text: str) -> EngineGauges:
         MetricsParseError: When the text does not parse or has none of the known gauges.
     """
     wanted = set(_QUEUE + _RUNNING + _KV + _WARMUP)
+    histograms = set(_TTFT + _E2E)
     values: dict[str, list[float]] = {}
+    buckets: dict[str, dict[float, float]] = {}
     try:
         for family in text_string_to_metric_families(text):
+            if family.name in histograms:
+                per_le = buckets.setdefault(family.name, {})
+                for sample in family.samples:
+                    if sample.name.endswith("_bucket") and "le" in sample.labels:
+                        le = float(sample.labels["le"])
+                        per_le[le] = per_le.get(le, 0.0) + float(sample.value)
+                continue
             if family.name not in wanted:
                 continue
             for sample in family.samples:
@@ -72,4 +87,19 @@ def parse_engine_metrics(text: str) -> EngineGauges:
         running=_first(values, _RUNNING, reduce="sum"),
         kv_cache_usage=None if kv is None else min(max(kv, 0.0), 1.0),
         warmup_progress=None if warmup is None else min(max(warmup, 0.0), 1.0),
+        ttft_buckets=_buckets(buckets, _TTFT),
+        e2e_buckets=_buckets(buckets, _E2E),
     )
+
+
+def _buckets(found: dict[str, dict[float, float]], names: tuple[str, ...]) -> Buckets | None:
+    """Return the first family's cumulative buckets, sorted, or None when absent or malformed."""
+    for name in names:
+        per_le = found.get(name)
+        if not per_le or not any(math.isinf(le) for le in per_le):
+            continue  # a histogram without +Inf is truncated: unusable
+        ordered = tuple(sorted(per_le.items()))
+        counts = [c for _, c in ordered]
+        if all(math.isfinite(c) and c >= 0 for c in counts) and counts == sorted(counts):
+            return ordered
+    return None

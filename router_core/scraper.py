@@ -44,8 +44,9 @@ class MetricsScraper:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
 
     async def scrape_once(self) -> None:
-        """Scrape every instance once, concurrently."""
+        """Scrape every instance once, concurrently, then let the view re-evaluate its latches."""
         await asyncio.gather(*(self._scrape(spec) for spec in self._specs))
+        self._view.tick()
 
     async def run(self) -> None:
         """Scrape forever; cancel the task to stop."""

@@ -1,28 +1,37 @@
-"""The router's view of live instance state: scraped gauges plus its own observations.
+"""The router's view of live instance state: scraped gauges, its own observations, and latches.
 
-Staleness is pessimistic: an instance never scraped has no gauges (constraints then fail it), and
-one whose last good scrape is older than ``stale_after_s`` is marked stale.
+Scrapes (``update``) and forwarded requests (``observe``) feed it; ``tick`` (after every scrape
+round) rebuilds one immutable :class:`InstanceSnapshot` per instance, including every constraint's
+hysteresis latch. Requests then read those snapshots without copying them.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
+from router_core.constraints import applies, holds, metric_value
+from router_core.histogram import Buckets, delta_quantile
+from router_core.hysteresis import HysteresisLatch
 from router_core.metrics_parse import EngineGauges
-from schemas.fleet import InstanceSnapshot, InstanceSpec
+from router_core.staleness import effective_state
+from router_core.window import ObservationWindow
+from schemas.config import ConstraintSpec, ScrapeSettings
+from schemas.fleet import InstanceSnapshot, InstanceSpec, LatchState
 
 __all__ = ["StateView"]
 
 
 @dataclass
-class _InstanceState:
+class _Instance:
     spec: InstanceSpec
-    base: InstanceSnapshot
-    last_ok_mono: float | None = None
-    outcomes: deque[bool] = field(default_factory=lambda: deque(maxlen=50))
+    snap: InstanceSnapshot
+    window: ObservationWindow
+    latches: dict[str, HysteresisLatch] = field(default_factory=dict)
+    ttft: Buckets | None = None
+    e2e: Buckets | None = None
 
 
 class StateView:
@@ -30,62 +39,98 @@ class StateView:
 
     Args:
         specs: The fleet.
-        stale_after_s: Age after which a scrape no longer counts as fresh.
-        clock: Monotonic seconds (injected).
-        wall: Current UTC time (injected).
+        constraints: Hard constraints, evaluated with hysteresis on every tick.
+        scrape: Staleness bounds and the observation window.
+        queue_cap: Queue length treated as saturated.
+        clock: Monotonic seconds (injected); wall: current UTC time (injected).
     """
 
     def __init__(
         self,
         specs: Iterable[InstanceSpec],
+        constraints: Sequence[ConstraintSpec] = (),
         *,
-        stale_after_s: float = 5.0,
+        scrape: ScrapeSettings | None = None,
+        queue_cap: float = 10.0,
         clock: Callable[[], float],
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        self._scrape = scrape or ScrapeSettings()
+        self._constraints = list(constraints)
+        self._queue_cap = queue_cap
         self._clock = clock
         self._wall = wall
-        self._stale_after_s = stale_after_s
-        self._states = {
-            s.id: _InstanceState(s, InstanceSnapshot(instance=s.id, model=s.model, engine=s.engine))
+        self._by_id = {
+            s.id: _Instance(s, InstanceSnapshot(instance=s.id, model=s.model, engine=s.engine),
+                            ObservationWindow(self._scrape.window_s))
             for s in specs
         }
+        for inst in self._by_id.values():
+            for c in self._constraints:
+                if applies(c, inst.spec):
+                    inst.latches[c.name] = HysteresisLatch(c.exit_for, c.enter_for)
+        self._latched_at: dict[tuple[str, str], datetime] = {}
 
     def update(self, instance: str, gauges: EngineGauges | None, error: str | None = None) -> None:
-        """Record one scrape: its gauges, or the error that made it fail (gauges kept as they were)."""
-        state = self._states[instance]
+        """Record one scrape: its gauges, or the error that made it fail (gauges then age)."""
+        inst = self._by_id[instance]
         if gauges is None:
-            state.base = state.base.model_copy(update={"scrape_error": error})
+            inst.snap = inst.snap.model_copy(update={"scrape_error": error})
             return
-        state.last_ok_mono = self._clock()
-        state.base = state.base.model_copy(
-            update={
-                "scraped_at": self._wall(),
-                "engine": gauges.engine,
-                "queue": gauges.queue,
-                "running": gauges.running,
-                "kv_cache_usage": gauges.kv_cache_usage,
-                "warmup_progress": gauges.warmup_progress,
-                "scrape_error": None,
-            }
-        )
+        ttft = None if gauges.ttft_buckets is None else delta_quantile(inst.ttft, gauges.ttft_buckets, 0.95)
+        e2e = None if gauges.e2e_buckets is None else delta_quantile(inst.e2e, gauges.e2e_buckets, 0.95)
+        inst.ttft, inst.e2e = gauges.ttft_buckets, gauges.e2e_buckets
+        inst.snap = inst.snap.model_copy(update={
+            "scraped_at": self._wall(), "engine": gauges.engine, "queue": gauges.queue,
+            "running": gauges.running, "kv_cache_usage": gauges.kv_cache_usage,
+            "warmup_progress": gauges.warmup_progress, "scrape_error": None,
+            "ttft_p95_ms": None if ttft is None else ttft * 1e3,
+            "e2e_p95_ms": None if e2e is None else e2e * 1e3,
+        })
 
-    def record_result(self, instance: str, ok: bool) -> None:
-        """Record the outcome of a request the router sent to ``instance``."""
-        self._states[instance].outcomes.append(ok)
+    def observe(self, instance: str, latency_ms: float, ok: bool) -> None:
+        """Record the result of a request the router sent to ``instance``."""
+        self._by_id[instance].window.add(self._clock(), latency_ms, ok)
+
+    def tick(self) -> None:
+        """Fold the observation windows in, evaluate every latch, rebuild the snapshots."""
+        now, wall = self._clock(), self._wall()
+        for inst in self._by_id.values():
+            stats = inst.window.stats(now)
+            snap = inst.snap.model_copy(update={
+                "error_rate": stats.error_rate, "p50_latency_ms": stats.p50_ms,
+                "p95_latency_ms": stats.p95_ms, "window_requests": stats.requests,
+            })
+            eff = effective_state(snap, wall, self._scrape, self._queue_cap)
+            latches = []
+            for c in self._constraints:
+                latch = inst.latches.get(c.name)
+                if latch is None:
+                    continue
+                value = metric_value(c, snap, eff)
+                if latch.update(now, broken=not holds(c, value, c.threshold), recovered=holds(c, value, c.enter_bound)):
+                    self._latched_at[(inst.spec.id, c.name)] = wall
+                latches.append(LatchState(constraint=c.name, out=latch.out, value=value,
+                                          since=self._latched_at.get((inst.spec.id, c.name))))
+            inst.snap = snap.model_copy(update={"latches": latches, "age_s": eff.age_s, "stale": eff.suspect})
 
     def snapshot(self) -> dict[str, InstanceSnapshot]:
-        """Return every instance's state as of now (age, staleness and error rate filled in)."""
-        now = self._clock()
-        out: dict[str, InstanceSnapshot] = {}
-        for iid, state in self._states.items():
-            age = None if state.last_ok_mono is None else max(now - state.last_ok_mono, 0.0)
-            errors = state.outcomes
-            out[iid] = state.base.model_copy(
-                update={
-                    "age_s": age,
-                    "stale": age is None or age > self._stale_after_s,
-                    "error_rate": (errors.count(False) / len(errors)) if errors else None,
-                }
-            )
-        return out
+        """Return the current snapshot of every instance (shared, immutable objects)."""
+        return {iid: inst.snap for iid, inst in self._by_id.items()}
+
+    def views(self) -> dict[str, Any]:
+        """Instance, model and cluster views for ``GET /v1/router/state``."""
+        snaps = list(self.snapshot().values())
+        by_model: dict[str, list[InstanceSnapshot]] = {}
+        for s in snaps:
+            by_model.setdefault(s.model, []).append(s)
+
+        def summary(group: list[InstanceSnapshot]) -> dict[str, Any]:
+            feasible = [s for s in group if not any(latch.out for latch in s.latches) and not s.stale]
+            kv = [s.kv_cache_usage for s in group if s.kv_cache_usage is not None]
+            return {"instances": len(group), "in_feasible_set": len(feasible),
+                    "queue": sum(s.queue or 0 for s in group), "running": sum(s.running or 0 for s in group),
+                    "kv_cache_usage_mean": sum(kv) / len(kv) if kv else None}
+
+        return {"instances": [s.model_dump(mode="json") for s in snaps],
+                "models": {m: summary(g) for m, g in by_model.items()}, "cluster": summary(snaps)}

@@ -14,7 +14,7 @@ from schemas.common import (
 from schemas.config import ConstraintSpec, RouteLensConfig
 from schemas.errors import ConfigError, RoutelensError
 from schemas.feedback import Feedback
-from schemas.fleet import CostSpec, InstanceSnapshot, InstanceSpec
+from schemas.fleet import CostSpec, InstanceSnapshot, InstanceSpec, LatchState
 from schemas.hashing import normalize_query, query_hash
 from schemas.probe import ProbeResult
 from schemas.trace import (
@@ -24,7 +24,7 @@ from schemas.trace import (
     DecisionTrace,
     Outcome,
     RequestFeatures,
-    ScoreTerm,
+    ScoreWeight,
     Violation,
 )
 from schemas.version import SCHEMA_VERSION
@@ -42,6 +42,7 @@ __all__ = [
     "Feedback",
     "InstanceSnapshot",
     "InstanceSpec",
+    "LatchState",
     "Language",
     "Outcome",
     "OutcomeStatus",
@@ -51,7 +52,7 @@ __all__ = [
     "RouteLensConfig",
     "RoutelensError",
     "RoutingMode",
-    "ScoreTerm",
+    "ScoreWeight",
     "StepKind",
     "Violation",
     "normalize_query",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from schemas.common import ContractModel
 from schemas.fleet import InstanceSpec
@@ -17,7 +17,11 @@ from schemas.storage_config import StorageSettings
 
 __all__ = [
     "AppSettings",
+    "SCORING_PRESETS",
+    "TERM_NAMES",
     "ConstraintSpec",
+    "ModelProfile",
+    "ScoringProfile",
     "FleetSettings",
     "GatewaySettings",
     "RouteLensConfig",
@@ -29,18 +33,46 @@ __all__ = [
     "StorageSettings",
 ]
 
-Metric = Literal["kv_cache_usage", "queue", "running", "error_rate", "warmup_progress"]
+Metric = Literal[
+    "kv_cache_usage",
+    "queue",
+    "running",
+    "error_rate",
+    "warmup_progress",
+    "p50_latency_ms",
+    "p95_latency_ms",
+    "ttft_p95_ms",
+    "e2e_p95_ms",
+]
 Op = Literal["<=", "<", ">=", ">"]
+TERM_NAMES = ("mem", "queue", "warmup", "error", "quality", "latency", "cost", "balance")
+
+# The seed's instance score: 0.4*(1-mem) + 0.3*(1-queue/10) + 0.2*warmup + 0.1*(1-error_rate).
+SCORING_PRESETS: dict[str, dict[str, float]] = {
+    "seed-instance-score": {"mem": 0.4, "queue": 0.3, "warmup": 0.2, "error": 0.1},
+    "balanced": {"quality": 0.4, "latency": 0.3, "cost": 0.2, "balance": 0.1},
+}
 
 
 class RouterSettings(ContractModel):
-    """Identity of the router build and privacy settings."""
+    """Identity of the router build, privacy settings, picking and the empty-feasible-set behaviour."""
 
     version: str = "routelens-0.1.0"
     hash_key_env: str | None = Field(
         None, description="Environment variable holding the HMAC key for query hashes."
     )
     analyse_max_chars: int = Field(20_000, gt=0, description="Longer input is cut for analysis.")
+    picker: Literal["max", "p2c", "softmax"] = Field(
+        "max", description="max: best score; p2c/softmax sample so that gateways do not herd."
+    )
+    softmax_temperature: float = Field(0.05, gt=0)
+    on_empty: Literal["fail_open", "reject"] = Field(
+        "fail_open", description="When nothing is feasible: rank every candidate anyway, or answer 503."
+    )
+    fallback_model: str | None = Field(
+        None, description="Try this model's instances first when the requested ones are all infeasible."
+    )
+    zones: list[str] = Field(default=[], description="Zones the router may use (empty: all).")
 
 
 class GatewaySettings(ContractModel):
@@ -55,23 +87,102 @@ class GatewaySettings(ContractModel):
 
 
 class ConstraintSpec(ContractModel):
-    """A hard constraint: an instance is feasible only while ``metric op threshold`` holds."""
+    """A hard constraint with hysteresis: ``metric op threshold`` must hold for an instance to stay.
+
+    The instance leaves the feasible set once the constraint has been broken for ``exit_for``
+    seconds and comes back only after the metric has stayed on the good side of ``enter_below``
+    (for ``>=``/``>`` constraints: above it) for ``enter_for`` seconds: the seed's 85% / 80%.
+    Between ``soft_threshold`` and ``threshold`` the instance's score ramps down linearly.
+    """
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     metric: Metric
     op: Op = "<="
     threshold: float
+    enter_below: float | None = Field(None, description="Re-entry bound; default: the threshold.")
+    exit_for: float = Field(2.0, ge=0, description="Seconds broken before the instance leaves.")
+    enter_for: float = Field(5.0, ge=0, description="Seconds good before it comes back.")
+    soft_threshold: float | None = Field(None, description="Where the score ramp starts.")
+    models: list[str] = Field(default=[], description="Only for these models (empty: all).")
+    instances: list[str] = Field(default=[], description="Only for these instances (empty: all).")
+
+    @property
+    def upper_bound(self) -> bool:
+        """True for ``<=``/``<`` constraints (the metric must stay low)."""
+        return self.op in ("<=", "<")
+
+    @property
+    def enter_bound(self) -> float:
+        """The bound a latched-out instance must satisfy to come back."""
+        return self.threshold if self.enter_below is None else self.enter_below
+
+    @model_validator(mode="after")
+    def _bounds_in_order(self) -> ConstraintSpec:
+        low_is_good = self.upper_bound
+        for name, bound in (("enter_below", self.enter_below), ("soft_threshold", self.soft_threshold)):
+            if bound is not None and (bound > self.threshold if low_is_good else bound < self.threshold):
+                side = "at most" if low_is_good else "at least"
+                raise ValueError(f"{name} must be {side} the threshold {self.threshold:g} for op {self.op!r}")
+        return self
+
+
+def _check_weights(value: dict[str, float]) -> dict[str, float]:
+    unknown = sorted(set(value) - set(TERM_NAMES))
+    if unknown:
+        raise ValueError(f"unknown score terms {unknown}; known: {', '.join(TERM_NAMES)}")
+    negative = sorted(k for k, w in value.items() if w < 0)
+    if negative:
+        raise ValueError(f"weights must be >= 0 (got {negative})")
+    return value
+
+
+class ScoringProfile(ContractModel):
+    """Weights for part of the day, e.g. quality at night and latency at peak (UTC hours)."""
+
+    name: str
+    hours: tuple[int, int] = Field(description="[start, end) in hours 0-24; start > end wraps midnight.")
+    weights: dict[str, float]
+
+    @field_validator("weights")
+    @classmethod
+    def _known_terms(cls, value: dict[str, float]) -> dict[str, float]:
+        return _check_weights(value)
+
+    @field_validator("hours")
+    @classmethod
+    def _hours(cls, value: tuple[int, int]) -> tuple[int, int]:
+        if not all(0 <= h <= 24 for h in value) or value[0] == value[1]:
+            raise ValueError("hours must be two different values in 0..24")
+        return value
 
 
 class ScoringSettings(ContractModel):
-    """Weights of the seed's instance-score preset."""
+    """Which score terms count and how much: a named preset, optionally overridden."""
 
-    preset: Literal["seed-instance-score"] = "seed-instance-score"
-    mem: float = Field(0.4, ge=0)
-    queue: float = Field(0.3, ge=0)
-    warmup: float = Field(0.2, ge=0)
-    error: float = Field(0.1, ge=0)
+    preset: Literal["seed-instance-score", "balanced"] = "seed-instance-score"
+    weights: dict[str, float] = Field(default={}, description="Overrides the preset's weights.")
     queue_norm: float = Field(10.0, gt=0, description="Queue length that scores zero.")
+    latency_slo_ms: float = Field(3000.0, gt=0, description="Predicted latency that scores zero.")
+    profiles: list[ScoringProfile] = []
+
+    @field_validator("weights")
+    @classmethod
+    def _known_terms(cls, value: dict[str, float]) -> dict[str, float]:
+        return _check_weights(value)
+
+    def base_weights(self) -> dict[str, float]:
+        """Return the preset's weights with the overrides applied."""
+        weights = dict(SCORING_PRESETS[self.preset])
+        weights.update(self.weights)
+        return weights
+
+
+class ModelProfile(ContractModel):
+    """What the router believes about a model before feedback refines it."""
+
+    quality: dict[str, float] = Field(default={}, description="Prior probability of a good answer, per class.")
+    latency_ms: float = Field(500.0, gt=0, description="Typical unloaded end-to-end latency.")
+    max_concurrency: int = Field(16, ge=1, description="Sequences per instance before requests queue.")
 
 
 class ScrapeSettings(ContractModel):
@@ -79,7 +190,15 @@ class ScrapeSettings(ContractModel):
 
     interval_s: float = Field(1.0, gt=0)
     timeout_s: float = Field(0.5, gt=0)
-    stale_after_s: float = Field(5.0, gt=0)
+    suspect_after_s: float = Field(3.0, gt=0, description="Older data is suspect and decays (the seed's 3-5 s lag).")
+    stale_after_s: float = Field(5.0, gt=0, description="Older data counts as saturated; the instance is out.")
+    window_s: float = Field(10.0, gt=0, description="Sliding window of the router's own observations.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ScrapeSettings:
+        if self.suspect_after_s > self.stale_after_s:
+            raise ValueError("suspect_after_s must not exceed stale_after_s")
+        return self
 
 
 class FleetSettings(ContractModel):
@@ -107,7 +226,7 @@ class AppSettings(ContractModel):
 
 def _default_constraints() -> list[ConstraintSpec]:
     return [
-        ConstraintSpec(name="kv-cache", metric="kv_cache_usage", op="<=", threshold=0.85),
+        ConstraintSpec(name="kv-cache", metric="kv_cache_usage", op="<=", threshold=0.85, enter_below=0.80),
         ConstraintSpec(name="queue", metric="queue", op="<=", threshold=10),
     ]
 
@@ -121,6 +240,7 @@ class RouteLensConfig(ContractModel):
     fleet: FleetSettings
     constraints: list[ConstraintSpec] = Field(default_factory=_default_constraints)
     scoring: ScoringSettings = ScoringSettings()
+    models: dict[str, ModelProfile] = {}
     scrape: ScrapeSettings = ScrapeSettings()
     sim: SimSettings = SimSettings()
     app: AppSettings = AppSettings()

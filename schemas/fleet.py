@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from schemas.common import ContractModel
 
-__all__ = ["CostSpec", "InstanceSnapshot", "InstanceSpec"]
+__all__ = ["CostSpec", "InstanceSnapshot", "InstanceSpec", "LatchState"]
 
 _ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
@@ -39,11 +39,26 @@ class InstanceSpec(ContractModel):
         return value.rstrip("/")
 
 
+class LatchState(ContractModel):
+    """Where one hard constraint's hysteresis latch stands for one instance.
+
+    ``out`` is True while the instance is held out of the feasible set: it went out after the
+    metric broke the threshold for ``exit_for_s`` and comes back only after staying below the
+    lower ``enter_below`` for ``enter_for_s``.
+    """
+
+    constraint: str
+    out: bool
+    since: datetime | None = Field(None, description="When the latch last changed (None: never).")
+    value: float | None = Field(None, description="The metric value at the last evaluation.")
+
+
 class InstanceSnapshot(ContractModel):
     """The state of one instance as the router saw it at decision time.
 
     Gauges are None when the engine does not expose them or no scrape has succeeded; the router
-    treats a missing gauge pessimistically.
+    treats a missing gauge pessimistically. Snapshots are rebuilt when state changes (each scrape
+    round), not per request; the age of the data at decision time is ``trace.ts - scraped_at``.
     """
 
     instance: str
@@ -56,5 +71,11 @@ class InstanceSnapshot(ContractModel):
     running: float | None = Field(None, ge=0, description="Requests running.")
     kv_cache_usage: float | None = Field(None, ge=0, le=1, description="KV-cache usage, 0-1.")
     warmup_progress: float | None = Field(None, ge=0, le=1)
-    error_rate: float | None = Field(None, ge=0, le=1, description="Router-observed error share.")
+    error_rate: float | None = Field(None, ge=0, le=1, description="Router-observed error share (window).")
+    p50_latency_ms: float | None = Field(None, ge=0, description="Router-observed latency, window median.")
+    p95_latency_ms: float | None = Field(None, ge=0, description="Router-observed latency, window p95.")
+    window_requests: int = Field(0, ge=0, description="Requests the router sent in the window.")
+    ttft_p95_ms: float | None = Field(None, ge=0, description="Engine TTFT p95 since the previous scrape.")
+    e2e_p95_ms: float | None = Field(None, ge=0, description="Engine end-to-end p95 since the previous scrape.")
     scrape_error: str | None = None
+    latches: list[LatchState] = []

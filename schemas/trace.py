@@ -6,6 +6,7 @@ The raw query is never part of it; ``query_hash`` (see :mod:`schemas.hashing`) s
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import Field
 
@@ -27,7 +28,7 @@ __all__ = [
     "DecisionTrace",
     "Outcome",
     "RequestFeatures",
-    "ScoreTerm",
+    "ScoreWeight",
     "Violation",
 ]
 
@@ -50,7 +51,11 @@ class RequestFeatures(ContractModel):
 
 
 class Violation(ContractModel):
-    """A hard constraint an instance failed: which, on what metric, with what value and bound."""
+    """A constraint an instance broke: which, on what metric, with what value and bound.
+
+    ``hard`` violations take the instance out of the feasible set; ``soft`` ones (between a
+    constraint's soft and hard threshold) only scale its score down.
+    """
 
     constraint: str
     metric: str
@@ -58,16 +63,17 @@ class Violation(ContractModel):
     value: float | None = Field(description="Observed value; None when there was no data.")
     threshold: float
     reason: str
-    since: datetime | None = None
+    severity: Literal["hard", "soft"] = "hard"
+    score_factor: float | None = Field(None, ge=0, le=1, description="For soft violations: the score multiplier.")
+    since: datetime | None = Field(None, description="Since when the instance is latched out.")
 
 
-class ScoreTerm(ContractModel):
-    """One weighted term of a candidate's score."""
+class ScoreWeight(ContractModel):
+    """One term of the score: its name, weight and the scorer plugin that computes it."""
 
     name: str
-    raw: float
-    weight: float
-    weighted: float
+    weight: float = Field(ge=0)
+    scorer: str = Field(description="typed name 'name/type' of the scorer.")
 
 
 class CandidateEval(ContractModel):
@@ -79,9 +85,12 @@ class CandidateEval(ContractModel):
     feasible: bool
     violations: list[Violation] = []
     state: InstanceSnapshot | None = None
-    score_terms: list[ScoreTerm] = []
-    total: float | None = None
-    rank: int | None = Field(None, ge=1, description="1 is best among feasible candidates.")
+    score_terms: list[float] = Field(
+        default=[], description="Raw term values in [0, 1], aligned with DecisionTrace.score_weights."
+    )
+    weight_factor: float = Field(1.0, ge=0, le=1, description="Soft-constraint ramp applied to the total.")
+    total: float | None = Field(None, description="weight_factor * sum(weight_i * score_terms[i]).")
+    rank: int | None = Field(None, ge=1, description="1 is best among the ranked candidates.")
 
 
 class DecisionStep(ContractModel):
@@ -93,7 +102,7 @@ class DecisionStep(ContractModel):
     value: float | None = None
     reason: str = ""
     plugin: str | None = Field(None, description="typed name 'name/type' of the plugin.")
-    instances: list[str] = Field(default=[], description="Instances this step kept or chose.")
+    instances: list[str] = Field(default=[], description="Instances this step considered or chose.")
     rejected: list[str] = []
     duration_us: float | None = Field(None, ge=0)
 
@@ -137,6 +146,7 @@ class DecisionTrace(ContractModel):
     rule: str | None = None
     intent: str | None = None
     intent_confidence: float | None = Field(None, ge=0, le=1)
+    score_weights: list[ScoreWeight] = []
     candidates: list[CandidateEval] = []
     decision_trace: list[DecisionStep] = []
     selected_model: str | None = None
@@ -147,3 +157,10 @@ class DecisionTrace(ContractModel):
     mode: RoutingMode = RoutingMode.NORMAL
     latency_ms: float = Field(ge=0, description="Time spent deciding, not forwarding.")
     outcome: Outcome
+
+    def terms_of(self, candidate: CandidateEval) -> list[tuple[str, float, float, float]]:
+        """Return ``(name, raw, weight, weighted)`` for each score term of ``candidate``."""
+        return [
+            (w.name, raw, w.weight, raw * w.weight)
+            for w, raw in zip(self.score_weights, candidate.score_terms, strict=False)
+        ]

@@ -16,7 +16,7 @@ from schemas import (
     Outcome,
     OutcomeStatus,
     RequestFeatures,
-    ScoreTerm,
+    ScoreWeight,
     StepKind,
     Violation,
     query_hash,
@@ -41,6 +41,7 @@ def make_trace(request_id: str = "req_test_0001", **overrides: Any) -> DecisionT
             requested_model="auto", n_messages=1, input_chars=14, est_input_tokens=14, language=Language.ZH
         ),
         "rule": "auto",
+        "score_weights": [ScoreWeight(name="mem", weight=0.4, scorer="mem/kv-cache-scorer")],
         "candidates": [
             CandidateEval(
                 instance="v4-a", model="deepseek-v4-32k", zone="az1", feasible=False, state=hot,
@@ -49,7 +50,7 @@ def make_trace(request_id: str = "req_test_0001", **overrides: Any) -> DecisionT
             ),
             CandidateEval(
                 instance="v4-b", model="deepseek-v4-32k", zone="az2", feasible=True, state=cool,
-                score_terms=[ScoreTerm(name="mem", raw=0.8, weight=0.4, weighted=0.32)], total=0.32, rank=1,
+                score_terms=[0.8], total=0.32, rank=1,
             ),
         ],
         "decision_trace": [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from router_core.framework import Candidate
-from schemas.trace import RequestFeatures, Violation
+from router_core.framework import Candidate, DecisionContext
+from schemas.trace import Violation
 
 __all__ = ["ContextWindowFilter"]
 
@@ -20,21 +20,16 @@ class ContextWindowFilter:
     """
 
     TYPE: ClassVar[str] = "context-window-filter"
+    STATE_ONLY: ClassVar[bool] = False
 
     def __init__(self, name: str = "context-window") -> None:
         self.name = name
 
-    def check(self, candidate: Candidate, features: RequestFeatures) -> Violation | None:
+    def check(self, candidate: Candidate, ctx: DecisionContext) -> Violation | None:
         """Return a violation when the request does not fit."""
-        need = features.est_input_tokens + (features.max_tokens or 0)
+        need = ctx.features.est_input_tokens + (ctx.features.max_tokens or 0)
         window = candidate.spec.context_window
         if need <= window:
             return None
-        return Violation(
-            constraint=self.name,
-            metric="tokens",
-            op="<=",
-            value=float(need),
-            threshold=float(window),
-            reason=f"needs ~{need} tokens, window is {window}",
-        )
+        return Violation(constraint=self.name, metric="tokens", op="<=", value=float(need),
+                         threshold=float(window), reason=f"needs ~{need} tokens, window is {window}")

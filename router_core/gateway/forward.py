@@ -108,7 +108,7 @@ class Forwarder:
                 reason="ok" if ok else error or "",
                 instances=[spec.id],
             )
-            self._view.record_result(spec.id, ok and (http_status or 0) < 500)
+            self._view.observe(spec.id, rec.attempts[-1].latency_ms, ok and (http_status or 0) < 500)
             if ok:
                 rec.selected = (spec.model, spec.id)
                 return Forwarded(spec, resp, payload)

@@ -24,9 +24,11 @@ from pydantic import ValidationError
 
 from router_core.analysis import analyse_request
 from router_core.errors import InvalidRequest
+from router_core.framework import DecisionContext
 from router_core.gateway.errors import error_response
 from router_core.gateway.forward import Forwarder, pipe_stream, usage_of
 from router_core.metrics import GatewayMetrics
+from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
 from router_core.router import AUTO_MODEL, Router
 from router_core.scraper import MetricsScraper
@@ -96,18 +98,20 @@ class Gateway:
         new_id: Callable[[], str] = lambda: "req_" + uuid.uuid4().hex[:20],
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
         perf: Callable[[], float] = time.perf_counter,
-        policy_hash: str = "",
+        policy_hash: str | None = None,
         registry: CollectorRegistry | None = None,
     ) -> None:
         self.config = config
         self.router = router
         self.hooks = hooks
-        self.view = StateView(config.fleet.instances, stale_after_s=config.scrape.stale_after_s, clock=time.monotonic)
+        self.view = StateView(config.fleet.instances, config.constraints, scrape=config.scrape,
+                              queue_cap=config.scoring.queue_norm, clock=time.monotonic, wall=wall)
+        self.quality = QualityTable(config.models)
+        self._policy_hash = policy_hash or router.policy.hash
         self._hash_key = hash_key
         self._new_id = new_id
         self._wall = wall
         self._perf = perf
-        self._policy_hash = policy_hash
         self.registry = registry or CollectorRegistry()
         self.metrics = GatewayMetrics(self.registry)
         self._session: aiohttp.ClientSession | None = None
@@ -164,6 +168,7 @@ class Gateway:
             return error_response(400, "request body is not valid JSON", code="invalid_json", headers=rid)
         except InvalidRequest as exc:
             return error_response(400, str(exc), param=exc.param, code=exc.code, headers=rid)
+        intent = analysis.intent
         rec = TraceRecorder(
             request_id=request_id,
             ts=self._wall(),
@@ -171,8 +176,12 @@ class Gateway:
             policy_hash=self._policy_hash,
             query_hash=query_hash(analysis.query_text, self._hash_key),
             features=analysis.features,
+            intent=intent.cls,
+            intent_confidence=intent.confidence,
         )
         del analysis  # the query text goes no further than its hash
+        ctx = DecisionContext(request_id=request_id, features=rec.features, intent=intent.cls, now=rec.ts,
+                              quality=self.quality.snapshot(), models=self.config.models, scoring=self.config.scoring)
 
         def finish(status: int, error: str | None = None, **usage: Any) -> None:
             model, instance = rec.selected or (None, None)
@@ -189,7 +198,7 @@ class Gateway:
             self.hooks.emit(rec.finish(outcome))
 
         try:
-            ranked = self.router.decide(rec.features, self.view.snapshot(), rec)
+            ranked = self.router.decide(ctx, self.view.snapshot(), rec)
             self.metrics.record_decision(rec.decision_ms / 1e3, rec.fallback_reason is not None)
         except InvalidRequest as exc:
             finish(exc.status, exc.code)
@@ -248,6 +257,10 @@ class Gateway:
             return error_response(400, f"invalid feedback: {first['msg']}", param=param, code="invalid_value")
         self.metrics.record_feedback(item.correct)
         await asyncio.to_thread(self.hooks.record_feedback, item)
+        trace = await asyncio.to_thread(self.hooks.lookup, item.request_id)
+        if trace is not None and trace.selected_model and (item.expected_class or trace.intent):
+            # What the router learns: how often this model answers this class of query well.
+            self.quality.update(trace.selected_model, item.expected_class or trace.intent or "", item.correct)
         return web.Response(status=202, body=b'{"status":"accepted"}', content_type="application/json")
 
     async def list_models(self, request: web.Request) -> web.Response:
@@ -258,8 +271,10 @@ class Gateway:
 
     async def router_state(self, request: web.Request) -> web.Response:
         """The live state view, one snapshot per instance."""
-        snaps = [s.model_dump(mode="json") for s in self.view.snapshot().values()]
-        return web.Response(body=orjson.dumps({"instances": snaps}), content_type="application/json")
+        views = self.view.views()
+        views["quality"] = [{"model": m, "class": c, "p_correct": round(p, 4)} for (m, c), p in
+                            sorted(self.quality.snapshot().items())]
+        return web.Response(body=orjson.dumps(views), content_type="application/json")
 
     async def prometheus(self, request: web.Request) -> web.Response:
         """Prometheus text exposition of the gateway's registry."""

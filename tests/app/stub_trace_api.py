@@ -24,7 +24,7 @@ from schemas import (
     Outcome,
     OutcomeStatus,
     RequestFeatures,
-    ScoreTerm,
+    ScoreWeight,
     StepKind,
     Violation,
 )
@@ -40,9 +40,15 @@ FALLBACK_REASON = "vllm-qwen-a timed out after 3000 ms; next in chain"
 _TS = datetime(2025, 11, 29, 12, 0, 0, tzinfo=UTC)
 
 
-def _terms(queue: float, kv: float, latency: float) -> list[ScoreTerm]:
-    spec = [("queue-depth", queue, 0.3), ("kv-cache", kv, 0.4), ("latency", latency, 0.3)]
-    return [ScoreTerm(name=n, raw=r, weight=w, weighted=round(r * w, 4)) for n, r, w in spec]
+WEIGHTS = [
+    ScoreWeight(name="queue-depth", weight=0.3, scorer="queue/queue-depth-scorer"),
+    ScoreWeight(name="kv-cache", weight=0.4, scorer="mem/kv-cache-scorer"),
+    ScoreWeight(name="latency", weight=0.3, scorer="latency/latency-scorer"),
+]
+
+
+def _terms(queue: float, kv: float, latency: float) -> list[float]:
+    return [queue, kv, latency]  # aligned with WEIGHTS
 
 
 def _state(instance: str, model: str, *, queue: float, running: float, kv: float) -> InstanceSnapshot:
@@ -145,6 +151,7 @@ def sample_trace(request_id: str = SAMPLE_REQUEST_ID) -> DecisionTrace:
         rule="code-default",
         intent="code",
         intent_confidence=0.82,
+        score_weights=WEIGHTS,
         candidates=_candidates(),
         decision_trace=_steps(),
         selected_model=SELECTED_MODEL,

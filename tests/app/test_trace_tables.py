@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from app import trace_tables as tt
-from schemas import CandidateEval, DecisionTrace, ScoreTerm, Violation
+from schemas import CandidateEval, DecisionTrace, ScoreWeight, Violation
 from tests.app import stub_trace_api as stub
 
 
@@ -101,11 +101,12 @@ def test_score_term_named_like_a_gauge_gets_a_prefix(trace: DecisionTrace) -> No
         instance="x",
         model="m",
         feasible=True,
-        score_terms=[ScoreTerm(name="queue", raw=1, weight=0.5, weighted=0.5)],
+        score_terms=[1.0],
         total=0.5,
         rank=1,
     )
-    frame = tt.candidates_frame(trace.model_copy(update={"candidates": [cand]}))
+    weights = [ScoreWeight(name="queue", weight=0.5, scorer="queue/queue-depth-scorer")]
+    frame = tt.candidates_frame(trace.model_copy(update={"candidates": [cand], "score_weights": weights}))
     assert frame.loc[0, "score:queue"] == 0.5
     assert pd.isna(frame.loc[0, "queue"])  # the gauge column: no state recorded
 

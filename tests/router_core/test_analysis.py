@@ -53,3 +53,17 @@ def test_bad_requests_raise_with_param(body: object, param: str | None) -> None:
     with pytest.raises(InvalidRequest) as info:
         analyse_request(body)
     assert info.value.param == param
+
+
+@pytest.mark.parametrize(("text", "cls"), [
+    ("请分析合同第三条的违约责任", "contract"),
+    ("Review clause 7.2 of this agreement for indemnification", "contract"),
+    ("紧急：我的退款失败了", "ticket"),
+    ("def add(a, b):\n    return a + b", "code"),
+    ("solve 3x + 5 = 20", "math"),
+    ("hello, how are you?", "chat"),
+])
+def test_rule_scored_intent(text: str, cls: str) -> None:
+    a = analyse_request({"messages": [{"role": "user", "content": text}]})
+    assert a.intent.cls == cls
+    assert 0 < a.intent.confidence <= 1

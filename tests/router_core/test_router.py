@@ -1,113 +1,159 @@
-from itertools import count
-
 import pytest
 
-from router_core.builtin import build_router, policy_hash
 from router_core.errors import UnknownModel
-from router_core.recorder import TraceRecorder
-from schemas import InstanceSnapshot, Outcome, OutcomeStatus, RequestFeatures, RoutingMode, StepKind
-from schemas.config import RouteLensConfig
-from tests.factories import T0
-
-CONFIG = RouteLensConfig.model_validate({
-    "fleet": {"instances": [
-        {"id": "big-a", "model": "big", "url": "http://127.0.0.1:1", "context_window": 32768},
-        {"id": "big-b", "model": "big", "url": "http://127.0.0.1:2", "context_window": 32768},
-        {"id": "small-a", "model": "small", "url": "http://127.0.0.1:3", "context_window": 8192},
-    ]},
-})
+from schemas import LatchState, RoutingMode, StepKind
+from tests.router_core.conftest import decide, features, healthy, make_config, snap
 
 
-def snap(iid: str, model: str, kv: float | None = 0.1, queue: float | None = 0, age: float | None = 0.5,
-         **kw: float) -> InstanceSnapshot:
-    return InstanceSnapshot(instance=iid, model=model, kv_cache_usage=kv, queue=queue, age_s=age,
-                            stale=age is None, **kw)
-
-
-def features(model: str = "auto", tokens: int = 100, max_tokens: int | None = None) -> RequestFeatures:
-    return RequestFeatures(requested_model=model, n_messages=1, input_chars=tokens * 4,
-                           est_input_tokens=tokens, max_tokens=max_tokens)
-
-
-def decide(state: dict[str, InstanceSnapshot], feats: RequestFeatures | None = None, request_id: str = "r1"):
-    ticks = count()
-    router = build_router(CONFIG, perf=lambda: next(ticks) * 1e-6)
-    rec = TraceRecorder(request_id=request_id, ts=T0, router_version="t", policy_hash=policy_hash(CONFIG),
-                        query_hash="sha256:" + "0" * 64, features=feats or features())
-    ranked = router.decide(rec.features, state, rec)
-    return [s.id for s in ranked], rec
-
-
-def healthy() -> dict[str, InstanceSnapshot]:
-    return {"big-a": snap("big-a", "big", kv=0.5), "big-b": snap("big-b", "big", kv=0.2),
-            "small-a": snap("small-a", "small", kv=0.3, queue=4)}
+def cand(trace, iid):  # type: ignore[no-untyped-def]
+    return next(c for c in trace.candidates if c.instance == iid)
 
 
 def test_the_seed_score_orders_instances() -> None:
-    ranked, rec = decide(healthy())
+    ranked, trace = decide(healthy())
     # big-b: .4*.8 + .3*1 + .2 + .1 = 0.92; big-a: .4*.5+.3+.3 = 0.8; small-a: .4*.7+.3*.6+.3 = 0.76
     assert ranked == ["big-b", "big-a", "small-a"]
-    by_id = {c.instance: c for c in rec.candidates}
-    assert by_id["big-b"].total == pytest.approx(0.92)
-    assert by_id["small-a"].total == pytest.approx(0.76)
-    assert [by_id[i].rank for i in ranked] == [1, 2, 3]
-    assert {t.name for t in by_id["big-a"].score_terms} == {"mem", "queue", "warmup", "error"}
-    assert rec.selected == ("big", "big-b") and rec.mode is RoutingMode.NORMAL
+    assert cand(trace, "big-b").total == pytest.approx(0.92)
+    assert cand(trace, "small-a").total == pytest.approx(0.76)
+    assert [cand(trace, i).rank for i in ranked] == [1, 2, 3]
+    assert [w.name for w in trace.score_weights] == ["mem", "queue", "warmup", "error"]
+    assert trace.terms_of(cand(trace, "big-a"))[0] == ("mem", 0.5, 0.4, 0.2)
+    assert trace.selected_instance == "big-b" and trace.mode is RoutingMode.NORMAL
 
 
-def test_kv_cache_constraint_rejects_and_records_the_violation() -> None:
-    state = healthy() | {"big-b": snap("big-b", "big", kv=0.91)}
-    ranked, rec = decide(state)
+def test_a_latched_out_instance_is_rejected_with_the_violation() -> None:
+    out = LatchState(constraint="kv-cache", out=True, value=0.91)
+    ranked, trace = decide(healthy() | {"big-b": snap("big-b", kv=0.91, latches=[out])})
     assert "big-b" not in ranked and ranked[0] == "big-a"
-    (violation,) = next(c for c in rec.candidates if c.instance == "big-b").violations
-    assert (violation.constraint, violation.value, violation.threshold) == ("kv-cache", 0.91, 0.85)
-    step = next(s for s in rec.steps if s.step == "filter/kv-cache")
+    (violation,) = cand(trace, "big-b").violations
+    assert (violation.constraint, violation.value, violation.threshold, violation.severity) == (
+        "kv-cache", 0.91, 0.85, "hard")
+    step = next(s for s in trace.decision_trace if s.step == "filter/kv-cache")
     assert step.kind is StepKind.FILTER and step.rejected == ["big-b"]
-    assert step.plugin == "kv-cache/metric-threshold-filter"
+    assert step.plugin == "kv-cache/constraint-filter"
+
+
+def test_a_latched_in_instance_stays_even_above_the_threshold() -> None:
+    # Hysteresis: the latch has not tripped yet (exit_for not elapsed), so the instance stays.
+    kept = LatchState(constraint="kv-cache", out=False, value=0.9)
+    ranked, _ = decide(healthy() | {"big-b": snap("big-b", kv=0.9, latches=[kept])})
+    assert "big-b" in ranked
+
+
+def test_without_a_latch_the_constraint_is_judged_instantly() -> None:
+    ranked, trace = decide(healthy() | {"big-b": snap("big-b", kv=0.91)})
+    assert "big-b" not in ranked and cand(trace, "big-b").violations[0].since is None
+
+
+def test_soft_threshold_ramps_the_score_down() -> None:
+    cfg = make_config(constraints=[{"name": "kv-cache", "metric": "kv_cache_usage", "threshold": 0.85,
+                                   "soft_threshold": 0.75}])
+    state = healthy() | {"big-a": snap("big-a", kv=0.8, latches=[LatchState(constraint="kv-cache", out=False,
+                                                                            value=0.8)])}
+    ranked, trace = decide(state, cfg)
+    a = cand(trace, "big-a")
+    assert a.feasible and a.weight_factor == pytest.approx(0.5)
+    assert a.violations[0].severity == "soft" and a.violations[0].score_factor == pytest.approx(0.5)
+    assert a.total == pytest.approx(0.5 * (0.4 * 0.2 + 0.3 + 0.2 + 0.1))
+    assert ranked.index("big-a") == 2
 
 
 def test_missing_or_stale_state_is_pessimistic() -> None:
-    state = healthy() | {"big-b": snap("big-b", "big", age=None), "big-a": snap("big-a", "big", age=30.0)}
-    ranked, rec = decide(state)
+    state = healthy() | {"big-b": snap("big-b", age=None), "big-a": snap("big-a", age=30.0)}
+    ranked, trace = decide(state)
     assert ranked == ["small-a"]
-    reasons = {c.instance: c.violations[0].reason for c in rec.candidates if c.violations}
-    assert reasons["big-b"].startswith("never scraped") and "30.0s old" in reasons["big-a"]
+    assert cand(trace, "big-b").violations[0].reason.startswith("never scraped")
+    assert "30.0s old" in cand(trace, "big-a").violations[0].reason
+
+
+def test_suspect_state_decays_toward_saturated() -> None:
+    # 4 s old: suspect (3 s) but not stale (5 s): still feasible, but its free KV is discounted.
+    fresh, _ = decide(healthy())
+    ranked, trace = decide(healthy() | {"big-b": snap("big-b", kv=0.2, age=4.0)})
+    assert fresh[0] == "big-b" and ranked[0] == "big-a"
+    assert trace.terms_of(cand(trace, "big-b"))[0][1] == pytest.approx(1 - (0.2 + 0.8 * 0.5))
 
 
 def test_context_window_filter() -> None:
-    ranked, rec = decide(healthy(), features(tokens=8000, max_tokens=1000))
+    ranked, trace = decide(healthy(), feats=features(tokens=8000, max_tokens=1000))
     assert "small-a" not in ranked
-    v = next(c for c in rec.candidates if c.instance == "small-a").violations[0]
+    v = cand(trace, "small-a").violations[0]
     assert v.constraint == "context-window" and v.value == 9000 and v.threshold == 8192
 
 
+def test_zone_rule() -> None:
+    cfg = make_config(router={"zones": ["eu"]}, fleet={"instances": [
+        {"id": "big-a", "model": "big", "url": "http://127.0.0.1:1", "zone": "eu"},
+        {"id": "big-b", "model": "big", "url": "http://127.0.0.1:2", "zone": "us"},
+        {"id": "small-a", "model": "small", "url": "http://127.0.0.1:3", "zone": "us"}]})
+    ranked, trace = decide(healthy(), cfg)
+    assert ranked == ["big-a"] and "zone 'us'" in cand(trace, "big-b").violations[0].reason
+
+
 def test_requested_model_restricts_candidates() -> None:
-    ranked, rec = decide(healthy(), features(model="small"))
-    assert ranked == ["small-a"] and rec.rule == "model:small"
+    ranked, trace = decide(healthy(), feats=features(model="small"))
+    assert ranked == ["small-a"] and trace.rule == "model:small"
     with pytest.raises(UnknownModel):
-        decide(healthy(), features(model="nope"))
+        decide(healthy(), feats=features(model="nope"))
 
 
 def test_nothing_feasible_fails_open_and_says_so() -> None:
-    state = {k: snap(k, v.model, kv=0.99) for k, v in healthy().items()}
-    ranked, rec = decide(state)
-    assert len(ranked) == 3 and rec.mode is RoutingMode.FAIL_OPEN
-    assert rec.fallback_reason and "no feasible instance" in rec.fallback_reason
-    trace = rec.finish(Outcome(status=OutcomeStatus.OK, http_status=200, total_ms=1.0))
-    assert trace.fallback_triggered and any(s.kind is StepKind.FALLBACK for s in trace.decision_trace)
+    state = {k: snap(k, kv=0.99) for k in healthy()}
+    ranked, trace = decide(state)
+    assert len(ranked) == 3 and trace.mode is RoutingMode.FAIL_OPEN and trace.fallback_triggered
+    assert "no feasible instance" in (trace.fallback_reason or "")
+    assert any(s.kind is StepKind.FALLBACK for s in trace.decision_trace)
+
+
+def test_nothing_feasible_can_reject_or_use_the_fallback_model() -> None:
+    hot = healthy() | {"big-a": snap("big-a", kv=0.99), "big-b": snap("big-b", kv=0.99)}
+    ranked, trace = decide(hot, make_config(router={"on_empty": "reject"}), feats=features(model="big"))
+    assert ranked == [] and trace.selected_instance is None and trace.fallback_triggered
+    ranked, trace = decide(hot, make_config(router={"fallback_model": "small"}), feats=features(model="big"))
+    assert ranked == ["small-a"] and "fallback model small" in (trace.fallback_reason or "")
+
+
+def test_quality_for_the_request_class_moves_traffic() -> None:
+    cfg = make_config(scoring={"preset": "balanced", "weights": {"cost": 0.0}},
+                      models={"big": {"quality": {"contract": 0.95, "ticket": 0.6}},
+                              "small": {"quality": {"contract": 0.5, "ticket": 0.9}}})
+    contract, _ = decide(healthy(), cfg, intent="contract")
+    ticket, trace = decide(healthy(), cfg, intent="ticket")
+    assert contract[0].startswith("big") and ticket[0] == "small-a"
+    assert [w.name for w in trace.score_weights] == ["quality", "latency", "balance"]  # zero weight: not scored
+
+
+def test_time_of_day_profile_changes_weights() -> None:
+    cfg = make_config(scoring={"preset": "balanced", "profiles": [
+        {"name": "night", "hours": [22, 6], "weights": {"quality": 0.9, "cost": 0.0}}]})
+    _, day = decide(healthy(), cfg)
+    _, night = decide(healthy(), cfg, now=day.ts.replace(hour=2))
+    assert {w.name: w.weight for w in day.score_weights}["quality"] == 0.4
+    assert {w.name: w.weight for w in night.score_weights} == {"quality": 0.9, "latency": 0.3, "balance": 0.1}
+    assert "(night)" in next(s.reason for s in night.decision_trace if s.step == "score/quality")
 
 
 def test_ties_are_deterministic_per_request_and_spread_across_requests() -> None:
-    state = {"big-a": snap("big-a", "big"), "big-b": snap("big-b", "big"), "small-a": snap("small-a", "small")}
+    state = {"big-a": snap("big-a"), "big-b": snap("big-b"), "small-a": snap("small-a")}
     assert decide(state, request_id="r1")[0] == decide(state, request_id="r1")[0]
     winners = {decide(state, request_id=f"r{i}")[0][0] for i in range(30)}
     assert winners == {"big-a", "big-b", "small-a"}
 
 
+@pytest.mark.parametrize("picker", ["p2c", "softmax"])
+def test_sampling_pickers_are_seeded_recorded_and_spread(picker: str) -> None:
+    cfg = make_config(router={"picker": picker, "softmax_temperature": 0.5})
+    picks = [decide(healthy(), cfg, request_id=f"r{i}") for i in range(40)]
+    assert decide(healthy(), cfg, request_id="r7")[0] == picks[7][0]  # same request, same pick
+    assert len({ranked[0] for ranked, _ in picks}) >= 2  # several gateways would not herd
+    reason = next(s.reason for s in picks[0][1].decision_trace if s.step == "pick")
+    assert reason.startswith(picker) and "seed mmh3" in reason
+
+
 def test_trace_is_complete_and_ordered() -> None:
-    _, rec = decide(healthy())
-    trace = rec.finish(Outcome(status=OutcomeStatus.OK, http_status=200, total_ms=2.0))
+    _, trace = decide(healthy())
     kinds = [s.kind for s in trace.decision_trace]
     assert kinds[0] is StepKind.ANALYSE and kinds[1] is StepKind.POLICY and kinds[-1] is StepKind.PICK
     assert [s.seq for s in trace.decision_trace] == list(range(len(kinds)))
     assert trace.selected_instance == "big-b" and trace.latency_ms > 0
+    assert all(c.state is not None for c in trace.candidates)

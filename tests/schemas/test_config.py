@@ -21,7 +21,9 @@ fleet:
 def test_shipped_configs_load(name: str) -> None:
     cfg = parse_yaml_model(RouteLensConfig, (ROOT / name).read_text(), name)
     assert len(cfg.fleet.instances) == 4
-    assert {c.name for c in cfg.constraints} == {"kv-cache", "queue"}
+    assert {"kv-cache", "queue"} <= {c.name for c in cfg.constraints}
+    kv = next(c for c in cfg.constraints if c.name == "kv-cache")
+    assert (kv.threshold, kv.enter_bound) == (0.85, 0.80)  # the seed's 85% / 80%
 
 
 def test_defaults_fill_missing_sections() -> None:
@@ -51,3 +53,27 @@ def test_yaml_syntax_error_names_the_line() -> None:
         parse_yaml_model(RouteLensConfig, GOOD + "gateway: [unclosed\n", "bad.yaml")
     assert "bad.yaml:" in str(info.value) and "YAML syntax error" in str(info.value)
     assert info.value.problems[0][0] is not None
+
+
+@pytest.mark.parametrize(
+    ("constraint", "field", "message"),
+    [
+        ("{name: kv, metric: kv_cache_usage, threshold: 0.85, enter_below: 0.9}", "constraints[0]",
+         "enter_below must be at most the threshold"),
+        ("{name: warm, metric: warmup_progress, op: '>=', threshold: 0.5, soft_threshold: 0.4}", "constraints[0]",
+         "soft_threshold must be at least the threshold"),
+        ("{name: kv, metric: kv_cache_usage, threshold: 0.85, exit_for: -1}", "constraints[0].exit_for",
+         "greater than or equal to 0"),
+        ("{name: Bad_Name, metric: queue, threshold: 3}", "constraints[0].name", "String should match"),
+    ],
+)
+def test_bad_constraints_fail_at_load_with_line_and_field(constraint: str, field: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml_model(RouteLensConfig, GOOD + f"constraints:\n  - {constraint}\n", "c.yaml")
+    assert f"c.yaml:7: {field}:" in str(info.value) and message in str(info.value)
+
+
+def test_unknown_score_terms_are_rejected() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml_model(RouteLensConfig, GOOD + "scoring:\n  weights: {vram: 1}\n", "c.yaml")
+    assert "c.yaml:7: scoring.weights:" in str(info.value) and "unknown score terms ['vram']" in str(info.value)

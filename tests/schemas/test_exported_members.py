@@ -2,7 +2,7 @@ import schemas
 
 CONTRACT = {
     "DecisionTrace", "DecisionStep", "CandidateEval", "Violation", "Attempt", "Outcome",
-    "ProbeResult", "InstanceSpec", "InstanceSnapshot", "RequestFeatures", "ScoreTerm",
+    "ProbeResult", "InstanceSpec", "InstanceSnapshot", "RequestFeatures", "ScoreWeight", "LatchState",
 }
 
 

@@ -1,0 +1,70 @@
+"""Per-snapshot memo of everything that depends only on an instance's state and the policy.
+
+Snapshots change once per scrape round (about a second) while requests arrive much more often, so
+the verdicts of state-only filters (the constraints) and the raw values of state-only scorers are
+computed once per snapshot object and reused until the next tick: the seed's "state checkpoint",
+with the decider only reading it. Suspect (ageing) state is never memoised, because its decay
+depends on the decision time: an entry is used only while its snapshot is younger than
+``suspect_after_s`` (which is also why the freshness filter, time-dependent only beyond that age,
+can be memoised). This is a pure-function cache: results are identical without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from router_core.framework import Candidate, DecisionContext, Filter, Scorer
+from router_core.staleness import effective_state
+from schemas.config import ScrapeSettings
+from schemas.fleet import InstanceSnapshot, InstanceSpec
+from schemas.trace import Violation
+
+__all__ = ["Prepared", "PreparedCache"]
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A candidate with its state-only verdicts (one per state-only filter) and raw terms."""
+
+    candidate: Candidate
+    verdicts: tuple[Violation | None, ...]
+    terms: dict[str, float]
+    flagged: bool  # any verdict at all: most candidates have none and skip the filter loops
+
+
+class PreparedCache:
+    """Computes and memoises :class:`Prepared` per instance, keyed by snapshot identity.
+
+    Args:
+        filters: State-only filters, in policy order.
+        scorers: State-only scorers.
+        scrape: Staleness bounds.
+    """
+
+    def __init__(self, filters: Sequence[Filter], scorers: Sequence[Scorer], scrape: ScrapeSettings) -> None:
+        self._filters = list(filters)
+        self._scorers = list(scorers)
+        self._scrape = scrape
+        self._memo: dict[str, tuple[InstanceSnapshot, Prepared]] = {}
+
+    def get(self, spec: InstanceSpec, snap: InstanceSnapshot, age: float | None, ctx: DecisionContext) -> Prepared:
+        """Return the prepared candidate for ``snap`` at ``ctx.now`` (``age``: seconds since scraped)."""
+        fresh = age is not None and age <= self._scrape.suspect_after_s
+        hit = self._memo.get(spec.id)
+        if fresh and hit is not None and hit[0] is snap:
+            return hit[1]
+        eff = effective_state(snap, ctx.now, self._scrape, ctx.scoring.queue_norm)
+        candidate = Candidate(spec, snap, eff)
+        verdicts = tuple(f.check(candidate, ctx) for f in self._filters)
+        prepared = Prepared(
+            candidate,
+            verdicts,
+            {s.name: min(max(s.score([candidate], ctx)[0], 0.0), 1.0) for s in self._scorers},
+            any(v is not None for v in verdicts),
+        )
+        if fresh and not eff.suspect:
+            self._memo[spec.id] = (snap, prepared)
+        else:
+            self._memo.pop(spec.id, None)  # decaying state: recomputed every time
+        return prepared

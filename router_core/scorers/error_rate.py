@@ -1,0 +1,28 @@
+"""Reliable instances first: ``1 - error_rate`` over the router's own window (the seed's ``error`` term)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from router_core.framework import Candidate, DecisionContext
+
+__all__ = ["ErrorRateScorer"]
+
+
+class ErrorRateScorer:
+    """Scores reliability.
+
+    What it does: penalises failing instances. Inputs: ``error_rate`` of the observation
+    window (None, no traffic yet, scores 1). Parameters: none. Category: scorer, term ``error``.
+    """
+
+    TYPE: ClassVar[str] = "error-rate-scorer"
+    STATE_ONLY: ClassVar[bool] = True
+
+    def __init__(self, name: str = "error") -> None:
+        self.name = name
+
+    def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
+        """Return ``1 - error_rate`` per candidate."""
+        return [1.0 if c.state.error_rate is None else 1.0 - c.state.error_rate for c in pool]

@@ -1,0 +1,28 @@
+"""Free KV cache: ``1 - kv_cache_usage`` (the seed's ``mem`` term)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from router_core.framework import Candidate, DecisionContext
+
+__all__ = ["KvCacheScorer"]
+
+
+class KvCacheScorer:
+    """Scores free KV cache.
+
+    What it does: prefers instances with free KV cache. Inputs: staleness-adjusted KV usage
+    (suspect data decays toward full). Parameters: none. Category: scorer, term ``mem``.
+    """
+
+    TYPE: ClassVar[str] = "kv-cache-scorer"
+    STATE_ONLY: ClassVar[bool] = True
+
+    def __init__(self, name: str = "mem") -> None:
+        self.name = name
+
+    def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
+        """Return ``1 - kv`` per candidate."""
+        return [1.0 - c.eff.kv_cache_usage for c in pool]

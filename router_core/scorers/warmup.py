@@ -1,0 +1,29 @@
+"""Warm instances first: the warm-up progress gauge (the seed's ``warmup`` term)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from router_core.framework import Candidate, DecisionContext
+
+__all__ = ["WarmupScorer"]
+
+
+class WarmupScorer:
+    """Scores warm-up progress.
+
+    What it does: a cold instance (after start or restart) scores low until warmed up.
+    Inputs: ``warmup_progress`` 0-1; engines that do not report it count as warm.
+    Parameters: none. Category: scorer, term ``warmup``.
+    """
+
+    TYPE: ClassVar[str] = "warmup-scorer"
+    STATE_ONLY: ClassVar[bool] = True
+
+    def __init__(self, name: str = "warmup") -> None:
+        self.name = name
+
+    def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
+        """Return the warm-up progress per candidate."""
+        return [1.0 if c.state.warmup_progress is None else c.state.warmup_progress for c in pool]

@@ -1,0 +1,55 @@
+"""Pessimistic staleness: gauges older than a bound decay toward "saturated"; none at all are saturated.
+
+Pure functions of (snapshot, now), used both when latches are evaluated and when scores are
+computed, so a stored decision replays the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from schemas.config import ScrapeSettings
+from schemas.fleet import InstanceSnapshot
+
+__all__ = ["Effective", "effective_state"]
+
+
+@dataclass(frozen=True, slots=True)
+class Effective:
+    """Gauges as routing should believe them now."""
+
+    age_s: float | None
+    suspect: bool
+    kv_cache_usage: float
+    queue: float
+    running: float
+
+
+def effective_state(snap: InstanceSnapshot, now: datetime, scrape: ScrapeSettings, queue_cap: float) -> Effective:
+    """Return the gauges of ``snap`` as of ``now``.
+
+    Up to ``scrape.suspect_after_s`` the scraped values stand. After that the instance is
+    *suspect* and its values move linearly toward saturated (KV 1.0, queue and running at
+    ``queue_cap``), reaching it at ``scrape.stale_after_s``. Missing gauges count as saturated.
+    """
+    if snap.scraped_at is None:
+        return Effective(None, True, 1.0, queue_cap, queue_cap)
+    age = (now - snap.scraped_at).total_seconds()
+    if age <= scrape.suspect_after_s:  # the common case: fresh data stands as it is
+        kv, queue, running = snap.kv_cache_usage, snap.queue, snap.running
+        return Effective(max(age, 0.0), False, 1.0 if kv is None else kv, queue_cap if queue is None else queue,
+                         queue_cap if running is None else running)
+    span = max(scrape.stale_after_s - scrape.suspect_after_s, 1e-9)
+    f = min(max((age - scrape.suspect_after_s) / span, 0.0), 1.0)
+
+    def toward(value: float | None, saturated: float) -> float:
+        return saturated if value is None else value + (saturated - value) * f if value < saturated else value
+
+    return Effective(
+        age_s=age,
+        suspect=age > scrape.suspect_after_s,
+        kv_cache_usage=toward(snap.kv_cache_usage, 1.0),
+        queue=toward(snap.queue, queue_cap),
+        running=toward(snap.running, queue_cap),
+    )

@@ -1,0 +1,45 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTRACTS = ROOT.parent / "shared" / "contracts" / "prometheus"
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "app", "state", "parse-metrics", *args], cwd=ROOT, input=stdin,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.skipif(not CONTRACTS.is_dir(), reason=f"{CONTRACTS} is absent")
+@pytest.mark.parametrize(("name", "expected"), [
+    ("datadog_vllm_v0_opt125m_metrics.txt", {"engine": "vllm", "queue": 0.0, "running": 0.0, "kv_cache_usage": 0.0}),
+    ("datadog_sglang_opt125m_metrics.txt", {"engine": "sglang", "queue": 0.0, "running": 0.0, "kv_cache_usage": 0.25}),
+])
+def test_real_scrapes(name: str, expected: dict[str, object]) -> None:
+    out = run(str(CONTRACTS / name))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout).items() >= expected.items()
+
+
+def test_current_vllm_names_from_stdin() -> None:
+    text = ('vllm:num_requests_waiting{model_name="m",engine="0"} 3\n'
+            'vllm:num_requests_running{model_name="m",engine="0"} 2\n'
+            'vllm:kv_cache_usage_perc{model_name="m",engine="0"} 0.42\n')
+    out = run("-", stdin=text)
+    assert json.loads(out.stdout) == {"engine": "vllm", "queue": 3.0, "running": 2.0, "kv_cache_usage": 0.42,
+                                      "warmup_progress": None}
+
+
+@pytest.mark.parametrize("text", ["not metrics at all {{{", "# only a comment\n", ""])
+def test_unparseable_input_exits_2_with_a_message(text: str) -> None:
+    out = run("-", stdin=text)
+    assert out.returncode == 2 and "error:" in out.stderr and out.stdout == ""
+
+
+def test_a_missing_file_exits_2(tmp_path: Path) -> None:
+    out = run(str(tmp_path / "nope.txt"))
+    assert out.returncode == 2 and "cannot read" in out.stderr
