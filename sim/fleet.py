@@ -1,18 +1,21 @@
-"""Serve every instance of the fleet configuration from one process and one event loop.
+"""Serve every instance of a fleet from one process and one event loop, and log its faults.
 
-``python -m sim.fleet --config routelens.yaml`` runs the fleet until SIGINT or SIGTERM.
+``python -m sim.fleet --config routelens.yaml`` (or ``--instances N --base-port P`` for the
+built-in mix) runs the fleet until SIGINT or SIGTERM. Each instance listens on its own port; a
+crash closes that port and a recovery reopens it, the instance's state surviving in between.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal, TextIO
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -20,85 +23,214 @@ from aiohttp import web
 from schemas.config import RouteLensConfig, SimModelProfile
 from schemas.errors import ConfigError
 from schemas.yamlconf import parse_yaml_model
-from sim.server import build_instance_app
+from sim.behaviour import builtin_config
+from sim.clock import Clock, RealClock
+from sim.faults import FaultRecord, FaultSpec
+from sim.scenarios import Scenario, run_timeline
+from sim.server import SimInstance, build_instance_app
 
-__all__ = ["FleetHandle", "main", "run_fleet", "start_fleet"]
+__all__ = ["FaultLog", "FleetHandle", "FleetInstance", "fleet_timeline", "main", "run_fleet", "start_fleet"]
 
-_SHUTDOWN_TIMEOUT_S = 1.0  # in-flight simulated requests are not worth waiting for at shutdown
+_TICK_S = 0.05
+
+
+class FleetInstance:
+    """One instance of the fleet and its listening port (the :class:`sim.lifecycle.Lifecycle`)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        self.instance: SimInstance | None = None
+        self.app: web.Application | None = None
+        self._runner: web.AppRunner | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def url(self) -> str:
+        """Base URL of the bound port."""
+        return f"http://{self.host}:{self.port}"
+
+    async def up(self) -> None:
+        """Listen (again); the first call binds a free port when the configured one is 0."""
+        async with self._lock:
+            if self._runner is not None:
+                return
+            assert self.instance is not None
+            inst = self.instance
+            self.app = build_instance_app(inst.spec, inst.engine.profile, inst.settings, instance=inst)
+            runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=0.0)
+            await runner.setup()
+            try:
+                await web.TCPSite(runner, self.host, self.port, reuse_address=True).start()
+            except BaseException:
+                await runner.cleanup()
+                raise
+            self.port = runner.addresses[0][1]
+            self._runner = runner
+
+    async def down(self) -> None:
+        """Close the port and every connection to it."""
+        async with self._lock:
+            runner, self._runner = self._runner, None
+            if runner is not None:
+                await runner.cleanup()
+
+
+class FaultLog:
+    """Writes each fault start and end as one JSON line (and a short line on stdout)."""
+
+    def __init__(self, path: str | Path | None, echo: TextIO | None = None) -> None:
+        self._file = open(path, "a", encoding="utf-8") if path is not None else None
+        self._echo = echo
+
+    def __call__(self, event: Literal["start", "end"], record: FaultRecord) -> None:
+        """Record one event."""
+        if self._file is not None:
+            self._file.write(json.dumps({"event": event, **record.to_json()}) + "\n")
+            self._file.flush()
+        if self._echo is not None:
+            print(f"fault {event} {record.instance} {record.kind.value} {record.id}", file=self._echo, flush=True)
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._file is not None:
+            self._file.close()
 
 
 @dataclass
 class FleetHandle:
-    """A running fleet: the bound base URL and application of every instance, by instance id."""
+    """A running fleet: every instance by id, with its bound URL."""
 
-    urls: dict[str, str] = field(default_factory=dict)
-    apps: dict[str, web.Application] = field(default_factory=dict)
-    _runners: list[web.AppRunner] = field(default_factory=list)
+    members: dict[str, FleetInstance] = field(default_factory=dict)
+    _ticker: asyncio.Task[None] | None = None
+
+    @property
+    def urls(self) -> dict[str, str]:
+        """Base URL per instance id."""
+        return {iid: m.url for iid, m in self.members.items()}
+
+    @property
+    def instances(self) -> dict[str, SimInstance]:
+        """The simulated instances by id."""
+        return {iid: m.instance for iid, m in self.members.items() if m.instance is not None}
+
+    @property
+    def apps(self) -> dict[str, web.Application]:
+        """The current application of each instance that is up."""
+        return {iid: m.app for iid, m in self.members.items() if m.app is not None}
 
     async def close(self) -> None:
         """Stop every instance; safe to call twice."""
-        runners, self._runners = self._runners, []
-        for runner in reversed(runners):
-            await runner.cleanup()
+        if self._ticker is not None:
+            self._ticker.cancel()
+            await asyncio.gather(self._ticker, return_exceptions=True)
+            self._ticker = None
+        for member in reversed(list(self.members.values())):
+            if member.instance is not None:
+                await member.instance.close()
+            await member.down()
 
 
-async def start_fleet(config: RouteLensConfig, *, clock: Callable[[], float] = time.monotonic) -> FleetHandle:
+async def _tick(instances: list[SimInstance]) -> None:
+    while True:
+        for instance in instances:
+            await instance.tick()
+        await asyncio.sleep(_TICK_S)
+
+
+async def start_fleet(config: RouteLensConfig, *, clock: Clock | None = None,
+                      on_fault: Callable[[Literal["start", "end"], FaultRecord], None] | None = None) -> FleetHandle:
     """Start one aiohttp site per ``config.fleet.instances`` entry on the host and port of its URL.
 
     A URL with port 0 binds a free port; :attr:`FleetHandle.urls` holds the address actually bound.
 
     Args:
         config: The configuration; ``config.sim`` supplies the knobs and per-model profiles.
-        clock: Monotonic seconds for the instances' latency observations.
+        clock: Wall clock for the instances (the machine's by default).
+        on_fault: Listener for every fault start and end.
 
     Returns:
         The running fleet. Close it with :meth:`FleetHandle.close`.
     """
     handle = FleetHandle()
+    clock = clock or RealClock()
     try:
         for spec in config.fleet.instances:
             parts = urlsplit(spec.url)
-            host = parts.hostname or "127.0.0.1"
             port = parts.port if parts.port is not None else (443 if parts.scheme == "https" else 80)
+            member = FleetInstance(parts.hostname or "127.0.0.1", port)
             profile = config.sim.models.get(spec.model, SimModelProfile())
-            app = build_instance_app(spec, profile, config.sim, clock=clock)
-            runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=_SHUTDOWN_TIMEOUT_S)
-            await runner.setup()
-            handle._runners.append(runner)
-            await web.TCPSite(runner, host, port).start()
-            bound_port = runner.addresses[0][1]
-            handle.urls[spec.id] = f"http://{host}:{bound_port}"
-            handle.apps[spec.id] = app
+            member.instance = SimInstance(spec, profile, config.sim, clock, lifecycle=member, on_fault=on_fault)
+            handle.members[spec.id] = member
+            await member.up()
     except BaseException:
         await handle.close()
         raise
+    handle._ticker = asyncio.create_task(_tick(list(handle.instances.values())))
     return handle
 
 
-async def _serve(config: RouteLensConfig) -> None:
-    handle = await start_fleet(config)
+def fleet_timeline(scenario: Scenario,
+                   config: RouteLensConfig) -> Callable[[FleetHandle], Coroutine[Any, Any, None]]:
+    """Run ``scenario``'s fault timeline against a fleet from the moment it is ready.
+
+    Raises:
+        ValueError: When the timeline names an instance the fleet does not have.
+    """
+    ids = {spec.id for spec in config.fleet.instances}
+    missing = sorted({scenario.instance_of(f) for f in scenario.faults} - ids)
+    if missing:
+        raise ValueError(f"scenario {scenario.name} names instances this fleet lacks: {', '.join(missing)}")
+
+    async def run(handle: FleetHandle) -> None:
+        loop = asyncio.get_running_loop()
+        origin = loop.time()
+
+        async def inject(instance: str, spec: FaultSpec) -> None:
+            handle.instances[instance].inject(spec)
+
+        await run_timeline(scenario, inject, lambda: loop.time() - origin)
+
+    return run
+
+
+async def _serve(config: RouteLensConfig, fault_log: str | None,
+                 timeline: Callable[[FleetHandle], Coroutine[Any, Any, None]] | None) -> None:
+    log = FaultLog(fault_log, echo=sys.stdout)
+    handle = await start_fleet(config, on_fault=log)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    task: asyncio.Task[None] | None = None
     try:
         for spec in config.fleet.instances:
             print(f"sim instance {spec.id} {spec.model} {handle.urls[spec.id]}")
         print("fleet ready", flush=True)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        if timeline is not None:
+            task = asyncio.create_task(timeline(handle))
         await stop.wait()
     finally:
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         await handle.close()
+        log.close()
 
 
-def run_fleet(config: RouteLensConfig) -> None:
+def run_fleet(config: RouteLensConfig, *, fault_log: str | None = None,
+              timeline: Callable[[FleetHandle], Coroutine[Any, Any, None]] | None = None) -> None:
     """Serve the fleet on a uvloop event loop until SIGINT or SIGTERM, then shut down cleanly.
 
-    Prints ``sim instance <id> <model> <url>`` per instance, then ``fleet ready``.
+    Prints ``sim instance <id> <model> <url>`` per instance, then ``fleet ready``, then one
+    ``fault start|end <instance> <kind> <id>`` line per fault event.
 
     Args:
         config: The configuration whose ``fleet`` and ``sim`` sections are served.
+        fault_log: Append fault starts and ends to this JSON-lines file.
+        timeline: Run this against the fleet once it is ready (a scenario's fault timeline).
     """
     try:
         import uvloop
@@ -107,28 +239,34 @@ def run_fleet(config: RouteLensConfig) -> None:
     else:
         loop_factory = uvloop.new_event_loop
     with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(_serve(config))
+        runner.run(_serve(config, fault_log, timeline))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``python -m sim.fleet [--config routelens.yaml]``.
-
-    Args:
-        argv: Arguments without the program name; ``sys.argv[1:]`` when None.
+    """Command line: ``python -m sim.fleet [--config FILE | --instances N --base-port P] [--zero-delay]``.
 
     Returns:
         The exit status: 0 after a clean shutdown, 2 for a bad configuration.
     """
     parser = argparse.ArgumentParser(prog="python -m sim.fleet", description="Serve the simulated fleet.")
     parser.add_argument("--config", default="routelens.yaml", help="path to routelens.yaml")
+    parser.add_argument("--instances", type=int, help="serve N instances of the built-in mix (no config)")
+    parser.add_argument("--base-port", type=int, default=9100, help="port of instance 0 (with --instances)")
+    parser.add_argument("--zero-delay", action="store_true", help="serve as fast as possible")
+    parser.add_argument("--fault-log", help="append fault starts and ends to this JSON-lines file")
     args = parser.parse_args(argv)
-    path = Path(args.config)
     try:
-        config = parse_yaml_model(RouteLensConfig, path.read_text(encoding="utf-8"), source=str(path))
-    except (OSError, ConfigError) as exc:
+        if args.instances is not None:
+            config = builtin_config(args.instances, args.base_port, zero_delay=args.zero_delay)
+        else:
+            path = Path(args.config)
+            config = parse_yaml_model(RouteLensConfig, path.read_text(encoding="utf-8"), source=str(path))
+            if args.zero_delay:
+                config = config.model_copy(update={"sim": config.sim.model_copy(update={"zero_delay": True})})
+    except (OSError, ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    run_fleet(config)
+    run_fleet(config, fault_log=args.fault_log)
     return 0
 
 

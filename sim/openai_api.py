@@ -8,7 +8,7 @@ import orjson
 from aiohttp import web
 
 from schemas.hashing import normalize_query
-from sim.corpus import estimate_tokens
+from sim.corpus import estimate_tokens, topic_of
 
 __all__ = ["ApiError", "ChatRequest", "json_response", "parse_chat_request"]
 
@@ -17,17 +17,18 @@ _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "functio
 
 @dataclass(frozen=True, slots=True)
 class ApiError:
-    """An OpenAI-style ``invalid_request_error`` answer; messages never quote the request."""
+    """An OpenAI-style error answer (4xx by default, 429/500 for faults); messages never quote the request."""
 
     message: str
     param: str | None
     code: str | None
     status: int = 400
+    type: str = "invalid_request_error"
 
-    def response(self) -> web.Response:
+    def response(self, headers: dict[str, str] | None = None) -> web.Response:
         """Render as ``{"error": {message, type, param, code}}``."""
-        error = {"message": self.message, "type": "invalid_request_error", "param": self.param, "code": self.code}
-        return json_response({"error": error}, status=self.status)
+        error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
+        return json_response({"error": error}, status=self.status, headers=headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +43,12 @@ class ChatRequest:
 
     @property
     def topic(self) -> str:
-        """The last user message (the last message when no user spoke): what the answer is about."""
-        return next((text for role, text in reversed(self.turns) if role == "user"), self.turns[-1][1])
+        """What the answer is about: the latest user message with ground truth, else the latest one.
+
+        A session's follow-up turns ("please go on") thus keep answering the ticket of its first turn.
+        """
+        users = [text for role, text in self.turns if role == "user"]
+        return topic_of(users) if users else self.turns[-1][1]
 
     @property
     def key(self) -> str:

@@ -1,109 +1,76 @@
-"""One simulated vLLM-like instance: the OpenAI chat API, ``/metrics`` and admin overrides.
+"""One simulated vLLM-like instance: the OpenAI chat API, ``/metrics``, faults and admin endpoints.
 
-Request checks live in :func:`parse_chat_request`, occupancy and service time in :class:`SimEngine`,
-gauges in :mod:`sim.exposition` and answers in :mod:`sim.corpus`; :class:`SimInstance` wires them
-to HTTP handlers.
+Request checks live in :mod:`sim.openai_api`, occupancy and service time in :class:`SimEngine`,
+faults in :class:`FaultBook`, gauges in :mod:`sim.exposition`, answers in :mod:`sim.corpus` and
+their wire form in :mod:`sim.render`; :class:`SimInstance` wires them together, and
+:mod:`sim.lifecycle` handles what faults do to the process (crash, hang, restart).
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 
 import orjson
 from aiohttp import web
-from pydantic import ValidationError
 
-from schemas.config import SimModelProfile, SimSettings
 from schemas.fleet import InstanceSpec
-from sim.corpus import compose_answer
-from sim.exposition import CONTENT_TYPE, InstanceMetrics, Overrides
+from schemas.sim_config import SimModelProfile, SimSettings
+from sim.behaviour import p_correct
+from sim.clock import Clock, RealClock
+from sim.corpus import Verdict, classify, compose_answer, ground_truth
+from sim.engine import SimEngine
+from sim.exposition import CONTENT_TYPE
+from sim.faults import FaultKind, FaultRecord
+from sim.lifecycle import Lifecycle, LifecycleMixin, Listener
 from sim.openai_api import ApiError, json_response, parse_chat_request
+from sim.render import Garble, pick_garble, render_json, stream_sse
 
 __all__ = ["INSTANCE_KEY", "SimEngine", "SimInstance", "build_instance_app"]
 
-Clock = Callable[[], float]
 
-
-class SimEngine:
-    """Admission, occupancy and service time of one instance (the parts a scheduler sees).
-
-    Args:
-        profile: Model behaviour: latency terms, slots and KV capacity.
-        settings: Simulator knobs: ``time_scale`` and ``zero_delay``.
-    """
-
-    def __init__(self, profile: SimModelProfile, settings: SimSettings) -> None:
-        self.profile = profile
-        self.settings = settings
-        self.waiting = 0
-        self.running = 0
-        self.kv_held = 0
-        self._slots = asyncio.Semaphore(profile.max_concurrency)
-
-    @property
-    def kv_usage(self) -> float:
-        """Share of the KV cache held by running requests, clamped to [0, 1]."""
-        return min(1.0, max(0.0, self.kv_held / self.profile.kv_tokens))
-
-    @asynccontextmanager
-    async def admit(self, tokens: int) -> AsyncIterator[None]:
-        """Wait for a slot, then hold it and ``tokens`` of KV cache until the block exits."""
-        self.waiting += 1
-        try:
-            await self._slots.acquire()
-        finally:
-            self.waiting -= 1
-        self.running += 1
-        self.kv_held += tokens
-        try:
-            yield
-        finally:
-            self.running -= 1
-            self.kv_held -= tokens
-            self._slots.release()
-
-    def prefill_s(self, prompt_tokens: int) -> float:
-        """Seconds until the first token: base latency plus prefill, scaled."""
-        p = self.profile
-        return (p.base_latency_ms / 1000 + prompt_tokens / p.prefill_tps) / self.settings.time_scale
-
-    def decode_s(self, completion_tokens: int) -> float:
-        """Seconds to generate ``completion_tokens``, scaled."""
-        return completion_tokens / self.profile.decode_tps / self.settings.time_scale
-
-    async def pause(self, seconds: float) -> None:
-        """Sleep for ``seconds`` unless the simulator runs with ``zero_delay``."""
-        if not self.settings.zero_delay and seconds > 0:
-            await asyncio.sleep(seconds)
-
-
-class SimInstance:
+class SimInstance(LifecycleMixin):
     """The HTTP face of one simulated instance.
 
     Args:
         spec: The instance as the fleet declares it.
         profile: Model behaviour.
-        settings: Simulator knobs; ``seed`` makes answers deterministic.
-        clock: Monotonic seconds, used for latency observations.
-        rng: Source of completion ids; seeded from ``settings.seed`` and the instance id by default.
+        settings: Simulator knobs; ``seed`` makes answers and fault draws deterministic.
+        clock: Wall clock for faults, warm-up and latencies (a VirtualClock in tests).
+        rng: Source of completion ids and fault draws; seeded from the seed and instance id by default.
+        lifecycle: Closes and reopens the port (crash, restart); None serves aborted connections instead.
+        on_fault: Called with each fault start and end (the fleet's fault log).
     """
 
     def __init__(self, spec: InstanceSpec, profile: SimModelProfile, settings: SimSettings,
-                 clock: Clock = time.monotonic, rng: random.Random | None = None) -> None:
+                 clock: Clock | None = None, rng: random.Random | None = None,
+                 lifecycle: Lifecycle | None = None, on_fault: Listener | None = None) -> None:
         self.spec = spec
         self.settings = settings
-        self.clock = clock
         self.rng = rng if rng is not None else random.Random(f"{settings.seed}\x1f{spec.id}")
-        self.engine = SimEngine(profile, settings)
-        self.metrics = InstanceMetrics(spec.model, self.engine)
+        self.setup_lifecycle(clock or RealClock(), lifecycle, on_fault)
+        self.engine = SimEngine(profile, settings, self.clock, self.faults.slow_factor, self.faults.leak_fraction)
+        self.metrics = self.new_metrics()
 
     def _envelope(self, obj: str) -> dict[str, object]:
         return {"id": f"chatcmpl-{self.rng.getrandbits(96):024x}", "object": obj,
                 "created": int(time.time()), "model": self.spec.model}
+
+    def _draw(self, kind: FaultKind) -> FaultRecord | None:
+        """Return the fault to charge when a probabilistic fault of ``kind`` strikes this request."""
+        p, record = self.faults.probability(kind)
+        if record is None or self.rng.random() >= p:
+            return None
+        record.requests_affected += 1
+        return record
+
+    def _verdict(self, topic: str, answer_rng: random.Random) -> Verdict:
+        if self._draw(FaultKind.DRIFT) is not None:
+            return "drift"
+        truth = ground_truth(topic)
+        cls = truth.cls if truth is not None else classify(topic)
+        p = p_correct(self.engine.profile, cls, topic, self.engine.warmup)
+        return "correct" if answer_rng.random() < p else "wrong"
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         """``POST /v1/chat/completions``: a JSON answer, or SSE chunks when ``stream`` is true."""
@@ -114,57 +81,51 @@ class SimInstance:
         parsed = parse_chat_request(body, self.spec.context_window)
         if isinstance(parsed, ApiError):
             return parsed.response()
+        limited = self._draw(FaultKind.RATELIMIT)
+        if limited is not None:
+            return ApiError("Rate limit reached for requests; retry after the given delay.", None,
+                            "rate_limit_exceeded", status=429, type="rate_limit_error").response(
+                headers={"Retry-After": str(limited.spec.retry_after_s)})
+        if self._draw(FaultKind.ERROR) is not None:
+            return ApiError("The engine failed while serving the request.", None, "engine_error", status=500,
+                            type="server_error").response()
         room = self.spec.context_window - parsed.prompt_tokens
         limit = room if parsed.max_tokens is None else min(parsed.max_tokens, room)
+        topic = parsed.topic
         answer_rng = random.Random(f"{self.settings.seed}\x1f{self.spec.id}\x1f{parsed.key}")
-        answer = compose_answer(parsed.topic, answer_rng, limit)
+        answer = compose_answer(topic, answer_rng, limit, self._verdict(topic, answer_rng))
+        garble: Garble = pick_garble(self.rng) if self._draw(FaultKind.GARBAGE) is not None else None
         finish: str = answer.finish_reason
         usage = {"prompt_tokens": parsed.prompt_tokens, "completion_tokens": answer.tokens,
                  "total_tokens": parsed.prompt_tokens + answer.tokens}
         envelope = self._envelope("chat.completion.chunk" if parsed.stream else "chat.completion")
         headers = {"x-request-id": request.headers.get("x-request-id") or str(envelope["id"])}
-        started = self.clock()
-        async with self.engine.admit(parsed.prompt_tokens + answer.tokens):
-            await self.engine.pause(self.engine.prefill_s(parsed.prompt_tokens))
-            ttft = self.clock() - started
+        engine, scale = self.engine, self.settings.time_scale
+        arrived = self.clock.now()
+        itl: list[float] = []
+        decoded = [0.0]
+        async with engine.admit(parsed.prompt_tokens + answer.tokens):
+            prefill = engine.prefill_s(parsed.prompt_tokens)
+            ttft = (self.clock.now() - arrived) * scale + prefill
+            await engine.pause(prefill)
             if parsed.stream:
-                response, finish = await self._stream(request, headers, envelope, answer.pieces, finish,
-                                                      usage if parsed.include_usage else None)
+                async def pause(tokens: int) -> None:
+                    seconds = engine.decode_s(tokens)
+                    itl.append(seconds / max(tokens, 1))
+                    decoded[0] += seconds
+                    await engine.pause(seconds)
+
+                response, finish = await stream_sse(request, headers, envelope, answer.pieces, finish,
+                                                    usage if parsed.include_usage else None, pause, garble)
             else:
-                await self.engine.pause(self.engine.decode_s(answer.tokens))
+                decoded[0] = engine.decode_s(answer.tokens)
+                itl.append(decoded[0] / max(answer.tokens, 1))
+                await engine.pause(decoded[0])
                 message = {"role": "assistant", "content": answer.text, "refusal": None}
                 choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
-                response = json_response({**envelope, "choices": [choice], "usage": usage}, headers=headers)
-        self.metrics.record_finished(finish, parsed.prompt_tokens, answer.tokens, self.clock() - started, ttft)
+                response = render_json({**envelope, "choices": [choice], "usage": usage}, headers, garble)
+        self.metrics.record_finished(finish, parsed.prompt_tokens, answer.tokens, ttft + decoded[0], ttft, tuple(itl))
         return response
-
-    async def _stream(self, request: web.Request, headers: dict[str, str], envelope: dict[str, object],
-                      pieces: tuple[tuple[str, int], ...], finish: str,
-                      usage: dict[str, int] | None) -> tuple[web.StreamResponse, str]:
-        """Send SSE chunks; return the response and the finish reason (``abort`` if the client left)."""
-        response = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream",
-                                               "Cache-Control": "no-cache"})
-        await response.prepare(request)
-
-        async def send(chunk: dict[str, object]) -> None:
-            await response.write(b"data: " + orjson.dumps({**envelope, **chunk}) + b"\n\n")
-
-        def choice(delta: dict[str, str], reason: str | None = None) -> dict[str, object]:
-            return {"choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}]}
-
-        try:
-            await send(choice({"role": "assistant", "content": ""}))
-            for piece, tokens in pieces:
-                await self.engine.pause(self.engine.decode_s(tokens))
-                await send(choice({"content": piece}))
-            await send(choice({}, finish))
-            if usage is not None:
-                await send({"choices": [], "usage": usage})
-            await response.write(b"data: [DONE]\n\n")
-            await response.write_eof()
-        except ConnectionResetError:
-            return response, "abort"
-        return response, finish
 
     async def models(self, request: web.Request) -> web.Response:
         """``GET /v1/models``: the one model this instance serves."""
@@ -173,53 +134,44 @@ class SimInstance:
         return json_response({"object": "list", "data": [card]})
 
     async def health(self, request: web.Request) -> web.Response:
-        """``GET /health``: always healthy until fault injection says otherwise."""
+        """``GET /health``: healthy while the process is up (hang and crash act before this)."""
         return json_response({"status": "ok"})
 
     async def metrics_text(self, request: web.Request) -> web.Response:
-        """``GET /metrics``: Prometheus text with vLLM's names."""
-        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
-
-    async def get_overrides(self, request: web.Request) -> web.Response:
-        """``GET /admin/overrides``: the forced gauge values (null: live)."""
-        return json_response(self.metrics.overrides.model_dump())
-
-    async def post_overrides(self, request: web.Request) -> web.Response:
-        """``POST /admin/overrides``: merge keys given (null clears one); answer the new overrides."""
-        try:
-            patch = Overrides.model_validate_json(await request.read())
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            param = ".".join(str(part) for part in first["loc"]) or None
-            return ApiError(f"invalid overrides: {first['msg']}", param, "invalid_value").response()
-        self.metrics.overrides = self.metrics.overrides.merge(patch)
-        return await self.get_overrides(request)
+        """``GET /metrics``: Prometheus text with vLLM's names (frozen or lagging under freeze-metrics)."""
+        return web.Response(body=self.scrape(), headers={"Content-Type": CONTENT_TYPE})
 
 
 INSTANCE_KEY = web.AppKey("sim_instance", SimInstance)
 
 
 def build_instance_app(spec: InstanceSpec, profile: SimModelProfile, settings: SimSettings, *,
-                       clock: Clock = time.monotonic, rng: random.Random | None = None) -> web.Application:
+                       clock: Clock | None = None, rng: random.Random | None = None,
+                       lifecycle: Lifecycle | None = None, on_fault: Listener | None = None,
+                       instance: SimInstance | None = None) -> web.Application:
     """Build the aiohttp application of one simulated instance.
 
     Args:
         spec: The instance: id, served model, context window.
-        profile: Model behaviour (latency terms, concurrency, KV capacity).
+        profile: Model behaviour (latency terms, concurrency, KV capacity, warm-up, accuracy).
         settings: Simulator knobs (time scale, zero delay, seed).
-        clock: Monotonic seconds for latency observations.
-        rng: Source of completion ids; seeded from the settings and instance id when omitted.
+        clock: Wall clock; the machine's by default.
+        rng: Source of completion ids and fault draws; seeded from the settings and instance id when omitted.
+        lifecycle: Port control for crash and restart (the fleet passes one).
+        on_fault: Listener for fault starts and ends.
+        instance: Reuse this instance (a new application after a crash keeps the instance's state).
 
     Returns:
         The application; ``app[INSTANCE_KEY]`` is its :class:`SimInstance`.
     """
-    instance = SimInstance(spec, profile, settings, clock, rng)
-    app = web.Application()
-    app[INSTANCE_KEY] = instance
-    app.router.add_post("/v1/chat/completions", instance.chat)
-    app.router.add_get("/v1/models", instance.models)
-    app.router.add_get("/health", instance.health)
-    app.router.add_get("/metrics", instance.metrics_text)
-    app.router.add_get("/admin/overrides", instance.get_overrides)
-    app.router.add_post("/admin/overrides", instance.post_overrides)
+    from sim.admin import add_admin_routes
+
+    inst = instance or SimInstance(spec, profile, settings, clock, rng, lifecycle, on_fault)
+    app = web.Application(middlewares=[inst.fault_middleware])
+    app[INSTANCE_KEY] = inst
+    app.router.add_post("/v1/chat/completions", inst.chat)
+    app.router.add_get("/v1/models", inst.models)
+    app.router.add_get("/health", inst.health)
+    app.router.add_get("/metrics", inst.metrics_text)
+    add_admin_routes(app, inst)
     return app

@@ -1,8 +1,10 @@
 """Open-loop traffic from the corpus through the gateway, with the official OpenAI client.
 
-Requests are sent at a fixed rate whatever the answers' speed (open loop), up to a concurrency
+Requests are sent on schedule whatever the answers' speed (open loop), up to a concurrency
 bound, so an overloaded gateway shows up as latency and errors rather than as a slower sender.
 Raw query text is never logged or returned: a result carries the query's class, language and hash.
+:func:`run_traffic` sends single queries at a fixed rate; :mod:`sim.workload` adds rate curves,
+sessions and feedback on top of :func:`send_chat`.
 """
 
 from __future__ import annotations
@@ -12,15 +14,16 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import openai
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, AsyncStream
+from openai.types.chat import ChatCompletionChunk
 
 from schemas.hashing import query_hash
 from sim.corpus import QUERIES, Query
 
-__all__ = ["TrafficResult", "run_traffic"]
+__all__ = ["TrafficResult", "run_traffic", "send_chat"]
 
 _MAX_ERROR_CHARS = 300
 
@@ -39,6 +42,15 @@ class TrafficResult:
         latency_ms: Time from sending to the parsed answer or the error.
         request_id: The ``x-request-id`` response header, when present.
         error: Error class and message, for errors.
+        sent_at_s: When it was sent, seconds from the start of the run.
+        instance: The ``x-routelens-instance`` header: where the gateway sent it.
+        model: The ``x-routelens-model`` header.
+        session: Ticket id of the session it belongs to.
+        turn: Turn within the session (0 for the first or a lone query).
+        stream: Whether it was streamed.
+        grade: ``correct``, ``wrong`` or ``off-topic`` against ground truth (None for errors).
+        expected_model: Where it should have gone, when known.
+        feedback_status: HTTP status of the feedback post, when one was sent.
     """
 
     index: int
@@ -50,34 +62,86 @@ class TrafficResult:
     latency_ms: float
     request_id: str | None
     error: str | None = None
+    sent_at_s: float = 0.0
+    instance: str | None = None
+    model: str | None = None
+    session: str | None = None
+    turn: int = 0
+    stream: bool = False
+    grade: str | None = None
+    expected_model: str | None = None
+    feedback_status: int | None = None
 
 
-async def _send(client: AsyncOpenAI, index: int, query: Query, clock: Callable[[], float]) -> TrafficResult:
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """The raw outcome of :func:`send_chat`: the result and the answer's text (never stored)."""
+
+    result: TrafficResult
+    answer: str | None
+
+
+async def send_chat(client: AsyncOpenAI, index: int, query: Query, messages: list[dict[str, str]],
+                    clock: Callable[[], float], *, sent_at_s: float = 0.0, stream: bool = False,
+                    session: str | None = None, turn: int = 0) -> Sent:
+    """Send one chat request with ``model: "auto"`` and read the routing headers.
+
+    Args:
+        client: The OpenAI client pointed at the gateway.
+        index: Position in the sending order.
+        query: The corpus query behind the request (class, language, hash).
+        messages: The conversation to send.
+        clock: Seconds, for the latency.
+        sent_at_s: Offset of the send from the start of the run, copied into the result.
+        stream: Stream the answer.
+        session: Ticket id, sent as the OpenAI ``user`` field and ``X-Session-Id``.
+        turn: Turn within the session.
+
+    Returns:
+        The result and the answer text (None on errors).
+    """
     started = clock()
-
-    def result(status: Literal["ok", "error"], http_status: int | None, request_id: str | None,
-               error: str | None = None) -> TrafficResult:
-        return TrafficResult(index, query.cls, query.lang, query_hash(query.text), status, http_status,
-                             (clock() - started) * 1000, request_id, error and error[:_MAX_ERROR_CHARS])
-
+    base: dict[str, Any] = {"index": index, "cls": query.cls, "lang": query.lang, "query_hash": query_hash(query.text),
+                            "sent_at_s": sent_at_s, "session": session, "turn": turn, "stream": stream}
+    extra: dict[str, Any] = {"user": session, "extra_headers": {"X-Session-Id": session}} if session else {}
+    headers: Any = {}
     try:
-        raw = await client.chat.completions.with_raw_response.create(
-            model="auto", messages=[{"role": "user", "content": query.text}]
-        )
-        raw.parse()  # a body the SDK cannot read is an error too
+        if stream:
+            async with client.chat.completions.with_streaming_response.create(
+                model="auto", messages=messages, stream=True, **extra  # type: ignore[arg-type]
+            ) as resp:
+                headers, status = resp.headers, resp.status_code
+                chunks: AsyncStream[ChatCompletionChunk] = await resp.parse()  # type: ignore[assignment]
+                parts = [chunk.choices[0].delta.content or "" async for chunk in chunks if chunk.choices]
+            answer = "".join(parts)
+        else:
+            raw = await client.chat.completions.with_raw_response.create(
+                model="auto", messages=messages, **extra  # type: ignore[arg-type]
+            )
+            headers, status = raw.headers, raw.status_code
+            answer = raw.parse().choices[0].message.content or ""
     except openai.APIStatusError as exc:
-        return result("error", exc.status_code, exc.response.headers.get("x-request-id"),
-                      f"{type(exc).__name__}: {exc.message}")
-    except openai.OpenAIError as exc:
-        return result("error", None, None, f"{type(exc).__name__}: {exc}")
-    return result("ok", raw.status_code, raw.headers.get("x-request-id"))
+        h = exc.response.headers
+        return Sent(TrafficResult(**base, status="error", http_status=exc.status_code,
+                                  latency_ms=(clock() - started) * 1000, request_id=h.get("x-request-id"),
+                                  error=f"{type(exc).__name__}: {exc.message}"[:_MAX_ERROR_CHARS],
+                                  instance=h.get("x-routelens-instance"), model=h.get("x-routelens-model")), None)
+    except Exception as exc:  # connection errors, timeouts, and bodies the SDK cannot read (garbage)
+        return Sent(TrafficResult(**base, status="error", http_status=None, latency_ms=(clock() - started) * 1000,
+                                  request_id=headers.get("x-request-id") if headers else None,
+                                  error=f"{type(exc).__name__}: {exc}"[:_MAX_ERROR_CHARS],
+                                  instance=headers.get("x-routelens-instance") if headers else None,
+                                  model=headers.get("x-routelens-model") if headers else None), None)
+    return Sent(TrafficResult(**base, status="ok", http_status=status, latency_ms=(clock() - started) * 1000,
+                              request_id=headers.get("x-request-id"), instance=headers.get("x-routelens-instance"),
+                              model=headers.get("x-routelens-model")), answer)
 
 
 async def run_traffic(base_url: str, *, rps: float, count: int | None = None, duration_s: float | None = None,
                       seed: int = 0, on_result: Callable[[TrafficResult], None] | None = None,
                       concurrency: int = 64, timeout_s: float = 30.0,
                       clock: Callable[[], float] = time.perf_counter) -> list[TrafficResult]:
-    """Send corpus queries with ``model: "auto"`` to ``{base_url}/v1/chat/completions``.
+    """Send single corpus queries with ``model: "auto"`` at a fixed rate to ``{base_url}/v1/chat/completions``.
 
     Args:
         base_url: The gateway (or an instance), without ``/v1``.
@@ -104,9 +168,10 @@ async def run_traffic(base_url: str, *, rps: float, count: int | None = None, du
     slots = asyncio.Semaphore(concurrency)
     results: dict[int, TrafficResult] = {}
 
-    async def one(index: int, query: Query) -> None:
+    async def one(index: int, query: Query, offset: float) -> None:
         try:
-            result = await _send(client, index, query, clock)
+            messages = [{"role": "user", "content": query.text}]
+            result = (await send_chat(client, index, query, messages, clock, sent_at_s=offset)).result
         finally:
             slots.release()
         results[index] = result
@@ -124,6 +189,6 @@ async def run_traffic(base_url: str, *, rps: float, count: int | None = None, du
                 break
             await asyncio.sleep(max(0.0, start + offset - loop.time()))
             await slots.acquire()
-            group.create_task(one(index, rng.choice(QUERIES)))
+            group.create_task(one(index, rng.choice(QUERIES), offset))
             index += 1
     return [results[i] for i in sorted(results)]

@@ -10,11 +10,16 @@ import pytest
 from sim.corpus import (
     ANSWERS,
     CLASSES,
+    FOLLOW_UPS,
     QUERIES,
     classify,
     compose_answer,
     detect_lang,
     estimate_tokens,
+    grade,
+    ground_truth,
+    session_text,
+    topic_of,
     truncate_tokens,
 )
 
@@ -58,3 +63,27 @@ def test_compose_answer_is_on_topic_deterministic_and_bounded(cls):
     assert "".join(piece for piece, _ in first.pieces) == first.text
     short = compose_answer(prompt, random.Random(1), 3)
     assert short.tokens <= 3 and short.finish_reason == "length" and first.text.startswith(short.text)
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=lambda q: f"{q.cls}-{q.lang}-{QUERIES.index(q)}")
+def test_answers_grade_as_their_verdict_for_every_query(query):
+    for seed in range(5):
+        assert grade(query, compose_answer(query.text, random.Random(seed), 10_000, "correct").text) == "correct"
+        assert grade(query, compose_answer(query.text, random.Random(seed), 10_000, "wrong").text) == "wrong"
+        assert grade(query, compose_answer(query.text, random.Random(seed), 10_000, "drift").text) == "off-topic"
+
+
+def test_every_query_has_distinct_facts_that_no_filler_contains():
+    fillers = [f for langs in ANSWERS.values() for frags in langs.values() for f in frags]
+    for query in QUERIES:
+        assert query.fact and query.wrong and query.fact != query.wrong
+        assert not any(query.fact in f or query.wrong in f for f in fillers)
+
+
+def test_ground_truth_survives_session_prefixes_and_follow_ups():
+    query = next(q for q in QUERIES if q.cls == "ticket" and q.lang == "zh")
+    prefixed = session_text(query, "T-000042")
+    assert prefixed.startswith("[工单 T-000042] ") and ground_truth(prefixed) == query
+    assert ground_truth("  " + query.text.upper() + " ") == query and ground_truth("something else") is None
+    assert topic_of([prefixed, FOLLOW_UPS["zh"][0]]) == prefixed
+    assert topic_of(["hello", "there"]) == "there"

@@ -1,0 +1,118 @@
+"""``routelens drill run SCENARIO.yaml``: fleet + gateway as real processes, traffic, faults, a report.
+
+The fleet (``routelens sim fleet``) and the gateway (``routelens serve``) are started as child
+processes on free loopback ports with a configuration generated from the scenario; traffic and
+the fault timeline run in this process. The report is written as JSON next to the generated
+configuration, the simulator's fault log, the trace database and one line per request
+(``requests.jsonl``: class, query hash, timing, instance, grade), and summarised on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from app.commands import err
+from app.procs import Child, free_port, wait_http
+
+__all__ = ["register"]
+
+
+def _wait_scraped(gateway: str, timeout_s: float = 15.0) -> bool:
+    """Wait until the gateway has scraped every instance once (routing on real state)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{gateway}/v1/router/state", timeout=2) as resp:
+                state = json.loads(resp.read())
+            if all(s.get("age_s") is not None for s in state["instances"]):
+                return True
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.1)
+    return False
+
+
+def _read_fault_log(path: Path) -> list[dict[str, object]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sim.drill import build_report, format_summary
+    from sim.drill_run import execute_drill
+    from sim.scenarios import load_scenario
+
+    scenario = load_scenario(args.scenario)  # ConfigError -> exit 2 with file, line and field
+    if args.speed <= 0:
+        err.print("[red]error:[/red] --speed must be positive")
+        return 2
+    scenario = scenario.scaled(args.speed)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else Path(".routelens/drills") / f"{scenario.name}-{stamp}"
+    out.mkdir(parents=True, exist_ok=True)
+    config = scenario.config(0)
+    instances = [spec.model_copy(update={"url": f"http://127.0.0.1:{free_port()}"}) for spec in config.fleet.instances]
+    gw_port = free_port()
+    config = config.model_copy(update={
+        "fleet": config.fleet.model_copy(update={"instances": instances}),
+        "gateway": config.gateway.model_copy(update={"host": "127.0.0.1", "port": gw_port}),
+        "storage": config.storage.model_copy(update={"duckdb_path": str(out / "traces.duckdb")}),
+    })
+    cfg_path = out / "config.yaml"
+    cfg_path.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    fault_log = out / "faults.jsonl"
+    fault_log.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    py = [sys.executable, "-m", "app", "--config", str(cfg_path)]
+    gateway = f"http://127.0.0.1:{gw_port}"
+    children: list[Child] = []
+    try:
+        fleet = Child("sim", [*py, "sim", "fleet", "--fault-log", str(fault_log)], env, "fleet ready",
+                      echo=args.verbose)
+        children.append(fleet)
+        if not fleet.wait_ready(60):
+            err.print("[red]error:[/red] the simulated fleet did not start (--verbose shows its output)")
+            return 1
+        serve = Child("gateway", [*py, "serve"], env, "gateway ready", echo=args.verbose)
+        children.append(serve)
+        if not serve.wait_ready(60) or not wait_http(f"{gateway}/health", 10, serve.alive):
+            err.print("[red]error:[/red] the gateway did not start (--verbose shows its output)")
+            return 1
+        if not _wait_scraped(gateway):
+            err.print("[yellow]warning:[/yellow] the gateway has not scraped every instance yet; going on")
+        print(f"drill {scenario.name}: fleet of {len(instances)} and gateway {gateway} up; "
+              f"running {scenario.duration_s:g} s", flush=True)
+        run = asyncio.run(execute_drill(scenario, gateway, {s.id: s.url for s in instances}))
+    finally:
+        for child in reversed(children):
+            child.stop()
+    with (out / "requests.jsonl").open("w", encoding="utf-8") as f:  # classes and hashes only, never text
+        f.writelines(json.dumps(dataclasses.asdict(r)) + "\n" for r in run.results)
+    report = build_report(run, _read_fault_log(fault_log), instances, speed=args.speed)
+    (out / "report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
+    print(format_summary(report))
+    print(f"report: {out / 'report.json'}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+    """Add ``drill run``."""
+    drill = sub.add_parser("drill", parents=[common], help="fault drills against a simulated fleet").add_subparsers(
+        dest="drill_command", required=True)
+    run = drill.add_parser("run", parents=[common], help="run one scenario and write its report")
+    run.add_argument("scenario", help="scenario YAML (see sim/scenarios/)")
+    run.add_argument("--out", help="directory for the report, config, fault log and traces")
+    run.add_argument("--speed", type=float, default=1.0, help="run the scenario this many times faster")
+    run.add_argument("--verbose", action="store_true", help="relay the fleet's and the gateway's output")
+    run.set_defaults(func=_run)

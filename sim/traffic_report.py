@@ -1,0 +1,57 @@
+"""A summary of a traffic run, for ``routelens sim traffic``: volume, errors, latency, accuracy, misroutes."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from sim.traffic import TrafficResult
+
+__all__ = ["format_traffic", "summarise"]
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))], 3)
+
+
+def summarise(results: Sequence[TrafficResult]) -> dict[str, Any]:
+    """Figures of a run; no query text, only classes and counts.
+
+    Returns:
+        ``requests``, ``errors``, ``latency_ms`` (p50/p95/p99 of successes), ``accuracy`` (share of
+        graded answers that were correct), ``misroutes`` (served by another model than expected),
+        ``feedback_accepted``, ``sessions``, ``by_class`` and ``served_by``.
+    """
+    ok = [r for r in results if r.status == "ok"]
+    graded = [r for r in ok if r.grade is not None]
+    latencies = [r.latency_ms for r in ok]
+    return {
+        "requests": len(results),
+        "errors": len(results) - len(ok),
+        "latency_ms": {"p50": _pct(latencies, 50), "p95": _pct(latencies, 95), "p99": _pct(latencies, 99)},
+        "accuracy": round(sum(r.grade == "correct" for r in graded) / len(graded), 4) if graded else None,
+        "misroutes": sum(1 for r in ok if r.expected_model and r.model and r.model != r.expected_model),
+        "feedback_accepted": sum(r.feedback_status == 202 for r in results),
+        "sessions": len({r.session for r in results if r.session}),
+        "by_class": dict(sorted(Counter(r.cls for r in results).items())),
+        "served_by": dict(sorted(Counter(r.instance for r in ok if r.instance).items())),
+    }
+
+
+def format_traffic(summary: dict[str, Any]) -> str:
+    """Two lines for the terminal."""
+    lat = summary["latency_ms"]
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v:.0f}"
+
+    acc = summary["accuracy"]
+    return (f"traffic: {summary['requests']} requests, {summary['errors']} errors, {summary['sessions']} sessions, "
+            f"latency p50/p95/p99 {ms(lat['p50'])}/{ms(lat['p95'])}/{ms(lat['p99'])} ms\n"
+            f"  accuracy {'-' if acc is None else f'{acc:.1%}'}, misroutes {summary['misroutes']}, "
+            f"feedback accepted {summary['feedback_accepted']}")
