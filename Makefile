@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	# The CPU build of torch first, so the embedding model does not pull a CUDA build.
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[probes,es,dev]'
+	$(PY) -m pip install --quiet -e '.[probes,es,dev,bench]'
 	@# The browser test drives Debian's Chromium; install it when we may (root with apt-get).
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = {"gateway": "bench.gateway"}
+BENCHMARKS = {"decide": "bench.decide", "gateway": "bench.gateway", "sim": "bench.sim"}
 
 
 def main(argv: list[str]) -> int:

@@ -77,7 +77,7 @@ def routelens_latencies(iterations: int, seed: int = 7) -> list[float]:
 def litellm_latencies(iterations: int) -> list[float]:
     """Milliseconds per LiteLLM ``async_get_available_deployment`` over 64 deployments."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download of the price list
-    from litellm import Router  # type: ignore[import-untyped]
+    from litellm.router import Router
 
     model_list = [{"model_name": "m", "litellm_params": {"model": "openai/m", "api_key": "x",
                                                          "api_base": f"http://127.0.0.1:{20000 + i}/v1"},

@@ -124,7 +124,7 @@ def test_attempts_frame(trace: DecisionTrace) -> None:
 
 
 def test_empty_lists_give_empty_frames_with_columns(trace: DecisionTrace) -> None:
-    empty = trace.model_copy(update={"candidates": [], "decision_trace": [], "attempts": []})
+    empty = trace.model_copy(update={"candidates": [], "decision_trace": [], "attempts": [], "score_weights": []})
 
     steps, cands, attempts = tt.steps_frame(empty), tt.candidates_frame(empty), tt.attempts_frame(empty)
     assert steps.empty and list(steps.columns) == list(tt.STEP_COLUMNS)

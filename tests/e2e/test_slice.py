@@ -8,6 +8,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -85,29 +86,52 @@ def test_streaming_passes_through_and_is_traced(stack: Stack) -> None:
     assert trace.outcome.ttft_ms is not None
 
 
-def test_an_instance_past_its_kv_threshold_gets_no_traffic(stack: Stack) -> None:
+def _latch(stack: Stack, instance: str) -> dict[str, Any]:
+    _, state = http("GET", f"{stack.gateway}/v1/router/state")
+    snap = next(s for s in state["instances"] if s["instance"] == instance)
+    return next(latch for latch in snap["latches"] if latch["constraint"] == "kv-cache")
+
+
+def _wait_latch(stack: Stack, instance: str, out: bool, timeout_s: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while (latch := _latch(stack, instance))["out"] != out and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert latch["out"] == out, latch
+    return latch
+
+
+def _routed(stack: Stack, n: int, tag: str) -> list[str]:
+    out = []
+    for i in range(n):
+        raw = client(stack).chat.completions.with_raw_response.create(
+            model="big", messages=[{"role": "user", "content": f"ticket {i}"}],
+            extra_headers={"X-Request-Id": f"{tag}-{i}"})
+        out.append(raw.headers["x-routelens-instance"])
+    return out
+
+
+def test_traffic_leaves_an_instance_past_its_kv_threshold_after_the_dwell_and_returns_after_recovery(
+    stack: Stack,
+) -> None:
+    # Default constraint: leave above 85% after 2 s, come back below 80% after 5 s (the seed's numbers).
     hot = "big-a"
-    status, _ = http("POST", f"{stack.instances[hot]}/admin/overrides", {"kv_cache_usage": 0.95})
-    assert status == 200
+    breach_at = datetime.now(UTC)
+    assert http("POST", f"{stack.instances[hot]}/admin/overrides", {"kv_cache_usage": 0.95})[0] == 200
     try:
-        deadline = time.monotonic() + 15
-        while True:  # wait until the gateway's scraper has seen the new gauge
-            raw = client(stack).chat.completions.with_raw_response.create(
-                model="big", messages=[{"role": "user", "content": "ping"}])
-            trace = get_trace(stack, raw.headers["x-request-id"])
-            cand = next(c for c in trace.candidates if c.instance == hot)
-            if not cand.feasible or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert not cand.feasible
-        (violation,) = cand.violations
+        out = _wait_latch(stack, hot, out=True)
+        assert datetime.fromisoformat(out["since"]) - breach_at >= timedelta(seconds=2)  # not before the dwell
+        assert out["value"] == pytest.approx(0.95)
+        assert set(_routed(stack, 8, "hot")) == {"big-b"}
+        trace = get_trace(stack, "hot-0")
+        (violation,) = next(c for c in trace.candidates if c.instance == hot).violations
         assert (violation.constraint, violation.value, violation.threshold) == ("kv-cache", 0.95, 0.85)
-        for i in range(8):
-            raw = client(stack).chat.completions.with_raw_response.create(
-                model="big", messages=[{"role": "user", "content": f"ticket {i}"}])
-            assert raw.headers["x-routelens-instance"] == "big-b"
+        assert violation.since is not None
     finally:
+        recovered_at = datetime.now(UTC)
         http("POST", f"{stack.instances[hot]}/admin/overrides", {"kv_cache_usage": None})
+    back = _wait_latch(stack, hot, out=False)
+    assert datetime.fromisoformat(back["since"]) - recovered_at >= timedelta(seconds=5)  # not before enter_for
+    assert hot in _routed(stack, 20, "cool")  # ties between the two idle instances spread again
 
 
 def test_client_request_id_is_kept(stack: Stack) -> None:
