@@ -10,6 +10,7 @@ from datetime import datetime
 from router_core.filters.constraint import ConstraintFilter
 from router_core.filters.context_window import ContextWindowFilter
 from router_core.filters.freshness import FreshnessFilter
+from router_core.filters.version import VersionFilter
 from router_core.filters.zone import ZoneFilter
 from router_core.framework import Filter, Scorer
 from router_core.scorers.balance import BalanceScorer
@@ -63,6 +64,8 @@ class Policy:
         filters: list[Filter] = [FreshnessFilter(config.scrape.stale_after_s), ContextWindowFilter()]
         if config.router.zones:
             filters.append(ZoneFilter(config.router.zones))
+        if config.router.min_versions:
+            filters.append(VersionFilter(config.router.min_versions))
         filters += [ConstraintFilter(c) for c in config.constraints]
         by_model: dict[str, list[InstanceSpec]] = {}
         for spec in config.fleet.instances:

@@ -6,7 +6,7 @@ into these models and names file, line and field for every problem.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -73,6 +73,9 @@ class RouterSettings(ContractModel):
         None, description="Try this model's instances first when the requested ones are all infeasible."
     )
     zones: list[str] = Field(default=[], description="Zones the router may use (empty: all).")
+    min_versions: dict[str, Annotated[str, Field(pattern=r"^\d+(\.\d+)*$")]] = Field(
+        default={}, description="Per model, the lowest instance version allowed (e.g. a compliance rule)."
+    )
 
 
 class GatewaySettings(ContractModel):

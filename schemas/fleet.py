@@ -30,6 +30,7 @@ class InstanceSpec(ContractModel):
     engine: str = "vllm"
     context_window: int = Field(32768, gt=0)
     cost: CostSpec = CostSpec()
+    version: str | None = Field(None, pattern=r"^\d+(\.\d+)*$", description="Model build version, e.g. '2.1'.")
 
     @field_validator("url")
     @classmethod

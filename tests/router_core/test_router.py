@@ -90,6 +90,16 @@ def test_zone_rule() -> None:
     assert ranked == ["big-a"] and "zone 'us'" in cand(trace, "big-b").violations[0].reason
 
 
+def test_version_rule() -> None:
+    cfg = make_config(router={"min_versions": {"big": "2.0"}}, fleet={"instances": [
+        {"id": "big-a", "model": "big", "url": "http://127.0.0.1:1", "version": "2.1"},
+        {"id": "big-b", "model": "big", "url": "http://127.0.0.1:2", "version": "1.9.3"},
+        {"id": "small-a", "model": "small", "url": "http://127.0.0.1:3"}]})
+    ranked, trace = decide(healthy(), cfg)
+    assert set(ranked) == {"big-a", "small-a"}
+    assert cand(trace, "big-b").violations[0].reason == "big needs version >= 2.0, instance has 1.9.3"
+
+
 def test_requested_model_restricts_candidates() -> None:
     ranked, trace = decide(healthy(), feats=features(model="small"))
     assert ranked == ["small-a"] and trace.rule == "model:small"
