@@ -74,8 +74,10 @@ def test_a_crashed_instance_serves_nothing_while_down(drills) -> None:
     _, _, report = drills["crash"]
     (crash,) = report["faults"]
     requests = [json.loads(line) for line in (Path(report["out"]) / "requests.jsonl").read_text().splitlines()]
-    # Away from the edges of the window (scheduling slack), nothing was answered by the crashed instance.
-    inside = [r for r in requests if crash["onset_s"] + 0.1 <= r["sent_at_s"] <= crash["end_s"] - 0.5]
+    # Away from the edges of the window, nothing was answered by the crashed instance. The onset is
+    # timed by the simulator and sent_at by the traffic process: 0.5 s absorbs their scheduling skew
+    # on a loaded 2-core machine.
+    inside = [r for r in requests if crash["onset_s"] + 0.5 <= r["sent_at_s"] <= crash["end_s"] - 0.5]
     assert inside and not [r for r in inside if r["instance"] == crash["instance"]]
     assert report["overall"]["errors"] <= crash["sent_after_onset"]  # the gateway retried the rest elsewhere
 
