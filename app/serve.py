@@ -1,9 +1,16 @@
-"""``routelens serve``: the gateway wired to the DuckDB trace store."""
+"""``routelens serve``: the gateway wired to the trace pipeline and its query API.
+
+Traces, feedback and quarantine records leave the gateway through one :class:`TraceEmitter`
+(durable spool, then DuckDB or Elasticsearch); the same process answers the query API the app
+reads (``ingest.http_api``), because DuckDB admits one writing process per file.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvloop
 from aiohttp import web
@@ -11,25 +18,32 @@ from prometheus_client import CollectorRegistry
 
 from ingest.duckdb_store import DuckDBTraceStore
 from ingest.emitter import TraceEmitter
+from ingest.http_api import IngestApi
 from ingest.metrics import EmitterCollector
+from ingest.quarantine import Quarantine
+from ingest.query import TraceStore
 from router_core.builtin import build_router, policy_hash
 from router_core.gateway import Gateway
 from schemas.config import RouteLensConfig
 from schemas.feedback import Feedback
+from schemas.storage_config import StorageSettings
 from schemas.trace import DecisionTrace
 
-__all__ = ["StoreHooks", "run_server"]
+if TYPE_CHECKING:
+    from ingest.elasticsearch_store import ElasticsearchStore
+
+__all__ = ["StoreHooks", "build_gateway_app", "open_store", "pipeline_paths", "run_server"]
 
 
 class StoreHooks:
-    """Trace hooks for the gateway: emit through the emitter, look up pending then stored traces."""
+    """Trace hooks for the gateway: emit through the pipeline, look up pending then stored traces."""
 
-    def __init__(self, emitter: TraceEmitter, store: DuckDBTraceStore) -> None:
+    def __init__(self, emitter: TraceEmitter, store: TraceStore) -> None:
         self.emitter = emitter
         self.store = store
 
     def emit(self, trace: DecisionTrace) -> bool:
-        """Queue a trace for storage."""
+        """Queue a trace for storage (durable once this returns)."""
         return self.emitter.emit(trace)
 
     def lookup(self, request_id: str) -> DecisionTrace | None:
@@ -37,32 +51,51 @@ class StoreHooks:
         return self.emitter.pending(request_id) or self.store.get(request_id)
 
     def record_feedback(self, feedback: Feedback) -> None:
-        """Store feedback directly (a handful per request at most)."""
-        self.store.write_feedback([feedback])
+        """Queue feedback through the same durable pipeline."""
+        self.emitter.emit(feedback)
+
+
+def pipeline_paths(st: StorageSettings, db_path: str) -> tuple[Path, Path]:
+    """Return the spool and quarantine folders for a store (defaults sit next to the data)."""
+    base = Path(db_path) if st.backend == "duckdb" else Path(st.duckdb_path).parent / "elasticsearch"
+    spool = Path(st.spool.dir) if st.spool.dir else base.with_name(base.name + ".spool")
+    quarantine = Path(st.quarantine_dir) if st.quarantine_dir else base.with_name(base.name + ".quarantine")
+    return spool, quarantine
+
+
+def open_store(st: StorageSettings, db_path: str) -> DuckDBTraceStore | ElasticsearchStore:
+    """Open the configured backend for writing (a locked DuckDB file is retried on first use)."""
+    if st.backend == "elasticsearch":
+        from ingest.elasticsearch_store import ElasticsearchStore
+
+        return ElasticsearchStore.from_settings(st.elasticsearch)
+    return DuckDBTraceStore(db_path, lazy=True, retention_days=st.retention_days)
 
 
 def build_gateway_app(config: RouteLensConfig, db_path: str) -> web.Application:
-    """Build the gateway application with its store and emitter."""
-    store = DuckDBTraceStore(db_path)
+    """Build the gateway application with its trace pipeline and query API."""
     st = config.storage
-    emitter = TraceEmitter(
-        store, queue_size=st.queue_size, batch_size=st.batch_size, flush_interval_s=st.flush_interval_ms / 1000
-    ).start()
+    store = open_store(st, db_path)
+    spool_dir, quarantine_dir = pipeline_paths(st, db_path)
+    emitter = TraceEmitter(store, st, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir)).start()
     key_env = config.router.hash_key_env
+    hash_key = os.environ.get(key_env) if key_env else None
     registry = CollectorRegistry()
     registry.register(EmitterCollector(emitter))
     gateway = Gateway(
         config,
         build_router(config),
         StoreHooks(emitter, store),
-        hash_key=os.environ.get(key_env) if key_env else None,
+        hash_key=hash_key,
         policy_hash=policy_hash(config),
         registry=registry,
     )
     app = gateway.build_app()
+    token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
+    IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes, hash_key=hash_key).add_routes(app)
 
     async def close_emitter(_: web.Application) -> None:
-        emitter.close()  # flushes every queued trace before the process exits
+        emitter.close()  # stores every queued record (what it cannot stays in the spool)
 
     app.on_cleanup.append(close_emitter)
     return app

@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = {"decide": "bench.decide", "gateway": "bench.gateway", "sim": "bench.sim"}
+BENCHMARKS = {"decide": "bench.decide", "gateway": "bench.gateway", "sim": "bench.sim", "ingest": "bench.ingest",
+              "lookup": "bench.lookup"}
 
 
 def main(argv: list[str]) -> int:

@@ -1,20 +1,86 @@
-"""What every trace sink provides."""
+"""What every sink provides, and what the pipeline hands it.
+
+A sink receives batches of already-serialized records (JSON objects, one per record, grouped by
+kind) and stores them in one transaction or bulk request. Records it cannot take one by one (a
+value Arrow cannot hold, a mapping conflict in Elasticsearch) come back in
+:attr:`WriteResult.rejected` and are quarantined by the pipeline; a sink that cannot take the
+batch at all raises :class:`ingest.errors.SinkUnavailable` and the batch is retried.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
+from ingest.records import Kind
 from schemas.trace import DecisionTrace
 
-__all__ = ["TraceReader", "TraceSink"]
+__all__ = ["PreparedBatch", "RecordBatch", "RecordSink", "Rejected", "TraceReader", "WriteResult", "batch_of"]
 
 
-class TraceSink(Protocol):
-    """Stores batches of traces. Called from one background thread only."""
+@dataclass
+class RecordBatch:
+    """Records to store, by kind, each kind in the order emitted."""
 
-    def write_batch(self, traces: Sequence[DecisionTrace]) -> None:
-        """Store ``traces`` durably or raise :class:`ingest.errors.SinkError`."""
+    payloads: dict[Kind, list[bytes]] = field(default_factory=dict)
+
+    def add(self, kind: Kind, payload: bytes) -> None:
+        """Append one record."""
+        self.payloads.setdefault(kind, []).append(payload)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self.payloads.values())
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """One record a sink refused, and why."""
+
+    kind: Kind
+    payload: bytes
+    reason: str
+
+
+@dataclass
+class PreparedBatch:
+    """A batch after the sink's CPU-bound preparation (parsing), ready for its I/O-bound write.
+
+    The pipeline prepares the next batch while the previous one is being written.
+    """
+
+    batch: RecordBatch
+    tables: dict[Kind, Any] = field(default_factory=dict)
+    rejected: list[Rejected] = field(default_factory=list)
+
+
+@dataclass
+class WriteResult:
+    """What a sink did with a batch: stored, already there (same id), refused."""
+
+    stored: int = 0
+    duplicates: int = 0
+    rejected: list[Rejected] = field(default_factory=list)
+    by_kind: dict[Kind, list[int]] = field(default_factory=dict)  # kind -> [stored, duplicates]
+
+    def count(self, kind: Kind, stored: int, duplicates: int) -> None:
+        """Add to the totals and to ``kind``'s counts."""
+        self.stored += stored
+        self.duplicates += duplicates
+        pair = self.by_kind.setdefault(kind, [0, 0])
+        pair[0] += stored
+        pair[1] += duplicates
+
+
+class RecordSink(Protocol):
+    """Stores batches of records; ``prepare`` and ``write`` each run on one pipeline thread."""
+
+    def prepare(self, batch: RecordBatch) -> PreparedBatch:
+        """Do the CPU-bound work for ``batch`` (no I/O; must not fail for a sink outage)."""
+        ...
+
+    def write(self, prepared: PreparedBatch) -> WriteResult:
+        """Store a prepared batch or raise :class:`ingest.errors.SinkUnavailable` to have it retried."""
         ...
 
     def close(self) -> None:
@@ -28,3 +94,11 @@ class TraceReader(Protocol):
     def get(self, request_id: str) -> DecisionTrace | None:
         """Return the stored trace of ``request_id``, or None when unknown."""
         ...
+
+
+def batch_of(items: Sequence[tuple[Kind, bytes]]) -> RecordBatch:
+    """Build a batch from ``(kind, payload)`` pairs (tests and the importer use it)."""
+    batch = RecordBatch()
+    for kind, payload in items:
+        batch.add(kind, payload)
+    return batch

@@ -1,135 +1,183 @@
-"""The trace emitter: ``emit()`` never blocks the request path.
+"""The emitter: ``emit()`` hands a record to storage without waiting for it.
 
-Traces go into a bounded in-memory queue; one background thread drains it in batches into a
-:class:`ingest.base.TraceSink`. While a trace waits it stays visible through :meth:`pending`, so a
-client that asks for its trace right after the response finds it. When the sink is unavailable the
-batch is kept and retried with backoff; when the queue is full, ``emit`` counts the trace as
-dropped and says so in the log. (The durable spool that makes a full queue lossless belongs to the
-trace-pipeline issue.)
+``emit`` serializes the record (orjson, a few µs), appends it to the durable spool (a ``memcpy``
+into a mapped segment: it survives ``kill -9`` of the process) and returns; the batcher thread of
+:mod:`ingest.pipeline` reads the spool in order and writes batches to the sink. A trace stays
+visible through :meth:`TraceEmitter.pending` until it is stored, so a client that asks for its
+trace right after the response finds it.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 
-from ingest.base import TraceSink
-from ingest.errors import SinkError
+import orjson
+from pydantic import BaseModel
+
+from ingest.backlog import Backlog
+from ingest.base import RecordSink
+from ingest.codec import Encoder
+from ingest.pipeline import Batcher
+from ingest.quarantine import Quarantine
+from ingest.records import KINDS, Kind, kind_of
+from ingest.spool import DurableSpool
+from ingest.stats import PipelineStats
+from schemas.records import QuarantinedRecord
+from schemas.storage_config import StorageSettings
 from schemas.trace import DecisionTrace
 
 __all__ = ["EmitterStats", "TraceEmitter"]
 
 log = logging.getLogger(__name__)
+EmitterStats = PipelineStats  # the name the first emitter exported
 
 
-@dataclass
-class EmitterStats:
-    """Counters of the emitter; ``queued == written + dropped + len(queue)`` at rest."""
-
-    queued: int = 0
-    written: int = 0
-    dropped: int = 0
-    sink_errors: int = 0
+def _id_in(payload: bytes, field: str) -> str | None:
+    try:
+        value = orjson.loads(payload).get(field)
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 class TraceEmitter:
-    """Batches traces from any thread into one sink on a background thread.
+    """Accepts records from any thread and stores them through one sink.
 
     Args:
-        sink: Where batches go; only the emitter's thread calls it.
-        queue_size: Traces held in memory at most.
-        batch_size: Traces per ``write_batch`` call at most.
-        flush_interval_s: Longest wait before a partial batch is written.
-        sleep: Injected for the retry backoff (tests pass a fake).
+        sink: Where batches go; only the batcher thread calls it.
+        settings: Queue, batch, spool, sampling and fsync settings.
+        spool_dir: The spool folder; None keeps records in memory only (no durability).
+        quarantine: Where bad records are filed; default: no file.
+        clock: UTC wall clock (quarantine timestamps).
+        sleep: Injected for the retry backoff.
     """
 
     def __init__(
         self,
-        sink: TraceSink,
+        sink: RecordSink,
+        settings: StorageSettings | None = None,
         *,
-        queue_size: int = 50_000,
-        batch_size: int = 1024,
-        flush_interval_s: float = 0.1,
+        spool_dir: str | Path | None = None,
+        quarantine: Quarantine | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         sleep: Callable[[float], None] | None = None,
     ) -> None:
-        self._sink = sink
-        self._queue: queue.Queue[DecisionTrace] = queue.Queue(maxsize=queue_size)
-        self._batch_size = batch_size
-        self._flush_interval_s = flush_interval_s
-        self._stop = threading.Event()
-        self._closing = threading.Event()
-        self._sleep = sleep or self._stop.wait
+        st = settings or StorageSettings()
+        self.settings = st
+        self.stats = PipelineStats()
+        self.kind_counts: dict[Kind, list[int]] = {}  # kind -> [written, duplicates]
+        self.quarantine = quarantine or Quarantine(None, clock)
+        self._encoder = Encoder(st.detail_share, clock=clock)
+        self._lock = threading.Lock()
         self._pending: dict[str, DecisionTrace] = {}
-        self.stats = EmitterStats()
-        self._thread = threading.Thread(target=self._run, name="trace-emitter", daemon=True)
+        self._pending_seq: dict[int, str] = {}
+        self._pending_cap = st.queue_size
+        sp = st.spool
+
+        def open_spool() -> DurableSpool:
+            assert spool_dir is not None
+            return DurableSpool(
+                spool_dir, segment_bytes=sp.segment_bytes, max_bytes=sp.max_bytes, fsync=sp.fsync,
+                on_damage=self._on_damage,
+            )
+
+        self.backlog = Backlog(
+            open_spool if spool_dir is not None else None, self.stats, queue_size=st.queue_size, policy=sp.full_policy
+        )
+        if self.backlog.spool is not None:
+            for problem in self.backlog.spool.recovery_problems:
+                self._on_damage(problem, 0)
+        self.batcher = Batcher(
+            self, sink, batch_size=st.batch_size, flush_interval_s=st.flush_interval_ms / 1000,
+            fsync_interval_s=sp.fsync_interval_ms / 1000 if sp.fsync == "interval" else None, sleep=sleep,
+        )
 
     def start(self) -> TraceEmitter:
-        """Start the background writer; returns self."""
-        self._thread.start()
+        """Start the batcher thread; returns self."""
+        self.batcher.start()
         return self
 
-    def emit(self, trace: DecisionTrace) -> bool:
-        """Queue ``trace`` without blocking; False when it had to be dropped."""
-        self._pending[trace.request_id] = trace
-        try:
-            self._queue.put_nowait(trace)
-        except queue.Full:
-            self._pending.pop(trace.request_id, None)
-            self.stats.dropped += 1
-            log.error("trace queue full: dropped trace %s", trace.request_id)
-            return False
-        self.stats.queued += 1
-        return True
+    def emit(self, record: BaseModel) -> bool:
+        """Queue ``record`` (a trace, snapshot, probe result, event or feedback) for storage.
 
-    def backlog(self) -> int:
-        """Return how many traces are emitted but not yet stored."""
-        return len(self._pending)
+        Returns:
+            True when queued; False when it was quarantined instead (e.g. oversized).
+
+        Raises:
+            TypeError: ``record`` is not a model the pipeline stores (a programming error).
+        """
+        bad: list[tuple[Kind, bytes, str]] = []
+        may_block = not self.batcher.is_current()
+        with self._lock:
+            for kind, payload in self._encoder.encode(record):
+                if len(payload) > self.settings.spool.max_record_bytes:
+                    bad.append((kind, payload, f"record of {len(payload)} bytes exceeds the limit of "
+                                f"{self.settings.spool.max_record_bytes} (storage.spool.max_record_bytes)"))
+                    continue
+                seq = self.backlog.append(kind, payload, may_block=may_block)
+                self.stats.queued += 1
+                if kind is Kind.TRACE and len(self._pending) < self._pending_cap:
+                    assert isinstance(record, DecisionTrace)
+                    self._pending[record.request_id] = record
+                    self._pending_seq[seq] = record.request_id
+        if self.backlog.pending() >= self.batcher.batch_size:
+            self.batcher.wake()
+        for kind, payload, reason in bad:
+            self.reject(kind, payload, reason, source="emit", request_id=getattr(record, "request_id", None))
+        return not bad or kind_of(record) is not bad[-1][0]
+
+    def reject(
+        self, kind: Kind, payload: bytes | None, reason: str, *, source: str,
+        request_id: str | None = None, line: int | None = None,
+    ) -> QuarantinedRecord:
+        """Quarantine one record: file it, count it, and store the quarantine record."""
+        if request_id is None and payload is not None:
+            request_id = _id_in(payload, KINDS[kind].id_field)
+        rec = self.quarantine.record(
+            kind=KINDS[kind].name, source=source, reason=reason, raw=payload, model=KINDS[kind].model,
+            request_id=request_id, line=line, max_raw=min(64 * 1024, self.settings.spool.max_record_bytes // 2),
+        )
+        self.stats.quarantined += 1
+        if kind is not Kind.QUARANTINE:
+            self.emit(rec)
+        return rec
+
+    def _on_damage(self, problem: str, lost: int) -> None:
+        self.stats.corrupted += lost
+        reason = f"spool damaged: {problem}; {lost} records unreadable"
+        self.stats.quarantined += 1
+        self.emit(self.quarantine.record(kind="unknown", source="spool", reason=reason, raw=None))
+
+    def delivered(self, frames: list[tuple[int, int, bytes]]) -> None:
+        """Forget the pending traces of delivered frames (batcher thread)."""
+        if not self._pending_seq:
+            return
+        pop_seq, pop_rid = self._pending_seq.pop, self._pending.pop
+        for frame in frames:
+            rid = pop_seq(frame[0], None)
+            if rid is not None:
+                pop_rid(rid, None)
 
     def pending(self, request_id: str) -> DecisionTrace | None:
         """Return a trace that was emitted but is not stored yet."""
         return self._pending.get(request_id)
 
+    def backlog_size(self) -> int:
+        """Return how many records are queued but not yet stored."""
+        return self.backlog.pending() + self.batcher.in_hand
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until every record queued so far is stored (or quarantined); False on timeout."""
+        return self.batcher.wait_until(self.stats.queued, timeout_s)
+
     def close(self, timeout_s: float = 10.0) -> None:
-        """Write everything queued (waiting up to ``timeout_s``), stop the thread, close the sink."""
-        self._closing.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
-            self._stop.set()  # aborts a retry loop against a sink that stays down
-            self._thread.join(1.0)
-        self._sink.close()
+        """Store everything queued (waiting up to ``timeout_s``), stop the thread, close the sink.
 
-    def _run(self) -> None:
-        while not (self._closing.is_set() and self._queue.empty()):
-            try:
-                batch = [self._queue.get(timeout=self._flush_interval_s)]
-            except queue.Empty:
-                continue
-            while len(batch) < self._batch_size:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            self._write(batch)
-
-    def _write(self, batch: list[DecisionTrace]) -> None:
-        delay = 0.05
-        while batch:
-            try:
-                self._sink.write_batch(batch)
-            except SinkError as exc:
-                self.stats.sink_errors += 1
-                log.warning("trace sink failed (%s); retrying in %.2fs", exc, delay)
-                if self._stop.is_set():
-                    self.stats.dropped += len(batch)
-                    log.error("emitter stopped with %d unwritten traces", len(batch))
-                    return
-                self._sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            self.stats.written += len(batch)
-            for trace in batch:
-                self._pending.pop(trace.request_id, None)
-            return
+        Records still undelivered stay in the spool and are replayed at the next start.
+        """
+        self.batcher.stop(timeout_s)
+        self.backlog.close()

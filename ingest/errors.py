@@ -3,20 +3,35 @@
 ::
 
     RoutelensError                  (schemas/errors.py)
-    └── SinkError                   a sink could not take a batch
-        └── SinkUnavailable         retryable: the emitter keeps the batch and tries again
+    └── SinkError                   a sink could not take a batch, or the pipeline cannot go on
+        ├── SinkUnavailable         retryable: the pipeline keeps the batch and tries again
+        ├── SpoolCorrupted          a spool segment failed its checksum on replay
+        └── SpoolFull               the spool has no room (its limit, or the disk is full)
+            └── SpoolUnavailable    the spool folder cannot be written at all
 """
 
 from __future__ import annotations
 
 from schemas.errors import RoutelensError
 
-__all__ = ["SinkError", "SinkUnavailable"]
+__all__ = ["SinkError", "SinkUnavailable", "SpoolCorrupted", "SpoolFull", "SpoolUnavailable"]
 
 
 class SinkError(RoutelensError):
-    """A sink failed to store or read traces."""
+    """A sink failed to store or read records."""
 
 
 class SinkUnavailable(SinkError):
     """The sink is down or busy for now; the batch should be retried."""
+
+
+class SpoolCorrupted(SinkError):
+    """A spool segment holds a damaged frame (checksum mismatch or truncated)."""
+
+
+class SpoolFull(SinkError):
+    """The spool cannot take a record now: its size limit is reached or the disk is full."""
+
+
+class SpoolUnavailable(SpoolFull):
+    """The spool folder cannot be created or written (permissions, read-only file system)."""

@@ -1,18 +1,71 @@
-"""The ``storage:`` section of ``routelens.yaml``: where traces go and how they get there."""
+"""The ``storage:`` section of ``routelens.yaml``: where traces go and how they get there.
+
+Every record the router, the probes or the intake produce goes through one pipeline: a durable
+spool on disk (the write-ahead queue), a background batcher, and one backend (DuckDB by default,
+Elasticsearch to scale out). The defaults suit one machine; nothing here is required.
+"""
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field
 
 from schemas.common import ContractModel
 
-__all__ = ["StorageSettings"]
+__all__ = ["ElasticsearchSettings", "SpoolSettings", "StorageSettings"]
+
+
+class SpoolSettings(ContractModel):
+    """The durable spool: segment files with length and checksum framing."""
+
+    dir: str | None = Field(None, description="Spool folder; default: '<duckdb_path>.spool'.")
+    segment_bytes: int = Field(32 * 1024 * 1024, ge=64 * 1024, description="Size of one segment file.")
+    max_bytes: int = Field(2 * 1024**3, ge=64 * 1024, description="Disk the spool may use at most.")
+    fsync: Literal["never", "interval", "always"] = Field(
+        "interval",
+        description="'never': the OS writes back (survives a crash of the process, not of the machine); "
+        "'interval': flushed every fsync_interval_ms; 'always': flushed in emit() (slow, blocking).",
+    )
+    fsync_interval_ms: int = Field(1000, ge=1)
+    full_policy: Literal["block", "drop_oldest"] = Field(
+        "block",
+        description="When the spool is full or unwritable: 'block' makes emit() wait for room; "
+        "'drop_oldest' discards the oldest undelivered records (counted as dropped, logged).",
+    )
+    max_record_bytes: int = Field(1024 * 1024, ge=1024, description="Larger records are quarantined.")
+
+
+class ElasticsearchSettings(ContractModel):
+    """The Elasticsearch backend (data streams with a lifecycle in the index template)."""
+
+    url: str = "http://127.0.0.1:9200"
+    prefix: str = Field("routelens", pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Names start with this.")
+    api_key_env: str | None = Field(None, description="Environment variable holding an API key.")
+    retention_days: int = Field(30, ge=1, description="Data stream lifecycle data_retention.")
+    request_timeout_s: float = Field(10.0, gt=0)
+    max_retries: int = Field(5, ge=0, description="Bulk retries of 429 answers (exponential backoff).")
+    refresh: bool = Field(False, description="Refresh after each bulk (tests only: it is slow).")
 
 
 class StorageSettings(ContractModel):
-    """Where traces go."""
+    """Where traces go, and the trace pipeline that gets them there."""
 
+    backend: Literal["duckdb", "elasticsearch"] = "duckdb"
     duckdb_path: str = ".routelens/traces.duckdb"
-    queue_size: int = Field(50_000, ge=1)
-    batch_size: int = Field(1024, ge=1)
-    flush_interval_ms: int = Field(100, ge=1)
+    queue_size: int = Field(50_000, ge=1, description="Records held in memory when the spool is unusable.")
+    batch_size: int = Field(
+        32_768, ge=1, description="Records per sink write at most; batches grow toward it under load (cheaper inserts)."
+    )
+    flush_interval_ms: int = Field(500, ge=1, description="Longest wait for a batch to fill before it is written.")
+    detail_share: float = Field(
+        1.0, ge=0, le=1, description="Share of traces stored with full candidate detail (the rest: summaries)."
+    )
+    retention_days: int | None = Field(None, ge=1, description="Delete DuckDB records older than this.")
+    quarantine_dir: str | None = Field(None, description="Folder of quarantine files; default: next to the spool.")
+    intake_token_env: str | None = Field(
+        None, description="Environment variable with the bearer token POST /v1/traces requires (unset: open)."
+    )
+    intake_max_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Largest intake request body.")
+    spool: SpoolSettings = SpoolSettings()
+    elasticsearch: ElasticsearchSettings = ElasticsearchSettings()

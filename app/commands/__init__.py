@@ -18,7 +18,7 @@ from schemas.config import RouteLensConfig
 __all__ = ["COMMANDS", "Register", "api_url", "config_of", "err"]
 
 Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]  # type: ignore[type-arg]
-COMMANDS = ["serve", "sim", "trace", "app", "demo", "schema", "drill", "state"]
+COMMANDS = ["serve", "sim", "trace", "app", "demo", "schema", "drill", "state", "ingest"]
 
 err = Console(stderr=True, highlight=False)
 

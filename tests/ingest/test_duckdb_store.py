@@ -1,53 +1,138 @@
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 
+from ingest.duckdb_schema import STORAGE_VERSION, ensure_schema
 from ingest.duckdb_store import DuckDBTraceStore
 from ingest.errors import SinkUnavailable
+from ingest.records import Kind
+from ingest.storage_schema import storage_schema, strip_not_null
+from ingest.synthetic import TraceFactory
+from schemas import Feedback, ProbeKind, ProbeResult
+from schemas.derive import arrow_schema
+from schemas.version import SCHEMA_VERSION
 from tests.factories import make_trace
 
 
-def test_round_trip_through_a_real_file(tmp_path: Path) -> None:
+def test_round_trip_through_a_real_file(tmp_path: Path, factory: TraceFactory) -> None:
     path = tmp_path / "sub" / "traces.duckdb"
     store = DuckDBTraceStore(path)
-    traces = [make_trace(f"req_{i}") for i in range(3)]
-    store.write_batch(traces)
-    assert store.count() == 3
-    assert store.get("req_1") == traces[1]
-    assert store.get("req_unknown") is None
+    traces = list(factory.traces(5)) + [make_trace("req_legacy_factory")]
+    assert store.write_records(traces).by_kind[Kind.TRACE] == [6, 0]
+    assert store.count() == 6 and store.get(traces[1].request_id) == traces[1]
+    assert store.get("req_legacy_factory") == traces[-1] and store.get("req_unknown") is None
     store.close()
-
     ro = DuckDBTraceStore(path, read_only=True)
-    got = ro.get("req_2")
-    assert got == traces[2]
-    assert got is not None and got.candidates[0].violations[0].constraint == "kv-cache"
+    got = ro.get(traces[2].request_id)
+    assert got == traces[2] and got is not None and got.candidates[0].state is not None
     ro.close()
 
 
-def test_sql_looking_ids_are_parameters(tmp_path: Path) -> None:
+def test_a_record_delivered_twice_is_stored_once(tmp_path: Path, factory: TraceFactory) -> None:
     store = DuckDBTraceStore(tmp_path / "t.duckdb")
-    store.write_batch([make_trace("req_a")])
-    assert store.get("req_a' OR '1'='1") is None
-    store.write_batch([make_trace("x'); DROP TABLE traces; --")])
-    assert store.get("x'); DROP TABLE traces; --") is not None and store.count() == 2
+    traces = list(factory.traces(4))
+    store.write_records(traces[:2])
+    again = store.write_records(traces)
+    assert again.by_kind[Kind.TRACE] == [2, 2] and store.count() == 4
     store.close()
 
 
-def test_columns_are_derived_from_the_model(tmp_path: Path) -> None:
+def test_sql_looking_ids_are_parameters(tmp_path: Path, factory: TraceFactory) -> None:
+    store = DuckDBTraceStore(tmp_path / "t.duckdb")
+    store.write_records([factory.trace(request_id="req_a")])
+    assert store.get("req_a' OR '1'='1") is None
+    evil = "x'); DROP TABLE traces; --"
+    store.write_records([factory.trace(request_id=evil)])
+    got = store.get(evil)
+    assert got is not None and got.request_id == evil and store.count() == 2
+    store.close()
+
+
+def test_tables_views_and_version_are_derived_from_the_models(tmp_path: Path) -> None:
     path = tmp_path / "t.duckdb"
     DuckDBTraceStore(path).close()
     con = duckdb.connect(str(path), read_only=True)
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
     cols = [r[0] for r in con.execute("DESCRIBE traces").fetchall()]
-    version = con.execute("SELECT value FROM routelens_meta WHERE key = 'schema_version'").fetchone()
+    meta = dict(con.execute("SELECT key, value FROM routelens_meta").fetchall())
     con.close()
-    assert cols[:3] == ["schema_version", "request_id", "ts"] and "candidates" in cols
-    assert version == ("1",)
+    assert {"traces", "instance_snapshots", "probe_results", "router_events", "feedback", "quarantine"} <= tables
+    assert {"trace_candidates", "trace_steps", "trace_attempts", "trace_candidate_states"} <= views
+    assert cols == [f.name for f in storage_schema(Kind.TRACE)]
+    assert cols[:3] == [f.name for f in arrow_schema()][:3] and cols[-1] == "detail"
+    assert meta == {"schema_version": str(SCHEMA_VERSION), "storage_version": str(STORAGE_VERSION)}
 
 
-def test_a_file_another_process_writes_is_unavailable_not_a_crash(tmp_path: Path) -> None:
+def test_the_flattened_views_have_one_row_per_candidate_step_and_attempt(tmp_path: Path,
+                                                                        factory: TraceFactory) -> None:
+    store = DuckDBTraceStore(tmp_path / "t.duckdb")
+    traces = list(factory.traces(6))
+    store.write_records(traces)
+    con = duckdb.connect()
+    store.close()
+    con = duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True)
+    n = {v: con.execute(f"SELECT count(*) FROM {v}").fetchall()[0][0]
+         for v in ("trace_candidates", "trace_steps", "trace_attempts", "trace_candidate_states")}
+    kv = con.execute("SELECT kv_cache_usage FROM trace_candidate_states WHERE request_id = ? AND ordinal = 2",
+                     [traces[0].request_id]).fetchall()
+    con.close()
+    assert n["trace_candidates"] == n["trace_candidate_states"] == sum(len(t.candidates) for t in traces)
+    assert n["trace_steps"] == sum(len(t.decision_trace) for t in traces)
+    assert n["trace_attempts"] == sum(len(t.attempts) for t in traces)
+    assert kv == [(traces[0].candidates[1].state.kv_cache_usage,)]  # type: ignore[union-attr]
+
+
+def test_a_model_that_gained_fields_migrates_the_table_and_keeps_the_rows(tmp_path: Path) -> None:
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    old = strip_not_null(storage_schema(Kind.PROBE)).remove(storage_schema(Kind.PROBE).get_field_index("baseline"))
+    row = {"probe_id": "p1", "ts": datetime(2026, 11, 1, tzinfo=UTC), "instance": "i", "model": "m",
+           "kind": "latency", "ok": True, "value": 12.0, "threshold": 50.0, "latency_ms": 12.0, "reason": "",
+           "error_class": None}
+    old_rows = pa.Table.from_pylist([row], schema=old)  # noqa: F841
+    con.execute("CREATE TABLE probe_results AS SELECT * FROM old_rows")
+    applied = ensure_schema(con)
+    con.close()
+    assert any("ADD COLUMN \"baseline\"" in s for s in applied)
+    store = DuckDBTraceStore(path)
+    got = store.probe_timeline(datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC))
+    store.close()
+    assert got == [ProbeResult(probe_id="p1", ts=row["ts"], instance="i", model="m", kind=ProbeKind.LATENCY,
+                               ok=True, value=12.0, threshold=50.0, latency_ms=12.0)]
+
+
+def test_layout_1_with_inline_states_is_upgraded(tmp_path: Path, factory: TraceFactory) -> None:
+    path = tmp_path / "v1.duckdb"
+    traces = list(factory.traces(3))
+    v1 = pa.schema([f for f in arrow_schema()])
+    con = duckdb.connect(str(path))
+    v1_rows = pa.Table.from_pylist([t.model_dump() for t in traces], schema=v1)  # noqa: F841
+    con.execute("CREATE TABLE traces AS SELECT * FROM v1_rows")
+    con.execute("CREATE INDEX traces_request_id ON traces (request_id)")
+    con.close()
+    store = DuckDBTraceStore(path)
+    assert [store.get(t.request_id) for t in traces] == traces
+    store.close()
+
+
+def test_retention_deletes_by_age(tmp_path: Path) -> None:
+    now = datetime(2026, 11, 20, tzinfo=UTC)
+    old, new = TraceFactory(seed=1, start=now - timedelta(days=40)), TraceFactory(seed=2, start=now - timedelta(days=1))
+    store = DuckDBTraceStore(tmp_path / "t.duckdb", retention_days=30, clock=lambda: now)
+    store.write_records([*old.traces(3), *new.traces(2)])
+    store.write_records([Feedback(request_id="r", ts=now - timedelta(days=31), correct=True)])
+    store.apply_retention()
+    assert store.count() == 2 and store.count(Kind.FEEDBACK) == 0
+    store.close()
+
+
+def test_a_file_another_process_writes_is_unavailable_not_a_crash(tmp_path: Path, factory: TraceFactory) -> None:
     path = tmp_path / "t.duckdb"
     DuckDBTraceStore(path).close()
     holder = subprocess.Popen(
@@ -59,21 +144,10 @@ def test_a_file_another_process_writes_is_unavailable_not_a_crash(tmp_path: Path
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         with pytest.raises(SinkUnavailable, match="cannot open"):
             DuckDBTraceStore(path, read_only=True)
+        lazy = DuckDBTraceStore(path, lazy=True)  # the server starts anyway and spools
+        with pytest.raises(SinkUnavailable):
+            lazy.write_records([factory.trace()])
     finally:
         holder.communicate("", timeout=30)
-    DuckDBTraceStore(path, read_only=True).close()  # free again once the writer is gone
-
-
-def test_feedback_is_stored_in_its_own_table(tmp_path: Path) -> None:
-    from datetime import UTC, datetime
-
-    from schemas import Feedback
-
-    store = DuckDBTraceStore(tmp_path / "t.duckdb")
-    fb = Feedback(request_id="req_1", ts=datetime(2026, 11, 1, tzinfo=UTC), correct=False, expected_model="big")
-    store.write_feedback([fb])
-    store.close()
-    con = duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True)
-    rows = con.execute("SELECT request_id, correct, expected_model FROM feedback").fetchall()
-    con.close()
-    assert rows == [("req_1", False, "big")]
+    assert lazy.write_records([factory.trace()]).stored >= 1  # free again once the writer is gone
+    lazy.close()

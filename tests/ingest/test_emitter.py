@@ -1,72 +1,194 @@
 import threading
-from collections.abc import Sequence
+from pathlib import Path
 
+import orjson
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from ingest.base import PreparedBatch, RecordBatch, WriteResult
 from ingest.emitter import TraceEmitter
 from ingest.errors import SinkUnavailable
-from schemas.trace import DecisionTrace
-from tests.factories import make_trace
+from ingest.metrics import EmitterCollector
+from ingest.quarantine import Quarantine
+from ingest.records import Kind
+from ingest.synthetic import TraceFactory
+from schemas.storage_config import SpoolSettings, StorageSettings
+
+SEG = 64 * 1024
 
 
 class FlakySink:
-    """Fails the first `failures` batches, then stores; can be held shut with `gate`."""
+    """Keeps what it is given; fails the first `failures` writes; `gate` holds writes back."""
 
-    def __init__(self, failures: int = 0) -> None:
+    def __init__(self, failures: int = 0, down: bool = False) -> None:
         self.failures = failures
-        self.stored: list[DecisionTrace] = []
-        self.batches = 0
+        self.down = down
+        self.ids: list[str] = []
+        self.kinds: list[Kind] = []
         self.gate = threading.Event()
         self.gate.set()
         self.closed = False
 
-    def write_batch(self, traces: Sequence[DecisionTrace]) -> None:
-        self.gate.wait(5)
-        self.batches += 1
-        if self.failures:
-            self.failures -= 1
+    def prepare(self, batch: RecordBatch) -> PreparedBatch:
+        return PreparedBatch(batch)
+
+    def write(self, prepared: PreparedBatch) -> WriteResult:
+        self.gate.wait(10)
+        if self.down or self.failures:
+            self.failures = max(0, self.failures - 1)
             raise SinkUnavailable("down")
-        self.stored.extend(traces)
+        result = WriteResult()
+        for kind, payloads in prepared.batch.payloads.items():
+            for p in payloads:
+                self.kinds.append(kind)
+                if kind is Kind.TRACE:
+                    self.ids.append(orjson.loads(p)["request_id"])
+            result.count(kind, len(payloads), 0)
+        return result
 
     def close(self) -> None:
         self.closed = True
 
 
-def test_every_emitted_trace_is_written_in_order_on_close() -> None:
+def settings(**spool: object) -> StorageSettings:
+    sp = SpoolSettings(segment_bytes=SEG, **spool)  # type: ignore[arg-type]
+    return StorageSettings(batch_size=16, flush_interval_ms=5, spool=sp)
+
+
+def fast(sink: FlakySink, tmp_path: Path | None, st: StorageSettings | None = None, **kw: object) -> TraceEmitter:
+    return TraceEmitter(sink, st or settings(), spool_dir=tmp_path, sleep=lambda s: None, **kw).start()  # type: ignore[arg-type]
+
+
+def test_every_trace_is_written_in_order_and_counted(tmp_path: Path, factory: TraceFactory) -> None:
     sink = FlakySink()
-    em = TraceEmitter(sink, batch_size=16, flush_interval_s=0.01).start()
-    ids = [f"r{i}" for i in range(100)]
-    for rid in ids:
-        assert em.emit(make_trace(rid))
+    em = fast(sink, tmp_path)
+    traces = list(factory.traces(100))
+    assert all(em.emit(t) for t in traces)
     em.close()
-    assert [t.request_id for t in sink.stored] == ids
-    assert em.stats.written == 100 and em.stats.dropped == 0 and sink.closed
-    assert sink.batches >= 100 // 16
+    assert sink.ids == [t.request_id for t in traces] and sink.closed
+    s = em.stats
+    assert s.queued == s.spooled == s.written == 100 + sink.kinds.count(Kind.SNAPSHOT)
+    assert s.dropped == s.quarantined == s.sink_errors == 0
 
 
-def test_pending_traces_are_visible_until_written() -> None:
-    sink = FlakySink()
-    sink.gate.clear()  # hold the sink so the trace stays pending
-    em = TraceEmitter(sink, flush_interval_s=0.01).start()
-    em.emit(make_trace("r1"))
-    assert em.pending("r1") is not None
-    sink.gate.set()
-    em.close()
-    assert em.pending("r1") is None and [t.request_id for t in sink.stored] == ["r1"]
-
-
-def test_sink_failures_are_retried_not_lost() -> None:
-    sink = FlakySink(failures=3)
-    em = TraceEmitter(sink, flush_interval_s=0.01, sleep=lambda s: None).start()
-    em.emit(make_trace("r1"))
-    em.close()
-    assert [t.request_id for t in sink.stored] == ["r1"] and em.stats.sink_errors == 3
-
-
-def test_a_full_queue_counts_drops_and_never_blocks() -> None:
+def test_a_trace_is_visible_until_it_is_stored(tmp_path: Path, factory: TraceFactory) -> None:
     sink = FlakySink()
     sink.gate.clear()
-    em = TraceEmitter(sink, queue_size=2, batch_size=1, flush_interval_s=0.01).start()
-    results = [em.emit(make_trace(f"r{i}")) for i in range(10)]
-    assert results.count(False) == em.stats.dropped >= 10 - 3  # the writer may hold one
+    em = fast(sink, tmp_path)
+    trace = factory.trace()
+    em.emit(trace)
+    assert em.pending(trace.request_id) is trace
     sink.gate.set()
+    assert em.flush(10)
+    assert em.pending(trace.request_id) is None
     em.close()
-    assert em.stats.written + em.stats.dropped == 10
+
+
+def test_sink_failures_are_retried_not_lost(tmp_path: Path, factory: TraceFactory) -> None:
+    sink = FlakySink(failures=3)
+    em = fast(sink, tmp_path)
+    em.emit(factory.trace(request_id="req_retry"))
+    em.close()
+    assert sink.ids == ["req_retry"] and em.stats.sink_errors == 3
+
+
+def test_what_a_down_sink_did_not_take_is_replayed_after_a_restart(tmp_path: Path, factory: TraceFactory) -> None:
+    first = fast(FlakySink(down=True), tmp_path)
+    traces = list(factory.traces(40))
+    for t in traces:
+        first.emit(t)
+    first.close(timeout_s=0.2)
+    assert first.stats.written == 0 and first.stats.dropped == 0
+    sink = FlakySink()
+    second = fast(sink, tmp_path)
+    assert second.flush(10)
+    second.close()
+    assert sink.ids == [t.request_id for t in traces]
+    assert second.stats.replayed == len(sink.kinds) and second.stats.queued == 0
+
+
+def test_a_full_spool_blocks_emit_until_the_sink_frees_room(tmp_path: Path, factory: TraceFactory,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    sink = FlakySink()
+    sink.gate.clear()
+    em = fast(sink, tmp_path, settings(max_bytes=2 * SEG, full_policy="block"))
+    done = threading.Event()
+
+    def produce() -> None:
+        for t in factory.traces(200):
+            em.emit(t)
+        done.set()
+
+    threading.Thread(target=produce, daemon=True).start()
+    assert not done.wait(1.0), "emit should block while the spool is full"
+    assert em.backlog.blocked and em.stats.spool_errors > 0
+    assert "reached its limit" in caplog.text
+    sink.gate.set()
+    assert done.wait(20)
+    em.close()
+    assert len(sink.ids) == 200 and em.stats.dropped == 0
+
+
+def test_drop_oldest_counts_and_logs_what_it_drops(tmp_path: Path, factory: TraceFactory,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    sink = FlakySink(down=True)
+    em = fast(sink, tmp_path, settings(max_bytes=2 * SEG, full_policy="drop_oldest"))
+    traces = list(factory.traces(200))
+    for t in traces:
+        em.emit(t)
+    assert em.stats.dropped > 0 and "dropped" in caplog.text
+    sink.down = False
+    assert em.flush(20)
+    em.close()
+    order = [t.request_id for t in traces]
+    positions = [order.index(rid) for rid in sink.ids]
+    assert positions == sorted(positions) and positions[-1] == len(traces) - 1  # in order, newest kept
+    assert len(sink.kinds) + em.stats.dropped == em.stats.queued  # every record accounted for
+
+
+def test_an_unwritable_spool_falls_back_to_memory_and_says_so(tmp_path: Path, factory: TraceFactory,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("in the way")
+    sink = FlakySink()
+    em = fast(sink, blocker / "spool")
+    registry = CollectorRegistry()
+    registry.register(EmitterCollector(em))
+    for t in factory.traces(20):
+        em.emit(t)
+    text = generate_latest(registry).decode()
+    assert "routelens_spool_available 0.0" in text and "is not usable" in caplog.text
+    em.close()
+    assert len(sink.ids) == 20 and em.stats.spooled == 0 and em.stats.spool_errors >= 1
+
+
+def test_an_oversized_record_is_quarantined_with_its_reason(tmp_path: Path, factory: TraceFactory) -> None:
+    sink = FlakySink()
+    st = StorageSettings(batch_size=16, flush_interval_ms=5, spool=SpoolSettings(segment_bytes=SEG,
+                                                                                 max_record_bytes=1024))
+    em = fast(sink, tmp_path / "spool", st, quarantine=Quarantine(tmp_path / "q"))
+    assert em.emit(factory.trace()) is False
+    em.close()
+    assert em.stats.quarantined == 1 and sink.kinds.count(Kind.QUARANTINE) == 1
+    line = orjson.loads(next((tmp_path / "q").glob("*.jsonl")).read_bytes())
+    assert "exceeds the limit of 1024" in line["reason"] and line["source"] == "emit"
+
+
+def test_counters_are_exported_for_prometheus(tmp_path: Path, factory: TraceFactory) -> None:
+    em = fast(FlakySink(), tmp_path)
+    registry = CollectorRegistry()
+    registry.register(EmitterCollector(em))
+    em.emit(factory.trace())
+    em.flush(10)
+    text = generate_latest(registry).decode()
+    em.close()
+    for name in ("queued", "spooled", "written", "quarantined", "dropped"):
+        assert f"routelens_traces_{name}_total" in text
+    assert "routelens_traces_dropped_total 0.0" in text and "routelens_spool_available 1.0" in text
+
+
+def test_emit_rejects_objects_it_does_not_store(tmp_path: Path) -> None:
+    em = fast(FlakySink(), tmp_path)
+    with pytest.raises(TypeError):
+        em.emit(SpoolSettings())
+    em.close()

@@ -1,0 +1,78 @@
+"""``routelens ingest import FILE``: store a JSONL or Parquet file of traces (exit 0 only if all were)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+from app.commands import err
+from app.config_io import load_config
+from schemas.storage_config import StorageSettings
+
+
+def _mapping(name: str) -> dict[str, list[str]] | None:
+    from ingest.mapping import GENERIC, MAPPINGS
+
+    if name in MAPPINGS:
+        return MAPPINGS[name]
+    custom = json.loads(Path(name).read_text(encoding="utf-8"))
+    return {**GENERIC, **{k: list(v) for k, v in custom.items()}}
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ingest.duckdb_store import DuckDBTraceStore
+    from ingest.emitter import TraceEmitter
+    from ingest.errors import SinkError
+    from ingest.importer import import_file
+    from ingest.quarantine import Quarantine
+
+    src = Path(args.file)
+    if not src.is_file():
+        err.print(f"[red]error:[/red] no such file: {src}")
+        return 2
+    cfg = load_config(args.config) if Path(args.config).is_file() else None
+    st = cfg.storage if cfg else StorageSettings()
+    db = args.db or st.duckdb_path
+    try:
+        mapping = _mapping(args.mapping)
+    except (OSError, ValueError) as exc:
+        err.print(f"[red]error:[/red] cannot read the mapping {args.mapping}: {exc}")
+        return 2
+    try:
+        store = DuckDBTraceStore(db, retention_days=st.retention_days)
+    except SinkError as exc:
+        err.print(f"[red]error:[/red] {exc}\n(a running server writes this file? POST the traces to /v1/traces)")
+        return 2
+    quarantine = Quarantine(Path(st.quarantine_dir) if st.quarantine_dir else Path(f"{db}.quarantine"))
+    emitter = TraceEmitter(store, st, quarantine=quarantine).start()
+    key_env = cfg.router.hash_key_env if cfg else None
+    hash_key = os.environ.get(key_env) if key_env else None
+    columns = (TextColumn("importing {task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(src.name, total=None)
+        report = import_file(src, emitter, mapping=mapping, hash_key=hash_key,
+                             progress=lambda done, total: bar.update(task, completed=done, total=total))
+    emitter.close()
+    print(f"lines {report.lines}  accepted {report.accepted}  rejected {report.rejected}  "
+          f"stored {report.stored}  already stored {report.duplicates}")
+    if report.rejected:
+        err.print(f"{report.rejected} rejected lines are in the quarantine: {quarantine.folder}")
+    return 0 if report.complete else 1
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+    """Add ``ingest import``."""
+    p = sub.add_parser("ingest", parents=[common], help="bring traces from files into the store")
+    actions = p.add_subparsers(dest="action", required=True)
+    imp = actions.add_parser("import", parents=[common], help="import a JSONL or Parquet file of traces")
+    imp.add_argument("file", help="a .jsonl/.ndjson or .parquet file")
+    imp.add_argument("--db", help="DuckDB trace file (default: storage.duckdb_path); no server may be writing it")
+    imp.add_argument("--mapping", default="routelens",
+                     help="routelens (traces as they are), generic (other routers' logs, see ingest/mapping.py) "
+                          "or a JSON file of {field: [sources]}")
+    imp.set_defaults(func=_run)

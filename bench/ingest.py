@@ -1,0 +1,79 @@
+"""Trace ingestion: through the emitter into committed DuckDB rows, against the storage floor.
+
+The same traces (8 candidates each by default, states shared per scrape round as the router does)
+are (1) prepared as Arrow tables beforehand and inserted straight into a fresh DuckDB file with the
+store's own transaction code (the floor), and (2) emitted one by one through a TraceEmitter with
+its durable spool into another fresh file; the second rate counts until every row is committed.
+``emit_p99_us`` is the 99th percentile of single ``emit()`` calls during (2), while the sink works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from ingest.base import batch_of
+from ingest.codec import Encoder
+from ingest.duckdb_store import DuckDBTraceStore
+from ingest.emitter import TraceEmitter
+from ingest.records import Kind
+from ingest.synthetic import TraceFactory
+from schemas.storage_config import StorageSettings
+from schemas.trace import DecisionTrace
+
+
+def floor_rate(traces: list[DecisionTrace], folder: Path, batch: int) -> float:
+    store = DuckDBTraceStore(folder / "floor.duckdb")
+    enc = Encoder()
+    items = [item for t in traces for item in enc.encode(t)]
+    prepared = [store.prepare(batch_of(items[i:i + batch])) for i in range(0, len(items), batch)]
+    t0 = time.perf_counter()
+    for p in prepared:
+        store.write(p)
+    elapsed = time.perf_counter() - t0
+    assert store.count() == len(traces)
+    store.close()
+    return len(traces) / elapsed
+
+
+def pipeline_rate(traces: list[DecisionTrace], folder: Path, st: StorageSettings) -> tuple[float, list[float]]:
+    store = DuckDBTraceStore(folder / "pipeline.duckdb")
+    emitter = TraceEmitter(store, st, spool_dir=folder / "spool").start()
+    lat = []
+    clock = time.perf_counter_ns
+    t0 = time.perf_counter()
+    for t in traces:
+        a = clock()
+        emitter.emit(t)
+        lat.append((clock() - a) / 1000)
+    assert emitter.flush(3600)
+    elapsed = time.perf_counter() - t0
+    written = emitter.kind_counts.get(Kind.TRACE, [0, 0])[0]
+    emitter.close()
+    assert written == len(traces), (written, len(traces))
+    return len(traces) / elapsed, lat
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench ingest")
+    p.add_argument("--traces", type=int, default=300_000)
+    p.add_argument("--candidates", type=int, default=8)
+    p.add_argument("--seed", type=int, default=7)
+    args = p.parse_args(argv)
+    st = StorageSettings()
+    print(f"generating {args.traces} traces with {args.candidates} candidates ...", flush=True)
+    traces = list(TraceFactory(args.seed, n_candidates=args.candidates, round_every=100).traces(args.traces))
+    with tempfile.TemporaryDirectory(prefix="routelens-bench-") as tmp:
+        floor = floor_rate(traces, Path(tmp), st.batch_size)
+        print(f"floor (prepared Arrow tables straight into DuckDB): {floor:,.0f} traces/s", flush=True)
+        rate, lat = pipeline_rate(traces, Path(tmp), st)
+    q = statistics.quantiles(lat, n=100)
+    print(f"through the emitter into committed rows: {rate:,.0f} traces/s; emit p50 {q[49]:.1f} us, p99 {q[98]:.1f} us")
+    print(json.dumps({"traces_per_s": round(rate), "floor_traces_per_s": round(floor), "ratio": round(rate / floor, 3),
+                      "emit_p99_us": round(q[98], 1), "emit_p50_us": round(q[49], 1), "traces": args.traces,
+                      "candidates": args.candidates}))
+    return 0

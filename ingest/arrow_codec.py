@@ -1,0 +1,54 @@
+"""Serialized records to Arrow tables (Arrow's JSON reader: C++, outside the GIL).
+
+A batch is parsed in one call. When that fails, each record is parsed alone so that only the
+records Arrow cannot hold are refused, with Arrow's message as the reason.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pyarrow as pa
+import pyarrow.json as pa_json
+
+from ingest.base import Rejected
+from ingest.records import Kind
+from ingest.storage_schema import storage_schema, strip_not_null
+
+__all__ = ["parse_payloads", "parse_schema"]
+
+
+@cache
+def parse_schema(kind: Kind) -> pa.Schema:
+    """Return the (all-nullable) schema records of ``kind`` are parsed with."""
+    return strip_not_null(storage_schema(kind))
+
+
+@cache
+def _options(kind: Kind) -> pa_json.ParseOptions:
+    return pa_json.ParseOptions(explicit_schema=parse_schema(kind), unexpected_field_behavior="error")
+
+
+def _read(kind: Kind, payloads: list[bytes]) -> pa.Table:
+    data = pa.py_buffer(b"\n".join(payloads))
+    # One block on the calling thread: the pipeline already overlaps parsing with writing, and
+    # on a small machine Arrow's extra threads would only take the CPU from the request path.
+    options = pa_json.ReadOptions(block_size=max(1 << 20, data.size + 1), use_threads=False)
+    table = pa_json.read_json(pa.BufferReader(data), read_options=options, parse_options=_options(kind))
+    schema = parse_schema(kind)
+    return table if table.schema.equals(schema) else table.select(schema.names).cast(schema)
+
+
+def parse_payloads(kind: Kind, payloads: list[bytes]) -> tuple[pa.Table | None, list[Rejected]]:
+    """Parse ``payloads`` of one kind; return the table of the good ones and the refused ones."""
+    try:
+        return _read(kind, payloads), []
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        pass
+    good, bad = [], []
+    for payload in payloads:
+        try:
+            good.append(_read(kind, [payload]))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            bad.append(Rejected(kind, payload, f"cannot be stored: {exc}"))
+    return (pa.concat_tables(good) if good else None), bad

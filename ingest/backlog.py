@@ -1,0 +1,212 @@
+"""Records emitted but not yet stored: the durable spool, or memory while the spool is unusable.
+
+``append`` applies the configured policy when the spool cannot take a record: ``block`` waits
+until the batcher frees room, ``drop_oldest`` discards the oldest undelivered records and counts
+them. If the spool folder cannot be written at all the records are held in a bounded memory queue
+(same policy at its bound) and the spool is retried; every such event is logged and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ingest.errors import SpoolFull, SpoolUnavailable
+from ingest.spool import DurableSpool
+from ingest.spool_segment import Frame
+from ingest.stats import PipelineStats
+
+__all__ = ["Backlog", "Taken"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Taken:
+    """Frames handed to the batcher.
+
+    Attributes:
+        frames: ``(seq, kind, payload)``, spool frames before memory ones.
+        spool_last: Sequence number of the newest frame that came from the spool.
+        from_memory: How many frames were held in memory only (lost if never delivered).
+    """
+
+    frames: list[Frame]
+    spool_last: int | None
+    from_memory: int = 0
+
+    def __add__(self, more: Taken) -> Taken:
+        """Extend this batch with ``more`` (in place; returns self)."""
+        self.frames += more.frames
+        if more.spool_last is not None:
+            self.spool_last = more.spool_last
+        self.from_memory += more.from_memory
+        return self
+
+
+class Backlog:
+    """The spool plus its memory fallback.
+
+    Args:
+        open_spool: Opens the spool (raises SpoolUnavailable); None runs in memory only.
+        stats: Counters to update.
+        queue_size: Records the memory fallback holds at most.
+        policy: ``block`` or ``drop_oldest``.
+        retry_spool_s: How often an unusable spool is tried again.
+    """
+
+    def __init__(
+        self,
+        open_spool: Callable[[], DurableSpool] | None,
+        stats: PipelineStats,
+        *,
+        queue_size: int = 50_000,
+        policy: str = "block",
+        retry_spool_s: float = 5.0,
+    ) -> None:
+        self._open_spool = open_spool
+        self.stats = stats
+        self.queue_size = queue_size
+        self.policy = policy
+        self.retry_spool_s = retry_spool_s
+        self.memory: deque[Frame] = deque()
+        self.room = threading.Condition()
+        self.blocked = False
+        self.closing = False
+        self.spool: DurableSpool | None = None
+        self.spool_ok = False
+        self._seq_lock = threading.Lock()
+        self._next_retry = 0.0
+        self._last_complaint = 0.0
+        self.next_seq = 0
+        self._try_spool()
+        self.replay_below = self.next_seq  # frames older than this were found at start-up
+
+    def _try_spool(self) -> None:
+        if self._open_spool is None:
+            return
+        try:
+            spool = self._open_spool()
+        except SpoolUnavailable as exc:
+            self._complain(f"{exc}; holding records in memory (at most {self.queue_size})")
+            self._next_retry = time.monotonic() + self.retry_spool_s
+            return
+        with self._seq_lock:
+            self.next_seq = max(self.next_seq, spool.next_seq)
+            self.spool, self.spool_ok = spool, True
+
+    def _complain(self, message: str) -> None:
+        self.stats.spool_errors += 1
+        now = time.monotonic()
+        if now - self._last_complaint >= 5.0:
+            self._last_complaint = now
+            log.error("trace spool: %s", message)
+
+    def append(self, kind: int, payload: bytes, *, may_block: bool = True) -> int:
+        """Store one record; return its sequence number.
+
+        Under the ``block`` policy this waits for room unless ``may_block`` is False (the batcher's
+        own quarantine records: it must never wait for itself).
+        """
+        with self._seq_lock:
+            seq = self.next_seq
+            self.next_seq += 1
+        spool = self.spool
+        if spool is not None and not self.spool_ok and time.monotonic() < self._next_retry:
+            spool = None  # unwritable a moment ago: try again later, not on every record
+        while spool is not None and not self.closing:
+            try:
+                spool.append(seq, kind, payload)
+            except SpoolUnavailable as exc:
+                self._complain(f"{exc}; holding records in memory")
+                self.spool_ok = False
+                self._next_retry = time.monotonic() + self.retry_spool_s
+                break
+            except SpoolFull as exc:
+                self._complain(f"{exc} (policy {self.policy})")
+                if self.policy == "drop_oldest":
+                    lost = spool.drop_oldest()
+                    if lost is None:
+                        break  # nothing older to drop: keep this record in memory
+                    self.stats.dropped += lost
+                    log.error("trace spool full: dropped %d undelivered records (drop_oldest)", lost)
+                elif may_block:
+                    self._wait_for_room()
+                else:
+                    break
+                continue
+            self.spool_ok = True
+            self.stats.spooled += 1
+            return seq
+        self._hold_in_memory((seq, kind, payload), may_block)
+        return seq
+
+    def _wait_for_room(self) -> None:
+        with self.room:
+            self.blocked = True
+            self.room.wait(0.5)
+            self.blocked = False
+
+    def _hold_in_memory(self, frame: Frame, may_block: bool) -> None:
+        while len(self.memory) >= self.queue_size and not self.closing and may_block:
+            if self.policy == "drop_oldest":
+                self.memory.popleft()
+                self.stats.dropped += 1
+                self._complain("memory queue full: dropped the oldest record (drop_oldest)")
+            else:
+                self._complain("memory queue full: emit() waits (block)")
+                self._wait_for_room()
+        self.memory.append(frame)
+
+    def take(self, n: int) -> Taken:
+        """Remove up to ``n`` frames for the batcher: the spool's first, then memory's."""
+        frames: list[Frame] = []
+        spool_last = None
+        if self.spool is not None:
+            frames = self.spool.read(n)
+            if frames:
+                spool_last = frames[-1][0]
+        elif self._open_spool is not None and time.monotonic() >= self._next_retry:
+            self._try_spool()
+        from_memory = 0
+        while len(frames) < n and self.memory:
+            frames.append(self.memory.popleft())
+            from_memory += 1
+        if from_memory:
+            with self.room:
+                self.room.notify_all()
+        return Taken(frames, spool_last, from_memory)
+
+    def ack(self, taken: Taken) -> None:
+        """Forget delivered frames (whole spool segments are deleted) and wake blocked emitters."""
+        if taken.spool_last is not None and self.spool is not None:
+            self.spool.ack(taken.spool_last)
+        with self.room:
+            self.room.notify_all()
+
+    def pending(self) -> int:
+        """Return how many records wait for the batcher."""
+        return (self.spool.pending() if self.spool is not None else 0) + len(self.memory)
+
+    def prefault(self) -> None:
+        """Fault in the spool pages the next records will be written to (background thread)."""
+        if self.spool is not None:
+            self.spool.prefault()
+
+    def flush(self) -> None:
+        """Flush the spool's newest segment to disk."""
+        if self.spool is not None:
+            self.spool.flush()
+
+    def close(self) -> None:
+        """Release waiting emitters and close the spool."""
+        self.closing = True
+        with self.room:
+            self.room.notify_all()
+        if self.spool is not None:
+            self.spool.close()
+            self.spool = None

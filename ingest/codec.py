@@ -1,0 +1,148 @@
+"""Records to the bytes that the spool frames and the sinks parse (JSON, one object per record).
+
+Traces are the hot path (``emit`` runs on the request path), so they are not serialized through
+``model_dump_json``: orjson walks the frozen models' ``__dict__`` directly, which is about twice
+as fast and gives the same JSON values (``tests/ingest/test_codec.py`` checks the round trip).
+Each candidate's state is written once as a snapshot record and referenced by its content hash;
+traces outside the detail sample keep their candidates without states and score terms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+from ingest.records import Kind, kind_of
+from schemas.feedback import Feedback
+from schemas.fleet import InstanceSnapshot
+from schemas.trace import CandidateEval, DecisionTrace
+
+__all__ = ["Encoder", "content_id", "dumps", "feedback_id", "is_detailed"]
+
+_CACHE_MAX = 4096
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, BaseModel):
+        return obj.__dict__
+    raise TypeError(f"cannot serialize {type(obj).__name__}")
+
+
+def dumps(record: BaseModel) -> bytes:
+    """Return the JSON of any contract model (same values as ``model_dump_json``)."""
+    return orjson.dumps(record, default=_plain, option=orjson.OPT_UTC_Z)
+
+
+def content_id(payload: bytes) -> str:
+    """Return a short, stable id of some content (BLAKE2b, 96 bits, hex)."""
+    return hashlib.blake2b(payload, digest_size=12).hexdigest()
+
+
+def feedback_id(item: Feedback) -> str:
+    """Return the id of a feedback record: the same verdict sent twice is stored once."""
+    return content_id(f"{item.request_id}\x00{item.ts.isoformat()}\x00{item.source}".encode())
+
+
+def is_detailed(request_id: str, share: float, salt: str = "") -> bool:
+    """Decide, the same way every time for the same id, whether a trace keeps full detail."""
+    if share >= 1.0:
+        return True
+    if share <= 0.0:
+        return False
+    return zlib.crc32(f"{salt}{request_id}".encode()) % 100_000 < share * 100_000
+
+
+class Encoder:
+    """Turns records into ``(kind, payload)`` pairs; not thread-safe (the emitter holds a lock).
+
+    Args:
+        detail_share: Share of traces that keep candidate states and score terms.
+        salt: Mixed into the sampling hash (change it to sample another subset).
+        clock: UTC wall clock, for a snapshot emitted on its own before any scrape succeeded.
+    """
+
+    def __init__(
+        self, detail_share: float = 1.0, salt: str = "", clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    ) -> None:
+        self.detail_share = detail_share
+        self.salt = salt
+        self._clock = clock
+        self._by_object: dict[int, tuple[InstanceSnapshot, str]] = {}
+        self._written: dict[str, None] = {}
+        self._out: list[tuple[Kind, bytes]] = []
+        self._seen_at: datetime | None = None
+        self._full: Callable[[Any], Any] = self._encode_full
+        self._summary: Callable[[Any], Any] = self._encode_summary
+
+    def encode(self, record: BaseModel) -> list[tuple[Kind, bytes]]:
+        """Return the payloads of ``record``: new snapshots first, then the record itself."""
+        kind = kind_of(record)
+        if kind is Kind.TRACE:
+            assert isinstance(record, DecisionTrace)
+            return self._trace(record)
+        if kind is Kind.FEEDBACK:
+            assert isinstance(record, Feedback)
+            return [(kind, _with(dumps(record), b'"feedback_id":' + orjson.dumps(feedback_id(record)), first=True))]
+        if kind is Kind.SNAPSHOT:
+            assert isinstance(record, InstanceSnapshot)
+            self._seen_at = record.scraped_at
+            self._out = []
+            self._state_id(record)
+            return self._out
+        return [(kind, dumps(record))]
+
+    def _trace(self, trace: DecisionTrace) -> list[tuple[Kind, bytes]]:
+        self._out = []
+        self._seen_at = trace.ts
+        detail = is_detailed(trace.request_id, self.detail_share, self.salt)
+        body = orjson.dumps(trace, default=self._full if detail else self._summary, option=orjson.OPT_UTC_Z)
+        self._out.append((Kind.TRACE, _with(body, b'"detail":true' if detail else b'"detail":false')))
+        return self._out
+
+    def _encode_full(self, obj: Any) -> Any:
+        if isinstance(obj, CandidateEval):
+            out = dict(obj.__dict__)
+            state = out.pop("state")
+            out["state_id"] = None if state is None else self._state_id(state)
+            return out
+        return _plain(obj)
+
+    def _encode_summary(self, obj: Any) -> Any:
+        if isinstance(obj, CandidateEval):
+            out = dict(obj.__dict__)
+            del out["state"]
+            out["state_id"] = None
+            out["score_terms"] = []
+            return out
+        return _plain(obj)
+
+    def _state_id(self, state: InstanceSnapshot) -> str:
+        hit = self._by_object.get(id(state))
+        if hit is not None and hit[0] is state:
+            return hit[1]
+        body = dumps(state)
+        sid = content_id(body)
+        if len(self._by_object) >= _CACHE_MAX:
+            self._by_object.clear()
+        self._by_object[id(state)] = (state, sid)
+        if sid not in self._written:
+            if len(self._written) >= _CACHE_MAX:
+                self._written.clear()
+            self._written[sid] = None
+            seen = self._seen_at or state.scraped_at or self._clock()
+            head = b'"snapshot_id":' + orjson.dumps(sid) + b',"seen_at":' + orjson.dumps(seen, option=orjson.OPT_UTC_Z)
+            self._out.append((Kind.SNAPSHOT, _with(body, head, first=True)))
+        return sid
+
+
+def _with(body: bytes, member: bytes, *, first: bool = False) -> bytes:
+    """Add ``"key":value`` to a JSON object's bytes without parsing it again."""
+    if first:
+        return b"{" + member + (b"," + body[1:] if len(body) > 2 else b"}")
+    return body[:-1] + (b"," if len(body) > 2 else b"") + member + b"}"

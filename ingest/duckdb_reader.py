@@ -1,0 +1,172 @@
+"""The query API (:class:`ingest.query.TraceStore`) over a DuckDB connection.
+
+Every value reaches DuckDB as a parameter; the SQL text is assembled only from the named queries
+in ``sql/queries.sql`` and the fixed predicates below. Each call takes its own cursor, so reads
+run from any thread beside the writer (DuckDB's MVCC).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+import duckdb
+from pydantic import BaseModel
+
+from ingest.duckdb_schema import sql_file
+from ingest.query import MAX_LIMIT, BadCursor, decode_cursor, encode_cursor, sort_traffic
+from ingest.records import KINDS, Kind
+from ingest.rows import assemble_trace, clean, state_ids, summary_of
+from schemas.fleet import InstanceSnapshot
+from schemas.probe import ProbeResult
+from schemas.queries import BUCKETS, AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
+from schemas.records import QuarantinedRecord, RouterEvent
+from schemas.trace import DecisionTrace
+
+__all__ = ["DuckDBReader", "named_queries"]
+
+_PREDICATES: dict[str, str] = {
+    "start": "ts >= ?",
+    "end": "ts < ?",
+    "router_version": "router_version = ?",
+    "experiment_arm": "experiment_arm = ?",
+    "rule": "rule = ?",
+    "model": "selected_model = ?",
+    "instance": "selected_instance = ?",
+    "fallback": "fallback_triggered = ?",
+    "outcome": "outcome.status = ?",
+    "query_hash": "query_hash = ?",
+}
+
+
+@cache
+def named_queries() -> dict[str, str]:
+    """Return the queries of ``sql/queries.sql`` by name."""
+    parts = re.split(r"^-- name: (\w+)\s*$", sql_file("queries.sql"), flags=re.M)
+    return {name: body.strip().rstrip(";") for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def _where(flt: TraceFilter) -> tuple[str, list[Any]]:
+    clauses, params = ["TRUE"], []
+    for name, clause in _PREDICATES.items():
+        value = getattr(flt, name)
+        if value is not None:
+            clauses.append(clause)
+            params.append(value.value if hasattr(value, "value") else value)
+    return " AND ".join(clauses), params
+
+
+class DuckDBReader:
+    """Answers the query API from one DuckDB connection (read-write or read-only)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._reader_con = con
+
+    @contextmanager
+    def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        cur = self._reader_con.cursor()
+        try:
+            yield cur
+        finally:
+            cur.close()
+
+    def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        with self._cursor() as cur:
+            try:
+                rows: list[dict[str, Any]] = cur.sql(sql, params=params).to_arrow_table().to_pylist()
+            except duckdb.CatalogException:
+                return []  # a read-only file written before this table existed
+            return rows
+
+    def get(self, request_id: str) -> DecisionTrace | None:
+        """Return the trace of ``request_id`` with its candidate states, or None."""
+        rows = self._rows(named_queries()["get_trace"], [request_id])
+        if not rows:
+            return None
+        ids = sorted(set(state_ids(rows[0])))
+        states: dict[str, dict[str, Any]] = {}
+        if ids:
+            marks = ", ".join("?" for _ in ids)
+            for row in self._rows(f"SELECT * FROM instance_snapshots WHERE snapshot_id IN ({marks})", ids):
+                states[row["snapshot_id"]] = row
+        return assemble_trace(rows[0], states)
+
+    def count(self, kind: Kind = Kind.TRACE) -> int:
+        """Return how many records of ``kind`` are stored."""
+        rows = self._rows(f'SELECT count(*) AS n FROM "{KINDS[kind].table}"', [])
+        return int(rows[0]["n"]) if rows else 0
+
+    def search(self, flt: TraceFilter, limit: int = 50, cursor: str | None = None) -> TracePage:
+        """Return one page of summaries, newest first (keyset pagination on ``(ts, request_id)``)."""
+        limit = max(1, min(limit, MAX_LIMIT))
+        where, params = _where(flt)
+        if cursor is not None:
+            ts, rid = decode_cursor(cursor)
+            try:
+                after = datetime.fromisoformat(str(ts))
+            except ValueError as exc:
+                raise BadCursor("invalid cursor") from exc
+            where += " AND (ts, request_id) < (?, ?)"
+            params += [after, str(rid)]
+        rows = self._rows(named_queries()["search"].format(where=where), [*params, limit + 1])
+        items = [summary_of(r) for r in rows[:limit]]
+        nxt = encode_cursor([items[-1].ts.isoformat(), items[-1].request_id]) if len(rows) > limit else None
+        return TracePage(items=items, next_cursor=nxt)
+
+    def aggregate(self, query: AggregateQuery) -> list[BucketStats]:
+        """Return the time buckets of ``query`` that hold at least one request."""
+        where, params = _where(query.filter)
+        seconds = BUCKETS[query.bucket]
+        out = []
+        for r in self._rows(named_queries()["aggregate"].format(where=where), [seconds, seconds, *params]):
+            q = r["q"] or [None, None, None]
+            out.append(BucketStats(
+                start=r["start"], requests=r["requests"], errors=r["errors"], fallbacks=r["fallbacks"],
+                fallback_rate=r["fallbacks"] / r["requests"], latency_p50_ms=q[0], latency_p95_ms=q[1],
+                latency_p99_ms=q[2], cost=float(r["cost"]), feedback=r["feedback"], misroutes=r["misroutes"],
+                misroute_rate=r["misroutes"] / r["feedback"] if r["feedback"] else None,
+            ))
+        return out
+
+    def traffic(self, flt: TraceFilter) -> list[TrafficEdge]:
+        """Return request counts per (rule, model, instance)."""
+        where, params = _where(flt)
+        return sort_traffic([TrafficEdge.model_validate(r) for r in
+                             self._rows(named_queries()["traffic"].format(where=where), params)])
+
+    def _window(self, kind: Kind, start: datetime, end: datetime, eq: dict[str, str | None], limit: int,
+                model: type[BaseModel]) -> list[Any]:
+        info = KINDS[kind]
+        clauses = [f"{info.time_field} >= ?", f"{info.time_field} < ?"]
+        params: list[Any] = [start, end]
+        for column, value in eq.items():
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        sql = (f'SELECT * FROM "{info.table}" WHERE {" AND ".join(clauses)} '
+               f"ORDER BY {info.time_field}, {info.id_field} LIMIT ?")
+        rows = self._rows(sql, [*params, max(1, min(limit, MAX_LIMIT))])
+        return [model.model_validate(clean(r, model)) for r in rows]
+
+    def probe_timeline(self, start: datetime, end: datetime, instance: str | None = None,
+                       limit: int = MAX_LIMIT) -> list[ProbeResult]:
+        """Return probe results in ``[start, end)``, oldest first."""
+        return self._window(Kind.PROBE, start, end, {"instance": instance}, limit, ProbeResult)
+
+    def events(self, start: datetime, end: datetime, kind: str | None = None,
+               limit: int = MAX_LIMIT) -> list[RouterEvent]:
+        """Return router events in ``[start, end)``, oldest first."""
+        return self._window(Kind.EVENT, start, end, {"kind": kind}, limit, RouterEvent)
+
+    def snapshots(self, start: datetime, end: datetime, instance: str | None = None,
+                  limit: int = MAX_LIMIT) -> list[InstanceSnapshot]:
+        """Return instance snapshots first seen in ``[start, end)``, oldest first."""
+        return self._window(Kind.SNAPSHOT, start, end, {"instance": instance}, limit, InstanceSnapshot)
+
+    def quarantined(self, start: datetime, end: datetime, limit: int = MAX_LIMIT) -> list[QuarantinedRecord]:
+        """Return quarantined records in ``[start, end)``, oldest first."""
+        return self._window(Kind.QUARANTINE, start, end, {}, limit, QuarantinedRecord)

@@ -1,0 +1,197 @@
+"""Creating and migrating the DuckDB tables, all derived from the models.
+
+A table that does not exist is created from its derived Arrow schema. A table that exists is
+compared with the schema the code derives now, column by column and recursively into structs and
+lists: a missing column is added, a column whose type changed is rewritten with a generated
+conversion (fields that still exist keep their values, new fields are NULL, fields whose type
+became incompatible are NULL, a reader then falls back to the model default), and columns the
+models dropped stay (old data is not destroyed). Each statement is recorded in
+``routelens_migrations`` and the layout version in ``routelens_meta``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from importlib import resources
+
+import duckdb
+import pyarrow as pa
+
+from ingest.records import KINDS
+from ingest.storage_schema import storage_schema, strip_not_null
+from schemas.version import SCHEMA_VERSION
+
+__all__ = ["STORAGE_VERSION", "duckdb_type", "ensure_schema", "sql_file"]
+
+log = logging.getLogger(__name__)
+STORAGE_VERSION = 2  # 1: traces with inline candidate states and no `detail` column
+
+
+def sql_file(name: str) -> str:
+    """Return the text of ``ingest/sql/<name>``."""
+    return resources.files("ingest").joinpath(f"sql/{name}").read_text(encoding="utf-8")
+
+
+def duckdb_type(con: duckdb.DuckDBPyConnection, dtype: pa.DataType) -> str:
+    """Return DuckDB's spelling of an Arrow type (asked from DuckDB, not typed by hand)."""
+    probe = pa.schema([pa.field("x", dtype)]).empty_table()  # noqa: F841  (replacement scan)
+    return str(con.sql("DESCRIBE SELECT * FROM probe").fetchall()[0][1])
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _convert(expr: str, src: pa.DataType, dst: pa.DataType, con: duckdb.DuckDBPyConnection) -> str:
+    """SQL turning ``expr`` of type ``src`` into ``dst`` (see the module docstring)."""
+    if src.equals(dst):
+        return expr
+    if pa.types.is_struct(src) and pa.types.is_struct(dst):
+        have = {f.name: f.type for f in src}
+        parts = [
+            f"{_quote(f.name)} := "
+            + (_convert(f"{expr}.{_quote(f.name)}", have[f.name], f.type, con) if f.name in have
+               else f"NULL::{duckdb_type(con, f.type)}")
+            for f in dst
+        ]
+        return f"CASE WHEN {expr} IS NULL THEN NULL ELSE struct_pack({', '.join(parts)}) END"
+    if pa.types.is_list(src) and pa.types.is_list(dst):
+        inner = _convert("x", src.value_type, dst.value_type, con)
+        if inner.startswith("NULL::"):
+            return f"NULL::{duckdb_type(con, dst)}"
+        return f"list_transform({expr}, lambda x: {inner})"
+    if pa.types.is_struct(src) or pa.types.is_list(src) or pa.types.is_struct(dst) or pa.types.is_list(dst):
+        return f"NULL::{duckdb_type(con, dst)}"
+    return f"TRY_CAST({expr} AS {duckdb_type(con, dst)})"
+
+
+def _current(con: duckdb.DuckDBPyConnection, table: str) -> pa.Schema | None:
+    exists = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchall()
+    if not exists[0][0]:
+        return None
+    return con.sql(f"SELECT * FROM {_quote(table)} LIMIT 0").to_arrow_table().schema
+
+
+def _drop_dependents(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    """DuckDB cannot alter a table that has indexes or views on it: drop them (both come back)."""
+    done = []
+    for (name,) in con.execute("SELECT index_name FROM duckdb_indexes() WHERE table_name = ?", [table]).fetchall():
+        done.append(f"DROP INDEX {_quote(name)}")
+    for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
+        done.append(f"DROP VIEW IF EXISTS {_quote(name)}")
+    for stmt in done:
+        con.execute(stmt)
+    return done
+
+
+def _migrate(con: duckdb.DuckDBPyConnection, table: str, have: pa.Schema, want: pa.Schema) -> list[str]:
+    done: list[str] = []
+    for field in want:
+        idx = have.get_field_index(field.name)
+        if idx < 0:
+            stmt = f"ALTER TABLE {_quote(table)} ADD COLUMN {_quote(field.name)} {duckdb_type(con, field.type)}"
+        elif not have.field(idx).type.equals(field.type):
+            conv = _convert(_quote(field.name), have.field(idx).type, field.type, con)
+            stmt = (f"ALTER TABLE {_quote(table)} ALTER COLUMN {_quote(field.name)} "
+                    f"TYPE {duckdb_type(con, field.type)} USING {conv}")
+        else:
+            continue
+        if not done:
+            done += _drop_dependents(con, table)
+        con.execute(stmt)
+        done.append(stmt)
+    return done
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[str]:
+    """Create or migrate every table, index and view; return the migration statements run."""
+    now = now or datetime.now(UTC)
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute(sql_file("meta.sql"))
+    applied: list[str] = []
+    created: set[str] = set()
+    with _transaction(con):
+        # traces last: upgrading layout 1 moves candidate states into instance_snapshots
+        for info in sorted(KINDS.values(), key=lambda i: i.table == "traces"):
+            want = strip_not_null(storage_schema(info.kind))
+            have = _current(con, info.table)
+            if have is None:
+                empty = want.empty_table()  # noqa: F841  (replacement scan)
+                con.execute(f"CREATE TABLE {_quote(info.table)} AS SELECT * FROM empty")
+                created.add(info.table)
+            elif info.table == "traces" and have.get_field_index("detail") < 0:
+                applied += _upgrade_v1_traces(con, have, want)
+            else:
+                applied += _migrate(con, info.table, have, want)
+        applied += _unique_indexes(con, created)
+    # A second transaction: DuckDB checks a new unique index against rows updated in the same one.
+    with _transaction(con):
+        con.execute(sql_file("indexes.sql"))
+        con.execute(sql_file("views.sql"))
+        for stmt in applied:
+            con.execute("INSERT INTO routelens_migrations VALUES (?, ?, ?)", [STORAGE_VERSION, now, stmt])
+        for key, value in (("schema_version", SCHEMA_VERSION), ("storage_version", STORAGE_VERSION)):
+            con.execute("INSERT OR REPLACE INTO routelens_meta VALUES (?, ?)", [key, str(value)])
+    for stmt in applied:
+        log.warning("trace store migrated: %s", stmt)
+    return applied
+
+
+@contextmanager
+def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass  # a failed COMMIT has already ended the transaction
+        raise
+    con.execute("COMMIT")
+
+
+def _unique_indexes(con: duckdb.DuckDBPyConnection, created: set[str]) -> list[str]:
+    """Before a unique id index is (re)created, keep one row per id (layout 1 allowed duplicates)."""
+    have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_indexes() WHERE is_unique").fetchall()}
+    done = []
+    for info in KINDS.values():
+        if info.table in have or info.table in created:
+            continue
+        stmt = (f"DELETE FROM {_quote(info.table)} WHERE rowid NOT IN "
+                f"(SELECT min(rowid) FROM {_quote(info.table)} GROUP BY {_quote(info.id_field)})")
+        con.execute(stmt)
+        done.append(stmt)
+    return done
+
+
+def _upgrade_v1_traces(con: duckdb.DuckDBPyConnection, have: pa.Schema, want: pa.Schema) -> list[str]:
+    """Layout 1 kept each candidate's state inline: move the states into ``instance_snapshots``."""
+    cand = have.field("candidates").type.value_type
+    if cand.get_field_index("state") < 0:
+        return _migrate(con, "traces", have, want)
+    sid = "md5(CAST(to_json(s) AS VARCHAR))[:24]"
+    before = [
+        f"INSERT INTO instance_snapshots BY NAME SELECT DISTINCT ON (snapshot_id) {sid} AS snapshot_id, "
+        f"ts AS seen_at, s.* FROM (SELECT ts, unnest(candidates).state AS s FROM traces) "
+        f"WHERE s IS NOT NULL AND {sid} NOT IN (SELECT snapshot_id FROM instance_snapshots)",
+        "ALTER TABLE traces ADD COLUMN _state_ids VARCHAR[]",
+        "UPDATE traces SET _state_ids = list_transform(candidates, lambda c: "
+        "CASE WHEN c.state IS NULL THEN NULL ELSE md5(CAST(to_json(c.state) AS VARCHAR))[:24] END)",
+        "ALTER TABLE traces ADD COLUMN detail BOOLEAN DEFAULT true",
+    ]
+    after = [
+        "UPDATE traces SET candidates = list_transform(candidates, lambda c, i: "
+        "struct_update(c, state_id := _state_ids[i]))",
+        "ALTER TABLE traces DROP COLUMN _state_ids",
+    ]
+    dropped = _drop_dependents(con, "traces")
+    for stmt in before:
+        con.execute(stmt)
+    middle = _migrate(con, "traces", con.sql("SELECT * FROM traces LIMIT 0").to_arrow_table().schema, want)
+    for stmt in after:
+        con.execute(stmt)
+    return dropped + before + middle + after

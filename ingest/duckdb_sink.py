@@ -1,0 +1,146 @@
+"""Writes record batches into a DuckDB file: one Arrow insert per kind, one transaction per batch.
+
+Inserts are ``INSERT OR IGNORE ... BY NAME`` against each table's unique id index, so a record
+delivered twice (a replay after a crash, a file imported twice) is stored once and counted as a
+duplicate. Retention by age runs from the same thread, at most once an hour.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import duckdb
+
+from ingest.arrow_codec import parse_payloads
+from ingest.base import PreparedBatch, RecordBatch, WriteResult
+from ingest.duckdb_schema import sql_file
+from ingest.errors import SinkUnavailable
+from ingest.records import KINDS, Kind
+
+__all__ = ["DuckDBSink"]
+
+log = logging.getLogger(__name__)
+# Table names come from the fixed KINDS registry, never from input.
+_INSERT = {k: f'INSERT INTO "{info.table}" BY NAME SELECT * FROM batch' for k, info in KINDS.items()}
+_INSERT_OR_IGNORE = {k: f'INSERT OR IGNORE INTO "{i.table}" BY NAME SELECT * FROM batch' for k, i in KINDS.items()}
+# Snapshots before the traces that point at them; quarantine last.
+_ORDER = [Kind.SNAPSHOT, Kind.TRACE, Kind.FEEDBACK, Kind.PROBE, Kind.EVENT, Kind.QUARANTINE]
+
+
+class DuckDBSink:
+    """The writing side of :class:`ingest.duckdb_store.DuckDBTraceStore`.
+
+    Args:
+        con: A read-write connection whose schema is ensured.
+        retention_days: Delete records older than this (None: keep everything).
+        clock: UTC wall clock for retention.
+    """
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        *,
+        retention_days: int | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._con = con
+        self.retention_days = retention_days
+        self._clock = clock
+        self._next_retention = clock()
+
+    @staticmethod
+    def prepare(batch: RecordBatch) -> PreparedBatch:
+        """Parse each kind's payloads into one Arrow table (records Arrow refuses are set aside)."""
+        prepared = PreparedBatch(batch)
+        for kind in _ORDER:
+            payloads = batch.payloads.get(kind)
+            if payloads:
+                table, rejected = parse_payloads(kind, payloads)
+                prepared.rejected += rejected
+                if table is not None:
+                    prepared.tables[kind] = table
+        return prepared
+
+    def write(self, prepared: PreparedBatch) -> WriteResult:
+        """Store a prepared batch in one transaction.
+
+        A plain ``INSERT`` first (cheap); if an id is already stored, the transaction is redone
+        with ``INSERT OR IGNORE`` (slower, and only needed after a replay or a re-import).
+
+        Raises:
+            SinkUnavailable: DuckDB refused the transaction (file locked, disk full, ...).
+        """
+        try:
+            result = self._transaction(prepared, _INSERT)
+        except duckdb.ConstraintException:
+            result = self._transaction(prepared, _INSERT_OR_IGNORE)
+        result.rejected = list(prepared.rejected)
+        self._maybe_retain()
+        return result
+
+    def _transaction(self, prepared: PreparedBatch, statements: dict[Kind, str]) -> WriteResult:
+        result = WriteResult()
+        cur = self._con.cursor()
+        registered = False
+        try:
+            cur.execute("BEGIN TRANSACTION")
+            for kind, table in prepared.tables.items():
+                cur.register("batch", table)
+                registered = True
+                rows = cur.execute(statements[kind]).fetchall()
+                cur.unregister("batch")
+                registered = False
+                inserted = int(rows[0][0]) if rows else 0
+                result.count(kind, inserted, table.num_rows - inserted)
+            cur.execute("COMMIT")
+        except duckdb.ConstraintException:
+            _rollback(cur)
+            raise
+        except duckdb.Error as exc:
+            _rollback(cur)
+            raise SinkUnavailable(f"DuckDB insert failed: {exc}") from exc
+        finally:
+            if registered:
+                try:
+                    cur.unregister("batch")
+                except duckdb.Error:
+                    pass
+            cur.close()
+        return result
+
+    def _maybe_retain(self) -> None:
+        if self.retention_days is None or self._clock() < self._next_retention:
+            return
+        self._next_retention = self._clock() + timedelta(hours=1)
+        self.apply_retention()
+
+    def apply_retention(self) -> None:
+        """Delete what is older than ``retention_days`` (parameterised statements from a .sql file)."""
+        if self.retention_days is None:
+            return
+        cutoff = self._clock() - timedelta(days=self.retention_days)
+        cur = self._con.cursor()
+        try:
+            for stmt in filter(None, (s.strip() for s in _statements(sql_file("retention.sql")))):
+                cur.execute(stmt, [cutoff])
+        except duckdb.Error as exc:
+            log.warning("retention failed (will retry in an hour): %s", exc)
+        finally:
+            cur.close()
+
+    def close(self) -> None:
+        """Nothing to release: the store owns the connection."""
+
+
+def _rollback(cur: duckdb.DuckDBPyConnection) -> None:
+    try:
+        cur.execute("ROLLBACK")
+    except duckdb.Error:
+        pass
+
+
+def _statements(text: str) -> list[str]:
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    return "\n".join(lines).split(";")

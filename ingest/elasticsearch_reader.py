@@ -1,0 +1,182 @@
+"""The query API (:class:`ingest.query.TraceStore`) over Elasticsearch data streams.
+
+Filters become ``bool.filter`` clauses (``term``, ``range``: values are never spliced into query
+strings), pages use ``search_after`` on ``(ts, request_id)``, aggregates ``date_histogram`` with
+``min_doc_count: 1`` (the same buckets DuckDB returns) and ``percentiles`` (t-digest: close to,
+not exactly, DuckDB's interpolated quantiles on large sets). Misroutes come from the feedback
+stream, whose documents carry the context of their trace (``trace.*``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from elasticsearch import Elasticsearch
+
+from ingest.es_mapping import TIMESTAMP_FIELD, data_stream
+from ingest.query import MAX_LIMIT, BadCursor, decode_cursor, encode_cursor, sort_traffic
+from ingest.records import KINDS, Kind
+from ingest.rows import assemble_trace, clean, state_ids, summary_of
+from schemas.fleet import InstanceSnapshot
+from schemas.probe import ProbeResult
+from schemas.queries import BUCKETS, AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
+from schemas.records import QuarantinedRecord, RouterEvent
+from schemas.trace import DecisionTrace
+
+__all__ = ["ElasticsearchReader", "filter_query", "term"]
+
+_TERMS = {"router_version": "router_version", "experiment_arm": "experiment_arm", "rule": "rule",
+          "model": "selected_model", "instance": "selected_instance", "fallback": "fallback_triggered",
+          "outcome": "outcome.status", "query_hash": "query_hash"}
+_SUMMARY = ["request_id", "ts", "router_version", "experiment_arm", "rule", "query_hash", "selected_model",
+            "selected_instance", "fallback_triggered", "mode", "outcome", "latency_ms", "detail"]
+_NONE = "\u0000none"
+
+
+def term(field: str, value: Any) -> dict[str, Any]:
+    """Return a ``term`` query in the long form the specification documents."""
+    return {"term": {field: {"value": value}}}
+
+
+def filter_query(flt: TraceFilter, prefix: str = "") -> dict[str, Any]:
+    """Return the ``bool`` query of a filter (``prefix`` ``trace.`` for feedback documents)."""
+    clauses: list[dict[str, Any]] = []
+    for name, field in _TERMS.items():
+        value = getattr(flt, name)
+        if value is not None:
+            if prefix and field == "outcome.status":
+                field = "outcome_status"
+            clauses.append(term(prefix + field, getattr(value, "value", value)))
+    bounds = {op: getattr(flt, name).isoformat() for op, name in (("gte", "start"), ("lt", "end"))
+              if getattr(flt, name) is not None}
+    if bounds:
+        clauses.append({"range": {prefix + "ts": bounds}})
+    return {"bool": {"filter": clauses}}
+
+
+class ElasticsearchReader:
+    """Answers the query API from the data streams ``<prefix>-<table>``."""
+
+    def __init__(self, client: Elasticsearch, prefix: str = "routelens") -> None:
+        self.client = client
+        self.prefix = prefix
+
+    def _search(self, kind: Kind, **body: Any) -> dict[str, Any]:
+        resp = self.client.search(index=data_stream(self.prefix, kind), ignore_unavailable=True, **body)
+        return dict(resp.body)
+
+    def get(self, request_id: str) -> DecisionTrace | None:
+        """Return the trace of ``request_id`` with its candidate states, or None."""
+        hits = self._search(Kind.TRACE, query=term("request_id", request_id), size=1,
+                            sort=[{"ts": {"order": "desc"}}])["hits"]["hits"]
+        if not hits:
+            return None
+        row = hits[0]["_source"]
+        ids = sorted(set(state_ids(row)))
+        states = {}
+        if ids:
+            found = self._search(Kind.SNAPSHOT, query={"terms": {"snapshot_id": ids}}, size=len(ids))
+            states = {h["_source"]["snapshot_id"]: h["_source"] for h in found["hits"]["hits"]}
+        return assemble_trace(row, states)
+
+    def search(self, flt: TraceFilter, limit: int = 50, cursor: str | None = None) -> TracePage:
+        """Return one page of summaries, newest first."""
+        limit = max(1, min(limit, MAX_LIMIT))
+        body: dict[str, Any] = {"query": filter_query(flt), "size": limit + 1, "source_includes": _SUMMARY,
+                                "sort": [{"ts": {"order": "desc"}}, {"request_id": {"order": "desc"}}]}
+        if cursor is not None:
+            values = decode_cursor(cursor)
+            if not isinstance(values[0], int):
+                raise BadCursor("invalid cursor")
+            body["search_after"] = values
+        hits = self._search(Kind.TRACE, **body)["hits"]["hits"]
+        items = []
+        for hit in hits[:limit]:
+            src = hit["_source"]
+            out = src.get("outcome") or {}
+            items.append(summary_of({**src, "outcome_status": out.get("status"), "http_status": out.get("http_status"),
+                                     "total_ms": out.get("total_ms"), "cost": out.get("cost")}))
+        nxt = encode_cursor(list(hits[limit - 1]["sort"])) if len(hits) > limit else None
+        return TracePage(items=items, next_cursor=nxt)
+
+    def aggregate(self, query: AggregateQuery) -> list[BucketStats]:
+        """Return the time buckets of ``query`` that hold at least one request."""
+        hist = {"fixed_interval": f"{BUCKETS[query.bucket]}s", "min_doc_count": 1}
+        aggs = {"b": {"date_histogram": {"field": "ts", **hist}, "aggs": {
+            "errors": {"filter": term("outcome.status", "error")},
+            "fallbacks": {"filter": term("fallback_triggered", True)},
+            "latency": {"percentiles": {"field": "outcome.total_ms", "percents": [50, 95, 99]}},
+            "cost": {"sum": {"field": "outcome.cost"}},
+        }}}
+        traces = self._search(Kind.TRACE, query=filter_query(query.filter), size=0, aggs=aggs)
+        fb_aggs = {"b": {"date_histogram": {"field": "trace.ts", **hist},
+                         "aggs": {"misroutes": {"filter": term("correct", False)}}}}
+        fb = self._search(Kind.FEEDBACK, query=filter_query(query.filter, "trace."), size=0, aggs=fb_aggs)
+        feedback = {b["key"]: b for b in (fb.get("aggregations") or {}).get("b", {}).get("buckets", [])}
+        out = []
+        for b in (traces.get("aggregations") or {}).get("b", {}).get("buckets", []):
+            q = (b["latency"].get("values") or {})
+            f = feedback.get(b["key"])
+            n_fb, n_mis = (f["doc_count"], f["misroutes"]["doc_count"]) if f else (0, 0)
+            out.append(BucketStats(
+                start=datetime.fromtimestamp(b["key"] / 1000, UTC), requests=b["doc_count"],
+                errors=b["errors"]["doc_count"], fallbacks=b["fallbacks"]["doc_count"],
+                fallback_rate=b["fallbacks"]["doc_count"] / b["doc_count"],
+                latency_p50_ms=q.get("50.0"), latency_p95_ms=q.get("95.0"), latency_p99_ms=q.get("99.0"),
+                cost=float(b["cost"]["value"] or 0.0), feedback=n_fb, misroutes=n_mis,
+                misroute_rate=n_mis / n_fb if n_fb else None,
+            ))
+        return out
+
+    def traffic(self, flt: TraceFilter) -> list[TrafficEdge]:
+        """Return request counts per (rule, model, instance)."""
+        def terms(field: str, sub: dict[str, Any] | None = None) -> dict[str, Any]:
+            agg: dict[str, Any] = {"terms": {"field": field, "size": MAX_LIMIT, "missing": _NONE}}
+            if sub:
+                agg["aggs"] = sub
+            return agg
+
+        aggs = {"rule": terms("rule", {"model": terms("selected_model", {"instance": terms("selected_instance")})})}
+        resp = self._search(Kind.TRACE, query=filter_query(flt), size=0, aggs=aggs)
+        edges = []
+        for r in (resp.get("aggregations") or {}).get("rule", {}).get("buckets", []):
+            for m in r["model"]["buckets"]:
+                for i in m["instance"]["buckets"]:
+                    edges.append(TrafficEdge(rule=_none(r["key"]), model=_none(m["key"]), instance=_none(i["key"]),
+                                             requests=i["doc_count"]))
+        return sort_traffic(edges)
+
+    def _window(self, kind: Kind, start: datetime, end: datetime, eq: dict[str, str | None], limit: int) -> list[Any]:
+        info = KINDS[kind]
+        span = {"gte": start.isoformat(), "lt": end.isoformat()}
+        clauses: list[dict[str, Any]] = [{"range": {info.time_field: span}}]
+        clauses += [term(k, v) for k, v in eq.items() if v is not None]
+        resp = self._search(kind, query={"bool": {"filter": clauses}}, size=max(1, min(limit, MAX_LIMIT)),
+                            sort=[{info.time_field: {"order": "asc"}}, {info.id_field: {"order": "asc"}}])
+        model = info.model
+        return [model.model_validate(clean({k: v for k, v in h["_source"].items() if k != TIMESTAMP_FIELD}, model))
+                for h in resp["hits"]["hits"]]
+
+    def probe_timeline(self, start: datetime, end: datetime, instance: str | None = None,
+                       limit: int = MAX_LIMIT) -> list[ProbeResult]:
+        """Return probe results in ``[start, end)``, oldest first."""
+        return self._window(Kind.PROBE, start, end, {"instance": instance}, limit)
+
+    def events(self, start: datetime, end: datetime, kind: str | None = None,
+               limit: int = MAX_LIMIT) -> list[RouterEvent]:
+        """Return router events in ``[start, end)``, oldest first."""
+        return self._window(Kind.EVENT, start, end, {"kind": kind}, limit)
+
+    def snapshots(self, start: datetime, end: datetime, instance: str | None = None,
+                  limit: int = MAX_LIMIT) -> list[InstanceSnapshot]:
+        """Return instance snapshots first seen in ``[start, end)``, oldest first."""
+        return self._window(Kind.SNAPSHOT, start, end, {"instance": instance}, limit)
+
+    def quarantined(self, start: datetime, end: datetime, limit: int = MAX_LIMIT) -> list[QuarantinedRecord]:
+        """Return quarantined records in ``[start, end)``, oldest first."""
+        return self._window(Kind.QUARANTINE, start, end, {}, limit)
+
+
+def _none(key: Any) -> str | None:
+    return None if key == _NONE else str(key)

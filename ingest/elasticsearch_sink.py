@@ -1,0 +1,174 @@
+"""Writes record batches to Elasticsearch: one data stream per kind, bulk ``create`` by id.
+
+At the first write the sink puts one index template per kind (data stream, mapping derived from
+``schemas/``, lifecycle with ``data_retention``: :mod:`ingest.es_mapping`). Each record is a bulk
+``create`` with ``_id`` = its id (``request_id`` for traces), so re-delivery answers 409 and is
+counted as a duplicate instead of being stored twice. The client's bulk helper retries items
+answered 429 with exponential backoff; items refused for good (a mapping conflict) are returned
+for quarantine; anything else (connection refused, 5xx, 429 after the retries) raises
+:class:`SinkUnavailable`, and the pipeline keeps the batch in the spool and tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import Any
+
+import orjson
+from elastic_transport import TransportError
+from elasticsearch import ApiError, Elasticsearch, helpers
+
+from ingest.base import PreparedBatch, RecordBatch, Rejected, WriteResult
+from ingest.errors import SinkUnavailable
+from ingest.es_mapping import FEEDBACK_CONTEXT, TIMESTAMP_FIELD, data_stream, index_template
+from ingest.records import KINDS, Kind
+
+__all__ = ["ElasticsearchSink"]
+
+log = logging.getLogger(__name__)
+_CONTEXT_CACHE = 100_000
+_RETRYABLE = {429, 500, 502, 503, 504}
+
+
+def _stream_of(index: str) -> str:
+    """Return the data stream of a backing index name (``.ds-<stream>-<date>-<generation>``)."""
+    if not index.startswith(".ds-"):
+        return index
+    parts = index[4:].split("-")
+    while parts and parts[-1].isdigit():  # generation, and the yyyy.MM.dd of recent versions
+        parts.pop()
+        if parts and parts[-1].replace(".", "").isdigit() and "." in parts[-1]:
+            parts.pop()
+    return "-".join(parts)
+
+
+def _context(doc: dict[str, Any]) -> dict[str, Any]:
+    ctx = {name: doc.get(name) for name in FEEDBACK_CONTEXT}
+    ctx["outcome_status"] = (doc.get("outcome") or {}).get("status")
+    return ctx
+
+
+class ElasticsearchSink:
+    """The writing side of :class:`ingest.elasticsearch_store.ElasticsearchStore`.
+
+    Args:
+        client: An ``elasticsearch.Elasticsearch`` client.
+        prefix: Data stream names start with ``<prefix>-``.
+        retention_days: Lifecycle ``data_retention`` of every data stream.
+        max_retries: Retries of items answered 429 (the bulk helper's exponential backoff).
+        initial_backoff_s: First backoff of those retries.
+        refresh: Refresh after each bulk (tests; slows a cluster down).
+    """
+
+    def __init__(self, client: Elasticsearch, *, prefix: str = "routelens", retention_days: int = 30,
+                 max_retries: int = 5, initial_backoff_s: float = 1.0, refresh: bool = False) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.retention_days = retention_days
+        self.max_retries = max_retries
+        self.initial_backoff_s = initial_backoff_s
+        self.refresh = refresh
+        self._templates_ready = False
+        self._contexts: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def ensure_templates(self) -> None:
+        """Put the index template of every kind (idempotent: a newer mapping replaces the old)."""
+        for kind in KINDS:
+            body = index_template(self.prefix, kind, self.retention_days)
+            self.client.indices.put_index_template(name=data_stream(self.prefix, kind), **body)
+        self._templates_ready = True
+
+    @staticmethod
+    def prepare(batch: RecordBatch) -> PreparedBatch:
+        """Decode the payloads into documents (``@timestamp`` added); no I/O."""
+        prepared = PreparedBatch(batch)
+        for kind, payloads in batch.payloads.items():
+            info = KINDS[kind]
+            docs = []
+            for payload in payloads:
+                doc = orjson.loads(payload)
+                doc[TIMESTAMP_FIELD] = doc.get(info.time_field)
+                docs.append((payload, doc))
+            prepared.tables[kind] = docs
+        return prepared
+
+    def write(self, prepared: PreparedBatch) -> WriteResult:
+        """Bulk-create the documents of a prepared batch.
+
+        Raises:
+            SinkUnavailable: Elasticsearch could not be reached or kept refusing (retry later).
+        """
+        try:
+            if not self._templates_ready:
+                self.ensure_templates()
+            self._add_feedback_context(prepared)
+            return self._bulk(prepared)
+        except (ApiError, TransportError) as exc:
+            raise SinkUnavailable(f"Elasticsearch: {exc}") from exc
+
+    def _bulk(self, prepared: PreparedBatch) -> WriteResult:
+        actions: list[dict[str, Any]] = []
+        payload_of: dict[tuple[str, str], tuple[Kind, bytes]] = {}
+        for kind, docs in prepared.tables.items():
+            info, stream = KINDS[kind], data_stream(self.prefix, kind)
+            for payload, doc in docs:
+                doc_id = str(doc[info.id_field])
+                payload_of.setdefault((stream, doc_id), (kind, payload))
+                actions.append({"_op_type": "create", "_index": stream, "_id": doc_id, "_source": doc})
+        result, retry = WriteResult(), 0
+        for ok, item in helpers.streaming_bulk(
+            self.client, actions, raise_on_error=False, max_retries=self.max_retries,
+            initial_backoff=self.initial_backoff_s, max_backoff=30, chunk_size=1000,
+            refresh="true" if self.refresh else "false",
+        ):
+            info = next(iter(item.values()))
+            found = payload_of.get((_stream_of(info.get("_index", "")), str(info.get("_id"))))
+            if found is None:  # an answer for a document we did not send: count it as retryable
+                log.warning("Elasticsearch answered for an unknown document %s", info.get("_id"))
+                retry += 1
+                continue
+            kind, payload = found
+            if ok:
+                result.count(kind, 1, 0)
+            elif info.get("status") == 409:
+                result.count(kind, 0, 1)
+            elif info.get("status") in _RETRYABLE:
+                retry += 1
+            else:
+                err = info.get("error") or {}
+                reason = f"Elasticsearch refused it ({info.get('status')}): {err.get('type')}: {err.get('reason')}"
+                result.rejected.append(Rejected(kind, payload, reason))
+        if retry:
+            raise SinkUnavailable(f"Elasticsearch answered {retry} items with a retryable status")
+        for _, doc in prepared.tables.get(Kind.TRACE, []):
+            self._remember(doc)
+        return result
+
+    def _remember(self, doc: dict[str, Any]) -> None:
+        self._contexts[str(doc["request_id"])] = _context(doc)
+        if len(self._contexts) > _CONTEXT_CACHE:
+            self._contexts.popitem(last=False)
+
+    def _add_feedback_context(self, prepared: PreparedBatch) -> None:
+        feedback = prepared.tables.get(Kind.FEEDBACK)
+        if not feedback:
+            return
+        for _, doc in prepared.tables.get(Kind.TRACE, []):
+            self._remember(doc)
+        missing = sorted({d["request_id"] for _, d in feedback if d["request_id"] not in self._contexts})
+        if missing:
+            found = self.client.search(
+                index=data_stream(self.prefix, Kind.TRACE), size=len(missing),
+                query={"terms": {"request_id": missing}}, source_includes=[*FEEDBACK_CONTEXT, "request_id", "outcome"],
+            )
+            for hit in found["hits"]["hits"]:
+                self._remember(hit["_source"])
+        for _, doc in feedback:
+            ctx = self._contexts.get(doc["request_id"])
+            if ctx is not None:
+                doc["trace"] = ctx
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self.client.close()

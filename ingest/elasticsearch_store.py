@@ -1,0 +1,61 @@
+"""The Elasticsearch backend: the pipeline's sink and the query API over the same client."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from elasticsearch import Elasticsearch
+from pydantic import BaseModel
+
+from ingest.base import PreparedBatch, RecordBatch, WriteResult, batch_of
+from ingest.codec import Encoder
+from ingest.elasticsearch_reader import ElasticsearchReader
+from ingest.elasticsearch_sink import ElasticsearchSink
+from schemas.storage_config import ElasticsearchSettings
+
+__all__ = ["ElasticsearchStore"]
+
+
+class ElasticsearchStore(ElasticsearchReader):
+    """Records in Elasticsearch data streams: :class:`RecordSink` and :class:`TraceStore`.
+
+    Args:
+        client: The official client.
+        prefix: Data stream name prefix.
+        retention_days: Lifecycle retention of the data streams.
+        max_retries: Bulk retries of items answered 429.
+        initial_backoff_s: First backoff of those retries (then doubled).
+        refresh: Refresh after each bulk (tests).
+    """
+
+    def __init__(self, client: Elasticsearch, *, prefix: str = "routelens", retention_days: int = 30,
+                 max_retries: int = 5, initial_backoff_s: float = 1.0, refresh: bool = False) -> None:
+        super().__init__(client, prefix)
+        self.sink = ElasticsearchSink(client, prefix=prefix, retention_days=retention_days, max_retries=max_retries,
+                                      initial_backoff_s=initial_backoff_s, refresh=refresh)
+
+    @classmethod
+    def from_settings(cls, es: ElasticsearchSettings) -> ElasticsearchStore:
+        """Build the client and the store from the ``storage.elasticsearch`` settings."""
+        api_key = os.environ.get(es.api_key_env) if es.api_key_env else None
+        client = Elasticsearch(es.url, api_key=api_key or None, request_timeout=es.request_timeout_s, max_retries=1)
+        return cls(client, prefix=es.prefix, retention_days=es.retention_days, max_retries=es.max_retries,
+                   refresh=es.refresh)
+
+    def prepare(self, batch: RecordBatch) -> PreparedBatch:
+        """Decode a batch into documents."""
+        return self.sink.prepare(batch)
+
+    def write(self, prepared: PreparedBatch) -> WriteResult:
+        """Bulk-create a prepared batch (see :class:`ElasticsearchSink`)."""
+        return self.sink.write(prepared)
+
+    def write_records(self, records: Sequence[BaseModel]) -> WriteResult:
+        """Store records directly, bypassing the pipeline (tools and tests)."""
+        enc = Encoder()
+        return self.write(self.prepare(batch_of([item for r in records for item in enc.encode(r)])))
+
+    def close(self) -> None:
+        """Close the client."""
+        self.sink.close()

@@ -1,0 +1,213 @@
+"""HTTP routes of the trace pipeline, mounted on the server's aiohttp application.
+
+===========================  ===============================================================
+``POST /v1/traces``          intake: NDJSON or a JSON array of traces; per-line verdicts
+``GET /v1/traces``           search (filters as query parameters; ``limit``, ``cursor``)
+``GET /v1/analytics/buckets`` per time bucket: requests, latency quantiles, fallback, cost, misroutes
+``GET /v1/analytics/traffic`` requests along rule -> model -> instance
+``GET /v1/probes``           probe results (``start``, ``end``, ``instance``)
+``GET /v1/events``           router events (``start``, ``end``, ``kind``)
+``GET /v1/snapshots``        instance snapshots (``start``, ``end``, ``instance``)
+``GET /v1/quarantine``       quarantined records (``start``, ``end``)
+===========================  ===============================================================
+
+Filters: ``start``/``end`` (ISO 8601 with a zone), ``router_version``, ``experiment_arm``,
+``rule``, ``model``, ``instance``, ``fallback`` (true/false), ``outcome`` (ok/error),
+``query_hash``. Errors are OpenAI-shaped ``{"error": {"message", "type", "param", "code"}}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+import orjson
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from ingest.emitter import TraceEmitter
+from ingest.intake import LineResult, check_record, split_records
+from ingest.quarantine import describe_validation_error
+from ingest.query import MAX_LIMIT, BadCursor, TraceStore
+from ingest.records import Kind
+from schemas.queries import AggregateQuery, TraceFilter
+
+__all__ = ["IngestApi"]
+
+_FILTERS = set(TraceFilter.model_fields)
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+def _error(status: int, message: str, code: str, param: str | None = None) -> web.Response:
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    def plain(obj: Any) -> Any:
+        if isinstance(obj, BaseModel):
+            return obj.model_dump(mode="json")
+        raise TypeError(type(obj).__name__)
+
+    return web.Response(status=status, body=orjson.dumps(data, default=plain), content_type="application/json")
+
+
+class _BadParam(ValueError):
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def _filter(request: web.Request) -> TraceFilter:
+    raw = {k: v for k, v in request.query.items() if k in _FILTERS}
+    try:
+        return TraceFilter.model_validate(raw)
+    except ValidationError as exc:
+        loc = exc.errors()[0]["loc"]
+        raise _BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
+
+
+def _time(request: web.Request, name: str) -> datetime:
+    value = request.query.get(name)
+    if value is None:
+        raise _BadParam(name, f"{name} is required")
+    try:
+        ts = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise _BadParam(name, f"{name} is not an ISO 8601 time") from exc
+    if ts.tzinfo is None:
+        raise _BadParam(name, f"{name} must carry a time zone")
+    return ts
+
+
+def _limit(request: web.Request) -> int:
+    try:
+        value = int(request.query.get("limit", "100"))
+    except ValueError as exc:
+        raise _BadParam("limit", "limit must be an integer") from exc
+    if not 1 <= value <= MAX_LIMIT:
+        raise _BadParam("limit", f"limit must be between 1 and {MAX_LIMIT}")
+    return value
+
+
+class IngestApi:
+    """The intake and the query API.
+
+    Args:
+        emitter: Where accepted traces go (and refused ones are quarantined).
+        store: Answers the queries.
+        token: Bearer token ``POST /v1/traces`` requires; None leaves it open.
+        max_body: Largest intake body, in bytes.
+        mapping: Field mapping for intake (None: RouteLens traces as they are).
+        hash_key: HMAC key for query hashes the mapping computes.
+    """
+
+    def __init__(
+        self, emitter: TraceEmitter, store: TraceStore, *, token: str | None = None, max_body: int = 64 << 20,
+        mapping: dict[str, list[str]] | None = None, hash_key: str | None = None,
+    ) -> None:
+        self.emitter = emitter
+        self.store = store
+        self.token = token
+        self.max_body = max_body
+        self.mapping = mapping
+        self.hash_key = hash_key
+
+    def add_routes(self, app: web.Application) -> None:
+        """Mount every route on ``app``."""
+        app.router.add_post("/v1/traces", self.intake)
+        for path, handler in (
+            ("/v1/traces", self.search), ("/v1/analytics/buckets", self.buckets),
+            ("/v1/analytics/traffic", self.traffic), ("/v1/probes", self.probes), ("/v1/events", self.events),
+            ("/v1/snapshots", self.snapshots), ("/v1/quarantine", self.quarantined),
+        ):
+            app.router.add_get(path, self._guarded(handler))
+
+    @staticmethod
+    def _guarded(handler: Handler) -> Handler:
+        async def run(request: web.Request) -> web.Response:
+            try:
+                return await handler(request)
+            except _BadParam as exc:
+                return _error(400, str(exc), "invalid_parameter", exc.param)
+            except BadCursor as exc:
+                return _error(400, str(exc), "invalid_cursor", "cursor")
+
+        return run
+
+    # -- intake ---------------------------------------------------------------------------------
+    async def intake(self, request: web.Request) -> web.Response:
+        """Validate and queue traces; answer which lines were accepted and which were refused."""
+        if self.token is not None:
+            given = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+                return _error(401, "a valid bearer token is required", "unauthorized")
+        body = bytearray()
+        async for chunk in request.content.iter_chunked(1 << 16):
+            body += chunk
+            if len(body) > self.max_body:
+                return _error(413, f"body exceeds {self.max_body} bytes", "body_too_large")
+        if not body.strip():
+            return _error(400, "empty body: send NDJSON or a JSON array of traces", "empty_body")
+        results = await asyncio.to_thread(self._take, bytes(body))
+        accepted = [{"line": r.line, "request_id": r.request_id} for r in results if r.trace is not None]
+        rejected = [{"line": r.line, "request_id": r.request_id, "reason": r.reason}
+                    for r in results if r.trace is None]
+        status = 200 if not rejected else (207 if accepted else 422)
+        return _json({"accepted": len(accepted), "rejected": len(rejected),
+                      "results": {"accepted": accepted, "rejected": rejected}}, status)
+
+    def _take(self, body: bytes) -> list[LineResult]:
+        max_bytes = self.emitter.settings.spool.max_record_bytes
+        results = []
+        for line, raw in split_records(body):
+            res = check_record(line, raw, mapping=self.mapping, max_bytes=max_bytes, hash_key=self.hash_key)
+            if res.trace is not None and not self.emitter.emit(res.trace):
+                res.trace, res.reason = None, "the record could not be queued (see the quarantine)"
+            elif res.trace is None:
+                self.emitter.reject(Kind.TRACE, raw, res.reason or "invalid", source="intake",
+                                    request_id=res.request_id, line=line)
+            results.append(res)
+        return results
+
+    # -- queries --------------------------------------------------------------------------------
+    async def search(self, request: web.Request) -> web.Response:
+        """``GET /v1/traces``: one page of summaries, newest first."""
+        flt, limit, cursor = _filter(request), _limit(request), request.query.get("cursor")
+        return _json(await asyncio.to_thread(self.store.search, flt, limit, cursor))
+
+    async def buckets(self, request: web.Request) -> web.Response:
+        """``GET /v1/analytics/buckets``: aggregates per time bucket."""
+        flt = _filter(request)
+        try:
+            query = AggregateQuery.model_validate({"filter": flt, "bucket": request.query.get("bucket", "1h")})
+        except ValidationError as exc:
+            raise _BadParam("bucket", describe_validation_error(exc)) from exc
+        return _json({"buckets": await asyncio.to_thread(self.store.aggregate, query)})
+
+    async def traffic(self, request: web.Request) -> web.Response:
+        """``GET /v1/analytics/traffic``: rule -> model -> instance counts."""
+        return _json({"edges": await asyncio.to_thread(self.store.traffic, _filter(request))})
+
+    async def probes(self, request: web.Request) -> web.Response:
+        """``GET /v1/probes``: the probe timeline."""
+        args = (_time(request, "start"), _time(request, "end"), request.query.get("instance"), _limit(request))
+        return _json({"results": await asyncio.to_thread(self.store.probe_timeline, *args)})
+
+    async def events(self, request: web.Request) -> web.Response:
+        """``GET /v1/events``: router events."""
+        args = (_time(request, "start"), _time(request, "end"), request.query.get("kind"), _limit(request))
+        return _json({"events": await asyncio.to_thread(self.store.events, *args)})
+
+    async def snapshots(self, request: web.Request) -> web.Response:
+        """``GET /v1/snapshots``: instance snapshots."""
+        args = (_time(request, "start"), _time(request, "end"), request.query.get("instance"), _limit(request))
+        return _json({"snapshots": await asyncio.to_thread(self.store.snapshots, *args)})
+
+    async def quarantined(self, request: web.Request) -> web.Response:
+        """``GET /v1/quarantine``: quarantined records."""
+        args = (_time(request, "start"), _time(request, "end"), _limit(request))
+        return _json({"records": await asyncio.to_thread(self.store.quarantined, *args)})

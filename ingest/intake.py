@@ -1,0 +1,90 @@
+"""Validating traces that come from outside (``POST /v1/traces``, ``routelens ingest import``).
+
+Input is NDJSON (one JSON object per line) or one JSON array. Every record is checked on its own:
+size, JSON syntax, the field mapping (:mod:`ingest.mapping`), then the :class:`DecisionTrace`
+model (wrong types, unknown fields, bad hashes...). The result says, per line, whether the record
+was accepted and, if not, why; refused records are quarantined by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from ingest.mapping import map_record
+from ingest.quarantine import describe_validation_error
+from schemas.trace import DecisionTrace
+
+__all__ = ["LineResult", "check_record", "split_records"]
+
+
+@dataclass
+class LineResult:
+    """The verdict on one input record (``line`` is 1-based)."""
+
+    line: int
+    raw: bytes
+    trace: DecisionTrace | None = None
+    reason: str | None = None
+    request_id: str | None = None
+    ignored: list[str] = field(default_factory=list)
+
+
+def split_records(body: bytes) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(line, raw record)`` from NDJSON or a JSON array (blank lines are skipped).
+
+    A body that starts with ``[`` is read as one array; if it does not parse, it is yielded as a
+    single record so that the caller reports the syntax error.
+    """
+    if body.lstrip()[:1] == b"[":
+        try:
+            items = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            yield 1, body
+            return
+        for i, item in enumerate(items, 1):
+            yield i, orjson.dumps(item)
+        return
+    for i, line in enumerate(body.split(b"\n"), 1):
+        if line.strip():
+            yield i, line.rstrip(b"\r")
+
+
+def _request_id(obj: Mapping[str, Any]) -> str | None:
+    rid = obj.get("request_id")
+    return rid if isinstance(rid, str) and 0 < len(rid) <= 128 else None
+
+
+def check_record(
+    line: int,
+    raw: bytes,
+    *,
+    mapping: Mapping[str, list[str]] | None = None,
+    max_bytes: int = 1024 * 1024,
+    hash_key: str | None = None,
+) -> LineResult:
+    """Validate one record; never raises."""
+    res = LineResult(line, raw)
+    if len(raw) > max_bytes:
+        res.reason = f"record of {len(raw)} bytes exceeds the limit of {max_bytes}"
+        return res
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        res.reason = f"malformed JSON: {exc}"
+        return res
+    if not isinstance(obj, dict):
+        res.reason = f"a trace must be a JSON object, not {type(obj).__name__}"
+        return res
+    if mapping is not None:
+        obj, res.ignored = map_record(obj, mapping, hash_key)
+    res.request_id = _request_id(obj)
+    try:
+        res.trace = DecisionTrace.model_validate(obj)
+    except ValidationError as exc:
+        res.reason = f"invalid trace: {describe_validation_error(exc)}"
+    return res

@@ -1,0 +1,237 @@
+"""The batcher: drains the backlog into the sink, in order, with retries, on two threads.
+
+The *preparer* takes up to ``batch_size`` frames (waiting up to ``flush_interval`` for a batch to
+fill) and has the sink parse them (CPU, outside the GIL); the *writer* stores each prepared batch
+(I/O), retrying a sink that is down with exponential backoff (50 ms up to 5 s) for as long as it
+takes, quarantines what the sink refused one by one, and only then acknowledges the frames so the
+spool can forget them. Batch *n+1* is parsed while batch *n* is written; order is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ingest.backlog import Taken
+from ingest.base import PreparedBatch, RecordBatch, RecordSink, WriteResult
+from ingest.records import Kind
+
+if TYPE_CHECKING:
+    from ingest.emitter import TraceEmitter
+
+__all__ = ["Batcher"]
+
+_KINDS = {int(k): k for k in Kind}
+
+
+def _batch(taken: Taken) -> RecordBatch:
+    by_kind: dict[Kind, list[bytes]] = {}
+    for _, kind, payload in taken.frames:
+        lst = by_kind.get(_KINDS[kind])
+        if lst is None:
+            lst = by_kind[_KINDS[kind]] = []
+        lst.append(payload)
+    return RecordBatch(by_kind)
+
+log = logging.getLogger(__name__)
+_END = None
+
+
+class Batcher:
+    """Drains an emitter's backlog into a sink on two background threads.
+
+    Args:
+        emitter: Owner of the backlog, the counters and the quarantine.
+        sink: Where batches go.
+        batch_size: Records per sink call at most.
+        flush_interval_s: Longest wait for a batch to fill.
+        fsync_interval_s: Flush the spool this often (None: never from here).
+        sleep: Backoff sleep (injected by tests); default waits on the abort event.
+    """
+
+    def __init__(
+        self,
+        emitter: TraceEmitter,
+        sink: RecordSink,
+        *,
+        batch_size: int,
+        flush_interval_s: float,
+        fsync_interval_s: float | None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self.emitter = emitter
+        self.sink = sink
+        self.batch_size = batch_size
+        self.flush_interval_s = flush_interval_s
+        self.fsync_interval_s = fsync_interval_s
+        self.in_hand = 0
+        self._hand_lock = threading.Lock()
+        self._ready: queue.Queue[tuple[Taken, PreparedBatch] | None] = queue.Queue(maxsize=1)
+        self._wake = threading.Event()
+        self._closing = threading.Event()
+        self._abort = threading.Event()
+        self._sleep = sleep or self._abort.wait
+        self._done = threading.Condition()
+        self._finished = 0
+        self._last_fsync = time.monotonic()
+        self._preparer = threading.Thread(target=self._prepare_loop, name="trace-preparer", daemon=True)
+        self._writer = threading.Thread(target=self._write_loop, name="trace-writer", daemon=True)
+        self._keeper = threading.Thread(target=self._keep_loop, name="trace-spool-keeper", daemon=True)
+
+    def start(self) -> None:
+        """Start the threads."""
+        self._preparer.start()
+        self._writer.start()
+        self._keeper.start()
+
+    def wake(self) -> None:
+        """Tell the preparer a full batch is waiting."""
+        self._wake.set()
+
+    def is_current(self) -> bool:
+        """Return True when called from one of the batcher's threads."""
+        return threading.current_thread() in (self._preparer, self._writer)
+
+    # -- preparer -------------------------------------------------------------------------------
+    @staticmethod
+    def _lower_priority() -> None:
+        """Let the request path win the CPU: storage work runs at a lower priority (Linux: per thread)."""
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except (AttributeError, OSError):
+            pass
+
+    def _prepare_loop(self) -> None:
+        self._lower_priority()
+        backlog = self.emitter.backlog
+        try:
+            while not self._abort.is_set():
+                taken = self._take(self.batch_size)
+                deadline = time.monotonic() + self.flush_interval_s
+                while len(taken.frames) < self.batch_size and not self._closing.is_set():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._wake.wait(min(left, 0.05))
+                    self._wake.clear()
+                    taken = taken + self._take(self.batch_size - len(taken.frames))
+                if not taken.frames:
+                    if self._closing.is_set() and backlog.pending() == 0:
+                        break
+                    continue
+                self._put((taken, self.sink.prepare(_batch(taken))))
+        finally:
+            self._put(_END)
+
+    def _take(self, n: int) -> Taken:
+        taken = self.emitter.backlog.take(n)
+        self._hand(len(taken.frames))  # counted as pending from the moment they leave the spool
+        return taken
+
+    def _hand(self, delta: int) -> None:
+        with self._hand_lock:
+            self.in_hand += delta
+
+    def _put(self, item: tuple[Taken, PreparedBatch] | None) -> None:
+        while True:
+            try:
+                self._ready.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                if self._abort.is_set() and item is not _END:
+                    assert item is not None
+                    self._give_up(item[0])
+                    return
+
+    def _keep_loop(self) -> None:
+        """Prefault spool pages ahead of the writer and apply the ``interval`` fsync policy."""
+        backlog = self.emitter.backlog
+        while not self._abort.wait(0.002):
+            backlog.prefault()
+            if self.fsync_interval_s is not None and time.monotonic() - self._last_fsync >= self.fsync_interval_s:
+                self._last_fsync = time.monotonic()
+                backlog.flush()
+            if self._closing.is_set() and not self._preparer.is_alive():
+                return
+
+    # -- writer ---------------------------------------------------------------------------------
+    def _write_loop(self) -> None:
+        self._lower_priority()
+        while (item := self._ready.get()) is not _END:
+            taken, prepared = item
+            result = self._write(prepared)
+            if result is None:
+                self._give_up(taken)
+                while (rest := self._ready.get()) is not _END:
+                    self._give_up(rest[0])
+                return
+            self._account(result, taken)
+
+    def _write(self, prepared: PreparedBatch) -> WriteResult | None:
+        delay = 0.05
+        while True:
+            try:
+                return self.sink.write(prepared)
+            except Exception as exc:  # noqa: BLE001  (any failure: keep the batch, never lose it)
+                self.emitter.stats.sink_errors += 1
+                log.warning("trace sink failed (%s: %s); retrying in %.2fs", type(exc).__name__, exc, delay)
+                if self._abort.is_set():
+                    return None
+                self._sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def _account(self, result: WriteResult, taken: Taken) -> None:
+        stats = self.emitter.stats
+        replay_below = self.emitter.backlog.replay_below
+        stats.written += result.stored
+        stats.duplicates += result.duplicates
+        for kind, (stored, dup) in result.by_kind.items():
+            pair = self.emitter.kind_counts.setdefault(kind, [0, 0])
+            pair[0] += stored
+            pair[1] += dup
+        old = 0 if taken.frames[0][0] >= replay_below else sum(1 for f in taken.frames if f[0] < replay_below)
+        fresh = len(taken.frames) - old
+        stats.replayed += old
+        for item in result.rejected:
+            self.emitter.reject(item.kind, item.payload, item.reason, source="sink")
+        self.emitter.backlog.ack(taken)
+        self.emitter.delivered(taken.frames)
+        self._hand(-len(taken.frames))
+        with self._done:
+            self._finished += fresh
+            self._done.notify_all()
+
+    def _give_up(self, taken: Taken) -> None:
+        self._hand(-len(taken.frames))
+        if taken.from_memory:
+            self.emitter.stats.dropped += taken.from_memory
+            log.error("trace pipeline stopped with %d records held in memory only: lost", taken.from_memory)
+        kept = len(taken.frames) - taken.from_memory
+        if kept:
+            log.error("trace pipeline stopped with %d undelivered records; they stay in the spool", kept)
+
+    # -- control --------------------------------------------------------------------------------
+    def wait_until(self, target: int, timeout_s: float) -> bool:
+        """Wait until ``target`` records are finished (stored, duplicates, refused or dropped)."""
+        stats = self.emitter.stats
+        with self._done:
+            return self._done.wait_for(lambda: self._finished + stats.dropped + stats.corrupted >= target, timeout_s)
+
+    def stop(self, timeout_s: float) -> None:
+        """Drain (waiting up to ``timeout_s``), stop both threads and close the sink."""
+        self._closing.set()
+        self._wake.set()
+        deadline = time.monotonic() + timeout_s
+        for thread in (self._preparer, self._writer):
+            if thread.is_alive():
+                thread.join(max(0.0, deadline - time.monotonic()))
+        self._abort.set()  # ends a retry loop against a sink that stays down
+        for thread in (self._preparer, self._writer, self._keeper):
+            if thread.is_alive():
+                thread.join(5.0)
+        self.sink.close()

@@ -1,0 +1,117 @@
+"""Quarantine: records that failed validation or storage, kept with their reason.
+
+Each one is appended to a JSONL file at once (so it survives whatever happens to the pipeline)
+and handed back to the caller as a :class:`QuarantinedRecord`, which goes through the pipeline
+into the ``quarantine`` table or index. Nothing readable of an unknown field is kept: foreign
+input could carry a raw query, and the query text must never be stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from ingest.codec import content_id, dumps
+from ingest.rows import model_in
+from schemas.records import QuarantinedRecord
+
+__all__ = ["Quarantine", "describe_validation_error", "redact"]
+
+log = logging.getLogger(__name__)
+REDACTED = "[redacted]"
+_MAX_RAW = 64 * 1024
+
+
+def describe_validation_error(exc: ValidationError, limit: int = 5) -> str:
+    """Return ``loc: message`` for the first errors, never echoing the input values."""
+    parts = []
+    for err in exc.errors(include_input=False, include_url=False)[:limit]:
+        loc = ".".join(str(p) for p in err["loc"]) or "<record>"
+        parts.append(f"{loc}: {err['msg']}")
+    more = exc.error_count() - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def redact(value: Any, model: type[BaseModel] | None) -> Any:
+    """Replace the values of keys ``model`` does not define (recursively) by ``"[redacted]"``."""
+    if isinstance(value, list):
+        return [redact(v, model) for v in value]
+    if not isinstance(value, dict):
+        return value if model is None else REDACTED
+    if model is None:
+        return REDACTED
+    out = {}
+    for key, item in value.items():
+        info = model.model_fields.get(str(key))
+        out[str(key)] = REDACTED if info is None else redact(item, model_in(info.annotation))
+    return out
+
+
+class Quarantine:
+    """Writes quarantine records to ``folder/quarantine-YYYY-MM-DD.jsonl``.
+
+    Args:
+        folder: Where the files go (created on first use); None keeps no file (tests only).
+        clock: UTC wall clock.
+    """
+
+    def __init__(self, folder: str | Path | None, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.folder = Path(folder) if folder is not None else None
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    def record(
+        self,
+        *,
+        kind: str,
+        source: str,
+        reason: str,
+        raw: bytes | None,
+        model: type[BaseModel] | None = None,
+        request_id: str | None = None,
+        line: int | None = None,
+        max_raw: int = _MAX_RAW,
+    ) -> QuarantinedRecord:
+        """Build, file and return the quarantine record of one bad input.
+
+        The (redacted) raw record is kept when it is at most ``max_raw`` bytes; larger ones keep
+        only their size and SHA-256.
+        """
+        now = self._clock()
+        kept = None
+        if raw is not None and len(raw) <= max_raw:
+            try:
+                kept = orjson.dumps(redact(orjson.loads(raw), model)).decode()
+                kept = kept if len(kept) <= max_raw else None
+            except orjson.JSONDecodeError:
+                kept = None  # unparseable text may hold anything: keep only its size and hash
+        sha = hashlib.sha256(raw).hexdigest() if raw is not None else None
+        rid = request_id if request_id is not None and len(request_id) <= 128 else None
+        qid = content_id(f"{source}\x00{line}\x00{sha}\x00{reason}\x00{now.isoformat()}".encode())
+        rec = QuarantinedRecord(
+            quarantine_id=qid, ts=now, kind=kind, source=source, reason=reason[:2000], request_id=rid,
+            line=line, raw=kept, raw_bytes=len(raw) if raw is not None else 0, raw_sha256=sha,
+        )
+        self._file(rec)
+        log.warning("quarantined a %s from %s%s: %s", kind, source, f" line {line}" if line else "", rec.reason)
+        return rec
+
+    def _file(self, rec: QuarantinedRecord) -> None:
+        if self.folder is None:
+            return
+        path = self.folder / f"quarantine-{rec.ts:%Y-%m-%d}.jsonl"
+        try:
+            with self._lock:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                with path.open("ab") as fh:
+                    fh.write(dumps(rec) + b"\n")
+        except OSError as exc:  # the table still gets it through the pipeline
+            log.error("cannot write quarantine file %s: %s", path, exc)

@@ -1,0 +1,98 @@
+"""The query API of the trace store: one Protocol, answered alike by DuckDB and Elasticsearch.
+
+Filters and results are the models of :mod:`schemas.queries`. Pages are newest first, keyed on
+``(ts, request_id)``; the cursor is opaque (each backend writes its own).
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from typing import Protocol
+
+import orjson
+
+from schemas.fleet import InstanceSnapshot
+from schemas.probe import ProbeResult
+from schemas.queries import AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
+from schemas.records import QuarantinedRecord, RouterEvent
+from schemas.trace import DecisionTrace
+
+__all__ = ["MAX_LIMIT", "BadCursor", "TraceStore", "decode_cursor", "encode_cursor", "sort_traffic"]
+
+MAX_LIMIT = 1000
+
+
+class BadCursor(ValueError):
+    """A pagination cursor that this store did not write."""
+
+
+def encode_cursor(values: list[object]) -> str:
+    """Return an opaque cursor for the sort values of the last row of a page."""
+    return base64.urlsafe_b64encode(orjson.dumps(values)).decode()
+
+
+def decode_cursor(cursor: str) -> list[object]:
+    """Return the sort values of a cursor.
+
+    Raises:
+        BadCursor: It is not a cursor this module wrote.
+    """
+    try:
+        values = orjson.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, orjson.JSONDecodeError) as exc:
+        raise BadCursor("invalid cursor") from exc
+    if not isinstance(values, list) or len(values) != 2:
+        raise BadCursor("invalid cursor")
+    return values
+
+
+def sort_traffic(edges: list[TrafficEdge]) -> list[TrafficEdge]:
+    """Busiest first, then by rule, model, instance (the same order on every backend)."""
+    return sorted(edges, key=lambda e: (-e.requests, e.rule or "", e.model or "", e.instance or ""))
+
+
+class TraceStore(Protocol):
+    """Reads traces and what surrounds them; every method is safe from any thread."""
+
+    def get(self, request_id: str) -> DecisionTrace | None:
+        """Return the trace of ``request_id`` (candidate states joined back), or None."""
+        ...
+
+    def search(self, flt: TraceFilter, limit: int = 50, cursor: str | None = None) -> TracePage:
+        """Return one page of matching traces, newest first.
+
+        Raises:
+            BadCursor: ``cursor`` was not written by this store.
+        """
+        ...
+
+    def aggregate(self, query: AggregateQuery) -> list[BucketStats]:
+        """Return per-bucket request counts, latency quantiles, fallback rate, cost, misroute rate."""
+        ...
+
+    def traffic(self, flt: TraceFilter) -> list[TrafficEdge]:
+        """Return request counts along rule -> model -> instance (see :func:`sort_traffic`)."""
+        ...
+
+    def probe_timeline(
+        self, start: datetime, end: datetime, instance: str | None = None, limit: int = MAX_LIMIT
+    ) -> list[ProbeResult]:
+        """Return probe results in ``[start, end)``, oldest first."""
+        ...
+
+    def events(
+        self, start: datetime, end: datetime, kind: str | None = None, limit: int = MAX_LIMIT
+    ) -> list[RouterEvent]:
+        """Return router events in ``[start, end)``, oldest first."""
+        ...
+
+    def snapshots(
+        self, start: datetime, end: datetime, instance: str | None = None, limit: int = MAX_LIMIT
+    ) -> list[InstanceSnapshot]:
+        """Return instance snapshots first seen in ``[start, end)``, oldest first."""
+        ...
+
+    def quarantined(self, start: datetime, end: datetime, limit: int = MAX_LIMIT) -> list[QuarantinedRecord]:
+        """Return quarantined records in ``[start, end)``, oldest first."""
+        ...

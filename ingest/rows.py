@@ -1,0 +1,76 @@
+"""Stored rows back to models: what both backends do after reading.
+
+Rows come back with every column, NULL where a value is missing. A NULL in a field whose model
+does not allow None (a field added after the row was written, or one a migration could not
+convert) is dropped so that the model default applies; storage-only columns are removed.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel
+
+from schemas.fleet import InstanceSnapshot
+from schemas.queries import TraceSummary
+from schemas.trace import DecisionTrace
+
+__all__ = ["assemble_trace", "clean", "model_in", "state_ids", "summary_of"]
+
+
+def _allows_none(annotation: Any) -> bool:
+    return get_origin(annotation) in (Union, types.UnionType) and type(None) in get_args(annotation)
+
+
+def model_in(annotation: Any) -> type[BaseModel] | None:
+    """Return the model inside an annotation (``list[M]``, ``M | None``...), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def clean(row: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """Return ``row`` restricted to ``model``'s fields, NULLs of non-nullable fields dropped."""
+    out: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        if name not in row:
+            continue
+        value = row[name]
+        if value is None:
+            if _allows_none(info.annotation):
+                out[name] = None
+            continue
+        inner = model_in(info.annotation)
+        if inner is not None and isinstance(value, dict):
+            value = clean(value, inner)
+        elif inner is not None and isinstance(value, list):
+            value = [clean(v, inner) if isinstance(v, dict) else v for v in value]
+        out[name] = value
+    return out
+
+
+def state_ids(row: dict[str, Any]) -> list[str]:
+    """Return the snapshot ids a stored trace row points at."""
+    return [c["state_id"] for c in row.get("candidates") or [] if c.get("state_id")]
+
+
+def assemble_trace(row: dict[str, Any], states: dict[str, dict[str, Any]]) -> DecisionTrace:
+    """Rebuild a :class:`DecisionTrace` from its stored row and the snapshots it points at."""
+    cands = []
+    for cand in row.get("candidates") or []:
+        cand = dict(cand)
+        sid = cand.pop("state_id", None)
+        state = states.get(sid) if sid else None
+        cand["state"] = clean(state, InstanceSnapshot) if state is not None else None
+        cands.append(cand)
+    return DecisionTrace.model_validate(clean({**row, "candidates": cands}, DecisionTrace))
+
+
+def summary_of(row: dict[str, Any]) -> TraceSummary:
+    """Build a search result from a flat row (column names as in :class:`TraceSummary`)."""
+    return TraceSummary.model_validate(clean(row, TraceSummary))

@@ -1,0 +1,118 @@
+"""The query API of the trace store, as data: filters in, pages and aggregates out.
+
+The same models travel over HTTP between the server and the app, and both backends (DuckDB and
+Elasticsearch) answer them identically.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from schemas.common import ContractModel, OutcomeStatus, RoutingMode
+
+__all__ = [
+    "BUCKETS",
+    "AggregateQuery",
+    "BucketStats",
+    "TraceFilter",
+    "TracePage",
+    "TraceSummary",
+    "TrafficEdge",
+]
+
+BUCKETS: dict[str, int] = {"1m": 60, "5m": 300, "15m": 900, "1h": 3600, "6h": 21600, "1d": 86400}
+
+
+class TraceFilter(ContractModel):
+    """Which traces: every given field must match (``start`` inclusive, ``end`` exclusive)."""
+
+    start: datetime | None = None
+    end: datetime | None = None
+    router_version: str | None = None
+    experiment_arm: str | None = None
+    rule: str | None = None
+    model: str | None = Field(None, description="The selected model.")
+    instance: str | None = Field(None, description="The selected instance.")
+    fallback: bool | None = None
+    outcome: OutcomeStatus | None = None
+    query_hash: str | None = None
+
+    @model_validator(mode="after")
+    def _aware_times(self) -> TraceFilter:
+        for name in ("start", "end"):
+            value = getattr(self, name)
+            if value is not None and value.tzinfo is None:
+                raise ValueError(f"{name} must carry a time zone")
+        return self
+
+
+class TraceSummary(ContractModel):
+    """One row of a search result: the decision without its candidates and steps."""
+
+    request_id: str
+    ts: datetime
+    router_version: str
+    experiment_arm: str | None = None
+    rule: str | None = None
+    query_hash: str
+    selected_model: str | None = None
+    selected_instance: str | None = None
+    fallback_triggered: bool = False
+    mode: RoutingMode = RoutingMode.NORMAL
+    outcome_status: OutcomeStatus
+    http_status: int
+    latency_ms: float
+    total_ms: float
+    cost: float | None = None
+    detail: bool = Field(True, description="False when candidate detail was sampled out.")
+
+
+class TracePage(ContractModel):
+    """A page of summaries, newest first; pass ``next_cursor`` back for the next page."""
+
+    items: list[TraceSummary]
+    next_cursor: str | None = None
+
+
+class AggregateQuery(ContractModel):
+    """Aggregate the traces matching ``filter`` by time bucket (``start`` and ``end`` required)."""
+
+    filter: TraceFilter
+    bucket: Literal["1m", "5m", "15m", "1h", "6h", "1d"] = "1h"
+
+    @model_validator(mode="after")
+    def _bounded(self) -> AggregateQuery:
+        if self.filter.start is None or self.filter.end is None:
+            raise ValueError("aggregates need filter.start and filter.end")
+        if self.filter.end <= self.filter.start:
+            raise ValueError("filter.end must be after filter.start")
+        return self
+
+
+class BucketStats(ContractModel):
+    """One time bucket of traffic (latencies are the requests' total time, in ms)."""
+
+    start: datetime
+    requests: int
+    errors: int
+    fallbacks: int
+    fallback_rate: float
+    latency_p50_ms: float | None = None
+    latency_p95_ms: float | None = None
+    latency_p99_ms: float | None = None
+    cost: float = 0.0
+    feedback: int = Field(0, description="Feedback records on these requests.")
+    misroutes: int = Field(0, description="Feedback records saying the routing was wrong.")
+    misroute_rate: float | None = Field(None, description="misroutes / feedback; None without feedback.")
+
+
+class TrafficEdge(ContractModel):
+    """How many requests went rule -> model -> instance."""
+
+    rule: str | None
+    model: str | None
+    instance: str | None
+    requests: int

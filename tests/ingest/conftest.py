@@ -1,0 +1,47 @@
+"""Fixtures of the ingest tests: seeded traces, real DuckDB files, the Elasticsearch contract server."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ingest.synthetic import TraceFactory
+from tests.ingest.es_contract.contract import CONTRACTS
+from tests.ingest.es_contract.server import ContractServer
+
+needs_contract = pytest.mark.skipif(
+    not CONTRACTS.is_dir(), reason=f"the Elasticsearch contract is not at {CONTRACTS} (../shared/contracts)"
+)
+
+
+@pytest.fixture
+def factory() -> TraceFactory:
+    return TraceFactory(seed=11, n_candidates=4, round_every=5)
+
+
+@pytest.fixture
+def es_server() -> Iterator[ContractServer]:
+    if not CONTRACTS.is_dir():
+        pytest.skip(f"the Elasticsearch contract is not at {CONTRACTS} (../shared/contracts)")
+    with ContractServer() as server:
+        yield server
+    assert server.violations == [], "requests or answers outside the contract"
+
+
+def es_client(url: str) -> Any:
+    from elasticsearch import Elasticsearch
+
+    # One node and scripted outages: do not let the transport sit the node out (the pipeline backs off).
+    return Elasticsearch(url, request_timeout=10, max_retries=0, dead_node_backoff_factor=0.0)
+
+
+def real_es_url() -> str | None:
+    return os.environ.get("ROUTELENS_ES_URL") or None
+
+
+def tmp_db(tmp_path: Path, name: str = "traces.duckdb") -> Path:
+    return tmp_path / name

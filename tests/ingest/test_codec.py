@@ -1,0 +1,59 @@
+import orjson
+import pytest
+
+from ingest.codec import Encoder, dumps, is_detailed
+from ingest.records import Kind
+from ingest.synthetic import TraceFactory
+from schemas import DecisionTrace, InstanceSnapshot
+
+
+def test_the_fast_json_carries_the_same_values_as_pydantic(factory: TraceFactory) -> None:
+    for trace in factory.traces(30):
+        assert DecisionTrace.model_validate_json(dumps(trace)) == trace
+        assert orjson.loads(dumps(trace)) == orjson.loads(trace.model_dump_json())
+
+
+def test_the_contract_models_have_no_custom_serializers() -> None:
+    # The fast path serializes __dict__; a field_serializer would be silently skipped.
+    def walk(model: type) -> None:
+        decorators = model.__pydantic_decorators__  # type: ignore[attr-defined]
+        assert not decorators.field_serializers and not decorators.model_serializers, model
+        for info in model.model_fields.values():  # type: ignore[attr-defined]
+            for arg in (info.annotation, *getattr(info.annotation, "__args__", ())):
+                if isinstance(arg, type) and hasattr(arg, "model_fields"):
+                    walk(arg)
+
+    walk(DecisionTrace)
+
+
+def test_each_shared_state_is_written_once_and_referenced(factory: TraceFactory) -> None:
+    enc = Encoder()
+    out = [item for t in factory.traces(10) for item in enc.encode(t)]
+    snapshots = [orjson.loads(p) for k, p in out if k is Kind.SNAPSHOT]
+    traces = [orjson.loads(p) for k, p in out if k is Kind.TRACE]
+    assert len(traces) == 10 and len(snapshots) == 2 * 4  # two scrape rounds of four instances
+    ids = {s["snapshot_id"] for s in snapshots}
+    assert {c["state_id"] for t in traces for c in t["candidates"]} == ids
+    assert all("state" not in c for t in traces for c in t["candidates"]) and traces[0]["detail"] is True
+    assert InstanceSnapshot.model_validate({k: v for k, v in snapshots[0].items()
+                                            if k not in ("snapshot_id", "seen_at")})
+
+
+def test_traces_outside_the_detail_sample_keep_a_summary_and_say_so(factory: TraceFactory) -> None:
+    trace = factory.trace()
+    kinds = Encoder(detail_share=0.0).encode(trace)
+    assert [k for k, _ in kinds] == [Kind.TRACE]
+    doc = orjson.loads(kinds[0][1])
+    assert doc["detail"] is False
+    assert all(c["state_id"] is None and c["score_terms"] == [] for c in doc["candidates"])
+    assert [c["instance"] for c in doc["candidates"]] == [c.instance for c in trace.candidates]
+    assert doc["candidates"][0]["violations"] == orjson.loads(dumps(trace))["candidates"][0]["violations"]
+
+
+@pytest.mark.parametrize("share", [0.1, 0.5])
+def test_sampling_is_deterministic_and_close_to_the_share(share: float) -> None:
+    ids = [f"req_{i:06d}" for i in range(4000)]
+    picked = [is_detailed(r, share) for r in ids]
+    assert picked == [is_detailed(r, share) for r in ids]
+    assert abs(sum(picked) / len(ids) - share) < 0.05
+    assert sum(is_detailed(r, share, salt="other") != p for r, p in zip(ids, picked, strict=True)) > 0

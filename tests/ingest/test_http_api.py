@@ -1,0 +1,141 @@
+"""The intake and the query API over real HTTP on 127.0.0.1 (aiohttp server and client)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp import web
+
+from ingest.duckdb_store import DuckDBTraceStore
+from ingest.emitter import TraceEmitter
+from ingest.http_api import IngestApi
+from ingest.quarantine import Quarantine
+from ingest.synthetic import TraceFactory
+from schemas import DecisionTrace
+from schemas.storage_config import SpoolSettings, StorageSettings
+
+Call = Callable[..., Awaitable[tuple[int, Any]]]
+
+
+def serve(tmp_path: Path, check: Callable[[Call, TraceEmitter, DuckDBTraceStore], Awaitable[None]],
+          token: str | None = None) -> None:
+    store = DuckDBTraceStore(tmp_path / "t.duckdb")
+    st = StorageSettings(batch_size=64, flush_interval_ms=5, spool=SpoolSettings(max_record_bytes=16 * 1024))
+    em = TraceEmitter(store, st, spool_dir=tmp_path / "spool", quarantine=Quarantine(tmp_path / "q")).start()
+
+    async def main() -> None:
+        app = web.Application()
+        IngestApi(em, store, token=token, max_body=1 << 20).add_routes(app)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        async with aiohttp.ClientSession() as session:
+            async def call(method: str, path: str, body: bytes | None = None,
+                           headers: dict[str, str] | None = None) -> tuple[int, Any]:
+                async with session.request(method, f"http://127.0.0.1:{port}{path}", data=body,
+                                           headers=headers) as resp:
+                    return resp.status, orjson.loads(await resp.read())
+
+            try:
+                await check(call, em, store)
+            finally:
+                await runner.cleanup()
+
+    try:
+        asyncio.run(main())
+    finally:
+        em.close()
+
+
+def ndjson(*items: Any) -> bytes:
+    return b"\n".join(i if isinstance(i, bytes) else orjson.dumps(i) for i in items)
+
+
+def test_each_line_is_judged_on_its_own(tmp_path: Path, factory: TraceFactory) -> None:
+    good = [factory.trace() for _ in range(3)]
+    evil = factory.trace(request_id="req_x'); DROP TABLE traces; --")
+    wrong_type = {**orjson.loads(good[0].model_dump_json()), "request_id": "req_wt", "latency_ms": "fast"}
+    unknown = {**orjson.loads(good[1].model_dump_json()), "request_id": "req_unk", "prompt": "合同第3条的违约责任"}
+    huge = {**orjson.loads(good[2].model_dump_json()), "request_id": "req_big", "rule": "r" * 20_000}
+    body = ndjson(good[0].model_dump_json().encode(), b"{not json", wrong_type, good[1].model_dump_json().encode(),
+                  unknown, huge, [1, 2], evil.model_dump_json().encode(), good[2].model_dump_json().encode())
+
+    async def check(call: Call, em: TraceEmitter, store: DuckDBTraceStore) -> None:
+        status, out = await call("POST", "/v1/traces", body, {"Content-Type": "application/x-ndjson"})
+        assert status == 207 and out["accepted"] == 4 and out["rejected"] == 5, out["results"]["rejected"]
+        reasons = {r["line"]: r["reason"] for r in out["results"]["rejected"]}
+        assert reasons[2].startswith("malformed JSON")
+        assert "latency_ms" in reasons[3] and "prompt: Extra inputs are not permitted" in reasons[5]
+        assert "exceeds the limit" in reasons[6] and "JSON object" in reasons[7]
+        assert "违约" not in orjson.dumps(out).decode()  # a reason never echoes the input
+        assert em.flush(10)
+        assert store.get(evil.request_id) == evil and store.count() == 4
+        q = store.quarantined(good[0].ts - timedelta(days=1), good[0].ts + timedelta(days=3650))
+        assert sorted(r.line for r in q if r.line) == [2, 3, 5, 6, 7]
+        unk = next(r for r in q if r.line == 5)
+        assert unk.raw is not None and "违约" not in unk.raw and '"prompt":"[redacted]"' in unk.raw
+        assert "违约" not in "".join(p.read_text() for p in (tmp_path / "q").glob("*.jsonl"))
+
+    serve(tmp_path, check)
+
+
+def test_a_json_array_and_the_bearer_token(tmp_path: Path, factory: TraceFactory) -> None:
+    traces = [factory.trace() for _ in range(4)]
+    body = orjson.dumps([orjson.loads(t.model_dump_json()) for t in traces])
+
+    async def check(call: Call, em: TraceEmitter, store: DuckDBTraceStore) -> None:
+        assert (await call("POST", "/v1/traces", body))[0] == 401
+        assert (await call("POST", "/v1/traces", body, {"Authorization": "Bearer wrong"}))[0] == 401
+        status, out = await call("POST", "/v1/traces", body, {"Authorization": "Bearer s3cret"})
+        assert status == 200 and out["accepted"] == 4
+        assert [a["request_id"] for a in out["results"]["accepted"]] == [t.request_id for t in traces]
+        status, out = await call("POST", "/v1/traces", b"[{]", {"Authorization": "Bearer s3cret"})
+        assert status == 422 and out["rejected"] == 1
+
+    serve(tmp_path, check, token="s3cret")
+
+
+def test_the_query_api_over_http(tmp_path: Path, factory: TraceFactory) -> None:
+    traces = [factory.trace() for _ in range(12)]
+    start = traces[0].ts.isoformat().replace("+00:00", "Z")
+
+    async def check(call: Call, em: TraceEmitter, store: DuckDBTraceStore) -> None:
+        store.write_records(traces)
+        status, page = await call("GET", f"/v1/traces?limit=5&start={start}")
+        assert status == 200 and len(page["items"]) == 5 and page["next_cursor"]
+        status, rest = await call("GET", f"/v1/traces?limit=100&cursor={page['next_cursor']}")
+        got = [i["request_id"] for i in page["items"] + rest["items"]]
+        assert got == [t.request_id for t in sorted(traces, key=lambda t: t.ts, reverse=True)]
+        status, aggs = await call("GET", f"/v1/analytics/buckets?bucket=1h&start={start}&end=2030-01-01T00:00:00Z")
+        assert status == 200 and sum(b["requests"] for b in aggs["buckets"]) == 12
+        status, traffic = await call("GET", "/v1/analytics/traffic?rule=auto")
+        assert sum(e["requests"] for e in traffic["edges"]) == sum(t.rule == "auto" for t in traces)
+        status, snaps = await call("GET", f"/v1/snapshots?start={start}&end=2030-01-01T00:00:00Z")
+        assert status == 200 and len(snaps["snapshots"]) == 4 * 3
+        for path, param in (("/v1/traces?fallback=maybe", "fallback"), ("/v1/traces?limit=0", "limit"),
+                            ("/v1/traces?start=yesterday", "start"), ("/v1/probes?start=2026-01-01T00:00:00", "start"),
+                            ("/v1/traces?cursor=xyz", "cursor"), ("/v1/analytics/buckets?bucket=1h", "bucket")):
+            status, err = await call("GET", path)
+            assert status == 400 and err["error"]["param"] == param, path
+        await call("GET", "/v1/traces?model=x' OR 1=1 --")  # only ever a parameter
+
+    serve(tmp_path, check)
+    assert DecisionTrace  # the store still answers after the injection attempt
+
+
+@pytest.mark.parametrize("body", [b"", b"   \n"])
+def test_an_empty_body_is_a_clear_error(tmp_path: Path, body: bytes) -> None:
+    async def check(call: Call, em: TraceEmitter, store: DuckDBTraceStore) -> None:
+        status, out = await call("POST", "/v1/traces", body)
+        assert status == 400 and out["error"]["code"] == "empty_body"
+
+    serve(tmp_path, check)
