@@ -29,8 +29,11 @@ _CACHE_MAX = 4096
 
 
 def _plain(obj: Any) -> Any:
-    if isinstance(obj, BaseModel):
-        return obj.__dict__
+    try:
+        if isinstance(obj, BaseModel):
+            return obj.__dict__
+    except AttributeError:
+        pass
     raise TypeError(f"cannot serialize {type(obj).__name__}")
 
 
@@ -105,17 +108,18 @@ class Encoder:
         self._out.append((Kind.TRACE, _with(body, b'"detail":true' if detail else b'"detail":false')))
         return self._out
 
+    # orjson calls these once per model object of a trace (about twenty): keep them lean.
     def _encode_full(self, obj: Any) -> Any:
-        if isinstance(obj, CandidateEval):
-            out = dict(obj.__dict__)
+        if obj.__class__ is CandidateEval:
+            out = obj.__dict__.copy()
             state = out.pop("state")
             out["state_id"] = None if state is None else self._state_id(state)
             return out
         return _plain(obj)
 
     def _encode_summary(self, obj: Any) -> Any:
-        if isinstance(obj, CandidateEval):
-            out = dict(obj.__dict__)
+        if obj.__class__ is CandidateEval:
+            out = obj.__dict__.copy()
             del out["state"]
             out["state_id"] = None
             out["score_terms"] = []

@@ -58,11 +58,12 @@ class ElasticsearchSink:
         retention_days: Lifecycle ``data_retention`` of every data stream.
         max_retries: Retries of items answered 429 (the bulk helper's exponential backoff).
         initial_backoff_s: First backoff of those retries.
-        refresh: Refresh after each bulk (tests; slows a cluster down).
+        refresh: The bulk ``refresh`` parameter: ``wait_for`` (written traces are searchable when
+            the pipeline forgets them), ``true`` (tests) or ``false``.
     """
 
     def __init__(self, client: Elasticsearch, *, prefix: str = "routelens", retention_days: int = 30,
-                 max_retries: int = 5, initial_backoff_s: float = 1.0, refresh: bool = False) -> None:
+                 max_retries: int = 5, initial_backoff_s: float = 1.0, refresh: str = "wait_for") -> None:
         self.client = client
         self.prefix = prefix
         self.retention_days = retention_days
@@ -120,7 +121,7 @@ class ElasticsearchSink:
         for ok, item in helpers.streaming_bulk(
             self.client, actions, raise_on_error=False, max_retries=self.max_retries,
             initial_backoff=self.initial_backoff_s, max_backoff=30, chunk_size=1000,
-            refresh="true" if self.refresh else "false",
+            refresh=self.refresh,
         ):
             info = next(iter(item.values()))
             found = payload_of.get((_stream_of(info.get("_index", "")), str(info.get("_id"))))

@@ -26,11 +26,11 @@ class ElasticsearchStore(ElasticsearchReader):
         retention_days: Lifecycle retention of the data streams.
         max_retries: Bulk retries of items answered 429.
         initial_backoff_s: First backoff of those retries (then doubled).
-        refresh: Refresh after each bulk (tests).
+        refresh: The bulk ``refresh`` parameter (``wait_for``, ``true`` or ``false``).
     """
 
     def __init__(self, client: Elasticsearch, *, prefix: str = "routelens", retention_days: int = 30,
-                 max_retries: int = 5, initial_backoff_s: float = 1.0, refresh: bool = False) -> None:
+                 max_retries: int = 5, initial_backoff_s: float = 1.0, refresh: str = "wait_for") -> None:
         super().__init__(client, prefix)
         self.sink = ElasticsearchSink(client, prefix=prefix, retention_days=retention_days, max_retries=max_retries,
                                       initial_backoff_s=initial_backoff_s, refresh=refresh)

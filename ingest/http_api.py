@@ -3,6 +3,7 @@
 ===========================  ===============================================================
 ``POST /v1/traces``          intake: NDJSON or a JSON array of traces; per-line verdicts
 ``GET /v1/traces``           search (filters as query parameters; ``limit``, ``cursor``)
+``GET /v1/traces/{id}``      one trace (mounted by the gateway itself; ``with_lookup`` elsewhere)
 ``GET /v1/analytics/buckets`` per time bucket: requests, latency quantiles, fallback, cost, misroutes
 ``GET /v1/analytics/traffic`` requests along rule -> model -> instance
 ``GET /v1/probes``           probe results (``start``, ``end``, ``instance``)
@@ -116,9 +117,14 @@ class IngestApi:
         self.mapping = mapping
         self.hash_key = hash_key
 
-    def add_routes(self, app: web.Application) -> None:
-        """Mount every route on ``app``."""
+    def add_routes(self, app: web.Application, *, with_lookup: bool = False) -> None:
+        """Mount every route on ``app``.
+
+        ``with_lookup`` adds ``GET /v1/traces/{request_id}`` too; the gateway serves that one itself.
+        """
         app.router.add_post("/v1/traces", self.intake)
+        if with_lookup:
+            app.router.add_get("/v1/traces/{request_id}", self.lookup)
         for path, handler in (
             ("/v1/traces", self.search), ("/v1/analytics/buckets", self.buckets),
             ("/v1/analytics/traffic", self.traffic), ("/v1/probes", self.probes), ("/v1/events", self.events),
@@ -174,6 +180,14 @@ class IngestApi:
         return results
 
     # -- queries --------------------------------------------------------------------------------
+    async def lookup(self, request: web.Request) -> web.Response:
+        """``GET /v1/traces/{request_id}``: one trace (pending ones included), or 404."""
+        rid = request.match_info["request_id"]
+        trace = self.emitter.pending(rid) or await asyncio.to_thread(self.store.get, rid)
+        if trace is None:
+            return _error(404, f"no trace for request_id '{rid}'", "trace_not_found")
+        return web.Response(body=trace.model_dump_json(), content_type="application/json")
+
     async def search(self, request: web.Request) -> web.Response:
         """``GET /v1/traces``: one page of summaries, newest first."""
         flt, limit, cursor = _filter(request), _limit(request), request.query.get("cursor")

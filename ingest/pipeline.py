@@ -150,8 +150,9 @@ class Batcher:
 
     def _keep_loop(self) -> None:
         """Prefault spool pages ahead of the writer and apply the ``interval`` fsync policy."""
+        self._lower_priority()
         backlog = self.emitter.backlog
-        while not self._abort.wait(0.002):
+        while not self._abort.wait(0.005):
             backlog.prefault()
             if self.fsync_interval_s is not None and time.monotonic() - self._last_fsync >= self.fsync_interval_s:
                 self._last_fsync = time.monotonic()

@@ -17,6 +17,7 @@ from schemas.feedback import Feedback
 from schemas.fleet import CostSpec, InstanceSnapshot, InstanceSpec, LatchState
 from schemas.hashing import normalize_query, query_hash
 from schemas.probe import ProbeResult
+from schemas.records import QuarantinedRecord, RouterEvent
 from schemas.trace import (
     Attempt,
     CandidateEval,
@@ -48,8 +49,10 @@ __all__ = [
     "OutcomeStatus",
     "ProbeKind",
     "ProbeResult",
+    "QuarantinedRecord",
     "RequestFeatures",
     "RouteLensConfig",
+    "RouterEvent",
     "RoutelensError",
     "RoutingMode",
     "ScoreWeight",

@@ -45,7 +45,11 @@ class ElasticsearchSettings(ContractModel):
     retention_days: int = Field(30, ge=1, description="Data stream lifecycle data_retention.")
     request_timeout_s: float = Field(10.0, gt=0)
     max_retries: int = Field(5, ge=0, description="Bulk retries of 429 answers (exponential backoff).")
-    refresh: bool = Field(False, description="Refresh after each bulk (tests only: it is slow).")
+    refresh: Literal["false", "wait_for", "true"] = Field(
+        "wait_for",
+        description="Bulk refresh: 'wait_for' makes a stored trace searchable before the pipeline lets it go from "
+        "its read-your-writes cache; 'true' forces a refresh (tests); 'false' is fastest.",
+    )
 
 
 class StorageSettings(ContractModel):

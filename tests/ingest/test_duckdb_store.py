@@ -74,7 +74,6 @@ def test_the_flattened_views_have_one_row_per_candidate_step_and_attempt(tmp_pat
     store = DuckDBTraceStore(tmp_path / "t.duckdb")
     traces = list(factory.traces(6))
     store.write_records(traces)
-    con = duckdb.connect()
     store.close()
     con = duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True)
     n = {v: con.execute(f"SELECT count(*) FROM {v}").fetchall()[0][0]

@@ -22,7 +22,7 @@ from tests.ingest.es_contract.server import ContractServer
 
 
 def es_store(server: ContractServer, **kw: object) -> ElasticsearchStore:
-    return ElasticsearchStore(es_client(server.url), initial_backoff_s=0.01, refresh=True, **kw)  # type: ignore[arg-type]
+    return ElasticsearchStore(es_client(server.url), initial_backoff_s=0.01, refresh="true", **kw)  # type: ignore[arg-type]
 
 
 def test_templates_make_data_streams_with_a_lifecycle_and_a_derived_mapping(es_server: ContractServer,

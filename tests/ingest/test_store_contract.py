@@ -1,32 +1,41 @@
-"""One suite, every backend: DuckDB, Elasticsearch through the contract server, and a real cluster
-when ROUTELENS_ES_URL is set. Expected answers are computed from the models in Python."""
+"""One suite, every backend: DuckDB, DuckDB behind the server's HTTP query API, Elasticsearch through
+the contract server, and a real cluster when ROUTELENS_ES_URL is set. Expected answers are computed
+from the models in Python."""
 
 from __future__ import annotations
 
+import asyncio
 import statistics
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from ingest.duckdb_store import DuckDBTraceStore
 from ingest.elasticsearch_store import ElasticsearchStore
+from ingest.emitter import TraceEmitter
+from ingest.http_api import IngestApi
+from ingest.http_client import HttpTraceStore
 from ingest.query import BadCursor
 from ingest.synthetic import TraceFactory
 from schemas import DecisionTrace, Feedback, InstanceSnapshot, ProbeKind, ProbeResult
 from schemas.queries import AggregateQuery, TraceFilter
 from schemas.records import RouterEvent
+from schemas.storage_config import StorageSettings
 from tests.ingest.conftest import es_client, real_es_url
 from tests.ingest.es_contract.contract import CONTRACTS
 from tests.ingest.es_contract.server import ContractServer
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 EVIL = "req_1' OR '1'='1'; DROP TABLE traces; --"
-BACKENDS = ["duckdb", "elasticsearch-contract", "elasticsearch-real"]
+BACKENDS = ["duckdb", "http", "elasticsearch-contract", "elasticsearch-real"]
 
 
 class Data:
@@ -59,17 +68,48 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         s: Any = DuckDBTraceStore(Path(tmp_path_factory.mktemp("db")) / "t.duckdb")
         yield from _loaded(s)
         return
+    if kind == "http":
+        db = DuckDBTraceStore(Path(tmp_path_factory.mktemp("db")) / "t.duckdb")
+        loaded = _loaded(db)
+        next(loaded)
+        with served(db, Path(tmp_path_factory.mktemp("spool"))) as url:
+            yield HttpTraceStore(url)
+        return
     if kind == "elasticsearch-real":
         url = real_es_url()
         if url is None:
             pytest.skip("set ROUTELENS_ES_URL to run the suite against a real Elasticsearch")
-        yield from _loaded(ElasticsearchStore(es_client(url), prefix=f"rltest-{uuid.uuid4().hex[:8]}", refresh=True))
+        yield from _loaded(ElasticsearchStore(es_client(url), prefix=f"rltest-{uuid.uuid4().hex[:8]}", refresh="true"))
         return
     if not CONTRACTS.is_dir():
         pytest.skip(f"the Elasticsearch contract is not at {CONTRACTS}")
     with ContractServer() as server:
-        yield from _loaded(ElasticsearchStore(es_client(server.url), initial_backoff_s=0.01, refresh=True))
+        yield from _loaded(ElasticsearchStore(es_client(server.url), initial_backoff_s=0.01, refresh="true"))
     assert server.violations == []
+
+
+@contextmanager
+def served(store: DuckDBTraceStore, spool: Path) -> Iterator[str]:
+    """Serve the query API of ``store`` on 127.0.0.1 from a background thread."""
+    emitter = TraceEmitter(store, StorageSettings(), spool_dir=spool).start()
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    IngestApi(emitter, store).add_routes(app, with_lookup=True)
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+        emitter.close()
 
 
 def _loaded(s: Any) -> Iterator[Any]:

@@ -1,0 +1,126 @@
+"""The query API over HTTP, for processes that cannot open the store themselves.
+
+:class:`HttpTraceStore` is a :class:`ingest.query.TraceStore` that asks a running RouteLens server
+(``ingest.http_api``): DuckDB admits one writing process per file, so the app reads through it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from ingest.errors import SinkError, SinkUnavailable
+from ingest.query import MAX_LIMIT, BadCursor
+from schemas.fleet import InstanceSnapshot
+from schemas.probe import ProbeResult
+from schemas.queries import AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
+from schemas.records import QuarantinedRecord, RouterEvent
+from schemas.trace import DecisionTrace
+
+__all__ = ["HttpTraceStore"]
+
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+class HttpTraceStore:
+    """Reads through a server's query API.
+
+    Args:
+        base_url: The server, e.g. ``http://127.0.0.1:8080``.
+        timeout_s: Connect and read timeout of one request.
+    """
+
+    def __init__(self, base_url: str, timeout_s: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        local = urllib.parse.urlsplit(self.base_url).hostname in _LOOPBACK
+        self._opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if local else []))
+
+    def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        query = urllib.parse.urlencode({k: v for k, v in (params or {}).items() if v is not None})
+        url = f"{self.base_url}{path}" + (f"?{query}" if query else "")
+        try:
+            with self._opener.open(urllib.request.Request(url), timeout=self.timeout_s) as resp:
+                return orjson.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            body = exc.read()
+            exc.close()
+            try:
+                err = orjson.loads(body).get("error", {})
+            except (orjson.JSONDecodeError, AttributeError):
+                err = {}
+            if exc.code == 404 and err.get("code") == "trace_not_found":
+                return None
+            if err.get("code") == "invalid_cursor":
+                raise BadCursor(err.get("message", "invalid cursor")) from exc
+            raise SinkError(f"GET {path}: HTTP {exc.code}: {err.get('message', exc.reason)}") from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise SinkUnavailable(f"the RouteLens server at {self.base_url} is unreachable: {exc}") from exc
+
+    @staticmethod
+    def _filter(flt: TraceFilter) -> dict[str, Any]:
+        out: dict[str, Any] = flt.model_dump(mode="json", exclude_none=True)
+        if "fallback" in out:
+            out["fallback"] = "true" if out["fallback"] else "false"
+        return out
+
+    @staticmethod
+    def _models(model: type[BaseModel], items: list[Any]) -> list[Any]:
+        try:
+            return [model.model_validate(i) for i in items]
+        except ValidationError as exc:
+            raise SinkError(f"the server answered an invalid {model.__name__}: {exc}") from exc
+
+    def get(self, request_id: str) -> DecisionTrace | None:
+        """Return the trace of ``request_id``, or None."""
+        data = self._get(f"/v1/traces/{urllib.parse.quote(request_id, safe='')}")
+        return None if data is None else DecisionTrace.model_validate(data)
+
+    def search(self, flt: TraceFilter, limit: int = 50, cursor: str | None = None) -> TracePage:
+        """Return one page of summaries, newest first."""
+        page = self._get("/v1/traces", {**self._filter(flt), "limit": max(1, min(limit, MAX_LIMIT)), "cursor": cursor})
+        return TracePage.model_validate(page)
+
+    def aggregate(self, query: AggregateQuery) -> list[BucketStats]:
+        """Return per-bucket statistics."""
+        data = self._get("/v1/analytics/buckets", {**self._filter(query.filter), "bucket": query.bucket})
+        return self._models(BucketStats, data["buckets"])
+
+    def traffic(self, flt: TraceFilter) -> list[TrafficEdge]:
+        """Return request counts per (rule, model, instance)."""
+        return self._models(TrafficEdge, self._get("/v1/analytics/traffic", self._filter(flt))["edges"])
+
+    @staticmethod
+    def _span(start: datetime, end: datetime, limit: int, **eq: str | None) -> dict[str, Any]:
+        return {"start": start.isoformat(), "end": end.isoformat(), "limit": max(1, min(limit, MAX_LIMIT)), **eq}
+
+    def probe_timeline(self, start: datetime, end: datetime, instance: str | None = None,
+                       limit: int = MAX_LIMIT) -> list[ProbeResult]:
+        """Return probe results in ``[start, end)``, oldest first."""
+        data = self._get("/v1/probes", self._span(start, end, limit, instance=instance))
+        return self._models(ProbeResult, data["results"])
+
+    def events(self, start: datetime, end: datetime, kind: str | None = None,
+               limit: int = MAX_LIMIT) -> list[RouterEvent]:
+        """Return router events in ``[start, end)``, oldest first."""
+        return self._models(RouterEvent, self._get("/v1/events", self._span(start, end, limit, kind=kind))["events"])
+
+    def snapshots(self, start: datetime, end: datetime, instance: str | None = None,
+                  limit: int = MAX_LIMIT) -> list[InstanceSnapshot]:
+        """Return instance snapshots first seen in ``[start, end)``, oldest first."""
+        data = self._get("/v1/snapshots", self._span(start, end, limit, instance=instance))
+        return self._models(InstanceSnapshot, data["snapshots"])
+
+    def quarantined(self, start: datetime, end: datetime, limit: int = MAX_LIMIT) -> list[QuarantinedRecord]:
+        """Return quarantined records in ``[start, end)``, oldest first."""
+        return self._models(QuarantinedRecord, self._get("/v1/quarantine", self._span(start, end, limit))["records"])
+
+    def close(self) -> None:
+        """Nothing to release."""
