@@ -28,24 +28,18 @@ SPEED = 8
 def drills(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[int, str, dict[str, Any]]]]:
     out = tmp_path_factory.mktemp("drills")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    procs = {p.stem: subprocess.Popen([sys.executable, "-m", "app", "drill", "run", str(p), "--speed", str(SPEED),
-                                       "--out", str(out / p.stem)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True)
-             for p in SCENARIOS}
     done: dict[str, tuple[int, str, dict[str, Any]]] = {}
-    try:
-        for name, proc in procs.items():
-            stdout, _ = proc.communicate(timeout=120)
-            report_path = out / name / "report.json"
-            report = json.loads(report_path.read_text()) if report_path.is_file() else {}
-            report["out"] = str(out / name)
-            done[name] = (proc.returncode, stdout, report)
-        yield done
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+    # One drill at a time: each picks free loopback ports for its fleet and gateway, and drills
+    # started together could race for the same port (and share two cores with five others).
+    for p in SCENARIOS:
+        proc = subprocess.run([sys.executable, "-m", "app", "drill", "run", str(p), "--speed", str(SPEED),
+                               "--out", str(out / p.stem)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=120)
+        report_path = out / p.stem / "report.json"
+        report = json.loads(report_path.read_text()) if report_path.is_file() else {}
+        report["out"] = str(out / p.stem)
+        done[p.stem] = (proc.returncode, proc.stdout, report)
+    yield done
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
