@@ -57,6 +57,8 @@ class Backlog:
         queue_size: Records the memory fallback holds at most.
         policy: ``block`` or ``drop_oldest``.
         retry_spool_s: How often an unusable spool is tried again.
+        lock: The lock callers of :meth:`append` hold (the emitter's); waiting for room releases
+            it, so that the batcher can still quarantine and acknowledge while an emitter waits.
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class Backlog:
         queue_size: int = 50_000,
         policy: str = "block",
         retry_spool_s: float = 5.0,
+        lock: threading.Lock | None = None,
     ) -> None:
         self._open_spool = open_spool
         self.stats = stats
@@ -74,7 +77,7 @@ class Backlog:
         self.policy = policy
         self.retry_spool_s = retry_spool_s
         self.memory: deque[Frame] = deque()
-        self.room = threading.Condition()
+        self.room = threading.Condition(lock or threading.Lock())
         self.blocked = False
         self.closing = False
         self.spool: DurableSpool | None = None
@@ -107,7 +110,7 @@ class Backlog:
             log.error("trace spool: %s", message)
 
     def append(self, kind: int, payload: bytes, *, may_block: bool = True) -> int:
-        """Store one record; return its sequence number.
+        """Store one record; return its sequence number (the caller holds the emitter's lock).
 
         Under the ``block`` policy this waits for room unless ``may_block`` is False (the batcher's
         own quarantine records: it must never wait for itself).
@@ -146,10 +149,15 @@ class Backlog:
         return seq
 
     def _wait_for_room(self) -> None:
-        with self.room:
-            self.blocked = True
-            self.room.wait(0.5)
-            self.blocked = False
+        # The caller holds the room's lock (the emitter's): wait() releases it while waiting.
+        self.blocked = True
+        self.room.wait(0.5)
+        self.blocked = False
+
+    def _wake(self) -> None:
+        if self.blocked:
+            with self.room:
+                self.room.notify_all()
 
     def _hold_in_memory(self, frame: Frame, may_block: bool) -> None:
         while len(self.memory) >= self.queue_size and not self.closing and may_block:
@@ -177,16 +185,14 @@ class Backlog:
             frames.append(self.memory.popleft())
             from_memory += 1
         if from_memory:
-            with self.room:
-                self.room.notify_all()
+            self._wake()
         return Taken(frames, spool_last, from_memory)
 
     def ack(self, taken: Taken) -> None:
         """Forget delivered frames (whole spool segments are deleted) and wake blocked emitters."""
         if taken.spool_last is not None and self.spool is not None:
             self.spool.ack(taken.spool_last)
-        with self.room:
-            self.room.notify_all()
+        self._wake()
 
     def pending(self) -> int:
         """Return how many records wait for the batcher."""

@@ -86,7 +86,8 @@ class TraceEmitter:
             )
 
         self.backlog = Backlog(
-            open_spool if spool_dir is not None else None, self.stats, queue_size=st.queue_size, policy=sp.full_policy
+            open_spool if spool_dir is not None else None, self.stats, queue_size=st.queue_size,
+            policy=sp.full_policy, lock=self._lock,
         )
         if self.backlog.spool is not None:
             for problem in self.backlog.spool.recovery_problems:

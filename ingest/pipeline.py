@@ -90,8 +90,9 @@ class Batcher:
         self._keeper.start()
 
     def wake(self) -> None:
-        """Tell the preparer a full batch is waiting."""
-        self._wake.set()
+        """Tell the preparer a full batch is waiting (cheap when it already knows)."""
+        if not self._wake.is_set():
+            self._wake.set()
 
     def is_current(self) -> bool:
         """Return True when called from one of the batcher's threads."""

@@ -5,7 +5,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ingest.base import PreparedBatch, RecordBatch, WriteResult
+from ingest.base import PreparedBatch, RecordBatch, Rejected, WriteResult
 from ingest.emitter import TraceEmitter
 from ingest.errors import SinkUnavailable
 from ingest.metrics import EmitterCollector
@@ -28,6 +28,7 @@ class FlakySink:
         self.gate = threading.Event()
         self.gate.set()
         self.closed = False
+        self.refuse: set[str] = set()
 
     def prepare(self, batch: RecordBatch) -> PreparedBatch:
         return PreparedBatch(batch)
@@ -192,3 +193,37 @@ def test_emit_rejects_objects_it_does_not_store(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         em.emit(SpoolSettings())
     em.close()
+
+
+class RejectingSink(FlakySink):
+    """Refuses every tenth trace, as Elasticsearch refuses a document it cannot map."""
+
+    def write(self, prepared: PreparedBatch) -> WriteResult:
+        result = super().write(prepared)
+        for p in prepared.batch.payloads.get(Kind.TRACE, []):
+            if orjson.loads(p)["request_id"] in self.refuse:
+                result.rejected.append(Rejected(Kind.TRACE, p, "mapper_parsing_exception"))
+        return result
+
+
+def test_a_blocked_emitter_does_not_stop_the_batcher_from_quarantining(tmp_path: Path,
+                                                                       factory: TraceFactory) -> None:
+    traces = list(factory.traces(200))
+    sink = RejectingSink()
+    sink.refuse = {t.request_id for t in traces[::10]}
+    sink.gate.clear()
+    em = fast(sink, tmp_path, settings(max_bytes=2 * SEG, full_policy="block"))
+    done = threading.Event()
+
+    def produce() -> None:
+        for t in traces:
+            em.emit(t)
+        done.set()
+
+    threading.Thread(target=produce, daemon=True).start()
+    assert not done.wait(0.5) and em.backlog.blocked
+    sink.gate.set()
+    assert done.wait(20), "the emitter and the batcher deadlocked"
+    assert em.flush(20)
+    em.close()
+    assert em.stats.quarantined == 20 and len(sink.ids) == 200
