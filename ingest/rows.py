@@ -8,6 +8,7 @@ convert) is dropped so that the model default applies; storage-only columns are 
 from __future__ import annotations
 
 import types
+from functools import cache
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
@@ -34,18 +35,28 @@ def model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+@cache
+def _fields(model: type[BaseModel]) -> tuple[tuple[str, bool, type[BaseModel] | None], ...]:
+    """Return ``(name, allows None, nested model)`` for each field of ``model``.
+
+    Worked out once per model: a trace holds a few hundred nested values, and inspecting the
+    annotations again for each one was most of the Python time of a ``get``.
+    """
+    return tuple((name, _allows_none(info.annotation), model_in(info.annotation))
+                 for name, info in model.model_fields.items())
+
+
 def clean(row: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
     """Return ``row`` restricted to ``model``'s fields, NULLs of non-nullable fields dropped."""
     out: dict[str, Any] = {}
-    for name, info in model.model_fields.items():
+    for name, nullable, inner in _fields(model):
         if name not in row:
             continue
         value = row[name]
         if value is None:
-            if _allows_none(info.annotation):
+            if nullable:
                 out[name] = None
             continue
-        inner = model_in(info.annotation)
         if inner is not None and isinstance(value, dict):
             value = clean(value, inner)
         elif inner is not None and isinstance(value, list):

@@ -2,7 +2,13 @@
 -- parameterised predicates (ingest/duckdb_reader.py: _PREDICATES); values are always `?`.
 
 -- name: get_trace
-SELECT * FROM traces WHERE request_id = ? LIMIT 1;
+-- An index scan on traces_request_id_key (unique: at most one row).
+SELECT * FROM traces WHERE request_id = ?;
+
+-- name: get_states
+-- One `?` per snapshot id: an IN list of parameters is answered from instance_snapshots_id_key,
+-- where an OR of equalities or `= ANY(?)` would scan the whole table.
+SELECT * FROM instance_snapshots WHERE snapshot_id IN ({marks});
 
 -- name: search
 SELECT request_id, ts, router_version, experiment_arm, rule, query_hash, selected_model,
@@ -15,28 +21,38 @@ ORDER BY ts DESC, request_id DESC
 LIMIT ?;
 
 -- name: aggregate
-WITH t AS (
-    SELECT request_id, to_timestamp(floor(epoch(ts) / ?) * ?) AS start,
-           outcome.status AS status, outcome.total_ms AS total_ms, outcome.cost AS cost,
-           fallback_triggered
+-- Two scans of `traces` rather than one shared one: the bucket figures (b) never read request_id,
+-- the costliest column to decompress; only the misroute join (t, f) does. Both scans take the
+-- same filter, so misroutes honour every field of TraceFilter, and a feedback counts in the
+-- bucket of its trace, whatever its own ts. `t` is MATERIALIZED as a fence (with one consumer it
+-- streams, nothing is buffered): without it DuckDB pushes the join's probabilistic filter on
+-- request_id into the scan and evaluates it before the filter's own predicates, decompressing
+-- every request_id even when the filter keeps 3% of the rows.
+-- A bucket is an integer k counted from `base`, the start of the first bucket in microseconds
+-- since the epoch (the reader passes base and the width): ts >= start >= base, so integer
+-- division floors, and no float arithmetic is done per row.
+WITH b AS (
+    SELECT (epoch_us(ts) - ?::BIGINT) // ?::BIGINT AS k, count(*) AS requests,
+           count(*) FILTER (WHERE outcome.status = 'error') AS errors,
+           count(*) FILTER (WHERE fallback_triggered) AS fallbacks,
+           quantile_cont(outcome.total_ms, [0.5, 0.95, 0.99]) AS q,
+           coalesce(sum(outcome.cost), 0) AS cost
     FROM traces
     WHERE {where}
-), b AS (
-    SELECT start, count(*) AS requests,
-           count(*) FILTER (WHERE status = 'error') AS errors,
-           count(*) FILTER (WHERE fallback_triggered) AS fallbacks,
-           quantile_cont(total_ms, [0.5, 0.95, 0.99]) AS q,
-           coalesce(sum(cost), 0) AS cost
-    FROM t GROUP BY start
+    GROUP BY k
+), t AS MATERIALIZED (
+    SELECT request_id, (epoch_us(ts) - ?::BIGINT) // ?::BIGINT AS k
+    FROM traces
+    WHERE {where}
 ), f AS (
-    SELECT t.start, count(*) AS feedback, count(*) FILTER (WHERE NOT fb.correct) AS misroutes
+    SELECT k, count(*) AS feedback, count(*) FILTER (WHERE NOT fb.correct) AS misroutes
     FROM feedback fb JOIN t USING (request_id)
-    GROUP BY t.start
+    GROUP BY k
 )
-SELECT b.start, b.requests, b.errors, b.fallbacks, b.q, b.cost,
-       coalesce(f.feedback, 0) AS feedback, coalesce(f.misroutes, 0) AS misroutes
-FROM b LEFT JOIN f USING (start)
-ORDER BY b.start;
+SELECT k, requests, errors, fallbacks, q, cost,
+       coalesce(feedback, 0) AS feedback, coalesce(misroutes, 0) AS misroutes
+FROM b LEFT JOIN f USING (k)
+ORDER BY k;
 
 -- name: traffic
 SELECT rule, selected_model AS model, selected_instance AS instance, count(*) AS requests
