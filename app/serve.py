@@ -26,6 +26,7 @@ from router_core.builtin import build_router, policy_hash
 from router_core.gateway import Gateway
 from schemas.config import RouteLensConfig
 from schemas.feedback import Feedback
+from schemas.fleet import InstanceSnapshot
 from schemas.storage_config import StorageSettings
 from schemas.trace import DecisionTrace
 
@@ -53,6 +54,11 @@ class StoreHooks:
     def record_feedback(self, feedback: Feedback) -> None:
         """Queue feedback through the same durable pipeline."""
         self.emitter.emit(feedback)
+
+    def record_snapshots(self, snapshots: list[InstanceSnapshot]) -> None:
+        """Queue a scrape round's snapshots (the instance timeline; traces then point at them)."""
+        for snap in snapshots:
+            self.emitter.emit(snap)
 
 
 def pipeline_paths(st: StorageSettings, db_path: str) -> tuple[Path, Path]:

@@ -82,7 +82,7 @@ class TraceEmitter:
             assert spool_dir is not None
             return DurableSpool(
                 spool_dir, segment_bytes=sp.segment_bytes, max_bytes=sp.max_bytes, fsync=sp.fsync,
-                on_damage=self._on_damage,
+                on_damage=self._on_damage, mirror_records=st.queue_size,
             )
 
         self.backlog = Backlog(

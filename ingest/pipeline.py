@@ -78,6 +78,7 @@ class Batcher:
         self._sleep = sleep or self._abort.wait
         self._done = threading.Condition()
         self._finished = 0
+        self._urgent = 0  # callers waiting in wait_until: write what there is, do not wait to fill
         self._last_fsync = time.monotonic()
         self._preparer = threading.Thread(target=self._prepare_loop, name="trace-preparer", daemon=True)
         self._writer = threading.Thread(target=self._write_loop, name="trace-writer", daemon=True)
@@ -114,7 +115,7 @@ class Batcher:
             while not self._abort.is_set():
                 taken = self._take(self.batch_size)
                 deadline = time.monotonic() + self.flush_interval_s
-                while len(taken.frames) < self.batch_size and not self._closing.is_set():
+                while len(taken.frames) < self.batch_size and not self._closing.is_set() and not self._urgent:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
@@ -153,7 +154,7 @@ class Batcher:
         """Prefault spool pages ahead of the writer and apply the ``interval`` fsync policy."""
         self._lower_priority()
         backlog = self.emitter.backlog
-        while not self._abort.wait(0.005):
+        while not self._abort.wait(0.02):
             backlog.prefault()
             if self.fsync_interval_s is not None and time.monotonic() - self._last_fsync >= self.fsync_interval_s:
                 self._last_fsync = time.monotonic()
@@ -219,10 +220,21 @@ class Batcher:
 
     # -- control --------------------------------------------------------------------------------
     def wait_until(self, target: int, timeout_s: float) -> bool:
-        """Wait until ``target`` records are finished (stored, duplicates, refused or dropped)."""
+        """Wait until ``target`` records are finished (stored, duplicates, refused or dropped).
+
+        While anyone waits here the preparer sends what it has instead of waiting for a full batch.
+        """
         stats = self.emitter.stats
         with self._done:
-            return self._done.wait_for(lambda: self._finished + stats.dropped + stats.corrupted >= target, timeout_s)
+            self._urgent += 1
+        self.wake()
+        try:
+            with self._done:
+                return self._done.wait_for(
+                    lambda: self._finished + stats.dropped + stats.corrupted >= target, timeout_s)
+        finally:
+            with self._done:
+                self._urgent -= 1
 
     def stop(self, timeout_s: float) -> None:
         """Drain (waiting up to ``timeout_s``), stop both threads and close the sink."""

@@ -4,6 +4,11 @@ Every record is appended to the newest segment (see :mod:`ingest.spool_segment`)
 ``emit()`` returns, read back in order by the pipeline's batcher, and forgotten once the sink has
 committed it (``ack``): whole segments are deleted when all their records are acknowledged. After
 a restart (or ``kill -9``) everything after the last acknowledgement is read again, in order.
+
+The records this process appends are also kept in a bounded in-memory *mirror* (references to
+the payloads, no copy): while the batcher keeps up it takes them from there and never copies
+frames back out of the mapping. When it falls behind (a sink outage) the mirror stops growing
+and the rest is read from the segments; the mirror starts again once the reader has caught up.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ class DurableSpool:
         max_bytes: Total size the segments may take.
         fsync: ``never``, ``interval`` (the owner calls :meth:`flush`) or ``always``.
         on_damage: Told ``(reason, records_lost)`` when replay meets a damaged frame.
+        mirror_records: Records the in-memory mirror holds at most (0: read everything back from
+            the segments).
 
     Raises:
         SpoolUnavailable: The folder cannot be created or written.
@@ -48,6 +55,7 @@ class DurableSpool:
         max_bytes: int = 2 * 1024**3,
         fsync: str = "interval",
         on_damage: Callable[[str, int], None] | None = None,
+        mirror_records: int = 0,
     ) -> None:
         self.folder = Path(folder)
         self.segment_bytes = segment_bytes
@@ -72,6 +80,11 @@ class DurableSpool:
         self.read_seq = self.acked + 1
         self.recovered = self.next_seq - self.read_seq
         self._verify_below = self.next_seq  # frames this process wrote itself need no checksum test
+        self._mirror_cap = mirror_records
+        self._mirror: list[Frame] = []  # consecutive frames from _mirror_first on
+        self._mirror_first = self.next_seq
+        self._mirror_ends: list[tuple[Segment, int]] = []  # where each mirrored frame ends in the mapping
+        self._mirror_lock = threading.Lock()
 
     # -- recovery -------------------------------------------------------------------------------
     def _load_ack(self) -> int:
@@ -119,6 +132,14 @@ class DurableSpool:
             seg.flush()
         self.next_seq = seq + 1
         self.published = seq + 1
+        if self._mirror_cap:
+            with self._mirror_lock:
+                mirror = self._mirror
+                if not mirror:
+                    self._mirror_first = seq
+                if len(mirror) < self._mirror_cap and seq == self._mirror_first + len(mirror):
+                    mirror.append((seq, kind, payload))
+                    self._mirror_ends.append((seg, seg.end))
 
     def _roll(self, payload_len: int, seq: int) -> Segment:
         if len(self._segments) >= self.max_segments:
@@ -141,7 +162,7 @@ class DurableSpool:
             self._read_seg, self._read_off = seg, FILE_HEADER.size
         return seg
 
-    def prefault(self, ahead: int = 4 << 20, step: int = 1 << 20) -> None:
+    def prefault(self, ahead: int = 8 << 20, step: int = 1 << 20) -> None:
         """Fault in (for writing) up to ``ahead`` bytes past the write position, ``step`` at a time.
 
         Called from a background thread: first writes into fresh pages of a mapped file fault
@@ -153,9 +174,10 @@ class DurableSpool:
         if self._prefaulted[0] is not seg:
             self._prefaulted = (seg, seg.end)
         done = max(self._prefaulted[1], seg.end)
-        if done < seg.end + ahead and done < seg.size:
+        while self._prefault_ok and done < seg.end + ahead and done < seg.size and self._writer is seg:
             self._prefault_ok = seg.prefault(done, step)
-            self._prefaulted = (seg, done + step)
+            done += step
+            self._prefaulted = (seg, done)
 
     def flush(self) -> None:
         """Flush the segment being written (the ``interval`` fsync policy calls this)."""
@@ -176,6 +198,8 @@ class DurableSpool:
         out: list[Frame] = []
         size = 0
         with self._read_lock:
+            if self._take_mirror(max_records, out):
+                return out
             while (len(out) < max_records and size < max_bytes and self.read_seq < self.published
                    and self._read_seg is not None):
                 if self.read_seq >= self._verify_below:  # our own frames: the fast path
@@ -197,7 +221,31 @@ class DurableSpool:
                 self.read_seq = frame[0] + 1
                 size += len(frame[2])
                 out.append(frame)
+            self._trim_mirror()
         return out
+
+    def _take_mirror(self, max_records: int, out: list[Frame]) -> bool:
+        """Take up to ``max_records`` mirrored frames when they start at the read position (the fast path)."""
+        with self._mirror_lock:
+            mirror = self._mirror
+            if not mirror or self._mirror_first != self.read_seq:
+                return False
+            n = min(max_records, len(mirror))
+            out += mirror[:n]
+            end = self._mirror_ends[n - 1]
+            del mirror[:n], self._mirror_ends[:n]
+            self._mirror_first += n
+        self._read_seg, self._read_off = end  # the mapping holds the same frames: skip them
+        self.read_seq = self._mirror_first
+        return True
+
+    def _trim_mirror(self) -> None:
+        """Forget mirrored frames the reader already took from the segments."""
+        with self._mirror_lock:
+            behind = self.read_seq - self._mirror_first
+            if behind > 0 and self._mirror:
+                del self._mirror[:behind], self._mirror_ends[:behind]
+                self._mirror_first = self.read_seq
 
     def _advance(self, problem: str | None) -> bool:
         seg = self._read_seg

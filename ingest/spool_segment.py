@@ -13,6 +13,8 @@ until flushed, see ``fsync``), and ``emit()`` makes no system call.
 from __future__ import annotations
 
 import binascii
+import ctypes
+import ctypes.util
 import mmap
 import os
 import struct
@@ -26,6 +28,9 @@ FRAME_HEADER = struct.Struct("<IIQB3x")
 _BODY = struct.Struct("<QB")
 END_OF_SEGMENT = 0xFFFFFFFF
 _MADV_POPULATE_WRITE = 23  # linux/mman.h; not in Python's mmap module before 3.13
+# madvise through ctypes: a foreign call releases the GIL, ``mmap.madvise`` does not (populating
+# a megabyte takes about half a millisecond, which would stall every other thread).
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 Frame = tuple[int, int, bytes]  # seq, kind, payload
 
@@ -67,6 +72,9 @@ class Segment:
             self._map = mmap.mmap(fd, self.size)
         finally:
             os.close(fd)
+        view = ctypes.c_char.from_buffer(self._map)  # only to learn the address; released at once
+        self._addr = ctypes.addressof(view)
+        del view
         self.end = FILE_HEADER.size  # first free byte (writer) or end of valid data (after scan)
 
     def fits(self, payload_len: int) -> bool:
@@ -115,18 +123,16 @@ class Segment:
         """Fault pages in for writing ahead of the writer, so ``append`` takes no page fault.
 
         Uses ``MADV_POPULATE_WRITE`` (Linux 5.14+), which maps the pages without changing a byte,
-        so it is safe while the writer appends. Returns False where the kernel lacks it.
+        so it is safe while the writer appends. Returns False where the kernel lacks it. Must not
+        run concurrently with :meth:`close`.
         """
         page = mmap.PAGESIZE
         start -= start % page
         length = min(length, self.size - start)
-        if length <= 0:
+        if length <= 0 or self._map.closed:
             return True
-        try:
-            self._map.madvise(_MADV_POPULATE_WRITE, start, length)
-        except (OSError, ValueError):
-            return False
-        return True
+        done = _LIBC.madvise(ctypes.c_void_p(self._addr + start), ctypes.c_size_t(length), _MADV_POPULATE_WRITE)
+        return bool(done == 0)
 
     def read_fresh(self, off: int, below: int, max_records: int, max_bytes: int, out: list[Frame]) -> int:
         """Append to ``out`` the complete frames from ``off`` with seq below ``below``; return the new offset.

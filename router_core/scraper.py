@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import aiohttp
 
@@ -26,6 +26,8 @@ class MetricsScraper:
         session: A shared aiohttp session (the gateway's pooled client).
         interval_s: Time between rounds.
         timeout_s: Bound on one scrape.
+        on_round: Called after each round has been folded into the view (e.g. to store the
+            round's snapshots).
     """
 
     def __init__(
@@ -36,23 +38,27 @@ class MetricsScraper:
         *,
         interval_s: float = 1.0,
         timeout_s: float = 0.5,
+        on_round: Callable[[], None] | None = None,
     ) -> None:
         self._specs = specs
         self._view = view
         self._session = session
         self._interval_s = interval_s
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._on_round = on_round
 
     async def scrape_once(self) -> None:
         """Scrape every instance once, concurrently, then let the view re-evaluate its latches."""
         await asyncio.gather(*(self._scrape(spec) for spec in self._specs))
         self._view.tick()
+        if self._on_round is not None:
+            self._on_round()
 
     async def run(self) -> None:
-        """Scrape forever; cancel the task to stop."""
+        """Scrape every ``interval_s`` forever (the first round after one interval); cancel to stop."""
         while True:
-            await self.scrape_once()
             await asyncio.sleep(self._interval_s)
+            await self.scrape_once()
 
     async def _scrape(self, spec: InstanceSpec) -> None:
         try:

@@ -57,7 +57,10 @@ class StorageSettings(ContractModel):
 
     backend: Literal["duckdb", "elasticsearch"] = "duckdb"
     duckdb_path: str = ".routelens/traces.duckdb"
-    queue_size: int = Field(50_000, ge=1, description="Records held in memory when the spool is unusable.")
+    queue_size: int = Field(
+        50_000, ge=1,
+        description="Records held in memory: the spool's read-ahead mirror, or all of them while the spool is down.",
+    )
     batch_size: int = Field(
         32_768, ge=1, description="Records per sink write at most; batches grow toward it under load (cheaper inserts)."
     )

@@ -36,6 +36,7 @@ from router_core.state import StateView
 from schemas.common import OutcomeStatus
 from schemas.config import RouteLensConfig
 from schemas.feedback import Feedback
+from schemas.fleet import InstanceSnapshot
 from schemas.hashing import query_hash
 from schemas.trace import DecisionTrace, Outcome
 
@@ -58,6 +59,14 @@ class TraceHooks(Protocol):
 
     def record_feedback(self, feedback: Feedback) -> None:
         """Store one feedback record; may block (called in a worker thread)."""
+        ...
+
+    def record_snapshots(self, snapshots: list[InstanceSnapshot]) -> None:
+        """Hand over a scrape round's instance snapshots without blocking.
+
+        Called before any trace refers to them: the traces then point at stored snapshots, and
+        the snapshots are serialised here rather than on a request's path.
+        """
         ...
 
 
@@ -140,7 +149,8 @@ class Gateway:
         self._forwarder = Forwarder(self._session, self.view, timeout, perf=self._perf)
         sc = self.config.scrape
         scraper = MetricsScraper(
-            self.config.fleet.instances, self.view, self._session, interval_s=sc.interval_s, timeout_s=sc.timeout_s
+            self.config.fleet.instances, self.view, self._session, interval_s=sc.interval_s, timeout_s=sc.timeout_s,
+            on_round=lambda: self.hooks.record_snapshots(list(self.view.snapshot().values())),
         )
         await scraper.scrape_once()  # route on real state from the first request on
         self._scrape_task = asyncio.create_task(scraper.run())

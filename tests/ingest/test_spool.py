@@ -49,6 +49,35 @@ def test_a_reopened_spool_replays_exactly_what_was_not_acknowledged(tmp_path: Pa
     assert [s for s, _, _ in again.read(10)] == [100]
 
 
+def test_the_memory_mirror_hands_back_the_same_frames_and_falls_back_to_the_segments(tmp_path: Path) -> None:
+    """Reads interleave with appends; the mirror overflows (cap 50) and refills; every frame once, in order."""
+    sp = spool(tmp_path, max_bytes=SEG * 100, mirror_records=50)
+    got: list[tuple[int, int, bytes]] = []
+    written = 0
+    for burst, take in [(10, 100), (30, 5), (80, 100), (7, 3), (200, 20), (1, 1000), (40, 1000)]:
+        fill(sp, burst, size=300, start=written)
+        written += burst
+        got += sp.read(take)
+    got += sp.read(1000)
+    assert [seq for seq, _, _ in got] == list(range(written))
+    assert all(p.startswith(b'{"n":%d,' % seq) for seq, _, p in got)
+    sp.ack(written - 1)
+    sp.close()
+    assert [s for s, _, _ in spool(tmp_path).read(1000)] == []  # all acknowledged: nothing to replay
+
+
+def test_frames_taken_from_the_mirror_are_still_replayed_after_a_restart_until_acknowledged(tmp_path: Path) -> None:
+    sp = spool(tmp_path, mirror_records=1000)
+    fill(sp, 20)
+    assert [s for s, _, _ in sp.read(100)] == list(range(20))  # from the mirror
+    sp.ack(9)
+    fill(sp, 5, start=20)
+    sp.close()  # 10..24 never acknowledged
+    again = spool(tmp_path, mirror_records=1000)
+    fill(again, 3, start=25)
+    assert [s for s, _, _ in again.read(1000)] == list(range(10, 28))
+
+
 def test_a_damaged_frame_is_reported_and_later_segments_still_read(tmp_path: Path) -> None:
     sp = spool(tmp_path)
     fill(sp, 200)

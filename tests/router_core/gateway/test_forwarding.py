@@ -14,6 +14,7 @@ from router_core.builtin import build_router
 from router_core.gateway import Gateway
 from schemas import AttemptStatus, DecisionTrace, Feedback, OutcomeStatus
 from schemas.config import RouteLensConfig
+from schemas.fleet import InstanceSnapshot
 
 # Instances are ranked by the seed score: "a" (KV 10%) always before "b" (KV 20%).
 KV = {"a": 0.1, "b": 0.2}
@@ -25,6 +26,7 @@ class MemoryHooks:
     def __init__(self) -> None:
         self.traces: dict[str, DecisionTrace] = {}
         self.feedback: list[Feedback] = []
+        self.rounds: list[list[InstanceSnapshot]] = []
 
     def emit(self, trace: DecisionTrace) -> bool:
         self.traces[trace.request_id] = trace
@@ -35,6 +37,9 @@ class MemoryHooks:
 
     def record_feedback(self, feedback: Feedback) -> None:
         self.feedback.append(feedback)
+
+    def record_snapshots(self, snapshots: list[InstanceSnapshot]) -> None:
+        self.rounds.append(snapshots)
 
 
 def upstream(chat: Handler, kv: float) -> web.Application:
@@ -55,7 +60,7 @@ def reply(status: int, body: Any = OK_BODY) -> Handler:
 
 
 async def run(handlers: dict[str, Handler], payload: dict[str, Any], timeout_s: float = 5.0,
-              ) -> tuple[int, bytes, dict[str, str], DecisionTrace]:
+              hooks: MemoryHooks | None = None) -> tuple[int, bytes, dict[str, str], DecisionTrace]:
     servers = {iid: TestServer(upstream(h, KV[iid])) for iid, h in handlers.items()}
     for server in servers.values():
         await server.start_server()
@@ -65,7 +70,7 @@ async def run(handlers: dict[str, Handler], payload: dict[str, Any], timeout_s: 
         "gateway": {"max_attempts": 2, "upstream_timeout_s": timeout_s},
         "scrape": {"interval_s": 60},
     })
-    hooks = MemoryHooks()
+    hooks = hooks or MemoryHooks()
     ids = iter(f"req-{i}" for i in range(100))
     gateway = Gateway(config, build_router(config), hooks, new_id=lambda: next(ids))
     async with TestClient(TestServer(gateway.build_app())) as client:
@@ -92,6 +97,17 @@ def test_a_5xx_is_retried_on_the_next_ranked_instance() -> None:
     assert status == 200 and headers["x-routelens-instance"] == "b" == trace.selected_instance
     assert orjson.loads(body) == OK_BODY  # passed through untouched
     assert (trace.outcome.prompt_tokens, trace.outcome.completion_tokens) == (3, 5)
+
+
+def test_each_scrape_round_hands_over_its_snapshots_before_traces_refer_to_them() -> None:
+    hooks = MemoryHooks()
+    _, _, _, trace = asyncio.run(run({"a": reply(200), "b": reply(200)}, CHAT, hooks=hooks))
+    assert len(hooks.rounds) == 1  # the first round, scraped before the gateway takes requests
+    assert sorted(s.instance for s in hooks.rounds[0]) == ["a", "b"]
+    assert {s.kv_cache_usage for s in hooks.rounds[0]} == {0.1, 0.2}
+    # The very objects the trace points at: the emitter serialises each of them once, at scrape time.
+    handed = {id(s) for s in hooks.rounds[0]}
+    assert all(id(c.state) in handed for c in trace.candidates)
 
 
 def test_a_client_error_upstream_is_passed_through_not_retried() -> None:
