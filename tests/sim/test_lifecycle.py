@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import aiohttp
 from aiohttp import ClientSession
@@ -17,6 +19,7 @@ CONFIG = {
                             {"id": "b", "model": "m", "url": "http://127.0.0.1:0"}]},
     "sim": {"zero_delay": True, "models": {"m": {"warmup_s": 90}}},
 }
+T = TypeVar("T")
 BODY = {"model": "m", "messages": [{"role": "user", "content": "How are you doing today?"}]}
 
 
@@ -35,13 +38,21 @@ async def _gauge(http: ClientSession, url: str, name: str) -> float:
     return next(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name)
 
 
-async def _until_up(http: ClientSession, url: str) -> int | str:
-    for _ in range(200):  # bounded: recovery is a task on the fleet's loop
-        status = await _status(http, url)
-        if status == 200:
-            return status
+async def _poll(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool], tries: int = 200) -> T:
+    """Call ``probe`` every 20 ms until ``done`` accepts its result (at most ``tries`` calls); return the last one.
+
+    Bounded: faults start and end in tasks on the fleet's loop, a little after the request that asked.
+    """
+    for _ in range(tries):
+        result = await probe()
+        if done(result):
+            break
         await asyncio.sleep(0.02)
-    return status
+    return result
+
+
+async def _until_up(http: ClientSession, url: str) -> int | str:
+    return await _poll(lambda: _status(http, url), lambda status: status == 200)
 
 
 def test_crash_closes_the_port_and_recovery_comes_back_cold():
@@ -58,12 +69,8 @@ def test_crash_closes_the_port_and_recovery_comes_back_cold():
                 warm = await _gauge(http, a, "routelens_sim_warmup_progress")
                 async with http.post(f"{a}/admin/faults", json={"kind": "crash"}) as resp:
                     assert resp.status == 201
-                for _ in range(200):  # dropped connections first, then a closed port
-                    down = await _status(http, a)
-                    assert down != 200
-                    if down == "ClientConnectorError":
-                        break
-                    await asyncio.sleep(0.02)
+                # Dropped connections first, then a closed port; never a 200 in between.
+                down = await _poll(lambda: _status(http, a), lambda status: status in (200, "ClientConnectorError"))
                 other = await _status(http, b)
                 handle.instances["a"].clear()
                 up = await _until_up(http, a)
@@ -95,8 +102,10 @@ def test_restart_is_a_short_outage_that_resets_counters_and_warmup():
                     assert resp.status == 201
                 async with http.post(f"{a}/admin/faults", json={"kind": "restart", "duration_s": 0.1}) as resp:
                     assert resp.status == 201
-                while not any(e[1] == "restart" and e[0] == "end" for e in events):
-                    await asyncio.sleep(0.02)
+                async def restarted() -> bool:
+                    return ("end", "restart", "restarted") in events
+
+                assert await _poll(restarted, lambda ended: ended)
                 await _until_up(http, a)
                 after = await _gauge(http, a, "vllm:request_success_total")
                 return before, after, await _gauge(http, a, "routelens_sim_warmup_progress")
