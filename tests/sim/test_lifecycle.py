@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import TypeVar
 
 import aiohttp
@@ -12,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from schemas.config import RouteLensConfig
 from sim.clock import VirtualClock
-from sim.fleet import start_fleet
+from sim.fleet import FleetHandle, start_fleet
 
 CONFIG = {
     "fleet": {"instances": [{"id": "a", "model": "m", "url": "http://127.0.0.1:0"},
@@ -55,29 +56,36 @@ async def _until_up(http: ClientSession, url: str) -> int | str:
     return await _poll(lambda: _status(http, url), lambda status: status == 200)
 
 
-def test_crash_closes_the_port_and_recovery_comes_back_cold():
+@asynccontextmanager
+async def _warm_fleet(events: list[tuple[str, str, str | None]]) -> AsyncIterator[tuple[FleetHandle, ClientSession]]:
+    """Both instances past their warm-up (virtual clock) and a client; fault events go to ``events``."""
     clock = VirtualClock()
+    handle = await start_fleet(RouteLensConfig.model_validate(CONFIG), clock=clock,
+                               on_fault=lambda e, r: events.append((e, r.kind.value, r.end_reason)))
+    try:
+        async with ClientSession() as http:
+            clock.advance(100)
+            yield handle, http
+    finally:
+        await handle.close()
+
+
+def test_crash_closes_the_port_and_recovery_comes_back_cold():
     events: list[tuple[str, str, str | None]] = []
 
     async def scenario():
-        handle = await start_fleet(RouteLensConfig.model_validate(CONFIG), clock=clock,
-                                   on_fault=lambda e, r: events.append((e, r.kind.value, r.end_reason)))
-        try:
+        async with _warm_fleet(events) as (handle, http):
             a, b = handle.urls["a"], handle.urls["b"]
-            async with ClientSession() as http:
-                clock.advance(100)
-                warm = await _gauge(http, a, "routelens_sim_warmup_progress")
-                async with http.post(f"{a}/admin/faults", json={"kind": "crash"}) as resp:
-                    assert resp.status == 201
-                # Dropped connections first, then a closed port; never a 200 in between.
-                down = await _poll(lambda: _status(http, a), lambda status: status in (200, "ClientConnectorError"))
-                other = await _status(http, b)
-                handle.instances["a"].clear()
-                up = await _until_up(http, a)
-                cold = await _gauge(http, a, "routelens_sim_warmup_progress")
-                return warm, down, other, up, cold
-        finally:
-            await handle.close()
+            warm = await _gauge(http, a, "routelens_sim_warmup_progress")
+            async with http.post(f"{a}/admin/faults", json={"kind": "crash"}) as resp:
+                assert resp.status == 201
+            # Dropped connections first, then a closed port; never a 200 in between.
+            down = await _poll(lambda: _status(http, a), lambda status: status in (200, "ClientConnectorError"))
+            other = await _status(http, b)
+            handle.instances["a"].clear()
+            up = await _until_up(http, a)
+            cold = await _gauge(http, a, "routelens_sim_warmup_progress")
+            return warm, down, other, up, cold
 
     warm, down, other, up, cold = asyncio.run(scenario())
     assert warm == 1.0 and cold == 0.0
@@ -86,31 +94,24 @@ def test_crash_closes_the_port_and_recovery_comes_back_cold():
 
 
 def test_restart_is_a_short_outage_that_resets_counters_and_warmup():
-    clock = VirtualClock()
     events: list[tuple[str, str, str | None]] = []
 
-    async def scenario():
-        handle = await start_fleet(RouteLensConfig.model_validate(CONFIG), clock=clock,
-                                   on_fault=lambda e, r: events.append((e, r.kind.value, r.end_reason)))
-        try:
-            a = handle.urls["a"]
-            async with ClientSession() as http:
-                clock.advance(100)
-                await _status(http, a)
-                before = await _gauge(http, a, "vllm:request_success_total")
-                async with http.post(f"{a}/admin/faults", json={"kind": "leak", "rate": 0.5}) as resp:
-                    assert resp.status == 201
-                async with http.post(f"{a}/admin/faults", json={"kind": "restart", "duration_s": 0.1}) as resp:
-                    assert resp.status == 201
-                async def restarted() -> bool:
-                    return ("end", "restart", "restarted") in events
+    async def restarted() -> bool:
+        return ("end", "restart", "restarted") in events
 
-                assert await _poll(restarted, lambda ended: ended)
-                await _until_up(http, a)
-                after = await _gauge(http, a, "vllm:request_success_total")
-                return before, after, await _gauge(http, a, "routelens_sim_warmup_progress")
-        finally:
-            await handle.close()
+    async def scenario():
+        async with _warm_fleet(events) as (handle, http):
+            a = handle.urls["a"]
+            await _status(http, a)
+            before = await _gauge(http, a, "vllm:request_success_total")
+            async with http.post(f"{a}/admin/faults", json={"kind": "leak", "rate": 0.5}) as resp:
+                assert resp.status == 201
+            async with http.post(f"{a}/admin/faults", json={"kind": "restart", "duration_s": 0.1}) as resp:
+                assert resp.status == 201
+            assert await _poll(restarted, lambda ended: ended)
+            await _until_up(http, a)
+            after = await _gauge(http, a, "vllm:request_success_total")
+            return before, after, await _gauge(http, a, "routelens_sim_warmup_progress")
 
     before, after, warmup = asyncio.run(scenario())
     assert before == 1.0 and after == 1.0  # the counter restarted from zero; one request since
