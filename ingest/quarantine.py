@@ -2,8 +2,9 @@
 
 Each one is appended to a JSONL file at once (so it survives whatever happens to the pipeline)
 and handed back to the caller as a :class:`QuarantinedRecord`, which goes through the pipeline
-into the ``quarantine`` table or index. Nothing readable of an unknown field is kept: foreign
-input could carry a raw query, and the query text must never be stored.
+into the ``quarantine`` table or index. Nothing readable of an unknown field, or of a known field
+whose value does not fit it, is kept: foreign input could carry a raw query (in a field of its own
+or, say, as its ``query_hash``), and the query text must never be stored.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ingest.codec import content_id, dumps
 from ingest.rows import model_in
@@ -40,18 +42,41 @@ def describe_validation_error(exc: ValidationError, limit: int = 5) -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
+@cache
+def _field_adapter(model: type[BaseModel], name: str) -> TypeAdapter[Any]:
+    info = model.model_fields[name]
+    typ: Any = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation  # with constraints
+    return TypeAdapter(typ)
+
+
+def _fits(model: type[BaseModel], name: str, value: Any) -> bool:
+    try:
+        _field_adapter(model, name).validate_python(value)
+    except ValidationError:
+        return False
+    return True
+
+
 def redact(value: Any, model: type[BaseModel] | None) -> Any:
-    """Replace the values of keys ``model`` does not define (recursively) by ``"[redacted]"``."""
+    """Return ``value`` with ``"[redacted]"`` for unknown keys and for values that do not fit their field.
+
+    Recursively into nested models; what fits its field stays readable.
+    """
     if isinstance(value, list):
         return [redact(v, model) for v in value]
-    if not isinstance(value, dict):
-        return value if model is None else REDACTED
-    if model is None:
+    if not isinstance(value, dict) or model is None:
         return REDACTED
     out = {}
     for key, item in value.items():
-        info = model.model_fields.get(str(key))
-        out[str(key)] = REDACTED if info is None else redact(item, model_in(info.annotation))
+        name = str(key)
+        info = model.model_fields.get(name)
+        inner = None if info is None else model_in(info.annotation)
+        if info is None:
+            out[name] = REDACTED
+        elif inner is not None and isinstance(item, (dict, list)):
+            out[name] = redact(item, inner)
+        else:
+            out[name] = item if _fits(model, name, item) else REDACTED
     return out
 
 
