@@ -128,6 +128,8 @@ def map_record(
     used: set[str] = set()
     for target, sources in mapping.items():
         for source in sources:
+            if source.split(".")[0] in _TEXT_FIELDS:
+                continue  # query text is only ever hashed, whatever a custom mapping asks for
             value = _lookup(record, source)
             if value is not None:
                 _set(out, target, value)

@@ -64,6 +64,9 @@ def test_the_generic_mapping_hashes_the_query_and_never_keeps_it() -> None:
     assert trace.ts.isoformat() == "2026-11-01T00:00:00+00:00"
     assert trace.query_hash == query_hash("写一个排序函数") and trace.features.n_messages == 1
     assert "排序" not in trace.model_dump_json() and ignored == ["team"]
+    # A custom mapping cannot copy the text either: it is only ever hashed.
+    leaky, _ = map_record(FOREIGN, {**GENERIC, "rule": ["messages", "route"]})
+    assert "排序" not in str(leaky) and leaky["query_hash"] == trace.query_hash
 
 
 def test_import_with_the_generic_mapping_and_a_custom_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
