@@ -9,6 +9,7 @@ trace right after the response finds it.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable
@@ -89,9 +90,6 @@ class TraceEmitter:
             open_spool if spool_dir is not None else None, self.stats, queue_size=st.queue_size,
             policy=sp.full_policy, lock=self._lock,
         )
-        if self.backlog.spool is not None:
-            for problem in self.backlog.spool.recovery_problems:
-                self._on_damage(problem, 0)
         self.batcher = Batcher(
             self, sink, batch_size=st.batch_size, flush_interval_s=st.flush_interval_ms / 1000,
             fsync_interval_s=sp.fsync_interval_ms / 1000 if sp.fsync == "interval" else None, sleep=sleep,
@@ -154,14 +152,18 @@ class TraceEmitter:
         self.emit(self.quarantine.record(kind="unknown", source="spool", reason=reason, raw=None))
 
     def delivered(self, frames: list[tuple[int, int, bytes]]) -> None:
-        """Forget the pending traces of delivered frames (batcher thread)."""
-        if not self._pending_seq:
+        """Forget the pending traces up to the newest delivered frame (batcher thread).
+
+        Everything older is stored by now, or was dropped or found damaged in the spool: either
+        way it is no longer pending (``_pending_seq`` is in seq order, the order of ``emit``).
+        """
+        if not frames:
             return
-        pop_seq, pop_rid = self._pending_seq.pop, self._pending.pop
-        for frame in frames:
-            rid = pop_seq(frame[0], None)
-            if rid is not None:
-                pop_rid(rid, None)
+        newest = max(frame[0] for frame in frames)
+        with self._lock:
+            done = list(itertools.takewhile(lambda seq: seq <= newest, self._pending_seq))
+            for seq in done:
+                self._pending.pop(self._pending_seq.pop(seq), None)
 
     def pending(self, request_id: str) -> DecisionTrace | None:
         """Return a trace that was emitted but is not stored yet."""

@@ -71,20 +71,19 @@ class DurableSpool:
             raise SpoolUnavailable(f"spool folder {self.folder} is not usable: {exc.strerror or exc}") from exc
         last = self._segments[-1] if self._segments else None
         self.next_seq = max(self.acked + 1, self._last_seq + 1 if last else 0)
-        self.published = self.next_seq  # frames below this seq are complete
         self._writer: Segment | None = None
         self._prefault_ok = True
         self._prefaulted: tuple[Segment | None, int] = (None, 0)
         self._read_seg = self._segments[0] if self._segments else None
         self._read_off = FILE_HEADER.size
         self.read_seq = self.acked + 1
-        self.recovered = self.next_seq - self.read_seq
         self._verify_below = self.next_seq  # frames this process wrote itself need no checksum test
         self._mirror_cap = mirror_records
         self._mirror: list[Frame] = []  # consecutive frames from _mirror_first on
         self._mirror_first = self.next_seq
         self._mirror_ends: list[tuple[Segment, int]] = []  # where each mirrored frame ends in the mapping
         self._mirror_lock = threading.Lock()
+        self._damage: list[tuple[str, int]] = []
 
     # -- recovery -------------------------------------------------------------------------------
     def _load_ack(self) -> int:
@@ -95,7 +94,6 @@ class DurableSpool:
 
     def _recover(self) -> list[Segment]:
         self._last_seq = -1
-        self.recovery_problems: list[str] = []
         segments = []
         for path in sorted(self.folder.glob("*.seg")):
             try:
@@ -106,10 +104,8 @@ class DurableSpool:
                 continue
             off = FILE_HEADER.size
             while True:
-                frame, off, problem = seg.read(off)
-                if frame is None:
-                    if problem not in (None, "end"):
-                        self.recovery_problems.append(problem)
+                frame, off, _ = seg.read(off)
+                if frame is None:  # the end, or damage: the reader reports that when it gets there
                     break
                 self._last_seq = frame[0]
             seg.end = off
@@ -130,8 +126,7 @@ class DurableSpool:
         seg.append(seq, kind, payload)
         if self.fsync == "always":
             seg.flush()
-        self.next_seq = seq + 1
-        self.published = seq + 1
+        self.next_seq = seq + 1  # frames below it are complete
         if self._mirror_cap:
             with self._mirror_lock:
                 mirror = self._mirror
@@ -156,10 +151,11 @@ class DurableSpool:
             raise SpoolFull(f"a record of {payload_len} bytes does not fit in a {self.segment_bytes}-byte segment")
         if self._writer is not None:
             self._writer.close_for_writing()
-        self._segments.append(seg)
+        with self._read_lock:  # the reader iterates the segments
+            self._segments.append(seg)
+            if self._read_seg is None:
+                self._read_seg, self._read_off = seg, FILE_HEADER.size
         self._writer = seg
-        if self._read_seg is None:
-            self._read_seg, self._read_off = seg, FILE_HEADER.size
         return seg
 
     def prefault(self, ahead: int = 8 << 20, step: int = 1 << 20) -> None:
@@ -188,40 +184,47 @@ class DurableSpool:
     # -- reading --------------------------------------------------------------------------------
     def pending(self) -> int:
         """Return how many records are appended but not read yet."""
-        return self.published - self.read_seq
+        return self.next_seq - self.read_seq
 
     def read(self, max_records: int, max_bytes: int = 64 << 20) -> list[Frame]:
         """Return up to ``max_records`` unread frames (about ``max_bytes`` at most), oldest first.
 
         Called from the reader thread only.
         """
+        with self._read_lock:
+            out = self._read(max_records, max_bytes)
+            damage, self._damage = self._damage, []
+        for problem, lost in damage:  # outside the lock: the owner may emit (and take its own lock)
+            self._on_damage(problem, lost)
+        return out
+
+    def _read(self, max_records: int, max_bytes: int) -> list[Frame]:
         out: list[Frame] = []
         size = 0
-        with self._read_lock:
-            if self._take_mirror(max_records, out):
-                return out
-            while (len(out) < max_records and size < max_bytes and self.read_seq < self.published
-                   and self._read_seg is not None):
-                if self.read_seq >= self._verify_below:  # our own frames: the fast path
-                    n = len(out)
-                    self._read_off = self._read_seg.read_fresh(
-                        self._read_off, self.published, max_records - n, max_bytes - size, out)
-                    if len(out) > n:
-                        self.read_seq = out[-1][0] + 1
-                        size += sum(len(f[2]) for f in out[n:])
-                        continue
-                frame, nxt, problem = self._read_seg.read(self._read_off, verify=self.read_seq < self._verify_below)
-                if frame is None:
-                    if not self._advance(problem):
-                        break
+        if self._take_mirror(max_records, out):
+            return out
+        while (len(out) < max_records and size < max_bytes and self.read_seq < self.next_seq
+               and self._read_seg is not None):
+            if self.read_seq >= self._verify_below:  # our own frames: the fast path
+                n = len(out)
+                self._read_off = self._read_seg.read_fresh(
+                    self._read_off, self.next_seq, max_records - n, max_bytes - size, out)
+                if len(out) > n:
+                    self.read_seq = out[-1][0] + 1
+                    size += sum(len(f[2]) for f in out[n:])
                     continue
-                self._read_off = nxt
-                if frame[0] < self.read_seq:
-                    continue  # delivered before the restart
-                self.read_seq = frame[0] + 1
-                size += len(frame[2])
-                out.append(frame)
-            self._trim_mirror()
+            frame, nxt, problem = self._read_seg.read(self._read_off, verify=self.read_seq < self._verify_below)
+            if frame is None:
+                if not self._advance(problem):
+                    break
+                continue
+            self._read_off = nxt
+            if frame[0] < self.read_seq:
+                continue  # delivered before the restart
+            self.read_seq = frame[0] + 1
+            size += len(frame[2])
+            out.append(frame)
+        self._trim_mirror()
         return out
 
     def _take_mirror(self, max_records: int, out: list[Frame]) -> bool:
@@ -252,7 +255,7 @@ class DurableSpool:
         later = [s for s in self._segments if s.first_seq > (seg.first_seq if seg else -1)]
         if not later:
             if problem not in (None, "end"):
-                self._damaged(problem, self.published)
+                self._damaged(problem, self.next_seq)
             return False
         if problem not in (None, "end"):
             self._damaged(problem, later[0].first_seq)
@@ -263,7 +266,7 @@ class DurableSpool:
         lost = max(0, resume_at - self.read_seq)
         log.error("spool: %s; %d records unreadable", problem, lost)
         self.read_seq = max(self.read_seq, resume_at)
-        self._on_damage(problem, lost)
+        self._damage.append((problem, lost))  # reported by read() once the lock is released
 
     # -- acknowledging --------------------------------------------------------------------------
     def ack(self, seq: int) -> None:
@@ -306,7 +309,8 @@ class DurableSpool:
 
     def disk_bytes(self) -> int:
         """Return the bytes the segment files take."""
-        return sum(s.size for s in self._segments)
+        with self._read_lock:
+            return sum(s.size for s in self._segments)
 
     def close(self) -> None:
         """Flush and unmap every segment."""

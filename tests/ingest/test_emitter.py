@@ -227,3 +227,25 @@ def test_a_blocked_emitter_does_not_stop_the_batcher_from_quarantining(tmp_path:
     assert em.flush(20)
     em.close()
     assert em.stats.quarantined == 20 and len(sink.ids) == 200
+
+
+def test_a_damaged_spool_at_start_up_is_reported_once_and_the_rest_is_stored(
+        tmp_path: Path, factory: TraceFactory) -> None:
+    down = FlakySink(down=True)
+    em = fast(down, tmp_path / "spool")
+    traces = [factory.trace() for _ in range(30)]
+    for t in traces:
+        em.emit(t)
+    em.close(0.2)  # the sink never came back: everything stays in the spool
+    seg = sorted((tmp_path / "spool").glob("*.seg"))[0]
+    data = bytearray(seg.read_bytes())
+    data[len(data) // 8] ^= 0xFF  # somewhere inside the written frames
+    seg.write_bytes(bytes(data))
+
+    sink = FlakySink()
+    again = fast(sink, tmp_path / "spool")  # starts despite the damage
+    assert again.flush(10)
+    again.close()
+    damaged = [i for i, k in enumerate(sink.kinds) if k is Kind.QUARANTINE]
+    assert len(damaged) == 1 and again.stats.corrupted >= 1
+    assert set(sink.ids) < {t.request_id for t in traces} and len(sink.ids) >= 1
