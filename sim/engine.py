@@ -42,7 +42,6 @@ class SimEngine:
         self.clock = clock
         self.total_blocks = max(1, profile.kv_tokens // profile.kv_block_tokens)
         self.blocks_used = 0
-        self.waiting = 0
         self.running = 0
         self.started_at = clock.now()
         if settings.warm_start:
@@ -60,6 +59,11 @@ class SimEngine:
         """Warm-up progress 0-1 (``routelens_sim_warmup_progress``)."""
         age = (self.clock.now() - self.started_at) * self.settings.time_scale
         return warmup_progress(self.profile, age)
+
+    @property
+    def waiting(self) -> int:
+        """Requests queued for a slot (cancelled ones leave the queue as they unwind)."""
+        return len(self._queue)
 
     @property
     def leaked_blocks(self) -> int:
@@ -91,7 +95,6 @@ class SimEngine:
         while self._queue and self._fits(self._queue[0][0]):
             need, waiter = self._queue.popleft()
             if not waiter.done():
-                self.waiting -= 1
                 self._grant(need)
                 waiter.set_result(None)
 
@@ -104,14 +107,12 @@ class SimEngine:
         else:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._queue.append((blocks, waiter))
-            self.waiting += 1
             try:
                 await waiter
             except BaseException:
                 if waiter.done() and not waiter.cancelled():
                     self._release(blocks)  # granted just as we were cancelled: give it back
-                else:
-                    self.waiting -= 1
+                elif (blocks, waiter) in self._queue:  # _release may have dropped it already
                     self._queue.remove((blocks, waiter))
                 raise
         try:

@@ -99,3 +99,27 @@ def test_warm_start_and_fault_speed_factors():
     assert engine.warmup == 1.0
     assert engine.prefill_s(1000) == pytest.approx(3.0)
     assert engine.kv_usage == 0.5 and engine.leaked_blocks == engine.total_blocks // 2
+
+
+def test_a_waiter_cancelled_just_before_a_release_unwinds_with_cancelled_error():
+    engine, _ = _engine(max_concurrency=1)
+
+    async def scenario() -> tuple[BaseException | None, int, int]:
+        release = asyncio.Event()
+
+        async def hold() -> None:
+            async with engine.admit(1):
+                await release.wait()
+
+        holder = asyncio.create_task(hold())
+        await asyncio.sleep(0)
+        waiter = asyncio.create_task(hold())
+        await asyncio.sleep(0)
+        release.set()  # the holder wakes first...
+        waiter.cancel()  # ...the waiter's future is cancelled now, its task unwinds later...
+        await holder  # ...after the holder's release has dropped it from the queue
+        (outcome,) = await asyncio.gather(waiter, return_exceptions=True)
+        return outcome, engine.waiting, engine.running
+
+    outcome, waiting, running = asyncio.run(scenario())
+    assert isinstance(outcome, asyncio.CancelledError) and (waiting, running) == (0, 0)
