@@ -28,15 +28,17 @@ def test_the_contract_models_have_no_custom_serializers() -> None:
 
 def test_each_shared_state_is_written_once_and_referenced(factory: TraceFactory) -> None:
     enc = Encoder()
-    out = [item for t in factory.traces(10) for item in enc.encode(t)]
+    originals = list(factory.traces(10))
+    out = [item for t in originals for item in enc.encode(t)]
     snapshots = [orjson.loads(p) for k, p in out if k is Kind.SNAPSHOT]
     traces = [orjson.loads(p) for k, p in out if k is Kind.TRACE]
     assert len(traces) == 10 and len(snapshots) == 2 * 4  # two scrape rounds of four instances
     ids = {s["snapshot_id"] for s in snapshots}
     assert {c["state_id"] for t in traces for c in t["candidates"]} == ids
     assert all("state" not in c for t in traces for c in t["candidates"]) and traces[0]["detail"] is True
-    assert InstanceSnapshot.model_validate({k: v for k, v in snapshots[0].items()
-                                            if k not in ("snapshot_id", "seen_at")})
+    stored = InstanceSnapshot.model_validate({k: v for k, v in snapshots[0].items()
+                                              if k not in ("snapshot_id", "seen_at")})
+    assert stored == originals[0].candidates[0].state
 
 
 def test_traces_outside_the_detail_sample_keep_a_summary_and_say_so(factory: TraceFactory) -> None:

@@ -209,9 +209,11 @@ def test_hang_holds_requests_until_cleared_then_drops_them(spec, serve):
     async def scenario(c: Client):
         _, record = await c.fault(kind="hang")
         hung = asyncio.create_task(c.chat())
-        while (await c.faults())[1]["active"][0]["requests_seen"] == 0:
+        for _ in range(500):  # bounded: the hung request reaches the instance a moment later
+            if (await c.faults())[1]["active"][0]["requests_seen"]:
+                break
             await asyncio.sleep(0.01)
-        assert not hung.done()
+        assert (await c.faults())[1]["active"][0]["requests_seen"] == 1 and not hung.done()
         await c.faults("DELETE")
         with pytest.raises(aiohttp.ServerDisconnectedError):
             await hung

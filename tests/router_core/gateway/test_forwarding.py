@@ -107,7 +107,7 @@ def test_each_scrape_round_hands_over_its_snapshots_before_traces_refer_to_them(
     assert {s.kv_cache_usage for s in hooks.rounds[0]} == {0.1, 0.2}
     # The very objects the trace points at: the emitter serialises each of them once, at scrape time.
     handed = {id(s) for s in hooks.rounds[0]}
-    assert all(id(c.state) in handed for c in trace.candidates)
+    assert len(trace.candidates) == 2 and all(id(c.state) in handed for c in trace.candidates)
 
 
 def test_a_client_error_upstream_is_passed_through_not_retried() -> None:
