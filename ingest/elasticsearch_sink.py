@@ -28,6 +28,7 @@ __all__ = ["ElasticsearchSink"]
 
 log = logging.getLogger(__name__)
 _CONTEXT_CACHE = 100_000
+_SEARCH_MAX = 10_000  # Elasticsearch's default index.max_result_window
 _RETRYABLE = {429, 500, 502, 503, 504}
 
 
@@ -158,10 +159,11 @@ class ElasticsearchSink:
         for _, doc in prepared.tables.get(Kind.TRACE, []):
             self._remember(doc)
         missing = sorted({d["request_id"] for _, d in feedback if d["request_id"] not in self._contexts})
-        if missing:
+        for i in range(0, len(missing), _SEARCH_MAX):  # a search answers at most max_result_window hits
+            chunk = missing[i:i + _SEARCH_MAX]
             found = self.client.search(
-                index=data_stream(self.prefix, Kind.TRACE), size=len(missing),
-                query={"terms": {"request_id": missing}}, source_includes=[*FEEDBACK_CONTEXT, "request_id", "outcome"],
+                index=data_stream(self.prefix, Kind.TRACE), size=len(chunk),
+                query={"terms": {"request_id": chunk}}, source_includes=[*FEEDBACK_CONTEXT, "request_id", "outcome"],
             )
             for hit in found["hits"]["hits"]:
                 self._remember(hit["_source"])

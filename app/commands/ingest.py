@@ -25,6 +25,7 @@ def _mapping(name: str) -> dict[str, list[str]] | None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from app.serve import open_store, pipeline_paths
     from ingest.duckdb_store import DuckDBTraceStore
     from ingest.emitter import TraceEmitter
     from ingest.errors import SinkError
@@ -43,12 +44,13 @@ def _run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         err.print(f"[red]error:[/red] cannot read the mapping {args.mapping}: {exc}")
         return 2
-    try:
-        store = DuckDBTraceStore(db, retention_days=st.retention_days)
+    try:  # the configured backend; a DuckDB file that another process writes is refused at once
+        store = (DuckDBTraceStore(db, retention_days=st.retention_days) if st.backend == "duckdb"
+                 else open_store(st, db))
     except SinkError as exc:
         err.print(f"[red]error:[/red] {exc}\n(a running server writes this file? POST the traces to /v1/traces)")
         return 2
-    quarantine = Quarantine(Path(st.quarantine_dir) if st.quarantine_dir else Path(f"{db}.quarantine"))
+    quarantine = Quarantine(pipeline_paths(st, db)[1])
     emitter = TraceEmitter(store, st, quarantine=quarantine).start()
     key_env = cfg.router.hash_key_env if cfg else None
     hash_key = os.environ.get(key_env) if key_env else None

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ingest.base import PreparedBatch, RecordBatch
+from ingest.elasticsearch_sink import ElasticsearchSink
 from ingest.elasticsearch_store import ElasticsearchStore
 from ingest.emitter import TraceEmitter
 from ingest.errors import SinkUnavailable
@@ -102,3 +105,21 @@ def test_feedback_carries_its_trace_context_even_from_a_fresh_sink(es_server: Co
     (bucket,) = fresh.aggregate(AggregateQuery(filter=TraceFilter(start=t0, end=t0 + timedelta(hours=1))))
     assert (bucket.feedback, bucket.misroutes) == (4, 1)
     fresh.close()
+
+
+def test_feedback_context_is_looked_up_in_searches_of_at_most_10000_ids() -> None:
+    class Client:
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+
+        def search(self, *, size: int, query: dict[str, Any], **_: Any) -> dict[str, Any]:
+            assert size == len(query["terms"]["request_id"])
+            self.sizes.append(size)
+            return {"hits": {"hits": []}}
+
+    client = Client()
+    sink = ElasticsearchSink(client)  # type: ignore[arg-type]
+    prepared = PreparedBatch(RecordBatch())
+    prepared.tables[Kind.FEEDBACK] = [("", {"request_id": f"req_{i:05d}"}) for i in range(25_000)]
+    sink._add_feedback_context(prepared)
+    assert client.sizes == [10_000, 10_000, 5_000]
