@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ingest.records import Kind
-from schemas.trace import DecisionTrace
 
-__all__ = ["PreparedBatch", "RecordBatch", "RecordSink", "Rejected", "TraceReader", "WriteResult", "batch_of"]
+__all__ = ["PreparedBatch", "RecordBatch", "RecordSink", "Rejected", "WriteResult", "batch_of"]
 
 
 @dataclass
@@ -85,14 +84,6 @@ class RecordSink(Protocol):
 
     def close(self) -> None:
         """Release the sink's resources."""
-        ...
-
-
-class TraceReader(Protocol):
-    """Looks traces up; safe to call from any thread."""
-
-    def get(self, request_id: str) -> DecisionTrace | None:
-        """Return the stored trace of ``request_id``, or None when unknown."""
         ...
 
 

@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 from pydantic import BaseModel
 
+from ingest.base import RecordBatch, batch_of
 from ingest.records import Kind, kind_of
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import CandidateEval, DecisionTrace
 
-__all__ = ["Encoder", "content_id", "dumps", "feedback_id", "is_detailed"]
+__all__ = ["Encoder", "content_id", "dumps", "encode_batch", "feedback_id", "is_detailed"]
 
 _CACHE_MAX = 4096
 
@@ -143,6 +144,12 @@ class Encoder:
             head = b'"snapshot_id":' + orjson.dumps(sid) + b',"seen_at":' + orjson.dumps(seen, option=orjson.OPT_UTC_Z)
             self._out.append((Kind.SNAPSHOT, _with(body, head, first=True)))
         return sid
+
+
+def encode_batch(records: Sequence[BaseModel]) -> RecordBatch:
+    """Encode records into one batch for a sink's ``prepare``/``write`` (tools and tests write directly)."""
+    enc = Encoder()
+    return batch_of([item for record in records for item in enc.encode(record)])
 
 
 def _with(body: bytes, member: bytes, *, first: bool = False) -> bytes:

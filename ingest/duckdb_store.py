@@ -18,8 +18,8 @@ from pathlib import Path
 import duckdb
 from pydantic import BaseModel
 
-from ingest.base import PreparedBatch, RecordBatch, WriteResult, batch_of
-from ingest.codec import Encoder
+from ingest.base import PreparedBatch, RecordBatch, WriteResult
+from ingest.codec import encode_batch
 from ingest.duckdb_reader import DuckDBReader
 from ingest.duckdb_schema import ensure_schema
 from ingest.duckdb_sink import DuckDBSink
@@ -110,10 +110,8 @@ class DuckDBTraceStore(DuckDBReader):
 
     def write_records(self, records: Sequence[BaseModel]) -> WriteResult:
         """Store records directly, bypassing the pipeline (tools and tests)."""
-        enc = Encoder()
-        return self.write(self.prepare(batch_of([item for r in records for item in enc.encode(r)])))
+        return self.write(self.prepare(encode_batch(records)))
 
-    write_batch = write_records  # the first store's name for it
 
     def apply_retention(self) -> None:
         """Delete what is older than ``retention_days`` now."""

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from elasticsearch import Elasticsearch
 from pydantic import BaseModel
 
-from ingest.base import PreparedBatch, RecordBatch, WriteResult, batch_of
-from ingest.codec import Encoder
+from ingest.base import PreparedBatch, RecordBatch, WriteResult
+from ingest.codec import encode_batch
 from ingest.elasticsearch_reader import ElasticsearchReader
 from ingest.elasticsearch_sink import ElasticsearchSink
 from schemas.storage_config import ElasticsearchSettings
@@ -53,8 +53,7 @@ class ElasticsearchStore(ElasticsearchReader):
 
     def write_records(self, records: Sequence[BaseModel]) -> WriteResult:
         """Store records directly, bypassing the pipeline (tools and tests)."""
-        enc = Encoder()
-        return self.write(self.prepare(batch_of([item for r in records for item in enc.encode(r)])))
+        return self.write(self.prepare(encode_batch(records)))
 
     def close(self) -> None:
         """Close the client."""

@@ -31,10 +31,9 @@ from schemas.records import QuarantinedRecord
 from schemas.storage_config import StorageSettings
 from schemas.trace import DecisionTrace
 
-__all__ = ["EmitterStats", "TraceEmitter"]
+__all__ = ["TraceEmitter"]
 
 log = logging.getLogger(__name__)
-EmitterStats = PipelineStats  # the name the first emitter exported
 
 
 def _id_in(payload: bytes, field: str) -> str | None:

@@ -5,7 +5,6 @@
     RoutelensError                  (schemas/errors.py)
     └── SinkError                   a sink could not take a batch, or the pipeline cannot go on
         ├── SinkUnavailable         retryable: the pipeline keeps the batch and tries again
-        ├── SpoolCorrupted          a spool segment failed its checksum on replay
         └── SpoolFull               the spool has no room (its limit, or the disk is full)
             └── SpoolUnavailable    the spool folder cannot be written at all
 """
@@ -14,7 +13,7 @@ from __future__ import annotations
 
 from schemas.errors import RoutelensError
 
-__all__ = ["SinkError", "SinkUnavailable", "SpoolCorrupted", "SpoolFull", "SpoolUnavailable"]
+__all__ = ["SinkError", "SinkUnavailable", "SpoolFull", "SpoolUnavailable"]
 
 
 class SinkError(RoutelensError):
@@ -23,10 +22,6 @@ class SinkError(RoutelensError):
 
 class SinkUnavailable(SinkError):
     """The sink is down or busy for now; the batch should be retried."""
-
-
-class SpoolCorrupted(SinkError):
-    """A spool segment holds a damaged frame (checksum mismatch or truncated)."""
 
 
 class SpoolFull(SinkError):

@@ -33,7 +33,7 @@ def test_a_missing_config_is_a_clear_error(tmp_path: Path, capsys: pytest.Captur
 def test_trace_from_a_file_known_and_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "t.duckdb"
     store = DuckDBTraceStore(db)
-    store.write_batch([make_trace("req_cli")])
+    store.write_records([make_trace("req_cli")])
     store.close()
     assert main(["trace", "req_cli", "--db", str(db), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["selected_instance"] == "v4-b"

@@ -87,7 +87,7 @@ def test_duckdb_file_read_only(tmp_path: Path, trace: DecisionTrace) -> None:
     path = tmp_path / "traces.duckdb"
     store = store_mod.DuckDBTraceStore(path)
     try:
-        store.write_batch([trace])
+        store.write_records([trace])
     finally:
         store.close()
 
