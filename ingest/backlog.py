@@ -78,7 +78,7 @@ class Backlog:
         self.retry_spool_s = retry_spool_s
         self.memory: deque[Frame] = deque()
         self.room = threading.Condition(lock or threading.Lock())
-        self.blocked = False
+        self.waiters = 0  # emitters waiting for room (changed under the room's lock)
         self.closing = False
         self.spool: DurableSpool | None = None
         self.spool_ok = False
@@ -150,12 +150,19 @@ class Backlog:
 
     def _wait_for_room(self) -> None:
         # The caller holds the room's lock (the emitter's): wait() releases it while waiting.
-        self.blocked = True
-        self.room.wait(0.5)
-        self.blocked = False
+        self.waiters += 1
+        try:
+            self.room.wait(0.5)
+        finally:
+            self.waiters -= 1
+
+    @property
+    def blocked(self) -> bool:
+        """True while some ``emit()`` waits for room."""
+        return self.waiters > 0
 
     def _wake(self) -> None:
-        if self.blocked:
+        if self.waiters:
             with self.room:
                 self.room.notify_all()
 

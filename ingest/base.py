@@ -9,7 +9,7 @@ batch at all raises :class:`ingest.errors.SinkUnavailable` and the batch is retr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -87,9 +87,15 @@ class RecordSink(Protocol):
         ...
 
 
-def batch_of(items: Sequence[tuple[Kind, bytes]]) -> RecordBatch:
-    """Build a batch from ``(kind, payload)`` pairs (tests and the importer use it)."""
-    batch = RecordBatch()
+_KINDS = {int(k): k for k in Kind}
+
+
+def batch_of(items: Iterable[tuple[int, bytes]]) -> RecordBatch:
+    """Build a batch from ``(kind, payload)`` pairs; a kind may be given as its number (spool frames)."""
+    by_kind: dict[Kind, list[bytes]] = {}
     for kind, payload in items:
-        batch.add(kind, payload)
-    return batch
+        lst = by_kind.get(_KINDS[kind])
+        if lst is None:
+            lst = by_kind[_KINDS[kind]] = []
+        lst.append(payload)
+    return RecordBatch(by_kind)

@@ -108,8 +108,11 @@ class TraceEmitter:
         Raises:
             TypeError: ``record`` is not a model the pipeline stores (a programming error).
         """
+        return self._emit(record, may_block=True)
+
+    def _emit(self, record: BaseModel, *, may_block: bool) -> bool:
+        """``emit``; the batcher's own records pass ``may_block=False`` (it must never wait for itself)."""
         bad: list[tuple[Kind, bytes, str]] = []
-        may_block = not self.batcher.is_current()
         with self._lock:
             for kind, payload in self._encoder.encode(record):
                 if len(payload) > self.settings.spool.max_record_bytes:
@@ -125,14 +128,18 @@ class TraceEmitter:
         if self.backlog.pending() >= self.batcher.batch_size:
             self.batcher.wake()
         for kind, payload, reason in bad:
-            self.reject(kind, payload, reason, source="emit", request_id=getattr(record, "request_id", None))
+            self.reject(kind, payload, reason, source="emit", request_id=getattr(record, "request_id", None),
+                        may_block=may_block)
         return not bad or kind_of(record) is not bad[-1][0]
 
     def reject(
         self, kind: Kind, payload: bytes | None, reason: str, *, source: str,
-        request_id: str | None = None, line: int | None = None,
+        request_id: str | None = None, line: int | None = None, may_block: bool = True,
     ) -> QuarantinedRecord:
-        """Quarantine one record: file it, count it, and store the quarantine record."""
+        """Quarantine one record: file it, count it, and store the quarantine record.
+
+        ``may_block=False`` from the batcher's threads: storing the record must not wait for them.
+        """
         if request_id is None and payload is not None:
             request_id = _id_in(payload, KINDS[kind].id_field)
         rec = self.quarantine.record(
@@ -141,14 +148,14 @@ class TraceEmitter:
         )
         self.stats.quarantined += 1
         if kind is not Kind.QUARANTINE:
-            self.emit(rec)
+            self._emit(rec, may_block=may_block)
         return rec
 
     def _on_damage(self, problem: str, lost: int) -> None:
         self.stats.corrupted += lost
         reason = f"spool damaged: {problem}; {lost} records unreadable"
         self.stats.quarantined += 1
-        self.emit(self.quarantine.record(kind="unknown", source="spool", reason=reason, raw=None))
+        self._emit(self.quarantine.record(kind="unknown", source="spool", reason=reason, raw=None), may_block=False)
 
     def delivered(self, frames: list[tuple[int, int, bytes]]) -> None:
         """Forget the pending traces up to the newest delivered frame (batcher thread).

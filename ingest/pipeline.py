@@ -18,25 +18,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ingest.backlog import Taken
-from ingest.base import PreparedBatch, RecordBatch, RecordSink, WriteResult
-from ingest.records import Kind
+from ingest.base import PreparedBatch, RecordSink, WriteResult, batch_of
 
 if TYPE_CHECKING:
     from ingest.emitter import TraceEmitter
 
 __all__ = ["Batcher"]
-
-_KINDS = {int(k): k for k in Kind}
-
-
-def _batch(taken: Taken) -> RecordBatch:
-    by_kind: dict[Kind, list[bytes]] = {}
-    for _, kind, payload in taken.frames:
-        lst = by_kind.get(_KINDS[kind])
-        if lst is None:
-            lst = by_kind[_KINDS[kind]] = []
-        lst.append(payload)
-    return RecordBatch(by_kind)
 
 log = logging.getLogger(__name__)
 _END = None
@@ -95,10 +82,6 @@ class Batcher:
         if not self._wake.is_set():
             self._wake.set()
 
-    def is_current(self) -> bool:
-        """Return True when called from one of the batcher's threads."""
-        return threading.current_thread() in (self._preparer, self._writer)
-
     # -- preparer -------------------------------------------------------------------------------
     @staticmethod
     def _lower_priority() -> None:
@@ -126,7 +109,7 @@ class Batcher:
                     if self._closing.is_set() and backlog.pending() == 0:
                         break
                     continue
-                self._put((taken, self.sink.prepare(_batch(taken))))
+                self._put((taken, self.sink.prepare(batch_of((kind, payload) for _, kind, payload in taken.frames))))
         finally:
             self._put(_END)
 
@@ -201,7 +184,7 @@ class Batcher:
         fresh = len(taken.frames) - old
         stats.replayed += old
         for item in result.rejected:
-            self.emitter.reject(item.kind, item.payload, item.reason, source="sink")
+            self.emitter.reject(item.kind, item.payload, item.reason, source="sink", may_block=False)
         self.emitter.backlog.ack(taken)
         self.emitter.delivered(taken.frames)
         self._hand(-len(taken.frames))
