@@ -103,7 +103,7 @@ def _tried(run: DrillRun, result: TrafficResult) -> list[str]:
     return [result.instance] if result.instance else []
 
 
-def _fault(run: DrillRun, record: dict[str, Any], speed: float) -> FaultOutcome:
+def _fault(run: DrillRun, record: dict[str, Any]) -> FaultOutcome:
     inst, t0 = str(record["instance"]), run.started_epoch
     onset = float(record["started_at"]) - t0
     end = None if record.get("ended_at") is None else float(record["ended_at"]) - t0
@@ -172,7 +172,7 @@ def build_report(run: DrillRun, fault_records: Sequence[dict[str, Any]], fleet: 
         misroutes=sum(1 for r in ok if r.expected_model and r.model and r.model != r.expected_model),
         feedback_accepted=sum(r.feedback_status == 202 for r in results),
         served_by=dict(sorted(Counter(r.instance for r in ok if r.instance).items())),
-        surge=surge, faults=sorted((_fault(run, rec, speed) for rec in latest.values()), key=lambda f: f.onset_s),
+        surge=surge, faults=sorted((_fault(run, rec) for rec in latest.values()), key=lambda f: f.onset_s),
         inject_errors=list(run.inject_errors))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
@@ -80,7 +80,6 @@ class FaultRecord:
     end_reason: str | None = None
     requests_seen: int = 0
     requests_affected: int = 0
-    extra: dict[str, float] = field(default_factory=dict)
 
     @property
     def kind(self) -> FaultKind:

@@ -9,7 +9,6 @@ their wire form in :mod:`sim.render`; :class:`SimInstance` wires them together, 
 from __future__ import annotations
 
 import random
-import time
 
 import orjson
 from aiohttp import web
@@ -54,7 +53,7 @@ class SimInstance(LifecycleMixin):
 
     def _envelope(self, obj: str) -> dict[str, object]:
         return {"id": f"chatcmpl-{self.rng.getrandbits(96):024x}", "object": obj,
-                "created": int(time.time()), "model": self.spec.model}
+                "created": int(self.clock.epoch()), "model": self.spec.model}
 
     def _draw(self, kind: FaultKind) -> FaultRecord | None:
         """Return the fault to charge when a probabilistic fault of ``kind`` strikes this request."""
@@ -129,7 +128,7 @@ class SimInstance(LifecycleMixin):
 
     async def models(self, request: web.Request) -> web.Response:
         """``GET /v1/models``: the one model this instance serves."""
-        card = {"id": self.spec.model, "object": "model", "created": int(time.time()),
+        card = {"id": self.spec.model, "object": "model", "created": int(self.clock.epoch()),
                 "owned_by": "routelens-sim", "max_model_len": self.spec.context_window}
         return json_response({"object": "list", "data": [card]})
 

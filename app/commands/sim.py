@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from app.commands import api_url, config_of, err
+from sim.faults import FaultKind
 
 __all__ = ["register"]
 
-KINDS = ("crash", "hang", "slow", "error", "ratelimit", "drift", "garbage", "leak", "freeze-metrics", "restart",
-         "flap")
+KINDS = [kind.value for kind in FaultKind]
 
 
 def _fleet(args: argparse.Namespace) -> int:
