@@ -7,8 +7,6 @@ records in, a :class:`DrillReport` out. :func:`format_summary` renders it for th
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +15,7 @@ from pydantic import BaseModel
 from schemas.fleet import InstanceSpec
 from sim.drill_run import DrillRun
 from sim.traffic import TrafficResult
+from sim.traffic_report import percentile, summarise
 
 __all__ = ["DrillReport", "FaultOutcome", "Percentiles", "build_report", "format_summary"]
 
@@ -81,19 +80,12 @@ class DrillReport(BaseModel):
     inject_errors: list[str]
 
 
-def _pct(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))], 3)
-
-
 def _window(run: DrillRun, results: Sequence[TrafficResult]) -> Window:
     lat = [r.latency_ms for r in results if r.status == "ok"]
     sla = run.scenario.sla
     met = sum(1 for r in results if r.status == "ok" and r.latency_ms <= sla.target_ms(r.cls))
     return Window(requests=len(results), errors=sum(r.status == "error" for r in results),
-                  latency_ms=Percentiles(p50=_pct(lat, 50), p95=_pct(lat, 95), p99=_pct(lat, 99)),
+                  latency_ms=Percentiles(p50=percentile(lat, 50), p95=percentile(lat, 95), p99=percentile(lat, 99)),
                   sla_attainment=round(met / len(results), 4) if results else None)
 
 
@@ -155,7 +147,7 @@ def build_report(run: DrillRun, fault_records: Sequence[dict[str, Any]], fleet: 
             c = cost_of[r.instance]
             cost += c.base * (c.surge_multiplier if curve.in_surge(r.sent_at_s) else 1.0)
     ok = [r for r in results if r.status == "ok"]
-    graded = [r for r in ok if r.grade is not None]
+    traffic = summarise(results)
     surge = None
     if curve.surge_start_s is not None:
         start, stop = curve.surge_start_s, curve.surge_start_s + curve.surge_duration_s
@@ -168,10 +160,8 @@ def build_report(run: DrillRun, fault_records: Sequence[dict[str, Any]], fleet: 
         duration_s=run.scenario.duration_s, speed=speed, requests=len(results), overall=overall,
         error_rate=round(overall.errors / len(results), 4) if results else 0.0, cost_total=round(cost, 3),
         cost_per_request=round(cost / len(ok), 4) if ok else None,
-        accuracy=round(sum(r.grade == "correct" for r in graded) / len(graded), 4) if graded else None,
-        misroutes=sum(1 for r in ok if r.expected_model and r.model and r.model != r.expected_model),
-        feedback_accepted=sum(r.feedback_status == 202 for r in results),
-        served_by=dict(sorted(Counter(r.instance for r in ok if r.instance).items())),
+        accuracy=traffic["accuracy"], misroutes=traffic["misroutes"],
+        feedback_accepted=traffic["feedback_accepted"], served_by=traffic["served_by"],
         surge=surge, faults=sorted((_fault(run, rec) for rec in latest.values()), key=lambda f: f.onset_s),
         inject_errors=list(run.inject_errors))
 

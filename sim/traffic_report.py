@@ -9,10 +9,11 @@ from typing import Any
 
 from sim.traffic import TrafficResult
 
-__all__ = ["format_traffic", "summarise"]
+__all__ = ["format_traffic", "percentile", "summarise"]
 
 
-def _pct(values: list[float], q: float) -> float | None:
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (nearest rank) of ``values``, rounded to µs; None when empty."""
     if not values:
         return None
     ordered = sorted(values)
@@ -33,7 +34,8 @@ def summarise(results: Sequence[TrafficResult]) -> dict[str, Any]:
     return {
         "requests": len(results),
         "errors": len(results) - len(ok),
-        "latency_ms": {"p50": _pct(latencies, 50), "p95": _pct(latencies, 95), "p99": _pct(latencies, 99)},
+        "latency_ms": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
+                       "p99": percentile(latencies, 99)},
         "accuracy": round(sum(r.grade == "correct" for r in graded) / len(graded), 4) if graded else None,
         "misroutes": sum(1 for r in ok if r.expected_model and r.model and r.model != r.expected_model),
         "feedback_accepted": sum(r.feedback_status == 202 for r in results),
