@@ -30,10 +30,9 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from ingest.emitter import TraceEmitter
-from ingest.intake import LineResult, check_record, split_records
+from ingest.intake import LineResult, split_records, take_records
 from ingest.quarantine import describe_validation_error
 from ingest.query import MAX_LIMIT, BadCursor, TraceStore
-from ingest.records import Kind
 from schemas.queries import AggregateQuery, TraceFilter
 
 __all__ = ["IngestApi"]
@@ -167,17 +166,8 @@ class IngestApi:
                       "results": {"accepted": accepted, "rejected": rejected}}, status)
 
     def _take(self, body: bytes) -> list[LineResult]:
-        max_bytes = self.emitter.settings.spool.max_record_bytes
-        results = []
-        for line, raw in split_records(body):
-            res = check_record(line, raw, mapping=self.mapping, max_bytes=max_bytes, hash_key=self.hash_key)
-            if res.trace is not None and not self.emitter.emit(res.trace):
-                res.trace, res.reason = None, "the record could not be queued (see the quarantine)"
-            elif res.trace is None:
-                self.emitter.reject(Kind.TRACE, raw, res.reason or "invalid", source="intake",
-                                    request_id=res.request_id, line=line)
-            results.append(res)
-        return results
+        return list(take_records(split_records(body), self.emitter, source="intake", mapping=self.mapping,
+                                 hash_key=self.hash_key))
 
     # -- queries --------------------------------------------------------------------------------
     async def lookup(self, request: web.Request) -> web.Response:

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 
 from ingest.emitter import TraceEmitter
-from ingest.intake import check_record
+from ingest.intake import take_records
 from ingest.records import Kind
 
 __all__ = ["ImportReport", "import_file", "read_records"]
@@ -80,18 +80,14 @@ def import_file(
     """Import one file; return once every accepted record is stored (or the timeout passed)."""
     src = Path(path)
     report = ImportReport()
-    max_bytes = emitter.settings.spool.max_record_bytes
     written0, dup0 = emitter.kind_counts.get(Kind.TRACE, [0, 0])
-    for line, raw in read_records(src, progress):
+    records = read_records(src, progress)
+    for res in take_records(records, emitter, source=f"import:{src.name}", mapping=mapping, hash_key=hash_key):
         report.lines += 1
-        res = check_record(line, raw, mapping=mapping, max_bytes=max_bytes, hash_key=hash_key)
-        if res.trace is not None and emitter.emit(res.trace):
+        if res.trace is not None:
             report.accepted += 1
-            continue
-        report.rejected += 1
-        if res.trace is None:
-            emitter.reject(Kind.TRACE, raw, res.reason or "invalid", source=f"import:{src.name}",
-                           request_id=res.request_id, line=line)
+        else:
+            report.rejected += 1
     emitter.flush(timeout_s)
     written, dup = emitter.kind_counts.get(Kind.TRACE, [0, 0])
     report.stored, report.duplicates = written - written0, dup - dup0

@@ -8,18 +8,22 @@ was accepted and, if not, why; refused records are quarantined by the caller.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import ValidationError
 
 from ingest.mapping import map_record
 from ingest.quarantine import describe_validation_error
+from ingest.records import Kind
 from schemas.trace import DecisionTrace
 
-__all__ = ["LineResult", "check_record", "split_records"]
+if TYPE_CHECKING:
+    from ingest.emitter import TraceEmitter
+
+__all__ = ["LineResult", "check_record", "split_records", "take_records"]
 
 
 @dataclass
@@ -88,3 +92,23 @@ def check_record(
     except ValidationError as exc:
         res.reason = f"invalid trace: {describe_validation_error(exc)}"
     return res
+
+
+def take_records(
+    records: Iterable[tuple[int, bytes]],
+    emitter: TraceEmitter,
+    *,
+    source: str,
+    mapping: Mapping[str, list[str]] | None = None,
+    hash_key: str | None = None,
+) -> Iterator[LineResult]:
+    """Check each record, emit the good ones, quarantine the others (as from ``source``); yield each verdict."""
+    max_bytes = emitter.settings.spool.max_record_bytes
+    for line, raw in records:
+        res = check_record(line, raw, mapping=mapping, max_bytes=max_bytes, hash_key=hash_key)
+        if res.trace is not None and not emitter.emit(res.trace):  # emit() quarantined it already
+            res.trace, res.reason = None, "the record could not be queued (see the quarantine)"
+        elif res.trace is None:
+            emitter.reject(Kind.TRACE, raw, res.reason or "invalid", source=source, request_id=res.request_id,
+                           line=line)
+        yield res
