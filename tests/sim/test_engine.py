@@ -57,10 +57,11 @@ def test_requests_queue_in_order_when_blocks_run_out_and_a_lone_one_always_runs(
     assert order == ["big", "small"] and engine.waiting == 0 and engine.running == 0
 
 
-def test_cancelled_waiter_leaves_the_queue():
+@pytest.mark.parametrize("release_first", [False, True], ids=["cancel-then-release", "release-then-cancel"])
+def test_a_cancelled_waiter_leaves_the_queue_and_unwinds_with_cancelled_error(release_first: bool):
     engine, _ = _engine(max_concurrency=1)
 
-    async def scenario() -> tuple[int, int]:
+    async def scenario() -> tuple[BaseException | None, int, int]:
         release = asyncio.Event()
 
         async def hold() -> None:
@@ -71,13 +72,21 @@ def test_cancelled_waiter_leaves_the_queue():
         await asyncio.sleep(0)
         waiter = asyncio.create_task(hold())
         await asyncio.sleep(0)
-        waiter.cancel()
-        await asyncio.gather(waiter, return_exceptions=True)
-        release.set()
+        if release_first:
+            # The holder wakes first; the waiter's future is cancelled at once, but its task unwinds
+            # only after the holder's release has dropped it from the queue.
+            release.set()
+            waiter.cancel()
+        else:
+            waiter.cancel()
+            await asyncio.gather(waiter, return_exceptions=True)
+            release.set()
         await holder
-        return engine.waiting, engine.running
+        (outcome,) = await asyncio.gather(waiter, return_exceptions=True)
+        return outcome, engine.waiting, engine.running
 
-    assert asyncio.run(scenario()) == (0, 0)
+    outcome, waiting, running = asyncio.run(scenario())
+    assert isinstance(outcome, asyncio.CancelledError) and (waiting, running) == (0, 0)
 
 
 def test_cold_start_is_slower_and_warms_up_in_model_time():
@@ -100,26 +109,3 @@ def test_warm_start_and_fault_speed_factors():
     assert engine.prefill_s(1000) == pytest.approx(3.0)
     assert engine.kv_usage == 0.5 and engine.leaked_blocks == engine.total_blocks // 2
 
-
-def test_a_waiter_cancelled_just_before_a_release_unwinds_with_cancelled_error():
-    engine, _ = _engine(max_concurrency=1)
-
-    async def scenario() -> tuple[BaseException | None, int, int]:
-        release = asyncio.Event()
-
-        async def hold() -> None:
-            async with engine.admit(1):
-                await release.wait()
-
-        holder = asyncio.create_task(hold())
-        await asyncio.sleep(0)
-        waiter = asyncio.create_task(hold())
-        await asyncio.sleep(0)
-        release.set()  # the holder wakes first...
-        waiter.cancel()  # ...the waiter's future is cancelled now, its task unwinds later...
-        await holder  # ...after the holder's release has dropped it from the queue
-        (outcome,) = await asyncio.gather(waiter, return_exceptions=True)
-        return outcome, engine.waiting, engine.running
-
-    outcome, waiting, running = asyncio.run(scenario())
-    assert isinstance(outcome, asyncio.CancelledError) and (waiting, running) == (0, 0)
