@@ -87,7 +87,6 @@ class Backlog:
         self._last_complaint = 0.0
         self.next_seq = 0
         self._try_spool()
-        self.replay_below = self.next_seq  # frames older than this were found at start-up
 
     def _try_spool(self) -> None:
         if self._open_spool is None:
@@ -200,6 +199,11 @@ class Backlog:
         if taken.spool_last is not None and self.spool is not None:
             self.spool.ack(taken.spool_last)
         self._wake()
+
+    @property
+    def replay_below(self) -> int:
+        """Frames below this seq were found in the spool at start-up (0 while there is no spool)."""
+        return self.spool.replay_below if self.spool is not None else 0
 
     def pending(self) -> int:
         """Return how many records wait for the batcher."""

@@ -77,7 +77,9 @@ class DurableSpool:
         self._read_seg = self._segments[0] if self._segments else None
         self._read_off = FILE_HEADER.size
         self.read_seq = self.acked + 1
-        self._verify_below = self.next_seq  # frames this process wrote itself need no checksum test
+        # Frames below this seq were found at start-up (replayed, checksum tested); later ones this
+        # process wrote itself.
+        self.replay_below = self.next_seq
         self._mirror_cap = mirror_records
         self._mirror: list[Frame] = []  # consecutive frames from _mirror_first on
         self._mirror_first = self.next_seq
@@ -205,7 +207,7 @@ class DurableSpool:
             return out
         while (len(out) < max_records and size < max_bytes and self.read_seq < self.next_seq
                and self._read_seg is not None):
-            if self.read_seq >= self._verify_below:  # our own frames: the fast path
+            if self.read_seq >= self.replay_below:  # our own frames: the fast path
                 n = len(out)
                 self._read_off = self._read_seg.read_fresh(
                     self._read_off, self.next_seq, max_records - n, max_bytes - size, out)
@@ -213,7 +215,7 @@ class DurableSpool:
                     self.read_seq = out[-1][0] + 1
                     size += sum(len(f[2]) for f in out[n:])
                     continue
-            frame, nxt, problem = self._read_seg.read(self._read_off, verify=self.read_seq < self._verify_below)
+            frame, nxt, problem = self._read_seg.read(self._read_off, verify=self.read_seq < self.replay_below)
             if frame is None:
                 if not self._advance(problem):
                     break
