@@ -12,8 +12,9 @@ ts                         ts, timestamp, time, created_at, created (ISO 8601; e
 router_version             router_version, router, version  (default ``external``)
 policy_hash                policy_hash, policy, config_hash  (default ``external``)
 experiment_arm             experiment_arm, arm, variant
-query_hash                 query_hash, prompt_hash; else computed from query, prompt or the text of
-                           messages[] with :func:`schemas.hashing.query_hash`, which is then dropped
+query_hash                 query_hash, prompt_hash; else computed from query, prompt or the last user
+                           message of messages[] (text parts of a multimodal content list) with
+                           :func:`schemas.hashing.query_hash`, as the gateway does; the text is then dropped
 rule                       rule, route, route_name, category
 intent                     intent, task, classification
 features.requested_model   requested_model, model_requested, model_alias  (default ``auto``)
@@ -85,14 +86,22 @@ def _lookup(record: Mapping[str, Any], path: str) -> Any:
     return value
 
 
+def _content_text(content: Any) -> str:
+    """A message's text: a string, or the ``text`` parts of a list of parts joined by newlines."""
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+    return content if isinstance(content, str) else ""
+
+
 def _text_of(record: Mapping[str, Any]) -> str | None:
+    """The query text, as the gateway defines it for OpenAI-style messages: the last user message's."""
     for name in _TEXT_FIELDS:
         value = record.get(name)
         if isinstance(value, str):
             return value
-        if isinstance(value, list):  # OpenAI-style messages
-            parts = [m.get("content") for m in value if isinstance(m, Mapping)]
-            return "\n".join(p for p in parts if isinstance(p, str))
+        if isinstance(value, list):
+            users = [m for m in value if isinstance(m, Mapping) and m.get("role", "user") == "user"]
+            return _content_text(users[-1].get("content")) if users else ""
     return None
 
 

@@ -50,7 +50,7 @@ class TraceHooks(Protocol):
     """Where traces go and come back from (implemented outside router_core)."""
 
     def emit(self, trace: DecisionTrace) -> bool:
-        """Hand a trace over without blocking."""
+        """Hand a trace over; waits only when the spool is full under the `block` policy."""
         ...
 
     def lookup(self, request_id: str) -> DecisionTrace | None:
@@ -62,10 +62,11 @@ class TraceHooks(Protocol):
         ...
 
     def record_snapshots(self, snapshots: list[InstanceSnapshot]) -> None:
-        """Hand over a scrape round's instance snapshots without blocking.
+        """Hand over a scrape round's instance snapshots, the way ``emit`` hands over a trace.
 
         Called before any trace refers to them: the traces then point at stored snapshots, and
-        the snapshots are serialised here rather than on a request's path.
+        the snapshots are serialised here rather than on a request's path. Like ``emit`` it only
+        waits when the spool is full under ``storage.spool.full_policy: block``.
         """
         ...
 

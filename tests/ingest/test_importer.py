@@ -69,6 +69,16 @@ def test_the_generic_mapping_hashes_the_query_and_never_keeps_it() -> None:
     assert "排序" not in str(leaky) and leaky["query_hash"] == trace.query_hash
 
 
+def test_the_query_is_the_last_user_message_and_its_text_parts_as_in_the_gateway() -> None:
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "earlier question"},
+                {"role": "assistant", "content": "an answer"},
+                {"role": "user", "content": [{"type": "text", "text": "这张图里"},
+                                             {"type": "image_url", "image_url": {}},
+                                             {"type": "text", "text": "是什么"}]}]
+    mapped, _ = map_record({**FOREIGN, "messages": messages}, GENERIC)
+    assert mapped["query_hash"] == query_hash("这张图里\n是什么") and mapped["features"]["n_messages"] == 4
+
+
 def test_import_with_the_generic_mapping_and_a_custom_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = write_jsonl(tmp_path / "litellm.jsonl", [json.dumps(FOREIGN, ensure_ascii=False).encode()])
     db = tmp_path / "t.duckdb"
