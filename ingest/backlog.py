@@ -114,13 +114,16 @@ class Backlog:
         Under the ``block`` policy this waits for room unless ``may_block`` is False (the batcher's
         own quarantine records: it must never wait for itself).
         """
-        with self._seq_lock:
-            seq = self.next_seq
-            self.next_seq += 1
+        seq = self._next()
         spool = self.spool
         if spool is not None and not self.spool_ok and time.monotonic() < self._next_retry:
             spool = None  # unwritable a moment ago: try again later, not on every record
+        waited = False
         while spool is not None and not self.closing:
+            if waited:
+                # Others appended while this call waited (waiting releases the lock): take a
+                # number after theirs, so the spool's frames stay in sequence order.
+                seq, waited = self._next(), False
             try:
                 spool.append(seq, kind, payload)
             except SpoolUnavailable as exc:
@@ -138,6 +141,7 @@ class Backlog:
                     log.error("trace spool full: dropped %d undelivered records (drop_oldest)", lost)
                 elif may_block:
                     self._wait_for_room()
+                    waited = True
                 else:
                     break
                 continue
@@ -145,6 +149,12 @@ class Backlog:
             self.stats.spooled += 1
             return seq
         self._hold_in_memory((seq, kind, payload), may_block)
+        return seq
+
+    def _next(self) -> int:
+        with self._seq_lock:
+            seq = self.next_seq
+            self.next_seq += 1
         return seq
 
     def _wait_for_room(self) -> None:

@@ -122,6 +122,8 @@ class DurableSpool:
             SpoolFull: No room: the size limit is reached or the disk is full.
             SpoolUnavailable: The folder cannot be written.
         """
+        if seq < self.next_seq:  # the reader relies on file order being sequence order
+            raise ValueError(f"spool frame {seq} appended after frame {self.next_seq - 1}")
         seg = self._writer
         if seg is None or not seg.fits(len(payload)):
             seg = self._roll(len(payload), seq)

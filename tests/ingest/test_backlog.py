@@ -1,0 +1,61 @@
+import threading
+from pathlib import Path
+
+from ingest.backlog import Backlog
+from ingest.records import Kind
+from ingest.spool import DurableSpool
+from ingest.stats import PipelineStats
+
+SEG = 64 * 1024
+
+
+def payload(name: str) -> bytes:
+    return b'{"name":"%s","pad":"%s"}' % (name.encode(), b"x" * 1000)
+
+
+def test_a_record_stored_while_an_emitter_waits_for_room_keeps_the_spool_in_sequence_order(tmp_path: Path) -> None:
+    """The batcher stores a quarantine record while ``emit()`` waits for room under the block policy.
+
+    Waiting releases the emitter's lock, so the batcher's record reaches the spool first; the
+    waiting record must then be numbered after it. The reader skips frames by sequence number:
+    a frame numbered below one already written would be skipped, i.e. lost.
+    """
+    lock = threading.Lock()
+    backlog = Backlog(lambda: DurableSpool(tmp_path, segment_bytes=SEG, max_bytes=2 * SEG, mirror_records=1000),
+                      PipelineStats(), policy="block", lock=lock)
+    spool = backlog.spool
+    assert spool is not None
+    n = 0
+    with lock:
+        while not backlog.memory:  # fill the spool: the first record that does not fit stays in memory
+            backlog.append(Kind.TRACE, payload(f"fill{n}"), may_block=False)
+            n += 1
+    first = backlog.take(10_000)
+    assert len(first.frames) == n and first.spool_last is not None
+
+    def emit_waiting() -> None:
+        with lock:
+            backlog.append(Kind.TRACE, payload("waited"))
+
+    emitter = threading.Thread(target=emit_waiting)
+    emitter.start()
+    for _ in range(500):
+        if backlog.blocked:
+            break
+        threading.Event().wait(0.01)
+    assert backlog.blocked, "emit() should wait: the spool is full"
+    with lock:
+        spool.ack(first.spool_last)  # room for one more segment, without waking the emitter yet
+        backlog.append(Kind.QUARANTINE, payload("batcher"), may_block=False)
+        backlog.room.notify_all()
+    emitter.join(5)
+    assert not emitter.is_alive()
+    with lock:
+        for name in ("after1", "after2"):
+            backlog.append(Kind.TRACE, payload(name))
+    rest = backlog.take(10_000).frames
+    names = [p.split(b'"')[3].decode() for _, _, p in rest]
+    assert names == ["batcher", "waited", "after1", "after2"]
+    seqs = [seq for seq, _, _ in rest]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 4
+    backlog.close()
