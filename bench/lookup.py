@@ -47,7 +47,7 @@ def generate(path: Path, n: int, span_hours: float, chunk: int = 1_000_000) -> N
     prepared = store.prepare(batch_of(items))
     snaps = prepared.tables.pop(Kind.SNAPSHOT)
     store.write(store.prepare(batch_of([(k, p) for k, p in items if k is Kind.SNAPSHOT])))
-    template = prepared.tables[Kind.TRACE]
+    (template,) = prepared.tables[Kind.TRACE]
     template = template.append_column("k", pa.array(range(template.num_rows), pa.int64()))  # noqa: F841
     del snaps
     store.close()

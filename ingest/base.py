@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from ingest.records import Kind
 
-__all__ = ["PreparedBatch", "RecordBatch", "RecordSink", "Rejected", "WriteResult", "batch_of"]
+__all__ = ["PreparedBatch", "RecordBatch", "RecordSink", "Rejected", "WriteResult", "batch_of", "merge_prepared"]
 
 
 @dataclass
@@ -45,12 +45,33 @@ class Rejected:
 class PreparedBatch:
     """A batch after the sink's CPU-bound preparation (parsing), ready for its I/O-bound write.
 
-    The pipeline prepares the next batch while the previous one is being written.
+    The pipeline prepares pieces of the backlog while earlier ones are being written, and hands
+    the sink all the pieces that are ready in one write (see :func:`merge_prepared`).
+
+    Attributes:
+        batch: The records.
+        tables: Each kind's prepared items, the sink's own (Arrow tables, documents); lists, so
+            that batches prepared apart merge by concatenation.
+        rejected: Records the preparation refused.
     """
 
     batch: RecordBatch
-    tables: dict[Kind, Any] = field(default_factory=dict)
+    tables: dict[Kind, list[Any]] = field(default_factory=dict)
     rejected: list[Rejected] = field(default_factory=list)
+
+
+def merge_prepared(parts: list[PreparedBatch]) -> PreparedBatch:
+    """Return one prepared batch holding ``parts`` in order (the first part itself when alone)."""
+    if len(parts) == 1:
+        return parts[0]
+    out = PreparedBatch(RecordBatch())
+    for part in parts:
+        for kind, payloads in part.batch.payloads.items():
+            out.batch.payloads.setdefault(kind, []).extend(payloads)
+        for kind, items in part.tables.items():
+            out.tables.setdefault(kind, []).extend(items)
+        out.rejected += part.rejected
+    return out
 
 
 @dataclass

@@ -1,5 +1,8 @@
 """Writes record batches into a DuckDB file: one Arrow insert per kind, one transaction per batch.
 
+A batch prepared in pieces holds each kind's Arrow tables as a list; they are inserted as one
+(``concat_tables`` copies nothing).
+
 Inserts are ``INSERT OR IGNORE ... BY NAME`` against each table's unique id index, so a record
 delivered twice (a replay after a crash, a file imported twice) is stored once and counted as a
 duplicate. Retention by age runs from the same thread, at most once an hour.
@@ -12,6 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import duckdb
+import pyarrow as pa
 
 from ingest.arrow_codec import parse_payloads
 from ingest.base import PreparedBatch, RecordBatch, WriteResult
@@ -60,7 +64,7 @@ class DuckDBSink:
                 table, rejected = parse_payloads(kind, payloads)
                 prepared.rejected += rejected
                 if table is not None:
-                    prepared.tables[kind] = table
+                    prepared.tables[kind] = [table]
         return prepared
 
     def write(self, prepared: PreparedBatch) -> WriteResult:
@@ -86,7 +90,8 @@ class DuckDBSink:
         registered = False
         try:
             cur.execute("BEGIN TRANSACTION")
-            for kind, table in prepared.tables.items():
+            for kind, parts in prepared.tables.items():
+                table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
                 cur.register("batch", table)
                 registered = True
                 rows = cur.execute(statements[kind]).fetchall()

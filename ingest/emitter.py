@@ -125,7 +125,7 @@ class TraceEmitter:
                     assert isinstance(record, DecisionTrace)
                     self._pending[record.request_id] = record
                     self._pending_seq[seq] = record.request_id
-        if self.backlog.pending() >= self.batcher.batch_size:
+        if self.batcher.urgent or self.backlog.pending() >= self.batcher.piece:
             self.batcher.wake()
         for kind, payload, reason in bad:
             self.reject(kind, payload, reason, source="emit", request_id=getattr(record, "request_id", None),

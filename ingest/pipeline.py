@@ -1,10 +1,12 @@
 """The batcher: drains the backlog into the sink, in order, with retries, on two threads.
 
-The *preparer* takes up to ``batch_size`` frames (waiting up to ``flush_interval`` for a batch to
-fill) and has the sink parse them (CPU, outside the GIL); the *writer* stores each prepared batch
-(I/O), retrying a sink that is down with exponential backoff (50 ms up to 5 s) for as long as it
-takes, quarantines what the sink refused one by one, and only then acknowledges the frames so the
-spool can forget them. Batch *n+1* is parsed while batch *n* is written; order is kept.
+The *preparer* takes pieces of at most :data:`PIECE` frames (waiting up to ``flush_interval``
+for one to fill) and has the sink parse them (CPU, outside the GIL). The *writer* stores in one
+write all the pieces that are ready when it gets to them, up to ``batch_size`` records (a group
+commit: while the sink is idle a piece goes at once, under load the writes grow and each record
+costs less), retrying a sink that is down with exponential backoff (50 ms up to 5 s) for as long
+as it takes; it quarantines what the sink refused one by one, and only then acknowledges the
+frames so the spool can forget them. Parsing overlaps writing; order is kept.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ingest.backlog import Taken
-from ingest.base import PreparedBatch, RecordSink, WriteResult, batch_of
+from ingest.base import PreparedBatch, RecordSink, WriteResult, batch_of, merge_prepared
 
 if TYPE_CHECKING:
     from ingest.emitter import TraceEmitter
@@ -27,6 +29,10 @@ __all__ = ["Batcher"]
 
 log = logging.getLogger(__name__)
 _END = None
+# Parsing costs the same per record at any batch size, so it starts once this many records wait
+# (or the flush interval passed); the insert, cheaper per record in large batches, gets the
+# pieces merged.
+PIECE = 8192
 
 
 class Batcher:
@@ -54,11 +60,14 @@ class Batcher:
         self.emitter = emitter
         self.sink = sink
         self.batch_size = batch_size
+        self.piece = min(batch_size, PIECE)
         self.flush_interval_s = flush_interval_s
         self.fsync_interval_s = fsync_interval_s
         self.in_hand = 0
         self._hand_lock = threading.Lock()
-        self._ready: queue.Queue[tuple[Taken, PreparedBatch] | None] = queue.Queue(maxsize=1)
+        # Pieces parsed ahead of the writer: about one write's worth.
+        self._ready: queue.Queue[tuple[Taken, PreparedBatch] | None] = queue.Queue(
+            maxsize=max(1, batch_size // self.piece))
         self._wake = threading.Event()
         self._closing = threading.Event()
         self._abort = threading.Event()
@@ -77,8 +86,13 @@ class Batcher:
         self._writer.start()
         self._keeper.start()
 
+    @property
+    def urgent(self) -> bool:
+        """True while someone waits in :meth:`wait_until`: every new record should be sent at once."""
+        return self._urgent > 0
+
     def wake(self) -> None:
-        """Tell the preparer a full batch is waiting (cheap when it already knows)."""
+        """Tell the preparer a full piece is waiting (cheap when it already knows)."""
         if not self._wake.is_set():
             self._wake.set()
 
@@ -96,18 +110,20 @@ class Batcher:
         backlog = self.emitter.backlog
         try:
             while not self._abort.is_set():
-                taken = self._take(self.batch_size)
+                taken = self._take(self.piece)
                 deadline = time.monotonic() + self.flush_interval_s
-                while len(taken.frames) < self.batch_size and not self._closing.is_set() and not self._urgent:
+                while len(taken.frames) < self.piece and not self._closing.is_set() and not self._urgent:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
                     self._wake.wait(min(left, 0.05))
                     self._wake.clear()
-                    taken = taken + self._take(self.batch_size - len(taken.frames))
+                    taken = taken + self._take(self.piece - len(taken.frames))
                 if not taken.frames:
                     if self._closing.is_set() and backlog.pending() == 0:
                         break
+                    self._wake.wait(0.05)  # during a flush nothing else paces this loop
+                    self._wake.clear()
                     continue
                 self._put((taken, self.sink.prepare(batch_of((kind, payload) for _, kind, payload in taken.frames))))
         finally:
@@ -148,15 +164,41 @@ class Batcher:
     # -- writer ---------------------------------------------------------------------------------
     def _write_loop(self) -> None:
         self._lower_priority()
-        while (item := self._ready.get()) is not _END:
-            taken, prepared = item
-            result = self._write(prepared)
+        carry: list[tuple[Taken, PreparedBatch] | None] = []  # a piece (or the end) already off the queue
+        while group := self._next_group(carry):
+            taken = group[0][0]
+            for more, _ in group[1:]:
+                taken = taken + more
+            result = self._write(merge_prepared([prepared for _, prepared in group]))
             if result is None:
                 self._give_up(taken)
-                while (rest := self._ready.get()) is not _END:
-                    self._give_up(rest[0])
+                item = carry.pop() if carry else self._ready.get()
+                while item is not _END:
+                    self._give_up(item[0])
+                    item = self._ready.get()
                 return
             self._account(result, taken)
+
+    def _next_group(self, carry: list[tuple[Taken, PreparedBatch] | None]) -> list[tuple[Taken, PreparedBatch]]:
+        """Return the pieces of the next write ([] at the end): the first one to come, and those ready behind it.
+
+        A group holds ``batch_size`` records at most; a piece that does not fit, or the end, is
+        left in ``carry`` for the next call.
+        """
+        item = carry.pop() if carry else self._ready.get()
+        group: list[tuple[Taken, PreparedBatch]] = []
+        size = 0
+        while item is not _END:
+            group.append(item)
+            size += len(item[0].frames)
+            try:
+                item = self._ready.get_nowait()
+            except queue.Empty:
+                return group
+            if item is not _END and size + len(item[0].frames) > self.batch_size:
+                break
+        carry.append(item)
+        return group
 
     def _write(self, prepared: PreparedBatch) -> WriteResult | None:
         delay = 0.05

@@ -5,6 +5,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from ingest import pipeline
 from ingest.base import PreparedBatch, RecordBatch, Rejected, WriteResult
 from ingest.emitter import TraceEmitter
 from ingest.errors import SinkUnavailable
@@ -51,6 +52,18 @@ class FlakySink:
         self.closed = True
 
 
+class SizingSink(FlakySink):
+    """Also records how many records each write held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+
+    def write(self, prepared: PreparedBatch) -> WriteResult:
+        self.sizes.append(len(prepared.batch))
+        return super().write(prepared)
+
+
 def settings(**spool: object) -> StorageSettings:
     sp = SpoolSettings(segment_bytes=SEG, **spool)  # type: ignore[arg-type]
     return StorageSettings(batch_size=16, flush_interval_ms=5, spool=sp)
@@ -71,6 +84,38 @@ def test_every_trace_is_written_in_order_and_counted(tmp_path: Path, factory: Tr
     assert sink.kinds.count(Kind.SNAPSHOT) == 20 * 4  # a scrape round every 5 traces, 4 instances each
     assert s.queued == s.spooled == s.written == 100 + 20 * 4
     assert s.dropped == s.quarantined == s.sink_errors == 0
+
+
+def test_an_idle_sink_gets_a_piece_without_waiting_for_a_full_batch(tmp_path: Path, factory: TraceFactory,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pipeline, "PIECE", 10)
+    sink = SizingSink()
+    em = fast(sink, tmp_path, StorageSettings(batch_size=1000, flush_interval_ms=60_000))
+    for t in factory.traces(6):  # 6 traces and 8 snapshots: one piece, far from a batch
+        em.emit(t)
+    for _ in range(200):
+        if sink.sizes:
+            break
+        threading.Event().wait(0.01)
+    assert sink.sizes == [10]
+    em.close()
+    assert sum(sink.sizes) == 14
+
+
+def test_pieces_parsed_while_the_sink_is_busy_go_in_one_write(tmp_path: Path, factory: TraceFactory,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pipeline, "PIECE", 10)
+    sink = SizingSink()
+    sink.gate.clear()
+    em = fast(sink, tmp_path, StorageSettings(batch_size=40, flush_interval_ms=200))
+    traces = list(factory.traces(100))
+    for t in traces:
+        em.emit(t)
+    threading.Event().wait(0.3)  # pieces are parsed while the first write waits at the gate
+    sink.gate.set()
+    em.close()
+    assert sink.ids == [t.request_id for t in traces] and sum(sink.sizes) == 180  # and 80 snapshots
+    assert max(sink.sizes) == 40 and all(size % 10 == 0 for size in sink.sizes[:-1])  # whole pieces, merged
 
 
 def test_a_trace_is_visible_until_it_is_stored(tmp_path: Path, factory: TraceFactory) -> None:
