@@ -6,6 +6,7 @@ records Arrow cannot hold are refused, with Arrow's message as the reason.
 
 from __future__ import annotations
 
+import threading
 from functools import cache
 
 import pyarrow as pa
@@ -30,10 +31,32 @@ def _options(kind: Kind) -> pa_json.ParseOptions:
 
 
 _BLOCK = 8 << 20
+_scratch = threading.local()
+
+
+def _ndjson(payloads: list[bytes]) -> memoryview:
+    """Return the payloads as NDJSON in this thread's reused buffer.
+
+    A fresh buffer per batch (joining into new bytes) costs a page fault per 4 KB on first
+    touch, a tenth of the parsing time on a small VM. The parsed table copies what it keeps, so the
+    buffer is free again as soon as :func:`_read` returns.
+    """
+    total = sum(map(len, payloads)) + len(payloads)
+    buf: bytearray | None = getattr(_scratch, "buf", None)
+    if buf is None or len(buf) < total:
+        buf = _scratch.buf = bytearray(max(total, 2 * len(buf or b"")))
+    view = memoryview(buf)
+    pos = 0
+    for payload in payloads:
+        end = pos + len(payload)
+        view[pos:end] = payload
+        buf[end] = 10  # "\n"
+        pos = end + 1
+    return view[:pos]
 
 
 def _read(kind: Kind, payloads: list[bytes]) -> pa.Table:
-    data = pa.py_buffer(b"\n".join(payloads))
+    data = pa.py_buffer(_ndjson(payloads))
     # On the calling thread: the pipeline already overlaps parsing with writing, and on a small
     # machine Arrow's extra threads would only take the CPU from the request path. Blocks of a
     # few MB stay in the CPU caches (a third less CPU than one block per batch); a block must
