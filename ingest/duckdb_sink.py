@@ -90,7 +90,10 @@ class DuckDBSink:
         registered = False
         try:
             cur.execute("BEGIN TRANSACTION")
-            for kind, parts in prepared.tables.items():
+            for kind in _ORDER:
+                parts = prepared.tables.get(kind)
+                if not parts:
+                    continue
                 table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
                 cur.register("batch", table)
                 registered = True
