@@ -15,23 +15,25 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import cache
 from importlib import resources
 
 import duckdb
 import pyarrow as pa
 
+from ingest.arrow_codec import parse_schema
 from ingest.records import KINDS
-from ingest.storage_schema import storage_schema, strip_not_null
 from schemas.version import SCHEMA_VERSION
 
-__all__ = ["STORAGE_VERSION", "duckdb_type", "ensure_schema", "sql_file"]
+__all__ = ["STORAGE_VERSION", "duckdb_type", "ensure_schema", "sql_file", "transaction"]
 
 log = logging.getLogger(__name__)
 STORAGE_VERSION = 2  # 1: traces with inline candidate states and no `detail` column
 
 
+@cache
 def sql_file(name: str) -> str:
-    """Return the text of ``ingest/sql/<name>``."""
+    """Return the text of ``ingest/sql/<name>`` (read once)."""
     return resources.files("ingest").joinpath(f"sql/{name}").read_text(encoding="utf-8")
 
 
@@ -113,10 +115,10 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -
     con.execute(sql_file("meta.sql"))
     applied: list[str] = []
     created: set[str] = set()
-    with _transaction(con):
+    with transaction(con):
         # traces last: upgrading layout 1 moves candidate states into instance_snapshots
         for info in sorted(KINDS.values(), key=lambda i: i.table == "traces"):
-            want = strip_not_null(storage_schema(info.kind))
+            want = parse_schema(info.kind)
             have = _current(con, info.table)
             if have is None:
                 empty = want.empty_table()  # noqa: F841  (replacement scan)
@@ -128,7 +130,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -
                 applied += _migrate(con, info.table, have, want)
         applied += _unique_indexes(con, created)
     # A second transaction: DuckDB checks a new unique index against rows updated in the same one.
-    with _transaction(con):
+    with transaction(con):
         con.execute(sql_file("indexes.sql"))
         con.execute(sql_file("views.sql"))
         for stmt in applied:
@@ -141,7 +143,8 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -
 
 
 @contextmanager
-def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Run the block in one transaction: committed at the end, rolled back on any exception."""
     con.execute("BEGIN TRANSACTION")
     try:
         yield

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ingest.arrow_codec import parse_payloads
 from ingest.base import PreparedBatch, RecordBatch, WriteResult
-from ingest.duckdb_schema import sql_file
+from ingest.duckdb_schema import sql_file, transaction
 from ingest.errors import SinkUnavailable
 from ingest.records import KINDS, Kind
 
@@ -86,35 +86,23 @@ class DuckDBSink:
 
     def _transaction(self, prepared: PreparedBatch, statements: dict[Kind, str]) -> WriteResult:
         result = WriteResult()
-        cur = self._con.cursor()
-        registered = False
+        cur = self._con.cursor()  # its registered "batch" view goes with it when it closes
         try:
-            cur.execute("BEGIN TRANSACTION")
-            for kind in _ORDER:
-                parts = prepared.tables.get(kind)
-                if not parts:
-                    continue
-                table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-                cur.register("batch", table)
-                registered = True
-                rows = cur.execute(statements[kind]).fetchall()
-                cur.unregister("batch")
-                registered = False
-                inserted = int(rows[0][0]) if rows else 0
-                result.count(kind, inserted, table.num_rows - inserted)
-            cur.execute("COMMIT")
+            with transaction(cur):
+                for kind in _ORDER:
+                    parts = prepared.tables.get(kind)
+                    if not parts:
+                        continue
+                    table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+                    cur.register("batch", table)
+                    rows = cur.execute(statements[kind]).fetchall()
+                    inserted = int(rows[0][0]) if rows else 0
+                    result.count(kind, inserted, table.num_rows - inserted)
         except duckdb.ConstraintException:
-            _rollback(cur)
             raise
         except duckdb.Error as exc:
-            _rollback(cur)
             raise SinkUnavailable(f"DuckDB insert failed: {exc}") from exc
         finally:
-            if registered:
-                try:
-                    cur.unregister("batch")
-                except duckdb.Error:
-                    pass
             cur.close()
         return result
 
@@ -140,13 +128,6 @@ class DuckDBSink:
 
     def close(self) -> None:
         """Nothing to release: the store owns the connection."""
-
-
-def _rollback(cur: duckdb.DuckDBPyConnection) -> None:
-    try:
-        cur.execute("ROLLBACK")
-    except duckdb.Error:
-        pass
 
 
 def _statements(text: str) -> list[str]:
