@@ -53,13 +53,13 @@ def feedback_id(item: Feedback) -> str:
     return content_id(f"{item.request_id}\x00{item.ts.isoformat()}\x00{item.source}".encode())
 
 
-def is_detailed(request_id: str, share: float, salt: str = "") -> bool:
+def is_detailed(request_id: str, share: float) -> bool:
     """Decide, the same way every time for the same id, whether a trace keeps full detail."""
     if share >= 1.0:
         return True
     if share <= 0.0:
         return False
-    return zlib.crc32(f"{salt}{request_id}".encode()) % 100_000 < share * 100_000
+    return zlib.crc32(request_id.encode()) % 100_000 < share * 100_000
 
 
 class Encoder:
@@ -67,15 +67,13 @@ class Encoder:
 
     Args:
         detail_share: Share of traces that keep candidate states and score terms.
-        salt: Mixed into the sampling hash (change it to sample another subset).
         clock: UTC wall clock, for a snapshot emitted on its own before any scrape succeeded.
     """
 
     def __init__(
-        self, detail_share: float = 1.0, salt: str = "", clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self, detail_share: float = 1.0, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     ) -> None:
         self.detail_share = detail_share
-        self.salt = salt
         self._clock = clock
         self._by_object: dict[int, tuple[InstanceSnapshot, str]] = {}
         self._written: dict[str, None] = {}
@@ -104,7 +102,7 @@ class Encoder:
     def _trace(self, trace: DecisionTrace) -> list[tuple[Kind, bytes]]:
         self._out = []
         self._seen_at = trace.ts
-        detail = is_detailed(trace.request_id, self.detail_share, self.salt)
+        detail = is_detailed(trace.request_id, self.detail_share)
         body = orjson.dumps(trace, default=self._full if detail else self._summary, option=orjson.OPT_UTC_Z)
         self._out.append((Kind.TRACE, _with(body, b'"detail":true' if detail else b'"detail":false')))
         return self._out

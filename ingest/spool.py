@@ -99,8 +99,8 @@ class DurableSpool:
         segments = []
         for path in sorted(self.folder.glob("*.seg")):
             try:
-                seg = Segment(path, int(path.stem), 0, create=False)
-                seg.read_header()
+                seg = Segment(path, 0, 0, create=False)
+                seg.first_seq = seg.read_header()
             except (OSError, ValueError) as exc:
                 log.error("spool: ignoring unreadable segment %s: %s", path, exc)
                 continue

@@ -58,4 +58,4 @@ def test_sampling_is_deterministic_and_close_to_the_share(share: float) -> None:
     picked = [is_detailed(r, share) for r in ids]
     assert picked == [is_detailed(r, share) for r in ids]
     assert abs(sum(picked) / len(ids) - share) < 0.05
-    assert sum(is_detailed(r, share, salt="other") != p for r, p in zip(ids, picked, strict=True)) > 0
+    assert picked != [is_detailed(f"req_{i:06d}x", share) for i in range(4000)]  # a hash, not a pattern
