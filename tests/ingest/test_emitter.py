@@ -111,7 +111,10 @@ def test_pieces_parsed_while_the_sink_is_busy_go_in_one_write(tmp_path: Path, fa
     traces = list(factory.traces(100))
     for t in traces:
         em.emit(t)
-    threading.Event().wait(0.3)  # pieces are parsed while the first write waits at the gate
+    for _ in range(500):  # pieces are parsed while the first write waits at the gate, until the queue is full
+        if em.batcher._ready.full():
+            break
+        threading.Event().wait(0.01)
     sink.gate.set()
     em.close()
     assert sink.ids == [t.request_id for t in traces] and sum(sink.sizes) == 180  # and 80 snapshots
