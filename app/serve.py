@@ -98,7 +98,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str) -> web.Application:
     )
     app = gateway.build_app()
     token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
-    IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes, hash_key=hash_key).add_routes(app)
+    IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes).add_routes(app)
 
     async def close_emitter(_: web.Application) -> None:
         emitter.close()  # stores every queued record (what it cannot stays in the spool)

@@ -17,16 +17,12 @@ from functools import cache
 from typing import Any
 
 import duckdb
-from pydantic import BaseModel
 
 from ingest.duckdb_schema import sql_file
-from ingest.query import MAX_LIMIT, BadCursor, decode_cursor, encode_cursor, sort_traffic
+from ingest.query import BadCursor, WindowReader, clamp_limit, decode_cursor, encode_cursor, sort_traffic
 from ingest.records import KINDS, Kind
 from ingest.rows import assemble_trace, clean, state_ids, summary_of
-from schemas.fleet import InstanceSnapshot
-from schemas.probe import ProbeResult
 from schemas.queries import BUCKETS, AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
-from schemas.records import QuarantinedRecord, RouterEvent
 from schemas.trace import DecisionTrace
 
 __all__ = ["DuckDBReader", "named_queries"]
@@ -73,7 +69,7 @@ def _where(flt: TraceFilter) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-class DuckDBReader:
+class DuckDBReader(WindowReader):
     """Answers the query API from one DuckDB connection (read-write or read-only)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -115,7 +111,7 @@ class DuckDBReader:
 
     def search(self, flt: TraceFilter, limit: int = 50, cursor: str | None = None) -> TracePage:
         """Return one page of summaries, newest first (keyset pagination on ``(ts, request_id)``)."""
-        limit = max(1, min(limit, MAX_LIMIT))
+        limit = clamp_limit(limit)
         where, params = _where(flt)
         if cursor is not None:
             ts, rid = decode_cursor(cursor)
@@ -160,8 +156,9 @@ class DuckDBReader:
         return sort_traffic([TrafficEdge.model_validate(r) for r in
                              self._rows(named_queries()["traffic"].format(where=where), params)])
 
-    def _window(self, kind: Kind, start: datetime, end: datetime, eq: dict[str, str | None], limit: int,
-                model: type[BaseModel]) -> list[Any]:
+    def _window(self, kind: Kind, start: datetime, end: datetime, eq: dict[str, str | None],
+                limit: int) -> list[Any]:
+        """Return records of ``kind`` in ``[start, end)`` matching ``eq``, oldest first (see :class:`WindowReader`)."""
         info = KINDS[kind]
         clauses = [f"{info.time_field} >= ?", f"{info.time_field} < ?"]
         params: list[Any] = [start, end]
@@ -171,24 +168,5 @@ class DuckDBReader:
                 params.append(value)
         sql = (f'SELECT * FROM "{info.table}" WHERE {" AND ".join(clauses)} '
                f"ORDER BY {info.time_field}, {info.id_field} LIMIT ?")
-        rows = self._rows(sql, [*params, max(1, min(limit, MAX_LIMIT))])
-        return [model.model_validate(clean(r, model)) for r in rows]
-
-    def probe_timeline(self, start: datetime, end: datetime, instance: str | None = None,
-                       limit: int = MAX_LIMIT) -> list[ProbeResult]:
-        """Return probe results in ``[start, end)``, oldest first."""
-        return self._window(Kind.PROBE, start, end, {"instance": instance}, limit, ProbeResult)
-
-    def events(self, start: datetime, end: datetime, kind: str | None = None,
-               limit: int = MAX_LIMIT) -> list[RouterEvent]:
-        """Return router events in ``[start, end)``, oldest first."""
-        return self._window(Kind.EVENT, start, end, {"kind": kind}, limit, RouterEvent)
-
-    def snapshots(self, start: datetime, end: datetime, instance: str | None = None,
-                  limit: int = MAX_LIMIT) -> list[InstanceSnapshot]:
-        """Return instance snapshots first seen in ``[start, end)``, oldest first."""
-        return self._window(Kind.SNAPSHOT, start, end, {"instance": instance}, limit, InstanceSnapshot)
-
-    def quarantined(self, start: datetime, end: datetime, limit: int = MAX_LIMIT) -> list[QuarantinedRecord]:
-        """Return quarantined records in ``[start, end)``, oldest first."""
-        return self._window(Kind.QUARANTINE, start, end, {}, limit, QuarantinedRecord)
+        rows = self._rows(sql, [*params, limit])
+        return [info.model.model_validate(clean(r, info.model)) for r in rows]

@@ -15,13 +15,18 @@ from typing import Any
 from elasticsearch import Elasticsearch
 
 from ingest.es_mapping import TIMESTAMP_FIELD, data_stream
-from ingest.query import MAX_LIMIT, BadCursor, decode_cursor, encode_cursor, sort_traffic
+from ingest.query import (
+    MAX_LIMIT,
+    BadCursor,
+    WindowReader,
+    clamp_limit,
+    decode_cursor,
+    encode_cursor,
+    sort_traffic,
+)
 from ingest.records import KINDS, Kind
 from ingest.rows import assemble_trace, clean, state_ids, summary_of
-from schemas.fleet import InstanceSnapshot
-from schemas.probe import ProbeResult
 from schemas.queries import BUCKETS, AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
-from schemas.records import QuarantinedRecord, RouterEvent
 from schemas.trace import DecisionTrace
 
 __all__ = ["ElasticsearchReader", "filter_query", "term"]
@@ -55,7 +60,7 @@ def filter_query(flt: TraceFilter, prefix: str = "") -> dict[str, Any]:
     return {"bool": {"filter": clauses}}
 
 
-class ElasticsearchReader:
+class ElasticsearchReader(WindowReader):
     """Answers the query API from the data streams ``<prefix>-<table>``."""
 
     def __init__(self, client: Elasticsearch, prefix: str = "routelens") -> None:
@@ -82,7 +87,7 @@ class ElasticsearchReader:
 
     def search(self, flt: TraceFilter, limit: int = 50, cursor: str | None = None) -> TracePage:
         """Return one page of summaries, newest first."""
-        limit = max(1, min(limit, MAX_LIMIT))
+        limit = clamp_limit(limit)
         body: dict[str, Any] = {"query": filter_query(flt), "size": limit + 1, "source_includes": _SUMMARY,
                                 "sort": [{"ts": {"order": "desc"}}, {"request_id": {"order": "desc"}}]}
         if cursor is not None:
@@ -148,34 +153,16 @@ class ElasticsearchReader:
         return sort_traffic(edges)
 
     def _window(self, kind: Kind, start: datetime, end: datetime, eq: dict[str, str | None], limit: int) -> list[Any]:
+        """Return records of ``kind`` in ``[start, end)`` matching ``eq``, oldest first (see :class:`WindowReader`)."""
         info = KINDS[kind]
         span = {"gte": start.isoformat(), "lt": end.isoformat()}
         clauses: list[dict[str, Any]] = [{"range": {info.time_field: span}}]
         clauses += [term(k, v) for k, v in eq.items() if v is not None]
-        resp = self._search(kind, query={"bool": {"filter": clauses}}, size=max(1, min(limit, MAX_LIMIT)),
+        resp = self._search(kind, query={"bool": {"filter": clauses}}, size=limit,
                             sort=[{info.time_field: {"order": "asc"}}, {info.id_field: {"order": "asc"}}])
         model = info.model
         return [model.model_validate(clean({k: v for k, v in h["_source"].items() if k != TIMESTAMP_FIELD}, model))
                 for h in resp["hits"]["hits"]]
-
-    def probe_timeline(self, start: datetime, end: datetime, instance: str | None = None,
-                       limit: int = MAX_LIMIT) -> list[ProbeResult]:
-        """Return probe results in ``[start, end)``, oldest first."""
-        return self._window(Kind.PROBE, start, end, {"instance": instance}, limit)
-
-    def events(self, start: datetime, end: datetime, kind: str | None = None,
-               limit: int = MAX_LIMIT) -> list[RouterEvent]:
-        """Return router events in ``[start, end)``, oldest first."""
-        return self._window(Kind.EVENT, start, end, {"kind": kind}, limit)
-
-    def snapshots(self, start: datetime, end: datetime, instance: str | None = None,
-                  limit: int = MAX_LIMIT) -> list[InstanceSnapshot]:
-        """Return instance snapshots first seen in ``[start, end)``, oldest first."""
-        return self._window(Kind.SNAPSHOT, start, end, {"instance": instance}, limit)
-
-    def quarantined(self, start: datetime, end: datetime, limit: int = MAX_LIMIT) -> list[QuarantinedRecord]:
-        """Return quarantined records in ``[start, end)``, oldest first."""
-        return self._window(Kind.QUARANTINE, start, end, {}, limit)
 
 
 def _none(key: Any) -> str | None:

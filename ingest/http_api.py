@@ -3,7 +3,6 @@
 ===========================  ===============================================================
 ``POST /v1/traces``          intake: NDJSON or a JSON array of traces; per-line verdicts
 ``GET /v1/traces``           search (filters as query parameters; ``limit``, ``cursor``)
-``GET /v1/traces/{id}``      one trace (mounted by the gateway itself; ``with_lookup`` elsewhere)
 ``GET /v1/analytics/buckets`` per time bucket: requests, latency quantiles, fallback, cost, misroutes
 ``GET /v1/analytics/traffic`` requests along rule -> model -> instance
 ``GET /v1/probes``           probe results (``start``, ``end``, ``instance``)
@@ -11,6 +10,8 @@
 ``GET /v1/snapshots``        instance snapshots (``start``, ``end``, ``instance``)
 ``GET /v1/quarantine``       quarantined records (``start``, ``end``)
 ===========================  ===============================================================
+
+``GET /v1/traces/{id}`` (one trace) is the gateway's own route.
 
 Filters: ``start``/``end`` (ISO 8601 with a zone), ``router_version``, ``experiment_arm``,
 ``rule``, ``model``, ``instance``, ``fallback`` (true/false), ``outcome`` (ok/error),
@@ -71,6 +72,7 @@ def _filter(request: web.Request) -> TraceFilter:
 
 
 def _time(request: web.Request, name: str) -> datetime:
+    """Return the required ISO 8601 time ``name`` (``start`` or ``end``); it must carry a zone."""
     value = request.query.get(name)
     if value is None:
         raise _BadParam(name, f"{name} is required")
@@ -101,29 +103,19 @@ class IngestApi:
         store: Answers the queries.
         token: Bearer token ``POST /v1/traces`` requires; None leaves it open.
         max_body: Largest intake body, in bytes.
-        mapping: Field mapping for intake (None: RouteLens traces as they are).
-        hash_key: HMAC key for query hashes the mapping computes.
     """
 
     def __init__(
         self, emitter: TraceEmitter, store: TraceStore, *, token: str | None = None, max_body: int = 64 << 20,
-        mapping: dict[str, list[str]] | None = None, hash_key: str | None = None,
     ) -> None:
         self.emitter = emitter
         self.store = store
         self.token = token
         self.max_body = max_body
-        self.mapping = mapping
-        self.hash_key = hash_key
 
-    def add_routes(self, app: web.Application, *, with_lookup: bool = False) -> None:
-        """Mount every route on ``app``.
-
-        ``with_lookup`` adds ``GET /v1/traces/{request_id}`` too; the gateway serves that one itself.
-        """
+    def add_routes(self, app: web.Application) -> None:
+        """Mount every route on ``app`` (``GET /v1/traces/{request_id}`` is the gateway's)."""
         app.router.add_post("/v1/traces", self.intake)
-        if with_lookup:
-            app.router.add_get("/v1/traces/{request_id}", self.lookup)
         for path, handler in (
             ("/v1/traces", self.search), ("/v1/analytics/buckets", self.buckets),
             ("/v1/analytics/traffic", self.traffic), ("/v1/probes", self.probes), ("/v1/events", self.events),
@@ -166,18 +158,9 @@ class IngestApi:
                       "results": {"accepted": accepted, "rejected": rejected}}, status)
 
     def _take(self, body: bytes) -> list[LineResult]:
-        return list(take_records(split_records(body), self.emitter, source="intake", mapping=self.mapping,
-                                 hash_key=self.hash_key))
+        return list(take_records(split_records(body), self.emitter, source="intake"))
 
     # -- queries --------------------------------------------------------------------------------
-    async def lookup(self, request: web.Request) -> web.Response:
-        """``GET /v1/traces/{request_id}``: one trace (pending ones included), or 404."""
-        rid = request.match_info["request_id"]
-        trace = self.emitter.pending(rid) or await asyncio.to_thread(self.store.get, rid)
-        if trace is None:
-            return _error(404, f"no trace for request_id '{rid}'", "trace_not_found")
-        return web.Response(body=trace.model_dump_json(), content_type="application/json")
-
     async def search(self, request: web.Request) -> web.Response:
         """``GET /v1/traces``: one page of summaries, newest first."""
         flt, limit, cursor = _filter(request), _limit(request), request.query.get("cursor")

@@ -9,7 +9,7 @@ was accepted and, if not, why; refused records are quarantined by the caller.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -31,11 +31,9 @@ class LineResult:
     """The verdict on one input record (``line`` is 1-based)."""
 
     line: int
-    raw: bytes
     trace: DecisionTrace | None = None
     reason: str | None = None
     request_id: str | None = None
-    ignored: list[str] = field(default_factory=list)
 
 
 def split_records(body: bytes) -> Iterator[tuple[int, bytes]]:
@@ -72,7 +70,7 @@ def check_record(
     hash_key: str | None = None,
 ) -> LineResult:
     """Validate one record; never raises."""
-    res = LineResult(line, raw)
+    res = LineResult(line)
     if len(raw) > max_bytes:
         res.reason = f"record of {len(raw)} bytes exceeds the limit of {max_bytes}"
         return res
@@ -85,7 +83,7 @@ def check_record(
         res.reason = f"a trace must be a JSON object, not {type(obj).__name__}"
         return res
     if mapping is not None:
-        obj, res.ignored = map_record(obj, mapping, hash_key)
+        obj, _ignored = map_record(obj, mapping, hash_key)
     res.request_id = _request_id(obj)
     try:
         res.trace = DecisionTrace.model_validate(obj)

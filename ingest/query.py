@@ -7,20 +7,36 @@ Filters and results are the models of :mod:`schemas.queries`. Pages are newest f
 from __future__ import annotations
 
 import base64
+from abc import ABC, abstractmethod
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 
+from ingest.records import Kind
 from schemas.fleet import InstanceSnapshot
 from schemas.probe import ProbeResult
 from schemas.queries import AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
 from schemas.records import QuarantinedRecord, RouterEvent
 from schemas.trace import DecisionTrace
 
-__all__ = ["MAX_LIMIT", "BadCursor", "TraceStore", "decode_cursor", "encode_cursor", "sort_traffic"]
+__all__ = [
+    "MAX_LIMIT",
+    "BadCursor",
+    "TraceStore",
+    "WindowReader",
+    "clamp_limit",
+    "decode_cursor",
+    "encode_cursor",
+    "sort_traffic",
+]
 
 MAX_LIMIT = 1000
+
+
+def clamp_limit(limit: int) -> int:
+    """Return ``limit`` brought into ``[1, MAX_LIMIT]`` (the page sizes a backend answers)."""
+    return max(1, min(limit, MAX_LIMIT))
 
 
 class BadCursor(ValueError):
@@ -96,3 +112,45 @@ class TraceStore(Protocol):
     def quarantined(self, start: datetime, end: datetime, limit: int = MAX_LIMIT) -> list[QuarantinedRecord]:
         """Return quarantined records in ``[start, end)``, oldest first."""
         ...
+
+
+class WindowReader(ABC):
+    """The time-window reads of :class:`TraceStore`, written once over one backend query.
+
+    A backend implements :meth:`_window`; the public methods name the kind of record and its
+    equality filters, and clamp ``limit`` with :func:`clamp_limit`.
+    """
+
+    @abstractmethod
+    def _window(self, kind: Kind, start: datetime, end: datetime, eq: dict[str, str | None], limit: int) -> list[Any]:
+        """Return records of ``kind`` in ``[start, end)`` matching ``eq`` (None: any), oldest first.
+
+        Args:
+            kind: Which records; their model, table and time field come from ``KINDS``.
+            start: Inclusive lower bound of the time field.
+            end: Exclusive upper bound of the time field.
+            eq: Field equalities; a None value does not filter.
+            limit: Most records returned, already clamped.
+        """
+
+    def probe_timeline(
+        self, start: datetime, end: datetime, instance: str | None = None, limit: int = MAX_LIMIT
+    ) -> list[ProbeResult]:
+        """Return probe results in ``[start, end)``, oldest first."""
+        return self._window(Kind.PROBE, start, end, {"instance": instance}, clamp_limit(limit))
+
+    def events(
+        self, start: datetime, end: datetime, kind: str | None = None, limit: int = MAX_LIMIT
+    ) -> list[RouterEvent]:
+        """Return router events in ``[start, end)``, oldest first."""
+        return self._window(Kind.EVENT, start, end, {"kind": kind}, clamp_limit(limit))
+
+    def snapshots(
+        self, start: datetime, end: datetime, instance: str | None = None, limit: int = MAX_LIMIT
+    ) -> list[InstanceSnapshot]:
+        """Return instance snapshots first seen in ``[start, end)``, oldest first."""
+        return self._window(Kind.SNAPSHOT, start, end, {"instance": instance}, clamp_limit(limit))
+
+    def quarantined(self, start: datetime, end: datetime, limit: int = MAX_LIMIT) -> list[QuarantinedRecord]:
+        """Return quarantined records in ``[start, end)``, oldest first."""
+        return self._window(Kind.QUARANTINE, start, end, {}, clamp_limit(limit))

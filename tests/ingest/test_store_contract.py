@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from app.serve import StoreHooks
 from ingest.duckdb_store import DuckDBTraceStore
 from ingest.elasticsearch_store import ElasticsearchStore
 from ingest.emitter import TraceEmitter
@@ -25,7 +26,10 @@ from ingest.http_api import IngestApi
 from ingest.http_client import HttpTraceStore
 from ingest.query import BadCursor
 from ingest.synthetic import TraceFactory
+from router_core.builtin import build_router
+from router_core.gateway import Gateway
 from schemas import DecisionTrace, Feedback, InstanceSnapshot, ProbeKind, ProbeResult
+from schemas.config import RouteLensConfig
 from schemas.queries import AggregateQuery, TraceFilter
 from schemas.records import RouterEvent
 from schemas.storage_config import StorageSettings
@@ -90,11 +94,14 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 @contextmanager
 def served(store: DuckDBTraceStore, spool: Path) -> Iterator[str]:
-    """Serve the query API of ``store`` on 127.0.0.1 from a background thread."""
+    """Serve the query API of ``store`` on 127.0.0.1 from a background thread, wired as ``routelens serve``
+    wires it: the gateway (``GET /v1/traces/{id}`` through :class:`StoreHooks`), then :class:`IngestApi`."""
     emitter = TraceEmitter(store, StorageSettings(), spool_dir=spool).start()
     loop = asyncio.new_event_loop()
-    app = web.Application()
-    IngestApi(emitter, store).add_routes(app, with_lookup=True)
+    config = RouteLensConfig.model_validate(  # an idle instance: its failed scrape is an unrelated snapshot
+        {"fleet": {"instances": [{"id": "idle", "model": "m", "url": "http://127.0.0.1:1"}]}})
+    app = Gateway(config, build_router(config), StoreHooks(emitter, store)).build_app()
+    IngestApi(emitter, store).add_routes(app)
     runner = web.AppRunner(app)
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, "127.0.0.1", 0)
