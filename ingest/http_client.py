@@ -17,7 +17,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from ingest.errors import SinkError, SinkUnavailable
-from ingest.query import MAX_LIMIT, BadCursor
+from ingest.query import MAX_LIMIT, BadCursor, clamp_limit
 from schemas.fleet import InstanceSnapshot
 from schemas.probe import ProbeResult
 from schemas.queries import AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
@@ -85,7 +85,7 @@ class HttpTraceStore:
 
     def search(self, flt: TraceFilter, limit: int = 50, cursor: str | None = None) -> TracePage:
         """Return one page of summaries, newest first."""
-        page = self._get("/v1/traces", {**self._filter(flt), "limit": max(1, min(limit, MAX_LIMIT)), "cursor": cursor})
+        page = self._get("/v1/traces", {**self._filter(flt), "limit": clamp_limit(limit), "cursor": cursor})
         return TracePage.model_validate(page)
 
     def aggregate(self, query: AggregateQuery) -> list[BucketStats]:
@@ -99,7 +99,7 @@ class HttpTraceStore:
 
     @staticmethod
     def _span(start: datetime, end: datetime, limit: int, **eq: str | None) -> dict[str, Any]:
-        return {"start": start.isoformat(), "end": end.isoformat(), "limit": max(1, min(limit, MAX_LIMIT)), **eq}
+        return {"start": start.isoformat(), "end": end.isoformat(), "limit": clamp_limit(limit), **eq}
 
     def probe_timeline(self, start: datetime, end: datetime, instance: str | None = None,
                        limit: int = MAX_LIMIT) -> list[ProbeResult]:
