@@ -8,21 +8,19 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from app.procs import free_port
 from tests.app import stub_trace_api as stub
+from tests.e2e.conftest import ROOT
+from tests.e2e.net import ok, wait_until
 
 CHROMIUM = Path("/usr/bin/chromium")
-REPO = Path(__file__).resolve().parents[2]
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -44,25 +42,12 @@ pytestmark = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"streamlit exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
-        try:
-            with urllib.request.urlopen(url, timeout=1) as resp:
-                if resp.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"streamlit not healthy after {STARTUP_TIMEOUT_S} s:\n{log.read_text(errors='replace')}")
+    healthy = wait_until(lambda: proc.poll() is not None or ok(url, timeout=1), STARTUP_TIMEOUT_S)
+    if proc.poll() is not None:
+        pytest.fail(f"streamlit exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
+    if not healthy:
+        pytest.fail(f"streamlit not healthy after {STARTUP_TIMEOUT_S} s:\n{log.read_text(errors='replace')}")
 
 
 @pytest.fixture
@@ -81,7 +66,7 @@ def app_url(tmp_path: Path) -> Iterator[str]:
             "--browser.gatherUsageStats", "false",
             "--server.fileWatcherType", "none",
         ]  # fmt: skip
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
             base = f"http://127.0.0.1:{port}"
             wait_healthy(proc, f"{base}/_stcore/health", log)

@@ -7,7 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import yaml
 
 from app.procs import free_port
 from tests.e2e.conftest import ROOT, Proc
+from tests.e2e.net import call, ok
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -47,10 +47,9 @@ def test_demo_serves_a_traceable_request_and_stops_cleanly(tmp_path: Path) -> No
         assert match, out
         request_id = match.group(1)
 
-        with urllib.request.urlopen(f"{gateway}/v1/traces/{request_id}", timeout=10) as resp:
-            assert resp.status == 200 and request_id in resp.read().decode()
-        with urllib.request.urlopen(f"{app}/_stcore/health", timeout=10) as resp:
-            assert resp.status == 200
+        status, trace = call("GET", f"{gateway}/v1/traces/{request_id}")
+        assert status == 200 and trace["request_id"] == request_id, trace
+        assert ok(f"{app}/_stcore/health")
         shown = subprocess.run([sys.executable, "-m", "app", "trace", request_id, "--api", gateway],
                                cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert shown.returncode == 0 and request_id in shown.stdout

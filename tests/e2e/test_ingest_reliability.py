@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -19,10 +18,11 @@ from typing import Any
 import orjson
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from app.procs import free_port
+from tests.duckdb_lock import duckdb_held_elsewhere
 from tests.e2e.conftest import ROOT, Proc
+from tests.e2e.net import call, drained, metrics, ok, wait_until
 from tests.ingest.es_contract.contract import CONTRACTS
 from tests.ingest.es_contract.server import ContractServer
 
@@ -70,25 +70,8 @@ def chat(url: str, rid: str | None = None) -> tuple[int, str | None]:
         return resp.status, resp.headers["x-request-id"]
 
 
-def metrics(url: str) -> dict[str, float]:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
-
-
-def wait_until(check: Any, timeout_s: float = 60, every: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (value := check()) and time.monotonic() < deadline:
-        time.sleep(every)
-    return value
-
-
 def stored(url: str, rid: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/v1/traces/{rid}", timeout=10) as resp:
-            return resp.status == 200
-    except urllib.error.HTTPError:
-        return False
+    return ok(f"{url}/v1/traces/{rid}")
 
 
 def test_kill_9_under_load_loses_no_answered_request(fleet: dict[str, Any], tmp_path: Path) -> None:
@@ -117,11 +100,10 @@ def test_kill_9_under_load_loses_no_answered_request(fleet: dict[str, Any], tmp_
     gw.stop()
     again = start(cfg)
     try:
-        assert wait_until(lambda: metrics(url)["routelens_traces_pending"] == 0, 60)
-        m = metrics(url)
+        m = drained(url, 60)
         missing = [rid for rid in answered if not stored(url, rid)]
         assert (len(answered), missing) == (len(set(answered)), [])
-        assert m["routelens_traces_replayed_total"] > 0, m  # some answered traces were only in the spool
+        assert m.value("routelens_traces_replayed_total") > 0, m  # some answered traces were only in the spool
     finally:
         again.stop()
 
@@ -129,27 +111,20 @@ def test_kill_9_under_load_loses_no_answered_request(fleet: dict[str, Any], tmp_
 def test_a_locked_duckdb_file_spools_until_it_is_released(fleet: dict[str, Any], tmp_path: Path) -> None:
     cfg, url = gateway_config(tmp_path, fleet)
     db = tmp_path / "traces.duckdb"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", f"import duckdb, sys; c = duckdb.connect({str(db)!r}); print('held', flush=True); "
-                               "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     gw = None
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        gw = start(cfg)
-        ids = [chat(url, f"locked-{i}")[1] for i in range(25)]
-        assert all(stored(url, str(rid)) for rid in ids)  # read-your-writes from the pending traces
-        assert wait_until(lambda: metrics(url)["routelens_traces_sink_errors_total"] >= 2, 30)
-        assert metrics(url)["routelens_traces_written_total"] == 0
+        with duckdb_held_elsewhere(db):
+            gw = start(cfg)
+            ids = [chat(url, f"locked-{i}")[1] for i in range(25)]
+            assert all(stored(url, str(rid)) for rid in ids)  # read-your-writes from the pending traces
+            assert wait_until(lambda: metrics(url).value("routelens_traces_sink_errors_total") >= 2, 30)
+            assert metrics(url).value("routelens_traces_written_total") == 0
+        m = drained(url, 60)
+        assert m.value("routelens_traces_written_total") == m.value("routelens_traces_queued_total")
+        assert m.value("routelens_traces_dropped_total") == 0
     finally:
-        holder.communicate("", timeout=30)
-    try:
-        assert wait_until(lambda: metrics(url)["routelens_traces_pending"] == 0, 60)
-        m = metrics(url)
-        assert m["routelens_traces_written_total"] == m["routelens_traces_queued_total"]
-        assert m["routelens_traces_dropped_total"] == 0
-    finally:
-        assert gw is not None
-        gw.stop()
+        if gw is not None:
+            gw.stop()
     import duckdb
 
     con = duckdb.connect(str(db), read_only=True)
@@ -170,7 +145,7 @@ def test_an_elasticsearch_outage_is_ridden_out(fleet: dict[str, Any], tmp_path: 
             assert wait_until(lambda: es.count("routelens-traces") == 20, 90)
             assert sorted(es.engine.streams["routelens-traces"]) == sorted(ids)
             m = metrics(url)
-            assert m["routelens_traces_sink_errors_total"] >= 1 and m["routelens_traces_dropped_total"] == 0
+            assert m.value("routelens_traces_sink_errors_total") >= 1 and m.value("routelens_traces_dropped_total") == 0
         finally:
             gw.stop()
         assert es.violations == []
@@ -183,10 +158,9 @@ def test_an_unwritable_spool_is_a_clear_error_a_metric_and_no_loss(fleet: dict[s
     gw = start(cfg)
     try:
         ids = [chat(url, f"nospool-{i}")[1] for i in range(10)]
-        assert wait_until(lambda: metrics(url)["routelens_traces_pending"] == 0, 30)
-        m = metrics(url)
-        assert m["routelens_spool_available"] == 0 and m["routelens_traces_spool_errors_total"] >= 1
-        assert m["routelens_traces_spooled_total"] == 0 and m["routelens_traces_dropped_total"] == 0
+        m = drained(url, 30)
+        assert m.value("routelens_spool_available") == 0 and m.value("routelens_traces_spool_errors_total") >= 1
+        assert m.value("routelens_traces_spooled_total") == 0 and m.value("routelens_traces_dropped_total") == 0
         assert all(stored(url, str(rid)) for rid in ids)
     finally:
         gw.stop()
@@ -227,16 +201,14 @@ def test_the_server_takes_traces_from_other_routers_and_answers_queries(fleet: d
     try:
         traces = list(TraceFactory(seed=9, n_candidates=3).traces(5))
         body = b"\n".join(t.model_dump_json().encode() for t in traces) + b"\n{broken"
-        req = urllib.request.Request(f"{url}/v1/traces", data=body, method="POST",
-                                     headers={"Authorization": "Bearer tok", "Content-Type": "application/x-ndjson"})
-        with urllib.request.urlopen(req, timeout=20) as resp:  # 207: a success with per-line verdicts
-            status, out = resp.status, orjson.loads(resp.read())
+        status, out = call("POST", f"{url}/v1/traces", body, timeout=20,  # 207: a success with per-line verdicts
+                           headers={"Authorization": "Bearer tok", "Content-Type": "application/x-ndjson"})
         assert status == 207 and out["accepted"] == 5 and out["results"]["rejected"][0]["line"] == 6
         assert all(stored(url, t.request_id) for t in traces)
-        assert wait_until(lambda: metrics(url)["routelens_traces_pending"] == 0, 30)
+        drained(url, 30)
         start_q = traces[0].ts.isoformat().replace("+00:00", "Z")
-        with urllib.request.urlopen(f"{url}/v1/traces?start={start_q}&limit=100", timeout=10) as resp:
-            page = orjson.loads(resp.read())
+        status, page = call("GET", f"{url}/v1/traces?start={start_q}&limit=100")
+        assert status == 200, page
         assert {i["request_id"] for i in page["items"]} == {t.request_id for t in traces}
     finally:
         gw.stop()

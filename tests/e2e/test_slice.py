@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,24 +13,14 @@ from openai import OpenAI
 
 from schemas import AttemptStatus, DecisionTrace, query_hash
 from tests.e2e.conftest import ROOT, Stack
+from tests.e2e.net import call, drained, metrics
 
 pytestmark = pytest.mark.e2e
 QUESTION = "请分析合同第３条的违约责任条款"
 
 
-def http(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json", **(headers or {})})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
-
-
 def get_trace(stack: Stack, request_id: str) -> DecisionTrace:
-    status, body = http("GET", f"{stack.gateway}/v1/traces/{request_id}")
+    status, body = call("GET", f"{stack.gateway}/v1/traces/{request_id}")
     assert status == 200, body
     return DecisionTrace.model_validate(body)
 
@@ -87,7 +74,7 @@ def test_streaming_passes_through_and_is_traced(stack: Stack) -> None:
 
 
 def _latch(stack: Stack, instance: str) -> dict[str, Any]:
-    _, state = http("GET", f"{stack.gateway}/v1/router/state")
+    _, state = call("GET", f"{stack.gateway}/v1/router/state")
     snap = next(s for s in state["instances"] if s["instance"] == instance)
     return next(latch for latch in snap["latches"] if latch["constraint"] == "kv-cache")
 
@@ -116,7 +103,7 @@ def test_traffic_leaves_an_instance_past_its_kv_threshold_after_the_dwell_and_re
     # Default constraint: leave above 85% after 2 s, come back below 80% after 5 s (the seed's numbers).
     hot = "big-a"
     breach_at = datetime.now(UTC)
-    assert http("POST", f"{stack.instances[hot]}/admin/overrides", {"kv_cache_usage": 0.95})[0] == 200
+    assert call("POST", f"{stack.instances[hot]}/admin/overrides", {"kv_cache_usage": 0.95})[0] == 200
     try:
         out = _wait_latch(stack, hot, out=True)
         assert datetime.fromisoformat(out["since"]) - breach_at >= timedelta(seconds=2)  # not before the dwell
@@ -128,7 +115,7 @@ def test_traffic_leaves_an_instance_past_its_kv_threshold_after_the_dwell_and_re
         assert violation.since is not None
     finally:
         recovered_at = datetime.now(UTC)
-        http("POST", f"{stack.instances[hot]}/admin/overrides", {"kv_cache_usage": None})
+        call("POST", f"{stack.instances[hot]}/admin/overrides", {"kv_cache_usage": None})
     back = _wait_latch(stack, hot, out=False)
     assert datetime.fromisoformat(back["since"]) - recovered_at >= timedelta(seconds=5)  # not before enter_for
     assert hot in _routed(stack, 20, "cool")  # ties between the two idle instances spread again
@@ -151,50 +138,39 @@ def test_client_request_id_is_kept(stack: Stack) -> None:
     ],
 )
 def test_bad_requests_get_openai_style_errors(stack: Stack, body: Any, status: int, param: str | None) -> None:
-    code, payload = http("POST", f"{stack.gateway}/v1/chat/completions", body)
+    code, payload = call("POST", f"{stack.gateway}/v1/chat/completions", body)
     assert code == status
     assert set(payload["error"]) == {"message", "type", "param", "code"}
     assert payload["error"]["type"] == "invalid_request_error" and payload["error"]["param"] == param
-    assert http("GET", f"{stack.gateway}/health") == (200, {"status": "ok"})  # still serving
+    assert call("GET", f"{stack.gateway}/health") == (200, {"status": "ok"})  # still serving
 
 
 def test_feedback_is_accepted_validated_and_counted(stack: Stack) -> None:
     good = {"request_id": "ops-4711", "correct": False, "expected_class": "contract", "expected_model": "big"}
-    assert http("POST", f"{stack.gateway}/v1/feedback", good) == (202, {"status": "accepted"})
-    code, payload = http("POST", f"{stack.gateway}/v1/feedback", {"request_id": "x"})
+    assert call("POST", f"{stack.gateway}/v1/feedback", good) == (202, {"status": "accepted"})
+    code, payload = call("POST", f"{stack.gateway}/v1/feedback", {"request_id": "x"})
     assert code == 400 and payload["error"]["param"] == "correct"
-    code, payload = http("POST", f"{stack.gateway}/v1/feedback", b"[1, 2]")
+    code, payload = call("POST", f"{stack.gateway}/v1/feedback", b"[1, 2]")
     assert code == 400
-    with urllib.request.urlopen(f"{stack.gateway}/metrics", timeout=10) as resp:
-        assert 'routelens_gateway_feedback_total{correct="false"} 1.0' in resp.read().decode()
+    assert metrics(stack.gateway).value("routelens_gateway_feedback_total", correct="false") == 1.0
 
 
 def test_unknown_trace_id_is_a_404(stack: Stack) -> None:
-    code, payload = http("GET", f"{stack.gateway}/v1/traces/nope")
+    code, payload = call("GET", f"{stack.gateway}/v1/traces/nope")
     assert code == 404 and payload["error"]["code"] == "trace_not_found"
 
 
 def test_traces_are_committed_to_duckdb_not_only_held_in_memory(stack: Stack) -> None:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    def counters() -> dict[str, float]:
-        with urllib.request.urlopen(f"{stack.gateway}/metrics", timeout=10) as resp:
-            text = resp.read().decode()
-        return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
-
-    deadline = time.monotonic() + 10
-    while (c := counters())["routelens_traces_pending"] > 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert c["routelens_traces_pending"] == 0
-    assert c["routelens_traces_written_total"] == c["routelens_traces_queued_total"] >= 10
-    assert c["routelens_traces_dropped_total"] == 0
-    assert c['routelens_router_decision_duration_seconds_count'] >= 10
+    c = drained(stack.gateway, timeout_s=10, every=0.05)
+    assert c.value("routelens_traces_written_total") == c.value("routelens_traces_queued_total") >= 10
+    assert c.value("routelens_traces_dropped_total") == 0
+    assert c.value("routelens_router_decision_duration_seconds_count") >= 10
 
 
 def test_an_unreachable_instance_is_a_recorded_failed_attempt(stack: Stack) -> None:
     # The gateway has fresh state for solo-a; its process now dies before the next request.
     stack.solo_fleet.stop()
-    code, payload = http("POST", f"{stack.gateway}/v1/chat/completions",
+    code, payload = call("POST", f"{stack.gateway}/v1/chat/completions",
                          {"model": "solo", "messages": [{"role": "user", "content": "anyone there?"}]},
                          headers={"X-Request-Id": "req-solo-down"})
     assert code == 502 and payload["error"]["code"] == "all_attempts_failed"

@@ -1,10 +1,9 @@
-"""Fixtures of the ingest tests: seeded traces, real DuckDB files, the Elasticsearch contract server."""
+"""Fixtures of the ingest tests: seeded traces, the Elasticsearch contract server and a client for it."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,10 +11,6 @@ import pytest
 from ingest.synthetic import TraceFactory
 from tests.ingest.es_contract.contract import CONTRACTS
 from tests.ingest.es_contract.server import ContractServer
-
-needs_contract = pytest.mark.skipif(
-    not CONTRACTS.is_dir(), reason=f"the Elasticsearch contract is not at {CONTRACTS} (../shared/contracts)"
-)
 
 
 @pytest.fixture
@@ -41,7 +36,3 @@ def es_client(url: str) -> Any:
 
 def real_es_url() -> str | None:
     return os.environ.get("ROUTELENS_ES_URL") or None
-
-
-def tmp_db(tmp_path: Path, name: str = "traces.duckdb") -> Path:
-    return tmp_path / name

@@ -1,5 +1,3 @@
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from ingest.synthetic import TraceFactory
 from schemas import Feedback, ProbeKind, ProbeResult
 from schemas.derive import arrow_schema
 from schemas.version import SCHEMA_VERSION
+from tests.duckdb_lock import duckdb_held_elsewhere
 from tests.factories import make_trace
 
 
@@ -134,19 +133,11 @@ def test_retention_deletes_by_age(tmp_path: Path) -> None:
 def test_a_file_another_process_writes_is_unavailable_not_a_crash(tmp_path: Path, factory: TraceFactory) -> None:
     path = tmp_path / "t.duckdb"
     DuckDBTraceStore(path).close()
-    holder = subprocess.Popen(
-        [sys.executable, "-c", f"import duckdb, sys; c = duckdb.connect({str(path)!r}); print('held', flush=True); "
-                               "sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with duckdb_held_elsewhere(path):
         with pytest.raises(SinkUnavailable, match="cannot open"):
             DuckDBTraceStore(path, read_only=True)
         lazy = DuckDBTraceStore(path, lazy=True)  # the server starts anyway and spools
         with pytest.raises(SinkUnavailable):
             lazy.write_records([factory.trace()])
-    finally:
-        holder.communicate("", timeout=30)
     assert lazy.write_records([factory.trace()]).stored >= 1  # free again once the writer is gone
     lazy.close()

@@ -20,6 +20,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 OPENAI_CONTRACT = REPO_ROOT.parent / "shared" / "contracts" / "openai" / "chat_completions_subset.openapi.json"
 
 Serve = Callable[[web.Application], AbstractAsyncContextManager[str]]
+SPEC_LABELS = {"model_name": "sim-model", "engine": "0"}  # the labels of every series the ``spec`` instance exports
 
 
 def _rewrite_nullable(node: Any) -> Any:
@@ -67,7 +68,7 @@ def serve() -> Serve:
 
 @pytest.fixture
 def spec() -> InstanceSpec:
-    return InstanceSpec(id="sim-a", model="sim-model", url="http://127.0.0.1:0", context_window=512)
+    return InstanceSpec(id="sim-a", model=SPEC_LABELS["model_name"], url="http://127.0.0.1:0", context_window=512)
 
 
 @pytest.fixture

@@ -9,27 +9,22 @@ import aiohttp
 import orjson
 import pytest
 from aiohttp import ClientSession
-from prometheus_client.parser import text_string_to_metric_families
 
 from schemas.sim_config import SimModelProfile, SimSettings
 from sim.clock import VirtualClock
 from sim.corpus import QUERIES, grade
 from sim.server import build_instance_app
+from tests.promtext import Samples, samples
+from tests.sim.conftest import SPEC_LABELS
 
 TICKET = next(q for q in QUERIES if q.cls == "ticket" and q.lang == "en")
 BODY = {"model": "m", "messages": [{"role": "user", "content": TICKET.text}]}
 SETTINGS = SimSettings(zero_delay=True, seed=3)
 
 
-def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def _get(samples: dict, name: str, **labels: str) -> float:
+def _get(scrape: Samples, name: str, **labels: str) -> float:
     """A sample's value; 0 for a labelled counter series not created yet."""
-    want = {"model_name": "sim-model", "engine": "0", **labels}
-    return samples.get((name, frozenset(want.items())), 0.0)
+    return scrape.value(name, default=0.0, **SPEC_LABELS, **labels)
 
 
 class Client:
@@ -44,9 +39,9 @@ class Client:
         async with self.http.post(f"{self.url}/admin/faults", json=spec) as resp:
             return resp.status, await resp.json()
 
-    async def metrics(self) -> dict:
+    async def metrics(self) -> Samples:
         async with self.http.get(f"{self.url}/metrics") as resp:
-            return _samples(await resp.text())
+            return samples(await resp.text())
 
     async def faults(self, method: str = "GET", path: str = "") -> tuple[int, Any]:
         async with self.http.request(method, f"{self.url}/admin/faults{path}") as resp:

@@ -9,11 +9,11 @@ from typing import TypeVar
 
 import aiohttp
 from aiohttp import ClientSession
-from prometheus_client.parser import text_string_to_metric_families
 
 from schemas.config import RouteLensConfig
 from sim.clock import VirtualClock
 from sim.fleet import FleetHandle, start_fleet
+from tests.promtext import value
 
 CONFIG = {
     "fleet": {"instances": [{"id": "a", "model": "m", "url": "http://127.0.0.1:0"},
@@ -33,10 +33,10 @@ async def _status(http: ClientSession, url: str) -> int | str:
         return type(exc).__name__
 
 
-async def _gauge(http: ClientSession, url: str, name: str) -> float:
+async def _gauge(http: ClientSession, url: str, name: str, **labels: str) -> float:
     async with http.get(f"{url}/metrics") as resp:
         text = await resp.text()
-    return next(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name)
+    return value(text, name, model_name="m", engine="0", **labels)
 
 
 async def _poll(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool], tries: int = 200) -> T:
@@ -103,14 +103,14 @@ def test_restart_is_a_short_outage_that_resets_counters_and_warmup():
         async with _warm_fleet(events) as (handle, http):
             a = handle.urls["a"]
             await _status(http, a)
-            before = await _gauge(http, a, "vllm:request_success_total")
+            before = await _gauge(http, a, "vllm:request_success_total", finished_reason="stop")
             async with http.post(f"{a}/admin/faults", json={"kind": "leak", "rate": 0.5}) as resp:
                 assert resp.status == 201
             async with http.post(f"{a}/admin/faults", json={"kind": "restart", "duration_s": 0.1}) as resp:
                 assert resp.status == 201
             assert await _poll(restarted, lambda ended: ended)
             await _until_up(http, a)
-            after = await _gauge(http, a, "vllm:request_success_total")
+            after = await _gauge(http, a, "vllm:request_success_total", finished_reason="stop")
             return before, after, await _gauge(http, a, "routelens_sim_warmup_progress")
 
     before, after, warmup = asyncio.run(scenario())

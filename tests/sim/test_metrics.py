@@ -7,29 +7,24 @@ from typing import Any
 
 import orjson
 from aiohttp import ClientSession
-from prometheus_client.parser import text_string_to_metric_families
 
 from schemas.config import SimModelProfile, SimSettings
 from sim.server import build_instance_app
+from tests.promtext import Samples, samples
+from tests.sim.conftest import SPEC_LABELS
 
 GAUGES = ("vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc")
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "Solve the equation 3x + 7 = 25."}]}
 
 
-def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+def _value(scrape: Samples, name: str, **labels: str) -> float:
+    return scrape.value(name, **SPEC_LABELS, **labels)
 
 
-def _value(samples: dict, name: str, **labels: str) -> float:
-    key = (name, tuple(sorted({"model_name": "sim-model", "engine": "0", **labels}.items())))
-    return samples[key]
-
-
-async def _scrape(http: ClientSession, url: str) -> dict:
+async def _scrape(http: ClientSession, url: str) -> Samples:
     async with http.get(f"{url}/metrics") as resp:
         assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain")
-        return _samples(await resp.text())
+        return samples(await resp.text())
 
 
 def test_metrics_parse_with_vllm_names_and_count_requests(spec, profile, fast, serve):
@@ -64,9 +59,9 @@ def test_gauges_rise_under_load_beyond_max_concurrency(spec, serve):
 
             load = asyncio.gather(*(call() for _ in range(6)))
             while not load.done():
-                samples = await _scrape(http, url)
+                scrape = await _scrape(http, url)
                 for name in GAUGES:
-                    seen[name] = max(seen[name], _value(samples, name))
+                    seen[name] = max(seen[name], _value(scrape, name))
                 await asyncio.sleep(0.01)
             return await load, await _scrape(http, url)
 

@@ -7,19 +7,16 @@ import asyncio
 import orjson
 import pytest
 from aiohttp import ClientSession
-from prometheus_client.parser import text_string_to_metric_families
 
 from schemas.sim_config import SimModelProfile, SimSettings
 from sim.behaviour import p_correct
 from sim.clock import VirtualClock
 from sim.corpus import QUERIES, grade, session_text
 from sim.server import build_instance_app
+from tests.promtext import value
+from tests.sim.conftest import SPEC_LABELS
 
 MATHS = [q for q in QUERIES if q.cls == "math"]
-
-
-def _value(text: str, name: str) -> float:
-    return next(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name)
 
 
 def test_warmup_gauge_and_ttft_follow_the_ramp(spec, serve):
@@ -36,8 +33,8 @@ def test_warmup_gauge_and_ttft_follow_the_ramp(spec, serve):
                     assert resp.status == 200
                 async with http.get(f"{url}/metrics") as resp:
                     text = await resp.text()
-                seen.append((_value(text, "routelens_sim_warmup_progress"),
-                             _value(text, "vllm:time_to_first_token_seconds_sum")))
+                seen.append((value(text, "routelens_sim_warmup_progress", **SPEC_LABELS),
+                             value(text, "vllm:time_to_first_token_seconds_sum", **SPEC_LABELS)))
                 clock.advance(30)  # x3: 90 s of model time
             return seen
 
