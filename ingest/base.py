@@ -78,15 +78,21 @@ def merge_prepared(parts: list[PreparedBatch]) -> PreparedBatch:
 class WriteResult:
     """What a sink did with a batch: stored, already there (same id), refused."""
 
-    stored: int = 0
-    duplicates: int = 0
     rejected: list[Rejected] = field(default_factory=list)
     by_kind: dict[Kind, list[int]] = field(default_factory=dict)  # kind -> [stored, duplicates]
 
+    @property
+    def stored(self) -> int:
+        """Records stored, all kinds."""
+        return sum(pair[0] for pair in self.by_kind.values())
+
+    @property
+    def duplicates(self) -> int:
+        """Records already stored (same id), all kinds."""
+        return sum(pair[1] for pair in self.by_kind.values())
+
     def count(self, kind: Kind, stored: int, duplicates: int) -> None:
-        """Add to the totals and to ``kind``'s counts."""
-        self.stored += stored
-        self.duplicates += duplicates
+        """Add to ``kind``'s counts."""
         pair = self.by_kind.setdefault(kind, [0, 0])
         pair[0] += stored
         pair[1] += duplicates
