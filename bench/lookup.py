@@ -78,12 +78,27 @@ def generate(path: Path, n: int, span_hours: float, chunk: int = 1_000_000) -> N
     con.close()
 
 
+def holds(path: Path, n: int, span_hours: float) -> bool:
+    """True when ``path`` already holds the ``n`` traces :func:`generate` spreads over ``span_hours``."""
+    if not path.exists():
+        return False
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        count, last = con.execute("SELECT count(*), max(ts) FROM traces").fetchone() or (0, None)
+    except duckdb.Error:
+        return False
+    finally:
+        con.close()
+    want_last = T0 + timedelta(microseconds=int((n - 1) * span_hours * 3600e6 / n)) if n else None
+    return bool(count == n and (last is None or want_last is None or abs((last - want_last).total_seconds()) < 1))
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench lookup")
     p.add_argument("--traces", type=int, default=1_000_000)
     p.add_argument("--span-hours", type=float, default=24.0, help="time the traces are spread over")
     p.add_argument("--lookups", type=int, default=2000)
-    p.add_argument("--db", help="keep the generated file here (reused when it already holds --traces)")
+    p.add_argument("--db", help="keep the generated file here (reused when it holds --traces over --span-hours)")
     p.add_argument("--seed", type=int, default=7)
     args = p.parse_args(argv)
     tmp = None
@@ -93,12 +108,7 @@ def main(argv: list[str]) -> int:
         tmp = tempfile.TemporaryDirectory(prefix="routelens-lookup-")
         path = Path(tmp.name) / "traces.duckdb"
     try:
-        have = 0
-        if path.exists():
-            probe = DuckDBTraceStore(path)
-            have = probe.count()
-            probe.close()
-        if have != args.traces:
+        if not holds(path, args.traces, args.span_hours):
             path.unlink(missing_ok=True)
             print(f"generating {args.traces:,} traces in {path} ...", flush=True)
             t = time.perf_counter()

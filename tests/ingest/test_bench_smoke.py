@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.lookup import generate, holds
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -21,3 +23,11 @@ def test_benchmark_prints_its_figures(args: list[str], keys: set[str]) -> None:
     assert keys <= set(figures) and all(figures[k] > 0 for k in keys)
     if args[0] == "lookup":
         assert figures["traces"] == 3000 and figures["agg_24h_traces"] == 3000
+
+
+def test_lookup_reuses_a_kept_file_only_for_the_same_traces_and_span(tmp_path: Path) -> None:
+    path = tmp_path / "kept.duckdb"
+    generate(path, 500, 24.0)
+    assert holds(path, 500, 24.0)
+    assert not holds(path, 500, 12.0) and not holds(path, 400, 24.0)
+    assert not holds(tmp_path / "absent.duckdb", 500, 24.0)
