@@ -4,17 +4,18 @@ Requests are sent on schedule whatever the answers' speed (open loop), up to a c
 bound, so an overloaded gateway shows up as latency and errors rather than as a slower sender.
 Raw query text is never logged or returned: a result carries the query's class, language and hash.
 :func:`run_traffic` sends single queries at a fixed rate; :mod:`sim.workload` adds rate curves,
-sessions and feedback on top of :func:`send_chat`.
+sessions and feedback on top of :func:`send_chat`; both schedule through :func:`open_loop`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import openai
 from openai import AsyncOpenAI, AsyncStream
@@ -23,9 +24,10 @@ from openai.types.chat import ChatCompletionChunk
 from schemas.hashing import query_hash
 from sim.corpus import QUERIES, Query
 
-__all__ = ["TrafficResult", "run_traffic", "send_chat"]
+__all__ = ["TrafficResult", "open_loop", "run_traffic", "send_chat"]
 
 _MAX_ERROR_CHARS = 300
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,30 +167,61 @@ async def run_traffic(base_url: str, *, rps: float, count: int | None = None, du
     if rps <= 0 or concurrency < 1:
         raise ValueError("rps must be > 0 and concurrency >= 1")
     rng = random.Random(seed)
+
+    def schedule() -> Iterator[tuple[int, float, Query]]:
+        for index in itertools.count():
+            offset = index / rps
+            if (count is not None and index >= count) or (duration_s is not None and offset >= duration_s):
+                return
+            yield index, offset, rng.choice(QUERIES)
+
+    async with AsyncOpenAI(base_url=f"{base_url}/v1", api_key="routelens", max_retries=0,
+                           timeout=timeout_s) as client:
+
+        async def send(index: int, offset: float, query: Query) -> TrafficResult:
+            messages = [{"role": "user", "content": query.text}]
+            return (await send_chat(client, index, query, messages, clock, sent_at_s=offset)).result
+
+        return await open_loop(schedule(), send, concurrency=concurrency, on_result=on_result)
+
+
+async def open_loop(
+    items: Iterable[tuple[int, float, T]],
+    send: Callable[[int, float, T], Awaitable[TrafficResult]],
+    *,
+    concurrency: int,
+    on_result: Callable[[TrafficResult], None] | None = None,
+    origin: float | None = None,
+) -> list[TrafficResult]:
+    """Start ``send(index, at_s, item)`` for each item at its time, whatever the answers' speed.
+
+    Args:
+        items: ``(index, at_s, item)`` in sending order; ``at_s`` counts from ``origin``.
+        send: Sends one item and returns its result.
+        concurrency: Most sends in flight; sending waits for a free slot beyond it.
+        on_result: Called with each result as it arrives.
+        origin: ``loop.time()`` that ``at_s`` counts from (now by default).
+
+    Returns:
+        The results in index order.
+    """
+    loop = asyncio.get_running_loop()
+    start = loop.time() if origin is None else origin
     slots = asyncio.Semaphore(concurrency)
     results: dict[int, TrafficResult] = {}
 
-    async def one(index: int, query: Query, offset: float) -> None:
+    async def one(index: int, at_s: float, item: T) -> None:
         try:
-            messages = [{"role": "user", "content": query.text}]
-            result = (await send_chat(client, index, query, messages, clock, sent_at_s=offset)).result
+            result = await send(index, at_s, item)
         finally:
             slots.release()
         results[index] = result
         if on_result is not None:
             on_result(result)
 
-    loop = asyncio.get_running_loop()
-    async with AsyncOpenAI(base_url=f"{base_url}/v1", api_key="routelens", max_retries=0,
-                           timeout=timeout_s) as client, asyncio.TaskGroup() as group:
-        start = loop.time()
-        index = 0
-        while count is None or index < count:
-            offset = index / rps
-            if duration_s is not None and offset >= duration_s:
-                break
-            await asyncio.sleep(max(0.0, start + offset - loop.time()))
+    async with asyncio.TaskGroup() as group:
+        for index, at_s, item in items:
+            await asyncio.sleep(max(0.0, start + at_s - loop.time()))
             await slots.acquire()
-            group.create_task(one(index, rng.choice(QUERIES), offset))
-            index += 1
+            group.create_task(one(index, at_s, item))
     return [results[i] for i in sorted(results)]

@@ -8,7 +8,6 @@ and wrong answers can be counted on the gateway's side.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -21,7 +20,7 @@ from schemas.sim_config import SimModelProfile
 from sim.behaviour import expected_model
 from sim.corpus import CLASSES, FOLLOW_UPS, QUERIES, Query, grade, session_text
 from sim.scenarios import TrafficSpec
-from sim.traffic import TrafficResult, send_chat
+from sim.traffic import TrafficResult, open_loop, send_chat
 
 __all__ = ["Planned", "plan_workload", "run_workload"]
 
@@ -110,15 +109,14 @@ async def run_workload(base_url: str, plan: list[Planned], spec: TrafficSpec, *,
     Returns:
         The results in sending order.
     """
-    loop = asyncio.get_running_loop()
-    start = loop.time() if origin is None else origin
-    slots = asyncio.Semaphore(spec.concurrency)
-    results: dict[int, TrafficResult] = {}
     sessions: dict[str, list[tuple[str, str | None]]] = {}
     models = dict(profiles or {})
 
-    async def one(item: Planned) -> None:
-        try:
+    async with (AsyncOpenAI(base_url=f"{base_url}/v1", api_key="routelens", max_retries=0,
+                            timeout=spec.timeout_s) as client,
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=spec.timeout_s)) as http):
+
+        async def send(index: int, at_s: float, item: Planned) -> TrafficResult:
             q = item.query
             text = item.follow_up if item.turn else (session_text(q, item.session) if item.session else q.text)
             history = sessions.setdefault(item.session, []) if item.session else []
@@ -127,7 +125,7 @@ async def run_workload(base_url: str, plan: list[Planned], spec: TrafficSpec, *,
             messages.append({"role": "user", "content": text or q.text})
             slot = len(history)
             history.append((text or q.text, None))
-            sent = await send_chat(client, item.index, q, messages, clock, sent_at_s=item.at_s, stream=item.stream,
+            sent = await send_chat(client, index, q, messages, clock, sent_at_s=at_s, stream=item.stream,
                                    session=item.session, turn=item.turn)
             result = sent.result
             if sent.answer is not None:
@@ -136,21 +134,10 @@ async def run_workload(base_url: str, plan: list[Planned], spec: TrafficSpec, *,
             result = replace(result, expected_model=expected_model(q.cls, q.text, models))
             if spec.feedback and result.request_id:
                 result = replace(result, feedback_status=await _feedback(http, base_url, result))
-        finally:
-            slots.release()
-        results[item.index] = result
-        if on_result is not None:
-            on_result(result)
+            return result
 
-    async with (AsyncOpenAI(base_url=f"{base_url}/v1", api_key="routelens", max_retries=0,
-                            timeout=spec.timeout_s) as client,
-                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=spec.timeout_s)) as http,
-                asyncio.TaskGroup() as group):
-        for item in plan:
-            await asyncio.sleep(max(0.0, start + item.at_s - loop.time()))
-            await slots.acquire()
-            group.create_task(one(item))
-    return [results[i] for i in sorted(results)]
+        return await open_loop(((p.index, p.at_s, p) for p in plan), send, concurrency=spec.concurrency,
+                               on_result=on_result, origin=origin)
 
 
 async def _feedback(http: aiohttp.ClientSession, base_url: str, result: TrafficResult) -> int | None:
