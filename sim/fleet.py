@@ -1,13 +1,12 @@
 """Serve every instance of a fleet from one process and one event loop, and log its faults.
 
-``python -m sim.fleet --config routelens.yaml`` (or ``--instances N --base-port P`` for the
-built-in mix) runs the fleet until SIGINT or SIGTERM. Each instance listens on its own port; a
+``routelens sim fleet --config routelens.yaml`` (or ``--instances N --base-port P`` for the
+built-in mix) runs the fleet until SIGINT or SIGTERM (:func:`run_fleet`). Each instance listens on its own port; a
 crash closes that port and a recovery reopens it, the instance's state surviving in between.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import signal
@@ -21,15 +20,12 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from schemas.config import RouteLensConfig, SimModelProfile
-from schemas.errors import ConfigError
-from schemas.yamlconf import parse_yaml_model
-from sim.behaviour import builtin_config
 from sim.clock import Clock, RealClock
 from sim.faults import FaultRecord, FaultSpec
 from sim.scenarios import Scenario, run_timeline
 from sim.server import SimInstance, build_instance_app
 
-__all__ = ["FaultLog", "FleetHandle", "FleetInstance", "fleet_timeline", "main", "run_fleet", "start_fleet"]
+__all__ = ["FaultLog", "FleetHandle", "FleetInstance", "fleet_timeline", "run_fleet", "start_fleet"]
 
 _TICK_S = 0.05
 
@@ -240,35 +236,3 @@ def run_fleet(config: RouteLensConfig, *, fault_log: str | None = None,
         loop_factory = uvloop.new_event_loop
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         runner.run(_serve(config, fault_log, timeline))
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Command line: ``python -m sim.fleet [--config FILE | --instances N --base-port P] [--zero-delay]``.
-
-    Returns:
-        The exit status: 0 after a clean shutdown, 2 for a bad configuration.
-    """
-    parser = argparse.ArgumentParser(prog="python -m sim.fleet", description="Serve the simulated fleet.")
-    parser.add_argument("--config", default="routelens.yaml", help="path to routelens.yaml")
-    parser.add_argument("--instances", type=int, help="serve N instances of the built-in mix (no config)")
-    parser.add_argument("--base-port", type=int, default=9100, help="port of instance 0 (with --instances)")
-    parser.add_argument("--zero-delay", action="store_true", help="serve as fast as possible")
-    parser.add_argument("--fault-log", help="append fault starts and ends to this JSON-lines file")
-    args = parser.parse_args(argv)
-    try:
-        if args.instances is not None:
-            config = builtin_config(args.instances, args.base_port, zero_delay=args.zero_delay)
-        else:
-            path = Path(args.config)
-            config = parse_yaml_model(RouteLensConfig, path.read_text(encoding="utf-8"), source=str(path))
-            if args.zero_delay:
-                config = config.model_copy(update={"sim": config.sim.model_copy(update={"zero_delay": True})})
-    except (OSError, ConfigError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    run_fleet(config, fault_log=args.fault_log)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

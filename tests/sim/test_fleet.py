@@ -59,7 +59,7 @@ def test_start_fleet_serves_each_instance_with_its_profile():
 def test_run_fleet_prints_ready_and_exits_cleanly_on_signal(tmp_path, sig):
     config = tmp_path / "fleet.yaml"
     config.write_text(FLEET_YAML, encoding="utf-8")
-    proc = subprocess.Popen([sys.executable, "-m", "sim.fleet", "--config", str(config)], cwd=REPO_ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "app", "sim", "fleet", "--config", str(config)], cwd=REPO_ROOT,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watchdog = threading.Timer(30, proc.kill)
     watchdog.start()
