@@ -137,8 +137,8 @@ def map_record(
     used: set[str] = set()
     for target, sources in mapping.items():
         for source in sources:
-            if source.split(".")[0] in _TEXT_FIELDS:
-                continue  # query text is only ever hashed, whatever a custom mapping asks for
+            if any(part in _TEXT_FIELDS for part in source.split(".")):
+                continue  # query text is only ever hashed, whatever a custom mapping asks for (nested too)
             value = _lookup(record, source)
             if value is not None:
                 _set(out, target, value)

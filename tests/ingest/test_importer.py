@@ -67,6 +67,9 @@ def test_the_generic_mapping_hashes_the_query_and_never_keeps_it() -> None:
     # A custom mapping cannot copy the text either: it is only ever hashed.
     leaky, _ = map_record(FOREIGN, {**GENERIC, "rule": ["messages", "route"]})
     assert "排序" not in str(leaky) and leaky["query_hash"] == trace.query_hash
+    nested = {**FOREIGN, "request": {"prompt": "排序 secret", "route": "r"}}
+    leaky, _ = map_record(nested, {**GENERIC, "rule": ["request.prompt", "request.route"]})
+    assert leaky["rule"] == "r" and "secret" not in str(leaky)
 
 
 def test_the_query_is_the_last_user_message_and_its_text_parts_as_in_the_gateway() -> None:
