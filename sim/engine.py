@@ -9,6 +9,7 @@ share the batch; they are slept divided by ``time_scale``, or not at all in zero
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -112,8 +113,9 @@ class SimEngine:
             except BaseException:
                 if waiter.done() and not waiter.cancelled():
                     self._release(blocks)  # granted just as we were cancelled: give it back
-                elif (blocks, waiter) in self._queue:  # _release may have dropped it already
-                    self._queue.remove((blocks, waiter))
+                else:
+                    with contextlib.suppress(ValueError):  # _release may have dropped it already
+                        self._queue.remove((blocks, waiter))
                 raise
         try:
             yield

@@ -21,13 +21,12 @@ from tests.factories import (
     SELECTED_INSTANCE,
     SELECTED_MODEL,
     TOP_RANKED,
-    WEIGHTS,
 )
 from tests.factories import make_fallback_trace as sample_trace
 
 __all__ = [
     "FALLBACK_REASON", "KV_REASON", "REJECTED_INSTANCE", "SAMPLE_REQUEST_ID", "SELECTED_INSTANCE", "SELECTED_MODEL",
-    "TOP_RANKED", "WEIGHTS", "StubTraceApi", "sample_trace",
+    "TOP_RANKED", "StubTraceApi", "sample_trace",
 ]
 
 

@@ -115,6 +115,7 @@ def test_pieces_parsed_while_the_sink_is_busy_go_in_one_write(tmp_path: Path, fa
         if em.batcher._ready.full():
             break
         threading.Event().wait(0.01)
+    assert em.batcher._ready.full()
     sink.gate.set()
     em.close()
     assert sink.ids == [t.request_id for t in traces] and sum(sink.sizes) == 180  # and 80 snapshots

@@ -109,7 +109,7 @@ def test_restart_is_a_short_outage_that_resets_counters_and_warmup():
             async with http.post(f"{a}/admin/faults", json={"kind": "restart", "duration_s": 0.1}) as resp:
                 assert resp.status == 201
             assert await _poll(restarted, lambda ended: ended)
-            await _until_up(http, a)
+            assert await _until_up(http, a) == 200
             after = await _gauge(http, a, "vllm:request_success_total", finished_reason="stop")
             return before, after, await _gauge(http, a, "routelens_sim_warmup_progress")
 
