@@ -109,6 +109,10 @@ class RecordSink(Protocol):
         """Store a prepared batch or raise :class:`ingest.errors.SinkUnavailable` to have it retried."""
         ...
 
+    def idle(self) -> None:
+        """Nothing waits to be stored: do deferred upkeep now (the writer thread calls this)."""
+        ...
+
     def close(self) -> None:
         """Release the sink's resources."""
         ...

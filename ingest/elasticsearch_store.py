@@ -51,6 +51,9 @@ class ElasticsearchStore(ElasticsearchReader):
         """Bulk-create a prepared batch (see :class:`ElasticsearchSink`)."""
         return self.sink.write(prepared)
 
+    def idle(self) -> None:
+        """Nothing to do: the cluster compacts by itself."""
+
     def write_records(self, records: Sequence[BaseModel]) -> WriteResult:
         """Store records directly, bypassing the pipeline (tools and tests)."""
         return self.write(self.prepare(encode_batch(records)))

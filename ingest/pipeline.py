@@ -6,7 +6,8 @@ write all the pieces that are ready when it gets to them, up to ``batch_size`` r
 commit: while the sink is idle a piece goes at once, under load the writes grow and each record
 costs less), retrying a sink that is down with exponential backoff (50 ms up to 5 s) for as long
 as it takes; it quarantines what the sink refused one by one, and only then acknowledges the
-frames so the spool can forget them. Parsing overlaps writing; order is kept.
+frames so the spool can forget them. Parsing overlaps writing; order is kept. When nothing waits,
+the writer gives the sink a moment for upkeep (``RecordSink.idle``: DuckDB checkpoints then).
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ class Batcher:
         A group holds ``batch_size`` records at most; a piece that does not fit, or the end, is
         left in ``carry`` for the next call.
         """
-        item = carry.pop() if carry else self._ready.get()
+        item = carry.pop() if carry else self._get()
         group: list[tuple[Taken, PreparedBatch]] = []
         size = 0
         while item is not _END:
@@ -199,6 +200,19 @@ class Batcher:
                 break
         carry.append(item)
         return group
+
+    def _get(self) -> tuple[Taken, PreparedBatch] | None:
+        """Return the next prepared piece; when there is none and nothing else waits, let the sink do its upkeep."""
+        try:
+            return self._ready.get_nowait()
+        except queue.Empty:
+            pass
+        if self.in_hand == 0 and self.emitter.backlog.pending() == 0:
+            try:
+                self.sink.idle()
+            except Exception as exc:  # noqa: BLE001  (upkeep only: storing goes on without it)
+                log.warning("trace sink upkeep failed (%s: %s)", type(exc).__name__, exc)
+        return self._ready.get()
 
     def _write(self, prepared: PreparedBatch) -> WriteResult | None:
         delay = 0.05

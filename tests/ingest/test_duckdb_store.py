@@ -41,6 +41,25 @@ def test_a_record_delivered_twice_is_stored_once(tmp_path: Path, factory: TraceF
     store.close()
 
 
+def test_the_wal_is_checkpointed_into_the_file_when_the_pipeline_is_idle(tmp_path: Path,
+                                                                          factory: TraceFactory) -> None:
+    path = tmp_path / "t.duckdb"
+    store = DuckDBTraceStore(path, idle_checkpoint_bytes=1 << 40)
+    traces = list(factory.traces(20))
+    store.write_records(traces)
+    wal = Path(f"{path}.wal")
+    size = wal.stat().st_size
+    store.idle()  # less WAL than the threshold: left for later
+    assert wal.stat().st_size == size > 0
+    store.idle_checkpoint_bytes = size
+    store.idle()
+    assert not wal.exists() or wal.stat().st_size < size
+    store.close()
+    ro = DuckDBTraceStore(path, read_only=True)
+    assert ro.count() == 20 and ro.get(traces[7].request_id) == traces[7]
+    ro.close()
+
+
 def test_sql_looking_ids_are_parameters(tmp_path: Path, factory: TraceFactory) -> None:
     store = DuckDBTraceStore(tmp_path / "t.duckdb")
     store.write_records([factory.trace(request_id="req_a")])

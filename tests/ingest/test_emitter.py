@@ -30,6 +30,7 @@ class FlakySink:
         self.gate.set()
         self.closed = False
         self.refuse: set[str] = set()
+        self.idles = 0
 
     def prepare(self, batch: RecordBatch) -> PreparedBatch:
         return PreparedBatch(batch)
@@ -47,6 +48,9 @@ class FlakySink:
                     self.ids.append(orjson.loads(p)["request_id"])
             result.count(kind, len(payloads), 0)
         return result
+
+    def idle(self) -> None:
+        self.idles += 1
 
     def close(self) -> None:
         self.closed = True
@@ -120,6 +124,38 @@ def test_pieces_parsed_while_the_sink_is_busy_go_in_one_write(tmp_path: Path, fa
     em.close()
     assert sink.ids == [t.request_id for t in traces] and sum(sink.sizes) == 180  # and 80 snapshots
     assert max(sink.sizes) == 40 and all(size % 10 == 0 for size in sink.sizes[:-1])  # whole pieces, merged
+
+
+class UpkeepSink(FlakySink):
+    """Notes how many traces were stored at each upkeep call, then fails the upkeep."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stored_at_idle: list[int] = []
+
+    def idle(self) -> None:
+        self.stored_at_idle.append(len(self.ids))
+        raise OSError("upkeep broke")
+
+
+def test_the_sink_gets_upkeep_only_when_nothing_waits_and_its_failure_loses_nothing(
+        tmp_path: Path, factory: TraceFactory, caplog: pytest.LogCaptureFixture) -> None:
+    sink = UpkeepSink()
+    sink.gate.clear()
+    em = fast(sink, tmp_path)
+    traces = list(factory.traces(50))
+    for t in traces:
+        em.emit(t)
+    sink.gate.set()  # several writes of 16 follow, with more waiting behind each
+    assert em.flush(10)
+    for _ in range(500):
+        if 50 in sink.stored_at_idle:
+            break
+        threading.Event().wait(0.01)
+    em.close()
+    assert sink.ids == [t.request_id for t in traces]
+    assert 50 in sink.stored_at_idle and set(sink.stored_at_idle) <= {0, 50}
+    assert "upkeep failed (OSError: upkeep broke)" in caplog.text
 
 
 def test_a_trace_is_visible_until_it_is_stored(tmp_path: Path, factory: TraceFactory) -> None:
