@@ -5,10 +5,11 @@ Every record is appended to the newest segment (see :mod:`ingest.spool_segment`)
 committed it (``ack``): whole segments are deleted when all their records are acknowledged. After
 a restart (or ``kill -9``) everything after the last acknowledgement is read again, in order.
 
-The records this process appends are also kept in a bounded in-memory *mirror* (references to
-the payloads, no copy): while the batcher keeps up it takes them from there and never copies
-frames back out of the mapping. When it falls behind (a sink outage) the mirror stops growing
-and the rest is read from the segments; the mirror starts again once the reader has caught up.
+The records this process appends are also kept in a bounded in-memory *mirror*
+(:mod:`ingest.spool_mirror`: references to the payloads, no copy): while the batcher keeps up it
+takes them from there and never copies frames back out of the mapping. When it falls behind (a
+sink outage) the mirror stops growing and the rest is read from the segments; the mirror starts
+again once the reader has caught up.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ingest.errors import SpoolFull, SpoolUnavailable
+from ingest.spool_mirror import Mirror
 from ingest.spool_segment import FILE_HEADER, Frame, Segment
 
 __all__ = ["DurableSpool"]
@@ -80,11 +82,7 @@ class DurableSpool:
         # Frames below this seq were found at start-up (replayed, checksum tested); later ones this
         # process wrote itself.
         self.replay_below = self.next_seq
-        self._mirror_cap = mirror_records
-        self._mirror: list[Frame] = []  # consecutive frames from _mirror_first on
-        self._mirror_first = self.next_seq
-        self._mirror_ends: list[tuple[Segment, int]] = []  # where each mirrored frame ends in the mapping
-        self._mirror_lock = threading.Lock()
+        self._mirror = Mirror(mirror_records, self.next_seq) if mirror_records else None
         self._damage: list[tuple[str, int]] = []
 
     # -- recovery -------------------------------------------------------------------------------
@@ -131,14 +129,8 @@ class DurableSpool:
         if self.fsync == "always":
             seg.flush()
         self.next_seq = seq + 1  # frames below it are complete
-        if self._mirror_cap:
-            with self._mirror_lock:
-                mirror = self._mirror
-                if not mirror:
-                    self._mirror_first = seq
-                if len(mirror) < self._mirror_cap and seq == self._mirror_first + len(mirror):
-                    mirror.append((seq, kind, payload))
-                    self._mirror_ends.append((seg, seg.end))
+        if self._mirror is not None:
+            self._mirror.add(seq, kind, payload, seg, seg.end)
 
     def _roll(self, payload_len: int, seq: int) -> Segment:
         if len(self._segments) >= self.max_segments:
@@ -228,31 +220,19 @@ class DurableSpool:
             self.read_seq = frame[0] + 1
             size += len(frame[2])
             out.append(frame)
-        self._trim_mirror()
+        if self._mirror is not None:
+            self._mirror.trim(self.read_seq)
         return out
 
     def _take_mirror(self, max_records: int, out: list[Frame]) -> bool:
         """Take up to ``max_records`` mirrored frames when they start at the read position (the fast path)."""
-        with self._mirror_lock:
-            mirror = self._mirror
-            if not mirror or self._mirror_first != self.read_seq:
-                return False
-            n = min(max_records, len(mirror))
-            out += mirror[:n]
-            end = self._mirror_ends[n - 1]
-            del mirror[:n], self._mirror_ends[:n]
-            self._mirror_first += n
+        mirror = self._mirror
+        end = mirror.take(self.read_seq, max_records, out) if mirror is not None else None
+        if mirror is None or end is None:
+            return False
         self._read_seg, self._read_off = end  # the mapping holds the same frames: skip them
-        self.read_seq = self._mirror_first
+        self.read_seq = mirror.first
         return True
-
-    def _trim_mirror(self) -> None:
-        """Forget mirrored frames the reader already took from the segments."""
-        with self._mirror_lock:
-            behind = self.read_seq - self._mirror_first
-            if behind > 0 and self._mirror:
-                del self._mirror[:behind], self._mirror_ends[:behind]
-                self._mirror_first = self.read_seq
 
     def _advance(self, problem: str | None) -> bool:
         seg = self._read_seg
