@@ -83,7 +83,7 @@ def check_record(
         res.reason = f"a trace must be a JSON object, not {type(obj).__name__}"
         return res
     if mapping is not None:
-        obj, _ignored = map_record(obj, mapping, hash_key)
+        obj = map_record(obj, mapping, hash_key)
     res.request_id = _request_id(obj)
     try:
         res.trace = DecisionTrace.model_validate(obj)

@@ -2,7 +2,7 @@
 
 ``routelens`` (the default) takes records as they are: they must be DecisionTrace JSON, unknown
 fields are refused. ``generic`` maps the flat log lines most routers and proxies write; the first
-source field found wins, and fields it does not know are ignored and reported:
+source field found wins, and fields it does not know are ignored:
 
 =========================  ==========================================================================
 DecisionTrace field        source fields (first present), and the rule applied
@@ -13,7 +13,8 @@ router_version             router_version, router, version  (default ``external`
 policy_hash                policy_hash, policy, config_hash  (default ``external``)
 experiment_arm             experiment_arm, arm, variant
 query_hash                 query_hash, prompt_hash; else computed from query, prompt or the last user
-                           message of messages[] (text parts of a multimodal content list) with
+                           message of messages[] (role ``user``; text parts of a multimodal content list;
+                           malformed content counts as empty) by :mod:`schemas.chat_text` and
                            :func:`schemas.hashing.query_hash`, as the gateway does; the text is then dropped
 rule                       rule, route, route_name, category
 intent                     intent, task, classification
@@ -44,6 +45,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from schemas.chat_text import MalformedContent, last_user_text
 from schemas.hashing import query_hash
 
 __all__ = ["GENERIC", "MAPPINGS", "map_record"]
@@ -86,11 +88,12 @@ def _lookup(record: Mapping[str, Any], path: str) -> Any:
     return value
 
 
-def _content_text(content: Any) -> str:
-    """A message's text: a string, or the ``text`` parts of a list of parts joined by newlines."""
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text")
-    return content if isinstance(content, str) else ""
+def _query_text(messages: list[Any]) -> str:
+    """The text of the last user message (:func:`schemas.chat_text.last_user_text`); malformed content is empty."""
+    try:
+        return last_user_text(messages)[0]
+    except MalformedContent:
+        return ""
 
 
 def _text_of(record: Mapping[str, Any]) -> str | None:
@@ -100,8 +103,7 @@ def _text_of(record: Mapping[str, Any]) -> str | None:
         if isinstance(value, str):
             return value
         if isinstance(value, list):
-            users = [m for m in value if isinstance(m, Mapping) and m.get("role", "user") == "user"]
-            return _content_text(users[-1].get("content")) if users else ""
+            return _query_text(value)
     return None
 
 
@@ -128,13 +130,12 @@ def _set(out: dict[str, Any], path: str, value: Any) -> None:
 
 def map_record(
     record: Mapping[str, Any], mapping: Mapping[str, list[str]], hash_key: str | None = None
-) -> tuple[dict[str, Any], list[str]]:
-    """Map one foreign record; return the DecisionTrace-shaped dict and the ignored source fields.
+) -> dict[str, Any]:
+    """Map one foreign record; return the DecisionTrace-shaped dict (fields no mapping names are ignored).
 
     The raw text of a query, if the record carries one, is hashed and never copied.
     """
     out: dict[str, Any] = {}
-    used: set[str] = set()
     for target, sources in mapping.items():
         for source in sources:
             if any(part in _TEXT_FIELDS for part in source.split(".")):
@@ -142,7 +143,6 @@ def map_record(
             value = _lookup(record, source)
             if value is not None:
                 _set(out, target, value)
-                used.add(source.split(".")[0])
                 break
     text = _text_of(record)
     if "query_hash" not in out and text is not None:
@@ -161,5 +161,4 @@ def map_record(
     outcome = out.setdefault("outcome", {})
     outcome["status"] = _status(outcome.get("status", outcome.get("http_status", "ok")))
     outcome.setdefault("http_status", 200 if outcome["status"] == "ok" else 500)
-    ignored = sorted(k for k in record if k not in used and k not in _TEXT_FIELDS)
-    return out, ignored
+    return out

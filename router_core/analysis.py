@@ -11,6 +11,7 @@ from typing import Any
 
 from router_core.errors import InvalidRequest
 from router_core.intent import Intent, classify_intent
+from schemas.chat_text import MalformedContent, content_text, last_user_index
 from schemas.common import Language
 from schemas.trace import RequestFeatures
 
@@ -46,22 +47,15 @@ def _language(cjk: int, latin: int) -> Language:
 
 
 def _text_of(content: Any, index: int) -> tuple[str, bool]:
-    """Return (text, has_attachment) of one message's content."""
-    if content is None:
-        return "", False
-    if isinstance(content, str):
-        return content, False
-    if isinstance(content, list):
-        texts, attached = [], False
-        for part in content:
-            if not isinstance(part, dict):
-                raise InvalidRequest("content parts must be objects", param=f"messages[{index}].content")
-            if part.get("type") == "text":
-                texts.append(str(part.get("text", "")))
-            else:
-                attached = True
-        return "\n".join(texts), attached
-    raise InvalidRequest("content must be a string or a list of parts", param=f"messages[{index}].content")
+    """Return (text, has_attachment) of one message's content (:func:`schemas.chat_text.content_text`).
+
+    Raises:
+        InvalidRequest: When the content is malformed; ``param`` names the message's content.
+    """
+    try:
+        return content_text(content)
+    except MalformedContent as exc:
+        raise InvalidRequest(str(exc), param=f"messages[{index}].content") from exc
 
 
 def analyse_request(body: Any, *, max_chars: int = 20_000) -> Analysis:
@@ -85,21 +79,23 @@ def analyse_request(body: Any, *, max_chars: int = 20_000) -> Analysis:
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 0):
         raise InvalidRequest("'max_tokens' must be a non-negative integer", param="max_tokens")
 
-    total_chars, cjk, latin, attached, query = 0, 0, 0, False, ""
+    total_chars, cjk, latin, attached = 0, 0, 0, False
+    texts: list[str] = []
     budget = max_chars
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or msg.get("role") not in _ROLES:
             raise InvalidRequest(f"messages[{i}] must be an object with a valid 'role'", param=f"messages[{i}]")
         text, has_part = _text_of(msg.get("content"), i)
+        texts.append(text)
         attached = attached or has_part
         total_chars += len(text)
-        if msg["role"] == "user":
-            query = text
         seen = text[:budget]
         budget -= len(seen)
         n_cjk = sum(1 for ch in seen if _is_cjk(ch))
         cjk += n_cjk
         latin += sum(1 for ch in seen if ch.isascii() and ch.isalpha())
+    user = last_user_index(messages)
+    query = texts[user] if user is not None else ""
     analysed = max_chars - budget
     other = analysed - cjk
     scale = total_chars / analysed if analysed else 1.0  # extrapolate tokens past the cut

@@ -13,6 +13,7 @@ from ingest.duckdb_store import DuckDBTraceStore
 from ingest.mapping import GENERIC, map_record
 from ingest.synthetic import TraceFactory
 from schemas import DecisionTrace, query_hash
+from tests.duckdb_lock import duckdb_held_elsewhere
 
 
 def write_jsonl(path: Path, lines: list[bytes]) -> Path:
@@ -39,6 +40,15 @@ def test_import_jsonl_counts_every_line_and_exits_by_the_result(tmp_path: Path, 
     assert main(["ingest", "import", str(tmp_path / "missing.jsonl"), "--db", str(db)]) == 2
 
 
+def test_import_into_a_file_a_server_writes_is_refused_at_once(tmp_path: Path, factory: TraceFactory,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_jsonl(tmp_path / "t.jsonl", [factory.trace().model_dump_json().encode()])
+    db = tmp_path / "t.duckdb"
+    with duckdb_held_elsewhere(db):
+        assert main(["ingest", "import", str(src), "--db", str(db)]) == 2
+    assert "POST the traces to /v1/traces" in capsys.readouterr().err
+
+
 def test_import_parquet(tmp_path: Path, factory: TraceFactory, capsys: pytest.CaptureFixture[str]) -> None:
     traces = list(factory.traces(10))
     rows = [orjson.loads(t.model_dump_json()) for t in traces]
@@ -57,18 +67,18 @@ FOREIGN = {"id": "chatcmpl-42", "timestamp": 1793491200, "model": "gpt-4o-mini",
 
 
 def test_the_generic_mapping_hashes_the_query_and_never_keeps_it() -> None:
-    mapped, ignored = map_record(FOREIGN, GENERIC)
+    mapped = map_record(FOREIGN, GENERIC)
     trace = DecisionTrace.model_validate(mapped)
     assert trace.request_id == "chatcmpl-42" and trace.selected_model == "gpt-4o-mini" and trace.rule == "code"
     assert trace.outcome.status == "ok" and trace.outcome.total_ms == 812.5 and trace.outcome.prompt_tokens == 30
     assert trace.ts.isoformat() == "2026-11-01T00:00:00+00:00"
     assert trace.query_hash == query_hash("写一个排序函数") and trace.features.n_messages == 1
-    assert "排序" not in trace.model_dump_json() and ignored == ["team"]
+    assert "排序" not in trace.model_dump_json() and "payments" not in str(mapped)  # unmapped: not kept
     # A custom mapping cannot copy the text either: it is only ever hashed.
-    leaky, _ = map_record(FOREIGN, {**GENERIC, "rule": ["messages", "route"]})
+    leaky = map_record(FOREIGN, {**GENERIC, "rule": ["messages", "route"]})
     assert "排序" not in str(leaky) and leaky["query_hash"] == trace.query_hash
     nested = {**FOREIGN, "request": {"prompt": "排序 secret", "route": "r"}}
-    leaky, _ = map_record(nested, {**GENERIC, "rule": ["request.prompt", "request.route"]})
+    leaky = map_record(nested, {**GENERIC, "rule": ["request.prompt", "request.route"]})
     assert leaky["rule"] == "r" and "secret" not in str(leaky)
 
 
@@ -78,8 +88,20 @@ def test_the_query_is_the_last_user_message_and_its_text_parts_as_in_the_gateway
                 {"role": "user", "content": [{"type": "text", "text": "这张图里"},
                                              {"type": "image_url", "image_url": {}},
                                              {"type": "text", "text": "是什么"}]}]
-    mapped, _ = map_record({**FOREIGN, "messages": messages}, GENERIC)
+    mapped = map_record({**FOREIGN, "messages": messages}, GENERIC)
     assert mapped["query_hash"] == query_hash("这张图里\n是什么") and mapped["features"]["n_messages"] == 4
+
+
+@pytest.mark.parametrize(("messages", "text"), [
+    ([{"role": "user", "content": 5}], ""),  # malformed content counts as empty text, never an error
+    ([{"role": "user", "content": [{"type": "text", "text": "a"}, "stray"]}], ""),
+    ([{"role": "user", "content": "asked"}, {"content": "no role"}, "junk"], "asked"),  # no role: not a user message
+    ([{"role": "system", "content": "only a system prompt"}], ""),
+])
+def test_the_importer_is_lenient_about_malformed_messages(messages: list[object], text: str) -> None:
+    mapped = map_record({**FOREIGN, "messages": messages}, GENERIC)
+    assert mapped["query_hash"] == query_hash(text) and mapped["features"]["input_chars"] == len(text)
+    assert DecisionTrace.model_validate(mapped).features.n_messages == len(messages)
 
 
 def test_import_with_the_generic_mapping_and_a_custom_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
