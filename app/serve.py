@@ -69,13 +69,20 @@ def pipeline_paths(st: StorageSettings, db_path: str) -> tuple[Path, Path]:
     return spool, quarantine
 
 
-def open_store(st: StorageSettings, db_path: str) -> DuckDBTraceStore | ElasticsearchStore:
-    """Open the configured backend for writing (a locked DuckDB file is retried on first use)."""
+def open_store(st: StorageSettings, db_path: str, *, lazy: bool = True) -> DuckDBTraceStore | ElasticsearchStore:
+    """Open the configured backend for writing.
+
+    Args:
+        st: The storage settings (backend, retention, Elasticsearch connection).
+        db_path: The DuckDB file (used when the backend is DuckDB).
+        lazy: A DuckDB file another process writes is retried on first use (the server); False
+            refuses it at once (``SinkUnavailable``; one-off commands).
+    """
     if st.backend == "elasticsearch":
         from ingest.elasticsearch_store import ElasticsearchStore
 
         return ElasticsearchStore.from_settings(st.elasticsearch)
-    return DuckDBTraceStore(db_path, lazy=True, retention_days=st.retention_days)
+    return DuckDBTraceStore(db_path, lazy=lazy, retention_days=st.retention_days)
 
 
 def build_gateway_app(config: RouteLensConfig, db_path: str) -> web.Application:

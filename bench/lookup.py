@@ -40,6 +40,11 @@ def request_id(i: int) -> str:
     return "req_" + hashlib.md5(str(i).encode()).hexdigest()[:20]
 
 
+def step_us(n: int, span_hours: float) -> float:
+    """Microseconds between two consecutive generated traces (trace ``i`` is at ``T0 + i * step``)."""
+    return span_hours * 3600e6 / n
+
+
 def generate(path: Path, n: int, span_hours: float, chunk: int = 1_000_000) -> None:
     store = DuckDBTraceStore(path)
     enc = Encoder()
@@ -55,7 +60,7 @@ def generate(path: Path, n: int, span_hours: float, chunk: int = 1_000_000) -> N
     con.execute("SET checkpoint_threshold = '1GB'")
     con.execute("DROP INDEX IF EXISTS traces_request_id_key")
     con.register("template", template)
-    step_us = span_hours * 3600e6 / n
+    step = step_us(n, span_hours)
     for lo in range(0, n, chunk):
         hi = min(n, lo + chunk)
         con.execute(
@@ -63,14 +68,14 @@ def generate(path: Path, n: int, span_hours: float, chunk: int = 1_000_000) -> N
             " 'req_' || substr(md5(CAST(i AS VARCHAR)), 1, 20) AS request_id,"
             " ? + to_microseconds(CAST(i * ? AS BIGINT)) AS ts)"
             " FROM range(?, ?) g(i) JOIN template t ON t.k = g.i % ?",
-            [T0, step_us, lo, hi, TEMPLATE],
+            [T0, step, lo, hi, TEMPLATE],
         )
         con.execute(
             "INSERT INTO feedback BY NAME SELECT md5('fb' || i)[:24] AS feedback_id,"
             " 'req_' || substr(md5(CAST(i AS VARCHAR)), 1, 20) AS request_id,"
             " ? + to_microseconds(CAST(i * ? AS BIGINT) + 5000000) AS ts, i % 700 <> 0 AS correct,"
             " NULL AS expected_class, NULL AS expected_model, 'bench' AS source FROM range(?, ?, 100) g(i)",
-            [T0, step_us, lo, hi],
+            [T0, step, lo, hi],
         )
         print(f"  generated {hi:,} / {n:,}", flush=True)
     con.execute(sql_file("indexes.sql"))
@@ -89,7 +94,7 @@ def holds(path: Path, n: int, span_hours: float) -> bool:
         return False
     finally:
         con.close()
-    want_last = T0 + timedelta(microseconds=int((n - 1) * span_hours * 3600e6 / n)) if n else None
+    want_last = T0 + timedelta(microseconds=int((n - 1) * step_us(n, span_hours))) if n else None
     return bool(count == n and (last is None or want_last is None or abs((last - want_last).total_seconds()) < 1))
 
 

@@ -26,7 +26,6 @@ def _mapping(name: str) -> dict[str, list[str]] | None:
 
 def _run(args: argparse.Namespace) -> int:
     from app.serve import open_store, pipeline_paths
-    from ingest.duckdb_store import DuckDBTraceStore
     from ingest.emitter import TraceEmitter
     from ingest.errors import SinkError
     from ingest.importer import import_file
@@ -45,8 +44,7 @@ def _run(args: argparse.Namespace) -> int:
         err.print(f"[red]error:[/red] cannot read the mapping {args.mapping}: {exc}")
         return 2
     try:  # the configured backend; a DuckDB file that another process writes is refused at once
-        store = (DuckDBTraceStore(db, retention_days=st.retention_days) if st.backend == "duckdb"
-                 else open_store(st, db))
+        store = open_store(st, db, lazy=False)
     except SinkError as exc:
         err.print(f"[red]error:[/red] {exc}\n(a running server writes this file? POST the traces to /v1/traces)")
         return 2

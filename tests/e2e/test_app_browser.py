@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from app.procs import free_port
+from app.procs import free_port, wait_http
 from tests.app import stub_trace_api as stub
 from tests.e2e.conftest import ROOT
-from tests.e2e.net import ok, wait_until
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -43,7 +42,7 @@ pytestmark = [
 
 
 def wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    healthy = wait_until(lambda: proc.poll() is not None or ok(url, timeout=1), STARTUP_TIMEOUT_S)
+    healthy = wait_http(url, STARTUP_TIMEOUT_S, alive=lambda: proc.poll() is None)
     if proc.poll() is not None:
         pytest.fail(f"streamlit exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
     if not healthy:

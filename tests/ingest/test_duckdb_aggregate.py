@@ -4,7 +4,6 @@ epoch whatever the window's start."""
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from ingest.duckdb_store import DuckDBTraceStore
 from ingest.synthetic import TraceFactory
 from schemas import DecisionTrace, Feedback
 from schemas.queries import BUCKETS, AggregateQuery, TraceFilter
+from tests.ingest.es_contract.engine import quantile
 
 W0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -58,14 +58,6 @@ def test_misroutes_count_by_the_trace_and_honour_the_filter(tmp_path: Path, extr
         assert b.misroute_rate == (b.misroutes / b.feedback if b.feedback else None)
 
 
-def _quantile(values: list[float], p: float) -> float:
-    """Linear interpolation between the closest ranks (DuckDB's quantile_cont)."""
-    xs = sorted(values)
-    h = (len(xs) - 1) * p
-    lo = math.floor(h)
-    return xs[lo] if lo == h else xs[lo] + (h - lo) * (xs[lo + 1] - xs[lo])
-
-
 @pytest.mark.parametrize("bucket", list(BUCKETS))
 def test_buckets_are_aligned_on_the_epoch_whatever_the_start(tmp_path: Path, bucket: str) -> None:
     traces: list[DecisionTrace] = list(TraceFactory(seed=9, n_candidates=2, start=W0 - timedelta(hours=20),
@@ -89,4 +81,4 @@ def test_buckets_are_aligned_on_the_epoch_whatever_the_start(tmp_path: Path, buc
         assert b.errors == sum(t.outcome.status == "error" for t in inside)
         assert b.cost == pytest.approx(sum(t.outcome.cost or 0 for t in inside))
         assert [b.latency_p50_ms, b.latency_p95_ms, b.latency_p99_ms] == pytest.approx(
-            [_quantile(lat, p) for p in (0.5, 0.95, 0.99)])
+            [quantile(lat, p) for p in (0.5, 0.95, 0.99)])

@@ -190,8 +190,8 @@ class Engine:
                 vals = [v for d in docs if (v := _get(d, arg["field"])) is not None]
                 out[name] = {"value": float(sum(vals))}
             elif kind == "percentiles":
-                vals = sorted(v for d in docs if (v := _get(d, arg["field"])) is not None)
-                out[name] = {"values": {f"{float(p)}": _quantile(vals, p / 100) for p in arg["percents"]}}
+                vals = [v for d in docs if (v := _get(d, arg["field"])) is not None]
+                out[name] = {"values": {f"{float(p)}": quantile(vals, p / 100) for p in arg["percents"]}}
             elif kind == "date_histogram":
                 out[name] = {"buckets": self._histogram(stream, docs, arg, sub)}
             elif kind == "terms":
@@ -228,9 +228,12 @@ class Engine:
                 for k, v in sorted(groups.items())]
 
 
-def _quantile(values: list[float], q: float) -> float | None:
+def quantile(values: list[float], q: float) -> float | None:
+    """Linear interpolation between the closest ranks (Elasticsearch's exact percentiles on few values;
+    DuckDB's ``quantile_cont``); None for no values."""
     if not values:
         return None
+    values = sorted(values)
     pos = (len(values) - 1) * q
     lo, hi = math.floor(pos), math.ceil(pos)
     return values[lo] + (values[hi] - values[lo]) * (pos - lo)
