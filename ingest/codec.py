@@ -29,13 +29,17 @@ __all__ = ["Encoder", "content_id", "dumps", "encode_batch", "feedback_id", "is_
 _CACHE_MAX = 4096
 
 
+_IS_MODEL: dict[type, bool] = {}  # class -> is it a model (asked once per class, not per object)
+
+
 def _plain(obj: Any) -> Any:
-    try:
-        if isinstance(obj, BaseModel):
-            return obj.__dict__
-    except AttributeError:
-        pass
-    raise TypeError(f"cannot serialize {type(obj).__name__}")
+    cls = obj.__class__
+    is_model = _IS_MODEL.get(cls)
+    if is_model is None:
+        is_model = _IS_MODEL[cls] = issubclass(cls, BaseModel)
+    if is_model:
+        return obj.__dict__
+    raise TypeError(f"cannot serialize {cls.__name__}")
 
 
 def dumps(record: BaseModel) -> bytes:
@@ -109,12 +113,13 @@ class Encoder:
 
     # orjson calls these once per model object of a trace (about twenty): keep them lean.
     def _encode_full(self, obj: Any) -> Any:
-        if obj.__class__ is CandidateEval:
+        cls = obj.__class__
+        if cls is CandidateEval:
             out = obj.__dict__.copy()
             state = out.pop("state")
             out["state_id"] = None if state is None else self._state_id(state)
             return out
-        return _plain(obj)
+        return obj.__dict__ if _IS_MODEL.get(cls) else _plain(obj)
 
     def _encode_summary(self, obj: Any) -> Any:
         if obj.__class__ is CandidateEval:
