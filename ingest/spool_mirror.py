@@ -2,9 +2,9 @@
 
 While the batcher keeps up it takes frames from here instead of copying them back out of the
 segments. :meth:`Mirror.add` runs inside ``emit()``: it keeps references in flat lists and makes
-no object the garbage collector tracks (a tuple per frame made one young-generation collection
-every few hundred ``emit()`` calls, a tenth of its 99th percentile). The frame tuples are made
-by :meth:`Mirror.take`, on the batcher's thread.
+no object the garbage collector tracks (two tuples per frame did, and the young-generation
+collections they set off ran inside ``emit()`` calls). The frame tuples are made by
+:meth:`Mirror.take`, on the batcher's thread.
 """
 
 from __future__ import annotations
