@@ -5,6 +5,7 @@ from ingest.backlog import Backlog
 from ingest.records import Kind
 from ingest.spool import DurableSpool
 from ingest.stats import PipelineStats
+from tests.e2e.net import wait_until
 
 SEG = 64 * 1024
 
@@ -39,11 +40,7 @@ def test_a_record_stored_while_an_emitter_waits_for_room_keeps_the_spool_in_sequ
 
     emitter = threading.Thread(target=emit_waiting)
     emitter.start()
-    for _ in range(500):
-        if backlog.blocked:
-            break
-        threading.Event().wait(0.01)
-    assert backlog.blocked, "emit() should wait: the spool is full"
+    assert wait_until(lambda: backlog.blocked, 5, every=0.01), "emit() should wait: the spool is full"
     with lock:
         spool.ack(first.spool_last)  # room for one more segment, without waking the emitter yet
         backlog.append(Kind.QUARANTINE, payload("batcher"), may_block=False)

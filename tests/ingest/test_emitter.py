@@ -14,6 +14,7 @@ from ingest.quarantine import Quarantine
 from ingest.records import Kind
 from ingest.synthetic import TraceFactory
 from schemas.storage_config import SpoolSettings, StorageSettings
+from tests.e2e.net import wait_until
 
 SEG = 64 * 1024
 
@@ -30,7 +31,6 @@ class FlakySink:
         self.gate.set()
         self.closed = False
         self.refuse: set[str] = set()
-        self.idles = 0
 
     def prepare(self, batch: RecordBatch) -> PreparedBatch:
         return PreparedBatch(batch)
@@ -50,7 +50,7 @@ class FlakySink:
         return result
 
     def idle(self) -> None:
-        self.idles += 1
+        pass
 
     def close(self) -> None:
         self.closed = True
@@ -97,10 +97,7 @@ def test_an_idle_sink_gets_a_piece_without_waiting_for_a_full_batch(tmp_path: Pa
     em = fast(sink, tmp_path, StorageSettings(batch_size=1000, flush_interval_ms=60_000))
     for t in factory.traces(6):  # 6 traces and 8 snapshots: one piece, far from a batch
         em.emit(t)
-    for _ in range(200):
-        if sink.sizes:
-            break
-        threading.Event().wait(0.01)
+    wait_until(lambda: sink.sizes, 2, every=0.01)
     assert sink.sizes == [10]
     em.close()
     assert sum(sink.sizes) == 14
@@ -115,11 +112,8 @@ def test_pieces_parsed_while_the_sink_is_busy_go_in_one_write(tmp_path: Path, fa
     traces = list(factory.traces(100))
     for t in traces:
         em.emit(t)
-    for _ in range(500):  # pieces are parsed while the first write waits at the gate, until the queue is full
-        if em.batcher._ready.full():
-            break
-        threading.Event().wait(0.01)
-    assert em.batcher._ready.full()
+    # pieces are parsed while the first write waits at the gate, until the queue is full
+    assert wait_until(em.batcher._ready.full, 5, every=0.01)
     sink.gate.set()
     em.close()
     assert sink.ids == [t.request_id for t in traces] and sum(sink.sizes) == 180  # and 80 snapshots
@@ -148,10 +142,7 @@ def test_the_sink_gets_upkeep_only_when_nothing_waits_and_its_failure_loses_noth
         em.emit(t)
     sink.gate.set()  # several writes of 16 follow, with more waiting behind each
     assert em.flush(10)
-    for _ in range(500):
-        if 50 in sink.stored_at_idle:
-            break
-        threading.Event().wait(0.01)
+    wait_until(lambda: 50 in sink.stored_at_idle, 5, every=0.01)
     em.close()
     assert sink.ids == [t.request_id for t in traces]
     assert 50 in sink.stored_at_idle and set(sink.stored_at_idle) <= {0, 50}
