@@ -1,4 +1,4 @@
-"""HTTP helpers of the end-to-end tests: a JSON request, "does this URL answer 200", a /metrics scrape, polling."""
+"""HTTP helpers of the end-to-end tests: a JSON request, "does this URL answer 200", a /metrics scrape."""
 
 from __future__ import annotations
 
@@ -6,12 +6,9 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from tests.promtext import Samples, samples
-
-T = TypeVar("T")
 
 
 def call(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None,
@@ -43,14 +40,6 @@ def metrics(base_url: str) -> Samples:
     """One scrape of ``base_url``/metrics."""
     with urllib.request.urlopen(f"{base_url}/metrics", timeout=10) as resp:
         return samples(resp.read().decode())
-
-
-def wait_until(check: Callable[[], T], timeout_s: float = 60, every: float = 0.2) -> T:
-    """Call ``check`` every ``every`` seconds until it returns something truthy or ``timeout_s`` passes; return that."""
-    deadline = time.monotonic() + timeout_s
-    while not (value := check()) and time.monotonic() < deadline:
-        time.sleep(every)
-    return value
 
 
 def drained(base_url: str, timeout_s: float = 60, every: float = 0.2) -> Samples:

@@ -22,9 +22,10 @@ import yaml
 from app.procs import free_port
 from tests.duckdb_lock import duckdb_held_elsewhere
 from tests.e2e.conftest import ROOT, Proc
-from tests.e2e.net import call, drained, metrics, ok, wait_until
+from tests.e2e.net import call, drained, metrics, ok
 from tests.ingest.es_contract.contract import CONTRACTS
 from tests.ingest.es_contract.server import ContractServer
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 PY = [sys.executable, "-m", "app"]

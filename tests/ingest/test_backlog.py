@@ -5,7 +5,7 @@ from ingest.backlog import Backlog
 from ingest.records import Kind
 from ingest.spool import DurableSpool
 from ingest.stats import PipelineStats
-from tests.e2e.net import wait_until
+from tests.polling import wait_until
 
 SEG = 64 * 1024
 

@@ -14,7 +14,7 @@ from ingest.quarantine import Quarantine
 from ingest.records import Kind
 from ingest.synthetic import TraceFactory
 from schemas.storage_config import SpoolSettings, StorageSettings
-from tests.e2e.net import wait_until
+from tests.polling import wait_until
 
 SEG = 64 * 1024
 
