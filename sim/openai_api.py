@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import orjson
 from aiohttp import web
 
+from schemas.chat_text import MalformedContent, content_text
 from schemas.hashing import normalize_query
 from sim.corpus import estimate_tokens, topic_of
 
@@ -57,11 +58,11 @@ class ChatRequest:
 
 
 def _text_of(content: object) -> str | None:
-    if content is None or isinstance(content, str):
-        return content or ""
-    if isinstance(content, list) and all(isinstance(part, dict) for part in content):
-        return "\n".join(part["text"] for part in content if isinstance(part.get("text"), str))
-    return None
+    """The text of a message's content (the gateway's rule), or None when its shape is wrong."""
+    try:
+        return content_text(content)[0]
+    except MalformedContent:
+        return None
 
 
 def parse_chat_request(body: object, context_window: int) -> ChatRequest | ApiError:
