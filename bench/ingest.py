@@ -89,7 +89,7 @@ def pipeline_rate(traces: list[DecisionTrace], folder: Path, st: StorageSettings
         lat.append((clock() - a) / 1000)
     assert emitter.flush(3600)
     elapsed = time.perf_counter() - t0
-    written = emitter.kind_counts.get(Kind.TRACE, [0, 0])[0]
+    written = emitter.stats.stored(Kind.TRACE)[0]
     emitter.close()
     assert written == len(traces), (written, len(traces))
     return len(traces) / elapsed, lat

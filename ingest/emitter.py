@@ -69,7 +69,6 @@ class TraceEmitter:
         st = settings or StorageSettings()
         self.settings = st
         self.stats = PipelineStats()
-        self.kind_counts: dict[Kind, list[int]] = {}  # kind -> [written, duplicates]
         self.quarantine = quarantine or Quarantine(None, clock)
         self._encoder = Encoder(st.detail_share, clock=clock)
         self._lock = threading.Lock()

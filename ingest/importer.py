@@ -80,7 +80,7 @@ def import_file(
     """Import one file; return once every accepted record is stored (or the timeout passed)."""
     src = Path(path)
     report = ImportReport()
-    written0, dup0 = emitter.kind_counts.get(Kind.TRACE, [0, 0])
+    written0, dup0 = emitter.stats.stored(Kind.TRACE)
     records = read_records(src, progress)
     for res in take_records(records, emitter, source=f"import:{src.name}", mapping=mapping, hash_key=hash_key):
         report.lines += 1
@@ -89,6 +89,6 @@ def import_file(
         else:
             report.rejected += 1
     emitter.flush(timeout_s)
-    written, dup = emitter.kind_counts.get(Kind.TRACE, [0, 0])
+    written, dup = emitter.stats.stored(Kind.TRACE)
     report.stored, report.duplicates = written - written0, dup - dup0
     return report

@@ -2,18 +2,20 @@
 
 Counters ``routelens_traces_<name>_total`` count records of every kind (traces, snapshots,
 probe results, events, feedback, quarantine records); see :class:`ingest.stats.PipelineStats`.
+``routelens_records_written_total`` and ``routelens_records_duplicates_total`` split the first two
+by ``kind``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import fields
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ingest.emitter import TraceEmitter
-from ingest.stats import PipelineStats
+from ingest.records import KINDS
+from ingest.stats import COUNTERS
 
 __all__ = ["EmitterCollector"]
 
@@ -40,9 +42,18 @@ class EmitterCollector(Collector):
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         """Yield the current values."""
         em = self._emitter
-        for f in fields(PipelineStats):
-            doc = _DOCS.get(f.name) or f.name
-            yield CounterMetricFamily(f"routelens_traces_{f.name}", doc, value=getattr(em.stats, f.name))
+        for name in COUNTERS:
+            doc = _DOCS.get(name) or name
+            yield CounterMetricFamily(f"routelens_traces_{name}", doc, value=getattr(em.stats, name))
+        written = CounterMetricFamily("routelens_records_written", "Records committed to the sink, by kind.",
+                                      labels=["kind"])
+        duplicates = CounterMetricFamily("routelens_records_duplicates",
+                                         "Records the sink already held, by kind.", labels=["kind"])
+        for kind, (w, d) in sorted(em.stats.by_kind.items()):
+            written.add_metric([KINDS[kind].name], w)
+            duplicates.add_metric([KINDS[kind].name], d)
+        yield written
+        yield duplicates
         backlog = em.backlog
         spool = backlog.spool
         yield GaugeMetricFamily("routelens_traces_pending", "Records emitted, not yet stored.", value=em.backlog_size())

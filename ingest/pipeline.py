@@ -230,12 +230,8 @@ class Batcher:
     def _account(self, result: WriteResult, taken: Taken) -> None:
         stats = self.emitter.stats
         replay_below = self.emitter.backlog.replay_below
-        stats.written += result.stored
-        stats.duplicates += result.duplicates
         for kind, (stored, dup) in result.by_kind.items():
-            pair = self.emitter.kind_counts.setdefault(kind, [0, 0])
-            pair[0] += stored
-            pair[1] += dup
+            stats.count_stored(kind, stored, dup)
         old = 0 if taken.frames[0][0] >= replay_below else sum(1 for f in taken.frames if f[0] < replay_below)
         fresh = len(taken.frames) - old
         stats.replayed += old

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
-__all__ = ["PipelineStats"]
+from ingest.records import Kind
+
+__all__ = ["COUNTERS", "PipelineStats"]
 
 
 @dataclass
@@ -22,6 +24,7 @@ class PipelineStats:
         corrupted: Records lost to a damaged spool segment (checksum mismatch).
         sink_errors: Failed batch writes (each retried).
         spool_errors: Times the spool could not take a record (full, unwritable).
+        by_kind: ``written`` and ``duplicates`` of each kind, as ``[written, duplicates]``.
     """
 
     queued: int = 0
@@ -34,3 +37,20 @@ class PipelineStats:
     corrupted: int = 0
     sink_errors: int = 0
     spool_errors: int = 0
+    by_kind: dict[Kind, list[int]] = field(default_factory=dict)
+
+    def count_stored(self, kind: Kind, written: int, duplicates: int) -> None:
+        """Add a write's outcome for one kind (``written`` and ``duplicates`` count all kinds)."""
+        self.written += written
+        self.duplicates += duplicates
+        pair = self.by_kind.setdefault(kind, [0, 0])
+        pair[0] += written
+        pair[1] += duplicates
+
+    def stored(self, kind: Kind) -> tuple[int, int]:
+        """Return ``(written, duplicates)`` of one kind so far."""
+        written, duplicates = self.by_kind.get(kind, (0, 0))
+        return written, duplicates
+
+
+COUNTERS = tuple(f.name for f in fields(PipelineStats) if f.name != "by_kind")

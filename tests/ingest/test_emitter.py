@@ -263,6 +263,8 @@ def test_counters_are_exported_for_prometheus(tmp_path: Path, factory: TraceFact
     for name in ("queued", "spooled", "written", "quarantined", "dropped"):
         assert f"routelens_traces_{name}_total" in text
     assert "routelens_traces_dropped_total 0.0" in text and "routelens_spool_available 1.0" in text
+    assert 'routelens_records_written_total{kind="trace"} 1.0' in text
+    assert 'routelens_records_duplicates_total{kind="trace"} 0.0' in text
 
 
 def test_emit_rejects_objects_it_does_not_store(tmp_path: Path) -> None:
