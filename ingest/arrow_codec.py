@@ -32,6 +32,10 @@ def _options(kind: Kind) -> pa_json.ParseOptions:
 
 _BLOCK = 8 << 20
 _scratch = threading.local()
+# Parsed tables come from glibc's allocator, not Arrow's default (mimalloc): mimalloc hands each
+# batch's memory back to the kernel and faults it in again for the next, which cost the parsing
+# thread about 2 µs of kernel time per trace (bench: 150,000 traces, 8 candidates each).
+_POOL = pa.system_memory_pool()
 
 
 def _ndjson(payloads: list[bytes]) -> memoryview:
@@ -63,7 +67,8 @@ def _read(kind: Kind, payloads: list[bytes]) -> pa.Table:
     # hold the longest record whole.
     block = max(_BLOCK, 2 * max(map(len, payloads)) + 1)
     options = pa_json.ReadOptions(block_size=min(block, data.size + 1), use_threads=False)
-    table = pa_json.read_json(pa.BufferReader(data), read_options=options, parse_options=_options(kind))
+    table = pa_json.read_json(pa.BufferReader(data), read_options=options, parse_options=_options(kind),
+                              memory_pool=_POOL)
     schema = parse_schema(kind)
     return table if table.schema.equals(schema) else table.select(schema.names).cast(schema)
 
