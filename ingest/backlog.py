@@ -30,7 +30,7 @@ class Taken:
     """Frames handed to the batcher.
 
     Attributes:
-        frames: ``(seq, kind, payload)``, spool frames before memory ones.
+        frames: ``(seq, kind, payload)`` in sequence order.
         spool_last: Sequence number of the newest frame that came from the spool.
         from_memory: How many frames were held in memory only (lost if never delivered).
     """
@@ -187,19 +187,34 @@ class Backlog:
         self.memory.append(frame)
 
     def take(self, n: int) -> Taken:
-        """Remove up to ``n`` frames for the batcher: the spool's first, then memory's."""
+        """Remove up to ``n`` frames for the batcher, in sequence order across the spool and memory.
+
+        Memory holds the records the spool could not take, so the two interleave: spool frames are
+        read only up to the oldest record in memory, which goes next.
+        """
         frames: list[Frame] = []
-        spool_last = None
-        if self.spool is not None:
-            frames = self.spool.read(n)
-            if frames:
-                spool_last = frames[-1][0]
-        elif self._open_spool is not None and time.monotonic() >= self._next_retry:
-            self._try_spool()
-        from_memory = 0
-        while len(frames) < n and self.memory:
-            frames.append(self.memory.popleft())
-            from_memory += 1
+        spool, spool_last, from_memory = self.spool, None, 0
+        if spool is None and self._open_spool is not None and time.monotonic() >= self._next_retry:
+            self._try_spool()  # read from the next call on
+        while len(frames) < n:
+            try:
+                head: int | None = self.memory[0][0]
+            except IndexError:
+                head = None
+            got = spool.read(n - len(frames), below=head) if spool is not None else []
+            if got:
+                frames += got
+                spool_last = got[-1][0]
+                if head is None:
+                    break  # nothing in memory: one read, as before (its byte limit holds)
+            elif head is None:
+                break
+            else:
+                try:
+                    frames.append(self.memory.popleft())
+                except IndexError:  # emptied meanwhile (drop_oldest on the emitting thread)
+                    continue
+                from_memory += 1
         if from_memory:
             self._wake()
         return Taken(frames, spool_last, from_memory)

@@ -208,29 +208,30 @@ class DurableSpool:
         """Return how many records are appended but not read yet."""
         return self.next_seq - self.read_seq
 
-    def read(self, max_records: int, max_bytes: int = 64 << 20) -> list[Frame]:
+    def read(self, max_records: int, max_bytes: int = 64 << 20, below: int | None = None) -> list[Frame]:
         """Return up to ``max_records`` unread frames (about ``max_bytes`` at most), oldest first.
 
-        Called from the reader thread only.
+        ``below`` stops before the first frame numbered ``below`` or more (the owner has an older
+        record elsewhere). Called from the reader thread only.
         """
         with self._read_lock:
-            out = self._read(max_records, max_bytes)
+            out = self._read(max_records, max_bytes, self.next_seq if below is None else min(below, self.next_seq))
             damage, self._damage = self._damage, []
         for problem, lost in damage:  # outside the lock: the owner may emit (and take its own lock)
             self._on_damage(problem, lost)
         return out
 
-    def _read(self, max_records: int, max_bytes: int) -> list[Frame]:
+    def _read(self, max_records: int, max_bytes: int, limit: int) -> list[Frame]:
         out: list[Frame] = []
         size = 0
-        if self._take_mirror(max_records, out):
-            return out
-        while (len(out) < max_records and size < max_bytes and self.read_seq < self.next_seq
+        if self.read_seq >= limit or self._take_mirror(min(max_records, limit - self.read_seq), out):
+            return out  # the mirror's frames are consecutive: the first limit - read_seq are below it
+        while (len(out) < max_records and size < max_bytes and self.read_seq < limit
                and self._read_seg is not None):
             if self.read_seq >= self.replay_below:  # our own frames: the fast path
                 n = len(out)
                 self._read_off = self._read_seg.read_fresh(
-                    self._read_off, self.next_seq, max_records - n, max_bytes - size, out)
+                    self._read_off, limit, max_records - n, max_bytes - size, out)
                 if len(out) > n:
                     self.read_seq = out[-1][0] + 1
                     size += sum(len(f[2]) for f in out[n:])
@@ -240,6 +241,8 @@ class DurableSpool:
                 if not self._advance(problem):
                     break
                 continue
+            if frame[0] >= limit:
+                break
             self._read_off = nxt
             if frame[0] < self.read_seq:
                 continue  # delivered before the restart

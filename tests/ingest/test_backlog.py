@@ -1,7 +1,10 @@
 import threading
 from pathlib import Path
 
+import pytest
+
 from ingest.backlog import Backlog
+from ingest.errors import SpoolUnavailable
 from ingest.records import Kind
 from ingest.spool import DurableSpool
 from ingest.stats import PipelineStats
@@ -55,4 +58,26 @@ def test_a_record_stored_while_an_emitter_waits_for_room_keeps_the_spool_in_sequ
     assert names == ["batcher", "waited", "after1", "after2"]
     seqs = [seq for seq, _, _ in rest]
     assert seqs == sorted(seqs) and len(set(seqs)) == 4
+    backlog.close()
+
+
+@pytest.mark.parametrize("mirror", [0, 1000], ids=["from-segments", "from-mirror"])
+def test_records_held_in_memory_while_the_spool_failed_are_taken_in_sequence_order(tmp_path: Path,
+                                                                                    mirror: int) -> None:
+    backlog = Backlog(lambda: DurableSpool(tmp_path, segment_bytes=SEG, mirror_records=mirror),
+                      PipelineStats(), retry_spool_s=0)
+    spool = backlog.spool
+    assert spool is not None
+    working = spool.append
+
+    def unwritable(seq: int, kind: int, data: bytes) -> None:
+        raise SpoolUnavailable("disk gone")
+
+    for name, spool_ok in [("s0", True), ("m1", False), ("m2", False), ("s3", True), ("s4", True)]:
+        spool.append = working if spool_ok else unwritable  # type: ignore[method-assign]
+        backlog.append(Kind.TRACE, payload(name))
+    assert len(backlog.memory) == 2
+    taken = [backlog.take(2), backlog.take(10)]
+    assert [[p.split(b'"')[3].decode() for _, _, p in t.frames] for t in taken] == [["s0", "m1"], ["m2", "s3", "s4"]]
+    assert [(t.spool_last, t.from_memory) for t in taken] == [(0, 1), (4, 1)]
     backlog.close()
