@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ingest.errors import SpoolFull, SpoolUnavailable
 from ingest.spool_mirror import Mirror
-from ingest.spool_segment import FILE_HEADER, Frame, Segment, frame_size
+from ingest.spool_segment import FILE_HEADER, Frame, Segment, fits_after
 
 __all__ = ["DurableSpool"]
 
@@ -153,7 +153,7 @@ class DurableSpool:
             self._mirror.add(seq, kind, payload, seg, seg.end)
 
     def _roll(self, payload_len: int, seq: int) -> Segment:
-        if FILE_HEADER.size + frame_size(payload_len) + 4 > self.segment_bytes:
+        if not fits_after(FILE_HEADER.size, payload_len, self.segment_bytes):
             raise SpoolFull(f"a record of {payload_len} bytes does not fit in a {self.segment_bytes}-byte segment")
         path = self.folder / f"{seq:020d}.seg"
         with self._read_lock:

@@ -22,7 +22,7 @@ import os
 import struct
 from pathlib import Path
 
-__all__ = ["FILE_HEADER", "FRAME_HEADER", "Frame", "Segment", "frame_size"]
+__all__ = ["FILE_HEADER", "FRAME_HEADER", "Frame", "Segment", "fits_after", "frame_size"]
 
 FILE_MAGIC = b"RLSPOOL1"
 FILE_HEADER = struct.Struct("<8sQ")  # magic, first seq
@@ -41,6 +41,14 @@ Frame = tuple[int, int, bytes]  # seq, kind, payload
 def frame_size(payload_len: int) -> int:
     """Return the bytes a frame with a payload of ``payload_len`` takes, padding included."""
     return FRAME_HEADER.size + ((payload_len + 3) & ~3)
+
+
+def fits_after(used: int, payload_len: int, size: int) -> bool:
+    """Return True when a frame of ``payload_len`` fits after ``used`` bytes of a ``size``-byte segment.
+
+    Room is left for the 4-byte end marker (or the zero length word) that follows every frame.
+    """
+    return used + frame_size(payload_len) + 4 <= size
 
 
 def _crc(seq: int, kind: int, payload: bytes) -> int:
@@ -82,7 +90,7 @@ class Segment:
 
     def fits(self, payload_len: int) -> bool:
         """Return True when a frame of ``payload_len`` still fits, leaving room for the end marker."""
-        return self.end + frame_size(payload_len) + 4 <= self.size
+        return fits_after(self.end, payload_len, self.size)
 
     def append(self, seq: int, kind: int, payload: bytes) -> int:
         """Write one frame at the end; return its offset. The caller checked :meth:`fits`."""

@@ -79,14 +79,15 @@ def analyse_request(body: Any, *, max_chars: int = 20_000) -> Analysis:
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 0):
         raise InvalidRequest("'max_tokens' must be a non-negative integer", param="max_tokens")
 
-    total_chars, cjk, latin, attached = 0, 0, 0, False
-    texts: list[str] = []
+    total_chars, cjk, latin, attached, query = 0, 0, 0, False, ""
+    user = last_user_index(messages)
     budget = max_chars
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or msg.get("role") not in _ROLES:
             raise InvalidRequest(f"messages[{i}] must be an object with a valid 'role'", param=f"messages[{i}]")
         text, has_part = _text_of(msg.get("content"), i)
-        texts.append(text)
+        if i == user:
+            query = text
         attached = attached or has_part
         total_chars += len(text)
         seen = text[:budget]
@@ -94,8 +95,6 @@ def analyse_request(body: Any, *, max_chars: int = 20_000) -> Analysis:
         n_cjk = sum(1 for ch in seen if _is_cjk(ch))
         cjk += n_cjk
         latin += sum(1 for ch in seen if ch.isascii() and ch.isalpha())
-    user = last_user_index(messages)
-    query = texts[user] if user is not None else ""
     analysed = max_chars - budget
     other = analysed - cjk
     scale = total_chars / analysed if analysed else 1.0  # extrapolate tokens past the cut

@@ -13,7 +13,7 @@ from ingest.duckdb_store import DuckDBTraceStore
 from ingest.synthetic import TraceFactory
 from schemas import DecisionTrace, Feedback
 from schemas.queries import BUCKETS, AggregateQuery, TraceFilter
-from tests.ingest.es_contract.engine import quantile
+from tests.quantile import quantile
 
 W0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -17,6 +17,13 @@ def test_features_of_a_chinese_request() -> None:
     assert not f.truncated
 
 
+def test_the_query_is_the_last_user_message_of_a_conversation() -> None:
+    body = {"messages": [{"role": "user", "content": "first question"}, {"role": "assistant", "content": "answer"},
+                         {"role": "user", "content": "follow-up"}, {"role": "assistant", "content": None}]}
+    assert analyse_request(body).query_text == "follow-up"
+    assert analyse_request({"messages": [{"role": "system", "content": "only a prompt"}]}).query_text == ""
+
+
 @pytest.mark.parametrize(("text", "lang"), [("classify this ticket", Language.EN), ("紧急：退款失败", Language.ZH)])
 def test_language_detection(text: str, lang: Language) -> None:
     assert analyse_request({"messages": [{"role": "user", "content": text}]}).features.language is lang

@@ -9,10 +9,11 @@ come to depend on something this stand-in only pretends to do.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
+
+from tests.quantile import quantile
 
 
 class Unsupported(ValueError):
@@ -226,14 +227,3 @@ class Engine:
         return [{"key": k, "key_as_string": datetime.fromtimestamp(k / 1000, UTC).isoformat(),
                  "doc_count": len(v), **(self._aggs(stream, v, sub) if sub else {})}
                 for k, v in sorted(groups.items())]
-
-
-def quantile(values: list[float], q: float) -> float | None:
-    """Linear interpolation between the closest ranks (Elasticsearch's exact percentiles on few values;
-    DuckDB's ``quantile_cont``); None for no values."""
-    if not values:
-        return None
-    values = sorted(values)
-    pos = (len(values) - 1) * q
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
