@@ -1,7 +1,7 @@
 import orjson
 import pytest
 
-from ingest.codec import Encoder, dumps, is_detailed
+from ingest.codec import Encoder, content_id, dumps, is_detailed
 from ingest.records import Kind
 from ingest.synthetic import TraceFactory
 from schemas import DecisionTrace, InstanceSnapshot
@@ -11,6 +11,17 @@ def test_the_fast_json_carries_the_same_values_as_pydantic(factory: TraceFactory
     for trace in factory.traces(30):
         assert DecisionTrace.model_validate_json(dumps(trace)) == trace
         assert orjson.loads(dumps(trace)) == orjson.loads(trace.model_dump_json())
+
+
+def test_an_encoded_trace_carries_pydantics_values_with_each_state_as_its_snapshot_id(factory: TraceFactory) -> None:
+    enc = Encoder()
+    for trace in factory.traces(30):
+        kind, payload = enc.encode(trace)[-1]
+        expected = orjson.loads(trace.model_dump_json())
+        for cand, model in zip(expected["candidates"], trace.candidates, strict=True):
+            del cand["state"]
+            cand["state_id"] = content_id(dumps(model.state)) if model.state is not None else None
+        assert kind is Kind.TRACE and orjson.loads(payload) == {**expected, "detail": True}
 
 
 def test_the_contract_models_have_no_custom_serializers() -> None:
