@@ -39,4 +39,4 @@ def samples(text: str) -> Samples:
 
 def value(text: str, name: str, /, **labels: str) -> float:
     """The value of series ``name{labels}`` (exact label set) in exposition text."""
-    return samples(text).value(name, **labels)
+    return samples(text).value(name, default=None, **labels)

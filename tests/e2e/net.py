@@ -31,7 +31,7 @@ def ok(url: str, timeout: float = 10) -> bool:
     """Whether a GET of ``url`` answers 200; False for an error status or nothing listening."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return resp.status == 200
+            return bool(resp.status == 200)
     except OSError:  # URLError and HTTPError included
         return False
 
