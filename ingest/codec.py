@@ -32,8 +32,8 @@ _CACHE_MAX = 4096
 
 # Traces: the fields of each nested model, straight from C (a Python ``default`` called for each of
 # a trace's twenty-odd models was half the encoding time). A validated trace holds only models,
-# enums, datetimes and plain values (schemas/trace.py has no ``Any`` field), so nothing else with a
-# ``__dict__`` can reach it.
+# enums, datetimes and plain values (no model in it has an untyped field: tests/ingest/test_codec.py
+# checks), so nothing else with a ``__dict__`` can reach it.
 _fields_of = operator.attrgetter("__dict__")
 _IS_MODEL: dict[type, bool] = {}  # class -> is it a model (asked once per class, not per object)
 

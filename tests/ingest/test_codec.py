@@ -1,3 +1,5 @@
+from typing import Any, get_args
+
 import orjson
 import pytest
 
@@ -24,15 +26,20 @@ def test_an_encoded_trace_carries_pydantics_values_with_each_state_as_its_snapsh
         assert kind is Kind.TRACE and orjson.loads(payload) == {**expected, "detail": True}
 
 
-def test_the_contract_models_have_no_custom_serializers() -> None:
-    # The fast path serializes __dict__; a field_serializer would be silently skipped.
+def test_the_trace_models_have_no_custom_serializers_and_no_untyped_fields() -> None:
+    # The fast path serializes __dict__ (a field_serializer would be silently skipped), and the
+    # encoder hands orjson any object's __dict__: only validated, typed values may reach it.
     def walk(model: type) -> None:
         decorators = model.__pydantic_decorators__  # type: ignore[attr-defined]
         assert not decorators.field_serializers and not decorators.model_serializers, model
-        for info in model.model_fields.values():  # type: ignore[attr-defined]
-            for arg in (info.annotation, *getattr(info.annotation, "__args__", ())):
+        for name, info in model.model_fields.items():  # type: ignore[attr-defined]
+            todo = [info.annotation]
+            while todo:
+                arg = todo.pop()
+                assert arg not in (Any, object), f"{model.__name__}.{name} is untyped"
                 if isinstance(arg, type) and hasattr(arg, "model_fields"):
                     walk(arg)
+                todo += get_args(arg)
 
     walk(DecisionTrace)
 
