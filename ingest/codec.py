@@ -115,13 +115,10 @@ class Encoder:
         for cand in trace.candidates:  # each state becomes its snapshot's id (one loop: the hot path)
             out = cand.__dict__.copy()
             state = out.pop("state")
-            if not detail:
-                out["state_id"], out["score_terms"] = None, []
-            elif state is None:
-                out["state_id"] = None
+            if detail:
+                out["state_id"] = None if state is None else self._state_id(state)
             else:
-                hit = self._by_object.get(id(state))
-                out["state_id"] = hit[1] if hit is not None and hit[0] is state else self._state_id(state)
+                out["state_id"], out["score_terms"] = None, []
             cands.append(out)
         body = trace.__dict__.copy()
         body["candidates"], body["detail"] = cands, detail
