@@ -1,3 +1,6 @@
+import pytest
+
+from ingest import arrow_codec
 from ingest.arrow_codec import parse_payloads
 from ingest.codec import Encoder
 from ingest.records import Kind
@@ -9,7 +12,10 @@ def trace_payloads(factory: TraceFactory, n: int) -> list[bytes]:
     return [p for t in factory.traces(n) for kind, p in enc.encode(t) if kind is Kind.TRACE]
 
 
-def test_a_parsed_table_keeps_its_values_when_the_next_batch_reuses_the_buffer(factory: TraceFactory) -> None:
+def test_a_parsed_table_keeps_its_values_when_the_next_batch_reuses_the_buffer(
+    factory: TraceFactory, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(arrow_codec, "_spec", lambda kind: None)  # Arrow's reader, with its reused buffer
     ids = [t.request_id for t in TraceFactory(seed=11, n_candidates=4, round_every=5).traces(40)]
     first, second = trace_payloads(factory, 40), trace_payloads(factory, 60)
     table, rejected = parse_payloads(Kind.TRACE, first)

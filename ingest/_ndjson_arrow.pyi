@@ -1,0 +1,14 @@
+"""Our own JSON records into Arrow buffers (C, outside the GIL); see ingest/arrow_fast.py."""
+
+BOOL: int
+INT64: int
+DOUBLE: int
+STRING: int
+TIMESTAMP: int
+STRUCT: int
+LIST: int
+
+def decode(
+    spec: tuple[int, bytes, tuple[object, ...]], payloads: list[bytes], /,
+) -> list[tuple[int, int, tuple[int, int, object] | None, tuple[int, int, object] | None,
+                tuple[int, int, object] | None]] | None: ...
