@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -94,7 +95,19 @@ class TraceEmitter:
         )
 
     def start(self) -> TraceEmitter:
-        """Start the batcher thread; returns self."""
+        """Start the batcher's threads; returns self.
+
+        Also lowers Python's thread switch interval to ``gil_switch_interval_ms`` (a setting of
+        the whole process; never raised, and left alone when the setting is null). The batcher's
+        threads spend most of their time in C without the GIL, but between those calls each needs
+        it for a moment; at the default 5 ms each such moment waits behind the request threads
+        while the other core idles (``python -m bench ingest``, 150,000 traces: 36-38k traces/s at
+        5 ms, 41-45k at 0.5 ms, with the same ``emit()`` latency).
+        """
+        wanted = self.settings.gil_switch_interval_ms
+        if wanted is not None and wanted / 1000 < sys.getswitchinterval():
+            sys.setswitchinterval(wanted / 1000)
+            log.info("Python's thread switch interval lowered to %.2f ms for the trace pipeline", wanted)
         self.batcher.start()
         return self
 

@@ -65,6 +65,12 @@ class StorageSettings(ContractModel):
         32_768, ge=1, description="Records per sink write at most; batches grow toward it under load (cheaper inserts)."
     )
     flush_interval_ms: int = Field(500, ge=1, description="Longest wait for a batch to fill before it is written.")
+    gil_switch_interval_ms: float | None = Field(
+        0.5, gt=0,
+        description="Python's thread switch interval while the pipeline runs (lowered, never raised; null: "
+        "left alone). Between their C calls the pipeline's threads need the GIL for a moment; at Python's "
+        "default of 5 ms each such moment waits behind the request threads while a core idles.",
+    )
     detail_share: float = Field(
         1.0, ge=0, le=1, description="Share of traces stored with full candidate detail (the rest: summaries)."
     )

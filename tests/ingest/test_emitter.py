@@ -1,3 +1,4 @@
+import sys
 import threading
 from pathlib import Path
 
@@ -88,6 +89,24 @@ def test_every_trace_is_written_in_order_and_counted(tmp_path: Path, factory: Tr
     assert sink.kinds.count(Kind.SNAPSHOT) == 20 * 4  # a scrape round every 5 traces, 4 instances each
     assert s.queued == s.spooled == s.written == 100 + 20 * 4
     assert s.dropped == s.quarantined == s.sink_errors == 0
+
+
+@pytest.mark.parametrize(("before_ms", "setting_ms", "after_ms"), [
+    (5.0, 0.5, 0.5),  # lowered for the pipeline's threads
+    (0.2, 0.5, 0.2),  # never raised
+    (5.0, None, 5.0),  # null: left alone
+])
+def test_starting_lowers_the_thread_switch_interval_as_configured(
+    before_ms: float, setting_ms: float | None, after_ms: float,
+) -> None:
+    old = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(before_ms / 1000)
+        em = fast(FlakySink(), None, StorageSettings(gil_switch_interval_ms=setting_ms))
+        em.close()
+        assert sys.getswitchinterval() == pytest.approx(after_ms / 1000)
+    finally:
+        sys.setswitchinterval(old)
 
 
 def test_an_idle_sink_gets_a_piece_without_waiting_for_a_full_batch(tmp_path: Path, factory: TraceFactory,
