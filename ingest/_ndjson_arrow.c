@@ -676,7 +676,7 @@ PyMODINIT_FUNC PyInit__ndjson_arrow(void) {
     if (PyModule_AddIntConstant(m, "BOOL", T_BOOL) || PyModule_AddIntConstant(m, "INT64", T_INT64) ||
         PyModule_AddIntConstant(m, "DOUBLE", T_DOUBLE) || PyModule_AddIntConstant(m, "STRING", T_STRING) ||
         PyModule_AddIntConstant(m, "TIMESTAMP", T_TIMESTAMP) || PyModule_AddIntConstant(m, "STRUCT", T_STRUCT) ||
-        PyModule_AddIntConstant(m, "LIST", T_LIST)) {
+        PyModule_AddIntConstant(m, "LIST", T_LIST) || PyModule_AddIntConstant(m, "MAX_FIELDS", MAX_FIELDS)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -7,6 +7,7 @@ STRING: int
 TIMESTAMP: int
 STRUCT: int
 LIST: int
+MAX_FIELDS: int  # of one struct
 
 def decode(
     spec: tuple[int, bytes, tuple[object, ...]], payloads: list[bytes], /,

@@ -165,5 +165,10 @@ def test_the_table_owns_its_memory() -> None:
     assert table.column("items").to_pylist()[3] == [{"name": "xxx", "score": None, "tags": ["t"]}]
 
 
-def test_a_schema_it_cannot_read_has_no_spec() -> None:
-    assert arrow_fast.spec_of(pa.schema([pa.field("d", pa.date32())])) is None
+@pytest.mark.parametrize("field", [
+    pa.field("d", pa.date32()),
+    pa.field("t", pa.timestamp("us")),  # naive: Arrow's reader decides what a zone means there
+    pa.field("s", pa.struct([pa.field(f"f{i}", pa.int64()) for i in range(65)])),
+])
+def test_a_schema_it_cannot_read_has_no_spec(field: pa.Field) -> None:
+    assert arrow_fast.spec_of(pa.schema([field])) is None
