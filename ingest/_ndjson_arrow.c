@@ -368,52 +368,63 @@ static int read_timestamp(Cursor *c, int64_t *out) {
 
 static int read_value(Cursor *c, Node *n);
 
-static int read_struct_body(Cursor *c, Node *n) { /* the cursor is on '{' */
-    uint64_t seen = 0;
-    int hint = 0;
+/* On an opening bracket: step in; 1 when a first member or element follows, 0 at ``close``. */
+static inline int open_container(Cursor *c, uint8_t close) {
     c->p++;
     skip_ws(c);
-    if (c->p < c->end && *c->p == '}') {
+    if (c->p < c->end && *c->p == close) {
         c->p++;
-    } else {
-        for (;;) {
-            if (c->p >= c->end || *c->p != '"') return MISMATCH;
-            const uint8_t *key = c->p + 1, *q = key;
-            while (q < c->end && *q != '"' && *q != '\\') q++;
-            if (q >= c->end || *q != '"') return MISMATCH;
-            Py_ssize_t klen = q - key;
-            int found = -1;
-            for (int k = 0; k < n->nchild; k++) {
-                int i = hint + k < n->nchild ? hint + k : hint + k - n->nchild;
-                if (n->child[i].name_len == klen && same(n->child[i].name, key, klen)) {
-                    found = i;
-                    break;
-                }
-            }
-            if (found < 0 || (seen >> found) & 1) return MISMATCH; /* unknown or repeated key */
-            seen |= 1ULL << found;
-            hint = found + 1 < n->nchild ? found + 1 : 0;
-            c->p = q + 1;
-            skip_ws(c);
-            if (c->p >= c->end || *c->p != ':') return MISMATCH;
-            c->p++;
-            skip_ws(c);
-            int rc = read_value(c, &n->child[found]);
-            if (rc) return rc;
-            skip_ws(c);
-            if (c->p < c->end && *c->p == ',') {
-                c->p++;
-                skip_ws(c);
-                continue;
-            }
-            if (c->p < c->end && *c->p == '}') {
-                c->p++;
+        return 0;
+    }
+    return 1;
+}
+
+/* After a member or element: 1 when a ',' says another follows, 0 at ``close``, else MISMATCH. */
+static inline int more_follows(Cursor *c, uint8_t close) {
+    skip_ws(c);
+    if (c->p < c->end && *c->p == ',') {
+        c->p++;
+        skip_ws(c);
+        return 1;
+    }
+    if (c->p < c->end && *c->p == close) {
+        c->p++;
+        return 0;
+    }
+    return MISMATCH;
+}
+
+static int read_struct_body(Cursor *c, Node *n) { /* the cursor is on '{' */
+    uint64_t seen = 0;
+    int hint = 0, more = open_container(c, '}');
+    while (more == 1) {
+        if (c->p >= c->end || *c->p != '"') return MISMATCH;
+        const uint8_t *key = c->p + 1, *q = key;
+        while (q < c->end && *q != '"' && *q != '\\') q++;
+        if (q >= c->end || *q != '"') return MISMATCH;
+        Py_ssize_t klen = q - key;
+        int found = -1;
+        for (int k = 0; k < n->nchild; k++) { /* the next field first: keys come in schema order */
+            int i = hint + k < n->nchild ? hint + k : hint + k - n->nchild;
+            if (n->child[i].name_len == klen && same(n->child[i].name, key, klen)) {
+                found = i;
                 break;
             }
-            return MISMATCH;
         }
+        if (found < 0 || (seen >> found) & 1) return MISMATCH; /* unknown or repeated key */
+        seen |= 1ULL << found;
+        hint = found + 1 < n->nchild ? found + 1 : 0;
+        c->p = q + 1;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != ':') return MISMATCH;
+        c->p++;
+        skip_ws(c);
+        int rc = read_value(c, &n->child[found]);
+        if (rc) return rc;
+        more = more_follows(c, '}');
     }
-    for (int i = 0; i < n->nchild; i++) {
+    if (more < 0) return MISMATCH;
+    for (int i = 0; i < n->nchild; i++) { /* missing fields are null */
         if (!((seen >> i) & 1)) {
             int rc = append_null(&n->child[i]);
             if (rc) return rc;
@@ -423,27 +434,13 @@ static int read_struct_body(Cursor *c, Node *n) { /* the cursor is on '{' */
 }
 
 static int read_list(Cursor *c, Node *n) { /* the cursor is on '[' */
-    c->p++;
-    skip_ws(c);
-    if (c->p < c->end && *c->p == ']') {
-        c->p++;
-    } else {
-        for (;;) {
-            int rc = read_value(c, &n->child[0]);
-            if (rc) return rc;
-            skip_ws(c);
-            if (c->p < c->end && *c->p == ',') {
-                c->p++;
-                skip_ws(c);
-                continue;
-            }
-            if (c->p < c->end && *c->p == ']') {
-                c->p++;
-                break;
-            }
-            return MISMATCH;
-        }
+    int more = open_container(c, ']');
+    while (more == 1) {
+        int rc = read_value(c, &n->child[0]);
+        if (rc) return rc;
+        more = more_follows(c, ']');
     }
+    if (more < 0) return MISMATCH;
     return put_offset(&n->offsets, (size_t)n->child[0].length);
 }
 
