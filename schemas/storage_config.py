@@ -66,7 +66,7 @@ class StorageSettings(ContractModel):
     )
     flush_interval_ms: int = Field(500, ge=1, description="Longest wait for a batch to fill before it is written.")
     gil_switch_interval_ms: float | None = Field(
-        0.5, gt=0,
+        1.0, gt=0,
         description="Python's thread switch interval while the pipeline runs (lowered, never raised; null: "
         "left alone). Between their C calls the pipeline's threads need the GIL for a moment; at Python's "
         "default of 5 ms each such moment waits behind the request threads while a core idles.",

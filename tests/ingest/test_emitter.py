@@ -92,8 +92,8 @@ def test_every_trace_is_written_in_order_and_counted(tmp_path: Path, factory: Tr
 
 
 @pytest.mark.parametrize(("before_ms", "setting_ms", "after_ms"), [
-    (5.0, 0.5, 0.5),  # lowered for the pipeline's threads
-    (0.2, 0.5, 0.2),  # never raised
+    (5.0, 1.0, 1.0),  # lowered for the pipeline's threads
+    (0.2, 1.0, 0.2),  # never raised
     (5.0, None, 5.0),  # null: left alone
 ])
 def test_starting_lowers_the_thread_switch_interval_as_configured(
