@@ -232,6 +232,13 @@ static int read_string(Cursor *c, Buf *out) {
     }
 }
 
+/* The closing quote of the string the cursor is on, if the string has no escapes; else NULL. */
+static inline const uint8_t *plain_string_end(const Cursor *c) {
+    const uint8_t *q = c->p + 1;
+    while (q < c->end && *q != '"' && *q != '\\') q++;
+    return q < c->end && *q == '"' ? q : NULL;
+}
+
 /* -- numbers ------------------------------------------------------------------------------- */
 
 static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
@@ -326,9 +333,8 @@ static int digits_at(const uint8_t *p, int n, int *out) {
  * the epoch in UTC. Other forms Arrow accepts (dates alone, minutes alone, nanoseconds, ...)
  * are left to Arrow's reader. */
 static int read_timestamp(Cursor *c, int64_t *out) {
-    const uint8_t *p = c->p + 1, *q = p;
-    while (q < c->end && *q != '"' && *q != '\\') q++;
-    if (q >= c->end || *q != '"') return MISMATCH;
+    const uint8_t *p = c->p + 1, *q = plain_string_end(c);
+    if (!q) return MISMATCH;
     size_t n = (size_t)(q - p);
     int Y, M, D, h, m, s, us = 0, off = 0;
     if (n < 19 || p[4] != '-' || p[7] != '-' || (p[10] != 'T' && p[10] != ' ') || p[13] != ':' || p[16] != ':')
@@ -399,9 +405,8 @@ static int read_struct_body(Cursor *c, Node *n) { /* the cursor is on '{' */
     int hint = 0, more = open_container(c, '}');
     while (more == 1) {
         if (c->p >= c->end || *c->p != '"') return MISMATCH;
-        const uint8_t *key = c->p + 1, *q = key;
-        while (q < c->end && *q != '"' && *q != '\\') q++;
-        if (q >= c->end || *q != '"') return MISMATCH;
+        const uint8_t *key = c->p + 1, *q = plain_string_end(c);
+        if (!q) return MISMATCH; /* keys with escapes are left to Arrow's reader */
         Py_ssize_t klen = q - key;
         int found = -1;
         for (int k = 0; k < n->nchild; k++) { /* the next field first: keys come in schema order */

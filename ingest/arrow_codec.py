@@ -34,8 +34,8 @@ def _options(kind: Kind) -> pa_json.ParseOptions:
 
 
 @cache
-def _spec(kind: Kind) -> arrow_fast.Spec | None:
-    return arrow_fast.spec_of(parse_schema(kind))
+def _decoder(kind: Kind) -> arrow_fast.Decoder | None:
+    return arrow_fast.decoder_for(parse_schema(kind))
 
 
 _BLOCK = 8 << 20
@@ -68,12 +68,9 @@ def _ndjson(payloads: list[bytes]) -> memoryview:
 
 
 def _read(kind: Kind, payloads: list[bytes]) -> pa.Table:
-    spec = _spec(kind)
-    if spec is not None:
-        table = arrow_fast.decode(parse_schema(kind), spec, payloads)
-        if table is not None:
-            return table
-    return _read_with_arrow(kind, payloads)
+    decoder = _decoder(kind)
+    table = decoder.decode(payloads) if decoder is not None else None
+    return table if table is not None else _read_with_arrow(kind, payloads)
 
 
 def _read_with_arrow(kind: Kind, payloads: list[bytes]) -> pa.Table:

@@ -15,7 +15,7 @@ def trace_payloads(factory: TraceFactory, n: int) -> list[bytes]:
 def test_a_parsed_table_keeps_its_values_when_the_next_batch_reuses_the_buffer(
     factory: TraceFactory, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(arrow_codec, "_spec", lambda kind: None)  # Arrow's reader, with its reused buffer
+    monkeypatch.setattr(arrow_codec, "_decoder", lambda kind: None)  # Arrow's reader, with its reused buffer
     ids = [t.request_id for t in TraceFactory(seed=11, n_candidates=4, round_every=5).traces(40)]
     first, second = trace_payloads(factory, 40), trace_payloads(factory, 60)
     table, rejected = parse_payloads(Kind.TRACE, first)

@@ -40,9 +40,9 @@ def arrow_read(schema: pa.Schema, payloads: list[bytes]) -> pa.Table:
 
 
 def fast(schema: pa.Schema, payloads: list[bytes]) -> pa.Table | None:
-    spec = arrow_fast.spec_of(schema)
-    assert spec is not None
-    return arrow_fast.decode(schema, spec, payloads)
+    decoder = arrow_fast.decoder_for(schema)
+    assert decoder is not None
+    return decoder.decode(payloads)
 
 
 def agrees(schema: pa.Schema, payloads: list[bytes]) -> pa.Table | None:
@@ -66,7 +66,7 @@ def test_the_extension_is_built() -> None:
 
 @pytest.mark.parametrize("kind", list(Kind))
 def test_every_stored_kind_has_a_fast_path(kind: Kind) -> None:
-    assert arrow_fast.spec_of(parse_schema(kind)) is not None
+    assert arrow_fast.decoder_for(parse_schema(kind)) is not None
 
 
 def test_encoded_traces_and_snapshots_decode_as_arrow_reads_them() -> None:
@@ -170,5 +170,5 @@ def test_the_table_owns_its_memory() -> None:
     pa.field("t", pa.timestamp("us")),  # naive: Arrow's reader decides what a zone means there
     pa.field("s", pa.struct([pa.field(f"f{i}", pa.int64()) for i in range(65)])),
 ])
-def test_a_schema_it_cannot_read_has_no_spec(field: pa.Field) -> None:
-    assert arrow_fast.spec_of(pa.schema([field])) is None
+def test_a_schema_it_cannot_read_has_no_decoder(field: pa.Field) -> None:
+    assert arrow_fast.decoder_for(pa.schema([field])) is None
