@@ -1,13 +1,63 @@
-"""The one way traces, probe results, snapshots and events reach storage and come back out."""
+"""The one way traces, probe results, snapshots and events reach storage and come back out.
 
-from ingest.base import RecordBatch, RecordSink, WriteResult
-from ingest.duckdb_store import DuckDBTraceStore
-from ingest.emitter import TraceEmitter
-from ingest.errors import SinkError, SinkUnavailable, SpoolFull, SpoolUnavailable
-from ingest.query import TraceStore
+The names below are the package's public face: other rooms (``app``, ``bench``) import them from
+``ingest`` itself, never from a submodule, so the package can be laid out by concern behind them.
+They are loaded on first use (PEP 562), so ``import ingest`` pulls in neither DuckDB, aiohttp nor
+the Elasticsearch client until something asks for them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ingest.base import RecordBatch, RecordSink, WriteResult
+    from ingest.duckdb_store import DuckDBTraceStore
+    from ingest.elasticsearch_store import ElasticsearchStore
+    from ingest.emitter import TraceEmitter
+    from ingest.errors import SinkError, SinkUnavailable, SpoolFull, SpoolUnavailable
+    from ingest.http_api import IngestApi
+    from ingest.http_client import HttpTraceStore
+    from ingest.importer import import_file
+    from ingest.mapping import GENERIC, MAPPINGS
+    from ingest.metrics import EmitterCollector
+    from ingest.quarantine import Quarantine
+    from ingest.query import BadCursor, TraceStore
+
+# public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "BadCursor": "ingest.query",
+    "DuckDBTraceStore": "ingest.duckdb_store",
+    "ElasticsearchStore": "ingest.elasticsearch_store",
+    "EmitterCollector": "ingest.metrics",
+    "GENERIC": "ingest.mapping",
+    "HttpTraceStore": "ingest.http_client",
+    "IngestApi": "ingest.http_api",
+    "MAPPINGS": "ingest.mapping",
+    "Quarantine": "ingest.quarantine",
+    "RecordBatch": "ingest.base",
+    "RecordSink": "ingest.base",
+    "SinkError": "ingest.errors",
+    "SinkUnavailable": "ingest.errors",
+    "SpoolFull": "ingest.errors",
+    "SpoolUnavailable": "ingest.errors",
+    "TraceEmitter": "ingest.emitter",
+    "TraceStore": "ingest.query",
+    "WriteResult": "ingest.base",
+    "import_file": "ingest.importer",
+}
 
 __all__ = [
+    "BadCursor",
     "DuckDBTraceStore",
+    "ElasticsearchStore",
+    "EmitterCollector",
+    "GENERIC",
+    "HttpTraceStore",
+    "IngestApi",
+    "MAPPINGS",
+    "Quarantine",
     "RecordBatch",
     "RecordSink",
     "SinkError",
@@ -17,4 +67,15 @@ __all__ = [
     "TraceEmitter",
     "TraceStore",
     "WriteResult",
+    "import_file",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ingest' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value

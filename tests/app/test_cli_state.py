@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.contracts import contract
+
 ROOT = Path(__file__).resolve().parents[2]
-CONTRACTS = ROOT.parent / "shared" / "contracts" / "prometheus"
+CONTRACTS = contract("prometheus")
 
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -14,7 +16,6 @@ def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
                           capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.skipif(not CONTRACTS.is_dir(), reason=f"{CONTRACTS} is absent")
 @pytest.mark.parametrize(("name", "expected"), [
     ("datadog_vllm_v0_opt125m_metrics.txt", {"engine": "vllm", "queue": 0.0, "running": 0.0, "kv_cache_usage": 0.0}),
     ("datadog_sglang_opt125m_metrics.txt", {"engine": "sglang", "queue": 0.0, "running": 0.0, "kv_cache_usage": 0.25}),

@@ -23,7 +23,6 @@ from app.procs import free_port
 from tests.duckdb_lock import duckdb_held_elsewhere
 from tests.e2e.conftest import ROOT, Proc
 from tests.e2e.net import call, drained, metrics, ok
-from tests.ingest.es_contract.contract import CONTRACTS
 from tests.ingest.es_contract.server import ContractServer
 from tests.polling import wait_until
 
@@ -134,7 +133,6 @@ def test_a_locked_duckdb_file_spools_until_it_is_released(fleet: dict[str, Any],
     assert rows == [(25,)]
 
 
-@pytest.mark.skipif(not CONTRACTS.is_dir(), reason=f"the Elasticsearch contract is not at {CONTRACTS}")
 def test_an_elasticsearch_outage_is_ridden_out(fleet: dict[str, Any], tmp_path: Path) -> None:
     with ContractServer() as es:
         es.faults.whole = [503] * 4 + [429] * 3

@@ -1,20 +1,17 @@
-from pathlib import Path
 
 import pytest
 
 from router_core.metrics_parse import MetricsParseError, parse_engine_metrics
+from tests.contracts import contract
 
-CONTRACTS = Path(__file__).resolve().parents[2].parent / "shared" / "contracts" / "prometheus"
-needs_contracts = pytest.mark.skipif(not CONTRACTS.is_dir(), reason=f"contracts folder {CONTRACTS} is absent")
+CONTRACTS = contract("prometheus")
 
 
-@needs_contracts
 def test_real_vllm_v0_scrape_uses_the_legacy_gpu_cache_gauge() -> None:
     g = parse_engine_metrics((CONTRACTS / "datadog_vllm_v0_opt125m_metrics.txt").read_text())
     assert (g.engine, g.queue, g.running, g.kv_cache_usage) == ("vllm", 0.0, 0.0, 0.0)
 
 
-@needs_contracts
 def test_real_sglang_scrape() -> None:
     g = parse_engine_metrics((CONTRACTS / "datadog_sglang_opt125m_metrics.txt").read_text())
     assert (g.engine, g.queue, g.running, g.kv_cache_usage) == ("sglang", 0.0, 0.0, 0.25)

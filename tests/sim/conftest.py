@@ -6,7 +6,6 @@ import copy
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +14,9 @@ from jsonschema import Draft202012Validator
 
 from schemas.config import SimModelProfile, SimSettings
 from schemas.fleet import InstanceSpec
+from tests.contracts import contract
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-OPENAI_CONTRACT = REPO_ROOT.parent / "shared" / "contracts" / "openai" / "chat_completions_subset.openapi.json"
+OPENAI_CONTRACT = contract("openai", "chat_completions_subset.openapi.json")
 
 Serve = Callable[[web.Application], AbstractAsyncContextManager[str]]
 SPEC_LABELS = {"model_name": "sim-model", "engine": "0"}  # the labels of every series the ``spec`` instance exports
@@ -38,8 +37,6 @@ def _rewrite_nullable(node: Any) -> Any:
 @pytest.fixture(scope="session")
 def openai_schema() -> Callable[[str], Draft202012Validator]:
     """Return a factory: component name -> validator, with ``nullable`` rewritten."""
-    if not OPENAI_CONTRACT.is_file():
-        pytest.skip(f"OpenAI contract not found at {OPENAI_CONTRACT} (../shared/contracts is absent)")
     components = _rewrite_nullable(copy.deepcopy(json.loads(OPENAI_CONTRACT.read_text())["components"]))
 
     def validator(name: str) -> Draft202012Validator:

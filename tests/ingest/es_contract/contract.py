@@ -1,4 +1,4 @@
-"""Checks HTTP requests and responses against the Elasticsearch OpenAPI contract in ../shared.
+"""Checks HTTP requests and responses against the vendored Elasticsearch OpenAPI contract (tests/contracts).
 
 Every request the official client sends is matched to an operation of the OpenAPI file (method and
 path template), its query parameters are checked against the parameter schemas (unknown ones are
@@ -12,7 +12,6 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -20,8 +19,9 @@ import jsonschema
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT4
 
-ROOT = Path(__file__).resolve().parents[3]
-CONTRACTS = ROOT.parent / "shared" / "contracts" / "elasticsearch"
+from tests.contracts import contract
+
+CONTRACTS = contract("elasticsearch")
 OPENAPI = CONTRACTS / "es_serverless_openapi_subset_bulk_index_get_search_template.json"
 _URI = "urn:es-openapi"
 _SHARED: list[Contract] = []
