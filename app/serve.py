@@ -16,12 +16,7 @@ import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from ingest.duckdb_store import DuckDBTraceStore
-from ingest.emitter import TraceEmitter
-from ingest.http_api import IngestApi
-from ingest.metrics import EmitterCollector
-from ingest.quarantine import Quarantine
-from ingest.query import TraceStore
+from ingest import DuckDBTraceStore, EmitterCollector, IngestApi, Quarantine, TraceEmitter, TraceStore
 from router_core.builtin import build_router, policy_hash
 from router_core.gateway import Gateway
 from schemas.config import RouteLensConfig
@@ -31,7 +26,7 @@ from schemas.storage_config import StorageSettings
 from schemas.trace import DecisionTrace
 
 if TYPE_CHECKING:
-    from ingest.elasticsearch_store import ElasticsearchStore
+    from ingest import ElasticsearchStore
 
 __all__ = ["StoreHooks", "build_gateway_app", "open_store", "pipeline_paths", "run_server"]
 
@@ -79,7 +74,7 @@ def open_store(st: StorageSettings, db_path: str, *, lazy: bool = True) -> DuckD
             refuses it at once (``SinkUnavailable``; one-off commands).
     """
     if st.backend == "elasticsearch":
-        from ingest.elasticsearch_store import ElasticsearchStore
+        from ingest import ElasticsearchStore
 
         return ElasticsearchStore.from_settings(st.elasticsearch)
     return DuckDBTraceStore(db_path, lazy=lazy, retention_days=st.retention_days)

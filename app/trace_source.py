@@ -119,7 +119,7 @@ class DuckDBFileSource:
         try:
             import duckdb
 
-            from ingest.duckdb_store import DuckDBTraceStore
+            from ingest import DuckDBTraceStore
         except ImportError as exc:
             raise TraceSourceError(f"the DuckDB trace store is not available: {exc}") from exc
         try:

@@ -16,7 +16,7 @@ from schemas.storage_config import StorageSettings
 
 
 def _mapping(name: str) -> dict[str, list[str]] | None:
-    from ingest.mapping import GENERIC, MAPPINGS
+    from ingest import GENERIC, MAPPINGS
 
     if name in MAPPINGS:
         return MAPPINGS[name]
@@ -26,10 +26,7 @@ def _mapping(name: str) -> dict[str, list[str]] | None:
 
 def _run(args: argparse.Namespace) -> int:
     from app.serve import open_store, pipeline_paths
-    from ingest.emitter import TraceEmitter
-    from ingest.errors import SinkError
-    from ingest.importer import import_file
-    from ingest.quarantine import Quarantine
+    from ingest import Quarantine, SinkError, TraceEmitter, import_file
 
     src = Path(args.file)
     if not src.is_file():

@@ -5,7 +5,7 @@ import jsonschema
 import pytest
 
 from app.cli import main
-from ingest.duckdb_store import DuckDBTraceStore
+from ingest import DuckDBTraceStore
 from tests.factories import make_trace
 
 

@@ -83,9 +83,9 @@ def test_duckdb_missing_file_raises(tmp_path: Path) -> None:
 
 
 def test_duckdb_file_read_only(tmp_path: Path, trace: DecisionTrace) -> None:
-    store_mod = pytest.importorskip("ingest.duckdb_store")
+    ingest = pytest.importorskip("ingest")
     path = tmp_path / "traces.duckdb"
-    store = store_mod.DuckDBTraceStore(path)
+    store = ingest.DuckDBTraceStore(path)
     try:
         store.write_records([trace])
     finally:
@@ -95,4 +95,4 @@ def test_duckdb_file_read_only(tmp_path: Path, trace: DecisionTrace) -> None:
     assert source.get(stub.SAMPLE_REQUEST_ID) == trace
     assert source.get("req-missing") is None
     # Each lookup closes the file again: a writer can reopen it afterwards.
-    store_mod.DuckDBTraceStore(path).close()
+    ingest.DuckDBTraceStore(path).close()
