@@ -20,7 +20,7 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from app.procs import Child, free_port
+from app.run.procs import Child, free_port
 
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "classify: 紧急 refund failed"}], "max_tokens": 16}
 

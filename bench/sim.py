@@ -19,7 +19,7 @@ import time
 
 import aiohttp
 
-from app.procs import Child, free_port, port_is_free
+from app.run.procs import Child, free_port, port_is_free
 
 INSTANCES = 16
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "工单分类：客户投诉手机银行登录后页面空白。"}],

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from app.procs import free_port, port_is_free
+from app.run.procs import free_port, port_is_free
 
 ROOT = Path(__file__).resolve().parents[2]
 BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "How are you doing today?"}]}).encode()

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
-from app.trace_tree import render_trace
+from app.cli.trace_tree import render_trace
 from schemas import CandidateEval, DecisionTrace, Violation
 from tests.app import stub_trace_api as stub
 

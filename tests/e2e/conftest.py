@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.procs import free_port
+from app.run.procs import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

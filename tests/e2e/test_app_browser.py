@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.procs import free_port, wait_http
+from app.run.procs import free_port, wait_http
 from tests.app import stub_trace_api as stub
 from tests.e2e.conftest import ROOT
 

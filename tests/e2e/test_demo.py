@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.procs import free_port
+from app.run.procs import free_port
 from tests.e2e.conftest import ROOT, Proc
 from tests.e2e.net import call, ok
 

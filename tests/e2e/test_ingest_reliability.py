@@ -19,7 +19,7 @@ import orjson
 import pytest
 import yaml
 
-from app.procs import free_port
+from app.run.procs import free_port
 from tests.duckdb_lock import duckdb_held_elsewhere
 from tests.e2e.conftest import ROOT, Proc
 from tests.e2e.net import call, drained, metrics, ok

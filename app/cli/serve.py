@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from app.commands import config_of
+from app.cli._common import config_of
 
 
 def _run(args: argparse.Namespace) -> int:
-    from app.serve import run_server
+    from app.run.serve import run_server
 
     run_server(config_of(args), host=args.host, port=args.port, db=args.db)
     return 0

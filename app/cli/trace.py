@@ -7,13 +7,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from app.commands import api_url, err
-from app.config_io import load_config
+from app.cli._common import api_url, err
+from app.cli.config_io import load_config
 
 
 def _run(args: argparse.Namespace) -> int:
+    from app.cli.trace_tree import render_trace
     from app.trace_source import DuckDBFileSource, HttpTraceSource, TraceSource, TraceSourceError
-    from app.trace_tree import render_trace
 
     sources: list[TraceSource] = [DuckDBFileSource(args.db) if args.db else HttpTraceSource(api_url(args))]
     if not args.db and not args.api and Path(args.config).is_file():

@@ -10,8 +10,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
-from app.commands import err
-from app.config_io import load_config
+from app.cli._common import err
+from app.cli.config_io import load_config
 from schemas.storage_config import StorageSettings
 
 
@@ -25,7 +25,7 @@ def _mapping(name: str) -> dict[str, list[str]] | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from app.serve import open_store, pipeline_paths
+    from app.run.serve import open_store, pipeline_paths
     from ingest import Quarantine, SinkError, TraceEmitter, import_file
 
     src = Path(args.file)

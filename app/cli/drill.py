@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from app.commands import err
-from app.procs import Child, free_port, wait_http
+from app.cli._common import err
+from app.run.procs import Child, free_port, wait_http
 
 __all__ = ["register"]
 

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from app.commands import api_url, config_of, err
+from app.cli._common import api_url, config_of, err
 from sim.faults import FaultKind
 
 __all__ = ["register"]

@@ -1,24 +1,21 @@
-"""One module per ``routelens`` subcommand; each has ``register(sub, common)``.
-
-To add a command, write ``app/commands/<name>.py`` with a ``register`` function and list it in
-:data:`COMMANDS` (explicit, no import-time self-registration).
-"""
+"""What the commands share: the stderr console, the configuration and the gateway URL."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
 
-from app.config_io import load_config
+from app.cli.config_io import load_config
 from schemas.config import RouteLensConfig
 
-__all__ = ["COMMANDS", "Register", "api_url", "config_of", "err"]
+__all__ = ["DEFAULT_API_URL", "Register", "api_url", "config_of", "err"]
 
 Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]  # type: ignore[type-arg]
-COMMANDS = ["serve", "sim", "trace", "app", "demo", "schema", "drill", "state", "ingest"]
+DEFAULT_API_URL = "http://127.0.0.1:8080"
 
 err = Console(stderr=True, highlight=False)
 
@@ -30,8 +27,6 @@ def config_of(args: argparse.Namespace) -> RouteLensConfig:
 
 def api_url(args: argparse.Namespace) -> str:
     """Return the gateway URL: ``--api``, else ``$ROUTELENS_API_URL``, else the config, else the default."""
-    import os
-
     if getattr(args, "api", None):
         return str(args.api).rstrip("/")
     if os.environ.get("ROUTELENS_API_URL"):
@@ -39,4 +34,4 @@ def api_url(args: argparse.Namespace) -> str:
     if Path(args.config).is_file():
         gw = load_config(args.config).gateway
         return f"http://{gw.host}:{gw.port}"
-    return "http://127.0.0.1:8080"
+    return DEFAULT_API_URL

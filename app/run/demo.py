@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from app.procs import Child, free_port, port_is_free, wait_http
+from app.run.procs import Child, free_port, port_is_free, wait_http
 from schemas.config import RouteLensConfig
 
 __all__ = ["run_demo"]

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from app.commands import err
+from app.cli._common import err
 
 
 def _parse_metrics(args: argparse.Namespace) -> int:

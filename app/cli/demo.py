@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from app.commands import config_of
+from app.cli._common import config_of
 
 
 def _run(args: argparse.Namespace) -> int:
-    from app.demo import run_demo
+    from app.run.demo import run_demo
 
     return run_demo(config_of(args), with_app=not args.no_app, duration_s=args.duration, rps=args.rps)
 

@@ -1,4 +1,10 @@
-"""The ``routelens`` command line: builds the parser from :mod:`app.commands` and runs one command.
+"""The ``routelens`` command line: one module per command, listed in :data:`COMMANDS`.
+
+Each command module ``app/cli/<name>.py`` has ``register(sub, common)``, which adds its parser
+and sets ``func``. To add a command, write that module and add its name to :data:`COMMANDS`
+(explicit, no import-time self-registration). The other modules here are shared by commands:
+``_common`` (stderr console, configuration, gateway URL), ``config_io`` (reading the YAML) and
+``trace_tree`` (one decision trace as a terminal tree).
 
 Exit codes: 0 success, 1 "not found" (an unknown request id), 2 bad input or unreachable service.
 """
@@ -9,16 +15,17 @@ import argparse
 import importlib
 from collections.abc import Sequence
 
-from app.commands import COMMANDS, err
+from app.cli._common import err
 from schemas.errors import ConfigError
 
-__all__ = ["DEFAULT_CONFIG", "build_parser", "main"]
+__all__ = ["COMMANDS", "DEFAULT_CONFIG", "build_parser", "main"]
 
 DEFAULT_CONFIG = "routelens.yaml"
+COMMANDS = ["serve", "sim", "trace", "app", "demo", "schema", "drill", "state", "ingest"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Return the parser with every command of :data:`app.commands.COMMANDS`."""
+    """Return the parser with every command of :data:`COMMANDS`."""
     p = argparse.ArgumentParser(prog="routelens", description="State-aware LLM routing with decision traces.")
     p.add_argument("--config", default=DEFAULT_CONFIG, help="configuration file (default: %(default)s)")
     # --config is accepted before or after the subcommand (`routelens sim fleet --config F`).
@@ -26,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--config", default=argparse.SUPPRESS, help="configuration file")
     sub = p.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
-        importlib.import_module(f"app.commands.{name}").register(sub, common)
+        importlib.import_module(f"app.cli.{name}").register(sub, common)
     return p
 
 

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.commands import api_url
-from app.config_io import load_config
+from app.cli._common import api_url
+from app.cli.config_io import load_config
 
 
 def _run(args: argparse.Namespace) -> int:
