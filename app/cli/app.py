@@ -10,6 +10,7 @@ from pathlib import Path
 
 from app.cli._common import api_url
 from app.cli.config_io import load_config
+from app.ui import ENTRYPOINT
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -21,8 +22,7 @@ def _run(args: argparse.Namespace) -> int:
         env["ROUTELENS_DB"] = str(Path(args.db).resolve())
     else:
         env["ROUTELENS_API_URL"] = api_url(args)
-    entry = Path(__file__).resolve().parents[1] / "streamlit_app.py"
-    cmd = [sys.executable, "-m", "streamlit", "run", str(entry), "--server.headless", "true",
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ENTRYPOINT), "--server.headless", "true",
            "--server.address", host, "--server.port", str(port), "--browser.gatherUsageStats", "false",
            "--client.toolbarMode", "minimal"]
     print(f"app http://{host}:{port}", flush=True)

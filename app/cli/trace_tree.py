@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 from rich.tree import Tree
 
-from app.trace_tables import features_summary, fmt_num, ordered_candidates, outcome_text, violation_text
+from app.ui.data.trace_tables import features_summary, fmt_num, ordered_candidates, outcome_text, violation_text
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import Attempt, CandidateEval, DecisionStep, DecisionTrace
 

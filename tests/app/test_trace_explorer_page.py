@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.ui import ENTRYPOINT
 from tests.app import stub_trace_api as stub
 
-APP = str(Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py")
+APP = str(ENTRYPOINT)
 pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
 
 

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from app import trace_tables as tt
+from app.ui.data import trace_tables as tt
 from schemas import CandidateEval, DecisionTrace, ScoreWeight, Violation
 from tests.app import stub_trace_api as stub
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.run.procs import free_port, wait_http
+from app.ui import ENTRYPOINT
 from tests.app import stub_trace_api as stub
 from tests.e2e.conftest import ROOT
 
@@ -51,14 +52,14 @@ def wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
 
 @pytest.fixture
 def app_url(tmp_path: Path) -> Iterator[str]:
-    """Run the stub read API and `streamlit run app/streamlit_app.py` against it; yield the app URL."""
+    """Run the stub read API and `streamlit run app/ui/streamlit_app.py` against it; yield the app URL."""
     port = free_port()
     log = tmp_path / "streamlit.log"
     with stub.StubTraceApi([stub.sample_trace()]) as api, log.open("wb") as out:
         env = {k: v for k, v in os.environ.items() if k != "ROUTELENS_DB"}
         env["ROUTELENS_API_URL"] = api.url
         cmd = [
-            sys.executable, "-m", "streamlit", "run", "app/streamlit_app.py",
+            sys.executable, "-m", "streamlit", "run", str(ENTRYPOINT),
             "--server.headless", "true",
             "--server.port", str(port),
             "--server.address", "127.0.0.1",

@@ -2,8 +2,9 @@
 
 import streamlit as st
 
-from app import resources, trace_tables
 from app.trace_source import TraceSourceError
+from app.ui import resources
+from app.ui.data import trace_tables
 
 st.title("Why this model")
 st.caption("Look up one routing decision by request_id: what the router saw, ruled out, scored and chose.")

@@ -1,0 +1,1 @@
+"""Process wiring: the gateway server (``serve``), the demo, and the child processes they start."""
