@@ -9,7 +9,16 @@ from __future__ import annotations
 from rich.text import Text
 from rich.tree import Tree
 
-from app.ui.data.trace_tables import features_summary, fmt_num, ordered_candidates, outcome_text, violation_text
+from app.explain import (
+    DASH,
+    features_summary,
+    fmt_num,
+    fmt_pct,
+    ordered_candidates,
+    outcome_text,
+    selection_text,
+    violation_text,
+)
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import Attempt, CandidateEval, DecisionStep, DecisionTrace
 
@@ -34,8 +43,8 @@ def render_trace(trace: DecisionTrace) -> Tree:
     for name, value in features_summary(trace).items():
         features.add(_pair(name, value))
     if trace.rule or trace.intent:
-        intent = f"{trace.intent} ({fmt_num(trace.intent_confidence)})" if trace.intent else "—"
-        features.add(Text.assemble(("rule ", _DIM), trace.rule or "—", ("  intent ", _DIM), intent))
+        intent = f"{trace.intent} ({fmt_num(trace.intent_confidence)})" if trace.intent else DASH
+        features.add(Text.assemble(("rule ", _DIM), trace.rule or DASH, ("  intent ", _DIM), intent))
 
     steps = tree.add(Text(f"Steps ({len(trace.decision_trace)})", style="bold"))
     for step in sorted(trace.decision_trace, key=lambda s: s.seq):
@@ -115,8 +124,8 @@ def _add_candidate(parent: Tree, trace: DecisionTrace, cand: CandidateEval, *, i
     if cand.weight_factor < 1.0:
         node.add(Text.assemble(("soft-constraint ramp ", _DIM), f"×{cand.weight_factor:.2f}"))
     if cand.score_terms:
-        total = "—" if cand.total is None else f"{cand.total:.3f}"
-        rank = "—" if cand.rank is None else str(cand.rank)
+        total = DASH if cand.total is None else f"{cand.total:.3f}"
+        rank = DASH if cand.rank is None else str(cand.rank)
         node.add(Text.assemble(("total ", _DIM), (total, "bold"), ("  rank ", _DIM), rank))
 
 
@@ -126,8 +135,7 @@ def _gauges(state: InstanceSnapshot) -> Text:
     for name in ("queue", "running"):
         text.append(f"{name} {fmt_num(getattr(state, name))}  ")
     for name, short in pct.items():
-        value = getattr(state, name)
-        text.append(f"{short} {'—' if value is None else f'{value:.0%}'}  ")
+        text.append(f"{short} {fmt_pct(getattr(state, name))}  ")
     text.append(f"age {fmt_num(state.age_s)} s")
     if state.stale:
         text.append("  STALE", style=_BAD)
@@ -138,12 +146,9 @@ def _gauges(state: InstanceSnapshot) -> Text:
 
 def _add_selection(parent: Tree, trace: DecisionTrace) -> None:
     node = parent.add(Text("Selection", style="bold"))
-    if trace.selected_instance or trace.selected_model:
-        node.add(
-            Text.assemble(
-                (trace.selected_model or "?", "bold green"), " → ", (trace.selected_instance or "?", "bold green")
-            )
-        )
+    selected = selection_text(trace)
+    if selected:
+        node.add(Text(selected, style="bold green"))
     else:
         node.add(Text("no instance selected", style=_BAD))
     if trace.fallback_triggered:
@@ -174,6 +179,6 @@ def _add_outcome(parent: Tree, trace: DecisionTrace) -> None:
     node = parent.add(Text.assemble(("Outcome ", "bold"), (outcome_text(trace), _OK if ok else _BAD)))
     tokens = f"{fmt_num(out.prompt_tokens, 0)} in / {fmt_num(out.completion_tokens, 0)} out"
     node.add(_pair("tokens", tokens))
-    node.add(_pair("cost", "—" if out.cost is None else f"{out.cost:.6g}"))
-    node.add(_pair("ttft", "—" if out.ttft_ms is None else f"{fmt_num(out.ttft_ms, 1)} ms"))
+    node.add(_pair("cost", DASH if out.cost is None else f"{out.cost:.6g}"))
+    node.add(_pair("ttft", DASH if out.ttft_ms is None else f"{fmt_num(out.ttft_ms, 1)} ms"))
     node.add(_pair("total", f"{fmt_num(out.total_ms, 1)} ms"))

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from app.ui.data import trace_tables as tt
-from schemas import CandidateEval, DecisionTrace, ScoreWeight, Violation
+from schemas import CandidateEval, DecisionTrace, ScoreWeight
 from tests.app import stub_trace_api as stub
 
 
@@ -136,41 +136,3 @@ def test_empty_lists_give_empty_frames_with_columns(trace: DecisionTrace) -> Non
 
 def test_rejections(trace: DecisionTrace) -> None:
     assert tt.rejections(trace) == {stub.REJECTED_INSTANCE: f"kv-cache: kv_cache_usage 0.97 > 0.9 — {stub.KV_REASON}"}
-
-
-def test_violation_without_data() -> None:
-    v = Violation(constraint="health", metric="error_rate", op=">", value=None, threshold=0.5, reason="")
-    assert tt.violation_text(v) == "health: error_rate no data > 0.5"
-
-
-def test_ordered_candidates_puts_unranked_feasible_before_rejected() -> None:
-    def cand(name: str, feasible: bool, rank: int | None) -> CandidateEval:
-        return CandidateEval(instance=name, model="m", feasible=feasible, rank=rank)
-
-    cands = [cand("r", False, None), cand("u", True, None), cand("b", True, 2), cand("a", True, 1)]
-    assert [c.instance for c in tt.ordered_candidates(cands)] == ["a", "b", "u", "r"]
-
-
-@pytest.mark.parametrize(
-    ("value", "digits", "expected"),
-    [
-        (None, 3, "—"),
-        (0, 3, "0"),
-        (0.742, 3, "0.742"),
-        (0.00042, 3, "0.00042"),
-        (14.0, 3, "14"),
-        (3890, 1, "3,890"),
-        (1.84, 2, "1.84"),
-        (460, 0, "460"),
-    ],
-)
-def test_fmt_num(value: float | None, digits: int, expected: str) -> None:
-    assert tt.fmt_num(value, digits) == expected
-
-
-def test_features_summary(trace: DecisionTrace) -> None:
-    feats = tt.features_summary(trace)
-    assert feats["requested_model"] == "auto"
-    assert feats["est_input_tokens"] == "460"
-    assert feats["language"] == "en"
-    assert feats["truncated"] == "no"

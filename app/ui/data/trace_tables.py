@@ -1,17 +1,16 @@
-"""One decision trace as plain data for the UI: text summaries and pandas frames.
+"""One decision trace as plain data for the trace explorer: text summaries and pandas frames.
 
-Pure functions, no Streamlit: the trace explorer page and the terminal tree both format
-through here, so a violation or a number reads the same everywhere.
+Pure functions, no Streamlit. Values read as text through :mod:`app.explain`, the formatting the
+terminal tree shares.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import pandas as pd
 
+from app.explain import DASH, fmt_num, ordered_candidates, outcome_text, selection_text, violation_text
 from schemas.fleet import InstanceSnapshot
-from schemas.trace import CandidateEval, DecisionTrace, Violation
+from schemas.trace import DecisionTrace
 
 __all__ = [
     "ATTEMPT_COLUMNS",
@@ -20,16 +19,11 @@ __all__ = [
     "STEP_COLUMNS",
     "attempts_frame",
     "candidates_frame",
-    "features_summary",
-    "fmt_num",
     "headline",
-    "ordered_candidates",
-    "outcome_text",
     "rejections",
     "score_columns",
     "steps_frame",
     "summary",
-    "violation_text",
 ]
 
 STEP_COLUMNS: tuple[str, ...] = (
@@ -63,54 +57,16 @@ ATTEMPT_COLUMNS: tuple[str, ...] = (
     "latency_ms",
 )
 _RANK_COLUMNS: tuple[str, ...] = ("total", "rank", "selected")
-_DASH = "—"
-
-
-def fmt_num(value: float | None, digits: int = 3) -> str:
-    """Format a number compactly (``0.742``, ``14``, ``3000``); None becomes an em dash."""
-    if value is None:
-        return _DASH
-    if abs(value) < 1:
-        return f"{value:.{digits}g}"
-    text = f"{value:,.{digits}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def violation_text(violation: Violation) -> str:
-    """Render a violation as ``constraint: metric value op threshold — reason``."""
-    value = "no data" if violation.value is None else fmt_num(violation.value)
-    text = f"{violation.constraint}: {violation.metric} {value} {violation.op} {fmt_num(violation.threshold)}"
-    return f"{text} — {violation.reason}" if violation.reason else text
-
-
-def ordered_candidates(candidates: Iterable[CandidateEval]) -> list[CandidateEval]:
-    """Sort candidates best first: ranked by rank, then unranked feasible, then rejected."""
-
-    def key(c: CandidateEval) -> tuple[bool, bool, int, str]:
-        return (not c.feasible, c.rank is None, c.rank or 0, c.instance)
-
-    return sorted(candidates, key=key)
-
-
-def outcome_text(trace: DecisionTrace) -> str:
-    """Summarise the outcome in one line, e.g. ``ok · HTTP 200 · 3,890 ms``."""
-    out = trace.outcome
-    status = f"{out.status.value} ({out.error_class})" if out.error_class else out.status.value
-    return f"{status} · HTTP {out.http_status} · {fmt_num(out.total_ms, 1)} ms"
 
 
 def summary(trace: DecisionTrace) -> dict[str, str]:
     """Return the headline facts of a trace as ordered ``label -> text`` pairs."""
-    selected = (
-        f"{trace.selected_model or '?'} → {trace.selected_instance or '?'}"
-        if trace.selected_model or trace.selected_instance
-        else "none"
-    )
+    selected = selection_text(trace) or "none"
     if trace.fallback_triggered:
         fallback = f"yes — {trace.fallback_reason}" if trace.fallback_reason else "yes"
     else:
         fallback = "no"
-    intent = trace.intent or _DASH
+    intent = trace.intent or DASH
     if trace.intent and trace.intent_confidence is not None:
         intent = f"{trace.intent} ({trace.intent_confidence:.0%})"
     return {
@@ -121,9 +77,9 @@ def summary(trace: DecisionTrace) -> dict[str, str]:
         "mode": trace.mode.value,
         "decision_latency": f"{fmt_num(trace.latency_ms, 2)} ms",
         "outcome": outcome_text(trace),
-        "rule": trace.rule or _DASH,
+        "rule": trace.rule or DASH,
         "intent": intent,
-        "experiment_arm": trace.experiment_arm or _DASH,
+        "experiment_arm": trace.experiment_arm or DASH,
         "router_version": trace.router_version,
         "policy_hash": trace.policy_hash,
         "query_hash": trace.query_hash,
@@ -150,11 +106,6 @@ def rejections(trace: DecisionTrace) -> dict[str, str]:
         for c in ordered_candidates(trace.candidates)
         if not c.feasible
     }
-
-
-def features_summary(trace: DecisionTrace) -> dict[str, str]:
-    """Return the analysed request features as ``name -> text`` pairs."""
-    return {name: _to_text(value) for name, value in trace.features.model_dump(mode="json").items()}
 
 
 def steps_frame(trace: DecisionTrace) -> pd.DataFrame:
@@ -238,10 +189,3 @@ def _gauges(state: InstanceSnapshot | None) -> dict[str, object]:
         return dict.fromkeys(GAUGE_COLUMNS)
     return {name: getattr(state, name) for name in GAUGE_COLUMNS}
 
-
-def _to_text(value: object) -> str:
-    if value is None:
-        return _DASH
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value)

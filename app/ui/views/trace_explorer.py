@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from app import explain
 from app.trace_source import TraceSourceError
 from app.ui import resources
 from app.ui.data import trace_tables
@@ -58,6 +59,6 @@ st.subheader("Attempts")
 st.dataframe(trace_tables.attempts_frame(trace), hide_index=True)
 
 with st.expander("Request features"):
-    st.json(trace_tables.features_summary(trace))
+    st.json(explain.features_summary(trace))
 with st.expander("Raw trace JSON"):
     st.json(trace.model_dump(mode="json"), expanded=False)

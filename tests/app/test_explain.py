@@ -1,0 +1,72 @@
+"""app.explain: the text a trace reads as, shared by the terminal tree and the page."""
+
+from __future__ import annotations
+
+import pytest
+
+from app import explain as ex
+from schemas import CandidateEval, DecisionTrace, Violation
+from tests.app import stub_trace_api as stub
+
+
+def test_violation_without_data() -> None:
+    v = Violation(constraint="health", metric="error_rate", op=">", value=None, threshold=0.5, reason="")
+    assert ex.violation_text(v) == "health: error_rate no data > 0.5"
+
+
+def test_ordered_candidates_puts_unranked_feasible_before_rejected() -> None:
+    def cand(name: str, feasible: bool, rank: int | None) -> CandidateEval:
+        return CandidateEval(instance=name, model="m", feasible=feasible, rank=rank)
+
+    cands = [cand("r", False, None), cand("u", True, None), cand("b", True, 2), cand("a", True, 1)]
+    assert [c.instance for c in ex.ordered_candidates(cands)] == ["a", "b", "u", "r"]
+
+
+@pytest.mark.parametrize(
+    ("value", "digits", "expected"),
+    [
+        (None, 3, "—"),
+        (0, 3, "0"),
+        (0.742, 3, "0.742"),
+        (0.00042, 3, "0.00042"),
+        (14.0, 3, "14"),
+        (3890, 1, "3,890"),
+        (1.84, 2, "1.84"),
+        (460, 0, "460"),
+    ],
+)
+def test_fmt_num(value: float | None, digits: int, expected: str) -> None:
+    assert ex.fmt_num(value, digits) == expected
+
+
+def test_features_summary(trace: DecisionTrace) -> None:
+    feats = ex.features_summary(trace)
+    assert feats["requested_model"] == "auto"
+    assert feats["est_input_tokens"] == "460"
+    assert feats["language"] == "en"
+    assert feats["truncated"] == "no"
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, "—"), (0.97, "97%"), (0.0, "0%"), (1.0, "100%")])
+def test_fmt_pct(value: float | None, expected: str) -> None:
+    assert ex.fmt_pct(value) == expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, "—"), (True, "yes"), (False, "no"), (460, "460"), ("en", "en")])
+def test_to_text(value: object, expected: str) -> None:
+    assert ex.to_text(value) == expected
+
+
+def test_outcome_text(trace: DecisionTrace) -> None:
+    assert ex.outcome_text(trace) == "ok · HTTP 200 · 3,890 ms"
+
+
+def test_selection_text(trace: DecisionTrace) -> None:
+    assert ex.selection_text(trace) == f"{stub.SELECTED_MODEL} → {stub.SELECTED_INSTANCE}"
+    assert ex.selection_text(trace.model_copy(update={"selected_model": None})) == f"? → {stub.SELECTED_INSTANCE}"
+    assert ex.selection_text(trace.model_copy(update={"selected_model": None, "selected_instance": None})) is None
+
+
+def test_violation_with_reason(trace: DecisionTrace) -> None:
+    rejected = next(c for c in trace.candidates if not c.feasible)
+    assert ex.violation_text(rejected.violations[0]) == f"kv-cache: kv_cache_usage 0.97 > 0.9 — {stub.KV_REASON}"
