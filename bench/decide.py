@@ -1,4 +1,4 @@
-"""``Router.decide`` plus building its trace, 64 candidates, beside LiteLLM's latency-based Router.
+"""``Router.decide`` plus building its trace (plugin durations observed), 64 candidates, beside LiteLLM.
 
 Both choose among 64 deployments of one model with state already in memory: RouteLens's state view
 has scraped gauges and evaluated its hysteresis latches; LiteLLM's router has its latency cache.
@@ -15,6 +15,8 @@ import random
 import statistics
 import time
 from datetime import UTC, datetime
+
+from prometheus_client import CollectorRegistry
 
 from router_core.builtin import build_router
 from router_core.framework import DecisionContext
@@ -56,7 +58,7 @@ def routelens_latencies(iterations: int, seed: int = 7) -> list[float]:
             view.observe(spec.id, rng.uniform(50, 400), rng.random() > 0.02)
     view.tick()
     state = view.snapshot()
-    router = build_router(config)
+    router = build_router(config, metrics=CollectorRegistry())  # as the gateway runs it: plugin durations observed
     quality = QualityTable(config.models).snapshot()
     features = RequestFeatures(requested_model="m", n_messages=1, input_chars=120, est_input_tokens=30)
     outcome = Outcome(status=OutcomeStatus.OK, http_status=200, total_ms=1.0)
@@ -66,9 +68,8 @@ def routelens_latencies(iterations: int, seed: int = 7) -> list[float]:
         t0 = time.perf_counter()
         rec = TraceRecorder(request_id=rid, ts=now, router_version="bench", policy_hash=router.policy.hash,
                             query_hash="sha256:" + "0" * 64, features=features, intent="chat")
-        ctx = DecisionContext(request_id=rid, features=features, intent="chat", now=now, quality=quality,
-                              models=config.models, scoring=config.scoring)
-        router.decide(ctx, state, rec)
+        ctx = DecisionContext(request_id=rid, features=features, intent="chat", now=now, quality=quality)
+        rec.record_decision(router.decide(ctx, state))
         rec.finish(outcome)
         out.append((time.perf_counter() - t0) * 1e3)
     return out

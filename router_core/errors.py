@@ -2,17 +2,77 @@
 
 ::
 
-    RoutelensError                  (schemas/errors.py)
-    ├── InvalidRequest              the client's request is malformed -> OpenAI-style 400
-    │   └── UnknownModel            no instance serves the requested model -> 404
-    └── RoutingError                no instance could serve the request -> 503
+    RoutelensError                      (schemas/errors.py)
+    ├── ConfigError(ValueError)         (schemas/errors.py) names file, line and field
+    │   └── PluginError                 a plugin spec is wrong; names the plugin's ``name/type``
+    │       ├── UnknownPluginType       no factory registered for the type
+    │       ├── PluginConfigError       its parameters do not validate
+    │       └── ProfileError            a scorer without a weight, a second picker, a duplicate name
+    ├── DuplicatePluginType             a type registered twice (a programming error)
+    ├── InvalidRequest                  the client's request is malformed -> OpenAI-style 400
+    │   └── UnknownModel                no instance serves the requested model -> 404
+    └── RoutingError                    the request could not be routed or served
+        ├── NoFeasibleInstance          nothing feasible and ``on_empty: reject`` -> 503
+        └── AttemptsExhausted           every attempt failed -> 502
+
+The gateway maps them to HTTP in one table (``router_core/gateway/errors.py``).
 """
 
 from __future__ import annotations
 
-from schemas.errors import RoutelensError
+from schemas.errors import ConfigError, RoutelensError
+from schemas.yamlconf import field_name, locate
 
-__all__ = ["InvalidRequest", "RoutingError", "UnknownModel"]
+__all__ = [
+    "AttemptsExhausted",
+    "DuplicatePluginType",
+    "InvalidRequest",
+    "NoFeasibleInstance",
+    "PluginConfigError",
+    "PluginError",
+    "ProfileError",
+    "RoutingError",
+    "UnknownModel",
+    "UnknownPluginType",
+]
+
+Loc = tuple[int | str, ...]
+
+
+class PluginError(ConfigError):
+    """A plugin of the configuration cannot be built.
+
+    Attributes:
+        typed_name: The plugin's ``name/type`` as written (``<default>`` when unnamed).
+        located: ``(location in the config, message)`` per problem, for :meth:`at`.
+    """
+
+    def __init__(self, typed_name: str, located: list[tuple[Loc, str]], source: str = "<config>",
+                 text: str | None = None) -> None:
+        self.typed_name = typed_name
+        self.located = located
+        super().__init__(source, [(None if text is None else locate(text, loc), f"{field_name(loc)} ({typed_name})",
+                                   msg) for loc, msg in located])
+
+    def at(self, source: str, text: str) -> PluginError:
+        """Return the same error naming ``source`` and the lines of ``text`` (the YAML it came from)."""
+        return type(self)(self.typed_name, self.located, source, text)
+
+
+class UnknownPluginType(PluginError):
+    """The spec names a type no factory is registered for."""
+
+
+class PluginConfigError(PluginError):
+    """The plugin's parameters failed its ``Params`` validation."""
+
+
+class ProfileError(PluginError):
+    """The plugin list is inconsistent: a weightless scorer, a second picker, a name used twice."""
+
+
+class DuplicatePluginType(RoutelensError):
+    """A plugin type was registered twice in one registry."""
 
 
 class InvalidRequest(RoutelensError):
@@ -23,8 +83,6 @@ class InvalidRequest(RoutelensError):
         code: A short machine-readable code.
     """
 
-    status = 400
-
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
         self.param = param
@@ -34,8 +92,22 @@ class InvalidRequest(RoutelensError):
 class UnknownModel(InvalidRequest):
     """The requested model is not served by any instance of the fleet."""
 
-    status = 404
-
 
 class RoutingError(RoutelensError):
-    """No instance could serve the request."""
+    """The request could not be routed or served; the trace is recorded before this reaches the client."""
+
+
+class NoFeasibleInstance(RoutingError):
+    """No candidate was feasible and the policy says reject (``router.on_empty: reject``)."""
+
+
+class AttemptsExhausted(RoutingError):
+    """Every instance tried failed (connection errors, timeouts, 429 or 5xx).
+
+    Attributes:
+        last_error: The error class of the last attempt.
+    """
+
+    def __init__(self, message: str, *, last_error: str | None) -> None:
+        super().__init__(message)
+        self.last_error = last_error

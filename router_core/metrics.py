@@ -1,10 +1,12 @@
-"""The gateway's Prometheus metrics, defined once against an injected registry."""
+"""The gateway's and the router's Prometheus metrics, defined once against an injected registry."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-__all__ = ["GatewayMetrics"]
+__all__ = ["GatewayMetrics", "PluginMetrics"]
 
 
 class GatewayMetrics:
@@ -50,3 +52,26 @@ class GatewayMetrics:
         self.decision.observe(seconds)
         if fallback:
             self.fallbacks.inc()
+
+
+class PluginMetrics:
+    """``routelens_router_plugin_duration_seconds{extension_point, plugin_type, plugin_name}``.
+
+    The router (the runner) observes every plugin call it times; plugins never time themselves.
+
+    Args:
+        registry: Where the histogram is registered (never the global default in tests).
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.duration = Histogram(
+            "routelens_router_plugin_duration_seconds",
+            "Time the router spent in one plugin per decision.",
+            ["extension_point", "plugin_type", "plugin_name"],
+            buckets=(1e-6, 5e-6, 2e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 5e-3),
+            registry=registry,
+        )
+
+    def observer(self, extension_point: str, plugin_type: str, plugin_name: str) -> Callable[[float], None]:
+        """Return the ``observe(seconds)`` of one plugin's series (bound once, called per decision)."""
+        return self.duration.labels(extension_point, plugin_type, plugin_name).observe

@@ -1,4 +1,4 @@
-"""A routing policy: everything configurable that changes decisions, built once from the config."""
+"""A routing policy: the plugins, weights and fallback behaviour that decide, built once from the config."""
 
 from __future__ import annotations
 
@@ -6,25 +6,23 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
+from router_core.errors import ProfileError
 from router_core.filters.constraint import ConstraintFilter
-from router_core.filters.context_window import ContextWindowFilter
-from router_core.filters.freshness import FreshnessFilter
-from router_core.filters.version import VersionFilter
-from router_core.filters.zone import ZoneFilter
-from router_core.framework import Filter, Scorer
-from router_core.scorers.balance import BalanceScorer
-from router_core.scorers.cost import CostScorer
-from router_core.scorers.error_rate import ErrorRateScorer
-from router_core.scorers.kv_cache import KvCacheScorer
-from router_core.scorers.latency import LatencyScorer
-from router_core.scorers.quality import QualityScorer
-from router_core.scorers.queue_depth import QueueDepthScorer
-from router_core.scorers.warmup import WarmupScorer
-from schemas.config import ModelProfile, RouteLensConfig, RouterSettings, ScoringSettings, ScrapeSettings
+from router_core.framework import Filter, Handle, Picker, PluginRegistry, Scorer
+from router_core.plugin_specs import PICKER_TYPES, specs_from_sections
+from schemas.config import (
+    ConstraintSpec,
+    ModelProfile,
+    PluginSpec,
+    RouteLensConfig,
+    ScoringProfile,
+    ScrapeSettings,
+)
 from schemas.fleet import InstanceSpec
 
-__all__ = ["Policy", "policy_hash"]
+__all__ = ["Policy", "build_policy", "policy_hash"]
 
 
 def policy_hash(config: RouteLensConfig) -> str:
@@ -33,49 +31,35 @@ def policy_hash(config: RouteLensConfig) -> str:
         mode="json", include={"fleet", "constraints", "scoring", "scrape", "models", "router"}
     )
     policy["router"].pop("version", None)
+    if policy["router"].get("plugins") is None:
+        policy["router"].pop("plugins", None)  # configs without it keep the hash they had before it existed
     blob = json.dumps(policy, sort_keys=True, separators=(",", ":")).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()[:16]
 
 
-def _scorers(config: RouteLensConfig) -> dict[str, Scorer]:
-    """Every score term by name (the explicit list; weights decide which ones count)."""
-    plugins: list[Scorer] = [KvCacheScorer(), QueueDepthScorer(), WarmupScorer(), ErrorRateScorer(),
-                             QualityScorer(), LatencyScorer(), CostScorer(), BalanceScorer()]
-    return {p.name: p for p in plugins}
-
-
 @dataclass(frozen=True)
 class Policy:
-    """Filters, scorers and weights, picker and fallback behaviour, and the hash naming them."""
+    """Filters in order, scorers by name with their base weights, one picker, fallback behaviour, the hash."""
 
     fleet: tuple[InstanceSpec, ...]
     filters: tuple[Filter, ...]
     scorers: dict[str, Scorer]
-    scoring: ScoringSettings
+    base_weights: dict[str, float]
+    profiles: tuple[ScoringProfile, ...]
+    weights_name: str
+    picker: Picker
+    on_empty: str
+    fallback_model: str | None
     scrape: ScrapeSettings
-    router: RouterSettings
+    queue_norm: float
     models: dict[str, ModelProfile]
     hash: str
     _by_model: dict[str, tuple[InstanceSpec, ...]] = field(default_factory=dict)
 
-    @classmethod
-    def from_config(cls, config: RouteLensConfig) -> Policy:
-        """Build the policy the configuration describes."""
-        filters: list[Filter] = [FreshnessFilter(config.scrape.stale_after_s), ContextWindowFilter()]
-        if config.router.zones:
-            filters.append(ZoneFilter(config.router.zones))
-        if config.router.min_versions:
-            filters.append(VersionFilter(config.router.min_versions))
-        filters += [ConstraintFilter(c) for c in config.constraints]
-        by_model: dict[str, list[InstanceSpec]] = {}
-        for spec in config.fleet.instances:
-            by_model.setdefault(spec.model, []).append(spec)
-        return cls(
-            fleet=tuple(config.fleet.instances), filters=tuple(filters), scorers=_scorers(config),
-            scoring=config.scoring, scrape=config.scrape, router=config.router, models=dict(config.models),
-            hash=policy_hash(config),
-            _by_model={m: tuple(specs) for m, specs in by_model.items()},
-        )
+    @property
+    def constraints(self) -> list[ConstraintSpec]:
+        """The constraint filters' specs: what the state view latches with hysteresis."""
+        return [f.spec for f in self.filters if isinstance(f, ConstraintFilter)]
 
     def instances_of(self, model: str) -> tuple[InstanceSpec, ...] | None:
         """Return the instances serving ``model`` (None when the fleet has none)."""
@@ -87,12 +71,61 @@ class Policy:
         return list(self._by_model)
 
     def weights_at(self, now: datetime) -> tuple[str, dict[str, float]]:
-        """Return the scoring profile in force at ``now`` (UTC hour) and its weights."""
+        """Return the name of the weights in force at ``now`` (a UTC-hour profile, else the base) and them."""
         hour = now.hour
-        for profile in self.scoring.profiles:
+        for profile in self.profiles:
             start, end = profile.hours
             if (start <= hour < end) if start < end else (hour >= start or hour < end):
-                weights = self.scoring.base_weights()
+                weights = dict(self.base_weights)
                 weights.update(profile.weights)
                 return profile.name, weights
-        return self.scoring.preset, self.scoring.base_weights()
+        return self.weights_name, dict(self.base_weights)
+
+
+def build_policy(config: RouteLensConfig, registry: PluginRegistry) -> Policy:
+    """Build the policy ``config`` describes: ``router.plugins`` if given, else the sections' plugins.
+
+    Raises:
+        UnknownPluginType, PluginConfigError: A spec ``registry`` cannot build.
+        ProfileError: A weightless scorer, a weight on a filter or picker, a second picker, a name
+            used twice at one extension point.
+    """
+    explicit = config.router.plugins is not None
+    specs = config.router.plugins if config.router.plugins is not None else specs_from_sections(config)
+    handle = Handle(models=dict(config.models))
+    filters: list[Filter] = []
+    scorers: dict[str, Scorer] = {}
+    weights: dict[str, float] = {}
+    pickers: list[Picker] = []
+    for i, spec in enumerate(specs):
+        loc: tuple[int | str, ...] = ("router", "plugins", i) if explicit else ("router",)
+        plugin: Any = registry.create(spec, handle, loc=loc)
+        point, label = registry.extension_point(spec.type), f"{plugin.name}/{spec.type}"
+        if point == "scorer" and spec.weight is None and explicit:
+            raise ProfileError(label, [(loc + ("weight",), f"the scorer {label} needs a weight")])
+        if point != "scorer" and spec.weight is not None:
+            raise ProfileError(label, [(loc + ("weight",), f"{label} is a {point}: only scorers take a weight")])
+        if plugin.name in ([f.name for f in filters] if point == "filter" else scorers if point == "scorer" else ()):
+            raise ProfileError(label, [(loc + ("name",), f"a second {point} named {plugin.name!r}")])
+        if point == "filter":
+            filters.append(plugin)
+        elif point == "scorer":
+            scorers[plugin.name] = plugin
+            if spec.weight is not None:
+                weights[plugin.name] = spec.weight
+        else:
+            pickers.append(plugin)
+            if len(pickers) > 1:
+                raise ProfileError(label, [(loc, f"a second picker ({label}); a profile has exactly one")])
+    if not pickers:
+        pickers.append(registry.create(PluginSpec(type=PICKER_TYPES["max"]), handle))
+    by_model: dict[str, list[InstanceSpec]] = {}
+    for inst in config.fleet.instances:
+        by_model.setdefault(inst.model, []).append(inst)
+    return Policy(
+        fleet=tuple(config.fleet.instances), filters=tuple(filters), scorers=scorers, base_weights=weights,
+        profiles=tuple(config.scoring.profiles), weights_name="plugins" if explicit else config.scoring.preset,
+        picker=pickers[0], on_empty=config.router.on_empty, fallback_model=config.router.fallback_model,
+        scrape=config.scrape, queue_norm=config.scoring.queue_norm, models=dict(config.models),
+        hash=policy_hash(config), _by_model={m: tuple(s) for m, s in by_model.items()},
+    )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from router_core.framework import Candidate, DecisionContext, Filter, Scorer
+from router_core.framework import Candidate, DecisionContext, Filter, Scorer, clamp_unit
 from router_core.staleness import effective_state
 from schemas.config import ScrapeSettings
 from schemas.fleet import InstanceSnapshot, InstanceSpec
@@ -40,12 +40,15 @@ class PreparedCache:
         filters: State-only filters, in policy order.
         scorers: State-only scorers.
         scrape: Staleness bounds.
+        queue_norm: The queue length suspect state decays toward (``scoring.queue_norm``).
     """
 
-    def __init__(self, filters: Sequence[Filter], scorers: Sequence[Scorer], scrape: ScrapeSettings) -> None:
+    def __init__(self, filters: Sequence[Filter], scorers: Sequence[Scorer], scrape: ScrapeSettings,
+                 queue_norm: float) -> None:
         self._filters = list(filters)
         self._scorers = list(scorers)
         self._scrape = scrape
+        self._queue_norm = queue_norm
         self._memo: dict[str, tuple[InstanceSnapshot, Prepared]] = {}
 
     def get(self, spec: InstanceSpec, snap: InstanceSnapshot, age: float | None, ctx: DecisionContext) -> Prepared:
@@ -54,13 +57,13 @@ class PreparedCache:
         hit = self._memo.get(spec.id)
         if fresh and hit is not None and hit[0] is snap:
             return hit[1]
-        eff = effective_state(snap, ctx.now, self._scrape, ctx.scoring.queue_norm)
+        eff = effective_state(snap, ctx.now, self._scrape, self._queue_norm)
         candidate = Candidate(spec, snap, eff)
         verdicts = tuple(f.check(candidate, ctx) for f in self._filters)
         prepared = Prepared(
             candidate,
             verdicts,
-            {s.name: min(max(s.score([candidate], ctx)[0], 0.0), 1.0) for s in self._scorers},
+            {s.name: clamp_unit(s.score([candidate], ctx))[0] for s in self._scorers},
             any(v is not None for v in verdicts),
         )
         if fresh and not eff.suspect:

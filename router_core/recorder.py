@@ -1,22 +1,26 @@
-"""Collects a request's decision as plain data; :meth:`finish` validates it into one ``DecisionTrace``.
+"""Collects a request's decision and attempts as values; :meth:`finish` validates them into one ``DecisionTrace``.
 
-Steps and candidates are kept as dicts while the request runs and validated once at the end (one
-pass in pydantic-core instead of hundreds of small model constructions on the hot path).
+The router hands over a :class:`router_core.decision.Decision`, the forwarder its
+:class:`schemas.trace.Attempt` list; the recorder turns attempts into their trace steps and is the
+only builder of the trace. Everything is kept as plain data and validated once at the end (one
+pass in pydantic-core instead of hundreds of small model constructions on the request path).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from schemas.common import RoutingMode, StepKind
+from router_core.decision import Decision, Steps
+from schemas.common import AttemptStatus, RoutingMode, StepKind
 from schemas.trace import Attempt, DecisionTrace, Outcome, RequestFeatures
 
 __all__ = ["TraceRecorder"]
 
 
 class TraceRecorder:
-    """Append-only record of one request; :meth:`finish` is the only place a trace is built."""
+    """Record of one request, written through :meth:`record_decision` and :meth:`record_attempts`."""
 
     def __init__(self, *, request_id: str, ts: datetime, router_version: str, policy_hash: str, query_hash: str,
                  features: RequestFeatures, intent: str | None = None, intent_confidence: float | None = None) -> None:
@@ -28,38 +32,54 @@ class TraceRecorder:
             "request_id": request_id, "ts": ts, "router_version": router_version, "policy_hash": policy_hash,
             "query_hash": query_hash, "features": features, "intent": intent, "intent_confidence": intent_confidence,
         }
-        self.steps: list[dict[str, Any]] = []
-        self.attempts: list[Attempt] = []
-        self.candidates: list[dict[str, Any]] = []
-        self.score_weights: list[dict[str, Any]] = []
-        self.rule: str | None = None
-        self.mode = RoutingMode.NORMAL
-        self.fallback_reason: str | None = None
-        self.selected: tuple[str, str] | None = None  # (model, instance)
-        self.decision_ms = 0.0
+        self._decision: Decision | None = None
+        self._steps = Steps()
+        self._attempts: tuple[Attempt, ...] = ()
+        self._fallback_reason: str | None = None
 
-    def step(self, step: str, kind: StepKind, *, value: float | None = None, reason: str = "",
-             plugin: str | None = None, instances: list[str] | None = None, rejected: list[str] | None = None,
-             duration_us: float | None = None) -> None:
-        """Append one step; its ``seq`` is its position."""
-        self.steps.append({
-            "seq": len(self.steps), "step": step, "kind": kind, "value": value, "reason": reason, "plugin": plugin,
-            "instances": instances or [], "rejected": rejected or [], "duration_us": duration_us,
-        })
+    def record_decision(self, decision: Decision) -> None:
+        """Take the router's decision (once per request)."""
+        self._decision = decision
+        self._steps.extend(decision.steps)
+        self._fallback_reason = decision.fallback_reason
 
-    def fallback(self, reason: str, mode: RoutingMode | None = None) -> None:
-        """Mark the decision as a fallback; the first reason is kept, later ones become steps."""
-        if self.fallback_reason is None:
-            self.fallback_reason = reason
-        if mode is not None:
-            self.mode = mode
+    def record_attempts(self, attempts: Sequence[Attempt]) -> None:
+        """Take the forwarding attempts in order; each retry marks the decision as a fallback."""
+        self._attempts = tuple(attempts)
+        for prev, attempt in zip((None, *attempts), attempts, strict=False):
+            if prev is not None:
+                if self._fallback_reason is None:
+                    self._fallback_reason = f"attempt on {prev.instance} failed: {prev.error_class}"
+                self._steps.add("fallback", StepKind.FALLBACK, reason=f"retrying on {attempt.instance}",
+                                instances=[attempt.instance])
+            ok = attempt.status is AttemptStatus.OK
+            self._steps.add(f"attempt/{attempt.instance}", StepKind.ATTEMPT,
+                            value=float(attempt.http_status) if attempt.http_status else None,
+                            reason="ok" if ok else attempt.error_class or "", instances=[attempt.instance])
+
+    @property
+    def attempts(self) -> tuple[Attempt, ...]:
+        """The attempts recorded so far."""
+        return self._attempts
+
+    @property
+    def selected(self) -> tuple[str, str] | None:
+        """``(model, instance)`` that served the request, else the decision's first choice, else None."""
+        for attempt in self._attempts:
+            if attempt.status is AttemptStatus.OK:
+                return attempt.model, attempt.instance
+        first = self._decision.selected if self._decision is not None else None
+        return None if first is None else (first.model, first.id)
 
     def finish(self, outcome: Outcome) -> DecisionTrace:
         """Validate and return the trace; called exactly once per request, success or failure."""
         model, instance = self.selected or (None, None)
+        d = self._decision
         return DecisionTrace.model_validate({
-            **self._head, "rule": self.rule, "score_weights": self.score_weights, "candidates": self.candidates,
-            "decision_trace": self.steps, "selected_model": model, "selected_instance": instance,
-            "fallback_triggered": self.fallback_reason is not None, "fallback_reason": self.fallback_reason,
-            "attempts": self.attempts, "mode": self.mode, "latency_ms": self.decision_ms, "outcome": outcome,
+            **self._head, "rule": d.rule if d else None, "score_weights": d.weights if d else (),
+            "candidates": d.candidates if d else (), "decision_trace": self._steps, "selected_model": model,
+            "selected_instance": instance, "fallback_triggered": self._fallback_reason is not None,
+            "fallback_reason": self._fallback_reason, "attempts": self._attempts,
+            "mode": d.mode if d else RoutingMode.NORMAL, "latency_ms": d.decision_ms if d else 0.0,
+            "outcome": outcome,
         })

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from router_core.builtin import builtin_registry
 from router_core.framework import DecisionContext
-from router_core.policy import Policy
+from router_core.policy import Policy, build_policy
 from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
 from router_core.router import Router
@@ -35,7 +36,7 @@ class Replay:
 
 def replay(trace: DecisionTrace, policy: Policy | RouteLensConfig) -> Replay:
     """Decide ``trace``'s request again under ``policy``; no I/O, no clock."""
-    pol = policy if isinstance(policy, Policy) else Policy.from_config(policy)
+    pol = policy if isinstance(policy, Policy) else build_policy(policy, builtin_registry())
     state: dict[str, InstanceSnapshot] = {c.instance: c.state for c in trace.candidates if c.state is not None}
     for spec in pol.fleet:
         state.setdefault(spec.id, InstanceSnapshot(instance=spec.id, model=spec.model, engine=spec.engine))
@@ -50,7 +51,8 @@ def replay(trace: DecisionTrace, policy: Policy | RouteLensConfig) -> Replay:
                         policy_hash=pol.hash, query_hash=trace.query_hash, features=trace.features,
                         intent=trace.intent, intent_confidence=trace.intent_confidence)
     ctx = DecisionContext(request_id=trace.request_id, features=trace.features, intent=trace.intent, now=trace.ts,
-                          quality=quality, models=pol.models, scoring=pol.scoring)
-    ranked = Router(pol).decide(ctx, state, rec)
+                          quality=quality)
+    decision = Router(pol).decide(ctx, state)
+    rec.record_decision(decision)
     model, instance = rec.selected or (None, None)
-    return Replay(model, instance, [s.id for s in ranked], rec.finish(trace.outcome))
+    return Replay(model, instance, [s.id for s in decision.targets], rec.finish(trace.outcome))

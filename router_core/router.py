@@ -1,7 +1,9 @@
 """``Router.decide``: analyse -> policy -> filter -> score -> pick (-> fallback). Orchestration only.
 
-``decide`` touches no I/O: given the same context, snapshots and policy it gives the same ranking,
-which is what makes a stored decision replayable (see :mod:`router_core.replay`).
+``decide`` touches no I/O and returns a :class:`router_core.decision.Decision`: given the same
+context, snapshots and policy it gives the same decision, which is what makes a stored decision
+replayable (see :mod:`router_core.replay`). The router is the runner of the plugins: it times each
+call, records its step, clamps scores, and observes ``routelens_router_plugin_duration_seconds``.
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from router_core.decision import Decision, Steps
 from router_core.errors import UnknownModel
-from router_core.framework import DecisionContext
-from router_core.pickers import pick
+from router_core.framework import DecisionContext, clamp_unit, typed_name
+from router_core.metrics import PluginMetrics
 from router_core.policy import Policy
 from router_core.prepared import Prepared, PreparedCache
-from router_core.recorder import TraceRecorder
 from schemas.common import RoutingMode, StepKind
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import Violation
@@ -23,10 +25,23 @@ from schemas.trace import Violation
 __all__ = ["AUTO_MODEL", "Router"]
 
 AUTO_MODEL = "auto"
+Observe = Callable[[float], None] | None
 
 
-def _typed(plugin: Any) -> str:
-    return f"{plugin.name}/{plugin.TYPE}"
+class _Fallback:
+    """The first fallback reason and the mode, as the decision runs."""
+
+    __slots__ = ("mode", "reason")
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.mode = RoutingMode.NORMAL
+
+    def note(self, reason: str, mode: RoutingMode | None = None) -> None:
+        if self.reason is None:
+            self.reason = reason
+        if mode is not None:
+            self.mode = mode
 
 
 class Router:
@@ -35,14 +50,26 @@ class Router:
     Args:
         policy: Filters, scorers, weights and picker.
         perf: Monotonic clock for step durations (injected).
+        metrics: Plugin duration histogram (None: not recorded).
     """
 
-    def __init__(self, policy: Policy, *, perf: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, policy: Policy, *, perf: Callable[[], float] = time.perf_counter,
+                 metrics: PluginMetrics | None = None) -> None:
         self.policy = policy
         self._perf = perf
         self._state_filters = {i: f for i, f in enumerate(policy.filters) if f.STATE_ONLY}
+        self._slot = {i: n for n, i in enumerate(self._state_filters)}  # filter index -> memoised verdict position
         self._prepared = PreparedCache(list(self._state_filters.values()),
-                                       [s for s in policy.scorers.values() if s.STATE_ONLY], policy.scrape)
+                                       [s for s in policy.scorers.values() if s.STATE_ONLY], policy.scrape,
+                                       policy.queue_norm)
+
+        def observer(point: str, plugin: Any) -> Observe:
+            return None if metrics is None else metrics.observer(point, plugin.TYPE, plugin.name)
+
+        self._filter_obs = [observer("filter", f) for f in policy.filters]
+        self._scorer_obs = {n: observer("scorer", s) for n, s in policy.scorers.items()}
+        self._picker_obs = observer("picker", policy.picker)
+        self._picker_name = typed_name(policy.picker)
 
     @property
     def models(self) -> list[str]:
@@ -68,11 +95,11 @@ class Router:
         return out
 
     def _filter(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot], ctx: DecisionContext,
-                rec: TraceRecorder) -> tuple[list[Prepared], dict[str, list[Violation]], dict[str, float]]:
+                steps: Steps) -> tuple[list[Prepared], dict[str, list[Violation]], dict[str, float]]:
         alive = self._prepare(specs, state, ctx)
         violations: dict[str, list[Violation]] = {}
         factors: dict[str, float] = {}
-        slot = {i: n for n, i in enumerate(self._state_filters)}  # filter index -> verdict position
+        slot = self._slot
         for i, flt in enumerate(self.policy.filters):
             t0 = self._perf()
             rejected: list[str] = []
@@ -92,106 +119,115 @@ class Router:
             if rejected:
                 out = set(rejected)
                 alive = [p for p in alive if p.candidate.spec.id not in out]
-            rec.step(f"filter/{flt.name}", StepKind.FILTER, value=float(len(alive)), plugin=_typed(flt),
-                     reason=f"kept {len(alive)}, rejected {len(rejected)}", rejected=rejected,
-                     duration_us=(self._perf() - t0) * 1e6)
+            took = self._perf() - t0
+            if (observe := self._filter_obs[i]) is not None:
+                observe(took)
+            steps.add(f"filter/{flt.name}", StepKind.FILTER, value=float(len(alive)), plugin=typed_name(flt),
+                      reason=f"kept {len(alive)}, rejected {len(rejected)}", rejected=rejected, duration_us=took * 1e6)
         return alive, violations, factors
 
-    def decide(
-        self, ctx: DecisionContext, state: Mapping[str, InstanceSnapshot], rec: TraceRecorder
-    ) -> list[InstanceSpec]:
-        """Rank the instances to try, best first, appending every step to ``rec``.
+    def decide(self, ctx: DecisionContext, state: Mapping[str, InstanceSnapshot]) -> Decision:
+        """Decide which instances to try for one request, best first, and record every step.
 
         Returns:
-            Feasible instances in attempt order; when none is feasible, the fallback model's, else
-            every candidate (``on_empty: fail_open``) or nothing (``reject``), all recorded.
+            The decision: feasible instances in attempt order; when none is feasible, the fallback
+            model's, else every candidate (``on_empty: fail_open``) or none (``reject``).
 
         Raises:
             UnknownModel: When no instance serves the requested model.
         """
-        started, feats = self._perf(), ctx.features
-        rec.step("analyse", StepKind.ANALYSE, value=float(feats.est_input_tokens),
-                 reason=f"{feats.n_messages} messages, ~{feats.est_input_tokens} tokens, lang={feats.language.value}, "
-                        f"intent={ctx.intent}" + (", input cut for analysis" if feats.truncated else ""))
+        started, feats, steps, fb = self._perf(), ctx.features, Steps(), _Fallback()
+        steps.add("analyse", StepKind.ANALYSE, value=float(feats.est_input_tokens),
+                  reason=f"{feats.n_messages} messages, ~{feats.est_input_tokens} tokens, lang={feats.language.value}, "
+                         f"intent={ctx.intent}" + (", input cut for analysis" if feats.truncated else ""))
         specs = list(self.candidates_for(feats.requested_model))
-        rec.rule = "auto" if feats.requested_model == AUTO_MODEL else f"model:{feats.requested_model}"
-        rec.step("policy", StepKind.POLICY, reason=f"rule {rec.rule}", instances=[s.id for s in specs])
-        pool, violations, factors = self._filter(specs, state, ctx, rec)
+        rule = "auto" if feats.requested_model == AUTO_MODEL else f"model:{feats.requested_model}"
+        steps.add("policy", StepKind.POLICY, reason=f"rule {rule}", instances=[s.id for s in specs])
+        pool, violations, factors = self._filter(specs, state, ctx, steps)
         if not pool:
-            pool, specs = self._when_empty(specs, state, ctx, rec, violations, factors)
-        totals, terms = self._score(pool, factors, ctx, rec)
+            pool, specs = self._when_empty(specs, state, ctx, steps, fb, rule, violations, factors)
+        weights: list[dict[str, Any]] = []
+        totals, terms = self._score(pool, factors, ctx, steps, weights)
         scored = [(p.candidate.spec.id, t) for p, t in zip(pool, totals, strict=True)]
-        order, how = pick(self.policy.router.picker, ctx.request_id, scored, self.policy.router.softmax_temperature)
-        self._record(specs, state, violations, factors, dict(zip(order, range(1, len(order) + 1), strict=True)),
-                     {p.candidate.spec.id: (t, x) for p, t, x in zip(pool, totals, terms, strict=True)}, rec)
-        by_id = {s.id: s for s in specs}
+        t0 = self._perf()
+        picked = self.policy.picker.pick(ctx.request_id, scored)
+        if self._picker_obs is not None:
+            self._picker_obs(self._perf() - t0)
+        order = picked.order
+        candidates = self._candidates(specs, state, violations, factors, dict(zip(order, range(1, len(order) + 1),
+                                      strict=True)), {p.candidate.spec.id: (t, x) for p, t, x in
+                                                      zip(pool, totals, terms, strict=True)})
         if order:
-            rec.selected = (by_id[order[0]].model, order[0])
-            rec.step("pick", StepKind.PICK, value=round(dict(scored)[order[0]], 6),
-                     plugin=f"{self.policy.router.picker}/picker", reason=how, instances=[order[0]])
-        rec.decision_ms = (self._perf() - started) * 1e3
-        return [by_id[iid] for iid in order]
+            steps.add("pick", StepKind.PICK, value=round(dict(scored)[order[0]], 6), plugin=self._picker_name,
+                      reason=picked.how, instances=[order[0]])
+        by_id = {s.id: s for s in specs}
+        return Decision(rule=rule, targets=tuple(by_id[iid] for iid in order), candidates=candidates,
+                        weights=tuple(weights), steps=tuple(steps), fallback_reason=fb.reason, mode=fb.mode,
+                        decision_ms=(self._perf() - started) * 1e3)
 
     def _when_empty(self, specs: list[InstanceSpec], state: Mapping[str, InstanceSnapshot], ctx: DecisionContext,
-                    rec: TraceRecorder, violations: dict[str, list[Violation]], factors: dict[str, float],
-                    ) -> tuple[list[Prepared], list[InstanceSpec]]:
+                    steps: Steps, fb: _Fallback, rule: str, violations: dict[str, list[Violation]],
+                    factors: dict[str, float]) -> tuple[list[Prepared], list[InstanceSpec]]:
         """Nothing feasible: the fallback model's instances, then fail open or reject, as configured."""
         pol, requested = self.policy, ctx.features.requested_model
-        fb = pol.router.fallback_model
-        if fb and fb != requested and (extra := pol.instances_of(fb)):
-            rec.fallback(f"no feasible instance of {rec.rule}; trying fallback model {fb}")
-            rec.step("fallback", StepKind.FALLBACK, reason=rec.fallback_reason or "", instances=[s.id for s in extra])
+        name = pol.fallback_model
+        if name and name != requested and (extra := pol.instances_of(name)):
+            fb.note(f"no feasible instance of {rule}; trying fallback model {name}")
+            steps.add("fallback", StepKind.FALLBACK, reason=fb.reason or "", instances=[s.id for s in extra])
             specs = specs + [s for s in extra if s not in specs]
-            pool, more, more_factors = self._filter(extra, state, ctx, rec)
+            pool, more, more_factors = self._filter(extra, state, ctx, steps)
             violations.update(more)
             factors.update(more_factors)
             if pool:
                 return pool, specs
-        if pol.router.on_empty == "fail_open":
+        if pol.on_empty == "fail_open":
             pool = self._prepare(specs, state, ctx)
-            rec.fallback("no feasible instance; failing open over all candidates", RoutingMode.FAIL_OPEN)
+            fb.note("no feasible instance; failing open over all candidates", RoutingMode.FAIL_OPEN)
         else:
             pool = []
-            rec.fallback("no feasible instance; rejecting (on_empty: reject)", RoutingMode.SAFE)
-        rec.step("fallback", StepKind.FALLBACK, reason=rec.fallback_reason or "",
-                 instances=[p.candidate.spec.id for p in pool])
+            fb.note("no feasible instance; rejecting (on_empty: reject)", RoutingMode.SAFE)
+        steps.add("fallback", StepKind.FALLBACK, reason=fb.reason or "", instances=[p.candidate.spec.id for p in pool])
         return pool, specs
 
-    def _score(self, pool: list[Prepared], factors: dict[str, float], ctx: DecisionContext, rec: TraceRecorder,
-               ) -> tuple[list[float], list[list[float]]]:
+    def _score(self, pool: list[Prepared], factors: dict[str, float], ctx: DecisionContext, steps: Steps,
+               weights_out: list[dict[str, Any]]) -> tuple[list[float], list[list[float]]]:
         """Weighted terms per candidate (clamped to [0, 1]) and totals scaled by soft-constraint ramps."""
         profile, weights = self.policy.weights_at(ctx.now)
         candidates = [p.candidate for p in pool]
         columns: list[list[float]] = []
         totals = [0.0] * len(pool)
+        scorers = self.policy.scorers
         for name, weight in weights.items():
-            if weight <= 0 or name not in self.policy.scorers:
+            if weight <= 0 or name not in scorers:
                 continue
-            scorer, t0 = self.policy.scorers[name], self._perf()
+            scorer, t0 = scorers[name], self._perf()
             if scorer.STATE_ONLY:
                 col = [p.terms[name] for p in pool]  # clamped when memoised
-            else:  # clamp: a bad plugin cannot break a trace
-                col = [0.0 if x < 0.0 else 1.0 if x > 1.0 else x for x in scorer.score(candidates, ctx)]
+            else:
+                col = clamp_unit(scorer.score(candidates, ctx))
             columns.append(col)
             totals = [t + weight * x for t, x in zip(totals, col, strict=True)]
-            rec.score_weights.append({"name": name, "weight": weight, "scorer": _typed(scorer)})
-            rec.step(f"score/{name}", StepKind.SCORE, value=weight, plugin=_typed(scorer),
-                     reason=f"weight {weight:g} ({profile})", duration_us=(self._perf() - t0) * 1e6)
+            took = self._perf() - t0
+            if (observe := self._scorer_obs[name]) is not None:
+                observe(took)
+            weights_out.append({"name": name, "weight": weight, "scorer": typed_name(scorer)})
+            steps.add(f"score/{name}", StepKind.SCORE, value=weight, plugin=typed_name(scorer),
+                      reason=f"weight {weight:g} ({profile})", duration_us=took * 1e6)
         if factors:
             totals = [t * factors.get(c.spec.id, 1.0) for t, c in zip(totals, candidates, strict=True)]
         terms = [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in pool]
         return totals, terms
 
     @staticmethod
-    def _record(specs: list[InstanceSpec], state: Mapping[str, InstanceSnapshot],
-                violations: dict[str, list[Violation]], factors: dict[str, float], rank: dict[str, int],
-                scored: dict[str, tuple[float, list[float]]], rec: TraceRecorder) -> None:
+    def _candidates(specs: list[InstanceSpec], state: Mapping[str, InstanceSnapshot],
+                    violations: dict[str, list[Violation]], factors: dict[str, float], rank: dict[str, int],
+                    scored: dict[str, tuple[float, list[float]]]) -> tuple[dict[str, Any], ...]:
         """Every evaluated candidate with its verdicts, state, terms, total and rank."""
         hard = {iid for iid, vs in violations.items() if any(v.severity == "hard" for v in vs)}
         none: tuple[float, list[float]] = (0.0, [])
-        rec.candidates = [{
+        return tuple({
             "instance": s.id, "model": s.model, "zone": s.zone, "feasible": s.id not in hard,
             "violations": violations.get(s.id, ()), "state": state[s.id],
             "score_terms": scored.get(s.id, none)[1], "weight_factor": factors.get(s.id, 1.0),
             "total": scored[s.id][0] if s.id in scored else None, "rank": rank.get(s.id),
-        } for s in specs]
+        } for s in specs)

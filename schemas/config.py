@@ -6,7 +6,7 @@ into these models and names file, line and field for every problem.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -19,7 +19,9 @@ __all__ = [
     "AppSettings",
     "SCORING_PRESETS",
     "TERM_NAMES",
+    "ConstraintRule",
     "ConstraintSpec",
+    "PluginSpec",
     "ModelProfile",
     "ScoringProfile",
     "FleetSettings",
@@ -45,6 +47,7 @@ Metric = Literal[
     "e2e_p95_ms",
 ]
 Op = Literal["<=", "<", ">=", ">"]
+PLUGIN_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 TERM_NAMES = ("mem", "queue", "warmup", "error", "quality", "latency", "cost", "balance")
 
 # The seed's instance score: 0.4*(1-mem) + 0.3*(1-queue/10) + 0.2*warmup + 0.1*(1-error_rate).
@@ -52,6 +55,66 @@ SCORING_PRESETS: dict[str, dict[str, float]] = {
     "seed-instance-score": {"mem": 0.4, "queue": 0.3, "warmup": 0.2, "error": 0.1},
     "balanced": {"quality": 0.4, "latency": 0.3, "cost": 0.2, "balance": 0.1},
 }
+
+
+class ConstraintRule(ContractModel):
+    """A hard constraint with hysteresis: ``metric op threshold`` must hold for an instance to stay.
+
+    The instance leaves the feasible set once the constraint has been broken for ``exit_for``
+    seconds and comes back only after the metric has stayed on the good side of ``enter_below``
+    (for ``>=``/``>`` constraints: above it) for ``enter_for`` seconds: the seed's 85% / 80%.
+    Between ``soft_threshold`` and ``threshold`` the instance's score ramps down linearly.
+    These are also the parameters of a ``constraint-filter`` plugin (its name names the constraint).
+    """
+
+    metric: Metric
+    op: Op = "<="
+    threshold: float
+    enter_below: float | None = Field(None, description="Re-entry bound; default: the threshold.")
+    exit_for: float = Field(2.0, ge=0, description="Seconds broken before the instance leaves.")
+    enter_for: float = Field(5.0, ge=0, description="Seconds good before it comes back.")
+    soft_threshold: float | None = Field(None, description="Where the score ramp starts.")
+    models: list[str] = Field(default=[], description="Only for these models (empty: all).")
+    instances: list[str] = Field(default=[], description="Only for these instances (empty: all).")
+
+    @property
+    def upper_bound(self) -> bool:
+        """True for ``<=``/``<`` constraints (the metric must stay low)."""
+        return self.op in ("<=", "<")
+
+    @property
+    def enter_bound(self) -> float:
+        """The bound a latched-out instance must satisfy to come back."""
+        return self.threshold if self.enter_below is None else self.enter_below
+
+    @model_validator(mode="after")
+    def _bounds_in_order(self) -> Self:
+        low_is_good = self.upper_bound
+        for name, bound in (("enter_below", self.enter_below), ("soft_threshold", self.soft_threshold)):
+            if bound is not None and (bound > self.threshold if low_is_good else bound < self.threshold):
+                side = "at most" if low_is_good else "at least"
+                raise ValueError(f"{name} must be {side} the threshold {self.threshold:g} for op {self.op!r}")
+        return self
+
+
+class ConstraintSpec(ConstraintRule):
+    """A named :class:`ConstraintRule`: an entry of ``constraints:``."""
+
+    name: str = Field(pattern=PLUGIN_NAME_PATTERN)
+
+
+class PluginSpec(ContractModel):
+    """One plugin of ``router.plugins``: its registered type, instance name, weight and parameters.
+
+    The name defaults to the plugin type's own default (scorers: their score term, such as ``mem``).
+    Scorers need a ``weight``; filters and pickers must not have one. ``parameters`` is validated by
+    the plugin's own ``Params`` model when the router is built.
+    """
+
+    type: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    name: str | None = Field(None, pattern=PLUGIN_NAME_PATTERN)
+    weight: float | None = Field(None, ge=0, description="A scorer's weight in the total score.")
+    parameters: dict[str, Any] = Field(default={}, description="The plugin type's own parameters.")
 
 
 class RouterSettings(ContractModel):
@@ -76,6 +139,11 @@ class RouterSettings(ContractModel):
     min_versions: dict[str, Annotated[str, Field(pattern=r"^\d+(\.\d+)*$")]] = Field(
         default={}, description="Per model, the lowest instance version allowed (e.g. a compliance rule)."
     )
+    plugins: list[PluginSpec] | None = Field(
+        None,
+        description="The whole plugin pipeline, named explicitly (filters in order, weighted scorers, at most one "
+        "picker). When absent, the sections (constraints, scoring, picker, zones, min_versions) derive it.",
+    )
 
 
 class GatewaySettings(ContractModel):
@@ -87,46 +155,6 @@ class GatewaySettings(ContractModel):
     upstream_timeout_s: float = Field(60.0, gt=0)
     max_attempts: int = Field(2, ge=1, le=10, description="Instances tried before giving up.")
     max_connections: int = Field(512, ge=1)
-
-
-class ConstraintSpec(ContractModel):
-    """A hard constraint with hysteresis: ``metric op threshold`` must hold for an instance to stay.
-
-    The instance leaves the feasible set once the constraint has been broken for ``exit_for``
-    seconds and comes back only after the metric has stayed on the good side of ``enter_below``
-    (for ``>=``/``>`` constraints: above it) for ``enter_for`` seconds: the seed's 85% / 80%.
-    Between ``soft_threshold`` and ``threshold`` the instance's score ramps down linearly.
-    """
-
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
-    metric: Metric
-    op: Op = "<="
-    threshold: float
-    enter_below: float | None = Field(None, description="Re-entry bound; default: the threshold.")
-    exit_for: float = Field(2.0, ge=0, description="Seconds broken before the instance leaves.")
-    enter_for: float = Field(5.0, ge=0, description="Seconds good before it comes back.")
-    soft_threshold: float | None = Field(None, description="Where the score ramp starts.")
-    models: list[str] = Field(default=[], description="Only for these models (empty: all).")
-    instances: list[str] = Field(default=[], description="Only for these instances (empty: all).")
-
-    @property
-    def upper_bound(self) -> bool:
-        """True for ``<=``/``<`` constraints (the metric must stay low)."""
-        return self.op in ("<=", "<")
-
-    @property
-    def enter_bound(self) -> float:
-        """The bound a latched-out instance must satisfy to come back."""
-        return self.threshold if self.enter_below is None else self.enter_below
-
-    @model_validator(mode="after")
-    def _bounds_in_order(self) -> ConstraintSpec:
-        low_is_good = self.upper_bound
-        for name, bound in (("enter_below", self.enter_below), ("soft_threshold", self.soft_threshold)):
-            if bound is not None and (bound > self.threshold if low_is_good else bound < self.threshold):
-                side = "at most" if low_is_good else "at least"
-                raise ValueError(f"{name} must be {side} the threshold {self.threshold:g} for op {self.op!r}")
-        return self
 
 
 def _check_weights(value: dict[str, float]) -> dict[str, float]:

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ValidationError
 
 from schemas.errors import ConfigError
 
-__all__ = ["parse_yaml_model"]
+__all__ = ["field_name", "locate", "parse_yaml_model"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -34,11 +34,20 @@ def _line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
     return line
 
 
-def _field_name(loc: tuple[int | str, ...]) -> str:
+def field_name(loc: tuple[int | str, ...]) -> str:
+    """Render a location as ``router.plugins[2].weight``."""
     out = ""
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "<root>"
+
+
+def locate(text: str, loc: tuple[int | str, ...]) -> int | None:
+    """Return the 1-based line of ``loc`` in the YAML ``text`` (the nearest enclosing node's line)."""
+    try:
+        return _line_of(yaml.compose(text, Loader=yaml.SafeLoader), loc)
+    except yaml.YAMLError:
+        return None
 
 
 def parse_yaml_model(model: type[M], text: str, source: str = "<string>") -> M:
@@ -73,5 +82,5 @@ def parse_yaml_model(model: type[M], text: str, source: str = "<string>") -> M:
         problems = []
         for err in exc.errors():
             loc = tuple(p for p in err["loc"] if isinstance(p, (int, str)))
-            problems.append((_line_of(root, loc), _field_name(loc), err["msg"]))
+            problems.append((_line_of(root, loc), field_name(loc), err["msg"]))
         raise ConfigError(source, problems) from exc

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from router_core.constraints import applies, holds, metric_value, ramp_factor
-from router_core.framework import Candidate, DecisionContext
-from schemas.config import ConstraintSpec
+from router_core.framework import Candidate, DecisionContext, Handle, PluginBase
+from router_core.framework.plugin import ExtensionPoint
+from schemas.config import ConstraintRule, ConstraintSpec
 from schemas.trace import Violation
 
 __all__ = ["ConstraintFilter"]
 
 
-class ConstraintFilter:
+class ConstraintFilter(PluginBase):
     """Keeps instances whose latch for this constraint is in; soft-penalises the ramp zone.
 
     What it does: reads the latch the state view evaluated with hysteresis (exit after
@@ -20,16 +21,24 @@ class ConstraintFilter:
     When the snapshot has no latch for this constraint (a replay under another policy, or a
     constraint added since), it judges the snapshot's value instantaneously.
     Inputs consumed: ``InstanceSnapshot.latches`` and the metric named by the spec.
-    Parameters: :class:`schemas.config.ConstraintSpec`.
+    Parameters: :class:`schemas.config.ConstraintRule` (an entry of ``constraints:`` without its
+    name; the plugin's name names the constraint and its latch).
     Category: filter.
     """
 
     TYPE: ClassVar[str] = "constraint-filter"
+    EXTENSION_POINT: ClassVar[ExtensionPoint] = "filter"
+    DEFAULT_NAME: ClassVar[str] = ""  # a constraint must be named: ConstraintSpec refuses ""
     STATE_ONLY: ClassVar[bool] = True
 
-    def __init__(self, spec: ConstraintSpec) -> None:
-        self.spec = spec
-        self.name = spec.name
+    class Params(ConstraintRule):
+        """Parameters of :class:`ConstraintFilter`: a :class:`schemas.config.ConstraintRule`."""
+
+    params: Params
+
+    def __init__(self, name: str, params: Any, handle: Handle) -> None:
+        super().__init__(name, params, handle)
+        self.spec = spec = ConstraintSpec(name=name, **dict(params))
         self._scoped = bool(spec.models or spec.instances)
         self._soft = spec.soft_threshold is not None
 

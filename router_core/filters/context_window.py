@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from router_core.framework import Candidate, DecisionContext
+from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework.plugin import ExtensionPoint
 from schemas.trace import Violation
 
 __all__ = ["ContextWindowFilter"]
 
 
-class ContextWindowFilter:
+class ContextWindowFilter(PluginBase):
     """Rejects instances whose context window is smaller than prompt plus requested output.
 
     What it does: estimated input tokens + ``max_tokens`` (0 when absent) must fit.
@@ -20,10 +21,12 @@ class ContextWindowFilter:
     """
 
     TYPE: ClassVar[str] = "context-window-filter"
+    EXTENSION_POINT: ClassVar[ExtensionPoint] = "filter"
+    DEFAULT_NAME: ClassVar[str] = "context-window"
     STATE_ONLY: ClassVar[bool] = False
 
-    def __init__(self, name: str = "context-window") -> None:
-        self.name = name
+    class Params(PluginParams):
+        """:class:`ContextWindowFilter` takes no parameters."""
 
     def check(self, candidate: Candidate, ctx: DecisionContext) -> Violation | None:
         """Return a violation when the request does not fit."""

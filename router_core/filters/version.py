@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, Any, ClassVar
 
-from router_core.framework import Candidate, DecisionContext
+from pydantic import Field
+
+from router_core.framework import Candidate, DecisionContext, Handle, PluginBase, PluginParams
+from router_core.framework.plugin import ExtensionPoint
 from schemas.trace import Violation
 
 __all__ = ["VersionFilter"]
@@ -14,23 +17,31 @@ def _parse(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
-class VersionFilter:
+class VersionFilter(PluginBase):
     """Rejects instances of a model whose version is below ``min_versions[model]``.
 
     What it does: the seed's "must use v2.0 or later" business rule. An instance without a declared
     version does not satisfy a rule for its model. Models without a rule pass.
     Inputs consumed: ``InstanceSpec.model`` and ``InstanceSpec.version``.
-    Parameters: ``router.min_versions`` (model -> dotted version).
+    Parameters: ``min_versions`` (model -> dotted version; derived from ``router.min_versions``).
     Category: filter.
     """
 
     TYPE: ClassVar[str] = "version-filter"
+    EXTENSION_POINT: ClassVar[ExtensionPoint] = "filter"
+    DEFAULT_NAME: ClassVar[str] = "version"
     STATE_ONLY: ClassVar[bool] = True
 
-    def __init__(self, min_versions: dict[str, str], name: str = "version") -> None:
-        self.name = name
-        self._min = {model: _parse(v) for model, v in min_versions.items()}
-        self._text = dict(min_versions)
+    class Params(PluginParams):
+        """Parameters of :class:`VersionFilter`."""
+
+        min_versions: dict[str, Annotated[str, Field(pattern=r"^\d+(\.\d+)*$")]] = Field(min_length=1)
+
+    params: Params
+
+    def __init__(self, name: str, params: Any, handle: Handle) -> None:
+        super().__init__(name, params, handle)
+        self._min = {model: _parse(v) for model, v in self.params.min_versions.items()}
 
     def check(self, candidate: Candidate, ctx: DecisionContext) -> Violation | None:
         """Return a violation when the instance's build is older than its model's rule."""
@@ -39,5 +50,5 @@ class VersionFilter:
         if floor is None or (spec.version is not None and _parse(spec.version) >= floor):
             return None
         return Violation(constraint=self.name, metric="version", op=">=", value=None, threshold=0.0,
-                         reason=f"{spec.model} needs version >= {self._text[spec.model]}, "
+                         reason=f"{spec.model} needs version >= {self.params.min_versions[spec.model]}, "
                                 f"instance has {spec.version or 'none declared'}")

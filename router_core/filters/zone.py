@@ -2,29 +2,41 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from router_core.framework import Candidate, DecisionContext
+from pydantic import Field
+
+from router_core.framework import Candidate, DecisionContext, Handle, PluginBase, PluginParams
+from router_core.framework.plugin import ExtensionPoint
 from schemas.trace import Violation
 
 __all__ = ["ZoneFilter"]
 
 
-class ZoneFilter:
+class ZoneFilter(PluginBase):
     """Rejects instances outside ``zones`` (e.g. a data-residency rule, or an AZ being drained).
 
     What it does: membership test on ``InstanceSpec.zone``.
     Inputs consumed: ``InstanceSpec.zone``.
-    Parameters: ``zones`` (``router.zones``; the filter is not built when it is empty).
+    Parameters: ``zones`` (at least one; derived from ``router.zones``, not built when that is empty).
     Category: filter.
     """
 
     TYPE: ClassVar[str] = "zone-filter"
+    EXTENSION_POINT: ClassVar[ExtensionPoint] = "filter"
+    DEFAULT_NAME: ClassVar[str] = "zone"
     STATE_ONLY: ClassVar[bool] = True
 
-    def __init__(self, zones: list[str], name: str = "zone") -> None:
-        self.name = name
-        self.zones = frozenset(zones)
+    class Params(PluginParams):
+        """Parameters of :class:`ZoneFilter`."""
+
+        zones: list[str] = Field(min_length=1, description="Zones allowed to serve.")
+
+    params: Params
+
+    def __init__(self, name: str, params: Any, handle: Handle) -> None:
+        super().__init__(name, params, handle)
+        self.zones = frozenset(self.params.zones)
 
     def check(self, candidate: Candidate, ctx: DecisionContext) -> Violation | None:
         """Return a violation when the instance's zone is not allowed."""

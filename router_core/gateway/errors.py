@@ -1,13 +1,19 @@
-"""OpenAI-style error bodies: every error the gateway returns has this shape."""
+"""OpenAI-style error bodies, and the one table mapping RouteLens errors to HTTP.
+
+Every error the gateway returns has the shape ``{"error": {"message", "type", "param", "code"}}``.
+"""
 
 from __future__ import annotations
 
 import orjson
 from aiohttp import web
 
-__all__ = ["ERROR_TYPES", "error_response"]
+from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError, UnknownModel
+from schemas.errors import RoutelensError
 
-# HTTP status -> OpenAI `error.type`, one table for the whole gateway.
+__all__ = ["ERROR_STATUS", "ERROR_TYPES", "error_for", "error_response", "status_of"]
+
+# HTTP status -> OpenAI `error.type`.
 ERROR_TYPES: dict[int, str] = {
     400: "invalid_request_error",
     404: "invalid_request_error",
@@ -17,6 +23,30 @@ ERROR_TYPES: dict[int, str] = {
     502: "upstream_error",
     503: "service_unavailable",
 }
+
+# Error class -> (HTTP status, default `error.code`); the most specific class of an error wins.
+ERROR_STATUS: dict[type[RoutelensError], tuple[int, str | None]] = {
+    UnknownModel: (404, "model_not_found"),
+    InvalidRequest: (400, "invalid_request"),
+    NoFeasibleInstance: (503, "no_feasible_instance"),
+    AttemptsExhausted: (502, "all_attempts_failed"),
+    RoutingError: (503, "routing_failed"),
+}
+
+
+def status_of(exc: RoutelensError) -> tuple[int, str | None]:
+    """Return the HTTP status and ``error.code`` for ``exc`` (its own ``code`` when it has one)."""
+    for cls in type(exc).__mro__:
+        if cls in ERROR_STATUS:
+            status, code = ERROR_STATUS[cls]
+            return status, getattr(exc, "code", None) or code
+    return 500, "internal_error"
+
+
+def error_for(exc: RoutelensError, *, headers: dict[str, str] | None = None) -> web.Response:
+    """The OpenAI-style response for a RouteLens error, through :data:`ERROR_STATUS`."""
+    status, code = status_of(exc)
+    return error_response(status, str(exc), param=getattr(exc, "param", None), code=code, headers=headers)
 
 
 def error_response(

@@ -1,4 +1,6 @@
-"""Forwarding one request to the ranked instances, trying the next one when an attempt fails.
+"""Forwarding one request to the decided instances, trying the next one when an attempt fails.
+
+The forwarder returns its attempts as values; the recorder turns them into trace steps.
 
 Upstream bodies are passed through as bytes; only ``usage`` is read from a successful JSON
 response, for the trace's token counts and cost.
@@ -7,7 +9,7 @@ response, for the trace's token counts and cost.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,9 +17,8 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from router_core.recorder import TraceRecorder
 from router_core.state import StateView
-from schemas.common import AttemptStatus, StepKind
+from schemas.common import AttemptStatus
 from schemas.fleet import InstanceSpec
 from schemas.trace import Attempt
 
@@ -28,10 +29,11 @@ _RETRYABLE = {429, 500, 502, 503, 504}
 
 @dataclass(slots=True)
 class Forwarded:
-    """What an upstream gave back (or None when every attempt failed)."""
+    """Every attempt made, and what the upstream that answered gave back (None when every attempt failed)."""
 
-    spec: InstanceSpec | None
-    response: aiohttp.ClientResponse | None
+    attempts: list[Attempt]
+    spec: InstanceSpec | None = None
+    response: aiohttp.ClientResponse | None = None
     body: bytes = b""
     last_error: str | None = None
 
@@ -60,14 +62,12 @@ class Forwarder:
         self._perf = perf
 
     async def forward(
-        self, body: dict[str, Any], ranked: list[InstanceSpec], rec: TraceRecorder, max_attempts: int
+        self, body: dict[str, Any], targets: Sequence[InstanceSpec], request_id: str, max_attempts: int
     ) -> Forwarded:
-        """Try ``ranked`` instances in order; a streaming response is returned unread."""
+        """Try ``targets`` in order until one answers; a streaming response is returned unread."""
+        attempts: list[Attempt] = []
         last_error: str | None = None
-        for spec in ranked[:max_attempts]:
-            if rec.attempts:
-                rec.fallback(f"attempt on {rec.attempts[-1].instance} failed: {last_error}")
-                rec.step("fallback", StepKind.FALLBACK, reason=f"retrying on {spec.id}", instances=[spec.id])
+        for spec in targets[:max_attempts]:
             body["model"] = spec.model
             started = self._perf()
             status, http_status, error, payload = AttemptStatus.OK, None, None, b""
@@ -75,7 +75,7 @@ class Forwarder:
                 resp = await self._session.post(
                     f"{spec.url}/v1/chat/completions",
                     data=orjson.dumps(body),
-                    headers={"Content-Type": "application/json", "X-Request-Id": rec.request_id},
+                    headers={"Content-Type": "application/json", "X-Request-Id": request_id},
                     timeout=self._timeout,
                 )
                 http_status = resp.status
@@ -90,30 +90,14 @@ class Forwarder:
             except aiohttp.ClientError as exc:
                 status, error = AttemptStatus.CONNECT_ERROR, type(exc).__name__
             ok = status is AttemptStatus.OK
-            rec.attempts.append(
-                Attempt(
-                    seq=len(rec.attempts),
-                    instance=spec.id,
-                    model=spec.model,
-                    status=status,
-                    http_status=http_status,
-                    error_class=error,
-                    latency_ms=(self._perf() - started) * 1e3,
-                )
-            )
-            rec.step(
-                f"attempt/{spec.id}",
-                StepKind.ATTEMPT,
-                value=float(http_status) if http_status else None,
-                reason="ok" if ok else error or "",
-                instances=[spec.id],
-            )
-            self._view.observe(spec.id, rec.attempts[-1].latency_ms, ok and (http_status or 0) < 500)
+            attempt = Attempt(seq=len(attempts), instance=spec.id, model=spec.model, status=status,
+                              http_status=http_status, error_class=error, latency_ms=(self._perf() - started) * 1e3)
+            attempts.append(attempt)
+            self._view.observe(spec.id, attempt.latency_ms, ok and (http_status or 0) < 500)
             if ok:
-                rec.selected = (spec.model, spec.id)
-                return Forwarded(spec, resp, payload)
+                return Forwarded(attempts, spec, resp, payload)
             last_error = error
-        return Forwarded(None, None, last_error=last_error)
+        return Forwarded(attempts, last_error=last_error)
 
 
 def usage_of(body: bytes) -> dict[str, Any]:

@@ -23,9 +23,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from pydantic import ValidationError
 
 from router_core.analysis import analyse_request
-from router_core.errors import InvalidRequest
+from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError
 from router_core.framework import DecisionContext
-from router_core.gateway.errors import error_response
+from router_core.gateway.errors import error_for, error_response, status_of
 from router_core.gateway.forward import Forwarder, pipe_stream, usage_of
 from router_core.metrics import GatewayMetrics
 from router_core.quality import QualityTable
@@ -114,7 +114,7 @@ class Gateway:
         self.config = config
         self.router = router
         self.hooks = hooks
-        self.view = StateView(config.fleet.instances, config.constraints, scrape=config.scrape,
+        self.view = StateView(config.fleet.instances, router.policy.constraints, scrape=config.scrape,
                               queue_cap=config.scoring.queue_norm, clock=time.monotonic, wall=wall)
         self.quality = QualityTable(config.models)
         self._policy_hash = policy_hash or router.policy.hash
@@ -132,7 +132,6 @@ class Gateway:
         """Return the aiohttp application with routes and lifecycle hooks."""
         app = web.Application(middlewares=[_errors_middleware], client_max_size=32 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
-        app.router.add_get("/v1/traces/{request_id}", self.get_trace)
         app.router.add_post("/v1/feedback", self.feedback)
         app.router.add_get("/v1/models", self.list_models)
         app.router.add_get("/v1/router/state", self.router_state)
@@ -178,7 +177,7 @@ class Gateway:
         except orjson.JSONDecodeError:
             return error_response(400, "request body is not valid JSON", code="invalid_json", headers=rid)
         except InvalidRequest as exc:
-            return error_response(400, str(exc), param=exc.param, code=exc.code, headers=rid)
+            return error_for(exc, headers=rid)
         intent = analysis.intent
         rec = TraceRecorder(
             request_id=request_id,
@@ -192,37 +191,51 @@ class Gateway:
         )
         del analysis  # the query text goes no further than its hash
         ctx = DecisionContext(request_id=request_id, features=rec.features, intent=intent.cls, now=rec.ts,
-                              quality=self.quality.snapshot(), models=self.config.models, scoring=self.config.scoring)
-
-        def finish(status: int, error: str | None = None, **usage: Any) -> None:
-            model, instance = rec.selected or (None, None)
-            self.metrics.record_request(model, instance, status)
-            for attempt in rec.attempts:
-                self.metrics.record_attempt(attempt.instance, attempt.status.value)
-            outcome = Outcome(
-                status=OutcomeStatus.OK if status < 400 and error is None else OutcomeStatus.ERROR,
-                http_status=status,
-                error_class=error,
-                total_ms=(self._perf() - t0) * 1e3,
-                **usage,
-            )
-            self.hooks.emit(rec.finish(outcome))
-
+                              quality=self.quality.snapshot())
         try:
-            ranked = self.router.decide(ctx, self.view.snapshot(), rec)
-            self.metrics.record_decision(rec.decision_ms / 1e3, rec.fallback_reason is not None)
-        except InvalidRequest as exc:
-            finish(exc.status, exc.code)
-            return error_response(exc.status, str(exc), param=exc.param, code=exc.code, headers=rid)
-        assert self._forwarder is not None
-        fwd = await self._forwarder.forward(body, ranked, rec, self.config.gateway.max_attempts)
-        if fwd.spec is None or fwd.response is None:
-            finish(502, "all_attempts_failed")
-            msg = f"no instance could serve the request (last error: {fwd.last_error})"
-            return error_response(502, msg, code="all_attempts_failed", headers=rid)
+            return await self._serve(request, body, ctx, rec, t0)
+        except (InvalidRequest, RoutingError) as exc:
+            status, code = status_of(exc)
+            self._finish(rec, t0, status, code)
+            return error_for(exc, headers=self._headers(rec))
 
-        spec, resp = fwd.spec, fwd.response
-        headers = {**rid, "x-routelens-model": spec.model, "x-routelens-instance": spec.id}
+    def _headers(self, rec: TraceRecorder) -> dict[str, str]:
+        """``x-request-id``, and the model and instance chosen whenever a decision was made."""
+        headers = {"x-request-id": rec.request_id}
+        if (chosen := rec.selected) is not None:
+            headers["x-routelens-model"], headers["x-routelens-instance"] = chosen
+        return headers
+
+    def _finish(self, rec: TraceRecorder, t0: float, status: int, error: str | None = None, **usage: Any) -> None:
+        """Count the request and its attempts, and emit its one trace."""
+        model, instance = rec.selected or (None, None)
+        self.metrics.record_request(model, instance, status)
+        for attempt in rec.attempts:
+            self.metrics.record_attempt(attempt.instance, attempt.status.value)
+        outcome = Outcome(
+            status=OutcomeStatus.OK if status < 400 and error is None else OutcomeStatus.ERROR,
+            http_status=status,
+            error_class=error,
+            total_ms=(self._perf() - t0) * 1e3,
+            **usage,
+        )
+        self.hooks.emit(rec.finish(outcome))
+
+    async def _serve(self, request: web.Request, body: dict[str, Any], ctx: DecisionContext, rec: TraceRecorder,
+                     t0: float) -> web.StreamResponse:
+        """Decide, forward and answer; routing failures are raised for :meth:`chat_completions` to map."""
+        decision = self.router.decide(ctx, self.view.snapshot())
+        rec.record_decision(decision)
+        self.metrics.record_decision(decision.decision_ms / 1e3, decision.fallback_reason is not None)
+        if not decision.targets:
+            raise NoFeasibleInstance(f"no feasible instance for {decision.rule} ({decision.fallback_reason})")
+        assert self._forwarder is not None
+        fwd = await self._forwarder.forward(body, decision.targets, rec.request_id, self.config.gateway.max_attempts)
+        rec.record_attempts(fwd.attempts)
+        if fwd.spec is None or fwd.response is None:
+            raise AttemptsExhausted(f"no instance could serve the request (last error: {fwd.last_error})",
+                                    last_error=fwd.last_error)
+        spec, resp, headers = fwd.spec, fwd.response, self._headers(rec)
         if body.get("stream") and resp.status == 200:
             out = web.StreamResponse(status=200, headers=headers)
             out.content_type = resp.content_type
@@ -230,10 +243,11 @@ class Gateway:
             ttft, broken = await pipe_stream(resp, out)
             if broken is None:
                 await out.write_eof()
-            finish(200, broken, cost=spec.cost.base, ttft_ms=ttft)
+            self._finish(rec, t0, 200, broken, cost=spec.cost.base, ttft_ms=ttft)
             return out
         usage = usage_of(fwd.body) if resp.status == 200 else {}
-        finish(
+        self._finish(
+            rec, t0,
             resp.status,
             None if resp.status < 400 else f"upstream_{resp.status}",
             prompt_tokens=usage.get("prompt_tokens"),
@@ -241,14 +255,6 @@ class Gateway:
             cost=spec.cost.base if resp.status == 200 else None,
         )
         return web.Response(status=resp.status, body=fwd.body, content_type=resp.content_type, headers=headers)
-
-    async def get_trace(self, request: web.Request) -> web.Response:
-        """Return one trace by request id (the emitter's pending ones included)."""
-        request_id = request.match_info["request_id"]
-        trace = await asyncio.to_thread(self.hooks.lookup, request_id)
-        if trace is None:
-            return error_response(404, f"no trace for request_id '{request_id}'", code="trace_not_found")
-        return web.Response(body=trace.model_dump_json(), content_type="application/json")
 
     async def feedback(self, request: web.Request) -> web.Response:
         """``POST /v1/feedback``: ``{request_id, correct, expected_class?, expected_model?, source?, ts?}``."""

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from router_core.framework import Candidate, DecisionContext
-from router_core.scorers._common import profile_of
+from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework.plugin import ExtensionPoint
 
 __all__ = ["BalanceScorer"]
 
 
-class BalanceScorer:
+class BalanceScorer(PluginBase):
     """Scores free sequence slots.
 
     What it does: ``1 - running / max_concurrency`` of the model. Inputs: staleness-adjusted
@@ -19,11 +19,14 @@ class BalanceScorer:
     """
 
     TYPE: ClassVar[str] = "balance-scorer"
+    EXTENSION_POINT: ClassVar[ExtensionPoint] = "scorer"
+    DEFAULT_NAME: ClassVar[str] = "balance"
     STATE_ONLY: ClassVar[bool] = True
 
-    def __init__(self, name: str = "balance") -> None:
-        self.name = name
+    class Params(PluginParams):
+        """This scorer takes no parameters."""
 
     def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
         """Return the free share of sequence slots per candidate."""
-        return [1.0 - c.eff.running / profile_of(c, ctx).max_concurrency for c in pool]
+        profile = self.handle.profile
+        return [1.0 - c.eff.running / profile(c.spec.model).max_concurrency for c in pool]

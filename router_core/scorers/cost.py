@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from router_core.framework import Candidate, DecisionContext
+from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework.plugin import ExtensionPoint
 
 __all__ = ["CostScorer"]
 
 
-class CostScorer:
+class CostScorer(PluginBase):
     """Scores relative cheapness.
 
     What it does: ``(max - cost) / (max - min)`` over the pool's per-request base costs (all
@@ -18,10 +19,12 @@ class CostScorer:
     """
 
     TYPE: ClassVar[str] = "cost-scorer"
+    EXTENSION_POINT: ClassVar[ExtensionPoint] = "scorer"
+    DEFAULT_NAME: ClassVar[str] = "cost"
     STATE_ONLY: ClassVar[bool] = False
 
-    def __init__(self, name: str = "cost") -> None:
-        self.name = name
+    class Params(PluginParams):
+        """This scorer takes no parameters."""
 
     def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
         """Return the relative cheapness per candidate."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from router_core.framework import Candidate, DecisionContext
+from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework.plugin import ExtensionPoint
 
 __all__ = ["ErrorRateScorer"]
 
 
-class ErrorRateScorer:
+class ErrorRateScorer(PluginBase):
     """Scores reliability.
 
     What it does: penalises failing instances. Inputs: ``error_rate`` of the observation
@@ -18,10 +19,12 @@ class ErrorRateScorer:
     """
 
     TYPE: ClassVar[str] = "error-rate-scorer"
+    EXTENSION_POINT: ClassVar[ExtensionPoint] = "scorer"
+    DEFAULT_NAME: ClassVar[str] = "error"
     STATE_ONLY: ClassVar[bool] = True
 
-    def __init__(self, name: str = "error") -> None:
-        self.name = name
+    class Params(PluginParams):
+        """This scorer takes no parameters."""
 
     def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
         """Return ``1 - error_rate`` per candidate."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from router_core.framework import Candidate, DecisionContext
+from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework.plugin import ExtensionPoint
 
 __all__ = ["KvCacheScorer"]
 
 
-class KvCacheScorer:
+class KvCacheScorer(PluginBase):
     """Scores free KV cache.
 
     What it does: prefers instances with free KV cache. Inputs: staleness-adjusted KV usage
@@ -18,10 +19,12 @@ class KvCacheScorer:
     """
 
     TYPE: ClassVar[str] = "kv-cache-scorer"
+    EXTENSION_POINT: ClassVar[ExtensionPoint] = "scorer"
+    DEFAULT_NAME: ClassVar[str] = "mem"
     STATE_ONLY: ClassVar[bool] = True
 
-    def __init__(self, name: str = "mem") -> None:
-        self.name = name
+    class Params(PluginParams):
+        """This scorer takes no parameters."""
 
     def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
         """Return ``1 - kv`` per candidate."""

@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from router_core.framework import Candidate, DecisionContext
+from pydantic import Field
+
+from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework.plugin import ExtensionPoint
 
 __all__ = ["QualityScorer"]
 
 
-class QualityScorer:
+class QualityScorer(PluginBase):
     """Scores expected answer quality for the request class.
 
     What it does: prefers the model most likely to answer this kind of query well.
@@ -20,13 +23,18 @@ class QualityScorer:
     """
 
     TYPE: ClassVar[str] = "quality-scorer"
+    EXTENSION_POINT: ClassVar[ExtensionPoint] = "scorer"
+    DEFAULT_NAME: ClassVar[str] = "quality"
     STATE_ONLY: ClassVar[bool] = False
 
-    def __init__(self, default: float = 0.5, name: str = "quality") -> None:
-        self.name = name
-        self.default = default
+    class Params(PluginParams):
+        """Parameters of :class:`QualityScorer`."""
+
+        default: float = Field(0.5, ge=0, le=1, description="The score of a (model, class) pair nobody rated.")
+
+    params: Params
 
     def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
         """Return the quality estimate of each candidate's model for the request's class."""
-        table, cls = ctx.quality, ctx.intent or ""
-        return [table.get((c.spec.model, cls), self.default) for c in pool]
+        table, cls, default = ctx.quality, ctx.intent or "", self.params.default
+        return [table.get((c.spec.model, cls), default) for c in pool]

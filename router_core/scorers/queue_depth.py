@@ -5,25 +5,35 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from router_core.framework import Candidate, DecisionContext
+from pydantic import Field
+
+from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework.plugin import ExtensionPoint
 
 __all__ = ["QueueDepthScorer"]
 
 
-class QueueDepthScorer:
+class QueueDepthScorer(PluginBase):
     """Scores short queues.
 
     What it does: prefers short queues. Inputs: staleness-adjusted waiting requests.
-    Parameters: ``scoring.queue_norm`` (a queue that long scores 0). Category: scorer, term ``queue``.
+    Parameters: ``queue_norm`` (a queue that long scores 0; derived from ``scoring.queue_norm``).
+    Category: scorer, term ``queue``.
     """
 
     TYPE: ClassVar[str] = "queue-depth-scorer"
+    EXTENSION_POINT: ClassVar[ExtensionPoint] = "scorer"
+    DEFAULT_NAME: ClassVar[str] = "queue"
     STATE_ONLY: ClassVar[bool] = True
 
-    def __init__(self, name: str = "queue") -> None:
-        self.name = name
+    class Params(PluginParams):
+        """Parameters of :class:`QueueDepthScorer`."""
+
+        queue_norm: float = Field(10.0, gt=0, description="A queue this long scores 0.")
+
+    params: Params
 
     def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
         """Return ``1 - queue/queue_norm`` per candidate."""
-        norm = ctx.scoring.queue_norm
+        norm = self.params.queue_norm
         return [1.0 - c.eff.queue / norm for c in pool]

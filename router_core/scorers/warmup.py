@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from router_core.framework import Candidate, DecisionContext
+from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework.plugin import ExtensionPoint
 
 __all__ = ["WarmupScorer"]
 
 
-class WarmupScorer:
+class WarmupScorer(PluginBase):
     """Scores warm-up progress.
 
     What it does: a cold instance (after start or restart) scores low until warmed up.
@@ -19,10 +20,12 @@ class WarmupScorer:
     """
 
     TYPE: ClassVar[str] = "warmup-scorer"
+    EXTENSION_POINT: ClassVar[ExtensionPoint] = "scorer"
+    DEFAULT_NAME: ClassVar[str] = "warmup"
     STATE_ONLY: ClassVar[bool] = True
 
-    def __init__(self, name: str = "warmup") -> None:
-        self.name = name
+    class Params(PluginParams):
+        """This scorer takes no parameters."""
 
     def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
         """Return the warm-up progress per candidate."""

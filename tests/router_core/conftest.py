@@ -57,7 +57,8 @@ def decide(state: Mapping[str, InstanceSnapshot], config: RouteLensConfig | None
     rec = TraceRecorder(request_id=request_id, ts=now, router_version="t", policy_hash=router.policy.hash,
                         query_hash="sha256:" + "0" * 64, features=f, intent=intent)
     ctx = DecisionContext(request_id=request_id, features=f, intent=intent, now=now,
-                          quality=QualityTable(cfg.models).snapshot(), models=cfg.models, scoring=cfg.scoring)
-    ranked = router.decide(ctx, state, rec)
+                          quality=QualityTable(cfg.models).snapshot())
+    decision = router.decide(ctx, state)
+    rec.record_decision(decision)
     trace = rec.finish(Outcome(status=OutcomeStatus.OK, http_status=200, total_ms=1.0))
-    return [s.id for s in ranked], trace
+    return [s.id for s in decision.targets], trace

@@ -1,8 +1,8 @@
-"""The plugin contracts of the router pipeline (after the Gateway API Inference Extension).
+"""The contracts of the router pipeline's extension points (after the Gateway API Inference Extension).
 
 Filters judge one candidate at a time and return what it broke; scorers see the whole pool (some
-terms, such as cost, are relative) and return one raw value in [0, 1] per candidate. Plugins
-neither time nor trace themselves: the router does both.
+terms, such as cost, are relative) and return one raw value in [0, 1] per candidate; the picker
+orders the scored pool. Plugins neither time nor trace themselves: the router does both.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from datetime import datetime
 from typing import ClassVar, Protocol
 
 from router_core.staleness import Effective
-from schemas.config import ModelProfile, ScoringSettings
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import RequestFeatures, Violation
 
-__all__ = ["Candidate", "DecisionContext", "Filter", "Scorer"]
+__all__ = ["Candidate", "DecisionContext", "Filter", "Picked", "Picker", "Scored", "Scorer"]
+
+Scored = tuple[str, float]  # (instance id, total)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,15 +32,29 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class DecisionContext:
-    """Everything a decision may depend on besides the candidates: nothing here does I/O."""
+    """What one decision depends on besides the candidates and the plugins' own parameters; no I/O.
+
+    Attributes:
+        request_id: Seeds tie-breaks and sampling.
+        features: What analysis extracted from the request.
+        intent: The request's class (None when unknown).
+        now: The decision time (UTC).
+        quality: Learned P(correct) per (model, class), a snapshot taken for this request.
+    """
 
     request_id: str
     features: RequestFeatures
     intent: str | None
     now: datetime
     quality: Mapping[tuple[str, str], float]
-    models: Mapping[str, ModelProfile]
-    scoring: ScoringSettings
+
+
+@dataclass(frozen=True, slots=True)
+class Picked:
+    """A picker's answer: instance ids in attempt order, and a sentence saying how the first was chosen."""
+
+    order: list[str]
+    how: str
 
 
 class Filter(Protocol):
@@ -71,4 +86,15 @@ class Scorer(Protocol):
 
     def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
         """Return one raw value in [0, 1] per candidate, in pool order (the router clamps)."""
+        ...
+
+
+class Picker(Protocol):
+    """Orders the scored, feasible candidates: the first is tried first, the rest are fallbacks."""
+
+    TYPE: ClassVar[str]
+    name: str
+
+    def pick(self, request_id: str, scored: Sequence[Scored]) -> Picked:
+        """Return every scored instance id in attempt order (empty input: an empty order)."""
         ...

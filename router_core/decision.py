@@ -1,0 +1,59 @@
+"""``Decision``: what ``Router.decide`` concluded, as a value.
+
+Candidates, score weights and steps are plain dicts in the trace's field names: they are validated
+once, when :class:`router_core.recorder.TraceRecorder` builds the ``DecisionTrace`` (one pass in
+pydantic-core instead of hundreds of small model constructions on the request path).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from schemas.common import RoutingMode
+from schemas.fleet import InstanceSpec
+
+__all__ = ["Decision", "Steps"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One request's routing decision.
+
+    Attributes:
+        rule: Which rule applied (``auto`` or ``model:<name>``).
+        targets: The instances to try, in attempt order (empty: nothing may serve).
+        candidates: Every evaluated candidate: verdicts, state, score terms, total, rank.
+        weights: The score terms in force, in ``score_terms`` order (``name``, ``weight``, ``scorer``).
+        steps: The ordered decision steps, ``seq`` from 0.
+        fallback_reason: Why the decision fell back (None: it did not).
+        mode: Normal, or the degraded mode the decision ran in.
+        decision_ms: Time spent deciding.
+    """
+
+    rule: str
+    targets: tuple[InstanceSpec, ...]
+    candidates: tuple[dict[str, Any], ...]
+    weights: tuple[dict[str, Any], ...]
+    steps: tuple[dict[str, Any], ...]
+    fallback_reason: str | None
+    mode: RoutingMode
+    decision_ms: float
+
+    @property
+    def selected(self) -> InstanceSpec | None:
+        """The first choice (None when there is nothing to try)."""
+        return self.targets[0] if self.targets else None
+
+
+class Steps(list[dict[str, Any]]):
+    """The ordered steps of a trace, as dicts in ``DecisionStep``'s field names; ``seq`` is the position."""
+
+    def add(self, step: str, kind: Any, *, value: float | None = None, reason: str = "", plugin: str | None = None,
+            instances: list[str] | None = None, rejected: list[str] | None = None,
+            duration_us: float | None = None) -> None:
+        """Append one step."""
+        self.append({
+            "seq": len(self), "step": step, "kind": kind, "value": value, "reason": reason, "plugin": plugin,
+            "instances": instances or [], "rejected": rejected or [], "duration_us": duration_us,
+        })

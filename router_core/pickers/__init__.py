@@ -1,0 +1,1 @@
+"""Pickers: one per file; ``_tiebreak`` holds the ordering they share."""

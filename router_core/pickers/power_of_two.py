@@ -1,0 +1,39 @@
+"""Power of two choices: sample two candidates, keep the better, so that gateways do not herd."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from router_core.framework import Picked, PluginBase, PluginParams, Scored
+from router_core.framework.plugin import ExtensionPoint
+from router_core.pickers._tiebreak import best_first, rank, rng_for, with_first
+
+__all__ = ["PowerOfTwoPicker"]
+
+
+class PowerOfTwoPicker(PluginBase):
+    """Picks the better of two candidates sampled with a generator seeded by the request id.
+
+    What it does: several gateways seeing the same state do not all send to the same best instance.
+    Inputs consumed: the scored feasible candidates and the request id.
+    Parameters: none.
+    Category: picker (``router.picker: p2c``).
+    """
+
+    TYPE: ClassVar[str] = "p2c-picker"
+    EXTENSION_POINT: ClassVar[ExtensionPoint] = "picker"
+    DEFAULT_NAME: ClassVar[str] = "p2c"
+
+    class Params(PluginParams):
+        """This picker takes no parameters."""
+
+    def pick(self, request_id: str, scored: Sequence[Scored]) -> Picked:
+        """Return the sampled winner first, then the rest best first."""
+        ranked = rank(request_id, scored)
+        if len(ranked) < 2:
+            return best_first(ranked)
+        a, b = rng_for(request_id).sample(ranked, 2)
+        winner = a if (a[1], -ranked.index(a)) >= (b[1], -ranked.index(b)) else b
+        how = f"p2c: sampled {a[0]} ({a[1]:.3f}) and {b[0]} ({b[1]:.3f}), kept the better"
+        return Picked(with_first(winner[0], ranked), how + f"; seed mmh3({request_id!r})")

@@ -1,0 +1,47 @@
+"""Softmax sampling over totals: mostly the best, sometimes a close second, so that gateways do not herd."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar
+
+from pydantic import Field
+
+from router_core.framework import Picked, PluginBase, PluginParams, Scored
+from router_core.framework.plugin import ExtensionPoint
+from router_core.pickers._tiebreak import best_first, rank, rng_for, with_first
+
+__all__ = ["SoftmaxPicker"]
+
+
+class SoftmaxPicker(PluginBase):
+    """Samples one candidate with probability ``exp((total - best) / temperature)``, seeded by the request id.
+
+    What it does: spreads load over near-equal instances; lower temperatures approach max-score.
+    Inputs consumed: the scored feasible candidates and the request id.
+    Parameters: ``temperature`` (derived from ``router.softmax_temperature``).
+    Category: picker (``router.picker: softmax``).
+    """
+
+    TYPE: ClassVar[str] = "softmax-picker"
+    EXTENSION_POINT: ClassVar[ExtensionPoint] = "picker"
+    DEFAULT_NAME: ClassVar[str] = "softmax"
+
+    class Params(PluginParams):
+        """Parameters of :class:`SoftmaxPicker`."""
+
+        temperature: float = Field(0.05, gt=0, description="Lower: closer to always picking the best.")
+
+    params: Params
+
+    def pick(self, request_id: str, scored: Sequence[Scored]) -> Picked:
+        """Return the sampled winner first, then the rest best first."""
+        ranked = rank(request_id, scored)
+        if len(ranked) < 2:
+            return best_first(ranked)
+        temperature, top = self.params.temperature, ranked[0][1]
+        weights = [math.exp((total - top) / temperature) for _, total in ranked]
+        winner = rng_for(request_id).choices(ranked, weights=weights, k=1)[0]
+        how = f"softmax T={temperature:g}: sampled {winner[0]} ({winner[1]:.3f}) of {len(ranked)}"
+        return Picked(with_first(winner[0], ranked), how + f"; seed mmh3({request_id!r})")
