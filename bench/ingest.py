@@ -37,11 +37,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from ingest.base import batch_of
 from ingest.codec import Encoder
 from ingest.duckdb_store import DuckDBTraceStore
 from ingest.emitter import TraceEmitter
-from ingest.records import Kind
+from ingest.kinds import Kind
+from ingest.record_sink import batch_of
 from ingest.synthetic import TraceFactory
 from schemas.storage_config import StorageSettings
 from schemas.trace import DecisionTrace

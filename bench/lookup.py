@@ -24,11 +24,11 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from ingest.base import batch_of
 from ingest.codec import Encoder
 from ingest.duckdb_schema import sql_file
 from ingest.duckdb_store import DuckDBTraceStore
-from ingest.records import Kind
+from ingest.kinds import Kind
+from ingest.record_sink import batch_of
 from ingest.synthetic import TraceFactory
 from schemas.queries import AggregateQuery, TraceFilter
 

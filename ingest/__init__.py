@@ -12,7 +12,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ingest.base import RecordBatch, RecordSink, WriteResult
     from ingest.duckdb_store import DuckDBTraceStore
     from ingest.elasticsearch_store import ElasticsearchStore
     from ingest.emitter import TraceEmitter
@@ -23,11 +22,12 @@ if TYPE_CHECKING:
     from ingest.mapping import GENERIC, MAPPINGS
     from ingest.metrics import EmitterCollector
     from ingest.quarantine import Quarantine
-    from ingest.query import BadCursor, TraceStore
+    from ingest.record_sink import RecordBatch, RecordSink, WriteResult
+    from ingest.trace_store import BadCursor, TraceStore
 
 # public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
-    "BadCursor": "ingest.query",
+    "BadCursor": "ingest.trace_store",
     "DuckDBTraceStore": "ingest.duckdb_store",
     "ElasticsearchStore": "ingest.elasticsearch_store",
     "EmitterCollector": "ingest.metrics",
@@ -36,15 +36,15 @@ _EXPORTS: dict[str, str] = {
     "IngestApi": "ingest.http_api",
     "MAPPINGS": "ingest.mapping",
     "Quarantine": "ingest.quarantine",
-    "RecordBatch": "ingest.base",
-    "RecordSink": "ingest.base",
+    "RecordBatch": "ingest.record_sink",
+    "RecordSink": "ingest.record_sink",
     "SinkError": "ingest.errors",
     "SinkUnavailable": "ingest.errors",
     "SpoolFull": "ingest.errors",
     "SpoolUnavailable": "ingest.errors",
     "TraceEmitter": "ingest.emitter",
-    "TraceStore": "ingest.query",
-    "WriteResult": "ingest.base",
+    "TraceStore": "ingest.trace_store",
+    "WriteResult": "ingest.record_sink",
     "import_file": "ingest.importer",
 }
 

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from ingest import arrow_fast
-from ingest.base import Rejected
-from ingest.records import Kind
+from ingest.kinds import Kind
+from ingest.record_sink import Rejected
 from ingest.storage_schema import storage_schema, strip_not_null
 
 __all__ = ["parse_payloads", "parse_schema"]

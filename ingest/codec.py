@@ -19,8 +19,8 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
-from ingest.base import RecordBatch, batch_of
-from ingest.records import Kind, kind_of
+from ingest.kinds import Kind, kind_of
+from ingest.record_sink import RecordBatch, batch_of
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import DecisionTrace

@@ -1,4 +1,4 @@
-"""The query API (:class:`ingest.query.TraceStore`) over a DuckDB connection.
+"""The query API (:class:`ingest.trace_store.TraceStore`) over a DuckDB connection.
 
 Every value reaches DuckDB as a parameter; the SQL text is assembled only from the named queries
 in ``sql/queries.sql`` and the fixed predicates below. Each call takes its own cursor, so reads
@@ -19,9 +19,9 @@ from typing import Any
 import duckdb
 
 from ingest.duckdb_schema import sql_file
-from ingest.query import BadCursor, WindowReader, clamp_limit, decode_cursor, encode_cursor, sort_traffic
-from ingest.records import KINDS, Kind
+from ingest.kinds import KINDS, Kind
 from ingest.rows import assemble_trace, clean, state_ids, summary_of
+from ingest.trace_store import BadCursor, WindowReader, clamp_limit, decode_cursor, encode_cursor, sort_traffic
 from schemas.queries import BUCKETS, AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
 from schemas.trace import DecisionTrace
 

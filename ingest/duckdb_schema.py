@@ -22,7 +22,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest.arrow_codec import parse_schema
-from ingest.records import KINDS
+from ingest.kinds import KINDS
 from schemas.version import SCHEMA_VERSION
 
 __all__ = ["STORAGE_VERSION", "duckdb_type", "ensure_schema", "sql_file", "transaction"]

@@ -18,10 +18,10 @@ import duckdb
 import pyarrow as pa
 
 from ingest.arrow_codec import parse_payloads
-from ingest.base import PreparedBatch, RecordBatch, WriteResult
 from ingest.duckdb_schema import sql_file, transaction
 from ingest.errors import SinkUnavailable
-from ingest.records import KINDS, Kind
+from ingest.kinds import KINDS, Kind
+from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
 
 __all__ = ["DuckDBSink"]
 

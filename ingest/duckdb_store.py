@@ -20,12 +20,12 @@ from pathlib import Path
 import duckdb
 from pydantic import BaseModel
 
-from ingest.base import PreparedBatch, RecordBatch, WriteResult
 from ingest.codec import encode_batch
 from ingest.duckdb_reader import DuckDBReader
 from ingest.duckdb_schema import ensure_schema
 from ingest.duckdb_sink import DuckDBSink
 from ingest.errors import SinkError, SinkUnavailable
+from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
 
 __all__ = ["DuckDBTraceStore"]
 
@@ -107,7 +107,7 @@ class DuckDBTraceStore(DuckDBReader):
             cur.close()
 
     def prepare(self, batch: RecordBatch) -> PreparedBatch:
-        """Parse a batch into Arrow tables (the pipeline's :class:`ingest.base.RecordSink` method)."""
+        """Parse a batch into Arrow tables (the pipeline's :class:`ingest.record_sink.RecordSink` method)."""
         return DuckDBSink.prepare(batch)
 
     def write(self, prepared: PreparedBatch) -> WriteResult:

@@ -1,4 +1,4 @@
-"""The query API (:class:`ingest.query.TraceStore`) over Elasticsearch data streams.
+"""The query API (:class:`ingest.trace_store.TraceStore`) over Elasticsearch data streams.
 
 Filters become ``bool.filter`` clauses (``term``, ``range``: values are never spliced into query
 strings), pages use ``search_after`` on ``(ts, request_id)``, aggregates ``date_histogram`` with
@@ -15,7 +15,9 @@ from typing import Any
 from elasticsearch import Elasticsearch
 
 from ingest.es_mapping import TIMESTAMP_FIELD, data_stream
-from ingest.query import (
+from ingest.kinds import KINDS, Kind
+from ingest.rows import assemble_trace, clean, state_ids, summary_of
+from ingest.trace_store import (
     MAX_LIMIT,
     BadCursor,
     WindowReader,
@@ -24,8 +26,6 @@ from ingest.query import (
     encode_cursor,
     sort_traffic,
 )
-from ingest.records import KINDS, Kind
-from ingest.rows import assemble_trace, clean, state_ids, summary_of
 from schemas.queries import BUCKETS, AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
 from schemas.trace import DecisionTrace
 

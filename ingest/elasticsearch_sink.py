@@ -19,10 +19,10 @@ import orjson
 from elastic_transport import TransportError
 from elasticsearch import ApiError, Elasticsearch, helpers
 
-from ingest.base import PreparedBatch, RecordBatch, Rejected, WriteResult
 from ingest.errors import SinkUnavailable
 from ingest.es_mapping import FEEDBACK_CONTEXT, TIMESTAMP_FIELD, data_stream, index_template
-from ingest.records import KINDS, Kind
+from ingest.kinds import KINDS, Kind
+from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult
 
 __all__ = ["ElasticsearchSink"]
 

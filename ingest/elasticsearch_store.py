@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from elasticsearch import Elasticsearch
 from pydantic import BaseModel
 
-from ingest.base import PreparedBatch, RecordBatch, WriteResult
 from ingest.codec import encode_batch
 from ingest.elasticsearch_reader import ElasticsearchReader
 from ingest.elasticsearch_sink import ElasticsearchSink
+from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
 from schemas.storage_config import ElasticsearchSettings
 
 __all__ = ["ElasticsearchStore"]

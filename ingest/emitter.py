@@ -21,11 +21,11 @@ import orjson
 from pydantic import BaseModel
 
 from ingest.backlog import Backlog
-from ingest.base import RecordSink
 from ingest.codec import Encoder
+from ingest.kinds import KINDS, Kind, kind_of
 from ingest.pipeline import Batcher
 from ingest.quarantine import Quarantine
-from ingest.records import KINDS, Kind, kind_of
+from ingest.record_sink import RecordSink
 from ingest.spool import DurableSpool
 from ingest.stats import PipelineStats
 from schemas.records import QuarantinedRecord

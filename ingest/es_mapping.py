@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ingest.records import KINDS, Kind
+from ingest.kinds import KINDS, Kind
 from ingest.storage_schema import storage_schema
 from schemas.version import SCHEMA_VERSION
 

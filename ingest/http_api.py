@@ -33,7 +33,7 @@ from pydantic import BaseModel, ValidationError
 from ingest.emitter import TraceEmitter
 from ingest.intake import LineResult, split_records, take_records
 from ingest.quarantine import describe_validation_error
-from ingest.query import MAX_LIMIT, BadCursor, TraceStore
+from ingest.trace_store import MAX_LIMIT, BadCursor, TraceStore
 from schemas.queries import AggregateQuery, TraceFilter
 
 __all__ = ["IngestApi"]

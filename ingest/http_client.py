@@ -1,6 +1,6 @@
 """The query API over HTTP, for processes that cannot open the store themselves.
 
-:class:`HttpTraceStore` is a :class:`ingest.query.TraceStore` that asks a running RouteLens server
+:class:`HttpTraceStore` is a :class:`ingest.trace_store.TraceStore` that asks a running RouteLens server
 (``ingest.http_api``): DuckDB admits one writing process per file, so the app reads through it.
 """
 
@@ -17,7 +17,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from ingest.errors import SinkError, SinkUnavailable
-from ingest.query import MAX_LIMIT, BadCursor, clamp_limit
+from ingest.trace_store import MAX_LIMIT, BadCursor, clamp_limit
 from schemas.fleet import InstanceSnapshot
 from schemas.probe import ProbeResult
 from schemas.queries import AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge

@@ -15,7 +15,7 @@ import orjson
 
 from ingest.emitter import TraceEmitter
 from ingest.intake import take_records
-from ingest.records import Kind
+from ingest.kinds import Kind
 
 __all__ = ["ImportReport", "import_file", "read_records"]
 

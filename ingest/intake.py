@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic import ValidationError
 
+from ingest.kinds import Kind
 from ingest.mapping import map_record
 from ingest.quarantine import describe_validation_error
-from ingest.records import Kind
 from schemas.trace import DecisionTrace
 
 if TYPE_CHECKING:

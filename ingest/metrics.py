@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ingest.emitter import TraceEmitter
-from ingest.records import KINDS
+from ingest.kinds import KINDS
 from ingest.stats import COUNTERS
 
 __all__ = ["EmitterCollector"]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ingest.backlog import Taken
-from ingest.base import PreparedBatch, RecordSink, WriteResult, batch_of, merge_prepared
+from ingest.record_sink import PreparedBatch, RecordSink, WriteResult, batch_of, merge_prepared
 
 if TYPE_CHECKING:
     from ingest.emitter import TraceEmitter

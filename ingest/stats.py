@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from ingest.records import Kind
+from ingest.kinds import Kind
 
 __all__ = ["COUNTERS", "PipelineStats"]
 

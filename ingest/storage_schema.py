@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ingest.records import KINDS, Kind
+from ingest.kinds import KINDS, Kind
 from schemas.derive import arrow_schema
 
 __all__ = ["STATE_FIELD", "TIMESTAMP", "storage_schema", "strip_not_null"]

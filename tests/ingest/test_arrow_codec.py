@@ -3,7 +3,7 @@ import pytest
 from ingest import arrow_codec
 from ingest.arrow_codec import parse_payloads
 from ingest.codec import Encoder
-from ingest.records import Kind
+from ingest.kinds import Kind
 from ingest.synthetic import TraceFactory
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ingest import arrow_fast
 from ingest.arrow_codec import parse_schema
 from ingest.codec import Encoder
-from ingest.records import Kind
+from ingest.kinds import Kind
 from ingest.synthetic import TraceFactory
 
 TS = pa.timestamp("us", tz="UTC")

@@ -5,7 +5,7 @@ import pytest
 
 from ingest.backlog import Backlog
 from ingest.errors import SpoolUnavailable
-from ingest.records import Kind
+from ingest.kinds import Kind
 from ingest.spool import DurableSpool
 from ingest.stats import PipelineStats
 from tests.polling import wait_until

@@ -4,7 +4,7 @@ import orjson
 import pytest
 
 from ingest.codec import Encoder, content_id, dumps, is_detailed
-from ingest.records import Kind
+from ingest.kinds import Kind
 from ingest.synthetic import TraceFactory
 from schemas import DecisionTrace, InstanceSnapshot
 

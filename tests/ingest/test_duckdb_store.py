@@ -8,7 +8,7 @@ import pytest
 from ingest.duckdb_schema import STORAGE_VERSION, ensure_schema
 from ingest.duckdb_store import DuckDBTraceStore
 from ingest.errors import SinkUnavailable
-from ingest.records import Kind
+from ingest.kinds import Kind
 from ingest.storage_schema import storage_schema, strip_not_null
 from ingest.synthetic import TraceFactory
 from schemas import Feedback, ProbeKind, ProbeResult

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from ingest.base import PreparedBatch, RecordBatch
 from ingest.elasticsearch_sink import ElasticsearchSink
 from ingest.elasticsearch_store import ElasticsearchStore
 from ingest.emitter import TraceEmitter
 from ingest.errors import SinkUnavailable
+from ingest.kinds import Kind
 from ingest.quarantine import Quarantine
-from ingest.records import Kind
+from ingest.record_sink import PreparedBatch, RecordBatch
 from ingest.synthetic import TraceFactory
 from schemas import Feedback
 from schemas.queries import AggregateQuery, TraceFilter

@@ -7,12 +7,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ingest import pipeline
-from ingest.base import PreparedBatch, RecordBatch, Rejected, WriteResult
 from ingest.emitter import TraceEmitter
 from ingest.errors import SinkUnavailable
+from ingest.kinds import Kind
 from ingest.metrics import EmitterCollector
 from ingest.quarantine import Quarantine
-from ingest.records import Kind
+from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult
 from ingest.synthetic import TraceFactory
 from schemas.storage_config import SpoolSettings, StorageSettings
 from tests.polling import wait_until

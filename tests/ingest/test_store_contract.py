@@ -24,8 +24,8 @@ from ingest.elasticsearch_store import ElasticsearchStore
 from ingest.emitter import TraceEmitter
 from ingest.http_api import IngestApi
 from ingest.http_client import HttpTraceStore
-from ingest.query import BadCursor
 from ingest.synthetic import TraceFactory
+from ingest.trace_store import BadCursor
 from router_core.builtin import build_router
 from router_core.gateway import Gateway
 from schemas import DecisionTrace, Feedback, InstanceSnapshot, ProbeKind, ProbeResult

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ingest.records import Kind
+from ingest.kinds import Kind
 
 __all__ = ["PreparedBatch", "RecordBatch", "RecordSink", "Rejected", "WriteResult", "batch_of", "merge_prepared"]
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from ingest.records import Kind
+from ingest.kinds import Kind
 from schemas.fleet import InstanceSnapshot
 from schemas.probe import ProbeResult
 from schemas.queries import AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
