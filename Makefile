@@ -6,17 +6,20 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint install clean
 
-$(STAMP): pyproject.toml setup.py ingest/_ndjson_arrow.c
+$(STAMP): pyproject.toml setup.py ingest/codec/_ndjson_arrow.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# The CPU build of torch first, so the embedding model does not pull a CUDA build.
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[probes,es,dev,bench]'
-	@# The browser test drives Debian's Chromium; install it when we may (root with apt-get).
-	@command -v chromium >/dev/null 2>&1 || { \
+	@# The browser test drives Debian's Chromium and the deploy test runs promtool (Debian's prometheus);
+	@# install them when we may (root with apt-get).
+	@missing=""; command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else echo "note: chromium is not installed; the browser test will be skipped"; fi; }
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "note: not installed:$$missing; the tests that need them will be skipped"; fi; fi
 	@touch $(STAMP)
 
 install: $(STAMP)

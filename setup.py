@@ -1,13 +1,15 @@
 """The C extension only; everything else about the package is in pyproject.toml.
 
-``ingest._ndjson_arrow`` is the fast path of ``ingest/arrow_codec.py`` (our JSON records into
+``ingest.codec._ndjson_arrow`` is the fast path of ``ingest/codec/to_arrow.py`` (our JSON records into
 Arrow buffers). Building it needs a C compiler and Python's headers; where they are missing the
 install goes on without it (``optional``) and Arrow's JSON reader does its work, about three times
-slower (``tests/ingest/test_arrow_fast.py`` fails then, so that CI notices).
+slower (``tests/ingest/codec/test_fast_decoder.py`` fails then, so that CI notices).
 """
 
 from setuptools import Extension, setup
 
 setup(ext_modules=[
-    Extension("ingest._ndjson_arrow", ["ingest/_ndjson_arrow.c"], extra_compile_args=["-O2"], optional=True),
+    Extension(
+        "ingest.codec._ndjson_arrow", ["ingest/codec/_ndjson_arrow.c"], extra_compile_args=["-O2"], optional=True,
+    ),
 ])

@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ingest.codec import Encoder
+from ingest.codec.encoder import Encoder
 from ingest.duckdb_store import DuckDBTraceStore
 from ingest.emitter import TraceEmitter
 from ingest.kinds import Kind

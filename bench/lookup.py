@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from ingest.codec import Encoder
+from ingest.codec.encoder import Encoder
 from ingest.duckdb_schema import sql_file
 from ingest.duckdb_store import DuckDBTraceStore
 from ingest.kinds import Kind

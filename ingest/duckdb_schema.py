@@ -21,7 +21,7 @@ from importlib import resources
 import duckdb
 import pyarrow as pa
 
-from ingest.arrow_codec import parse_schema
+from ingest.codec.to_arrow import parse_schema
 from ingest.kinds import KINDS
 from schemas.version import SCHEMA_VERSION
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 import pyarrow as pa
 
-from ingest.arrow_codec import parse_payloads
+from ingest.codec.to_arrow import parse_payloads
 from ingest.duckdb_schema import sql_file, transaction
 from ingest.errors import SinkUnavailable
 from ingest.kinds import KINDS, Kind

@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 from pydantic import BaseModel
 
-from ingest.codec import encode_batch
+from ingest.codec.encoder import encode_batch
 from ingest.duckdb_reader import DuckDBReader
 from ingest.duckdb_schema import ensure_schema
 from ingest.duckdb_sink import DuckDBSink

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from elasticsearch import Elasticsearch
 from pydantic import BaseModel
 
-from ingest.codec import encode_batch
+from ingest.codec.encoder import encode_batch
 from ingest.elasticsearch_reader import ElasticsearchReader
 from ingest.elasticsearch_sink import ElasticsearchSink
 from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult

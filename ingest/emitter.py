@@ -21,7 +21,7 @@ import orjson
 from pydantic import BaseModel
 
 from ingest.backlog import Backlog
-from ingest.codec import Encoder
+from ingest.codec.encoder import Encoder
 from ingest.kinds import KINDS, Kind, kind_of
 from ingest.pipeline import Batcher
 from ingest.quarantine import Quarantine

@@ -17,8 +17,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from ingest.codec.storage_schema import storage_schema
 from ingest.kinds import KINDS, Kind
-from ingest.storage_schema import storage_schema
 from schemas.version import SCHEMA_VERSION
 
 __all__ = ["FEEDBACK_CONTEXT", "TIMESTAMP_FIELD", "data_stream", "es_property", "index_template", "mapping_properties"]

@@ -21,8 +21,8 @@ from typing import Annotated, Any
 import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from ingest.codec import content_id, dumps
-from ingest.rows import model_in
+from ingest.codec.encoder import content_id, dumps
+from ingest.codec.stored_rows import model_in
 from schemas.records import QuarantinedRecord
 
 __all__ = ["Quarantine", "describe_validation_error", "redact"]

@@ -5,11 +5,11 @@ import duckdb
 import pyarrow as pa
 import pytest
 
+from ingest.codec.storage_schema import storage_schema, strip_not_null
 from ingest.duckdb_schema import STORAGE_VERSION, ensure_schema
 from ingest.duckdb_store import DuckDBTraceStore
 from ingest.errors import SinkUnavailable
 from ingest.kinds import Kind
-from ingest.storage_schema import storage_schema, strip_not_null
 from ingest.synthetic import TraceFactory
 from schemas import Feedback, ProbeKind, ProbeResult
 from schemas.derive import arrow_schema

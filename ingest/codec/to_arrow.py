@@ -1,6 +1,6 @@
 """Serialized records to Arrow tables, outside the GIL.
 
-A batch is decoded in one call: by the fast path of :mod:`ingest.arrow_fast` when every record is
+A batch is decoded in one call: by the fast path of :mod:`ingest.codec.fast_decoder` when every record is
 in the form our encoder writes, else by Arrow's JSON reader. When that fails too, each record is
 parsed alone so that only the records Arrow cannot hold are refused, with Arrow's message as the
 reason.
@@ -14,10 +14,10 @@ from functools import cache
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from ingest import arrow_fast
+from ingest.codec import fast_decoder
+from ingest.codec.storage_schema import storage_schema, strip_not_null
 from ingest.kinds import Kind
 from ingest.record_sink import Rejected
-from ingest.storage_schema import storage_schema, strip_not_null
 
 __all__ = ["parse_payloads", "parse_schema"]
 
@@ -34,8 +34,8 @@ def _options(kind: Kind) -> pa_json.ParseOptions:
 
 
 @cache
-def _decoder(kind: Kind) -> arrow_fast.Decoder | None:
-    return arrow_fast.decoder_for(parse_schema(kind))
+def _decoder(kind: Kind) -> fast_decoder.Decoder | None:
+    return fast_decoder.decoder_for(parse_schema(kind))
 
 
 _BLOCK = 8 << 20

@@ -2,7 +2,7 @@
 
 Traces are the hot path (``emit`` runs on the request path), so they are not serialized through
 ``model_dump_json``: orjson walks the frozen models' ``__dict__`` directly, which is about twice
-as fast and gives the same JSON values (``tests/ingest/test_codec.py`` checks the round trip).
+as fast and gives the same JSON values (``tests/ingest/codec/test_encoder.py`` checks the round trip).
 Each candidate's state is written once as a snapshot record and referenced by its content hash;
 traces outside the detail sample keep their candidates without states and score terms.
 """
@@ -32,7 +32,7 @@ _CACHE_MAX = 4096
 
 # Traces: the fields of each nested model, straight from C (a Python ``default`` called for each of
 # a trace's twenty-odd models was half the encoding time). A validated trace holds only models,
-# enums, datetimes and plain values (no model in it has an untyped field: tests/ingest/test_codec.py
+# enums, datetimes and plain values (no model in it has an untyped field: tests/ingest/codec/test_encoder.py
 # checks), so nothing else with a ``__dict__`` can reach it.
 _fields_of = operator.attrgetter("__dict__")
 _IS_MODEL: dict[type, bool] = {}  # class -> is it a model (asked once per class, not per object)

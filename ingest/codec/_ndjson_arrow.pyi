@@ -1,4 +1,4 @@
-"""Our own JSON records into Arrow buffers (C, outside the GIL); see ingest/arrow_fast.py."""
+"""Our own JSON records into Arrow buffers (C, outside the GIL); see ingest/codec/fast_decoder.py."""
 
 BOOL: int
 INT64: int

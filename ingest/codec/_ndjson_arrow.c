@@ -1,4 +1,4 @@
-/* Our own JSON records into Arrow buffers, outside the GIL: the fast path of ingest/arrow_codec.py.
+/* Our own JSON records into Arrow buffers, outside the GIL: the fast path of ingest/codec/to_arrow.py.
  *
  * The emitter writes every record with the same encoder, so the records a batch holds are JSON
  * objects of a known shape. This decoder reads them against the storage schema (a tree of
@@ -665,7 +665,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_ndjson_arrow", "Our own JSON records into Arrow buffers (see arrow_fast.py).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_ndjson_arrow", "Our own JSON records into Arrow buffers (see fast_decoder.py).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

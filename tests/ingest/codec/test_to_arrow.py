@@ -1,8 +1,8 @@
 import pytest
 
-from ingest import arrow_codec
-from ingest.arrow_codec import parse_payloads
-from ingest.codec import Encoder
+from ingest.codec import to_arrow
+from ingest.codec.encoder import Encoder
+from ingest.codec.to_arrow import parse_payloads
 from ingest.kinds import Kind
 from ingest.synthetic import TraceFactory
 
@@ -15,7 +15,7 @@ def trace_payloads(factory: TraceFactory, n: int) -> list[bytes]:
 def test_a_parsed_table_keeps_its_values_when_the_next_batch_reuses_the_buffer(
     factory: TraceFactory, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(arrow_codec, "_decoder", lambda kind: None)  # Arrow's reader, with its reused buffer
+    monkeypatch.setattr(to_arrow, "_decoder", lambda kind: None)  # Arrow's reader, with its reused buffer
     ids = [t.request_id for t in TraceFactory(seed=11, n_candidates=4, round_every=5).traces(40)]
     first, second = trace_payloads(factory, 40), trace_payloads(factory, 60)
     table, rejected = parse_payloads(Kind.TRACE, first)

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest import arrow_fast
-from ingest.arrow_codec import parse_schema
-from ingest.codec import Encoder
+from ingest.codec import fast_decoder
+from ingest.codec.encoder import Encoder
+from ingest.codec.to_arrow import parse_schema
 from ingest.kinds import Kind
 from ingest.synthetic import TraceFactory
 
@@ -40,7 +40,7 @@ def arrow_read(schema: pa.Schema, payloads: list[bytes]) -> pa.Table:
 
 
 def fast(schema: pa.Schema, payloads: list[bytes]) -> pa.Table | None:
-    decoder = arrow_fast.decoder_for(schema)
+    decoder = fast_decoder.decoder_for(schema)
     assert decoder is not None
     return decoder.decode(payloads)
 
@@ -61,12 +61,12 @@ def agrees(schema: pa.Schema, payloads: list[bytes]) -> pa.Table | None:
 
 def test_the_extension_is_built() -> None:
     # `make install` compiles it; without it every batch silently takes the slow path.
-    assert arrow_fast.AVAILABLE
+    assert fast_decoder.AVAILABLE
 
 
 @pytest.mark.parametrize("kind", list(Kind))
 def test_every_stored_kind_has_a_fast_path(kind: Kind) -> None:
-    assert arrow_fast.decoder_for(parse_schema(kind)) is not None
+    assert fast_decoder.decoder_for(parse_schema(kind)) is not None
 
 
 def test_encoded_traces_and_snapshots_decode_as_arrow_reads_them() -> None:
@@ -171,4 +171,4 @@ def test_the_table_owns_its_memory() -> None:
     pa.field("s", pa.struct([pa.field(f"f{i}", pa.int64()) for i in range(65)])),
 ])
 def test_a_schema_it_cannot_read_has_no_decoder(field: pa.Field) -> None:
-    assert arrow_fast.decoder_for(pa.schema([field])) is None
+    assert fast_decoder.decoder_for(pa.schema([field])) is None

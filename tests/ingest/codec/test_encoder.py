@@ -3,7 +3,7 @@ from typing import Any, get_args
 import orjson
 import pytest
 
-from ingest.codec import Encoder, content_id, dumps, is_detailed
+from ingest.codec.encoder import Encoder, content_id, dumps, is_detailed
 from ingest.kinds import Kind
 from ingest.synthetic import TraceFactory
 from schemas import DecisionTrace, InstanceSnapshot
