@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ingest.errors import SpoolFull, SpoolUnavailable
-from ingest.spool import DurableSpool
-from ingest.spool_segment import Frame
+from ingest.spool.durable_spool import DurableSpool
+from ingest.spool.segment import Frame
 from ingest.stats import PipelineStats
 
 __all__ = ["Backlog", "Taken"]

@@ -26,7 +26,7 @@ from ingest.kinds import KINDS, Kind, kind_of
 from ingest.pipeline import Batcher
 from ingest.quarantine import Quarantine
 from ingest.record_sink import RecordSink
-from ingest.spool import DurableSpool
+from ingest.spool.durable_spool import DurableSpool
 from ingest.stats import PipelineStats
 from schemas.records import QuarantinedRecord
 from schemas.storage_config import StorageSettings

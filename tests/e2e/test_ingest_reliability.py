@@ -174,7 +174,7 @@ def test_a_full_disk_is_a_spool_full_error_not_a_crash(tmp_path: Path) -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, 256 * 1024))
         from ingest.errors import SpoolFull
-        from ingest.spool import DurableSpool
+        from ingest.spool.durable_spool import DurableSpool
         sp = DurableSpool({str(tmp_path)!r}, segment_bytes=1024 * 1024)
         try:
             sp.append(0, 1, b'{{}}')

@@ -6,7 +6,7 @@ import pytest
 from ingest.backlog import Backlog
 from ingest.errors import SpoolUnavailable
 from ingest.kinds import Kind
-from ingest.spool import DurableSpool
+from ingest.spool.durable_spool import DurableSpool
 from ingest.stats import PipelineStats
 from tests.polling import wait_until
 

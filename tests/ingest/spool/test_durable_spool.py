@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ingest.errors import SpoolFull, SpoolUnavailable
-from ingest.spool import DurableSpool
-from ingest.spool_segment import FILE_HEADER, FRAME_HEADER, Segment
+from ingest.spool.durable_spool import DurableSpool
+from ingest.spool.segment import FILE_HEADER, FRAME_HEADER, Segment
 
 ROOT = Path(__file__).resolve().parents[2]
 SEG = 64 * 1024
@@ -136,7 +136,7 @@ def test_kill_9_in_the_middle_of_writing_loses_no_completed_frame(tmp_path: Path
     writer = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(ROOT)!r})
-        from ingest.spool import DurableSpool
+        from ingest.spool.durable_spool import DurableSpool
         sp = DurableSpool({str(tmp_path)!r}, segment_bytes=64 * 1024, fsync="never")
         i = 0
         while True:

@@ -1,6 +1,6 @@
 """The durable spool: the write-ahead queue between ``emit()`` and the sinks.
 
-Every record is appended to the newest segment (see :mod:`ingest.spool_segment`) before
+Every record is appended to the newest segment (see :mod:`ingest.spool.segment`) before
 ``emit()`` returns, read back in order by the pipeline's batcher, and forgotten once the sink has
 committed it (``ack``): once all the records of a segment are acknowledged, it is kept as a spare
 (``*.spare``, at most ``spare_segments`` of them) to be written again, or deleted. After a restart
@@ -12,7 +12,7 @@ Measured at 15,000 traces/s (``--paced`` load, 32 MB segments): 8.7 instead of 1
 system time per trace.
 
 The records this process appends are also kept in a bounded in-memory *mirror*
-(:mod:`ingest.spool_mirror`: references to the payloads, no copy): while the batcher keeps up it
+(:mod:`ingest.spool.mirror`: references to the payloads, no copy): while the batcher keeps up it
 takes them from there and never copies frames back out of the mapping. When it falls behind (a
 sink outage) the mirror stops growing and the rest is read from the segments; the mirror starts
 again once the reader has caught up.
@@ -29,8 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ingest.errors import SpoolFull, SpoolUnavailable
-from ingest.spool_mirror import Mirror
-from ingest.spool_segment import FILE_HEADER, Frame, Segment, fits_after
+from ingest.spool.mirror import Mirror
+from ingest.spool.segment import FILE_HEADER, Frame, Segment, fits_after
 
 __all__ = ["DurableSpool"]
 

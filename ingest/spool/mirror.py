@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from ingest.spool_segment import Frame, Segment
+from ingest.spool.segment import Frame, Segment
 
 __all__ = ["Mirror"]
 
