@@ -22,4 +22,21 @@ def load_config(path: str | Path) -> RouteLensConfig:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(str(p), [(None, "<file>", f"cannot read: {exc.strerror or exc}")]) from exc
-    return parse_yaml_model(RouteLensConfig, text, str(p))
+    config = parse_yaml_model(RouteLensConfig, text, str(p))
+    if config.router.plugins is not None:
+        _check_plugins(config, str(p), text)
+    return config
+
+
+def _check_plugins(config: RouteLensConfig, source: str, text: str) -> None:
+    """Build the explicit plugin list once, so a bad plugin fails at load time naming file, line and ``name/type``.
+
+    Plugins derived from the other sections are valid by construction (their sections validated
+    above), so configurations without ``router.plugins`` skip this and the router import.
+    """
+    from router_core import PluginError, build_policy, builtin_registry
+
+    try:
+        build_policy(config, builtin_registry())
+    except PluginError as exc:
+        raise exc.at(source, text) from exc

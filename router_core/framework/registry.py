@@ -56,7 +56,7 @@ class PluginRegistry:
             PluginConfigError: When its parameters do not validate (names ``name/type`` and field).
         """
         factory = self._factories.get(spec.type)
-        label = f"{spec.name or '<default>'}/{spec.type}"
+        label = f"{spec.name or (factory.DEFAULT_NAME if factory else '') or '<unnamed>'}/{spec.type}"
         if factory is None:
             known = ", ".join(sorted(self._factories))
             raise UnknownPluginType(label, [(loc + ("type",), f"unknown plugin type {spec.type!r}; known: {known}")])
