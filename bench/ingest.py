@@ -39,8 +39,8 @@ from pathlib import Path
 
 from ingest.codec.encoder import Encoder
 from ingest.duckdb_store import DuckDBTraceStore
-from ingest.emitter import TraceEmitter
 from ingest.kinds import Kind
+from ingest.pipeline.emitter import TraceEmitter
 from ingest.record_sink import batch_of
 from ingest.synthetic import TraceFactory
 from schemas.storage_config import StorageSettings

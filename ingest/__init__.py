@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ingest.duckdb_store import DuckDBTraceStore
     from ingest.elasticsearch_store import ElasticsearchStore
-    from ingest.emitter import TraceEmitter
     from ingest.errors import SinkError, SinkUnavailable, SpoolFull, SpoolUnavailable
     from ingest.http_api import IngestApi
     from ingest.http_client import HttpTraceStore
     from ingest.importer import import_file
     from ingest.mapping import GENERIC, MAPPINGS
-    from ingest.metrics import EmitterCollector
-    from ingest.quarantine import Quarantine
+    from ingest.pipeline.emitter import TraceEmitter
+    from ingest.pipeline.metrics import EmitterCollector
+    from ingest.pipeline.quarantine import Quarantine
     from ingest.record_sink import RecordBatch, RecordSink, WriteResult
     from ingest.trace_store import BadCursor, TraceStore
 
@@ -30,19 +30,19 @@ _EXPORTS: dict[str, str] = {
     "BadCursor": "ingest.trace_store",
     "DuckDBTraceStore": "ingest.duckdb_store",
     "ElasticsearchStore": "ingest.elasticsearch_store",
-    "EmitterCollector": "ingest.metrics",
+    "EmitterCollector": "ingest.pipeline.metrics",
     "GENERIC": "ingest.mapping",
     "HttpTraceStore": "ingest.http_client",
     "IngestApi": "ingest.http_api",
     "MAPPINGS": "ingest.mapping",
-    "Quarantine": "ingest.quarantine",
+    "Quarantine": "ingest.pipeline.quarantine",
     "RecordBatch": "ingest.record_sink",
     "RecordSink": "ingest.record_sink",
     "SinkError": "ingest.errors",
     "SinkUnavailable": "ingest.errors",
     "SpoolFull": "ingest.errors",
     "SpoolUnavailable": "ingest.errors",
-    "TraceEmitter": "ingest.emitter",
+    "TraceEmitter": "ingest.pipeline.emitter",
     "TraceStore": "ingest.trace_store",
     "WriteResult": "ingest.record_sink",
     "import_file": "ingest.importer",

@@ -30,9 +30,9 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from ingest.emitter import TraceEmitter
 from ingest.intake import LineResult, split_records, take_records
-from ingest.quarantine import describe_validation_error
+from ingest.pipeline.emitter import TraceEmitter
+from ingest.pipeline.quarantine import describe_validation_error
 from ingest.trace_store import MAX_LIMIT, BadCursor, TraceStore
 from schemas.queries import AggregateQuery, TraceFilter
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import orjson
 
-from ingest.emitter import TraceEmitter
 from ingest.intake import take_records
 from ingest.kinds import Kind
+from ingest.pipeline.emitter import TraceEmitter
 
 __all__ = ["ImportReport", "import_file", "read_records"]
 

@@ -17,11 +17,11 @@ from pydantic import ValidationError
 
 from ingest.kinds import Kind
 from ingest.mapping import map_record
-from ingest.quarantine import describe_validation_error
+from ingest.pipeline.quarantine import describe_validation_error
 from schemas.trace import DecisionTrace
 
 if TYPE_CHECKING:
-    from ingest.emitter import TraceEmitter
+    from ingest.pipeline.emitter import TraceEmitter
 
 __all__ = ["LineResult", "check_record", "split_records", "take_records"]
 

@@ -11,10 +11,10 @@ import pytest
 
 from ingest.elasticsearch_sink import ElasticsearchSink
 from ingest.elasticsearch_store import ElasticsearchStore
-from ingest.emitter import TraceEmitter
 from ingest.errors import SinkUnavailable
 from ingest.kinds import Kind
-from ingest.quarantine import Quarantine
+from ingest.pipeline.emitter import TraceEmitter
+from ingest.pipeline.quarantine import Quarantine
 from ingest.record_sink import PreparedBatch, RecordBatch
 from ingest.synthetic import TraceFactory
 from schemas import Feedback

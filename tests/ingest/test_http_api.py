@@ -15,9 +15,9 @@ import pytest
 from aiohttp import web
 
 from ingest.duckdb_store import DuckDBTraceStore
-from ingest.emitter import TraceEmitter
 from ingest.http_api import IngestApi
-from ingest.quarantine import Quarantine
+from ingest.pipeline.emitter import TraceEmitter
+from ingest.pipeline.quarantine import Quarantine
 from ingest.synthetic import T0, TraceFactory
 from schemas.storage_config import SpoolSettings, StorageSettings
 

@@ -21,9 +21,9 @@ from aiohttp import web
 from app.serve import StoreHooks
 from ingest.duckdb_store import DuckDBTraceStore
 from ingest.elasticsearch_store import ElasticsearchStore
-from ingest.emitter import TraceEmitter
 from ingest.http_api import IngestApi
 from ingest.http_client import HttpTraceStore
+from ingest.pipeline.emitter import TraceEmitter
 from ingest.synthetic import TraceFactory
 from ingest.trace_store import BadCursor
 from router_core.builtin import build_router

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ingest.errors import SpoolFull, SpoolUnavailable
+from ingest.pipeline.stats import PipelineStats
 from ingest.spool.durable_spool import DurableSpool
 from ingest.spool.segment import Frame
-from ingest.stats import PipelineStats
 
 __all__ = ["Backlog", "Taken"]
 

@@ -1,7 +1,7 @@
 """Exports the pipeline's counters to Prometheus (read at scrape time, never double-counted).
 
 Counters ``routelens_traces_<name>_total`` count records of every kind (traces, snapshots,
-probe results, events, feedback, quarantine records); see :class:`ingest.stats.PipelineStats`.
+probe results, events, feedback, quarantine records); see :class:`ingest.pipeline.stats.PipelineStats`.
 ``routelens_records_written_total`` and ``routelens_records_duplicates_total`` split the first two
 by ``kind``.
 """
@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ingest.emitter import TraceEmitter
 from ingest.kinds import KINDS
-from ingest.stats import COUNTERS
+from ingest.pipeline.emitter import TraceEmitter
+from ingest.pipeline.stats import COUNTERS
 
 __all__ = ["EmitterCollector"]
 

@@ -2,7 +2,7 @@
 
 ``emit`` serializes the record (orjson, a few µs), appends it to the durable spool (a ``memcpy``
 into a mapped segment: it survives ``kill -9`` of the process) and returns; the batcher thread of
-:mod:`ingest.pipeline` reads the spool in order and writes batches to the sink. A trace stays
+:mod:`ingest.pipeline.batcher` reads the spool in order and writes batches to the sink. A trace stays
 visible through :meth:`TraceEmitter.pending` until it is stored, so a client that asks for its
 trace right after the response finds it.
 """
@@ -20,14 +20,14 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel
 
-from ingest.backlog import Backlog
 from ingest.codec.encoder import Encoder
 from ingest.kinds import KINDS, Kind, kind_of
-from ingest.pipeline import Batcher
-from ingest.quarantine import Quarantine
+from ingest.pipeline.backlog import Backlog
+from ingest.pipeline.batcher import Batcher
+from ingest.pipeline.quarantine import Quarantine
+from ingest.pipeline.stats import PipelineStats
 from ingest.record_sink import RecordSink
 from ingest.spool.durable_spool import DurableSpool
-from ingest.stats import PipelineStats
 from schemas.records import QuarantinedRecord
 from schemas.storage_config import StorageSettings
 from schemas.trace import DecisionTrace

@@ -1,4 +1,4 @@
-"""Counters of the trace pipeline (exported by :mod:`ingest.metrics`)."""
+"""Counters of the trace pipeline (exported by :mod:`ingest.pipeline.metrics`)."""
 
 from __future__ import annotations
 

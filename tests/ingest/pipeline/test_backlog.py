@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from ingest.backlog import Backlog
 from ingest.errors import SpoolUnavailable
 from ingest.kinds import Kind
+from ingest.pipeline.backlog import Backlog
+from ingest.pipeline.stats import PipelineStats
 from ingest.spool.durable_spool import DurableSpool
-from ingest.stats import PipelineStats
 from tests.polling import wait_until
 
 SEG = 64 * 1024

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from ingest.quarantine import REDACTED, Quarantine
+from ingest.pipeline.quarantine import REDACTED, Quarantine
 from schemas.trace import DecisionTrace
 from tests.factories import make_trace
 

@@ -6,12 +6,12 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ingest import pipeline
-from ingest.emitter import TraceEmitter
 from ingest.errors import SinkUnavailable
 from ingest.kinds import Kind
-from ingest.metrics import EmitterCollector
-from ingest.quarantine import Quarantine
+from ingest.pipeline import batcher
+from ingest.pipeline.emitter import TraceEmitter
+from ingest.pipeline.metrics import EmitterCollector
+from ingest.pipeline.quarantine import Quarantine
 from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult
 from ingest.synthetic import TraceFactory
 from schemas.storage_config import SpoolSettings, StorageSettings
@@ -111,7 +111,7 @@ def test_starting_lowers_the_thread_switch_interval_as_configured(
 
 def test_an_idle_sink_gets_a_piece_without_waiting_for_a_full_batch(tmp_path: Path, factory: TraceFactory,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pipeline, "PIECE", 10)
+    monkeypatch.setattr(batcher, "PIECE", 10)
     sink = SizingSink()
     em = fast(sink, tmp_path, StorageSettings(batch_size=1000, flush_interval_ms=60_000))
     for t in factory.traces(6):  # 6 traces and 8 snapshots: one piece, far from a batch
@@ -124,7 +124,7 @@ def test_an_idle_sink_gets_a_piece_without_waiting_for_a_full_batch(tmp_path: Pa
 
 def test_pieces_parsed_while_the_sink_is_busy_go_in_one_write(tmp_path: Path, factory: TraceFactory,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pipeline, "PIECE", 10)
+    monkeypatch.setattr(batcher, "PIECE", 10)
     sink = SizingSink()
     sink.gate.clear()
     em = fast(sink, tmp_path, StorageSettings(batch_size=40, flush_interval_ms=200))

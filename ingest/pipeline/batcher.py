@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ingest.backlog import Taken
+from ingest.pipeline.backlog import Taken
 from ingest.record_sink import PreparedBatch, RecordSink, WriteResult, batch_of, merge_prepared
 
 if TYPE_CHECKING:
-    from ingest.emitter import TraceEmitter
+    from ingest.pipeline.emitter import TraceEmitter
 
 __all__ = ["Batcher"]
 

@@ -1,0 +1,1 @@
+"""The trace pipeline: emitter, backlog, batcher, counters, quarantine and their Prometheus collector."""
