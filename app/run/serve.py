@@ -92,7 +92,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str) -> web.Application:
     registry.register(EmitterCollector(emitter))
     gateway = Gateway(
         config,
-        build_router(config),
+        build_router(config, metrics=registry),  # plugin durations on the gateway's /metrics
         StoreHooks(emitter, store),
         hash_key=hash_key,
         policy_hash=policy_hash(config),
