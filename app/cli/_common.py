@@ -10,12 +10,12 @@ from pathlib import Path
 from rich.console import Console
 
 from app.cli.config_io import load_config
+from app.reader import API_ENV, DEFAULT_API_URL
 from schemas.config import RouteLensConfig
 
-__all__ = ["DEFAULT_API_URL", "Register", "api_url", "config_of", "err"]
+__all__ = ["Register", "api_url", "config_of", "err"]
 
 Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]  # type: ignore[type-arg]
-DEFAULT_API_URL = "http://127.0.0.1:8080"
 
 err = Console(stderr=True, highlight=False)
 
@@ -29,8 +29,8 @@ def api_url(args: argparse.Namespace) -> str:
     """Return the gateway URL: ``--api``, else ``$ROUTELENS_API_URL``, else the config, else the default."""
     if getattr(args, "api", None):
         return str(args.api).rstrip("/")
-    if os.environ.get("ROUTELENS_API_URL"):
-        return os.environ["ROUTELENS_API_URL"].rstrip("/")
+    if os.environ.get(API_ENV):
+        return os.environ[API_ENV].rstrip("/")
     if Path(args.config).is_file():
         gw = load_config(args.config).gateway
         return f"http://{gw.host}:{gw.port}"

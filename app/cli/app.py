@@ -10,6 +10,7 @@ from pathlib import Path
 
 from app.cli._common import api_url
 from app.cli.config_io import load_config
+from app.reader import API_ENV, DB_ENV
 from app.ui import ENTRYPOINT
 
 
@@ -19,9 +20,10 @@ def _run(args: argparse.Namespace) -> int:
     host = cfg.app.host if cfg else "127.0.0.1"
     env = dict(os.environ)
     if args.db:
-        env["ROUTELENS_DB"] = str(Path(args.db).resolve())
+        env[DB_ENV] = str(Path(args.db).resolve())
     else:
-        env["ROUTELENS_API_URL"] = api_url(args)
+        env.pop(DB_ENV, None)  # an inherited file would win over the URL asked for
+        env[API_ENV] = api_url(args)
     cmd = [sys.executable, "-m", "streamlit", "run", str(ENTRYPOINT), "--server.headless", "true",
            "--server.address", host, "--server.port", str(port), "--browser.gatherUsageStats", "false",
            "--client.toolbarMode", "minimal"]

@@ -3,33 +3,60 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from app.cli._common import api_url, err
 from app.cli.config_io import load_config
 
+if TYPE_CHECKING:
+    from ingest import DuckDBTraceStore, HttpTraceStore
+    from schemas.trace import DecisionTrace
 
-def _run(args: argparse.Namespace) -> int:
-    from app.cli.trace_tree import render_trace
-    from app.trace_source import DuckDBFileSource, HttpTraceSource, TraceSource, TraceSourceError
+Opener = Callable[[], "HttpTraceStore | DuckDBTraceStore"]
 
-    sources: list[TraceSource] = [DuckDBFileSource(args.db) if args.db else HttpTraceSource(api_url(args))]
-    if not args.db and not args.api and Path(args.config).is_file():
+
+def _openers(args: argparse.Namespace) -> list[Opener]:
+    """The stores to ask, in order; each is opened only if the one before could not answer."""
+    from app.reader import open_reader
+
+    if args.db:
+        return [lambda: open_reader(db=args.db)]
+    openers: list[Opener] = [lambda: open_reader(api=api_url(args))]
+    if not args.api and Path(args.config).is_file():
         # No server running (e.g. after the demo stopped): the configured file can be read directly.
         db = Path(load_config(args.config).storage.duckdb_path)
         if db.is_file():
-            sources.append(DuckDBFileSource(db))
-    trace, errors = None, []
-    for source in sources:
+            openers.append(lambda: open_reader(db=db))
+    return openers
+
+
+def _lookup(request_id: str, openers: list[Opener]) -> tuple[bool, DecisionTrace | None, list[str]]:
+    """Return (answered, trace, errors): the first store that answers decides."""
+    from app.reader import read_trace
+    from ingest import SinkError
+
+    errors: list[str] = []
+    for opener in openers:
         try:
-            trace = source.get(args.request_id)
-        except TraceSourceError as exc:
+            store = opener()
+            try:
+                return True, read_trace(store, request_id), errors
+            finally:
+                store.close()
+        except SinkError as exc:
             errors.append(str(exc))
-            continue
-        break
-    else:
+    return False, None, errors
+
+
+def _run(args: argparse.Namespace) -> int:
+    from app.cli.trace_tree import render_trace
+
+    answered, trace, errors = _lookup(args.request_id, _openers(args))
+    if not answered:
         err.print(f"[red]error:[/red] cannot read traces: {'; '.join(errors)}")
         return 2
     if trace is None:

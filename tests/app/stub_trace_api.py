@@ -1,11 +1,13 @@
 """Test helpers shared by tests/app and tests/e2e: a stub read API (and the sample trace of tests/factories.py).
 
 The stub is a real ``http.server`` on a loopback port serving ``GET /v1/traces/<id>`` the way
-``routelens serve`` does: 200 with the trace JSON, 404 for an unknown id.
+``routelens serve`` does: 200 with the trace JSON, 404 with the gateway's ``trace_not_found`` error
+body for an unknown id.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import urllib.parse
 from collections.abc import Iterable, Mapping
@@ -26,8 +28,15 @@ from tests.factories import make_fallback_trace as sample_trace
 
 __all__ = [
     "FALLBACK_REASON", "KV_REASON", "REJECTED_INSTANCE", "SAMPLE_REQUEST_ID", "SELECTED_INSTANCE", "SELECTED_MODEL",
-    "TOP_RANKED", "StubTraceApi", "sample_trace",
+    "TOP_RANKED", "StubTraceApi", "not_found", "sample_trace",
 ]
+
+
+def not_found(request_id: str) -> bytes:
+    """The gateway's answer for an unknown id (``router_core.gateway.errors.error_response``)."""
+    message = f"no trace for request_id '{request_id}'"
+    error = {"message": message, "type": "invalid_request_error", "param": None, "code": "trace_not_found"}
+    return json.dumps({"error": error}).encode()
 
 
 class StubTraceApi:
@@ -53,7 +62,7 @@ class StubTraceApi:
                 seen.append(self.path)
                 prefix = "/v1/traces/"
                 rid = urllib.parse.unquote(self.path[len(prefix) :]) if self.path.startswith(prefix) else None
-                status, body = canned.get(rid or "", (404, b'{"detail": "unknown request_id"}'))
+                status, body = canned.get(rid or "", (404, not_found(rid or "")))
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))

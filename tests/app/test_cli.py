@@ -5,8 +5,6 @@ import jsonschema
 import pytest
 
 from app.cli import main
-from ingest import DuckDBTraceStore
-from tests.factories import make_trace
 
 
 def test_schema_json_is_the_trace_contract(capsys: pytest.CaptureFixture[str]) -> None:
@@ -28,14 +26,3 @@ def test_a_malformed_config_names_file_line_and_field(tmp_path: Path, capsys: py
 def test_a_missing_config_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--config", str(tmp_path / "nope.yaml"), "sim", "fleet"]) == 2
     assert "cannot read" in capsys.readouterr().err
-
-
-def test_trace_from_a_file_known_and_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    db = tmp_path / "t.duckdb"
-    store = DuckDBTraceStore(db)
-    store.write_records([make_trace("req_cli")])
-    store.close()
-    assert main(["trace", "req_cli", "--db", str(db), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["selected_instance"] == "v4-b"
-    assert main(["trace", "req_other", "--db", str(db)]) == 1
-    assert "no trace for request_id 'req_other'" in capsys.readouterr().err

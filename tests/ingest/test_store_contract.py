@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from app.serve import StoreHooks
+from app.run.serve import StoreHooks
 from ingest.duckdb_store import DuckDBTraceStore
 from ingest.elasticsearch_store import ElasticsearchStore
 from ingest.http_api import IngestApi

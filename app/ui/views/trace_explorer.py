@@ -3,9 +3,9 @@
 import streamlit as st
 
 from app import explain
-from app.trace_source import TraceSourceError
 from app.ui import resources
 from app.ui.data import trace_tables
+from ingest import SinkError
 
 st.title("Why this model")
 st.caption("Look up one routing decision by request_id: what the router saw, ruled out, scored and chose.")
@@ -25,7 +25,7 @@ if not request_id:
 
 try:
     trace = resources.load_trace(request_id)
-except TraceSourceError as exc:
+except SinkError as exc:
     st.error(f"Trace source unreachable: {exc}")
     st.stop()
 if trace is None:

@@ -1,0 +1,92 @@
+"""The one read path of ``routelens trace`` and the app: ingest's trace store, over HTTP or a file.
+
+DuckDB admits one writing process per file, so while a server runs its query API is read
+(:class:`ingest.HttpTraceStore`); a file that no process writes (a copy, or after the demo
+stopped) is opened read-only (:class:`ingest.DuckDBTraceStore`). ``routelens app`` hands its
+choice to the Streamlit process in :data:`DB_ENV` or :data:`API_ENV`.
+
+Everything here imports ``ingest`` on first use, so the command line starts fast.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ingest import DuckDBTraceStore, HttpTraceStore, TraceStore
+    from schemas.trace import DecisionTrace
+
+__all__ = ["API_ENV", "DB_ENV", "DEFAULT_API_URL", "READ_TIMEOUT_S", "open_reader", "read_trace", "reader_from_env"]
+
+DEFAULT_API_URL = "http://127.0.0.1:8080"
+API_ENV = "ROUTELENS_API_URL"
+DB_ENV = "ROUTELENS_DB"
+# Someone waits on every lookup (a terminal, a page): fail fast when the server does not answer.
+READ_TIMEOUT_S = 3.0
+
+
+def open_reader(*, api: str | None = None, db: str | Path | None = None) -> HttpTraceStore | DuckDBTraceStore:
+    """Open a trace store for reading: the file ``db`` read-only if given, else the server at ``api``.
+
+    Args:
+        api: Base URL of a running server (default :data:`DEFAULT_API_URL`).
+        db: A DuckDB trace file that no process writes.
+
+    Raises:
+        SinkError: The file does not exist or cannot be opened; ``SinkUnavailable`` when a
+            process holds it for writing.
+    """
+    if db is None:
+        from ingest import HttpTraceStore
+
+        return HttpTraceStore(api or DEFAULT_API_URL, timeout_s=READ_TIMEOUT_S)
+    from ingest import DuckDBTraceStore, SinkError
+
+    path = Path(db)
+    if not path.is_file():
+        raise SinkError(f"trace file {path} does not exist")
+    return DuckDBTraceStore(path, read_only=True)
+
+
+def reader_from_env(environ: Mapping[str, str] | None = None) -> HttpTraceStore | DuckDBTraceStore:
+    """Open the store the environment names: :data:`DB_ENV` wins, else :data:`API_ENV`, else the default.
+
+    Args:
+        environ: The variables to read; ``os.environ`` when None.
+
+    Raises:
+        SinkError: As :func:`open_reader`.
+    """
+    env = os.environ if environ is None else environ
+    db = env.get(DB_ENV, "").strip()
+    if db:
+        return open_reader(db=db)
+    return open_reader(api=env.get(API_ENV, "").strip().rstrip("/") or DEFAULT_API_URL)
+
+
+def read_trace(store: TraceStore, request_id: str) -> DecisionTrace | None:
+    """Return the trace of ``request_id``, or None when the store has none.
+
+    The stores raise :class:`ingest.SinkError` when they cannot answer; a stored or served trace
+    that does not validate (and a body that is not JSON) comes out of them as a ``ValueError``,
+    turned into a ``SinkError`` here so a caller handles one error.
+
+    Raises:
+        SinkError: The store is unreachable or gave an unusable answer.
+    """
+    from ingest import SinkError
+
+    try:
+        return store.get(request_id)
+    except SinkError:
+        raise
+    except ValueError as exc:  # pydantic's ValidationError and orjson's JSONDecodeError included
+        raise SinkError(f"{_where(store)} holds an invalid trace for {request_id!r}: {exc}") from exc
+
+
+def _where(store: TraceStore) -> str:
+    url = getattr(store, "base_url", None)
+    return f"the server at {url}" if url else f"the trace file {getattr(store, 'path', '?')}"
