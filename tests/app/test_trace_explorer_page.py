@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -56,6 +58,10 @@ def test_found_trace_shows_selection_and_rejected_candidate(
     assert candidates["instance"].tolist()[0] == stub.TOP_RANKED
     assert len(steps) == 10 and steps["step"].tolist()[2] == "filter/kv-cache"
     assert attempts["status"].tolist() == ["timeout", "ok"]
+    (chart,) = at.get("plotly_chart")
+    bars = json.loads(chart.proto.spec)["data"]
+    assert [b["name"] for b in bars] == ["queue-depth", "kv-cache", "latency"]
+    assert bars[0]["y"] == [stub.TOP_RANKED, stub.SELECTED_INSTANCE]
 
     raw = at.expander[1]
     assert raw.label == "Raw trace JSON"

@@ -136,3 +136,19 @@ def test_empty_lists_give_empty_frames_with_columns(trace: DecisionTrace) -> Non
 
 def test_rejections(trace: DecisionTrace) -> None:
     assert tt.rejections(trace) == {stub.REJECTED_INSTANCE: f"kv-cache: kv_cache_usage 0.97 > 0.9 — {stub.KV_REASON}"}
+
+
+def test_score_terms_frame_long_form_best_first(trace: DecisionTrace) -> None:
+    frame = tt.score_terms_frame(trace)
+
+    assert list(frame.columns) == list(tt.SCORE_TERM_COLUMNS)
+    assert frame["instance"].tolist() == [stub.TOP_RANKED] * 3 + [stub.SELECTED_INSTANCE] * 3  # rejected: no terms
+    assert frame["term"].tolist()[:3] == ["queue-depth", "kv-cache", "latency"]
+    assert (frame["raw"] * frame["weight"]).tolist() == pytest.approx(frame["weighted"].tolist())
+    assert frame.loc[0, "weighted"] == pytest.approx(0.27)
+
+
+def test_score_terms_frame_empty_keeps_columns_and_types(trace: DecisionTrace) -> None:
+    frame = tt.score_terms_frame(trace.model_copy(update={"candidates": []}))
+    assert frame.empty and list(frame.columns) == list(tt.SCORE_TERM_COLUMNS)
+    assert frame["weighted"].dtype == "float64"

@@ -16,12 +16,14 @@ __all__ = [
     "ATTEMPT_COLUMNS",
     "CANDIDATE_BASE_COLUMNS",
     "GAUGE_COLUMNS",
+    "SCORE_TERM_COLUMNS",
     "STEP_COLUMNS",
     "attempts_frame",
     "candidates_frame",
     "headline",
     "rejections",
     "score_columns",
+    "score_terms_frame",
     "steps_frame",
     "summary",
 ]
@@ -56,6 +58,7 @@ ATTEMPT_COLUMNS: tuple[str, ...] = (
     "error_class",
     "latency_ms",
 )
+SCORE_TERM_COLUMNS: tuple[str, ...] = ("instance", "term", "raw", "weight", "weighted")
 _RANK_COLUMNS: tuple[str, ...] = ("total", "rank", "selected")
 
 
@@ -163,6 +166,18 @@ def candidates_frame(trace: DecisionTrace) -> pd.DataFrame:
     for col in [*terms.values(), "total"]:
         frame[col] = frame[col].astype("float64")
     return frame
+
+
+def score_terms_frame(trace: DecisionTrace) -> pd.DataFrame:
+    """One row per (scored candidate, term), candidates best first and terms in weight order."""
+    rows = [
+        {"instance": cand.instance, "term": name, "raw": raw, "weight": weight, "weighted": weighted}
+        for cand in ordered_candidates(trace.candidates)
+        for name, raw, weight, weighted in trace.terms_of(cand)
+    ]
+    return pd.DataFrame(rows, columns=list(SCORE_TERM_COLUMNS)).astype(
+        {"raw": "float64", "weight": "float64", "weighted": "float64"}
+    )
 
 
 def attempts_frame(trace: DecisionTrace) -> pd.DataFrame:

@@ -3,22 +3,15 @@
 import streamlit as st
 
 from app import explain
-from app.ui import resources
+from app.ui import resources, widgets
+from app.ui.charts.score_terms import score_terms_chart
 from app.ui.data import trace_tables
 from ingest import SinkError
 
 st.title("Why this model")
 st.caption("Look up one routing decision by request_id: what the router saw, ruled out, scored and chose.")
 
-if "request_id" not in st.session_state:
-    st.session_state["request_id"] = st.query_params.get("request_id", "")
-request_id = st.text_input("request_id", key="request_id", placeholder="e.g. req-7f3a9c").strip()
-if request_id != st.query_params.get("request_id", ""):
-    if request_id:
-        st.query_params["request_id"] = request_id
-    else:
-        del st.query_params["request_id"]
-
+request_id = widgets.request_id_input()
 if not request_id:
     st.info("Enter the request_id of a decision (the `x-request-id` the gateway returned).")
     st.stop()
@@ -46,6 +39,9 @@ if trace.fallback_triggered:
 st.subheader("Candidates")
 st.caption("Best first. Score columns are weighted terms (raw × weight); gauges are the state seen at decision time.")
 st.dataframe(trace_tables.candidates_frame(trace), hide_index=True)
+terms = trace_tables.score_terms_frame(trace)
+if not terms.empty:
+    st.plotly_chart(score_terms_chart(terms))
 rejected = trace_tables.rejections(trace)
 if rejected:
     st.markdown("**Ruled out**")
