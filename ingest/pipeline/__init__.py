@@ -1,1 +1,49 @@
-"""The trace pipeline: emitter, backlog, batcher, counters, quarantine and their Prometheus collector."""
+"""The trace pipeline: ``emit()`` on the request path, storage on background threads.
+
+The life of one frame
+---------------------
+1. **emit** (caller's thread, :class:`~ingest.pipeline.emitter.TraceEmitter`): under
+   ``Backlog.lock`` the record is
+2. **encoded** (:mod:`ingest.codec.encoder`): JSON bytes, new candidate states first as snapshot
+   records; one over ``max_record_bytes`` is quarantined instead;
+3. **spooled** as a frame ``(seq, kind, payload)``: :meth:`~ingest.pipeline.backlog.Backlog.append`
+   numbers it and copies it into the mapped spool segment (:mod:`ingest.spool`), or holds it in
+   memory while the spool is unusable; a full spool blocks or drops the oldest (the policy). A
+   trace is also kept as *pending* (read-your-writes) until step 7; ``emit()`` returns.
+4. **backlog**: the frame waits in the spool (and its in-memory mirror) in sequence order.
+5. **preparer** thread: takes pieces of up to ``PIECE`` frames (waiting up to the flush interval
+   for one to fill) and has the sink parse them (``RecordSink.prepare``: Arrow tables, outside
+   the GIL); the prepared pieces queue for the writer, about one write's worth.
+6. **writer** thread: writes every piece that is ready in one ``RecordSink.write`` (up to
+   ``batch_size`` records), retried with backoff while the **sink** fails;
+7. **ack**: counts what was stored, quarantines what the sink refused one by one, acknowledges
+   the frames (``Backlog.ack``: spent segments become spares or are deleted, blocked emitters
+   wake), and tells the emitter (``delivered``), which forgets the pending traces up to them.
+   After a crash, every frame after the last acknowledgement is read again at start-up.
+
+Threads
+-------
+- the callers of ``emit()``: request handlers, intake workers, the file importer;
+- ``trace-preparer`` and ``trace-writer`` (:class:`~ingest.pipeline.batcher.Batcher`), steps 5-7;
+- ``trace-spool-keeper`` (the batcher's too): prefaults spool pages ahead of ``emit()`` and runs
+  the ``interval`` fsync policy.
+
+Locks, each made and owned by one object
+----------------------------------------
+- ``Backlog.lock`` (and ``Backlog.room``, a condition on it): the append order. ``emit()`` holds
+  it around encode, append and filing the pending trace, ``TraceEmitter.delivered`` while it
+  forgets them; waiting for room releases it, so the batcher's threads, which take it through
+  their callbacks (a quarantine record is emitted, ``delivered``) and through the backlog (to
+  wake waiting emitters), never wait for a blocked ``emit()``.
+- ``Backlog._seq_lock``: the next sequence number (``append`` against the preparer reopening an
+  unusable spool).
+- ``Batcher._hand_lock``: the count of frames taken but not yet acknowledged (``in_hand``).
+- ``Batcher._done``: a condition on the finished count, for ``flush()`` (which also makes the
+  preparer send what it has at once).
+- ``DurableSpool._read_lock``: the segment list, between ``emit()`` starting a new segment and
+  the batcher reading and acknowledging; ``Mirror._lock``: the mirror's lists.
+- ``Quarantine._lock``: appends to the quarantine file.
+
+Modules: ``emitter``, ``backlog``, ``batcher``, ``stats`` (the counters), ``quarantine`` (bad
+records, kept with their reason) and ``metrics`` (the counters as a Prometheus collector).
+"""

@@ -57,8 +57,13 @@ class Backlog:
         queue_size: Records the memory fallback holds at most.
         policy: ``block`` or ``drop_oldest``.
         retry_spool_s: How often an unusable spool is tried again.
-        lock: The lock callers of :meth:`append` hold (the emitter's); waiting for room releases
-            it, so that the batcher can still quarantine and acknowledge while an emitter waits.
+
+    Attributes:
+        lock: The append lock; the backlog makes it and is its only owner. Every caller of
+            :meth:`append` holds it, so that sequence numbers, spool frames and what the caller
+            files by sequence number (the emitter's pending traces) keep one order. Waiting for
+            room (:attr:`room`, a condition on it) releases it, so that the batcher can still
+            quarantine and acknowledge while an emitter waits.
     """
 
     def __init__(
@@ -69,7 +74,6 @@ class Backlog:
         queue_size: int = 50_000,
         policy: str = "block",
         retry_spool_s: float = 5.0,
-        lock: threading.Lock | None = None,
     ) -> None:
         self._open_spool = open_spool
         self.stats = stats
@@ -77,8 +81,9 @@ class Backlog:
         self.policy = policy
         self.retry_spool_s = retry_spool_s
         self.memory: deque[Frame] = deque()
-        self.room = threading.Condition(lock or threading.Lock())
-        self.waiters = 0  # emitters waiting for room (changed under the room's lock)
+        self.lock = threading.Lock()
+        self.room = threading.Condition(self.lock)
+        self.waiters = 0  # emitters waiting for room (changed under the lock)
         self.closing = False
         self.spool: DurableSpool | None = None
         self.spool_ok = False
@@ -109,7 +114,7 @@ class Backlog:
             log.error("trace spool: %s", message)
 
     def append(self, kind: int, payload: bytes, *, may_block: bool = True) -> int:
-        """Store one record; return its sequence number (the caller holds the emitter's lock).
+        """Store one record; return its sequence number (the caller holds :attr:`lock`).
 
         Under the ``block`` policy this waits for room unless ``may_block`` is False (the batcher's
         own quarantine records: it must never wait for itself).
@@ -158,7 +163,7 @@ class Backlog:
         return seq
 
     def _wait_for_room(self) -> None:
-        # The caller holds the room's lock (the emitter's): wait() releases it while waiting.
+        # The caller holds the lock: wait() releases it while waiting.
         self.waiters += 1
         try:
             self.room.wait(0.5)

@@ -18,15 +18,14 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from ingest.pipeline.backlog import Taken
+from ingest.kinds import Kind
+from ingest.pipeline.backlog import Backlog, Taken
+from ingest.pipeline.stats import PipelineStats
 from ingest.record_sink import PreparedBatch, RecordSink, WriteResult, batch_of, merge_prepared
+from ingest.spool.segment import Frame
 
-if TYPE_CHECKING:
-    from ingest.pipeline.emitter import TraceEmitter
-
-__all__ = ["Batcher"]
+__all__ = ["Batcher", "Delivered", "Reject"]
 
 log = logging.getLogger(__name__)
 _END = None
@@ -35,13 +34,21 @@ _END = None
 # pieces merged.
 PIECE = 8192
 
+Reject = Callable[[Kind, bytes, str], object]  # (kind, payload, reason) of a record the sink refused
+Delivered = Callable[[list[Frame]], None]  # the frames of one write, stored and acknowledged
+
 
 class Batcher:
-    """Drains an emitter's backlog into a sink on two background threads.
+    """Drains a backlog into a sink on background threads; it knows nothing of who emits into it.
 
     Args:
-        emitter: Owner of the backlog, the counters and the quarantine.
+        backlog: Where the frames wait: read by the preparer, acknowledged by the writer.
         sink: Where batches go.
+        stats: Counters the writer updates (stored, replayed, sink errors, dropped).
+        reject: Quarantines a record the sink refused. Called on the writer thread, so it must
+            not wait for the batcher (the emitter binds ``may_block=False``).
+        delivered: Told the frames of each write after the backlog forgot them (the emitter drops
+            its pending traces up to them). Called on the writer thread.
         batch_size: Records per sink call at most.
         flush_interval_s: Longest wait for a batch to fill.
         fsync_interval_s: Flush the spool this often (None: never from here).
@@ -50,16 +57,22 @@ class Batcher:
 
     def __init__(
         self,
-        emitter: TraceEmitter,
+        backlog: Backlog,
         sink: RecordSink,
+        stats: PipelineStats,
         *,
+        reject: Reject,
+        delivered: Delivered,
         batch_size: int,
         flush_interval_s: float,
         fsync_interval_s: float | None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
-        self.emitter = emitter
+        self._backlog = backlog
         self.sink = sink
+        self._stats = stats
+        self._reject = reject
+        self._delivered = delivered
         self.batch_size = batch_size
         self.piece = min(batch_size, PIECE)
         self.flush_interval_s = flush_interval_s
@@ -108,7 +121,7 @@ class Batcher:
 
     def _prepare_loop(self) -> None:
         self._lower_priority()
-        backlog = self.emitter.backlog
+        backlog = self._backlog
         try:
             while not self._abort.is_set():
                 taken = self._take(self.piece)
@@ -131,7 +144,7 @@ class Batcher:
             self._put(_END)
 
     def _take(self, n: int) -> Taken:
-        taken = self.emitter.backlog.take(n)
+        taken = self._backlog.take(n)
         self._hand(len(taken.frames))  # counted as pending from the moment they leave the spool
         return taken
 
@@ -153,7 +166,7 @@ class Batcher:
     def _keep_loop(self) -> None:
         """Prefault spool pages ahead of the writer and apply the ``interval`` fsync policy."""
         self._lower_priority()
-        backlog = self.emitter.backlog
+        backlog = self._backlog
         while not self._abort.wait(0.02):
             backlog.prefault()
             if self.fsync_interval_s is not None and time.monotonic() - self._last_fsync >= self.fsync_interval_s:
@@ -207,7 +220,7 @@ class Batcher:
             return self._ready.get_nowait()
         except queue.Empty:
             pass
-        if self.in_hand == 0 and self.emitter.backlog.pending() == 0:
+        if self.in_hand == 0 and self._backlog.pending() == 0:
             try:
                 self.sink.idle()
             except Exception as exc:  # noqa: BLE001  (upkeep only: storing goes on without it)
@@ -220,7 +233,7 @@ class Batcher:
             try:
                 return self.sink.write(prepared)
             except Exception as exc:  # noqa: BLE001  (any failure: keep the batch, never lose it)
-                self.emitter.stats.sink_errors += 1
+                self._stats.sink_errors += 1
                 log.warning("trace sink failed (%s: %s); retrying in %.2fs", type(exc).__name__, exc, delay)
                 if self._abort.is_set():
                     return None
@@ -228,17 +241,17 @@ class Batcher:
                 delay = min(delay * 2, 5.0)
 
     def _account(self, result: WriteResult, taken: Taken) -> None:
-        stats = self.emitter.stats
-        replay_below = self.emitter.backlog.replay_below
+        stats = self._stats
+        replay_below = self._backlog.replay_below
         for kind, (stored, dup) in result.by_kind.items():
             stats.count_stored(kind, stored, dup)
         old = 0 if taken.frames[0][0] >= replay_below else sum(1 for f in taken.frames if f[0] < replay_below)
         fresh = len(taken.frames) - old
         stats.replayed += old
         for item in result.rejected:
-            self.emitter.reject(item.kind, item.payload, item.reason, source="sink", may_block=False)
-        self.emitter.backlog.ack(taken)
-        self.emitter.delivered(taken.frames)
+            self._reject(item.kind, item.payload, item.reason)
+        self._backlog.ack(taken)
+        self._delivered(taken.frames)
         self._hand(-len(taken.frames))
         with self._done:
             self._finished += fresh
@@ -247,7 +260,7 @@ class Batcher:
     def _give_up(self, taken: Taken) -> None:
         self._hand(-len(taken.frames))
         if taken.from_memory:
-            self.emitter.stats.dropped += taken.from_memory
+            self._stats.dropped += taken.from_memory
             log.error("trace pipeline stopped with %d records held in memory only: lost", taken.from_memory)
         kept = len(taken.frames) - taken.from_memory
         if kept:
@@ -259,7 +272,7 @@ class Batcher:
 
         While anyone waits here the preparer sends what it has instead of waiting for a full batch.
         """
-        stats = self.emitter.stats
+        stats = self._stats
         with self._done:
             self._urgent += 1
         self.wake()

@@ -9,10 +9,10 @@ trace right after the response finds it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import sys
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -72,7 +72,6 @@ class TraceEmitter:
         self.stats = PipelineStats()
         self.quarantine = quarantine or Quarantine(None, clock)
         self._encoder = Encoder(st.detail_share, clock=clock)
-        self._lock = threading.Lock()
         self._pending: dict[str, DecisionTrace] = {}
         self._pending_seq: dict[int, str] = {}
         self._pending_cap = st.queue_size
@@ -87,10 +86,15 @@ class TraceEmitter:
 
         self.backlog = Backlog(
             open_spool if spool_dir is not None else None, self.stats, queue_size=st.queue_size,
-            policy=sp.full_policy, lock=self._lock,
+            policy=sp.full_policy,
         )
+        # The backlog's lock (Backlog.lock), bound once: emit() takes it for every record. Under it
+        # go the encoder (not thread-safe) and the pending traces (kept in sequence order).
+        self._backlog_lock = self.backlog.lock
         self.batcher = Batcher(
-            self, sink, batch_size=st.batch_size, flush_interval_s=st.flush_interval_ms / 1000,
+            self.backlog, sink, self.stats,
+            reject=functools.partial(self.reject, source="sink", may_block=False), delivered=self.delivered,
+            batch_size=st.batch_size, flush_interval_s=st.flush_interval_ms / 1000,
             fsync_interval_s=sp.fsync_interval_ms / 1000 if sp.fsync == "interval" else None, sleep=sleep,
         )
 
@@ -126,7 +130,7 @@ class TraceEmitter:
     def _emit(self, record: BaseModel, *, may_block: bool) -> bool:
         """``emit``; the batcher's own records pass ``may_block=False`` (it must never wait for itself)."""
         bad: list[tuple[Kind, bytes, str]] = []
-        with self._lock:
+        with self._backlog_lock:
             for kind, payload in self._encoder.encode(record):
                 if len(payload) > self.settings.spool.max_record_bytes:
                     bad.append((kind, payload, f"record of {len(payload)} bytes exceeds the limit of "
@@ -179,7 +183,7 @@ class TraceEmitter:
         if not frames:
             return
         newest = max(frame[0] for frame in frames)
-        with self._lock:
+        with self._backlog_lock:
             done = list(itertools.takewhile(lambda seq: seq <= newest, self._pending_seq))
             for seq in done:
                 self._pending.pop(self._pending_seq.pop(seq), None)

@@ -217,7 +217,7 @@ class DurableSpool:
         with self._read_lock:
             out = self._read(max_records, max_bytes, self.next_seq if below is None else min(below, self.next_seq))
             damage, self._damage = self._damage, []
-        for problem, lost in damage:  # outside the lock: the owner may emit (and take its own lock)
+        for problem, lost in damage:  # outside the lock: the owner may emit (and take the backlog's lock)
             self._on_damage(problem, lost)
         return out
 

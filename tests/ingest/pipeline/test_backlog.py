@@ -20,13 +20,13 @@ def payload(name: str) -> bytes:
 def test_a_record_stored_while_an_emitter_waits_for_room_keeps_the_spool_in_sequence_order(tmp_path: Path) -> None:
     """The batcher stores a quarantine record while ``emit()`` waits for room under the block policy.
 
-    Waiting releases the emitter's lock, so the batcher's record reaches the spool first; the
+    Waiting releases the backlog's lock, so the batcher's record reaches the spool first; the
     waiting record must then be numbered after it. The reader skips frames by sequence number:
     a frame numbered below one already written would be skipped, i.e. lost.
     """
-    lock = threading.Lock()
     backlog = Backlog(lambda: DurableSpool(tmp_path, segment_bytes=SEG, max_bytes=2 * SEG, mirror_records=1000),
-                      PipelineStats(), policy="block", lock=lock)
+                      PipelineStats(), policy="block")
+    lock = backlog.lock  # what the emitter holds around append()
     spool = backlog.spool
     assert spool is not None
     n = 0
