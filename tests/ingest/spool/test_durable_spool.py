@@ -13,7 +13,7 @@ from ingest.errors import SpoolFull, SpoolUnavailable
 from ingest.spool.durable_spool import DurableSpool
 from ingest.spool.segment import FILE_HEADER, FRAME_HEADER, Segment
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SEG = 64 * 1024
 
 
