@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from ingest.codec.encoder import Encoder
-from ingest.duckdb_store import DuckDBTraceStore
+from ingest.duckdb.store import DuckDBTraceStore
 from ingest.kinds import Kind
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.record_sink import batch_of

@@ -25,8 +25,8 @@ import duckdb
 import pyarrow as pa
 
 from ingest.codec.encoder import Encoder
-from ingest.duckdb_schema import sql_file
-from ingest.duckdb_store import DuckDBTraceStore
+from ingest.duckdb.schema import sql_file
+from ingest.duckdb.store import DuckDBTraceStore
 from ingest.kinds import Kind
 from ingest.record_sink import batch_of
 from ingest.synthetic import TraceFactory

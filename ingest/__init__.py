@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ingest.duckdb_store import DuckDBTraceStore
+    from ingest.duckdb.store import DuckDBTraceStore
     from ingest.elasticsearch_store import ElasticsearchStore
     from ingest.errors import SinkError, SinkUnavailable, SpoolFull, SpoolUnavailable
     from ingest.http_api import IngestApi
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     "BadCursor": "ingest.trace_store",
-    "DuckDBTraceStore": "ingest.duckdb_store",
+    "DuckDBTraceStore": "ingest.duckdb.store",
     "ElasticsearchStore": "ingest.elasticsearch_store",
     "EmitterCollector": "ingest.pipeline.metrics",
     "GENERIC": "ingest.mapping",

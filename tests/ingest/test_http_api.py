@@ -14,7 +14,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from ingest.duckdb_store import DuckDBTraceStore
+from ingest.duckdb.store import DuckDBTraceStore
 from ingest.http_api import IngestApi
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from app.cli import main
-from ingest.duckdb_store import DuckDBTraceStore
+from ingest.duckdb.store import DuckDBTraceStore
 from ingest.mapping import GENERIC, map_record
 from ingest.synthetic import TraceFactory
 from schemas import DecisionTrace, query_hash

@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 
 from app.run.serve import StoreHooks
-from ingest.duckdb_store import DuckDBTraceStore
+from ingest.duckdb.store import DuckDBTraceStore
 from ingest.elasticsearch_store import ElasticsearchStore
 from ingest.http_api import IngestApi
 from ingest.http_client import HttpTraceStore

@@ -33,8 +33,8 @@ STORAGE_VERSION = 2  # 1: traces with inline candidate states and no `detail` co
 
 @cache
 def sql_file(name: str) -> str:
-    """Return the text of ``ingest/sql/<name>`` (read once)."""
-    return resources.files("ingest").joinpath(f"sql/{name}").read_text(encoding="utf-8")
+    """Return the text of ``ingest/duckdb/sql/<name>`` (read once)."""
+    return resources.files("ingest.duckdb").joinpath(f"sql/{name}").read_text(encoding="utf-8")
 
 
 def duckdb_type(con: duckdb.DuckDBPyConnection, dtype: pa.DataType) -> str:

@@ -18,7 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest.codec.to_arrow import parse_payloads
-from ingest.duckdb_schema import sql_file, transaction
+from ingest.duckdb.schema import sql_file, transaction
 from ingest.errors import SinkUnavailable
 from ingest.kinds import KINDS, Kind
 from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
@@ -34,7 +34,7 @@ _ORDER = [Kind.SNAPSHOT, Kind.TRACE, Kind.FEEDBACK, Kind.PROBE, Kind.EVENT, Kind
 
 
 class DuckDBSink:
-    """The writing side of :class:`ingest.duckdb_store.DuckDBTraceStore`.
+    """The writing side of :class:`ingest.duckdb.store.DuckDBTraceStore`.
 
     Args:
         con: A read-write connection whose schema is ensured.

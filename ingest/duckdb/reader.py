@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 
 from ingest.codec.stored_rows import assemble_trace, clean, state_ids, summary_of
-from ingest.duckdb_schema import sql_file
+from ingest.duckdb.schema import sql_file
 from ingest.kinds import KINDS, Kind
 from ingest.trace_store import BadCursor, WindowReader, clamp_limit, decode_cursor, encode_cursor, sort_traffic
 from schemas.queries import BUCKETS, AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge

@@ -1,7 +1,7 @@
 """The DuckDB trace store: one file, written by one process, read by the same process.
 
 DuckDB admits one writing process per file. The server opens the file read-write, migrates it,
-writes through :class:`ingest.duckdb_sink.DuckDBSink` and answers the query API itself; another
+writes through :class:`ingest.duckdb.sink.DuckDBSink` and answers the query API itself; another
 process may open the file with ``read_only=True`` once nothing writes it (offline analysis of a
 copied file). A file locked by another process is not an error at start-up: the store connects
 on first use and keeps trying, while the pipeline spools (``SinkUnavailable``).
@@ -21,9 +21,9 @@ import duckdb
 from pydantic import BaseModel
 
 from ingest.codec.encoder import encode_batch
-from ingest.duckdb_reader import DuckDBReader
-from ingest.duckdb_schema import ensure_schema
-from ingest.duckdb_sink import DuckDBSink
+from ingest.duckdb.reader import DuckDBReader
+from ingest.duckdb.schema import ensure_schema
+from ingest.duckdb.sink import DuckDBSink
 from ingest.errors import SinkError, SinkUnavailable
 from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
 

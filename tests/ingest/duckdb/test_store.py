@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 
 from ingest.codec.storage_schema import storage_schema, strip_not_null
-from ingest.duckdb_schema import STORAGE_VERSION, ensure_schema
-from ingest.duckdb_store import DuckDBTraceStore
+from ingest.duckdb.schema import STORAGE_VERSION, ensure_schema
+from ingest.duckdb.store import DuckDBTraceStore
 from ingest.errors import SinkUnavailable
 from ingest.kinds import Kind
 from ingest.synthetic import TraceFactory

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.duckdb_store import DuckDBTraceStore
+from ingest.duckdb.store import DuckDBTraceStore
 from ingest.synthetic import TraceFactory
 from schemas import DecisionTrace, Feedback
 from schemas.queries import BUCKETS, AggregateQuery, TraceFilter
