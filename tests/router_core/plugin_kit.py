@@ -77,9 +77,12 @@ def instance(iid: str, model: str = "m", **kw: Any) -> dict[str, Any]:
 
 
 def plugins_config(plugins: list[dict[str, Any]] | None, *, instances: list[dict[str, Any]] | None = None,
-                   **router: Any) -> RouteLensConfig:
-    """A configuration whose pipeline is exactly ``router.plugins`` (None: derived from the sections)."""
-    overrides: dict[str, Any] = {"router": {"plugins": plugins, **router}}
+                   sections: Mapping[str, Any] | None = None, **router: Any) -> RouteLensConfig:
+    """A configuration whose pipeline is exactly ``router.plugins`` (None: derived from the sections).
+
+    ``router`` keywords go to the ``router`` section, ``sections`` are other top-level sections.
+    """
+    overrides: dict[str, Any] = {**(sections or {}), "router": {"plugins": plugins, **router}}
     if instances is not None:
         overrides["fleet"] = {"instances": instances}
     return make_config(**overrides)
@@ -133,3 +136,15 @@ def route(router: Router, state: Mapping[str, InstanceSnapshot], *, feats: Reque
     rec.record_decision(decision)
     return [s.id for s in decision.targets], rec.finish(Outcome(status=OutcomeStatus.OK, http_status=200,
                                                                 total_ms=1.0))
+
+
+def assert_score_step(trace: DecisionTrace, name: str, type_: str, weight: float, expected: Mapping[str, float],
+                      *, profile: str = "plugins") -> None:
+    """The runner's step for scorer ``name`` and the term it put on each candidate (clamped, times the weight)."""
+    s = step(trace, f"score/{name}")
+    assert (s.kind, s.plugin, s.value, s.reason) == ("score", f"{name}/{type_}", weight,
+                                                     f"weight {weight:g} ({profile})")
+    at = [w[0] for w in weights(trace)].index(name)
+    assert weights(trace)[at] == (name, weight, f"{name}/{type_}")
+    got = {c.instance: c.score_terms[at] for c in trace.candidates if c.instance in expected}
+    assert got == {iid: pytest.approx(x) for iid, x in expected.items()}

@@ -1,0 +1,71 @@
+"""quality-scorer: P(correct) of the candidate's model for the request's class; unknown pairs score default."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from tests.router_core.conftest import decide, healthy
+from tests.router_core.plugin_kit import (
+    BadParams,
+    assert_refused,
+    assert_score_step,
+    build,
+    candidate,
+    context,
+    plugins_config,
+)
+
+TYPE = "quality-scorer"
+TABLE = {("big", "code"): 0.9, ("small", "code"): 0.3, ("big", ""): 0.7}
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    models: list[str]
+    intent: str | None
+    expected: list[float]
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+CASES = [
+    Case("known-pairs", ["big", "small"], "code", [0.9, 0.3]),
+    Case("unknown-model", ["tiny"], "code", [0.5]),
+    Case("unknown-class", ["big"], "chat", [0.5]),
+    Case("no-intent-is-the-empty-class", ["big", "small"], None, [0.7, 0.5]),
+    Case("own-default", ["tiny", "big"], "code", [0.2, 0.9], {"default": 0.2}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_score(case: Case) -> None:
+    scorer = build(TYPE, **case.params)
+    pool = [candidate(f"i{n}", model) for n, model in enumerate(case.models)]
+    assert scorer.score(pool, context(intent=case.intent, quality=TABLE)) == pytest.approx(case.expected)
+
+
+BAD = [BadParams("above-one", {"default": 1.5}, "default"), BadParams("negative", {"default": -0.1}, "default"),
+       BadParams("unknown-key", {"prior": 0.5}, "prior")]
+
+
+@pytest.mark.parametrize("case", BAD, ids=lambda c: c.id)
+def test_bad_parameters(case: BadParams) -> None:
+    assert_refused(TYPE, case)
+
+
+CFG = plugins_config([{"type": TYPE, "weight": 1.0, "parameters": {"default": 0.1}}],
+                     sections={"models": {"big": {"quality": {"code": 0.9}}, "small": {"quality": {"code": 0.3}}}})
+
+
+def test_the_router_records_the_step() -> None:
+    ranked, trace = decide(healthy(), CFG, intent="code")  # the priors from models.<m>.quality
+    assert ranked[2] == "small-a"
+    assert_score_step(trace, "quality", TYPE, 1.0, {"big-a": 0.9, "big-b": 0.9, "small-a": 0.3})
+
+
+def test_a_class_nobody_rated_scores_the_default() -> None:
+    _, trace = decide(healthy(), CFG, intent="chat")
+    assert_score_step(trace, "quality", TYPE, 1.0, {"big-a": 0.1, "big-b": 0.1, "small-a": 0.1})
