@@ -74,11 +74,13 @@ class Child:
 
     def _relay(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if self._marker and line.startswith(self._marker):
-                self._ready.set()
-            if self._echo:
-                print(f"[{self.name}] {line}", end="", flush=True)
+        with self.proc.stdout:  # closed at EOF (the child has gone), not left to the garbage collector
+            for line in self.proc.stdout:
+                if self._marker and line.startswith(self._marker):
+                    self._ready.set()
+                if self._echo:
+                    print(f"[{self.name}] {line}", end="", flush=True)
+        self.proc.wait()  # EOF comes a moment before the exit is reapable: alive() must see it
         self._ready.set()  # exited: wake any waiter; alive() tells it apart
 
     def alive(self) -> bool:

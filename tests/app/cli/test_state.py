@@ -7,7 +7,7 @@ import pytest
 
 from tests.contracts import contract
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CONTRACTS = contract("prometheus")
 
 

@@ -18,7 +18,7 @@ import pytest
 from app.cli import main
 from app.run.procs import free_port, port_is_free
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "How are you doing today?"}]}).encode()
 pytestmark = pytest.mark.e2e
 

@@ -1,0 +1,44 @@
+"""app.run.procs: free ports, waiting for HTTP, and child processes in their own group."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+from app.run.procs import Child, free_port, port_is_free, wait_http
+from tests.app import stub_trace_api as stub
+
+
+def test_a_free_port_is_free_until_someone_listens() -> None:
+    port = free_port()
+    assert port_is_free("127.0.0.1", port)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+        assert not port_is_free("127.0.0.1", port)
+
+
+def test_wait_http_sees_a_200(stub_api: stub.StubTraceApi) -> None:
+    assert wait_http(f"{stub_api.url}/v1/traces/{stub.SAMPLE_REQUEST_ID}", 10)
+
+
+def test_wait_http_gives_up_when_the_process_died(closed_port_url: str) -> None:
+    assert not wait_http(f"{closed_port_url}/health", 30, alive=lambda: False)
+
+
+def test_child_ready_on_its_marker_and_stopped_with_its_group() -> None:
+    code = "print('booting'); print('thing ready', flush=True); import time; time.sleep(120)"
+    child = Child("thing", [sys.executable, "-c", code], {}, "thing ready")
+    try:
+        assert child.wait_ready(30)
+        assert child.alive()
+    finally:
+        child.stop()
+    assert not child.alive()
+
+
+def test_child_that_exits_before_its_marker_is_not_ready() -> None:
+    child = Child("quitter", [sys.executable, "-c", "print('bye')"], {}, "never printed")
+    assert not child.wait_ready(30)
+    child.stop()  # already gone: nothing to do
+    assert not child.alive()
