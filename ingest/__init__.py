@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ingest.duckdb.store import DuckDBTraceStore
-    from ingest.elasticsearch_store import ElasticsearchStore
+    from ingest.elasticsearch.store import ElasticsearchStore
     from ingest.errors import SinkError, SinkUnavailable, SpoolFull, SpoolUnavailable
     from ingest.http_api import IngestApi
     from ingest.http_client import HttpTraceStore
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "BadCursor": "ingest.trace_store",
     "DuckDBTraceStore": "ingest.duckdb.store",
-    "ElasticsearchStore": "ingest.elasticsearch_store",
+    "ElasticsearchStore": "ingest.elasticsearch.store",
     "EmitterCollector": "ingest.pipeline.metrics",
     "GENERIC": "ingest.mapping",
     "HttpTraceStore": "ingest.http_client",

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from app.run.serve import StoreHooks
 from ingest.duckdb.store import DuckDBTraceStore
-from ingest.elasticsearch_store import ElasticsearchStore
+from ingest.elasticsearch.store import ElasticsearchStore
 from ingest.http_api import IngestApi
 from ingest.http_client import HttpTraceStore
 from ingest.pipeline.emitter import TraceEmitter

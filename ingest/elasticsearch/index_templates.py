@@ -1,7 +1,7 @@
 """Elasticsearch index templates, derived from the same Arrow schemas DuckDB uses.
 
 One data stream per record kind (``<prefix>-traces``, ``<prefix>-instance_snapshots``, ...),
-each with an index template from ``es/traces_template.json`` whose mapping is derived here:
+each with an index template from ``traces_template.json`` whose mapping is derived here:
 strings are keywords (ids, hashes, names), timestamps ``date_nanos`` (no precision lost),
 structs objects, and a trace's ``candidates`` ``nested`` so that a candidate's fields stay
 together in queries. ``dynamic: "false"`` keeps fields a newer model adds in ``_source`` (so
@@ -69,7 +69,7 @@ def mapping_properties(kind: Kind) -> dict[str, Any]:
 
 def index_template(prefix: str, kind: Kind, retention_days: int) -> dict[str, Any]:
     """Return the index template body of ``kind``'s data stream."""
-    text = resources.files("ingest").joinpath("es/traces_template.json").read_text(encoding="utf-8")
+    text = resources.files("ingest.elasticsearch").joinpath("traces_template.json").read_text(encoding="utf-8")
     body: dict[str, Any] = copy.deepcopy(json.loads(text))
     body["index_patterns"] = [data_stream(prefix, kind) + "*"]
     body["template"]["mappings"]["properties"] = mapping_properties(kind)

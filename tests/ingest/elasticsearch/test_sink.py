@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ingest.elasticsearch_sink import ElasticsearchSink
-from ingest.elasticsearch_store import ElasticsearchStore
+from ingest.elasticsearch.sink import ElasticsearchSink
+from ingest.elasticsearch.store import ElasticsearchStore
 from ingest.errors import SinkUnavailable
 from ingest.kinds import Kind
 from ingest.pipeline.emitter import TraceEmitter

@@ -1,7 +1,7 @@
 """Writes record batches to Elasticsearch: one data stream per kind, bulk ``create`` by id.
 
 At the first write the sink puts one index template per kind (data stream, mapping derived from
-``schemas/``, lifecycle with ``data_retention``: :mod:`ingest.es_mapping`). Each record is a bulk
+``schemas/``, lifecycle with ``data_retention``: :mod:`ingest.elasticsearch.index_templates`). Each record is a bulk
 ``create`` with ``_id`` = its id (``request_id`` for traces), so re-delivery answers 409 and is
 counted as a duplicate instead of being stored twice. The client's bulk helper retries items
 answered 429 with exponential backoff; items refused for good (a mapping conflict) are returned
@@ -19,8 +19,8 @@ import orjson
 from elastic_transport import TransportError
 from elasticsearch import ApiError, Elasticsearch, helpers
 
+from ingest.elasticsearch.index_templates import FEEDBACK_CONTEXT, TIMESTAMP_FIELD, data_stream, index_template
 from ingest.errors import SinkUnavailable
-from ingest.es_mapping import FEEDBACK_CONTEXT, TIMESTAMP_FIELD, data_stream, index_template
 from ingest.kinds import KINDS, Kind
 from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult
 
@@ -51,7 +51,7 @@ def _context(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 class ElasticsearchSink:
-    """The writing side of :class:`ingest.elasticsearch_store.ElasticsearchStore`.
+    """The writing side of :class:`ingest.elasticsearch.store.ElasticsearchStore`.
 
     Args:
         client: An ``elasticsearch.Elasticsearch`` client.

@@ -9,8 +9,8 @@ from elasticsearch import Elasticsearch
 from pydantic import BaseModel
 
 from ingest.codec.encoder import encode_batch
-from ingest.elasticsearch_reader import ElasticsearchReader
-from ingest.elasticsearch_sink import ElasticsearchSink
+from ingest.elasticsearch.reader import ElasticsearchReader
+from ingest.elasticsearch.sink import ElasticsearchSink
 from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
 from schemas.storage_config import ElasticsearchSettings
 

@@ -15,7 +15,7 @@ from typing import Any
 from elasticsearch import Elasticsearch
 
 from ingest.codec.stored_rows import assemble_trace, clean, state_ids, summary_of
-from ingest.es_mapping import TIMESTAMP_FIELD, data_stream
+from ingest.elasticsearch.index_templates import TIMESTAMP_FIELD, data_stream
 from ingest.kinds import KINDS, Kind
 from ingest.trace_store import (
     MAX_LIMIT,

@@ -1,0 +1,11 @@
+"""The Elasticsearch backend: one data stream per record kind, the same query API as DuckDB.
+
+- :mod:`~ingest.elasticsearch.store`: :class:`ElasticsearchStore`, the pipeline's sink and the
+  query API over one client.
+- :mod:`~ingest.elasticsearch.sink`: bulk ``create`` by id (re-delivery is a duplicate, not a
+  second copy), items refused for good returned for quarantine.
+- :mod:`~ingest.elasticsearch.reader`: the query API (``bool.filter``, ``search_after``,
+  aggregations).
+- :mod:`~ingest.elasticsearch.index_templates`: the index templates, their mappings derived from
+  the storage schema; ``traces_template.json`` beside it holds the settings they share.
+"""
