@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import mmh3
 import pytest
 
 from router_core.builtin import builtin_registry
@@ -148,3 +149,8 @@ def assert_score_step(trace: DecisionTrace, name: str, type_: str, weight: float
     assert weights(trace)[at] == (name, weight, f"{name}/{type_}")
     got = {c.instance: c.score_terms[at] for c in trace.candidates if c.instance in expected}
     assert got == {iid: pytest.approx(x) for iid, x in expected.items()}
+
+
+def tie_order(request_id: str, ids: list[str]) -> list[str]:
+    """Equal totals in the documented tie order: ascending unsigned mmh3 of ``request_id:instance``."""
+    return sorted(ids, key=lambda iid: mmh3.hash(f"{request_id}:{iid}", signed=False))
