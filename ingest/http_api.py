@@ -1,8 +1,9 @@
-"""HTTP routes of the trace pipeline, mounted on the server's aiohttp application.
+"""The store's whole HTTP API, mounted on the server's aiohttp application.
 
 ===========================  ===============================================================
 ``POST /v1/traces``          intake: NDJSON or a JSON array of traces; per-line verdicts
 ``GET /v1/traces``           search (filters as query parameters; ``limit``, ``cursor``)
+``GET /v1/traces/{id}``      one trace, emitted ones not yet stored included (read-your-writes)
 ``GET /v1/analytics/buckets`` per time bucket: requests, latency quantiles, fallback, cost, misroutes
 ``GET /v1/analytics/traffic`` requests along rule -> model -> instance
 ``GET /v1/probes``           probe results (``start``, ``end``, ``instance``)
@@ -11,11 +12,10 @@
 ``GET /v1/quarantine``       quarantined records (``start``, ``end``)
 ===========================  ===============================================================
 
-``GET /v1/traces/{id}`` (one trace) is the gateway's own route.
-
 Filters: ``start``/``end`` (ISO 8601 with a zone), ``router_version``, ``experiment_arm``,
 ``rule``, ``model``, ``instance``, ``fallback`` (true/false), ``outcome`` (ok/error),
-``query_hash``. Errors are OpenAI-shaped ``{"error": {"message", "type", "param", "code"}}``.
+``query_hash``. Errors are OpenAI-shaped ``{"error": {"message", "type", "param", "code"}}``; an
+unknown trace id is a 404 with the code ``trace_not_found``.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import describe_validation_error
 from ingest.trace_store import MAX_LIMIT, BadCursor, TraceStore
 from schemas.queries import AggregateQuery, TraceFilter
+from schemas.trace import DecisionTrace
 
 __all__ = ["IngestApi"]
 
@@ -114,12 +115,13 @@ class IngestApi:
         self.max_body = max_body
 
     def add_routes(self, app: web.Application) -> None:
-        """Mount every route on ``app`` (``GET /v1/traces/{request_id}`` is the gateway's)."""
+        """Mount every route on ``app``."""
         app.router.add_post("/v1/traces", self.intake)
         for path, handler in (
-            ("/v1/traces", self.search), ("/v1/analytics/buckets", self.buckets),
-            ("/v1/analytics/traffic", self.traffic), ("/v1/probes", self.probes), ("/v1/events", self.events),
-            ("/v1/snapshots", self.snapshots), ("/v1/quarantine", self.quarantined),
+            ("/v1/traces", self.search), ("/v1/traces/{request_id}", self.trace),
+            ("/v1/analytics/buckets", self.buckets), ("/v1/analytics/traffic", self.traffic),
+            ("/v1/probes", self.probes), ("/v1/events", self.events), ("/v1/snapshots", self.snapshots),
+            ("/v1/quarantine", self.quarantined),
         ):
             app.router.add_get(path, self._guarded(handler))
 
@@ -161,6 +163,18 @@ class IngestApi:
         return list(take_records(split_records(body), self.emitter, source="intake"))
 
     # -- queries --------------------------------------------------------------------------------
+    async def trace(self, request: web.Request) -> web.Response:
+        """``GET /v1/traces/{request_id}``: one trace; 404 ``trace_not_found`` when there is none."""
+        request_id = request.match_info["request_id"]
+        trace = await asyncio.to_thread(self._lookup, request_id)
+        if trace is None:
+            return _error(404, f"no trace for request_id '{request_id}'", "trace_not_found")
+        return web.Response(body=trace.model_dump_json(), content_type="application/json")
+
+    def _lookup(self, request_id: str) -> DecisionTrace | None:
+        """Read your writes: a trace emitted a moment ago is found before the store has it."""
+        return self.emitter.pending(request_id) or self.store.get(request_id)
+
     async def search(self, request: web.Request) -> web.Response:
         """``GET /v1/traces``: one page of summaries, newest first."""
         flt, limit, cursor = _filter(request), _limit(request), request.query.get("cursor")

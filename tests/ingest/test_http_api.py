@@ -20,16 +20,20 @@ from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
 from ingest.synthetic import T0, TraceFactory
 from schemas.storage_config import SpoolSettings, StorageSettings
+from schemas.trace import DecisionTrace
 
 Call = Callable[..., Awaitable[tuple[int, Any]]]
 
 
 def serve(tmp_path: Path, check: Callable[[Call, TraceEmitter, DuckDBTraceStore], Awaitable[None]],
-          token: str | None = None) -> None:
+          token: str | None = None, *, started: bool = True) -> None:
+    """Run ``check`` against the API on 127.0.0.1; ``started=False`` keeps every emitted record pending."""
     store = DuckDBTraceStore(tmp_path / "t.duckdb")
     st = StorageSettings(batch_size=64, flush_interval_ms=5, spool=SpoolSettings(max_record_bytes=16 * 1024))
     quarantine = Quarantine(tmp_path / "q", clock=lambda: T0)
-    em = TraceEmitter(store, st, spool_dir=tmp_path / "spool", quarantine=quarantine).start()
+    em = TraceEmitter(store, st, spool_dir=tmp_path / "spool", quarantine=quarantine)
+    if started:
+        em.start()
 
     async def main() -> None:
         app = web.Application()
@@ -129,6 +133,30 @@ def test_the_query_api_over_http(tmp_path: Path, factory: TraceFactory) -> None:
             assert status == 400 and err["error"]["param"] == param, path
         status, found = await call("GET", "/v1/traces?model=" + quote("x' OR 1=1 --"))  # only ever a parameter
         assert status == 200 and found["items"] == [] and store.count() == 12
+
+    serve(tmp_path, check)
+
+
+def test_one_trace_by_id_stored_or_still_pending(tmp_path: Path, factory: TraceFactory) -> None:
+    stored, pending = factory.trace(request_id="req_x'; --"), factory.trace()
+
+    async def check(call: Call, em: TraceEmitter, store: DuckDBTraceStore) -> None:
+        store.write_records([stored])
+        assert em.emit(pending)  # the batcher is not running: only the emitter holds it
+        assert store.get(pending.request_id) is None
+        for trace in (stored, pending):
+            status, body = await call("GET", "/v1/traces/" + quote(trace.request_id, safe=""))
+            assert status == 200 and DecisionTrace.model_validate(body) == trace
+
+    serve(tmp_path, check, started=False)
+
+
+def test_an_unknown_trace_id_is_the_openai_shaped_404(tmp_path: Path) -> None:
+    async def check(call: Call, em: TraceEmitter, store: DuckDBTraceStore) -> None:
+        status, body = await call("GET", "/v1/traces/req-missing")
+        assert status == 404
+        assert body == {"error": {"message": "no trace for request_id 'req-missing'", "type": "invalid_request_error",
+                                  "param": None, "code": "trace_not_found"}}
 
     serve(tmp_path, check)
 
