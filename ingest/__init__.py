@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from ingest.errors import SinkError, SinkUnavailable, SpoolFull, SpoolUnavailable
     from ingest.http_api import IngestApi
     from ingest.http_client import HttpTraceStore
-    from ingest.importer import import_file
-    from ingest.mapping import GENERIC, MAPPINGS
+    from ingest.intake.field_mapping import GENERIC, MAPPINGS
+    from ingest.intake.file_import import import_file
     from ingest.pipeline.emitter import TraceEmitter
     from ingest.pipeline.metrics import EmitterCollector
     from ingest.pipeline.quarantine import Quarantine
@@ -31,10 +31,10 @@ _EXPORTS: dict[str, str] = {
     "DuckDBTraceStore": "ingest.duckdb.store",
     "ElasticsearchStore": "ingest.elasticsearch.store",
     "EmitterCollector": "ingest.pipeline.metrics",
-    "GENERIC": "ingest.mapping",
+    "GENERIC": "ingest.intake.field_mapping",
     "HttpTraceStore": "ingest.http_client",
     "IngestApi": "ingest.http_api",
-    "MAPPINGS": "ingest.mapping",
+    "MAPPINGS": "ingest.intake.field_mapping",
     "Quarantine": "ingest.pipeline.quarantine",
     "RecordBatch": "ingest.record_sink",
     "RecordSink": "ingest.record_sink",
@@ -45,7 +45,7 @@ _EXPORTS: dict[str, str] = {
     "TraceEmitter": "ingest.pipeline.emitter",
     "TraceStore": "ingest.trace_store",
     "WriteResult": "ingest.record_sink",
-    "import_file": "ingest.importer",
+    "import_file": "ingest.intake.file_import",
 }
 
 __all__ = [

@@ -30,7 +30,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from ingest.intake import LineResult, split_records, take_records
+from ingest.intake.lines import LineResult, split_records, take_records
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import describe_validation_error
 from ingest.trace_store import MAX_LIMIT, BadCursor, TraceStore

@@ -1,6 +1,6 @@
 """Importing a file of traces (JSONL or Parquet) through the same validation and pipeline.
 
-Each record is checked like an intake line (:mod:`ingest.intake`), accepted ones are emitted into a
+Each record is checked like an intake line (:mod:`ingest.intake.lines`), accepted ones are emitted into a
 :class:`TraceEmitter` (which stores them in batches), refused ones are quarantined with their line
 number. The report counts what happened to every line.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from ingest.intake import take_records
+from ingest.intake.lines import take_records
 from ingest.kinds import Kind
 from ingest.pipeline.emitter import TraceEmitter
 

@@ -10,7 +10,7 @@ import pytest
 
 from app.cli import main
 from ingest.duckdb.store import DuckDBTraceStore
-from ingest.mapping import GENERIC, map_record
+from ingest.intake.field_mapping import GENERIC, map_record
 from ingest.synthetic import TraceFactory
 from schemas import DecisionTrace, query_hash
 from tests.duckdb_lock import duckdb_held_elsewhere

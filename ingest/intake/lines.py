@@ -1,7 +1,7 @@
 """Validating traces that come from outside (``POST /v1/traces``, ``routelens ingest import``).
 
 Input is NDJSON (one JSON object per line) or one JSON array. Every record is checked on its own:
-size, JSON syntax, the field mapping (:mod:`ingest.mapping`), then the :class:`DecisionTrace`
+size, JSON syntax, the field mapping (:mod:`ingest.intake.field_mapping`), then the :class:`DecisionTrace`
 model (wrong types, unknown fields, bad hashes...). The result says, per line, whether the record
 was accepted and, if not, why; refused records are quarantined by the caller.
 """
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic import ValidationError
 
+from ingest.intake.field_mapping import map_record
 from ingest.kinds import Kind
-from ingest.mapping import map_record
 from ingest.pipeline.quarantine import describe_validation_error
 from schemas.trace import DecisionTrace
 
