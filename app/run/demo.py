@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
+import shutil
 import signal
 import sys
 import threading
@@ -20,7 +22,39 @@ import yaml
 from app.run.procs import Child, free_port, port_is_free, wait_http
 from schemas.config import RouteLensConfig
 
-__all__ = ["run_demo"]
+__all__ = ["routelens_command", "run_demo"]
+
+
+def routelens_command(
+    *, argv0: str | None = None, executable: str | None = None, path: str | None = None, cwd: Path | None = None
+) -> str:
+    """Return how to type ``routelens`` in the shell that started us, for the lines the demo prints.
+
+    ``make demo`` runs ``.venv/bin/routelens`` from a shell without the virtualenv on ``PATH``, so a
+    bare ``routelens`` would not be found. The script is the one we were started as, or the one
+    installed next to our interpreter; it is printed as ``routelens`` when ``PATH`` finds that very
+    file, else as a path (relative when under ``cwd``). Without a script: ``PYTHON -m app``.
+
+    Args:
+        argv0: Our ``sys.argv[0]`` (default: the real one).
+        executable: Our interpreter (default: ``sys.executable``).
+        path: The ``PATH`` to search (default: ``$PATH``).
+        cwd: The directory the printed command is typed in (default: the current one).
+    """
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    executable = sys.executable if executable is None else executable
+    cwd = Path.cwd() if cwd is None else cwd
+    scripts = [Path(argv0)] if Path(argv0).name == "routelens" else []
+    scripts.append(Path(executable).with_name("routelens"))  # not resolved: a venv's python is a symlink
+    script = next((s for s in scripts if s.is_file() and os.access(s, os.X_OK)), None)
+    if script is None:
+        return f"{shlex.quote(executable)} -m app"
+    script = script.absolute()
+    found = shutil.which("routelens", path=os.environ.get("PATH", "") if path is None else path)
+    if found and os.path.samefile(found, script):
+        return "routelens"
+    shown = os.path.relpath(script, cwd) if script.is_relative_to(cwd) else str(script)
+    return shlex.quote(shown if os.sep in shown else f".{os.sep}{shown}")
 
 
 def _with_free_ports(config: RouteLensConfig) -> RouteLensConfig:
@@ -109,7 +143,7 @@ def run_demo(
         if first_id:
             rid = first_id[0]
             print(f"  example request_id: {rid}")
-            print(f"    routelens trace {rid} --api {gateway}")
+            print(f"    {routelens_command()} trace {rid} --api {gateway}")
             if with_app:
                 print(f"    {app_url}/?request_id={rid}")
         print("Press Ctrl-C to stop.", flush=True)

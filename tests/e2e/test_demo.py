@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -50,9 +51,11 @@ def test_demo_serves_a_traceable_request_and_stops_cleanly(tmp_path: Path) -> No
         status, trace = call("GET", f"{gateway}/v1/traces/{request_id}")
         assert status == 200 and trace["request_id"] == request_id, trace
         assert ok(f"{app}/_stcore/health")
-        shown = subprocess.run([sys.executable, "-m", "app", "trace", request_id, "--api", gateway],
-                               cwd=ROOT, capture_output=True, text=True, timeout=60)
-        assert shown.returncode == 0 and request_id in shown.stdout
+        # The command the demo prints works as typed, from the folder `make demo` runs in.
+        typed = re.search(rf"^ {{4}}(\S.* trace {re.escape(request_id)} --api {re.escape(gateway)})$", out, re.M)
+        assert typed, out
+        shown = subprocess.run(shlex.split(typed.group(1)), cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0 and request_id in shown.stdout, shown.stderr
 
         demo.proc.send_signal(signal.SIGINT)
         assert demo.proc.wait(60) == 0
