@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from ingest.duckdb.store import DuckDBTraceStore
     from ingest.elasticsearch.store import ElasticsearchStore
     from ingest.errors import SinkError, SinkUnavailable, SpoolFull, SpoolUnavailable
-    from ingest.http_api import IngestApi
-    from ingest.http_client import HttpTraceStore
+    from ingest.http_api.client import HttpTraceStore
+    from ingest.http_api.routes import IngestApi
     from ingest.intake.field_mapping import GENERIC, MAPPINGS
     from ingest.intake.file_import import import_file
     from ingest.pipeline.emitter import TraceEmitter
@@ -32,8 +32,8 @@ _EXPORTS: dict[str, str] = {
     "ElasticsearchStore": "ingest.elasticsearch.store",
     "EmitterCollector": "ingest.pipeline.metrics",
     "GENERIC": "ingest.intake.field_mapping",
-    "HttpTraceStore": "ingest.http_client",
-    "IngestApi": "ingest.http_api",
+    "HttpTraceStore": "ingest.http_api.client",
+    "IngestApi": "ingest.http_api.routes",
     "MAPPINGS": "ingest.intake.field_mapping",
     "Quarantine": "ingest.pipeline.quarantine",
     "RecordBatch": "ingest.record_sink",

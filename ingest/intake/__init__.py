@@ -2,7 +2,7 @@
 
 - :mod:`~ingest.intake.lines`: NDJSON or a JSON array split into records, each validated on its
   own (size, JSON, mapping, the model) with a verdict per line; the bad ones are quarantined.
-  ``POST /v1/traces`` (:mod:`ingest.http_api`) takes its bodies through it.
+  ``POST /v1/traces`` (:mod:`ingest.http_api.routes`) takes its bodies through it.
 - :mod:`~ingest.intake.file_import`: a JSONL or Parquet file through the same checks
   (``routelens ingest import``), with a report of what happened to every line.
 - :mod:`~ingest.intake.field_mapping`: other routers' log lines mapped to :class:`DecisionTrace`

@@ -21,8 +21,8 @@ from aiohttp import web
 from app.run.serve import StoreHooks
 from ingest.duckdb.store import DuckDBTraceStore
 from ingest.elasticsearch.store import ElasticsearchStore
-from ingest.http_api import IngestApi
-from ingest.http_client import HttpTraceStore
+from ingest.http_api.client import HttpTraceStore
+from ingest.http_api.routes import IngestApi
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.synthetic import TraceFactory
 from ingest.trace_store import BadCursor

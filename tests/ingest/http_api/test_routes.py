@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from ingest.duckdb.store import DuckDBTraceStore
-from ingest.http_api import IngestApi
+from ingest.http_api.routes import IngestApi
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
 from ingest.synthetic import T0, TraceFactory

@@ -1,7 +1,7 @@
 """The query API over HTTP, for processes that cannot open the store themselves.
 
 :class:`HttpTraceStore` is a :class:`ingest.trace_store.TraceStore` that asks a running RouteLens server
-(``ingest.http_api``): DuckDB admits one writing process per file, so the app reads through it.
+(``ingest.http_api.routes``): DuckDB admits one writing process per file, so the app reads through it.
 """
 
 from __future__ import annotations
