@@ -37,12 +37,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.synthetic import TraceFactory
 from ingest.codec.encoder import Encoder
 from ingest.duckdb.store import DuckDBTraceStore
 from ingest.kinds import Kind
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.record_sink import batch_of
-from ingest.synthetic import TraceFactory
 from schemas.storage_config import StorageSettings
 from schemas.trace import DecisionTrace
 

@@ -24,12 +24,12 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from bench.synthetic import TraceFactory
 from ingest.codec.encoder import Encoder
 from ingest.duckdb.schema import sql_file
 from ingest.duckdb.store import DuckDBTraceStore
 from ingest.kinds import Kind
 from ingest.record_sink import batch_of
-from ingest.synthetic import TraceFactory
 from schemas.queries import AggregateQuery, TraceFilter
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

@@ -189,7 +189,7 @@ def test_a_full_disk_is_a_spool_full_error_not_a_crash(tmp_path: Path) -> None:
 
 def test_the_server_takes_traces_from_other_routers_and_answers_queries(fleet: dict[str, Any],
                                                                         tmp_path: Path) -> None:
-    from ingest.synthetic import TraceFactory
+    from bench.synthetic import TraceFactory
 
     cfg, url = gateway_config(tmp_path, fleet, intake_token_env="RL_TEST_INTAKE_TOKEN")
     os.environ["RL_TEST_INTAKE_TOKEN"] = "tok"

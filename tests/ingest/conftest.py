@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ingest.synthetic import TraceFactory
+from bench.synthetic import TraceFactory
 from tests.ingest.es_contract.server import ContractServer
 
 

@@ -19,12 +19,12 @@ import pytest
 from aiohttp import web
 
 from app.run.serve import StoreHooks
+from bench.synthetic import TraceFactory
 from ingest.duckdb.store import DuckDBTraceStore
 from ingest.elasticsearch.store import ElasticsearchStore
 from ingest.http_api.client import HttpTraceStore
 from ingest.http_api.routes import IngestApi
 from ingest.pipeline.emitter import TraceEmitter
-from ingest.synthetic import TraceFactory
 from ingest.trace_store import BadCursor
 from router_core.builtin import build_router
 from router_core.gateway import Gateway

@@ -3,9 +3,9 @@ from typing import Any, get_args
 import orjson
 import pytest
 
+from bench.synthetic import TraceFactory
 from ingest.codec.encoder import Encoder, content_id, dumps, is_detailed
 from ingest.kinds import Kind
-from ingest.synthetic import TraceFactory
 from schemas import DecisionTrace, InstanceSnapshot
 
 

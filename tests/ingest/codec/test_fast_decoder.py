@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.synthetic import TraceFactory
 from ingest.codec import fast_decoder
 from ingest.codec.encoder import Encoder
 from ingest.codec.to_arrow import parse_schema
 from ingest.kinds import Kind
-from ingest.synthetic import TraceFactory
 
 TS = pa.timestamp("us", tz="UTC")
 ITEM = pa.struct([

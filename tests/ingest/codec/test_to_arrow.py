@@ -1,10 +1,10 @@
 import pytest
 
+from bench.synthetic import TraceFactory
 from ingest.codec import to_arrow
 from ingest.codec.encoder import Encoder
 from ingest.codec.to_arrow import parse_payloads
 from ingest.kinds import Kind
-from ingest.synthetic import TraceFactory
 
 
 def trace_payloads(factory: TraceFactory, n: int) -> list[bytes]:

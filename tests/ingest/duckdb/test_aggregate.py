@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.synthetic import TraceFactory
 from ingest.duckdb.store import DuckDBTraceStore
-from ingest.synthetic import TraceFactory
 from schemas import DecisionTrace, Feedback
 from schemas.queries import BUCKETS, AggregateQuery, TraceFilter
 from tests.quantile import quantile

@@ -5,12 +5,12 @@ import duckdb
 import pyarrow as pa
 import pytest
 
+from bench.synthetic import TraceFactory
 from ingest.codec.storage_schema import storage_schema, strip_not_null
 from ingest.duckdb.schema import STORAGE_VERSION, ensure_schema
 from ingest.duckdb.store import DuckDBTraceStore
 from ingest.errors import SinkUnavailable
 from ingest.kinds import Kind
-from ingest.synthetic import TraceFactory
 from schemas import Feedback, ProbeKind, ProbeResult
 from schemas.derive import arrow_schema
 from schemas.version import SCHEMA_VERSION

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bench.synthetic import TraceFactory
 from ingest.elasticsearch.sink import ElasticsearchSink
 from ingest.elasticsearch.store import ElasticsearchStore
 from ingest.errors import SinkUnavailable
@@ -16,7 +17,6 @@ from ingest.kinds import Kind
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
 from ingest.record_sink import PreparedBatch, RecordBatch
-from ingest.synthetic import TraceFactory
 from schemas import Feedback
 from schemas.queries import AggregateQuery, TraceFilter
 from schemas.storage_config import StorageSettings

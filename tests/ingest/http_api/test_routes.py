@@ -14,11 +14,11 @@ import orjson
 import pytest
 from aiohttp import web
 
+from bench.synthetic import T0, TraceFactory
 from ingest.duckdb.store import DuckDBTraceStore
 from ingest.http_api.routes import IngestApi
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
-from ingest.synthetic import T0, TraceFactory
 from schemas.storage_config import SpoolSettings, StorageSettings
 from schemas.trace import DecisionTrace
 

@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from app.cli import main
+from bench.synthetic import TraceFactory
 from ingest.duckdb.store import DuckDBTraceStore
 from ingest.intake.field_mapping import GENERIC, map_record
-from ingest.synthetic import TraceFactory
 from schemas import DecisionTrace, query_hash
 from tests.duckdb_lock import duckdb_held_elsewhere
 

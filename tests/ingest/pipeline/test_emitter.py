@@ -6,6 +6,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from bench.synthetic import TraceFactory
 from ingest.errors import SinkUnavailable
 from ingest.kinds import Kind
 from ingest.pipeline import batcher
@@ -13,7 +14,6 @@ from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.metrics import EmitterCollector
 from ingest.pipeline.quarantine import Quarantine
 from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult
-from ingest.synthetic import TraceFactory
 from schemas.storage_config import SpoolSettings, StorageSettings
 from tests.polling import wait_until
 
