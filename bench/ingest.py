@@ -38,10 +38,9 @@ import time
 from pathlib import Path
 
 from bench.synthetic import TraceFactory
+from ingest import DuckDBTraceStore, TraceEmitter
 from ingest.codec.encoder import Encoder
-from ingest.duckdb.store import DuckDBTraceStore
 from ingest.kinds import Kind
-from ingest.pipeline.emitter import TraceEmitter
 from ingest.record_sink import batch_of
 from schemas.storage_config import StorageSettings
 from schemas.trace import DecisionTrace

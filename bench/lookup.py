@@ -25,9 +25,9 @@ import duckdb
 import pyarrow as pa
 
 from bench.synthetic import TraceFactory
+from ingest import DuckDBTraceStore
 from ingest.codec.encoder import Encoder
 from ingest.duckdb.schema import sql_file
-from ingest.duckdb.store import DuckDBTraceStore
 from ingest.kinds import Kind
 from ingest.record_sink import batch_of
 from schemas.queries import AggregateQuery, TraceFilter

@@ -1,9 +1,23 @@
 """The one way traces, probe results, snapshots and events reach storage and come back out.
 
-The names below are the package's public face: other rooms (``app``, ``bench``) import them from
-``ingest`` itself, never from a submodule, so the package can be laid out by concern behind them.
-They are loaded on first use (PEP 562), so ``import ingest`` pulls in neither DuckDB, aiohttp nor
-the Elasticsearch client until something asks for them.
+The names below are the package's public face: other rooms import them from ``ingest`` itself,
+never from a submodule, so the package can be laid out by concern behind them (only the benchmarks
+of one stage, ``bench/ingest.py`` and ``bench/lookup.py``, reach into that stage). They are loaded
+on first use (PEP 562), so ``import ingest`` pulls in neither DuckDB, aiohttp nor the
+Elasticsearch client until something asks for them.
+
+Behind them, by concern; each part imports only parts listed before it:
+
+- ``errors``, ``kinds``, ``record_sink``, ``trace_store``: what the rest shares (the error tree,
+  the record kinds, the sink protocol and its batches, the query protocol and its cursors);
+- ``codec/``: records to JSON and JSON to Arrow (with the C decoder), the storage schema, stored
+  rows back to models;
+- ``spool/``: the durable spool on disk;
+- ``pipeline/``: from ``emit()`` to the sink: emitter, backlog, batcher, counters, quarantine (its
+  docstring follows one frame and lists the threads and locks);
+- ``duckdb/``, ``elasticsearch/``: the two backends, each a sink and a reader;
+- ``intake/``: traces from outside (HTTP bodies, files, other routers' field names);
+- ``http_api/``: the store's HTTP API and its client.
 """
 
 from __future__ import annotations

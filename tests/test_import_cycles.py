@@ -122,3 +122,21 @@ def test_a_circle_is_found() -> None:
 def test_edges_follow_submodules_and_skip_type_checking() -> None:
     assert "sim.admin" in import_graph("sim")["sim.server"]  # a function-level import counts
     assert "sim.server" not in import_graph("sim")["sim.admin"]  # an `if TYPE_CHECKING:` one does not
+
+
+# ingest/__init__.py lists its parts in this order: each imports only parts listed before it.
+INGEST_LAYERS = [{"errors", "kinds"}, {"record_sink", "trace_store"}, {"codec"}, {"spool"}, {"pipeline"},
+                 {"duckdb", "elasticsearch"}, {"intake"}, {"http_api"}]
+
+
+def test_each_part_of_ingest_imports_only_the_parts_before_it() -> None:
+    layer = {part: i for i, parts in enumerate(INGEST_LAYERS) for part in parts}
+    graph = import_graph("ingest")
+    parts = {name.split(".")[1] for name in graph if "." in name}
+    assert parts == set(layer), "a part of ingest/ is missing from INGEST_LAYERS (and from the package docstring)"
+    upward = sorted(
+        f"{src} -> {dst}" for src, edges in graph.items() for dst in edges
+        if "." in src and "." in dst and layer[dst.split(".")[1]] >= layer[src.split(".")[1]]
+        and src.split(".")[1] != dst.split(".")[1]
+    )
+    assert upward == []
