@@ -1,5 +1,5 @@
 -- Bookkeeping of the trace store. The record tables themselves are created from the Arrow
--- schemas derived from schemas/ (ingest/storage_schema.py), never typed here.
+-- schemas derived from schemas/ (ingest/codec/storage_schema.py), never typed here.
 CREATE TABLE IF NOT EXISTS routelens_meta (
     key   VARCHAR PRIMARY KEY,
     value VARCHAR NOT NULL

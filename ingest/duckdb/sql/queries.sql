@@ -1,5 +1,5 @@
 -- Named read queries of the DuckDB trace store. `{where}` is replaced by a conjunction of fixed,
--- parameterised predicates (ingest/duckdb_reader.py: _PREDICATES); values are always `?`.
+-- parameterised predicates (ingest/duckdb/reader.py: _PREDICATES); values are always `?`.
 
 -- name: get_trace
 -- An index scan on traces_request_id_key (unique: at most one row).
