@@ -92,7 +92,7 @@ def build_policy(config: RouteLensConfig, registry: PluginRegistry) -> Policy:
     """
     explicit = config.router.plugins is not None
     specs = config.router.plugins if config.router.plugins is not None else specs_from_sections(config)
-    handle = Handle(models=dict(config.models))
+    handle = Handle(models=dict(config.models), scrape=config.scrape)
     filters: list[Filter] = []
     scorers: dict[str, Scorer] = {}
     weights: dict[str, float] = {}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
-from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework import Candidate, DecisionContext, Handle, PluginBase, PluginParams
 from router_core.framework.plugin import ExtensionPoint
 from schemas.trace import Violation
 
@@ -33,6 +33,16 @@ class FreshnessFilter(PluginBase):
         """Parameters of :class:`FreshnessFilter`."""
 
         max_age_s: float = Field(5.0, gt=0, description="Older state takes the instance out.")
+
+        @field_validator("max_age_s")
+        @classmethod
+        def _not_below_suspect(cls, value: float, info: ValidationInfo) -> float:
+            # Verdicts are memoised per snapshot until it is suspect (router_core.prepared): a smaller
+            # bound would keep a stale instance in until then.
+            handle = info.context
+            if isinstance(handle, Handle) and value < handle.scrape.suspect_after_s:
+                raise ValueError(f"must be at least scrape.suspect_after_s ({handle.scrape.suspect_after_s:g})")
+            return value
 
     params: Params
 

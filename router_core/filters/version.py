@@ -14,7 +14,11 @@ __all__ = ["VersionFilter"]
 
 
 def _parse(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
+    """``"2.0.1"`` -> ``(2, 0, 1)``, trailing zeros dropped so that ``2`` and ``2.0`` compare equal."""
+    parts = [int(part) for part in version.split(".")]
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
 
 
 class VersionFilter(PluginBase):

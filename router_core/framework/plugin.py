@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict
 
-from schemas.config import ModelProfile
+from schemas.config import ModelProfile, ScrapeSettings
 
 __all__ = ["ExtensionPoint", "Handle", "PluginBase", "PluginParams", "clamp_unit", "typed_name"]
 
@@ -32,11 +32,17 @@ class PluginParams(BaseModel):
 class Handle:
     """What the router owns and injects into plugin factories (never module globals).
 
+    It is also the validation context of every plugin's ``Params`` (``info.context``), so a
+    parameter can be checked against the router's own settings.
+
     Attributes:
         models: What the router believes about each model (latency, concurrency, quality priors).
+        scrape: How old state may get (suspect, then stale); state-only verdicts are memoised until
+            it is suspect.
     """
 
     models: Mapping[str, ModelProfile] = field(default_factory=dict)
+    scrape: ScrapeSettings = field(default_factory=ScrapeSettings)
 
     def profile(self, model: str) -> ModelProfile:
         """Return ``model``'s profile (defaults when the configuration has none)."""

@@ -63,7 +63,7 @@ class PluginRegistry:
         if not (spec.name or factory.DEFAULT_NAME):
             raise PluginConfigError(label, [(loc + ("name",), f"a {spec.type} needs a name")])
         try:
-            return factory.from_spec(spec.name, factory.Params.model_validate(spec.parameters), handle)
+            return factory.from_spec(spec.name, factory.Params.model_validate(spec.parameters, context=handle), handle)
         except ValidationError as exc:
             problems = [(loc + ("parameters", *(p for p in e["loc"] if isinstance(p, (int, str)))), e["msg"])
                         for e in exc.errors()]

@@ -55,7 +55,7 @@ RICH_PLUGINS: list[dict[str, Any]] = [
     {"type": "kv-cache-scorer", "weight": 0.2},
     {"type": "softmax-picker", "parameters": {"temperature": 0.1}},
 ]
-# scoring.queue_norm stays: it is also the cap suspect queue/running gauges decay toward (see the xfail below)
+# scoring.queue_norm stays: it is also the cap suspect queue/running gauges decay toward (see the decay-cap test)
 RICH_EXPLICIT = COMMON | {"scoring": {"queue_norm": 8}, "router": {"plugins": RICH_PLUGINS}}
 
 
@@ -133,18 +133,19 @@ def test_with_router_plugins_the_sections_do_not_add_plugins() -> None:
     assert step(trace, "score/warmup").reason == "weight 1 (plugins)"
 
 
-@pytest.mark.xfail(strict=True, reason="router_core/policy.py takes Policy.queue_norm (the cap suspect gauges decay "
-                   "toward, router_core/prepared.py) from scoring.queue_norm even when router.plugins sets the "
-                   "queue-depth-scorer's queue_norm: the explicit pipeline alone does not decide like the sections")
-def test_an_explicit_pipeline_needs_no_scoring_section() -> None:
-    explicit = RouteLensConfig.model_validate(COMMON | {"router": {"plugins": RICH_PLUGINS + [
-        {"type": "queue-depth-scorer", "weight": 0.3, "parameters": {"queue_norm": 8}}]}})
-    derived = make_config(**RICH_SECTIONS | {"scoring": RICH_SECTIONS["scoring"] | {
-        "weights": {"mem": 0.2, "cost": 0.5, "queue": 0.3}}})
+def test_the_decay_cap_is_scoring_queue_norm_in_an_explicit_pipeline_too() -> None:
+    # scoring.queue_norm is router-wide: the queue length suspect or missing gauges decay toward
+    # (and the state view's cap), not the queue-depth scorer's own normaliser.
+    plugins = RICH_PLUGINS + [{"type": "queue-depth-scorer", "weight": 0.3, "parameters": {"queue_norm": 8}}]
     state = RICH_STATES["filtered"]  # c is suspect: its queue of 2 decays toward the cap
-    _, a = decide(state, derived, intent="chat")
-    _, b = decide(state, explicit, intent="chat")
-    assert view(a) == view(b)
+    capped = RouteLensConfig.model_validate(COMMON | {"scoring": {"queue_norm": 8}, "router": {"plugins": plugins}})
+    default = RouteLensConfig.model_validate(COMMON | {"router": {"plugins": plugins}})
+    assert build_router(capped).policy.queue_norm == 8 and build_router(default).policy.queue_norm == 10
+    _, a = decide(state, capped, intent="chat")
+    _, b = decide(state, default, intent="chat")
+    queue_at = [w.name for w in a.score_weights].index("queue")
+    assert [c.score_terms[queue_at] for c in a.candidates if c.score_terms] != \
+        [c.score_terms[queue_at] for c in b.candidates if c.score_terms]
 
 
 def test_without_a_picker_the_max_score_picker_decides() -> None:

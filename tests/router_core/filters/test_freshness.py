@@ -42,7 +42,7 @@ CASES = [
     Case("never-scraped", None, "never scraped"),
     Case("never-scraped-with-error", None, "never scraped (HTTP 500)", scrape_error="HTTP 500"),
     Case("stale-with-error", 7.0, "metrics 7.0s old (timeout)", scrape_error="timeout"),
-    Case("tighter-max-age", 2.0, "metrics 2.0s old", max_age_s=1.0),
+    Case("tighter-max-age", 3.5, "metrics 3.5s old", max_age_s=3.0),
 ]
 
 
@@ -76,15 +76,15 @@ def test_bad_parameters(case: BadParams) -> None:
 
 
 def test_the_router_records_the_step() -> None:
-    cfg = plugins_config([{"type": TYPE, "name": "fresh", "parameters": {"max_age_s": 2.0}},
+    cfg = plugins_config([{"type": TYPE, "name": "fresh", "parameters": {"max_age_s": 3.0}},
                           {"type": "kv-cache-scorer", "weight": 1.0}])
-    state = healthy() | {"big-a": snap("big-a", age=2.5), "big-b": snap("big-b", age=None)}
+    state = healthy() | {"big-a": snap("big-a", age=3.5), "big-b": snap("big-b", age=None)}
     ranked, trace = decide(state, cfg)
     assert ranked == ["small-a"]
     assert_filter_step(trace, "fresh", TYPE, kept=1, rejected=["big-a", "big-b"])
     assert weights(trace) == [("mem", 1.0, "mem/kv-cache-scorer")]
     reasons = {c.instance: [v.reason for v in c.violations] for c in trace.candidates}
-    assert reasons == {"big-a": ["metrics 2.5s old"], "big-b": ["never scraped"], "small-a": []}
+    assert reasons == {"big-a": ["metrics 3.5s old"], "big-b": ["never scraped"], "small-a": []}
 
 
 def test_scrape_stale_after_s_is_the_derived_max_age() -> None:
@@ -96,19 +96,18 @@ def test_scrape_stale_after_s_is_the_derived_max_age() -> None:
     assert step(trace, "filter/freshness").seq == 2  # first filter, right after analyse and policy
 
 
-@pytest.mark.xfail(strict=True, reason="router_core/prepared.py memoises the freshness verdict while the snapshot is "
-                   "younger than scrape.suspect_after_s, but an explicit max_age_s may be smaller: the memo "
-                   "keeps a stale instance in (results differ with and without the cache)")
-def test_a_memoised_verdict_does_not_outlive_max_age() -> None:
-    cfg = plugins_config([{"type": TYPE, "parameters": {"max_age_s": 2.0}}, {"type": "kv-cache-scorer", "weight": 1.0}],
-                         on_empty="reject")
-    state = healthy()  # every snapshot scraped 0.5 s before NOW
-    later = NOW + timedelta(seconds=2.0)  # 2.5 s old: beyond max_age_s, still below suspect_after_s (3 s)
-    fresh_router_says, _ = route(build_router(cfg), state, now=later)
-    assert fresh_router_says == []
-    router = build_router(cfg)
-    first, _ = route(router, state, now=NOW)
-    assert len(first) == 3
-    second, trace = route(router, state, now=later)
-    assert second == []
-    assert step(trace, "filter/freshness").rejected == ["big-a", "big-b", "small-a"]
+def test_a_max_age_below_the_suspect_age_is_refused() -> None:
+    # Verdicts are memoised per snapshot until it is suspect (scrape.suspect_after_s, 3 s by default):
+    # a smaller max_age_s would keep a stale instance in, so the configuration is refused instead.
+    from router_core.errors import PluginConfigError
+
+    tight = [{"type": TYPE, "parameters": {"max_age_s": 2.0}}, {"type": "kv-cache-scorer", "weight": 1.0}]
+    cfg = plugins_config(tight)
+    with pytest.raises(PluginConfigError, match=r"max_age_s.*freshness/freshness-filter.*suspect_after_s \(3\)"):
+        build_router(cfg)
+    early_suspect = {"scrape": {"suspect_after_s": 1.0, "stale_after_s": 5.0}}
+    relaxed = plugins_config(tight, sections=early_suspect, on_empty="reject")
+    router = build_router(relaxed)
+    later = NOW + timedelta(seconds=2.0)  # the snapshots are 2.5 s old: suspect, and beyond max_age_s
+    assert route(router, healthy(), now=NOW)[0] != []
+    assert route(router, healthy(), now=later)[0] == []

@@ -57,8 +57,6 @@ def test_check(case: Case) -> None:
         "compliance", "version", ">=", None, "hard", case.reason)
 
 
-@pytest.mark.xfail(strict=True, reason="router_core/filters/version.py compares tuples: (2,) < (2, 0), so an "
-                   "instance declaring version '2' fails a '2.0' rule")
 def test_a_version_without_trailing_zeros_equals_the_rule() -> None:
     flt = build(TYPE, min_versions={"big": "2.0"})
     assert flt.check(candidate(model="big", spec={"version": "2"}), context()) is None
