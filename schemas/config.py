@@ -151,8 +151,27 @@ class GatewaySettings(ContractModel):
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
-    connect_timeout_s: float = Field(1.0, gt=0)
-    upstream_timeout_s: float = Field(60.0, gt=0)
+    connect_timeout_s: float = Field(1.0, gt=0, description="TCP connect to an instance, per attempt.")
+    upstream_timeout_s: float = Field(
+        60.0, gt=0, description="Total time of one non-stream attempt (streams use the three timeouts below)."
+    )
+    first_byte_timeout_s: float = Field(
+        60.0, gt=0,
+        description="Stream: from sending the request to the first body byte; past it the next instance is tried.",
+    )
+    idle_timeout_s: float = Field(
+        30.0, gt=0, description="Stream: longest pause between two chunks; past it the stream ends in an error event.",
+    )
+    api_keys_env: str | None = Field(
+        None,
+        description="Environment variable with the comma-separated keys clients must send as 'Authorization: Bearer'; "
+        "unset: open, allowed only when the gateway binds a loopback address.",
+    )
+    forward_authorization: bool = Field(
+        False,
+        description="Send the client's Authorization header upstream instead of the instance's api_key_env key "
+        "(the gateway's own key check still applies when api_keys_env is set).",
+    )
     max_attempts: int = Field(2, ge=1, le=10, description="Instances tried before giving up.")
     max_connections: int = Field(512, ge=1)
 

@@ -31,6 +31,9 @@ class InstanceSpec(ContractModel):
     context_window: int = Field(32768, gt=0)
     cost: CostSpec = CostSpec()
     version: str | None = Field(None, pattern=r"^\d+(\.\d+)*$", description="Model build version, e.g. '2.1'.")
+    api_key_env: str | None = Field(
+        None, description="Environment variable with the key sent upstream as 'Authorization: Bearer' (vLLM --api-key)."
+    )
 
     @field_validator("url")
     @classmethod

@@ -79,6 +79,11 @@ class StorageSettings(ContractModel):
     intake_token_env: str | None = Field(
         None, description="Environment variable with the bearer token POST /v1/traces requires (unset: open)."
     )
+    read_token_env: str | None = Field(
+        None,
+        description="Environment variable with the bearer token the GET query routes require "
+        "(unset: open, allowed only when the server binds a loopback address).",
+    )
     intake_max_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Largest intake request body.")
     spool: SpoolSettings = SpoolSettings()
     elasticsearch: ElasticsearchSettings = ElasticsearchSettings()
