@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,10 +27,9 @@ def _run(args: argparse.Namespace) -> int:
            "--server.address", host, "--server.port", str(port), "--browser.gatherUsageStats", "false",
            "--client.toolbarMode", "minimal"]
     print(f"app http://{host}:{port}", flush=True)
-    try:
-        return subprocess.call(cmd, env=env)
-    except KeyboardInterrupt:
-        return 0
+    # Streamlit takes this process's place rather than becoming its child, so whoever stops this
+    # process (or set it to die with its own parent: see app.run.procs) stops Streamlit.
+    os.execve(cmd[0], cmd, env)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]

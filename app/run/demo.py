@@ -2,11 +2,18 @@
 
 Ports come from the configuration; any that is taken is replaced by a free one (and said so), and
 the derived configuration is written next to the trace file so the children share it.
+
+One demo per data folder: the demo holds an exclusive lock on ``demo.lock`` there for as long as
+it runs (the kernel drops it when the process ends, ``kill -9`` included), and a second demo on the
+same folder refuses to start with a message naming the first one's pid, instead of writing the same
+configuration and trace file (the second gateway could never take the DuckDB lock).
+Children end with the demo however it ends (see :mod:`app.run.procs`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import shlex
 import shutil
@@ -15,6 +22,7 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import IO
 from urllib.parse import urlsplit
 
 import yaml
@@ -76,6 +84,27 @@ def _with_free_ports(config: RouteLensConfig) -> RouteLensConfig:
     return config.model_copy(update={"fleet": fleet, "gateway": gw, "app": ap})
 
 
+def _lock_folder(work: Path) -> IO[str] | None:
+    """Take ``work/demo.lock`` (held until the returned file is closed or we exit); None when taken."""
+    handle = (work / "demo.lock").open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        return None
+    handle.truncate(0)
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
+def _holder(work: Path) -> str:
+    try:
+        return (work / "demo.lock").read_text(encoding="utf-8").strip() or "?"
+    except OSError:
+        return "?"
+
+
 def _traffic(gateway: str, rps: float, stop: threading.Event, first_id: list[str]) -> None:
     from sim.traffic import TrafficResult, run_traffic
 
@@ -97,6 +126,11 @@ def run_demo(
     cfg = _with_free_ports(config)
     work = Path(cfg.storage.duckdb_path).parent
     work.mkdir(parents=True, exist_ok=True)
+    lock = _lock_folder(work)
+    if lock is None:
+        print(f"error: another routelens demo (pid {_holder(work)}) is running on {work}; stop it first, "
+              "or give this one another storage.duckdb_path", file=sys.stderr)
+        return 1
     cfg_path = work / "demo-config.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -108,8 +142,8 @@ def run_demo(
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # kill -9 is the children's own business
+        signal.signal(sig, on_signal)
     try:
         fleet = Child("sim", [*py, "sim", "fleet"], env, "fleet ready")
         children.append(fleet)
@@ -154,4 +188,5 @@ def run_demo(
     finally:
         for child in reversed(children):
             child.stop()
+        lock.close()
         print("demo stopped", flush=True)

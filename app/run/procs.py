@@ -1,17 +1,61 @@
-"""Child processes for ``routelens demo``: start, wait until ready, stop the whole group."""
+"""Child processes for ``routelens demo``: start, wait until ready, stop the whole group.
+
+A child must not outlive its parent however the parent ends. A clean end (return, Ctrl-C, SIGTERM,
+SIGHUP) stops each child's process group; for the ends that run no code at all (``kill -9``, a
+crash) each child asks the kernel, before it executes its program, for SIGTERM when its parent dies
+(Linux ``prctl(PR_SET_PDEATHSIG)``, kept across ``exec``). The signal fires when the *thread* that
+started the child ends, so children are started from the main thread.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
 
-__all__ = ["Child", "free_port", "port_is_free", "wait_http"]
+__all__ = ["Child", "die_with_parent", "free_port", "port_is_free", "wait_http"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    prctl: Callable[..., int] = libc.prctl
+    return prctl
+
+
+_PRCTL = _load_prctl()  # loaded in the parent: the child, between fork and exec, only calls it
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """Return a ``preexec_fn`` that makes the child get ``sig`` when its parent dies (None off Linux).
+
+    The child also checks that its parent is still the one that forked it: a parent killed
+    between ``fork`` and ``prctl`` would otherwise leave it orphaned for good.
+    """
+    if _PRCTL is None:
+        return None
+    prctl, parent = _PRCTL, os.getpid()
+
+    def setup() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), sig)
+
+    return setup
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -66,7 +110,7 @@ class Child:
         self._echo = echo
         self.proc = subprocess.Popen(
             list(argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, bufsize=1, start_new_session=True,
+            text=True, bufsize=1, start_new_session=True, preexec_fn=die_with_parent(),
         )
         if ready_marker is None:
             self._ready.set()

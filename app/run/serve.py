@@ -7,8 +7,10 @@ reads (``ingest.http_api``), because DuckDB admits one writing process per file.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -112,11 +114,12 @@ def build_gateway_app(config: RouteLensConfig, db_path: str) -> web.Application:
 def run_server(
     config: RouteLensConfig, *, host: str | None = None, port: int | None = None, db: str | None = None
 ) -> None:
-    """Serve until SIGINT or SIGTERM; print ``gateway ready http://HOST:PORT`` once listening."""
+    """Serve until SIGINT, SIGTERM or SIGHUP; print ``gateway ready http://HOST:PORT`` once listening."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host = host or config.gateway.host
     port = config.gateway.port if port is None else port
     app = build_gateway_app(config, db or config.storage.duckdb_path)
+    app.on_startup.append(_hangup_stops)
     web.run_app(
         app,
         host=host,
@@ -125,3 +128,8 @@ def run_server(
         print=lambda _msg: print(f"gateway ready http://{host}:{port}", flush=True),
         loop=uvloop.new_event_loop(),
     )
+
+
+async def _hangup_stops(_: web.Application) -> None:
+    """SIGHUP (a closed terminal) ends the server the clean way SIGTERM does, not abruptly."""
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, os.kill, os.getpid(), signal.SIGTERM)

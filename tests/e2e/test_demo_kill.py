@@ -1,0 +1,98 @@
+"""``kill -9`` of ``routelens demo``: within 2 s no child process is left and every port is free.
+
+The demo cannot run any code when it is killed that way; its children asked the kernel to be told
+(``PR_SET_PDEATHSIG``), and a second demo on the same data folder refuses while the first runs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from app.run.procs import free_port, port_is_free
+from tests.e2e.conftest import ROOT, Proc
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+def _children_of(pid: int) -> set[int]:
+    """Every live descendant of ``pid`` (read from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] != "Z":
+            parents[int(entry.name)] = int(fields[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def _config(tmp_path: Path) -> tuple[Path, list[int]]:
+    shipped = yaml.safe_load((ROOT / "routelens.yaml").read_text())
+    ports = []
+    for inst in shipped["fleet"]["instances"]:
+        ports.append(free_port())
+        inst["url"] = f"http://127.0.0.1:{ports[-1]}"
+    shipped["gateway"]["port"] = free_port()
+    shipped["app"]["port"] = free_port()
+    ports += [shipped["gateway"]["port"], shipped["app"]["port"]]
+    shipped["storage"]["duckdb_path"] = str(tmp_path / "traces.duckdb")
+    cfg = tmp_path / "routelens.yaml"
+    cfg.write_text(yaml.safe_dump(shipped))
+    return cfg, ports
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_kill_9_of_the_demo_leaves_no_child_and_frees_the_ports(tmp_path: Path) -> None:
+    cfg, ports = _config(tmp_path)
+    demo = Proc([sys.executable, "-m", "app", "demo", "--config", str(cfg), "--rps", "5"])
+    children: set[int] = set()
+    try:
+        demo.wait_for("Press Ctrl-C to stop.", timeout_s=150)
+        children = _children_of(demo.proc.pid)
+        assert len(children) >= 3, "fleet, gateway and app run as children"
+
+        second = Proc([sys.executable, "-m", "app", "demo", "--config", str(cfg), "--no-app"])
+        assert second.proc.wait(60) == 1
+        second.stop()
+        assert f"another routelens demo (pid {demo.proc.pid})" in "".join(second.lines)
+
+        os.kill(demo.proc.pid, signal.SIGKILL)
+        demo.proc.wait(5)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            left = {pid for pid in children if _alive(pid)}
+            taken = [p for p in ports if not port_is_free("127.0.0.1", p)]
+            if not left and not taken:
+                break
+            time.sleep(0.05)
+        assert not left, f"children left 2 s after kill -9: {sorted(left)}"
+        assert not taken, f"ports still held 2 s after kill -9: {taken}"
+    finally:
+        for pid in children:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        demo.stop()
