@@ -41,6 +41,8 @@ _MADV_POPULATE_WRITE = 23  # linux/mman.h; not in Python's mmap module before 3.
 # madvise through ctypes: a foreign call releases the GIL, ``mmap.madvise`` does not (populating
 # a megabyte takes about half a millisecond, which would stall every other thread).
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_LIBC.msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_MS_SYNC = 4  # linux/mman.h
 
 Frame = tuple[int, int, bytes]  # seq, kind, payload
 
@@ -204,8 +206,15 @@ class Segment:
         return off
 
     def flush(self) -> None:
-        """Flush the mapping to disk (``msync``)."""
-        self._map.flush()
+        """Flush the mapping to disk (``msync``).
+
+        Through ctypes, like ``madvise`` above: ``mmap.flush`` holds the GIL for the whole
+        ``msync`` (a millisecond or more per dirty megabyte), stalling the request thread; a
+        foreign call releases it.
+        """
+        if _LIBC.msync(self._addr, self.size, _MS_SYNC) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"msync {self.path}: {os.strerror(err)}")
 
     def close(self) -> None:
         """Unmap the file."""
