@@ -70,6 +70,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     imp.add_argument("file", help="a .jsonl/.ndjson or .parquet file")
     imp.add_argument("--db", help="DuckDB trace file (default: storage.duckdb_path); no server may be writing it")
     imp.add_argument("--mapping", default="routelens",
-                     help="routelens (traces as they are), generic (other routers' logs, see ingest/intake/field_mapping.py) "
-                          "or a JSON file of {field: [sources]}")
+                     help="routelens (traces as they are), generic (other routers' logs, see "
+                          "ingest/intake/field_mapping.py) or a JSON file of {field: [sources]}")
     imp.set_defaults(func=_run)
