@@ -1,9 +1,31 @@
-"""Engine ``/metrics`` text to the few gauges routing needs, with prometheus-client's parser.
+"""Engine ``/metrics`` bodies to the few gauges routing needs, with prometheus-client's parser.
 
-Understands vLLM's current names (``vllm:kv_cache_usage_perc``), its legacy
-``vllm:gpu_cache_usage_perc`` (used only when the current one is absent) and SGLang's
-(``sglang:num_queue_reqs``, ``sglang:num_running_reqs``, ``sglang:token_usage``). Values of
-several label sets (several engines in one server) are summed for queues and maxed for cache use.
+Engines understood:
+
+- vLLM: ``vllm:num_requests_waiting``, ``vllm:num_requests_running``, ``vllm:kv_cache_usage_perc``
+  (its legacy ``vllm:gpu_cache_usage_perc`` only when the current one is absent), and
+  ``vllm:cache_config_info`` (``num_gpu_blocks``, ``block_size`` labels) when present.
+- SGLang: ``sglang:num_queue_reqs``, ``sglang:num_running_reqs``, ``sglang:token_usage``.
+- Text Generation Inference: ``tgi_queue_size`` (queue), ``tgi_batch_current_size`` (running) and
+  the ``tgi_request_duration`` histogram (end to end). TGI exposes no KV-cache share, so
+  ``kv_cache_usage`` stays None (``tgi_batch_current_max_tokens`` is a token budget, not a share).
+
+Several label sets (several engines in one server) are summed for counts and maxed for cache use.
+
+Hostile bodies are contained here, never passed on. Every failure raises :class:`MetricsParseError`
+whose ``reason`` is one of :data:`REASONS` (the scraper's bounded label vocabulary). Gauges out of
+their physical range are decided per gauge, and each decision is listed in
+:attr:`EngineGauges.adjustments`:
+
+- a body that is not UTF-8 is refused whole (``decode``), as Prometheus itself refuses it;
+- counts (queue, running): a negative, NaN or infinite sample, or a sum above :data:`MAX_COUNT`,
+  is *refused*: the gauge becomes None, which routing treats as saturated. Never clamped to 0: a
+  clamped count would look idle and win traffic;
+- KV-cache usage: NaN or infinite is refused; within :data:`KV_TOLERANCE` of [0, 1] (rounding in
+  the engine) it is *clamped* to [0, 1]; further out it is refused;
+- warm-up progress: NaN or infinite is refused, anything else clamped to [0, 1];
+- a scrape whose every routing gauge (queue, running, KV) was refused is refused whole
+  (``out_of_range``): there is nothing left to route on.
 """
 
 from __future__ import annotations
@@ -15,23 +37,39 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from router_core.histogram import Buckets
 
-__all__ = ["EngineGauges", "MetricsParseError", "parse_engine_metrics"]
+__all__ = [
+    "KV_TOLERANCE", "MAX_COUNT", "REASONS", "EngineGauges", "MetricsParseError", "decode_metrics",
+    "parse_engine_metrics",
+]
 
-_QUEUE = ("vllm:num_requests_waiting", "sglang:num_queue_reqs")
-_RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs")
+REASONS = ("decode", "parse", "no_gauges", "out_of_range")
+MAX_COUNT = 1e6  # requests queued or running on one server; beyond this a count is nonsense
+KV_TOLERANCE = 0.01
+
+_QUEUE = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size")
+_RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size")
 _KV = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
 _WARMUP = ("routelens_sim_warmup_progress",)
 _TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
-_E2E = ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds")
+_E2E = ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds", "tgi_request_duration")
+_CACHE_INFO = ("vllm:cache_config_info", "vllm:cache_config")  # the parser drops "_info" of an info type
 
 
 class MetricsParseError(ValueError):
-    """The text is not Prometheus exposition format, or carries no engine gauge."""
+    """The body is not usable; ``reason`` is one of :data:`REASONS`."""
+
+    def __init__(self, message: str, reason: str = "parse") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
 class EngineGauges:
-    """Normalised state of one engine scrape; None where the engine does not say."""
+    """Normalised state of one engine scrape; None where the engine does not say (or was refused).
+
+    ``adjustments`` lists each out-of-range gauge and what was done, e.g.
+    ``"queue=-5 refused (negative)"`` or ``"kv_cache_usage=1.004 clamped to 1"``.
+    """
 
     engine: str | None
     queue: float | None
@@ -40,26 +78,87 @@ class EngineGauges:
     warmup_progress: float | None
     ttft_buckets: Buckets | None = None
     e2e_buckets: Buckets | None = None
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
+    adjustments: tuple[str, ...] = ()
+
+    @property
+    def has_refused(self) -> bool:
+        """Whether some gauge was refused (not merely clamped)."""
+        return any(" refused" in a for a in self.adjustments)
 
 
-def _first(values: dict[str, list[float]], names: tuple[str, ...], *, reduce: str) -> float | None:
-    for name in names:
-        samples = [v for v in values.get(name, []) if math.isfinite(v)]
-        if samples:
-            return sum(samples) if reduce == "sum" else max(samples)
+def decode_metrics(body: bytes) -> str:
+    """Decode a ``/metrics`` body, which the exposition format requires to be UTF-8.
+
+    Raises:
+        MetricsParseError: ``reason="decode"`` when it is not UTF-8.
+    """
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MetricsParseError(f"body is not UTF-8 (byte {exc.start} of {len(body)})", "decode") from exc
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def _count(name: str, samples: list[float] | None, notes: list[str]) -> float | None:
+    if not samples:
+        return None
+    bad = next((v for v in samples if not math.isfinite(v) or v < 0), None)
+    if bad is not None:
+        notes.append(f"{name}={_fmt(bad)} refused ({'negative' if bad < 0 else 'not finite'})")
+        return None
+    total = sum(samples)  # not math.fsum: it raises OverflowError where sum gives inf
+    if not math.isfinite(total) or total > MAX_COUNT:
+        notes.append(f"{name}={_fmt(total)} refused (above {_fmt(MAX_COUNT)})")
+        return None
+    return total
+
+
+def _share(name: str, samples: list[float] | None, notes: list[str], tolerance: float) -> float | None:
+    if not samples:
+        return None
+    value = max(samples, key=lambda v: math.inf if math.isnan(v) else v)
+    if not math.isfinite(value):
+        notes.append(f"{name}={_fmt(value)} refused (not finite)")
+        return None
+    if -tolerance <= value <= 1 + tolerance:
+        clamped = min(max(value, 0.0), 1.0)
+        if clamped != value:
+            notes.append(f"{name}={_fmt(value)} clamped to {_fmt(clamped)}")
+        return clamped
+    notes.append(f"{name}={_fmt(value)} refused (outside 0-1)")
     return None
 
 
-def parse_engine_metrics(text: str) -> EngineGauges:
-    """Parse one scrape.
+def _first(values: dict[str, list[float]], names: tuple[str, ...]) -> list[float] | None:
+    return next((values[n] for n in names if values.get(n)), None)
+
+
+def _int_label(labels: dict[str, str], key: str) -> int | None:
+    try:
+        number = int(labels.get(key, ""))
+    except ValueError:
+        return None  # "None" (vLLM's spelling of unset) or absent
+    return number if number >= 0 else None
+
+
+def parse_engine_metrics(body: str | bytes) -> EngineGauges:
+    """Parse one scrape (bytes are decoded as UTF-8 first).
 
     Raises:
-        MetricsParseError: When the text does not parse or has none of the known gauges.
+        MetricsParseError: When the body is not UTF-8, does not parse, has none of the known
+            gauges, or has only out-of-range ones; ``reason`` says which.
     """
+    text = decode_metrics(body) if isinstance(body, bytes) else body
     wanted = set(_QUEUE + _RUNNING + _KV + _WARMUP)
     histograms = set(_TTFT + _E2E)
     values: dict[str, list[float]] = {}
     buckets: dict[str, dict[float, float]] = {}
+    cache: dict[str, str] = {}
     try:
         for family in text_string_to_metric_families(text):
             if family.name in histograms:
@@ -68,28 +167,44 @@ def parse_engine_metrics(text: str) -> EngineGauges:
                     if sample.name.endswith("_bucket") and "le" in sample.labels:
                         le = float(sample.labels["le"])
                         per_le[le] = per_le.get(le, 0.0) + float(sample.value)
-                continue
-            if family.name not in wanted:
-                continue
-            for sample in family.samples:
-                if sample.name == family.name:
-                    values.setdefault(family.name, []).append(float(sample.value))
-    except (ValueError, TypeError, IndexError) as exc:
-        raise MetricsParseError(f"unparseable metrics: {exc}") from exc
+            elif family.name in _CACHE_INFO:
+                cache = next((dict(s.labels) for s in family.samples), cache)
+            elif family.name in wanted:
+                for sample in family.samples:
+                    if sample.name == family.name:
+                        values.setdefault(family.name, []).append(float(sample.value))
+    except Exception as exc:  # the parser raises several types on hostile input; all mean "unparseable"
+        raise MetricsParseError(f"unparseable metrics: {type(exc).__name__}: {exc}"[:200], "parse") from exc
     if not values:
-        raise MetricsParseError("no vLLM or SGLang gauges found")
-    engine = "sglang" if any(n.startswith("sglang:") for n in values) else "vllm"
-    kv = _first(values, _KV, reduce="max")
-    warmup = _first(values, _WARMUP, reduce="max")
+        raise MetricsParseError("no vLLM, SGLang or TGI gauges found", "no_gauges")
+    notes: list[str] = []
+    queue = _count("queue", _first(values, _QUEUE), notes)
+    running = _count("running", _first(values, _RUNNING), notes)
+    kv = _share("kv_cache_usage", _first(values, _KV), notes, KV_TOLERANCE)
+    warmup = _share("warmup_progress", _first(values, _WARMUP), notes, math.inf)
+    routing_present = any(_first(values, names) for names in (_QUEUE, _RUNNING, _KV))
+    if routing_present and queue is None and running is None and kv is None:
+        raise MetricsParseError("every gauge out of range: " + "; ".join(notes), "out_of_range")
     return EngineGauges(
-        engine=engine,
-        queue=_first(values, _QUEUE, reduce="sum"),
-        running=_first(values, _RUNNING, reduce="sum"),
-        kv_cache_usage=None if kv is None else min(max(kv, 0.0), 1.0),
-        warmup_progress=None if warmup is None else min(max(warmup, 0.0), 1.0),
+        engine=_engine(values),
+        queue=queue,
+        running=running,
+        kv_cache_usage=kv,
+        warmup_progress=warmup,
         ttft_buckets=_buckets(buckets, _TTFT),
         e2e_buckets=_buckets(buckets, _E2E),
+        num_gpu_blocks=_int_label(cache, "num_gpu_blocks"),
+        block_size=_int_label(cache, "block_size"),
+        adjustments=tuple(notes),
     )
+
+
+def _engine(values: dict[str, list[float]]) -> str:
+    if any(n.startswith("sglang:") for n in values):
+        return "sglang"
+    if any(n.startswith("tgi_") for n in values):
+        return "tgi"
+    return "vllm"
 
 
 def _buckets(found: dict[str, dict[float, float]], names: tuple[str, ...]) -> Buckets | None:

@@ -1,11 +1,14 @@
 """Pessimistic staleness: gauges older than a bound decay toward "saturated"; none at all are saturated.
 
 Pure functions of (snapshot, now), used both when latches are evaluated and when scores are
-computed, so a stored decision replays the same way.
+computed, so a stored decision replays the same way. A gauge outside its physical range (which
+the live view never produces, but a snapshot stored before the parser refused such values may
+hold) counts as missing, hence saturated: a negative backlog must never look attractive.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -36,8 +39,8 @@ def effective_state(snap: InstanceSnapshot, now: datetime, scrape: ScrapeSetting
     if snap.scraped_at is None:
         return Effective(None, True, 1.0, queue_cap, queue_cap)
     age = (now - snap.scraped_at).total_seconds()
+    kv, queue, running = _sane(snap.kv_cache_usage, 1.0), _sane(snap.queue), _sane(snap.running)
     if age <= scrape.suspect_after_s:  # the common case: fresh data stands as it is
-        kv, queue, running = snap.kv_cache_usage, snap.queue, snap.running
         return Effective(max(age, 0.0), False, 1.0 if kv is None else kv, queue_cap if queue is None else queue,
                          queue_cap if running is None else running)
     span = max(scrape.stale_after_s - scrape.suspect_after_s, 1e-9)
@@ -49,7 +52,11 @@ def effective_state(snap: InstanceSnapshot, now: datetime, scrape: ScrapeSetting
     return Effective(
         age_s=age,
         suspect=age > scrape.suspect_after_s,
-        kv_cache_usage=toward(snap.kv_cache_usage, 1.0),
-        queue=toward(snap.queue, queue_cap),
-        running=toward(snap.running, queue_cap),
+        kv_cache_usage=toward(kv, 1.0),
+        queue=toward(queue, queue_cap),
+        running=toward(running, queue_cap),
     )
+
+
+def _sane(value: float | None, high: float = math.inf) -> float | None:
+    return value if value is not None and 0 <= value <= high else None  # NaN fails both comparisons

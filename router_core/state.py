@@ -3,10 +3,18 @@
 Scrapes (``update``) and forwarded requests (``observe``) feed it; ``tick`` (after every scrape
 round) rebuilds one immutable :class:`InstanceSnapshot` per instance, including every constraint's
 hysteresis latch. Requests then read those snapshots without copying them.
+
+No snapshot leaves this view with a gauge outside the range ``InstanceSnapshot`` declares: the
+parser already refuses or clamps such values (``router_core.metrics_parse``), and ``update``
+drops any that still get through (an ``EngineGauges`` built by hand), so a stored trace always
+validates when read back. What the parser adjusted is kept in ``scrape_error`` as
+``"out_of_range: queue=-5 refused (negative)"``: the scrape was not taken whole, and the decision
+records which gauges were refused or clamped.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -80,12 +88,13 @@ class StateView:
         ttft = None if gauges.ttft_buckets is None else delta_quantile(inst.ttft, gauges.ttft_buckets, 0.95)
         e2e = None if gauges.e2e_buckets is None else delta_quantile(inst.e2e, gauges.e2e_buckets, 0.95)
         inst.ttft, inst.e2e = gauges.ttft_buckets, gauges.e2e_buckets
+        adjusted = "out_of_range: " + "; ".join(gauges.adjustments) if gauges.adjustments else None
         inst.snap = inst.snap.model_copy(update={
-            "scraped_at": self._wall(), "engine": gauges.engine, "queue": gauges.queue,
-            "running": gauges.running, "kv_cache_usage": gauges.kv_cache_usage,
-            "warmup_progress": gauges.warmup_progress, "scrape_error": None,
-            "ttft_p95_ms": None if ttft is None else ttft * 1e3,
-            "e2e_p95_ms": None if e2e is None else e2e * 1e3,
+            "scraped_at": self._wall(), "engine": gauges.engine, "queue": _in_range(gauges.queue),
+            "running": _in_range(gauges.running), "kv_cache_usage": _in_range(gauges.kv_cache_usage, 1.0),
+            "warmup_progress": _in_range(gauges.warmup_progress, 1.0), "scrape_error": adjusted and adjusted[:200],
+            "ttft_p95_ms": _in_range(None if ttft is None else ttft * 1e3),
+            "e2e_p95_ms": _in_range(None if e2e is None else e2e * 1e3),
         })
 
     def observe(self, instance: str, latency_ms: float, ok: bool) -> None:
@@ -119,8 +128,13 @@ class StateView:
         return {iid: inst.snap for iid, inst in self._by_id.items()}
 
     def views(self) -> dict[str, Any]:
-        """Instance, model and cluster views for ``GET /v1/router/state``."""
-        snaps = list(self.snapshot().values())
+        """Instance, model and cluster views for ``GET /v1/router/state``.
+
+        ``age_s`` and ``stale`` are computed at the time of the call, not taken from the last
+        tick: if scraping stalls, the data still shows as stale as it ages.
+        """
+        wall = self._wall()
+        snaps = [s.model_copy(update=_aged(s, wall, self._scrape, self._queue_cap)) for s in self.snapshot().values()]
         by_model: dict[str, list[InstanceSnapshot]] = {}
         for s in snaps:
             by_model.setdefault(s.model, []).append(s)
@@ -134,3 +148,13 @@ class StateView:
 
         return {"instances": [s.model_dump(mode="json") for s in snaps],
                 "models": {m: summary(g) for m, g in by_model.items()}, "cluster": summary(snaps)}
+
+
+def _in_range(value: float | None, high: float = math.inf) -> float | None:
+    """``value`` when it is a finite number in [0, high], else None (treated as missing)."""
+    return value if value is not None and math.isfinite(value) and 0 <= value <= high else None
+
+
+def _aged(snap: InstanceSnapshot, now: datetime, scrape: ScrapeSettings, queue_cap: float) -> dict[str, Any]:
+    eff = effective_state(snap, now, scrape, queue_cap)
+    return {"age_s": eff.age_s, "stale": eff.suspect}

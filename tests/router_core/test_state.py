@@ -5,9 +5,11 @@ import pytest
 from router_core.histogram import delta_quantile
 from router_core.metrics_parse import EngineGauges
 from router_core.quality import QualityTable
+from router_core.staleness import effective_state
 from router_core.state import StateView
 from router_core.window import ObservationWindow
 from schemas.config import ModelProfile
+from schemas.fleet import InstanceSnapshot
 from tests.router_core.conftest import decide, make_config
 
 
@@ -101,6 +103,40 @@ def test_views_summarise_models_and_cluster() -> None:
     views = view.views()
     assert views["models"]["big"]["instances"] == 2 and views["models"]["big"]["queue"] == 4
     assert views["cluster"]["in_feasible_set"] == 3 and len(views["instances"]) == 3
+
+
+def test_views_age_the_data_at_request_time_even_when_no_tick_comes() -> None:
+    view, clock = view_and_clock()
+    for iid in ("big-a", "big-b", "small-a"):
+        view.update(iid, gauges(0.2))
+    view.tick()
+    assert not any(i["stale"] for i in view.views()["instances"])
+    clock.t += 60  # the scrape loop stalled: no update, no tick
+    instances = view.views()["instances"]
+    assert all(i["stale"] and i["age_s"] == 60 for i in instances)
+    assert view.views()["cluster"]["in_feasible_set"] == 0
+    assert not view.snapshot()["big-a"].stale  # the routing snapshots are the tick's, untouched
+
+
+def test_out_of_range_gauges_never_reach_a_snapshot_and_adjustments_are_recorded() -> None:
+    view, _ = view_and_clock()
+    view.update("big-a", EngineGauges("vllm", -5, float("nan"), 1.7, -0.1,
+                                      adjustments=("queue=-5 refused (negative)",)))
+    view.tick()
+    snap = view.snapshot()["big-a"]
+    assert (snap.queue, snap.running, snap.kv_cache_usage, snap.warmup_progress) == (None, None, None, None)
+    assert snap.scrape_error == "out_of_range: queue=-5 refused (negative)" and snap.scraped_at is not None
+    InstanceSnapshot.model_validate(snap.model_dump(mode="json"))  # a stored copy validates when read back
+    view.update("big-a", gauges(0.3, queue=1))
+    assert view.snapshot()["big-a"].scrape_error is None
+
+
+def test_a_stored_negative_backlog_counts_as_saturated_not_idle() -> None:
+    cfg = make_config()
+    bad = InstanceSnapshot.model_construct(instance="big-a", model="big", scraped_at=datetime(2026, 1, 1, tzinfo=UTC),
+                                           queue=-5.0, running=float("nan"), kv_cache_usage=1.5)
+    eff = effective_state(bad, datetime(2026, 1, 1, tzinfo=UTC), cfg.scrape, queue_cap=10)
+    assert (eff.queue, eff.running, eff.kv_cache_usage) == (10, 10, 1.0)
 
 
 def test_histogram_deltas_give_recent_percentiles() -> None:
