@@ -1,0 +1,95 @@
+"""Requests the gateway itself has sent since each instance's last scrape, folded into its state.
+
+A scrape is up to a second old, and at 20 requests/s every request of that second would otherwise
+see the same state and the ``max`` picker would send them all to the one best instance (herding).
+The gateway counts each attempt it sends (:meth:`InflightCounter.begin`) until it completes
+(:meth:`InflightCounter.end`). When a new scrape of an instance lands (its ``scraped_at`` moves),
+its count starts again from zero: the engine's gauges then include those requests already.
+
+The decision sees the count through the snapshots themselves (:meth:`InflightCounter.adjust`):
+the requests sent since the scrape are added the way the engine admits them, to ``running`` up to
+the model's ``max_concurrency`` and beyond it to ``queue``. ``decide()`` stays a pure function of
+the snapshots it is given, and the candidate's recorded state is what it was decided on, so a
+stored decision replays the same way. Adjusted snapshots are memoised per (scrape, count), so the
+router's per-snapshot memo still hits between requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from schemas.fleet import InstanceSnapshot
+
+__all__ = ["InflightCounter", "Ticket"]
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """One attempt counted on ``instance`` while its scrape number ``epoch`` was the latest."""
+
+    instance: str
+    epoch: int
+
+
+class InflightCounter:
+    """Per-instance count of attempts sent since the last scrape and not yet completed.
+
+    Not thread-safe: the gateway uses it from its event loop only.
+
+    Args:
+        capacity: ``max_concurrency`` of an instance (sequences it runs before requests queue).
+    """
+
+    def __init__(self, capacity: Callable[[str], float]) -> None:
+        self._capacity = capacity
+        self._fresh: dict[str, int] = {}
+        self._epoch: dict[str, int] = {}
+        self._seen: dict[str, datetime | None] = {}
+        self._memo: dict[str, tuple[InstanceSnapshot, int, InstanceSnapshot]] = {}
+
+    def begin(self, instance: str) -> Ticket:
+        """Count one attempt sent to ``instance``; hand the ticket back to :meth:`end`."""
+        self._fresh[instance] = self._fresh.get(instance, 0) + 1
+        return Ticket(instance, self._epoch.get(instance, 0))
+
+    def end(self, ticket: Ticket) -> None:
+        """The attempt completed; a scrape that landed since then already dropped it."""
+        if ticket.epoch == self._epoch.get(ticket.instance, 0):
+            self._fresh[ticket.instance] = max(self._fresh.get(ticket.instance, 0) - 1, 0)
+
+    def count(self, instance: str) -> int:
+        """Attempts sent to ``instance`` since its last scrape and still open."""
+        return self._fresh.get(instance, 0)
+
+    def landed(self, instance: str, scraped_at: datetime | None) -> None:
+        """Note the scrape time of ``instance``'s state; a new one restarts its count."""
+        if self._seen.get(instance, scraped_at) != scraped_at:
+            self._epoch[instance] = self._epoch.get(instance, 0) + 1
+            self._fresh[instance] = 0
+        self._seen[instance] = scraped_at
+
+    def adjust(self, state: Mapping[str, InstanceSnapshot]) -> dict[str, InstanceSnapshot]:
+        """Return ``state`` with each instance's open attempts folded into ``running``/``queue``.
+
+        Instances with nothing open keep their very snapshot object; missing gauges stay missing
+        (the router already treats them as saturated).
+        """
+        out: dict[str, InstanceSnapshot] = {}
+        for iid, snap in state.items():
+            self.landed(iid, snap.scraped_at)
+            n = self._fresh.get(iid, 0)
+            if n == 0 or snap.running is None or snap.queue is None:
+                out[iid] = snap
+                continue
+            hit = self._memo.get(iid)
+            if hit is not None and hit[0] is snap and hit[1] == n:
+                out[iid] = hit[2]
+                continue
+            admitted = min(float(n), max(self._capacity(iid) - snap.running, 0.0))
+            adjusted = snap.model_copy(update={"running": snap.running + admitted,
+                                               "queue": snap.queue + (n - admitted)})
+            self._memo[iid] = (snap, n, adjusted)
+            out[iid] = adjusted
+        return out
