@@ -2,40 +2,58 @@
 
 The forwarder returns its attempts as values; the recorder turns them into trace steps.
 
-Upstream bodies are passed through as bytes; only ``usage`` is read from a successful JSON
-response, for the trace's token counts and cost.
+A non-stream attempt has a connect timeout and a total (``gateway.upstream_timeout_s``); its body
+is read whole, as bytes in the upstream's coding (``router_core.gateway.encoding`` decides what the
+client gets). A stream attempt has a connect timeout and a time-to-first-byte timeout and no total:
+it succeeds once its first chunk has arrived, which the forwarder reads, so that a failure before
+it is a failed attempt and the next instance is tried; ``router_core.gateway.streaming`` relays the
+rest. An error status other than the retryable ones is an answer: its body is read and passed on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import orjson
-from aiohttp import web
 
+from router_core.gateway.encoding import UPSTREAM_ACCEPT
 from router_core.state import StateView
 from schemas.common import AttemptStatus
+from schemas.config import GatewaySettings
 from schemas.fleet import InstanceSpec
 from schemas.trace import Attempt
 
-__all__ = ["Forwarded", "Forwarder", "pipe_stream", "usage_of"]
+__all__ = ["Forwarded", "Forwarder", "tokens_of", "usage_of"]
 
 _RETRYABLE = {429, 500, 502, 503, 504}
 
 
 @dataclass(slots=True)
 class Forwarded:
-    """Every attempt made, and what the upstream that answered gave back (None when every attempt failed)."""
+    """Every attempt made, and what the upstream that answered gave back (None when every attempt failed).
+
+    Attributes:
+        body: The whole body (non-stream answers and error statuses), in the upstream's coding.
+        first_chunk: A 200 stream's first chunk; the rest is still in ``response``.
+        first_byte_at: When that chunk arrived (the forwarder's clock), for TTFT.
+    """
 
     attempts: list[Attempt]
     spec: InstanceSpec | None = None
     response: aiohttp.ClientResponse | None = None
     body: bytes = b""
     last_error: str | None = None
+    first_chunk: bytes = b""
+    first_byte_at: float | None = None
+
+
+class _EmptyStream(Exception):
+    """A 200 stream ended before its first byte."""
 
 
 class Forwarder:
@@ -44,7 +62,8 @@ class Forwarder:
     Args:
         session: The gateway's one pooled client.
         view: Receives each attempt's success or failure.
-        timeout: Per-attempt connect and total timeouts.
+        settings: Timeouts and whether the client's ``Authorization`` goes upstream.
+        keys: Instance id -> the key sent upstream as ``Authorization: Bearer``.
         perf: Monotonic clock (injected).
     """
 
@@ -52,50 +71,91 @@ class Forwarder:
         self,
         session: aiohttp.ClientSession,
         view: StateView,
-        timeout: aiohttp.ClientTimeout,
+        settings: GatewaySettings,
         *,
+        keys: Mapping[str, str] | None = None,
         perf: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._session = session
         self._view = view
-        self._timeout = timeout
+        self._settings = settings
+        self._keys = dict(keys or {})
         self._perf = perf
+        self._total = aiohttp.ClientTimeout(total=settings.upstream_timeout_s, sock_connect=settings.connect_timeout_s)
+        # Streams: no total and no per-read limit here; the first byte and the idle gaps are timed by us.
+        self._open = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s)
+
+    def _headers(self, spec: InstanceSpec, request_id: str, stream: bool, authorization: str | None) -> dict[str, str]:
+        headers = {
+            "Content-Type": "application/json",
+            "X-Request-Id": request_id,
+            # A compressed SSE stream would be held back by the compressor; whole bodies may come compressed.
+            "Accept-Encoding": "identity" if stream else UPSTREAM_ACCEPT,
+        }
+        if self._settings.forward_authorization and authorization:
+            headers["Authorization"] = authorization
+        elif (key := self._keys.get(spec.id)) is not None:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
 
     async def forward(
-        self, body: dict[str, Any], targets: Sequence[InstanceSpec], request_id: str, max_attempts: int
+        self, body: dict[str, Any], targets: Sequence[InstanceSpec], request_id: str, max_attempts: int,
+        *, authorization: str | None = None,
     ) -> Forwarded:
-        """Try ``targets`` in order until one answers; a streaming response is returned unread."""
+        """Try ``targets`` in order until one answers (a stream: until its first chunk arrives).
+
+        Args:
+            body: The request; its ``model`` is set per target.
+            targets: Instances in ranked order.
+            request_id: Sent upstream as ``X-Request-Id``.
+            max_attempts: Instances tried at most.
+            authorization: The client's ``Authorization`` header (sent on with ``forward_authorization``).
+        """
         attempts: list[Attempt] = []
         last_error: str | None = None
+        stream = bool(body.get("stream"))
         for spec in targets[:max_attempts]:
             body["model"] = spec.model
             started = self._perf()
-            status, http_status, error, payload = AttemptStatus.OK, None, None, b""
+            status, http_status, error = AttemptStatus.OK, None, None
+            resp: aiohttp.ClientResponse | None = None
+            got = Forwarded([], spec)
             try:
-                resp = await self._session.post(
-                    f"{spec.url}/v1/chat/completions",
-                    data=orjson.dumps(body),
-                    headers={"Content-Type": "application/json", "X-Request-Id": request_id},
-                    timeout=self._timeout,
-                )
-                http_status = resp.status
-                if resp.status in _RETRYABLE:
-                    await resp.read()
-                    resp.release()
-                    status, error = AttemptStatus.HTTP_ERROR, f"HTTP {resp.status}"
-                elif not body.get("stream"):
-                    payload = await resp.read()
+                async with asyncio.timeout(self._settings.first_byte_timeout_s if stream else None):
+                    resp = await self._session.post(
+                        f"{spec.url}/v1/chat/completions",
+                        data=orjson.dumps(body),
+                        headers=self._headers(spec, request_id, stream, authorization),
+                        timeout=self._open if stream else self._total,
+                    )
+                    http_status = resp.status
+                    if resp.status in _RETRYABLE:
+                        await resp.read()
+                        resp.release()
+                        status, error = AttemptStatus.HTTP_ERROR, f"HTTP {resp.status}"
+                    elif stream and resp.status == 200:
+                        got.first_chunk = await resp.content.readany()
+                        got.first_byte_at = self._perf()
+                        if not got.first_chunk:
+                            raise _EmptyStream
+                    else:
+                        got.body = await resp.read()
             except TimeoutError:
-                status, error = AttemptStatus.TIMEOUT, "timeout"
+                status, error = AttemptStatus.TIMEOUT, "first_byte_timeout" if stream else "timeout"
+            except _EmptyStream:
+                status, error = AttemptStatus.CONNECT_ERROR, "empty_stream"
             except aiohttp.ClientError as exc:
                 status, error = AttemptStatus.CONNECT_ERROR, type(exc).__name__
             ok = status is AttemptStatus.OK
+            if not ok and resp is not None:
+                resp.close()
             attempt = Attempt(seq=len(attempts), instance=spec.id, model=spec.model, status=status,
                               http_status=http_status, error_class=error, latency_ms=(self._perf() - started) * 1e3)
             attempts.append(attempt)
             self._view.observe(spec.id, attempt.latency_ms, ok and (http_status or 0) < 500)
             if ok:
-                return Forwarded(attempts, spec, resp, payload)
+                got.attempts, got.response = attempts, resp
+                return got
             last_error = error
         return Forwarded(attempts, last_error=last_error)
 
@@ -109,23 +169,10 @@ def usage_of(body: bytes) -> dict[str, Any]:
     return usage if isinstance(usage, dict) else {}
 
 
-async def pipe_stream(resp: aiohttp.ClientResponse, out: web.StreamResponse) -> tuple[float | None, str | None]:
-    """Copy an SSE stream to the client.
+def tokens_of(usage: dict[str, Any]) -> dict[str, int | None]:
+    """``prompt_tokens`` and ``completion_tokens`` of a usage object (None where missing or not a count)."""
+    def count(name: str) -> int | None:
+        value = usage.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
-    Returns:
-        Milliseconds from the start of the copy to the first chunk (None if none came), and the
-        error class when the stream broke off (upstream gone or client gone), else None.
-    """
-    start = time.perf_counter()
-    first: float | None = None
-    error: str | None = None
-    try:
-        async for chunk in resp.content.iter_any():
-            if first is None:
-                first = (time.perf_counter() - start) * 1e3
-            await out.write(chunk)
-    except (TimeoutError, aiohttp.ClientError, ConnectionResetError) as exc:
-        error = f"stream_interrupted:{type(exc).__name__}"
-    finally:
-        resp.release()
-    return first, error
+    return {"prompt_tokens": count("prompt_tokens"), "completion_tokens": count("completion_tokens")}

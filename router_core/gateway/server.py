@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import time
 import uuid
@@ -25,13 +26,15 @@ from pydantic import ValidationError
 from router_core.analysis import analyse_request
 from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError
 from router_core.framework import DecisionContext
+from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
+from router_core.gateway.encoding import Decoder, coding_of, for_client
 from router_core.gateway.errors import error_for, error_response, status_of
-from router_core.gateway.forward import Forwarder, pipe_stream, usage_of
+from router_core.gateway.forward import Forwarder, tokens_of, usage_of
+from router_core.gateway.streaming import ask_for_usage, relay_stream
 from router_core.metrics import GatewayMetrics
 from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
 from router_core.router import AUTO_MODEL, Router
-from router_core.scrape_metrics import ScrapeMetrics
 from router_core.scraper import MetricsScraper
 from router_core.state import StateView
 from schemas.common import OutcomeStatus
@@ -128,11 +131,16 @@ class Gateway:
         self._session: aiohttp.ClientSession | None = None
         self._forwarder: Forwarder | None = None
         self._scrape_task: asyncio.Task[None] | None = None
-        self._scraper: MetricsScraper | None = None
-        self.scrape_metrics = ScrapeMetrics(self.registry)
 
     def build_app(self) -> web.Application:
-        """Return the aiohttp application with routes and lifecycle hooks."""
+        """Return the aiohttp application with routes and lifecycle hooks.
+
+        Keys are read from the environment here, so a named but unset variable fails the start
+        (:class:`schemas.errors.ConfigError`) rather than the first request.
+        """
+        gw = self.config.gateway
+        keys = keys_from_env(gw.api_keys_env, os.environ, "gateway.api_keys_env")
+        self._upstream_keys = upstream_keys(self.config.fleet.instances, os.environ)
         app = web.Application(middlewares=[_errors_middleware], client_max_size=32 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_post("/v1/feedback", self.feedback)
@@ -140,6 +148,10 @@ class Gateway:
         app.router.add_get("/v1/router/state", self.router_state)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.prometheus)
+        if keys is not None:
+            # The gateway's own routes; the store's API, mounted later by app/, checks its own tokens.
+            guarded = {r for r in app.router.resources() if r.canonical not in ("/health", "/metrics")}
+            app.middlewares.append(key_middleware(keys, lambda req: req.match_info.route.resource in guarded))
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
@@ -148,13 +160,11 @@ class Gateway:
         gw = self.config.gateway
         connector = aiohttp.TCPConnector(limit=gw.max_connections, ttl_dns_cache=300)
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
-        timeout = aiohttp.ClientTimeout(total=gw.upstream_timeout_s, sock_connect=gw.connect_timeout_s)
-        self._forwarder = Forwarder(self._session, self.view, timeout, perf=self._perf)
+        self._forwarder = Forwarder(self._session, self.view, gw, keys=self._upstream_keys, perf=self._perf)
         sc = self.config.scrape
-        self._scraper = scraper = MetricsScraper(
+        scraper = MetricsScraper(
             self.config.fleet.instances, self.view, self._session, interval_s=sc.interval_s, timeout_s=sc.timeout_s,
             on_round=lambda: self.hooks.record_snapshots(list(self.view.snapshot().values())),
-            metrics=self.scrape_metrics, clock=self._perf, wall=lambda: self._wall().timestamp(),
         )
         await scraper.scrape_once()  # route on real state from the first request on
         self._scrape_task = asyncio.create_task(scraper.run())
@@ -234,31 +244,41 @@ class Gateway:
         if not decision.targets:
             raise NoFeasibleInstance(f"no feasible instance for {decision.rule} ({decision.fallback_reason})")
         assert self._forwarder is not None
-        fwd = await self._forwarder.forward(body, decision.targets, rec.request_id, self.config.gateway.max_attempts)
+        stream = bool(body.get("stream"))
+        client_usage = ask_for_usage(body) if stream else False
+        fwd = await self._forwarder.forward(body, decision.targets, rec.request_id, self.config.gateway.max_attempts,
+                                            authorization=request.headers.get("Authorization"))
         rec.record_attempts(fwd.attempts)
         if fwd.spec is None or fwd.response is None:
             raise AttemptsExhausted(f"no instance could serve the request (last error: {fwd.last_error})",
                                     last_error=fwd.last_error)
         spec, resp, headers = fwd.spec, fwd.response, self._headers(rec)
-        if body.get("stream") and resp.status == 200:
+        upstream_coding = resp.headers.get("Content-Encoding")
+        if stream and resp.status == 200:
+            coding = coding_of(upstream_coding)
+            decoder = Decoder(coding) if Decoder.can_decode(coding) else None
+            if coding and decoder is None and upstream_coding:
+                headers["Content-Encoding"] = upstream_coding  # cannot decode it: label it as it came
             out = web.StreamResponse(status=200, headers=headers)
             out.content_type = resp.content_type
             await out.prepare(request)
-            ttft, broken = await pipe_stream(resp, out)
-            if broken is None:
-                await out.write_eof()
-            self._finish(rec, t0, 200, broken, cost=spec.cost.base, ttft_ms=ttft)
+            end = await relay_stream(fwd.first_chunk, resp, out, idle_timeout_s=self.config.gateway.idle_timeout_s,
+                                     strip_usage=not client_usage, decoder=decoder)
+            ttft = None if fwd.first_byte_at is None else max(0.0, (fwd.first_byte_at - t0) * 1e3)
+            self._finish(rec, t0, 200, end.error, cost=spec.cost.base, ttft_ms=ttft, **tokens_of(end.usage))
             return out
-        usage = usage_of(fwd.body) if resp.status == 200 else {}
+        sent = for_client(fwd.body, upstream_coding, request.headers.get("Accept-Encoding"))
+        if sent.encoding is not None:
+            headers["Content-Encoding"] = sent.encoding
+        usage = usage_of(sent.plain) if resp.status == 200 and sent.plain is not None else {}
         self._finish(
             rec, t0,
             resp.status,
             None if resp.status < 400 else f"upstream_{resp.status}",
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"),
             cost=spec.cost.base if resp.status == 200 else None,
+            **tokens_of(usage),
         )
-        return web.Response(status=resp.status, body=fwd.body, content_type=resp.content_type, headers=headers)
+        return web.Response(status=resp.status, body=sent.payload, content_type=resp.content_type, headers=headers)
 
     async def feedback(self, request: web.Request) -> web.Response:
         """``POST /v1/feedback``: ``{request_id, correct, expected_class?, expected_model?, source?, ts?}``."""
@@ -291,11 +311,8 @@ class Gateway:
         return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type="application/json")
 
     async def router_state(self, request: web.Request) -> web.Response:
-        """The live state view, one snapshot per instance (``stale`` as of now), and the scrape loop's health."""
+        """The live state view, one snapshot per instance."""
         views = self.view.views()
-        if (scraper := self._scraper) is not None:
-            views["scrape"] = {"last_round_age_s": round(scraper.last_round_age_s(), 3),
-                               "stalled": self._scrape_problem() is not None, "failing": scraper.failing()}
         views["quality"] = [{"model": m, "class": c, "p_correct": round(p, 4)} for (m, c), p in
                             sorted(self.quality.snapshot().items())]
         return web.Response(body=orjson.dumps(views), content_type="application/json")
@@ -305,30 +322,5 @@ class Gateway:
         return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def health(self, request: web.Request) -> web.Response:
-        """200 ``{"status": "ok"}``, or 503 ``{"status": "degraded", "reason": ...}``.
-
-        Degraded while the scrape loop has stopped or stalled, or while the hooks report a
-        problem: hooks may have an optional ``health() -> str | None`` (a reason, or None when
-        fine), which must not block (e.g. storage stalled).
-        """
-        reasons = [r for r in (self._scrape_problem(), self._hooks_problem()) if r]
-        if not reasons:
-            return web.Response(body=b'{"status":"ok"}', content_type="application/json")
-        body = orjson.dumps({"status": "degraded", "reason": "; ".join(reasons)})
-        return web.Response(status=503, body=body, content_type="application/json")
-
-    def _scrape_problem(self) -> str | None:
-        task, scraper = self._scrape_task, self._scraper
-        if task is not None and task.done():
-            return "scrape loop stopped"
-        return None if scraper is None else scraper.stall_reason()
-
-    def _hooks_problem(self) -> str | None:
-        check = getattr(self.hooks, "health", None)
-        if not callable(check):
-            return None
-        try:
-            reason = check()
-        except Exception as exc:  # a broken health check is itself a reason, never a 500
-            return f"trace hooks health check failed: {type(exc).__name__}"
-        return reason if isinstance(reason, str) and reason else None
+        """Liveness."""
+        return web.Response(body=b'{"status":"ok"}', content_type="application/json")

@@ -1,0 +1,56 @@
+"""A real gateway in-process against stub upstreams, with config overrides (shared by the gateway tests)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import orjson
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from router_core.builtin import build_router
+from router_core.gateway import Gateway
+from schemas.config import RouteLensConfig
+from schemas.trace import DecisionTrace
+from tests.router_core.gateway.test_forwarding import KV, MemoryHooks, upstream
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
+
+
+@asynccontextmanager
+async def gateway_client(
+    handlers: dict[str, Handler],
+    gateway: dict[str, Any] | None = None,
+    instances: dict[str, dict[str, Any]] | None = None,
+    perf: Callable[[], float] | None = None,
+) -> AsyncIterator[tuple[TestClient[Any, Any], MemoryHooks]]:
+    """Yield a client of a gateway whose instances ("a" ranked before "b") run ``handlers``."""
+    async with AsyncExitStack() as stack:
+        servers = {iid: TestServer(upstream(h, KV[iid])) for iid, h in handlers.items()}
+        for server in servers.values():
+            await server.start_server()
+            stack.push_async_callback(server.close)
+        config = RouteLensConfig.model_validate({
+            "fleet": {"instances": [{"id": iid, "model": "m", "url": str(s.make_url("")).rstrip("/"),
+                                     **(instances or {}).get(iid, {})} for iid, s in servers.items()]},
+            "gateway": {"max_attempts": 2, "upstream_timeout_s": 5.0, **(gateway or {})},
+            "scrape": {"interval_s": 60},
+        })
+        hooks = MemoryHooks()
+        ids = iter(f"req-{i}" for i in range(100))
+        gw = Gateway(config, build_router(config), hooks, new_id=lambda: next(ids), **({"perf": perf} if perf else {}))
+        client = await stack.enter_async_context(TestClient(TestServer(gw.build_app())))
+        yield client, hooks
+
+
+def trace_of(hooks: MemoryHooks, headers: Any) -> DecisionTrace:
+    """The one trace of the response whose headers are ``headers``."""
+    return hooks.traces[headers["x-request-id"]]
+
+
+def sse(*chunks: dict[str, Any] | str) -> list[bytes]:
+    """SSE events: dicts as JSON, strings as they are (``[DONE]``)."""
+    return [b"data: " + (c.encode() if isinstance(c, str) else orjson.dumps(c)) + b"\n\n" for c in chunks]
