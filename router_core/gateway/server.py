@@ -35,6 +35,7 @@ from router_core.metrics import GatewayMetrics
 from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
 from router_core.router import AUTO_MODEL, Router
+from router_core.scrape_metrics import ScrapeMetrics
 from router_core.scraper import MetricsScraper
 from router_core.state import StateView
 from schemas.common import OutcomeStatus
@@ -131,6 +132,8 @@ class Gateway:
         self._session: aiohttp.ClientSession | None = None
         self._forwarder: Forwarder | None = None
         self._scrape_task: asyncio.Task[None] | None = None
+        self._scraper: MetricsScraper | None = None
+        self.scrape_metrics = ScrapeMetrics(self.registry)
 
     def build_app(self) -> web.Application:
         """Return the aiohttp application with routes and lifecycle hooks.
@@ -162,9 +165,10 @@ class Gateway:
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
         self._forwarder = Forwarder(self._session, self.view, gw, keys=self._upstream_keys, perf=self._perf)
         sc = self.config.scrape
-        scraper = MetricsScraper(
+        self._scraper = scraper = MetricsScraper(
             self.config.fleet.instances, self.view, self._session, interval_s=sc.interval_s, timeout_s=sc.timeout_s,
             on_round=lambda: self.hooks.record_snapshots(list(self.view.snapshot().values())),
+            metrics=self.scrape_metrics, clock=self._perf, wall=lambda: self._wall().timestamp(),
         )
         await scraper.scrape_once()  # route on real state from the first request on
         self._scrape_task = asyncio.create_task(scraper.run())
@@ -311,8 +315,11 @@ class Gateway:
         return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type="application/json")
 
     async def router_state(self, request: web.Request) -> web.Response:
-        """The live state view, one snapshot per instance."""
+        """The live state view, one snapshot per instance (``stale`` as of now), and the scrape loop's health."""
         views = self.view.views()
+        if (scraper := self._scraper) is not None:
+            views["scrape"] = {"last_round_age_s": round(scraper.last_round_age_s(), 3),
+                               "stalled": self._scrape_problem() is not None, "failing": scraper.failing()}
         views["quality"] = [{"model": m, "class": c, "p_correct": round(p, 4)} for (m, c), p in
                             sorted(self.quality.snapshot().items())]
         return web.Response(body=orjson.dumps(views), content_type="application/json")
@@ -322,5 +329,30 @@ class Gateway:
         return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def health(self, request: web.Request) -> web.Response:
-        """Liveness."""
-        return web.Response(body=b'{"status":"ok"}', content_type="application/json")
+        """200 ``{"status": "ok"}``, or 503 ``{"status": "degraded", "reason": ...}``.
+
+        Degraded while the scrape loop has stopped or stalled, or while the hooks report a
+        problem: hooks may have an optional ``health() -> str | None`` (a reason, or None when
+        fine), which must not block (e.g. storage stalled).
+        """
+        reasons = [r for r in (self._scrape_problem(), self._hooks_problem()) if r]
+        if not reasons:
+            return web.Response(body=b'{"status":"ok"}', content_type="application/json")
+        body = orjson.dumps({"status": "degraded", "reason": "; ".join(reasons)})
+        return web.Response(status=503, body=body, content_type="application/json")
+
+    def _scrape_problem(self) -> str | None:
+        task, scraper = self._scrape_task, self._scraper
+        if task is not None and task.done():
+            return "scrape loop stopped"
+        return None if scraper is None else scraper.stall_reason()
+
+    def _hooks_problem(self) -> str | None:
+        check = getattr(self.hooks, "health", None)
+        if not callable(check):
+            return None
+        try:
+            reason = check()
+        except Exception as exc:  # a broken health check is itself a reason, never a 500
+            return f"trace hooks health check failed: {type(exc).__name__}"
+        return reason if isinstance(reason, str) and reason else None
