@@ -1,4 +1,10 @@
-"""``routelens state parse-metrics FILE``: one ``/metrics`` scrape as the router normalises it."""
+"""``routelens state parse-metrics FILE``: one ``/metrics`` scrape as the router normalises it.
+
+Prints one JSON object: the engine and its gauges, ``num_gpu_blocks`` and ``block_size`` when vLLM's
+``cache_config_info`` is present, and ``adjustments`` when gauges out of range were refused or
+clamped. Exits 2 with the reason (``decode``, ``parse``, ``no_gauges``, ``out_of_range``) when the
+router would refuse the scrape.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from rich.markup import escape
+
 from app.cli._common import err
 
 
@@ -14,17 +22,22 @@ def _parse_metrics(args: argparse.Namespace) -> int:
     from router_core.metrics_parse import MetricsParseError, parse_engine_metrics
 
     try:
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        body = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    except OSError as exc:
         err.print(f"[red]error:[/red] cannot read {args.file}: {exc}")
         return 2
     try:
-        g = parse_engine_metrics(text)
+        g = parse_engine_metrics(body)
     except MetricsParseError as exc:
-        err.print(f"[red]error:[/red] {args.file}: {exc}")
+        err.print(f"[red]error:[/red] {escape(args.file)}: {exc.reason}: {escape(str(exc))}")
         return 2
-    print(json.dumps({"engine": g.engine, "queue": g.queue, "running": g.running,
-                      "kv_cache_usage": g.kv_cache_usage, "warmup_progress": g.warmup_progress}))
+    out: dict[str, object] = {"engine": g.engine, "queue": g.queue, "running": g.running,
+                              "kv_cache_usage": g.kv_cache_usage, "warmup_progress": g.warmup_progress}
+    if g.num_gpu_blocks is not None or g.block_size is not None:  # vllm:cache_config_info
+        out.update(num_gpu_blocks=g.num_gpu_blocks, block_size=g.block_size)
+    if g.adjustments:  # out-of-range gauges refused or clamped, as the router does
+        out["adjustments"] = list(g.adjustments)
+    print(json.dumps(out))
     return 0
 
 
@@ -33,6 +46,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     state = sub.add_parser("state", parents=[common], help="inspect router state").add_subparsers(
         dest="state_command", required=True
     )
-    p = state.add_parser("parse-metrics", parents=[common], help="normalise one /metrics scrape (vLLM, SGLang)")
+    p = state.add_parser("parse-metrics", parents=[common], help="normalise one /metrics scrape (vLLM, SGLang, TGI)")
     p.add_argument("file", help="a Prometheus text scrape, or - for standard input")
     p.set_defaults(func=_parse_metrics)
