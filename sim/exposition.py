@@ -7,6 +7,7 @@ read at scrape time from the engine, unless an :class:`Overrides` value forces t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Protocol
 
@@ -14,7 +15,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CONTENT_TYPE", "EngineGauges", "InstanceMetrics", "Overrides"]
+__all__ = ["CONTENT_TYPE", "EngineGauges", "InstanceMetrics", "Overrides", "with_invalid_utf8",
+           "with_out_of_range_gauges"]
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # what vLLM serves; the 1.0.0 format is not needed here
 _LABELS = ("model_name", "engine")
@@ -25,6 +27,13 @@ _TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.7
                  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 _ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
                 40.0, 80.0)
+
+
+# What the out-of-range-metrics fault reports: values no engine can mean (Overrides refuses them).
+_HOSTILE = {"vllm:num_requests_waiting": b"-5.0", "vllm:num_requests_running": b"NaN",
+            "vllm:kv_cache_usage_perc": b"1.7", "vllm:gpu_cache_usage_perc": b"1.7"}
+_HOSTILE_LINE = re.compile(rb"^(" + b"|".join(re.escape(n.encode()) for n in _HOSTILE) + rb")(\{[^}]*\})? \S+$",
+                           re.MULTILINE)
 
 
 class EngineGauges(Protocol):
@@ -152,3 +161,14 @@ class InstanceMetrics:
     def render(self) -> bytes:
         """Return the registry in the Prometheus text format."""
         return generate_latest(self.registry)
+
+
+def with_invalid_utf8(body: bytes) -> bytes:
+    """``body`` with a byte that is not UTF-8 (0xFF) opening every ``model_name`` label value."""
+    return body.replace(b'model_name="', b'model_name="\xff')
+
+
+def with_out_of_range_gauges(body: bytes) -> bytes:
+    """``body`` with the routing gauges out of their physical range (queue -5, running NaN, KV 1.7)."""
+    return _HOSTILE_LINE.sub(lambda m: m.group(1) + (m.group(2) or b"") + b" " + _HOSTILE[m.group(1).decode()],
+                             body)

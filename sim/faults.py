@@ -22,7 +22,12 @@ __all__ = ["DEFAULT_LEAK_RATE", "FaultBook", "FaultKind", "FaultRecord", "FaultS
 
 
 class FaultKind(StrEnum):
-    """The ways an instance can misbehave (``flap`` is the drills' oscillating KV usage)."""
+    """The ways an instance can misbehave (``flap`` is the drills' oscillating KV usage).
+
+    ``invalid-utf8-metrics`` serves ``/metrics`` with a byte that is not UTF-8 in every label
+    set; ``out-of-range-metrics`` serves impossible gauges (a negative queue, a NaN running count,
+    KV usage 1.7). Both last until cleared (or ``duration_s``); a restart does not cure them.
+    """
 
     CRASH = "crash"
     HANG = "hang"
@@ -35,6 +40,8 @@ class FaultKind(StrEnum):
     FREEZE_METRICS = "freeze-metrics"
     RESTART = "restart"
     FLAP = "flap"
+    INVALID_UTF8_METRICS = "invalid-utf8-metrics"
+    OUT_OF_RANGE_METRICS = "out-of-range-metrics"
 
 
 _PROBABILITY_KINDS = {FaultKind.ERROR, FaultKind.RATELIMIT, FaultKind.DRIFT, FaultKind.GARBAGE, FaultKind.FLAP}

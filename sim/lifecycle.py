@@ -18,7 +18,7 @@ from aiohttp import web
 from schemas.fleet import InstanceSpec
 from sim.clock import Clock
 from sim.engine import SimEngine
-from sim.exposition import InstanceMetrics
+from sim.exposition import InstanceMetrics, with_invalid_utf8, with_out_of_range_gauges
 from sim.faults import PROCESS_STATE_KINDS, FaultBook, FaultKind, FaultRecord, FaultSpec
 
 __all__ = ["Lifecycle", "LifecycleMixin", "Listener"]
@@ -170,6 +170,16 @@ class LifecycleMixin:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def scrape(self) -> bytes:
+        """The ``/metrics`` body as served: :meth:`_scrape_body`, then made hostile by the metrics faults."""
+        body = self._scrape_body()
+        for kind, spoil in ((FaultKind.OUT_OF_RANGE_METRICS, with_out_of_range_gauges),
+                            (FaultKind.INVALID_UTF8_METRICS, with_invalid_utf8)):
+            if records := self.faults.active(kind):
+                records[-1].requests_affected += 1
+                body = spoil(body)
+        return body
+
+    def _scrape_body(self) -> bytes:
         """The ``/metrics`` body: live, or frozen at onset, or as it was ``lag_s`` ago."""
         self.faults.expire()
         live = self.metrics.render()
