@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,10 @@ import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from ingest import DuckDBTraceStore, EmitterCollector, IngestApi, Quarantine, TraceEmitter, TraceStore
+from app.run.procs import Child, free_port
+from ingest import DuckDBTraceStore, EmitterCollector, HttpTraceStore, IngestApi, Quarantine, TraceEmitter, TraceStore
+from ingest.http_api.proxy import add_store_proxy
+from ingest.http_api.relay import RelaySink
 from router_core.builtin import build_router, policy_hash
 from router_core.gateway import Gateway
 from schemas.config import RouteLensConfig
@@ -30,7 +34,7 @@ from schemas.trace import DecisionTrace
 if TYPE_CHECKING:
     from ingest import ElasticsearchStore
 
-__all__ = ["StoreHooks", "build_gateway_app", "open_store", "pipeline_paths", "run_server"]
+__all__ = ["StoreHooks", "build_gateway_app", "open_store", "pipeline_paths", "run_server", "worker_paths"]
 
 
 class StoreHooks:
@@ -82,12 +86,28 @@ def open_store(st: StorageSettings, db_path: str, *, lazy: bool = True) -> DuckD
     return DuckDBTraceStore(db_path, lazy=lazy, retention_days=st.retention_days)
 
 
-def build_gateway_app(config: RouteLensConfig, db_path: str) -> web.Application:
-    """Build the gateway application with its trace pipeline and query API."""
+def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str | None = None,
+                      worker: int = 0) -> web.Application:
+    """Build the gateway application with its trace pipeline and the store's query API.
+
+    Args:
+        config: The configuration.
+        db_path: The DuckDB trace file.
+        store_url: The store process to relay records to and to forward the query API to (what
+            ``run_server`` starts); None keeps the store in this process (one-process embedding).
+        worker: This gateway's number among the workers (names its spool).
+    """
     st = config.storage
-    store = open_store(st, db_path)
-    spool_dir, quarantine_dir = pipeline_paths(st, db_path)
-    emitter = TraceEmitter(store, st, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir)).start()
+    store: TraceStore
+    if store_url is None:
+        store = open_store(st, db_path)
+        spool_dir, quarantine_dir = pipeline_paths(st, db_path)
+        emitter = TraceEmitter(store, st, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir)).start()
+    else:
+        store = HttpTraceStore(store_url)
+        spool_dir, quarantine_dir = worker_paths(st, db_path, worker)
+        emitter = TraceEmitter(RelaySink(store_url), st, spool_dir=spool_dir,
+                               quarantine=Quarantine(quarantine_dir)).start()
     key_env = config.router.hash_key_env
     hash_key = os.environ.get(key_env) if key_env else None
     registry = CollectorRegistry()
@@ -101,8 +121,11 @@ def build_gateway_app(config: RouteLensConfig, db_path: str) -> web.Application:
         registry=registry,
     )
     app = gateway.build_app()
-    token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
-    IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes).add_routes(app)
+    if store_url is None:
+        token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
+        IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes).add_routes(app)
+    else:
+        add_store_proxy(app, store_url, emitter.pending)
 
     async def close_emitter(_: web.Application) -> None:
         emitter.close()  # stores every queued record (what it cannot stays in the spool)
@@ -111,23 +134,66 @@ def build_gateway_app(config: RouteLensConfig, db_path: str) -> web.Application:
     return app
 
 
+def worker_paths(st: StorageSettings, db_path: str, worker: int) -> tuple[Path, Path]:
+    """Return a gateway worker's own spool and quarantine folders (beside the store's)."""
+    spool, quarantine = pipeline_paths(st, db_path)
+    return (spool.with_name(f"{spool.name}.gateway-{worker}"),
+            quarantine.with_name(f"{quarantine.name}.gateway-{worker}"))
+
+
 def run_server(
-    config: RouteLensConfig, *, host: str | None = None, port: int | None = None, db: str | None = None
+    config: RouteLensConfig, *, config_path: str | None = None, host: str | None = None, port: int | None = None,
+    db: str | None = None, workers: int = 1, store_url: str | None = None, worker: int = 0,
+    separate_store: bool = False,
 ) -> None:
-    """Serve until SIGINT, SIGTERM or SIGHUP; print ``gateway ready http://HOST:PORT`` once listening."""
+    """Serve until SIGINT, SIGTERM or SIGHUP; print ``gateway ready http://HOST:PORT`` once listening.
+
+    One worker keeps the trace store in this process (today's default). With ``workers`` > 1,
+    ``separate_store`` or ``store_url``, the store runs in a process of its own (``routelens
+    store``, started here from ``config_path`` unless ``store_url`` names a running one) and the
+    ``workers`` gateway processes share the port (``SO_REUSEPORT``; this process is worker 0, the
+    others its children), each with its own spool relaying to the store.
+    """
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host = host or config.gateway.host
     port = config.gateway.port if port is None else port
-    app = build_gateway_app(config, db or config.storage.duckdb_path)
-    app.on_startup.append(_hangup_stops)
-    web.run_app(
-        app,
-        host=host,
-        port=port,
-        access_log=None,
-        print=lambda _msg: print(f"gateway ready http://{host}:{port}", flush=True),
-        loop=uvloop.new_event_loop(),
-    )
+    db = db or config.storage.duckdb_path
+    children: list[Child] = []
+    try:
+        if config_path is not None and store_url is None and (workers > 1 or separate_store):
+            store_port = free_port()
+            children.append(_child("store", config_path, ["store", "--port", str(store_port), "--db", db],
+                                   "store ready"))
+            store_url = f"http://127.0.0.1:{store_port}"
+        for i in range(1, workers if config_path is not None and worker == 0 else 1):
+            children.append(_child(f"gateway-{i}", config_path or "", [
+                "serve", "--host", host, "--port", str(port), "--db", db, "--store-url", store_url or "",
+                "--worker", str(i), "--workers", str(workers)], "gateway ready"))
+        app = build_gateway_app(config, db, store_url=store_url, worker=worker)
+        app.on_startup.append(_hangup_stops)
+        web.run_app(
+            app,
+            host=host,
+            port=port,
+            reuse_port=workers > 1,
+            access_log=None,
+            print=lambda _msg: print(f"gateway ready http://{host}:{port}" + (f" (worker {worker})" if worker else ""),
+                                     flush=True),
+            loop=uvloop.new_event_loop(),
+        )
+    finally:
+        for child in reversed(children):
+            child.stop()
+
+
+def _child(name: str, config_path: str, argv: list[str], ready: str) -> Child:
+    """Start ``routelens --config CONFIG ARGV...`` as a child that ends with us; wait for its ready line."""
+    child = Child(name, [sys.executable, "-m", "app", "--config", config_path, *argv], dict(os.environ),
+                  ready_marker=ready, echo=True)
+    if not child.wait_ready(60):
+        child.stop()
+        raise SystemExit(f"error: the {name} process did not start (see its output above)")
+    return child
 
 
 async def _hangup_stops(_: web.Application) -> None:

@@ -149,6 +149,26 @@ class TraceEmitter:
                         may_block=may_block)
         return not bad or kind_of(record) is not bad[-1][0]
 
+    def emit_encoded(self, records: list[tuple[Kind, bytes]]) -> int:
+        """Queue records another process already encoded (the relay from a gateway); may block like ``emit``.
+
+        Returns:
+            How many were queued (the rest, oversized, were quarantined).
+        """
+        limit, queued = self.settings.spool.max_record_bytes, 0
+        with self._backlog_lock:
+            for kind, payload in records:
+                if len(payload) <= limit:
+                    self.backlog.append(kind, payload, may_block=True)
+                    queued += 1
+            self.stats.queued += queued
+        self.batcher.wake()
+        for kind, payload in records:
+            if len(payload) > limit:
+                self.reject(kind, payload, f"record of {len(payload)} bytes exceeds the limit of {limit} "
+                            "(storage.spool.max_record_bytes)", source="relay")
+        return queued
+
     def reject(
         self, kind: Kind, payload: bytes | None, reason: str, *, source: str,
         request_id: str | None = None, line: int | None = None, may_block: bool = True,

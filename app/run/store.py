@@ -1,0 +1,53 @@
+"""``routelens store``: the process that owns the trace store.
+
+It drains what gateways relay (``ingest.http_api.relay``) through its own durable spool into
+DuckDB (or Elasticsearch) and answers the store's read API. Gateways started by ``routelens
+serve`` talk to it over loopback; DuckDB admits one writing process per file, and this is it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import orjson
+import uvloop
+from aiohttp import web
+
+from app.run.serve import open_store, pipeline_paths
+from ingest import IngestApi, Quarantine, TraceEmitter
+from ingest.http_api.relay import add_relay_route
+from schemas.config import RouteLensConfig
+
+__all__ = ["build_store_app", "run_store"]
+
+
+def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
+    """The store's application: the relay route, the read API and ``/health``."""
+    st = config.storage
+    store = open_store(st, db_path)
+    spool_dir, quarantine_dir = pipeline_paths(st, db_path)
+    emitter = TraceEmitter(store, st, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir)).start()
+    app = web.Application(client_max_size=max(st.intake_max_bytes, 64 << 20))
+    intake_token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
+    IngestApi(emitter, store, token=intake_token or None, max_body=st.intake_max_bytes).add_routes(app)
+    add_relay_route(app, emitter)
+
+    async def health(_: web.Request) -> web.Response:
+        backlog = emitter.backlog_size()
+        return web.Response(body=orjson.dumps({"status": "ok", "backlog": backlog}), content_type="application/json")
+
+    async def close_emitter(_: web.Application) -> None:
+        emitter.close()  # stores every queued record (what it cannot stays in the spool)
+
+    app.router.add_get("/health", health)
+    app.on_cleanup.append(close_emitter)
+    return app
+
+
+def run_store(config: RouteLensConfig, *, host: str = "127.0.0.1", port: int, db: str | None = None) -> None:
+    """Serve until SIGINT or SIGTERM; print ``store ready http://HOST:PORT`` once listening."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = build_store_app(config, db or config.storage.duckdb_path)
+    web.run_app(app, host=host, port=port, access_log=None, loop=uvloop.new_event_loop(),
+                print=lambda _msg: print(f"store ready http://{host}:{port}", flush=True))

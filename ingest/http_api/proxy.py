@@ -1,0 +1,64 @@
+"""The store's HTTP API as a gateway serves it: every route forwarded to the store process.
+
+Clients keep one address (the gateway's) for chat, feedback and the trace API alike. A lookup of
+one trace answers from the gateway's own pending traces first (read-your-writes before the relay
+has delivered them), then from the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import aiohttp
+from aiohttp import web
+
+from schemas.trace import DecisionTrace
+
+__all__ = ["STORE_ROUTES", "add_store_proxy"]
+
+# (method, path) of every route of ingest.http_api.routes.IngestApi
+STORE_ROUTES = (
+    ("POST", "/v1/traces"), ("GET", "/v1/traces"), ("GET", "/v1/traces/{request_id}"),
+    ("GET", "/v1/analytics/buckets"), ("GET", "/v1/analytics/traffic"), ("GET", "/v1/probes"),
+    ("GET", "/v1/events"), ("GET", "/v1/snapshots"), ("GET", "/v1/quarantine"),
+)
+_PASSED_HEADERS = ("Authorization", "Content-Type", "Accept")
+
+
+def add_store_proxy(app: web.Application, store_url: str,
+                    pending: Callable[[str], DecisionTrace | None]) -> None:
+    """Mount the store's routes on ``app``, forwarded to ``store_url``.
+
+    Args:
+        app: The gateway's application.
+        store_url: The store process, e.g. ``http://127.0.0.1:8090``.
+        pending: The gateway's own not-yet-delivered traces by request id.
+    """
+    base = store_url.rstrip("/")
+    session: dict[str, aiohttp.ClientSession] = {}
+
+    async def start(_: web.Application) -> None:
+        session["s"] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60, sock_connect=2))
+
+    async def stop(_: web.Application) -> None:
+        await session["s"].close()
+
+    async def forward(request: web.Request) -> web.Response:
+        if request.method == "GET" and (rid := request.match_info.get("request_id")) is not None:
+            if (trace := pending(rid)) is not None:
+                return web.Response(body=trace.model_dump_json(), content_type="application/json")
+        headers = {h: request.headers[h] for h in _PASSED_HEADERS if h in request.headers}
+        try:
+            async with session["s"].request(request.method, base + request.rel_url.path_qs, headers=headers,
+                                            data=await request.read() if request.can_read_body else None) as up:
+                body = await up.read()
+                return web.Response(status=up.status, body=body, content_type=up.content_type)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return web.json_response({"error": {"message": f"the trace store is unreachable: {exc}",
+                                                "type": "service_unavailable", "param": None,
+                                                "code": "store_unavailable"}}, status=503)
+
+    for method, path in STORE_ROUTES:
+        app.router.add_route(method, path, forward)
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)

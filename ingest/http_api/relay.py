@@ -1,0 +1,131 @@
+r"""Relaying records from a serving process to the store process, over loopback HTTP.
+
+A gateway keeps no database of its own: its pipeline's sink is a :class:`RelaySink`, which posts
+each batch of already-encoded records to the store process (``routelens store``). The store
+appends them to its own durable spool and answers once they are written, so the gateway's spool
+holds every record until the store has it (nothing is lost when the store restarts), and a trace
+the gateway stops calling pending is readable from the store. The store's writer (DuckDB, and its
+Arrow registration, which holds the GIL for milliseconds per batch) runs in another process than
+the requests.
+
+Wire format: ``POST /v1/internal/records``; the body holds one record per line,
+``<kind number>\t<payload JSON>\n`` (payloads are single-line JSON); the answer is
+``{"accepted": {"<kind>": n, ...}}`` with status 200, or 503 when the store could not write them in
+time (the gateway retries; ids make the retry idempotent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import urllib.parse
+from typing import TYPE_CHECKING
+
+import orjson
+from aiohttp import web
+
+from ingest.errors import SinkUnavailable
+from ingest.kinds import Kind
+from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
+
+if TYPE_CHECKING:
+    from ingest.pipeline.emitter import TraceEmitter
+
+__all__ = ["RELAY_PATH", "RelaySink", "add_relay_route"]
+
+RELAY_PATH = "/v1/internal/records"
+_KINDS = {str(int(k)).encode(): k for k in Kind}
+
+
+class RelaySink:
+    """A :class:`ingest.record_sink.RecordSink` that hands batches to the store process.
+
+    Args:
+        base_url: The store process, e.g. ``http://127.0.0.1:8090``.
+        token: Bearer token the store's relay route requires (None: none).
+        timeout_s: Bound on one post (the store answers once the batch is written).
+    """
+
+    def __init__(self, base_url: str, *, token: str | None = None, timeout_s: float = 30.0) -> None:
+        parts = urllib.parse.urlsplit(base_url)
+        self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 80
+        self._headers = {"Content-Type": "text/plain"} | ({"Authorization": f"Bearer {token}"} if token else {})
+        self._timeout = timeout_s
+        self._conn: http.client.HTTPConnection | None = None  # the writer thread's alone
+
+    def prepare(self, batch: RecordBatch) -> PreparedBatch:
+        """Nothing to prepare: the payloads travel as they are."""
+        return PreparedBatch(batch)
+
+    def write(self, prepared: PreparedBatch) -> WriteResult:
+        """Post the batch; raise :class:`SinkUnavailable` when the store does not take it."""
+        body = b"".join(b"%d\t%s\n" % (kind, payload) for kind, items in prepared.batch.payloads.items()
+                        for payload in items)
+        try:
+            if self._conn is None:
+                self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            self._conn.request("POST", RELAY_PATH, body=body, headers=self._headers)
+            resp = self._conn.getresponse()
+            answer = resp.read()
+        except (OSError, http.client.HTTPException) as exc:
+            self.close()
+            raise SinkUnavailable(f"the store at {self._host}:{self._port} is unreachable: {exc}") from exc
+        if resp.status != 200:
+            raise SinkUnavailable(f"the store answered HTTP {resp.status}: {answer[:200]!r}")
+        result = WriteResult()
+        for kind, items in prepared.batch.payloads.items():
+            result.count(kind, len(items), 0)  # duplicates are the store's to count
+        return result
+
+    def idle(self) -> None:
+        """Nothing deferred."""
+
+    def close(self) -> None:
+        """Drop the connection."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def parse_relayed(body: bytes) -> list[tuple[Kind, bytes]]:
+    """Split a relay body into ``(kind, payload)``; raise ValueError on a malformed line."""
+    out = []
+    for number, line in enumerate(body.split(b"\n"), 1):
+        if not line:
+            continue
+        head, tab, payload = line.partition(b"\t")
+        kind = _KINDS.get(head)
+        if kind is None or not tab or not payload.startswith(b"{"):
+            raise ValueError(f"line {number} is not '<kind>\\t<json>'")
+        out.append((kind, payload))
+    return out
+
+
+def add_relay_route(app: web.Application, emitter: TraceEmitter, *, token: str | None = None,
+                    write_timeout_s: float = 20.0) -> None:
+    """Mount ``POST /v1/internal/records`` on the store's application."""
+
+    async def relay(request: web.Request) -> web.Response:
+        if token is not None and request.headers.get("Authorization") != f"Bearer {token}":
+            return web.json_response({"error": {"message": "relay token required", "type": "invalid_request_error",
+                                                "param": None, "code": "invalid_api_key"}}, status=401)
+        try:
+            records = parse_relayed(await request.read())
+        except ValueError as exc:
+            return web.json_response({"error": {"message": str(exc), "type": "invalid_request_error",
+                                                "param": None, "code": "invalid_relay_body"}}, status=400)
+
+        def store() -> bool:
+            emitter.emit_encoded(records)
+            return emitter.flush(write_timeout_s)
+
+        if not await asyncio.to_thread(store):
+            return web.json_response({"error": {"message": "the store is not writing; retry later",
+                                                "type": "service_unavailable", "param": None,
+                                                "code": "store_stalled"}}, status=503)
+        counts: dict[str, int] = {}
+        for kind, _ in records:
+            counts[kind.name.lower()] = counts.get(kind.name.lower(), 0) + 1
+        return web.Response(body=orjson.dumps({"accepted": counts}), content_type="application/json")
+
+    app.router.add_post(RELAY_PATH, relay)
