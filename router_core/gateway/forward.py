@@ -22,6 +22,7 @@ import aiohttp
 import orjson
 
 from router_core.gateway.encoding import UPSTREAM_ACCEPT
+from router_core.inflight import InflightCounter, Ticket
 from router_core.state import StateView
 from schemas.common import AttemptStatus
 from schemas.config import GatewaySettings
@@ -41,6 +42,7 @@ class Forwarded:
         body: The whole body (non-stream answers and error statuses), in the upstream's coding.
         first_chunk: A 200 stream's first chunk; the rest is still in ``response``.
         first_byte_at: When that chunk arrived (the forwarder's clock), for TTFT.
+        open_stream: A 200 stream's in-flight ticket: the caller ends it when the relay ends.
     """
 
     attempts: list[Attempt]
@@ -50,6 +52,7 @@ class Forwarded:
     last_error: str | None = None
     first_chunk: bytes = b""
     first_byte_at: float | None = None
+    open_stream: Ticket | None = None
 
 
 class _EmptyStream(Exception):
@@ -65,6 +68,7 @@ class Forwarder:
         settings: Timeouts and whether the client's ``Authorization`` goes upstream.
         keys: Instance id -> the key sent upstream as ``Authorization: Bearer``.
         perf: Monotonic clock (injected).
+        inflight: Counts each attempt from sending to completion (None: not counted).
     """
 
     def __init__(
@@ -75,7 +79,9 @@ class Forwarder:
         *,
         keys: Mapping[str, str] | None = None,
         perf: Callable[[], float] = time.perf_counter,
+        inflight: InflightCounter | None = None,
     ) -> None:
+        self._inflight = inflight
         self._session = session
         self._view = view
         self._settings = settings
@@ -120,6 +126,8 @@ class Forwarder:
             status, http_status, error = AttemptStatus.OK, None, None
             resp: aiohttp.ClientResponse | None = None
             got = Forwarded([], spec)
+            answered = False  # an error status that is an answer: passed on, not retried, but not ok
+            ticket = None if self._inflight is None else self._inflight.begin(spec.id)
             try:
                 async with asyncio.timeout(self._settings.first_byte_timeout_s if stream else None):
                     resp = await self._session.post(
@@ -140,6 +148,8 @@ class Forwarder:
                             raise _EmptyStream
                     else:
                         got.body = await resp.read()
+                        if resp.status >= 400:
+                            status, error, answered = AttemptStatus.HTTP_ERROR, f"HTTP {resp.status}", True
             except TimeoutError:
                 status, error = AttemptStatus.TIMEOUT, "first_byte_timeout" if stream else "timeout"
             except _EmptyStream:
@@ -147,13 +157,18 @@ class Forwarder:
             except aiohttp.ClientError as exc:
                 status, error = AttemptStatus.CONNECT_ERROR, type(exc).__name__
             ok = status is AttemptStatus.OK
-            if not ok and resp is not None:
+            if not ok and not answered and resp is not None:
                 resp.close()
             attempt = Attempt(seq=len(attempts), instance=spec.id, model=spec.model, status=status,
                               http_status=http_status, error_class=error, latency_ms=(self._perf() - started) * 1e3)
             attempts.append(attempt)
-            self._view.observe(spec.id, attempt.latency_ms, ok and (http_status or 0) < 500)
-            if ok:
+            self._view.observe(spec.id, attempt.latency_ms, (ok or answered) and (http_status or 0) < 500)
+            if ticket is not None:
+                if ok and stream:
+                    got.open_stream = ticket
+                else:
+                    self._inflight.end(ticket)  # type: ignore[union-attr]
+            if ok or answered:
                 got.attempts, got.response = attempts, resp
                 return got
             last_error = error

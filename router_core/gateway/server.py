@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -27,10 +26,19 @@ from router_core.analysis import analyse_request
 from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError
 from router_core.framework import DecisionContext
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
+from router_core.gateway.callers import (
+    CLIENT_ID,
+    SeenIds,
+    check_context,
+    feedback_classes,
+    rejected_features,
+    repeat_id,
+)
 from router_core.gateway.encoding import Decoder, coding_of, for_client
 from router_core.gateway.errors import error_for, error_response, status_of
 from router_core.gateway.forward import Forwarder, tokens_of, usage_of
 from router_core.gateway.streaming import ask_for_usage, relay_stream
+from router_core.inflight import InflightCounter
 from router_core.metrics import GatewayMetrics
 from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
@@ -39,7 +47,8 @@ from router_core.scrape_metrics import ScrapeMetrics
 from router_core.scraper import MetricsScraper
 from router_core.state import StateView
 from schemas.common import OutcomeStatus
-from schemas.config import RouteLensConfig
+from schemas.config import ModelProfile, RouteLensConfig
+from schemas.errors import RoutelensError
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
 from schemas.hashing import query_hash
@@ -48,7 +57,6 @@ from schemas.trace import DecisionTrace, Outcome
 __all__ = ["Gateway", "TraceHooks"]
 
 log = logging.getLogger(__name__)
-_CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 class TraceHooks(Protocol):
@@ -122,9 +130,15 @@ class Gateway:
         self.view = StateView(config.fleet.instances, router.policy.constraints, scrape=config.scrape,
                               queue_cap=config.scoring.queue_norm, clock=time.monotonic, wall=wall)
         self.quality = QualityTable(config.models)
+        capacity = {s.id: config.models[s.model].max_concurrency if s.model in config.models else
+                    ModelProfile().max_concurrency for s in config.fleet.instances}
+        self.inflight = InflightCounter(capacity.__getitem__)  # requests sent since each instance's scrape
         self._policy_hash = policy_hash or router.policy.hash
         self._hash_key = hash_key
         self._new_id = new_id
+        self._client_ids = SeenIds()  # client request ids already used (see router_core.gateway.callers)
+        self._verdicts = SeenIds()  # request ids with a feedback verdict (one each)
+        self._classes = feedback_classes(config)
         self._wall = wall
         self._perf = perf
         self.registry = registry or CollectorRegistry()
@@ -163,7 +177,8 @@ class Gateway:
         gw = self.config.gateway
         connector = aiohttp.TCPConnector(limit=gw.max_connections, ttl_dns_cache=300)
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
-        self._forwarder = Forwarder(self._session, self.view, gw, keys=self._upstream_keys, perf=self._perf)
+        self._forwarder = Forwarder(self._session, self.view, gw, keys=self._upstream_keys, perf=self._perf,
+                                    inflight=self.inflight)
         sc = self.config.scrape
         self._scraper = scraper = MetricsScraper(
             self.config.fleet.instances, self.view, self._session, interval_s=sc.interval_s, timeout_s=sc.timeout_s,
@@ -180,22 +195,54 @@ class Gateway:
         if self._session is not None:
             await self._session.close()
 
-    def _request_id(self, request: web.Request) -> str:
+    async def _request_id(self, request: web.Request) -> tuple[str, InvalidRequest | None]:
+        """The id this request's trace is kept under, and the refusal of a hostile client id.
+
+        See :mod:`router_core.gateway.callers`: a client id names its first trace; a repeat gets
+        ``<id>~<8 hex>``. An id this process has not seen is looked up once in the store.
+        """
         given = request.headers.get("X-Request-Id", "")
-        return given if _CLIENT_ID.match(given) else self._new_id()
+        if not given:
+            return self._new_id(), None
+        if not CLIENT_ID.match(given):
+            return self._new_id(), InvalidRequest("X-Request-Id must be 1-128 characters of A-Z a-z 0-9 . _ : -",
+                                                  param="X-Request-Id", code="invalid_request_id")
+        if given not in self._client_ids:
+            self._client_ids.add(given)  # before the lookup: a concurrent repeat already sees it
+            try:
+                known = await asyncio.to_thread(self.hooks.lookup, given)
+            except (RoutelensError, OSError):
+                known = None  # the store cannot say: the id stands (this process keeps repeats apart)
+            if known is None:
+                return given, None
+        return repeat_id(given), None
+
+    def _refuse(self, request_id: str, t0: float, body: Any, status: int, message: str, code: str | None,
+                param: str | None = None) -> web.Response:
+        """Answer a request refused before routing, with its trace (the features known so far)."""
+        rec = TraceRecorder(request_id=request_id, ts=self._wall(), router_version=self.config.router.version,
+                            policy_hash=self._policy_hash, query_hash=query_hash("", self._hash_key),
+                            features=rejected_features(body))
+        self._finish(rec, t0, status, code)
+        return error_response(status, message, param=param, code=code, headers={"x-request-id": request_id})
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
-        """Route, forward and trace one chat-completions request."""
+        """Route, forward and trace one chat-completions request (refused ones are traced too)."""
         t0 = self._perf()
-        request_id = self._request_id(request)
-        rid = {"x-request-id": request_id}
+        request_id, refused = await self._request_id(request)
+        body: Any = None
         try:
+            if refused is not None:
+                raise refused
             body = orjson.loads(await request.read())
             analysis = analyse_request(body, max_chars=self.config.router.analyse_max_chars)
         except orjson.JSONDecodeError:
-            return error_response(400, "request body is not valid JSON", code="invalid_json", headers=rid)
+            return self._refuse(request_id, t0, None, 400, "request body is not valid JSON", "invalid_json")
+        except web.HTTPRequestEntityTooLarge:
+            return self._refuse(request_id, t0, None, 413, "request body is too large", "request_too_large")
         except InvalidRequest as exc:
-            return error_for(exc, headers=rid)
+            status, code = status_of(exc)
+            return self._refuse(request_id, t0, body, status, str(exc), code, exc.param)
         intent = analysis.intent
         rec = TraceRecorder(
             request_id=request_id,
@@ -211,6 +258,9 @@ class Gateway:
         ctx = DecisionContext(request_id=request_id, features=rec.features, intent=intent.cls, now=rec.ts,
                               quality=self.quality.snapshot())
         try:
+            model, policy = rec.features.requested_model, self.router.policy
+            fallback = policy.instances_of(policy.fallback_model) if policy.fallback_model else None
+            check_context(rec.features, [*self.router.candidates_for(model), *(fallback or ())])  # not forwarded
             return await self._serve(request, body, ctx, rec, t0)
         except (InvalidRequest, RoutingError) as exc:
             status, code = status_of(exc)
@@ -242,7 +292,7 @@ class Gateway:
     async def _serve(self, request: web.Request, body: dict[str, Any], ctx: DecisionContext, rec: TraceRecorder,
                      t0: float) -> web.StreamResponse:
         """Decide, forward and answer; routing failures are raised for :meth:`chat_completions` to map."""
-        decision = self.router.decide(ctx, self.view.snapshot())
+        decision = self.router.decide(ctx, self.inflight.adjust(self.view.snapshot()))
         rec.record_decision(decision)
         self.metrics.record_decision(decision.decision_ms / 1e3, decision.fallback_reason is not None)
         if not decision.targets:
@@ -268,6 +318,8 @@ class Gateway:
             await out.prepare(request)
             end = await relay_stream(fwd.first_chunk, resp, out, idle_timeout_s=self.config.gateway.idle_timeout_s,
                                      strip_usage=not client_usage, decoder=decoder)
+            if fwd.open_stream is not None:  # a cancelled relay leaves it counted until the next scrape
+                self.inflight.end(fwd.open_stream)
             ttft = None if fwd.first_byte_at is None else max(0.0, (fwd.first_byte_at - t0) * 1e3)
             self._finish(rec, t0, 200, end.error, cost=spec.cost.base, ttft_ms=ttft, **tokens_of(end.usage))
             return out
@@ -285,7 +337,13 @@ class Gateway:
         return web.Response(status=resp.status, body=sent.payload, content_type=resp.content_type, headers=headers)
 
     async def feedback(self, request: web.Request) -> web.Response:
-        """``POST /v1/feedback``: ``{request_id, correct, expected_class?, expected_model?, source?, ts?}``."""
+        """``POST /v1/feedback``: ``{request_id, correct, expected_class?, expected_model?, source?, ts?}``.
+
+        One verdict per request id, for a request that has a trace: a second one is a 409 and is
+        neither stored nor learned, an unknown id a 404. ``expected_class`` must be a configured
+        class. Which ids have a verdict is kept in memory, like what was learned from them: both
+        start again after a restart (the stored feedback records stay).
+        """
         try:
             data = orjson.loads(await request.read())
             if not isinstance(data, dict):
@@ -300,10 +358,25 @@ class Gateway:
             first = exc.errors()[0]
             param = ".".join(str(p) for p in first["loc"]) or None
             return error_response(400, f"invalid feedback: {first['msg']}", param=param, code="invalid_value")
+        if item.expected_class is not None and item.expected_class not in self._classes:
+            return error_response(400, f"expected_class must be one of {', '.join(sorted(self._classes))}",
+                                  param="expected_class", code="invalid_value")
+        if item.request_id in self._verdicts:
+            return error_response(409, f"request '{item.request_id}' already has a verdict",
+                                  param="request_id", code="feedback_exists")
+        self._verdicts.add(item.request_id)  # before any wait: a concurrent second verdict is a 409 too
+        trace: DecisionTrace | None = None
+        try:
+            trace = await asyncio.to_thread(self.hooks.lookup, item.request_id)
+        finally:
+            if trace is None:
+                self._verdicts.discard(item.request_id)
+        if trace is None:
+            return error_response(404, f"no trace for request_id '{item.request_id}'", param="request_id",
+                                  code="trace_not_found")
         self.metrics.record_feedback(item.correct)
         await asyncio.to_thread(self.hooks.record_feedback, item)
-        trace = await asyncio.to_thread(self.hooks.lookup, item.request_id)
-        if trace is not None and trace.selected_model and (item.expected_class or trace.intent):
+        if trace.selected_model and (item.expected_class or trace.intent):
             # What the router learns: how often this model answers this class of query well.
             self.quality.update(trace.selected_model, item.expected_class or trace.intent or "", item.correct)
         return web.Response(status=202, body=b'{"status":"accepted"}', content_type="application/json")

@@ -1,0 +1,102 @@
+"""What the gateway checks about its callers before routing: request ids, sizes, feedback verdicts.
+
+* **Request ids.** A client's ``X-Request-Id`` (``[A-Za-z0-9._:-]{1,128}``) names the trace the
+  first time it is seen; a hostile one (too long, odd characters) is refused with a 400 that
+  carries a gateway id. A repeated one never overwrites or loses a trace: the repeat is kept apart
+  under ``<client id>~<8 hex>`` (``~`` is outside the client alphabet, so no client id can collide
+  with it) and answered in ``x-request-id`` as every trace id is. Repeats are recognised from a bounded in-memory ledger
+  (:class:`SeenIds`) and, for an id this process has not seen yet, one lookup in the trace store
+  (so a restart does not forget the ids stored before it).
+* **Context length.** A request larger than every candidate's context window (the requested model
+  and the fallback model) is OpenAI's 400 ``context_length_exceeded`` and is not forwarded.
+* **Feedback.** One verdict per request id (:class:`SeenIds` again; a second is a 409), for a
+  request that has a trace, with ``expected_class`` among the configured classes.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from router_core.errors import InvalidRequest
+from router_core.intent import CLASSES
+from schemas.config import RouteLensConfig
+from schemas.fleet import InstanceSpec
+from schemas.trace import RequestFeatures
+
+__all__ = ["CLIENT_ID", "SeenIds", "check_context", "feedback_classes", "rejected_features", "repeat_id"]
+
+CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_MAX_MODEL = 200
+
+
+class SeenIds:
+    """A bounded, insertion-ordered set of ids: the oldest are forgotten first.
+
+    Args:
+        capacity: Ids remembered (each costs about 150 bytes).
+    """
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self._ids: dict[str, None] = {}
+        self._capacity = capacity
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._ids
+
+    def add(self, key: str) -> None:
+        """Remember ``key`` (forgetting the oldest id when full)."""
+        if len(self._ids) >= self._capacity and key not in self._ids:
+            del self._ids[next(iter(self._ids))]
+        self._ids[key] = None
+
+    def discard(self, key: str) -> None:
+        """Forget ``key``."""
+        self._ids.pop(key, None)
+
+
+def repeat_id(given: str, suffix: Callable[[], str] = lambda: uuid.uuid4().hex[:8]) -> str:
+    """Return the id a repeated client id's trace is kept under: ``<given>~<8 hex>`` (at most 128)."""
+    return f"{given[:119]}~{suffix()}"
+
+
+def rejected_features(body: Any) -> RequestFeatures:
+    """Features of a request refused before analysis finished: what is known of it, never its text."""
+    obj = body if isinstance(body, dict) else {}
+    model = obj.get("model", "auto")
+    messages = obj.get("messages")
+    max_tokens = obj.get("max_completion_tokens", obj.get("max_tokens"))
+    return RequestFeatures(
+        requested_model=model if isinstance(model, str) and 0 < len(model) <= _MAX_MODEL else "",
+        n_messages=len(messages) if isinstance(messages, list) else 0,
+        input_chars=0,
+        est_input_tokens=0,
+        max_tokens=max_tokens if isinstance(max_tokens, int) and not isinstance(max_tokens, bool)
+        and max_tokens >= 0 else None,
+        stream=obj.get("stream") is True,
+    )
+
+
+def check_context(features: RequestFeatures, specs: Iterable[InstanceSpec]) -> None:
+    """Refuse a request that no candidate's context window can hold (the context-window filter's sum).
+
+    Raises:
+        InvalidRequest: OpenAI's ``context_length_exceeded`` on ``messages``.
+    """
+    windows = [s.context_window for s in specs]
+    need = features.est_input_tokens + (features.max_tokens or 0)
+    if not windows or need <= max(windows):
+        return
+    raise InvalidRequest(
+        f"This model's maximum context length is {max(windows)} tokens. However, you requested about {need} "
+        f"tokens ({features.est_input_tokens} in the messages, {features.max_tokens or 0} in the completion). "
+        "Please reduce the length of the messages or completion.",
+        param="messages", code="context_length_exceeded",
+    )
+
+
+def feedback_classes(config: RouteLensConfig) -> frozenset[str]:
+    """Classes a verdict may name: the intent classes and every class a model has a quality for."""
+    return frozenset(CLASSES).union(*(m.quality for m in config.models.values()))

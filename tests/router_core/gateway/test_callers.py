@@ -1,0 +1,168 @@
+"""Callers: refused requests are traced, repeated ids kept apart, context length, feedback rules."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from schemas import AttemptStatus, OutcomeStatus
+from tests.router_core.gateway.gateway_kit import CHAT, gateway_client
+from tests.router_core.gateway.test_forwarding import reply
+
+Calls = dict[str, int]
+
+
+def counting(calls: Calls, iid: str, status: int = 200) -> Any:
+    ok = reply(status)
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        calls[iid] = calls.get(iid, 0) + 1
+        return await ok(request)
+
+    return handler
+
+
+def openai_error(body: bytes) -> dict[str, Any]:
+    payload = orjson.loads(body)
+    assert set(payload) == {"error"} and set(payload["error"]) == {"message", "type", "param", "code"}
+    return payload["error"]  # type: ignore[no-any-return]
+
+
+def test_refused_requests_have_a_trace_under_their_id() -> None:
+    async def main() -> None:
+        calls: Calls = {}
+        async with gateway_client({"a": counting(calls, "a")}) as (client, hooks):
+            cases = [
+                (b"{not json", 400, "invalid_json"),
+                (orjson.dumps({"model": "m", "messages": []}), 400, "invalid_request"),
+                (orjson.dumps({"model": "nope", "messages": CHAT["messages"]}), 404, "model_not_found"),
+            ]
+            for raw, status, code in cases:
+                resp = await client.post("/v1/chat/completions", data=raw,
+                                         headers={"Content-Type": "application/json"})
+                assert resp.status == status
+                assert openai_error(await resp.read())["code"] == code
+                trace = hooks.traces[resp.headers["x-request-id"]]
+                assert trace.outcome.http_status == status and trace.outcome.error_class == code
+                assert trace.outcome.status is OutcomeStatus.ERROR and not trace.attempts
+            empty = hooks.traces["req-1"]
+            assert (empty.features.requested_model, empty.features.n_messages) == ("m", 0)
+            assert calls == {}
+
+    asyncio.run(main())
+
+
+def test_a_repeated_client_id_keeps_both_traces_apart() -> None:
+    async def main() -> None:
+        async with gateway_client({"a": reply(200)}) as (client, hooks):
+            first = await client.post("/v1/chat/completions", json=CHAT, headers={"X-Request-Id": "ops-1"})
+            second = await client.post("/v1/chat/completions", json=CHAT, headers={"X-Request-Id": "ops-1"})
+            assert first.status == second.status == 200
+            assert first.headers["x-request-id"] == "ops-1"
+            again = second.headers["x-request-id"]
+            assert again.startswith("ops-1~") and len(again) == len("ops-1~") + 8
+            assert {"ops-1", again} <= set(hooks.traces)
+
+    asyncio.run(main())
+
+
+def test_an_id_stored_before_a_restart_is_kept_apart_too() -> None:
+    async def main() -> None:
+        async with gateway_client({"a": reply(200)}) as (client, hooks):
+            await client.post("/v1/chat/completions", json=CHAT, headers={"X-Request-Id": "old-1"})
+            old = hooks.traces["old-1"]
+        async with gateway_client({"a": reply(200)}) as (client, hooks):
+            hooks.traces["old-1"] = old  # in the store, but this process never saw it
+            resp = await client.post("/v1/chat/completions", json=CHAT, headers={"X-Request-Id": "old-1"})
+            assert resp.headers["x-request-id"].startswith("old-1~")
+            assert hooks.traces["old-1"] is old
+
+    asyncio.run(main())
+
+
+def test_hostile_ids_and_bodies_get_openai_shaped_4xx() -> None:
+    async def main() -> None:
+        calls: Calls = {}
+        async with gateway_client({"a": counting(calls, "a")}) as (client, hooks):
+            resp = await client.post("/v1/chat/completions", json=CHAT, headers={"X-Request-Id": "x" * 129})
+            assert resp.status == 400
+            err = openai_error(await resp.read())
+            assert (err["param"], err["code"]) == ("X-Request-Id", "invalid_request_id")
+            assert resp.headers["x-request-id"] in hooks.traces
+            for body in (b"[1, 2]", b'{"messages": "hi"}', b"\xff\xfe", b"[" * 5000):
+                resp = await client.post("/v1/chat/completions", data=body)
+                assert 400 <= resp.status < 500
+                openai_error(await resp.read())
+                assert resp.headers["x-request-id"] in hooks.traces
+            assert calls == {}
+
+    asyncio.run(main())
+
+
+def test_a_request_larger_than_every_context_window_is_not_forwarded() -> None:
+    async def main() -> None:
+        calls: Calls = {}
+        windows = {"a": {"context_window": 4096}, "b": {"context_window": 8192}}
+        async with gateway_client({"a": counting(calls, "a"), "b": counting(calls, "b")},
+                                  instances=windows) as (client, hooks):
+            big = {"model": "m", "messages": [{"role": "user", "content": "word " * 2_000_00}]}
+            resp = await client.post("/v1/chat/completions", json=big)
+            assert resp.status == 400
+            err = openai_error(await resp.read())
+            assert (err["type"], err["param"], err["code"]) == (
+                "invalid_request_error", "messages", "context_length_exceeded")
+            assert "8192" in err["message"]
+            trace = hooks.traces[resp.headers["x-request-id"]]
+            assert trace.outcome.error_class == "context_length_exceeded" and not trace.attempts
+            fits = {"model": "m", "messages": [{"role": "user", "content": "word " * 5000}]}  # ~6250 tokens
+            resp = await client.post("/v1/chat/completions", json=fits)
+            assert resp.status == 200 and resp.headers["x-routelens-instance"] == "b"
+            assert calls == {"b": 1}
+
+    asyncio.run(main())
+
+
+def test_an_upstream_4xx_is_passed_through_and_recorded_as_an_error_attempt() -> None:
+    async def main() -> None:
+        calls: Calls = {}
+        async with gateway_client({"a": counting(calls, "a", 400), "b": counting(calls, "b")}) as (client, hooks):
+            resp = await client.post("/v1/chat/completions", json=CHAT)
+            assert resp.status == 400 and calls == {"a": 1}  # an answer: no failover
+            trace = hooks.traces[resp.headers["x-request-id"]]
+            (attempt,) = trace.attempts
+            assert (attempt.status, attempt.http_status) == (AttemptStatus.HTTP_ERROR, 400)
+            assert trace.outcome.error_class == "upstream_400"
+
+    asyncio.run(main())
+
+
+async def quality(client: Any) -> list[Any]:
+    resp = await client.get("/v1/router/state")
+    return (await resp.json())["quality"]  # type: ignore[no-any-return]
+
+
+def test_feedback_takes_one_verdict_per_traced_request_and_known_classes() -> None:
+    async def main() -> None:
+        async with gateway_client({"a": reply(200)}) as (client, hooks):
+            resp = await client.post("/v1/chat/completions", json=CHAT, headers={"X-Request-Id": "fb-1"})
+            assert resp.status == 200
+            verdict = {"request_id": "fb-1", "correct": False, "expected_class": "chat"}
+            banana = await client.post("/v1/feedback", json={**verdict, "expected_class": "banana"})
+            assert banana.status == 400 and openai_error(await banana.read())["param"] == "expected_class"
+            first = await client.post("/v1/feedback", json=verdict)
+            assert first.status == 202
+            learned = await quality(client)
+            assert learned, "the first verdict is learned"
+            for _ in range(3):
+                repeat = await client.post("/v1/feedback", json=verdict)
+                assert repeat.status == 409
+                assert openai_error(await repeat.read())["code"] == "feedback_exists"
+            assert len(hooks.feedback) == 1 and await quality(client) == learned  # not learned again
+            unknown = await client.post("/v1/feedback", json={**verdict, "request_id": "never-sent"})
+            assert unknown.status == 404 and openai_error(await unknown.read())["code"] == "trace_not_found"
+            assert len(hooks.feedback) == 1
+
+    asyncio.run(main())
