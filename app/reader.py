@@ -5,6 +5,10 @@ DuckDB admits one writing process per file, so while a server runs its query API
 stopped) is opened read-only (:class:`ingest.DuckDBTraceStore`). ``routelens app`` hands its
 choice to the Streamlit process in :data:`DB_ENV` or :data:`API_ENV`.
 
+A server whose ``storage.read_token_env`` is set answers its query API only with that token: the
+readers send the value of :data:`READ_TOKEN_ENV` (so name that variable there, e.g.
+``read_token_env: ROUTELENS_READ_TOKEN``, and the server and its readers share one variable).
+
 Everything here imports ``ingest`` on first use, so the command line starts fast.
 """
 
@@ -19,21 +23,28 @@ if TYPE_CHECKING:
     from ingest import DuckDBTraceStore, HttpTraceStore, TraceStore
     from schemas.trace import DecisionTrace
 
-__all__ = ["API_ENV", "DB_ENV", "DEFAULT_API_URL", "READ_TIMEOUT_S", "open_reader", "read_trace", "reader_from_env"]
+__all__ = [
+    "API_ENV", "DB_ENV", "DEFAULT_API_URL", "READ_TIMEOUT_S", "READ_TOKEN_ENV", "open_reader", "read_trace",
+    "reader_from_env",
+]
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
 API_ENV = "ROUTELENS_API_URL"
 DB_ENV = "ROUTELENS_DB"
+READ_TOKEN_ENV = "ROUTELENS_READ_TOKEN"
 # Someone waits on every lookup (a terminal, a page): fail fast when the server does not answer.
 READ_TIMEOUT_S = 3.0
 
 
-def open_reader(*, api: str | None = None, db: str | Path | None = None) -> HttpTraceStore | DuckDBTraceStore:
+def open_reader(
+    *, api: str | None = None, db: str | Path | None = None, token: str | None = None
+) -> HttpTraceStore | DuckDBTraceStore:
     """Open a trace store for reading: the file ``db`` read-only if given, else the server at ``api``.
 
     Args:
         api: Base URL of a running server (default :data:`DEFAULT_API_URL`).
         db: A DuckDB trace file that no process writes.
+        token: The server's read token; None: the value of :data:`READ_TOKEN_ENV`, if any.
 
     Raises:
         SinkError: The file does not exist or cannot be opened; ``SinkUnavailable`` when a
@@ -42,7 +53,8 @@ def open_reader(*, api: str | None = None, db: str | Path | None = None) -> Http
     if db is None:
         from ingest import HttpTraceStore
 
-        return HttpTraceStore(api or DEFAULT_API_URL, timeout_s=READ_TIMEOUT_S)
+        token = token if token is not None else os.environ.get(READ_TOKEN_ENV, "").strip() or None
+        return HttpTraceStore(api or DEFAULT_API_URL, timeout_s=READ_TIMEOUT_S, token=token)
     from ingest import DuckDBTraceStore, SinkError
 
     path = Path(db)
@@ -64,7 +76,8 @@ def reader_from_env(environ: Mapping[str, str] | None = None) -> HttpTraceStore 
     db = env.get(DB_ENV, "").strip()
     if db:
         return open_reader(db=db)
-    return open_reader(api=env.get(API_ENV, "").strip().rstrip("/") or DEFAULT_API_URL)
+    return open_reader(api=env.get(API_ENV, "").strip().rstrip("/") or DEFAULT_API_URL,
+                       token=env.get(READ_TOKEN_ENV, "").strip())
 
 
 def read_trace(store: TraceStore, request_id: str) -> DecisionTrace | None:

@@ -35,11 +35,13 @@ class HttpTraceStore:
     Args:
         base_url: The server, e.g. ``http://127.0.0.1:8080``.
         timeout_s: Connect and read timeout of one request.
+        token: The server's read token (``storage.read_token_env``), sent as ``Authorization: Bearer``.
     """
 
-    def __init__(self, base_url: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, base_url: str, timeout_s: float = 10.0, *, token: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         local = urllib.parse.urlsplit(self.base_url).hostname in _LOOPBACK
         self._opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if local else []))
 
@@ -47,7 +49,7 @@ class HttpTraceStore:
         query = urllib.parse.urlencode({k: v for k, v in (params or {}).items() if v is not None})
         url = f"{self.base_url}{path}" + (f"?{query}" if query else "")
         try:
-            with self._opener.open(urllib.request.Request(url), timeout=self.timeout_s) as resp:
+            with self._opener.open(urllib.request.Request(url, headers=self._headers), timeout=self.timeout_s) as resp:
                 return orjson.loads(resp.read())
         except urllib.error.HTTPError as exc:
             body = exc.read()

@@ -16,6 +16,10 @@ Filters: ``start``/``end`` (ISO 8601 with a zone), ``router_version``, ``experim
 ``rule``, ``model``, ``instance``, ``fallback`` (true/false), ``outcome`` (ok/error),
 ``query_hash``. Errors are OpenAI-shaped ``{"error": {"message", "type", "param", "code"}}``; an
 unknown trace id is a 404 with the code ``trace_not_found``.
+
+Tokens: ``POST /v1/traces`` requires ``Authorization: Bearer <storage.intake_token_env>`` and every
+GET route ``Bearer <storage.read_token_env>`` when one is set (401 ``invalid_api_key`` otherwise);
+an unset read token leaves the queries open, which ``app/`` allows on a loopback address only.
 """
 
 from __future__ import annotations
@@ -104,14 +108,17 @@ class IngestApi:
         store: Answers the queries.
         token: Bearer token ``POST /v1/traces`` requires; None leaves it open.
         max_body: Largest intake body, in bytes.
+        read_token: Bearer token the GET routes require; None leaves them open.
     """
 
     def __init__(
         self, emitter: TraceEmitter, store: TraceStore, *, token: str | None = None, max_body: int = 64 << 20,
+        read_token: str | None = None,
     ) -> None:
         self.emitter = emitter
         self.store = store
         self.token = token
+        self.read_token = read_token
         self.max_body = max_body
 
     def add_routes(self, app: web.Application) -> None:
@@ -125,9 +132,13 @@ class IngestApi:
         ):
             app.router.add_get(path, self._guarded(handler))
 
-    @staticmethod
-    def _guarded(handler: Handler) -> Handler:
+    def _guarded(self, handler: Handler) -> Handler:
         async def run(request: web.Request) -> web.Response:
+            if self.read_token is not None and not hmac.compare_digest(
+                request.headers.get("Authorization", "").encode(), f"Bearer {self.read_token}".encode()
+            ):
+                return _error(401, "a valid read token is required: send 'Authorization: Bearer <token>'",
+                              "invalid_api_key")
             try:
                 return await handler(request)
             except _BadParam as exc:
