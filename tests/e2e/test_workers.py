@@ -1,0 +1,63 @@
+"""``routelens serve --workers 2``: two gateway processes on one port, one store process, every trace found."""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from app.run.procs import free_port
+from tests.e2e.conftest import Proc
+from tests.e2e.net import call
+from tests.polling import wait_until
+
+pytestmark = pytest.mark.e2e
+BODY = {"model": "auto", "messages": [{"role": "user", "content": "classify: refund failed"}], "max_tokens": 8}
+
+
+def post(url: str) -> tuple[str, str]:
+    """One chat request on a new connection (SO_REUSEPORT spreads connections); (request id, worker)."""
+    req = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(BODY).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "Connection": "close"})
+    with urllib.request.urlopen(req, timeout=20) as resp:
+        assert resp.status == 200
+        return resp.headers["x-request-id"], resp.headers["x-routelens-worker"]
+
+
+def test_two_workers_share_the_port_and_one_store(tmp_path: Path) -> None:
+    port, inst = free_port(), free_port()
+    cfg = tmp_path / "routelens.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "gateway": {"port": port}, "storage": {"duckdb_path": str(tmp_path / "traces.duckdb"), "flush_interval_ms": 20},
+        "scrape": {"interval_s": 0.2, "stale_after_s": 30},
+        "fleet": {"instances": [{"id": "a", "model": "m", "url": f"http://127.0.0.1:{inst}"}]},
+    }))
+    py = [sys.executable, "-m", "app"]
+    fleet = Proc([*py, "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"])
+    procs = [fleet]
+    try:
+        fleet.wait_for("fleet ready")
+        gateway = Proc([*py, "serve", "--config", str(cfg), "--workers", "2"])
+        procs.append(gateway)
+        gateway.wait_for("gateway ready http")
+        url = f"http://127.0.0.1:{port}"
+        answers = [post(url) for _ in range(60)]
+        workers = Counter(worker for _, worker in answers)
+        assert set(workers) == {"0", "1"}, workers  # the kernel spread the connections over both processes
+        for rid, _ in answers:  # read-your-writes through either worker, then from the one store
+            assert call("GET", f"{url}/v1/traces/{rid}")[0] == 200
+        ids = {rid for rid, _ in answers}
+
+        def all_stored() -> bool:
+            status, page = call("GET", f"{url}/v1/traces?limit=500")
+            return status == 200 and ids <= {item["request_id"] for item in page["items"]}
+
+        assert wait_until(all_stored, 30)
+    finally:
+        for p in reversed(procs):
+            p.stop()
