@@ -15,7 +15,9 @@
 Filters: ``start``/``end`` (ISO 8601 with a zone), ``router_version``, ``experiment_arm``,
 ``rule``, ``model``, ``instance``, ``fallback`` (true/false), ``outcome`` (ok/error),
 ``query_hash``. Errors are OpenAI-shaped ``{"error": {"message", "type", "param", "code"}}``; an
-unknown trace id is a 404 with the code ``trace_not_found``.
+unknown trace id is a 404 with the code ``trace_not_found``, and an id longer than the contract's
+128 characters a 400 ``invalid_request_id``. An intake request logs one line, however many of its
+records are quarantined (the quarantine's own per-record lines are held back for it).
 
 Tokens: ``POST /v1/traces`` requires ``Authorization: Bearer <storage.intake_token_env>`` and every
 GET route ``Bearer <storage.read_token_env>`` when one is set (401 ``invalid_api_key`` otherwise);
@@ -26,7 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-from collections.abc import Awaitable, Callable
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -41,9 +46,37 @@ from ingest.trace_store import MAX_LIMIT, BadCursor, TraceStore
 from schemas.queries import AggregateQuery, TraceFilter
 from schemas.trace import DecisionTrace
 
-__all__ = ["IngestApi"]
+__all__ = ["SERVER_LIMITS", "IngestApi"]
+
+# The HTTP parser's line and header limits for the server that mounts these routes (aiohttp's
+# ``handler_args``). Its defaults (8 KiB) refuse a longer URL or header before any route runs,
+# in plain text and with a traceback in the log; up to these limits the routes answer themselves.
+SERVER_LIMITS: dict[str, Any] = {"max_line_size": 64 * 1024, "max_field_size": 64 * 1024}
 
 _FILTERS = set(TraceFilter.model_fields)
+_MAX_ID = 128  # DecisionTrace.request_id's max_length: no longer id can have a trace
+log = logging.getLogger(__name__)
+
+
+class _HeldBack(logging.Filter):
+    """Drops the quarantine's per-record lines while this thread takes an intake body."""
+
+    local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(self.local, "holding", False)
+
+
+logging.getLogger("ingest.pipeline.quarantine").addFilter(_HeldBack())
+
+
+@contextmanager
+def _one_line() -> Iterator[None]:
+    _HeldBack.local.holding = True
+    try:
+        yield
+    finally:
+        _HeldBack.local.holding = False
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
@@ -171,12 +204,21 @@ class IngestApi:
                       "results": {"accepted": accepted, "rejected": rejected}}, status)
 
     def _take(self, body: bytes) -> list[LineResult]:
-        return list(take_records(split_records(body), self.emitter, source="intake"))
+        with _one_line():
+            results = list(take_records(split_records(body), self.emitter, source="intake"))
+        refused = [r for r in results if r.trace is None]
+        if refused:
+            first = refused[0]
+            log.warning("intake: quarantined %d of %d records (first, line %s: %s)", len(refused), len(results),
+                        first.line, (first.reason or "invalid")[:300])
+        return results
 
     # -- queries --------------------------------------------------------------------------------
     async def trace(self, request: web.Request) -> web.Response:
         """``GET /v1/traces/{request_id}``: one trace; 404 ``trace_not_found`` when there is none."""
         request_id = request.match_info["request_id"]
+        if len(request_id) > _MAX_ID:
+            return _error(400, f"request_id is longer than {_MAX_ID} characters", "invalid_request_id", "request_id")
         trace = await asyncio.to_thread(self._lookup, request_id)
         if trace is None:
             return _error(404, f"no trace for request_id '{request_id}'", "trace_not_found")

@@ -1,0 +1,87 @@
+"""Hostile callers of the store's API: huge ids in URLs, junk intake bodies; 4xx answers, no tracebacks."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp import web
+
+from bench.synthetic import T0
+from ingest.duckdb.store import DuckDBTraceStore
+from ingest.http_api.routes import SERVER_LIMITS, IngestApi
+from ingest.pipeline.emitter import TraceEmitter
+from ingest.pipeline.quarantine import Quarantine
+from schemas.storage_config import SpoolSettings, StorageSettings
+
+
+def _requests(tmp_path: Path, calls: list[tuple[str, str, bytes | None]]) -> list[tuple[int, str, bytes]]:
+    """Make ``calls`` against the API served with the server's parser limits; (status, type, body) each."""
+    store = DuckDBTraceStore(tmp_path / "t.duckdb")
+    st = StorageSettings(batch_size=64, flush_interval_ms=5, spool=SpoolSettings(max_record_bytes=16 * 1024))
+    em = TraceEmitter(store, st, spool_dir=tmp_path / "spool", quarantine=Quarantine(tmp_path / "q", clock=lambda: T0))
+    em.start()
+
+    async def main() -> list[tuple[int, str, bytes]]:
+        app = web.Application()
+        IngestApi(em, store, max_body=4 << 20).add_routes(app)
+        runner = web.AppRunner(app, **SERVER_LIMITS)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        out = []
+        try:
+            async with aiohttp.ClientSession() as session:
+                for method, path, body in calls:
+                    async with session.request(method, f"http://127.0.0.1:{port}{path}", data=body) as resp:
+                        out.append((resp.status, resp.content_type, await resp.read()))
+        finally:
+            await runner.cleanup()
+        return out
+
+    try:
+        return asyncio.run(main())
+    finally:
+        em.close()
+
+
+def _openai(body: bytes) -> dict[str, object]:
+    error = orjson.loads(body)["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    return error  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("length", [129, 10_000, 60_000])
+def test_an_overlong_id_in_the_url_is_an_openai_shaped_400(tmp_path: Path, length: int,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        ((status, ctype, body),) = _requests(tmp_path, [("GET", "/v1/traces/" + "x" * length, None)])
+    assert (status, ctype) == (400, "application/json")
+    error = _openai(body)
+    assert (error["code"], error["param"]) == ("invalid_request_id", "request_id")
+    assert not [r for r in caplog.records if r.exc_info], "no traceback in the log"
+
+
+def test_a_junk_intake_body_logs_one_line_not_one_per_record(tmp_path: Path,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    junk = b"\n".join(b"junk %d" % i for i in range(2000))
+    with caplog.at_level(logging.INFO):
+        ((status, ctype, body),) = _requests(tmp_path, [("POST", "/v1/traces", junk)])
+    assert (status, ctype) == (422, "application/json")
+    assert orjson.loads(body)["rejected"] == 2000
+    lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 1, [r.getMessage() for r in lines[:5]]
+    assert "quarantined 2000 of 2000 records" in lines[0].getMessage()
+    assert not lines[0].exc_info
+
+
+def test_other_quarantines_still_log_while_no_intake_runs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    quarantine = Quarantine(tmp_path / "q", clock=lambda: T0)
+    with caplog.at_level(logging.WARNING):
+        quarantine.record(kind="trace", source="gateway", reason="bad", raw=b"{}")
+    assert any("quarantined a trace from gateway" in r.getMessage() for r in caplog.records)
