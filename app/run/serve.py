@@ -23,6 +23,7 @@ from app.run.procs import Child, free_port
 from ingest import DuckDBTraceStore, EmitterCollector, HttpTraceStore, IngestApi, Quarantine, TraceEmitter, TraceStore
 from ingest.http_api.proxy import add_store_proxy
 from ingest.http_api.relay import RelaySink
+from ingest.http_api.routes import SERVER_LIMITS
 from router_core.builtin import build_router, policy_hash
 from router_core.gateway import Gateway
 from schemas.config import RouteLensConfig
@@ -177,6 +178,7 @@ def run_server(
             port=port,
             reuse_port=workers > 1,
             access_log=None,
+            **SERVER_LIMITS,  # a 10 kB id in a URL or header reaches the routes (OpenAI-shaped 400)
             print=lambda _msg: print(f"gateway ready http://{host}:{port}" + (f" (worker {worker})" if worker else ""),
                                      flush=True),
             loop=uvloop.new_event_loop(),
