@@ -19,6 +19,7 @@ import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from app.run.access import access_notices, read_token_of
 from app.run.procs import Child, free_port
 from ingest import DuckDBTraceStore, EmitterCollector, HttpTraceStore, IngestApi, Quarantine, TraceEmitter, TraceStore
 from ingest.http_api.proxy import add_store_proxy
@@ -124,7 +125,8 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     app = gateway.build_app()
     if store_url is None:
         token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
-        IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes).add_routes(app)
+        IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes,
+                  read_token=read_token_of(st)).add_routes(app)
     else:
         add_store_proxy(app, store_url, emitter.pending)
 
@@ -158,6 +160,8 @@ def run_server(
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host = host or config.gateway.host
     port = config.gateway.port if port is None else port
+    for notice in access_notices(config, host):  # raises before binding when either would be open off loopback
+        print(f"notice: {notice}", file=sys.stderr, flush=True)
     db = db or config.storage.duckdb_path
     children: list[Child] = []
     try:
