@@ -1,104 +1,182 @@
-"""Gateway overhead: the same requests sent straight to a simulated instance and through the gateway.
+"""The gateway under load, side by side: the instance directly, RouteLens (1 and N workers), LiteLLM's proxy.
 
-Both run as real processes on loopback (the instance in zero-delay mode, so the figures measure the
-gateway, not the model); the load comes from this process. Prints p50/p99 latency of sequential
-requests and the throughput of concurrent ones, for each path.
+Every path runs as real processes on loopback in front of the same zero-delay simulated instance
+(so the figures measure the gateways, not a model), with full tracing on. The load comes from
+Debian's ``wrk`` (``wrk -t1 -cC -dDs --latency``, a POST of a small chat body) at c=1 and c=16.
+LiteLLM's proxy (a pinned version) is installed by this script into a virtual environment of its
+own under ``~/.cache/routelens-bench`` the first time (``--no-litellm`` skips it). While RouteLens
+runs at c=1, a second process samples one request every 20 ms and the output carries its p99 per
+second (``latency_over_time``): a periodic stall shows there as a recurring spike.
+
+Last line: ``{"direct": {"c1": {"p50_ms", "p99_ms", "rps"}, "c16": {...}}, "routelens": {...},
+"routelens_workers": {...}, "litellm": {...}, "ratio_rps_c16": ...}``.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
-import statistics
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
-import aiohttp
 import yaml
 
 from app.run.procs import Child, free_port
 
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "classify: 紧急 refund failed"}], "max_tokens": 16}
+LITELLM = "1.108.7"
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
-async def _latencies(url: str, n: int) -> list[float]:
-    async with aiohttp.ClientSession() as s:
-        out = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            async with s.post(url, json=BODY) as r:
-                await r.read()
-                assert r.status == 200, r.status
-            out.append((time.perf_counter() - t0) * 1e3)
-        return out
+def _wrk_script(tmp: Path, model: str = "auto") -> Path:
+    body = json.dumps({**BODY, "model": model}, ensure_ascii=False).replace("\\", "\\\\").replace("'", "\\'")
+    path = tmp / f"post-{model.replace('/', '_')}.lua"
+    path.write_text(f"wrk.method = 'POST'\nwrk.body = '{body}'\nwrk.headers['Content-Type'] = 'application/json'\n"
+                    "wrk.headers['Authorization'] = 'Bearer bench'\n", encoding="utf-8")
+    return path
 
 
-async def _throughput(url: str, n: int, concurrency: int) -> float:
-    sem = asyncio.Semaphore(concurrency)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as s:
-        async def one() -> None:
-            async with sem, s.post(url, json=BODY) as r:
-                await r.read()
+def _ms(text: str) -> float:
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text.strip()).groups()  # type: ignore[union-attr]
+    return float(value) * _UNITS[unit]
 
+
+def wrk(url: str, script: Path, connections: int, seconds: int) -> dict[str, float]:
+    """One wrk run: p50/p99 latency (ms), requests/s, and non-2xx responses."""
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url],
+                         capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
+    pct = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {"p50_ms": round(_ms(pct["50"]), 3), "p99_ms": round(_ms(pct["99"]), 3),
+            "rps": round(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), 1),  # type: ignore[union-attr]
+            "non_2xx": int(errors.group(1)) if errors else 0}
+
+
+def _sampler(url: str, stop: threading.Event, out: list[tuple[float, float]]) -> None:
+    data = json.dumps(BODY).encode()
+    t_start = time.monotonic()
+    while not stop.is_set():
         t0 = time.perf_counter()
-        await asyncio.gather(*(one() for _ in range(n)))
-        return n / (time.perf_counter() - t0)
+        req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json",
+                                                               "Authorization": "Bearer bench"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            resp.read()
+        out.append((time.monotonic() - t_start, (time.perf_counter() - t0) * 1e3))
+        stop.wait(0.02)
 
 
-def _pct(xs: list[float], q: float) -> float:
-    return statistics.quantiles(xs, n=100)[int(q) - 1]
+def per_second_p99(samples: list[tuple[float, float]]) -> list[float]:
+    """The p99 (ms) of the sampled requests in each second of the run."""
+    by_second: dict[int, list[float]] = {}
+    for t, ms in samples:
+        by_second.setdefault(int(t), []).append(ms)
+    return [round(sorted(v)[max(0, int(len(v) * 0.99) - 1)], 2) for _, v in sorted(by_second.items())]
+
+
+def measure(url: str, script: Path, seconds: int, *, over_time: bool = False) -> dict[str, Any]:
+    """c=1 and c=16 against ``url`` (after a short warm-up)."""
+    wrk(url, script, 4, 2)
+    result: dict[str, Any] = {}
+    samples: list[tuple[float, float]] = []
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sampler, args=(url, stop, samples), daemon=True) if over_time else None
+    if sampler is not None:
+        sampler.start()
+    result["c1"] = wrk(url, script, 1, seconds)
+    stop.set()
+    if sampler is not None:
+        sampler.join(30)
+        result["latency_over_time"] = {"sampled_every_ms": 20, "p99_ms_per_second": per_second_p99(samples)}
+    result["c16"] = wrk(url, script, 16, seconds)
+    return result
+
+
+def _litellm(tmp: Path, upstream: str) -> tuple[list[str], Path] | None:
+    venv = Path.home() / ".cache" / "routelens-bench" / f"litellm-{LITELLM}"
+    exe = venv / "bin" / "litellm"
+    if not exe.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", f"litellm[proxy]=={LITELLM}"], check=True)
+    cfg = tmp / "litellm.yaml"
+    cfg.write_text(yaml.safe_dump({"model_list": [{"model_name": "m", "litellm_params": {
+        "model": "openai/m", "api_base": f"{upstream}/v1", "api_key": "x"}}],
+        "litellm_settings": {"telemetry": False}}))
+    return [str(exe), "--config", str(cfg)], cfg
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench gateway")
-    p.add_argument("--requests", type=int, default=500, help="sequential requests per path")
-    p.add_argument("--load", type=int, default=3000, help="concurrent requests per path")
-    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--seconds", type=int, default=10, help="duration of each wrk run")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="RouteLens workers for the N run")
+    p.add_argument("--no-litellm", action="store_true", help="skip LiteLLM's proxy")
     args = p.parse_args(argv)
-
+    if shutil.which("wrk") is None:
+        print(json.dumps({"error": "wrk is not installed (apt-get install wrk)"}))
+        return 2
     tmp = Path(tempfile.mkdtemp(prefix="routelens-bench-"))
     inst, gw = free_port(), free_port()
+    base = f"http://127.0.0.1:{inst}"
     cfg = {
         "gateway": {"port": gw},
         "storage": {"duckdb_path": str(tmp / "traces.duckdb")},
-        "fleet": {"instances": [{"id": "sim-0", "model": "m", "url": f"http://127.0.0.1:{inst}"}]},
-        "sim": {"zero_delay": True},
+        "fleet": {"instances": [{"id": "sim-0", "model": "m", "url": base}]},
         "constraints": [{"name": "queue", "metric": "queue", "op": "<=", "threshold": 1e9}],
     }
     (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
     py = [sys.executable, "-m", "app", "--config", str(tmp / "c.yaml")]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    fleet = Child("sim", [*py, "sim", "fleet"], env, "fleet ready")
-    gateway = None
+    script = _wrk_script(tmp)
+    children: list[Child] = []
+    result: dict[str, Any] = {"seconds": args.seconds, "workers": args.workers}
+
+    def start(name: str, argv: list[str], marker: str | None, wait_url: str | None = None) -> Child:
+        child = Child(name, argv, env, marker)
+        children.append(child)
+        assert child.wait_ready(120), f"{name} did not start"
+        return child
+
+    def stop_last() -> None:
+        children.pop().stop()
+
     try:
-        assert fleet.wait_ready(60), "fleet did not start"
-        gateway = Child("gateway", [*py, "serve"], env, "gateway ready")
-        assert gateway.wait_ready(60), "gateway did not start"
-        direct = f"http://127.0.0.1:{inst}/v1/chat/completions"
-        routed = f"http://127.0.0.1:{gw}/v1/chat/completions"
-        asyncio.run(_latencies(routed, 50))  # warm up both paths
-        d_lat = asyncio.run(_latencies(direct, args.requests))
-        g_lat = asyncio.run(_latencies(routed, args.requests))
-        d_rps = asyncio.run(_throughput(direct, args.load, args.concurrency))
-        g_rps = asyncio.run(_throughput(routed, args.load, args.concurrency))
+        start("sim", [*py, "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"], "fleet ready")
+        result["direct"] = measure(f"{base}/v1/chat/completions", script, args.seconds)
+        start("routelens", [*py, "serve", "--port", str(gw)], "gateway ready")
+        result["routelens"] = measure(f"http://127.0.0.1:{gw}/v1/chat/completions", script, args.seconds,
+                                      over_time=True)
+        stop_last()
+        start("routelens-workers", [*py, "serve", "--port", str(gw), "--workers", str(args.workers)], "gateway ready")
+        result["routelens_workers"] = measure(f"http://127.0.0.1:{gw}/v1/chat/completions", script, args.seconds)
+        stop_last()
+        if not args.no_litellm:
+            lite = _litellm(tmp, base)
+            if lite is not None:
+                port = free_port()
+                start("litellm", [*lite[0], "--port", str(port), "--num_workers", "1"], None)
+                url = f"http://127.0.0.1:{port}/v1/chat/completions"
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    try:
+                        urllib.request.urlopen(f"http://127.0.0.1:{port}/health/liveliness", timeout=2).read()
+                        break
+                    except OSError:
+                        time.sleep(0.5)
+                result["litellm"] = {"version": LITELLM, **measure(url, _wrk_script(tmp, "m"), args.seconds)}
+                stop_last()
     finally:
-        for child in (gateway, fleet):
-            if child is not None:
-                child.stop()
-    result = {
-        "requests": args.requests,
-        "direct_p50_ms": round(statistics.median(d_lat), 3),
-        "gateway_p50_ms": round(statistics.median(g_lat), 3),
-        "overhead_p50_ms": round(statistics.median(g_lat) - statistics.median(d_lat), 3),
-        "direct_p99_ms": round(_pct(d_lat, 99), 3),
-        "gateway_p99_ms": round(_pct(g_lat, 99), 3),
-        "concurrency": args.concurrency,
-        "direct_rps": round(d_rps, 1),
-        "gateway_rps": round(g_rps, 1),
-    }
+        while children:
+            stop_last()
+    if "litellm" in result:
+        result["ratio_rps_c16"] = round(result["routelens"]["c16"]["rps"] / max(result["litellm"]["c16"]["rps"], 1e-9),
+                                        1)
     print(json.dumps(result))
     return 0
