@@ -11,8 +11,9 @@ can be memoised). This is a pure-function cache: results are identical without i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from router_core.framework import Candidate, DecisionContext, Filter, Scorer, clamp_unit
 from router_core.staleness import effective_state
@@ -50,6 +51,33 @@ class PreparedCache:
         self._scrape = scrape
         self._queue_norm = queue_norm
         self._memo: dict[str, tuple[InstanceSnapshot, Prepared]] = {}
+        self._aged: dict[str, tuple[InstanceSnapshot, float, InstanceSnapshot]] = {}
+
+    def states_at(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot], now: datetime,
+                  ) -> dict[str, InstanceSnapshot]:
+        """Each candidate's snapshot as the decision saw it: ``age_s`` and ``stale`` as of ``now``.
+
+        The scrape round stamps its own age; the trace records the age at the decision, to 0.1 s:
+        a snapshot whose stamped age is within that stays the very object the scrape round handed
+        over, and the decisions of the same tenth share one aged copy (one stored snapshot).
+        """
+        out: dict[str, InstanceSnapshot] = {}
+        for spec in specs:
+            snap = state[spec.id]
+            if snap.scraped_at is None:
+                out[spec.id] = snap
+                continue
+            exact = max((now - snap.scraped_at).total_seconds(), 0.0)
+            age, stale = round(exact, 1), exact > self._scrape.suspect_after_s
+            hit = self._aged.get(spec.id)
+            if snap.age_s is not None and round(snap.age_s, 1) == age and snap.stale == stale:
+                out[spec.id] = snap
+            elif hit is not None and hit[0] is snap and hit[1] == age:
+                out[spec.id] = hit[2]
+            else:
+                out[spec.id] = aged = snap.model_copy(update={"age_s": age, "stale": stale})
+                self._aged[spec.id] = (snap, age, aged)
+        return out
 
     def get(self, spec: InstanceSpec, snap: InstanceSnapshot, age: float | None, ctx: DecisionContext) -> Prepared:
         """Return the prepared candidate for ``snap`` at ``ctx.now`` (``age``: seconds since scraped)."""

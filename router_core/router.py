@@ -154,7 +154,8 @@ class Router:
         if self._picker_obs is not None:
             self._picker_obs(self._perf() - t0)
         order = picked.order
-        candidates = self._candidates(specs, state, violations, factors, dict(zip(order, range(1, len(order) + 1),
+        seen = self._prepared.states_at(specs, state, ctx.now)  # age_s and stale as of the decision
+        candidates = self._candidates(specs, seen, violations, factors, dict(zip(order, range(1, len(order) + 1),
                                       strict=True)), {p.candidate.spec.id: (t, x) for p, t, x in
                                                       zip(pool, totals, terms, strict=True)})
         if order:
