@@ -61,3 +61,33 @@ def test_a_second_demo_on_the_same_folder_is_refused(tmp_path: Path) -> None:
     again = _lock_folder(tmp_path)  # released with its holder
     assert again is not None
     again.close()
+
+
+def test_serve_ends_cleanly_on_sighup(tmp_path: Path) -> None:
+    from app.run.procs import free_port
+
+    port = free_port()
+    cfg = tmp_path / "routelens.yaml"
+    cfg.write_text(
+        "fleet:\n  instances:\n"
+        f"    - {{id: a, model: m, url: 'http://127.0.0.1:{free_port()}'}}\n"
+        f"gateway: {{port: {port}}}\n"
+        f"storage: {{duckdb_path: '{tmp_path / 't.duckdb'}'}}\n"
+    )
+    serve = subprocess.Popen([sys.executable, "-m", "app", "--config", str(cfg), "serve"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, cwd=Path(__file__).resolve().parents[3])
+    assert serve.stdout is not None
+    try:
+        lines = []
+        for line in serve.stdout:
+            lines.append(line)
+            if line.startswith("gateway ready"):
+                break
+        assert lines and lines[-1].startswith("gateway ready"), "".join(lines)
+        serve.send_signal(signal.SIGHUP)
+        assert serve.wait(30) == 0  # the SIGTERM path: the emitter closed, nothing killed
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait(5)
+        serve.stdout.close()

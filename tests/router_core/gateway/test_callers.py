@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from typing import Any
 
 import orjson
@@ -164,5 +165,18 @@ def test_feedback_takes_one_verdict_per_traced_request_and_known_classes() -> No
             unknown = await client.post("/v1/feedback", json={**verdict, "request_id": "never-sent"})
             assert unknown.status == 404 and openai_error(await unknown.read())["code"] == "trace_not_found"
             assert len(hooks.feedback) == 1
+
+    asyncio.run(main())
+
+
+def test_a_body_over_the_size_limit_is_a_traced_413() -> None:
+    async def main() -> None:
+        calls: Calls = {}
+        async with gateway_client({"a": counting(calls, "a")}) as (client, hooks):
+            resp = await client.post("/v1/chat/completions", data=io.BytesIO(b" " * (32 * 1024 * 1024 + 1)))
+            assert resp.status == 413
+            assert openai_error(await resp.read())["code"] == "request_too_large"
+            assert hooks.traces[resp.headers["x-request-id"]].outcome.http_status == 413
+            assert calls == {}
 
     asyncio.run(main())
