@@ -106,7 +106,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         spool_dir, quarantine_dir = pipeline_paths(st, db_path)
         emitter = TraceEmitter(store, st, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir)).start()
     else:
-        store = HttpTraceStore(store_url)
+        store = HttpTraceStore(store_url, token=read_token_of(st))
         spool_dir, quarantine_dir = worker_paths(st, db_path, worker)
         emitter = TraceEmitter(RelaySink(store_url), st, spool_dir=spool_dir,
                                quarantine=Quarantine(quarantine_dir)).start()
@@ -128,7 +128,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes,
                   read_token=read_token_of(st)).add_routes(app)
     else:
-        add_store_proxy(app, store_url, emitter.pending)
+        add_store_proxy(app, store_url, emitter.pending, read_token=read_token_of(st))
 
     async def close_emitter(_: web.Application) -> None:
         emitter.close()  # stores every queued record (what it cannot stays in the spool)

@@ -14,6 +14,7 @@ import orjson
 import uvloop
 from aiohttp import web
 
+from app.run.access import read_token_of
 from app.run.serve import open_store, pipeline_paths
 from ingest import IngestApi, Quarantine, TraceEmitter
 from ingest.http_api.relay import add_relay_route
@@ -30,7 +31,8 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
     emitter = TraceEmitter(store, st, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir)).start()
     app = web.Application(client_max_size=max(st.intake_max_bytes, 64 << 20))
     intake_token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
-    IngestApi(emitter, store, token=intake_token or None, max_body=st.intake_max_bytes).add_routes(app)
+    IngestApi(emitter, store, token=intake_token or None, max_body=st.intake_max_bytes,
+              read_token=read_token_of(st)).add_routes(app)  # the gateways forward their callers' header
     add_relay_route(app, emitter)
 
     async def health(_: web.Request) -> web.Response:

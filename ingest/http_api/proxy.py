@@ -7,6 +7,7 @@ has delivered them), then from the store.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Callable
 
 import aiohttp
@@ -26,13 +27,15 @@ _PASSED_HEADERS = ("Authorization", "Content-Type", "Accept")
 
 
 def add_store_proxy(app: web.Application, store_url: str,
-                    pending: Callable[[str], DecisionTrace | None]) -> None:
+                    pending: Callable[[str], DecisionTrace | None], *, read_token: str | None = None) -> None:
     """Mount the store's routes on ``app``, forwarded to ``store_url``.
 
     Args:
         app: The gateway's application.
         store_url: The store process, e.g. ``http://127.0.0.1:8090``.
         pending: The gateway's own not-yet-delivered traces by request id.
+        read_token: The store's read token: a pending trace is answered here only to a caller that
+            sends it (the store checks every forwarded request itself).
     """
     base = store_url.rstrip("/")
     session: dict[str, aiohttp.ClientSession] = {}
@@ -45,7 +48,9 @@ def add_store_proxy(app: web.Application, store_url: str,
 
     async def forward(request: web.Request) -> web.Response:
         if request.method == "GET" and (rid := request.match_info.get("request_id")) is not None:
-            if (trace := pending(rid)) is not None:
+            given = request.headers.get("Authorization", "").encode()
+            allowed = read_token is None or hmac.compare_digest(given, f"Bearer {read_token}".encode())
+            if allowed and (trace := pending(rid)) is not None:
                 return web.Response(body=trace.model_dump_json(), content_type="application/json")
         headers = {h: request.headers[h] for h in _PASSED_HEADERS if h in request.headers}
         try:

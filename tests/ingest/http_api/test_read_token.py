@@ -91,3 +91,31 @@ def test_without_a_read_token_the_queries_are_open(tmp_path: Path) -> None:
             assert resp.status == 200
 
     run_with_api(tmp_path, None, check)
+
+
+def test_the_gateways_store_proxy_answers_its_pending_traces_only_with_the_token(
+    tmp_path: Path, factory: TraceFactory
+) -> None:
+    from ingest.http_api.proxy import add_store_proxy
+
+    trace = factory.trace()
+
+    async def check(base: str, em: TraceEmitter) -> None:
+        app = web.Application()
+        add_store_proxy(app, base, lambda rid: trace if rid == trace.request_id else None, read_token="read-t")
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        url = f"http://127.0.0.1:{port}/v1/traces/{trace.request_id}"
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.get(url) as resp:  # forwarded: the store refuses it
+                    assert resp.status == 401
+                async with session.get(url, headers={"Authorization": "Bearer read-t"}) as resp:
+                    assert resp.status == 200 and orjson.loads(await resp.read())["request_id"] == trace.request_id
+        finally:
+            await runner.cleanup()
+
+    run_with_api(tmp_path, "read-t", check)
