@@ -27,6 +27,8 @@ from router_core.gateway.encoding import Decoder
 __all__ = ["SseUsage", "StreamEnd", "ask_for_usage", "error_event", "relay_stream"]
 
 _EVENT_END = re.compile(rb"\r?\n\r?\n")
+# A stream that never separates its events (not SSE after all) is sent on as it comes beyond this.
+_MAX_PENDING = 1 << 20
 
 
 def ask_for_usage(body: dict[str, Any]) -> bool:
@@ -67,6 +69,9 @@ class SseUsage:
             if self._keep(event):
                 out += event
         del self._buf[:pos]
+        if len(self._buf) > _MAX_PENDING:
+            out += self._buf
+            self._buf.clear()
         return bytes(out)
 
     def flush(self) -> bytes:
@@ -130,6 +135,7 @@ async def relay_stream(
     """
     sse = SseUsage(strip_usage=strip_usage)
     end = StreamEnd()
+    complete = False
     try:
         chunk = first
         while chunk:
@@ -147,6 +153,7 @@ async def relay_stream(
         else:
             await _send(out, sse.feed(decoder.flush()) if decoder else b"")
             await _send(out, sse.flush())
+            complete = True
         await out.write_eof()
     except zlib.error:
         end.error = "stream_interrupted:bad_encoding"
@@ -154,10 +161,10 @@ async def relay_stream(
     except (_ClientGone, ConnectionError, aiohttp.ClientConnectionError):
         end.error = "stream_interrupted:client_disconnected"
     finally:
-        if end.error is None:
+        if complete:
             resp.release()
         else:
-            resp.close()  # not back into the pool: the connection is in an unknown state
+            resp.close()  # broken off or cancelled: the connection does not go back into the pool
     end.usage = sse.usage
     return end
 

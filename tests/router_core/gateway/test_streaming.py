@@ -178,3 +178,9 @@ def test_ask_for_usage_keeps_the_clients_other_stream_options() -> None:
     assert ask_for_usage(body) is False
     assert body["stream_options"] == {"continuous_usage_stats": True, "include_usage": True}
     assert ask_for_usage({"stream_options": {"include_usage": True}}) is True
+
+
+def test_sse_usage_does_not_hold_back_a_stream_without_event_separators() -> None:
+    sse_usage = SseUsage(strip_usage=True)
+    blob = b"x" * (1 << 20)
+    assert sse_usage.feed(blob) == b"" and sse_usage.feed(b"y") == blob + b"y"  # past 1 MiB it is sent on
