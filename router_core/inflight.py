@@ -7,16 +7,18 @@ The gateway counts each attempt it sends (:meth:`InflightCounter.begin`) until i
 its count starts again from zero: the engine's gauges then include those requests already.
 
 The decision sees the count through the snapshots themselves (:meth:`InflightCounter.adjust`):
-the requests sent since the scrape are added the way the engine admits them, to ``running`` up to
-the model's ``max_concurrency`` and beyond it to ``queue``. ``decide()`` stays a pure function of
-the snapshots it is given, and the candidate's recorded state is what it was decided on, so a
-stored decision replays the same way. Adjusted snapshots are memoised per (scrape, count), so the
-router's per-snapshot memo still hits between requests.
+the requests sent since the scrape are added to ``queue``, work the instance has not shown yet.
+That is the load every preset reads (the seed score's queue term, the latency prediction's
+backlog); ``running`` would reach only the balance term, and engines admit a burst into running
+only after their scheduler has seen it. ``decide()`` stays a pure function of the snapshots it is
+given, and the candidate's recorded state is what it was decided on (its ``queue`` then includes
+the gateway's own requests), so a stored decision replays the same way. Adjusted snapshots are
+memoised per (scrape, count), so the router's per-snapshot memo still hits between requests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -37,13 +39,9 @@ class InflightCounter:
     """Per-instance count of attempts sent since the last scrape and not yet completed.
 
     Not thread-safe: the gateway uses it from its event loop only.
-
-    Args:
-        capacity: ``max_concurrency`` of an instance (sequences it runs before requests queue).
     """
 
-    def __init__(self, capacity: Callable[[str], float]) -> None:
-        self._capacity = capacity
+    def __init__(self) -> None:
         self._fresh: dict[str, int] = {}
         self._epoch: dict[str, int] = {}
         self._seen: dict[str, datetime | None] = {}
@@ -71,7 +69,7 @@ class InflightCounter:
         self._seen[instance] = scraped_at
 
     def adjust(self, state: Mapping[str, InstanceSnapshot]) -> dict[str, InstanceSnapshot]:
-        """Return ``state`` with each instance's open attempts folded into ``running``/``queue``.
+        """Return ``state`` with each instance's open attempts added to its ``queue``.
 
         Instances with nothing open keep their very snapshot object; missing gauges stay missing
         (the router already treats them as saturated).
@@ -80,16 +78,14 @@ class InflightCounter:
         for iid, snap in state.items():
             self.landed(iid, snap.scraped_at)
             n = self._fresh.get(iid, 0)
-            if n == 0 or snap.running is None or snap.queue is None:
+            if n == 0 or snap.queue is None:
                 out[iid] = snap
                 continue
             hit = self._memo.get(iid)
             if hit is not None and hit[0] is snap and hit[1] == n:
                 out[iid] = hit[2]
                 continue
-            admitted = min(float(n), max(self._capacity(iid) - snap.running, 0.0))
-            adjusted = snap.model_copy(update={"running": snap.running + admitted,
-                                               "queue": snap.queue + (n - admitted)})
+            adjusted = snap.model_copy(update={"queue": snap.queue + n})
             self._memo[iid] = (snap, n, adjusted)
             out[iid] = adjusted
         return out

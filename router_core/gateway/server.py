@@ -47,7 +47,7 @@ from router_core.scrape_metrics import ScrapeMetrics
 from router_core.scraper import MetricsScraper
 from router_core.state import StateView
 from schemas.common import OutcomeStatus
-from schemas.config import ModelProfile, RouteLensConfig
+from schemas.config import RouteLensConfig
 from schemas.errors import RoutelensError
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
@@ -130,9 +130,7 @@ class Gateway:
         self.view = StateView(config.fleet.instances, router.policy.constraints, scrape=config.scrape,
                               queue_cap=config.scoring.queue_norm, clock=time.monotonic, wall=wall)
         self.quality = QualityTable(config.models)
-        capacity = {s.id: config.models[s.model].max_concurrency if s.model in config.models else
-                    ModelProfile().max_concurrency for s in config.fleet.instances}
-        self.inflight = InflightCounter(capacity.__getitem__)  # requests sent since each instance's scrape
+        self.inflight = InflightCounter()  # requests sent since each instance's scrape, for the pickers
         self._policy_hash = policy_hash or router.policy.hash
         self._hash_key = hash_key
         self._new_id = new_id
