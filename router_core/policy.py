@@ -31,6 +31,8 @@ def policy_hash(config: RouteLensConfig) -> str:
         mode="json", include={"fleet", "constraints", "scoring", "scrape", "models", "router"}
     )
     policy["router"].pop("version", None)
+    for instance in policy["fleet"]["instances"]:
+        instance.pop("api_key_env", None)  # credentials never change a decision (and came after the hash)
     if policy["router"].get("plugins") is None:
         policy["router"].pop("plugins", None)  # configs without it keep the hash they had before it existed
     blob = json.dumps(policy, sort_keys=True, separators=(",", ":")).encode()

@@ -70,6 +70,28 @@ def state_ids(row: dict[str, Any]) -> list[str]:
     return [c["state_id"] for c in row.get("candidates") or [] if c.get("state_id")]
 
 
+# Gauges a snapshot holds and the range the model admits (None: no upper bound).
+_GAUGE_RANGES: dict[str, float | None] = {
+    "age_s": None, "queue": None, "running": None, "kv_cache_usage": 1.0, "warmup_progress": 1.0,
+    "error_rate": 1.0, "p50_latency_ms": None, "p95_latency_ms": None, "ttft_p95_ms": None, "e2e_p95_ms": None,
+}
+
+
+def readable_state(state: dict[str, Any]) -> dict[str, Any]:
+    """A stored snapshot with every gauge outside its range (or NaN) set to None and named in ``scrape_error``.
+
+    Since the scrape refuses such values this only meets rows stored by an older version (a negative
+    queue, say); without it one such value would make the whole trace unreadable.
+    """
+    bad = [k for k, top in _GAUGE_RANGES.items() if isinstance(v := state.get(k), float | int)
+           and not (v >= 0 and (top is None or v <= top))]  # NaN fails every comparison
+    if not bad:
+        return state
+    note = "out_of_range on read: " + ", ".join(f"{k}={state[k]!r} dropped" for k in bad)
+    previous = state.get("scrape_error")
+    return {**state, **dict.fromkeys(bad), "scrape_error": f"{previous}; {note}" if previous else note}
+
+
 def assemble_trace(row: dict[str, Any], states: dict[str, dict[str, Any]]) -> DecisionTrace:
     """Rebuild a :class:`DecisionTrace` from its stored row and the snapshots it points at."""
     cands = []
@@ -77,7 +99,7 @@ def assemble_trace(row: dict[str, Any], states: dict[str, dict[str, Any]]) -> De
         cand = dict(cand)
         sid = cand.pop("state_id", None)
         state = states.get(sid) if sid else None
-        cand["state"] = clean(state, InstanceSnapshot) if state is not None else None
+        cand["state"] = readable_state(clean(state, InstanceSnapshot)) if state is not None else None
         cands.append(cand)
     return DecisionTrace.model_validate(clean({**row, "candidates": cands}, DecisionTrace))
 
