@@ -15,7 +15,12 @@ from datetime import datetime
 from schemas.config import ScrapeSettings
 from schemas.fleet import InstanceSnapshot
 
-__all__ = ["Effective", "effective_state"]
+__all__ = ["ENGINES_WITHOUT_KV", "Effective", "effective_state"]
+
+# Engines whose /metrics has no KV-cache share at all (Text Generation Inference): for them a
+# missing KV gauge is "not reported", judged by queue and running alone, not "unknown, so full"
+# (which would hold every such instance out of the default kv-cache constraint forever).
+ENGINES_WITHOUT_KV = frozenset({"tgi"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +45,8 @@ def effective_state(snap: InstanceSnapshot, now: datetime, scrape: ScrapeSetting
         return Effective(None, True, 1.0, queue_cap, queue_cap)
     age = (now - snap.scraped_at).total_seconds()
     kv, queue, running = _sane(snap.kv_cache_usage, 1.0), _sane(snap.queue), _sane(snap.running)
+    if kv is None and snap.kv_cache_usage is None and snap.engine in ENGINES_WITHOUT_KV:
+        kv = 0.0  # decays toward full like any gauge once the state ages
     if age <= scrape.suspect_after_s:  # the common case: fresh data stands as it is
         return Effective(max(age, 0.0), False, 1.0 if kv is None else kv, queue_cap if queue is None else queue,
                          queue_cap if running is None else running)

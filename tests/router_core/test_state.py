@@ -10,7 +10,7 @@ from router_core.state import StateView
 from router_core.window import ObservationWindow
 from schemas.config import ModelProfile
 from schemas.fleet import InstanceSnapshot
-from tests.router_core.conftest import decide, make_config
+from tests.router_core.conftest import NOW, decide, healthy, make_config, snap
 
 
 class Clock:
@@ -164,3 +164,18 @@ def test_quality_learns_from_feedback() -> None:
         table.update("big", "math", correct=False)
     assert before == pytest.approx(0.9) and table.get("big", "math") == pytest.approx(9 / 20)
     assert table.get("unknown", "math") == 0.5
+
+
+def test_an_engine_without_a_kv_gauge_is_judged_by_its_queue_not_held_out_as_full() -> None:
+    from router_core.staleness import effective_state
+    from schemas.config import ScrapeSettings
+
+    scrape = ScrapeSettings()
+    tgi = snap("big-a", kv=None, queue=2, age=0.5).model_copy(update={"engine": "tgi"})
+    vllm = snap("big-a", kv=None, queue=2, age=0.5).model_copy(update={"engine": "vllm"})
+    assert effective_state(tgi, NOW, scrape, 10.0).kv_cache_usage == 0.0
+    assert effective_state(vllm, NOW, scrape, 10.0).kv_cache_usage == 1.0  # vLLM without the gauge: unknown, full
+    stale_tgi = tgi.model_copy(update={"scraped_at": NOW - timedelta(seconds=scrape.stale_after_s)})
+    assert effective_state(stale_tgi, NOW, scrape, 10.0).kv_cache_usage == 1.0  # ageing still decays it
+    ranked, _ = decide(healthy() | {"big-a": tgi})  # the default kv-cache constraint keeps it in
+    assert "big-a" in ranked
