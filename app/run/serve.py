@@ -133,7 +133,11 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     async def close_emitter(_: web.Application) -> None:
         emitter.close()  # stores every queued record (what it cannot stays in the spool)
 
+    async def name_worker(_: web.Request, response: web.StreamResponse) -> None:
+        response.headers["x-routelens-worker"] = str(worker)  # which of the workers answered
+
     app.on_cleanup.append(close_emitter)
+    app.on_response_prepare.append(name_worker)
     return app
 
 
