@@ -5,9 +5,9 @@ DuckDB admits one writing process per file, so while a server runs its query API
 stopped) is opened read-only (:class:`ingest.DuckDBTraceStore`). ``routelens app`` hands its
 choice to the Streamlit process in :data:`DB_ENV` or :data:`API_ENV`.
 
-A server whose ``storage.read_token_env`` is set answers its query API only with that token: the
-readers send the value of :data:`READ_TOKEN_ENV` (so name that variable there, e.g.
-``read_token_env: ROUTELENS_READ_TOKEN``, and the server and its readers share one variable).
+A server whose ``storage.read_token_env`` is set answers its query API only with that token:
+``routelens trace`` and ``routelens app`` read it from the variable the configuration names
+(:func:`token_from_config`), and hand it to the app's process as :data:`READ_TOKEN_ENV`.
 
 Everything here imports ``ingest`` on first use, so the command line starts fast.
 """
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_ENV", "DB_ENV", "DEFAULT_API_URL", "READ_TIMEOUT_S", "READ_TOKEN_ENV", "open_reader", "read_trace",
-    "reader_from_env",
+    "reader_from_env", "token_from_config",
 ]
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
@@ -34,6 +34,19 @@ DB_ENV = "ROUTELENS_DB"
 READ_TOKEN_ENV = "ROUTELENS_READ_TOKEN"
 # Someone waits on every lookup (a terminal, a page): fail fast when the server does not answer.
 READ_TIMEOUT_S = 3.0
+
+
+def token_from_config(config_path: str | Path) -> str | None:
+    """The read token the configuration's ``storage.read_token_env`` names, else :data:`READ_TOKEN_ENV`'s value.
+
+    None when neither gives one (or the configuration file does not exist).
+    """
+    name = READ_TOKEN_ENV
+    if Path(config_path).is_file():
+        from app.cli.config_io import load_config
+
+        name = load_config(config_path).storage.read_token_env or READ_TOKEN_ENV
+    return os.environ.get(name, "").strip() or None
 
 
 def open_reader(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.cli._common import api_url
 from app.cli.config_io import load_config
-from app.reader import API_ENV, DB_ENV
+from app.reader import API_ENV, DB_ENV, READ_TOKEN_ENV, token_from_config
 from app.ui import ENTRYPOINT
 
 
@@ -23,6 +23,8 @@ def _run(args: argparse.Namespace) -> int:
     else:
         env.pop(DB_ENV, None)  # an inherited file would win over the URL asked for
         env[API_ENV] = api_url(args)
+        if (token := token_from_config(args.config)) is not None:
+            env[READ_TOKEN_ENV] = token  # the app's reader sends it (app.reader.open_reader)
     cmd = [sys.executable, "-m", "streamlit", "run", str(ENTRYPOINT), "--server.headless", "true",
            "--server.address", host, "--server.port", str(port), "--browser.gatherUsageStats", "false",
            "--client.toolbarMode", "minimal"]

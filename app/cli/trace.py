@@ -21,11 +21,12 @@ Opener = Callable[[], "HttpTraceStore | DuckDBTraceStore"]
 
 def _openers(args: argparse.Namespace) -> list[Opener]:
     """The stores to ask, in order; each is opened only if the one before could not answer."""
-    from app.reader import open_reader
+    from app.reader import open_reader, token_from_config
 
     if args.db:
         return [lambda: open_reader(db=args.db)]
-    openers: list[Opener] = [lambda: open_reader(api=api_url(args))]
+    token = token_from_config(args.config)
+    openers: list[Opener] = [lambda: open_reader(api=api_url(args), token=token)]
     if not args.api and Path(args.config).is_file():
         # No server running (e.g. after the demo stopped): the configured file can be read directly.
         db = Path(load_config(args.config).storage.duckdb_path)

@@ -109,3 +109,19 @@ def test_duckdb_file_read_only(trace_file: Path, trace: DecisionTrace) -> None:
 def test_duckdb_file_a_server_writes_is_refused(trace_file: Path) -> None:
     with duckdb_held_elsewhere(trace_file), pytest.raises(SinkUnavailable, match=str(trace_file)):
         open_reader(db=trace_file)
+
+
+def test_the_read_token_comes_from_the_variable_the_config_names(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.reader import token_from_config
+
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("storage: {read_token_env: MY_READ_TOKEN}\nfleet:\n  instances:\n"
+                   "    - {id: a, model: m, url: 'http://127.0.0.1:1'}\n")
+    monkeypatch.delenv("ROUTELENS_READ_TOKEN", raising=False)
+    monkeypatch.setenv("MY_READ_TOKEN", " s3cret ")
+    assert token_from_config(cfg) == "s3cret"
+    monkeypatch.delenv("MY_READ_TOKEN")
+    assert token_from_config(cfg) is None
+    monkeypatch.setenv("ROUTELENS_READ_TOKEN", "fallback")  # no config file: the default variable
+    assert token_from_config(tmp_path / "absent.yaml") == "fallback"
