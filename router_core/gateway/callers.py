@@ -4,9 +4,11 @@
   first time it is seen; a hostile one (too long, odd characters) is refused with a 400 that
   carries a gateway id. A repeated one never overwrites or loses a trace: the repeat is kept apart
   under ``<client id>~<8 hex>`` (``~`` is outside the client alphabet, so no client id can collide
-  with it) and answered in ``x-request-id`` as every trace id is. Repeats are recognised from a bounded in-memory ledger
-  (:class:`SeenIds`) and, for an id this process has not seen yet, one lookup in the trace store
-  (so a restart does not forget the ids stored before it).
+  with it) and answered in ``x-request-id`` as every trace id is. Repeats are recognised from a
+  bounded in-memory ledger (:class:`SeenIds`), not from the store: a read per client id would put
+  storage on every such request's path. So after a restart (or on another worker) an id used
+  before is not recognised, and the store keeps the first trace of that id (the later one counts
+  in ``routelens_records_duplicates_total{kind="trace"}``).
 * **Context length.** A request larger than every candidate's context window (the requested model
   and the fallback model) is OpenAI's 400 ``context_length_exceeded`` and is not forwarded.
 * **Feedback.** One verdict per request id (:class:`SeenIds` again; a second is a 409), for a

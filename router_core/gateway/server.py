@@ -48,7 +48,6 @@ from router_core.scraper import MetricsScraper
 from router_core.state import StateView
 from schemas.common import OutcomeStatus
 from schemas.config import RouteLensConfig
-from schemas.errors import RoutelensError
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
 from schemas.hashing import query_hash
@@ -197,7 +196,7 @@ class Gateway:
         """The id this request's trace is kept under, and the refusal of a hostile client id.
 
         See :mod:`router_core.gateway.callers`: a client id names its first trace; a repeat gets
-        ``<id>~<8 hex>``. An id this process has not seen is looked up once in the store.
+        ``<id>~<8 hex>``. Repeats are recognised by this process (see the comment below).
         """
         given = request.headers.get("X-Request-Id", "")
         if not given:
@@ -206,13 +205,10 @@ class Gateway:
             return self._new_id(), InvalidRequest("X-Request-Id must be 1-128 characters of A-Z a-z 0-9 . _ : -",
                                                   param="X-Request-Id", code="invalid_request_id")
         if given not in self._client_ids:
-            self._client_ids.add(given)  # before the lookup: a concurrent repeat already sees it
-            try:
-                known = await asyncio.to_thread(self.hooks.lookup, given)
-            except (RoutelensError, OSError):
-                known = None  # the store cannot say: the id stands (this process keeps repeats apart)
-            if known is None:
-                return given, None
+            # Kept apart in this process's memory only (bounded): a store lookup per client id would
+            # put a storage read on every such request's path (and an outage of the store on it).
+            self._client_ids.add(given)
+            return given, None
         return repeat_id(given), None
 
     def _refuse(self, request_id: str, t0: float, body: Any, status: int, message: str, code: str | None,
