@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from router_core.framework import Candidate, DecisionContext, Filter, Scorer, clamp_unit
 from router_core.staleness import effective_state
@@ -51,32 +50,38 @@ class PreparedCache:
         self._scrape = scrape
         self._queue_norm = queue_norm
         self._memo: dict[str, tuple[InstanceSnapshot, Prepared]] = {}
-        self._aged: dict[str, tuple[InstanceSnapshot, float, InstanceSnapshot]] = {}
+        self._aged: dict[str, tuple[InstanceSnapshot, int, bool, InstanceSnapshot]] = {}
 
-    def states_at(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot], now: datetime,
-                  ) -> dict[str, InstanceSnapshot]:
-        """Each candidate's snapshot as the decision saw it: ``age_s`` and ``stale`` as of ``now``.
+    def states_at(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot],
+                  ages: Mapping[str, float | None]) -> dict[str, InstanceSnapshot]:
+        """Each candidate's snapshot as the decision saw it: ``age_s`` and ``stale`` as of the decision.
 
-        The scrape round stamps its own age; the trace records the age at the decision, to 0.1 s:
-        a snapshot whose stamped age is within that stays the very object the scrape round handed
-        over, and the decisions of the same tenth share one aged copy (one stored snapshot).
+        ``ages`` are the seconds since each snapshot was scraped, at the decision (the router
+        computed them to prepare the candidates). The trace records the age to 0.1 s: a snapshot
+        whose stamped age is within that stays the very object the scrape round handed over, and
+        the decisions of the same tenth share one aged copy (one stored snapshot). Per candidate
+        this is one dictionary look-up in the common case.
         """
         out: dict[str, InstanceSnapshot] = {}
+        aged, suspect = self._aged, self._scrape.suspect_after_s
         for spec in specs:
-            snap = state[spec.id]
-            if snap.scraped_at is None:
-                out[spec.id] = snap
+            sid = spec.id
+            snap, exact = state[sid], ages.get(sid)
+            if exact is None:
+                out[sid] = snap
                 continue
-            exact = max((now - snap.scraped_at).total_seconds(), 0.0)
-            age, stale = round(exact, 1), exact > self._scrape.suspect_after_s
-            hit = self._aged.get(spec.id)
-            if snap.age_s is not None and round(snap.age_s, 1) == age and snap.stale == stale:
-                out[spec.id] = snap
-            elif hit is not None and hit[0] is snap and hit[1] == age:
-                out[spec.id] = hit[2]
+            stale = exact > suspect
+            tenth = int(exact * 10 + 0.5) if exact > 0 else 0
+            hit = aged.get(sid)
+            if hit is not None and hit[0] is snap and hit[1] == tenth and hit[2] == stale:
+                out[sid] = hit[3]
+                continue
+            if snap.age_s is not None and round(snap.age_s, 1) == tenth / 10 and snap.stale == stale:
+                seen = snap
             else:
-                out[spec.id] = aged = snap.model_copy(update={"age_s": age, "stale": stale})
-                self._aged[spec.id] = (snap, age, aged)
+                seen = snap.model_copy(update={"age_s": tenth / 10, "stale": stale})
+            aged[sid] = (snap, tenth, stale, seen)
+            out[sid] = seen
         return out
 
     def get(self, spec: InstanceSpec, snap: InstanceSnapshot, age: float | None, ctx: DecisionContext) -> Prepared:

@@ -86,17 +86,19 @@ class Router:
         return specs
 
     def _prepare(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot], ctx: DecisionContext,
-                 ) -> list[Prepared]:
+                 ages: dict[str, float | None]) -> list[Prepared]:
+        """Each candidate prepared at ``ctx.now``; its state's age (seconds) goes into ``ages``."""
         out = []
         for spec in specs:
             snap = state[spec.id]
-            age = None if snap.scraped_at is None else (ctx.now - snap.scraped_at).total_seconds()
+            ages[spec.id] = age = None if snap.scraped_at is None else (ctx.now - snap.scraped_at).total_seconds()
             out.append(self._prepared.get(spec, snap, age, ctx))
         return out
 
     def _filter(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot], ctx: DecisionContext,
-                steps: Steps) -> tuple[list[Prepared], dict[str, list[Violation]], dict[str, float]]:
-        alive = self._prepare(specs, state, ctx)
+                steps: Steps, ages: dict[str, float | None],
+                ) -> tuple[list[Prepared], dict[str, list[Violation]], dict[str, float]]:
+        alive = self._prepare(specs, state, ctx, ages)
         violations: dict[str, list[Violation]] = {}
         factors: dict[str, float] = {}
         slot = self._slot
@@ -143,9 +145,10 @@ class Router:
         specs = list(self.candidates_for(feats.requested_model))
         rule = "auto" if feats.requested_model == AUTO_MODEL else f"model:{feats.requested_model}"
         steps.add("policy", StepKind.POLICY, reason=f"rule {rule}", instances=[s.id for s in specs])
-        pool, violations, factors = self._filter(specs, state, ctx, steps)
+        ages: dict[str, float | None] = {}
+        pool, violations, factors = self._filter(specs, state, ctx, steps, ages)
         if not pool:
-            pool, specs = self._when_empty(specs, state, ctx, steps, fb, rule, violations, factors)
+            pool, specs = self._when_empty(specs, state, ctx, steps, fb, rule, violations, factors, ages)
         weights: list[dict[str, Any]] = []
         totals, terms = self._score(pool, factors, ctx, steps, weights)
         scored = [(p.candidate.spec.id, t) for p, t in zip(pool, totals, strict=True)]
@@ -154,7 +157,7 @@ class Router:
         if self._picker_obs is not None:
             self._picker_obs(self._perf() - t0)
         order = picked.order
-        seen = self._prepared.states_at(specs, state, ctx.now)  # age_s and stale as of the decision
+        seen = self._prepared.states_at(specs, state, ages)  # age_s and stale as of the decision
         candidates = self._candidates(specs, seen, violations, factors, dict(zip(order, range(1, len(order) + 1),
                                       strict=True)), {p.candidate.spec.id: (t, x) for p, t, x in
                                                       zip(pool, totals, terms, strict=True)})
@@ -168,7 +171,8 @@ class Router:
 
     def _when_empty(self, specs: list[InstanceSpec], state: Mapping[str, InstanceSnapshot], ctx: DecisionContext,
                     steps: Steps, fb: _Fallback, rule: str, violations: dict[str, list[Violation]],
-                    factors: dict[str, float]) -> tuple[list[Prepared], list[InstanceSpec]]:
+                    factors: dict[str, float], ages: dict[str, float | None],
+                    ) -> tuple[list[Prepared], list[InstanceSpec]]:
         """Nothing feasible: the fallback model's instances, then fail open or reject, as configured."""
         pol, requested = self.policy, ctx.features.requested_model
         name = pol.fallback_model
@@ -176,13 +180,13 @@ class Router:
             fb.note(f"no feasible instance of {rule}; trying fallback model {name}")
             steps.add("fallback", StepKind.FALLBACK, reason=fb.reason or "", instances=[s.id for s in extra])
             specs = specs + [s for s in extra if s not in specs]
-            pool, more, more_factors = self._filter(extra, state, ctx, steps)
+            pool, more, more_factors = self._filter(extra, state, ctx, steps, ages)
             violations.update(more)
             factors.update(more_factors)
             if pool:
                 return pool, specs
         if pol.on_empty == "fail_open":
-            pool = self._prepare(specs, state, ctx)
+            pool = self._prepare(specs, state, ctx, ages)
             fb.note("no feasible instance; failing open over all candidates", RoutingMode.FAIL_OPEN)
         else:
             pool = []
