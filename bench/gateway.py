@@ -34,6 +34,7 @@ from app.run.procs import Child, free_port
 
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "classify: 紧急 refund failed"}], "max_tokens": 16}
 LITELLM = "1.108.7"
+_KEY = "sk-bench-key-not-secret"  # LiteLLM's proxy refuses to start without a master key; RouteLens ignores it
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
@@ -41,7 +42,7 @@ def _wrk_script(tmp: Path, model: str = "auto") -> Path:
     body = json.dumps({**BODY, "model": model}, ensure_ascii=False).replace("\\", "\\\\").replace("'", "\\'")
     path = tmp / f"post-{model.replace('/', '_')}.lua"
     path.write_text(f"wrk.method = 'POST'\nwrk.body = '{body}'\nwrk.headers['Content-Type'] = 'application/json'\n"
-                    "wrk.headers['Authorization'] = 'Bearer bench'\n", encoding="utf-8")
+                    f"wrk.headers['Authorization'] = 'Bearer {_KEY}'\n", encoding="utf-8")
     return path
 
 
@@ -67,7 +68,7 @@ def _sampler(url: str, stop: threading.Event, out: list[tuple[float, float]]) ->
     while not stop.is_set():
         t0 = time.perf_counter()
         req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json",
-                                                               "Authorization": "Bearer bench"})
+                                                               "Authorization": f"Bearer {_KEY}"})
         with urllib.request.urlopen(req, timeout=30) as resp:
             resp.read()
         out.append((time.monotonic() - t_start, (time.perf_counter() - t0) * 1e3))
@@ -100,7 +101,7 @@ def measure(url: str, script: Path, seconds: int, *, over_time: bool = False) ->
     return result
 
 
-def _litellm(tmp: Path, upstream: str) -> tuple[list[str], Path] | None:
+def _litellm(tmp: Path, upstream: str) -> tuple[list[str], Path]:
     venv = Path.home() / ".cache" / "routelens-bench" / f"litellm-{LITELLM}"
     exe = venv / "bin" / "litellm"
     if not exe.exists():
@@ -109,8 +110,29 @@ def _litellm(tmp: Path, upstream: str) -> tuple[list[str], Path] | None:
     cfg = tmp / "litellm.yaml"
     cfg.write_text(yaml.safe_dump({"model_list": [{"model_name": "m", "litellm_params": {
         "model": "openai/m", "api_base": f"{upstream}/v1", "api_key": "x"}}],
-        "litellm_settings": {"telemetry": False}}))
+        "litellm_settings": {"telemetry": False},
+        "general_settings": {"master_key": "sk-bench-key-not-secret"}}))
     return [str(exe), "--config", str(cfg)], cfg
+
+
+def _measure_litellm(tmp: Path, base: str, seconds: int, start: Any, stop_last: Any) -> dict[str, Any]:
+    cmd, _ = _litellm(tmp, base)
+    port = free_port()
+    start("litellm", [*cmd, "--port", str(port), "--num_workers", "1"], None)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health/liveliness", timeout=2).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        return {"version": LITELLM, **measure(url, _wrk_script(tmp, "m"), seconds)}
+    finally:
+        stop_last()
 
 
 def main(argv: list[str]) -> int:
@@ -158,20 +180,10 @@ def main(argv: list[str]) -> int:
         result["routelens_workers"] = measure(f"http://127.0.0.1:{gw}/v1/chat/completions", script, args.seconds)
         stop_last()
         if not args.no_litellm:
-            lite = _litellm(tmp, base)
-            if lite is not None:
-                port = free_port()
-                start("litellm", [*lite[0], "--port", str(port), "--num_workers", "1"], None)
-                url = f"http://127.0.0.1:{port}/v1/chat/completions"
-                deadline = time.monotonic() + 120
-                while time.monotonic() < deadline:
-                    try:
-                        urllib.request.urlopen(f"http://127.0.0.1:{port}/health/liveliness", timeout=2).read()
-                        break
-                    except OSError:
-                        time.sleep(0.5)
-                result["litellm"] = {"version": LITELLM, **measure(url, _wrk_script(tmp, "m"), args.seconds)}
-                stop_last()
+            try:
+                result["litellm"] = _measure_litellm(tmp, base, args.seconds, start, stop_last)
+            except (OSError, subprocess.SubprocessError, AssertionError) as exc:
+                result["litellm"] = {"version": LITELLM, "error": f"{type(exc).__name__}: {exc}"[:300]}
     finally:
         while children:
             stop_last()

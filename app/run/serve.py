@@ -20,6 +20,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from app.run.access import access_notices, read_token_of
+from app.run.gc_tuning import tame_gc
 from app.run.procs import Child, free_port
 from ingest import DuckDBTraceStore, EmitterCollector, HttpTraceStore, IngestApi, Quarantine, TraceEmitter, TraceStore
 from ingest.http_api.proxy import add_store_proxy
@@ -132,6 +133,11 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
 
     async def close_emitter(_: web.Application) -> None:
         emitter.close()  # stores every queued record (what it cannot stays in the spool)
+
+    async def settle_gc(_: web.Application) -> None:
+        tame_gc()  # after start-up: see app.run.gc_tuning for the tail it removes
+
+    app.on_startup.append(settle_gc)
 
     async def name_worker(_: web.Request, response: web.StreamResponse) -> None:
         response.headers["x-routelens-worker"] = str(worker)  # which of the workers answered

@@ -15,6 +15,7 @@ import uvloop
 from aiohttp import web
 
 from app.run.access import read_token_of
+from app.run.gc_tuning import tame_gc
 from app.run.serve import open_store, pipeline_paths
 from ingest import IngestApi, Quarantine, TraceEmitter
 from ingest.http_api.relay import add_relay_route
@@ -42,6 +43,10 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
     async def close_emitter(_: web.Application) -> None:
         emitter.close()  # stores every queued record (what it cannot stays in the spool)
 
+    async def settle_gc(_: web.Application) -> None:
+        tame_gc()  # see app.run.gc_tuning
+
+    app.on_startup.append(settle_gc)
     app.router.add_get("/health", health)
     app.on_cleanup.append(close_emitter)
     return app
