@@ -132,7 +132,9 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         add_store_proxy(app, store_url, emitter.pending, read_token=read_token_of(st))
 
     async def close_emitter(_: web.Application) -> None:
-        emitter.close()  # stores every queued record (what it cannot stays in the spool)
+        # Stores what it can in 2 s; the rest is durable in the spool and replayed at the next start, and a
+        # process told to stop because its parent died must go promptly (the demo's kill -9 test: 2 s).
+        emitter.close(timeout_s=2.0)
 
     async def settle_gc(_: web.Application) -> None:
         tame_gc()  # after start-up: see app.run.gc_tuning for the tail it removes
@@ -191,6 +193,7 @@ def run_server(
             host=host,
             port=port,
             reuse_port=workers > 1,
+            shutdown_timeout=1.0,  # in-flight requests get 1 s (aiohttp's default waits 60 s)
             access_log=None,
             **SERVER_LIMITS,  # a 10 kB id in a URL or header reaches the routes (OpenAI-shaped 400)
             print=lambda _msg: print(f"gateway ready http://{host}:{port}" + (f" (worker {worker})" if worker else ""),
