@@ -157,7 +157,8 @@ def test_kill_9_in_the_middle_of_writing_loses_no_completed_frame(tmp_path: Path
     seqs = [s for s, _, _ in again.read(10**7)]
     first = again.acked + 1
     assert again.acked == (1800 if ack_every else -1)
-    assert len(seqs) > 200 and seqs == list(range(first, first + len(seqs))) and damage == []
+    # every frame appended before "going" (0..2000) survives, in order; the kill may come before the next
+    assert seqs and seqs[-1] >= 2000 and seqs == list(range(first, first + len(seqs))) and damage == []
     assert again.next_seq == seqs[-1] + 1
 
 
