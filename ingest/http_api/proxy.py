@@ -13,6 +13,7 @@ from collections.abc import Callable
 import aiohttp
 from aiohttp import web
 
+from ingest.http_api.routes import error_response
 from schemas.trace import DecisionTrace
 
 __all__ = ["STORE_ROUTES", "add_store_proxy"]
@@ -59,9 +60,7 @@ def add_store_proxy(app: web.Application, store_url: str,
                 body = await up.read()
                 return web.Response(status=up.status, body=body, content_type=up.content_type)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            return web.json_response({"error": {"message": f"the trace store is unreachable: {exc}",
-                                                "type": "service_unavailable", "param": None,
-                                                "code": "store_unavailable"}}, status=503)
+            return error_response(503, f"the trace store is unreachable: {exc}", "store_unavailable")
 
     for method, path in STORE_ROUTES:
         app.router.add_route(method, path, forward)

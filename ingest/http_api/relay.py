@@ -25,6 +25,7 @@ import orjson
 from aiohttp import web
 
 from ingest.errors import SinkUnavailable
+from ingest.http_api.routes import error_response
 from ingest.kinds import Kind
 from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
 
@@ -107,22 +108,18 @@ def add_relay_route(app: web.Application, emitter: TraceEmitter, *, token: str |
 
     async def relay(request: web.Request) -> web.Response:
         if token is not None and request.headers.get("Authorization") != f"Bearer {token}":
-            return web.json_response({"error": {"message": "relay token required", "type": "invalid_request_error",
-                                                "param": None, "code": "invalid_api_key"}}, status=401)
+            return error_response(401, "relay token required", "invalid_api_key")
         try:
             records = parse_relayed(await request.read())
         except ValueError as exc:
-            return web.json_response({"error": {"message": str(exc), "type": "invalid_request_error",
-                                                "param": None, "code": "invalid_relay_body"}}, status=400)
+            return error_response(400, str(exc), "invalid_relay_body")
 
         def store() -> bool:
             emitter.emit_encoded(records)
             return emitter.flush(write_timeout_s)
 
         if not await asyncio.to_thread(store):
-            return web.json_response({"error": {"message": "the store is not writing; retry later",
-                                                "type": "service_unavailable", "param": None,
-                                                "code": "store_stalled"}}, status=503)
+            return error_response(503, "the store is not writing; retry later", "store_stalled")
         counts: dict[str, int] = {}
         for kind, _ in records:
             counts[kind.name.lower()] = counts.get(kind.name.lower(), 0) + 1

@@ -80,9 +80,12 @@ def _one_line() -> Iterator[None]:
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
-def _error(status: int, message: str, code: str, param: str | None = None) -> web.Response:
-    body = {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
+def error_response(status: int, message: str, code: str, param: str | None = None) -> web.Response:
+    """The store API's errors in OpenAI's shape (``service_unavailable`` for 5xx), for routes, relay and proxy."""
+    kind = "invalid_request_error" if status < 500 else "service_unavailable"
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -170,14 +173,14 @@ class IngestApi:
             if self.read_token is not None and not hmac.compare_digest(
                 request.headers.get("Authorization", "").encode(), f"Bearer {self.read_token}".encode()
             ):
-                return _error(401, "a valid read token is required: send 'Authorization: Bearer <token>'",
+                return error_response(401, "a valid read token is required: send 'Authorization: Bearer <token>'",
                               "invalid_api_key")
             try:
                 return await handler(request)
             except _BadParam as exc:
-                return _error(400, str(exc), "invalid_parameter", exc.param)
+                return error_response(400, str(exc), "invalid_parameter", exc.param)
             except BadCursor as exc:
-                return _error(400, str(exc), "invalid_cursor", "cursor")
+                return error_response(400, str(exc), "invalid_cursor", "cursor")
 
         return run
 
@@ -187,14 +190,14 @@ class IngestApi:
         if self.token is not None:
             given = request.headers.get("Authorization", "")
             if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
-                return _error(401, "a valid bearer token is required", "unauthorized")
+                return error_response(401, "a valid bearer token is required", "unauthorized")
         body = bytearray()
         async for chunk in request.content.iter_chunked(1 << 16):
             body += chunk
             if len(body) > self.max_body:
-                return _error(413, f"body exceeds {self.max_body} bytes", "body_too_large")
+                return error_response(413, f"body exceeds {self.max_body} bytes", "body_too_large")
         if not body.strip():
-            return _error(400, "empty body: send NDJSON or a JSON array of traces", "empty_body")
+            return error_response(400, "empty body: send NDJSON or a JSON array of traces", "empty_body")
         results = await asyncio.to_thread(self._take, bytes(body))
         accepted = [{"line": r.line, "request_id": r.request_id} for r in results if r.trace is not None]
         rejected = [{"line": r.line, "request_id": r.request_id, "reason": r.reason}
@@ -218,10 +221,11 @@ class IngestApi:
         """``GET /v1/traces/{request_id}``: one trace; 404 ``trace_not_found`` when there is none."""
         request_id = request.match_info["request_id"]
         if len(request_id) > _MAX_ID:
-            return _error(400, f"request_id is longer than {_MAX_ID} characters", "invalid_request_id", "request_id")
+            return error_response(400, f"request_id is longer than {_MAX_ID} characters", "invalid_request_id",
+                                  "request_id")
         trace = await asyncio.to_thread(self._lookup, request_id)
         if trace is None:
-            return _error(404, f"no trace for request_id '{request_id}'", "trace_not_found")
+            return error_response(404, f"no trace for request_id '{request_id}'", "trace_not_found")
         return web.Response(body=trace.model_dump_json(), content_type="application/json")
 
     def _lookup(self, request_id: str) -> DecisionTrace | None:
