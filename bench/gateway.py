@@ -172,7 +172,7 @@ def main(argv: list[str]) -> int:
     try:
         start("sim", [*py, "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"], "fleet ready")
         result["direct"] = measure(f"{base}/v1/chat/completions", script, args.seconds)
-        start("routelens", [*py, "serve", "--port", str(gw)], "gateway ready")
+        start("routelens", [*py, "serve", "--port", str(gw), "--workers", "1"], "gateway ready")
         result["routelens"] = measure(f"http://127.0.0.1:{gw}/v1/chat/completions", script, args.seconds,
                                       over_time=True)
         stop_last()

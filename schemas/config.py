@@ -174,6 +174,22 @@ class GatewaySettings(ContractModel):
     )
     max_attempts: int = Field(2, ge=1, le=10, description="Instances tried before giving up.")
     max_connections: int = Field(512, ge=1)
+    workers: Literal["auto"] | int = Field(
+        "auto",
+        description="Gateway processes sharing the port ('routelens serve'); 'auto' is one per core, at most 8. "
+        "More than one runs the trace store in a process of its own. --workers overrides it.",
+    )
+
+    @field_validator("workers")
+    @classmethod
+    def _workers_range(cls, value: str | int) -> str | int:
+        if isinstance(value, int) and not 1 <= value <= 64:
+            raise ValueError("workers must be 'auto' or 1..64")
+        return value
+
+    def worker_count(self, cores: int | None) -> int:
+        """The number of gateway processes: ``workers``, or one per core (at most 8) for 'auto'."""
+        return min(max(cores or 1, 1), 8) if self.workers == "auto" else int(self.workers)
 
 
 def _check_weights(value: dict[str, float]) -> dict[str, float]:

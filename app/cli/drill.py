@@ -84,7 +84,8 @@ def _run(args: argparse.Namespace) -> int:
         if not fleet.wait_ready(60):
             err.print("[red]error:[/red] the simulated fleet did not start (--verbose shows its output)")
             return 1
-        serve = Child("gateway", [*py, "serve"], env, "gateway ready", echo=args.verbose)
+        # one gateway process: it shares the cores with the simulated fleet, and one router state is read
+        serve = Child("gateway", [*py, "serve", "--workers", "1"], env, "gateway ready", echo=args.verbose)
         children.append(serve)
         if not serve.wait_ready(60) or not wait_http(f"{gateway}/health", 10, serve.alive):
             err.print("[red]error:[/red] the gateway did not start (--verbose shows its output)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from app.cli._common import config_of
 
@@ -10,8 +11,10 @@ from app.cli._common import config_of
 def _run(args: argparse.Namespace) -> int:
     from app.run.serve import run_server
 
-    run_server(config_of(args), config_path=args.config, host=args.host, port=args.port, db=args.db,
-               workers=args.workers, store_url=args.store_url, worker=args.worker,
+    config = config_of(args)
+    workers = args.workers if args.workers is not None else config.gateway.worker_count(os.cpu_count())
+    run_server(config, config_path=args.config, host=args.host, port=args.port, db=args.db,
+               workers=workers, store_url=args.store_url, worker=args.worker,
                separate_store=args.separate_store)
     return 0
 
@@ -22,8 +25,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--host")
     p.add_argument("--port", type=int)
     p.add_argument("--db", help="DuckDB trace file (default: storage.duckdb_path)")
-    p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="gateway processes sharing the port (SO_REUSEPORT), each with its own spool (default: 1)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="gateway processes sharing the port (SO_REUSEPORT), each with its own spool "
+                   "(default: gateway.workers, 'auto' = one per core, at most 8)")
     p.add_argument("--separate-store", action="store_true",
                    help="run the trace store in a process of its own even with one worker (implied by --workers N>1)")
     p.add_argument("--store-url", help="relay to this running `routelens store` instead of starting one")

@@ -150,7 +150,8 @@ def run_demo(
         if not fleet.wait_ready(60):
             print("error: the simulated fleet did not start", file=sys.stderr)
             return 1
-        serve = Child("gateway", [*py, "serve"], env, "gateway ready", echo=True)
+        # one gateway process: it shares the cores with the simulated fleet, and one router state is read
+        serve = Child("gateway", [*py, "serve", "--workers", "1"], env, "gateway ready", echo=True)
         children.append(serve)
         if not serve.wait_ready(60):
             print("error: the gateway did not start", file=sys.stderr)

@@ -163,7 +163,8 @@ def run_server(
 ) -> None:
     """Serve until SIGINT, SIGTERM or SIGHUP; print ``gateway ready http://HOST:PORT`` once listening.
 
-    One worker keeps the trace store in this process (today's default). With ``workers`` > 1,
+    One worker keeps the trace store in this process. With ``workers`` > 1 (the CLI's default
+    is ``gateway.workers``: one per core, at most 8),
     ``separate_store`` or ``store_url``, the store runs in a process of its own (``routelens
     store``, started here from ``config_path`` unless ``store_url`` names a running one) and the
     ``workers`` gateway processes share the port (``SO_REUSEPORT``; this process is worker 0, the

@@ -14,17 +14,18 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Protocol
 
 import aiohttp
 import orjson
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from pydantic import ValidationError
+from prometheus_client import CollectorRegistry
 
 from router_core.analysis import analyse_request
 from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError
 from router_core.framework import DecisionContext
+from router_core.gateway import ops_routes
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
 from router_core.gateway.callers import (
     CLIENT_ID,
@@ -36,13 +37,14 @@ from router_core.gateway.callers import (
 )
 from router_core.gateway.encoding import Decoder, coding_of, for_client
 from router_core.gateway.errors import error_for, error_response, status_of
+from router_core.gateway.feedback import feedback
 from router_core.gateway.forward import Forwarder, tokens_of, usage_of
 from router_core.gateway.streaming import ask_for_usage, relay_stream
 from router_core.inflight import InflightCounter
 from router_core.metrics import GatewayMetrics
 from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
-from router_core.router import AUTO_MODEL, Router
+from router_core.router import Router
 from router_core.scrape_metrics import ScrapeMetrics
 from router_core.scraper import MetricsScraper
 from router_core.state import StateView
@@ -134,16 +136,16 @@ class Gateway:
         self._hash_key = hash_key
         self._new_id = new_id
         self._client_ids = SeenIds()  # client request ids already used (see router_core.gateway.callers)
-        self._verdicts = SeenIds()  # request ids with a feedback verdict (one each)
-        self._classes = feedback_classes(config)
-        self._wall = wall
+        self.verdicts = SeenIds()  # request ids with a feedback verdict (one each)
+        self.classes = feedback_classes(config)
+        self.wall = wall
         self._perf = perf
         self.registry = registry or CollectorRegistry()
         self.metrics = GatewayMetrics(self.registry)
         self._session: aiohttp.ClientSession | None = None
         self._forwarder: Forwarder | None = None
-        self._scrape_task: asyncio.Task[None] | None = None
-        self._scraper: MetricsScraper | None = None
+        self.scrape_task: asyncio.Task[None] | None = None
+        self.scraper: MetricsScraper | None = None
         self.scrape_metrics = ScrapeMetrics(self.registry)
 
     def build_app(self) -> web.Application:
@@ -157,11 +159,11 @@ class Gateway:
         self._upstream_keys = upstream_keys(self.config.fleet.instances, os.environ)
         app = web.Application(middlewares=[_errors_middleware], client_max_size=32 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
-        app.router.add_post("/v1/feedback", self.feedback)
-        app.router.add_get("/v1/models", self.list_models)
-        app.router.add_get("/v1/router/state", self.router_state)
-        app.router.add_get("/health", self.health)
-        app.router.add_get("/metrics", self.prometheus)
+        app.router.add_post("/v1/feedback", partial(feedback, self))
+        app.router.add_get("/v1/models", partial(ops_routes.list_models, self))
+        app.router.add_get("/v1/router/state", partial(ops_routes.router_state, self))
+        app.router.add_get("/health", partial(ops_routes.health, self))
+        app.router.add_get("/metrics", partial(ops_routes.prometheus, self))
         if keys is not None:
             # The gateway's own routes; the store's API, mounted later by app/, checks its own tokens.
             guarded = {r for r in app.router.resources() if r.canonical not in ("/health", "/metrics")}
@@ -177,18 +179,18 @@ class Gateway:
         self._forwarder = Forwarder(self._session, self.view, gw, keys=self._upstream_keys, perf=self._perf,
                                     inflight=self.inflight)
         sc = self.config.scrape
-        self._scraper = scraper = MetricsScraper(
+        self.scraper = scraper = MetricsScraper(
             self.config.fleet.instances, self.view, self._session, interval_s=sc.interval_s, timeout_s=sc.timeout_s,
             on_round=lambda: self.hooks.record_snapshots(list(self.view.snapshot().values())),
-            metrics=self.scrape_metrics, clock=self._perf, wall=lambda: self._wall().timestamp(),
+            metrics=self.scrape_metrics, clock=self._perf, wall=lambda: self.wall().timestamp(),
         )
         await scraper.scrape_once()  # route on real state from the first request on
-        self._scrape_task = asyncio.create_task(scraper.run())
+        self.scrape_task = asyncio.create_task(scraper.run())
 
     async def _stop(self, app: web.Application) -> None:
-        if self._scrape_task is not None:
-            self._scrape_task.cancel()
-            await asyncio.gather(self._scrape_task, return_exceptions=True)
+        if self.scrape_task is not None:
+            self.scrape_task.cancel()
+            await asyncio.gather(self.scrape_task, return_exceptions=True)
         if self._session is not None:
             await self._session.close()
 
@@ -214,7 +216,7 @@ class Gateway:
     def _refuse(self, request_id: str, t0: float, body: Any, status: int, message: str, code: str | None,
                 param: str | None = None) -> web.Response:
         """Answer a request refused before routing, with its trace (the features known so far)."""
-        rec = TraceRecorder(request_id=request_id, ts=self._wall(), router_version=self.config.router.version,
+        rec = TraceRecorder(request_id=request_id, ts=self.wall(), router_version=self.config.router.version,
                             policy_hash=self._policy_hash, query_hash=query_hash("", self._hash_key),
                             features=rejected_features(body))
         self._finish(rec, t0, status, code)
@@ -240,7 +242,7 @@ class Gateway:
         intent = analysis.intent
         rec = TraceRecorder(
             request_id=request_id,
-            ts=self._wall(),
+            ts=self.wall(),
             router_version=self.config.router.version,
             policy_hash=self._policy_hash,
             query_hash=query_hash(analysis.query_text, self._hash_key),
@@ -329,97 +331,3 @@ class Gateway:
             **tokens_of(usage),
         )
         return web.Response(status=resp.status, body=sent.payload, content_type=resp.content_type, headers=headers)
-
-    async def feedback(self, request: web.Request) -> web.Response:
-        """``POST /v1/feedback``: ``{request_id, correct, expected_class?, expected_model?, source?, ts?}``.
-
-        One verdict per request id, for a request that has a trace: a second one is a 409 and is
-        neither stored nor learned, an unknown id a 404. ``expected_class`` must be a configured
-        class. Which ids have a verdict is kept in memory, like what was learned from them: both
-        start again after a restart (the stored feedback records stay).
-        """
-        try:
-            data = orjson.loads(await request.read())
-            if not isinstance(data, dict):
-                raise InvalidRequest("feedback must be a JSON object")
-            data.setdefault("ts", self._wall().isoformat())
-            item = Feedback.model_validate(data)
-        except orjson.JSONDecodeError:
-            return error_response(400, "request body is not valid JSON", code="invalid_json")
-        except InvalidRequest as exc:
-            return error_response(400, str(exc))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            param = ".".join(str(p) for p in first["loc"]) or None
-            return error_response(400, f"invalid feedback: {first['msg']}", param=param, code="invalid_value")
-        if item.expected_class is not None and item.expected_class not in self._classes:
-            return error_response(400, f"expected_class must be one of {', '.join(sorted(self._classes))}",
-                                  param="expected_class", code="invalid_value")
-        if item.request_id in self._verdicts:
-            return error_response(409, f"request '{item.request_id}' already has a verdict",
-                                  param="request_id", code="feedback_exists")
-        self._verdicts.add(item.request_id)  # before any wait: a concurrent second verdict is a 409 too
-        trace: DecisionTrace | None = None
-        try:
-            trace = await asyncio.to_thread(self.hooks.lookup, item.request_id)
-        finally:
-            if trace is None:
-                self._verdicts.discard(item.request_id)
-        if trace is None:
-            return error_response(404, f"no trace for request_id '{item.request_id}'", param="request_id",
-                                  code="trace_not_found")
-        self.metrics.record_feedback(item.correct)
-        await asyncio.to_thread(self.hooks.record_feedback, item)
-        if trace.selected_model and (item.expected_class or trace.intent):
-            # What the router learns: how often this model answers this class of query well.
-            self.quality.update(trace.selected_model, item.expected_class or trace.intent or "", item.correct)
-        return web.Response(status=202, body=b'{"status":"accepted"}', content_type="application/json")
-
-    async def list_models(self, request: web.Request) -> web.Response:
-        """OpenAI model list: the fleet's models plus ``auto``."""
-        data = [{"id": m, "object": "model", "created": 0, "owned_by": "routelens"} for m in self.router.models]
-        data.insert(0, {"id": AUTO_MODEL, "object": "model", "created": 0, "owned_by": "routelens"})
-        return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type="application/json")
-
-    async def router_state(self, request: web.Request) -> web.Response:
-        """The live state view, one snapshot per instance (``stale`` as of now), and the scrape loop's health."""
-        views = self.view.views()
-        if (scraper := self._scraper) is not None:
-            views["scrape"] = {"last_round_age_s": round(scraper.last_round_age_s(), 3),
-                               "stalled": self._scrape_problem() is not None, "failing": scraper.failing()}
-        views["quality"] = [{"model": m, "class": c, "p_correct": round(p, 4)} for (m, c), p in
-                            sorted(self.quality.snapshot().items())]
-        return web.Response(body=orjson.dumps(views), content_type="application/json")
-
-    async def prometheus(self, request: web.Request) -> web.Response:
-        """Prometheus text exposition of the gateway's registry."""
-        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    async def health(self, request: web.Request) -> web.Response:
-        """200 ``{"status": "ok"}``, or 503 ``{"status": "degraded", "reason": ...}``.
-
-        Degraded while the scrape loop has stopped or stalled, or while the hooks report a
-        problem: hooks may have an optional ``health() -> str | None`` (a reason, or None when
-        fine), which must not block (e.g. storage stalled).
-        """
-        reasons = [r for r in (self._scrape_problem(), self._hooks_problem()) if r]
-        if not reasons:
-            return web.Response(body=b'{"status":"ok"}', content_type="application/json")
-        body = orjson.dumps({"status": "degraded", "reason": "; ".join(reasons)})
-        return web.Response(status=503, body=body, content_type="application/json")
-
-    def _scrape_problem(self) -> str | None:
-        task, scraper = self._scrape_task, self._scraper
-        if task is not None and task.done():
-            return "scrape loop stopped"
-        return None if scraper is None else scraper.stall_reason()
-
-    def _hooks_problem(self) -> str | None:
-        check = getattr(self.hooks, "health", None)
-        if not callable(check):
-            return None
-        try:
-            reason = check()
-        except Exception as exc:  # a broken health check is itself a reason, never a 500
-            return f"trace hooks health check failed: {type(exc).__name__}"
-        return reason if isinstance(reason, str) and reason else None

@@ -100,7 +100,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     try:
         fleet.wait_for("fleet ready")
         solo_fleet.wait_for("fleet ready")
-        gateway = Proc([*py, "serve", "--config", str(cfg)])
+        gateway = Proc([*py, "serve", "--config", str(cfg), "--workers", "1"])  # one router state to read
         procs.append(gateway)
         gateway.wait_for("gateway ready")
         yield Stack(

@@ -52,7 +52,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     procs = [Proc([*PY, "sim", "fleet", "--config", str(path)])]
     try:
         procs[0].wait_for("fleet ready")
-        procs.append(Proc([*PY, "serve", "--config", str(path)]))
+        procs.append(Proc([*PY, "serve", "--config", str(path), "--workers", "1"]))
         procs[1].wait_for("gateway ready")
         yield Pair(f"http://127.0.0.1:{port}", urls, procs[1])
     finally:

@@ -56,7 +56,7 @@ def gateway_config(tmp: Path, fleet: dict[str, Any], **storage: Any) -> tuple[Pa
 
 
 def start(cfg: Path) -> Proc:
-    proc = Proc([*PY, "serve", "--config", str(cfg)])
+    proc = Proc([*PY, "serve", "--config", str(cfg), "--workers", "1"])  # the spool in this process
     proc.wait_for("gateway ready")
     return proc
 

@@ -77,3 +77,20 @@ def test_unknown_score_terms_are_rejected() -> None:
     with pytest.raises(ConfigError) as info:
         parse_yaml_model(RouteLensConfig, GOOD + "scoring:\n  weights: {vram: 1}\n", "c.yaml")
     assert "c.yaml:7: scoring.weights:" in str(info.value) and "unknown score terms ['vram']" in str(info.value)
+
+
+@pytest.mark.parametrize(("workers", "cores", "expected"), [("auto", 2, 2), ("auto", 32, 8), ("auto", None, 1), (3, 32, 3)])
+def test_gateway_workers_default_to_one_per_core_capped(workers: object, cores: int | None, expected: int) -> None:
+    from schemas.config import GatewaySettings
+
+    assert GatewaySettings(workers=workers).worker_count(cores) == expected
+
+
+@pytest.mark.parametrize("workers", [0, 65, "many"])
+def test_gateway_workers_out_of_range_are_refused(workers: object) -> None:
+    from pydantic import ValidationError
+
+    from schemas.config import GatewaySettings
+
+    with pytest.raises(ValidationError):
+        GatewaySettings(workers=workers)

@@ -1,0 +1,67 @@
+"""``POST /v1/feedback``: one verdict per traced request, learned into the quality table."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import orjson
+from aiohttp import web
+from pydantic import ValidationError
+
+from router_core.errors import InvalidRequest
+from router_core.gateway.errors import error_response
+from schemas.feedback import Feedback
+from schemas.trace import DecisionTrace
+
+if TYPE_CHECKING:
+    from router_core.gateway.server import Gateway
+
+__all__ = ["feedback"]
+
+
+async def feedback(gw: Gateway, request: web.Request) -> web.Response:
+    """``POST /v1/feedback``: ``{request_id, correct, expected_class?, expected_model?, source?, ts?}``.
+
+    One verdict per request id, for a request that has a trace: a second one is a 409 and is
+    neither stored nor learned, an unknown id a 404. ``expected_class`` must be a configured
+    class. Which ids have a verdict is kept in memory, like what was learned from them: both
+    start again after a restart (the stored feedback records stay).
+    """
+    try:
+        data = orjson.loads(await request.read())
+        if not isinstance(data, dict):
+            raise InvalidRequest("feedback must be a JSON object")
+        data.setdefault("ts", gw.wall().isoformat())
+        item = Feedback.model_validate(data)
+    except orjson.JSONDecodeError:
+        return error_response(400, "request body is not valid JSON", code="invalid_json")
+    except InvalidRequest as exc:
+        return error_response(400, str(exc))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        param = ".".join(str(p) for p in first["loc"]) or None
+        return error_response(400, f"invalid feedback: {first['msg']}", param=param, code="invalid_value")
+    if item.expected_class is not None and item.expected_class not in gw.classes:
+        return error_response(400, f"expected_class must be one of {', '.join(sorted(gw.classes))}",
+                              param="expected_class", code="invalid_value")
+    if item.request_id in gw.verdicts:
+        return error_response(409, f"request '{item.request_id}' already has a verdict",
+                              param="request_id", code="feedback_exists")
+    gw.verdicts.add(item.request_id)  # before any wait: a concurrent second verdict is a 409 too
+    trace: DecisionTrace | None = None
+    try:
+        trace = await asyncio.to_thread(gw.hooks.lookup, item.request_id)
+    finally:
+        if trace is None:
+            gw.verdicts.discard(item.request_id)
+    if trace is None:
+        return error_response(404, f"no trace for request_id '{item.request_id}'", param="request_id",
+                              code="trace_not_found")
+    gw.metrics.record_feedback(item.correct)
+    await asyncio.to_thread(gw.hooks.record_feedback, item)
+    if trace.selected_model and (item.expected_class or trace.intent):
+        # What the router learns: how often this model answers this class of query well.
+        gw.quality.update(trace.selected_model, item.expected_class or trace.intent or "", item.correct)
+    return web.Response(status=202, body=b'{"status":"accepted"}', content_type="application/json")
+

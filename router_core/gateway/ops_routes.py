@@ -1,0 +1,73 @@
+"""The gateway's operational routes: ``/v1/models``, ``/v1/router/state``, ``/metrics``, ``/health``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import orjson
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from router_core.router import AUTO_MODEL
+
+if TYPE_CHECKING:
+    from router_core.gateway.server import Gateway
+
+__all__ = ["health", "hooks_problem", "list_models", "prometheus", "router_state", "scrape_problem"]
+
+
+async def list_models(gw: Gateway, request: web.Request) -> web.Response:
+    """OpenAI model list: the fleet's models plus ``auto``."""
+    data = [{"id": m, "object": "model", "created": 0, "owned_by": "routelens"} for m in gw.router.models]
+    data.insert(0, {"id": AUTO_MODEL, "object": "model", "created": 0, "owned_by": "routelens"})
+    return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type="application/json")
+
+
+async def router_state(gw: Gateway, request: web.Request) -> web.Response:
+    """The live state view, one snapshot per instance (``stale`` as of now), and the scrape loop's health."""
+    views = gw.view.views()
+    if (scraper := gw.scraper) is not None:
+        views["scrape"] = {"last_round_age_s": round(scraper.last_round_age_s(), 3),
+                           "stalled": scrape_problem(gw) is not None, "failing": scraper.failing()}
+    views["quality"] = [{"model": m, "class": c, "p_correct": round(p, 4)} for (m, c), p in
+                        sorted(gw.quality.snapshot().items())]
+    return web.Response(body=orjson.dumps(views), content_type="application/json")
+
+
+async def prometheus(gw: Gateway, request: web.Request) -> web.Response:
+    """Prometheus text exposition of the gateway's registry."""
+    return web.Response(body=generate_latest(gw.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def health(gw: Gateway, request: web.Request) -> web.Response:
+    """200 ``{"status": "ok"}``, or 503 ``{"status": "degraded", "reason": ...}``.
+
+    Degraded while the scrape loop has stopped or stalled, or while the hooks report a
+    problem: hooks may have an optional ``health() -> str | None`` (a reason, or None when
+    fine), which must not block (e.g. storage stalled).
+    """
+    reasons = [r for r in (scrape_problem(gw), hooks_problem(gw)) if r]
+    if not reasons:
+        return web.Response(body=b'{"status":"ok"}', content_type="application/json")
+    body = orjson.dumps({"status": "degraded", "reason": "; ".join(reasons)})
+    return web.Response(status=503, body=body, content_type="application/json")
+
+
+def scrape_problem(gw: Gateway) -> str | None:
+    """Why the scrape loop is unhealthy (stopped or stalled), or None."""
+    task, scraper = gw.scrape_task, gw.scraper
+    if task is not None and task.done():
+        return "scrape loop stopped"
+    return None if scraper is None else scraper.stall_reason()
+
+
+def hooks_problem(gw: Gateway) -> str | None:
+    """The trace hooks' own health reason (storage stalled, ...), or None."""
+    check = getattr(gw.hooks, "health", None)
+    if not callable(check):
+        return None
+    try:
+        reason = check()
+    except Exception as exc:  # a broken health check is itself a reason, never a 500
+        return f"trace hooks health check failed: {type(exc).__name__}"
+    return reason if isinstance(reason, str) and reason else None
