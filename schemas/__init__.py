@@ -8,6 +8,7 @@ from schemas.common import (
     Language,
     OutcomeStatus,
     ProbeKind,
+    ProbeVerdict,
     RoutingMode,
     StepKind,
 )
@@ -16,7 +17,7 @@ from schemas.errors import ConfigError, RoutelensError
 from schemas.feedback import Feedback
 from schemas.fleet import CostSpec, InstanceSnapshot, InstanceSpec, LatchState
 from schemas.hashing import normalize_query, query_hash
-from schemas.probe import ProbeResult
+from schemas.probe import ProbeResult, ProbeStatus
 from schemas.records import QuarantinedRecord, RouterEvent
 from schemas.trace import (
     Attempt,
@@ -49,6 +50,8 @@ __all__ = [
     "OutcomeStatus",
     "ProbeKind",
     "ProbeResult",
+    "ProbeStatus",
+    "ProbeVerdict",
     "QuarantinedRecord",
     "RequestFeatures",
     "RouteLensConfig",

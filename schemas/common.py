@@ -12,6 +12,7 @@ __all__ = [
     "Language",
     "OutcomeStatus",
     "ProbeKind",
+    "ProbeVerdict",
     "RoutingMode",
     "StepKind",
 ]
@@ -77,3 +78,11 @@ class ProbeKind(StrEnum):
     SYNTAX = "syntax"
     LATENCY = "latency"
     SEMANTIC = "semantic"
+
+
+class ProbeVerdict(StrEnum):
+    """What one probe (or the hysteresis over several) concluded: ``degraded`` is not ``failed``."""
+
+    OK = "ok"
+    DEGRADED = "degraded"
+    FAILED = "failed"

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from schemas.common import ContractModel
 from schemas.fleet import InstanceSpec
+from schemas.probes_config import ProbeSettings
 from schemas.sim_config import SimModelProfile, SimSettings
 from schemas.storage_config import StorageSettings
 
@@ -310,3 +311,4 @@ class RouteLensConfig(ContractModel):
     scrape: ScrapeSettings = ScrapeSettings()
     sim: SimSettings = SimSettings()
     app: AppSettings = AppSettings()
+    probes: ProbeSettings = ProbeSettings()

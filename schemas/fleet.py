@@ -7,6 +7,7 @@ from datetime import datetime
 from pydantic import Field, field_validator
 
 from schemas.common import ContractModel
+from schemas.probe import ProbeStatus
 
 __all__ = ["CostSpec", "InstanceSnapshot", "InstanceSpec", "LatchState"]
 
@@ -83,3 +84,4 @@ class InstanceSnapshot(ContractModel):
     e2e_p95_ms: float | None = Field(None, ge=0, description="Engine end-to-end p95 since the previous scrape.")
     scrape_error: str | None = None
     latches: list[LatchState] = []
+    probes: list[ProbeStatus] = Field([], description="Probe verdicts (hysteresis) per kind, when probed.")

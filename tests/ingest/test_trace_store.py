@@ -55,7 +55,7 @@ class Data:
         self.feedback = [Feedback(request_id=t.request_id, ts=t.ts + timedelta(seconds=5), correct=i % 3 != 0)
                          for i, t in enumerate(self.traces) if i % 2 == 0]
         self.probes = [ProbeResult(probe_id=f"p{i}", ts=T0 + timedelta(minutes=5 * i), instance=f"inst-{i % 2}",
-                                   model="m", kind=ProbeKind.LATENCY, ok=i != 3, value=10.0 + i, latency_ms=10.0 + i)
+                                   model="m", kind=ProbeKind.LATENCY, verdict="ok" if i != 3 else "failed", value=10.0 + i, latency_ms=10.0 + i)
                        for i in range(8)]
         self.events = [RouterEvent(event_id=f"e{i}", ts=T0 + timedelta(minutes=7 * i), kind="breaker" if i % 2 else
                                    "latch", instance="inst-1", message=f"event {i}") for i in range(5)]

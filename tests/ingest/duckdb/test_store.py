@@ -110,8 +110,8 @@ def test_a_model_that_gained_fields_migrates_the_table_and_keeps_the_rows(tmp_pa
     con = duckdb.connect(str(path))
     old = strip_not_null(storage_schema(Kind.PROBE)).remove(storage_schema(Kind.PROBE).get_field_index("baseline"))
     row = {"probe_id": "p1", "ts": datetime(2026, 11, 1, tzinfo=UTC), "instance": "i", "model": "m",
-           "kind": "latency", "ok": True, "value": 12.0, "threshold": 50.0, "latency_ms": 12.0, "reason": "",
-           "error_class": None}
+           "kind": "latency", "verdict": "ok", "value": 12.0, "threshold": 50.0, "latency_ms": 12.0, "reason": "",
+           "error_class": None, "reference": None}
     old_rows = pa.Table.from_pylist([row], schema=old)  # noqa: F841
     con.execute("CREATE TABLE probe_results AS SELECT * FROM old_rows")
     applied = ensure_schema(con)
@@ -121,7 +121,7 @@ def test_a_model_that_gained_fields_migrates_the_table_and_keeps_the_rows(tmp_pa
     got = store.probe_timeline(datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC))
     store.close()
     assert got == [ProbeResult(probe_id="p1", ts=row["ts"], instance="i", model="m", kind=ProbeKind.LATENCY,
-                               ok=True, value=12.0, threshold=50.0, latency_ms=12.0)]
+                               verdict="ok", value=12.0, threshold=50.0, latency_ms=12.0)]
 
 
 def test_layout_1_with_inline_states_is_upgraded(tmp_path: Path, factory: TraceFactory) -> None:
