@@ -9,7 +9,8 @@ runs at c=1, a second process samples one request every 20 ms and the output car
 second (``latency_over_time``): a periodic stall shows there as a recurring spike.
 
 Last line: ``{"direct": {"c1": {"p50_ms", "p99_ms", "rps"}, "c16": {...}}, "routelens": {...},
-"routelens_workers": {...}, "litellm": {...}, "ratio_rps_c16": ...}``.
+"routelens_workers": {...}, "litellm": {...}, "litellm_workers": {...}, "ratio_rps_c16": ...,
+"ratio_rps_c16_workers": ...}`` (the ratios compare the same number of workers).
 """
 
 from __future__ import annotations
@@ -53,9 +54,11 @@ def _ms(text: str) -> float:
 
 def wrk(url: str, script: Path, connections: int, seconds: int) -> dict[str, float]:
     """One wrk run: p50/p99 latency (ms), requests/s, and non-2xx responses."""
-    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url],
-                         capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
+    argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s", "--latency", "-s", str(script), url]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
     pct = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
+    if "50" not in pct or "99" not in pct:  # no request completed: say so instead of a KeyError
+        raise RuntimeError(f"wrk measured no latency against {url}: {' '.join(out.split())[-300:]}")
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     return {"p50_ms": round(_ms(pct["50"]), 3), "p99_ms": round(_ms(pct["99"]), 3),
             "rps": round(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), 1),  # type: ignore[union-attr]
@@ -115,10 +118,11 @@ def _litellm(tmp: Path, upstream: str) -> tuple[list[str], Path]:
     return [str(exe), "--config", str(cfg)], cfg
 
 
-def _measure_litellm(tmp: Path, base: str, seconds: int, start: Any, stop_last: Any) -> dict[str, Any]:
+def _measure_litellm(tmp: Path, base: str, seconds: int, start: Any, stop_last: Any,
+                     workers: int = 1) -> dict[str, Any]:
     cmd, _ = _litellm(tmp, base)
     port = free_port()
-    start("litellm", [*cmd, "--port", str(port), "--num_workers", "1"], None)
+    start("litellm", [*cmd, "--port", str(port), "--num_workers", str(workers)], None)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -130,7 +134,7 @@ def _measure_litellm(tmp: Path, base: str, seconds: int, start: Any, stop_last: 
                     raise
                 time.sleep(0.5)
         url = f"http://127.0.0.1:{port}/v1/chat/completions"
-        return {"version": LITELLM, **measure(url, _wrk_script(tmp, "m"), seconds)}
+        return {"version": LITELLM, "workers": workers, **measure(url, _wrk_script(tmp, "m"), seconds)}
     finally:
         stop_last()
 
@@ -180,15 +184,17 @@ def main(argv: list[str]) -> int:
         result["routelens_workers"] = measure(f"http://127.0.0.1:{gw}/v1/chat/completions", script, args.seconds)
         stop_last()
         if not args.no_litellm:
-            try:
-                result["litellm"] = _measure_litellm(tmp, base, args.seconds, start, stop_last)
-            except (OSError, subprocess.SubprocessError, AssertionError) as exc:
-                result["litellm"] = {"version": LITELLM, "error": f"{type(exc).__name__}: {exc}"[:300]}
+            for key, n in (("litellm", 1), ("litellm_workers", args.workers)):
+                try:
+                    result[key] = _measure_litellm(tmp, base, args.seconds, start, stop_last, n)
+                except (OSError, subprocess.SubprocessError, AssertionError, RuntimeError) as exc:
+                    result[key] = {"version": LITELLM, "workers": n, "error": f"{type(exc).__name__}: {exc}"[:300]}
     finally:
         while children:
             stop_last()
-    if "litellm" in result:
-        result["ratio_rps_c16"] = round(result["routelens"]["c16"]["rps"] / max(result["litellm"]["c16"]["rps"], 1e-9),
-                                        1)
+    for ours, theirs, key in (("routelens", "litellm", "ratio_rps_c16"),
+                              ("routelens_workers", "litellm_workers", "ratio_rps_c16_workers")):
+        if "c16" in result.get(theirs, {}):  # the same number of workers on both sides
+            result[key] = round(result[ours]["c16"]["rps"] / max(result[theirs]["c16"]["rps"], 1e-9), 1)
     print(json.dumps(result))
     return 0
