@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from router_core.filters.constraint import ConstraintFilter
 from router_core.filters.context_window import ContextWindowFilter
 from router_core.filters.freshness import FreshnessFilter
+from router_core.filters.probe import ProbeFilter
 from router_core.filters.version import VersionFilter
 from router_core.filters.zone import ZoneFilter
 from router_core.framework import PluginRegistry
@@ -42,6 +43,7 @@ def register_builtin(registry: PluginRegistry) -> PluginRegistry:
     registry.register(ZoneFilter.TYPE, ZoneFilter)
     registry.register(VersionFilter.TYPE, VersionFilter)
     registry.register(ConstraintFilter.TYPE, ConstraintFilter)
+    registry.register(ProbeFilter.TYPE, ProbeFilter)
     registry.register(KvCacheScorer.TYPE, KvCacheScorer)
     registry.register(QueueDepthScorer.TYPE, QueueDepthScorer)
     registry.register(WarmupScorer.TYPE, WarmupScorer)

@@ -42,6 +42,8 @@ def specs_from_sections(config: RouteLensConfig) -> list[PluginSpec]:
         specs.append(PluginSpec(type="version-filter", parameters={"min_versions": router.min_versions}))
     specs += [PluginSpec(type="constraint-filter", name=c.name, parameters=c.model_dump(exclude={"name"}))
               for c in config.constraints]
+    if config.probes.enabled or config.probes.follow_url:
+        specs.append(PluginSpec(type="probe-filter"))
     params = {"queue": {"queue_norm": scoring.queue_norm}, "latency": {"latency_slo_ms": scoring.latency_slo_ms}}
     weights = scoring.base_weights()
     for term in [*weights, *(t for t in SCORER_TYPES if t not in weights)]:

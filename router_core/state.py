@@ -28,6 +28,7 @@ from router_core.staleness import effective_state
 from router_core.window import ObservationWindow
 from schemas.config import ConstraintSpec, ScrapeSettings
 from schemas.fleet import InstanceSnapshot, InstanceSpec, LatchState
+from schemas.probe import ProbeStatus
 
 __all__ = ["StateView"]
 
@@ -97,6 +98,19 @@ class StateView:
             "e2e_p95_ms": _in_range(None if e2e is None else e2e * 1e3),
         })
 
+    def set_probe(self, status: ProbeStatus, instance: str) -> bool:
+        """Carry a probe verdict (one kind) in ``instance``'s snapshot from now on; False if unknown.
+
+        The snapshot is replaced (never changed in place), so decisions memoised on the old one
+        are not reused; later scrapes and ticks keep the verdict until the next one of its kind.
+        """
+        inst = self._by_id.get(instance)
+        if inst is None:
+            return False
+        kept = [p for p in inst.snap.probes if p.kind != status.kind]
+        inst.snap = inst.snap.model_copy(update={"probes": sorted([*kept, status], key=lambda p: p.kind)})
+        return True
+
     def observe(self, instance: str, latency_ms: float, ok: bool) -> None:
         """Record the result of a request the router sent to ``instance``."""
         self._by_id[instance].window.add(self._clock(), latency_ms, ok)
@@ -140,7 +154,8 @@ class StateView:
             by_model.setdefault(s.model, []).append(s)
 
         def summary(group: list[InstanceSnapshot]) -> dict[str, Any]:
-            feasible = [s for s in group if not any(latch.out for latch in s.latches) and not s.stale]
+            feasible = [s for s in group if not any(latch.out for latch in s.latches) and not s.stale
+                        and not any(p.verdict == "failed" and p.kind != "latency" for p in s.probes)]
             kv = [s.kv_cache_usage for s in group if s.kv_cache_usage is not None]
             return {"instances": len(group), "in_feasible_set": len(feasible),
                     "queue": sum(s.queue or 0 for s in group), "running": sum(s.running or 0 for s in group),

@@ -20,6 +20,7 @@ DEFAULT_PLUGINS: list[dict[str, Any]] = [
     {"type": "context-window-filter"},
     {"type": "constraint-filter", "name": "kv-cache", "parameters": KV_RULE},
     {"type": "constraint-filter", "name": "queue", "parameters": {"metric": "queue", "threshold": 10}},
+    {"type": "probe-filter"},
     {"type": "kv-cache-scorer", "weight": 0.4},
     {"type": "queue-depth-scorer", "weight": 0.3, "parameters": {"queue_norm": 10}},
     {"type": "warmup-scorer", "weight": 0.2},
@@ -48,6 +49,7 @@ RICH_PLUGINS: list[dict[str, Any]] = [
     {"type": "version-filter", "parameters": {"min_versions": {"big": "2.0"}}},
     {"type": "constraint-filter", "name": "kv-cache", "parameters": SOFT_KV},
     {"type": "constraint-filter", "name": "errors", "parameters": ERRORS},
+    {"type": "probe-filter"},
     {"type": "quality-scorer", "weight": 0.4},
     {"type": "latency-scorer", "weight": 0.3, "parameters": {"latency_slo_ms": 2000}},
     {"type": "cost-scorer", "weight": 0.5},
@@ -117,7 +119,8 @@ def test_the_rich_pipeline_is_what_the_sections_say() -> None:
         ("filter/freshness", "freshness/freshness-filter"),
         ("filter/context-window", "context-window/context-window-filter"),
         ("filter/zone", "zone/zone-filter"), ("filter/version", "version/version-filter"),
-        ("filter/kv-cache", "kv-cache/constraint-filter"), ("filter/errors", "errors/constraint-filter")]
+        ("filter/kv-cache", "kv-cache/constraint-filter"), ("filter/errors", "errors/constraint-filter"),
+        ("filter/probe", "probe/probe-filter")]
     assert [(n, w) for n, w, _ in weights(trace)] == [("quality", 0.4), ("latency", 0.3), ("cost", 0.5),
                                                       ("balance", 0.1), ("mem", 0.2)]
     assert step(trace, "pick").plugin == "softmax/softmax-picker"

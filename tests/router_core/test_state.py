@@ -179,3 +179,25 @@ def test_an_engine_without_a_kv_gauge_is_judged_by_its_queue_not_held_out_as_ful
     assert effective_state(stale_tgi, NOW, scrape, 10.0).kv_cache_usage == 1.0  # ageing still decays it
     ranked, _ = decide(healthy() | {"big-a": tgi})  # the default kv-cache constraint keeps it in
     assert "big-a" in ranked
+
+
+def test_probe_verdicts_ride_in_the_snapshot_through_scrapes_and_ticks() -> None:
+    from schemas.probe import ProbeStatus
+
+    view, clock = view_and_clock()
+    view.update("big-a", gauges(0.2))
+    view.tick()
+    before = view.snapshot()["big-a"]
+    failed = ProbeStatus(kind="semantic", verdict="failed", since=clock.wall(), value=0.3, threshold=0.65)
+    assert view.set_probe(failed, "big-a") and not view.set_probe(failed, "no-such-instance")
+    after = view.snapshot()["big-a"]
+    assert after is not before and before.probes == [] and after.probes == [failed]  # a new snapshot, old untouched
+    view.set_probe(ProbeStatus(kind="latency", verdict="ok", since=clock.wall()), "big-a")
+    clock.t += 1
+    view.update("big-a", gauges(0.3))
+    view.tick()
+    assert [(p.kind, p.verdict) for p in view.snapshot()["big-a"].probes] == [("latency", "ok"), ("semantic", "failed")]
+    recovered = ProbeStatus(**{**failed.model_dump(), "verdict": "ok"})
+    view.set_probe(recovered, "big-a")  # the same kind replaces, never accumulates
+    assert [p.verdict for p in view.snapshot()["big-a"].probes if p.kind == "semantic"] == ["ok"]
+    assert view.views()["models"]["big"]["in_feasible_set"] == 2
