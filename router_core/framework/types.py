@@ -39,7 +39,9 @@ class DecisionContext:
         features: What analysis extracted from the request.
         intent: The request's class (None when unknown).
         now: The decision time (UTC).
-        quality: Learned P(correct) per (model, class), a snapshot taken for this request.
+        quality: Learned P(correct) per (model, class), a snapshot taken for this request; the
+            gateway's is a :class:`router_core.quality.QualitySnapshot`, which also carries
+            P(correct) per (instance, class) and the instances flagged divergent.
     """
 
     request_id: str

@@ -26,7 +26,9 @@ async def feedback(gw: Gateway, request: web.Request) -> web.Response:
     One verdict per request id, for a request that has a trace: a second one is a 409 and is
     neither stored nor learned, an unknown id a 404. ``expected_class`` must be a configured
     class. Which ids have a verdict is kept in memory, like what was learned from them: both
-    start again after a restart (the stored feedback records stay).
+    start again after a restart (the stored feedback records stay). The verdict is learned for
+    the trace's ``selected_model`` and ``selected_instance``; the 202 body says what was learned
+    (``learned``: model, instance, class, ``p_model``, ``p_instance``, ``divergent``).
     """
     try:
         data = orjson.loads(await request.read())
@@ -60,8 +62,15 @@ async def feedback(gw: Gateway, request: web.Request) -> web.Response:
                               code="trace_not_found")
     gw.metrics.record_feedback(item.correct)
     await asyncio.to_thread(gw.hooks.record_feedback, item)
-    if trace.selected_model and (item.expected_class or trace.intent):
-        # What the router learns: how often this model answers this class of query well.
-        gw.quality.update(trace.selected_model, item.expected_class or trace.intent or "", item.correct)
-    return web.Response(status=202, body=b'{"status":"accepted"}', content_type="application/json")
+    body: dict[str, object] = {"status": "accepted"}
+    if trace.selected_model and (cls := item.expected_class or trace.intent):
+        # What the router learns: how often this model, and this instance of it, answers this class well.
+        model, instance = trace.selected_model, trace.selected_instance
+        gw.quality.update(model, cls, item.correct, instance=instance)
+        snap = gw.quality.snapshot()
+        body["learned"] = {"model": model, "instance": instance, "class": cls,
+                           "p_model": round(snap.models[(model, cls)], 4),
+                           "p_instance": round(snap.estimate(instance or "", model, cls, 0.0), 4),
+                           "divergent": (instance, cls) in snap.divergent}
+    return web.Response(status=202, body=orjson.dumps(body), content_type="application/json")
 

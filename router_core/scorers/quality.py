@@ -9,6 +9,7 @@ from pydantic import Field
 
 from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
 from router_core.framework.plugin import ExtensionPoint
+from router_core.quality import QualitySnapshot
 
 __all__ = ["QualityScorer"]
 
@@ -16,9 +17,12 @@ __all__ = ["QualityScorer"]
 class QualityScorer(PluginBase):
     """Scores expected answer quality for the request class.
 
-    What it does: prefers the model most likely to answer this kind of query well.
+    What it does: prefers the instance most likely to answer this kind of query well: its own
+    learned estimate when it has feedback (so an instance that drifted loses traffic while its
+    siblings keep theirs), else its model's.
     Inputs: the request's intent class and ``ctx.quality`` (prior from ``models.<m>.quality``,
-    updated from ``POST /v1/feedback``). Unknown pairs score ``default``.
+    updated from ``POST /v1/feedback``; a :class:`~router_core.quality.QualitySnapshot` also
+    carries per-instance estimates). Unknown pairs score ``default``.
     Parameters: ``default``. Category: scorer, term ``quality``.
     """
 
@@ -35,6 +39,8 @@ class QualityScorer(PluginBase):
     params: Params
 
     def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
-        """Return the quality estimate of each candidate's model for the request's class."""
+        """Return the quality estimate of each candidate (its instance's, else its model's) for the class."""
         table, cls, default = ctx.quality, ctx.intent or "", self.params.default
+        if isinstance(table, QualitySnapshot) and table.instances:
+            return [table.estimate(c.spec.id, c.spec.model, cls, default) for c in pool]
         return [table.get((c.spec.model, cls), default) for c in pool]

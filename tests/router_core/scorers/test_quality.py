@@ -1,12 +1,19 @@
-"""quality-scorer: P(correct) of the candidate's model for the request's class; unknown pairs score default."""
+"""quality-scorer: P(correct) of the candidate's instance (else its model) for the request's class.
+
+Unknown pairs score default.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import count
 from typing import Any
 
 import pytest
 
+from router_core.builtin import build_router
+from router_core.quality import QualitySnapshot, QualityTable
+from schemas.config import ModelProfile
 from tests.router_core.conftest import decide, healthy
 from tests.router_core.plugin_kit import (
     BadParams,
@@ -69,3 +76,23 @@ def test_the_router_records_the_step() -> None:
 def test_a_class_nobody_rated_scores_the_default() -> None:
     _, trace = decide(healthy(), CFG, intent="chat")
     assert_score_step(trace, "quality", TYPE, 1.0, {"big-a": 0.1, "big-b": 0.1, "small-a": 0.1})
+
+
+def test_an_instance_with_its_own_estimate_scores_it_and_the_others_score_their_model() -> None:
+    snap = QualitySnapshot({("big", "code"): 0.9, ("small", "code"): 0.3}, {("i0", "code"): 0.2, ("i2", "chat"): 0.1})
+    pool = [candidate("i0", "big"), candidate("i1", "big"), candidate("i2", "small"), candidate("i3", "tiny")]
+    ctx = replace(context(intent="code"), quality=snap)
+    assert build(TYPE).score(pool, ctx) == pytest.approx([0.2, 0.9, 0.3, 0.5])
+
+
+def test_the_router_ranks_a_divergent_instance_below_its_sibling() -> None:
+    table = QualityTable({"big": ModelProfile(quality={"code": 0.9}), "small": ModelProfile(quality={"code": 0.3})})
+    for n in range(40):  # big-a answers everything wrong, big-b 90% right
+        table.update("big", "code", False, instance="big-a")
+        table.update("big", "code", n % 10 != 0, instance="big-b")
+    assert table.snapshot().divergent == {("big-a", "code")} and table.get("big", "code") > 0.85
+    ticks = count()
+    router = build_router(CFG, perf=lambda: next(ticks) * 1e-6)
+    ctx = replace(context(intent="code"), quality=table.snapshot())
+    ranked = [t.id for t in router.decide(ctx, healthy()).targets]
+    assert ranked[0] == "big-b" and ranked.index("big-a") > ranked.index("small-a")  # below even the small model
