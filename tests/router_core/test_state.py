@@ -197,7 +197,8 @@ def test_probe_verdicts_ride_in_the_snapshot_through_scrapes_and_ticks() -> None
     view.update("big-a", gauges(0.3))
     view.tick()
     assert [(p.kind, p.verdict) for p in view.snapshot()["big-a"].probes] == [("latency", "ok"), ("semantic", "failed")]
+    assert view.views()["models"]["big"]["in_feasible_set"] == 0  # big-b was never scraped, big-a failed
     recovered = ProbeStatus(**{**failed.model_dump(), "verdict": "ok"})
     view.set_probe(recovered, "big-a")  # the same kind replaces, never accumulates
     assert [p.verdict for p in view.snapshot()["big-a"].probes if p.kind == "semantic"] == ["ok"]
-    assert view.views()["models"]["big"]["in_feasible_set"] == 2
+    assert view.views()["models"]["big"]["in_feasible_set"] == 1
