@@ -17,15 +17,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ingest import DuckDBTraceStore, HttpTraceStore, TraceStore
     from schemas.trace import DecisionTrace
 
 __all__ = [
-    "API_ENV", "DB_ENV", "DEFAULT_API_URL", "READ_TIMEOUT_S", "READ_TOKEN_ENV", "open_reader", "read_trace",
-    "reader_from_env", "token_from_config",
+    "API_ENV", "DB_ENV", "DEFAULT_API_URL", "READ_TIMEOUT_S", "READ_TOKEN_ENV", "api_from_env", "fetch_json",
+    "open_reader", "read_trace", "reader_from_env", "token_from_config",
 ]
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
@@ -116,3 +116,57 @@ def read_trace(store: TraceStore, request_id: str) -> DecisionTrace | None:
 def _where(store: TraceStore) -> str:
     url = getattr(store, "base_url", None)
     return f"the server at {url}" if url else f"the trace file {getattr(store, 'path', '?')}"
+
+
+def api_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, str | None] | None:
+    """The server the environment names, as ``(base_url, token)``; None when it names a DuckDB file.
+
+    A file holds stored records only: live views (``/v1/alerts``, ``/v1/router/state``) need a server.
+
+    Args:
+        environ: The variables to read; ``os.environ`` when None.
+    """
+    env = os.environ if environ is None else environ
+    if env.get(DB_ENV, "").strip():
+        return None
+    api = env.get(API_ENV, "").strip().rstrip("/") or DEFAULT_API_URL
+    return api, env.get(READ_TOKEN_ENV, "").strip() or None
+
+
+def fetch_json(api: str, path: str, token: str | None = None, timeout_s: float = READ_TIMEOUT_S) -> Any:
+    """``GET`` one JSON document from a server's live API (e.g. ``/v1/alerts``), the token as a bearer.
+
+    Args:
+        api: Base URL of the server.
+        path: Path, with its query string if any.
+        token: The server's read token, if it asks for one.
+        timeout_s: Connect and read timeout.
+
+    Raises:
+        SinkUnavailable: The server does not answer.
+        SinkError: It answered an HTTP error or a body that is not JSON.
+    """
+    import http.client
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from ingest import SinkError, SinkUnavailable
+
+    local = urllib.parse.urlsplit(api).hostname in {"127.0.0.1", "localhost", "::1"}
+    opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if local else []))
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    url = api.rstrip("/") + path
+    try:
+        with opener.open(urllib.request.Request(url, headers=headers), timeout=timeout_s) as resp:
+            body = resp.read()
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        raise SinkError(f"GET {path}: HTTP {exc.code} from the server at {api}") from exc
+    except (OSError, http.client.HTTPException) as exc:
+        raise SinkUnavailable(f"the RouteLens server at {api} is unreachable: {exc}") from exc
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise SinkError(f"GET {path}: the server at {api} answered a body that is not JSON") from exc

@@ -6,5 +6,6 @@ st.set_page_config(page_title="RouteLens", layout="wide")
 st.navigation(
     [
         st.Page("views/trace_explorer.py", title="Why this model", url_path="trace", default=True),
+        st.Page("views/probes.py", title="Probes & alerts", url_path="probes"),
     ]
 ).run()

@@ -2,7 +2,9 @@
 
 The stub is a real ``http.server`` on a loopback port serving ``GET /v1/traces/<id>`` the way
 ``routelens serve`` does: 200 with the trace JSON, 404 with the gateway's ``trace_not_found`` error
-body for an unknown id.
+body for an unknown id. It also serves ``GET /v1/probes`` and ``GET /v1/events`` (filtered by
+``start``/``end``/``instance``/``kind``, empty by default) and, when given, ``GET /v1/alerts`` and
+``GET /v1/router/state`` (404 otherwise, as a server without them); ``sample_*`` build probe data.
 """
 
 from __future__ import annotations
@@ -11,10 +13,15 @@ import json
 import threading
 import urllib.parse
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
+from typing import Any
 
 from schemas import DecisionTrace
+from schemas.common import ProbeKind, ProbeVerdict
+from schemas.probe import ProbeResult
+from schemas.records import RouterEvent
 from tests.factories import (
     FALLBACK_REASON,
     KV_REASON,
@@ -27,9 +34,97 @@ from tests.factories import (
 from tests.factories import make_fallback_trace as sample_trace
 
 __all__ = [
-    "FALLBACK_REASON", "KV_REASON", "REJECTED_INSTANCE", "SAMPLE_REQUEST_ID", "SELECTED_INSTANCE", "SELECTED_MODEL",
-    "TOP_RANKED", "StubTraceApi", "not_found", "sample_trace",
+    "ALERT_RULE", "DRIFTING_INSTANCE", "FALLBACK_REASON", "HEALTHY_INSTANCE", "KV_REASON", "REJECTED_INSTANCE",
+    "SAMPLE_REQUEST_ID", "SELECTED_INSTANCE", "SELECTED_MODEL", "SYNTAX_ONLY_INSTANCE", "TOP_RANKED", "StubTraceApi",
+    "not_found", "sample_alerts", "sample_events", "sample_probe_results", "sample_router_state", "sample_trace",
 ]
+
+HEALTHY_INSTANCE = "vllm-a-1"
+DRIFTING_INSTANCE = "vllm-a-2"
+SYNTAX_ONLY_INSTANCE = "vllm-b-1"
+PROBE_MODEL = "qwen-7b"
+ALERT_RULE = "SemanticDrift"
+_ROUNDS = 20  # one every 30 s: the last 10 minutes
+
+
+def sample_probe_results(now: datetime) -> list[ProbeResult]:
+    """Probe rounds of the last 10 minutes: one healthy instance, one drifting and slowing, one syntax-only.
+
+    The drifting instance's similarity falls below 0.65 (``failed``) and its p95 creeps past the
+    +20% band (``degraded``) in the last rounds; its syntax probe keeps passing.
+    """
+    out: list[ProbeResult] = []
+
+    def add(i: int, inst: str, kind: ProbeKind, verdict: ProbeVerdict, value: float, **extra: Any) -> None:
+        ts = now - timedelta(seconds=30 * (_ROUNDS - i))
+        out.append(ProbeResult(probe_id=f"p-{inst}-{kind.value}-{i}", ts=ts, instance=inst, model=PROBE_MODEL,
+                               kind=kind, verdict=verdict, value=value, latency_ms=50.0, **extra))
+
+    ok, degraded, failed = ProbeVerdict.OK, ProbeVerdict.DEGRADED, ProbeVerdict.FAILED
+    for i in range(_ROUNDS):
+        late = i >= _ROUNDS - 4
+        for inst in (HEALTHY_INSTANCE, DRIFTING_INSTANCE, SYNTAX_ONLY_INSTANCE):
+            add(i, inst, ProbeKind.SYNTAX, ok, 1.0, threshold=1.0)
+        add(i, HEALTHY_INSTANCE, ProbeKind.SEMANTIC, ok, 0.86, threshold=0.65, reference="zh-summary")
+        add(i, HEALTHY_INSTANCE, ProbeKind.LATENCY, ok, 800.0 + i, threshold=960.0, baseline=800.0)
+        sim = 0.31 if late else 0.84
+        add(i, DRIFTING_INSTANCE, ProbeKind.SEMANTIC, failed if late else ok, sim, threshold=0.65,
+            reference="zh-summary", reason="similarity 0.31 < 0.65 to zh-summary" if late else "")
+        p95 = 800.0 + 25.0 * i
+        add(i, DRIFTING_INSTANCE, ProbeKind.LATENCY, degraded if p95 > 960 else ok, p95, threshold=960.0,
+            baseline=800.0, reason=f"p95 {p95:.0f} ms > 960 ms" if p95 > 960 else "")
+    return out
+
+
+def sample_events(now: datetime) -> list[RouterEvent]:
+    """Alert events of the last minutes (one fired and still firing, one fired and resolved), and a non-alert."""
+    def ev(minutes: float, kind: str, message: str, instance: str | None, severity: str = "warning") -> RouterEvent:
+        return RouterEvent(event_id=f"e-{kind}-{minutes}", ts=now - timedelta(minutes=minutes), kind=kind,
+                           severity=severity, instance=instance, model=PROBE_MODEL, message=message)
+
+    return [
+        ev(9, "alert", "firing: LatencyCreep instance=vllm-a-1 p95 990 ms", HEALTHY_INSTANCE),
+        ev(7, "alert", "resolved: LatencyCreep instance=vllm-a-1", HEALTHY_INSTANCE, "info"),
+        ev(2, "alert", f"firing: {ALERT_RULE} instance={DRIFTING_INSTANCE} similarity 0.31", DRIFTING_INSTANCE,
+           "error"),
+        ev(5, "breaker", "breaker opened", DRIFTING_INSTANCE),
+    ]
+
+
+def sample_alerts(now: datetime) -> dict[str, Any]:
+    """``GET /v1/alerts``: the drifting instance's semantic alert, firing."""
+    alert = {"name": ALERT_RULE, "severity": "critical", "state": "firing", "instance": DRIFTING_INSTANCE,
+             "model": PROBE_MODEL, "kind": "semantic", "since": (now - timedelta(minutes=2)).isoformat(),
+             "value": 0.31, "summary": "semantic similarity below 0.65", "labels": {"team": "llm"},
+             "fingerprint": "f00d"}
+    return {"alerts": [alert]}
+
+
+def sample_router_state(now: datetime) -> dict[str, Any]:
+    """``GET /v1/router/state`` as the gateway shapes it: snapshots under ``instances``, plus other keys."""
+    since = (now - timedelta(minutes=1)).isoformat()
+    drifting = {"instance": DRIFTING_INSTANCE, "model": PROBE_MODEL, "probes": [
+        {"kind": "semantic", "verdict": "failed", "since": since, "value": 0.31, "threshold": 0.65, "flaps": 1},
+        {"kind": "latency", "verdict": "degraded", "since": since, "value": 1275.0, "threshold": 960.0},
+    ]}
+    healthy = {"instance": HEALTHY_INSTANCE, "model": PROBE_MODEL, "probes": []}
+    return {"instances": [healthy, drifting], "models": {}, "cluster": {}, "scrape": {"stalled": False},
+            "quality": []}
+
+
+def _in_window(ts: datetime, query: Mapping[str, list[str]]) -> bool:
+    start, end = query.get("start"), query.get("end")
+    return (not start or ts >= datetime.fromisoformat(start[0])) and (not end or ts < datetime.fromisoformat(end[0]))
+
+
+def _matches(item: ProbeResult | RouterEvent, query: Mapping[str, list[str]]) -> bool:
+    eq = all(str(getattr(item, f)) == query[f][0] for f in ("instance", "kind") if f in query)
+    return eq and _in_window(item.ts, query)
+
+
+def _json(data: object) -> tuple[int, bytes]:
+    return 200, json.dumps(data).encode()
+
 
 
 def not_found(request_id: str) -> bytes:
@@ -50,19 +145,40 @@ class StubTraceApi:
     """
 
     def __init__(
-        self, traces: Iterable[DecisionTrace], responses: Mapping[str, tuple[int, bytes]] | None = None
+        self,
+        traces: Iterable[DecisionTrace],
+        responses: Mapping[str, tuple[int, bytes]] | None = None,
+        *,
+        probes: Iterable[ProbeResult] = (),
+        events: Iterable[RouterEvent] = (),
+        alerts: Mapping[str, Any] | None = None,
+        router_state: Mapping[str, Any] | None = None,
     ) -> None:
         canned = {t.request_id: (200, t.model_dump_json().encode()) for t in traces}
         canned.update(responses or {})
+        results, evs = list(probes), list(events)
+        live = {"/v1/alerts": alerts, "/v1/router/state": router_state}
         self.requests: list[str] = []
         seen = self.requests
+
+        def answer(path: str) -> tuple[int, bytes]:
+            route, _, qs = path.partition("?")
+            query = urllib.parse.parse_qs(qs)
+            if route == "/v1/probes":
+                return _json({"results": [r.model_dump(mode="json") for r in results if _matches(r, query)]})
+            if route == "/v1/events":
+                return _json({"events": [e.model_dump(mode="json") for e in evs if _matches(e, query)]})
+            if route in live:
+                found = live[route]
+                return _json(found) if found is not None else (404, b'{"error": {"code": "not_found"}}')
+            prefix = "/v1/traces/"
+            rid = urllib.parse.unquote(path[len(prefix) :]) if path.startswith(prefix) else None
+            return canned.get(rid or "", (404, not_found(rid or "")))
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 seen.append(self.path)
-                prefix = "/v1/traces/"
-                rid = urllib.parse.unquote(self.path[len(prefix) :]) if self.path.startswith(prefix) else None
-                status, body = canned.get(rid or "", (404, not_found(rid or "")))
+                status, body = answer(self.path)
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))

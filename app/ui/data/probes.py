@@ -1,0 +1,219 @@
+"""Probe results, router state, alerts and events as plain data for the "Probes & alerts" page.
+
+Pure functions, no Streamlit, no I/O: the page fetches, these shape. Verdicts are strings
+(``ok``, ``degraded``, ``failed``, and :data:`NO_DATA` for a kind never probed in the window).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar
+
+import pandas as pd
+from pydantic import ValidationError
+
+from schemas.common import ProbeKind
+from schemas.probe import ProbeResult, ProbeStatus
+from schemas.probes_config import LatencyProbeSettings
+from schemas.records import RouterEvent
+
+__all__ = [
+    "ACTIVE_ALERT_COLUMNS", "DEFAULT_WINDOW", "GRID_COLUMNS", "KINDS", "LATENCY_COLUMNS", "NO_DATA",
+    "RECENT_ALERT_COLUMNS", "SIMILARITY_COLUMNS", "VERDICT_RANK", "WINDOWS", "active_alerts", "held_verdicts",
+    "instance_link", "instances_worst_first", "last_verdicts", "latency_series", "read_forward", "recent_alerts",
+    "similarity_series", "window_span",
+]
+
+WINDOWS: dict[str, timedelta] = {
+    "15m": timedelta(minutes=15), "1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(hours=24),
+}
+DEFAULT_WINDOW = "1h"
+NO_DATA = "no data"
+KINDS: tuple[str, ...] = tuple(k.value for k in ProbeKind)
+# Worst first; an instance never probed sorts after the failing ones but before the healthy.
+VERDICT_RANK: dict[str, int] = {"failed": 0, "degraded": 1, NO_DATA: 2, "ok": 3}
+DEFAULT_TOLERANCE = LatencyProbeSettings().tolerance
+
+GRID_COLUMNS: tuple[str, ...] = (
+    "instance", "model", "kind", "verdict", "value", "threshold", "ts", "reason", "held", "held_since", "link",
+)
+SIMILARITY_COLUMNS: tuple[str, ...] = ("ts", "value", "threshold", "verdict", "reference", "reason")
+LATENCY_COLUMNS: tuple[str, ...] = (
+    "ts", "value", "baseline", "band_low", "band_high", "threshold", "verdict", "reason",
+)
+ACTIVE_ALERT_COLUMNS: tuple[str, ...] = (
+    "severity", "state", "name", "instance", "model", "kind", "since", "value", "summary", "link",
+)
+RECENT_ALERT_COLUMNS: tuple[str, ...] = ("ts", "action", "rule", "instance", "model", "severity", "message", "link")
+
+
+def window_span(key: str, now: datetime) -> tuple[datetime, datetime]:
+    """The ``[start, end)`` of the window named ``key`` (one of :data:`WINDOWS`) ending at ``now``.
+
+    An unknown key (a hand-edited URL) falls back to :data:`DEFAULT_WINDOW`.
+    """
+    return now - WINDOWS.get(key, WINDOWS[DEFAULT_WINDOW]), now
+
+
+class _Timed(Protocol):
+    @property
+    def ts(self) -> datetime: ...
+
+
+T = TypeVar("T", bound=_Timed)
+
+
+def read_forward(
+    fetch: Callable[[datetime, datetime], Sequence[T]], start: datetime, end: datetime, *,
+    key: Callable[[T], str], page: int, max_pages: int,
+) -> tuple[list[T], bool]:
+    """Read a whole ``[start, end)`` from a store that answers at most ``page`` records, oldest first.
+
+    Each next page starts at the last timestamp seen; records seen twice (same ``key``) are
+    dropped. Returns the records and whether reading stopped early (``max_pages`` reached, or
+    more than ``page`` records share one timestamp), so the page can say it shows a part.
+    """
+    out: dict[str, T] = {}
+    for _ in range(max_pages):
+        got = fetch(start, end)
+        out.update((key(r), r) for r in got)
+        if len(got) < page:
+            return sorted(out.values(), key=lambda r: r.ts), False
+        if got[-1].ts <= start:
+            break
+        start = got[-1].ts
+    return sorted(out.values(), key=lambda r: r.ts), True
+
+
+def instance_link(instance: str | None) -> str | None:
+    """The query-param link to what is behind an instance (``?instance=<id>``), None without one."""
+    return None if not instance else "?" + urllib.parse.urlencode({"instance": instance})
+
+
+def held_verdicts(state: Mapping[str, Any] | None) -> dict[tuple[str, str], ProbeStatus]:
+    """The router's hysteresis verdicts, ``(instance, kind) -> ProbeStatus``, from ``GET /v1/router/state``.
+
+    Takes the gateway's ``{"instances": [snapshot, ...]}`` and an object keyed by instance id
+    alike; keys that are not snapshots (``scrape``, ``quality``, ``models``, ``cluster``) and
+    statuses that do not validate are skipped, so a newer gateway never breaks the page.
+    """
+    if not state:
+        return {}
+    listed = state.get("instances")
+    snaps: Iterable[Any] = listed if isinstance(listed, list) else state.values()
+    out: dict[tuple[str, str], ProbeStatus] = {}
+    for snap in snaps:
+        if not isinstance(snap, Mapping) or not isinstance(snap.get("instance"), str):
+            continue
+        for raw in snap.get("probes") or []:
+            try:
+                status = ProbeStatus.model_validate(raw)
+            except ValidationError:
+                continue
+            out[(snap["instance"], status.kind.value)] = status
+    return out
+
+
+def last_verdicts(
+    results: Sequence[ProbeResult], held: Mapping[tuple[str, str], ProbeStatus] | None = None
+) -> pd.DataFrame:
+    """One row per (instance, kind): the latest result's verdict, or :data:`NO_DATA`; instances by name.
+
+    ``held`` (from :func:`held_verdicts`) adds the router's verdict and since when it holds; an
+    instance the router knows but no result names still gets its rows.
+    """
+    held = held or {}
+    latest: dict[tuple[str, str], ProbeResult] = {}
+    for r in results:
+        key = (r.instance, r.kind.value)
+        if key not in latest or r.ts >= latest[key].ts:
+            latest[key] = r
+    models = {r.instance: r.model for r in results}
+    names = sorted({i for i, _ in latest} | {i for i, _ in held})
+    rows = []
+    for name in names:
+        for kind in KINDS:
+            last, status = latest.get((name, kind)), held.get((name, kind))
+            rows.append({
+                "instance": name, "model": models.get(name), "kind": kind,
+                "verdict": last.verdict.value if last else NO_DATA,
+                "value": last.value if last else None, "threshold": last.threshold if last else None,
+                "ts": last.ts if last else None, "reason": last.reason if last else "",
+                "held": status.verdict.value if status else None, "held_since": status.since if status else None,
+                "link": instance_link(name),
+            })
+    frame = pd.DataFrame(rows, columns=list(GRID_COLUMNS))
+    return frame.astype({"value": "float64", "threshold": "float64"})
+
+
+def instances_worst_first(grid: pd.DataFrame) -> list[str]:
+    """Instances of a :func:`last_verdicts` frame, worst first (most failed, then degraded kinds), then by name."""
+    def badness(rows: pd.DataFrame) -> tuple[int, int, int]:
+        counts = rows["verdict"].value_counts()
+        return (-int(counts.get("failed", 0)), -int(counts.get("degraded", 0)), -int(counts.get(NO_DATA, 0)))
+
+    keyed = [(badness(rows), str(name)) for name, rows in grid.groupby("instance", sort=True)]
+    return [name for _, name in sorted(keyed)]
+
+
+def _series(results: Sequence[ProbeResult], instance: str, kind: ProbeKind) -> list[ProbeResult]:
+    return sorted((r for r in results if r.instance == instance and r.kind == kind), key=lambda r: r.ts)
+
+
+def similarity_series(results: Sequence[ProbeResult], instance: str) -> pd.DataFrame:
+    """The semantic probe of ``instance`` over time: lowest cosine per round and the threshold it met."""
+    rows = [
+        {"ts": r.ts, "value": r.value, "threshold": r.threshold, "verdict": r.verdict.value,
+         "reference": r.reference, "reason": r.reason}
+        for r in _series(results, instance, ProbeKind.SEMANTIC)
+    ]
+    return pd.DataFrame(rows, columns=list(SIMILARITY_COLUMNS)).astype({"value": "float64", "threshold": "float64"})
+
+
+def latency_series(
+    results: Sequence[ProbeResult], instance: str, tolerance: float = DEFAULT_TOLERANCE
+) -> pd.DataFrame:
+    """The latency probe of ``instance`` over time: window p95 (ms), learned baseline and its ±band.
+
+    The band is ``baseline × (1 ± t)``, ``t`` read from the result (``threshold / baseline - 1``)
+    when it carries both, else ``tolerance`` (the probe's default ±20%).
+    """
+    rows = []
+    for r in _series(results, instance, ProbeKind.LATENCY):
+        base = r.baseline
+        tol = abs(r.threshold / base - 1) if base and r.threshold else tolerance
+        rows.append({
+            "ts": r.ts, "value": r.value, "baseline": base,
+            "band_low": base * (1 - tol) if base is not None else None,
+            "band_high": base * (1 + tol) if base is not None else None,
+            "threshold": r.threshold, "verdict": r.verdict.value, "reason": r.reason,
+        })
+    floats = {c: "float64" for c in ("value", "baseline", "band_low", "band_high", "threshold")}
+    return pd.DataFrame(rows, columns=list(LATENCY_COLUMNS)).astype(floats)
+
+
+def active_alerts(payload: Mapping[str, Any] | None) -> pd.DataFrame:
+    """The alerts ``GET /v1/alerts`` reports, firing before pending, then by severity and name."""
+    alerts = [a for a in (payload or {}).get("alerts") or [] if isinstance(a, Mapping)]
+    rows = [{**{c: a.get(c) for c in ACTIVE_ALERT_COLUMNS}, "link": instance_link(a.get("instance"))} for a in alerts]
+    frame = pd.DataFrame(rows, columns=list(ACTIVE_ALERT_COLUMNS))
+    if frame.empty:
+        return frame
+    order = {"firing": 0, "pending": 1}, {"critical": 0, "warning": 1, "info": 2}
+    keys = frame["state"].map(order[0]).fillna(9) * 10 + frame["severity"].map(order[1]).fillna(9)
+    return frame.assign(_k=keys).sort_values(["_k", "name"], kind="stable").drop(columns="_k").reset_index(drop=True)
+
+
+def recent_alerts(events: Sequence[RouterEvent]) -> pd.DataFrame:
+    """Alert events (kind ``alert``), newest first: ``firing: <Rule> ...`` / ``resolved: <Rule> ...`` split."""
+    rows = []
+    for e in sorted((e for e in events if e.kind == "alert"), key=lambda e: e.ts, reverse=True):
+        action, _, rest = e.message.partition(":")
+        if not rest:
+            action, rest = "", e.message
+        rule = rest.strip().split(" ", 1)[0] if rest.strip() else ""
+        rows.append({"ts": e.ts, "action": action.strip(), "rule": rule, "instance": e.instance, "model": e.model,
+                     "severity": e.severity, "message": e.message, "link": instance_link(e.instance)})
+    return pd.DataFrame(rows, columns=list(RECENT_ALERT_COLUMNS))

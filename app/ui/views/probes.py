@@ -1,0 +1,150 @@
+"""Probes & alerts: the last verdict of each probe per instance, similarity and latency against their
+bounds, active and recent alerts (thin page; data from app.ui.data.probes, pictures from app.ui.charts.probes)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import streamlit as st
+
+from app import reader
+from app.ui import resources
+from app.ui.charts import probes as charts
+from app.ui.data import probes as data
+from ingest import SinkError
+from ingest.trace_store import MAX_LIMIT
+from schemas.probe import ProbeResult
+from schemas.records import RouterEvent
+
+# The grid looks this far back at most: a kind with no result in it shows grey (silence is not health).
+GRID_LOOKBACK = timedelta(minutes=10)
+MAX_PAGES = 10
+
+
+def _read(fetch: Any, start: datetime, end: datetime, key: Any) -> tuple[list[dict[str, Any]], bool]:
+    items, partial = data.read_forward(fetch, start, end, key=key, page=MAX_LIMIT, max_pages=MAX_PAGES)
+    return [i.model_dump(mode="json") for i in items], partial
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def fetch_results(window: str, instance: str | None) -> tuple[list[dict[str, Any]], bool]:
+    """Probe results of the window (the grid's lookback at most when no instance is named)."""
+    start, end = data.window_span(window, datetime.now(UTC))
+    if instance is None:
+        start = max(start, end - GRID_LOOKBACK)
+    store = resources.get_store()
+    return _read(lambda s, e: store.probe_timeline(s, e, instance=instance), start, end, lambda r: r.probe_id)
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def fetch_alert_events(window: str) -> tuple[list[dict[str, Any]], bool]:
+    """Router events of kind ``alert`` in the window."""
+    start, end = data.window_span(window, datetime.now(UTC))
+    store = resources.get_store()
+    return _read(lambda s, e: store.events(s, e, kind="alert"), start, end, lambda e: e.event_id)
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def fetch_live(path: str) -> Any:
+    """A live view of the server (``/v1/alerts``, ``/v1/router/state``); None when reading a file."""
+    server = reader.api_from_env()
+    return None if server is None else reader.fetch_json(server[0], path, server[1])
+
+
+def live_or_problem(path: str) -> tuple[Any, str | None]:
+    try:
+        found = fetch_live(path)
+    except SinkError as exc:
+        return None, str(exc)
+    return found, None if found is not None else "the app reads a trace file, not a server"
+
+
+def synced_choice(label: str, options: list[str], key: str, default: str) -> str:
+    """A horizontal radio kept in ``?<key>=`` (a link opens the same view)."""
+    if key not in st.session_state:
+        wanted = st.query_params.get(key, default)
+        st.session_state[key] = wanted if wanted in options else default
+    value = str(st.radio(label, options, key=key, horizontal=True))
+    st.query_params[key] = value
+    return value
+
+
+st.title("Probes & alerts")
+st.caption("Synthetic probes of every instance (syntax, latency baseline, semantic fidelity) and their alerts.")
+
+window = synced_choice("Window", list(data.WINDOWS), "window", data.DEFAULT_WINDOW)
+try:
+    raw_results, _ = fetch_results(window, None)
+    raw_events, events_partial = fetch_alert_events(window)
+except SinkError as exc:
+    st.error(f"Probe source unreachable: {exc}")
+    st.stop()
+results = [ProbeResult.model_validate(r) for r in raw_results]
+state, state_problem = live_or_problem("/v1/router/state")
+grid = data.last_verdicts(results, data.held_verdicts(state if isinstance(state, dict) else None))
+order = data.instances_worst_first(grid)
+
+alerts, alerts_problem = live_or_problem("/v1/alerts")
+active = data.active_alerts(alerts if isinstance(alerts, dict) else None)
+st.subheader("Active alerts")
+if alerts_problem:
+    st.warning(f"Active alerts unavailable ({alerts_problem}); recent alert events are below.")
+elif active.empty:
+    st.success("No alert is firing or pending.")
+for row in active.itertuples():
+    where = f" on [`{row.instance}`]({row.link})" if row.instance else ""
+    st.markdown(f"- :red[**{str(row.state).upper()}**] **{row.name}** ({row.severity}){where}: {row.summary or ''}")
+
+if grid.empty:
+    st.info(f"No probe results yet (last {min(data.WINDOWS[window], GRID_LOOKBACK).seconds // 60} minutes). "
+            "Probes run inside `routelens serve` (or `routelens probes run`) every 30 s.")
+else:
+    lookback = min(data.WINDOWS[window], GRID_LOOKBACK).seconds // 60
+    st.caption(f"Last verdict of each probe in the last {lookback} minutes, worst instance first; "
+               "grey: no result (silence is not health).")
+    st.plotly_chart(charts.verdict_grid_chart(grid, order))
+    if state_problem:
+        st.caption(f"Router verdicts (hysteresis) unavailable: {state_problem}.")
+    with st.expander("Verdict table"):
+        st.dataframe(grid, hide_index=True, column_config={"link": st.column_config.LinkColumn("open")})
+
+    asked = st.query_params.get("instance")
+    options = order + ([asked] if asked and asked not in order else [])
+    if "instance" not in st.session_state:
+        st.session_state["instance"] = asked if asked in options else order[0]
+    instance = str(st.selectbox("Instance (worst first)", options, key="instance"))
+    st.query_params["instance"] = instance
+    try:
+        series_raw, partial = fetch_results(window, instance)
+    except SinkError as exc:
+        st.error(f"Probe source unreachable: {exc}")
+        st.stop()
+    series = [ProbeResult.model_validate(r) for r in series_raw]
+    if partial:
+        st.caption(f"Showing the first {len(series)} results of the window; pick a shorter one for all.")
+    similarity, latency = data.similarity_series(series, instance), data.latency_series(series, instance)
+    left, right = st.columns(2)
+    with left:
+        if similarity.empty:
+            st.info(f"No semantic probe results for `{instance}` in the window.")
+        else:
+            st.plotly_chart(charts.similarity_chart(similarity, instance))
+    with right:
+        if latency.empty:
+            st.info(f"No latency probe results for `{instance}` in the window.")
+        else:
+            st.plotly_chart(charts.latency_chart(latency, instance))
+    with st.expander(f"Probe results of {instance}"):
+        st.dataframe(
+            [r.model_dump(mode="json") for r in reversed(series)], hide_index=True
+        )
+
+st.subheader("Recent alerts")
+recent = data.recent_alerts([RouterEvent.model_validate(e) for e in raw_events])
+if recent.empty:
+    st.caption("No alert fired or resolved in the window.")
+else:
+    st.caption(f"{len(recent)} alert events in the window" + (" (the first ones only)" if events_partial else ""))
+    with st.expander("Alert events", expanded=True):
+        st.dataframe(recent, hide_index=True, column_config={"link": st.column_config.LinkColumn("open")})
