@@ -92,9 +92,10 @@ class TraceStore(Protocol):
         ...
 
     def probe_timeline(
-        self, start: datetime, end: datetime, instance: str | None = None, limit: int = MAX_LIMIT
+        self, start: datetime, end: datetime, instance: str | None = None, limit: int = MAX_LIMIT,
+        kind: str | None = None,
     ) -> list[ProbeResult]:
-        """Return probe results in ``[start, end)``, oldest first."""
+        """Return probe results in ``[start, end)``, oldest first (of one instance and kind when given)."""
         ...
 
     def events(
@@ -134,10 +135,11 @@ class WindowReader(ABC):
         """
 
     def probe_timeline(
-        self, start: datetime, end: datetime, instance: str | None = None, limit: int = MAX_LIMIT
+        self, start: datetime, end: datetime, instance: str | None = None, limit: int = MAX_LIMIT,
+        kind: str | None = None,
     ) -> list[ProbeResult]:
-        """Return probe results in ``[start, end)``, oldest first."""
-        return self._window(Kind.PROBE, start, end, {"instance": instance}, clamp_limit(limit))
+        """Return probe results in ``[start, end)``, oldest first (of one instance and kind when given)."""
+        return self._window(Kind.PROBE, start, end, {"instance": instance, "kind": kind}, clamp_limit(limit))
 
     def events(
         self, start: datetime, end: datetime, kind: str | None = None, limit: int = MAX_LIMIT

@@ -104,9 +104,9 @@ class HttpTraceStore:
         return {"start": start.isoformat(), "end": end.isoformat(), "limit": clamp_limit(limit), **eq}
 
     def probe_timeline(self, start: datetime, end: datetime, instance: str | None = None,
-                       limit: int = MAX_LIMIT) -> list[ProbeResult]:
-        """Return probe results in ``[start, end)``, oldest first."""
-        data = self._get("/v1/probes", self._span(start, end, limit, instance=instance))
+                       limit: int = MAX_LIMIT, kind: str | None = None) -> list[ProbeResult]:
+        """Return probe results in ``[start, end)``, oldest first (of one instance and kind when given)."""
+        data = self._get("/v1/probes", self._span(start, end, limit, instance=instance, kind=kind))
         return self._models(ProbeResult, data["results"])
 
     def events(self, start: datetime, end: datetime, kind: str | None = None,

@@ -43,6 +43,7 @@ from ingest.intake.lines import LineResult, split_records, take_records
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import describe_validation_error
 from ingest.trace_store import MAX_LIMIT, BadCursor, TraceStore
+from schemas.common import ProbeKind
 from schemas.queries import AggregateQuery, TraceFilter
 from schemas.trace import DecisionTrace
 
@@ -110,6 +111,9 @@ def _filter(request: web.Request) -> TraceFilter:
     except ValidationError as exc:
         loc = exc.errors()[0]["loc"]
         raise _BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
+
+
+_PROBE_KINDS = frozenset(k.value for k in ProbeKind)
 
 
 def _time(request: web.Request, name: str) -> datetime:
@@ -251,8 +255,11 @@ class IngestApi:
         return _json({"edges": await asyncio.to_thread(self.store.traffic, _filter(request))})
 
     async def probes(self, request: web.Request) -> web.Response:
-        """``GET /v1/probes``: the probe timeline."""
-        args = (_time(request, "start"), _time(request, "end"), request.query.get("instance"), _limit(request))
+        """``GET /v1/probes``: the probe timeline (``instance`` and ``kind`` narrow it)."""
+        kind = request.query.get("kind")
+        if kind is not None and kind not in _PROBE_KINDS:
+            raise _BadParam("kind", f"kind must be one of {', '.join(sorted(_PROBE_KINDS))}")
+        args = (_time(request, "start"), _time(request, "end"), request.query.get("instance"), _limit(request), kind)
         return _json({"results": await asyncio.to_thread(self.store.probe_timeline, *args)})
 
     async def events(self, request: web.Request) -> web.Response:

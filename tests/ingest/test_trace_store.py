@@ -55,7 +55,8 @@ class Data:
         self.feedback = [Feedback(request_id=t.request_id, ts=t.ts + timedelta(seconds=5), correct=i % 3 != 0)
                          for i, t in enumerate(self.traces) if i % 2 == 0]
         self.probes = [ProbeResult(probe_id=f"p{i}", ts=T0 + timedelta(minutes=5 * i), instance=f"inst-{i % 2}",
-                                   model="m", kind=ProbeKind.LATENCY, verdict="ok" if i != 3 else "failed", value=10.0 + i, latency_ms=10.0 + i)
+                                   model="m", kind=[ProbeKind.LATENCY, ProbeKind.SEMANTIC][i % 3 == 0],
+                                   verdict="ok" if i != 3 else "failed", value=10.0 + i, latency_ms=10.0 + i)
                        for i in range(8)]
         self.events = [RouterEvent(event_id=f"e{i}", ts=T0 + timedelta(minutes=7 * i), kind="breaker" if i % 2 else
                                    "latch", instance="inst-1", message=f"event {i}") for i in range(5)]
@@ -204,6 +205,8 @@ def test_probe_timeline_events_snapshots_and_quarantine(store: Any) -> None:
     start, end = T0, T0 + timedelta(hours=2)
     assert store.probe_timeline(start, end) == DATA.probes
     assert store.probe_timeline(start, end, instance="inst-1") == [p for p in DATA.probes if p.instance == "inst-1"]
+    semantic = [p for p in DATA.probes if p.kind == "semantic" and p.instance == "inst-1"]
+    assert semantic and store.probe_timeline(start, end, instance="inst-1", kind="semantic") == semantic
     assert store.events(start, end, kind="breaker") == [e for e in DATA.events if e.kind == "breaker"]
     snaps = store.snapshots(start, end, instance="inst-0")
     states = {c.state.model_dump_json() for t in DATA.traces for c in t.candidates

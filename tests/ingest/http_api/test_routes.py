@@ -128,6 +128,7 @@ def test_the_query_api_over_http(tmp_path: Path, factory: TraceFactory) -> None:
         assert status == 200 and len(snaps["snapshots"]) == 4 * 3
         for path, param in (("/v1/traces?fallback=maybe", "fallback"), ("/v1/traces?limit=0", "limit"),
                             ("/v1/traces?start=yesterday", "start"), ("/v1/probes?start=2026-01-01T00:00:00", "start"),
+                            ("/v1/probes?start=2026-01-01T00:00:00Z&end=2026-01-02T00:00:00Z&kind=ping", "kind"),
                             ("/v1/traces?cursor=xyz", "cursor"), ("/v1/analytics/buckets?bucket=1h", "bucket")):
             status, err = await call("GET", path)
             assert status == 400 and err["error"]["param"] == param, path
