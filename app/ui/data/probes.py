@@ -6,6 +6,7 @@ Pure functions, no Streamlit, no I/O: the page fetches, these shape. Verdicts ar
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -21,9 +22,9 @@ from schemas.records import RouterEvent
 
 __all__ = [
     "ACTIVE_ALERT_COLUMNS", "DEFAULT_WINDOW", "GRID_COLUMNS", "KINDS", "LATENCY_COLUMNS", "NO_DATA",
-    "RECENT_ALERT_COLUMNS", "SIMILARITY_COLUMNS", "VERDICT_RANK", "WINDOWS", "active_alerts", "held_verdicts",
-    "instance_link", "instances_worst_first", "last_verdicts", "latency_series", "read_forward", "recent_alerts",
-    "similarity_series", "window_span",
+    "RECENT_ALERT_COLUMNS", "SIMILARITY_COLUMNS", "WINDOWS", "active_alert_lines", "active_alerts",
+    "held_verdicts", "instance_link", "instances_worst_first", "last_verdicts", "latency_series", "read_forward",
+    "recent_alerts", "similarity_series", "window_span",
 ]
 
 WINDOWS: dict[str, timedelta] = {
@@ -32,9 +33,8 @@ WINDOWS: dict[str, timedelta] = {
 DEFAULT_WINDOW = "1h"
 NO_DATA = "no data"
 KINDS: tuple[str, ...] = tuple(k.value for k in ProbeKind)
-# Worst first; an instance never probed sorts after the failing ones but before the healthy.
-VERDICT_RANK: dict[str, int] = {"failed": 0, "degraded": 1, NO_DATA: 2, "ok": 3}
 DEFAULT_TOLERANCE = LatencyProbeSettings().tolerance
+_ALERT_MESSAGE = re.compile(r"^(firing|resolved):\s*(\S+)")
 
 GRID_COLUMNS: tuple[str, ...] = (
     "instance", "model", "kind", "verdict", "value", "threshold", "ts", "reason", "held", "held_since", "link",
@@ -206,14 +206,25 @@ def active_alerts(payload: Mapping[str, Any] | None) -> pd.DataFrame:
     return frame.assign(_k=keys).sort_values(["_k", "name"], kind="stable").drop(columns="_k").reset_index(drop=True)
 
 
+def active_alert_lines(frame: pd.DataFrame) -> list[str]:
+    """One markdown line per row of :func:`active_alerts`: state, rule, severity, linked instance, summary."""
+    lines = []
+    for row in frame.to_dict("records"):
+        inst = row["instance"] if isinstance(row["instance"], str) and row["instance"] else None
+        where = f" on [`{inst}`]({instance_link(inst)})" if inst else ""
+        colour = "red" if row["state"] == "firing" else "orange"
+        summary = row["summary"] if isinstance(row["summary"], str) else ""
+        lines.append(f"- :{colour}[**{str(row['state']).upper()}**] **{row['name']}** ({row['severity']}){where}"
+                     + (f": {summary}" if summary else ""))
+    return lines
+
+
 def recent_alerts(events: Sequence[RouterEvent]) -> pd.DataFrame:
     """Alert events (kind ``alert``), newest first: ``firing: <Rule> ...`` / ``resolved: <Rule> ...`` split."""
     rows = []
     for e in sorted((e for e in events if e.kind == "alert"), key=lambda e: e.ts, reverse=True):
-        action, _, rest = e.message.partition(":")
-        if not rest:
-            action, rest = "", e.message
-        rule = rest.strip().split(" ", 1)[0] if rest.strip() else ""
-        rows.append({"ts": e.ts, "action": action.strip(), "rule": rule, "instance": e.instance, "model": e.model,
+        found = _ALERT_MESSAGE.match(e.message)
+        action, rule = found.groups() if found else ("", "")
+        rows.append({"ts": e.ts, "action": action, "rule": rule, "instance": e.instance, "model": e.model,
                      "severity": e.severity, "message": e.message, "link": instance_link(e.instance)})
     return pd.DataFrame(rows, columns=list(RECENT_ALERT_COLUMNS))

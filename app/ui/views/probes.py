@@ -92,9 +92,8 @@ if alerts_problem:
     st.warning(f"Active alerts unavailable ({alerts_problem}); recent alert events are below.")
 elif active.empty:
     st.success("No alert is firing or pending.")
-for row in active.itertuples():
-    where = f" on [`{row.instance}`]({row.link})" if row.instance else ""
-    st.markdown(f"- :red[**{str(row.state).upper()}**] **{row.name}** ({row.severity}){where}: {row.summary or ''}")
+for line in data.active_alert_lines(active):
+    st.markdown(line)
 
 if grid.empty:
     st.info(f"No probe results yet (last {min(data.WINDOWS[window], GRID_LOOKBACK).seconds // 60} minutes). "

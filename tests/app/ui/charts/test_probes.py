@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from app.ui.charts import probes as charts
+from app.ui.data import probes as data
+from schemas.probe import ProbeResult
+from tests.app import stub_trace_api as stub
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def results() -> list[ProbeResult]:
+    return stub.sample_probe_results(NOW)
+
+
+def colour_of(fig_json: dict, code: float) -> str:
+    """The colour a heatmap z value gets from its colourscale (flat bands)."""
+    trace = fig_json["data"][0]
+    pos = (code - trace["zmin"]) / (trace["zmax"] - trace["zmin"])
+    bands = trace["colorscale"]
+    return next(colour for (lo, colour), (hi, _) in zip(bands, bands[1:], strict=False) if lo <= pos <= hi)
+
+
+def test_verdict_grid_cells_and_colours(results: list[ProbeResult]) -> None:
+    grid = data.last_verdicts(results, data.held_verdicts(stub.sample_router_state(NOW)))
+    order = data.instances_worst_first(grid)
+    fig = json.loads(charts.verdict_grid_chart(grid, order).to_json())
+
+    (heat,) = fig["data"]
+    assert heat["type"] == "heatmap"
+    assert heat["y"] == order and heat["x"] == list(data.KINDS)
+    text = {(y, x): heat["text"][i][j] for i, y in enumerate(heat["y"]) for j, x in enumerate(heat["x"])}
+    assert text[(stub.DRIFTING_INSTANCE, "semantic")] == "failed"
+    assert text[(stub.DRIFTING_INSTANCE, "latency")] == "degraded"
+    assert text[(stub.SYNTAX_ONLY_INSTANCE, "semantic")] == "no data"
+    codes = {t: heat["z"][i][j] for i, row in enumerate(heat["text"]) for j, t in enumerate(row)}
+    assert {t: colour_of(fig, z) for t, z in codes.items()} == charts.VERDICT_COLOURS
+    i, j = order.index(stub.DRIFTING_INSTANCE), heat["x"].index("semantic")
+    assert "router: failed" in heat["customdata"][i][j] and "threshold 0.65" in heat["customdata"][i][j]
+
+
+def test_verdict_grid_default_order_and_empty(results: list[ProbeResult]) -> None:
+    grid = data.last_verdicts(results)
+    assert json.loads(charts.verdict_grid_chart(grid).to_json())["data"][0]["y"] == sorted(set(grid["instance"]))
+    assert charts.verdict_grid_chart(data.last_verdicts([])).data == ()
+
+
+def test_similarity_chart_has_threshold_line(results: list[ProbeResult]) -> None:
+    frame = data.similarity_series(results, stub.DRIFTING_INSTANCE)
+    fig = charts.similarity_chart(frame, stub.DRIFTING_INSTANCE)
+
+    assert [t.name for t in fig.data] == ["similarity", "threshold"]
+    assert list(fig.data[1].y) == [0.65] * len(frame)
+    assert fig.data[0].marker.color[-1] == charts.VERDICT_COLOURS["failed"]
+    assert fig.data[0].marker.color[0] == charts.VERDICT_COLOURS["ok"]
+    assert stub.DRIFTING_INSTANCE in fig.layout.title.text
+    assert charts.similarity_chart(frame.iloc[0:0], "x").data == ()
+
+
+def test_similarity_chart_without_threshold(results: list[ProbeResult]) -> None:
+    frame = data.similarity_series(results, stub.HEALTHY_INSTANCE).assign(threshold=float("nan"))
+    assert [t.name for t in charts.similarity_chart(frame, "x").data] == ["similarity"]
+
+
+def test_latency_chart_band_baseline_and_p95(results: list[ProbeResult]) -> None:
+    frame = data.latency_series(results, stub.DRIFTING_INSTANCE)
+    fig = charts.latency_chart(frame, stub.DRIFTING_INSTANCE)
+
+    assert [t.name for t in fig.data] == ["band_low", "±tolerance", "baseline", "p95"]
+    low, high, base, p95 = fig.data
+    assert high.fill == "tonexty" and not low.showlegend
+    assert list(low.y)[0] == pytest.approx(640) and list(high.y)[0] == pytest.approx(960)
+    assert list(base.y) == [800.0] * len(frame)
+    assert p95.marker.color[-1] == charts.VERDICT_COLOURS["degraded"]
+    assert charts.latency_chart(frame.iloc[0:0], "x").data == ()
+
+
+def test_latency_chart_without_baseline_shows_only_p95(results: list[ProbeResult]) -> None:
+    frame = data.latency_series(results, stub.HEALTHY_INSTANCE).assign(baseline=float("nan"))
+    assert [t.name for t in charts.latency_chart(frame, "x").data] == ["p95"]

@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.ui.data import probes as pd_
+from schemas.common import ProbeKind, ProbeVerdict
+from schemas.probe import ProbeResult
+from tests.app import stub_trace_api as stub
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def results() -> list[ProbeResult]:
+    return stub.sample_probe_results(NOW)
+
+
+def test_window_span_and_unknown_key() -> None:
+    assert pd_.window_span("15m", NOW) == (NOW - timedelta(minutes=15), NOW)
+    assert pd_.window_span("24h", NOW)[0] == NOW - timedelta(hours=24)
+    assert pd_.window_span("bogus", NOW)[0] == NOW - timedelta(hours=1)
+
+
+def test_instance_link() -> None:
+    assert pd_.instance_link("vllm a/1") == "?instance=vllm+a%2F1"
+    assert pd_.instance_link(None) is None and pd_.instance_link("") is None
+
+
+def test_last_verdicts_one_row_per_instance_and_kind(results: list[ProbeResult]) -> None:
+    grid = pd_.last_verdicts(results)
+
+    assert list(grid.columns) == list(pd_.GRID_COLUMNS)
+    assert len(grid) == 3 * 3
+    cell = grid.set_index(["instance", "kind"])
+    assert cell.loc[(stub.DRIFTING_INSTANCE, "semantic"), "verdict"] == "failed"
+    assert cell.loc[(stub.DRIFTING_INSTANCE, "semantic"), "value"] == pytest.approx(0.31)
+    assert cell.loc[(stub.DRIFTING_INSTANCE, "latency"), "verdict"] == "degraded"
+    assert cell.loc[(stub.DRIFTING_INSTANCE, "syntax"), "verdict"] == "ok"
+    assert cell.loc[(stub.SYNTAX_ONLY_INSTANCE, "semantic"), "verdict"] == pd_.NO_DATA
+    assert cell.loc[(stub.HEALTHY_INSTANCE, "latency"), "ts"] == NOW - timedelta(seconds=30)
+    assert cell.loc[(stub.HEALTHY_INSTANCE, "latency"), "link"] == f"?instance={stub.HEALTHY_INSTANCE}"
+    assert grid["held"].isna().all()
+
+
+def test_last_verdicts_takes_the_latest_whatever_the_input_order(results: list[ProbeResult]) -> None:
+    assert pd_.last_verdicts(list(reversed(results))).equals(pd_.last_verdicts(results))
+
+
+def test_held_verdicts_from_the_gateway_shape_and_an_id_keyed_object() -> None:
+    state = stub.sample_router_state(NOW)
+    held = pd_.held_verdicts(state)
+    assert set(held) == {(stub.DRIFTING_INSTANCE, "semantic"), (stub.DRIFTING_INSTANCE, "latency")}
+    assert held[(stub.DRIFTING_INSTANCE, "semantic")].verdict == ProbeVerdict.FAILED
+
+    keyed = {s["instance"]: s for s in state["instances"]} | {"scrape": {"stalled": False}, "quality": []}
+    assert pd_.held_verdicts(keyed) == held
+    assert pd_.held_verdicts(None) == {} and pd_.held_verdicts({"instances": "nope"}) == {}
+
+
+def test_held_verdicts_skip_invalid_statuses() -> None:
+    state = {"instances": [{"instance": "x", "probes": [{"kind": "bogus"}, {"kind": "syntax", "verdict": "ok",
+                                                                          "since": NOW.isoformat()}]}]}
+    assert list(pd_.held_verdicts(state)) == [("x", "syntax")]
+
+
+def test_router_only_instance_gets_rows_and_held_columns(results: list[ProbeResult]) -> None:
+    held = pd_.held_verdicts(stub.sample_router_state(NOW))
+    held[("vllm-z-9", "syntax")] = held[(stub.DRIFTING_INSTANCE, "semantic")].model_copy(update={"kind": "syntax"})
+    grid = pd_.last_verdicts(results, held).set_index(["instance", "kind"])
+    assert grid.loc[(stub.DRIFTING_INSTANCE, "semantic"), "held"] == "failed"
+    assert grid.loc[(stub.DRIFTING_INSTANCE, "semantic"), "held_since"] == NOW - timedelta(minutes=1)
+    assert grid.loc[("vllm-z-9", "syntax"), "verdict"] == pd_.NO_DATA
+
+
+def test_instances_worst_first(results: list[ProbeResult]) -> None:
+    order = pd_.instances_worst_first(pd_.last_verdicts(results))
+    assert order == [stub.DRIFTING_INSTANCE, stub.SYNTAX_ONLY_INSTANCE, stub.HEALTHY_INSTANCE]
+    assert pd_.instances_worst_first(pd_.last_verdicts([])) == []
+
+
+def test_similarity_series(results: list[ProbeResult]) -> None:
+    frame = pd_.similarity_series(list(reversed(results)), stub.DRIFTING_INSTANCE)
+    assert list(frame.columns) == list(pd_.SIMILARITY_COLUMNS)
+    assert len(frame) == 20 and frame["ts"].is_monotonic_increasing
+    assert frame["threshold"].eq(0.65).all()
+    assert frame["verdict"].tolist()[-4:] == ["failed"] * 4
+    assert pd_.similarity_series(results, stub.SYNTAX_ONLY_INSTANCE).empty
+
+
+def test_latency_series_band_from_threshold_or_default(results: list[ProbeResult]) -> None:
+    frame = pd_.latency_series(results, stub.DRIFTING_INSTANCE)
+    assert list(frame.columns) == list(pd_.LATENCY_COLUMNS)
+    first = frame.iloc[0]
+    assert (first["baseline"], first["band_low"], first["band_high"]) == pytest.approx((800, 640, 960))
+    assert frame["verdict"].iloc[-1] == "degraded"
+
+    bare = ProbeResult(probe_id="p", ts=NOW, instance="i", model="m", kind=ProbeKind.LATENCY,
+                       verdict=ProbeVerdict.OK, value=100.0, baseline=100.0)
+    row = pd_.latency_series([bare], "i", tolerance=0.5).iloc[0]
+    assert (row["band_low"], row["band_high"]) == pytest.approx((50, 150))
+    unlearned = bare.model_copy(update={"baseline": None})
+    row = pd_.latency_series([unlearned], "i").iloc[0]
+    assert row.isna()[["baseline", "band_low", "band_high"]].all()
+
+
+def test_active_alerts_firing_first() -> None:
+    payload = stub.sample_alerts(NOW)
+    pending = {**payload["alerts"][0], "name": "AAA", "state": "pending", "instance": None}
+    frame = pd_.active_alerts({"alerts": [pending, *payload["alerts"], "junk"]})
+    assert list(frame.columns) == list(pd_.ACTIVE_ALERT_COLUMNS)
+    assert frame["name"].tolist() == [stub.ALERT_RULE, "AAA"]
+    assert frame["link"].iloc[0] == f"?instance={stub.DRIFTING_INSTANCE}" and frame["link"].isna().iloc[1]
+    assert pd_.active_alert_lines(frame) == [
+        f"- :red[**FIRING**] **{stub.ALERT_RULE}** (critical) on [`{stub.DRIFTING_INSTANCE}`]"
+        f"(?instance={stub.DRIFTING_INSTANCE}): semantic similarity below 0.65",
+        "- :orange[**PENDING**] **AAA** (critical): semantic similarity below 0.65",
+    ]
+    assert pd_.active_alerts(None).empty and pd_.active_alerts({"alerts": []}).empty
+    assert pd_.active_alert_lines(pd_.active_alerts(None)) == []
+
+
+def test_recent_alerts_newest_first_and_split() -> None:
+    frame = pd_.recent_alerts(stub.sample_events(NOW))
+    assert list(frame.columns) == list(pd_.RECENT_ALERT_COLUMNS)
+    assert frame["action"].tolist() == ["firing", "resolved", "firing"]
+    assert frame["rule"].tolist() == [stub.ALERT_RULE, "LatencyCreep", "LatencyCreep"]
+    assert frame["link"].iloc[0] == f"?instance={stub.DRIFTING_INSTANCE}"
+    odd = stub.sample_events(NOW)[0].model_copy(update={"message": "no colon here"})
+    assert pd_.recent_alerts([odd])[["action", "rule"]].iloc[0].tolist() == ["", ""]
+
+
+def test_read_forward_pages_dedupes_and_flags_truncation(results: list[ProbeResult]) -> None:
+    ordered = sorted(results, key=lambda r: r.ts)
+    calls: list[datetime] = []
+
+    def fetch(start: datetime, end: datetime) -> list[ProbeResult]:
+        calls.append(start)
+        return [r for r in ordered if start <= r.ts < end][:25]
+
+    got, partial = pd_.read_forward(fetch, NOW - timedelta(hours=1), NOW, key=lambda r: r.probe_id,
+                                    page=25, max_pages=50)
+    assert not partial and len(calls) > 1
+    assert sorted(r.probe_id for r in got) == sorted(r.probe_id for r in results)
+    got, partial = pd_.read_forward(fetch, NOW - timedelta(hours=1), NOW, key=lambda r: r.probe_id,
+                                    page=25, max_pages=2)
+    assert partial and len(got) < len(results)
+
+
+def test_read_forward_stops_when_one_timestamp_fills_a_page(results: list[ProbeResult]) -> None:
+    same = [r.model_copy(update={"ts": NOW, "probe_id": f"s{i}"}) for i, r in enumerate(results[:5])]
+    got, partial = pd_.read_forward(lambda s, e: same[:3], NOW, NOW + timedelta(1), key=lambda r: r.probe_id,
+                                    page=3, max_pages=10)
+    assert partial and len(got) == 3

@@ -1,0 +1,148 @@
+"""The "Probes & alerts" page, run by AppTest against a real loopback stub of the read API."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.ui import ENTRYPOINT
+from tests.app import stub_trace_api as stub
+
+PAGE = "views/probes.py"
+pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
+
+
+def probe_stub(*, alerts: bool = True, state: bool = True) -> stub.StubTraceApi:
+    # The page reads a window ending at the wall clock; the samples are the 10 minutes before it.
+    now = datetime.now(UTC)
+    return stub.StubTraceApi(
+        [], probes=stub.sample_probe_results(now), events=stub.sample_events(now),
+        alerts=stub.sample_alerts(now) if alerts else None,
+        router_state=stub.sample_router_state(now) if state else None,
+    )
+
+
+@pytest.fixture
+def probe_api() -> Iterator[stub.StubTraceApi]:
+    with probe_stub() as api:
+        yield api
+
+
+def open_page(monkeypatch: pytest.MonkeyPatch, api_url: str, **params: str) -> AppTest:
+    monkeypatch.setenv("ROUTELENS_API_URL", api_url)
+    at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
+    at.run()
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page(PAGE).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def charts(at: AppTest) -> list[dict[str, Any]]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def markdown_text(at: AppTest) -> str:
+    return "\n".join(str(m.value) for m in at.markdown)
+
+
+def test_grid_alerts_and_the_worst_instance(monkeypatch: pytest.MonkeyPatch, probe_api: stub.StubTraceApi) -> None:
+    at = open_page(monkeypatch, probe_api.url)
+
+    assert not at.error and not at.warning
+    grid, similarity, latency = charts(at)
+    heat = grid["data"][0]
+    assert heat["type"] == "heatmap" and heat["y"][0] == stub.DRIFTING_INSTANCE
+    assert heat["text"][0] == ["ok", "degraded", "failed"]
+    assert stub.DRIFTING_INSTANCE in similarity["layout"]["title"]["text"]
+    assert [t["name"] for t in latency["data"]] == ["band_low", "±tolerance", "baseline", "p95"]
+
+    text = markdown_text(at)
+    link = f"[`{stub.DRIFTING_INSTANCE}`](?instance={stub.DRIFTING_INSTANCE})"
+    assert f"**{stub.ALERT_RULE}** (critical) on {link}" in text
+    assert at.selectbox(key="instance").value == stub.DRIFTING_INSTANCE
+    assert at.query_params["window"] == "1h" and at.query_params["instance"] == stub.DRIFTING_INSTANCE
+    assert [s.value for s in at.subheader] == ["Active alerts", "Recent alerts"]
+
+    verdicts = at.dataframe[0].value.set_index(["instance", "kind"])
+    assert verdicts.loc[(stub.DRIFTING_INSTANCE, "semantic"), "held"] == "failed"
+    recent = at.dataframe[-1].value
+    assert recent["rule"].tolist() == [stub.ALERT_RULE, "LatencyCreep", "LatencyCreep"]
+    assert recent["link"].iloc[0] == f"?instance={stub.DRIFTING_INSTANCE}"
+    assert any(p.startswith("/v1/alerts") for p in probe_api.requests)
+    assert any("kind=alert" in p for p in probe_api.requests if p.startswith("/v1/events"))
+
+
+def test_no_results_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    with stub.StubTraceApi([]) as api:
+        at = open_page(monkeypatch, api.url)
+
+    assert not at.error
+    assert any("No probe results yet" in i.value for i in at.info)
+    assert any("Active alerts unavailable" in w.value for w in at.warning)
+    assert not at.get("plotly_chart") and not at.selectbox
+    assert "No alert fired or resolved in the window." in [c.value for c in at.caption]
+
+
+def test_url_picks_instance_and_window(monkeypatch: pytest.MonkeyPatch, probe_api: stub.StubTraceApi) -> None:
+    at = open_page(monkeypatch, probe_api.url, instance=stub.HEALTHY_INSTANCE, window="15m")
+
+    assert at.selectbox(key="instance").value == stub.HEALTHY_INSTANCE
+    assert at.radio(key="window").value == "15m"
+    assert stub.HEALTHY_INSTANCE in charts(at)[1]["layout"]["title"]["text"]
+
+    at.radio(key="window").set_value("6h").run()
+    assert not at.exception
+    assert at.query_params["window"] == "6h"
+    at.selectbox(key="instance").set_value(stub.SYNTAX_ONLY_INSTANCE).run()
+    assert at.query_params["instance"] == stub.SYNTAX_ONLY_INSTANCE
+    assert any(f"No semantic probe results for `{stub.SYNTAX_ONLY_INSTANCE}`" in i.value for i in at.info)
+
+
+def test_alerts_endpoint_missing_is_said_not_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
+    with probe_stub(alerts=False, state=False) as api:
+        at = open_page(monkeypatch, api.url)
+
+    assert not at.error
+    assert [w.value for w in at.warning] == [
+        "Active alerts unavailable (GET /v1/alerts: HTTP 404 from the server at "
+        f"{api.url}); recent alert events are below."
+    ]
+    assert any("Router verdicts (hysteresis) unavailable" in c.value for c in at.caption)
+    assert charts(at)[0]["data"][0]["y"][0] == stub.DRIFTING_INSTANCE
+
+
+def test_unreachable_api_errors(monkeypatch: pytest.MonkeyPatch, closed_port_url: str) -> None:
+    at = open_page(monkeypatch, closed_port_url)
+
+    assert len(at.error) == 1 and "Probe source unreachable" in at.error[0].value
+    assert closed_port_url in at.error[0].value
+
+
+def test_live_reads_need_a_server() -> None:
+    from app import reader
+
+    assert reader.api_from_env({"ROUTELENS_DB": "/x.duckdb", "ROUTELENS_API_URL": "http://a"}) is None
+    env = {"ROUTELENS_API_URL": "http://a:1/", "ROUTELENS_READ_TOKEN": " t "}
+    assert reader.api_from_env(env) == ("http://a:1", "t")
+    assert reader.api_from_env({}) == (reader.DEFAULT_API_URL, None)
+
+
+def test_fetch_json_answers_and_errors(closed_port_url: str) -> None:
+    from app import reader
+    from ingest import SinkError, SinkUnavailable
+
+    with stub.StubTraceApi([], responses={"odd": (200, b"not json")}) as api:
+        assert reader.fetch_json(api.url, "/v1/events") == {"events": []}
+        with pytest.raises(SinkError, match="not JSON"):
+            reader.fetch_json(api.url, "/v1/traces/odd")
+        with pytest.raises(SinkError, match="HTTP 404"):
+            reader.fetch_json(api.url, "/v1/alerts")
+    with pytest.raises(SinkUnavailable, match="unreachable"):
+        reader.fetch_json(closed_port_url, "/v1/alerts")
