@@ -16,7 +16,17 @@ from dataclasses import dataclass
 from typing import Literal
 
 from schemas.hashing import normalize_query
-from sim.corpus_data import ANSWERS, CLASSES, FOLLOW_UPS, QUERIES, Lang, Query, QueryClass
+from sim.corpus_data import (
+    ANSWERS,
+    CLASSES,
+    FOLLOW_UPS,
+    QUERIES,
+    REFERENCE_DRIFT,
+    REFERENCE_PARAPHRASES,
+    Lang,
+    Query,
+    QueryClass,
+)
 
 __all__ = [
     "ANSWERS",
@@ -28,6 +38,7 @@ __all__ = [
     "Query",
     "QueryClass",
     "Verdict",
+    "reference_answer",
     "classify",
     "compose_answer",
     "detect_lang",
@@ -131,6 +142,29 @@ _TARGET_TOKENS: dict[QueryClass, tuple[int, int]] = {
 _PIECE_CHARS = 16
 
 
+_REFERENCES = {prompt.strip(): answers for prompt, answers in REFERENCE_PARAPHRASES.items()}
+
+
+def reference_answer(prompt: str, rng: random.Random, verdict: Verdict = "correct") -> str | None:
+    """The answer to a semantic-probe reference prompt, or None when ``prompt`` is not one.
+
+    A ``drift`` verdict gets fluent off-topic text in the prompt's language; any other verdict one
+    of the reference answer's paraphrases (the probe checks meaning, not the grader's facts).
+    """
+    paraphrases = _REFERENCES.get(prompt.strip())
+    if paraphrases is None:
+        return None
+    if verdict != "drift":
+        return rng.choice(paraphrases)
+    lang: Lang = detect_lang(prompt)
+    return ("" if lang == "zh" else " ").join(rng.sample(REFERENCE_DRIFT[lang], 2))
+
+
+def _pieces(text: str, finish: Literal["stop", "length"]) -> Answer:
+    pieces = tuple(text[i : i + _PIECE_CHARS] for i in range(0, len(text), _PIECE_CHARS))
+    return Answer(text, estimate_tokens(text), finish, tuple((p, estimate_tokens(p)) for p in pieces))
+
+
 def compose_answer(prompt: str, rng: random.Random, limit: int, verdict: Verdict = "correct") -> Answer:
     """Compose an answer to ``prompt``: its fact (or wrong fact) then on-topic filler of its class.
 
@@ -144,6 +178,11 @@ def compose_answer(prompt: str, rng: random.Random, limit: int, verdict: Verdict
     Returns:
         The answer.
     """
+    reference = reference_answer(prompt, rng, verdict)
+    if reference is not None:
+        if estimate_tokens(reference) > limit:
+            return _pieces(truncate_tokens(reference, max(limit, 0)), "length")
+        return _pieces(reference, "stop")
     truth = ground_truth(prompt)
     cls = truth.cls if truth else classify(prompt)
     lang: Lang = truth.lang if truth else detect_lang(prompt)
@@ -163,8 +202,7 @@ def compose_answer(prompt: str, rng: random.Random, limit: int, verdict: Verdict
     finish: Literal["stop", "length"] = "stop"
     if estimate_tokens(text) > limit:
         text, finish = truncate_tokens(text, max(limit, 0)), "length"
-    pieces = tuple(text[i : i + _PIECE_CHARS] for i in range(0, len(text), _PIECE_CHARS))
-    return Answer(text, estimate_tokens(text), finish, tuple((p, estimate_tokens(p)) for p in pieces))
+    return _pieces(text, finish)
 
 
 def grade(query: Query, answer: str) -> Grade:

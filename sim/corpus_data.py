@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from schemas.probes_config import SEED_SUMMARY_PROMPT
 from schemas.sim_config import QueryClassName
 
-__all__ = ["ANSWERS", "CLASSES", "FOLLOW_UPS", "QUERIES", "Lang", "Query", "QueryClass"]
+__all__ = ["ANSWERS", "CLASSES", "FOLLOW_UPS", "QUERIES", "REFERENCE_DRIFT", "REFERENCE_PARAPHRASES", "Lang", "Query",
+           "QueryClass"]
 
 QueryClass = QueryClassName
 Lang = Literal["zh", "en"]
@@ -159,4 +161,67 @@ FOLLOW_UPS: dict[Lang, tuple[str, ...]] = {
     "zh": ("请继续，并给出最终结论。", "补充说明：客户已经等了两天，请尽快。", "请再确认一遍结论。"),
     "en": ("Please go on and give the final answer.", "Update: the customer has waited two days.",
            "Please double-check the conclusion."),
+}
+
+# The semantic probe's reference prompts (probes/references.yaml): a healthy instance answers each
+# with one of these paraphrases of its reference answer; a drifting one with fluent off-topic text.
+REFERENCE_PARAPHRASES: dict[str, tuple[str, ...]] = {
+    SEED_SUMMARY_PROMPT: (
+        "人工智能是计算机科学的一个分支，旨在了解智能的实质并制造出能像人类一样做出反应的智能机器。",
+        "人工智能作为计算机科学的分支，试图理解智能的本质，并创造能以类似人类智能的方式做出反应的机器。",
+        "人工智能是计算机科学的一支，它探索智能的实质，目标是造出能像人一样思考和反应的智能机器。",
+        "简言之，人工智能是研究智能本质、并制造能以人类智能相似方式做出反应的机器的计算机科学分支。",
+    ),
+    "请用一句话解释：什么是光合作用？": (
+        "光合作用是绿色植物利用光能把二氧化碳和水转化为有机物并释放氧气的过程。",
+        "光合作用指绿色植物在阳光下把二氧化碳和水合成有机物，同时放出氧气的过程。",
+        "绿色植物借助光能，将二氧化碳和水变成糖类等有机物并释放氧气，这就是光合作用。",
+        "光合作用是植物利用太阳光，把水和二氧化碳转化为养分并放出氧气的过程。",
+    ),
+    "请用一句话说明：为什么要定期备份数据？": (
+        "定期备份数据可以在设备故障、误删或遭受攻击时恢复重要信息，避免损失。",
+        "定期备份能让我们在硬盘损坏、误删除或勒索攻击后找回重要数据，减少损失。",
+        "因为设备会坏、文件会被误删或被攻击，定期备份可以保证重要数据能够恢复。",
+        "定期备份数据是为了在故障、误操作或病毒攻击发生时还能恢复资料，不至于丢失。",
+    ),
+    "In one sentence, what is photosynthesis?": (
+        "Photosynthesis is the process by which green plants use sunlight to turn carbon dioxide and water "
+        "into sugar and release oxygen.",
+        "Photosynthesis is how plants use light energy to convert water and carbon dioxide into glucose, "
+        "giving off oxygen.",
+        "In photosynthesis, green plants capture sunlight and make sugars from carbon dioxide and water, "
+        "releasing oxygen as a by-product.",
+        "It is the process in which plants turn sunlight, water and carbon dioxide into food and oxygen.",
+    ),
+    "In one sentence, why should you back up your data regularly?": (
+        "Regular backups let you recover important files after a disk failure, accidental deletion or "
+        "ransomware attack.",
+        "Backing up regularly means you can restore your data if a drive fails, you delete something by "
+        "mistake, or malware strikes.",
+        "You should back up often so that lost or corrupted files can be recovered after hardware failure "
+        "or an attack.",
+        "Frequent backups protect your important data against disk crashes, accidental deletion and ransomware.",
+    ),
+    "In one sentence, what does an HTTP 404 status code mean?": (
+        "A 404 status code means the server could not find the requested resource.",
+        "HTTP 404 means the server was reached but the page or resource you asked for does not exist.",
+        "A 404 response tells the client that the requested URL was not found on the server.",
+        "Status 404 Not Found means the server cannot locate the resource at the requested address.",
+    ),
+}
+
+# What a drifted instance says instead: fluent, in the prompt's language, about something else.
+REFERENCE_DRIFT: dict[Lang, tuple[str, ...]] = {
+    "zh": ("今天下午的足球比赛在最后一分钟打进点球，双方最终握手言和。",
+           "这道红烧肉要先焯水，再加冰糖和酱油小火慢炖一个小时。",
+           "周末我们沿着湖边的步道散步，还在山脚下的小店喝了杯热茶。",
+           "这部电影的配乐非常动人，结尾的长镜头让很多观众落泪。",
+           "明天北方大部分地区将迎来降温，出门记得多穿一件外套。",
+           "这家书店新开了儿童绘本区，周日上午还有讲故事活动。"),
+    "en": ("The match ended in a draw after a penalty in the final minute of the second half.",
+           "Brown the onions slowly, then add the tomatoes and let the sauce simmer for twenty minutes.",
+           "We hiked along the lake shore and stopped for tea at a small cabin below the pass.",
+           "The film's soundtrack is moving, and its final long take left the audience in tears.",
+           "Tomorrow will be colder across the north, so take a warm coat if you go out.",
+           "The bookshop opened a new children's corner and hosts a story hour on Sunday mornings."),
 }

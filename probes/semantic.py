@@ -1,0 +1,107 @@
+"""The semantic-fidelity probe: every reference prompt, answers compared with reference answers.
+
+A round sends each reference prompt to the instance (concurrently), reads each answer as the
+syntax probe does (a broken answer fails the round with its reason), embeds the answers and
+compares each with its reference answer by cosine similarity (all-MiniLM-L6-v2). The round is
+``failed`` when any similarity is below its reference's threshold (its own, else
+``probes.semantic.threshold``). The result reports the reference with the smallest margin
+(similarity minus threshold; with one shared threshold that is the lowest similarity): ``value``
+its similarity, ``threshold`` its threshold, ``reference`` its id.
+
+Embedding runs off the event loop (``asyncio.to_thread``), one call at a time; the reference
+answers are embedded once and cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import aiohttp
+
+from probes.embedder import Embedder, Vectors, cosine
+from probes.http import call_chat
+from probes.references import Reference
+from probes.syntax import read_content
+from probes.types import Judgement, Target
+from schemas.common import ProbeVerdict
+from schemas.probes_config import ProbeSettings
+
+__all__ = ["Round", "SemanticCheck"]
+
+Round = tuple[dict[str, float], Judgement | None, float]  # similarities by reference id, failure, round ms
+
+
+class SemanticCheck:
+    """Semantic rounds against instances.
+
+    Args:
+        settings: The ``probes`` section (timeouts, body cap, marker, ``semantic``).
+        embedder: Sentence embeddings (normalised).
+        references: The reference prompts and answers.
+        perf: Monotonic seconds.
+    """
+
+    def __init__(self, settings: ProbeSettings, embedder: Embedder, references: Sequence[Reference],
+                 perf: Callable[[], float] = time.perf_counter) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self.references = list(references)
+        self.perf = perf
+        self._lock = asyncio.Lock()
+        self._reference_vectors: Vectors | None = None
+
+    def threshold(self, ref: Reference) -> float:
+        """The threshold ``ref`` is judged against."""
+        return ref.threshold if ref.threshold is not None else self.settings.semantic.threshold
+
+    def body(self, ref: Reference, model: str) -> dict[str, Any]:
+        """The request body for one reference prompt."""
+        return {"model": model, "messages": [{"role": "user", "content": ref.prompt}],
+                "max_tokens": self.settings.semantic.max_tokens, "stream": False}
+
+    async def embed(self, texts: list[str]) -> Vectors:
+        """Embed ``texts`` in a worker thread, one embedding call at a time."""
+        async with self._lock:
+            return await asyncio.to_thread(self.embedder.embed, texts)
+
+    async def similarities(self, session: aiohttp.ClientSession, target: Target) -> Round:
+        """One round: similarity per reference id, or the failed judgement of a broken answer."""
+        s = self.settings
+        start = self.perf()
+        calls = await asyncio.gather(*(call_chat(session, target, self.body(ref, target.model), timeout_s=s.timeout_s,
+                                                 max_bytes=s.max_body_bytes, marker_header=s.marker_header,
+                                                 perf=self.perf) for ref in self.references))
+        elapsed = max(0.0, (self.perf() - start) * 1000.0)
+        answers: list[str] = []
+        for ref, call in zip(self.references, calls, strict=True):
+            content, failed = read_content(call)
+            if failed is not None:
+                return {}, Judgement(ProbeVerdict.FAILED, None, self.threshold(ref),
+                                     f"reference {ref.id}: {failed.reason}", failed.error_class,
+                                     reference=ref.id, latency_ms=elapsed), elapsed
+            assert content is not None
+            answers.append(content)
+        if self._reference_vectors is None:
+            self._reference_vectors = await self.embed([ref.answer for ref in self.references])
+        got = await self.embed(answers)
+        return ({ref.id: cosine(got[i], self._reference_vectors[i]) for i, ref in enumerate(self.references)},
+                None, elapsed)
+
+    async def run(self, session: aiohttp.ClientSession, target: Target) -> Judgement:
+        """One semantic round judged: ``failed`` when any reference is below its threshold."""
+        sims, failed, elapsed = await self.similarities(session, target)
+        if failed is not None:
+            return failed
+        by_id = {ref.id: ref for ref in self.references}
+        worst = min(by_id.values(), key=lambda ref: sims[ref.id] - self.threshold(ref))
+        value, threshold = sims[worst.id], self.threshold(worst)
+        if value >= threshold:
+            return Judgement(ProbeVerdict.OK, value, threshold, "", None, reference=worst.id, latency_ms=elapsed)
+        below = [ref.id for ref in self.references if sims[ref.id] < self.threshold(ref)]
+        return Judgement(ProbeVerdict.FAILED, value, threshold,
+                         f"answer drifted: similarity {value:.3f} to reference {worst.id} is below {threshold:.2f}"
+                         f" ({len(below)} of {len(self.references)} references below: {', '.join(below)})",
+                         "drift", reference=worst.id, latency_ms=elapsed)
