@@ -12,6 +12,8 @@ VERDICT_COLOURS: dict[str, str] = {
 }
 _CODES = {verdict: code for code, verdict in enumerate(VERDICT_COLOURS)}
 _MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
+# Above the plot, right-aligned: below it, it covers the time axis' date label.
+_LEGEND = {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1}
 
 
 def _discrete_scale() -> list[list[float | str]]:
@@ -107,7 +109,7 @@ def similarity_chart(frame: pd.DataFrame, instance: str) -> go.Figure:
         ))
     fig.update_layout(
         title=f"Semantic similarity · {instance}", yaxis={"title": "cosine", "range": [0, 1.05]},
-        height=320, margin=_MARGIN, legend={"orientation": "h"},
+        height=320, margin=_MARGIN, legend=_LEGEND,
     )
     return fig
 
@@ -140,6 +142,6 @@ def latency_chart(frame: pd.DataFrame, instance: str) -> go.Figure:
     fig.add_trace(_points(frame, "p95"))
     fig.update_layout(
         title=f"Latency p95 · {instance}", yaxis={"title": "ms", "rangemode": "tozero"},
-        height=320, margin=_MARGIN, legend={"orientation": "h"},
+        height=320, margin=_MARGIN, legend=_LEGEND,
     )
     return fig

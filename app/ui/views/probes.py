@@ -20,6 +20,7 @@ from schemas.records import RouterEvent
 # The grid looks this far back at most: a kind with no result in it shows grey (silence is not health).
 GRID_LOOKBACK = timedelta(minutes=10)
 MAX_PAGES = 10
+LINK = {"link": st.column_config.LinkColumn("open", display_text="instance ›")}
 
 
 def _read(fetch: Any, start: datetime, end: datetime, key: Any) -> tuple[list[dict[str, Any]], bool]:
@@ -106,7 +107,7 @@ else:
     if state_problem:
         st.caption(f"Router verdicts (hysteresis) unavailable: {state_problem}.")
     with st.expander("Verdict table"):
-        st.dataframe(grid, hide_index=True, column_config={"link": st.column_config.LinkColumn("open")})
+        st.dataframe(grid, hide_index=True, column_config=LINK)
 
     asked = st.query_params.get("instance")
     options = order + ([asked] if asked and asked not in order else [])
@@ -146,4 +147,4 @@ if recent.empty:
 else:
     st.caption(f"{len(recent)} alert events in the window" + (" (the first ones only)" if events_partial else ""))
     with st.expander("Alert events", expanded=True):
-        st.dataframe(recent, hide_index=True, column_config={"link": st.column_config.LinkColumn("open")})
+        st.dataframe(recent, hide_index=True, column_config=LINK)
