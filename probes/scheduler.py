@@ -72,6 +72,7 @@ class ProbeScheduler:
         if interval_s <= 0 or timeout_s <= 0 or max_concurrent < 1 or not 0 <= jitter <= 1:
             raise ValueError("interval_s and timeout_s must be > 0, max_concurrent >= 1, jitter in [0, 1]")
         self._targets = list(targets)
+        self._members = {t.instance for t in self._targets}
         self._kinds = list(kinds)
         self._run, self._on_result, self._timed_out = run, on_result, timed_out
         self._interval, self._jitter, self._timeout = interval_s, jitter, timeout_s
@@ -89,6 +90,7 @@ class ProbeScheduler:
     def set_targets(self, targets: Sequence[Target]) -> None:
         """Replace the fleet: removed instances get no more slots, new ones join at the next period."""
         self._targets = list(targets)
+        self._members = {t.instance for t in self._targets}
 
     def last_result_at(self) -> float | None:
         """Clock reading of the latest result handed on, None before the first (the watchdog's input)."""
@@ -124,7 +126,7 @@ class ProbeScheduler:
                         await self._sleep(delay)
                     if self._stopping:
                         break
-                    if any(t.instance == target.instance for t in self._targets):
+                    if target.instance in self._members:
                         self._dispatch(due, target, kind)
                 start += self._interval
                 if self._clock() > start + self._interval:

@@ -59,7 +59,7 @@ class Hysteresis:
         self._not_failed_run = self._ok_run = 0
 
     def observe(self, result: ProbeResult) -> ProbeStatus | None:
-        """Take one result; return the new status when the verdict changed, else None."""
+        """Take one result; return the new status when the verdict changed (or was first set), else None."""
         self._window.append(result.verdict)
         self._ok_run = self._ok_run + 1 if result.verdict is ProbeVerdict.OK else 0
         self._not_failed_run = self._not_failed_run + 1 if result.verdict is not ProbeVerdict.FAILED else 0
