@@ -2,8 +2,10 @@
 
 :class:`LifecycleMixin` gives :class:`sim.server.SimInstance` its fault book, the middleware that
 makes a crashed or hung instance misbehave at the HTTP level, and the ``/metrics`` view under
-freeze-metrics and flap. Closing and reopening the port is delegated to a :class:`Lifecycle` (the
-fleet's); without one a "down" instance aborts every connection instead.
+freeze-metrics and flap. A crashed (or restarting) instance keeps its port but drops every
+connection to the OpenAI API, ``/health`` and ``/metrics``; only its admin API (``/admin/*``)
+keeps answering, so ``routelens sim faults URL --clear`` can always end a fault. The port stays
+open for that reason: a :class:`Lifecycle` (the fleet's) is only asked to listen again on recovery.
 """
 
 from __future__ import annotations
@@ -137,9 +139,8 @@ class LifecycleMixin:
             self._spawn(self._recover())
 
     async def _go_down(self, record: FaultRecord) -> None:
+        # The port stays open (the admin API must answer); the middleware drops everything else.
         await asyncio.sleep(_GRACE_S)
-        if self.lifecycle is not None and self.is_down():
-            await self.lifecycle.down()
         if record.kind is FaultKind.RESTART:
             await asyncio.sleep(record.spec.duration_s or 0.5)
             self.faults.end(record, "restarted")
@@ -199,7 +200,10 @@ class LifecycleMixin:
 
     @web.middleware
     async def fault_middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Crash and restart drop connections; hang holds them until the fault ends, then drops them."""
+        """Crash and restart drop connections; hang holds them until the fault ends, then drops them.
+
+        ``/admin/*`` is exempt: faults can be listed and cleared on a crashed or hung instance.
+        """
         if request.path.startswith("/admin/"):
             return await handler(request)
         self.faults.expire()

@@ -70,7 +70,7 @@ async def _warm_fleet(events: list[tuple[str, str, str | None]]) -> AsyncIterato
         await handle.close()
 
 
-def test_crash_closes_the_port_and_recovery_comes_back_cold():
+def test_crash_drops_connections_keeps_admin_and_recovery_comes_back_cold():
     events: list[tuple[str, str, str | None]] = []
 
     async def scenario():
@@ -79,17 +79,20 @@ def test_crash_closes_the_port_and_recovery_comes_back_cold():
             warm = await _gauge(http, a, "routelens_sim_warmup_progress")
             async with http.post(f"{a}/admin/faults", json={"kind": "crash"}) as resp:
                 assert resp.status == 201
-            # Dropped connections first, then a closed port; never a 200 in between.
-            down = await _poll(lambda: _status(http, a), lambda status: status in (200, "ClientConnectorError"))
+            down = await _status(http, a)  # dropped connections; never a 200
+            async with http.get(f"{a}/admin/faults") as resp:  # the admin API survives the crash
+                admin = resp.status, [f["kind"] for f in (await resp.json())["active"]]
             other = await _status(http, b)
-            handle.instances["a"].clear()
+            async with http.delete(f"{a}/admin/faults") as resp:  # ended through the admin API
+                cleared = resp.status
             up = await _until_up(http, a)
             cold = await _gauge(http, a, "routelens_sim_warmup_progress")
-            return warm, down, other, up, cold
+            return warm, down, admin, other, cleared, up, cold
 
-    warm, down, other, up, cold = asyncio.run(scenario())
+    warm, down, admin, other, cleared, up, cold = asyncio.run(scenario())
     assert warm == 1.0 and cold == 0.0
-    assert down == "ClientConnectorError" and other == 200 and up == 200
+    assert down in ("ServerDisconnectedError", "ClientOSError") and other == 200 and up == 200
+    assert admin == (200, ["crash"]) and cleared == 200
     assert events == [("start", "crash", None), ("end", "crash", "cleared")]
 
 
