@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 Post = Callable[[str, bytes, dict[str, str], float], Awaitable[int]]
 ZERO_TIME = "0001-01-01T00:00:00Z"
 RECEIVER = "routelens"
+MAX_QUEUED = 1000
 
 
 def _rfc3339(ts: datetime) -> str:
@@ -96,15 +97,25 @@ class WebhookNotifier:
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.webhook = webhook
         self._post, self._sleep = post, sleep
-        self._queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self._queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=MAX_QUEUED)
         self._worker: asyncio.Task[None] | None = None
         self.delivered = 0
         self.dropped = 0
         self.attempts = 0
 
     def submit(self, body: bytes) -> None:
-        """Queue one notification (call from the event loop); returns at once."""
-        self._queue.put_nowait(body)
+        """Queue one notification (call from the event loop); returns at once.
+
+        A receiver down for long must not grow memory without bound: past ``MAX_QUEUED`` waiting
+        notifications a new one is dropped (logged and counted in ``dropped``).
+        """
+        try:
+            self._queue.put_nowait(body)
+        except asyncio.QueueFull:
+            self.dropped += 1
+            log.error("alert webhook %s: %d notifications waiting; a new one is dropped", self.webhook.url,
+                      self._queue.qsize())
+            return
         if self._worker is None or self._worker.done():
             self._worker = asyncio.get_running_loop().create_task(self._work())
 

@@ -7,6 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from probes.alerts import AlertManager, WebhookNotifier
+from probes.alerts.notify import MAX_QUEUED
 from schemas.common import ProbeKind, ProbeVerdict
 from schemas.probe import ProbeResult, ProbeStatus
 from schemas.probes_config import AlertRule, AlertSettings, AlertWebhook
@@ -238,6 +239,21 @@ def test_a_refusing_or_dead_receiver_drops_after_its_bounds() -> None:
     assert (a.attempts, a.dropped, b.attempts, b.dropped, calls) == (1, 1, 3, 1, 3)
 
 
+def test_a_receiver_down_for_long_does_not_queue_without_bound() -> None:
+    async def main() -> WebhookNotifier:
+        async def hang(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> int:
+            await asyncio.Event().wait()
+            return 200
+
+        n = WebhookNotifier(AlertWebhook(url="http://x.test"), hang)
+        for _ in range(MAX_QUEUED + 5):
+            n.submit(b"{}")
+        await n.close()
+        return n
+
+    assert asyncio.run(main()).dropped == 5
+
+
 def test_evaluation_does_not_wait_for_a_hung_receiver() -> None:
     async def main() -> None:
         async def hang(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> int:
@@ -306,3 +322,22 @@ def test_a_real_receiver_down_then_503_then_up_gets_the_notification_exactly_onc
     body = accepted[0]
     assert AM_FIELDS <= set(body) and AM_ALERT_FIELDS <= set(body["alerts"][0])
     assert body["alerts"][0]["labels"]["alertname"] == "Drift"
+
+
+def test_a_worse_verdict_holds_a_degraded_rule_and_a_kindless_rule_splits_by_kind() -> None:
+    fake = Fake()
+    slow = AlertRule(name="Slow", kind=ProbeKind.LATENCY, verdict=ProbeVerdict.DEGRADED)
+    anything = AlertRule(name="AnyFailed", verdict=FAIL, severity="info")
+
+    async def main() -> None:
+        mgr = fake.manager([slow, anything])
+        mgr.observe(result(FAIL, kind=ProbeKind.LATENCY), status(FAIL, ProbeKind.LATENCY))
+        mgr.observe(result(FAIL, kind=ProbeKind.SYNTAX), status(FAIL, ProbeKind.SYNTAX))
+        assert sorted(await step(fake, mgr, 0.0)) == ["firing"] * 3
+        assert sorted((a["name"], a["kind"]) for a in mgr.active()) == [
+            ("AnyFailed", "latency"), ("AnyFailed", "syntax"), ("Slow", "latency")]
+        assert len({a["fingerprint"] for a in mgr.active()}) == 3
+        await mgr.close()
+
+    asyncio.run(main())
+    assert sorted(e.severity for e in fake.events) == ["info", "info", "warning"]
