@@ -5,11 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-__all__ = ["VERDICT_COLOURS", "latency_chart", "similarity_chart", "verdict_grid_chart"]
+__all__ = ["DENSE_ROWS", "VERDICT_COLOURS", "latency_chart", "similarity_chart", "verdict_grid_chart"]
 
 VERDICT_COLOURS: dict[str, str] = {
     "ok": "#2e9e44", "degraded": "#f0a202", "failed": "#d62728", "no data": "#b0b0b0",
 }
+DENSE_ROWS = 40
 _CODES = {verdict: code for code, verdict in enumerate(VERDICT_COLOURS)}
 _MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
 # Above the plot, right-aligned: below it, it covers the time axis' date label.
@@ -53,13 +54,15 @@ def verdict_grid_chart(grid: pd.DataFrame, order: list[str] | None = None) -> go
         z.append(z_row)
         text.append(t_row)
         hover.append(h_row)
+    # A big fleet gets thin rows without cell text (the hover still names the verdict).
+    dense = len(rows) > DENSE_ROWS
     fig.add_trace(go.Heatmap(
-        z=z, x=kinds, y=rows, text=text, customdata=hover, texttemplate="%{text}",
+        z=z, x=kinds, y=rows, text=text, customdata=hover, texttemplate="" if dense else "%{text}",
         colorscale=_discrete_scale(), zmin=-0.5, zmax=len(VERDICT_COLOURS) - 0.5, showscale=False, xgap=3, ygap=3,
         hovertemplate="%{y} · %{x}: %{text}%{customdata}<extra></extra>",
     ))
     fig.update_layout(
-        title="Last verdict per probe", height=120 + 36 * len(rows), margin=_MARGIN,
+        title="Last verdict per probe", height=120 + (14 if dense else 36) * len(rows), margin=_MARGIN,
         yaxis={"autorange": "reversed", "title": None}, xaxis={"side": "top", "title": None},
     )
     return fig

@@ -23,7 +23,7 @@ from schemas.records import RouterEvent
 __all__ = [
     "ACTIVE_ALERT_COLUMNS", "DEFAULT_WINDOW", "GRID_COLUMNS", "KINDS", "LATENCY_COLUMNS", "NO_DATA",
     "RECENT_ALERT_COLUMNS", "SIMILARITY_COLUMNS", "WINDOWS", "active_alert_lines", "active_alerts",
-    "held_verdicts", "instance_link", "instances_worst_first", "last_verdicts", "latency_series", "read_forward",
+    "held_verdicts", "instance_link", "instances_worst_first", "last_verdicts", "latency_series", "read_newest",
     "recent_alerts", "similarity_series", "window_span",
 ]
 
@@ -65,26 +65,39 @@ class _Timed(Protocol):
 T = TypeVar("T", bound=_Timed)
 
 
-def read_forward(
+def read_newest(
     fetch: Callable[[datetime, datetime], Sequence[T]], start: datetime, end: datetime, *,
-    key: Callable[[T], str], page: int, max_pages: int,
-) -> tuple[list[T], bool]:
-    """Read a whole ``[start, end)`` from a store that answers at most ``page`` records, oldest first.
+    key: Callable[[T], str], page: int, max_pages: int, chunks: int = 1,
+) -> tuple[list[T], datetime]:
+    """Read ``[start, end)`` newest part first from a store answering at most ``page`` records, oldest first.
 
-    Each next page starts at the last timestamp seen; records seen twice (same ``key``) are
-    dropped. Returns the records and whether reading stopped early (``max_pages`` reached, or
-    more than ``page`` records share one timestamp), so the page can say it shows a part.
+    The span is cut into ``chunks`` equal parts read from the newest back; each part is paged
+    forward (the next page starts at the last timestamp seen; a record seen twice, same
+    ``key``, counts once) until ``max_pages`` requests are spent. So a budget too small for the
+    span still gives the latest records (a grid's last verdicts), never only the oldest ones.
+
+    Returns:
+        The records, oldest first, and the time from which they are complete: ``start`` when
+        everything was read, later when the budget ran out (``end``: not even the newest part).
     """
     out: dict[str, T] = {}
-    for _ in range(max_pages):
-        got = fetch(start, end)
-        out.update((key(r), r) for r in got)
-        if len(got) < page:
-            return sorted(out.values(), key=lambda r: r.ts), False
-        if got[-1].ts <= start:
+    budget, step, complete_from = max_pages, (end - start) / max(chunks, 1), end
+    for i in range(max(chunks, 1)):
+        hi = end - step * i
+        lo = start if i == max(chunks, 1) - 1 else max(start, hi - step)
+        cursor, done = lo, False
+        while budget > 0 and not done:
+            budget -= 1
+            got = fetch(cursor, hi)
+            out.update((key(r), r) for r in got)
+            done = len(got) < page
+            if not done and got[-1].ts <= cursor:
+                break  # more than a page shares one timestamp: paging by time cannot get past it
+            cursor = got[-1].ts if got else cursor
+        if not done:
             break
-        start = got[-1].ts
-    return sorted(out.values(), key=lambda r: r.ts), True
+        complete_from = lo
+    return sorted(out.values(), key=lambda r: r.ts), complete_from
 
 
 def instance_link(instance: str | None) -> str | None:

@@ -19,23 +19,25 @@ from schemas.records import RouterEvent
 
 # The grid looks this far back at most: a kind with no result in it shows grey (silence is not health).
 GRID_LOOKBACK = timedelta(minutes=10)
-MAX_PAGES = 10
+# A read budget per view: past it the newest part of the window is shown (and said so).
+MAX_PAGES = 12
+CHUNKS = 4
 LINK = {"link": st.column_config.LinkColumn("open", display_text="instance ›")}
 
 
-def _read(fetch: Any, start: datetime, end: datetime, key: Any) -> tuple[list[dict[str, Any]], bool]:
-    items, partial = data.read_forward(fetch, start, end, key=key, page=MAX_LIMIT, max_pages=MAX_PAGES)
-    return [i.model_dump(mode="json") for i in items], partial
+def _read(fetch: Any, start: datetime, end: datetime, key: Any, chunks: int) -> tuple[list[dict[str, Any]], bool]:
+    items, since = data.read_newest(fetch, start, end, key=key, page=MAX_LIMIT, max_pages=MAX_PAGES, chunks=chunks)
+    return [i.model_dump(mode="json") for i in items], since > start
 
 
 @st.cache_data(ttl=5, show_spinner=False)
 def fetch_results(window: str, instance: str | None) -> tuple[list[dict[str, Any]], bool]:
-    """Probe results of the window (the grid's lookback at most when no instance is named)."""
+    """Probe results of the window, newest first (the grid's lookback at most when no instance is named)."""
     start, end = data.window_span(window, datetime.now(UTC))
     if instance is None:
         start = max(start, end - GRID_LOOKBACK)
     store = resources.get_store()
-    return _read(lambda s, e: store.probe_timeline(s, e, instance=instance), start, end, lambda r: r.probe_id)
+    return _read(lambda s, e: store.probe_timeline(s, e, instance=instance), start, end, lambda r: r.probe_id, CHUNKS)
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -43,7 +45,7 @@ def fetch_alert_events(window: str) -> tuple[list[dict[str, Any]], bool]:
     """Router events of kind ``alert`` in the window."""
     start, end = data.window_span(window, datetime.now(UTC))
     store = resources.get_store()
-    return _read(lambda s, e: store.events(s, e, kind="alert"), start, end, lambda e: e.event_id)
+    return _read(lambda s, e: store.events(s, e, kind="alert"), start, end, lambda e: e.event_id, CHUNKS)
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -76,8 +78,8 @@ st.caption("Synthetic probes of every instance (syntax, latency baseline, semant
 
 window = synced_choice("Window", list(data.WINDOWS), "window", data.DEFAULT_WINDOW)
 try:
-    raw_results, _ = fetch_results(window, None)
-    raw_events, events_partial = fetch_alert_events(window)
+    raw_results, grid_cut = fetch_results(window, None)
+    raw_events, events_cut = fetch_alert_events(window)
 except SinkError as exc:
     st.error(f"Probe source unreachable: {exc}")
     st.stop()
@@ -103,6 +105,8 @@ else:
     lookback = min(data.WINDOWS[window], GRID_LOOKBACK).seconds // 60
     st.caption(f"Last verdict of each probe in the last {lookback} minutes, worst instance first; "
                "grey: no result (silence is not health).")
+    if grid_cut:
+        st.caption("Too many results to read them all: the grid shows the newest part of the lookback.")
     st.plotly_chart(charts.verdict_grid_chart(grid, order))
     if state_problem:
         st.caption(f"Router verdicts (hysteresis) unavailable: {state_problem}.")
@@ -116,13 +120,13 @@ else:
     instance = str(st.selectbox("Instance (worst first)", options, key="instance"))
     st.query_params["instance"] = instance
     try:
-        series_raw, partial = fetch_results(window, instance)
+        series_raw, series_cut = fetch_results(window, instance)
     except SinkError as exc:
         st.error(f"Probe source unreachable: {exc}")
         st.stop()
     series = [ProbeResult.model_validate(r) for r in series_raw]
-    if partial:
-        st.caption(f"Showing the first {len(series)} results of the window; pick a shorter one for all.")
+    if series_cut:
+        st.caption(f"Showing the latest {len(series)} results of the window only; pick a shorter one for all.")
     similarity, latency = data.similarity_series(series, instance), data.latency_series(series, instance)
     left, right = st.columns(2)
     with left:
@@ -145,6 +149,6 @@ recent = data.recent_alerts([RouterEvent.model_validate(e) for e in raw_events])
 if recent.empty:
     st.caption("No alert fired or resolved in the window.")
 else:
-    st.caption(f"{len(recent)} alert events in the window" + (" (the first ones only)" if events_partial else ""))
+    st.caption(f"{len(recent)} alert events in the window" + (" (the latest only)" if events_cut else ""))
     with st.expander("Alert events", expanded=True):
         st.dataframe(recent, hide_index=True, column_config=LINK)

@@ -83,3 +83,11 @@ def test_latency_chart_band_baseline_and_p95(results: list[ProbeResult]) -> None
 def test_latency_chart_without_baseline_shows_only_p95(results: list[ProbeResult]) -> None:
     frame = data.latency_series(results, stub.HEALTHY_INSTANCE).assign(baseline=float("nan"))
     assert [t.name for t in charts.latency_chart(frame, "x").data] == ["p95"]
+
+
+def test_verdict_grid_of_a_big_fleet_is_dense(results: list[ProbeResult]) -> None:
+    many = [r.model_copy(update={"instance": f"i{n:03d}"}) for n in range(charts.DENSE_ROWS + 1) for r in results[:3]]
+    fig = charts.verdict_grid_chart(data.last_verdicts(many))
+    assert fig.data[0].texttemplate == "" and fig.layout.height == 120 + 14 * (charts.DENSE_ROWS + 1)
+    few = charts.verdict_grid_chart(data.last_verdicts(results))
+    assert few.data[0].texttemplate == "%{text}" and few.layout.height == 120 + 36 * 3

@@ -131,25 +131,42 @@ def test_recent_alerts_newest_first_and_split() -> None:
     assert pd_.recent_alerts([odd])[["action", "rule"]].iloc[0].tolist() == ["", ""]
 
 
-def test_read_forward_pages_dedupes_and_flags_truncation(results: list[ProbeResult]) -> None:
-    ordered = sorted(results, key=lambda r: r.ts)
-    calls: list[datetime] = []
+def paged(items: list[ProbeResult], page: int, calls: list[tuple[datetime, datetime]]):  # type: ignore[no-untyped-def]
+    ordered = sorted(items, key=lambda r: r.ts)
 
     def fetch(start: datetime, end: datetime) -> list[ProbeResult]:
-        calls.append(start)
-        return [r for r in ordered if start <= r.ts < end][:25]
+        calls.append((start, end))
+        return [r for r in ordered if start <= r.ts < end][:page]
 
-    got, partial = pd_.read_forward(fetch, NOW - timedelta(hours=1), NOW, key=lambda r: r.probe_id,
-                                    page=25, max_pages=50)
-    assert not partial and len(calls) > 1
-    assert sorted(r.probe_id for r in got) == sorted(r.probe_id for r in results)
-    got, partial = pd_.read_forward(fetch, NOW - timedelta(hours=1), NOW, key=lambda r: r.probe_id,
-                                    page=25, max_pages=2)
-    assert partial and len(got) < len(results)
+    return fetch
 
 
-def test_read_forward_stops_when_one_timestamp_fills_a_page(results: list[ProbeResult]) -> None:
-    same = [r.model_copy(update={"ts": NOW, "probe_id": f"s{i}"}) for i, r in enumerate(results[:5])]
-    got, partial = pd_.read_forward(lambda s, e: same[:3], NOW, NOW + timedelta(1), key=lambda r: r.probe_id,
-                                    page=3, max_pages=10)
-    assert partial and len(got) == 3
+def read(fetch, max_pages: int, chunks: int = 1):  # type: ignore[no-untyped-def]
+    return pd_.read_newest(fetch, NOW - timedelta(hours=1), NOW, key=lambda r: r.probe_id, page=25,
+                           max_pages=max_pages, chunks=chunks)
+
+
+@pytest.mark.parametrize("chunks", [1, 4])
+def test_read_newest_reads_everything_with_budget(results: list[ProbeResult], chunks: int) -> None:
+    calls: list[tuple[datetime, datetime]] = []
+    got, since = read(paged(results, 25, calls), max_pages=50, chunks=chunks)
+    assert since == NOW - timedelta(hours=1) and len(calls) > chunks
+    assert [r.probe_id for r in got] == [r.probe_id for r in sorted(results, key=lambda r: r.ts)]
+    assert calls[0][1] == NOW
+
+
+def test_read_newest_out_of_budget_keeps_the_newest_part(results: list[ProbeResult]) -> None:
+    calls: list[tuple[datetime, datetime]] = []
+    # 20 rounds of 7 results in the last 10 minutes, all in the newest 15-minute chunk: a page of 25
+    # ends in the 4th round and the next starts there, so rounds 0, 3, ..., 18: 7 pages.
+    got, since = read(paged(results, 25, calls), max_pages=7, chunks=4)
+    assert since == NOW - timedelta(minutes=15) and len(got) == len(results)
+    got, since = read(paged(results, 25, []), max_pages=3, chunks=4)
+    assert since == NOW and 0 < len(got) < len(results)
+
+
+def test_read_newest_stops_when_one_timestamp_fills_a_page(results: list[ProbeResult]) -> None:
+    same = [r.model_copy(update={"ts": NOW - timedelta(minutes=1), "probe_id": f"s{i}"}) for i, r in enumerate(results)]
+    calls: list[tuple[datetime, datetime]] = []
+    got, since = read(paged(same, 25, calls), max_pages=10)
+    assert since == NOW and len(got) == 25 and len(calls) == 2
