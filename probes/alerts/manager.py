@@ -3,8 +3,10 @@
 :meth:`AlertManager.observe` takes every probe result with its hysteresis status; :meth:`evaluate`
 (every ``evaluate_every_s`` in :meth:`run_forever`) moves alerts pending → firing → resolved, queues
 one Alertmanager-format notification per change (and per ``repeat_interval_s`` while firing) to
-every webhook, and hands a :class:`RouterEvent` (kind ``alert``) to ``on_event`` for each firing
-and resolve. :meth:`active` is what ``GET /v1/alerts`` returns.
+every webhook, and hands a :class:`RouterEvent` (kind ``alert``, message ``"firing: <rule> on
+<instance> (<kind>): <summary>"`` or ``"resolved: ..."``; severity critical→error, warning→warning,
+info→info for a firing, info for a resolve) to ``on_event``. :meth:`active` is what
+``GET /v1/alerts`` returns.
 """
 
 from __future__ import annotations
@@ -127,7 +129,7 @@ class AlertManager:
             severity=EVENT_SEVERITY[a.rule.severity] if firing else "info",
             instance=a.instance or None,
             model=a.model or None,
-            message=f"{a.rule.name} {t.action}{where}: {a.rule.summary or a.rule.name}"[:2000],
+            message=f"{t.action}: {a.rule.name}{where}: {a.rule.summary or a.rule.name}"[:2000],
             value=a.value,
         )
         try:

@@ -102,7 +102,8 @@ def test_a_verdict_rule_is_pending_for_for_s_then_fires_and_resolves() -> None:
     assert resolved["alerts"][0]["fingerprint"] == alert["fingerprint"] and firing["groupKey"] == resolved["groupKey"]
     assert [(e.kind, e.severity, e.instance, e.model) for e in fake.events] == [
         ("alert", "error", "i1", "m1"), ("alert", "info", "i1", "m1")]
-    assert "Drift firing" in fake.events[0].message and "answers drifted" in fake.events[0].message
+    assert fake.events[0].message == "firing: Drift on i1 (semantic): answers drifted"
+    assert fake.events[1].message.startswith("resolved: Drift ")
     assert fake.events[0].value == 0.4
 
 
