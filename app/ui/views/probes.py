@@ -98,11 +98,11 @@ elif active.empty:
 for line in data.active_alert_lines(active):
     st.markdown(line)
 
+lookback = min(data.WINDOWS[window], GRID_LOOKBACK).seconds // 60
 if grid.empty:
-    st.info(f"No probe results yet (last {min(data.WINDOWS[window], GRID_LOOKBACK).seconds // 60} minutes). "
+    st.info(f"No probe results yet (last {lookback} minutes). "
             "Probes run inside `routelens serve` (or `routelens probes run`) every 30 s.")
 else:
-    lookback = min(data.WINDOWS[window], GRID_LOOKBACK).seconds // 60
     st.caption(f"Last verdict of each probe in the last {lookback} minutes, worst instance first; "
                "grey: no result (silence is not health).")
     if grid_cut:
@@ -140,9 +140,7 @@ else:
         else:
             st.plotly_chart(charts.latency_chart(latency, instance))
     with st.expander(f"Probe results of {instance}"):
-        st.dataframe(
-            [r.model_dump(mode="json") for r in reversed(series)], hide_index=True
-        )
+        st.dataframe([r.model_dump(mode="json") for r in reversed(series)], hide_index=True)
 
 st.subheader("Recent alerts")
 recent = data.recent_alerts([RouterEvent.model_validate(e) for e in raw_events])
