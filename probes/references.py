@@ -7,8 +7,8 @@ with like: the answer is in the prompt's language (MiniLM scores a zh/en pair ne
 
 :func:`calibrate` turns similarities measured on healthy (and, if given, drifted) instances into
 a suggested threshold per reference: with drifted samples the midpoint between the healthy 1st
-percentile and the drifted 99th; without them the healthy mean minus 4 standard deviations (never
-above the healthy minimum). ``separation`` is healthy p1 minus drifted p99 (> 0: they separate).
+percentile and the drifted 99th; without them the healthy mean minus 4 standard deviations, and
+at least 0.05 below the healthy minimum. ``separation`` is healthy p1 minus drifted p99 (> 0: they separate).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def calibrate(healthy: Mapping[str, Sequence[float]],
             suggested, separation = (p1 + p99) / 2, p1 - p99
         else:
             p99, separation = None, None
-            suggested = min(mean - 4 * std, min(values))
+            suggested = min(mean - 4 * std, min(values) - 0.05)
         out.append(Calibration(ref, len(values), mean, std, min(values), p1, len(bad), max(bad) if bad else None, p99,
                                round(max(-1.0, min(1.0, suggested)), 3), separation))
     return out

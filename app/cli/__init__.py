@@ -21,7 +21,8 @@ from schemas.errors import ConfigError
 __all__ = ["COMMANDS", "DEFAULT_CONFIG", "build_parser", "main"]
 
 DEFAULT_CONFIG = "routelens.yaml"
-COMMANDS = ["serve", "store", "sim", "trace", "app", "demo", "schema", "drill", "state", "ingest", "plugins"]
+COMMANDS = ["serve", "store", "sim", "trace", "app", "demo", "schema", "drill", "state", "ingest", "plugins", "probe",
+            "probes"]
 
 
 def build_parser() -> argparse.ArgumentParser:

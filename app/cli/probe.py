@@ -1,0 +1,117 @@
+"""``routelens probe URL``: run the probes once against one instance and print the results.
+
+``--kind K`` runs one probe; with ``--json`` it prints exactly one ProbeResult object (fields
+``kind``, ``instance``, ``verdict``, ``value``, ``threshold``, ``reason``, ...). Without
+``--kind`` it runs syntax, latency and semantic (the last skipped, with a note, when the
+embedding model is not installed); ``--json`` then prints a list. Exit 0 when every result is
+``ok``, 1 otherwise, 2 when the instance cannot be asked for its model. The model defaults to the
+first id of the instance's ``GET /v1/models``. A single latency probe only learns (``learning
+baseline (1/n)``) unless ``--baselines FILE`` holds the instance's baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import aiohttp
+from rich.console import Console
+from rich.markup import escape
+
+from app.cli._common import config_of, err
+from probes.http import fetch
+from probes.syntax import upstream_error
+from probes.types import Target
+from schemas.common import ProbeKind, ProbeVerdict
+from schemas.probe import ProbeResult
+from schemas.probes_config import ProbeSettings
+
+__all__ = ["first_model", "probe_settings", "register"]
+
+_COLOURS = {ProbeVerdict.OK: "green", ProbeVerdict.DEGRADED: "yellow", ProbeVerdict.FAILED: "red"}
+
+
+def probe_settings(args: argparse.Namespace) -> ProbeSettings:
+    """The ``probes`` section of ``--config`` when that file exists (else defaults), ``--timeout`` applied."""
+    settings = config_of(args).probes if Path(args.config).is_file() else ProbeSettings()
+    if getattr(args, "timeout", None):
+        settings = settings.model_copy(update={"timeout_s": float(args.timeout)})
+    return settings
+
+
+async def first_model(session: aiohttp.ClientSession, url: str, timeout_s: float, api_key: str | None) -> str:
+    """The first model id of ``GET {url}/v1/models``; raises ValueError saying what went wrong."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    call = await fetch(session, "GET", f"{url.rstrip('/')}/v1/models", timeout_s=timeout_s, max_bytes=1 << 20,
+                       headers=headers)
+    if call.error_class is not None:
+        raise ValueError(f"GET /v1/models: {call.error}")
+    if call.status != 200:
+        raise ValueError(f"GET /v1/models: HTTP {call.status}: {upstream_error(call.body)}")
+    try:
+        return str(json.loads(call.body or b"")["data"][0]["id"])
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise ValueError(f"GET /v1/models: no model id in the answer ({exc})") from exc
+
+
+def _print(out: Console, result: ProbeResult) -> None:
+    colour = _COLOURS[result.verdict]
+    value = "-" if result.value is None else f"{result.value:.4g}"
+    bound = "-" if result.threshold is None else f"{result.threshold:.4g}"
+    extra = f" reference={result.reference}" if result.reference else ""
+    out.print(f"{result.kind.value:8} [{colour}]{result.verdict.value:8}[/{colour}] value={value} threshold={bound}"
+              f" latency={result.latency_ms or 0:.0f}ms{extra}  {escape(result.reason)}")
+
+
+async def _probe(args: argparse.Namespace) -> int:
+    from probes.baselines import BaselineStore
+    from probes.embedder import MiniLMEmbedder, available
+    from probes.runner import ProbeRunner
+
+    settings = probe_settings(args)
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    missing = available()
+    kinds = [ProbeKind(args.kind)] if args.kind else list(ProbeKind)
+    if ProbeKind.SEMANTIC in kinds and missing is not None and not args.kind:
+        err.print(f"semantic probe skipped: the embedding model is {missing}")
+        kinds.remove(ProbeKind.SEMANTIC)
+    async with aiohttp.ClientSession() as session:
+        try:
+            model = args.model or await first_model(session, args.url, settings.timeout_s, api_key)
+        except ValueError as exc:
+            err.print(f"[red]error:[/red] {escape(args.url)}: {escape(str(exc))}")
+            return 2
+        target = Target(instance=args.instance or args.url, model=model, url=args.url.rstrip("/"), api_key=api_key)
+        embedder = MiniLMEmbedder() if ProbeKind.SEMANTIC in kinds and missing is None else None
+        runner = ProbeRunner(settings.model_copy(update={"kinds": kinds}), session, embedder=embedder,
+                             baselines=BaselineStore(args.baselines))
+        results = [await runner.run(kind, target) for kind in kinds]
+    if args.json:
+        docs = [r.model_dump(mode="json") for r in results]
+        print(json.dumps(docs[0] if args.kind else docs, ensure_ascii=False))
+    else:
+        out = Console(highlight=False)
+        for result in results:
+            _print(out, result)
+    return 0 if all(r.verdict is ProbeVerdict.OK for r in results) else 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    return asyncio.run(_probe(args))
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+    """Add ``probe``."""
+    p = sub.add_parser("probe", parents=[common], help="probe one instance once (exit 0 ok, 1 degraded or failed)")
+    p.add_argument("url", help="the instance's base URL (http://host:port)")
+    p.add_argument("--kind", choices=[k.value for k in ProbeKind], help="one probe (default: all three)")
+    p.add_argument("--model", help="model to ask for (default: the first of GET /v1/models)")
+    p.add_argument("--instance", help="instance id in the result (default: the URL)")
+    p.add_argument("--json", action="store_true", help="print the ProbeResult as JSON (a list without --kind)")
+    p.add_argument("--timeout", type=float, metavar="S", help="per-request timeout (default: probes.timeout_s)")
+    p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the instance's API key")
+    p.add_argument("--baselines", metavar="FILE", help="latency baselines file (default: none, the probe learns)")
+    p.set_defaults(func=_run)

@@ -1,0 +1,123 @@
+"""``routelens probes calibrate`` and ``routelens probes run``.
+
+- ``probes calibrate --url URL [--url URL2 ...] [--samples N] [--drifted-url URL ...]`` runs N
+  semantic rounds against each healthy (and drifted) instance and prints, per reference, the
+  healthy and drifted similarity distributions and the suggested threshold
+  (:func:`probes.references.calibrate`); ``--write FILE`` writes a references file with those
+  thresholds, ``--json`` prints the table as JSON. Needs the embedding model (exit 2 without).
+- ``probes run [--host H] [--port P]``: the standalone prober (``app.run.prober.run_standalone``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import aiohttp
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from app.cli._common import err
+from app.cli.probe import first_model, probe_settings
+from probes.references import Calibration, calibrate, dump_references, load_references
+from probes.types import Target
+
+__all__ = ["register"]
+
+
+async def _sample(args: argparse.Namespace, urls: list[str]) -> dict[str, list[float]]:
+    from probes.semantic import SemanticCheck
+
+    settings = probe_settings(args)
+    refs = load_references(args.references or settings.semantic.references)
+    check = SemanticCheck(settings, args.embedder, refs)
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    out: dict[str, list[float]] = {ref.id: [] for ref in refs}
+    async with aiohttp.ClientSession() as session:
+        for url in urls:
+            model = args.model or await first_model(session, url, settings.timeout_s, api_key)
+            target = Target(instance=url, model=model, url=url.rstrip("/"), api_key=api_key)
+            for _ in range(args.samples):
+                sims, failed, _ms = await check.similarities(session, target)
+                if failed is not None:
+                    raise ValueError(f"{url}: {failed.reason}")
+                for ref_id, sim in sims.items():
+                    out[ref_id].append(sim)
+    return out
+
+
+def _table(rows: list[Calibration]) -> Table:
+    t = Table("reference", "healthy n", "mean", "std", "min", "p1", "drifted n", "max", "p99", "separation",
+              "suggested")
+
+    def f(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    for c in rows:
+        t.add_row(c.reference, str(c.healthy_n), f(c.healthy_mean), f(c.healthy_std), f(c.healthy_min), f(c.healthy_p1),
+                  str(c.drifted_n), f(c.drifted_max), f(c.drifted_p99), f(c.separation), f(c.suggested))
+    return t
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from probes.embedder import MiniLMEmbedder, available
+
+    missing = available()
+    if missing is not None:
+        err.print(f"[red]error:[/red] calibration needs the embedding model: {missing}")
+        return 2
+    args.embedder = MiniLMEmbedder()
+    try:
+        healthy = asyncio.run(_sample(args, args.url))
+        drifted = asyncio.run(_sample(args, args.drifted_url)) if args.drifted_url else None
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        return 2
+    rows = calibrate(healthy, drifted)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(c) for c in rows]))
+    else:
+        Console(highlight=False).print(_table(rows))
+    if args.write:
+        refs = load_references(args.references or probe_settings(args).semantic.references)
+        suggested = {c.reference: c.suggested for c in rows}
+        refs = [r.model_copy(update={"threshold": suggested.get(r.id, r.threshold)}) for r in refs]
+        header = f"routelens probes calibrate: {args.samples} rounds per instance of {', '.join(args.url)}"
+        Path(args.write).write_text(dump_references(refs, header), encoding="utf-8")
+        err.print(f"wrote {escape(args.write)}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        from app.run.prober import run_standalone  # type: ignore[attr-defined,unused-ignore]
+    except ImportError as exc:
+        err.print(f"[red]error:[/red] the standalone prober is not available: {escape(str(exc))}")
+        return 2
+    return int(run_standalone(args))
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+    """Add ``probes`` and its subcommands ``calibrate`` and ``run``."""
+    probes = sub.add_parser("probes", parents=[common], help="the prober: calibrate references, run standalone")
+    cmds = probes.add_subparsers(dest="probes_command", required=True)
+    c = cmds.add_parser("calibrate", parents=[common], help="suggest semantic thresholds from measured similarities")
+    c.add_argument("--url", action="append", required=True, help="a healthy instance (repeatable)")
+    c.add_argument("--drifted-url", action="append", default=[], help="a drifted instance (repeatable)")
+    c.add_argument("--samples", type=int, default=10, metavar="N", help="rounds per instance (default: %(default)s)")
+    c.add_argument("--model", help="model to ask for (default: the first of GET /v1/models)")
+    c.add_argument("--references", metavar="FILE", help="references file (default: probes.semantic.references)")
+    c.add_argument("--write", metavar="FILE", help="write the references with the suggested thresholds")
+    c.add_argument("--json", action="store_true", help="print the calibration as JSON")
+    c.add_argument("--timeout", type=float, metavar="S", help="per-request timeout (default: probes.timeout_s)")
+    c.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the instances' API key")
+    c.set_defaults(func=_calibrate)
+    r = cmds.add_parser("run", parents=[common], help="probe the fleet standalone (verdicts over HTTP)")
+    r.add_argument("--host", help="address of the prober's HTTP API")
+    r.add_argument("--port", type=int, help="port of the prober's HTTP API")
+    r.set_defaults(func=_run)
