@@ -3,13 +3,20 @@
 Feedback is counted per (model, class) and per (instance, class). One bad instance must not
 poison its model, and must be the one that loses traffic:
 
-- an instance is *divergent* for a class when it has at least ``min_verdicts`` verdicts and is
-  worse than its siblings (the model's other instances, pooled) by more than ``margin``, with
-  a one-sided Agresti-Caffo two-proportion test at ``z`` standard errors;
+- an instance is *divergent* when it has at least ``min_verdicts`` verdicts and is worse than
+  its siblings (the model's other instances, pooled) by more than ``margin``, with a one-sided
+  Agresti-Caffo two-proportion test at ``z`` standard errors: for one class (flag
+  ``(instance, class)``), or over all its classes at once (flag ``(instance, "*")``: a drift
+  shows in every class, and pooling finds it five times sooner than waiting for each class);
 - the model's estimate is its prior plus the verdicts of its non-divergent instances (and
   verdicts with no instance), so a divergent instance's verdicts stop counting for the model;
-- an instance's estimate is its own verdicts shrunk towards the model's estimate with
-  ``instance_strength`` pseudo-verdicts, so a new or rarely-fed instance scores like its model.
+- a non-divergent instance scores as its model: its siblings' verdicts are evidence about it
+  too, and letting each instance's own few verdicts decide would herd a max picker onto
+  whichever instance was luckiest (the empirical-Bayes estimate of the spread between
+  indistinguishable instances is zero, so the shrinkage is total);
+- a divergent instance's estimate is its own verdicts shrunk towards the model's estimate
+  (scaled by its overall shortfall when flagged over all classes) with ``instance_strength``
+  pseudo-verdicts.
 
 Every update precomputes one immutable :class:`QualitySnapshot`; ``snapshot()`` only returns it.
 """
@@ -17,14 +24,17 @@ Every update precomputes one immutable :class:`QualitySnapshot`; ``snapshot()`` 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from schemas.config import ModelProfile
 
-__all__ = ["QualitySnapshot", "QualityTable", "diverges"]
+__all__ = ["ALL", "QualitySnapshot", "QualityTable", "diverges"]
 
 Key = tuple[str, str]
+Counts = tuple[float, float]  # (correct, wrong)
+ALL = "*"  # the class of a divergence flag over all of an instance's classes
+_ZERO: Counts = (0.0, 0.0)
 _EMPTY: Mapping[Key, float] = {}
 
 
@@ -33,8 +43,10 @@ class QualitySnapshot(Mapping[Key, float]):
 
     Attributes:
         models: P(correct) per (model, class), robust to one bad instance (the Mapping itself).
-        instances: P(correct) per (instance, class), for instances with feedback.
-        divergent: The (instance, class) pairs flagged as worse than their siblings.
+        instances: P(correct) per (instance, class), for the divergent instances (the others
+            score as their model).
+        divergent: The (instance, class) pairs flagged as worse than their siblings; class
+            ``"*"`` (:data:`ALL`) flags the instance over all its classes.
     """
 
     __slots__ = ("divergent", "instances", "models")
@@ -55,6 +67,10 @@ class QualitySnapshot(Mapping[Key, float]):
     def get(self, key: Key, default: Any = None) -> Any:
         """Return the model-level estimate for ``key``, ``default`` when unknown."""
         return self.models.get(key, default)
+
+    def is_divergent(self, instance: str, cls: str) -> bool:
+        """Whether ``instance`` is flagged for ``cls`` or over all its classes."""
+        return (instance, cls) in self.divergent or (instance, ALL) in self.divergent
 
     def estimate(self, instance: str, model: str, cls: str, default: float) -> float:
         """Return (instance, cls)'s estimate, else (model, cls)'s, else ``default``."""
@@ -84,7 +100,7 @@ class QualityTable:
         profiles: Priors per model (``quality`` per class).
         prior_strength: How many observations the model prior is worth.
         default: Prior for a (model, class) the configuration does not mention.
-        instance_strength: How many observations an instance's shrinkage towards its model is worth.
+        instance_strength: How many observations a divergent instance's shrinkage is worth.
         min_verdicts: Verdicts an instance (and its siblings) need before it can be flagged divergent.
         margin: How much worse than its siblings an instance must be to be flagged.
         z: Standard errors the shortfall beyond ``margin`` must exceed (2.33: one-sided 1%).
@@ -93,42 +109,55 @@ class QualityTable:
     def __init__(self, profiles: Mapping[str, ModelProfile], prior_strength: float = 20.0, default: float = 0.5,
                  *, instance_strength: float = 10.0, min_verdicts: int = 10, margin: float = 0.1,
                  z: float = 2.33) -> None:
-        self._strength, self._default, self._inst_strength = prior_strength, default, instance_strength
+        self._strength, self._default, self._tau = prior_strength, default, instance_strength
         self._min, self._margin, self._z = min_verdicts, margin, z
-        self._prior: dict[Key, tuple[float, float]] = {}
+        self._prior: dict[Key, Counts] = {}
         for model, profile in profiles.items():
             for cls, p in profile.quality.items():
                 self._prior[(model, cls)] = (p * prior_strength, (1 - p) * prior_strength)
-        self._direct: dict[Key, tuple[float, float]] = {}  # verdicts with no instance, per (model, class)
-        self._inst: dict[Key, dict[str, tuple[float, float]]] = {}  # (model, class) -> instance -> counts
+        self._direct: dict[Key, Counts] = {}  # verdicts with no instance, per (model, class)
+        self._inst: dict[str, dict[str, dict[str, Counts]]] = {}  # model -> class -> instance -> counts
         self._snap = QualitySnapshot({k: a / (a + b) for k, (a, b) in self._prior.items()})
 
     def update(self, model: str, cls: str, correct: bool, instance: str | None = None) -> None:
         """Fold one feedback verdict in, for ``model`` and, when known, the ``instance`` that answered."""
-        key, hit = (model, cls), (1.0, 0.0) if correct else (0.0, 1.0)
+        hit = (1.0, 0.0) if correct else (0.0, 1.0)
         if instance is None:
-            self._direct[key] = _add(self._direct.get(key, (0.0, 0.0)), hit)
+            self._direct[(model, cls)] = _add(self._direct.get((model, cls), _ZERO), hit)
         else:
-            counts = self._inst.setdefault(key, {})
-            counts[instance] = _add(counts.get(instance, (0.0, 0.0)), hit)
-        self._refresh(key)
+            counts = self._inst.setdefault(model, {}).setdefault(cls, {})
+            counts[instance] = _add(counts.get(instance, _ZERO), hit)
+        self._refresh(model, cls)
 
-    def _refresh(self, key: Key) -> None:
-        """Recompute ``key``'s model estimate, its instances' estimates and flags; swap the snapshot."""
-        model, cls = key
-        counts = self._inst.get(key, {})
-        total = _sum(counts.values())
-        flagged = {i for i, c in counts.items()
-                   if diverges(c, _sub(total, c), min_verdicts=self._min, margin=self._margin, z=self._z)}
-        a, b = self._prior.get(key, (self._default * self._strength, (1 - self._default) * self._strength))
-        kept = _sum(c for i, c in counts.items() if i not in flagged)
-        a, b = _add((a, b), _add(self._direct.get(key, (0.0, 0.0)), kept))
-        mean, tau = a / (a + b), self._inst_strength
+    def _diverges(self, bad: Counts, rest: Counts) -> bool:
+        return diverges(bad, rest, min_verdicts=self._min, margin=self._margin, z=self._z)
+
+    def _refresh(self, model: str, cls: str) -> None:
+        """Recompute ``model``'s estimates, its instances' flags and estimates; swap the snapshot."""
+        by_cls = self._inst.get(model, {})
+        members = {i for counts in by_cls.values() for i in counts}
+        pooled = {i: _sum(c.get(i, _ZERO) for c in by_cls.values()) for i in members}
+        total = _sum(pooled.values())
+        whole = {i: _ratio(c, _sub(total, c)) for i, c in pooled.items() if self._diverges(c, _sub(total, c))}
+        classes = {c for m, c in self._prior if m == model} | set(by_cls) | {cls}
+        models, instances, divergent = dict(self._snap.models), {}, {(i, ALL) for i in whole}
+        for c in classes:
+            counts = by_cls.get(c, {})
+            c_total = _sum(counts.values())
+            flagged = {i for i, n in counts.items() if self._diverges(n, _sub(c_total, n))}
+            a, b = _add(self._prior.get((model, c), (self._default * self._strength,
+                                                     (1 - self._default) * self._strength)),
+                        _add(self._direct.get((model, c), _ZERO),
+                             _sum(n for i, n in counts.items() if i not in flagged and i not in whole)))
+            mean = models[(model, c)] = a / (a + b)
+            divergent |= {(i, c) for i in flagged}
+            for i in flagged | set(whole):  # shrunk towards the model, scaled by the instance's overall shortfall
+                s, f = counts.get(i, _ZERO)
+                instances[(i, c)] = (s + self._tau * mean * whole.get(i, 1.0)) / (s + f + self._tau)
         old = self._snap
-        instances = {**old.instances, **{(i, cls): (s + tau * mean) / (s + f + tau) for i, (s, f) in counts.items()}}
-        kept_flags = {k for k in old.divergent if k[1] != cls or k[0] not in counts}
-        divergent = frozenset(kept_flags | {(i, cls) for i in flagged})
-        self._snap = QualitySnapshot({**old.models, key: mean}, instances, divergent)  # readers keep the old one
+        instances |= {k: v for k, v in old.instances.items() if k[0] not in members}
+        divergent |= {k for k in old.divergent if k[0] not in members}
+        self._snap = QualitySnapshot(models, instances, frozenset(divergent))  # readers keep the old one
 
     def snapshot(self) -> QualitySnapshot:
         """Return the current estimates (immutable by convention; precomputed at the last update)."""
@@ -141,23 +170,29 @@ class QualityTable:
     def instance_rows(self) -> list[dict[str, object]]:
         """Per (instance, class) with feedback: its model, verdicts, estimate and divergence flag."""
         snap, rows = self._snap, []
-        for (model, cls), counts in sorted(self._inst.items()):
-            for inst, (s, f) in sorted(counts.items()):
-                rows.append({"instance": inst, "model": model, "class": cls, "verdicts": int(s + f),
-                             "correct": int(s), "p_correct": round(snap.instances[(inst, cls)], 4),
-                             "divergent": (inst, cls) in snap.divergent})
+        for model, by_cls in sorted(self._inst.items()):
+            for cls, counts in sorted(by_cls.items()):
+                for inst, (s, f) in sorted(counts.items()):
+                    rows.append({"instance": inst, "model": model, "class": cls, "verdicts": int(s + f),
+                                 "correct": int(s), "p_correct": round(snap.estimate(inst, model, cls, 0.0), 4),
+                                 "divergent": snap.is_divergent(inst, cls)})
         return rows
 
 
-def _add(x: tuple[float, float], y: tuple[float, float]) -> tuple[float, float]:
+def _add(x: Counts, y: Counts) -> Counts:
     return x[0] + y[0], x[1] + y[1]
 
 
-def _sub(x: tuple[float, float], y: tuple[float, float]) -> tuple[float, float]:
+def _sub(x: Counts, y: Counts) -> Counts:
     return x[0] - y[0], x[1] - y[1]
 
 
-def _sum(items: Any) -> tuple[float, float]:
+def _ratio(bad: Counts, rest: Counts) -> float:
+    """How many times as often ``bad`` is right as ``rest`` (add-one adjusted, at most 1)."""
+    return min(1.0, ((bad[0] + 1) / (sum(bad) + 2)) / ((rest[0] + 1) / (sum(rest) + 2)))
+
+
+def _sum(items: Iterable[Counts]) -> Counts:
     s = f = 0.0
     for a, b in items:
         s, f = s + a, f + b

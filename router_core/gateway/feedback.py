@@ -71,6 +71,6 @@ async def feedback(gw: Gateway, request: web.Request) -> web.Response:
         body["learned"] = {"model": model, "instance": instance, "class": cls,
                            "p_model": round(snap.models[(model, cls)], 4),
                            "p_instance": round(snap.estimate(instance or "", model, cls, 0.0), 4),
-                           "divergent": (instance, cls) in snap.divergent}
+                           "divergent": instance is not None and snap.is_divergent(instance, cls)}
     return web.Response(status=202, body=orjson.dumps(body), content_type="application/json")
 
