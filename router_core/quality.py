@@ -116,48 +116,63 @@ class QualityTable:
             for cls, p in profile.quality.items():
                 self._prior[(model, cls)] = (p * prior_strength, (1 - p) * prior_strength)
         self._direct: dict[Key, Counts] = {}  # verdicts with no instance, per (model, class)
-        self._inst: dict[str, dict[str, dict[str, Counts]]] = {}  # model -> class -> instance -> counts
+        self._models: dict[str, _ModelCounts] = {}
         self._snap = QualitySnapshot({k: a / (a + b) for k, (a, b) in self._prior.items()})
 
     def update(self, model: str, cls: str, correct: bool, instance: str | None = None) -> None:
-        """Fold one feedback verdict in, for ``model`` and, when known, the ``instance`` that answered."""
+        """Fold one feedback verdict in, for ``model`` and, when known, the ``instance`` that answered.
+
+        Cost: one pass over the model's instances (the overall test) and over those with verdicts
+        for ``cls`` (the class test); every class only when the set flagged overall changes.
+        """
         hit = (1.0, 0.0) if correct else (0.0, 1.0)
+        mc = self._models.get(model)
+        if mc is None:
+            mc = self._models[model] = _ModelCounts({c for m, c in self._prior if m == model})
+        mc.classes.add(cls)
         if instance is None:
             self._direct[(model, cls)] = _add(self._direct.get((model, cls), _ZERO), hit)
         else:
-            counts = self._inst.setdefault(model, {}).setdefault(cls, {})
+            counts = mc.by_cls.setdefault(cls, {})
             counts[instance] = _add(counts.get(instance, _ZERO), hit)
-        self._refresh(model, cls)
+            mc.ctotal[cls] = _add(mc.ctotal.get(cls, _ZERO), hit)
+            mc.pooled[instance] = _add(mc.pooled.get(instance, _ZERO), hit)
+            mc.total = _add(mc.total, hit)
+            mc.cflags[cls] = frozenset(self._flagged(counts, mc.ctotal[cls]))
+        whole = {i: _ratio(mc.pooled[i], _sub(mc.total, mc.pooled[i])) for i in self._flagged(mc.pooled, mc.total)}
+        stale = mc.classes if whole.keys() != mc.whole.keys() else {cls}
+        mc.whole = whole
+        self._publish(model, mc, stale)
 
-    def _diverges(self, bad: Counts, rest: Counts) -> bool:
-        return diverges(bad, rest, min_verdicts=self._min, margin=self._margin, z=self._z)
+    def _flagged(self, counts: Mapping[str, Counts], total: Counts) -> list[str]:
+        """The instances of ``counts`` that :func:`diverges` from the rest of ``total``."""
+        floor = self._min
+        if total[0] + total[1] < 2 * floor:
+            return []
+        return [i for i, n in counts.items() if n[0] + n[1] >= floor
+                and diverges(n, _sub(total, n), min_verdicts=floor, margin=self._margin, z=self._z)]
 
-    def _refresh(self, model: str, cls: str) -> None:
-        """Recompute ``model``'s estimates, its instances' flags and estimates; swap the snapshot."""
-        by_cls = self._inst.get(model, {})
-        members = {i for counts in by_cls.values() for i in counts}
-        pooled = {i: _sum(c.get(i, _ZERO) for c in by_cls.values()) for i in members}
-        total = _sum(pooled.values())
-        whole = {i: _ratio(c, _sub(total, c)) for i, c in pooled.items() if self._diverges(c, _sub(total, c))}
-        classes = {c for m, c in self._prior if m == model} | set(by_cls) | {cls}
-        models, instances, divergent = dict(self._snap.models), {}, {(i, ALL) for i in whole}
-        for c in classes:
-            counts = by_cls.get(c, {})
-            c_total = _sum(counts.values())
-            flagged = {i for i, n in counts.items() if self._diverges(n, _sub(c_total, n))}
+    def _publish(self, model: str, mc: _ModelCounts, stale: set[str]) -> None:
+        """Recompute the ``stale`` classes' model estimates and the flagged instances' ones; swap the snapshot."""
+        models = dict(self._snap.models)
+        for c in stale:  # prior + verdicts with no instance + every instance's verdicts but the flagged ones'
+            counts, out = mc.by_cls.get(c, {}), mc.cflags.get(c, frozenset()) | mc.whole.keys()
             a, b = _add(self._prior.get((model, c), (self._default * self._strength,
                                                      (1 - self._default) * self._strength)),
-                        _add(self._direct.get((model, c), _ZERO),
-                             _sum(n for i, n in counts.items() if i not in flagged and i not in whole)))
-            mean = models[(model, c)] = a / (a + b)
-            divergent |= {(i, c) for i in flagged}
-            for i in flagged | set(whole):  # shrunk towards the model, scaled by the instance's overall shortfall
+                        _add(self._direct.get((model, c), _ZERO), mc.ctotal.get(c, _ZERO)))
+            a, b = _sub((a, b), _sum(counts[i] for i in out if i in counts))
+            models[(model, c)] = a / (a + b)
+        mc.entries, flags = {}, {(i, ALL) for i in mc.whole}
+        for c in mc.classes:  # a flagged instance: shrunk towards the model, scaled by its overall shortfall
+            counts, mean = mc.by_cls.get(c, {}), models[(model, c)]
+            flags |= {(i, c) for i in mc.cflags.get(c, ())}
+            for i in mc.cflags.get(c, frozenset()) | mc.whole.keys():
                 s, f = counts.get(i, _ZERO)
-                instances[(i, c)] = (s + self._tau * mean * whole.get(i, 1.0)) / (s + f + self._tau)
-        old = self._snap
-        instances |= {k: v for k, v in old.instances.items() if k[0] not in members}
-        divergent |= {k for k in old.divergent if k[0] not in members}
-        self._snap = QualitySnapshot(models, instances, frozenset(divergent))  # readers keep the old one
+                mc.entries[(i, c)] = (s + self._tau * mean * mc.whole.get(i, 1.0)) / (s + f + self._tau)
+        mc.flags = frozenset(flags)
+        instances = {k: v for m in self._models.values() for k, v in m.entries.items()}
+        divergent = frozenset().union(*(m.flags for m in self._models.values()))
+        self._snap = QualitySnapshot(models, instances, divergent)  # readers keep the old one
 
     def snapshot(self) -> QualitySnapshot:
         """Return the current estimates (immutable by convention; precomputed at the last update)."""
@@ -170,13 +185,28 @@ class QualityTable:
     def instance_rows(self) -> list[dict[str, object]]:
         """Per (instance, class) with feedback: its model, verdicts, estimate and divergence flag."""
         snap, rows = self._snap, []
-        for model, by_cls in sorted(self._inst.items()):
-            for cls, counts in sorted(by_cls.items()):
+        for model, mc in sorted(self._models.items()):
+            for cls, counts in sorted(mc.by_cls.items()):
                 for inst, (s, f) in sorted(counts.items()):
                     rows.append({"instance": inst, "model": model, "class": cls, "verdicts": int(s + f),
                                  "correct": int(s), "p_correct": round(snap.estimate(inst, model, cls, 0.0), 4),
                                  "divergent": snap.is_divergent(inst, cls)})
         return rows
+
+
+class _ModelCounts:
+    """One model's verdicts per class and instance, pooled per instance, and its flags."""
+
+    def __init__(self, classes: set[str]) -> None:
+        self.classes = classes  # with a prior or a verdict
+        self.by_cls: dict[str, dict[str, Counts]] = {}  # class -> instance -> counts
+        self.ctotal: dict[str, Counts] = {}  # class -> all its instances' counts
+        self.pooled: dict[str, Counts] = {}  # instance -> its counts over all classes
+        self.total: Counts = _ZERO
+        self.cflags: dict[str, frozenset[str]] = {}  # class -> instances flagged for it
+        self.whole: dict[str, float] = {}  # instances flagged overall -> their shortfall ratio
+        self.entries: dict[Key, float] = {}  # (instance, class) -> estimate, flagged instances only
+        self.flags: frozenset[Key] = frozenset()
 
 
 def _add(x: Counts, y: Counts) -> Counts:
