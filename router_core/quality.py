@@ -139,10 +139,34 @@ class QualityTable:
             mc.pooled[instance] = _add(mc.pooled.get(instance, _ZERO), hit)
             mc.total = _add(mc.total, hit)
             mc.cflags[cls] = frozenset(self._flagged(counts, mc.ctotal[cls]))
-        whole = {i: _ratio(mc.pooled[i], _sub(mc.total, mc.pooled[i])) for i in self._flagged(mc.pooled, mc.total)}
+        whole = self._whole(mc)
         stale = mc.classes if whole.keys() != mc.whole.keys() else {cls}
         mc.whole = whole
         self._publish(model, mc, stale)
+
+    def forget(self, instance: str) -> bool:
+        """Drop every verdict of ``instance`` (restarted, redeployed, its fault cleared): it scores as its model.
+
+        Returns:
+            Whether it had any.
+        """
+        found = False
+        for model, mc in self._models.items():
+            if instance not in mc.pooled:
+                continue
+            found = True
+            mc.total = _sub(mc.total, mc.pooled.pop(instance))
+            for cls, counts in mc.by_cls.items():
+                if instance in counts:
+                    mc.ctotal[cls] = _sub(mc.ctotal[cls], counts.pop(instance))
+                    mc.cflags[cls] = frozenset(self._flagged(counts, mc.ctotal[cls]))
+            mc.whole = self._whole(mc)
+            self._publish(model, mc, mc.classes)
+        return found
+
+    def _whole(self, mc: _ModelCounts) -> dict[str, float]:
+        """The instances flagged over all classes, each with its shortfall ratio."""
+        return {i: _ratio(mc.pooled[i], _sub(mc.total, mc.pooled[i])) for i in self._flagged(mc.pooled, mc.total)}
 
     def _flagged(self, counts: Mapping[str, Counts], total: Counts) -> list[str]:
         """The instances of ``counts`` that :func:`diverges` from the rest of ``total``."""

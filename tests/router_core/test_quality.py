@@ -154,3 +154,37 @@ def test_feedback_is_learned_for_the_instance_that_answered() -> None:
     body = asyncio.run(main())
     assert body["status"] == "accepted" and body["learned"]["model"] == "m" and body["learned"]["class"] == "chat"
     assert body["learned"]["p_instance"] == body["learned"]["p_model"] and body["learned"]["divergent"] is False
+
+
+def test_forgetting_an_instance_lets_it_score_as_its_model_again() -> None:
+    table = QualityTable(PRIORS)
+    feed(table, {"v4-0": 0.0, "v4-1": 0.9, "v4-2": 0.9}, rounds=20)
+    before = table.snapshot()
+    assert before.is_divergent("v4-0", "ticket") and table.forget("v4-0") and not table.forget("v4-0")
+    after = table.snapshot()
+    assert not after.divergent and not after.instances and after[("v4", "ticket")] == before[("v4", "ticket")]
+    assert all(r["instance"] != "v4-0" for r in table.instance_rows())
+
+
+def test_two_drifting_instances_of_four_are_both_flagged() -> None:
+    table = QualityTable(PRIORS)
+    feed(table, {"v4-0": 0.0, "v4-1": 0.0, "v4-2": 0.9, "v4-3": 0.9}, rounds=40)
+    snap = table.snapshot()
+    assert {i for i, c in snap.divergent if c == ALL} == {"v4-0", "v4-1"} and snap[("v4", "ticket")] > 0.8
+
+
+def test_the_model_estimate_is_the_prior_plus_the_unflagged_verdicts_after_any_sequence() -> None:
+    classes = ["ticket", "code", "chat"]
+    table = QualityTable({"v4": ModelProfile(quality=dict.fromkeys(classes, 0.8))}, prior_strength=20)
+    rng, log = random.Random(3), []
+    p = {"v4-0": 0.1, "v4-1": 0.9, "v4-2": 0.85, "v4-3": 0.9}
+    for _ in range(600):  # v4-0 drifts from the start; instances and classes in a random order
+        inst, cls = rng.choice(FLEET), rng.choice(classes)
+        ok, known = rng.random() < p[inst], rng.random() < 0.95  # a few verdicts do not say which instance
+        table.update("v4", cls, ok, instance=inst if known else None)
+        log.append((inst if known else "", cls, ok))
+    snap = table.snapshot()
+    assert snap.is_divergent("v4-0", "ticket") and not any(snap.is_divergent(i, "ticket") for i in FLEET[1:])
+    for cls in classes:  # recomputed from scratch: the incremental totals agree
+        kept = [ok for inst, c, ok in log if c == cls and not snap.is_divergent(inst, cls)]
+        assert snap[("v4", cls)] == pytest.approx((16 + sum(kept)) / (20 + len(kept)))
