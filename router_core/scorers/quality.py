@@ -18,11 +18,11 @@ class QualityScorer(PluginBase):
     """Scores expected answer quality for the request class.
 
     What it does: prefers the instance most likely to answer this kind of query well: its own
-    learned estimate when it has feedback (so an instance that drifted loses traffic while its
-    siblings keep theirs), else its model's.
+    learned estimate when its feedback has flagged it divergent from its siblings (so an
+    instance that drifted loses traffic while its siblings keep theirs), else its model's.
     Inputs: the request's intent class and ``ctx.quality`` (prior from ``models.<m>.quality``,
     updated from ``POST /v1/feedback``; a :class:`~router_core.quality.QualitySnapshot` also
-    carries per-instance estimates). Unknown pairs score ``default``.
+    carries the divergent instances' estimates). Unknown pairs score ``default``.
     Parameters: ``default``. Category: scorer, term ``quality``.
     """
 
