@@ -8,6 +8,7 @@ warning) and ignored: the prober starts learning again rather than crashing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -84,6 +85,10 @@ class BaselineStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        except OSError as exc:
+            log.warning("probe baselines: cannot write %s: %s", self.path, exc)
+            return
+        try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(doc, fh, indent=1)
                 fh.flush()
@@ -91,3 +96,5 @@ class BaselineStore:
             os.replace(tmp, self.path)
         except OSError as exc:
             log.warning("probe baselines: cannot write %s: %s", self.path, exc)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
