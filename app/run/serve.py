@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ from ingest.http_api.relay import RelaySink
 from ingest.http_api.routes import SERVER_LIMITS
 from router_core.builtin import build_router, policy_hash
 from router_core.gateway import Gateway
+from router_core.gateway.probe_source import ProbeSource, VerdictFollower
 from schemas.config import RouteLensConfig
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
@@ -37,7 +39,8 @@ from schemas.trace import DecisionTrace
 if TYPE_CHECKING:
     from ingest import ElasticsearchStore
 
-__all__ = ["StoreHooks", "build_gateway_app", "open_store", "pipeline_paths", "run_server", "worker_paths"]
+__all__ = ["StoreHooks", "build_gateway_app", "open_store", "pipeline_paths", "probe_source", "run_server",
+           "worker_paths"]
 
 
 class StoreHooks:
@@ -122,6 +125,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         hash_key=hash_key,
         policy_hash=policy_hash(config),
         registry=registry,
+        probes=probe_source(config, db_path, emitter, registry, store_url),
     )
     app = gateway.build_app()
     if store_url is None:
@@ -147,6 +151,27 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     app.on_cleanup.append(close_emitter)
     app.on_response_prepare.append(name_worker)
     return app
+
+
+def probe_source(config: RouteLensConfig, db_path: str, emitter: TraceEmitter, registry: CollectorRegistry,
+                 store_url: str | None) -> Callable[[Gateway], ProbeSource] | None:
+    """Where the gateway's probe verdicts come from; None when probes are off.
+
+    A follower of ``probes.follow_url``, or of the store process (which probes once per host for
+    all workers: one probe per instance and kind however many workers serve), else a prober in
+    this process.
+    """
+    pr = config.probes
+    follow = pr.follow_url or (store_url if pr.enabled else None)
+    if follow is not None:
+        token = read_token_of(config.storage)
+        return lambda gw: VerdictFollower(follow, gw.apply_probe, token=token)
+    if not pr.enabled:
+        return None
+    from app.run.prober import Prober  # the probes room (and its embedding model) only when probing here
+
+    return lambda gw: Prober(config, db_path=db_path, emit=emitter.emit, apply=gw.apply_probe, registry=registry,
+                             source="gateway")
 
 
 def worker_paths(st: StorageSettings, db_path: str, worker: int) -> tuple[Path, Path]:

@@ -170,9 +170,11 @@ class IngestApi:
             ("/v1/probes", self.probes), ("/v1/events", self.events), ("/v1/snapshots", self.snapshots),
             ("/v1/quarantine", self.quarantined),
         ):
-            app.router.add_get(path, self._guarded(handler))
+            app.router.add_get(path, self.guarded(handler))
 
-    def _guarded(self, handler: Handler) -> Handler:
+    def guarded(self, handler: Handler) -> Handler:
+        """``handler`` behind the read token, with bad parameters answered as OpenAI-shaped 400s."""
+
         async def run(request: web.Request) -> web.Response:
             if self.read_token is not None and not hmac.compare_digest(
                 request.headers.get("Authorization", "").encode(), f"Bearer {self.read_token}".encode()

@@ -8,12 +8,14 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from router_core.gateway.errors import error_response
 from router_core.router import AUTO_MODEL
 
 if TYPE_CHECKING:
     from router_core.gateway.server import Gateway
 
-__all__ = ["health", "hooks_problem", "list_models", "prometheus", "router_state", "scrape_problem"]
+__all__ = ["alerts", "health", "hooks_problem", "list_models", "probe_verdicts", "prometheus", "router_state",
+           "scrape_problem"]
 
 
 async def list_models(gw: Gateway, request: web.Request) -> web.Response:
@@ -31,7 +33,25 @@ async def router_state(gw: Gateway, request: web.Request) -> web.Response:
                            "stalled": scrape_problem(gw) is not None, "failing": scraper.failing()}
     views["quality"] = [{"model": m, "class": c, "p_correct": round(p, 4)} for (m, c), p in
                         sorted(gw.quality.snapshot().items())]
+    views["quality_instances"] = gw.quality.instance_rows()  # per instance: verdicts, estimate, divergent
+    if (probes := gw.probes) is not None:
+        feed = probes.feed()
+        views["probes"] = {"source": feed["source"], "last_result_age_s": feed["last_result_age_s"],
+                           "problem": probes.problem(), "alerts_active": len(probes.alerts())}
     return web.Response(body=orjson.dumps(views), content_type="application/json")
+
+
+async def alerts(gw: Gateway, request: web.Request) -> web.Response:
+    """``GET /v1/alerts``: the probes' active (firing or pending) alerts; empty when nothing probes."""
+    active = [] if gw.probes is None else gw.probes.alerts()
+    return web.Response(body=orjson.dumps({"alerts": active}), content_type="application/json")
+
+
+async def probe_verdicts(gw: Gateway, request: web.Request) -> web.Response:
+    """``GET /v1/probes/verdicts``: the feed other gateways follow (404 when this one has no probes)."""
+    if gw.probes is None:
+        return error_response(404, "this gateway runs no prober (probes.enabled is false)", code="not_found")
+    return web.Response(body=orjson.dumps(gw.probes.feed()), content_type="application/json")
 
 
 async def prometheus(gw: Gateway, request: web.Request) -> web.Response:

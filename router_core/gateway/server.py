@@ -39,6 +39,7 @@ from router_core.gateway.encoding import Decoder, coding_of, for_client
 from router_core.gateway.errors import error_for, error_response, status_of
 from router_core.gateway.feedback import feedback
 from router_core.gateway.forward import Forwarder, tokens_of, usage_of
+from router_core.gateway.probe_source import ProbeSource
 from router_core.gateway.streaming import ask_for_usage, relay_stream
 from router_core.inflight import InflightCounter
 from router_core.metrics import GatewayMetrics
@@ -48,11 +49,12 @@ from router_core.router import Router
 from router_core.scrape_metrics import ScrapeMetrics
 from router_core.scraper import MetricsScraper
 from router_core.state import StateView
-from schemas.common import OutcomeStatus
+from schemas.common import OutcomeStatus, ProbeKind, ProbeVerdict
 from schemas.config import RouteLensConfig
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
 from schemas.hashing import query_hash
+from schemas.probe import ProbeStatus
 from schemas.trace import DecisionTrace, Outcome
 
 __all__ = ["Gateway", "TraceHooks"]
@@ -124,6 +126,7 @@ class Gateway:
         perf: Callable[[], float] = time.perf_counter,
         policy_hash: str | None = None,
         registry: CollectorRegistry | None = None,
+        probes: Callable[[Gateway], ProbeSource] | None = None,
     ) -> None:
         self.config = config
         self.router = router
@@ -147,6 +150,19 @@ class Gateway:
         self.scrape_task: asyncio.Task[None] | None = None
         self.scraper: MetricsScraper | None = None
         self.scrape_metrics = ScrapeMetrics(self.registry)
+        # Probe verdicts (a prober here, or a follower of one); built with this gateway's state view.
+        self.probes: ProbeSource | None = None if probes is None else probes(self)
+
+    def apply_probe(self, status: ProbeStatus, instance: str) -> None:
+        """Take a probe verdict into the state view (the ``probe`` filter reads it from the snapshot).
+
+        When a syntax or semantic verdict returns to ``ok`` after a change, the instance's learned
+        quality is forgotten: its feedback described the fault the probes now see cured, and a
+        flagged instance would otherwise get too little traffic to ever earn its way back.
+        """
+        self.view.set_probe(status, instance)
+        if status.verdict is ProbeVerdict.OK and status.flaps and status.kind is not ProbeKind.LATENCY:
+            self.quality.forget(instance)
 
     def build_app(self) -> web.Application:
         """Return the aiohttp application with routes and lifecycle hooks.
@@ -164,6 +180,8 @@ class Gateway:
         app.router.add_get("/v1/router/state", partial(ops_routes.router_state, self))
         app.router.add_get("/health", partial(ops_routes.health, self))
         app.router.add_get("/metrics", partial(ops_routes.prometheus, self))
+        app.router.add_get("/v1/alerts", partial(ops_routes.alerts, self))
+        app.router.add_get("/v1/probes/verdicts", partial(ops_routes.probe_verdicts, self))
         if keys is not None:
             # The gateway's own routes; the store's API, mounted later by app/, checks its own tokens.
             guarded = {r for r in app.router.resources() if r.canonical not in ("/health", "/metrics")}
@@ -186,8 +204,12 @@ class Gateway:
         )
         await scraper.scrape_once()  # route on real state from the first request on
         self.scrape_task = asyncio.create_task(scraper.run())
+        if self.probes is not None:
+            await self.probes.start()
 
     async def _stop(self, app: web.Application) -> None:
+        if self.probes is not None:
+            await self.probes.stop()
         if self.scrape_task is not None:
             self.scrape_task.cancel()
             await asyncio.gather(self.scrape_task, return_exceptions=True)

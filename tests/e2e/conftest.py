@@ -85,6 +85,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "storage": {"duckdb_path": str(tmp / "traces.duckdb"), "flush_interval_ms": 20},
         "scrape": {"interval_s": 0.2, "timeout_s": 0.5, "stale_after_s": 30},
         "sim": {"time_scale": 20, "seed": 1},
+        "probes": {"enabled": False},  # the probes have e2e tests of their own (test_probes.py)
     }
     cfg = tmp / "routelens.yaml"
     cfg.write_text(yaml.safe_dump({**base, "fleet": {"instances": main + solo}}))

@@ -45,6 +45,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         "storage": {"duckdb_path": str(tmp / "traces.duckdb"), "flush_interval_ms": 20},
         # out after 3 s without a good scrape; bounds loose enough for a loaded 2-core machine
         "scrape": {"interval_s": 0.2, "timeout_s": 2.0, "suspect_after_s": 2.0, "stale_after_s": 3.0},
+        "probes": {"enabled": False},
         "sim": {"time_scale": 20, "seed": 1},
     }
     path = tmp / "routelens.yaml"

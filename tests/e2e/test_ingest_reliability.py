@@ -35,7 +35,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("fleet")
     instances = [{"id": f"m-{k}", "model": "m", "url": f"http://127.0.0.1:{free_port()}"} for k in "ab"]
     base = {"fleet": {"instances": instances}, "sim": {"time_scale": 50, "seed": 3},
-            "scrape": {"interval_s": 0.5, "timeout_s": 0.5, "stale_after_s": 60}}
+            "scrape": {"interval_s": 0.5, "timeout_s": 0.5, "stale_after_s": 60}, "probes": {"enabled": False}}
     cfg = tmp / "fleet.yaml"
     cfg.write_text(yaml.safe_dump(base))
     proc = Proc([*PY, "sim", "fleet", "--config", str(cfg)])

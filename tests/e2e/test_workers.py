@@ -36,6 +36,7 @@ def test_two_workers_share_the_port_and_one_store(tmp_path: Path) -> None:
         "gateway": {"port": port}, "storage": {"duckdb_path": str(tmp_path / "traces.duckdb"), "flush_interval_ms": 20},
         "scrape": {"interval_s": 0.2, "stale_after_s": 30},
         "fleet": {"instances": [{"id": "a", "model": "m", "url": f"http://127.0.0.1:{inst}"}]},
+        "probes": {"interval_s": 0.5, "kinds": ["syntax"], "hysteresis": {"fail_k": 1, "fail_n": 1}},
     }))
     py = [sys.executable, "-m", "app"]
     fleet = Proc([*py, "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"])
@@ -58,6 +59,20 @@ def test_two_workers_share_the_port_and_one_store(tmp_path: Path) -> None:
             return status == 200 and ids <= {item["request_id"] for item in page["items"]}
 
         assert wait_until(all_stored, 30)
+
+        # One prober per host (in the store process); every worker follows its verdicts.
+        def syntax_verdicts() -> set[tuple[str, str]]:
+            seen = set()
+            for _ in range(12):
+                req = urllib.request.Request(f"{url}/v1/router/state", headers={"Connection": "close"})
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    state = json.loads(resp.read())
+                    verdicts = [p["verdict"] for p in state["instances"][0]["probes"] if p["kind"] == "syntax"]
+                    seen |= {(resp.headers["x-routelens-worker"], v) for v in verdicts}
+                    assert state["probes"]["source"].startswith("follow:http://127.0.0.1:")  # the store
+            return seen
+
+        assert wait_until(lambda: syntax_verdicts() == {("0", "ok"), ("1", "ok")}, 30)
     finally:
         for p in reversed(procs):
             p.stop()

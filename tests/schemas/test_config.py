@@ -79,7 +79,8 @@ def test_unknown_score_terms_are_rejected() -> None:
     assert "c.yaml:7: scoring.weights:" in str(info.value) and "unknown score terms ['vram']" in str(info.value)
 
 
-@pytest.mark.parametrize(("workers", "cores", "expected"), [("auto", 2, 2), ("auto", 32, 8), ("auto", None, 1), (3, 32, 3)])
+@pytest.mark.parametrize(("workers", "cores", "expected"),
+                         [("auto", 2, 2), ("auto", 32, 8), ("auto", None, 1), (3, 32, 3)])
 def test_gateway_workers_default_to_one_per_core_capped(workers: object, cores: int | None, expected: int) -> None:
     from schemas.config import GatewaySettings
 

@@ -1,0 +1,185 @@
+"""The prober, wired: runner, scheduler, verdicts, alerts and metrics around one fleet.
+
+:class:`Prober` is a :class:`router_core.gateway.probe_source.ProbeSource`. It runs where
+``routelens serve`` puts it (in the gateway process with one worker; in the store process with
+several, which the workers follow) or alone (``routelens probes run``). Every result goes through
+the trace pipeline (``emit``: stored, ``GET /v1/probes``); a verdict that changes goes to
+``apply`` (the state view, so the ``probe`` filter sees it), to ``/metrics`` and, as a router
+event, to the store; the alert manager turns verdicts into notifications.
+
+Probe requests go straight to the instances with their own client session and connection pool,
+never through the router: they are in no trace and in no observation window of the router.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from prometheus_client import CollectorRegistry
+from pydantic import BaseModel
+
+from probes.alerts import AlertManager
+from probes.baselines import BaselineStore
+from probes.embedder import Embedder, MiniLMEmbedder, available
+from probes.metrics import ProbeMetrics
+from probes.runner import ProbeRunner
+from probes.scheduler import ProbeScheduler
+from probes.types import Target
+from probes.verdicts import VerdictBoard
+from router_core.gateway.auth import upstream_keys
+from router_core.gateway.probe_source import Apply, feed_body
+from schemas.common import ProbeKind, ProbeVerdict
+from schemas.config import RouteLensConfig
+from schemas.probe import ProbeResult, ProbeStatus
+from schemas.records import RouterEvent
+
+__all__ = ["Prober", "baselines_path", "targets_of"]
+
+log = logging.getLogger(__name__)
+
+
+def targets_of(config: RouteLensConfig, environ: Mapping[str, str] | None = None) -> list[Target]:
+    """The fleet as probe targets, with each instance's upstream key (``api_key_env``)."""
+    keys = upstream_keys(config.fleet.instances, os.environ if environ is None else environ)
+    return [Target(i.id, i.model, i.url, keys.get(i.id)) for i in config.fleet.instances]
+
+
+def baselines_path(config: RouteLensConfig, db_path: str) -> Path:
+    """Where learned latency baselines persist (``probes.latency.state_path``, else beside the data)."""
+    given = config.probes.latency.state_path
+    return Path(given) if given else Path(f"{db_path}.probe-baselines.json")
+
+
+class Prober:
+    """Probes the fleet of ``config`` every ``probes.interval_s`` and publishes verdicts and alerts.
+
+    Args:
+        config: The configuration (``probes`` and ``fleet``).
+        db_path: The trace file; latency baselines persist beside it unless configured.
+        emit: Takes every ProbeResult and RouterEvent (the trace pipeline's ``emit``).
+        apply: Takes each changed verdict with its instance (``StateView.set_probe``); None: publish only.
+        registry: Where the probe metrics go (the process's ``/metrics``).
+        wall, clock, rng: Injected time and randomness (jitter).
+        embedder: The semantic probe's embedder; None: MiniLM when installed, else no semantic probe.
+    """
+
+    def __init__(self, config: RouteLensConfig, *, db_path: str, emit: Callable[[BaseModel], object],
+                 apply: Apply | None, registry: CollectorRegistry,
+                 wall: Callable[[], datetime] = lambda: datetime.now(UTC), clock: Callable[[], float] = time.monotonic,
+                 rng: random.Random | None = None, embedder: Embedder | None = None, source: str = "prober") -> None:
+        self.settings = config.probes
+        self._config = config
+        self._emit, self._apply = emit, apply
+        self._wall, self._clock = wall, clock
+        self._rng = rng or random.Random()
+        self.metrics = ProbeMetrics(registry)
+        self.board = VerdictBoard(self.settings.hysteresis)
+        self._baselines = BaselineStore(baselines_path(config, db_path))
+        self._source = source
+        self.targets = targets_of(config)
+        self._models = {t.instance: t.model for t in self.targets}
+        kinds = list(self.settings.kinds)
+        missing = available() if embedder is None else None
+        if ProbeKind.SEMANTIC in kinds and missing is not None:
+            log.warning("semantic probe off: the embedding model is %s", missing)
+            kinds.remove(ProbeKind.SEMANTIC)
+        self.kinds = kinds
+        self._embedder = embedder if embedder is not None or missing is not None else MiniLMEmbedder()
+        self.alert_manager = AlertManager(self.settings.alerts, on_event=self._event, wall=wall, clock=clock,
+                                          last_result_at=lambda: self._last_result_at())
+        self.scheduler: ProbeScheduler | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started_at: float | None = None
+
+    def _last_result_at(self) -> float | None:
+        # Before the first result the prober counts as having reported at its start: the watchdog fires
+        # on silence after that, not at once.
+        if self.scheduler is not None and (at := self.scheduler.last_result_at()) is not None:
+            return at
+        return self._started_at
+
+    async def start(self) -> None:
+        """Start probing in the background (returns at once)."""
+        connector = aiohttp.TCPConnector(limit=self.settings.max_concurrent, force_close=True)
+        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
+        runner = ProbeRunner(self.settings, self._session, embedder=self._embedder, baselines=self._baselines,
+                             wall=self._wall)
+        self.scheduler = ProbeScheduler(
+            self.targets, self.kinds, runner.run, self._on_result, interval_s=self.settings.interval_s,
+            jitter=self.settings.jitter, timeout_s=self.settings.timeout_s, max_concurrent=self.settings.max_concurrent,
+            timed_out=self._timed_out, clock=self._clock, rng=self._rng, on_slip=self.metrics.observe_slip,
+            on_skip=self.metrics.record_skipped,
+        )
+        self._started_at = self._clock()
+        self._tasks = [asyncio.create_task(self.scheduler.run_forever()),
+                       asyncio.create_task(self.alert_manager.run_forever())]
+
+    async def stop(self) -> None:
+        """Stop probing, deliver what the alert manager still holds (bounded), close the session."""
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.alert_manager.close()
+        if self._session is not None:
+            await self._session.close()
+
+    def _timed_out(self, kind: ProbeKind, target: Target, elapsed_ms: float) -> ProbeResult:
+        return ProbeResult(probe_id="probe_" + uuid.uuid4().hex[:20], ts=self._wall(), instance=target.instance,
+                           model=target.model, kind=kind, verdict=ProbeVerdict.FAILED,
+                           threshold=self.settings.timeout_s * 1e3, value=elapsed_ms, latency_ms=elapsed_ms,
+                           reason=f"no answer within {self.settings.timeout_s:g} s", error_class="timeout")
+
+    def _on_result(self, result: ProbeResult) -> None:
+        self._emit(result)
+        self.metrics.record(result)
+        status = self.board.observe(result)
+        self.alert_manager.observe(result, status)
+        if status is None:
+            return
+        self.metrics.set_status(result.instance, result.model, status)
+        if self._apply is not None:
+            self._apply(status, result.instance)
+        self._event(RouterEvent(
+            event_id="evt_" + uuid.uuid4().hex[:20], ts=status.since, kind="probe_verdict",
+            severity="info" if status.verdict is ProbeVerdict.OK else "warning", instance=result.instance,
+            model=result.model, value=status.value, router_version=self._config.router.version,
+            message=f"{status.kind.value} probe verdict {status.verdict.value}"
+                    + (f": {status.reason}" if status.reason else "")))
+
+    def _event(self, event: RouterEvent) -> None:
+        self._emit(event)
+
+    def verdicts(self) -> dict[str, list[ProbeStatus]]:
+        """The hysteresis verdicts of every probed instance."""
+        return self.board.snapshot()
+
+    def feed(self) -> dict[str, Any]:
+        """The ``GET /v1/probes/verdicts`` body."""
+        at = self._last_result_at()
+        age = None if at is None else max(self._clock() - at, 0.0)
+        return feed_body(self.verdicts(), self.alerts(), age, self._source)
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """The active alerts."""
+        return self.alert_manager.active()
+
+    def problem(self) -> str | None:
+        """Why verdicts may be out of date: the prober has not produced a result for three periods."""
+        at = self._last_result_at()
+        silent = None if at is None else self._clock() - at
+        if silent is not None and silent > 3 * self.settings.interval_s + self.settings.timeout_s:
+            return f"no probe result for {silent:.0f} s"
+        return None
