@@ -94,11 +94,8 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    try:
-        from app.run.prober import run_standalone  # type: ignore[attr-defined,unused-ignore]
-    except ImportError as exc:
-        err.print(f"[red]error:[/red] the standalone prober is not available: {escape(str(exc))}")
-        return 2
+    from app.run.prober import run_standalone
+
     return int(run_standalone(args))
 
 
@@ -119,5 +116,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     c.set_defaults(func=_calibrate)
     r = cmds.add_parser("run", parents=[common], help="probe the fleet standalone (verdicts over HTTP)")
     r.add_argument("--host", help="address of the prober's HTTP API")
-    r.add_argument("--port", type=int, help="port of the prober's HTTP API")
+    r.add_argument("--port", type=int, help="port of the prober's HTTP API (default: 8090)")
+    r.add_argument("--store-url", help="relay results to this running store (e.g. `routelens store`) instead of "
+                   "writing the configured backend directly")
+    r.add_argument("--db", help="DuckDB trace file (default: storage.duckdb_path)")
     r.set_defaults(func=_run)

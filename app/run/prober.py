@@ -43,7 +43,7 @@ from schemas.config import RouteLensConfig
 from schemas.probe import ProbeResult, ProbeStatus
 from schemas.records import RouterEvent
 
-__all__ = ["Prober", "baselines_path", "targets_of"]
+__all__ = ["Prober", "baselines_path", "run_standalone", "targets_of"]
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,10 @@ class Prober:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        try:  # a resolve or firing queued just now still goes out, within a bound: stopping must stay prompt
+            await asyncio.wait_for(self.alert_manager.drain(), 1.0)
+        except TimeoutError:
+            log.warning("alert notifications still undelivered at stop were dropped")
         await self.alert_manager.close()
         if self._session is not None:
             await self._session.close()
@@ -183,3 +187,10 @@ class Prober:
         if silent is not None and silent > 3 * self.settings.interval_s + self.settings.timeout_s:
             return f"no probe result for {silent:.0f} s"
         return None
+
+
+def run_standalone(args: Any) -> int:
+    """``routelens probes run``: see :mod:`app.run.probe_service`."""
+    from app.run.probe_service import run
+
+    return run(args)

@@ -1,0 +1,100 @@
+"""``routelens probes run``: the prober on its own, for a fleet that several gateways serve.
+
+It probes the configured fleet, publishes verdicts at ``GET /v1/probes/verdicts`` (gateways with
+``probes.follow_url`` pointing here take them), active alerts at ``GET /v1/alerts``, its metrics
+at ``/metrics`` and ``/health`` (503 while it produces no results). Results and events go to the
+trace store: relayed to a running store (``--store-url``, e.g. a ``routelens store``) through a
+spool of its own, or written to the configured backend directly when nothing else writes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+import orjson
+import uvloop
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from app.cli.config_io import load_config
+from app.run.access import read_token_of
+from app.run.gc_tuning import tame_gc
+from app.run.prober import Prober
+from app.run.serve import open_store, pipeline_paths
+from ingest import EmitterCollector, IngestApi, Quarantine, TraceEmitter
+from ingest.http_api.relay import RelaySink
+from schemas.config import RouteLensConfig
+
+__all__ = ["build_probe_app", "run"]
+
+
+def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db: str | None = None) -> web.Application:
+    """The standalone prober's application (its pipeline and prober start and stop with it)."""
+    st = config.storage
+    db_path = db or st.duckdb_path
+    spool_dir, quarantine_dir = pipeline_paths(st, db_path)
+    registry = CollectorRegistry()
+    if store_url is not None:
+        spool_dir = spool_dir.with_name(spool_dir.name + ".prober")
+        emitter = TraceEmitter(RelaySink(store_url), st, spool_dir=spool_dir,
+                               quarantine=Quarantine(quarantine_dir.with_name(quarantine_dir.name + ".prober")))
+        api = None
+    else:
+        store = open_store(st, db_path)
+        emitter = TraceEmitter(store, st, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir))
+        api = IngestApi(emitter, store, read_token=read_token_of(st))  # it owns the store: it answers its reads
+    emitter.start()
+    registry.register(EmitterCollector(emitter))
+    prober = Prober(config, db_path=db_path, emit=emitter.emit, apply=None, registry=registry, source="prober")
+    app = web.Application()
+    guard = api.guarded if api is not None else (lambda handler: handler)
+    if api is not None:
+        api.add_routes(app)
+
+    async def verdicts(_: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps(prober.feed()), content_type="application/json")
+
+    async def alerts(_: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps({"alerts": prober.alerts()}), content_type="application/json")
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def health(_: web.Request) -> web.Response:
+        problem = prober.problem()
+        body = {"status": "ok"} if problem is None else {"status": "degraded", "reason": problem}
+        return web.Response(status=200 if problem is None else 503, body=orjson.dumps(body),
+                            content_type="application/json")
+
+    async def start(_: web.Application) -> None:
+        await prober.start()
+        tame_gc()
+
+    async def stop(_: web.Application) -> None:
+        await prober.stop()
+        emitter.close(timeout_s=2.0)
+
+    app.router.add_get("/v1/probes/verdicts", guard(verdicts))
+    app.router.add_get("/v1/alerts", guard(alerts))
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/health", health)
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
+    return app
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the standalone prober until SIGINT or SIGTERM; print ``prober ready http://HOST:PORT``."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = load_config(args.config) if Path(args.config).is_file() else None
+    if config is None:
+        print(f"error: {args.config}: no such configuration file", flush=True)
+        return 2
+    host = getattr(args, "host", None) or "127.0.0.1"
+    port = getattr(args, "port", None) or 8090
+    app = build_probe_app(config, store_url=getattr(args, "store_url", None), db=getattr(args, "db", None))
+    web.run_app(app, host=host, port=port, access_log=None, loop=uvloop.new_event_loop(), shutdown_timeout=1.0,
+                print=lambda _msg: print(f"prober ready http://{host}:{port}", flush=True))
+    return 0
