@@ -6,7 +6,7 @@ import importlib
 import sys
 
 BENCHMARKS = {"decide": "bench.decide", "gateway": "bench.gateway", "sim": "bench.sim", "ingest": "bench.ingest",
-              "lookup": "bench.lookup"}
+              "lookup": "bench.lookup", "probes": "bench.probes"}
 
 
 def main(argv: list[str]) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -58,6 +58,8 @@ class SemanticCheck:
         self._reference_vectors: Vectors | None = None
         self._cache: OrderedDict[str, Vectors] = OrderedDict()
         self._cache_size = cache_size
+        self.cache_hits = self.cache_misses = 0  # answers embedded from the cache / anew
+        self.scoring_ms: deque[float] = deque(maxlen=10_000)  # per round: embedding the answers, lock wait included
 
     def threshold(self, ref: Reference) -> float:
         """The threshold ``ref`` is judged against."""
@@ -76,6 +78,8 @@ class SemanticCheck:
     async def embed_answers(self, texts: list[str]) -> list[Vectors]:
         """Embed answers, reusing the cached vectors of texts seen lately."""
         missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        self.cache_misses += len(missing)
+        self.cache_hits += len(texts) - len(missing)
         if missing:
             for text, vector in zip(missing, await self.embed(missing), strict=True):
                 self._cache[text] = vector
@@ -104,9 +108,11 @@ class SemanticCheck:
                                      reference=ref.id, latency_ms=elapsed), elapsed
             assert content is not None
             answers.append(content)
+        scoring = self.perf()
         if self._reference_vectors is None:
             self._reference_vectors = await self.embed([ref.answer for ref in self.references])
         got = await self.embed_answers(answers)
+        self.scoring_ms.append((self.perf() - scoring) * 1000.0)  # embedding (and its wait for the lock)
         return ({ref.id: cosine(got[i], self._reference_vectors[i]) for i, ref in enumerate(self.references)},
                 None, elapsed)
 

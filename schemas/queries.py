@@ -17,6 +17,8 @@ __all__ = [
     "BUCKETS",
     "AggregateQuery",
     "BucketStats",
+    "ConstraintStat",
+    "Misroute",
     "TraceFilter",
     "TracePage",
     "TraceSummary",
@@ -39,6 +41,8 @@ class TraceFilter(ContractModel):
     fallback: bool | None = None
     outcome: OutcomeStatus | None = None
     query_hash: str | None = None
+    min_latency_ms: float | None = Field(None, ge=0, description="Gateway latency at least this (ms).")
+    max_latency_ms: float | None = Field(None, ge=0, description="Gateway latency below this (ms).")
 
     @model_validator(mode="after")
     def _aware_times(self) -> TraceFilter:
@@ -116,3 +120,35 @@ class TrafficEdge(ContractModel):
     model: str | None
     instance: str | None
     requests: int
+
+
+class ConstraintStat(ContractModel):
+    """How often one constraint (a filter's name) removed one instance from the feasible set, in a window.
+
+    ``decisive``: removals where the removed candidate would otherwise have won (its would-be total,
+    ``weight_factor * sum(weight_i * score_terms[i])`` when its terms were recorded, beat the selected
+    candidate's total). ``undecided``: removals whose would-be total is unknown (no terms recorded).
+    ``soft``: soft violations (score scaled, not removed).
+    """
+
+    constraint: str
+    instance: str
+    model: str
+    removed: int = Field(ge=0)
+    decisive: int = Field(0, ge=0)
+    undecided: int = Field(0, ge=0)
+    soft: int = Field(0, ge=0)
+
+
+class Misroute(ContractModel):
+    """A feedback record saying a routed request went wrong, with what the trace chose."""
+
+    request_id: str
+    ts: datetime = Field(description="When the feedback came.")
+    trace_ts: datetime | None = None
+    selected_model: str | None = None
+    selected_instance: str | None = None
+    rule: str | None = None
+    expected_model: str | None = None
+    expected_class: str | None = None
+    source: str = "client"

@@ -119,6 +119,27 @@ def _traffic(gateway: str, rps: float, stop: threading.Event, first_id: list[str
     asyncio.run(loop())
 
 
+def _watch_probes(gateway: str, stop: threading.Event, every_s: float = 2.0) -> None:
+    """Print each probe verdict as it changes (the first round, then drift, recovery...)."""
+    import json
+    import urllib.request
+
+    seen: dict[tuple[str, str], str] = {}
+    while not stop.wait(every_s):
+        try:
+            with urllib.request.urlopen(f"{gateway}/v1/probes/verdicts", timeout=5) as resp:
+                feed = json.loads(resp.read())
+        except (OSError, ValueError):
+            continue
+        for instance, statuses in sorted(feed.get("verdicts", {}).items()):
+            for st in statuses:
+                key = (instance, st["kind"])
+                if seen.get(key) != st["verdict"]:
+                    seen[key] = st["verdict"]
+                    why = f" ({st['reason']})" if st["verdict"] != "ok" and st.get("reason") else ""
+                    print(f"  probe    {instance:<12} {st['kind']:<8} {st['verdict']}{why}", flush=True)
+
+
 def run_demo(
     config: RouteLensConfig, *, with_app: bool = True, duration_s: float | None = None, rps: float = 2.0
 ) -> int:
@@ -181,6 +202,11 @@ def run_demo(
             print(f"    {routelens_command()} trace {rid} --api {gateway}")
             if with_app:
                 print(f"    {app_url}/?request_id={rid}")
+        if cfg.probes.enabled:
+            print(f"  probes   every {cfg.probes.interval_s:g} s per instance (syntax, latency, semantic); verdicts "
+                  f"below as they change, alerts at {gateway}/v1/alerts" + (f", page {app_url}/probes" if with_app
+                                                                           else ""))
+            threading.Thread(target=_watch_probes, args=(gateway, stop), daemon=True).start()
         print("Press Ctrl-C to stop.", flush=True)
         stop.wait(duration_s)
         stop.set()

@@ -2,7 +2,8 @@
 
 It probes the configured fleet, publishes verdicts at ``GET /v1/probes/verdicts`` (gateways with
 ``probes.follow_url`` pointing here take them), active alerts at ``GET /v1/alerts``, its metrics
-at ``/metrics`` and ``/health`` (503 while it produces no results). Results and events go to the
+at ``/metrics``, its schedule's health at ``GET /v1/probes/stats`` (slips, skips) and ``/health``
+(503 while it produces no results). Results and events go to the
 trace store: relayed to a running store (``--store-url``, e.g. a ``routelens store``) through a
 spool of its own, or written to the configured backend directly when nothing else writes it.
 """
@@ -59,6 +60,10 @@ def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db
     async def alerts(_: web.Request) -> web.Response:
         return web.Response(body=orjson.dumps({"alerts": prober.alerts()}), content_type="application/json")
 
+    async def stats(request: web.Request) -> web.Response:
+        body = prober.stats(reset=request.query.get("reset") == "1")
+        return web.Response(body=orjson.dumps(body), content_type="application/json")
+
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -78,6 +83,7 @@ def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db
 
     app.router.add_get("/v1/probes/verdicts", guard(verdicts))
     app.router.add_get("/v1/alerts", guard(alerts))
+    app.router.add_get("/v1/probes/stats", guard(stats))
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/health", health)
     app.on_startup.append(start)

@@ -98,6 +98,7 @@ class Prober:
         self.alert_manager = AlertManager(self.settings.alerts, on_event=self._event, wall=wall, clock=clock,
                                           last_result_at=lambda: self._last_result_at())
         self.scheduler: ProbeScheduler | None = None
+        self.runner: ProbeRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._started_at: float | None = None
@@ -113,8 +114,8 @@ class Prober:
         """Start probing in the background (returns at once)."""
         connector = aiohttp.TCPConnector(limit=self.settings.max_concurrent, force_close=True)
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
-        runner = ProbeRunner(self.settings, self._session, embedder=self._embedder, baselines=self._baselines,
-                             wall=self._wall)
+        self.runner = runner = ProbeRunner(self.settings, self._session, embedder=self._embedder,
+                                           baselines=self._baselines, wall=self._wall)
         self.scheduler = ProbeScheduler(
             self.targets, self.kinds, runner.run, self._on_result, interval_s=self.settings.interval_s,
             jitter=self.settings.jitter, timeout_s=self.settings.timeout_s, max_concurrent=self.settings.max_concurrent,
@@ -122,8 +123,18 @@ class Prober:
             on_skip=self.metrics.record_skipped,
         )
         self._started_at = self._clock()
-        self._tasks = [asyncio.create_task(self.scheduler.run_forever()),
+        self._tasks = [asyncio.create_task(self._probe_forever(self.scheduler)),
                        asyncio.create_task(self.alert_manager.run_forever())]
+
+    async def _probe_forever(self, scheduler: ProbeScheduler) -> None:
+        # Load the embedding model before the first slot (in a thread; start() has returned, so a
+        # gateway is already serving): a first semantic probe would otherwise stall the schedule.
+        if self._embedder is not None and ProbeKind.SEMANTIC in self.kinds:
+            try:
+                await asyncio.to_thread(self._embedder.embed, ["warm-up"])
+            except Exception as exc:  # the semantic probes will report it as their reason
+                log.warning("embedding model did not load: %s", exc)
+        await scheduler.run_forever()
 
     async def stop(self) -> None:
         """Stop probing, deliver what the alert manager still holds (bounded), close the session."""
@@ -179,6 +190,35 @@ class Prober:
     def alerts(self) -> list[dict[str, Any]]:
         """The active alerts."""
         return self.alert_manager.active()
+
+    def stats(self, reset: bool = False) -> dict[str, Any]:
+        """Schedule health: results so far, skipped slots, slip (start minus slot) and semantic scoring quantiles.
+
+        ``reset`` empties the slip and scoring samples afterwards (a benchmark's warm-up).
+        """
+        sched, sem = self.scheduler, None if self.runner is None else self.runner.semantic
+        slips = sorted(s * 1e3 for s in sched.slips) if sched is not None else []
+        scoring = sorted(sem.scoring_ms) if sem is not None else []
+
+        def q(values: list[float], p: float) -> float | None:
+            return round(values[min(int(p * len(values)), len(values) - 1)], 3) if values else None
+
+        out = self._stats(sched, sem, q(slips, 0.5), q(slips, 0.99), len(slips))
+        out |= {"semantic_scoring_p50_ms": q(scoring, 0.5), "semantic_scoring_p99_ms": q(scoring, 0.99)}
+        if reset and sched is not None:
+            sched.slips.clear()
+        if reset and sem is not None:
+            sem.scoring_ms.clear()
+        return out
+
+    def _stats(self, sched: ProbeScheduler | None, sem: Any, slip_p50: float | None, slip_p99: float | None,
+               slips: int) -> dict[str, Any]:
+        return {"started": 0 if sched is None else sched.started,
+                "in_flight": 0 if sched is None else sched.in_flight(),
+                "skipped": {} if sched is None else {k.value: n for k, n in sched.skipped.items()},
+                "slip_p50_ms": slip_p50, "slip_p99_ms": slip_p99, "slips": slips,
+                "kinds": [k.value for k in self.kinds], "targets": len(self.targets),
+                "answer_cache": None if sem is None else {"hits": sem.cache_hits, "misses": sem.cache_misses}}
 
     def problem(self) -> str | None:
         """Why verdicts may be out of date: the prober has not produced a result for three periods."""

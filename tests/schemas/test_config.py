@@ -39,6 +39,13 @@ def test_defaults_fill_missing_sections() -> None:
         (GOOD + "    - id: a\n      model: m2\n      url: http://127.0.0.1:9002\n", 3, "fleet.instances"),
         (GOOD + "constraints:\n  - {name: kv, metric: vram, threshold: 1}\n", 7, "constraints[0].metric"),
         (GOOD + "surprise: 1\n", 6, "surprise"),
+        (GOOD + "probes:\n  interval_s: 0\n", 7, "probes.interval_s"),
+        (GOOD + "probes:\n  kinds: [syntax, smell]\n", 7, "probes.kinds[1]"),
+        (GOOD + "probes:\n  hysteresis: {fail_k: 4, fail_n: 3}\n", 7, "probes.hysteresis"),
+        (GOOD + "probes:\n  alerts:\n    rules:\n      - {name: Drift, verdict: failed, metric: value, op: <,"
+         " threshold: 0.5}\n", 9, "probes.alerts.rules[0]"),
+        (GOOD + "probes:\n  alerts:\n    webhooks:\n      - {url: 'slack.example'}\n", 9,
+         "probes.alerts.webhooks[0].url"),
     ],
 )
 def test_errors_name_file_line_and_field(text: str, line: int, field: str) -> None:
