@@ -7,12 +7,14 @@ violation or a number reads the same everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import operator
+from collections.abc import Callable, Iterable
 
 from schemas.trace import CandidateEval, DecisionTrace, Violation
 
 __all__ = [
     "DASH",
+    "breach_op",
     "features_summary",
     "fmt_num",
     "fmt_pct",
@@ -20,10 +22,15 @@ __all__ = [
     "outcome_text",
     "selection_text",
     "to_text",
+    "violation_short",
     "violation_text",
 ]
 
 DASH = "—"
+_HOLDS: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq, "!=": operator.ne,
+}
+_NEGATE = {"<=": ">", "<": ">=", ">=": "<", ">": "<=", "==": "!=", "!=": "=="}
 
 
 def fmt_num(value: float | None, digits: int = 3) -> str:
@@ -50,11 +57,57 @@ def to_text(value: object) -> str:
     return str(value)
 
 
+def breach_op(violation: Violation) -> str | None:
+    """The relation the observed value had to its threshold, e.g. ``>`` for a broken ``<=`` rule.
+
+    Filters write ``op`` as the rule that must hold (``kv_cache_usage <= 0.85``); older traces
+    wrote the breaking relation itself. Whichever holds for the recorded value is the breach.
+    None when the op is not a comparison (``in``, ``ok``) or there is no value.
+    """
+    if violation.value is None or violation.op not in _NEGATE:
+        return None
+    if _HOLDS[violation.op](violation.value, violation.threshold):
+        return violation.op
+    return _NEGATE[violation.op]
+
+
+def _extra_reason(violation: Violation) -> str:
+    """The part of the reason the numbers do not already say (``... broke <= 0.15; latched ...``)."""
+    parts = [p.strip() for p in violation.reason.split(";")]
+    kept = [p for p in parts if p and " broke " not in f" {p} " and " breaks " not in f" {p} "]
+    return "; ".join(kept)
+
+
 def violation_text(violation: Violation) -> str:
-    """Render a violation as ``constraint: metric value op threshold — reason``."""
-    value = "no data" if violation.value is None else fmt_num(violation.value)
-    text = f"{violation.constraint}: {violation.metric} {value} {violation.op} {fmt_num(violation.threshold)}"
-    return f"{text} — {violation.reason}" if violation.reason else text
+    """Render a violation as ``constraint: metric value op threshold — reason`` without repetition.
+
+    ``op`` is the breach (``kv_cache_usage 0.93 > 0.85``); a value-less comparison reads
+    ``error_rate has no data (needs <= 0.15)``; a non-numeric rule (zone, probe) reads its reason.
+    """
+    extra = _extra_reason(violation)
+    if violation.op not in _NEGATE:
+        return f"{violation.constraint}: {violation.reason or violation.metric}"
+    if violation.value is None:
+        text = f"{violation.constraint}: {violation.metric} has no data (needs {violation.op} " \
+               f"{fmt_num(violation.threshold)})"
+    else:
+        text = f"{violation.constraint}: {violation.metric} {fmt_num(violation.value)} " \
+               f"{breach_op(violation)} {fmt_num(violation.threshold)}"
+    return f"{text} — {extra}" if extra else text
+
+
+def violation_short(violation: Violation) -> str:
+    """A violation in a few words for a sentence: ``kv-cache 0.91 > 0.85 since 10:02:03``."""
+    if violation.op not in _NEGATE:
+        text = f"{violation.constraint} ({violation.reason or violation.metric})"
+    elif violation.value is None:
+        text = f"{violation.constraint} (no {violation.metric} data)"
+    else:
+        bound = f"{breach_op(violation)} {fmt_num(violation.threshold)}"
+        text = f"{violation.constraint} {fmt_num(violation.value)} {bound}"
+    if violation.since is not None:
+        text += f" since {violation.since.strftime('%H:%M:%S')}"
+    return text
 
 
 def ordered_candidates(candidates: Iterable[CandidateEval]) -> list[CandidateEval]:

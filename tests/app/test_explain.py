@@ -11,7 +11,37 @@ from tests.app import stub_trace_api as stub
 
 def test_violation_without_data() -> None:
     v = Violation(constraint="health", metric="error_rate", op=">", value=None, threshold=0.5, reason="")
-    assert ex.violation_text(v) == "health: error_rate no data > 0.5"
+    assert ex.violation_text(v) == "health: error_rate has no data (needs > 0.5)"
+
+
+def test_violation_text_is_not_garbled_by_a_restating_reason() -> None:
+    """The issue's 'error_rate no data ≤ 0.15 — no data broke ≤ 0.15' reads once, with the latch kept."""
+    v = Violation(constraint="health", metric="error_rate", op="<=", value=None, threshold=0.15,
+                  reason="no data broke <= 0.15; latched out until 0.1 holds for 30s")
+    expected = "health: error_rate has no data (needs <= 0.15) — latched out until 0.1 holds for 30s"
+    assert ex.violation_text(v) == expected
+    plain = v.model_copy(update={"reason": "no data broke <= 0.15"})
+    assert ex.violation_text(plain) == "health: error_rate has no data (needs <= 0.15)"
+
+
+@pytest.mark.parametrize(("op", "value", "shown"), [("<=", 0.91, ">"), (">", 0.97, ">"), (">=", 0.2, "<"),
+                                                    ("<", 3.0, ">=")])
+def test_breach_op_reads_the_broken_relation(op: str, value: float, shown: str) -> None:
+    threshold = 0.85 if op in ("<=", ">") else 0.5 if op == ">=" else 2.0
+    v = Violation(constraint="c", metric="m", op=op, value=value, threshold=threshold, reason="")
+    assert ex.breach_op(v) == shown
+
+
+def test_non_numeric_rule_reads_its_reason() -> None:
+    v = Violation(constraint="zone", metric="zone", op="in", value=None, threshold=2, reason="zone 'x' not in ['a']")
+    assert ex.violation_text(v) == "zone: zone 'x' not in ['a']"
+    assert ex.violation_short(v) == "zone (zone 'x' not in ['a'])"
+    assert ex.breach_op(v) is None
+
+
+def test_violation_short_with_since(trace: DecisionTrace) -> None:
+    rejected = next(c for c in trace.candidates if not c.feasible)
+    assert ex.violation_short(rejected.violations[0]) == "kv-cache 0.97 > 0.9 since 12:00:00"
 
 
 def test_ordered_candidates_puts_unranked_feasible_before_rejected() -> None:

@@ -14,16 +14,17 @@ from schemas.trace import DecisionTrace
 
 __all__ = [
     "ATTEMPT_COLUMNS",
-    "CANDIDATE_BASE_COLUMNS",
     "GAUGE_COLUMNS",
+    "RANKING_COLUMNS",
     "SCORE_TERM_COLUMNS",
     "STEP_COLUMNS",
     "attempts_frame",
-    "candidates_frame",
     "headline",
+    "ranking_frame",
     "rejections",
     "score_columns",
     "score_terms_frame",
+    "state_frame",
     "steps_frame",
     "summary",
 ]
@@ -39,7 +40,6 @@ STEP_COLUMNS: tuple[str, ...] = (
     "rejected",
     "duration_us",
 )
-CANDIDATE_BASE_COLUMNS: tuple[str, ...] = ("instance", "model", "zone", "verdict", "violations")
 GAUGE_COLUMNS: tuple[str, ...] = (
     "queue",
     "running",
@@ -59,7 +59,7 @@ ATTEMPT_COLUMNS: tuple[str, ...] = (
     "latency_ms",
 )
 SCORE_TERM_COLUMNS: tuple[str, ...] = ("instance", "term", "raw", "weight", "weighted")
-_RANK_COLUMNS: tuple[str, ...] = ("total", "rank", "selected")
+RANKING_COLUMNS: tuple[str, ...] = ("instance", "model", "verdict", "rank", "total", "gap", "factor")
 
 
 def summary(trace: DecisionTrace) -> dict[str, str]:
@@ -131,41 +131,40 @@ def steps_frame(trace: DecisionTrace) -> pd.DataFrame:
 
 
 def score_columns(trace: DecisionTrace) -> list[str]:
-    """Score term names in weight order, the term columns of :func:`candidates_frame`."""
+    """Score term names in weight order."""
     return [w.name for w in trace.score_weights]
 
 
-def candidates_frame(trace: DecisionTrace) -> pd.DataFrame:
-    """One row per candidate, best first, with verdict, violations, weighted terms and gauges.
+def ranking_frame(trace: DecisionTrace) -> pd.DataFrame:
+    """One narrow row per candidate, best first: verdict, rank, total, gap to the best and the soft ramp.
 
-    Each score term gets its own column holding the weighted value; a term name that clashes
-    with a fixed column is prefixed ``score:``.
+    Narrow on purpose (no sideways scrolling): the terms are in :func:`score_terms_frame`, the
+    gauges in :func:`state_frame`, the violations in :func:`rejections`.
     """
     cands = ordered_candidates(trace.candidates)
-    fixed = set(CANDIDATE_BASE_COLUMNS) | set(_RANK_COLUMNS) | set(GAUGE_COLUMNS)
-    terms = {name: f"score:{name}" if name in fixed else name for name in score_columns(trace)}
-    columns = [*CANDIDATE_BASE_COLUMNS, *terms.values(), *_RANK_COLUMNS, *GAUGE_COLUMNS]
-    rows = []
-    for cand in cands:
-        row: dict[str, object] = {
-            "instance": cand.instance,
-            "model": cand.model,
-            "zone": cand.zone,
-            "verdict": "feasible" if cand.feasible else "rejected",
-            "violations": "; ".join(violation_text(v) for v in cand.violations),
-            "total": cand.total,
-            "rank": cand.rank,
-            "selected": cand.instance == trace.selected_instance,
+    best = max((c.total for c in cands if c.total is not None), default=None)
+    rows = [
+        {
+            "instance": c.instance,
+            "model": c.model,
+            "verdict": ("selected" if c.instance == trace.selected_instance
+                        else "feasible" if c.feasible else "ruled out"),
+            "rank": c.rank,
+            "total": c.total,
+            "gap": None if c.total is None or best is None else best - c.total,
+            "factor": c.weight_factor,
         }
-        row.update(dict.fromkeys(terms.values()))
-        row.update({terms[name]: weighted for name, _, _, weighted in trace.terms_of(cand)})
-        row.update(_gauges(cand.state))
-        rows.append(row)
-    frame = pd.DataFrame(rows, columns=columns)
+        for c in cands
+    ]
+    frame = pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
     frame["rank"] = frame["rank"].astype("Int64")
-    for col in [*terms.values(), "total"]:
-        frame[col] = frame[col].astype("float64")
-    return frame
+    return frame.astype({"total": "float64", "gap": "float64", "factor": "float64"})
+
+
+def state_frame(trace: DecisionTrace) -> pd.DataFrame:
+    """The state snapshot each candidate was judged on (one compact row per candidate, best first)."""
+    rows = [{"instance": c.instance, **_gauges(c.state)} for c in ordered_candidates(trace.candidates)]
+    return pd.DataFrame(rows, columns=["instance", *GAUGE_COLUMNS])
 
 
 def score_terms_frame(trace: DecisionTrace) -> pd.DataFrame:

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from app.ui.data import trace_tables as tt
-from schemas import CandidateEval, DecisionTrace, ScoreWeight
+from schemas import CandidateEval, DecisionTrace
 from tests.app import stub_trace_api as stub
 
 
@@ -55,60 +55,27 @@ def test_steps_frame_in_order_with_kept_and_rejected(trace: DecisionTrace) -> No
     assert kv["rejected"] == stub.REJECTED_INSTANCE
 
 
-def test_candidates_frame_ranked_then_rejected(trace: DecisionTrace) -> None:
-    frame = tt.candidates_frame(trace)
+def test_ranking_frame_best_first_and_narrow(trace: DecisionTrace) -> None:
+    frame = tt.ranking_frame(trace)
 
+    assert list(frame.columns) == list(tt.RANKING_COLUMNS)
     assert frame["instance"].tolist() == [stub.TOP_RANKED, stub.SELECTED_INSTANCE, stub.REJECTED_INSTANCE]
-    assert frame["verdict"].tolist() == ["feasible", "feasible", "rejected"]
-    assert frame["rank"].tolist()[:2] == [1, 2]
+    assert frame["verdict"].tolist() == ["feasible", "selected", "ruled out"]
     assert frame["rank"].isna().tolist() == [False, False, True]
-    assert frame["selected"].tolist() == [False, True, False]
     assert frame["total"].tolist()[:2] == [0.742, 0.61]
+    assert frame["gap"].tolist()[:2] == pytest.approx([0.0, 0.132])
+    assert math.isnan(frame["gap"].tolist()[2])
 
 
-def test_candidates_frame_columns_and_score_terms(trace: DecisionTrace) -> None:
-    frame = tt.candidates_frame(trace)
+def test_state_frame_is_the_snapshot_per_candidate(trace: DecisionTrace) -> None:
+    frame = tt.state_frame(trace)
 
-    assert list(frame.columns) == [
-        *tt.CANDIDATE_BASE_COLUMNS,
-        "queue-depth",
-        "kv-cache",
-        "latency",
-        "total",
-        "rank",
-        "selected",
-        *tt.GAUGE_COLUMNS,
-    ]
-    top = frame.iloc[0]
-    assert top["queue-depth"] == pytest.approx(0.27)
-    assert top["kv-cache"] == pytest.approx(0.232)
-    assert top["latency"] == pytest.approx(0.24)
-    rejected = frame.iloc[2]
-    assert all(math.isnan(rejected[c]) for c in ("queue-depth", "kv-cache", "latency", "total"))
-
-
-def test_candidates_frame_rejected_row_explains_itself(trace: DecisionTrace) -> None:
-    row = tt.candidates_frame(trace).set_index("instance").loc[stub.REJECTED_INSTANCE]
-
-    assert row["violations"] == f"kv-cache: kv_cache_usage 0.97 > 0.9 — {stub.KV_REASON}"
-    assert row["kv_cache_usage"] == 0.97
-    assert row["queue"] == 14
-    assert not row["stale"]
-
-
-def test_score_term_named_like_a_gauge_gets_a_prefix(trace: DecisionTrace) -> None:
-    cand = CandidateEval(
-        instance="x",
-        model="m",
-        feasible=True,
-        score_terms=[1.0],
-        total=0.5,
-        rank=1,
-    )
-    weights = [ScoreWeight(name="queue", weight=0.5, scorer="queue/queue-depth-scorer")]
-    frame = tt.candidates_frame(trace.model_copy(update={"candidates": [cand], "score_weights": weights}))
-    assert frame.loc[0, "score:queue"] == 0.5
-    assert pd.isna(frame.loc[0, "queue"])  # the gauge column: no state recorded
+    assert list(frame.columns) == ["instance", *tt.GAUGE_COLUMNS]
+    row = frame.set_index("instance").loc[stub.REJECTED_INSTANCE]
+    assert row["kv_cache_usage"] == 0.97 and row["queue"] == 14 and not row["stale"]
+    bare = CandidateEval(instance="x", model="m", feasible=True)
+    no_state = tt.state_frame(trace.model_copy(update={"candidates": [bare]}))
+    assert pd.isna(no_state.loc[0, "queue"])
 
 
 def test_attempts_frame(trace: DecisionTrace) -> None:
@@ -126,11 +93,11 @@ def test_attempts_frame(trace: DecisionTrace) -> None:
 def test_empty_lists_give_empty_frames_with_columns(trace: DecisionTrace) -> None:
     empty = trace.model_copy(update={"candidates": [], "decision_trace": [], "attempts": [], "score_weights": []})
 
-    steps, cands, attempts = tt.steps_frame(empty), tt.candidates_frame(empty), tt.attempts_frame(empty)
+    steps, cands, attempts = tt.steps_frame(empty), tt.ranking_frame(empty), tt.attempts_frame(empty)
     assert steps.empty and list(steps.columns) == list(tt.STEP_COLUMNS)
     assert attempts.empty and list(attempts.columns) == list(tt.ATTEMPT_COLUMNS)
     assert cands.empty
-    assert list(cands.columns) == [*tt.CANDIDATE_BASE_COLUMNS, "total", "rank", "selected", *tt.GAUGE_COLUMNS]
+    assert list(cands.columns) == list(tt.RANKING_COLUMNS)
     assert tt.rejections(empty) == {}
 
 
