@@ -27,6 +27,8 @@ __all__ = [
     "ScoringProfile",
     "FleetSettings",
     "GatewaySettings",
+    "HealthBand",
+    "HealthThresholds",
     "RouteLensConfig",
     "RouterSettings",
     "ScoringSettings",
@@ -284,11 +286,40 @@ class FleetSettings(ContractModel):
         return instances
 
 
+class HealthBand(ContractModel):
+    """Where one metric turns a fleet-grid cell yellow and red (a value at or above the bound)."""
+
+    yellow: float = Field(ge=0)
+    red: float = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> HealthBand:
+        if self.yellow > self.red:
+            raise ValueError("yellow must not exceed red")
+        return self
+
+
+class HealthThresholds(ContractModel):
+    """The fleet health grid's colours per metric; a cell takes its worst metric's colour.
+
+    Defaults (common operator practice): KV-cache 0.90 / 0.95, queue 10 / 50 waiting, error rate
+    1% / 5%, p95 TTFT 2000 / 5000 ms (set these to your SLO). A cell whose state is older than
+    ``stale_after_s`` (or that the router marks stale) is grey, whatever its values.
+    """
+
+    kv_cache_usage: HealthBand = HealthBand(yellow=0.90, red=0.95)
+    queue: HealthBand = HealthBand(yellow=10, red=50)
+    error_rate: HealthBand = HealthBand(yellow=0.01, red=0.05)
+    ttft_p95_ms: HealthBand = HealthBand(yellow=2000, red=5000)
+    stale_after_s: float = Field(5.0, gt=0, description="Match fleet.scrape.stale_after_s.")
+
+
 class AppSettings(ContractModel):
     """The Streamlit app."""
 
     host: str = "127.0.0.1"
     port: int = Field(8501, ge=0, le=65535)
+    health: HealthThresholds = HealthThresholds()
 
 
 def _default_constraints() -> list[ConstraintSpec]:

@@ -1,0 +1,117 @@
+"""Fleet pictures: the health grid (a row per model, a cell per instance) and one instance's metrics over time."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from app.ui.data.fleet import METRICS, STATUSES
+from schemas.config import HealthThresholds
+
+__all__ = ["MAX_COLUMNS", "STATUS_COLOURS", "health_grid_chart", "instance_metrics_chart"]
+
+STATUS_COLOURS: dict[str, str] = {"green": "#2e9e44", "yellow": "#f0a202", "red": "#d62728", "grey": "#b0b0b0"}
+MAX_COLUMNS = 8
+_CODES = {status: code for code, status in enumerate(STATUSES)}
+_MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
+_TITLES = {"kv_cache_usage": "KV-cache usage", "queue": "queue (waiting)", "error_rate": "error rate",
+           "ttft_p95_ms": "p95 TTFT (ms)"}
+
+
+def _scale() -> list[list[float | str]]:
+    n = len(STATUSES)
+    scale: list[list[float | str]] = []
+    for code, status in enumerate(STATUSES):
+        scale += [[code / n, STATUS_COLOURS[status]], [(code + 1) / n, STATUS_COLOURS[status]]]
+    return scale
+
+
+def _hover(row: dict[str, Any]) -> str:
+    parts = [f"<b>{row['instance']}</b> ({row['model']}): {row['status']}"]
+    for metric, (short, fmt) in METRICS.items():
+        value = row.get(metric)
+        parts.append(f"{short}: {'—' if value is None or pd.isna(value) else fmt(float(value))}")
+    age = row.get("age_s")
+    if age is not None and not pd.isna(age):
+        parts.append(f"state age {float(age):.1f} s")
+    if row.get("latched"):
+        parts.append(f"latched out: {row['latched']}")
+    return "<br>".join(parts)
+
+
+def health_grid_chart(cells: pd.DataFrame, title: str = "Fleet health") -> go.Figure:
+    """Colour each (model, instance) cell by its status; the cell names the instance and its worst metric.
+
+    Args:
+        cells: Rows of :func:`app.ui.data.fleet.cells`.
+        title: The figure's title (e.g. the moment shown).
+
+    Returns:
+        One heatmap, a row per model (wrapped every :data:`MAX_COLUMNS` instances); the hover
+        lists every metric; ``customdata`` carries the instance id. Empty for an empty frame.
+    """
+    fig = go.Figure()
+    if cells.empty:
+        return fig
+    rows: list[str] = []
+    z: list[list[float | None]] = []
+    text: list[list[str]] = []
+    hover: list[list[str]] = []
+    ids: list[list[str | None]] = []
+    for model, group in cells.groupby("model", sort=True):
+        recs: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in group.to_dict("records")]
+        for part in range(math.ceil(len(recs) / MAX_COLUMNS)):
+            chunk = recs[part * MAX_COLUMNS:(part + 1) * MAX_COLUMNS]
+            pad = MAX_COLUMNS - len(chunk)
+            rows.append(str(model) if part == 0 else f"{model} ·{part + 1}")
+            z.append([float(_CODES[r["status"]]) for r in chunk] + [None] * pad)
+            text.append([f"{r['instance']}<br>{r['label']}" for r in chunk] + [""] * pad)
+            hover.append([_hover(r) for r in chunk] + [""] * pad)
+            ids.append([str(r["instance"]) for r in chunk] + [None] * pad)
+    width = min(MAX_COLUMNS, int(cells.groupby("model").size().max()))
+    fig.add_trace(go.Heatmap(
+        z=[row[:width] for row in z], y=rows, x=list(range(width)), text=[row[:width] for row in text],
+        customdata=[[[h, i] for h, i in zip(hr[:width], ir[:width], strict=True)] for hr, ir in zip(hover, ids,
+                                                                                                  strict=True)],
+        texttemplate="%{text}", colorscale=_scale(), zmin=-0.5, zmax=len(STATUSES) - 0.5, showscale=False,
+        xgap=4, ygap=4, hovertemplate="%{customdata[0]}<extra></extra>",
+    ))
+    fig.update_layout(title=title, height=100 + 70 * len(rows), margin=_MARGIN,
+                      yaxis={"autorange": "reversed", "title": None},
+                      xaxis={"visible": False, "range": [-0.5, width - 0.5]})
+    return fig
+
+
+def instance_metrics_chart(
+    series: pd.DataFrame, thresholds: HealthThresholds, instance: str, transitions: pd.DataFrame | None = None,
+) -> go.Figure:
+    """One instance's KV-cache, queue, error rate and p95 TTFT over time, each with its yellow and red lines.
+
+    Args:
+        series: Rows of :func:`app.ui.data.fleet.instance_series`.
+        thresholds: The grid's bands (drawn as dashed lines).
+        instance: Named in the title.
+        transitions: Rows of :func:`app.ui.data.fleet.latch_transitions`: latch changes become vertical lines.
+    """
+    fig = make_subplots(rows=len(METRICS), cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=[_TITLES[m] for m in METRICS])
+    for i, metric in enumerate(METRICS, start=1):
+        fig.add_trace(go.Scatter(x=series["ts"], y=series[metric], name=_TITLES[metric], mode="lines+markers",
+                                 marker={"size": 4}, line={"color": "#1f77b4"}, showlegend=False), row=i, col=1)
+        band = getattr(thresholds, metric)
+        for status in ("yellow", "red"):
+            fig.add_hline(y=getattr(band, status), line={"color": STATUS_COLOURS[status], "dash": "dash", "width": 1},
+                          row=i, col=1)
+    latch: list[dict[str, Any]] = []
+    if transitions is not None and not transitions.empty:
+        latch = [{str(k): v for k, v in r.items()}
+                 for r in transitions[transitions["source"] == "latch"].to_dict("records")]
+    for t in latch:
+        colour = STATUS_COLOURS["red"] if str(t["what"]).endswith(" out") else STATUS_COLOURS["green"]
+        fig.add_vline(x=t["ts"], line={"color": colour, "width": 1, "dash": "dot"})
+    fig.update_layout(title=f"{instance} over the window", height=160 * len(METRICS) + 60, margin=_MARGIN)
+    return fig

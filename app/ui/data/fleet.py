@@ -1,0 +1,225 @@
+"""Instance snapshots as the fleet health grid: one cell per (model, instance), green / yellow / red / grey.
+
+Pure functions, no Streamlit: the page fetches (live ``GET /v1/router/state``, or stored snapshots
+for a past moment), these shape. A cell takes the colour of its worst metric against
+:class:`schemas.config.HealthThresholds`; a stale state is grey whatever its values (old numbers
+are not health).
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import pandas as pd
+from pydantic import ValidationError
+
+from schemas.config import AppSettings, HealthBand, HealthThresholds
+from schemas.fleet import InstanceSnapshot
+
+__all__ = [
+    "CELL_COLUMNS", "LIVE_ENV", "METRICS", "SERIES_COLUMNS", "SETTINGS_ENV", "STATUSES", "TRANSITION_COLUMNS",
+    "at_moment", "band_of", "cells", "instance_series", "latch_transitions", "live_api", "live_snapshots",
+    "read_back", "read_spread", "served_rows", "thresholds_from_env", "trace_link",
+]
+
+SETTINGS_ENV = "ROUTELENS_APP_SETTINGS"  # AppSettings as JSON, handed over by ``routelens app``
+LIVE_ENV = "ROUTELENS_LIVE_URL"  # a gateway's live views while the store is a file
+STATUSES = ("green", "yellow", "red", "grey")
+# Metric -> its short name in a cell and how its value reads.
+METRICS: dict[str, tuple[str, Callable[[float], str]]] = {
+    "kv_cache_usage": ("kv", lambda v: f"{v:.0%}"),
+    "queue": ("queue", lambda v: f"{v:.0f}"),
+    "error_rate": ("errors", lambda v: f"{v:.1%}"),
+    "ttft_p95_ms": ("p95 ttft", lambda v: f"{v:,.0f} ms"),
+}
+CELL_COLUMNS: tuple[str, ...] = (
+    "model", "instance", "status", "worst", "label", "age_s", *METRICS, "p95_latency_ms", "latched", "link",
+)
+_RANK = {"green": 0, "yellow": 1, "red": 2}
+
+
+def thresholds_from_env(environ: Mapping[str, str] | None = None) -> tuple[HealthThresholds, str | None]:
+    """The grid's thresholds from :data:`SETTINGS_ENV` (defaults when unset), and a problem, if any."""
+    raw = (os.environ if environ is None else environ).get(SETTINGS_ENV, "").strip()
+    if not raw:
+        return HealthThresholds(), None
+    try:
+        return AppSettings.model_validate_json(raw).health, None
+    except ValidationError as exc:
+        return HealthThresholds(), f"{SETTINGS_ENV} is not valid app settings ({exc.error_count()} errors)"
+
+
+def live_api(environ: Mapping[str, str] | None = None) -> str | None:
+    """:data:`LIVE_ENV` when set: the gateway to read live views from even when the store is a file."""
+    return (os.environ if environ is None else environ).get(LIVE_ENV, "").strip().rstrip("/") or None
+
+
+def trace_link(request_id: str) -> str:
+    """The drill-down of one request."""
+    return "/trace?" + urllib.parse.urlencode({"request_id": request_id})
+
+
+def band_of(value: float | None, band: HealthBand) -> str | None:
+    """``green``, ``yellow`` (at or above ``band.yellow``) or ``red`` (at or above ``band.red``); None: no value."""
+    if value is None:
+        return None
+    return "red" if value >= band.red else "yellow" if value >= band.yellow else "green"
+
+
+def live_snapshots(state: Mapping[str, Any] | None) -> list[InstanceSnapshot]:
+    """The snapshots of ``GET /v1/router/state`` (``{"instances": [...]}``); invalid entries are skipped."""
+    listed = (state or {}).get("instances")
+    out = []
+    for item in listed if isinstance(listed, list) else []:
+        try:
+            out.append(InstanceSnapshot.model_validate(item))
+        except ValidationError:
+            continue  # a newer gateway's shape must not break the page
+    return out
+
+
+def at_moment(snapshots: Iterable[InstanceSnapshot], moment: datetime) -> list[InstanceSnapshot]:
+    """The latest snapshot of each instance scraped at or before ``moment`` (input oldest first)."""
+    latest: dict[str, InstanceSnapshot] = {}
+    for snap in snapshots:
+        when = snap.scraped_at
+        if when is not None and when > moment:
+            continue
+        held = latest.get(snap.instance)
+        if held is None or held.scraped_at is None or (when is not None and when >= held.scraped_at):
+            latest[snap.instance] = snap
+    return sorted(latest.values(), key=lambda s: (s.model, s.instance))
+
+
+def read_back(
+    fetch: Callable[[datetime, datetime], Sequence[InstanceSnapshot]], moment: datetime, *,
+    expected: Iterable[str] = (), steps: Sequence[timedelta] = (timedelta(seconds=15), timedelta(minutes=2)),
+) -> list[InstanceSnapshot]:
+    """Snapshots just before ``moment``, reading further back only while an ``expected`` instance has none.
+
+    A store answers a bounded page oldest first: one wide read of a busy fleet would give only the
+    oldest snapshots. Each step is a wider span ending where the previous began (``[moment -
+    step, moment]``, end inclusive); the read stops when every expected instance was seen.
+    """
+    end, want = moment + timedelta(microseconds=1), set(expected)
+    out: list[InstanceSnapshot] = []
+    for step in steps:
+        start = moment - step
+        got = list(fetch(start, end))
+        out = got + out
+        if want <= {s.instance for s in out} and out:
+            break
+        end = start
+    return out
+
+
+def _age(snap: InstanceSnapshot, moment: datetime | None) -> float | None:
+    if moment is None or snap.scraped_at is None:
+        return snap.age_s
+    return max(0.0, (moment - snap.scraped_at).total_seconds())
+
+
+def _cell(snap: InstanceSnapshot, th: HealthThresholds, moment: datetime | None) -> dict[str, Any]:
+    age = _age(snap, moment)
+    values = {m: getattr(snap, m) for m in METRICS}
+    graded = {m: (b, v / getattr(th, m).red if getattr(th, m).red else v)
+              for m, v in values.items() if (b := band_of(v, getattr(th, m))) is not None}
+    worst = max(graded, key=lambda m: (_RANK[graded[m][0]], graded[m][1]), default=None)
+    stale = snap.stale or snap.scraped_at is None or (age is not None and age > th.stale_after_s)
+    status = "grey" if stale or worst is None else graded[worst][0]
+    if stale:
+        label = "no scrape" if snap.scraped_at is None else f"stale {age:.0f} s" if age is not None else "stale"
+    elif worst is None:
+        label = "no metrics"
+    else:
+        short, fmt = METRICS[worst]
+        label = f"{short} {fmt(values[worst])}"
+    latched = ", ".join(latch.constraint for latch in snap.latches if latch.out)
+    return {"model": snap.model, "instance": snap.instance, "status": status, "worst": worst, "label": label,
+            "age_s": age, **values, "p95_latency_ms": snap.p95_latency_ms, "latched": latched,
+            "link": "?" + urllib.parse.urlencode({"instance": snap.instance})}
+
+
+def cells(
+    snapshots: Iterable[InstanceSnapshot], thresholds: HealthThresholds, *,
+    moment: datetime | None = None, known: Iterable[tuple[str, str]] = (),
+) -> pd.DataFrame:
+    """One row per (model, instance) with its colour, worst metric and values (:data:`CELL_COLUMNS`).
+
+    Args:
+        snapshots: One per instance (live state, or :func:`at_moment`'s choice).
+        thresholds: The bands per metric and the staleness bound.
+        moment: When the grid is shown: ages are counted to it (None: the snapshots' own ``age_s``).
+        known: ``(model, instance)`` pairs to show grey when no snapshot names them.
+    """
+    rows = [_cell(s, thresholds, moment) for s in snapshots]
+    seen = {r["instance"] for r in rows}
+    for model, instance in known:
+        if instance not in seen:
+            seen.add(instance)
+            rows.append({"model": model, "instance": instance, "status": "grey", "worst": None,
+                         "label": "no snapshot", "link": "?" + urllib.parse.urlencode({"instance": instance})})
+    frame = pd.DataFrame(rows, columns=list(CELL_COLUMNS))
+    return frame.sort_values(["model", "instance"], ignore_index=True)
+
+
+SERIES_COLUMNS: tuple[str, ...] = ("ts", "kv_cache_usage", "queue", "error_rate", "ttft_p95_ms", "p95_latency_ms")
+TRANSITION_COLUMNS: tuple[str, ...] = ("ts", "source", "what", "detail")
+
+
+def read_spread(
+    fetch: Callable[[datetime, datetime], Sequence[InstanceSnapshot]], start: datetime, end: datetime, *,
+    pieces: int = 24,
+) -> list[InstanceSnapshot]:
+    """A window's snapshots read in ``pieces`` equal spans (each a bounded page, oldest first).
+
+    One instance scraped every second has 3,600 snapshots an hour: reading the window piece by
+    piece gives points over all of it instead of only its oldest page.
+    """
+    step = (end - start) / max(pieces, 1)
+    out: list[InstanceSnapshot] = []
+    for i in range(max(pieces, 1)):
+        out.extend(fetch(start + step * i, start + step * (i + 1)))
+    return out
+
+
+def instance_series(snapshots: Iterable[InstanceSnapshot]) -> pd.DataFrame:
+    """The metrics of one instance over time (:data:`SERIES_COLUMNS`), by scrape time; unscraped ones left out."""
+    rows = [{"ts": s.scraped_at, **{c: getattr(s, c) for c in SERIES_COLUMNS[1:]}}
+            for s in snapshots if s.scraped_at is not None]
+    frame = pd.DataFrame(rows, columns=list(SERIES_COLUMNS))
+    return frame.drop_duplicates("ts").sort_values("ts", ignore_index=True)
+
+
+def latch_transitions(snapshots: Iterable[InstanceSnapshot], events: Iterable[Any] = ()) -> pd.DataFrame:
+    """When each latch went out or came back (from the snapshots' latches), with the instance's router events.
+
+    A latch's ``since`` is when it last changed, so each distinct ``(constraint, since, out)`` is one
+    transition. Events are anything with ``ts``, ``kind``, ``message`` (``RouterEvent``).
+    """
+    seen: dict[tuple[str, datetime, bool], dict[str, Any]] = {}
+    for snap in snapshots:
+        for latch in snap.latches:
+            if latch.since is None:
+                continue
+            value = "" if latch.value is None else f" (value {latch.value:.3g})"
+            seen.setdefault((latch.constraint, latch.since, latch.out), {
+                "ts": latch.since, "source": "latch", "what": f"{latch.constraint} {'out' if latch.out else 'back in'}",
+                "detail": f"held out of the feasible set{value}" if latch.out else f"feasible again{value}"})
+    rows = list(seen.values()) + [{"ts": e.ts, "source": "event", "what": e.kind, "detail": e.message}
+                                  for e in events]
+    frame = pd.DataFrame(rows, columns=list(TRANSITION_COLUMNS))
+    return frame.sort_values("ts", ignore_index=True)
+
+
+def served_rows(items: Iterable[Any]) -> pd.DataFrame:
+    """Search results (``TraceSummary``) as rows linked to their drill-down."""
+    rows = [{"ts": t.ts, "request_id": t.request_id, "model": t.selected_model, "rule": t.rule,
+             "outcome": str(t.outcome_status), "http": t.http_status, "total_ms": t.total_ms,
+             "fallback": t.fallback_triggered, "open": trace_link(t.request_id)} for t in items]
+    return pd.DataFrame(rows, columns=["ts", "request_id", "model", "rule", "outcome", "http", "total_ms",
+                                       "fallback", "open"])
