@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from app.ui.data import topology as tp
+from schemas.queries import ConstraintStat, TrafficEdge
+
+EDGES = [
+    TrafficEdge(rule="code", model="coder", instance="c-a", requests=6),
+    TrafficEdge(rule="code", model="coder", instance="c-b", requests=2),
+    TrafficEdge(rule="chat", model="llama", instance="l-a", requests=2),
+    TrafficEdge(rule=None, model=None, instance=None, requests=0),
+]
+FALLBACK = [TrafficEdge(rule="code", model="coder", instance="c-b", requests=5)]  # clamped to 2
+REJECTED = [
+    ConstraintStat(constraint="kv-cache", instance="c-a", model="coder", removed=3, decisive=1),
+    ConstraintStat(constraint="kv-cache", instance="c-a", model="coder-old", removed=1),
+    ConstraintStat(constraint="error-rate", instance="c-z", model="coder", removed=4, undecided=4),
+]
+
+
+def links_by(links, nodes):  # (source name, target name, flow) -> value
+    names = nodes["name"].tolist()
+    return {(names[r.source], names[r.target], r.flow): r.value for r in links.itertuples()}
+
+
+def test_nodes_columns_and_shares() -> None:
+    nodes, _ = tp.sankey_frames(EDGES, FALLBACK, REJECTED)
+
+    assert nodes["node"].tolist() == [
+        "rule:chat", "rule:code", "model:coder", "model:llama",
+        "instance:c-a", "instance:c-b", "instance:c-z", "instance:l-a",
+        "constraint:error-rate", "constraint:kv-cache",
+    ]
+    by = nodes.set_index("node")
+    assert by.loc["rule:code", "requests"] == 8 and by.loc["rule:code", "share"] == 0.8
+    assert by.loc["instance:c-z", "requests"] == 0  # only ever rejected
+    assert by.loc["constraint:kv-cache", "requests"] == 4 and by.loc["constraint:kv-cache", "label"] == "✕ kv-cache"
+    assert by.loc["constraint:kv-cache", "share"] != by.loc["constraint:kv-cache", "share"]  # NaN: not requests
+
+
+def test_links_split_served_fallback_and_rejected() -> None:
+    nodes, links = tp.sankey_frames(EDGES, FALLBACK, REJECTED)
+
+    assert links_by(links, nodes) == {
+        ("chat", "llama", "served"): 2, ("code", "coder", "served"): 6, ("coder", "c-a", "served"): 6,
+        ("llama", "l-a", "served"): 2, ("code", "coder", "fallback"): 2, ("coder", "c-b", "fallback"): 2,
+        ("error-rate", "c-z", "rejected"): 4, ("kv-cache", "c-a", "rejected"): 4,
+    }
+    assert links["flow"].tolist() == ["served"] * 4 + ["fallback"] * 2 + ["rejected"] * 2
+    row = links[(links["flow"] == "served") & (links["source_name"] == "code")].iloc[0]
+    assert row["share_of_total"] == 0.6 and row["share_of_source"] == 0.75
+    assert links[links["flow"] == "rejected"]["share_of_total"].isna().all()
+
+
+def test_empty_traffic_gives_empty_frames() -> None:
+    nodes, links = tp.sankey_frames([], [], [])
+    assert nodes.empty and links.empty and list(links.columns) == list(tp.LINK_COLUMNS)
+
+
+def test_decisions_links_keep_scope() -> None:
+    base = {"window": "6h", "experiment_arm": "b", "model": "ignored", "router_version": None}
+    nodes, _ = tp.sankey_frames(EDGES, base=base)
+    by = nodes.set_index("node")["link"]
+    assert by["rule:code"] == "/decisions?window=6h&experiment_arm=b&rule=code"
+    assert by["instance:c-a"] == "/decisions?window=6h&experiment_arm=b&instance=c-a"
+    nodes, _ = tp.sankey_frames([TrafficEdge(rule=None, model=None, instance=None, requests=1)], base=base)
+    assert nodes["link"].tolist() == ["/decisions?window=6h&experiment_arm=b"] * 3
+    assert nodes["name"].tolist() == [tp.NO_RULE, tp.NO_MODEL, tp.NO_INSTANCE]
+    assert tp.decisions_link({}, rule="a b/c", model=None) == "/decisions?rule=a+b%2Fc"
+    assert tp.decisions_link({}) == "/decisions"
+
+
+def test_edge_table() -> None:
+    table = tp.edge_table(EDGES[:3], FALLBACK)
+    assert table["fallbacks"].tolist() == [0, 2, 0]
+    assert table["share"].tolist() == [0.6, 0.2, 0.2]
+    assert table["decisions"][1] == "/decisions?rule=code&model=coder&instance=c-b"
+
+
+def test_parse_at() -> None:
+    assert tp.parse_at("2026-11-01T10:00:00Z") == datetime(2026, 11, 1, 10, tzinfo=UTC)
+    assert tp.parse_at("2026-11-01T10:00:00") is None  # no zone
+    assert tp.parse_at("yesterday") is None and tp.parse_at(None) is None and tp.parse_at("") is None
