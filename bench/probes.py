@@ -149,7 +149,14 @@ def measure_gateway(tmp: Path, seconds: int) -> dict[str, Any]:
             try:
                 assert child.wait_ready(120)
                 url = f"http://127.0.0.1:{gw}/v1/chat/completions"
-                time.sleep(6.0)  # one probe period: the embedding model is loaded and probing when we measure
+                if label == "probes_on":  # steady state: the model loaded, every instance probed once
+                    deadline = time.monotonic() + 120
+                    while time.monotonic() < deadline:
+                        feed = _get(f"http://127.0.0.1:{gw}/v1/probes/verdicts")["verdicts"]
+                        if len(feed) == 4 and all(any(s["kind"] == "semantic" for s in v) for v in feed.values()):
+                            break
+                        time.sleep(0.5)
+                time.sleep(5.0)
                 wrk(url, script, 4, 2)
                 out[label] = {"c1": wrk(url, script, 1, seconds), "c16": wrk(url, script, 16, seconds)}
             finally:
@@ -168,11 +175,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("--periods", type=int, default=2, help="periods measured after one of warm-up")
     p.add_argument("--gateway", action="store_true", help="also the gateway p99 with probes on versus off")
     p.add_argument("--seconds", type=int, default=8, help="each wrk run of --gateway")
+    p.add_argument("--gateway-only", action="store_true", help="only the gateway part")
     args = p.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="routelens-bench-probes-"))
-    result = measure_prober(tmp, args.instances, args.period, args.periods)
-    print(json.dumps(result), file=sys.stderr, flush=True)  # kept even if the gateway part fails
-    if args.gateway:
+    result: dict[str, Any] = {}
+    if not args.gateway_only:
+        result = measure_prober(tmp, args.instances, args.period, args.periods)
+        print(json.dumps(result), file=sys.stderr, flush=True)  # kept even if the gateway part fails
+    if args.gateway or args.gateway_only:
         result["gateway"] = measure_gateway(tmp, args.seconds)
     print(json.dumps(result))
     return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
 
 import orjson
@@ -22,6 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from app.cli.config_io import load_config
 from app.run.access import read_token_of
 from app.run.gc_tuning import tame_gc
+from app.run.probe_child import RELAY_TOKEN_ENV
 from app.run.prober import Prober
 from app.run.serve import open_store, pipeline_paths
 from ingest import EmitterCollector, IngestApi, Quarantine, TraceEmitter
@@ -39,7 +41,8 @@ def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db
     registry = CollectorRegistry()
     if store_url is not None:
         spool_dir = spool_dir.with_name(spool_dir.name + ".prober")
-        emitter = TraceEmitter(RelaySink(store_url), st, spool_dir=spool_dir,
+        emitter = TraceEmitter(RelaySink(store_url, token=os.environ.get(RELAY_TOKEN_ENV) or None), st,
+                               spool_dir=spool_dir,
                                quarantine=Quarantine(quarantine_dir.with_name(quarantine_dir.name + ".prober")))
         api = None
     else:
@@ -79,7 +82,7 @@ def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db
 
     async def stop(_: web.Application) -> None:
         await prober.stop()
-        emitter.close(timeout_s=2.0)
+        emitter.close(timeout_s=1.0)  # the rest stays in the spool: a child told to stop must go at once
 
     app.router.add_get("/v1/probes/verdicts", guard(verdicts))
     app.router.add_get("/v1/alerts", guard(alerts))

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -28,6 +29,7 @@ import aiohttp
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel
 
+from app.run.gc_tuning import tame_gc
 from probes.alerts import AlertManager
 from probes.baselines import BaselineStore
 from probes.embedder import Embedder, MiniLMEmbedder, available
@@ -130,10 +132,10 @@ class Prober:
         # Load the embedding model before the first slot (in a thread; start() has returned, so a
         # gateway is already serving): a first semantic probe would otherwise stall the schedule.
         if self._embedder is not None and ProbeKind.SEMANTIC in self.kinds:
-            try:
-                await asyncio.to_thread(self._embedder.embed, ["warm-up"])
-            except Exception as exc:  # the semantic probes will report it as their reason
-                log.warning("embedding model did not load: %s", exc)
+            await _in_daemon_thread(self._embedder.embed, ["warm-up"])
+            # The model brought hundreds of thousands of objects: out of every later collection with
+            # the rest of the start-up (see app.run.gc_tuning), or each full one walks them on a request.
+            tame_gc()
         await scheduler.run_forever()
 
     async def stop(self) -> None:
@@ -144,7 +146,7 @@ class Prober:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         try:  # a resolve or firing queued just now still goes out, within a bound: stopping must stay prompt
-            await asyncio.wait_for(self.alert_manager.drain(), 1.0)
+            await asyncio.wait_for(self.alert_manager.drain(), 0.5)
         except TimeoutError:
             log.warning("alert notifications still undelivered at stop were dropped")
         await self.alert_manager.close()
@@ -227,6 +229,31 @@ class Prober:
         if silent is not None and silent > 3 * self.settings.interval_s + self.settings.timeout_s:
             return f"no probe result for {silent:.0f} s"
         return None
+
+
+async def _in_daemon_thread(fn: Callable[[list[str]], object], arg: list[str]) -> None:
+    """Run ``fn(arg)`` in a daemon thread and wait for it; errors are logged (the probes report them).
+
+    Not the loop's default executor: its threads are joined when the interpreter exits, so a
+    model still loading (seconds) would keep a prober told to stop from going.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def work() -> None:
+        try:
+            fn(arg)
+        except Exception as exc:  # the semantic probes will report it as their reason
+            log.warning("embedding model did not load: %s", exc)
+        loop.call_soon_threadsafe(_finish, done)
+
+    threading.Thread(target=work, name="embedding-model-load", daemon=True).start()
+    await done
+
+
+def _finish(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
 def run_standalone(args: Any) -> int:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,14 +22,14 @@ from prometheus_client import CollectorRegistry
 
 from app.run.access import access_notices, read_token_of
 from app.run.gc_tuning import tame_gc
+from app.run.probe_child import RELAY_TOKEN_ENV, probe_source, start_prober, wants_prober
 from app.run.procs import Child, free_port
 from ingest import DuckDBTraceStore, EmitterCollector, HttpTraceStore, IngestApi, Quarantine, TraceEmitter, TraceStore
 from ingest.http_api.proxy import add_store_proxy
-from ingest.http_api.relay import RelaySink
+from ingest.http_api.relay import RelaySink, add_relay_route
 from ingest.http_api.routes import SERVER_LIMITS
 from router_core.builtin import build_router, policy_hash
 from router_core.gateway import Gateway
-from router_core.gateway.probe_source import ProbeSource, VerdictFollower
 from schemas.config import RouteLensConfig
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
@@ -39,8 +39,7 @@ from schemas.trace import DecisionTrace
 if TYPE_CHECKING:
     from ingest import ElasticsearchStore
 
-__all__ = ["StoreHooks", "build_gateway_app", "open_store", "pipeline_paths", "probe_source", "run_server",
-           "worker_paths"]
+__all__ = ["StoreHooks", "build_gateway_app", "open_store", "pipeline_paths", "run_server", "worker_paths"]
 
 
 class StoreHooks:
@@ -93,7 +92,7 @@ def open_store(st: StorageSettings, db_path: str, *, lazy: bool = True) -> DuckD
 
 
 def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str | None = None,
-                      worker: int = 0) -> web.Application:
+                      worker: int = 0, probe_url: str | None = None) -> web.Application:
     """Build the gateway application with its trace pipeline and the store's query API.
 
     Args:
@@ -102,6 +101,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         store_url: The store process to relay records to and to forward the query API to (what
             ``run_server`` starts); None keeps the store in this process (one-process embedding).
         worker: This gateway's number among the workers (names its spool).
+        probe_url: The prober process to follow (``serve`` starts it); None probes here when enabled.
     """
     st = config.storage
     store: TraceStore
@@ -112,7 +112,8 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     else:
         store = HttpTraceStore(store_url, token=read_token_of(st))
         spool_dir, quarantine_dir = worker_paths(st, db_path, worker)
-        emitter = TraceEmitter(RelaySink(store_url), st, spool_dir=spool_dir,
+        emitter = TraceEmitter(RelaySink(store_url, token=os.environ.get(RELAY_TOKEN_ENV) or None), st,
+                               spool_dir=spool_dir,
                                quarantine=Quarantine(quarantine_dir)).start()
     key_env = config.router.hash_key_env
     hash_key = os.environ.get(key_env) if key_env else None
@@ -125,13 +126,15 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         hash_key=hash_key,
         policy_hash=policy_hash(config),
         registry=registry,
-        probes=probe_source(config, db_path, emitter, registry, store_url),
+        probes=probe_source(config, db_path, emitter, registry, probe_url),
     )
     app = gateway.build_app()
     if store_url is None:
         token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
         IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes,
                   read_token=read_token_of(st)).add_routes(app)
+        if (relay_token := os.environ.get(RELAY_TOKEN_ENV)) and probe_url is not None:
+            add_relay_route(app, emitter, token=relay_token)  # the prober's results reach the store here
     else:
         add_store_proxy(app, store_url, emitter.pending, read_token=read_token_of(st))
 
@@ -153,27 +156,6 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     return app
 
 
-def probe_source(config: RouteLensConfig, db_path: str, emitter: TraceEmitter, registry: CollectorRegistry,
-                 store_url: str | None) -> Callable[[Gateway], ProbeSource] | None:
-    """Where the gateway's probe verdicts come from; None when probes are off.
-
-    A follower of ``probes.follow_url``, or of the store process (which probes once per host for
-    all workers: one probe per instance and kind however many workers serve), else a prober in
-    this process.
-    """
-    pr = config.probes
-    follow = pr.follow_url or (store_url if pr.enabled else None)
-    if follow is not None:
-        token = read_token_of(config.storage)
-        return lambda gw: VerdictFollower(follow, gw.apply_probe, token=token)
-    if not pr.enabled:
-        return None
-    from app.run.prober import Prober  # the probes room (and its embedding model) only when probing here
-
-    return lambda gw: Prober(config, db_path=db_path, emit=emitter.emit, apply=gw.apply_probe, registry=registry,
-                             source="gateway")
-
-
 def worker_paths(st: StorageSettings, db_path: str, worker: int) -> tuple[Path, Path]:
     """Return a gateway worker's own spool and quarantine folders (beside the store's)."""
     spool, quarantine = pipeline_paths(st, db_path)
@@ -184,7 +166,7 @@ def worker_paths(st: StorageSettings, db_path: str, worker: int) -> tuple[Path, 
 def run_server(
     config: RouteLensConfig, *, config_path: str | None = None, host: str | None = None, port: int | None = None,
     db: str | None = None, workers: int = 1, store_url: str | None = None, worker: int = 0,
-    separate_store: bool = False,
+    separate_store: bool = False, probe_url: str | None = None,
 ) -> None:
     """Serve until SIGINT, SIGTERM or SIGHUP; print ``gateway ready http://HOST:PORT`` once listening.
 
@@ -193,7 +175,9 @@ def run_server(
     ``separate_store`` or ``store_url``, the store runs in a process of its own (``routelens
     store``, started here from ``config_path`` unless ``store_url`` names a running one) and the
     ``workers`` gateway processes share the port (``SO_REUSEPORT``; this process is worker 0, the
-    others its children), each with its own spool relaying to the store.
+    others its children), each with its own spool relaying to the store. With probes on, a prober
+    process (``routelens probes run``, one per host) is started too; every gateway process follows
+    its verdicts and it relays its results to the store (see :mod:`app.run.probe_child`).
     """
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host = host or config.gateway.host
@@ -202,17 +186,23 @@ def run_server(
         print(f"notice: {notice}", file=sys.stderr, flush=True)
     db = db or config.storage.duckdb_path
     children: list[Child] = []
+    if config_path is not None and worker == 0:  # the relay between this serve's processes takes a token of its own
+        os.environ.setdefault(RELAY_TOKEN_ENV, secrets.token_hex(16))
     try:
         if config_path is not None and store_url is None and (workers > 1 or separate_store):
             store_port = free_port()
             children.append(_child("store", config_path, ["store", "--port", str(store_port), "--db", db],
                                    "store ready"))
             store_url = f"http://127.0.0.1:{store_port}"
+        if probe_url is None and config_path is not None and worker == 0 and wants_prober(config):
+            child, probe_url = start_prober(config_path, db, store_url or f"http://127.0.0.1:{port}")
+            children.append(child)
         for i in range(1, workers if config_path is not None and worker == 0 else 1):
             children.append(_child(f"gateway-{i}", config_path or "", [
                 "serve", "--host", host, "--port", str(port), "--db", db, "--store-url", store_url or "",
-                "--worker", str(i), "--workers", str(workers)], "gateway ready"))
-        app = build_gateway_app(config, db, store_url=store_url, worker=worker)
+                "--worker", str(i), "--workers", str(workers), *(["--probe-url", probe_url] if probe_url else [])],
+                "gateway ready"))
+        app = build_gateway_app(config, db, store_url=store_url, worker=worker, probe_url=probe_url)
         app.on_startup.append(_hangup_stops)
         web.run_app(
             app,

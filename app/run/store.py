@@ -17,8 +17,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from app.run.access import read_token_of
 from app.run.gc_tuning import tame_gc
+from app.run.probe_child import RELAY_TOKEN_ENV
 from app.run.serve import open_store, pipeline_paths
-from ingest import IngestApi, Quarantine, TraceEmitter
+from ingest import EmitterCollector, IngestApi, Quarantine, TraceEmitter
 from ingest.http_api.relay import add_relay_route
 from schemas.config import RouteLensConfig
 
@@ -36,10 +37,9 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
     api = IngestApi(emitter, store, token=intake_token or None, max_body=st.intake_max_bytes,
                     read_token=read_token_of(st))
     api.add_routes(app)  # the gateways forward their callers' header
-    add_relay_route(app, emitter)
+    add_relay_route(app, emitter, token=os.environ.get(RELAY_TOKEN_ENV) or None)  # gateways and the prober
     registry = CollectorRegistry()
-    if config.probes.enabled and config.probes.follow_url is None:
-        _add_prober(app, api, config, db_path, emitter, registry)
+    registry.register(EmitterCollector(emitter))
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -60,31 +60,6 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
     app.router.add_get("/health", health)
     app.on_cleanup.append(close_emitter)
     return app
-
-
-def _add_prober(app: web.Application, api: IngestApi, config: RouteLensConfig, db_path: str,
-                emitter: TraceEmitter, registry: CollectorRegistry) -> None:
-    """Probe once per host for every gateway worker, which follow ``GET /v1/probes/verdicts`` here."""
-    from app.run.prober import Prober
-
-    prober = Prober(config, db_path=db_path, emit=emitter.emit, apply=None, registry=registry, source="store")
-
-    async def verdicts(_: web.Request) -> web.Response:
-        return web.Response(body=orjson.dumps(prober.feed()), content_type="application/json")
-
-    async def alerts(_: web.Request) -> web.Response:
-        return web.Response(body=orjson.dumps({"alerts": prober.alerts()}), content_type="application/json")
-
-    async def start(_: web.Application) -> None:
-        await prober.start()
-
-    async def stop(_: web.Application) -> None:
-        await prober.stop()
-
-    app.router.add_get("/v1/probes/verdicts", api.guarded(verdicts))
-    app.router.add_get("/v1/alerts", api.guarded(alerts))
-    app.on_startup.append(start)
-    app.on_cleanup.insert(0, stop)
 
 
 def run_store(config: RouteLensConfig, *, host: str = "127.0.0.1", port: int, db: str | None = None) -> None:

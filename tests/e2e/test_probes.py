@@ -85,6 +85,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[
         for p in reversed(procs):
             p.stop()
         receiver.server.shutdown()
+        receiver.server.server_close()
 
 
 def verdict(gateway: str, instance: str, kind: str) -> str | None:
