@@ -16,7 +16,15 @@ import orjson
 from ingest.kinds import Kind
 from schemas.fleet import InstanceSnapshot
 from schemas.probe import ProbeResult
-from schemas.queries import AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
+from schemas.queries import (
+    AggregateQuery,
+    BucketStats,
+    ConstraintStat,
+    Misroute,
+    TraceFilter,
+    TracePage,
+    TrafficEdge,
+)
 from schemas.records import QuarantinedRecord, RouterEvent
 from schemas.trace import DecisionTrace
 
@@ -28,6 +36,7 @@ __all__ = [
     "clamp_limit",
     "decode_cursor",
     "encode_cursor",
+    "sort_constraints",
     "sort_traffic",
 ]
 
@@ -68,6 +77,11 @@ def sort_traffic(edges: list[TrafficEdge]) -> list[TrafficEdge]:
     return sorted(edges, key=lambda e: (-e.requests, e.rule or "", e.model or "", e.instance or ""))
 
 
+def sort_constraints(stats: list[ConstraintStat]) -> list[ConstraintStat]:
+    """Most removals first, then most soft violations, then by constraint, instance, model."""
+    return sorted(stats, key=lambda s: (-s.removed, -s.soft, s.constraint, s.instance, s.model))
+
+
 class TraceStore(Protocol):
     """Reads traces and what surrounds them; every method is safe from any thread."""
 
@@ -89,6 +103,17 @@ class TraceStore(Protocol):
 
     def traffic(self, flt: TraceFilter) -> list[TrafficEdge]:
         """Return request counts along rule -> model -> instance (see :func:`sort_traffic`)."""
+        ...
+
+    def constraint_stats(self, flt: TraceFilter) -> list[ConstraintStat]:
+        """Return per (constraint, instance, model) removals, decisive ones and soft violations of matching traces.
+
+        See :class:`schemas.queries.ConstraintStat`; ordered by :func:`sort_constraints`.
+        """
+        ...
+
+    def misroutes(self, flt: TraceFilter, limit: int = 100) -> list[Misroute]:
+        """Return feedback saying ``correct=false`` on traces matching ``flt``, newest feedback first."""
         ...
 
     def probe_timeline(

@@ -128,7 +128,9 @@ class ConstraintStat(ContractModel):
     ``decisive``: removals where the removed candidate would otherwise have won (its would-be total,
     ``weight_factor * sum(weight_i * score_terms[i])`` when its terms were recorded, beat the selected
     candidate's total). ``undecided``: removals whose would-be total is unknown (no terms recorded).
-    ``soft``: soft violations (score scaled, not removed).
+    ``soft``: soft violations (score scaled, not removed). The router records terms for a removed
+    candidate only when nothing was feasible and ``on_empty: fail_open`` scored every candidate, so
+    most removals are ``undecided``.
     """
 
     constraint: str

@@ -9,17 +9,17 @@ building an Arrow table and converting that to Python.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from functools import cache
 from typing import Any
 
 import duckdb
 
 from ingest.codec.stored_rows import assemble_trace, clean, state_ids, summary_of
-from ingest.duckdb.schema import sql_file
+from ingest.duckdb.analytics import DuckDBAnalytics
+from ingest.duckdb.predicates import named_queries
+from ingest.duckdb.predicates import where as _where
 from ingest.kinds import KINDS, Kind
 from ingest.trace_store import BadCursor, WindowReader, clamp_limit, decode_cursor, encode_cursor, sort_traffic
 from schemas.queries import BUCKETS, AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
@@ -28,25 +28,6 @@ from schemas.trace import DecisionTrace
 __all__ = ["DuckDBReader", "named_queries"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_PREDICATES: dict[str, str] = {
-    "start": "ts >= ?",
-    "end": "ts < ?",
-    "router_version": "router_version = ?",
-    "experiment_arm": "experiment_arm = ?",
-    "rule": "rule = ?",
-    "model": "selected_model = ?",
-    "instance": "selected_instance = ?",
-    "fallback": "fallback_triggered = ?",
-    "outcome": "outcome.status = ?",
-    "query_hash": "query_hash = ?",
-}
-
-
-@cache
-def named_queries() -> dict[str, str]:
-    """Return the queries of ``sql/queries.sql`` by name."""
-    parts = re.split(r"^-- name: (\w+)\s*$", sql_file("queries.sql"), flags=re.M)
-    return {name: body.strip().rstrip(";") for name, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
 def _fetch(cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[dict[str, Any]]:
@@ -59,17 +40,7 @@ def _fetch(cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[
     return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
 
 
-def _where(flt: TraceFilter) -> tuple[str, list[Any]]:
-    clauses, params = ["TRUE"], []
-    for name, clause in _PREDICATES.items():
-        value = getattr(flt, name)
-        if value is not None:
-            clauses.append(clause)
-            params.append(value.value if hasattr(value, "value") else value)
-    return " AND ".join(clauses), params
-
-
-class DuckDBReader(WindowReader):
+class DuckDBReader(DuckDBAnalytics, WindowReader):
     """Answers the query API from one DuckDB connection (read-write or read-only)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:

@@ -25,7 +25,7 @@ __all__ = ["FEEDBACK_CONTEXT", "TIMESTAMP_FIELD", "data_stream", "es_property", 
 
 TIMESTAMP_FIELD = "@timestamp"
 _NESTED = {(Kind.TRACE, "candidates")}
-# Trace fields copied into each feedback document (``trace.*``), plus ``outcome_status``.
+# Trace fields copied into each feedback document (``trace.*``), plus ``outcome_status`` and ``total_ms``.
 FEEDBACK_CONTEXT = ("ts", "router_version", "experiment_arm", "rule", "selected_model", "selected_instance",
                     "fallback_triggered", "query_hash")
 
@@ -63,6 +63,7 @@ def mapping_properties(kind: Kind) -> dict[str, Any]:
         trace = mapping_properties(Kind.TRACE)
         ctx = {name: trace[name] for name in FEEDBACK_CONTEXT}
         ctx["outcome_status"] = {"type": "keyword", "ignore_above": 4096}
+        ctx["total_ms"] = {"type": "double"}
         props["trace"] = {"type": "object", "properties": ctx}
     return props
 

@@ -4,7 +4,8 @@ Filters become ``bool.filter`` clauses (``term``, ``range``: values are never sp
 strings), pages use ``search_after`` on ``(ts, request_id)``, aggregates ``date_histogram`` with
 ``min_doc_count: 1`` (the same buckets DuckDB returns) and ``percentiles`` (t-digest: close to,
 not exactly, DuckDB's interpolated quantiles on large sets). Misroutes come from the feedback
-stream, whose documents carry the context of their trace (``trace.*``).
+stream, whose documents carry the context of their trace (``trace.*``). The latency range is the
+gateway's total time (``outcome.total_ms``; ``trace.total_ms`` on feedback).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from elasticsearch import Elasticsearch
 
 from ingest.codec.stored_rows import assemble_trace, clean, state_ids, summary_of
+from ingest.elasticsearch.analytics import ElasticsearchAnalytics
 from ingest.elasticsearch.index_templates import TIMESTAMP_FIELD, data_stream
 from ingest.kinds import KINDS, Kind
 from ingest.trace_store import (
@@ -57,17 +59,27 @@ def filter_query(flt: TraceFilter, prefix: str = "") -> dict[str, Any]:
               if getattr(flt, name) is not None}
     if bounds:
         clauses.append({"range": {prefix + "ts": bounds}})
+    latency = {op: getattr(flt, name) for op, name in (("gte", "min_latency_ms"), ("lt", "max_latency_ms"))
+               if getattr(flt, name) is not None}
+    if latency:
+        clauses.append({"range": {(prefix + "total_ms") if prefix else "outcome.total_ms": latency}})
     return {"bool": {"filter": clauses}}
 
 
-class ElasticsearchReader(WindowReader):
+class ElasticsearchReader(ElasticsearchAnalytics, WindowReader):
     """Answers the query API from the data streams ``<prefix>-<table>``."""
 
     def __init__(self, client: Elasticsearch, prefix: str = "routelens") -> None:
         self.client = client
         self.prefix = prefix
 
+    @staticmethod
+    def _query(flt: TraceFilter, prefix: str = "") -> dict[str, Any]:
+        """Return the ``bool`` query of ``flt`` (see :func:`filter_query`)."""
+        return filter_query(flt, prefix)
+
     def _search(self, kind: Kind, **body: Any) -> dict[str, Any]:
+        """Search the data stream of ``kind`` and return the response body."""
         resp = self.client.search(index=data_stream(self.prefix, kind), ignore_unavailable=True, **body)
         return dict(resp.body)
 

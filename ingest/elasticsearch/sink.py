@@ -47,6 +47,7 @@ def _stream_of(index: str) -> str:
 def _context(doc: dict[str, Any]) -> dict[str, Any]:
     ctx = {name: doc.get(name) for name in FEEDBACK_CONTEXT}
     ctx["outcome_status"] = (doc.get("outcome") or {}).get("status")
+    ctx["total_ms"] = (doc.get("outcome") or {}).get("total_ms")
     return ctx
 
 

@@ -20,7 +20,15 @@ from ingest.errors import SinkError, SinkUnavailable
 from ingest.trace_store import MAX_LIMIT, BadCursor, clamp_limit
 from schemas.fleet import InstanceSnapshot
 from schemas.probe import ProbeResult
-from schemas.queries import AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
+from schemas.queries import (
+    AggregateQuery,
+    BucketStats,
+    ConstraintStat,
+    Misroute,
+    TraceFilter,
+    TracePage,
+    TrafficEdge,
+)
 from schemas.records import QuarantinedRecord, RouterEvent
 from schemas.trace import DecisionTrace
 
@@ -98,6 +106,15 @@ class HttpTraceStore:
     def traffic(self, flt: TraceFilter) -> list[TrafficEdge]:
         """Return request counts per (rule, model, instance)."""
         return self._models(TrafficEdge, self._get("/v1/analytics/traffic", self._filter(flt))["edges"])
+
+    def constraint_stats(self, flt: TraceFilter) -> list[ConstraintStat]:
+        """Return per (constraint, instance, model) removals, decisive ones and soft violations."""
+        return self._models(ConstraintStat, self._get("/v1/analytics/constraints", self._filter(flt))["constraints"])
+
+    def misroutes(self, flt: TraceFilter, limit: int = 100) -> list[Misroute]:
+        """Return feedback with ``correct=false`` on traces matching ``flt``, newest feedback first."""
+        data = self._get("/v1/analytics/misroutes", {**self._filter(flt), "limit": clamp_limit(limit)})
+        return self._models(Misroute, data["misroutes"])
 
     @staticmethod
     def _span(start: datetime, end: datetime, limit: int, **eq: str | None) -> dict[str, Any]:

@@ -6,6 +6,8 @@
 ``GET /v1/traces/{id}``      one trace, emitted ones not yet stored included (read-your-writes)
 ``GET /v1/analytics/buckets`` per time bucket: requests, latency quantiles, fallback, cost, misroutes
 ``GET /v1/analytics/traffic`` requests along rule -> model -> instance
+``GET /v1/analytics/constraints`` per (constraint, instance, model): removals, decisive, soft
+``GET /v1/analytics/misroutes`` feedback saying the routing was wrong, with its trace (``limit``)
 ``GET /v1/probes``           probe results (``start``, ``end``, ``instance``)
 ``GET /v1/events``           router events (``start``, ``end``, ``kind``)
 ``GET /v1/snapshots``        instance snapshots (``start``, ``end``, ``instance``)
@@ -14,7 +16,8 @@
 
 Filters: ``start``/``end`` (ISO 8601 with a zone), ``router_version``, ``experiment_arm``,
 ``rule``, ``model``, ``instance``, ``fallback`` (true/false), ``outcome`` (ok/error),
-``query_hash``. Errors are OpenAI-shaped ``{"error": {"message", "type", "param", "code"}}``; an
+``query_hash``, ``min_latency_ms``/``max_latency_ms`` (the gateway's total time, ms; the
+maximum is exclusive). Errors are OpenAI-shaped ``{"error": {"message", "type", "param", "code"}}``; an
 unknown trace id is a 404 with the code ``trace_not_found``, and an id longer than the contract's
 128 characters a 400 ``invalid_request_id``. An intake request logs one line, however many of its
 records are quarantined (the quarantine's own per-record lines are held back for it).
@@ -167,6 +170,7 @@ class IngestApi:
         for path, handler in (
             ("/v1/traces", self.search), ("/v1/traces/{request_id}", self.trace),
             ("/v1/analytics/buckets", self.buckets), ("/v1/analytics/traffic", self.traffic),
+            ("/v1/analytics/constraints", self.constraints), ("/v1/analytics/misroutes", self.misroutes),
             ("/v1/probes", self.probes), ("/v1/events", self.events), ("/v1/snapshots", self.snapshots),
             ("/v1/quarantine", self.quarantined),
         ):
@@ -255,6 +259,15 @@ class IngestApi:
     async def traffic(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/traffic``: rule -> model -> instance counts."""
         return _json({"edges": await asyncio.to_thread(self.store.traffic, _filter(request))})
+
+    async def constraints(self, request: web.Request) -> web.Response:
+        """``GET /v1/analytics/constraints``: how often each constraint removed each instance."""
+        return _json({"constraints": await asyncio.to_thread(self.store.constraint_stats, _filter(request))})
+
+    async def misroutes(self, request: web.Request) -> web.Response:
+        """``GET /v1/analytics/misroutes``: feedback with ``correct=false``, newest first (``limit``)."""
+        flt, limit = _filter(request), _limit(request)
+        return _json({"misroutes": await asyncio.to_thread(self.store.misroutes, flt, limit)})
 
     async def probes(self, request: web.Request) -> web.Response:
         """``GET /v1/probes``: the probe timeline (``instance`` and ``kind`` narrow it)."""

@@ -30,9 +30,10 @@ from router_core.builtin import build_router
 from router_core.gateway import Gateway
 from schemas import DecisionTrace, Feedback, InstanceSnapshot, ProbeKind, ProbeResult
 from schemas.config import RouteLensConfig
-from schemas.queries import AggregateQuery, TraceFilter
+from schemas.queries import AggregateQuery, ConstraintStat, Misroute, TraceFilter
 from schemas.records import RouterEvent
 from schemas.storage_config import StorageSettings
+from schemas.trace import ScoreWeight, Violation
 from tests.ingest.conftest import es_client, real_es_url
 from tests.ingest.es_contract.server import ContractServer
 
@@ -51,7 +52,7 @@ class Data:
                 over = {"fallback_triggered": True, "fallback_reason": "no feasible instance", "rule": "legal"}
             if i == 13:
                 over["request_id"] = EVIL
-            self.traces.append(f.trace(**over))
+            self.traces.append(_scored(f.trace(**over), i))
         self.feedback = [Feedback(request_id=t.request_id, ts=t.ts + timedelta(seconds=5), correct=i % 3 != 0)
                          for i, t in enumerate(self.traces) if i % 2 == 0]
         self.probes = [ProbeResult(probe_id=f"p{i}", ts=T0 + timedelta(minutes=5 * i), instance=f"inst-{i % 2}",
@@ -60,6 +61,33 @@ class Data:
                        for i in range(8)]
         self.events = [RouterEvent(event_id=f"e{i}", ts=T0 + timedelta(minutes=7 * i), kind="breaker" if i % 2 else
                                    "latch", instance="inst-1", message=f"event {i}") for i in range(5)]
+
+
+WEIGHTS = [ScoreWeight(name="latency", weight=0.6, scorer="latency/latency-scorer"),
+           ScoreWeight(name="cost", weight=0.4, scorer="cost/cost-scorer")]
+
+
+def _scored(t: DecisionTrace, i: int) -> DecisionTrace:
+    """Give every third trace score terms: soft violations, a second hard constraint, and terms on removed
+    candidates on some (as ``on_empty: fail_open`` records them), so that removals can be decisive."""
+    if i % 3:
+        return t
+    cands = []
+    for k, c in enumerate(t.candidates):
+        terms = [round((i * 7 + k * 3) % 10 / 10, 1), round((i + k) % 5 / 5, 1)]
+        upd: dict[str, Any] = {"score_terms": terms if c.feasible or i % 2 == 0 else []}
+        if c.feasible and k % 2:
+            upd["violations"] = [Violation(constraint="queue", metric="queue", op="<=", value=9.0, threshold=8.0,
+                                           reason="queue 9 > soft 8", severity="soft", score_factor=0.5)]
+            upd["weight_factor"] = 0.5
+        elif not c.feasible and k % 2:
+            upd["violations"] = [*c.violations, *c.violations,  # the same constraint twice counts once
+                                 Violation(constraint="health", metric="error_rate", op="<=", value=0.3,
+                                           threshold=0.1, reason="error_rate 0.3 > 0.1")]
+        factor = upd.get("weight_factor", 1.0)
+        total = factor * sum(w.weight * x for w, x in zip(WEIGHTS, terms, strict=True)) if c.feasible else None
+        cands.append(c.model_copy(update={**upd, "total": total}))
+    return t.model_copy(update={"candidates": cands, "score_weights": WEIGHTS})
 
 
 DATA = Data()
@@ -80,10 +108,11 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             yield HttpTraceStore(url)
         return
     if kind == "elasticsearch-real":
-        url = real_es_url()
-        if url is None:
+        es_url = real_es_url()
+        if es_url is None:
             pytest.skip("set ROUTELENS_ES_URL to run the suite against a real Elasticsearch")
-        yield from _loaded(ElasticsearchStore(es_client(url), prefix=f"rltest-{uuid.uuid4().hex[:8]}", refresh="true"))
+        prefix = f"rltest-{uuid.uuid4().hex[:8]}"
+        yield from _loaded(ElasticsearchStore(es_client(es_url), prefix=prefix, refresh="true"))
         return
     with ContractServer() as server:
         yield from _loaded(ElasticsearchStore(es_client(server.url), initial_backoff_s=0.01, refresh="true"))
@@ -145,6 +174,8 @@ FILTERS: list[tuple[str, Any, Any]] = [
     ("query_hash", DATA.traces[4].query_hash, lambda t: t.query_hash == DATA.traces[4].query_hash),
     ("start", T0 + timedelta(minutes=10), lambda t: t.ts >= T0 + timedelta(minutes=10)),
     ("end", T0 + timedelta(minutes=10), lambda t: t.ts < T0 + timedelta(minutes=10)),
+    ("min_latency_ms", 700.0, lambda t: t.outcome.total_ms >= 700.0),
+    ("max_latency_ms", 700.0, lambda t: t.outcome.total_ms < 700.0),
 ]
 
 
@@ -186,7 +217,7 @@ def test_aggregates_by_time_bucket(store: Any) -> None:
         assert (b.feedback, b.misroutes) == (len(fb), fb.count(False))
         assert b.misroute_rate == pytest.approx(fb.count(False) / len(fb))
         assert b.latency_p50_ms == pytest.approx(statistics.median(lat), rel=0.15)
-        assert lat[0] <= b.latency_p50_ms <= b.latency_p95_ms <= b.latency_p99_ms <= lat[-1]  # type: ignore[operator]
+        assert lat[0] <= b.latency_p50_ms <= b.latency_p95_ms <= b.latency_p99_ms <= lat[-1]
     arm_a = store.aggregate(AggregateQuery(filter=TraceFilter(start=T0, end=T0 + timedelta(hours=1),
                                                               experiment_arm="a"), bucket="1h"))
     in_a = [t for t in DATA.traces if t.experiment_arm == "a"]
@@ -213,3 +244,67 @@ def test_probe_timeline_events_snapshots_and_quarantine(store: Any) -> None:
               if c.instance == "inst-0" and c.state is not None}
     assert all(isinstance(s, InstanceSnapshot) for s in snaps) and {s.model_dump_json() for s in snaps} == states
     assert store.quarantined(start, end) == []
+
+
+def test_latency_range_narrows_buckets_and_traffic(store: Any) -> None:
+    flt = TraceFilter(start=T0, end=T0 + timedelta(hours=1), min_latency_ms=300.0, max_latency_ms=900.0)
+    inside = [t for t in DATA.traces if 300.0 <= t.outcome.total_ms < 900.0]
+    assert 0 < len(inside) < len(DATA.traces)
+    assert sum(b.requests for b in store.aggregate(AggregateQuery(filter=flt, bucket="1h"))) == len(inside)
+    assert sum(e.requests for e in store.traffic(flt)) == len(inside)
+
+
+def expected_constraints(traces: list[DecisionTrace]) -> list[ConstraintStat]:
+    counts: dict[tuple[str, str, str], list[int]] = {}
+    for t in traces:
+        best = next((c.total for c in t.candidates if c.instance == t.selected_instance), None)
+        for c in t.candidates:
+            would = None
+            if c.score_terms:
+                would = c.weight_factor * sum(w for *_, w in t.terms_of(c))
+            for name in {v.constraint for v in c.violations if v.severity == "hard"}:
+                n = counts.setdefault((name, c.instance, c.model), [0, 0, 0, 0])
+                n[0] += 1
+                n[1] += would is not None and best is not None and would > best
+                n[2] += would is None or best is None
+            for name in {v.constraint for v in c.violations if v.severity == "soft"}:
+                counts.setdefault((name, c.instance, c.model), [0, 0, 0, 0])[3] += 1
+    stats = [ConstraintStat(constraint=k[0], instance=k[1], model=k[2], removed=n[0], decisive=n[1],
+                            undecided=n[2], soft=n[3]) for k, n in counts.items()]
+    return sorted(stats, key=lambda s: (-s.removed, -s.soft, s.constraint, s.instance, s.model))
+
+
+def test_constraint_stats_count_removals_decisive_and_soft(store: Any) -> None:
+    expected = expected_constraints(DATA.traces)
+    got = store.constraint_stats(TraceFilter())
+    assert got == expected
+    assert {s.constraint for s in got} == {"kv-cache", "health", "queue"}
+    assert sum(s.decisive for s in got) > 0 and sum(s.undecided for s in got) > 0 and sum(s.soft for s in got) > 0
+    flt = TraceFilter(start=T0 + timedelta(minutes=20), experiment_arm="a", min_latency_ms=200.0)
+    chosen = [t for t in DATA.traces if t.ts >= flt.start and t.experiment_arm == "a"  # type: ignore[operator]
+              and t.outcome.total_ms >= 200.0]
+    assert store.constraint_stats(flt) == expected_constraints(chosen)
+    assert store.constraint_stats(TraceFilter(rule=EVIL)) == []
+
+
+def expected_misroutes(flt: TraceFilter) -> list[Misroute]:
+    by_id = {t.request_id: t for t in DATA.traces}
+    picked = [f for f in DATA.feedback if not f.correct and store_match(by_id[f.request_id], flt)]
+    return [Misroute(request_id=f.request_id, ts=f.ts, trace_ts=by_id[f.request_id].ts, source=f.source,
+                     selected_model=by_id[f.request_id].selected_model, rule=by_id[f.request_id].rule,
+                     selected_instance=by_id[f.request_id].selected_instance)
+            for f in sorted(picked, key=lambda f: f.ts, reverse=True)]
+
+
+def store_match(t: DecisionTrace, flt: TraceFilter) -> bool:
+    return ((flt.rule is None or t.rule == flt.rule) and (flt.start is None or t.ts >= flt.start)
+            and (flt.max_latency_ms is None or t.outcome.total_ms < flt.max_latency_ms))
+
+
+def test_misroutes_newest_first_with_their_trace(store: Any) -> None:
+    got = store.misroutes(TraceFilter())
+    assert got and got == expected_misroutes(TraceFilter())
+    assert store.misroutes(TraceFilter(), limit=2) == got[:2]
+    flt = TraceFilter(start=T0 + timedelta(minutes=15), max_latency_ms=1000.0)
+    assert store.misroutes(flt) == expected_misroutes(flt) and len(store.misroutes(flt)) < len(got)
+    assert store.misroutes(TraceFilter(rule=EVIL)) == []

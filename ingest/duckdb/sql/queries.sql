@@ -59,3 +59,52 @@ SELECT rule, selected_model AS model, selected_instance AS instance, count(*) AS
 FROM traces
 WHERE {where}
 GROUP BY ALL;
+
+-- name: constraint_stats
+-- Per (constraint, instance, model): candidates a hard violation removed, those whose would-be
+-- total (weight_factor * sum(weight_i * score_terms[i]), NULL without terms) beat the selected
+-- candidate's total, those without terms, and soft violations. A candidate counts once per
+-- constraint however many of its metrics broke it. Only candidates with violations are unnested
+-- past the first step; the weights and the selected total are computed once per trace.
+WITH t AS (
+    SELECT candidates,
+           list_transform(score_weights, lambda w: w.weight) AS w,
+           list_filter(candidates, lambda c: c.instance = selected_instance)[1].total AS best
+    FROM traces
+    WHERE {where} AND list_bool_or(list_transform(candidates, lambda c: len(c.violations) > 0))
+), c AS (
+    SELECT unnest(candidates) AS c, w, best FROM t
+), v AS (
+    SELECT c.instance AS instance, c.model AS model, best,
+           list_distinct(list_transform(list_filter(c.violations, lambda x: x.severity = 'hard'),
+                                        lambda x: x."constraint")) AS hard,
+           list_distinct(list_transform(list_filter(c.violations, lambda x: x.severity = 'soft'),
+                                        lambda x: x."constraint")) AS soft,
+           CASE WHEN len(c.score_terms) > 0 THEN coalesce(c.weight_factor, 1.0)
+                * coalesce(list_sum(list_transform(c.score_terms, lambda x, i: x * w[i])), 0.0) END AS would
+    FROM c
+    WHERE len(c.violations) > 0
+), h AS (
+    SELECT unnest(hard) AS name, instance, model, 1 AS removed,
+           CASE WHEN would > best THEN 1 ELSE 0 END AS decisive,
+           CASE WHEN would IS NULL OR best IS NULL THEN 1 ELSE 0 END AS undecided, 0 AS soft
+    FROM v
+    UNION ALL
+    SELECT unnest(soft) AS name, instance, model, 0, 0, 0, 1
+    FROM v
+)
+SELECT name AS "constraint", instance, model, sum(removed) AS removed, sum(decisive) AS decisive,
+       sum(undecided) AS undecided, sum(soft) AS soft
+FROM h
+GROUP BY ALL;
+
+-- name: misroutes
+-- Feedback saying the routing was wrong, joined to its trace; the filter applies to the trace.
+SELECT f.request_id, f.ts, t.ts AS trace_ts, t.selected_model, t.selected_instance, t.rule,
+       f.expected_model, f.expected_class, f.source
+FROM feedback f
+JOIN (SELECT request_id, ts, selected_model, selected_instance, rule FROM traces WHERE {where}) t
+  USING (request_id)
+WHERE NOT f.correct
+ORDER BY f.ts DESC, f.feedback_id DESC
+LIMIT ?;

@@ -85,3 +85,19 @@ def test_other_quarantines_still_log_while_no_intake_runs(tmp_path: Path, caplog
     with caplog.at_level(logging.WARNING):
         quarantine.record(kind="trace", source="gateway", reason="bad", raw=b"{}")
     assert any("quarantined a trace from gateway" in r.getMessage() for r in caplog.records)
+
+
+def test_hostile_analytics_filters_are_parameters_or_named_400s(tmp_path: Path) -> None:
+    from urllib.parse import quote
+
+    evil = quote("x' OR '1'='1'; DROP TABLE feedback; -- 合同 " + "y" * 10_000)
+    calls: list[tuple[str, str, bytes | None]] = [
+        ("GET", f"/v1/analytics/constraints?rule={evil}", None),
+        ("GET", f"/v1/analytics/misroutes?instance={evil}&limit=3", None),
+        ("GET", f"/v1/analytics/constraints?min_latency_ms={evil}", None),
+        ("GET", f"/v1/analytics/misroutes?max_latency_ms={'9' * 10_000}x", None),
+    ]
+    out = _requests(tmp_path, calls)
+    assert [(s, orjson.loads(b)) for s, _, b in out[:2]] == [(200, {"constraints": []}), (200, {"misroutes": []})]
+    for (status, _, body), param in zip(out[2:], ["min_latency_ms", "max_latency_ms"], strict=True):
+        assert status == 400 and _openai(body)["param"] == param

@@ -19,6 +19,7 @@ from ingest.duckdb.store import DuckDBTraceStore
 from ingest.http_api.routes import IngestApi
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
+from schemas.feedback import Feedback
 from schemas.storage_config import SpoolSettings, StorageSettings
 from schemas.trace import DecisionTrace
 
@@ -129,11 +130,35 @@ def test_the_query_api_over_http(tmp_path: Path, factory: TraceFactory) -> None:
         for path, param in (("/v1/traces?fallback=maybe", "fallback"), ("/v1/traces?limit=0", "limit"),
                             ("/v1/traces?start=yesterday", "start"), ("/v1/probes?start=2026-01-01T00:00:00", "start"),
                             ("/v1/probes?start=2026-01-01T00:00:00Z&end=2026-01-02T00:00:00Z&kind=ping", "kind"),
-                            ("/v1/traces?cursor=xyz", "cursor"), ("/v1/analytics/buckets?bucket=1h", "bucket")):
+                            ("/v1/traces?cursor=xyz", "cursor"), ("/v1/analytics/buckets?bucket=1h", "bucket"),
+                            ("/v1/traces?min_latency_ms=fast", "min_latency_ms"),
+                            ("/v1/traces?max_latency_ms=-1", "max_latency_ms"),
+                            ("/v1/analytics/traffic?min_latency_ms=" + quote("1' OR '1'='1"), "min_latency_ms"),
+                            ("/v1/analytics/buckets?bucket=1h&start=2026-01-01T00:00:00Z&end=2030-01-01T00:00:00Z"
+                             "&max_latency_ms=nan", "max_latency_ms"),
+                            ("/v1/analytics/constraints?max_latency_ms=" + "9" * 5_000 + "x", "max_latency_ms"),
+                            ("/v1/analytics/constraints?start=noon", "start"),
+                            ("/v1/analytics/misroutes?limit=5000", "limit"),
+                            ("/v1/analytics/misroutes?min_latency_ms=%E5%BF%AB", "min_latency_ms")):
             status, err = await call("GET", path)
             assert status == 400 and err["error"]["param"] == param, path
         status, found = await call("GET", "/v1/traces?model=" + quote("x' OR 1=1 --"))  # only ever a parameter
         assert status == 200 and found["items"] == [] and store.count() == 12
+        slow = [t for t in traces if t.outcome.total_ms >= 500.0]
+        status, page = await call("GET", "/v1/traces?limit=100&min_latency_ms=500")
+        assert status == 200 and {i["request_id"] for i in page["items"]} == {t.request_id for t in slow}
+        status, out = await call("GET", "/v1/analytics/constraints?min_latency_ms=0&max_latency_ms=1e9")
+        removed = sum(not c.feasible for t in traces for c in t.candidates)
+        assert status == 200 and sum(s["removed"] for s in out["constraints"]) == removed
+        assert set(out["constraints"][0]) == {"constraint", "instance", "model", "removed", "decisive", "undecided",
+                                              "soft"}
+        store.write_records([Feedback(request_id=t.request_id, ts=t.ts + timedelta(seconds=1), correct=False,
+                                      expected_model="qwen-72b") for t in traces[:3]])
+        status, out = await call("GET", "/v1/analytics/misroutes?limit=2")
+        assert status == 200 and [m["request_id"] for m in out["misroutes"]] == [t.request_id for t in traces[2:0:-1]]
+        assert out["misroutes"][0]["expected_model"] == "qwen-72b" and out["misroutes"][0]["trace_ts"]
+        status, out = await call("GET", "/v1/analytics/misroutes?rule=" + quote("'; DROP TABLE feedback; --"))
+        assert status == 200 and out["misroutes"] == []
 
     serve(tmp_path, check)
 

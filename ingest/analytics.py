@@ -1,0 +1,74 @@
+"""Constraint binding counts computed in Python, from stored trace rows (dicts as a backend returns them).
+
+DuckDB computes the same figures in SQL (``sql/queries.sql``: ``constraint_stats``); Elasticsearch,
+whose nested candidates a plain ``terms`` aggregation cannot pair with the trace's weights, reads a
+bounded page of traces and tallies them here.
+
+The router records ``score_terms`` only for the candidates it scored: the feasible ones, and every
+candidate when nothing was feasible and ``on_empty: fail_open`` scored the whole pool. A candidate a
+hard violation removed otherwise has no terms, so its removal is ``undecided``, never ``decisive``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ingest.trace_store import sort_constraints
+from schemas.queries import ConstraintStat
+
+__all__ = ["ConstraintTally", "would_be_total"]
+
+
+def would_be_total(candidate: Mapping[str, Any], weights: list[float]) -> float | None:
+    """Return ``weight_factor * sum(weight_i * score_terms[i])``, or None when no terms were recorded."""
+    terms = candidate.get("score_terms") or []
+    if not terms:
+        return None
+    factor = candidate.get("weight_factor")
+    return (1.0 if factor is None else float(factor)) * sum(w * float(t) for w, t in zip(weights, terms, strict=False))
+
+
+class ConstraintTally:
+    """Counts removals, decisive removals, undecided removals and soft violations per (constraint, instance, model)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        """Count one trace row (``selected_instance``, ``score_weights``, ``candidates``)."""
+        cands: list[Mapping[str, Any]] = row.get("candidates") or []
+        weights = [float(w.get("weight") or 0.0) for w in row.get("score_weights") or []]
+        chosen = row.get("selected_instance")
+        best = next((c.get("total") for c in cands if c.get("instance") == chosen), None)
+        for cand in cands:
+            violations = cand.get("violations") or []
+            if not violations:
+                continue
+            key = (str(cand.get("instance")), str(cand.get("model")))
+            hard = {str(v.get("constraint")) for v in violations if v.get("severity", "hard") == "hard"}
+            soft = {str(v.get("constraint")) for v in violations if v.get("severity") == "soft"}
+            would = would_be_total(cand, weights) if hard else None
+            for name in hard:
+                counts = self._counts[(name, *key)]
+                counts[0] += 1
+                if would is None or best is None:
+                    counts[2] += 1
+                elif would > float(best):
+                    counts[1] += 1
+            for name in soft:
+                self._counts[(name, *key)][3] += 1
+
+    def add_all(self, rows: Iterable[Mapping[str, Any]]) -> ConstraintTally:
+        """Count every row; return self."""
+        for row in rows:
+            self.add(row)
+        return self
+
+    def stats(self) -> list[ConstraintStat]:
+        """Return the counts as :class:`ConstraintStat`, ordered by :func:`sort_constraints`."""
+        return sort_constraints([
+            ConstraintStat(constraint=c, instance=i, model=m, removed=n[0], decisive=n[1], undecided=n[2], soft=n[3])
+            for (c, i, m), n in self._counts.items()
+        ])

@@ -1,0 +1,36 @@
+"""The analytics reads of the DuckDB store: constraint binding counts and misroutes.
+
+Both are one named query of ``sql/queries.sql`` with the filter's fixed predicates; every value is
+a parameter. See :mod:`ingest.analytics` for when a removal can be decisive at all.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any
+
+from ingest.duckdb.predicates import named_queries, where
+from ingest.trace_store import clamp_limit, sort_constraints
+from schemas.queries import ConstraintStat, Misroute, TraceFilter
+
+__all__ = ["DuckDBAnalytics"]
+
+
+class DuckDBAnalytics:
+    """``constraint_stats`` and ``misroutes`` over the reader's ``_rows``."""
+
+    @abstractmethod
+    def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        """Run ``sql`` with ``params`` and return its rows as dicts."""
+
+    def constraint_stats(self, flt: TraceFilter) -> list[ConstraintStat]:
+        """Return per (constraint, instance, model) removals, decisive and undecided ones, soft violations."""
+        clause, params = where(flt)
+        rows = self._rows(named_queries()["constraint_stats"].format(where=clause), params)
+        return sort_constraints([ConstraintStat.model_validate(r) for r in rows])
+
+    def misroutes(self, flt: TraceFilter, limit: int = 100) -> list[Misroute]:
+        """Return feedback with ``correct=false`` on traces matching ``flt``, newest feedback first."""
+        clause, params = where(flt)
+        rows = self._rows(named_queries()["misroutes"].format(where=clause), [*params, clamp_limit(limit)])
+        return [Misroute.model_validate({k: v for k, v in r.items() if v is not None}) for r in rows]
