@@ -11,11 +11,11 @@ Pure: a :class:`schemas.trace.DecisionTrace` in, a ``str`` out.
 from __future__ import annotations
 
 from app.explain import fmt_num, violation_short
-from app.ui.data.flip import Margin, margin
+from app.ui.data.flip import Margin, margin, smallest_flip
 from schemas.common import RoutingMode
 from schemas.trace import DecisionTrace
 
-__all__ = ["decision_sentence", "ruled_out_clause"]
+__all__ = ["decision_sentence", "flip_sentence", "ruled_out_clause"]
 
 _MAX_LISTED = 3
 
@@ -82,3 +82,20 @@ def decision_sentence(trace: DecisionTrace) -> str:
     head = _head(trace)
     rest = ruled_out_clause(trace)
     return f"{head}; {rest}." if rest else f"{head}."
+
+
+def flip_sentence(trace: DecisionTrace) -> str | None:
+    """The smallest one-term change that would have tied the top two, in words; None without a runner-up."""
+    m = margin(trace)
+    if m is None:
+        return None
+    best = smallest_flip(trace)
+    if best is None:
+        return (f"No change of a single term within [0, 1] would have flipped {m.winner.instance} "
+                f"over {m.runner_up.instance} (margin {fmt_num(m.margin)}).")
+    if best.delta < 1e-9:
+        return f"{m.winner.instance} and {m.runner_up.instance} tied: the smallest change to any term flips them."
+    verb = "lowering" if best.side == "winner" else "raising"
+    return (f"Margin {fmt_num(m.margin)} to {m.runner_up.instance}. {verb.capitalize()} {best.instance}'s "
+            f"{best.term} from {fmt_num(best.raw)} to {fmt_num(best.new_raw)} (by {fmt_num(best.delta)}, "
+            f"weight {fmt_num(best.weight)}) would have tied the totals: the smallest single-term change.")

@@ -1,59 +1,84 @@
-"""Why this model: one decision trace, looked up by request_id (thin page; data from app modules)."""
+"""Why this model: one decision explained, sentence first, then pictures, tables on demand (``?request_id=``)."""
+
+import urllib.parse
 
 import streamlit as st
 
 from app import explain
 from app.ui import resources, widgets
+from app.ui.charts.attempts import attempts_chart
 from app.ui.charts.score_terms import score_terms_chart
-from app.ui.data import trace_tables
+from app.ui.charts.waterfall import waterfall_chart
+from app.ui.data import trace_tables, why
+from app.ui.data.ids import request_id_problem
+from app.ui.data.waterfall import waterfall_stages
 from ingest import SinkError
 
 st.title("Why this model")
-st.caption("Look up one routing decision by request_id: what the router saw, ruled out, scored and chose.")
+st.caption("One routing decision: what the router saw, ruled out, scored and chose, and what would have changed it.")
 
 request_id = widgets.request_id_input()
 if not request_id:
-    st.info("Enter the request_id of a decision (the `x-request-id` the gateway returned).")
+    st.info("Enter the request_id of a decision (the x-request-id the gateway returned), or open one from Decisions.")
     st.stop()
-
+if (problem := request_id_problem(request_id)) is not None:
+    st.warning(problem)
+    st.stop()
 try:
     trace = resources.load_trace(request_id)
 except SinkError as exc:
-    st.error(f"Trace source unreachable: {exc}")
+    st.error(widgets.plain(f"Trace source unreachable: {exc}"))
     st.stop()
 if trace is None:
-    st.warning(f"No trace found for request_id {request_id!r}. Check the id, or wait for the trace to be written.")
+    st.warning("No trace found for this request_id. Check the id, or wait for the trace to be written.")
+    st.code(request_id, language=None)
     st.stop()
 
-facts = trace_tables.summary(trace)
-st.markdown(f"### Selected `{trace.selected_model or '—'}` → `{trace.selected_instance or '—'}`")
-st.caption(
-    f"{facts['ts']} · rule {facts['rule']} · intent {facts['intent']} · arm {facts['experiment_arm']} · "
-    f"router {facts['router_version']} · policy {facts['policy_hash']}"
-)
+with st.container(border=True):
+    st.text(why.decision_sentence(trace))
 for column, (label, value) in zip(st.columns(5), trace_tables.headline(trace).items(), strict=True):
     column.metric(label, value)
 if trace.fallback_triggered:
-    st.warning(f"Fallback: {trace.fallback_reason or 'no reason recorded'}")
+    st.warning(widgets.plain(f"Fallback: {trace.fallback_reason or 'no reason recorded'}"))
+st.markdown(f"[Compare with another request or policy](diff?a={urllib.parse.quote(trace.request_id, safe='')})")
 
-st.subheader("Candidates")
-st.caption("Best first. Score columns are weighted terms (raw × weight); gauges are the state seen at decision time.")
-st.dataframe(trace_tables.candidates_frame(trace), hide_index=True)
-terms = trace_tables.score_terms_frame(trace)
-if not terms.empty:
-    st.plotly_chart(score_terms_chart(terms))
+st.subheader("Elimination")
+st.plotly_chart(waterfall_chart(waterfall_stages(trace)), key="waterfall")
 rejected = trace_tables.rejections(trace)
 if rejected:
-    st.markdown("**Ruled out**")
-    for instance, why in rejected.items():
-        st.markdown(f"- :red[**REJECTED**] `{instance}`: {why}")
+    st.dataframe([{"instance": i, "ruled out by": why_} for i, why_ in rejected.items()], hide_index=True)
 
-st.subheader("Decision steps")
-st.dataframe(trace_tables.steps_frame(trace), hide_index=True)
+st.subheader("Scores")
+terms = trace_tables.score_terms_frame(trace)
+if terms.empty:
+    st.text("No candidate was scored.")
+else:
+    st.plotly_chart(score_terms_chart(terms), key="score_terms")
+if (flip := why.flip_sentence(trace)) is not None:
+    st.text(flip)
+st.dataframe(trace_tables.ranking_frame(trace), hide_index=True)
+with st.expander("Score terms: raw value × weight"):
+    st.dataframe(terms, hide_index=True)
+
+st.subheader("State snapshot")
+st.caption("The gauges each candidate was judged on, as scraped before the decision.")
+st.dataframe(trace_tables.state_frame(trace), hide_index=True)
 
 st.subheader("Attempts")
-st.dataframe(trace_tables.attempts_frame(trace), hide_index=True)
+attempts = trace_tables.attempts_frame(trace)
+if attempts.empty:
+    st.text("The request was not forwarded.")
+else:
+    st.plotly_chart(attempts_chart(attempts), key="attempts")
+    st.dataframe(attempts, hide_index=True)
 
+st.subheader("Policy")
+facts = trace_tables.summary(trace)
+policy = {k: facts[k] for k in ("rule", "intent", "experiment_arm", "router_version", "policy_hash", "ts")}
+policy["weights"] = ", ".join(f"{w.name} {explain.fmt_num(w.weight)}" for w in trace.score_weights) or explain.DASH
+st.dataframe([{"field": k, "value": v} for k, v in policy.items()], hide_index=True)
+with st.expander("Decision steps"):
+    st.dataframe(trace_tables.steps_frame(trace), hide_index=True)
 with st.expander("Request features"):
     st.json(explain.features_summary(trace))
 with st.expander("Raw trace JSON"):

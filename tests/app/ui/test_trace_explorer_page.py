@@ -1,4 +1,4 @@
-"""The trace explorer page, run by AppTest against a real loopback stub of the read API."""
+"""The "Why this model" page, run by AppTest against a real loopback stub of the read API."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.ui import ENTRYPOINT
 from tests.app import stub_trace_api as stub
+from tests.app.ui.data import why_cases as cases
 
 APP = str(ENTRYPOINT)
 pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
@@ -24,58 +25,82 @@ def run_app(monkeypatch: pytest.MonkeyPatch, api_url: str, request_id: str | Non
     return at
 
 
-def markdown_text(at: AppTest) -> str:
-    return "\n".join(str(m.value) for m in at.markdown)
+def charts(at: AppTest) -> list[dict[str, object]]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 
 
-def test_found_trace_shows_selection_and_rejected_candidate(
+def test_found_trace_reads_sentence_first_then_pictures(
     monkeypatch: pytest.MonkeyPatch, stub_api: stub.StubTraceApi
 ) -> None:
     at = run_app(monkeypatch, stub_api.url, stub.SAMPLE_REQUEST_ID)
 
     assert at.text_input(key="request_id").value == stub.SAMPLE_REQUEST_ID
     assert not at.error and not at.info
-    text = markdown_text(at)
-    assert f"Selected `{stub.SELECTED_MODEL}` → `{stub.SELECTED_INSTANCE}`" in text
-    assert f"`{stub.REJECTED_INSTANCE}`: kv-cache: kv_cache_usage 0.97 > 0.9 — {stub.KV_REASON}" in text
+    sentence = at.text[0].value
+    assert sentence.startswith(f"{stub.SELECTED_INSTANCE} served the request after a fallback")
+    assert f"{stub.REJECTED_INSTANCE} was ruled out by kv-cache 0.97 > 0.9 since 12:00:00" in sentence
+    assert "Lowering vllm-qwen-a's kv-cache from 0.58 to 0.25" in at.text[1].value
     assert [w.value for w in at.warning] == [f"Fallback: {stub.FALLBACK_REASON}"]
+    assert {m.label: m.value for m in at.metric}["Total time"] == "3,890 ms"
+    assert [s.value for s in at.subheader] == ["Elimination", "Scores", "State snapshot", "Attempts", "Policy"]
 
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics == {
-        "Fallback": "yes",
-        "Mode": "normal",
-        "Decision latency": "1.84 ms",
-        "Outcome": "ok · HTTP 200",
-        "Total time": "3,890 ms",
-    }
+    waterfall, terms, attempts = charts(at)
+    assert waterfall["data"][0]["type"] == "waterfall"
+    assert waterfall["data"][0]["x"] == ["all candidates", "filter/kv-cache", "ranked", "selected"]
+    assert [b["name"] for b in terms["data"]] == ["queue-depth", "kv-cache", "latency"]
+    assert [b["name"] for b in attempts["data"]] == ["timeout", "ok"]
 
-    assert [s.value for s in at.subheader] == ["Candidates", "Decision steps", "Attempts"]
-    candidates, steps, attempts = (df.value for df in at.dataframe)
-    by_instance = candidates.set_index("instance")
-    assert by_instance.loc[stub.REJECTED_INSTANCE, "verdict"] == "rejected"
-    assert by_instance.loc[stub.SELECTED_INSTANCE, "selected"]
-    assert {"queue-depth", "kv-cache", "latency", "total", "rank"} <= set(candidates.columns)
-    assert candidates["instance"].tolist()[0] == stub.TOP_RANKED
-    assert len(steps) == 10 and steps["step"].tolist()[2] == "filter/kv-cache"
-    assert attempts["status"].tolist() == ["timeout", "ok"]
-    (chart,) = at.get("plotly_chart")
-    bars = json.loads(chart.proto.spec)["data"]
-    assert [b["name"] for b in bars] == ["queue-depth", "kv-cache", "latency"]
-    assert bars[0]["y"] == [stub.TOP_RANKED, stub.SELECTED_INSTANCE]
+    frames = [df.value for df in at.dataframe]
+    rejected, ranking, state = frames[0], frames[1], frames[3]
+    assert rejected["ruled out by"].tolist() == [f"kv-cache: kv_cache_usage 0.97 > 0.9 — {stub.KV_REASON}"]
+    assert ranking["verdict"].tolist() == ["feasible", "selected", "ruled out"]
+    assert len(ranking.columns) <= 7  # narrow: no sideways scrolling
+    assert state.set_index("instance").loc[stub.REJECTED_INSTANCE, "kv_cache_usage"] == 0.97
+    policy = frames[5].set_index("field")["value"]
+    assert policy["rule"] == "code-default" and policy["intent"] == "code (82%)"
+    assert policy["weights"] == "queue-depth 0.3, kv-cache 0.4, latency 0.3"
 
-    raw = at.expander[1]
-    assert raw.label == "Raw trace JSON"
-    assert raw.json[0].value.count(stub.SAMPLE_REQUEST_ID) >= 1
+    assert at.expander[-1].label == "Raw trace JSON"
+    assert at.expander[-1].json[0].value.count(stub.SAMPLE_REQUEST_ID) >= 1
     assert stub_api.requests == [f"/v1/traces/{stub.SAMPLE_REQUEST_ID}"]
+
+
+def test_unknown_model_trace_explains_itself_without_dashes(monkeypatch: pytest.MonkeyPatch) -> None:
+    with stub.StubTraceApi([cases.unknown_model()]) as api:
+        at = run_app(monkeypatch, api.url, "req-unknown")
+
+    assert at.text[0].value.startswith("No candidate was considered for requested model 'gpt-9'")
+    assert not any("— → —" in str(m.value) for m in at.markdown)
+    assert "The request was not forwarded." in [t.value for t in at.text]
+
+
+def test_markdown_in_an_id_is_shown_literally(monkeypatch: pytest.MonkeyPatch) -> None:
+    odd = "req_*bold*_[x](y)"
+    with stub.StubTraceApi([stub.sample_trace(odd)]) as api:
+        at = run_app(monkeypatch, api.url, odd)
+    assert not at.warning[1:] and at.text[0].value.startswith(stub.SELECTED_INSTANCE)
+    assert all(odd not in str(m.value) for m in at.markdown)  # only the escaped link carries it
 
 
 def test_unknown_id_warns(monkeypatch: pytest.MonkeyPatch, stub_api: stub.StubTraceApi) -> None:
     at = run_app(monkeypatch, stub_api.url, "req-nope")
 
-    assert len(at.warning) == 1
-    assert "No trace found for request_id 'req-nope'" in at.warning[0].value
+    assert len(at.warning) == 1 and "No trace found for this request_id" in at.warning[0].value
+    assert at.code[0].value == "req-nope"
+    assert not at.error and not at.dataframe
+
+
+@pytest.mark.parametrize("hostile", ["' OR 1=1 --", "../../v1/alerts", "请求-ü-🚀", '"; DROP TABLE traces; --'])
+def test_hostile_ids_find_nothing(monkeypatch: pytest.MonkeyPatch, stub_api: stub.StubTraceApi, hostile: str) -> None:
+    at = run_app(monkeypatch, stub_api.url, hostile)
+    assert "No trace found" in at.warning[0].value and at.code[0].value == hostile
     assert not at.error
-    assert not at.dataframe
+
+
+def test_a_10kb_id_is_refused_before_any_lookup(monkeypatch: pytest.MonkeyPatch, stub_api: stub.StubTraceApi) -> None:
+    at = run_app(monkeypatch, stub_api.url, "x" * 10_000)
+    assert "at most 128 characters" in at.warning[0].value
+    assert stub_api.requests == []
 
 
 def test_unreachable_api_errors(monkeypatch: pytest.MonkeyPatch, closed_port_url: str) -> None:
@@ -83,7 +108,6 @@ def test_unreachable_api_errors(monkeypatch: pytest.MonkeyPatch, closed_port_url
 
     assert len(at.error) == 1
     assert "Trace source unreachable" in at.error[0].value
-    assert closed_port_url in at.error[0].value
     assert not at.warning and not at.dataframe
 
 
@@ -105,7 +129,7 @@ def test_typing_an_id_loads_it_and_updates_the_url(
 
     assert not at.exception
     assert at.query_params["request_id"] == stub.SAMPLE_REQUEST_ID
-    assert f"`{stub.SELECTED_INSTANCE}`" in markdown_text(at)
+    assert at.text[0].value.startswith(stub.SELECTED_INSTANCE)
 
     at.text_input(key="request_id").set_value("").run()
     assert "request_id" not in at.query_params
