@@ -6,7 +6,7 @@ import importlib
 import sys
 
 BENCHMARKS = {"decide": "bench.decide", "gateway": "bench.gateway", "sim": "bench.sim", "ingest": "bench.ingest",
-              "lookup": "bench.lookup", "probes": "bench.probes"}
+              "lookup": "bench.lookup", "probes": "bench.probes", "app": "bench.app"}
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,157 @@
+"""The app's pages, as the store sees them: every page's data queries over 24 h of N stored traces.
+
+The traces are generated as ``bench lookup`` generates them (an Arrow template of 4096 real traces
+replicated in DuckDB, one in a hundred with feedback), plus one instance snapshot per instance per
+``--scrape-s`` over the day (the fleet grid reads them). The file is cached under
+``~/.cache/routelens-bench`` and reused. Each page's queries run ``--runs`` times; a page's figure is
+the p99 of its runs (each run: all its queries, one after another, as the page issues them):
+
+- overview: hourly buckets + traffic + the 20 newest misroutes;
+- fleet: ``snapshots(t - 30 s, t)`` (the grid: the last snapshot per instance before ``t``) and
+  ``snapshots(t - 1 h, t, instance)`` (one instance's metrics over time);
+- topology: traffic; constraints: ``constraint_stats``;
+- decisions: a filtered search (model, latency range) page 1, then page 2 from its cursor;
+- drilldown: ``get(request_id)`` of ``--lookups`` random ids (p99 over the lookups).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from bench.lookup import T0, generate, holds, request_id
+from ingest import DuckDBTraceStore
+from schemas.queries import AggregateQuery, TraceFilter
+
+CACHE = Path.home() / ".cache" / "routelens-bench"
+DAY = timedelta(hours=24)
+
+
+def add_snapshots(path: Path, scrape_s: float) -> int:
+    """Add one snapshot per template instance every ``scrape_s`` over the day; return how many."""
+    con = duckdb.connect(str(path))
+    try:
+        rows = con.execute("SELECT DISTINCT instance FROM instance_snapshots ORDER BY 1").fetchall()
+        instances = [r[0] for r in rows]
+        rounds = int(DAY.total_seconds() / scrape_s)
+        con.execute(
+            "INSERT OR IGNORE INTO instance_snapshots BY NAME SELECT s.* REPLACE ("
+            " md5('bench' || r || s.instance)[:24] AS snapshot_id,"
+            " ? + to_microseconds(CAST(r * ? * 1e6 AS BIGINT)) AS seen_at,"
+            " ? + to_microseconds(CAST(r * ? * 1e6 AS BIGINT)) AS scraped_at)"
+            " FROM range(?) g(r) JOIN (SELECT DISTINCT ON (instance) * FROM instance_snapshots ORDER BY instance) s"
+            " ON TRUE ORDER BY seen_at",
+            [T0, scrape_s, T0, scrape_s, rounds],
+        )
+        con.execute("INSERT OR REPLACE INTO routelens_meta VALUES ('bench_app_snapshots', ?)", [str(scrape_s)])
+        con.execute("CHECKPOINT")
+        return rounds * len(instances)
+    finally:
+        con.close()
+
+
+def ready(path: Path, n: int, scrape_s: float) -> bool:
+    """True when ``path`` holds ``n`` traces over the day and this benchmark's snapshots."""
+    if not holds(path, n, 24.0):
+        return False
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        row = con.execute("SELECT value FROM routelens_meta WHERE key = 'bench_app_snapshots'").fetchone()
+    except duckdb.Error:
+        return False
+    finally:
+        con.close()
+    return row is not None and float(row[0]) == scrape_s
+
+
+def p99(samples: list[float]) -> float:
+    """The 99th percentile (nearest rank) of ``samples``."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Return the milliseconds ``fn`` took and what it returned."""
+    t = time.perf_counter()
+    out = fn()
+    return (time.perf_counter() - t) * 1e3, out
+
+
+def pages(store: DuckDBTraceStore) -> dict[str, list[tuple[str, Callable[[], Any]]]]:
+    """Each page's data queries over the 24 h window, in the order the page issues them."""
+    day = TraceFilter(start=T0, end=T0 + DAY)
+    moment = T0 + timedelta(hours=17, minutes=3)
+    hot = TraceFilter(start=T0, end=T0 + DAY, model="qwen-72b", min_latency_ms=500.0, max_latency_ms=1200.0)
+    cursor: dict[str, str | None] = {}
+
+    def page1() -> Any:
+        page = store.search(hot, limit=50)
+        cursor["next"] = page.next_cursor
+        return page
+
+    return {
+        "overview": [("buckets_1h", lambda: store.aggregate(AggregateQuery(filter=day, bucket="1h"))),
+                     ("traffic", lambda: store.traffic(day)), ("misroutes", lambda: store.misroutes(day, 20))],
+        "fleet": [("grid_snapshots", lambda: store.snapshots(moment - timedelta(seconds=30), moment)),
+                  ("instance_snapshots", lambda: store.snapshots(moment - timedelta(hours=1), moment, "inst-3"))],
+        "topology": [("traffic", lambda: store.traffic(day))],
+        "constraints": [("constraint_stats", lambda: store.constraint_stats(day))],
+        "decisions": [("search_page1", page1), ("search_page2", lambda: store.search(hot, 50, cursor["next"]))],
+    }
+
+
+def main(argv: list[str]) -> int:
+    """Generate (or reuse) the store, time every page, print the figures; the last line is JSON."""
+    p = argparse.ArgumentParser(prog="python -m bench app")
+    p.add_argument("--traces", type=int, default=10_000_000)
+    p.add_argument("--runs", type=int, default=20, help="runs of each page")
+    p.add_argument("--lookups", type=int, default=1000)
+    p.add_argument("--scrape-s", type=float, default=1.0, help="seconds between two snapshots of an instance")
+    p.add_argument("--db", help="the store file (default: a cache file under ~/.cache/routelens-bench)")
+    p.add_argument("--seed", type=int, default=7)
+    args = p.parse_args(argv)
+    path = Path(args.db) if args.db else CACHE / f"app-{args.traces}.duckdb"
+    if not ready(path, args.traces, args.scrape_s):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+        Path(f"{path}.wal").unlink(missing_ok=True)
+        print(f"generating {args.traces:,} traces in {path} ...", flush=True)
+        t = time.perf_counter()
+        generate(path, args.traces, 24.0)
+        print(f"  {add_snapshots(path, args.scrape_s):,} snapshots", flush=True)
+        print(f"  done in {time.perf_counter() - t:.0f} s, {path.stat().st_size / 1e9:.2f} GB", flush=True)
+    store = DuckDBTraceStore(path, read_only=True)
+    out: dict[str, Any] = {}
+    try:
+        for name, queries in pages(store).items():
+            runs: list[float] = []
+            per_query: dict[str, list[float]] = {q: [] for q, _ in queries}
+            for _ in range(args.runs):
+                total = 0.0
+                for q, fn in queries:
+                    ms, _ = timed(fn)
+                    per_query[q].append(ms)
+                    total += ms
+                runs.append(total)
+            out[name] = {"p99_ms": round(p99(runs), 1), "queries": {q: round(p99(v), 1) for q, v in per_query.items()}}
+            print(f"{name:12s} p99 {out[name]['p99_ms']:8.1f} ms  {out[name]['queries']}", flush=True)
+        rng = random.Random(args.seed)
+        lat = []
+        for _ in range(args.lookups):
+            ms, trace = timed(lambda: store.get(request_id(rng.randrange(args.traces))))
+            assert trace is not None
+            lat.append(ms)
+        print(f"drilldown    p99 {p99(lat):8.2f} ms over {args.lookups} lookups", flush=True)
+    finally:
+        store.close()
+    print(json.dumps({"traces": args.traces, "pages": out, "drilldown_p99_ms": round(p99(lat), 2)}))
+    return 0
