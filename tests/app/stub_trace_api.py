@@ -21,6 +21,7 @@ from typing import Any
 from schemas import DecisionTrace
 from schemas.common import ProbeKind, ProbeVerdict
 from schemas.probe import ProbeResult
+from schemas.queries import TraceFilter
 from schemas.records import RouterEvent
 from tests.factories import (
     FALLBACK_REASON,
@@ -122,9 +123,45 @@ def _matches(item: ProbeResult | RouterEvent, query: Mapping[str, list[str]]) ->
     return eq and _in_window(item.ts, query)
 
 
+# The store API's query routes, as an empty store answers them (the overview and fleet pages read them).
+EMPTY_STORE_ANSWERS: dict[str, object] = {
+    "/v1/analytics/buckets": {"buckets": []}, "/v1/analytics/traffic": {"edges": []},
+    "/v1/analytics/misroutes": {"misroutes": []}, "/v1/snapshots": {"snapshots": []},
+    "/v1/traces": {"items": [], "next_cursor": None},
+    "/v1/analytics/constraints": {"constraints": []},
+}
+
+
 def _json(data: object) -> tuple[int, bytes]:
     return 200, json.dumps(data).encode()
 
+
+
+def _dump(items: Iterable[Any]) -> list[Any]:
+    return [i.model_dump(mode="json") for i in items]
+
+
+def from_store(store: Any, route: str, query: Mapping[str, list[str]]) -> tuple[int, bytes] | None:
+    """Answer a store query route from a real ``TraceStore`` (``StubTraceApi(store=...)``); None: not such a route.
+
+    Traffic, constraint stats, snapshots, events and one trace, shaped as ``ingest.http_api.routes`` shapes them.
+    """
+    one = {k: v[0] for k, v in query.items()}
+    if route in ("/v1/analytics/traffic", "/v1/analytics/constraints"):
+        flt = TraceFilter.model_validate({k: v for k, v in one.items() if k in TraceFilter.model_fields})
+        if route.endswith("traffic"):
+            return _json({"edges": _dump(store.traffic(flt))})
+        return _json({"constraints": _dump(store.constraint_stats(flt))})
+    if route in ("/v1/snapshots", "/v1/events"):
+        span = datetime.fromisoformat(one["start"]), datetime.fromisoformat(one["end"])
+        limit = int(one.get("limit", "100"))
+        if route == "/v1/snapshots":
+            return _json({"snapshots": _dump(store.snapshots(*span, instance=one.get("instance"), limit=limit))})
+        return _json({"events": _dump(store.events(*span, kind=one.get("kind"), limit=limit))})
+    if route.startswith("/v1/traces/"):
+        found = store.get(urllib.parse.unquote(route[len("/v1/traces/"):]))
+        return (200, found.model_dump_json().encode()) if found else (404, not_found(route.rsplit("/", 1)[-1]))
+    return None
 
 
 def not_found(request_id: str) -> bytes:
@@ -137,7 +174,9 @@ def not_found(request_id: str) -> bytes:
 class StubTraceApi:
     """A loopback HTTP server answering ``GET /v1/traces/<id>``; use as a context manager.
 
-    ``responses`` maps an id to a canned ``(status, body)``, for error cases.
+    ``responses`` maps an id to a canned ``(status, body)``, for error cases. ``store`` (a real
+    ``TraceStore``, e.g. a seeded DuckDB file) answers traffic, constraint stats, snapshots, events
+    and trace lookups instead of the canned data (:func:`from_store`).
 
     Attributes:
         url: Base URL, e.g. ``http://127.0.0.1:54321``.
@@ -153,6 +192,7 @@ class StubTraceApi:
         events: Iterable[RouterEvent] = (),
         alerts: Mapping[str, Any] | None = None,
         router_state: Mapping[str, Any] | None = None,
+        store: Any = None,
     ) -> None:
         canned = {t.request_id: (200, t.model_dump_json().encode()) for t in traces}
         canned.update(responses or {})
@@ -164,6 +204,9 @@ class StubTraceApi:
         def answer(path: str) -> tuple[int, bytes]:
             route, _, qs = path.partition("?")
             query = urllib.parse.parse_qs(qs)
+            stored = None if store is None else from_store(store, route, query)
+            if stored is not None:  # a real store behind the stub answers its query routes
+                return stored
             if route == "/v1/probes":
                 return _json({"results": [r.model_dump(mode="json") for r in results if _matches(r, query)]})
             if route == "/v1/events":
@@ -171,6 +214,8 @@ class StubTraceApi:
             if route in live:
                 found = live[route]
                 return _json(found) if found is not None else (404, b'{"error": {"code": "not_found"}}')
+            if route in EMPTY_STORE_ANSWERS:  # the store's query routes, answered as by an empty store
+                return _json(EMPTY_STORE_ANSWERS[route])
             prefix = "/v1/traces/"
             rid = urllib.parse.unquote(path[len(prefix) :]) if path.startswith(prefix) else None
             return canned.get(rid or "", (404, not_found(rid or "")))

@@ -12,7 +12,9 @@ from plotly.subplots import make_subplots
 from app.ui.data.fleet import METRICS, STATUSES
 from schemas.config import HealthThresholds
 
-__all__ = ["MAX_COLUMNS", "STATUS_COLOURS", "health_grid_chart", "instance_metrics_chart"]
+__all__ = [
+    "MAX_COLUMNS", "STATUS_COLOURS", "grid_rows", "health_grid_chart", "instance_at", "instance_metrics_chart",
+]
 
 STATUS_COLOURS: dict[str, str] = {"green": "#2e9e44", "yellow": "#f0a202", "red": "#d62728", "grey": "#b0b0b0"}
 MAX_COLUMNS = 8
@@ -43,6 +45,25 @@ def _hover(row: dict[str, Any]) -> str:
     return "<br>".join(parts)
 
 
+def grid_rows(cells: pd.DataFrame) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The grid's rows, top to bottom: a label (the model, ``model ·2`` when wrapped) and its cells, left to right."""
+    out: list[tuple[str, list[dict[str, Any]]]] = []
+    for model, group in cells.groupby("model", sort=True):
+        recs = [{str(k): v for k, v in r.items()} for r in group.to_dict("records")]
+        for part in range(math.ceil(len(recs) / MAX_COLUMNS)):
+            out.append((str(model) if part == 0 else f"{model} ·{part + 1}",
+                        recs[part * MAX_COLUMNS:(part + 1) * MAX_COLUMNS]))
+    return out
+
+
+def instance_at(cells: pd.DataFrame, row: str, column: int) -> str | None:
+    """The instance of the grid cell at ``(row label, column)`` (a click's ``y``, ``x``), None if empty."""
+    for label, chunk in grid_rows(cells):
+        if label == row and 0 <= column < len(chunk):
+            return str(chunk[column]["instance"])
+    return None
+
+
 def health_grid_chart(cells: pd.DataFrame, title: str = "Fleet health") -> go.Figure:
     """Colour each (model, instance) cell by its status; the cell names the instance and its worst metric.
 
@@ -62,16 +83,13 @@ def health_grid_chart(cells: pd.DataFrame, title: str = "Fleet health") -> go.Fi
     text: list[list[str]] = []
     hover: list[list[str]] = []
     ids: list[list[str | None]] = []
-    for model, group in cells.groupby("model", sort=True):
-        recs: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in group.to_dict("records")]
-        for part in range(math.ceil(len(recs) / MAX_COLUMNS)):
-            chunk = recs[part * MAX_COLUMNS:(part + 1) * MAX_COLUMNS]
-            pad = MAX_COLUMNS - len(chunk)
-            rows.append(str(model) if part == 0 else f"{model} ·{part + 1}")
-            z.append([float(_CODES[r["status"]]) for r in chunk] + [None] * pad)
-            text.append([f"{r['instance']}<br>{r['label']}" for r in chunk] + [""] * pad)
-            hover.append([_hover(r) for r in chunk] + [""] * pad)
-            ids.append([str(r["instance"]) for r in chunk] + [None] * pad)
+    for label, chunk in grid_rows(cells):
+        pad = MAX_COLUMNS - len(chunk)
+        rows.append(label)
+        z.append([float(_CODES[r["status"]]) for r in chunk] + [None] * pad)
+        text.append([f"{r['instance']}<br>{r['label']}" for r in chunk] + [""] * pad)
+        hover.append([_hover(r) for r in chunk] + [""] * pad)
+        ids.append([str(r["instance"]) for r in chunk] + [None] * pad)
     width = min(MAX_COLUMNS, int(cells.groupby("model").size().max()))
     fig.add_trace(go.Heatmap(
         z=[row[:width] for row in z], y=rows, x=list(range(width)), text=[row[:width] for row in text],

@@ -17,13 +17,14 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
+from app.reader import READ_TOKEN_ENV, api_from_env
 from schemas.config import AppSettings, HealthBand, HealthThresholds
 from schemas.fleet import InstanceSnapshot
 
 __all__ = [
     "CELL_COLUMNS", "LIVE_ENV", "METRICS", "SERIES_COLUMNS", "SETTINGS_ENV", "STATUSES", "TRANSITION_COLUMNS",
     "at_moment", "band_of", "cells", "instance_series", "latch_transitions", "live_api", "live_snapshots",
-    "read_back", "read_spread", "served_rows", "thresholds_from_env", "trace_link",
+    "offset_label", "offsets", "read_back", "read_spread", "served_rows", "thresholds_from_env", "trace_link",
 ]
 
 SETTINGS_ENV = "ROUTELENS_APP_SETTINGS"  # AppSettings as JSON, handed over by ``routelens app``
@@ -53,9 +54,17 @@ def thresholds_from_env(environ: Mapping[str, str] | None = None) -> tuple[Healt
         return HealthThresholds(), f"{SETTINGS_ENV} is not valid app settings ({exc.error_count()} errors)"
 
 
-def live_api(environ: Mapping[str, str] | None = None) -> str | None:
-    """:data:`LIVE_ENV` when set: the gateway to read live views from even when the store is a file."""
-    return (os.environ if environ is None else environ).get(LIVE_ENV, "").strip().rstrip("/") or None
+def live_api(environ: Mapping[str, str] | None = None) -> tuple[str, str | None] | None:
+    """The gateway whose live views (``/v1/router/state``, ``/v1/alerts``) the app reads, as ``(url, token)``.
+
+    :data:`LIVE_ENV` when set (a gateway even while the store is a file), else the server the
+    store is read from (:func:`app.reader.api_from_env`); None: a file and no gateway.
+    """
+    env = os.environ if environ is None else environ
+    url = env.get(LIVE_ENV, "").strip().rstrip("/")
+    if url:
+        return url, env.get(READ_TOKEN_ENV, "").strip() or None
+    return api_from_env(env)
 
 
 def trace_link(request_id: str) -> str:
@@ -223,3 +232,23 @@ def served_rows(items: Iterable[Any]) -> pd.DataFrame:
              "fallback": t.fallback_triggered, "open": trace_link(t.request_id)} for t in items]
     return pd.DataFrame(rows, columns=["ts", "request_id", "model", "rule", "outcome", "http", "total_ms",
                                        "fallback", "open"])
+
+
+def offsets(span: timedelta, steps: int = 30) -> list[int]:
+    """The time slider's stops, in seconds before the window's end: the window's start first, ``0`` (now) last."""
+    whole = int(span.total_seconds())
+    return sorted({round(whole * i / steps) for i in range(steps + 1)}, reverse=True)
+
+
+def offset_label(seconds: int) -> str:
+    """A slider stop as read: ``now``, ``−45s``, ``−30m``, ``−5h 30m``, ``−2d 6h``."""
+    if seconds <= 0:
+        return "now"
+    if seconds < 120:
+        return f"−{seconds}s"
+    minutes, hours = seconds // 60, seconds // 3600
+    if seconds < 2 * 3600:
+        return f"−{minutes}m"
+    if seconds < 2 * 86400:
+        return f"−{hours}h" + (f" {minutes % 60}m" if minutes % 60 else "")
+    return f"−{hours // 24}d" + (f" {hours % 24}h" if hours % 24 else "")

@@ -1,0 +1,135 @@
+"""Overview: traffic, errors, fallbacks, latency and cost over the sidebar's window, against the window before;
+the busiest rules and models, recent misroutes and active alerts (thin page: app.ui.data / app.ui.charts)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from typing import Any
+
+import streamlit as st
+
+from app import reader
+from app.ui import resources, sidebar
+from app.ui.charts import overview as charts
+from app.ui.data import fleet as fleet_data
+from app.ui.data import overview as data
+from app.ui.data import probes as probe_data
+from ingest import SinkError, SinkUnavailable
+from schemas.queries import AggregateQuery, BucketStats, Misroute, TraceFilter, TrafficEdge
+
+REFRESH_S = 5
+OPEN = {"open": st.column_config.LinkColumn("open", display_text="why ›")}
+
+
+@st.cache_data(ttl=REFRESH_S, max_entries=64, show_spinner=False)
+def fetch_buckets(flt: str, bucket: str) -> list[dict[str, Any]]:
+    """Buckets of the filter (JSON of a TraceFilter)."""
+    query = AggregateQuery.model_validate({"filter": TraceFilter.model_validate_json(flt), "bucket": bucket})
+    return [b.model_dump(mode="json") for b in resources.get_store().aggregate(query)]
+
+
+@st.cache_data(ttl=REFRESH_S, max_entries=64, show_spinner=False)
+def fetch_traffic(flt: str) -> list[dict[str, Any]]:
+    """Traffic edges of the filter."""
+    return [e.model_dump(mode="json") for e in resources.get_store().traffic(TraceFilter.model_validate_json(flt))]
+
+
+@st.cache_data(ttl=REFRESH_S, max_entries=64, show_spinner=False)
+def fetch_misroutes(flt: str) -> list[dict[str, Any]] | None:
+    """The latest misroutes (feedback) of the filter; None when the store has no misroute query yet."""
+    store = resources.get_store()
+    query = getattr(store, "misroutes", None)
+    if query is None:
+        return None
+    return [m.model_dump(mode="json") for m in query(TraceFilter.model_validate_json(flt), limit=20)]
+
+
+@st.cache_data(ttl=REFRESH_S, show_spinner=False)
+def fetch_alerts() -> Any:
+    """``GET /v1/alerts`` of the live gateway; None when the app reads a file and names no gateway."""
+    server = fleet_data.live_api()
+    return None if server is None else reader.fetch_json(server[0], "/v1/alerts", server[1])
+
+
+def show_alerts() -> None:
+    """Active alerts, or why they cannot be shown."""
+    st.subheader("Active alerts")
+    try:
+        payload = fetch_alerts()
+    except SinkError as exc:
+        st.caption(f"Active alerts unavailable: {exc}.")
+        return
+    if payload is None:
+        st.caption("Active alerts unavailable: the app reads a trace file (set ROUTELENS_LIVE_URL to a gateway).")
+        return
+    active = probe_data.active_alerts(payload)
+    if active.empty:
+        st.success("No alert is firing or pending.")
+    for line in probe_data.active_alert_lines(active):
+        st.markdown(line)
+
+
+def show_misroutes(flt: TraceFilter) -> None:
+    """Recent feedback saying the routing was wrong, each linked to its drill-down."""
+    st.subheader("Recent misroutes")
+    try:
+        found = fetch_misroutes(flt.model_dump_json())
+    except SinkError as exc:
+        st.caption(f"Misroutes unavailable: {exc}.")
+        return
+    if found is None:
+        st.caption("Misroutes unavailable: this store has no misroute query yet.")
+        return
+    rows = data.misroute_rows([Misroute.model_validate(m) for m in found])
+    if rows.empty:
+        st.caption("No feedback marked a request of the window as misrouted.")
+    else:
+        st.dataframe(rows, hide_index=True, column_config=OPEN)
+
+
+@st.fragment(run_every=REFRESH_S)
+def live(scope: sidebar.Scope, now: datetime | None) -> None:
+    """Everything below the title, refreshed every few seconds over a window ending now."""
+    end = now or datetime.now(UTC)
+    span = scope.end - scope.start
+    sc = dataclasses.replace(scope, start=end - span, end=end)
+    flt, before = sc.trace_filter(), sc.trace_filter().model_copy(update={"start": sc.start - span, "end": sc.start})
+    try:
+        current = data.series(BucketStats.model_validate(b) for b in fetch_buckets(flt.model_dump_json(), sc.bucket))
+        previous = data.series(BucketStats.model_validate(b) for b in fetch_buckets(before.model_dump_json(),
+                                                                                     sc.bucket))
+        edges = [TrafficEdge.model_validate(e) for e in fetch_traffic(flt.model_dump_json())]
+    except SinkUnavailable as exc:
+        st.error(f"Trace store unreachable: {exc}")
+        return
+    except SinkError as exc:
+        st.error(f"The trace store could not answer: {exc}")
+        return
+    if current.empty and previous.empty:
+        st.info("No traffic in this window yet. Point any OpenAI client at the gateway (model `auto`); "
+                "every request gets a trace:")
+        st.code(data.SEND_TRAFFIC, language="python")
+        show_alerts()
+        return
+    st.caption(f"{sc.start:%Y-%m-%d %H:%M} – {sc.end:%H:%M} UTC, against the {sc.window} before")
+    cols = st.columns(7)
+    for col, h in zip(cols, data.headlines(current, previous), strict=True):
+        col.metric(h.label, h.text, h.delta_text, delta_color="inverse" if h.worse_up else "normal",
+                   help=h.help or None)
+    st.plotly_chart(charts.overview_chart(current, sc.bucket))
+    left, right = st.columns(2)
+    for column, by in ((left, "rule"), (right, "model")):
+        with column:
+            table = data.busiest(edges, by)
+            if table.empty:
+                st.caption(f"No {by} served requests in the window.")
+            else:
+                st.plotly_chart(charts.busiest_chart(table, by))
+    show_misroutes(flt)
+    show_alerts()
+
+
+scope = sidebar.scope()
+st.title("Overview")
+live(scope, None)
