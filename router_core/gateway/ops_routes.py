@@ -55,8 +55,12 @@ async def probe_verdicts(gw: Gateway, request: web.Request) -> web.Response:
 
 
 async def prometheus(gw: Gateway, request: web.Request) -> web.Response:
-    """Prometheus text exposition of the gateway's registry."""
-    return web.Response(body=generate_latest(gw.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    """Prometheus text exposition of the gateway's registry, and of the prober it republishes (if any)."""
+    body = generate_latest(gw.registry)
+    extra = getattr(gw.probes, "metrics_text", None)
+    if extra is not None:
+        body += await extra()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 async def health(gw: Gateway, request: web.Request) -> web.Response:

@@ -70,10 +70,12 @@ class VerdictFollower:
         interval_s: Seconds between polls.
         token: Bearer token for the feed (the prober's read token), if any.
         clock: Monotonic seconds (injected).
+        republish_metrics: Append the prober's ``/metrics`` to this gateway's (the prober ``serve``
+            started listens on a port of its own that nobody is told about).
     """
 
     def __init__(self, url: str, apply: Apply, *, interval_s: float = 1.0, token: str | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, republish_metrics: bool = False) -> None:
         self.url = url.rstrip("/")
         self._apply = apply
         self._interval_s = interval_s
@@ -87,6 +89,8 @@ class VerdictFollower:
         self._error: str | None = None
         self._task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
+        if republish_metrics:
+            self.metrics_text = self._metrics_text
 
     async def start(self) -> None:
         """Start polling in the background."""
@@ -125,6 +129,20 @@ class VerdictFollower:
             log.warning("probe verdicts from %s available again", self.url)
         self._error, self._last_ok = None, self._clock()
         return changed
+
+    async def _metrics_text(self) -> bytes:
+        """The prober's exposition text (empty when it does not answer within a second)."""
+        if self._session is None:
+            return b""
+        try:
+            async with self._session.get(f"{self.url}/metrics", timeout=aiohttp.ClientTimeout(total=1.0)) as resp:
+                text = await resp.read() if resp.status == 200 else b""
+        except (aiohttp.ClientError, TimeoutError):
+            return b""
+        # Only the probe families: the prober's pipeline series share names with the gateway's own.
+        keep = [line for line in text.splitlines(keepends=True)
+                if line.removeprefix(b"# HELP ").removeprefix(b"# TYPE ").startswith(b"routelens_probe_")]
+        return b"".join(keep)
 
     def take(self, body: dict[str, Any]) -> int:
         """Apply one feed body; return how many verdicts were new or changed."""

@@ -23,7 +23,7 @@ from openai import OpenAI
 
 from app.run.procs import free_port
 from tests.e2e.conftest import Proc
-from tests.e2e.net import call
+from tests.e2e.net import call, metrics
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -117,6 +117,11 @@ def test_a_drifting_instance_is_taken_out_alerted_on_and_let_back_in(
         (r["value"], r["threshold"], r["error_class"], r["reason"]) for r in failing]
     # k=2 of n=3: the verdict turned on the second failing round at the latest (plus one round in flight).
     assert len(after_fault) <= 3, [(r["ts"], r["verdict"]) for r in after_fault]
+    # The prober serve started publishes through the gateway's own /metrics.
+    scraped = metrics(gateway)
+    assert scraped.value("routelens_probe_verdict", instance=BAD, model="chat-m", kind="semantic",
+                         verdict="failed") == 1
+    assert scraped.value("routelens_probe_success", instance="m-0", model="chat-m", kind="semantic") == 1
     assert wait_until(lambda: "RouteLensProbeSemanticDrift" in {
         a["name"] for a in call("GET", f"{gateway}/v1/alerts")[1]["alerts"] if a["instance"] == BAD}, 10)
 
