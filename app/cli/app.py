@@ -18,6 +18,10 @@ def _run(args: argparse.Namespace) -> int:
     port = args.port if args.port is not None else (cfg.app.port if cfg else 8501)
     host = cfg.app.host if cfg else "127.0.0.1"
     env = dict(os.environ)
+    if cfg is not None:  # the pages read app settings (the fleet grid's thresholds) from here
+        from app.ui.data.fleet import SETTINGS_ENV
+
+        env[SETTINGS_ENV] = cfg.app.model_dump_json()
     if args.db:
         env[DB_ENV] = str(Path(args.db).resolve())
     else:

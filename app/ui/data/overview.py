@@ -71,9 +71,9 @@ class Headline:
         if self.delta is None:
             return None
         sign = "+" if self.delta >= 0 else "−"
-        unit = " pp" if self.unit == "%" else ""
-        magnitude = abs(self.delta) * 100 if self.unit == "%" else abs(self.delta)
-        return f"{sign}{_fmt(magnitude, '' if self.unit == '%' else self.unit)}{unit}"
+        if self.unit == "%":
+            return f"{sign}{abs(self.delta) * 100:.1f} pp"
+        return f"{sign}{_fmt(abs(self.delta), self.unit)}"
 
 
 def _fmt(value: float, unit: str) -> str:
