@@ -7,6 +7,7 @@ st.navigation(
     [
         st.Page("views/trace_explorer.py", title="Why this model", url_path="trace", default=True),
         st.Page("views/probes.py", title="Probes & alerts", url_path="probes"),
+        st.Page("views/decisions.py", title="Decisions", url_path="decisions"),
         st.Page("views/overview.py", title="Overview", url_path="overview"),
         st.Page("views/fleet.py", title="Fleet health", url_path="fleet"),
     ]

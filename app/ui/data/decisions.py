@@ -1,0 +1,149 @@
+"""The Decisions search as data: URL parameters ⇄ :class:`SearchParams` → :class:`TraceFilter`, rows out.
+
+Pure, no Streamlit. A query typed by the user is hashed here the way the gateway hashes it
+(:func:`schemas.hashing.query_hash`, keyed when the configuration names ``router.hash_key_env``);
+only the hash goes into the URL and the store's filter, never the text.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from schemas.hashing import query_hash
+from schemas.queries import TraceFilter, TracePage
+from schemas.trace import QUERY_HASH_PATTERN
+
+__all__ = [
+    "CONFIG_ENV", "MAX_TEXT", "PAGE_SIZE", "ROW_COLUMNS", "URL_KEYS", "SearchParams", "hash_key", "hash_text",
+    "parse_search", "rows_frame", "scope_problems", "search_filter", "to_query",
+]
+
+CONFIG_ENV = "ROUTELENS_CONFIG"  # the configuration whose router.hash_key_env names the HMAC key
+DEFAULT_CONFIG = "routelens.yaml"
+MAX_TEXT = 200
+MAX_PAGES = 100
+PAGE_SIZE = 50
+# field -> URL parameter (the sidebar owns window, router_version, experiment_arm, model, instance)
+URL_KEYS: dict[str, str] = {"rule": "rule", "fallback": "fallback", "outcome": "outcome", "min_ms": "min_ms",
+                            "max_ms": "max_ms", "qhash": "qh", "pages": "pages"}
+ROW_COLUMNS: tuple[str, ...] = ("open", "request_id", "ts", "rule", "model", "instance", "arm", "fallback",
+                                "outcome", "http", "total_ms", "decision_ms", "cost")
+_LABELS = {"rule": "rule", "fallback": "fallback", "outcome": "outcome", "min_ms": "min latency",
+           "max_ms": "max latency", "qhash": "query hash", "pages": "page"}
+
+
+class SearchParams(BaseModel):
+    """The page's own filters (beyond the sidebar scope) and where in the result it is."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rule: str | None = Field(None, min_length=1, max_length=MAX_TEXT)
+    fallback: Literal["any", "yes", "no"] = "any"
+    outcome: Literal["any", "ok", "error"] = "any"
+    min_ms: float | None = Field(None, ge=0, allow_inf_nan=False)
+    max_ms: float | None = Field(None, ge=0, allow_inf_nan=False)
+    qhash: str | None = Field(None, pattern=QUERY_HASH_PATTERN)
+    pages: list[Annotated[str, Field(max_length=512)]] = Field(
+        [], max_length=MAX_PAGES, description="The store cursors that led to this page (last: this page's)."
+    )
+
+    @property
+    def cursor(self) -> str | None:
+        """The store cursor of the page shown (None: the first page)."""
+        return self.pages[-1] if self.pages else None
+
+
+def parse_search(raw: Mapping[str, str]) -> tuple[SearchParams | None, list[str]]:
+    """Validate the raw strings (widgets or URL, keyed by field name); ``(params, [])`` or ``(None, problems)``."""
+    data: dict[str, object] = {k: v.strip() for k, v in raw.items() if k in URL_KEYS and v.strip()}
+    if "pages" in data:
+        data["pages"] = [c for c in str(data["pages"]).split(",") if c]
+    try:
+        params = SearchParams.model_validate(data)
+    except ValidationError as exc:
+        return None, [f"{_LABELS.get(str(e['loc'][0]), e['loc'][0])}: {_message(e)}" for e in exc.errors()]
+    if params.min_ms is not None and params.max_ms is not None and params.min_ms > params.max_ms:
+        return None, ["min latency is above max latency"]
+    return params, []
+
+
+def _message(error: Mapping[str, object]) -> str:
+    kind = str(error["type"])
+    if kind.startswith("float"):
+        return "enter a number of milliseconds"
+    if kind == "string_pattern_mismatch":
+        return "not a query hash (sha256:<64 hex> or hmac-sha256:<64 hex>)"
+    if kind == "literal_error":
+        return "choose one of the offered values"
+    return str(error["msg"])
+
+
+def to_query(params: SearchParams) -> dict[str, str]:
+    """The URL parameters of ``params`` (defaults left out), keyed by parameter name."""
+    out = {"rule": params.rule, "fallback": None if params.fallback == "any" else params.fallback,
+           "outcome": None if params.outcome == "any" else params.outcome,
+           "min_ms": _num(params.min_ms), "max_ms": _num(params.max_ms), "qhash": params.qhash,
+           "pages": ",".join(params.pages) or None}
+    return {URL_KEYS[k]: v for k, v in out.items() if v}
+
+
+def _num(value: float | None) -> str | None:
+    return None if value is None else f"{value:g}"
+
+
+def search_filter(base: TraceFilter, params: SearchParams) -> TraceFilter:
+    """The sidebar's filter narrowed by the page's own choices."""
+    return base.model_copy(update={
+        "rule": params.rule, "fallback": None if params.fallback == "any" else params.fallback == "yes",
+        "outcome": None if params.outcome == "any" else params.outcome, "query_hash": params.qhash,
+        "min_latency_ms": params.min_ms, "max_latency_ms": params.max_ms,
+    })
+
+
+def scope_problems(flt: TraceFilter) -> list[str]:
+    """Sidebar values too long to name anything (a 10 kB model name), as messages."""
+    names = ("router_version", "experiment_arm", "model", "instance")
+    return [f"{n.replace('_', ' ')}: at most {MAX_TEXT} characters" for n in names
+            if len(getattr(flt, n) or "") > MAX_TEXT]
+
+
+def hash_key(environ: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
+    """``(key, variable name)``: the HMAC key the configuration's ``router.hash_key_env`` names, if set.
+
+    The configuration is :data:`CONFIG_ENV`'s file, else ``routelens.yaml`` in the working folder;
+    without one (or without the setting), queries are hashed without a key, as the gateway does.
+    """
+    env = os.environ if environ is None else environ
+    path = Path(env.get(CONFIG_ENV, "").strip() or DEFAULT_CONFIG)
+    if not path.is_file():
+        return None, None
+    from app.cli.config_io import load_config
+
+    try:
+        name = load_config(path).router.hash_key_env
+    except (OSError, ValueError):
+        return None, None
+    return (env.get(name) or None, name) if name else (None, None)
+
+
+def hash_text(text: str, environ: Mapping[str, str] | None = None) -> str:
+    """Hash a typed query exactly as the gateway does; the text itself is not kept."""
+    return query_hash(text, hash_key(environ)[0])
+
+
+def rows_frame(page: TracePage) -> pd.DataFrame:
+    """One row per summary, newest first; ``open`` links the drill-down (``trace?request_id=``)."""
+    rows = [{
+        "open": "trace?request_id=" + urllib.parse.quote(s.request_id, safe=""), "request_id": s.request_id,
+        "ts": s.ts, "rule": s.rule, "model": s.selected_model, "instance": s.selected_instance,
+        "arm": s.experiment_arm, "fallback": s.fallback_triggered, "outcome": s.outcome_status.value,
+        "http": s.http_status, "total_ms": s.total_ms, "decision_ms": s.latency_ms, "cost": s.cost,
+    } for s in page.items]
+    return pd.DataFrame(rows, columns=list(ROW_COLUMNS))

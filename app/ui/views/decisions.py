@@ -1,0 +1,100 @@
+"""Decisions: search the traces of the sidebar's scope, a page at a time; each row opens "Why this model"."""
+
+import streamlit as st
+
+from app.ui import resources, widgets
+from app.ui.data import decisions as dec
+from app.ui.sidebar import scope, sync_param
+from ingest import BadCursor, SinkError
+
+sc = scope()
+st.title("Decisions")
+st.caption("Every routing decision in the scope, newest first. Open a row to see why its model was chosen.")
+
+FIELDS = ("rule", "fallback", "outcome", "min_ms", "max_ms", "qhash")
+CHOICES = {"fallback": ["", "yes", "no"], "outcome": ["", "ok", "error"]}
+for field in FIELDS:  # the URL wins on the first run of a session, the widgets after that
+    if f"dec_{field}" not in st.session_state:
+        given = st.query_params.get(dec.URL_KEYS[field], "")
+        if field in CHOICES and given not in CHOICES[field]:
+            shown = widgets.plain(f"{field}={given[:40]!r}")
+            st.warning(f"Ignored {shown} from the link: choose one of the offered values.")
+            given = ""
+        st.session_state[f"dec_{field}"] = given
+if "dec_pages" not in st.session_state:
+    st.session_state.dec_pages = st.query_params.get("pages", "")
+
+
+def _hash_typed_query() -> None:
+    """Hash the typed query (the text is dropped right here) and search by its hash."""
+    text = st.session_state.get("dec_qtext", "")
+    if text.strip():
+        st.session_state.dec_qhash = dec.hash_text(text)
+    st.session_state.dec_qtext = ""
+
+
+c1, c2, c3, c4, c5 = st.columns([2, 1, 1, 1, 1])
+c1.text_input("rule", key="dec_rule", placeholder="any")
+c2.selectbox("fallback", CHOICES["fallback"], key="dec_fallback", format_func=lambda v: v or "any")
+c3.selectbox("outcome", CHOICES["outcome"], key="dec_outcome", format_func=lambda v: v or "any")
+c4.text_input("min latency (ms)", key="dec_min_ms", placeholder="0")
+c5.text_input("max latency (ms)", key="dec_max_ms", placeholder="∞")
+with st.form("dec_query_form", border=False):
+    q1, q2 = st.columns([4, 1], vertical_alignment="bottom")
+    q1.text_input("query text (hashed here as the gateway hashes it; only the hash is sent)", key="dec_qtext",
+                  type="password")
+    q2.form_submit_button("Search by query", on_click=_hash_typed_query)
+st.text_input("query hash", key="dec_qhash", placeholder="sha256:… or hmac-sha256:…")
+key, key_env = dec.hash_key()
+st.caption(f"Typed queries are hashed with the HMAC key from ${key_env}." if key else
+           f"${key_env} is not set here: typed queries hash without the key and will not match." if key_env else
+           "Typed queries are hashed without a key (the configuration sets no router.hash_key_env).")
+
+raw = {f: str(st.session_state[f"dec_{f}"]) for f in FIELDS}
+signature = repr(sorted(raw.items())) + sc.window + repr(sc.trace_filter(start=None, end=None))
+if st.session_state.get("dec_signature", signature) != signature:
+    st.session_state.dec_pages = ""  # another search starts on its first page
+st.session_state.dec_signature = signature
+params, problems = dec.parse_search({**raw, "pages": st.session_state.dec_pages})
+flt = sc.trace_filter()
+problems += dec.scope_problems(flt)
+if params is None or problems:
+    for field in FIELDS:
+        sync_param(dec.URL_KEYS[field], raw[field].strip() or None)
+    st.warning(widgets.plain("Check the filters: " + "; ".join(problems)))
+    st.stop()
+url = dec.to_query(params)
+for name in dec.URL_KEYS.values():
+    sync_param(name, url.get(name))
+
+try:
+    page = resources.get_store().search(dec.search_filter(flt, params), limit=dec.PAGE_SIZE, cursor=params.cursor)
+except BadCursor:
+    st.session_state.dec_pages = ""
+    sync_param("pages", None)
+    st.warning("That page link is no longer valid: go back to the first page.")
+    st.button("First page", key="dec_first")
+    st.stop()
+except SinkError as exc:
+    st.error(widgets.plain(f"Trace source unreachable: {exc}"))
+    st.stop()
+
+number = len(params.pages) + 1
+if not page.items:
+    st.info("No decisions match." if number == 1 else "No more decisions on this page.")
+else:
+    more = ", more on the next page." if page.next_cursor else "."
+    st.caption(f"Page {number}: {len(page.items)} decisions{more}")
+    st.dataframe(dec.rows_frame(page), hide_index=True, key="dec_rows", column_config={
+        "open": st.column_config.LinkColumn("open", display_text="why?"),
+    })
+
+
+def _go(pages: list[str]) -> None:
+    st.session_state.dec_pages = ",".join(pages)
+
+
+p1, p2, _ = st.columns([1, 1, 6])
+p1.button("← previous", key="dec_prev", disabled=not params.pages, on_click=_go, args=(params.pages[:-1],))
+p2.button("next →", key="dec_next", disabled=page.next_cursor is None or number > 99, on_click=_go,
+          args=([*params.pages, page.next_cursor or ""],))
