@@ -10,5 +10,7 @@ st.navigation(
         st.Page("views/decisions.py", title="Decisions", url_path="decisions"),
         st.Page("views/overview.py", title="Overview", url_path="overview"),
         st.Page("views/fleet.py", title="Fleet health", url_path="fleet"),
+        st.Page("views/topology.py", title="Traffic topology", url_path="topology"),
+        st.Page("views/constraints.py", title="Constraints", url_path="constraints"),
     ]
 ).run()

@@ -131,13 +131,13 @@ def binding_chart(counts: pd.DataFrame) -> go.Figure:
         return fig
     for part in ("decisive", "not_decisive", "undecided"):
         fig.add_trace(go.Bar(
-            name=BINDING_NAMES[part], orientation="h", y=counts["constraint"], x=counts[part],
+            name=BINDING_NAMES[part], orientation="h", y=counts["constraint"].tolist(), x=counts[part].tolist(),
             marker={"color": BINDING_COLOURS[part]},
             hovertemplate="%{y}: %{x} " + BINDING_NAMES[part] + "<extra></extra>",
         ))
     # Soft violations removed nothing: a marker beside the bar, never part of its length.
     fig.add_trace(go.Scatter(
-        name=BINDING_NAMES["soft"], mode="markers", y=counts["constraint"], x=counts["soft"],
+        name=BINDING_NAMES["soft"], mode="markers", y=counts["constraint"].tolist(), x=counts["soft"].tolist(),
         marker={"color": BINDING_COLOURS["soft"], "symbol": "diamond", "size": 11, "line": {"width": 1}},
         hovertemplate="%{y}: %{x} " + BINDING_NAMES["soft"] + "<extra></extra>",
     ))

@@ -19,8 +19,8 @@ from schemas.queries import ConstraintStat
 from schemas.records import RouterEvent
 
 __all__ = [
-    "BINDING_COLUMNS", "EVENT_COLUMNS", "INTERVAL_COLUMNS", "STATE_COLUMNS", "binding_counts", "latch_events",
-    "latch_intervals", "state_rows",
+    "BINDING_COLUMNS", "EVENT_COLUMNS", "INTERVAL_COLUMNS", "STATE_COLUMNS", "binding_counts", "chunk_spans",
+    "latch_events", "latch_intervals", "state_rows",
 ]
 
 STATE_COLUMNS: tuple[str, ...] = ("instance", "model", "constraint", "state", "value", "since", "stale")
@@ -31,6 +31,18 @@ EVENT_COLUMNS: tuple[str, ...] = ("ts", "instance", "constraint", "severity", "m
 BINDING_COLUMNS: tuple[str, ...] = (
     "constraint", "removed", "decisive", "not_decisive", "undecided", "soft", "decisive_share", "instances",
 )
+
+
+def chunk_spans(start: datetime, end: datetime, n: int) -> list[tuple[datetime, datetime]]:
+    """``[start, end)`` cut into ``n`` equal, adjacent spans, oldest first (at least one).
+
+    Snapshots are stored by when they were first seen, a time they do not carry, so they cannot
+    be paged by time: a window is read as spans of at most one page each instead, so a page cut
+    short loses only part of one span (latch times come from ``since``, not from the snapshot).
+    """
+    n = max(n, 1)
+    step = (end - start) / n
+    return [(start + step * i, end if i == n - 1 else start + step * (i + 1)) for i in range(n)]
 
 
 def state_rows(payload: Mapping[str, Any] | None) -> pd.DataFrame:

@@ -102,3 +102,10 @@ def test_binding_counts_keep_undecided_apart() -> None:
     assert kv["decisive_share"] == 5 / 13 and kv["instances"] == 2
     assert got.loc["error-rate", "not_decisive"] == 0 and math.isnan(got.loc["error-rate", "decisive_share"])
     assert cd.binding_counts([]).empty
+
+
+def test_chunk_spans_cover_the_window() -> None:
+    spans = cd.chunk_spans(T0, END, 4)
+    assert spans[0] == (T0, at(15)) and spans[-1] == (at(45), END)
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert cd.chunk_spans(T0, END, 0) == [(T0, END)]

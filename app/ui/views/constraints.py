@@ -1,0 +1,155 @@
+"""Constraints: each latch's state per instance now, when latches went out and came back over the window,
+and how often each constraint removed a candidate and how often that removal was decisive
+(thin page; data from app.ui.data.constraints, pictures from app.ui.charts.constraints)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from typing import Any
+
+import streamlit as st
+
+from app import reader
+from app.ui import resources, sidebar
+from app.ui.charts import constraints as charts
+from app.ui.data import constraints as data
+from app.ui.data.topology import parse_at
+from ingest import SinkError
+from ingest.trace_store import MAX_LIMIT
+from schemas.fleet import InstanceSnapshot
+from schemas.queries import ConstraintStat, TraceFilter
+from schemas.records import RouterEvent
+
+STATE_EVERY_S, HISTORY_EVERY_S = 5, 15
+CHUNKS = 24  # snapshot reads per window (one page each)
+SEND_TRAFFIC = ("Send traffic to see constraints bind: `routelens demo` runs a fleet with traffic, or point clients "
+                "at `routelens serve` (`POST /v1/chat/completions`).")
+
+
+@st.cache_data(ttl=STATE_EVERY_S, show_spinner=False)
+def fetch_state() -> Any:
+    """``GET /v1/router/state`` of the server; None when the app reads a trace file."""
+    server = reader.api_from_env()
+    return None if server is None else reader.fetch_json(server[0], "/v1/router/state", server[1])
+
+
+@st.cache_data(ttl=HISTORY_EVERY_S, show_spinner=False)
+def fetch_snapshots(start: datetime, end: datetime, instance: str | None) -> tuple[list[dict[str, Any]], int]:
+    """Stored snapshots of the window (read in :data:`CHUNKS` spans) and how many spans were cut short."""
+    store, out, cut = resources.get_store(), [], 0
+    for lo, hi in data.chunk_spans(start, end, CHUNKS):
+        got = store.snapshots(lo, hi, instance=instance, limit=MAX_LIMIT)
+        cut += len(got) >= MAX_LIMIT
+        out += [s.model_dump(mode="json") for s in got]
+    return out, cut
+
+
+@st.cache_data(ttl=HISTORY_EVERY_S, show_spinner=False)
+def fetch_latch_events(start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """Router events of kind ``latch`` in the window."""
+    return [e.model_dump(mode="json") for e in resources.get_store().events(start, end, kind="latch")]
+
+
+@st.cache_data(ttl=HISTORY_EVERY_S, show_spinner=False)
+def fetch_constraint_stats(flt: str) -> list[dict[str, Any]] | None:
+    """Constraint removals of one filter (JSON of a TraceFilter); None while the store does not answer them."""
+    method = getattr(resources.get_store(), "constraint_stats", None)
+    if method is None:
+        return None
+    return [s.model_dump(mode="json") for s in method(TraceFilter.model_validate_json(flt))]
+
+
+def window_end(pinned: datetime | None, step: int) -> datetime:
+    """The pinned ``?at=``, else now floored to ``step`` seconds (one cache key per step)."""
+    if pinned is not None:
+        return pinned
+    now = datetime.now(UTC)
+    return now.replace(microsecond=0, second=now.second - now.second % step)
+
+
+st.title("Constraints")
+st.caption("Hard constraints hold an instance out of the feasible set through a hysteresis latch: "
+           "red is out, green in.")
+pinned = parse_at(st.query_params.get("at"))
+scope = sidebar.scope(now=window_end(pinned, HISTORY_EVERY_S))
+
+
+@st.fragment(run_every=STATE_EVERY_S)
+def state_now() -> None:
+    """Each latch per instance, as the gateway holds it now."""
+    st.subheader("Now")
+    try:
+        payload = fetch_state()
+    except SinkError as exc:
+        st.warning(f"Live latch state unavailable: {exc}")
+        return
+    if payload is None:
+        st.info("Live latch state needs a server: the app reads a trace file (`routelens app --api URL`).")
+        return
+    rows = data.state_rows(payload if isinstance(payload, dict) else None)
+    if scope.instance:
+        rows = rows[rows["instance"] == scope.instance]
+    if rows.empty:
+        st.info("The gateway reports no latches yet (no instance scraped, or no hard constraint configured).")
+        return
+    out = rows[rows["state"] == "out"]
+    st.caption(f"{len(out)} of {len(rows)} latches out on {out['instance'].nunique()} of "
+               f"{rows['instance'].nunique()} instances.")
+    st.plotly_chart(charts.state_chart(rows), key="state_chart")
+    with st.expander("Latch table"):
+        st.dataframe(rows, hide_index=True)
+
+
+@st.fragment(run_every=None if pinned else HISTORY_EVERY_S)
+def history() -> None:
+    """Out-intervals and binding counts over the window (moving with the clock unless pinned)."""
+    end = window_end(pinned, HISTORY_EVERY_S)
+    sc = dataclasses.replace(scope, start=end - (scope.end - scope.start), end=end)
+    try:
+        raw, cut = fetch_snapshots(sc.start, sc.end, sc.instance)
+        events = [RouterEvent.model_validate(e) for e in fetch_latch_events(sc.start, sc.end)]
+        raw_stats = fetch_constraint_stats(sc.trace_filter().model_dump_json())
+    except SinkError as exc:
+        st.error(f"Trace store unreachable: {exc}")
+        return
+    st.subheader(f"Out-intervals · last {sc.window}")
+    intervals = data.latch_intervals([InstanceSnapshot.model_validate(s) for s in raw], sc.start, sc.end)
+    if sc.instance:
+        events = [e for e in events if e.instance == sc.instance]
+    marks = data.latch_events(events, set(intervals["constraint"]))
+    if intervals.empty:
+        st.info("No latch went out in the window." if raw else f"No instance snapshots in the window. {SEND_TRAFFIC}")
+    else:
+        if cut:
+            st.caption(f"{cut} of {CHUNKS} parts of the window hold more snapshots than one read: "
+                       "transitions there may show late; name an instance or shorten the window.")
+        st.plotly_chart(charts.timeline_chart(intervals, sc.start, sc.end, marks), key="timeline_chart")
+        with st.expander("Intervals"):
+            st.dataframe(intervals, hide_index=True)
+    if not marks.empty:
+        with st.expander(f"Latch events ({len(marks)})"):
+            st.dataframe(marks, hide_index=True)
+
+    st.subheader("Binding counts")
+    if raw_stats is None:
+        st.info("This store does not answer constraint stats yet (`GET /v1/analytics/constraints`).")
+        return
+    stats = [ConstraintStat.model_validate(s) for s in raw_stats]
+    counts = data.binding_counts(stats)
+    if counts.empty:
+        st.info(f"No constraint removed or scaled a candidate in the window. {SEND_TRAFFIC}")
+        return
+    undecided = int(counts["undecided"].sum())
+    st.caption(f"{int(counts['removed'].sum()):,} removals, {int(counts['decisive'].sum()):,} decisive (the removed "
+               "candidate would have won)" + (f"; {undecided:,} undecided: no score terms were recorded for "
+                                              "the removed candidate" if undecided else "") + ".")
+    st.plotly_chart(charts.binding_chart(counts), key="binding_chart")
+    with st.expander("Per constraint and instance"):
+        st.dataframe(counts, hide_index=True,
+                     column_config={"decisive_share": st.column_config.NumberColumn(format="percent")})
+        st.dataframe([s.model_dump() for s in stats], hide_index=True)
+
+
+state_now()
+history()

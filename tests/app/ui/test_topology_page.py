@@ -1,0 +1,134 @@
+"""The "Traffic topology" page, run by AppTest over a seeded DuckDB store (file, and served by the stub API)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.reader import DB_ENV
+from app.ui import ENTRYPOINT
+from ingest import DuckDBTraceStore
+from tests.app import stub_trace_api as stub
+from tests.app.ui import routing_seed as seed
+
+PAGE = "views/topology.py"
+pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return seed.seeded_file(tmp_path / "traces.duckdb")
+
+
+@pytest.fixture
+def served(db: Path) -> Iterator[stub.StubTraceApi]:
+    store = DuckDBTraceStore(db, read_only=True)
+    try:
+        with stub.StubTraceApi([], store=store) as api:
+            yield api
+    finally:
+        store.close()
+
+
+def open_page(monkeypatch: pytest.MonkeyPatch, *, db: Path | None = None, api: str | None = None,
+              **params: str) -> AppTest:
+    if db is not None:
+        monkeypatch.setenv(DB_ENV, str(db))
+    if api is not None:
+        monkeypatch.setenv("ROUTELENS_API_URL", api)
+    at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
+    at.run()
+    for key, value in {"at": seed.AT_PARAM, **params}.items():
+        at.query_params[key] = value
+    at.switch_page(PAGE).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def sankeys(at: AppTest) -> list[dict[str, Any]]:
+    return [json.loads(c.proto.spec)["data"][0] for c in at.get("plotly_chart")]
+
+
+def flows(sankey: dict[str, Any], flow: str | None = None) -> dict[tuple[str, str], float]:
+    """(source label, target label) -> value of the links of one flow (None: summed over flows)."""
+    labels, link, out = sankey["node"]["label"], sankey["link"], {}
+    for s, t, v, f in zip(link["source"], link["target"], link["value"], link["label"], strict=True):
+        if flow in (None, f):
+            out[(labels[s], labels[t])] = out.get((labels[s], labels[t]), 0) + v
+    return out
+
+
+def test_sankey_of_the_window_from_a_file(monkeypatch: pytest.MonkeyPatch, db: Path) -> None:
+    at = open_page(monkeypatch, db=db)
+
+    assert not at.error and not at.warning
+    (sankey,) = sankeys(at)
+    assert flows(sankey, "fallback") == {("code", "coder"): 1, ("coder", "c-b"): 1}
+    assert flows(sankey, "served") == {("code", "coder"): 3, ("coder", "c-a"): 3,
+                                       ("chat", "llama"): 2, ("llama", "l-a"): 2}
+    assert flows(sankey, "rejected") == {("✕ error-rate", "l-hot"): 2, ("✕ kv-cache", "c-hot"): 4}
+    # The fallback (c-b) is its own amber link; the code → coder link is split into 3 served + 1 fallback.
+    colours = dict(zip(sankey["link"]["label"], sankey["link"]["color"], strict=True))
+    assert set(colours) == {"served", "fallback", "rejected"} and colours["fallback"] != colours["served"]
+    assert "6 requests, 1 with a fallback (amber); 6 candidate removals (red)" in [c.value for c in at.caption]
+    assert "code → coder: 3 requests<br>50.0% of all · 75.0% of code" in sankey["link"]["customdata"]
+
+
+def test_a_sidebar_filter_changes_the_numbers(monkeypatch: pytest.MonkeyPatch, db: Path) -> None:
+    at = open_page(monkeypatch, db=db)
+    at.text_input(key="sb_model").set_value("llama").run()
+    assert not at.exception
+    assert flows(sankeys(at)[0]) == {("chat", "llama"): 2, ("llama", "l-a"): 2, ("✕ error-rate", "l-hot"): 2}
+    assert at.query_params["model"] == "llama"
+
+    at.selectbox(key="sb_window").set_value("6h").run()  # the chat request 3 h ago joins
+    assert flows(sankeys(at)[0])[("chat", "llama")] == 3
+
+
+def test_node_links_to_its_decisions(monkeypatch: pytest.MonkeyPatch, db: Path) -> None:
+    at = open_page(monkeypatch, db=db, window="6h")
+    at.selectbox(key="node_main").set_value("instance: c-b").run()
+
+    links = [m.value for m in at.markdown if "Decisions behind" in str(m.value)]
+    assert links == ["[Decisions behind instance `c-b` ›](/decisions?window=6h&at="
+                     + seed.AT_PARAM.replace(":", "%3A").replace("+", "%2B") + "&instance=c-b)"]
+    table = at.dataframe[0].value
+    assert table.set_index("instance").loc["c-b", "fallbacks"] == 1
+    assert table["decisions"].str.startswith("/decisions?").all()
+
+
+def test_deep_link_restores_compare_and_hides_rejected(
+    monkeypatch: pytest.MonkeyPatch, served: stub.StubTraceApi
+) -> None:
+    at = open_page(monkeypatch, api=served.url, compare="arm", cmp_a="A", cmp_b="B", rejected="0")
+
+    assert at.radio(key="compare").value == "arm" and not at.toggle(key="rejected").value
+    assert at.text_input(key="cmp_a").value == "A" and at.text_input(key="cmp_b").value == "B"
+    a, b = sankeys(at)
+    assert flows(a) == {("code", "coder"): 4, ("coder", "c-a"): 3, ("coder", "c-b"): 1}
+    assert flows(b) == {("chat", "llama"): 2, ("llama", "l-a"): 2}
+    assert any("experiment_arm=A" in p for p in served.requests if p.startswith("/v1/analytics/traffic"))
+    assert not any(p.startswith("/v1/analytics/constraints") for p in served.requests)
+
+    at.toggle(key="rejected").set_value(True).run()
+    assert "rejected" not in at.query_params
+    assert ("✕ kv-cache", "c-hot") in flows(sankeys(at)[0])
+
+
+def test_empty_store_says_how_to_send_traffic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    at = open_page(monkeypatch, db=seed.seeded_file(tmp_path / "empty.duckdb", empty=True))
+
+    assert not at.error and not at.get("plotly_chart")
+    assert any("routelens demo" in i.value for i in at.info)
+
+
+def test_unreachable_store_is_a_banner(monkeypatch: pytest.MonkeyPatch, closed_port_url: str) -> None:
+    at = open_page(monkeypatch, api=closed_port_url)
+
+    assert len(at.error) == 1 and "Trace store unreachable" in at.error[0].value
+    assert closed_port_url in at.error[0].value
