@@ -1,0 +1,159 @@
+"""The Fleet health page, run by AppTest over a DuckDB store seeded here and the stub API's live state."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.reader import API_ENV, DB_ENV
+from app.ui import ENTRYPOINT
+from app.ui.charts.fleet import STATUS_COLOURS
+from app.ui.data.fleet import LIVE_ENV, SETTINGS_ENV
+from bench.synthetic import TraceFactory
+from ingest.duckdb.store import DuckDBTraceStore
+from schemas import DecisionTrace
+from schemas.config import AppSettings, HealthBand, HealthThresholds
+from schemas.fleet import InstanceSnapshot, LatchState
+from schemas.records import RouterEvent
+from tests.app import stub_trace_api as stub
+
+PAGE = "views/fleet.py"
+pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
+HOT = "inst-0"  # deepseek-v4-32k: KV-cache above 95% from 35 to 25 minutes ago, latched out meanwhile
+
+
+def stored_snapshots(now: datetime) -> list[InstanceSnapshot]:
+    out = []
+    for minutes in range(50, 0, -1):
+        ts = now - timedelta(minutes=minutes)
+        hot = 25 <= minutes <= 35
+        since = now - timedelta(minutes=35) if hot else now - timedelta(minutes=24) if minutes < 25 else None
+        latch = LatchState(constraint="kv-cache", out=hot, since=since, value=0.97 if hot else 0.5)
+        out.append(InstanceSnapshot(instance=HOT, model="deepseek-v4-32k", scraped_at=ts, age_s=0.3,
+                                    kv_cache_usage=0.97 if hot else 0.5, queue=2, latches=[latch]))
+        out.append(InstanceSnapshot(instance="inst-1", model="deepseek-coder-6b-fp16", scraped_at=ts, age_s=0.3,
+                                    kv_cache_usage=0.3, queue=4))
+    return out
+
+
+def live_state(now: datetime) -> dict[str, Any]:
+    def snap(instance: str, model: str, **gauges: Any) -> dict[str, Any]:
+        return InstanceSnapshot.model_validate({"instance": instance, "model": model, "scraped_at": now,
+                                                "age_s": 0.4, **gauges}).model_dump(mode="json")
+
+    return {"instances": [snap(HOT, "deepseek-v4-32k", kv_cache_usage=0.5, queue=1),
+                          snap("inst-1", "deepseek-coder-6b-fp16", queue=60, kv_cache_usage=0.2),
+                          snap("inst-2", "qwen-72b", kv_cache_usage=0.92, stale=True, age_s=8.0)],
+            "models": {}, "cluster": {}}
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> tuple[Path, list[DecisionTrace], datetime]:
+    now = datetime.now(UTC)
+    traces = list(TraceFactory(seed=4, n_candidates=2, start=now - timedelta(minutes=40), step=timedelta(seconds=30),
+                               round_every=1000).traces(30))
+    store = DuckDBTraceStore(tmp_path / "fleet.duckdb")
+    store.write_records([*traces, *stored_snapshots(now), RouterEvent(
+        event_id="e-1", ts=now - timedelta(minutes=20), kind="breaker", instance=HOT, message="breaker closed")])
+    store.close()
+    return tmp_path / "fleet.duckdb", traces, now
+
+
+def open_page(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], **params: str) -> AppTest:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
+    at.run()
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page(PAGE).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def grid_cells(at: AppTest) -> dict[str, str]:
+    """instance -> its cell text's second line (the worst metric), from the grid table."""
+    table = at.dataframe[0].value.set_index("instance")
+    return {str(i): f"{row['status']}: {row['label']}" for i, row in table.iterrows()}
+
+
+def test_live_grid_colours_and_worst_first(monkeypatch: pytest.MonkeyPatch, seeded: tuple) -> None:
+    path, _, now = seeded
+    with stub.StubTraceApi([], router_state=live_state(now)) as api:
+        at = open_page(monkeypatch, {DB_ENV: str(path), LIVE_ENV: api.url})
+        assert "/v1/router/state" in api.requests
+
+    assert not at.error and not at.warning
+    assert grid_cells(at) == {HOT: "green: kv 50%", "inst-1": "red: queue 60", "inst-2": "grey: stale 8 s"}
+    (heat,) = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
+    assert heat["y"] == ["deepseek-coder-6b-fp16", "deepseek-v4-32k", "qwen-72b"]
+    assert heat["text"][0] == ["inst-1<br>queue 60"] and STATUS_COLOURS["red"] in json.dumps(heat["colorscale"])
+    assert any("Live state" in c.value for c in at.caption)
+    assert at.selectbox(key="fleet_instance").options == ["inst-1", "inst-2", HOT]
+    assert at.selectbox(key="fleet_instance").value is None
+
+
+def test_slider_shows_a_past_moment_from_snapshots(monkeypatch: pytest.MonkeyPatch, seeded: tuple) -> None:
+    path, _, now = seeded
+    with stub.StubTraceApi([], router_state=live_state(now)) as api:
+        at = open_page(monkeypatch, {DB_ENV: str(path), LIVE_ENV: api.url}, at="1800")
+        assert at.select_slider(key="fleet_at").value == 1800
+        cells = grid_cells(at)
+        assert cells[HOT] == "red: kv 97%" and cells["inst-1"] == "green: kv 30%"
+        assert cells["inst-2"] == "grey: no snapshot"  # live names it, the store has none
+        assert any("Stored snapshots at" in c.value for c in at.caption)
+
+        at.select_slider(key="fleet_at").set_value(0).run()
+        assert grid_cells(at)[HOT] == "green: kv 50%" and "at" not in at.query_params
+
+
+def test_deep_link_opens_an_instance(monkeypatch: pytest.MonkeyPatch, seeded: tuple) -> None:
+    path, traces, _ = seeded
+    at = open_page(monkeypatch, {DB_ENV: str(path)}, instance=HOT)
+
+    assert not at.error
+    assert any("Stored snapshots at" in c.value for c in at.caption)  # a file and no gateway
+    assert at.selectbox(key="fleet_instance").value == HOT
+    assert [s.value for s in at.subheader] == [HOT]
+    grid, metrics = at.get("plotly_chart")
+    assert f"{HOT} over the window" in metrics.proto.spec
+    _, transitions, served = (d.value for d in at.dataframe)
+    assert transitions["what"].tolist() == ["kv-cache out", "kv-cache back in", "breaker"]
+    mine = [t for t in traces if t.selected_instance == HOT]
+    assert mine and served["request_id"].tolist() == [t.request_id for t in reversed(mine)]
+    assert served["open"].iloc[0] == f"/trace?request_id={mine[-1].request_id}"
+
+
+def test_picking_an_instance_opens_it(monkeypatch: pytest.MonkeyPatch, seeded: tuple) -> None:
+    path, _, _ = seeded
+    at = open_page(monkeypatch, {DB_ENV: str(path)})
+    assert not at.subheader
+
+    at.selectbox(key="fleet_instance").set_value("inst-1").run()
+    assert not at.exception and [s.value for s in at.subheader] == ["inst-1"]
+    assert any("No latch changed" in c.value for c in at.caption)
+
+
+def test_thresholds_come_from_the_app_settings(monkeypatch: pytest.MonkeyPatch, seeded: tuple) -> None:
+    path, _, now = seeded
+    loose = AppSettings(health=HealthThresholds(queue=HealthBand(yellow=100, red=200)))
+    with stub.StubTraceApi([], router_state=live_state(now)) as api:
+        at = open_page(monkeypatch, {DB_ENV: str(path), LIVE_ENV: api.url, SETTINGS_ENV: loose.model_dump_json()})
+    assert grid_cells(at)["inst-1"] == "green: queue 60"
+    assert any("queue 100 / 200" in c.value for c in at.caption)
+
+
+def test_empty_store_and_no_gateway_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    DuckDBTraceStore(tmp_path / "empty.duckdb").close()
+    at = open_page(monkeypatch, {DB_ENV: str(tmp_path / "empty.duckdb")})
+    assert not at.error and any("No instance state at this moment" in i.value for i in at.info)
+
+
+def test_unreachable_store_is_a_banner(monkeypatch: pytest.MonkeyPatch, closed_port_url: str) -> None:
+    at = open_page(monkeypatch, {API_ENV: closed_port_url})
+    assert len(at.error) == 1 and "Trace store unreachable" in at.error[0].value
