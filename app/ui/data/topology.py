@@ -19,13 +19,14 @@ from schemas.queries import ConstraintStat, TrafficEdge
 
 __all__ = [
     "FLOWS", "LINK_COLUMNS", "NODE_COLUMNS", "NO_INSTANCE", "NO_MODEL", "NO_RULE", "SCOPE_PARAMS",
-    "decisions_link", "edge_table", "parse_at", "sankey_frames",
+    "decisions_link", "edge_table", "parse_end", "sankey_frames",
 ]
 
 FLOWS: tuple[str, ...] = ("served", "fallback", "rejected")
 NO_RULE, NO_MODEL, NO_INSTANCE = "(no rule)", "(no model)", "(not routed)"
-# The sidebar's choices a link to the decisions keeps (the decisions page reads the same URL keys).
-SCOPE_PARAMS: tuple[str, ...] = ("window", "at", "router_version", "experiment_arm")
+# The sidebar's choices a link to the decisions keeps (the decisions page reads the same URL keys);
+# a node's own field replaces the sidebar's (an instance node under a model filter keeps the model).
+SCOPE_PARAMS: tuple[str, ...] = ("window", "end", "router_version", "experiment_arm", "model", "instance")
 NODE_COLUMNS: tuple[str, ...] = ("node", "kind", "name", "label", "requests", "share", "link")
 LINK_COLUMNS: tuple[str, ...] = (
     "source", "target", "flow", "value", "share_of_total", "share_of_source", "source_name", "target_name",
@@ -34,8 +35,8 @@ _KINDS = ("rule", "model", "instance", "constraint")
 _BLANK = {"rule": NO_RULE, "model": NO_MODEL, "instance": NO_INSTANCE}
 
 
-def parse_at(value: str | None) -> datetime | None:
-    """The pinned window end of ``?at=`` (ISO 8601 with a zone), None when absent or not a zoned time."""
+def parse_end(value: str | None) -> datetime | None:
+    """The pinned window end of ``?end=`` (ISO 8601 with a zone), None when absent or not a zoned time."""
     if not value:
         return None
     try:

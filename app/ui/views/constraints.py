@@ -14,7 +14,7 @@ from app import reader
 from app.ui import resources, sidebar
 from app.ui.charts import constraints as charts
 from app.ui.data import constraints as data
-from app.ui.data.topology import parse_at
+from app.ui.data.topology import parse_end
 from ingest import SinkError
 from ingest.trace_store import MAX_LIMIT
 from schemas.fleet import InstanceSnapshot
@@ -61,7 +61,7 @@ def fetch_constraint_stats(flt: str) -> list[dict[str, Any]] | None:
 
 
 def window_end(pinned: datetime | None, step: int) -> datetime:
-    """The pinned ``?at=``, else now floored to ``step`` seconds (one cache key per step)."""
+    """The pinned ``?end=``, else now floored to ``step`` seconds (one cache key per step)."""
     if pinned is not None:
         return pinned
     now = datetime.now(UTC)
@@ -71,7 +71,7 @@ def window_end(pinned: datetime | None, step: int) -> datetime:
 st.title("Constraints")
 st.caption("Hard constraints hold an instance out of the feasible set through a hysteresis latch: "
            "red is out, green in.")
-pinned = parse_at(st.query_params.get("at"))
+pinned = parse_end(st.query_params.get("end"))
 scope = sidebar.scope(now=window_end(pinned, HISTORY_EVERY_S))
 
 
@@ -109,7 +109,8 @@ def history() -> None:
     try:
         raw, cut = fetch_snapshots(sc.start, sc.end, sc.instance)
         events = [RouterEvent.model_validate(e) for e in fetch_latch_events(sc.start, sc.end)]
-        raw_stats = fetch_constraint_stats(sc.trace_filter().model_dump_json())
+        # The sidebar's model and instance name the removed candidate here, not the selected one.
+        raw_stats = fetch_constraint_stats(sc.trace_filter(model=None, instance=None).model_dump_json())
     except SinkError as exc:
         st.error(f"Trace store unreachable: {exc}")
         return
@@ -135,11 +136,14 @@ def history() -> None:
     if raw_stats is None:
         st.info("This store does not answer constraint stats yet (`GET /v1/analytics/constraints`).")
         return
-    stats = [ConstraintStat.model_validate(s) for s in raw_stats]
+    stats = [s for s in (ConstraintStat.model_validate(r) for r in raw_stats)
+             if sc.model in (None, s.model) and sc.instance in (None, s.instance)]
     counts = data.binding_counts(stats)
     if counts.empty:
         st.info(f"No constraint removed or scaled a candidate in the window. {SEND_TRAFFIC}")
         return
+    if sc.model or sc.instance:
+        st.caption("Counted on the removed candidate's model and instance (the sidebar's choice).")
     undecided = int(counts["undecided"].sum())
     st.caption(f"{int(counts['removed'].sum()):,} removals, {int(counts['decisive'].sum()):,} decisive (the removed "
                "candidate would have won)" + (f"; {undecided:,} undecided: no score terms were recorded for "

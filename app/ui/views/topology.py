@@ -47,7 +47,7 @@ def synced(key: str, default: str) -> str:
 
 
 def now_end(pinned: datetime | None) -> datetime:
-    """The window's end: the pinned ``?at=``, else now floored to the refresh step (a cache key per step)."""
+    """The window's end: the pinned ``?end=``, else now floored to the refresh step (a cache key per step)."""
     if pinned is not None:
         return pinned
     now = datetime.now(UTC)
@@ -92,10 +92,10 @@ def draw(sc: sidebar.Scope, title: str, key: str, show_rejected: bool, **overrid
 st.title("Traffic topology")
 st.caption("Requests along rule → model → instance; amber: requests that fell back; "
            "red: candidates a constraint removed (counted in removals).")
-pinned = data.parse_at(st.query_params.get("at"))
+pinned = data.parse_end(st.query_params.get("end"))
 scope = sidebar.scope(now=now_end(pinned))
 if pinned is not None:
-    st.caption(f"Window pinned to end at {pinned.isoformat()} (`?at=`); not refreshing.")
+    st.caption(f"Window pinned to end at {pinned.isoformat()} (`?end=`); not refreshing.")
 
 left, right = st.columns([1, 2])
 with left:

@@ -11,7 +11,7 @@ from schemas import CandidateEval, DecisionTrace, InstanceSnapshot, Violation
 from schemas.fleet import LatchState
 from tests.factories import make_trace
 
-AT = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)  # every page test pins its window end here (?at=)
+AT = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)  # every page test pins its window end here (?end=)
 AT_PARAM = AT.isoformat()
 
 

@@ -43,7 +43,7 @@ def open_page(monkeypatch: pytest.MonkeyPatch, *, db: Path | None = None, api: s
         monkeypatch.setenv("ROUTELENS_API_URL", api)
     at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
     at.run()
-    for key, value in {"at": seed.AT_PARAM, **params}.items():
+    for key, value in {"end": seed.AT_PARAM, **params}.items():
         at.query_params[key] = value
     at.switch_page(PAGE).run()
     assert not at.exception, [e.value for e in at.exception]
@@ -96,6 +96,9 @@ def test_a_sidebar_filter_changes_the_numbers(monkeypatch: pytest.MonkeyPatch, s
     assert figs["Latches now"]["data"][0]["y"] == ["c-hot"]
     rows = {y for t in figs["Out-intervals per instance and constraint"]["data"] for y in t["y"]}
     assert rows == {"c-hot · kv-cache"}
+    # c-hot was never selected: its removals count all the same (the instance is the removed one).
+    bars = figs["How often each constraint bound"]["data"]
+    assert bars[0]["y"] == ["kv-cache"] and bars[2]["x"] == [4]
 
 
 def test_deep_link_restores_window_and_instance(monkeypatch: pytest.MonkeyPatch, served: stub.StubTraceApi) -> None:

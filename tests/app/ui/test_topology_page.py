@@ -43,7 +43,7 @@ def open_page(monkeypatch: pytest.MonkeyPatch, *, db: Path | None = None, api: s
         monkeypatch.setenv("ROUTELENS_API_URL", api)
     at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
     at.run()
-    for key, value in {"at": seed.AT_PARAM, **params}.items():
+    for key, value in {"end": seed.AT_PARAM, **params}.items():
         at.query_params[key] = value
     at.switch_page(PAGE).run()
     assert not at.exception, [e.value for e in at.exception]
@@ -95,7 +95,7 @@ def test_node_links_to_its_decisions(monkeypatch: pytest.MonkeyPatch, db: Path) 
     at.selectbox(key="node_main").set_value("instance: c-b").run()
 
     links = [m.value for m in at.markdown if "Decisions behind" in str(m.value)]
-    assert links == ["[Decisions behind instance `c-b` ›](/decisions?window=6h&at="
+    assert links == ["[Decisions behind instance `c-b` ›](/decisions?window=6h&end="
                      + seed.AT_PARAM.replace(":", "%3A").replace("+", "%2B") + "&instance=c-b)"]
     table = at.dataframe[0].value
     assert table.set_index("instance").loc["c-b", "fallbacks"] == 1

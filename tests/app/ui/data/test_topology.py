@@ -59,13 +59,14 @@ def test_empty_traffic_gives_empty_frames() -> None:
 
 
 def test_decisions_links_keep_scope() -> None:
-    base = {"window": "6h", "experiment_arm": "b", "model": "ignored", "router_version": None}
+    base = {"window": "6h", "experiment_arm": "b", "model": "coder", "router_version": None, "other": "x"}
     nodes, _ = tp.sankey_frames(EDGES, base=base)
     by = nodes.set_index("node")["link"]
-    assert by["rule:code"] == "/decisions?window=6h&experiment_arm=b&rule=code"
-    assert by["instance:c-a"] == "/decisions?window=6h&experiment_arm=b&instance=c-a"
+    assert by["rule:code"] == "/decisions?window=6h&experiment_arm=b&model=coder&rule=code"
+    assert by["instance:c-a"] == "/decisions?window=6h&experiment_arm=b&model=coder&instance=c-a"
+    assert by["model:llama"] == "/decisions?window=6h&experiment_arm=b&model=llama"
     nodes, _ = tp.sankey_frames([TrafficEdge(rule=None, model=None, instance=None, requests=1)], base=base)
-    assert nodes["link"].tolist() == ["/decisions?window=6h&experiment_arm=b"] * 3
+    assert nodes["link"].tolist() == ["/decisions?window=6h&experiment_arm=b&model=coder"] * 3
     assert nodes["name"].tolist() == [tp.NO_RULE, tp.NO_MODEL, tp.NO_INSTANCE]
     assert tp.decisions_link({}, rule="a b/c", model=None) == "/decisions?rule=a+b%2Fc"
     assert tp.decisions_link({}) == "/decisions"
@@ -78,7 +79,8 @@ def test_edge_table() -> None:
     assert table["decisions"][1] == "/decisions?rule=code&model=coder&instance=c-b"
 
 
-def test_parse_at() -> None:
-    assert tp.parse_at("2026-11-01T10:00:00Z") == datetime(2026, 11, 1, 10, tzinfo=UTC)
-    assert tp.parse_at("2026-11-01T10:00:00") is None  # no zone
-    assert tp.parse_at("yesterday") is None and tp.parse_at(None) is None and tp.parse_at("") is None
+def test_parse_end() -> None:
+    assert tp.parse_end("2026-11-01T10:00:00Z") == datetime(2026, 11, 1, 10, tzinfo=UTC)
+    assert tp.parse_end("2026-11-01T10:00:00") is None  # no zone
+    assert tp.parse_end("300") is None  # the fleet page's ?at= (seconds back) is not an end
+    assert tp.parse_end("yesterday") is None and tp.parse_end(None) is None and tp.parse_end("") is None
