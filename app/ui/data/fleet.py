@@ -23,7 +23,7 @@ from schemas.fleet import InstanceSnapshot
 
 __all__ = [
     "CELL_COLUMNS", "LIVE_ENV", "METRICS", "SERIES_COLUMNS", "SETTINGS_ENV", "STATUSES", "TRANSITION_COLUMNS",
-    "at_moment", "band_of", "cells", "instance_series", "latch_transitions", "live_api", "live_snapshots",
+    "at_moment", "band_of", "cells", "floor_time", "instance_series", "latch_transitions", "live_api", "live_snapshots",
     "offset_label", "offsets", "read_back", "read_spread", "served_rows", "thresholds_from_env", "trace_link",
 ]
 
@@ -65,6 +65,12 @@ def live_api(environ: Mapping[str, str] | None = None) -> tuple[str, str | None]
     if url:
         return url, env.get(READ_TOKEN_ENV, "").strip() or None
     return api_from_env(env)
+
+
+def floor_time(ts: datetime, seconds: int) -> datetime:
+    """``ts`` rounded down to a multiple of ``seconds`` since the epoch (a window end that caches between reruns)."""
+    epoch = datetime(1970, 1, 1, tzinfo=ts.tzinfo)
+    return ts - (ts - epoch) % timedelta(seconds=seconds)
 
 
 def trace_link(request_id: str) -> str:

@@ -14,7 +14,9 @@ from app import reader
 from app.ui import resources, sidebar
 from app.ui.charts import fleet as charts
 from app.ui.data import fleet as data
+from app.ui.data import probes as probe_data
 from ingest import SinkError
+from ingest.trace_store import MAX_LIMIT
 from schemas.fleet import InstanceSnapshot
 from schemas.queries import TraceFilter, TracePage
 from schemas.records import RouterEvent
@@ -44,7 +46,10 @@ def fetch_detail(instance: str, start: datetime, end: datetime, flt: str) -> dic
     """One instance's snapshots over the window, the window's router events naming it, and its requests."""
     store = resources.get_store()
     snaps = data.read_spread(lambda s, e: store.snapshots(s, e, instance=instance, limit=50), start, end)
-    events = [e for e in store.events(start, end) if e.instance == instance]
+    # The newest events first: a busy window has more than one page, oldest first.
+    read, _ = probe_data.read_newest(lambda s, e: store.events(s, e), start, end, key=lambda e: e.event_id,
+                                     page=MAX_LIMIT, max_pages=4, chunks=4)
+    events = [e for e in read if e.instance == instance]
     page = store.search(TraceFilter.model_validate_json(flt), limit=50)
     return {"snapshots": [s.model_dump(mode="json") for s in snaps],
             "events": [e.model_dump(mode="json") for e in events], "page": page.model_dump(mode="json")}
@@ -73,7 +78,7 @@ def grid_now(sc: sidebar.Scope, back_s: int, th: Any) -> tuple[Any, str]:
 def body(scope: sidebar.Scope, back_s: int) -> None:
     """The grid and the chosen instance, refreshed every few seconds over a window ending now."""
     th, th_problem = data.thresholds_from_env()
-    end = datetime.now(UTC)
+    end = data.floor_time(datetime.now(UTC), REFRESH_S)  # reruns within a refresh share the cache
     sc = dataclasses.replace(scope, start=end - (scope.end - scope.start), end=end)
     if th_problem:
         st.warning(f"Default thresholds in use: {th_problem}.")

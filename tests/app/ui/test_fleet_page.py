@@ -28,9 +28,12 @@ HOT = "inst-0"  # deepseek-v4-32k: KV-cache above 95% from 35 to 25 minutes ago,
 
 
 def stored_snapshots(now: datetime) -> list[InstanceSnapshot]:
+    """One a minute over the last 50 minutes, one a second from 31 to 29 minutes ago (the slider's -30m stop:
+    older than 5 s at the moment shown is stale)."""
     out = []
-    for minutes in range(50, 0, -1):
-        ts = now - timedelta(minutes=minutes)
+    dense = [timedelta(minutes=29, seconds=s) for s in range(120, 0, -1)]
+    for back in sorted({*(timedelta(minutes=m) for m in range(50, 0, -1)), *dense}, reverse=True):
+        ts, minutes = now - back, back.total_seconds() / 60
         hot = 25 <= minutes <= 35
         since = now - timedelta(minutes=35) if hot else now - timedelta(minutes=24) if minutes < 25 else None
         latch = LatchState(constraint="kv-cache", out=hot, since=since, value=0.97 if hot else 0.5)

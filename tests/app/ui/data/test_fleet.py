@@ -146,3 +146,9 @@ def test_offsets_and_labels() -> None:
     assert [data.offset_label(s) for s in (0, 45, 1800, 5 * 3600 + 1800, 2 * 86400 + 6 * 3600)] == [
         "now", "−45s", "−30m", "−5h 30m", "−2d 6h"]
     assert data.trace_link("a b/c") == "/trace?request_id=a+b%2Fc"
+
+
+def test_floor_time() -> None:
+    t = datetime(2026, 12, 1, 12, 0, 7, 500, tzinfo=UTC)
+    assert data.floor_time(t, 5) == datetime(2026, 12, 1, 12, 0, 5, tzinfo=UTC)
+    assert data.floor_time(NOW, 5) == NOW
