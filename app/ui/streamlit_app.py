@@ -8,6 +8,7 @@ st.navigation(
         st.Page("views/trace_explorer.py", title="Why this model", url_path="trace", default=True),
         st.Page("views/probes.py", title="Probes & alerts", url_path="probes"),
         st.Page("views/decisions.py", title="Decisions", url_path="decisions"),
+        st.Page("views/diff.py", title="Decision diff", url_path="diff"),
         st.Page("views/overview.py", title="Overview", url_path="overview"),
         st.Page("views/fleet.py", title="Fleet health", url_path="fleet"),
         st.Page("views/topology.py", title="Traffic topology", url_path="topology"),

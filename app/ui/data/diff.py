@@ -1,0 +1,133 @@
+"""Two decisions side by side: candidates aligned by instance, what differs flagged.
+
+Pure: two :class:`schemas.trace.DecisionTrace` in, frames out. The second trace is another
+request or the same request re-decided under another policy (:func:`replay_yaml`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from app.explain import DASH, ordered_candidates, violation_short
+from schemas.config import RouteLensConfig
+from schemas.trace import CandidateEval, DecisionTrace
+from schemas.yamlconf import parse_yaml_model
+
+__all__ = ["CANDIDATE_DIFF_COLUMNS", "TERM_DIFF_COLUMNS", "align", "facts_diff", "read_policy", "replay_yaml",
+           "terms_diff"]
+
+CANDIDATE_DIFF_COLUMNS: tuple[str, ...] = (
+    "instance", "verdict_a", "verdict_b", "rank_a", "rank_b", "total_a", "total_b", "delta", "why_a", "why_b",
+    "differs",
+)
+TERM_DIFF_COLUMNS: tuple[str, ...] = ("instance", "term", "raw_a", "raw_b", "weighted_a", "weighted_b", "differs")
+_EPS = 1e-9
+MAX_POLICY_BYTES = 1 << 20
+POLICY_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def _instances(a: DecisionTrace, b: DecisionTrace) -> list[str]:
+    """Instances of ``a`` best first, then those only ``b`` has (best first)."""
+    names = [c.instance for c in ordered_candidates(a.candidates)]
+    return names + [c.instance for c in ordered_candidates(b.candidates) if c.instance not in names]
+
+
+def _verdict(trace: DecisionTrace, cand: CandidateEval | None) -> str:
+    if cand is None:
+        return "absent"
+    if cand.instance == trace.selected_instance:
+        return "selected"
+    return "feasible" if cand.feasible else "ruled out"
+
+
+def _close(x: float | None, y: float | None) -> bool:
+    return (x is None and y is None) or (x is not None and y is not None and abs(x - y) < _EPS)
+
+
+def align(a: DecisionTrace, b: DecisionTrace) -> pd.DataFrame:
+    """One row per instance in either trace: verdict, rank, total and violations on each side.
+
+    ``differs`` is True when the verdict, the rank, the total or the violations differ.
+    """
+    ca, cb = {c.instance: c for c in a.candidates}, {c.instance: c for c in b.candidates}
+    rows = []
+    for name in _instances(a, b):
+        x, y = ca.get(name), cb.get(name)
+        ta, tb = (x.total if x else None), (y.total if y else None)
+        why_a = "; ".join(violation_short(v) for v in x.violations) if x else ""
+        why_b = "; ".join(violation_short(v) for v in y.violations) if y else ""
+        va, vb = _verdict(a, x), _verdict(b, y)
+        ra, rb = (x.rank if x else None), (y.rank if y else None)
+        rows.append({
+            "instance": name, "verdict_a": va, "verdict_b": vb, "rank_a": ra, "rank_b": rb, "total_a": ta,
+            "total_b": tb, "delta": None if ta is None or tb is None else tb - ta, "why_a": why_a, "why_b": why_b,
+            "differs": va != vb or ra != rb or not _close(ta, tb) or why_a != why_b,
+        })
+    frame = pd.DataFrame(rows, columns=list(CANDIDATE_DIFF_COLUMNS))
+    frame[["rank_a", "rank_b"]] = frame[["rank_a", "rank_b"]].astype("Int64")
+    return frame.astype({"total_a": "float64", "total_b": "float64", "delta": "float64", "differs": "bool"})
+
+
+def terms_diff(a: DecisionTrace, b: DecisionTrace) -> pd.DataFrame:
+    """One row per (instance, term) scored on either side; ``differs`` when the weighted values differ."""
+    def terms(t: DecisionTrace) -> dict[tuple[str, str], tuple[float, float]]:
+        return {(c.instance, n): (raw, w) for c in t.candidates for n, raw, _, w in t.terms_of(c)}
+
+    ta, tb = terms(a), terms(b)
+    order = {name: i for i, name in enumerate(_instances(a, b))}
+    keys = sorted(set(ta) | set(tb), key=lambda k: (order.get(k[0], len(order)), k[1]))
+    rows = []
+    for inst, term in keys:
+        (raw_a, w_a), (raw_b, w_b) = ta.get((inst, term), (None, None)), tb.get((inst, term), (None, None))
+        rows.append({"instance": inst, "term": term, "raw_a": raw_a, "raw_b": raw_b, "weighted_a": w_a,
+                     "weighted_b": w_b, "differs": not _close(w_a, w_b) or not _close(raw_a, raw_b)})
+    return pd.DataFrame(rows, columns=list(TERM_DIFF_COLUMNS)).astype(
+        {"raw_a": "float64", "raw_b": "float64", "weighted_a": "float64", "weighted_b": "float64", "differs": "bool"})
+
+
+def facts_diff(a: DecisionTrace, b: DecisionTrace) -> pd.DataFrame:
+    """The headline facts of both decisions (selection, rule, policy, outcome...), ``differs`` per field."""
+    def facts(t: DecisionTrace) -> dict[str, str]:
+        weights = ", ".join(f"{w.name} {w.weight:g}" for w in t.score_weights) or DASH
+        return {"request_id": t.request_id, "selected": f"{t.selected_model or DASH} / {t.selected_instance or DASH}",
+                "rule": t.rule or DASH, "intent": t.intent or DASH, "weights": weights,
+                "policy_hash": t.policy_hash, "router_version": t.router_version, "mode": t.mode.value,
+                "fallback": "yes" if t.fallback_triggered else "no",
+                "outcome": f"{t.outcome.status.value} · HTTP {t.outcome.http_status}"}
+
+    fa, fb = facts(a), facts(b)
+    return pd.DataFrame([{"field": k, "a": fa[k], "b": fb[k], "differs": fa[k] != fb[k]} for k in fa])
+
+
+def replay_yaml(trace: DecisionTrace, text: str, source: str = "<uploaded policy>") -> DecisionTrace:
+    """Re-decide ``trace`` under the policy written in YAML ``text`` (a ``routelens.yaml``).
+
+    Raises:
+        ConfigError: The YAML is not a valid configuration (the message names line and field).
+    """
+    from router_core.replay import replay
+
+    return replay(trace, parse_yaml_model(RouteLensConfig, text, source)).trace
+
+
+def read_policy(path: str) -> str:
+    """The text of a policy file named by the operator (a ``routelens.yaml``).
+
+    Raises:
+        ValueError: Not a ``.yaml``/``.yml``/``.json`` file, missing, unreadable, or over 1 MB.
+    """
+    if len(path) > 4096 or "\x00" in path:
+        raise ValueError("not a usable file path")
+    p = Path(path).expanduser()
+    if p.suffix.lower() not in POLICY_SUFFIXES:
+        raise ValueError(f"a policy file ends in {', '.join(POLICY_SUFFIXES)}")
+    try:
+        if not p.is_file():
+            raise ValueError(f"no policy file at {path}")
+        if p.stat().st_size > MAX_POLICY_BYTES:
+            raise ValueError("the policy file is over 1 MB")
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from exc

@@ -1,0 +1,99 @@
+"""Decision diff: two requests side by side (``?a=ID&b=ID``), or one re-decided under another policy."""
+
+import pandas as pd
+import streamlit as st
+
+from app.ui import resources, widgets
+from app.ui.charts.score_terms import score_terms_chart
+from app.ui.data import diff, trace_tables, why
+from app.ui.data.ids import request_id_problem
+from app.ui.sidebar import sync_param
+from ingest import SinkError
+from schemas import ConfigError, DecisionTrace, RoutelensError
+
+st.title("Decision diff")
+st.caption("Candidates aligned by instance; rows, terms and facts that differ are highlighted.")
+
+MODES = ["another request", "another policy"]
+if "diff_mode" not in st.session_state:
+    st.session_state.diff_mode = MODES[1] if st.query_params.get("policy") else MODES[0]
+
+
+def _load(side: str, request_id: str) -> DecisionTrace | None:
+    """The trace of one side, or None after saying why there is none."""
+    if not request_id:
+        st.info(f"Enter request {side}'s request_id.")
+        return None
+    if (problem := request_id_problem(request_id)) is not None:
+        st.warning(f"Request {side}: {problem}")
+        return None
+    try:
+        trace = resources.load_trace(request_id)
+    except SinkError as exc:
+        st.error(widgets.plain(f"Trace source unreachable: {exc}"))
+        return None
+    if trace is None:
+        st.warning(f"No trace found for request {side}'s request_id.")
+        st.code(request_id, language=None)
+    return trace
+
+
+def _highlight(frame: pd.DataFrame) -> "pd.io.formats.style.Styler":
+    """Shade the rows whose ``differs`` is set."""
+    return frame.style.apply(lambda row: ["background-color: #fff3cd" if row["differs"] else ""] * len(row), axis=1)
+
+
+left, right = st.columns(2)
+with left:
+    a_id = widgets.request_id_input(key="a", label="request A")
+with right:
+    mode = st.radio("compare with", MODES, key="diff_mode", horizontal=True)
+    if mode == MODES[0]:
+        b_id = widgets.request_id_input(key="b", label="request B")
+        sync_param("policy", None)
+    else:
+        st.session_state.setdefault("diff_policy", st.query_params.get("policy", ""))
+        path = st.text_input("policy file (routelens.yaml)", key="diff_policy").strip()
+        sync_param("policy", path or None)
+        upload = st.file_uploader("or upload a policy YAML", type=["yaml", "yml", "json"], key="diff_upload")
+
+a = _load("A", a_id)
+if a is None:
+    st.stop()
+if mode == MODES[0]:
+    b = _load("B", b_id)
+else:
+    b = None
+    try:
+        if upload is not None:
+            text, source = upload.getvalue().decode("utf-8"), upload.name
+        elif path:
+            text, source = diff.read_policy(path), path
+        else:
+            st.info("Name a policy file or upload one to re-decide request A under it.")
+            st.stop()
+        b = diff.replay_yaml(a, text, source)
+    except ConfigError as exc:
+        st.warning(widgets.plain(f"That policy is not a valid configuration: {exc}"))
+    except (ValueError, UnicodeDecodeError, RoutelensError) as exc:
+        st.warning(widgets.plain(f"Cannot use that policy: {exc}"))
+if b is None:
+    st.stop()
+
+col_a, col_b = st.columns(2)
+for col, side, trace in ((col_a, "A", a), (col_b, "B" if mode == MODES[0] else "B (replayed)", b)):
+    with col:
+        st.markdown(f"**{side}**")
+        st.text(why.decision_sentence(trace))
+        terms = trace_tables.score_terms_frame(trace)
+        if not terms.empty:
+            st.plotly_chart(score_terms_chart(terms), key=f"terms_{side}")
+
+cands = diff.align(a, b)
+st.subheader("Candidates")
+st.caption(f"{int(cands['differs'].sum())} of {len(cands)} candidates differ.")
+st.dataframe(_highlight(cands), hide_index=True)
+st.subheader("Score terms")
+st.dataframe(_highlight(diff.terms_diff(a, b)), hide_index=True)
+st.subheader("Facts")
+st.dataframe(_highlight(diff.facts_diff(a, b)), hide_index=True)

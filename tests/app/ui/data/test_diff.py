@@ -1,0 +1,79 @@
+"""Decision diff data: alignment by instance, term and fact differences, replay under a policy YAML."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.ui.data import diff
+from schemas import ConfigError
+from tests.app import stub_trace_api as stub
+from tests.app.ui.data import why_cases as cases
+from tests.router_core.conftest import FLEET, decide, healthy
+
+CHEAP_FIRST = {"fleet": {"instances": FLEET},
+               "scoring": {"preset": "balanced", "weights": {"quality": 0, "latency": 0, "balance": 0, "cost": 1}}}
+
+
+def test_a_trace_against_itself_differs_nowhere() -> None:
+    t = stub.sample_trace()
+    assert not diff.align(t, t)["differs"].any()
+    assert not diff.terms_diff(t, t)["differs"].any()
+    assert not diff.facts_diff(t, t)["differs"].any()
+
+
+def test_alignment_by_instance_with_absent_sides() -> None:
+    a, b = stub.sample_trace(), cases.normal_win()
+    frame = diff.align(a, b)
+    assert list(frame.columns) == list(diff.CANDIDATE_DIFF_COLUMNS)
+    assert frame["instance"].tolist() == [stub.TOP_RANKED, stub.SELECTED_INSTANCE, stub.REJECTED_INSTANCE,
+                                          "coder-6b-b", "coder-6b-a", "v4-32k-a"]
+    row = frame.set_index("instance")
+    assert row.loc[stub.TOP_RANKED, "verdict_b"] == "absent" and row.loc["coder-6b-b", "verdict_a"] == "absent"
+    assert row.loc["v4-32k-a", "why_b"] == "kv-cache 0.91 > 0.85 since 10:02:03"
+    assert frame["differs"].all()
+
+
+def test_changed_verdict_rank_and_terms_are_flagged() -> None:
+    a = stub.sample_trace()
+    flipped = [c.model_copy(update={"rank": {1: 2, 2: 1}[c.rank]}) if c.rank else c for c in a.candidates]
+    terms = [c.model_copy(update={"score_terms": [0.9, 0.1, 0.8], "total": 0.54, "rank": 2})
+             if c.instance == stub.TOP_RANKED else c for c in flipped]
+    b = a.model_copy(update={"candidates": terms, "selected_instance": stub.TOP_RANKED})
+    frame = diff.align(a, b).set_index("instance")
+    assert frame.loc[stub.TOP_RANKED, "verdict_b"] == "selected" and frame.loc[stub.TOP_RANKED, "differs"]
+    assert frame.loc[stub.TOP_RANKED, "delta"] == pytest.approx(0.54 - 0.742)
+    assert not frame.loc[stub.REJECTED_INSTANCE, "differs"]
+    t = diff.terms_diff(a, b)
+    changed = t[t["differs"]]
+    assert list(zip(changed["instance"], changed["term"], strict=True)) == [(stub.TOP_RANKED, "kv-cache")]
+    facts = diff.facts_diff(a, b).set_index("field")
+    assert facts.loc["selected", "differs"] and not facts.loc["rule", "differs"]
+
+
+def test_replay_under_another_policy_yaml() -> None:
+    _, trace = decide(healthy())
+    again = diff.replay_yaml(trace, json.dumps(CHEAP_FIRST))
+    assert again.selected_instance == "small-a" and again.request_id == trace.request_id
+    frame = diff.align(trace, again).set_index("instance")
+    assert frame.loc["small-a", "verdict_b"] == "selected"
+
+
+def test_bad_policy_yaml_names_the_problem() -> None:
+    _, trace = decide(healthy())
+    with pytest.raises(ConfigError):
+        diff.replay_yaml(trace, "fleet: [unclosed")
+    with pytest.raises(ConfigError):
+        diff.replay_yaml(trace, "router: {}\n")
+
+
+def test_read_policy(tmp_path: Path) -> None:
+    ok = tmp_path / "p.yaml"
+    ok.write_text("fleet: {}\n", encoding="utf-8")
+    assert diff.read_policy(str(ok)) == "fleet: {}\n"
+    for bad, says in [(str(tmp_path / "x.txt"), "ends in"), (str(tmp_path / "none.yaml"), "no policy file"),
+                      ("a\x00b.yaml", "not a usable"), ("y" * 5000, "not a usable")]:
+        with pytest.raises(ValueError, match=says):
+            diff.read_policy(bad)

@@ -1,0 +1,99 @@
+"""The Decision diff page: two requests side by side, or one replayed under another policy (stub read API)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.ui import ENTRYPOINT
+from tests.app import stub_trace_api as stub
+from tests.app.ui.data.test_diff import CHEAP_FIRST
+from tests.router_core.conftest import decide, healthy, make_config
+
+pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch, clean_streamlit_caches: None) -> Iterator[stub.StubTraceApi]:
+    _, one = decide(healthy(), request_id="r1")
+    _, two = decide(healthy(), make_config(**CHEAP_FIRST), request_id="r2")
+    with stub.StubTraceApi([one, two]) as server:
+        monkeypatch.setenv("ROUTELENS_API_URL", server.url)
+        yield server
+
+
+def open_diff(**params: str) -> AppTest:
+    at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("views/diff.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_two_requests_side_by_side(api: stub.StubTraceApi) -> None:
+    at = open_diff(a="r1", b="r2")
+    assert not at.warning and not at.error
+    assert at.text_input(key="a").value == "r1" and at.text_input(key="b").value == "r2"
+    assert [s.value for s in at.subheader] == ["Candidates", "Score terms", "Facts"]
+    cands, terms, facts = (d.value for d in at.dataframe)
+    by = cands.set_index("instance")
+    assert by.loc["small-a", "verdict_b"] == "selected" and by.loc["small-a", "differs"]
+    assert terms["differs"].any()
+    f = facts.set_index("field")
+    assert f.loc["request_id", "a"] == "r1" and f.loc["request_id", "b"] == "r2"
+    assert f.loc["policy_hash", "differs"]
+    assert len(at.text) == 2 and len(at.get("plotly_chart")) == 2
+
+
+def test_same_request_twice_differs_nowhere(api: stub.StubTraceApi) -> None:
+    at = open_diff(a="r1", b="r1")
+    assert not at.dataframe[0].value["differs"].any()
+    assert at.caption[-1].value.startswith("0 of")
+
+
+def test_replay_under_a_policy_file(api: stub.StubTraceApi, tmp_path: Path) -> None:
+    policy = tmp_path / "cheap.yaml"
+    policy.write_text(json.dumps(CHEAP_FIRST), encoding="utf-8")
+    at = open_diff(a="r1", policy=str(policy))
+    assert at.radio(key="diff_mode").value == "another policy"
+    assert not at.warning, [w.value for w in at.warning]
+    by = at.dataframe[0].value.set_index("instance")
+    assert by.loc["small-a", "verdict_b"] == "selected"
+    assert at.query_params["policy"] == str(policy)
+
+
+def test_a_bad_policy_file_gives_a_message(api: stub.StubTraceApi, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("fleet: [unclosed\n", encoding="utf-8")
+    at = open_diff(a="r1", policy=str(bad))
+    assert "not a valid configuration" in at.warning[0].value and not at.dataframe
+    at = open_diff(a="r1", policy="/etc/passwd")
+    assert "a policy file ends in" in at.warning[0].value
+
+
+def test_switching_the_mode_to_a_typed_request(api: stub.StubTraceApi) -> None:
+    at = open_diff(a="r1")
+    assert [i.value for i in at.info] == ["Enter request B's request_id."]
+    at.text_input(key="b").set_value("r2").run()
+    assert at.query_params["b"] == "r2" and len(at.dataframe) == 3
+
+
+@pytest.mark.parametrize("hostile", ["' OR 1=1 --", "../v1/alerts", "请求🚀"])
+def test_unknown_or_hostile_ids(api: stub.StubTraceApi, hostile: str) -> None:
+    at = open_diff(a="r1", b=hostile)
+    assert at.warning[0].value == "No trace found for request B's request_id."
+    assert at.code[0].value == hostile and not at.dataframe and not at.error
+    at = open_diff(a="z" * 10_000, b="r1")
+    assert "Request A: A request_id has at most 128 characters" in at.warning[0].value
+
+
+def test_unreachable(monkeypatch: pytest.MonkeyPatch, closed_port_url: str) -> None:
+    monkeypatch.setenv("ROUTELENS_API_URL", closed_port_url)
+    at = open_diff(a="r1", b="r2")
+    assert "Trace source unreachable" in at.error[0].value
