@@ -1,6 +1,6 @@
 """Constraint binding counts computed in Python, from stored trace rows (dicts as a backend returns them).
 
-DuckDB computes the same figures in SQL (``sql/queries.sql``: ``constraint_stats``); Elasticsearch,
+DuckDB derives the same verdicts in SQL once per trace (:mod:`ingest.duckdb.derived`); Elasticsearch,
 whose nested candidates a plain ``terms`` aggregation cannot pair with the trace's weights, reads a
 bounded page of traces and tallies them here.
 
@@ -18,7 +18,7 @@ from typing import Any
 from ingest.trace_store import sort_constraints
 from schemas.queries import ConstraintStat
 
-__all__ = ["ConstraintTally", "would_be_total"]
+__all__ = ["VERDICTS", "ConstraintTally", "would_be_total"]
 
 
 def would_be_total(candidate: Mapping[str, Any], weights: list[float]) -> float | None:
@@ -30,11 +30,30 @@ def would_be_total(candidate: Mapping[str, Any], weights: list[float]) -> float 
     return (1.0 if factor is None else float(factor)) * sum(w * float(t) for w, t in zip(weights, terms, strict=False))
 
 
+VERDICTS = ("removed", "decisive", "undecided", "soft")
+
+
 class ConstraintTally:
-    """Counts removals, decisive removals, undecided removals and soft violations per (constraint, instance, model)."""
+    """Counts removals, decisive removals, undecided removals and soft violations per (constraint, instance, model).
+
+    A verdict is one of :data:`VERDICTS`: a hard violation whose would-be total did not beat the
+    selected total (``removed``), did (``decisive``), or is unknown (``undecided``); or a soft one.
+    """
 
     def __init__(self) -> None:
         self._counts: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+
+    def count(self, constraint: str, instance: str, model: str, verdict: str, n: int = 1) -> None:
+        """Count ``n`` candidates of ``instance`` (``model``) that ``constraint`` gave ``verdict``."""
+        counts = self._counts[(constraint, instance, model)]
+        if verdict == "soft":
+            counts[3] += n
+            return
+        counts[0] += n
+        if verdict == "decisive":
+            counts[1] += n
+        elif verdict == "undecided":
+            counts[2] += n
 
     def add(self, row: Mapping[str, Any]) -> None:
         """Count one trace row (``selected_instance``, ``score_weights``, ``candidates``)."""
@@ -46,19 +65,14 @@ class ConstraintTally:
             violations = cand.get("violations") or []
             if not violations:
                 continue
-            key = (str(cand.get("instance")), str(cand.get("model")))
+            instance, model = str(cand.get("instance")), str(cand.get("model"))
             hard = {str(v.get("constraint")) for v in violations if v.get("severity", "hard") == "hard"}
-            soft = {str(v.get("constraint")) for v in violations if v.get("severity") == "soft"}
             would = would_be_total(cand, weights) if hard else None
+            verdict = "undecided" if would is None or best is None else "decisive" if would > float(best) else "removed"
             for name in hard:
-                counts = self._counts[(name, *key)]
-                counts[0] += 1
-                if would is None or best is None:
-                    counts[2] += 1
-                elif would > float(best):
-                    counts[1] += 1
-            for name in soft:
-                self._counts[(name, *key)][3] += 1
+                self.count(name, instance, model, verdict)
+            for name in {str(v.get("constraint")) for v in violations if v.get("severity") == "soft"}:
+                self.count(name, instance, model, "soft")
 
     def add_all(self, rows: Iterable[Mapping[str, Any]]) -> ConstraintTally:
         """Count every row; return self."""

@@ -5,7 +5,8 @@ compared with the schema the code derives now, column by column and recursively 
 lists: a missing column is added, a column whose type changed is rewritten with a generated
 conversion (fields that still exist keep their values, new fields are NULL, fields whose type
 became incompatible are NULL, a reader then falls back to the model default), and columns the
-models dropped stay (old data is not destroyed). Each statement is recorded in
+models dropped stay (old data is not destroyed). ``traces`` also carries one column derived at
+write time, outside the models (:mod:`ingest.duckdb.derived`). Each statement is recorded in
 ``routelens_migrations`` and the layout version in ``routelens_meta``.
 """
 
@@ -22,6 +23,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest.codec.to_arrow import parse_schema
+from ingest.duckdb.derived import add_hits_column
 from ingest.kinds import KINDS
 from schemas.version import SCHEMA_VERSION
 
@@ -128,6 +130,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -
                 applied += _upgrade_v1_traces(con, have, want)
             else:
                 applied += _migrate(con, info.table, have, want)
+        applied += add_hits_column(con, lambda: _drop_dependents(con, "traces"), fresh="traces" in created)
         applied += _unique_indexes(con, created)
     # A second transaction: DuckDB checks a new unique index against rows updated in the same one.
     with transaction(con):

@@ -18,6 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest.codec.to_arrow import parse_payloads
+from ingest.duckdb.derived import HITS_COLUMN, hits_expression
 from ingest.duckdb.schema import sql_file, transaction
 from ingest.errors import SinkUnavailable
 from ingest.kinds import KINDS, Kind
@@ -27,8 +28,11 @@ __all__ = ["DuckDBSink"]
 
 log = logging.getLogger(__name__)
 # Table names come from the fixed KINDS registry, never from input.
-_INSERT = {k: f'INSERT INTO "{info.table}" BY NAME SELECT * FROM batch' for k, info in KINDS.items()}
-_INSERT_OR_IGNORE = {k: f'INSERT OR IGNORE INTO "{i.table}" BY NAME SELECT * FROM batch' for k, i in KINDS.items()}
+# Traces gain their derived column (ingest.duckdb.derived) in the same statement.
+_SELECT = {k: f"*, {hits_expression()} AS {HITS_COLUMN}" if k is Kind.TRACE else "*" for k in KINDS}
+_INSERT = {k: f'INSERT INTO "{info.table}" BY NAME SELECT {_SELECT[k]} FROM batch' for k, info in KINDS.items()}
+_INSERT_OR_IGNORE = {k: f'INSERT OR IGNORE INTO "{i.table}" BY NAME SELECT {_SELECT[k]} FROM batch'
+                     for k, i in KINDS.items()}
 # Snapshots before the traces that point at them; quarantine last.
 _ORDER = [Kind.SNAPSHOT, Kind.TRACE, Kind.FEEDBACK, Kind.PROBE, Kind.EVENT, Kind.QUARANTINE]
 

@@ -60,42 +60,25 @@ FROM traces
 WHERE {where}
 GROUP BY ALL;
 
--- name: constraint_stats
--- Per (constraint, instance, model): candidates a hard violation removed, those whose would-be
--- total (weight_factor * sum(weight_i * score_terms[i]), NULL without terms) beat the selected
--- candidate's total, those without terms, and soft violations. A candidate counts once per
--- constraint however many of its metrics broke it. Only candidates with violations are unnested
--- past the first step; the weights and the selected total are computed once per trace.
-WITH t AS (
-    SELECT candidates,
-           list_transform(score_weights, lambda w: w.weight) AS w,
-           list_filter(candidates, lambda c: c.instance = selected_instance)[1].total AS best
-    FROM traces
-    WHERE {where} AND list_bool_or(list_transform(candidates, lambda c: len(c.violations) > 0))
-), c AS (
-    SELECT unnest(candidates) AS c, w, best FROM t
-), v AS (
-    SELECT c.instance AS instance, c.model AS model, best,
-           list_distinct(list_transform(list_filter(c.violations, lambda x: x.severity = 'hard'),
-                                        lambda x: x."constraint")) AS hard,
-           list_distinct(list_transform(list_filter(c.violations, lambda x: x.severity = 'soft'),
-                                        lambda x: x."constraint")) AS soft,
-           CASE WHEN len(c.score_terms) > 0 THEN coalesce(c.weight_factor, 1.0)
-                * coalesce(list_sum(list_transform(c.score_terms, lambda x, i: x * w[i])), 0.0) END AS would
-    FROM c
-    WHERE len(c.violations) > 0
-), h AS (
-    SELECT unnest(hard) AS name, instance, model, 1 AS removed,
-           CASE WHEN would > best THEN 1 ELSE 0 END AS decisive,
-           CASE WHEN would IS NULL OR best IS NULL THEN 1 ELSE 0 END AS undecided, 0 AS soft
-    FROM v
-    UNION ALL
-    SELECT unnest(soft) AS name, instance, model, 0, 0, 0, 1
-    FROM v
-)
-SELECT name AS "constraint", instance, model, sum(removed) AS removed, sum(decisive) AS decisive,
-       sum(undecided) AS undecided, sum(soft) AS soft
-FROM h
+-- name: constraint_keys
+-- The distinct values of traces.constraint_hits in the window and how many traces hold each (the
+-- reader parses them: ingest/duckdb/derived.py). Rows without the column's value (written around
+-- the sink) get it computed here from their candidates (the hits placeholder: sql/constraint_hits.sql).
+SELECT constraint_hits AS hits, count(*) AS n
+FROM traces
+WHERE {where} AND constraint_hits IS NOT NULL AND constraint_hits <> '[]'
+GROUP BY ALL
+UNION ALL
+SELECT {hits} AS hits, count(*) AS n
+FROM traces
+WHERE {where} AND constraint_hits IS NULL
+GROUP BY ALL;
+
+-- name: constraint_keys_legacy
+-- The same over a read-only file written before traces.constraint_hits existed.
+SELECT {hits} AS hits, count(*) AS n
+FROM traces
+WHERE {where}
 GROUP BY ALL;
 
 -- name: misroutes
