@@ -147,7 +147,9 @@ def test_bad_requests_get_openai_style_errors(stack: Stack, body: Any, status: i
 
 def test_feedback_is_accepted_validated_and_counted(stack: Stack) -> None:
     good = {"request_id": "ops-4711", "correct": False, "expected_class": "contract", "expected_model": "big"}
-    assert call("POST", f"{stack.gateway}/v1/feedback", good) == (202, {"status": "accepted"})
+    status, accepted = call("POST", f"{stack.gateway}/v1/feedback", good)
+    assert status == 202 and accepted["status"] == "accepted"
+    assert accepted["learned"]["instance"] == "solo-a" and accepted["learned"]["divergent"] is False
     code, payload = call("POST", f"{stack.gateway}/v1/feedback", {"request_id": "x"})
     assert code == 400 and payload["error"]["param"] == "correct"
     code, payload = call("POST", f"{stack.gateway}/v1/feedback", b"[1, 2]")
