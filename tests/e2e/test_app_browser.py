@@ -93,18 +93,16 @@ def test_trace_explorer_in_chromium(app_url: str, tmp_path: Path) -> None:
             # The default page is served at the root (its url_path only names it in navigation).
             page.goto(f"{app_url}/?request_id={stub.SAMPLE_REQUEST_ID}")
 
-            heading = page.get_by_role("heading", name=re.compile("Selected"))
-            expect(heading).to_contain_text(stub.SELECTED_INSTANCE, timeout=UI_TIMEOUT_MS)
-            expect(heading).to_contain_text(stub.SELECTED_MODEL)
+            sentence = page.get_by_text(re.compile(f"^{stub.SELECTED_INSTANCE} served the request after a fallback"))
+            expect(sentence).to_be_visible(timeout=UI_TIMEOUT_MS)
+            expect(sentence).to_contain_text(f"{stub.REJECTED_INSTANCE} was ruled out by kv-cache 0.97 > 0.9")
+            expect(page.get_by_text(re.compile("smallest single-term change"))).to_be_visible()
 
-            ruled_out = page.locator("li", has_text=stub.REJECTED_INSTANCE)
-            expect(ruled_out).to_be_visible()
-            expect(ruled_out).to_contain_text("kv-cache")
-            expect(ruled_out).to_contain_text(stub.KV_REASON)
-            expect(page.get_by_text("REJECTED", exact=True)).to_be_visible()
-
-            expect(page.get_by_role("heading", name="Attempts")).to_be_visible()
-            expect(page.get_by_test_id("stDataFrame")).to_have_count(3)
+            for name in ("Elimination", "Scores", "State snapshot", "Attempts", "Policy"):
+                expect(page.get_by_role("heading", name=name)).to_be_visible()
+            expect(page.get_by_test_id("stPlotlyChart")).to_have_count(3, timeout=UI_TIMEOUT_MS)  # 3 figures
+            expect(page.locator(".waterfalllayer .point")).to_have_count(4, timeout=UI_TIMEOUT_MS)  # 4 stages
+            expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
             expect(page.get_by_test_id("stException")).to_have_count(0)
             expect(page.get_by_text("Page not found")).to_have_count(0)
             assert page.get_by_label("request_id").input_value() == stub.SAMPLE_REQUEST_ID
@@ -115,3 +113,27 @@ def test_trace_explorer_in_chromium(app_url: str, tmp_path: Path) -> None:
 
     assert shot.stat().st_size > 10_000
     print(f"screenshot: {shot}")
+
+
+def test_decisions_and_diff_in_chromium(app_url: str, tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright missing: pip install playwright")
+    expect = sync_api.expect
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 2200})
+            page.goto(f"{app_url}/decisions?rule=code")
+            expect(page.get_by_role("heading", name="Decisions")).to_be_visible(timeout=UI_TIMEOUT_MS)
+            expect(page.get_by_label("rule")).to_have_value("code")
+            expect(page.get_by_text("No decisions match.")).to_be_visible(timeout=UI_TIMEOUT_MS)
+            expect(page.get_by_test_id("stException")).to_have_count(0)
+            page.screenshot(path=str(tmp_path / "decisions.png"), full_page=True)
+
+            page.goto(f"{app_url}/diff?a={stub.SAMPLE_REQUEST_ID}&b={stub.SAMPLE_REQUEST_ID}")
+            expect(page.get_by_text("0 of 3 candidates differ.")).to_be_visible(timeout=UI_TIMEOUT_MS)
+            expect(page.get_by_test_id("stDataFrame")).to_have_count(3, timeout=UI_TIMEOUT_MS)
+            expect(page.get_by_test_id("stException")).to_have_count(0)
+            page.screenshot(path=str(tmp_path / "diff.png"), full_page=True)
+        finally:
+            browser.close()
+    assert (tmp_path / "diff.png").stat().st_size > 10_000
