@@ -1,7 +1,8 @@
 """The app's pages, as the store sees them: every page's data queries over 24 h of N stored traces.
 
 The traces are generated as ``bench lookup`` generates them (an Arrow template of 4096 real traces
-replicated in DuckDB, one in a hundred with feedback), plus one instance snapshot per instance per
+replicated in DuckDB, one in a hundred with feedback; ``constraint_hits`` derived once, as the sink
+derives it), plus one instance snapshot per instance per
 ``--scrape-s`` over the day (the fleet grid reads them). The file is cached under
 ``~/.cache/routelens-bench`` and reused. Each page's queries run ``--runs`` times; a page's figure is
 the p99 of its runs (each run: all its queries, one after another, as the page issues them):
@@ -30,6 +31,7 @@ import duckdb
 
 from bench.lookup import T0, generate, holds, request_id
 from ingest import DuckDBTraceStore
+from ingest.duckdb.derived import HITS_COLUMN, hits_expression
 from schemas.queries import AggregateQuery, TraceFilter
 
 CACHE = Path.home() / ".cache" / "routelens-bench"
@@ -55,6 +57,23 @@ def add_snapshots(path: Path, scrape_s: float) -> int:
         con.execute("INSERT OR REPLACE INTO routelens_meta VALUES ('bench_app_snapshots', ?)", [str(scrape_s)])
         con.execute("CHECKPOINT")
         return rounds * len(instances)
+    finally:
+        con.close()
+
+
+def derive(path: Path) -> int:
+    """Migrate the file (the store's derived columns) and fill ``constraint_hits`` where the generator left it NULL.
+
+    The generator copies template rows in SQL, around the sink that derives the column; a store
+    fed through the pipeline has it from the start.
+    """
+    DuckDBTraceStore(path).close()
+    con = duckdb.connect(str(path))
+    try:
+        sql = f"UPDATE traces SET {HITS_COLUMN} = {hits_expression()} WHERE {HITS_COLUMN} IS NULL"
+        rows = con.execute(sql).fetchall()
+        con.execute("CHECKPOINT")
+        return int(rows[0][0]) if rows else 0
     finally:
         con.close()
 
@@ -129,6 +148,9 @@ def main(argv: list[str]) -> int:
         generate(path, args.traces, 24.0)
         print(f"  {add_snapshots(path, args.scrape_s):,} snapshots", flush=True)
         print(f"  done in {time.perf_counter() - t:.0f} s, {path.stat().st_size / 1e9:.2f} GB", flush=True)
+    t = time.perf_counter()
+    if filled := derive(path):
+        print(f"  derived constraint_hits of {filled:,} traces in {time.perf_counter() - t:.0f} s", flush=True)
     store = DuckDBTraceStore(path, read_only=True)
     out: dict[str, Any] = {}
     try:

@@ -81,7 +81,25 @@ FROM traces
 WHERE {where}
 GROUP BY ALL;
 
+-- name: misroute_feedback
+-- The newest feedback saying the routing was wrong, a page at a time (keyset on ts, feedback_id):
+-- a few hundred rows of the small feedback table. `{after}` is TRUE or the fixed keyset predicate.
+SELECT request_id, ts, feedback_id, expected_model, expected_class, source
+FROM feedback
+WHERE NOT correct AND {after}
+ORDER BY ts DESC, feedback_id DESC
+LIMIT ?;
+
+-- name: misroute_traces
+-- The traces of one page of that feedback that match the filter: one `?` per id, answered from
+-- traces_request_id_key (about 70 µs an id) instead of scanning every request_id of the window.
+SELECT request_id, ts AS trace_ts, selected_model, selected_instance, rule
+FROM traces
+WHERE request_id IN ({marks}) AND {where};
+
 -- name: misroutes
+-- The same in one join, when the filter keeps too few of the newest misroutes for the pages above
+-- to fill the limit: scans the request_id of every trace in the window.
 -- Feedback saying the routing was wrong, joined to its trace; the filter applies to the trace.
 SELECT f.request_id, f.ts, t.ts AS trace_ts, t.selected_model, t.selected_instance, t.rule,
        f.expected_model, f.expected_class, f.source
