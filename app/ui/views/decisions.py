@@ -46,9 +46,10 @@ with st.form("dec_query_form", border=False):
     q2.form_submit_button("Search by query", on_click=_hash_typed_query)
 st.text_input("query hash", key="dec_qhash", placeholder="sha256:… or hmac-sha256:…")
 key, key_env = dec.hash_key()
-st.caption(f"Typed queries are hashed with the HMAC key from ${key_env}." if key else
-           f"${key_env} is not set here: typed queries hash without the key and will not match." if key_env else
-           "Typed queries are hashed without a key (the configuration sets no router.hash_key_env).")
+st.caption(widgets.plain(
+    f"Typed queries are hashed with the HMAC key from ${key_env}." if key else
+    f"${key_env} is not set here: typed queries hash without the key and will not match." if key_env else
+    "Typed queries are hashed without a key (the configuration sets no router.hash_key_env)."))
 
 raw = {f: str(st.session_state[f"dec_{f}"]) for f in FIELDS}
 signature = repr(sorted(raw.items())) + sc.window + repr(sc.trace_filter(start=None, end=None))

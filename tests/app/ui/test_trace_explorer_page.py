@@ -133,3 +133,13 @@ def test_typing_an_id_loads_it_and_updates_the_url(
 
     at.text_input(key="request_id").set_value("").run()
     assert "request_id" not in at.query_params
+
+
+@pytest.mark.parametrize("case", [cases.normal_win, cases.tie_break, cases.no_feasible, cases.fail_open],
+                         ids=lambda c: c.__name__)
+def test_every_decision_shape_renders(monkeypatch: pytest.MonkeyPatch, case: object) -> None:
+    trace = case()  # type: ignore[operator]
+    with stub.StubTraceApi([trace]) as api:
+        at = run_app(monkeypatch, api.url, trace.request_id)
+    assert not at.error and at.text[0].value
+    assert json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["type"] == "waterfall"
