@@ -75,6 +75,8 @@ else:
 st.subheader("Policy")
 facts = trace_tables.summary(trace)
 policy = {k: facts[k] for k in ("rule", "intent", "experiment_arm", "router_version", "policy_hash", "ts")}
+policy_steps = [s.reason for s in trace.decision_trace if s.kind.value in ("policy", "pick") and s.reason]
+policy["policy and pick steps"] = " · ".join(policy_steps) or explain.DASH
 policy["weights"] = ", ".join(f"{w.name} {explain.fmt_num(w.weight)}" for w in trace.score_weights) or explain.DASH
 st.dataframe([{"field": k, "value": v} for k, v in policy.items()], hide_index=True)
 with st.expander("Decision steps"):

@@ -59,6 +59,7 @@ def test_found_trace_reads_sentence_first_then_pictures(
     policy = frames[5].set_index("field")["value"]
     assert policy["rule"] == "code-default" and policy["intent"] == "code (82%)"
     assert policy["weights"] == "queue-depth 0.3, kv-cache 0.4, latency 0.3"
+    assert policy["policy and pick steps"] == "rule code-default matched · max score, margin 0.132"
 
     assert at.expander[-1].label == "Raw trace JSON"
     assert at.expander[-1].json[0].value.count(stub.SAMPLE_REQUEST_ID) >= 1
