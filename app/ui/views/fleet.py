@@ -42,6 +42,13 @@ def fetch_at(moment: datetime, expected: tuple[str, ...]) -> list[dict[str, Any]
 
 
 @st.cache_data(ttl=REFRESH_S, max_entries=32, show_spinner=False)
+def fetch_served(flt: str) -> list[tuple[str, str]]:
+    """``(model, instance)`` pairs that served requests of the window (a grid cell each, grey without state)."""
+    edges = resources.get_store().traffic(TraceFilter.model_validate_json(flt))
+    return sorted({(e.model, e.instance) for e in edges if e.model and e.instance})
+
+
+@st.cache_data(ttl=REFRESH_S, max_entries=32, show_spinner=False)
 def fetch_detail(instance: str, start: datetime, end: datetime, flt: str) -> dict[str, Any]:
     """One instance's snapshots over the window, the window's router events naming it, and its requests."""
     store = resources.get_store()
@@ -64,8 +71,9 @@ def grid_now(sc: sidebar.Scope, back_s: int, th: Any) -> tuple[Any, str]:
     except SinkError as exc:
         problem = str(exc)
     live = data.live_snapshots(state if isinstance(state, dict) else None)
-    known = tuple(sorted({s.instance for s in live}))
     pairs = [(s.model, s.instance) for s in live]
+    pairs += fetch_served(sc.trace_filter().model_copy(update={"instance": None}).model_dump_json())
+    known = tuple(sorted({i for _, i in pairs}))
     if back_s == 0 and live:
         return data.cells(live, th, known=pairs), "Live state (GET /v1/router/state)"
     stored = data.at_moment((InstanceSnapshot.model_validate(s) for s in fetch_at(moment, known)), moment)

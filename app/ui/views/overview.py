@@ -113,8 +113,10 @@ def live(scope: sidebar.Scope, now: datetime | None) -> None:
         show_alerts()
         return
     st.caption(f"{sc.start:%Y-%m-%d %H:%M} – {sc.end:%H:%M} UTC, against the {sc.window} before")
-    cols = st.columns(7)
-    for col, h in zip(cols, data.headlines(current, previous), strict=True):
+    heads = data.headlines(current, previous)
+    # Two rows: traffic, errors, fallbacks and cost; then latency (seven across truncate the values).
+    cols = [*st.columns(4), *st.columns(4)[:3]]
+    for col, h in zip(cols, [*heads[:3], heads[6], *heads[3:6]], strict=True):
         col.metric(h.label, h.text, h.delta_text, delta_color="inverse" if h.worse_up else "normal",
                    help=h.help or None)
     st.plotly_chart(charts.overview_chart(current, sc.bucket))

@@ -68,8 +68,8 @@ def test_numbers_charts_misroutes_and_alerts(monkeypatch: pytest.MonkeyPatch, st
 
     assert not at.error
     got = metrics(at)
-    assert list(got) == ["Requests", "Error rate", "Fallback rate", "Latency p50", "Latency p95", "Latency p99",
-                         "Cost"]
+    assert list(got) == ["Requests", "Error rate", "Fallback rate", "Cost", "Latency p50", "Latency p95",
+                         "Latency p99"]
     assert got["Requests"] == str(len(recent))
     errors = sum(t.outcome.status == "error" for t in recent)
     assert got["Error rate"] == f"{errors / len(recent):.1%}"
