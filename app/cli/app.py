@@ -22,6 +22,7 @@ def _run(args: argparse.Namespace) -> int:
         from app.ui.data.fleet import SETTINGS_ENV
 
         env[SETTINGS_ENV] = cfg.app.model_dump_json()
+        env["ROUTELENS_CONFIG"] = str(Path(args.config).resolve())  # the decisions page's hash key name
     if args.db:
         env[DB_ENV] = str(Path(args.db).resolve())
     else:
