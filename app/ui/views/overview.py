@@ -89,9 +89,9 @@ def show_misroutes(flt: TraceFilter) -> None:
 
 
 @st.fragment(run_every=REFRESH_S)
-def live(scope: sidebar.Scope, now: datetime | None) -> None:
+def live(scope: sidebar.Scope) -> None:
     """Everything below the title, refreshed every few seconds over a window ending now."""
-    end = now or fleet_data.floor_time(datetime.now(UTC), REFRESH_S)  # reruns within a refresh share the cache
+    end = fleet_data.floor_time(datetime.now(UTC), REFRESH_S)  # reruns within a refresh share the cache
     span = scope.end - scope.start
     sc = dataclasses.replace(scope, start=end - span, end=end)
     flt, before = sc.trace_filter(), sc.trace_filter().model_copy(update={"start": sc.start - span, "end": sc.start})
@@ -134,4 +134,4 @@ def live(scope: sidebar.Scope, now: datetime | None) -> None:
 
 scope = sidebar.scope()
 st.title("Overview")
-live(scope, None)
+live(scope)
