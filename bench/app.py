@@ -1,8 +1,8 @@
 """The app's pages, as the store sees them: every page's data queries over 24 h of N stored traces.
 
 The traces are generated as ``bench lookup`` generates them (an Arrow template of 4096 real traces
-replicated in DuckDB, one in a hundred with feedback; ``constraint_hits`` derived once, as the sink
-derives it), plus one instance snapshot per instance per
+replicated in DuckDB, one in a hundred with feedback; the derived columns filled once, as the sink
+fills them), plus one instance snapshot per instance per
 ``--scrape-s`` over the day (the fleet grid reads them). The file is cached under
 ``~/.cache/routelens-bench`` and reused. Each page's queries run ``--runs`` times; a page's figure is
 the p99 of its runs (each run: all its queries, one after another, as the page issues them):
@@ -31,7 +31,7 @@ import duckdb
 
 from bench.lookup import T0, generate, holds, request_id
 from ingest import DuckDBTraceStore
-from ingest.duckdb.derived import HITS_COLUMN, hits_expression
+from ingest.duckdb.derived import derive_missing
 from schemas.queries import AggregateQuery, TraceFilter
 
 CACHE = Path.home() / ".cache" / "routelens-bench"
@@ -62,18 +62,17 @@ def add_snapshots(path: Path, scrape_s: float) -> int:
 
 
 def derive(path: Path) -> int:
-    """Migrate the file (the store's derived columns) and fill ``constraint_hits`` where the generator left it NULL.
+    """Migrate the file (the store's derived columns) and fill those the generator left NULL.
 
-    The generator copies template rows in SQL, around the sink that derives the column; a store
-    fed through the pipeline has it from the start.
+    The generator copies template rows in SQL, around the sink that derives them; a store fed
+    through the pipeline has them from the start.
     """
     DuckDBTraceStore(path).close()
     con = duckdb.connect(str(path))
     try:
-        sql = f"UPDATE traces SET {HITS_COLUMN} = {hits_expression()} WHERE {HITS_COLUMN} IS NULL"
-        rows = con.execute(sql).fetchall()
+        touched = derive_missing(con)
         con.execute("CHECKPOINT")
-        return int(rows[0][0]) if rows else 0
+        return touched
     finally:
         con.close()
 
@@ -150,7 +149,7 @@ def main(argv: list[str]) -> int:
         print(f"  done in {time.perf_counter() - t:.0f} s, {path.stat().st_size / 1e9:.2f} GB", flush=True)
     t = time.perf_counter()
     if filled := derive(path):
-        print(f"  derived constraint_hits of {filled:,} traces in {time.perf_counter() - t:.0f} s", flush=True)
+        print(f"  derived columns of {filled:,} rows in {time.perf_counter() - t:.0f} s", flush=True)
     store = DuckDBTraceStore(path, read_only=True)
     out: dict[str, Any] = {}
     try:

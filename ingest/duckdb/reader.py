@@ -109,8 +109,12 @@ class DuckDBReader(DuckDBAnalytics, WindowReader):
         width = BUCKETS[query.bucket] * 1_000_000
         base = (query.filter.start - _EPOCH) // timedelta(microseconds=1) // width * width
         out = []
-        for r in self._rows(named_queries()["aggregate"].format(where=where),
-                            [base, width, *params, base, width, *params]):
+        args = [base, width, *params, base, width, *params]
+        try:
+            rows = self._rows(named_queries()["aggregate"].format(where=where), args)
+        except duckdb.BinderException:  # a read-only file from before the derived rid_hash
+            rows = self._rows(named_queries()["aggregate_legacy"].format(where=where), args)
+        for r in rows:
             q = r["q"] or [None, None, None]
             out.append(BucketStats(
                 start=_EPOCH + timedelta(microseconds=base + r["k"] * width), requests=r["requests"],

@@ -23,7 +23,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest.codec.to_arrow import parse_schema
-from ingest.duckdb.derived import add_hits_column
+from ingest.duckdb.derived import DERIVED, add_derived_columns
 from ingest.kinds import KINDS
 from schemas.version import SCHEMA_VERSION
 
@@ -130,7 +130,9 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -
                 applied += _upgrade_v1_traces(con, have, want)
             else:
                 applied += _migrate(con, info.table, have, want)
-        applied += add_hits_column(con, lambda: _drop_dependents(con, "traces"), fresh="traces" in created)
+        for table in DERIVED:
+            applied += add_derived_columns(con, table, lambda t=table: _drop_dependents(con, t),  # type: ignore[misc]
+                                           fresh=table in created)
         applied += _unique_indexes(con, created)
     # A second transaction: DuckDB checks a new unique index against rows updated in the same one.
     with transaction(con):

@@ -18,7 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest.codec.to_arrow import parse_payloads
-from ingest.duckdb.derived import HITS_COLUMN, hits_expression
+from ingest.duckdb.derived import select_list
 from ingest.duckdb.schema import sql_file, transaction
 from ingest.errors import SinkUnavailable
 from ingest.kinds import KINDS, Kind
@@ -28,8 +28,8 @@ __all__ = ["DuckDBSink"]
 
 log = logging.getLogger(__name__)
 # Table names come from the fixed KINDS registry, never from input.
-# Traces gain their derived column (ingest.duckdb.derived) in the same statement.
-_SELECT = {k: f"*, {hits_expression()} AS {HITS_COLUMN}" if k is Kind.TRACE else "*" for k in KINDS}
+# Traces and feedback gain their derived columns (ingest.duckdb.derived) in the same statement.
+_SELECT = {k: select_list(info.table) for k, info in KINDS.items()}
 _INSERT = {k: f'INSERT INTO "{info.table}" BY NAME SELECT {_SELECT[k]} FROM batch' for k, info in KINDS.items()}
 _INSERT_OR_IGNORE = {k: f'INSERT OR IGNORE INTO "{i.table}" BY NAME SELECT {_SELECT[k]} FROM batch'
                      for k, i in KINDS.items()}

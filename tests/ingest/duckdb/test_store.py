@@ -7,7 +7,7 @@ import pytest
 
 from bench.synthetic import TraceFactory
 from ingest.codec.storage_schema import storage_schema, strip_not_null
-from ingest.duckdb.derived import HITS_COLUMN
+from ingest.duckdb.derived import DERIVED
 from ingest.duckdb.schema import STORAGE_VERSION, ensure_schema
 from ingest.duckdb.store import DuckDBTraceStore
 from ingest.errors import SinkUnavailable
@@ -83,8 +83,8 @@ def test_tables_views_and_version_are_derived_from_the_models(tmp_path: Path) ->
     con.close()
     assert {"traces", "instance_snapshots", "probe_results", "router_events", "feedback", "quarantine"} <= tables
     assert {"trace_candidates", "trace_steps", "trace_attempts", "trace_candidate_states"} <= views
-    assert cols == [f.name for f in storage_schema(Kind.TRACE)] + [HITS_COLUMN]  # derived at write time
-    assert cols[:3] == [f.name for f in arrow_schema()][:3] and cols[-2] == "detail"
+    assert cols == [f.name for f in storage_schema(Kind.TRACE)] + [c for c, _, _ in DERIVED["traces"]]
+    assert cols[:3] == [f.name for f in arrow_schema()][:3] and cols[-1 - len(DERIVED["traces"])] == "detail"
     assert meta == {"schema_version": str(SCHEMA_VERSION), "storage_version": str(STORAGE_VERSION)}
 
 
