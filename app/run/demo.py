@@ -201,7 +201,7 @@ def run_demo(
             print(f"  example request_id: {rid}")
             print(f"    {routelens_command()} trace {rid} --api {gateway}")
             if with_app:
-                print(f"    {app_url}/?request_id={rid}")
+                print(f"    {app_url}/trace?request_id={rid}")
         if cfg.probes.enabled:
             print(f"  probes   every {cfg.probes.interval_s:g} s per instance (syntax, latency, semantic); verdicts "
                   f"below as they change, alerts at {gateway}/v1/alerts" + (f", page {app_url}/probes" if with_app

@@ -5,13 +5,15 @@ import streamlit as st
 st.set_page_config(page_title="RouteLens", layout="wide")
 st.navigation(
     [
-        st.Page("views/trace_explorer.py", title="Why this model", url_path="trace", default=True),
-        st.Page("views/probes.py", title="Probes & alerts", url_path="probes"),
-        st.Page("views/decisions.py", title="Decisions", url_path="decisions"),
-        st.Page("views/diff.py", title="Decision diff", url_path="diff"),
-        st.Page("views/overview.py", title="Overview", url_path="overview"),
+        # The landing page is served at "/" (a default page's url_path only names it in navigation), so
+        # it is the overview: every other page keeps its own path, /trace?request_id=... included.
+        st.Page("views/overview.py", title="Overview", url_path="overview", default=True),
         st.Page("views/fleet.py", title="Fleet health", url_path="fleet"),
         st.Page("views/topology.py", title="Traffic topology", url_path="topology"),
         st.Page("views/constraints.py", title="Constraints", url_path="constraints"),
+        st.Page("views/decisions.py", title="Decisions", url_path="decisions"),
+        st.Page("views/trace_explorer.py", title="Why this model", url_path="trace"),
+        st.Page("views/diff.py", title="Decision diff", url_path="diff"),
+        st.Page("views/probes.py", title="Probes & alerts", url_path="probes"),
     ]
 ).run()

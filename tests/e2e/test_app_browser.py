@@ -90,8 +90,8 @@ def test_trace_explorer_in_chromium(app_url: str, tmp_path: Path) -> None:
         try:
             # Tall viewport: Streamlit scrolls an inner container, so full_page alone cuts the page.
             page = browser.new_page(viewport={"width": 1600, "height": 2200})
-            # The default page is served at the root (its url_path only names it in navigation).
-            page.goto(f"{app_url}/?request_id={stub.SAMPLE_REQUEST_ID}")
+            # The drill-down has its own path; the landing page at the root is the overview.
+            page.goto(f"{app_url}/trace?request_id={stub.SAMPLE_REQUEST_ID}")
 
             sentence = page.get_by_text(re.compile(f"^{stub.SELECTED_INSTANCE} served the request after a fallback"))
             expect(sentence).to_be_visible(timeout=UI_TIMEOUT_MS)

@@ -44,10 +44,10 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_streamlit_caches: 
 
 def open_page(**params: str) -> AppTest:
     at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
+    at.switch_page("views/decisions.py")  # opened directly, as a deep link does (the landing page is the overview)
     for k, v in params.items():
         at.query_params[k] = v
     at.run()
-    at.switch_page("views/decisions.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

@@ -71,10 +71,10 @@ def open_page(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], **params: st
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
-    at.run()
+    at.switch_page(PAGE)  # opened directly, as a deep link does (the landing page is the overview)
     for key, value in params.items():
         at.query_params[key] = value
-    at.switch_page(PAGE).run()
+    at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

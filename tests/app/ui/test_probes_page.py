@@ -36,10 +36,10 @@ def probe_api() -> Iterator[stub.StubTraceApi]:
 def open_page(monkeypatch: pytest.MonkeyPatch, api_url: str, **params: str) -> AppTest:
     monkeypatch.setenv("ROUTELENS_API_URL", api_url)
     at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
-    at.run()
+    at.switch_page(PAGE)  # opened directly, as a deep link does (the landing page is the overview)
     for key, value in params.items():
         at.query_params[key] = value
-    at.switch_page(PAGE).run()
+    at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

@@ -42,10 +42,10 @@ def open_page(monkeypatch: pytest.MonkeyPatch, *, db: Path | None = None, api: s
     if api is not None:
         monkeypatch.setenv("ROUTELENS_API_URL", api)
     at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
-    at.run()
+    at.switch_page(PAGE)  # opened directly, as a deep link does (the landing page is the overview)
     for key, value in {"end": seed.AT_PARAM, **params}.items():
         at.query_params[key] = value
-    at.switch_page(PAGE).run()
+    at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 
