@@ -5,9 +5,10 @@ import streamlit as st
 st.set_page_config(page_title="RouteLens", layout="wide")
 st.navigation(
     [
-        # The landing page is served at "/" (a default page's url_path only names it in navigation), so
-        # it is the overview: every other page keeps its own path, /trace?request_id=... included.
-        st.Page("views/overview.py", title="Overview", url_path="overview", default=True),
+        # The default page is served at "/" whatever its url_path, so it is a one-line page that opens the
+        # overview: every page, the overview included, then has its own address (/trace?request_id=...).
+        st.Page("views/home.py", title="Home", url_path="home", default=True),
+        st.Page("views/overview.py", title="Overview", url_path="overview"),
         st.Page("views/fleet.py", title="Fleet health", url_path="fleet"),
         st.Page("views/topology.py", title="Traffic topology", url_path="topology"),
         st.Page("views/constraints.py", title="Constraints", url_path="constraints"),

@@ -18,9 +18,9 @@ pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
 def run_app(monkeypatch: pytest.MonkeyPatch, api_url: str, request_id: str | None) -> AppTest:
     monkeypatch.setenv("ROUTELENS_API_URL", api_url)
     at = AppTest.from_file(APP, default_timeout=30)
+    at.run()  # the root (which opens the overview) first, then the drill-down at /trace?request_id=
     if request_id is not None:
         at.query_params["request_id"] = request_id
-    at.run()  # the landing page (the overview) first, then the drill-down at /trace
     at.switch_page("views/trace_explorer.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at

@@ -1,0 +1,127 @@
+"""Every page of the demo's app in a real browser (Debian's Chromium through playwright).
+
+``routelens demo`` runs as it ships (a simulated fleet, the gateway with its prober, traffic, the
+app); each page is opened, its key element asserted, and a screenshot of it saved as a test
+artefact under ``$ROUTELENS_ARTIFACTS`` (default ``.pytest_artifacts/`` in the repository).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from app.run.procs import free_port
+from tests.e2e.conftest import ROOT, Proc
+from tests.e2e.net import call
+from tests.e2e.test_app_browser import CHROMIUM, CHROMIUM_ARGS, UI_TIMEOUT_MS
+from tests.polling import wait_until
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} missing: apt-get install -y chromium"),
+]
+ARTEFACTS = Path(os.environ.get("ROUTELENS_ARTIFACTS", ROOT / ".pytest_artifacts"))
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("demo-app")
+    shipped = yaml.safe_load((ROOT / "routelens.yaml").read_text())
+    for inst in shipped["fleet"]["instances"]:
+        inst["url"] = f"http://127.0.0.1:{free_port()}"
+    shipped["gateway"]["port"] = free_port()
+    shipped["app"]["port"] = free_port()
+    shipped["storage"]["duckdb_path"] = str(tmp / "traces.duckdb")
+    cfg = tmp / "routelens.yaml"
+    cfg.write_text(yaml.safe_dump(shipped))
+    proc = Proc([sys.executable, "-m", "app", "demo", "--config", str(cfg), "--rps", "5"])
+    try:
+        proc.wait_for("Press Ctrl-C to stop.", timeout_s=150)
+        out = "".join(proc.lines)
+        rid = re.search(r"example request_id: (\S+)", out)
+        assert rid, out
+        gateway = f"http://127.0.0.1:{shipped['gateway']['port']}"
+        # Enough stored traffic for the pictures: a few dozen traces in the store.
+        assert wait_until(lambda: len(call("GET", f"{gateway}/v1/traces?limit=50")[1]["items"]) >= 30, 60)
+        yield {"app": f"http://127.0.0.1:{shipped['app']['port']}", "gateway": gateway, "request_id": rid.group(1),
+               "instances": [i["id"] for i in shipped["fleet"]["instances"]]}
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright missing: pip install playwright")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def open_page(browser: Any, url: str, name: str) -> Any:
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1600, "height": 2400})
+    page.goto(url)
+    expect(page.get_by_test_id("stApp")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    page.wait_for_load_state("networkidle")
+    return page
+
+
+def finish(page: Any, name: str) -> None:
+    from playwright.sync_api import expect
+
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_text("Page not found")).to_have_count(0)
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTEFACTS / f"page-{name}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    page.close()
+
+
+PLOT = ".js-plotly-plot"
+# page -> the element that is its picture (a CSS selector in the rendered page)
+KEY = {"overview": PLOT, "fleet": PLOT, "topology": f"{PLOT} g.sankey", "constraints": PLOT,
+       "decisions": "[data-testid='stDataFrame']", "probes": PLOT}
+
+
+@pytest.mark.parametrize("name", list(KEY))
+def test_every_page_renders_its_picture(demo: dict[str, Any], browser: Any, name: str) -> None:
+    from playwright.sync_api import expect
+
+    page = open_page(browser, f"{demo['app']}/{name}", name)
+    expect(page.locator(KEY[name]).first).to_be_visible(timeout=UI_TIMEOUT_MS)
+    if name == "fleet":  # one cell per instance of the fleet, each named in the grid
+        grid = page.locator(PLOT).first
+        for instance in demo["instances"]:
+            expect(grid).to_contain_text(instance, timeout=UI_TIMEOUT_MS)
+    finish(page, name)
+
+
+def test_the_root_opens_the_overview(demo: dict[str, Any], browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    page = open_page(browser, f"{demo['app']}/", "root")
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    assert page.url.rstrip("/").endswith("/overview")
+    page.close()
+
+
+def test_the_drill_down_shows_the_waterfall(demo: dict[str, Any], browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    page = open_page(browser, f"{demo['app']}/trace?request_id={demo['request_id']}", "trace")
+    expect(page.locator(f"{PLOT} .waterfall, {PLOT} .bars").first).to_be_attached(timeout=UI_TIMEOUT_MS)
+    finish(page, "trace")
