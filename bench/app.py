@@ -138,6 +138,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--scrape-s", type=float, default=1.0, help="seconds between two snapshots of an instance")
     p.add_argument("--db", help="the store file (default: a cache file under ~/.cache/routelens-bench)")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--render-runs", type=int, default=3, help="AppTest runs of each page (Streamlit's render time)")
+    p.add_argument("--no-render", action="store_true", help="skip the AppTest render times")
     args = p.parse_args(argv)
     path = Path(args.db) if args.db else CACHE / f"app-{args.traces}.duckdb"
     if not ready(path, args.traces, args.scrape_s):
@@ -179,5 +181,41 @@ def main(argv: list[str]) -> int:
         print(f"drilldown    p99 {p99(lat):8.2f} ms over {args.lookups} lookups", flush=True)
     finally:
         store.close()
-    print(json.dumps({"traces": args.traces, "pages": out, "drilldown_p99_ms": round(p99(lat), 2)}))
+    render = {} if args.no_render else render_times(path, args.render_runs, request_id(0))
+    print(json.dumps({"traces": args.traces, "pages": out, "drilldown_p99_ms": round(p99(lat), 2),
+                      "render": render}))
     return 0
+
+
+RENDERED = ["overview", "fleet", "topology", "constraints", "decisions", "trace_explorer", "probes"]
+
+
+def render_times(path: Path, runs: int, rid: str) -> dict[str, dict[str, float]]:
+    """Each page run whole by Streamlit's ``AppTest`` over the store file: the script's render time, p50/p99 ms.
+
+    Queries included (the page's own, through its caches' first miss: each run is a fresh AppTest); no
+    live gateway, so the live parts show their "unavailable" state.
+    """
+    import os
+
+    from streamlit.testing.v1 import AppTest
+
+    from app.reader import DB_ENV
+    from app.ui import ENTRYPOINT
+
+    os.environ[DB_ENV] = str(path)
+    os.environ.pop("ROUTELENS_API_URL", None)
+    out: dict[str, dict[str, float]] = {}
+    for page in RENDERED:
+        samples = []
+        for _ in range(runs):
+            at = AppTest.from_file(str(ENTRYPOINT), default_timeout=120)
+            at.run()
+            if page == "trace_explorer":
+                at.query_params["request_id"] = rid
+            t = time.perf_counter()
+            at.switch_page(f"views/{page}.py").run()
+            samples.append((time.perf_counter() - t) * 1e3)
+        out[page] = {"p50_ms": round(statistics.median(samples), 1), "p99_ms": round(p99(samples), 1)}
+        print(f"render {page:14s} p50 {out[page]['p50_ms']:8.1f} ms", flush=True)
+    return out
