@@ -156,6 +156,9 @@ def main(argv: list[str]) -> int:
         "storage": {"duckdb_path": str(tmp / "traces.duckdb")},
         "fleet": {"instances": [{"id": "sim-0", "model": "m", "url": base}]},
         "constraints": [{"name": "queue", "metric": "queue", "op": "<=", "threshold": 1e9}],
+        # The gateway alone: the prober's process (and its model's 8 s load) would share the cores with
+        # the run; `python -m bench probes --gateway` measures the gateway with probes on versus off.
+        "probes": {"enabled": False},
     }
     (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
     py = [sys.executable, "-m", "app", "--config", str(tmp / "c.yaml")]
