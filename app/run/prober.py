@@ -114,7 +114,8 @@ class Prober:
 
     async def start(self) -> None:
         """Start probing in the background (returns at once)."""
-        connector = aiohttp.TCPConnector(limit=self.settings.max_concurrent, force_close=True)
+        # Keep-alive: a fresh connection per probe would churn ephemeral ports (600 per period at 200 instances).
+        connector = aiohttp.TCPConnector(limit=self.settings.max_concurrent)
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
         self.runner = runner = ProbeRunner(self.settings, self._session, embedder=self._embedder,
                                            baselines=self._baselines, wall=self._wall)

@@ -44,10 +44,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, 
     procs = [Proc([*py, "--config", str(prober_cfg), "sim", "fleet"])]
     try:
         procs[0].wait_for("fleet ready")
-        procs.append(Proc([*py, "--config", str(prober_cfg), "probes", "run", "--port", str(prober_port)]))
-        procs[-1].wait_for("prober ready")
+        # The gateway binds first: the prober's probe connections take ephemeral ports, and the ports
+        # picked above are ephemeral ones too. The gateway follows the prober once it answers.
         procs.append(Proc([*py, "--config", str(gw_cfg), "serve", "--workers", "1"]))
         procs[-1].wait_for("gateway ready")
+        procs.append(Proc([*py, "--config", str(prober_cfg), "probes", "run", "--port", str(prober_port)]))
+        procs[-1].wait_for("prober ready")
         yield f"http://127.0.0.1:{prober_port}", f"http://127.0.0.1:{gw_port}", urls
     finally:
         for p in reversed(procs):
