@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator
 from schemas.config import SimModelProfile, SimSettings
 from schemas.fleet import InstanceSpec
 from tests.contracts import contract
+from tests.probes.conftest import serving
 
 OPENAI_CONTRACT = contract("openai", "chat_completions_subset.openapi.json")
 
@@ -49,18 +50,7 @@ def openai_schema() -> Callable[[str], Draft202012Validator]:
 def serve() -> Serve:
     """Serve an aiohttp app on a free loopback port: ``async with serve(app) as base_url``."""
 
-    @asynccontextmanager
-    async def _serve(app: web.Application) -> AsyncIterator[str]:
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-        finally:
-            await runner.cleanup()
-
-    return _serve
+    return serving
 
 
 @pytest.fixture
