@@ -148,7 +148,11 @@ def test_a_drifting_instance_is_taken_out_alerted_on_and_let_back_in(
     assert call("DELETE", f"{urls[BAD]}/admin/faults")[0] == 200
     assert wait_until(lambda: verdict(gateway, BAD, "semantic") == "ok", 90, 0.3)  # after m=3 passes
     assert wait_until(lambda: receiver.alerts("resolved"), 30)
-    _, events = call("GET", f"{gateway}/v1/events?start={quote(since.isoformat())}"
-                            f"&end={quote((datetime.now(UTC) + timedelta(minutes=1)).isoformat())}&kind=alert")
-    told = [e["message"].split()[:2] for e in events["events"] if e["instance"] == BAD]
-    assert told == [["firing:", "RouteLensProbeSemanticDrift"], ["resolved:", "RouteLensProbeSemanticDrift"]]
+
+    def told() -> list[list[str]]:  # router events reach the store through the spool, a flush later
+        _, events = call("GET", f"{gateway}/v1/events?start={quote(since.isoformat())}"
+                                f"&end={quote((datetime.now(UTC) + timedelta(minutes=1)).isoformat())}&kind=alert")
+        return [e["message"].split()[:2] for e in events["events"] if e["instance"] == BAD]
+
+    wait_until(lambda: len(told()) >= 2, 15)
+    assert told() == [["firing:", "RouteLensProbeSemanticDrift"], ["resolved:", "RouteLensProbeSemanticDrift"]]
