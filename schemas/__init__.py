@@ -27,6 +27,7 @@ from schemas.trace import (
     Outcome,
     RequestFeatures,
     ScoreWeight,
+    ShadowDecision,
     Violation,
 )
 from schemas.version import SCHEMA_VERSION
@@ -59,6 +60,7 @@ __all__ = [
     "RoutelensError",
     "RoutingMode",
     "ScoreWeight",
+    "ShadowDecision",
     "StepKind",
     "Violation",
     "normalize_query",

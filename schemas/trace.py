@@ -29,6 +29,7 @@ __all__ = [
     "Outcome",
     "RequestFeatures",
     "ScoreWeight",
+    "ShadowDecision",
     "Violation",
 ]
 
@@ -132,6 +133,20 @@ class Outcome(ContractModel):
     total_ms: float = Field(ge=0)
 
 
+class ShadowDecision(ContractModel):
+    """What a candidate policy, deciding beside the live one without serving, would have chosen."""
+
+    router_version: str
+    policy_hash: str
+    arm: str | None = Field(None, description="The experiment arm the shadow policy belongs to, if any.")
+    selected_model: str | None = None
+    selected_instance: str | None = None
+    live_rank: int | None = Field(None, ge=1, description="Rank of the live choice under the shadow policy; "
+                                                          "None when the shadow ruled it out.")
+    flipped: bool = Field(description="The shadow would have served another instance than the live one.")
+    latency_ms: float = Field(ge=0, description="Time the shadow decision took (off the request path).")
+
+
 class DecisionTrace(ContractModel):
     """The structured record of one routing decision and its outcome."""
 
@@ -155,6 +170,10 @@ class DecisionTrace(ContractModel):
     fallback_reason: str | None = None
     attempts: list[Attempt] = []
     mode: RoutingMode = RoutingMode.NORMAL
+    selection_probability: float | None = Field(
+        None, ge=0, le=1, description="Probability the picker gave the selected instance (sampling pickers); "
+                                      "1.0 for a deterministic pick, None when nothing was picked.")
+    shadow: ShadowDecision | None = None
     latency_ms: float = Field(ge=0, description="Time spent deciding, not forwarding.")
     outcome: Outcome
 
