@@ -343,3 +343,13 @@ class RouteLensConfig(ContractModel):
     sim: SimSettings = SimSettings()
     app: AppSettings = AppSettings()
     probes: ProbeSettings = ProbeSettings()
+    experiments: ExperimentsSettings | None = Field(
+        None, description="A/B arms, their traffic shares and a shadow policy (schemas.experiments_config)."
+    )
+
+
+# The arms' inline policies reuse the sections above, so that module imports this one: it comes last
+# (schemas/__init__ imports this module first), then the model is completed with it.
+from schemas.experiments_config import ExperimentsSettings  # noqa: E402
+
+RouteLensConfig.model_rebuild()
