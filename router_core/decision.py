@@ -29,6 +29,8 @@ class Decision:
         fallback_reason: Why the decision fell back (None: it did not).
         mode: Normal, or the degraded mode the decision ran in.
         decision_ms: Time spent deciding.
+        selection_probability: The chance the picker's sampling rule gave the first target (1.0
+            for a deterministic pick; None when there is nothing to try).
     """
 
     rule: str
@@ -39,6 +41,7 @@ class Decision:
     fallback_reason: str | None
     mode: RoutingMode
     decision_ms: float
+    selection_probability: float | None = None
 
     @property
     def selected(self) -> InstanceSpec | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from router_core.decision import Decision, Steps
 from schemas.common import AttemptStatus, RoutingMode, StepKind
-from schemas.trace import Attempt, DecisionTrace, Outcome, RequestFeatures
+from schemas.trace import Attempt, DecisionTrace, Outcome, RequestFeatures, ShadowDecision
 
 __all__ = ["TraceRecorder"]
 
@@ -23,7 +23,8 @@ class TraceRecorder:
     """Record of one request, written through :meth:`record_decision` and :meth:`record_attempts`."""
 
     def __init__(self, *, request_id: str, ts: datetime, router_version: str, policy_hash: str, query_hash: str,
-                 features: RequestFeatures, intent: str | None = None, intent_confidence: float | None = None) -> None:
+                 features: RequestFeatures, intent: str | None = None, intent_confidence: float | None = None,
+                 experiment_arm: str | None = None) -> None:
         self.request_id = request_id
         self.ts = ts
         self.features = features
@@ -31,11 +32,13 @@ class TraceRecorder:
         self._head: dict[str, Any] = {
             "request_id": request_id, "ts": ts, "router_version": router_version, "policy_hash": policy_hash,
             "query_hash": query_hash, "features": features, "intent": intent, "intent_confidence": intent_confidence,
+            "experiment_arm": experiment_arm,
         }
         self._decision: Decision | None = None
         self._steps = Steps()
         self._attempts: tuple[Attempt, ...] = ()
         self._fallback_reason: str | None = None
+        self.shadow: ShadowDecision | None = None  # set before finish() when a shadow policy decided
 
     def record_decision(self, decision: Decision) -> None:
         """Take the router's decision (once per request)."""
@@ -81,5 +84,12 @@ class TraceRecorder:
             "selected_instance": instance, "fallback_triggered": self._fallback_reason is not None,
             "fallback_reason": self._fallback_reason, "attempts": self._attempts,
             "mode": d.mode if d else RoutingMode.NORMAL, "latency_ms": d.decision_ms if d else 0.0,
-            "outcome": outcome,
+            "selection_probability": self._propensity(instance), "shadow": self.shadow, "outcome": outcome,
         })
+
+    def _propensity(self, served: str | None) -> float | None:
+        """The picker's chance for the instance that served; None when a retry served another one."""
+        d = self._decision
+        if d is None or d.selected is None or served != d.selected.id:
+            return None
+        return d.selection_probability

@@ -167,7 +167,7 @@ class Router:
         by_id = {s.id: s for s in specs}
         return Decision(rule=rule, targets=tuple(by_id[iid] for iid in order), candidates=candidates,
                         weights=tuple(weights), steps=tuple(steps), fallback_reason=fb.reason, mode=fb.mode,
-                        decision_ms=(self._perf() - started) * 1e3)
+                        decision_ms=(self._perf() - started) * 1e3, selection_probability=picked.probability)
 
     def _when_empty(self, specs: list[InstanceSpec], state: Mapping[str, InstanceSnapshot], ctx: DecisionContext,
                     steps: Steps, fb: _Fallback, rule: str, violations: dict[str, list[Violation]],

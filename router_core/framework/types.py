@@ -53,10 +53,15 @@ class DecisionContext:
 
 @dataclass(frozen=True, slots=True)
 class Picked:
-    """A picker's answer: instance ids in attempt order, and a sentence saying how the first was chosen."""
+    """A picker's answer: instance ids in attempt order, and a sentence saying how the first was chosen.
+
+    ``probability`` is the chance the sampling rule gave the first of ``order`` (1.0 for a
+    deterministic pick): the propensity an inverse-propensity estimate weighs the request by.
+    """
 
     order: list[str]
     how: str
+    probability: float = 1.0
 
 
 class Filter(Protocol):

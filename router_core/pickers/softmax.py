@@ -44,4 +44,14 @@ class SoftmaxPicker(PluginBase):
         weights = [math.exp((total - top) / temperature) for _, total in ranked]
         winner = rng_for(request_id).choices(ranked, weights=weights, k=1)[0]
         how = f"softmax T={temperature:g}: sampled {winner[0]} ({winner[1]:.3f}) of {len(ranked)}"
-        return Picked(with_first(winner[0], ranked), how + f"; seed mmh3({request_id!r})")
+        chance = weights[ranked.index(winner)] / math.fsum(weights)
+        return Picked(with_first(winner[0], ranked), how + f"; seed mmh3({request_id!r})", chance)
+
+    def probabilities(self, request_id: str, scored: Sequence[Scored]) -> dict[str, float]:
+        """Each candidate's chance of being chosen: ``exp((total - best) / T)``, normalised."""
+        if not scored:
+            return {}
+        top = max(total for _, total in scored)
+        weights = {iid: math.exp((total - top) / self.params.temperature) for iid, total in scored}
+        norm = math.fsum(weights.values())
+        return {iid: w / norm for iid, w in weights.items()}
