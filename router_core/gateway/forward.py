@@ -2,7 +2,9 @@
 
 The forwarder returns its attempts as values; the recorder turns them into trace steps.
 
-A non-stream attempt has a connect timeout and a total (``gateway.upstream_timeout_s``); its body
+The upstream call goes through :class:`router_core.gateway.http1.Http1Pool` (keep-alive HTTP/1.1,
+httptools parsing; see there why not aiohttp's client). A non-stream attempt has a connect timeout
+and a total (``gateway.upstream_timeout_s``); its body
 is read whole, as bytes in the upstream's coding (``router_core.gateway.encoding`` decides what the
 client gets). A stream attempt has a connect timeout and a time-to-first-byte timeout and no total:
 it succeeds once its first chunk has arrived, which the forwarder reads, so that a failure before
@@ -18,10 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import orjson
 
 from router_core.gateway.encoding import UPSTREAM_ACCEPT
+from router_core.gateway.http1 import Http1Pool, UpstreamError, UpstreamResponse
 from router_core.inflight import InflightCounter, Ticket
 from router_core.state import StateView
 from schemas.common import AttemptStatus
@@ -47,7 +49,7 @@ class Forwarded:
 
     attempts: list[Attempt]
     spec: InstanceSpec | None = None
-    response: aiohttp.ClientResponse | None = None
+    response: UpstreamResponse | None = None
     body: bytes = b""
     last_error: str | None = None
     first_chunk: bytes = b""
@@ -63,7 +65,7 @@ class Forwarder:
     """Sends the request to instances in ranked order, recording each attempt.
 
     Args:
-        session: The gateway's one pooled client.
+        pool: The upstream connections (the forwarder's own when None; :meth:`close` closes it).
         view: Receives each attempt's success or failure.
         settings: Timeouts and whether the client's ``Authorization`` goes upstream.
         keys: Instance id -> the key sent upstream as ``Authorization: Bearer``.
@@ -73,7 +75,7 @@ class Forwarder:
 
     def __init__(
         self,
-        session: aiohttp.ClientSession,
+        pool: Http1Pool | None,
         view: StateView,
         settings: GatewaySettings,
         *,
@@ -82,14 +84,15 @@ class Forwarder:
         inflight: InflightCounter | None = None,
     ) -> None:
         self._inflight = inflight
-        self._session = session
+        self._pool = pool or Http1Pool(limit=settings.max_connections)
         self._view = view
         self._settings = settings
         self._keys = dict(keys or {})
         self._perf = perf
-        self._total = aiohttp.ClientTimeout(total=settings.upstream_timeout_s, sock_connect=settings.connect_timeout_s)
-        # Streams: no total and no per-read limit here; the first byte and the idle gaps are timed by us.
-        self._open = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s)
+
+    async def close(self) -> None:
+        """Close the upstream connections."""
+        await self._pool.close()
 
     def _headers(self, spec: InstanceSpec, request_id: str, stream: bool, authorization: str | None) -> dict[str, str]:
         headers = {
@@ -124,17 +127,19 @@ class Forwarder:
             body["model"] = spec.model
             started = self._perf()
             status, http_status, error = AttemptStatus.OK, None, None
-            resp: aiohttp.ClientResponse | None = None
+            resp: UpstreamResponse | None = None
             got = Forwarded([], spec)
             answered = False  # an error status that is an answer: passed on, not retried, but not ok
             ticket = None if self._inflight is None else self._inflight.begin(spec.id)
             try:
-                async with asyncio.timeout(self._settings.first_byte_timeout_s if stream else None):
-                    resp = await self._session.post(
+                # A stream: no total, the first byte is timed here and the idle gaps by the relay.
+                async with asyncio.timeout(self._settings.first_byte_timeout_s if stream
+                                           else self._settings.upstream_timeout_s):
+                    resp = await self._pool.post(
                         f"{spec.url}/v1/chat/completions",
-                        data=orjson.dumps(body),
-                        headers=self._headers(spec, request_id, stream, authorization),
-                        timeout=self._open if stream else self._total,
+                        orjson.dumps(body),
+                        self._headers(spec, request_id, stream, authorization),
+                        connect_timeout_s=self._settings.connect_timeout_s,
                     )
                     http_status = resp.status
                     if resp.status in _RETRYABLE:
@@ -154,8 +159,14 @@ class Forwarder:
                 status, error = AttemptStatus.TIMEOUT, "first_byte_timeout" if stream else "timeout"
             except _EmptyStream:
                 status, error = AttemptStatus.CONNECT_ERROR, "empty_stream"
-            except aiohttp.ClientError as exc:
+            except (UpstreamError, OSError) as exc:
                 status, error = AttemptStatus.CONNECT_ERROR, type(exc).__name__
+            except BaseException:  # cancelled (the client went away): the connection is not reused
+                if resp is not None:
+                    resp.close()
+                if ticket is not None:
+                    self._inflight.end(ticket)  # type: ignore[union-attr]
+                raise
             ok = status is AttemptStatus.OK
             if not ok and not answered and resp is not None:
                 resp.close()

@@ -194,7 +194,7 @@ class Gateway:
         gw = self.config.gateway
         connector = aiohttp.TCPConnector(limit=gw.max_connections, ttl_dns_cache=300)
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
-        self._forwarder = Forwarder(self._session, self.view, gw, keys=self._upstream_keys, perf=self._perf,
+        self._forwarder = Forwarder(None, self.view, gw, keys=self._upstream_keys, perf=self._perf,
                                     inflight=self.inflight)
         sc = self.config.scrape
         self.scraper = scraper = MetricsScraper(
@@ -213,6 +213,8 @@ class Gateway:
         if self.scrape_task is not None:
             self.scrape_task.cancel()
             await asyncio.gather(self.scrape_task, return_exceptions=True)
+        if self._forwarder is not None:
+            await self._forwarder.close()
         if self._session is not None:
             await self._session.close()
 

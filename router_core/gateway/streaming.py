@@ -23,6 +23,7 @@ import orjson
 from aiohttp import web
 
 from router_core.gateway.encoding import Decoder
+from router_core.gateway.http1 import UpstreamError, UpstreamResponse
 
 __all__ = ["SseUsage", "StreamEnd", "ask_for_usage", "error_event", "relay_stream"]
 
@@ -116,7 +117,7 @@ async def _send(out: web.StreamResponse, data: bytes) -> None:
 
 async def relay_stream(
     first: bytes,
-    resp: aiohttp.ClientResponse,
+    resp: UpstreamResponse,
     out: web.StreamResponse,
     *,
     idle_timeout_s: float,
@@ -144,7 +145,7 @@ async def relay_stream(
                 chunk = await asyncio.wait_for(resp.content.readany(), idle_timeout_s)
             except TimeoutError:
                 end.error = "stream_interrupted:idle_timeout"
-            except aiohttp.ClientError as exc:
+            except UpstreamError as exc:
                 end.error = f"stream_interrupted:{type(exc).__name__}"
             if end.error is not None:
                 await _send(out, sse.flush())
