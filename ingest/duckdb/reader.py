@@ -18,6 +18,7 @@ import duckdb
 
 from ingest.codec.stored_rows import assemble_trace, clean, state_ids, summary_of
 from ingest.duckdb.analytics import DuckDBAnalytics
+from ingest.duckdb.experiments import DuckDBExperiments
 from ingest.duckdb.predicates import named_queries
 from ingest.duckdb.predicates import where as _where
 from ingest.kinds import KINDS, Kind
@@ -40,7 +41,7 @@ def _fetch(cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[
     return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
 
 
-class DuckDBReader(DuckDBAnalytics, WindowReader):
+class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, WindowReader):
     """Answers the query API from one DuckDB connection (read-write or read-only)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:

@@ -1,0 +1,78 @@
+"""The experiment reads of the DuckDB store: each side of a comparison reduced to an ``ArmStats``.
+
+Three scans of the window's two sides (named queries of ``sql/experiments.sql``): counts and cost
+sums per (side, latency bin), the exact cost mean and variance, and the feedback joined on
+``rid_hash``. At most ``2 × (k + 2)`` rows reach Python, whatever the number of traces.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from abc import abstractmethod
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+import duckdb
+
+from ingest.duckdb.schema import sql_file
+from ingest.experiments.compare import BINS, build_report, histogram_of
+from schemas.experiments import COMPARE_BY, ArmStats, CompareBy, CompareQuery, CompareReport
+
+__all__ = ["DuckDBExperiments", "experiment_queries"]
+
+
+@cache
+def experiment_queries() -> dict[str, str]:
+    """Return the queries of ``sql/experiments.sql`` by name."""
+    parts = re.split(r"^-- name: (\w+)\s*$", sql_file("experiments.sql"), flags=re.M)
+    return {name: body.strip().rstrip(";") for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def _sql(name: str, by: CompareBy) -> str:
+    return experiment_queries()[name].format(col=COMPARE_BY[by])
+
+
+class DuckDBExperiments:
+    """``experiment_groups`` and ``compare`` over the reader's ``_rows``."""
+
+    @abstractmethod
+    def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        """Run ``sql`` with ``params`` and return its rows as dicts."""
+
+    def experiment_groups(self, by: CompareBy, start: datetime, end: datetime) -> dict[str, int]:
+        """Return the requests per arm, router version or policy hash in ``[start, end)``, busiest first."""
+        return {str(r["grp"]): int(r["n"]) for r in self._rows(_sql("groups", by), [start, end])}
+
+    def compare(self, query: CompareQuery) -> CompareReport:
+        """Compare ``query.a`` with ``query.b`` over the query's window (see :mod:`ingest.experiments.compare`)."""
+        sides = self.arm_stats(query)
+        return build_report(query, sides[query.a], sides[query.b])
+
+    def arm_stats(self, query: CompareQuery) -> dict[str, ArmStats]:
+        """Return both sides of ``query`` reduced to counts, sums and latency bins."""
+        span = [query.start, query.end, query.a, query.b]
+        bins = BINS
+        figures: dict[str, dict[str, Any]] = {v: {"value": v} for v in (query.a, query.b)}
+        hist: dict[str, dict[int, int]] = {query.a: {}, query.b: {}}
+        for r in self._rows(_sql("arm_bins", query.by),
+                            [bins.lo, bins.lo, bins.lo, math.log(bins.ratio), bins.k + 1, *span]):
+            f = figures[r["grp"]]
+            for key in ("n", "errors", "fallbacks", "cost_n"):
+                f[key] = f.get(key, 0) + int(r[key])
+            hist[r["grp"]][int(r["bin"])] = int(r["n"])
+        for r in self._rows(_sql("arm_cost", query.by), span):
+            figures[r["grp"]].update(cost_mean=r["mean"], cost_var=r["var"])
+        try:
+            feedback = self._rows(_sql("arm_feedback", query.by), span)
+        except duckdb.BinderException:  # a read-only file from before the derived rid_hash
+            feedback = self._rows(_sql("arm_feedback", query.by).replace("rid_hash", "request_id"), span)
+        for r in feedback:
+            figures[r["grp"]].update({k: int(r[k]) for k in ("feedback", "misroutes", "expected", "expected_match")})
+        return {v: ArmStats(
+            value=v, requests=f.get("n", 0), errors=f.get("errors", 0), fallbacks=f.get("fallbacks", 0),
+            cost_n=f.get("cost_n", 0), cost_mean=f.get("cost_mean"), cost_var=f.get("cost_var"),
+            latency=histogram_of(hist[v], bins), feedback=f.get("feedback", 0), misroutes=f.get("misroutes", 0),
+            expected=f.get("expected", 0), expected_match=f.get("expected_match", 0),
+        ) for v, f in figures.items()}

@@ -1,0 +1,53 @@
+-- The reads of an experiment comparison (ingest/duckdb/experiments.py). `{col}` is one of the
+-- trace columns of schemas.experiments.COMPARE_BY, never user text; every value is a parameter.
+
+-- name: groups
+-- Requests per value of the compared column in the window (auto-detection, unknown-value messages).
+SELECT {col} AS grp, count(*) AS n
+FROM traces
+WHERE ts >= ? AND ts < ? AND {col} IS NOT NULL
+GROUP BY grp
+ORDER BY n DESC, grp
+LIMIT 1000;
+
+-- name: arm_bins
+-- One scan for both sides: per (side, latency bin) the requests, errors, fallbacks and costed
+-- requests, added up per side in Python. The bin is ingest.experiments.stats.LogBins.index in SQL: 0 below
+-- lo, then floor(ln(x / lo) / ln(ratio)) + 1, capped at k + 1. Parameters: lo, lo, lo, ln(ratio), k + 1,
+-- start, end, a, b.
+SELECT {col} AS grp,
+       CASE WHEN outcome.total_ms < ?::DOUBLE THEN 0
+            ELSE least(CAST(floor(ln(greatest(outcome.total_ms, ?::DOUBLE) / ?::DOUBLE) / ?::DOUBLE) AS BIGINT) + 1, ?::BIGINT)
+       END AS bin,
+       count(*) AS n,
+       count(*) FILTER (WHERE outcome.status = 'error') AS errors,
+       count(*) FILTER (WHERE fallback_triggered) AS fallbacks,
+       count(outcome.cost) AS cost_n
+FROM traces
+WHERE ts >= ? AND ts < ? AND {col} IN (?, ?)
+GROUP BY grp, bin;
+
+-- name: arm_cost
+-- Each side's cost mean and sample variance (DuckDB's own streaming var_samp, not sums of
+-- squares, which lose digits when the mean dwarfs the spread). Parameters: start, end, a, b.
+SELECT {col} AS grp, avg(outcome.cost) AS mean, var_samp(outcome.cost) AS var
+FROM traces
+WHERE ts >= ? AND ts < ? AND {col} IN (?, ?)
+GROUP BY grp;
+
+-- name: arm_feedback
+-- Feedback on each side's traces: all of it, the misroutes (correct = false, as the buckets count
+-- them), and the graded feedback naming an expected model, with how much of it went there.
+-- Joined on rid_hash as the buckets join (a MATERIALIZED fence keeps the trace filter first).
+-- Parameters: start, end, a, b.
+WITH t AS MATERIALIZED (
+    SELECT rid_hash, {col} AS grp, selected_model
+    FROM traces
+    WHERE ts >= ? AND ts < ? AND {col} IN (?, ?)
+)
+SELECT grp, count(*) AS feedback,
+       count(*) FILTER (WHERE NOT fb.correct) AS misroutes,
+       count(fb.expected_model) AS expected,
+       count(*) FILTER (WHERE fb.expected_model = t.selected_model) AS expected_match
+FROM feedback fb JOIN t USING (rid_hash)
+GROUP BY grp;
