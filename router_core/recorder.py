@@ -8,7 +8,7 @@ pass in pydantic-core instead of hundreds of small model constructions on the re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +39,7 @@ class TraceRecorder:
         self._attempts: tuple[Attempt, ...] = ()
         self._fallback_reason: str | None = None
         self.shadow: ShadowDecision | None = None  # set before finish() when a shadow policy decided
+        self.pending_shadow: Callable[[], ShadowDecision | None] | None = None  # a shadow decision still to make
 
     def record_decision(self, decision: Decision) -> None:
         """Take the router's decision (once per request)."""

@@ -9,14 +9,14 @@ The fleet is always the base config's: arms differ in how they decide, not in wh
 from __future__ import annotations
 
 import math
-from typing import Self
+from typing import Any, Self
 
 from pydantic import Field, field_validator, model_validator
 
 from schemas.common import ContractModel
 from schemas.config import ConstraintSpec, ModelProfile, RouterSettings, ScoringSettings
 
-__all__ = ["ArmSpec", "ExperimentsSettings", "PolicySections", "ShadowSpec", "SHARE_TOLERANCE"]
+__all__ = ["ArmSpec", "ExperimentsSettings", "PolicyFile", "PolicySections", "ShadowSpec", "SHARE_TOLERANCE"]
 
 ARM_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 KEY_PATTERN = r"^(request_id|session|header:[A-Za-z0-9-]+|metadata:[A-Za-z0-9_.-]+)$"
@@ -33,6 +33,28 @@ class PolicySections(ContractModel):
     constraints: list[ConstraintSpec] | None = None
     scoring: ScoringSettings | None = None
     models: dict[str, ModelProfile] | None = None
+
+
+class PolicyFile(PolicySections):
+    """A policy file: its decision sections; the other ``routelens.yaml`` sections may be there and are not read.
+
+    So a whole ``routelens.yaml`` is a policy file too (its fleet, gateway, storage... are the
+    serving config's business, not the arm's), while a misspelt section is still an error.
+    """
+
+    gateway: Any = None
+    storage: Any = None
+    fleet: Any = None
+    scrape: Any = None
+    sim: Any = None
+    app: Any = None
+    probes: Any = None
+    experiments: Any = None
+
+    def sections(self) -> PolicySections:
+        """The decision sections alone."""
+        return PolicySections(router=self.router, constraints=self.constraints, scoring=self.scoring,
+                              models=self.models)
 
 
 PolicyRef = str | PolicySections  # a file path, or the sections inline

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from router_core.analysis import analyse_request
 from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError
+from router_core.experiments import ConfigWatcher, Experiment, build_experiment
 from router_core.framework import DecisionContext
 from router_core.gateway import ops_routes
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
@@ -127,11 +128,18 @@ class Gateway:
         policy_hash: str | None = None,
         registry: CollectorRegistry | None = None,
         probes: Callable[[Gateway], ProbeSource] | None = None,
+        config_path: str | None = None,
     ) -> None:
         self.config = config
         self.router = router
         self.hooks = hooks
-        self.view = StateView(config.fleet.instances, router.policy.constraints, scrape=config.scrape,
+        # The arms (and shadow) of config.experiments; swapped whole on reload (None: no experiment).
+        self.experiment: Experiment | None = build_experiment(config, base=router, perf=perf)
+        self._config_path = config_path  # watched for changes to the experiments section when given
+        self.watcher: ConfigWatcher | None = None
+        self._watch_task: asyncio.Task[None] | None = None
+        constraints = router.policy.constraints if self.experiment is None else self._constraints(self.experiment)
+        self.view = StateView(config.fleet.instances, constraints, scrape=config.scrape,
                               queue_cap=config.scoring.queue_norm, clock=time.monotonic, wall=wall)
         self.quality = QualityTable(config.models)
         self.inflight = InflightCounter()  # requests sent since each instance's scrape, for the pickers
@@ -152,6 +160,29 @@ class Gateway:
         self.scrape_metrics = ScrapeMetrics(self.registry)
         # Probe verdicts (a prober here, or a follower of one); built with this gateway's state view.
         self.probes: ProbeSource | None = None if probes is None else probes(self)
+
+    def _constraints(self, experiment: Experiment) -> list[Any]:
+        """The base policy's constraints, then any other arm's or the shadow's (once per name)."""
+        specs = {c.name: c for c in self.router.policy.constraints}
+        routers = [a.router for a in experiment.arms] + ([experiment.shadow.router] if experiment.shadow else [])
+        for r in routers:
+            for c in r.policy.constraints:
+                specs.setdefault(c.name, c)
+        return list(specs.values())
+
+    def reload(self, config: RouteLensConfig) -> None:
+        """Take a changed configuration's ``experiments`` section: arms, shares and shadow (the rest needs a restart).
+
+        Keys whose bucket stays in their arm's range keep their arm (see
+        :mod:`router_core.experiments.assign`). Constraints new to every arm have no latch in the
+        state view until a restart; their filters then judge the snapshot as it is.
+
+        Raises:
+            ConfigError: The new section's policies do not load; the running experiment stays.
+        """
+        merged = self.config.model_copy(update={"experiments": config.experiments})
+        self.experiment = build_experiment(merged, base=self.router, perf=self._perf)
+        self.config = merged
 
     def apply_probe(self, status: ProbeStatus, instance: str) -> None:
         """Take a probe verdict into the state view (the ``probe`` filter reads it from the snapshot).
@@ -204,15 +235,19 @@ class Gateway:
         )
         await scraper.scrape_once()  # route on real state from the first request on
         self.scrape_task = asyncio.create_task(scraper.run())
+        if self._config_path is not None:
+            self.watcher = ConfigWatcher(self._config_path, self.reload)
+            self._watch_task = asyncio.create_task(self.watcher.run())
         if self.probes is not None:
             await self.probes.start()
 
     async def _stop(self, app: web.Application) -> None:
         if self.probes is not None:
             await self.probes.stop()
-        if self.scrape_task is not None:
-            self.scrape_task.cancel()
-            await asyncio.gather(self.scrape_task, return_exceptions=True)
+        for task in (self.scrape_task, self._watch_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self._forwarder is not None:
             await self._forwarder.close()
         if self._session is not None:
@@ -256,6 +291,7 @@ class Gateway:
                 raise refused
             body = orjson.loads(await request.read())
             analysis = analyse_request(body, max_chars=self.config.router.analyse_max_chars)
+            router, version, p_hash, arm = self._arm(request_id, request, body)
         except orjson.JSONDecodeError:
             return self._refuse(request_id, t0, None, 400, "request body is not valid JSON", "invalid_json")
         except web.HTTPRequestEntityTooLarge:
@@ -267,12 +303,13 @@ class Gateway:
         rec = TraceRecorder(
             request_id=request_id,
             ts=self.wall(),
-            router_version=self.config.router.version,
-            policy_hash=self._policy_hash,
+            router_version=version,
+            policy_hash=p_hash,
             query_hash=query_hash(analysis.query_text, self._hash_key),
             features=analysis.features,
             intent=intent.cls,
             intent_confidence=intent.confidence,
+            experiment_arm=arm,
         )
         del analysis  # the query text goes no further than its hash
         ctx = DecisionContext(request_id=request_id, features=rec.features, intent=intent.cls, now=rec.ts,
@@ -281,11 +318,23 @@ class Gateway:
             model, policy = rec.features.requested_model, self.router.policy
             fallback = policy.instances_of(policy.fallback_model) if policy.fallback_model else None
             check_context(rec.features, [*self.router.candidates_for(model), *(fallback or ())])  # not forwarded
-            return await self._serve(request, body, ctx, rec, t0)
+            return await self._serve(request, body, ctx, rec, t0, router)
         except (InvalidRequest, RoutingError) as exc:
             status, code = status_of(exc)
             self._finish(rec, t0, status, code)
             return error_for(exc, headers=self._headers(rec))
+
+    def _arm(self, request_id: str, request: web.Request, body: Any) -> tuple[Router, str, str, str | None]:
+        """The router, version label, policy hash and arm name serving this request.
+
+        Raises:
+            InvalidRequest: The forcing header names no arm.
+        """
+        exp = self.experiment
+        if exp is None:
+            return self.router, self.config.router.version, self._policy_hash, None
+        arm, _ = exp.arms.pick(request_id, request.headers, body)
+        return arm.router, arm.router_version, arm.policy_hash, arm.name
 
     def _headers(self, rec: TraceRecorder) -> dict[str, str]:
         """``x-request-id``, and the model and instance chosen whenever a decision was made."""
@@ -307,13 +356,28 @@ class Gateway:
             total_ms=(self._perf() - t0) * 1e3,
             **usage,
         )
+        if rec.pending_shadow is None:
+            self.hooks.emit(rec.finish(outcome))
+        else:  # the shadow decides once the response is on its way; the trace waits for it
+            asyncio.get_running_loop().call_soon(self._emit_with_shadow, rec, outcome)
+
+    def _emit_with_shadow(self, rec: TraceRecorder, outcome: Outcome) -> None:
+        """Run the request's shadow decision, record it, and emit the trace (whatever the shadow did)."""
+        job, rec.pending_shadow = rec.pending_shadow, None
+        try:
+            rec.shadow = job() if job is not None else None
+        except Exception:  # never lose the live trace to its shadow
+            log.exception("shadow decision of %s failed", rec.request_id)
         self.hooks.emit(rec.finish(outcome))
 
     async def _serve(self, request: web.Request, body: dict[str, Any], ctx: DecisionContext, rec: TraceRecorder,
-                     t0: float) -> web.StreamResponse:
+                     t0: float, router: Router) -> web.StreamResponse:
         """Decide, forward and answer; routing failures are raised for :meth:`chat_completions` to map."""
-        decision = self.router.decide(ctx, self.inflight.adjust(self.view.snapshot()))
+        state = self.inflight.adjust(self.view.snapshot())
+        decision = router.decide(ctx, state)
         rec.record_decision(decision)
+        if self.experiment is not None and (shadow := self.experiment.shadow) is not None:
+            rec.pending_shadow = shadow.job(ctx, state, decision)  # same context and state as the live decision
         self.metrics.record_decision(decision.decision_ms / 1e3, decision.fallback_reason is not None)
         if not decision.targets:
             raise NoFeasibleInstance(f"no feasible instance for {decision.rule} ({decision.fallback_reason})")

@@ -1,0 +1,83 @@
+"""Hot reload of the configuration file: poll its modification time, load it, hand it over.
+
+The loader and the apply step are injected (the router room reads no config files of its own
+accord); a file that does not load is logged and the running experiment stays as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from schemas.config import RouteLensConfig
+from schemas.errors import ConfigError
+from schemas.yamlconf import parse_yaml_model
+
+__all__ = ["ConfigWatcher", "read_config"]
+
+log = logging.getLogger(__name__)
+
+
+def read_config(path: Path) -> RouteLensConfig:
+    """Load and validate ``path`` (ConfigError names file, line and field)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(path), [(None, "<file>", f"cannot read: {exc.strerror or exc}")]) from exc
+    return parse_yaml_model(RouteLensConfig, text, str(path))
+
+
+class ConfigWatcher:
+    """Calls ``apply(config)`` whenever the file at ``path`` changes and still loads.
+
+    Args:
+        path: The configuration file.
+        apply: Takes the new configuration (raises ConfigError to refuse it).
+        load: Reads the file (default: :func:`read_config`).
+        interval_s: Seconds between two looks at the file's modification time.
+        sleep: Injected for tests.
+    """
+
+    def __init__(self, path: str | Path, apply: Callable[[RouteLensConfig], None], *,
+                 load: Callable[[Path], RouteLensConfig] = read_config, interval_s: float = 1.0,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.path = Path(path)
+        self._apply = apply
+        self._load = load
+        self.interval_s = interval_s
+        self._sleep = sleep
+        self._seen = self._stamp()
+        self.reloads = 0
+        self.last_error: str | None = None
+
+    def _stamp(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def check(self) -> bool:
+        """Look once; return True when a changed file was loaded and applied."""
+        stamp = self._stamp()
+        if stamp is None or stamp == self._seen:
+            return False
+        self._seen = stamp
+        try:
+            self._apply(self._load(self.path))
+        except ConfigError as exc:
+            self.last_error = str(exc)
+            log.error("configuration not reloaded: %s", exc)
+            return False
+        self.reloads += 1
+        self.last_error = None
+        return True
+
+    async def run(self) -> None:
+        """Check every ``interval_s`` until cancelled."""
+        while True:
+            await self._sleep(self.interval_s)
+            self.check()
