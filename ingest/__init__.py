@@ -11,6 +11,8 @@ Behind them, by concern; each part imports only parts listed before it:
 - ``errors``, ``kinds``, ``record_sink``, ``trace_store``: what the rest shares (the error tree,
   the record kinds, the sink protocol and its batches, the query protocol and its cursors);
 - ``analytics``: constraint binding counts tallied from stored rows (both backends share it);
+- ``experiments``: comparing two arms (pure statistics, the report from per-side figures, the
+  inverse-propensity estimate); both backends share it;
 - ``codec/``: records to JSON and JSON to Arrow (with the C decoder), the storage schema, stored
   rows back to models;
 - ``spool/``: the durable spool on disk;

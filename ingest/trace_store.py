@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import orjson
 
 from ingest.kinds import Kind
+from schemas.experiments import CompareBy, CompareQuery, CompareReport
 from schemas.fleet import InstanceSnapshot
 from schemas.probe import ProbeResult
 from schemas.queries import (
@@ -114,6 +115,14 @@ class TraceStore(Protocol):
 
     def misroutes(self, flt: TraceFilter, limit: int = 100) -> list[Misroute]:
         """Return feedback saying ``correct=false`` on traces matching ``flt``, newest feedback first."""
+        ...
+
+    def experiment_groups(self, by: CompareBy, start: datetime, end: datetime) -> dict[str, int]:
+        """Return the requests per arm, router version or policy hash (``by``) in ``[start, end)``, busiest first."""
+        ...
+
+    def compare(self, query: CompareQuery) -> CompareReport:
+        """Compare two arms, router versions or policy hashes metric by metric (:mod:`ingest.experiments`)."""
         ...
 
     def probe_timeline(

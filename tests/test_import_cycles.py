@@ -125,7 +125,7 @@ def test_edges_follow_submodules_and_skip_type_checking() -> None:
 
 
 # ingest/__init__.py lists its parts in this order: each imports only parts listed before it.
-INGEST_LAYERS = [{"errors", "kinds"}, {"record_sink", "trace_store"}, {"analytics"}, {"codec"}, {"spool"}, {"pipeline"},
+INGEST_LAYERS = [{"errors", "kinds"}, {"record_sink", "trace_store"}, {"analytics", "experiments"}, {"codec"}, {"spool"}, {"pipeline"},
                  {"duckdb", "elasticsearch"}, {"intake"}, {"http_api"}]
 
 

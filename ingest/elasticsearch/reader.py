@@ -17,6 +17,7 @@ from elasticsearch import Elasticsearch
 
 from ingest.codec.stored_rows import assemble_trace, clean, state_ids, summary_of
 from ingest.elasticsearch.analytics import ElasticsearchAnalytics
+from ingest.elasticsearch.experiments import ElasticsearchExperiments
 from ingest.elasticsearch.index_templates import TIMESTAMP_FIELD, data_stream
 from ingest.kinds import KINDS, Kind
 from ingest.trace_store import (
@@ -66,7 +67,7 @@ def filter_query(flt: TraceFilter, prefix: str = "") -> dict[str, Any]:
     return {"bool": {"filter": clauses}}
 
 
-class ElasticsearchReader(ElasticsearchAnalytics, WindowReader):
+class ElasticsearchReader(ElasticsearchAnalytics, ElasticsearchExperiments, WindowReader):
     """Answers the query API from the data streams ``<prefix>-<table>``."""
 
     def __init__(self, client: Elasticsearch, prefix: str = "routelens") -> None:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from ingest.errors import SinkError, SinkUnavailable
 from ingest.trace_store import MAX_LIMIT, BadCursor, clamp_limit
+from schemas.experiments import CompareBy, CompareQuery, CompareReport
 from schemas.fleet import InstanceSnapshot
 from schemas.probe import ProbeResult
 from schemas.queries import (
@@ -115,6 +116,20 @@ class HttpTraceStore:
         """Return feedback with ``correct=false`` on traces matching ``flt``, newest feedback first."""
         data = self._get("/v1/analytics/misroutes", {**self._filter(flt), "limit": clamp_limit(limit)})
         return self._models(Misroute, data["misroutes"])
+
+    def experiment_groups(self, by: CompareBy, start: datetime, end: datetime) -> dict[str, int]:
+        """Return the requests per arm, router version or policy hash in ``[start, end)``, busiest first."""
+        data = self._get("/v1/analytics/groups", {"by": by, "start": start.isoformat(), "end": end.isoformat()})
+        return {str(k): int(v) for k, v in data["groups"].items()}
+
+    def compare(self, query: CompareQuery) -> CompareReport:
+        """Compare two arms, router versions or policy hashes metric by metric."""
+        params = query.model_dump(mode="json")
+        params["shares"] = ",".join(str(s) for s in query.shares)
+        try:
+            return CompareReport.model_validate(self._get("/v1/analytics/compare", params))
+        except ValidationError as exc:
+            raise SinkError(f"the server answered an invalid CompareReport: {exc}") from exc
 
     @staticmethod
     def _span(start: datetime, end: datetime, limit: int, **eq: str | None) -> dict[str, Any]:

@@ -8,6 +8,8 @@
 ``GET /v1/analytics/traffic`` requests along rule -> model -> instance
 ``GET /v1/analytics/constraints`` per (constraint, instance, model): removals, decisive, soft
 ``GET /v1/analytics/misroutes`` feedback saying the routing was wrong, with its trace (``limit``)
+``GET /v1/analytics/compare`` two arms, versions or policies (``a``, ``b``, ``by``, ``start``, ``end``)
+``GET /v1/analytics/groups`` requests per arm, version or policy in a window (``by``, ``start``, ``end``)
 ``GET /v1/probes``           probe results (``start``, ``end``, ``instance``)
 ``GET /v1/events``           router events (``start``, ``end``, ``kind``)
 ``GET /v1/snapshots``        instance snapshots (``start``, ``end``, ``instance``)
@@ -36,7 +38,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from aiohttp import web
@@ -47,6 +49,7 @@ from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import describe_validation_error
 from ingest.trace_store import MAX_LIMIT, BadCursor, TraceStore
 from schemas.common import ProbeKind
+from schemas.experiments import COMPARE_BY, CompareBy, CompareQuery
 from schemas.queries import AggregateQuery, TraceFilter
 from schemas.trace import DecisionTrace
 
@@ -117,6 +120,7 @@ def _filter(request: web.Request) -> TraceFilter:
 
 
 _PROBE_KINDS = frozenset(k.value for k in ProbeKind)
+_COMPARE = {"a", "b", "by", "min_samples", "confidence", "alpha", "replicates", "seed"}
 
 
 def _time(request: web.Request, name: str) -> datetime:
@@ -171,6 +175,7 @@ class IngestApi:
             ("/v1/traces", self.search), ("/v1/traces/{request_id}", self.trace),
             ("/v1/analytics/buckets", self.buckets), ("/v1/analytics/traffic", self.traffic),
             ("/v1/analytics/constraints", self.constraints), ("/v1/analytics/misroutes", self.misroutes),
+            ("/v1/analytics/compare", self.compare), ("/v1/analytics/groups", self.groups),
             ("/v1/probes", self.probes), ("/v1/events", self.events), ("/v1/snapshots", self.snapshots),
             ("/v1/quarantine", self.quarantined),
         ):
@@ -268,6 +273,28 @@ class IngestApi:
         """``GET /v1/analytics/misroutes``: feedback with ``correct=false``, newest first (``limit``)."""
         flt, limit = _filter(request), _limit(request)
         return _json({"misroutes": await asyncio.to_thread(self.store.misroutes, flt, limit)})
+
+    async def compare(self, request: web.Request) -> web.Response:
+        """``GET /v1/analytics/compare``: ``a`` against ``b`` metric by metric, with intervals and the SRM check."""
+        raw: dict[str, Any] = {k: v for k, v in request.query.items() if k in _COMPARE}
+        raw.update(start=_time(request, "start").isoformat(), end=_time(request, "end").isoformat())
+        if "shares" in request.query:
+            raw["shares"] = request.query["shares"].split(",")
+        try:
+            query = CompareQuery.model_validate(raw)
+        except ValidationError as exc:
+            loc = exc.errors()[0]["loc"]
+            raise _BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
+        return _json(await asyncio.to_thread(self.store.compare, query))
+
+    async def groups(self, request: web.Request) -> web.Response:
+        """``GET /v1/analytics/groups``: requests per arm, router version or policy hash (``by``) in a window."""
+        by = request.query.get("by", "arm")
+        if by not in COMPARE_BY:
+            raise _BadParam("by", f"by must be one of {', '.join(COMPARE_BY)}")
+        start, end = _time(request, "start"), _time(request, "end")
+        groups = await asyncio.to_thread(self.store.experiment_groups, cast(CompareBy, by), start, end)
+        return _json({"by": by, "groups": groups})
 
     async def probes(self, request: web.Request) -> web.Response:
         """``GET /v1/probes``: the probe timeline (``instance`` and ``kind`` narrow it)."""

@@ -1,0 +1,143 @@
+"""The experiment reads of the Elasticsearch store: each side of a comparison from aggregations.
+
+Two searches, ``size: 0``: the traces of both sides (a ``terms`` bucket per side with filters for
+errors and fallbacks, the cost sum and count, and percentile grids of latency and cost), and their
+feedback (whose documents carry the trace's context, ``trace.*``). No document reaches Python.
+
+What differs from DuckDB, and what it costs: Elasticsearch has no log-spaced histogram, so the
+latency bins are rebuilt from a grid of :data:`GRID` percentiles (TDigest): each slice between two
+neighbouring levels puts its share of the requests in the bin of its midpoint. p50 and p95 are
+grid points, so the rebuilt bins give them within a bin of Elasticsearch's own values; the
+bootstrap then runs on the rebuilt bins as on DuckDB. The cost variance (an ``extended_stats``
+aggregation is outside the contract this store is held to) integrates the square of the same
+linearly interpolated percentile function; the cost mean is exact (sum / count).
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ingest.experiments.compare import BINS, build_report, histogram_of
+from ingest.kinds import Kind
+from schemas.experiments import COMPARE_BY, ArmStats, CompareBy, CompareQuery, CompareReport
+
+__all__ = ["GRID", "ElasticsearchExperiments"]
+
+# 0, 0.1, ..., 100 (1,001 levels): 50 and 95 are on it.
+GRID: list[float] = [round(i / 10, 1) for i in range(1001)]
+
+
+def _term(field: str, value: Any) -> dict[str, Any]:
+    return {"term": {field: {"value": value}}}
+
+
+def _span(start: datetime, end: datetime, prefix: str = "") -> dict[str, Any]:
+    return {"range": {prefix + "ts": {"gte": start.isoformat(), "lt": end.isoformat()}}}
+
+
+def _levels(values: dict[str, Any] | None) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Return the (level, value) pairs of a ``percentiles`` answer, sorted, without empty ones."""
+    pairs = sorted((float(k), float(v)) for k, v in (values or {}).items() if v is not None)
+    return np.array([p for p, _ in pairs]), np.array([v for _, v in pairs])
+
+
+def _bins_from_grid(values: dict[str, Any] | None, n: int) -> dict[int, int]:
+    """Spread ``n`` requests over the latency bins by the slices of a percentile grid."""
+    levels, vals = _levels(values)
+    if n == 0 or len(levels) < 2:
+        return {int(BINS.index([vals[0]])[0]): n} if n and len(vals) else {}
+    share = np.diff(levels) / (levels[-1] - levels[0])
+    mids = (vals[:-1] + vals[1:]) / 2.0
+    # Rounding the running total, not each slice, spreads n over the slices evenly and sums to n.
+    edges = np.rint(np.concatenate(([0.0], np.cumsum(share))) * n).astype(np.int64)
+    edges[-1] = n
+    counts = np.diff(edges)
+    out: dict[int, int] = {}
+    for b, c in zip(BINS.index(mids).tolist(), counts.tolist(), strict=True):
+        if c:
+            out[b] = out.get(b, 0) + c
+    return out
+
+
+def _variance_from_grid(values: dict[str, Any] | None, mean: float, n: int) -> float | None:
+    """Sample variance of a value from its percentile grid (quantile function linear between levels)."""
+    levels, vals = _levels(values)
+    if n < 2 or len(levels) < 2:
+        return None
+    w = np.diff(levels) / (levels[-1] - levels[0])
+    lo, hi = vals[:-1], vals[1:]
+    second = float((w * (lo * lo + lo * hi + hi * hi) / 3.0).sum())
+    return max(0.0, second - mean * mean) * n / (n - 1)
+
+
+class ElasticsearchExperiments:
+    """``experiment_groups`` and ``compare`` over the reader's ``_search``."""
+
+    @abstractmethod
+    def _search(self, kind: Kind, **body: Any) -> dict[str, Any]:
+        """Search the data stream of ``kind`` and return the response body."""
+
+    def experiment_groups(self, by: CompareBy, start: datetime, end: datetime) -> dict[str, int]:
+        """Return the requests per arm, router version or policy hash in ``[start, end)``, busiest first."""
+        aggs = {"g": {"terms": {"field": COMPARE_BY[by], "size": 1000}}}
+        resp = self._search(Kind.TRACE, query={"bool": {"filter": [_span(start, end)]}}, size=0, aggs=aggs)
+        return {str(b["key"]): int(b["doc_count"]) for b in (resp.get("aggregations") or {}).get("g", {}).get(
+            "buckets", [])}
+
+    def compare(self, query: CompareQuery) -> CompareReport:
+        """Compare ``query.a`` with ``query.b`` over the query's window (see :mod:`ingest.experiments.compare`)."""
+        sides = self.arm_stats(query)
+        return build_report(query, sides[query.a], sides[query.b])
+
+    def arm_stats(self, query: CompareQuery) -> dict[str, ArmStats]:
+        """Return both sides of ``query`` reduced to counts, sums and latency bins."""
+        field = COMPARE_BY[query.by]
+        sides = [query.a, query.b]
+        trace_query = {"bool": {"filter": [_span(query.start, query.end), {"terms": {field: sides}}]}}
+        aggs = {"g": {"terms": {"field": field, "size": 2}, "aggs": {
+            "errors": {"filter": _term("outcome.status", "error")},
+            "fallbacks": {"filter": _term("fallback_triggered", True)},
+            "costed": {"filter": {"range": {"outcome.cost": {"gte": 0}}}},
+            "cost": {"sum": {"field": "outcome.cost"}},
+            "latency": {"percentiles": {"field": "outcome.total_ms", "percents": GRID}},
+            "cost_grid": {"percentiles": {"field": "outcome.cost", "percents": GRID}},
+        }}}
+        traces = self._search(Kind.TRACE, query=trace_query, size=0, aggs=aggs)
+        fb_query = {"bool": {"filter": [_span(query.start, query.end, "trace."),
+                                        {"terms": {f"trace.{field}": sides}}]}}
+        fb_aggs = {"g": {"terms": {"field": f"trace.{field}", "size": 2}, "aggs": {
+            "misroutes": {"filter": _term("correct", False)},
+            "expected": {"terms": {"field": "expected_model", "size": 1000}, "aggs": {
+                "routed": {"terms": {"field": "trace.selected_model", "size": 1000}}}},
+        }}}
+        feedback = self._search(Kind.FEEDBACK, query=fb_query, size=0, aggs=fb_aggs)
+        out = {v: ArmStats(value=v, latency=histogram_of({})) for v in sides}
+        for b in _buckets(traces):
+            n, costed = int(b["doc_count"]), int(b["costed"]["doc_count"])
+            mean = float(b["cost"]["value"] or 0.0) / costed if costed else None
+            out[str(b["key"])] = ArmStats(
+                value=str(b["key"]), requests=n, errors=int(b["errors"]["doc_count"]),
+                fallbacks=int(b["fallbacks"]["doc_count"]), cost_n=costed, cost_mean=mean,
+                cost_var=None if mean is None else _variance_from_grid(b["cost_grid"].get("values"), mean, costed),
+                latency=histogram_of(_bins_from_grid(b["latency"].get("values"), n)),
+            )
+        for b in _buckets(feedback):
+            expected = match = 0
+            for e in b["expected"]["buckets"]:
+                expected += int(e["doc_count"])
+                match += sum(int(r["doc_count"]) for r in e["routed"]["buckets"] if r["key"] == e["key"])
+            side = out[str(b["key"])]
+            out[side.value] = side.model_copy(update={
+                "feedback": int(b["doc_count"]), "misroutes": int(b["misroutes"]["doc_count"]),
+                "expected": expected, "expected_match": match,
+            })
+        return out
+
+
+def _buckets(resp: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((resp.get("aggregations") or {}).get("g", {}).get("buckets", []))
+
