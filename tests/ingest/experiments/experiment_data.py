@@ -33,8 +33,9 @@ def experiment(n_a: int, n_b: int, seed: int = 7) -> tuple[list[DecisionTrace], 
         k = seen[arm]
         seen[arm] += 1
         error = k % 20 == 19  # the same error rate on both arms, exactly
+        cost, total_ms = round(COST[arm] * rng.uniform(0.8, 1.2), 6), round(rng.lognormvariate(5.5, 0.6), 3)
         outcome = Outcome(status=OutcomeStatus.ERROR if error else OutcomeStatus.OK, http_status=502 if error else 200,
-                          cost=round(COST[arm] * rng.uniform(0.8, 1.2), 6), total_ms=round(rng.lognormvariate(5.5, 0.6), 3))
+                          cost=cost, total_ms=total_ms)
         t = make_trace(f"req-{arm}-{k:06d}", ts=T0 + step * (i + 1), experiment_arm=arm, router_version=VERSION[arm],
                        policy_hash=POLICY[arm], outcome=outcome, selection_probability=0.5)
         traces.append(t)
