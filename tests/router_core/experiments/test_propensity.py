@@ -1,0 +1,72 @@
+"""Pickers report the real chance their sampling rule gave the chosen instance; the trace records it."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+
+from router_core.pickers.power_of_two import PowerOfTwoPicker, win_probability
+from router_core.pickers.softmax import SoftmaxPicker
+from tests.router_core.conftest import decide, healthy, make_config
+from tests.router_core.plugin_kit import build
+
+SCORED = [("a", 0.9), ("b", 0.85), ("c", 0.5), ("d", 0.85), ("e", 0.1)]
+
+
+def p2c() -> PowerOfTwoPicker:
+    picker = build("p2c-picker")
+    assert isinstance(picker, PowerOfTwoPicker)
+    return picker
+
+
+def softmax(t: float = 0.1) -> SoftmaxPicker:
+    picker = build("softmax-picker", temperature=t)
+    assert isinstance(picker, SoftmaxPicker)
+    return picker
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 64])
+def test_p2c_win_probabilities_sum_to_one(n: int) -> None:
+    assert math.isclose(math.fsum(win_probability(i, n) for i in range(n)), 1.0)
+    assert win_probability(n - 1, n) == 0.0  # the worst is never the better of two
+
+
+@pytest.mark.parametrize("picker", [p2c(), softmax(0.1), softmax(0.02)], ids=["p2c", "softmax-0.1", "softmax-0.02"])
+def test_probabilities_sum_to_one_and_match_the_picks(picker: PowerOfTwoPicker | SoftmaxPicker) -> None:
+    probs = picker.probabilities("r-0", SCORED)
+    assert set(probs) == {iid for iid, _ in SCORED} and math.isclose(math.fsum(probs.values()), 1.0)
+    n = 20_000
+    seen: Counter[str] = Counter()
+    for i in range(n):
+        picked = picker.pick(f"r-{i}", SCORED)
+        seen[picked.order[0]] += 1
+        # the reported chance is the rule's chance for the instance it chose
+        assert math.isclose(picked.probability, picker.probabilities(f"r-{i}", SCORED)[picked.order[0]])
+    for iid, _ in SCORED:
+        # p2c breaks the b/d tie per request id: compare the pair's joint frequency instead
+        p = probs[iid] if not isinstance(picker, PowerOfTwoPicker) or iid not in "bd" else None
+        if p is not None:
+            assert abs(seen[iid] - n * p) <= 5 * math.sqrt(n * p * (1 - p)) + 1, (iid, seen[iid], n * p)
+    if isinstance(picker, PowerOfTwoPicker):
+        pair = win_probability(1, 5) + win_probability(2, 5)
+        assert abs(seen["b"] + seen["d"] - n * pair) <= 5 * math.sqrt(n * pair * (1 - pair))
+
+
+def test_max_score_is_certain() -> None:
+    picker = build("max-score-picker")
+    assert picker.pick("r", SCORED).probability == 1.0
+
+
+@pytest.mark.parametrize("name", ["max", "p2c", "softmax"])
+def test_the_trace_records_the_selection_probability(name: str) -> None:
+    _, trace = decide(healthy(), make_config(router={"picker": name}))
+    assert trace.selection_probability is not None and 0 < trace.selection_probability <= 1
+    if name == "max":
+        assert trace.selection_probability == 1.0
+
+
+def test_a_single_candidate_is_certain_for_sampling_pickers() -> None:
+    for picker in (p2c(), softmax()):
+        assert picker.pick("r", [("a", 0.3)]).probability == 1.0
