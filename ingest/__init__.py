@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ingest.duckdb.store import DuckDBTraceStore
     from ingest.elasticsearch.store import ElasticsearchStore
     from ingest.errors import SinkError, SinkUnavailable, SpoolFull, SpoolUnavailable
+    from ingest.experiments.ips import ips_report
     from ingest.http_api.client import HttpTraceStore
     from ingest.http_api.routes import IngestApi
     from ingest.intake.field_mapping import GENERIC, MAPPINGS
@@ -63,6 +64,7 @@ _EXPORTS: dict[str, str] = {
     "TraceStore": "ingest.trace_store",
     "WriteResult": "ingest.record_sink",
     "import_file": "ingest.intake.file_import",
+    "ips_report": "ingest.experiments.ips",
 }
 
 __all__ = [
@@ -85,6 +87,7 @@ __all__ = [
     "TraceStore",
     "WriteResult",
     "import_file",
+    "ips_report",
 ]
 
 

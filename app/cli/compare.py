@@ -1,0 +1,208 @@
+"""``routelens compare A B --since ISO --until ISO``: two arms, router versions or policies, metric by metric.
+
+A and B are compared ``--by`` arm, version or policy hash; without ``--by`` the first of those that
+holds both names in the window is used (a policy hash may be given by a unique prefix). The
+designed shares for the sample-ratio check come from ``--shares``, else from the configuration's
+``experiments.arms`` when comparing two of its arms, else 50/50.
+
+Prints a table (stderr notes, stdout table) or, with ``--json``, the report as one JSON line last:
+``{"a", "b", "n_a", "n_b", "srm_p", "metrics": {NAME: {"a", "b", "delta", "ci": [lo, hi], ...}}, ...}``.
+Exit codes: 0 a report (even "not enough data", which the report says), 2 bad input (a time that
+is not ISO 8601, an empty window, an unknown A or B, an unreachable store).
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from app.cli._common import api_url, err
+from app.cli.config_io import load_config
+
+if TYPE_CHECKING:
+    from ingest import TraceStore
+    from schemas.experiments import CompareBy, CompareReport
+
+__all__ = ["BadInput", "register", "resolve_by", "run_compare"]
+
+_BY = ("arm", "version", "policy")
+_TIMEOUT_S = 60.0  # compare aggregates the whole window server-side
+
+
+class BadInput(ValueError):
+    """Input the command refuses with exit code 2 (the message says why)."""
+
+
+def parse_time(name: str, value: str) -> datetime:
+    """Return ``value`` as an aware datetime (a time without a zone is UTC)."""
+    try:
+        ts = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise BadInput(f"{name} {value!r} is not an ISO 8601 time (e.g. 2026-11-01T09:00:00Z)") from exc
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def _resolve_name(name: str, groups: dict[str, int], by: str) -> str | None:
+    if name in groups:
+        return name
+    if by == "policy" and len(name) >= 6:  # a unique prefix of a policy hash, with or without "sha256:"
+        found = [g for g in groups if g.startswith(name) or g.split(":", 1)[-1].startswith(name)]
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
+def resolve_by(store: TraceStore, a: str, b: str, by: str | None, since: datetime,
+               until: datetime) -> tuple[CompareBy, str, str, dict[str, int]]:
+    """Return ``(by, a, b, groups)``: what A and B are, their full names, and the window's requests per name.
+
+    Raises:
+        BadInput: The window holds no traces, or A or B is not one of its names.
+    """
+    tried: dict[str, dict[str, int]] = {}
+    for candidate in ([by] if by else _BY):
+        groups = store.experiment_groups(cast("CompareBy", candidate), since, until)
+        tried[candidate] = groups
+        ra, rb = _resolve_name(a, groups, candidate), _resolve_name(b, groups, candidate)
+        if ra is not None and rb is not None:
+            return cast("CompareBy", candidate), ra, rb, groups
+    if not any(tried.values()) and (by is None or by in tried):
+        window = f"{since.isoformat()} .. {until.isoformat()}"
+        kinds = "traces" if by is None else {"arm": "traces with an experiment arm",
+                                             "version": "traces", "policy": "traces"}[by]
+        raise BadInput(f"no {kinds} between {window}")
+    lines = []
+    for kind, groups in tried.items():
+        missing = [n for n in (a, b) if _resolve_name(n, groups, kind) is None]
+        known = ", ".join(f"{g} ({n})" for g, n in list(groups.items())[:12]) or "none"
+        lines.append(f"  by {kind}: unknown {', '.join(repr(m) for m in missing)}; known: {known}")
+    raise BadInput("A and B must both be names in the window:\n" + "\n".join(lines))
+
+
+def _designed_shares(args: argparse.Namespace, by: str, a: str, b: str) -> tuple[float, float]:
+    if args.shares:
+        try:
+            sa, sb = (float(x) for x in args.shares.split(","))
+        except ValueError as exc:
+            raise BadInput(f"--shares {args.shares!r} must be two numbers, e.g. 0.5,0.5") from exc
+        if sa <= 0 or sb <= 0:
+            raise BadInput("--shares must be positive")
+        return sa, sb
+    if by == "arm" and Path(args.config).is_file():
+        exp = load_config(args.config).experiments
+        arms = {arm.name: arm.share for arm in exp.arms} if exp is not None else {}
+        if arms.get(a, 0) > 0 and arms.get(b, 0) > 0:
+            return arms[a], arms[b]
+    return 0.5, 0.5
+
+
+def _open(args: argparse.Namespace) -> TraceStore:
+    from app.reader import open_reader, token_from_config
+    from ingest import HttpTraceStore
+
+    if args.db:
+        return open_reader(db=args.db)
+    return HttpTraceStore(api_url(args), timeout_s=_TIMEOUT_S, token=token_from_config(args.config))
+
+
+def run_compare(store: TraceStore, args: argparse.Namespace) -> CompareReport:
+    """Resolve A and B in the window and compare them (the command without its output).
+
+    Raises:
+        BadInput: Bad times, an empty window, unknown names, bad shares.
+    """
+    from pydantic import ValidationError
+
+    from schemas.experiments import CompareQuery
+
+    since, until = parse_time("--since", args.since), parse_time("--until", args.until)
+    if until <= since:
+        raise BadInput(f"--until ({until.isoformat()}) must be after --since ({since.isoformat()})")
+    if args.a == args.b:
+        raise BadInput("A and B must differ")
+    by, a, b, _groups = resolve_by(store, args.a, args.b, args.by, since, until)
+    if a == b:
+        raise BadInput(f"A and B name the same {by}: {a}")
+    try:
+        query = CompareQuery(a=a, b=b, by=by, start=since, end=until, shares=_designed_shares(args, by, a, b),
+                             min_samples=args.min_samples)
+    except ValidationError as exc:
+        raise BadInput(str(exc.errors()[0]["msg"])) from exc
+    return store.compare(query)
+
+
+def _fmt(x: Any, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+def _print_table(report: CompareReport) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{report.by} {report.a} (A) vs {report.b} (B), {report.start:%Y-%m-%d %H:%M} .. "
+                    f"{report.end:%Y-%m-%d %H:%M} UTC", title_justify="left")
+    for col in ("metric", "A", "B", "B - A", f"{report.confidence:.0%} CI", "p", ""):
+        t.add_column(col, justify="left" if col in ("metric", "") else "right", no_wrap=True)
+    for name, m in report.metrics.items():
+        ci = "-" if m.ci is None else f"[{_fmt(m.ci[0], 3)}, {_fmt(m.ci[1], 3)}]"
+        mark = "[bold green]yes[/]" if m.significant_after_correction else (
+            "[yellow]few[/]" if not m.enough_data else "")
+        p = "-" if m.p_adjusted is None else ("<0.001" if m.p_adjusted < 0.001 else f"{m.p_adjusted:.2g}")
+        t.add_row(name, _fmt(m.a, 3), _fmt(m.b, 3), _fmt(m.delta, 3), ci, p, mark)
+    console = Console()
+    console.print(t)
+    srm = "-" if report.srm_p is None else f"{report.srm_p:.3g}"
+    console.print(f"requests: A {report.n_a}, B {report.n_b} (designed {report.shares[0]:g}/{report.shares[1]:g}); "
+                  f"sample-ratio p = {srm}" + (" [bold red]SRM[/]" if report.srm_flag else ""))
+    console.print("p: Holm-adjusted over the metrics; yes: significant after it; few: not enough data")
+    console.print(f"[bold]{report.verdict}[/]")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ingest import SinkError
+
+    try:
+        store = _open(args)
+    except SinkError as exc:
+        err.print(f"[red]error:[/red] cannot read traces: {exc}")
+        return 2
+    try:
+        report = run_compare(store, args)
+    except BadInput as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    except SinkError as exc:
+        err.print(f"[red]error:[/red] cannot read traces: {exc}")
+        return 2
+    finally:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+    if args.json:
+        print(report.model_dump_json())
+    else:
+        _print_table(report)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+    """Add ``compare``."""
+    p = sub.add_parser("compare", parents=[common], help="compare two arms, router versions or policies",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("a", metavar="A", help="arm, router version or policy hash (the baseline)")
+    p.add_argument("b", metavar="B", help="arm, router version or policy hash (the candidate)")
+    p.add_argument("--since", required=True, help="window start, ISO 8601 (no zone: UTC)")
+    p.add_argument("--until", required=True, help="window end (exclusive), ISO 8601 (no zone: UTC)")
+    p.add_argument("--by", choices=_BY, help="what A and B are (default: arm, else version, else policy)")
+    p.add_argument("--shares", help="designed traffic shares of A and B for the SRM check, e.g. 0.5,0.5")
+    p.add_argument("--min-samples", type=int, default=100, help="fewest requests per side for a verdict")
+    p.add_argument("--api", help="server URL (default: from the config, else http://127.0.0.1:8080)")
+    p.add_argument("--db", help="read a DuckDB file that no process writes, instead of the API")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (one line, last)")
+    p.set_defaults(func=_run)
