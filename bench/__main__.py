@@ -6,7 +6,8 @@ import importlib
 import sys
 
 BENCHMARKS = {"decide": "bench.decide", "gateway": "bench.gateway", "sim": "bench.sim", "ingest": "bench.ingest",
-              "lookup": "bench.lookup", "probes": "bench.probes", "app": "bench.app"}
+              "lookup": "bench.lookup", "probes": "bench.probes", "app": "bench.app",
+              "shadow": "bench.shadow"}
 
 
 def main(argv: list[str]) -> int:
