@@ -88,9 +88,12 @@ def test_the_key_of_a_request(key: str, headers: dict[str, str], body: Any, expe
 def _moved(before: tuple[float, ...], after: tuple[float, ...], ks: list[str]) -> tuple[int, float]:
     old, new = Assigner(settings(*before)), Assigner(settings(*after))
     moved = sum(old.arm_of(k) != new.arm_of(k) for k in ks)
-    cum = lambda xs: [sum(xs[: i + 1]) for i in range(len(xs))]  # noqa: E731
     # Keys can only move when their bucket lies between an old and a new boundary.
-    return moved, sum(abs(a - b) for a, b in zip(cum(before)[:-1], cum(after)[:-1], strict=True))
+    return moved, sum(abs(a - b) for a, b in zip(_cum(before)[:-1], _cum(after)[:-1], strict=True))
+
+
+def _cum(xs: tuple[float, ...]) -> list[float]:
+    return [sum(xs[: i + 1]) for i in range(len(xs))]
 
 
 @pytest.mark.parametrize(("before", "after"), [
