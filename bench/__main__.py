@@ -7,7 +7,7 @@ import sys
 
 BENCHMARKS = {"decide": "bench.decide", "gateway": "bench.gateway", "sim": "bench.sim", "ingest": "bench.ingest",
               "lookup": "bench.lookup", "probes": "bench.probes", "app": "bench.app",
-              "shadow": "bench.shadow"}
+              "shadow": "bench.shadow", "compare": "bench.compare"}
 
 
 def main(argv: list[str]) -> int:
