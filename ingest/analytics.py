@@ -4,9 +4,11 @@ DuckDB derives the same verdicts in SQL once per trace (:mod:`ingest.duckdb.deri
 whose nested candidates a plain ``terms`` aggregation cannot pair with the trace's weights, reads a
 bounded page of traces and tallies them here.
 
-The router records ``score_terms`` only for the candidates it scored: the feasible ones, and every
-candidate when nothing was feasible and ``on_empty: fail_open`` scored the whole pool. A candidate a
-hard violation removed otherwise has no terms, so its removal is ``undecided``, never ``decisive``.
+The router records ``score_terms`` for every candidate it had state for: the feasible ones it
+ranked, and the ones a hard violation removed, with the terms they would have scored (no total,
+no rank). A removal is ``decisive`` when that would-be total beats the selected total, ``removed``
+when it does not, and ``undecided`` when the trace holds no terms for it (detail sampled out, or a
+trace written before the router recorded them) or nothing was selected.
 """
 
 from __future__ import annotations

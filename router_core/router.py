@@ -152,6 +152,7 @@ class Router:
         weights: list[dict[str, Any]] = []
         totals, terms = self._score(pool, factors, ctx, steps, weights)
         scored = [(p.candidate.spec.id, t) for p, t in zip(pool, totals, strict=True)]
+        removed = self._counterfactual(specs, state, pool, violations, ctx, ages, weights)
         t0 = self._perf()
         picked = self.policy.picker.pick(ctx.request_id, scored)
         if self._picker_obs is not None:
@@ -160,7 +161,7 @@ class Router:
         seen = self._prepared.states_at(specs, state, ages)  # age_s and stale as of the decision
         candidates = self._candidates(specs, seen, violations, factors, dict(zip(order, range(1, len(order) + 1),
                                       strict=True)), {p.candidate.spec.id: (t, x) for p, t, x in
-                                                      zip(pool, totals, terms, strict=True)})
+                                                      zip(pool, totals, terms, strict=True)}, removed)
         if order:
             steps.add("pick", StepKind.PICK, value=round(dict(scored)[order[0]], 6), plugin=self._picker_name,
                       reason=picked.how, instances=[order[0]])
@@ -223,16 +224,47 @@ class Router:
         terms = [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in pool]
         return totals, terms
 
+    def _counterfactual(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot],
+                        pool: list[Prepared], violations: dict[str, list[Violation]], ctx: DecisionContext,
+                        ages: dict[str, float | None], weights: list[dict[str, Any]]) -> dict[str, list[float]]:
+        """The terms each candidate a hard constraint removed would have scored, had it stayed.
+
+        What makes a removal *decisive* (the removed candidate would have beaten the winner) readable
+        from the trace. State-only terms come from the per-snapshot memo; the others are scored with
+        the removed candidates beside the feasible ones, so relative terms (cost) see the same set.
+        Nothing here changes the decision: totals and ranks stay those of the feasible pool.
+        """
+        if not pool or not weights:
+            return {}
+        kept = {p.candidate.spec.id for p in pool}
+        out = [s for s in specs if s.id not in kept and s.id in violations]
+        if not out:
+            return {}
+        gone = [self._prepared.get(s, state[s.id], ages.get(s.id), ctx) for s in out]
+        scorers, columns = self.policy.scorers, []
+        for w in weights:
+            scorer = scorers[w["name"]]
+            if scorer.STATE_ONLY:
+                columns.append([p.terms[w["name"]] for p in gone])
+            else:
+                both = [p.candidate for p in pool] + [p.candidate for p in gone]
+                columns.append(clamp_unit(scorer.score(both, ctx))[len(pool):])
+        return {p.candidate.spec.id: list(row) for p, row in zip(gone, zip(*columns, strict=True), strict=True)}
+
     @staticmethod
     def _candidates(specs: list[InstanceSpec], state: Mapping[str, InstanceSnapshot],
                     violations: dict[str, list[Violation]], factors: dict[str, float], rank: dict[str, int],
-                    scored: dict[str, tuple[float, list[float]]]) -> tuple[dict[str, Any], ...]:
-        """Every evaluated candidate with its verdicts, state, terms, total and rank."""
+                    scored: dict[str, tuple[float, list[float]]], removed: dict[str, list[float]],
+                    ) -> tuple[dict[str, Any], ...]:
+        """Every evaluated candidate with its verdicts, state, terms, total and rank.
+
+        A removed candidate keeps its would-be terms (``removed``) but no total and no rank.
+        """
         hard = {iid for iid, vs in violations.items() if any(v.severity == "hard" for v in vs)}
         none: tuple[float, list[float]] = (0.0, [])
         return tuple({
             "instance": s.id, "model": s.model, "zone": s.zone, "feasible": s.id not in hard,
             "violations": violations.get(s.id, ()), "state": state[s.id],
-            "score_terms": scored.get(s.id, none)[1], "weight_factor": factors.get(s.id, 1.0),
+            "score_terms": scored[s.id][1] if s.id in scored else removed.get(s.id, none[1]), "weight_factor": factors.get(s.id, 1.0),
             "total": scored[s.id][0] if s.id in scored else None, "rank": rank.get(s.id),
         } for s in specs)

@@ -100,6 +100,26 @@ def test_version_rule() -> None:
     assert cand(trace, "big-b").violations[0].reason == "big needs version >= 2.0, instance has 1.9.3"
 
 
+def test_a_removed_candidate_keeps_its_would_be_terms_but_no_total_or_rank() -> None:
+    # What makes a removal "decisive" readable from the trace: big-b (the best state) is removed
+    # by the version rule, and its terms say it would have won (0.92 against big-a's 0.8).
+    cfg = make_config(router={"min_versions": {"big": "2.0"}}, fleet={"instances": [
+        {"id": "big-a", "model": "big", "url": "http://127.0.0.1:1", "version": "2.1", "cost": {"base": 1.8}},
+        {"id": "big-b", "model": "big", "url": "http://127.0.0.1:2", "version": "1.9.3", "cost": {"base": 1.8}},
+        {"id": "small-a", "model": "small", "url": "http://127.0.0.1:3", "cost": {"base": 1.0}}]})
+    ranked, trace = decide(healthy(), cfg)
+    b, a = cand(trace, "big-b"), cand(trace, "big-a")
+    assert ranked[0] == "big-a" and not b.feasible and b.total is None and b.rank is None
+    would = sum(weighted for *_, weighted in trace.terms_of(b))
+    assert would == pytest.approx(0.92) and a.total == pytest.approx(0.8) and would > a.total
+    # A removal that would not have won: big-b latched out at kv 0.91 scores .4*.09 + .3 + .2 + .1.
+    out = LatchState(constraint="kv-cache", out=True, value=0.91)
+    ranked, trace = decide(healthy() | {"big-b": snap("big-b", kv=0.91, latches=[out])})
+    b = cand(trace, "big-b")
+    assert sum(weighted for *_, weighted in trace.terms_of(b)) == pytest.approx(0.636)
+    assert ranked == ["big-a", "small-a"] and cand(trace, "big-a").total == pytest.approx(0.8)
+
+
 def test_requested_model_restricts_candidates() -> None:
     ranked, trace = decide(healthy(), feats=features(model="small"))
     assert ranked == ["small-a"] and trace.rule == "model:small"
