@@ -33,9 +33,9 @@ PREDICATES: dict[str, str] = {
 
 
 @cache
-def named_queries() -> dict[str, str]:
-    """Return the queries of ``sql/queries.sql`` by name."""
-    parts = re.split(r"^-- name: (\w+)\s*$", sql_file("queries.sql"), flags=re.M)
+def named_queries(file: str = "queries.sql") -> dict[str, str]:
+    """Return the queries of ``sql/<file>`` by name."""
+    parts = re.split(r"^-- name: (\w+)\s*$", sql_file(file), flags=re.M)
     return {name: body.strip().rstrip(";") for name, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 
 from ingest.codec.stored_rows import assemble_trace, clean, state_ids, summary_of
+from ingest.duckdb import rollup
 from ingest.duckdb.analytics import DuckDBAnalytics
 from ingest.duckdb.experiments import DuckDBExperiments
 from ingest.duckdb.predicates import named_queries
@@ -110,11 +111,15 @@ class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, WindowReader):
         width = BUCKETS[query.bucket] * 1_000_000
         base = (query.filter.start - _EPOCH) // timedelta(microseconds=1) // width * width
         out = []
-        args = [base, width, *params, base, width, *params]
-        try:
-            rows = self._rows(named_queries()["aggregate"].format(where=where), args)
-        except duckdb.BinderException:  # a read-only file from before the derived rid_hash
-            rows = self._rows(named_queries()["aggregate_legacy"].format(where=where), args)
+        minutes, rest = self._rollup_split(query.filter)
+        if minutes is not None:
+            rows = rollup.Buckets().read(self._rows, query.filter, minutes, rest, base, width).rows()
+        else:
+            args = [base, width, *params, base, width, *params]
+            try:
+                rows = self._rows(named_queries()["aggregate"].format(where=where), args)
+            except duckdb.BinderException:  # a read-only file from before the derived rid_hash
+                rows = self._rows(named_queries()["aggregate_legacy"].format(where=where), args)
         for r in rows:
             q = r["q"] or [None, None, None]
             out.append(BucketStats(
@@ -128,9 +133,22 @@ class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, WindowReader):
 
     def traffic(self, flt: TraceFilter) -> list[TrafficEdge]:
         """Return request counts per (rule, model, instance)."""
-        where, params = _where(flt)
-        return sort_traffic([TrafficEdge.model_validate(r) for r in
-                             self._rows(named_queries()["traffic"].format(where=where), params)])
+        minutes, rest = self._rollup_split(flt)
+        rows = [] if minutes is None else rollup.traffic_rows(self._rows, flt, minutes)
+        for part in rest:
+            where, params = _where(part)
+            rows += self._rows(named_queries()["traffic"].format(where=where), params)
+        edges: dict[tuple[Any, ...], int] = {}
+        for r in rows:
+            key = (r["rule"], r["model"], r["instance"])
+            edges[key] = edges.get(key, 0) + int(r["requests"])
+        return sort_traffic([TrafficEdge(rule=k[0], model=k[1], instance=k[2], requests=n) for k, n in edges.items()])
+
+    def _rollup_split(self, flt: TraceFilter) -> tuple[tuple[datetime, datetime] | None, list[TraceFilter]]:
+        """The sealed whole minutes of ``flt`` the rollup answers, and the filters left for the traces."""
+        if not rollup.answerable(flt):
+            return None, [flt]
+        return rollup.split(flt, rollup.through(self._rows))
 
     def _window(self, kind: Kind, start: datetime, end: datetime, eq: dict[str, str | None],
                 limit: int) -> list[Any]:

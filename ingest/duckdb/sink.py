@@ -18,6 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest.codec.to_arrow import parse_payloads
+from ingest.duckdb import rollup
 from ingest.duckdb.derived import select_list
 from ingest.duckdb.schema import sql_file, transaction
 from ingest.errors import SinkUnavailable
@@ -57,6 +58,7 @@ class DuckDBSink:
         self.retention_days = retention_days
         self._clock = clock
         self._next_retention = clock()
+        self._sealed = rollup.seal(con, clock())  # the first minute not rolled up yet
 
     @staticmethod
     def prepare(batch: RecordBatch) -> PreparedBatch:
@@ -86,7 +88,16 @@ class DuckDBSink:
             result = self._transaction(prepared, _INSERT_OR_IGNORE)
         result.rejected = list(prepared.rejected)
         self._maybe_retain()
+        self._maybe_seal()
         return result
+
+    def _maybe_seal(self) -> None:
+        now = self._clock()
+        if self._sealed is None or now - rollup.GRACE >= self._sealed + timedelta(minutes=1):
+            try:
+                self._sealed = rollup.seal(self._con, now)
+            except duckdb.Error as exc:  # the records are stored; the minutes are sealed at the next write
+                log.warning("rollup of closed minutes failed (will retry): %s", exc)
 
     def _transaction(self, prepared: PreparedBatch, statements: dict[Kind, str]) -> WriteResult:
         result = WriteResult()
@@ -99,6 +110,11 @@ class DuckDBSink:
                         continue
                     table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
                     cur.register("batch", table)
+                    dedupe = statements is _INSERT_OR_IGNORE
+                    if kind is Kind.TRACE:  # counted in the rollup before the insert: duplicates known
+                        rollup.late_traces(cur, table, self._sealed, dedupe=dedupe)
+                    elif kind is Kind.FEEDBACK:
+                        rollup.late_feedback(cur, table, self._sealed, dedupe=dedupe)
                     rows = cur.execute(statements[kind]).fetchall()
                     inserted = int(rows[0][0]) if rows else 0
                     result.count(kind, inserted, table.num_rows - inserted)
