@@ -51,7 +51,7 @@ from router_core.scrape_metrics import ScrapeMetrics
 from router_core.scraper import MetricsScraper
 from router_core.state import StateView
 from schemas.common import OutcomeStatus, ProbeKind, ProbeVerdict
-from schemas.config import RouteLensConfig
+from schemas.config import ConstraintSpec, RouteLensConfig
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
 from schemas.hashing import query_hash
@@ -161,7 +161,7 @@ class Gateway:
         # Probe verdicts (a prober here, or a follower of one); built with this gateway's state view.
         self.probes: ProbeSource | None = None if probes is None else probes(self)
 
-    def _constraints(self, experiment: Experiment) -> list[Any]:
+    def _constraints(self, experiment: Experiment) -> list[ConstraintSpec]:
         """The base policy's constraints, then any other arm's or the shadow's (once per name)."""
         specs = {c.name: c for c in self.router.policy.constraints}
         routers = [a.router for a in experiment.arms] + ([experiment.shadow.router] if experiment.shadow else [])

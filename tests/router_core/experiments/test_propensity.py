@@ -7,9 +7,14 @@ from collections import Counter
 
 import pytest
 
+from router_core.builtin import build_router
+from router_core.framework import DecisionContext
 from router_core.pickers.power_of_two import PowerOfTwoPicker, win_probability
 from router_core.pickers.softmax import SoftmaxPicker
-from tests.router_core.conftest import decide, healthy, make_config
+from router_core.quality import QualityTable
+from router_core.recorder import TraceRecorder
+from schemas import Attempt, AttemptStatus, Outcome, OutcomeStatus
+from tests.router_core.conftest import NOW, decide, features, healthy, make_config
 from tests.router_core.plugin_kit import build
 
 SCORED = [("a", 0.9), ("b", 0.85), ("c", 0.5), ("d", 0.85), ("e", 0.1)]
@@ -70,3 +75,26 @@ def test_the_trace_records_the_selection_probability(name: str) -> None:
 def test_a_single_candidate_is_certain_for_sampling_pickers() -> None:
     for picker in (p2c(), softmax()):
         assert picker.pick("r", [("a", 0.3)]).probability == 1.0
+
+
+def test_a_retry_served_by_another_instance_has_no_propensity() -> None:
+    cfg = make_config(router={"picker": "softmax"})
+    router, f = build_router(cfg), features()
+    ctx = DecisionContext(request_id="r1", features=f, intent="chat", now=NOW, quality=QualityTable({}).snapshot())
+    decision = router.decide(ctx, healthy())
+    first, second = decision.targets[0], decision.targets[1]
+
+    def trace(attempts: list[Attempt]) -> float | None:
+        rec = TraceRecorder(request_id="r1", ts=NOW, router_version="t", policy_hash=router.policy.hash,
+                            query_hash="sha256:" + "0" * 64, features=f)
+        rec.record_decision(decision)
+        rec.record_attempts(attempts)
+        return rec.finish(Outcome(status=OutcomeStatus.OK, http_status=200, total_ms=1.0)).selection_probability
+
+    ok = Attempt(seq=0, instance=first.id, model=first.model, status=AttemptStatus.OK, http_status=200, latency_ms=1)
+    assert decision.selection_probability is not None
+    assert trace([ok]) == decision.selection_probability
+    failed = ok.model_copy(update={"status": AttemptStatus.HTTP_ERROR, "http_status": 503})
+    retried = Attempt(seq=1, instance=second.id, model=second.model, status=AttemptStatus.OK, http_status=200,
+                      latency_ms=1)
+    assert trace([failed, retried]) is None
