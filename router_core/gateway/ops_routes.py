@@ -34,6 +34,15 @@ async def router_state(gw: Gateway, request: web.Request) -> web.Response:
     views["quality"] = [{"model": m, "class": c, "p_correct": round(p, 4)} for (m, c), p in
                         sorted(gw.quality.snapshot().items())]
     views["quality_instances"] = gw.quality.instance_rows()  # per instance: verdicts, estimate, divergent
+    if (exp := gw.experiment) is not None:  # the arms and shares in force (they change on reload)
+        shadow = exp.shadow
+        views["experiment"] = {
+            "key": exp.arms.settings.key,
+            "arms": [{"name": a.name, "router_version": a.router_version, "share": a.share,
+                      "policy_hash": a.policy_hash} for a in exp.arms],
+            "shadow": None if shadow is None else {"router_version": shadow.router_version, "arm": shadow.arm,
+                                                   "policy_hash": shadow.policy_hash, "sample": shadow.sample},
+        }
     if (probes := gw.probes) is not None:
         feed = probes.feed()
         views["probes"] = {"source": feed["source"], "last_result_age_s": feed["last_result_age_s"],

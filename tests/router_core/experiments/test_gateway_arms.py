@@ -134,3 +134,19 @@ def test_the_watcher_applies_a_changed_file_and_keeps_the_old_one_on_error(tmp_p
 def test_read_config_names_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="nope.yaml"):
         read_config(tmp_path / "nope.yaml")
+
+
+def test_the_router_state_shows_the_arms_in_force() -> None:
+    async def state() -> dict[str, Any]:
+        config = RouteLensConfig.model_validate({
+            "fleet": {"instances": [{"id": "a", "model": "m", "url": "http://127.0.0.1:1"}]},
+            "scrape": {"interval_s": 60}, "experiments": experiments(shadow={"arm": "y", "sample": 0.1})})
+        gw = Gateway(config, build_router(config), MemoryHooks())
+        async with TestClient(TestServer(gw.build_app())) as client:
+            resp = await client.get("/v1/router/state")
+            body: dict[str, Any] = await resp.json()
+            return body
+
+    exp = asyncio.run(state())["experiment"]
+    assert [(a["name"], a["share"]) for a in exp["arms"]] == [("x", 0.5), ("y", 0.5)]
+    assert exp["shadow"]["arm"] == "y" and exp["shadow"]["sample"] == 0.1 and exp["key"] == "header:x-user-id"
