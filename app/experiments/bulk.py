@@ -1,0 +1,203 @@
+"""Reading a window of stored traces as :class:`ReplayRow` values, in bulk, from a DuckDB trace file.
+
+The store's ``get`` rebuilds a whole :class:`DecisionTrace` (steps, violations, attempts) at about a
+millisecond each; a replay reads a tenth of that. One scan, in time order, selects only the columns
+a replay reads (the features' fields, each candidate's instance, model, state id and score terms,
+the weights) as Arrow batches; each batch's snapshots are fetched once by id (a join on the
+batch's new ids) and kept as one :class:`InstanceSnapshot` per id, the object identity the router's
+memo keys on. The filter is the store's own (:func:`ingest.duckdb.predicates.where`), and stored
+rows are cleaned the way the store cleans them (:mod:`ingest.codec.stored_rows`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from app.experiments.rows import NO_CANDIDATES, NO_STATE, SAMPLED_OUT, ReplayRow
+from ingest.codec.stored_rows import clean, readable_state
+from ingest.duckdb.predicates import where
+from schemas.fleet import InstanceSnapshot
+from schemas.queries import TraceFilter
+from schemas.trace import RequestFeatures
+
+__all__ = ["BATCH_ROWS", "count", "open_file", "read_rows", "split_points"]
+
+BATCH_ROWS = 32_768
+_FEATURES = list(RequestFeatures.model_fields)
+_NULLABLE = frozenset(k for k, f in RequestFeatures.model_fields.items() if not f.is_required() and f.default is None)
+# Lists do not come back as lists (a list's to_pylist costs microseconds per row): candidates and
+# weights as 64-bit hashes keying a cache (their values read from Arrow once per key), state ids
+# joined into a string, the score terms flattened into one list per row and cut by their lengths.
+# No ORDER BY: the file holds traces in arrival order, and order only helps the memo, it never
+# changes a decision.
+_SELECT = (
+    "SELECT request_id, epoch_us(ts) AS ts_us, intent, rule, selected_model, selected_instance, detail, "
+    "outcome.cost AS cost, " + ", ".join(f"features.{f} AS f_{f}" for f in _FEATURES) + ", "
+    "hash(score_weights) AS w_key, score_weights, "
+    "hash(list_transform(candidates, lambda c: struct_pack(instance := c.instance, model := c.model))) AS c_key, "
+    "list_transform(candidates, lambda c: struct_pack(instance := c.instance, model := c.model)) AS c_list, "
+    "array_to_string(list_transform(candidates, lambda c: coalesce(c.state_id, '')), ',') AS c_state, "
+    "flatten(list_transform(candidates, lambda c: coalesce(c.score_terms, []))) AS t_flat, "
+    "array_to_string(list_transform(candidates, lambda c: len(coalesce(c.score_terms, []))), ',') AS t_lens "
+    "FROM traces WHERE {where}"
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_LAZY = ("score_weights", "c_list", "t_flat")  # read per key or with offsets, not to_pylist per row
+
+
+def open_file(path: str | Path) -> duckdb.DuckDBPyConnection:
+    """Open a trace file read-only (no process may be writing it).
+
+    Raises:
+        duckdb.Error: The file is missing, locked by a writer or not a DuckDB file.
+    """
+    if not Path(path).is_file():
+        raise duckdb.IOException(f"trace file {path} does not exist")
+    con = duckdb.connect(str(path), read_only=True)
+    con.execute("SET threads = 1")  # one process per core replays; DuckDB's own threads would share them
+    return con
+
+
+def count(con: duckdb.DuckDBPyConnection, flt: TraceFilter) -> int:
+    """How many stored traces match ``flt``."""
+    sql, params = where(flt)
+    row = con.execute(f"SELECT count(*) FROM traces WHERE {sql}", params).fetchone()
+    return int(row[0]) if row else 0
+
+
+def split_points(con: duckdb.DuckDBPyConnection, flt: TraceFilter, parts: int) -> list[datetime]:
+    """Timestamps cutting the matching traces into ``parts`` ranges of about equal size."""
+    if parts <= 1:
+        return []
+    sql, params = where(flt)
+    qs = [k / parts for k in range(1, parts)]
+    row = con.execute(f"SELECT quantile_disc(ts, {qs!r}) FROM traces WHERE {sql}", params).fetchone()
+    return sorted(set(row[0])) if row and row[0] else []
+
+
+# What a stored snapshot adds to the scrape it copies: its id, when it was first seen, and its age
+# at the decision that stored it (``PreparedCache.states_at`` stamps a copy per tenth of a second).
+# No filter or scorer reads ``age_s`` or ``stale`` (they work from ``scraped_at`` at the decision
+# time), so copies differing only there are one state to the router: one object, one memo entry.
+_NOT_STATE = ("snapshot_id", "seen_at", "age_s", "stale")
+
+
+class _Snapshots:
+    """One :class:`InstanceSnapshot` per distinct scrape, found by stored snapshot id, a batch at a time."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+        self.by_id: dict[str, InstanceSnapshot] = {}
+        self._by_key: dict[tuple[Any, ...], InstanceSnapshot] = {}
+        cols = [r[0] for r in con.execute("DESCRIBE instance_snapshots").fetchall() if r[0] not in _NOT_STATE]
+        # hash() is 64 bits: with the instance and the scrape time beside it, two different states
+        # would need the same instance, the same scrape and a colliding hash.
+        self._key = "s.instance, epoch_us(s.scraped_at), hash(" + ", ".join(f's."{c}"' for c in cols) + ")"
+
+    def load(self, ids: set[str]) -> None:
+        want = sorted(ids - self.by_id.keys())
+        if not want:
+            return
+        if len(self.by_id) > 200_000:  # traces come in time order: old snapshots are not asked again
+            self.by_id.clear()
+            self._by_key.clear()
+        wanted = pa.table({"snapshot_id": pa.array(want, pa.string())})  # noqa: F841  (replacement scan)
+        keyed = self._con.execute(f"SELECT s.snapshot_id, {self._key} FROM instance_snapshots s "
+                                  "JOIN wanted USING (snapshot_id)").fetchall()
+        first: dict[tuple[Any, ...], str] = {}
+        for sid, *key in keyed:
+            if tuple(key) not in self._by_key:
+                first.setdefault(tuple(key), sid)
+        if first:
+            fresh = pa.table({"snapshot_id": pa.array(list(first.values()), pa.string())})  # noqa: F841
+            result = self._con.execute("SELECT s.* FROM instance_snapshots s JOIN fresh USING (snapshot_id)")
+            names = [d[0] for d in result.description or []]
+            by_sid: dict[str, InstanceSnapshot] = {}
+            for values in result.fetchall():
+                rec = dict(zip(names, values, strict=True))
+                by_sid[rec["snapshot_id"]] = InstanceSnapshot.model_validate(readable_state(clean(rec,
+                                                                                            InstanceSnapshot)))
+            for fkey, fsid in first.items():
+                self._by_key[fkey] = by_sid[fsid]
+        for sid, *key in keyed:
+            self.by_id[sid] = self._by_key[tuple(key)]
+
+
+def _features(cache: dict[tuple[Any, ...], RequestFeatures], values: tuple[Any, ...]) -> RequestFeatures | None:
+    got = cache.get(values)
+    if got is None:
+        if values[0] is None:
+            return None
+        got = cache[values] = RequestFeatures.model_validate(
+            {k: v for k, v in zip(_FEATURES, values, strict=True) if v is not None or k in _NULLABLE})
+    return got
+
+
+def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int = BATCH_ROWS,
+              ) -> Iterator[list[ReplayRow]]:
+    """Yield the traces matching ``flt`` as batches of rows, oldest first."""
+    sql, params = where(flt)
+    cur = con.cursor()
+    snaps = _Snapshots(con.cursor())
+    feats: dict[tuple[Any, ...], RequestFeatures] = {}
+    weights: dict[int | None, tuple[tuple[str, float], ...]] = {}
+    cands: dict[int | None, tuple[tuple[str, str], ...]] = {}
+    cuts: dict[str | None, list[tuple[int, int]]] = {}
+    reader = cur.sql(_SELECT.format(where=sql), params=params).to_arrow_reader(batch_rows)
+    try:
+        for batch in reader:
+            names = batch.schema.names
+            cols = {n: batch.column(i).to_pylist() for i, n in enumerate(names) if n not in _LAZY}
+            flat_col = batch.column(names.index("t_flat"))
+            flat = flat_col.values.to_pylist()
+            starts = flat_col.offsets.to_pylist()
+            sid_lists = [s.split(",") if s else [] for s in cols["c_state"]]
+            snaps.load({sid for sids in sid_lists for sid in sids if sid})
+            fcols = [cols[f"f_{f}"] for f in _FEATURES]
+            by_id = snaps.by_id
+            w_col, c_col = batch.column(names.index("score_weights")), batch.column(names.index("c_list"))
+            out: list[ReplayRow] = []
+            append = out.append
+            for k, (rid, us, sids, detail, wk, ck, tk, intent, rule, model, inst_, cost, *fv) in enumerate(zip(
+                    cols["request_id"], cols["ts_us"], sid_lists, cols["detail"], cols["w_key"], cols["c_key"],
+                    cols["t_lens"], cols["intent"], cols["rule"], cols["selected_model"], cols["selected_instance"],
+                    cols["cost"], *fcols, strict=True)):
+                wt = weights.get(wk)
+                if wt is None:
+                    wt = weights[wk] = tuple((w["name"], w["weight"]) for w in w_col[k].as_py() or [])
+                pairs = cands.get(ck)
+                if pairs is None:
+                    pairs = cands[ck] = tuple((c["instance"], c["model"]) for c in c_col[k].as_py() or [])
+                bounds = cuts.get(tk)
+                if bounds is None:
+                    lens = [int(x) for x in tk.split(",")] if tk else []
+                    ends = [sum(lens[:j + 1]) for j in range(len(lens))]
+                    bounds = cuts[tk] = [(e - n, e) for e, n in zip(ends, lens, strict=True)]
+                base = starts[k]
+                states = {}
+                for (inst, _), sid in zip(pairs, sids, strict=False):
+                    snap = by_id.get(sid)
+                    if snap is not None:
+                        states[inst] = snap
+                missing = None
+                if not detail:
+                    missing = SAMPLED_OUT
+                elif not pairs:
+                    missing = NO_CANDIDATES
+                elif len(states) < len(pairs):
+                    missing = NO_STATE
+                key = tuple(fv)
+                features = feats.get(key)
+                if features is None:
+                    features = _features(feats, key)
+                append(ReplayRow(rid, _EPOCH + timedelta(microseconds=us), features, intent, rule, model, inst_, states,
+                                 pairs, [flat[base + lo:base + hi] for lo, hi in bounds], wt, cost, missing))
+            yield out
+    finally:
+        cur.close()

@@ -1,0 +1,208 @@
+"""Counterfactual replay over a time range, summed up in a :class:`schemas.replay_report.ReplayReport`.
+
+Every stored trace of ``[since, until)`` matching a filter is re-decided under another policy.
+
+From a DuckDB file the traces are read in bulk (:mod:`app.experiments.bulk`) and, past
+``PARALLEL_MIN`` traces, in one process per core over time ranges of equal size; through a
+server's query API (:class:`ingest.trace_store.TraceStore`) they are paged with ``search`` and
+each replayable one fetched with ``get``. Either way each trace is re-decided by
+:class:`app.experiments.engine.Replayer` and counted by :class:`app.experiments.tally.Tally`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from app.experiments import bulk
+from app.experiments.engine import Replayer
+from app.experiments.rows import SAMPLED_OUT, ReplayRow, row_of
+from app.experiments.tally import Tally
+from ingest.experiments.stats import wilson_interval
+from ingest.trace_store import TraceStore
+from router_core.builtin import builtin_registry
+from router_core.policy import build_policy
+from schemas.config import RouteLensConfig
+from schemas.queries import TraceFilter
+from schemas.replay_report import FlipCause, PredictedDelta, ReplayReport
+
+__all__ = ["COST_BASIS", "LATENCY_BASIS", "PARALLEL_MIN", "Progress", "replay_rows", "replay_range"]
+
+PARALLEL_MIN = 50_000
+COST_BASIS = ("per-request cost.base of each instance in the replay policy's fleet (the cost scorer's input); "
+              "a stored instance missing from that fleet is priced at its stored outcome cost")
+LATENCY_BASIS = ("the latency scorer's prediction from each candidate's recorded state: the observed window p50 "
+                 "(>= 5 requests) else the model profile's latency_ms, scaled by queue and running beyond "
+                 "max_concurrency, under the replay policy's model profiles")
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+def replay_rows(rows: Iterator[list[ReplayRow]], replayer: Replayer, tally: Tally,
+                progress: Callable[[int], None] | None = None) -> Tally:
+    """Re-decide each replayable row and count it (and count the others with their reason)."""
+    for batch in rows:
+        for row in batch:
+            if row.missing is not None:
+                tally.skip(row.missing)
+            else:
+                tally.add(row, replayer.decide(row), replayer)
+        if progress is not None:
+            progress(len(batch))
+    return tally
+
+
+def _db_part(path: str, flt: TraceFilter, config: RouteLensConfig, done: Any) -> Tally:
+    """Replay one time range of a file (a worker process, or the caller itself)."""
+    con = bulk.open_file(path)
+    try:
+        replayer = Replayer(build_policy(config, builtin_registry()))
+
+        def tick(k: int) -> None:
+            with done.get_lock():
+                done.value += k
+
+        return replay_rows(bulk.read_rows(con, flt), replayer, Tally(), tick)
+    finally:
+        con.close()
+
+
+def _from_db(path: Path, flt: TraceFilter, config: RouteLensConfig, progress: Progress | None,
+             workers: int | None) -> Tally:
+    con = bulk.open_file(path)
+    try:
+        total = bulk.count(con, flt)
+        parts = workers or (min(os.cpu_count() or 1, 2) if total >= PARALLEL_MIN else 1)
+        cuts = bulk.split_points(con, flt, parts) if total else []
+    finally:
+        con.close()
+    ctx = mp.get_context("fork")
+    done = ctx.Value("q", 0)
+    bounds = [flt.start, *cuts, flt.end]
+    ranges = [flt.model_copy(update={"start": lo, "end": hi}) for lo, hi in zip(bounds, bounds[1:], strict=False)]
+    if len(ranges) == 1:
+        tally = _db_part(str(path), ranges[0], config, done)
+        if progress is not None:
+            progress(done.value, total)
+        return tally
+    results: Any = ctx.SimpleQueue()
+    procs = [ctx.Process(target=_worker, args=(str(path), r, config, done, results), daemon=True) for r in ranges]
+    for proc in procs:
+        proc.start()
+    tally, errors, got = Tally(), [], 0
+    try:
+        while got < len(procs):
+            if results.empty():
+                if progress is not None:
+                    progress(done.value, total)
+                if not any(proc.is_alive() for proc in procs) and results.empty():
+                    break
+                time.sleep(0.2)
+                continue
+            ok, value = results.get()
+            got += 1
+            if ok:
+                tally.merge(value)
+            else:
+                errors.append(value)
+    finally:
+        for proc in procs:
+            proc.join(timeout=5)
+    if errors or got < len(procs):
+        raise RuntimeError(f"a replay worker failed: {errors[0] if errors else 'it exited without a result'}")
+    if progress is not None:
+        progress(done.value, total)
+    return tally
+
+
+def _worker(path: str, flt: TraceFilter, config: RouteLensConfig, done: Any, results: Any) -> None:
+    """A worker process: replay one range, put ``(True, tally)`` or ``(False, message)``."""
+    try:
+        results.put((True, _db_part(path, flt, config, done)))
+    except Exception as exc:  # noqa: BLE001  (the parent reports it)
+        results.put((False, f"{type(exc).__name__}: {exc}"))
+
+
+def _pages(store: TraceStore, flt: TraceFilter, total_hint: list[int]) -> Iterator[list[ReplayRow]]:
+    """Rows through the query API: pages of summaries, each replayable trace fetched whole."""
+    cursor: str | None = None
+    while True:
+        page = store.search(flt, limit=1000, cursor=cursor)
+        rows = []
+        for item in page.items:
+            trace = store.get(item.request_id) if item.detail else None
+            if trace is None:
+                rows.append(ReplayRow(item.request_id, item.ts, None, None, item.rule, item.selected_model,
+                                      item.selected_instance, {}, (), [], (), item.cost, SAMPLED_OUT))
+            else:
+                rows.append(row_of(trace))
+        total_hint[0] += len(rows)
+        yield rows
+        cursor = page.next_cursor
+        if cursor is None:
+            return
+
+
+def replay_range(source: Path | TraceStore, since: datetime, until: datetime, flt: TraceFilter,
+                 config: RouteLensConfig, *, policy_name: str = "", progress: Progress | None = None,
+                 workers: int | None = None) -> ReplayReport:
+    """Re-decide every stored trace of ``[since, until)`` matching ``flt`` under ``config``'s policy.
+
+    Args:
+        source: A DuckDB trace file no process writes, or a store (a server's query API).
+        since: Inclusive start (aware).
+        until: Exclusive end (aware).
+        flt: Other fields to match; its ``start``/``end`` are replaced by the window.
+        config: The policy to replay under (its fleet, constraints, scoring, models, router).
+        policy_name: The policy file, named in the report.
+        progress: Called with ``(done, total)`` now and then.
+        workers: Processes for a file (default: one per core, up to 2, from ``PARALLEL_MIN`` traces).
+    """
+    started = time.perf_counter()
+    flt = flt.model_copy(update={"start": since, "end": until})
+    policy = build_policy(config, builtin_registry())
+    if isinstance(source, Path):
+        tally = _from_db(source, flt, config, progress, workers)
+    else:
+        seen = [0]
+
+        def tick(_: int) -> None:
+            if progress is not None:
+                progress(seen[0], 0)
+
+        tally = replay_rows(_pages(source, flt, seen), Replayer(policy), Tally(), tick)
+    return report_of(tally, since=since, until=until, flt=flt, policy_name=policy_name, policy_hash=policy.hash,
+                     elapsed_s=time.perf_counter() - started)
+
+
+def _delta(d: Any, basis: str) -> PredictedDelta:
+    total = d.new_sum - d.old_sum
+    return PredictedDelta(
+        basis=basis, requests=d.requests, old_mean=d.old_sum / d.flipped if d.flipped else None,
+        new_mean=d.new_sum / d.flipped if d.flipped else None,
+        delta_mean=total / d.requests if d.requests else None, delta_total=total,
+    )
+
+
+def report_of(tally: Tally, *, since: datetime, until: datetime, flt: TraceFilter, policy_name: str,
+              policy_hash: str, elapsed_s: float = 0.0) -> ReplayReport:
+    """Turn the counts of a replay into its report (rates, Wilson interval, ordered causes)."""
+    shown = {k: str(v.value if hasattr(v, "value") else v)
+             for k, v in flt.model_dump(exclude_none=True, exclude={"start", "end"}).items()}
+    causes = [FlipCause(kind=k, name=n, flips=c) for (k, n), c in
+              sorted(tally.causes.items(), key=lambda kv: (-kv[1], kv[0]))]
+    rate = tally.flips / tally.replayed if tally.replayed else None
+    return ReplayReport(
+        since=since, until=until, policy=policy_name, policy_hash=policy_hash, filter=shown, n=tally.n,
+        replayed=tally.replayed, not_replayable=tally.n - tally.replayed, not_replayable_reasons=dict(tally.missing),
+        flips=tally.flips, model_flips=tally.model_flips, flip_rate=rate,
+        flip_ci=wilson_interval(tally.flips, tally.replayed) if tally.replayed else None,
+        matrix={k: dict(v) for k, v in sorted(tally.matrix.items())},
+        instance_matrix={k: dict(v) for k, v in sorted(tally.instances.items())},
+        causes=causes, cost=_delta(tally.cost, COST_BASIS), latency=_delta(tally.latency, LATENCY_BASIS),
+        elapsed_s=elapsed_s, traces_per_s=tally.n / elapsed_s if elapsed_s > 0 else None,
+    )

@@ -1,0 +1,65 @@
+"""Stored traces as the few values a replay reads: :class:`ReplayRow`.
+
+A replay needs what ``Router.decide`` read (features, intent, time, request id, each candidate's
+state) plus what the report compares against (the stored choice, its score terms and weights).
+:func:`row_of` takes them from a :class:`DecisionTrace`; :mod:`app.experiments.bulk` reads them
+straight from DuckDB's columns, sharing one snapshot object per stored snapshot id, which is what
+lets the router's per-snapshot memo hit across traces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from schemas.fleet import InstanceSnapshot
+from schemas.trace import DecisionTrace, RequestFeatures
+
+__all__ = ["NO_CANDIDATES", "NO_STATE", "SAMPLED_OUT", "ReplayRow", "row_of"]
+
+SAMPLED_OUT = "detail sampled out (candidate states not stored)"
+NO_STATE = "a candidate has no recorded state"
+NO_CANDIDATES = "no candidates recorded"
+
+
+@dataclass(slots=True)
+class ReplayRow:
+    """One stored decision, reduced to what replaying and reporting it read.
+
+    ``candidates`` holds ``(instance, model)`` in stored order, aligned with ``terms`` (raw score
+    terms, aligned with ``weights``). ``missing`` names why the row cannot be replayed (None: it can).
+    """
+
+    request_id: str
+    ts: datetime
+    features: RequestFeatures | None
+    intent: str | None
+    rule: str | None
+    model: str | None
+    instance: str | None
+    states: dict[str, InstanceSnapshot]
+    candidates: tuple[tuple[str, str], ...]
+    terms: list[list[float]]
+    weights: tuple[tuple[str, float], ...]
+    cost: float | None
+    missing: str | None = None
+
+
+def row_of(trace: DecisionTrace, *, detail: bool = True) -> ReplayRow:
+    """Return the replay view of ``trace`` (``detail``: the store kept its candidate states)."""
+    states = {c.instance: c.state for c in trace.candidates if c.state is not None}
+    missing = None
+    if not detail:
+        missing = SAMPLED_OUT
+    elif not trace.candidates:
+        missing = NO_CANDIDATES
+    elif len(states) < len(trace.candidates):
+        missing = NO_STATE
+    return ReplayRow(
+        request_id=trace.request_id, ts=trace.ts, features=trace.features, intent=trace.intent, rule=trace.rule,
+        model=trace.selected_model, instance=trace.selected_instance, states=states,
+        candidates=tuple((c.instance, c.model) for c in trace.candidates),
+        terms=[list(c.score_terms) for c in trace.candidates],
+        weights=tuple((w.name, w.weight) for w in trace.score_weights),
+        cost=trace.outcome.cost, missing=missing,
+    )

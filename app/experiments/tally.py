@@ -1,0 +1,139 @@
+"""Counting a replay as it runs: flips, matrices, causes and predicted deltas, mergeable across processes.
+
+Attribution of one flip, first match wins: the new policy serves the request nowhere
+(``no_target``); another rule applies (``rule``); the stored winner's instance is not in the new
+fleet (``fleet``); a filter removed the stored winner (``filter``, named by the constraint); the new
+winner was not scored in the stored decision, so a filter held it out then (``filter``,
+``released``); otherwise the score term whose weighted difference between the new and the stored
+winner grew most from the stored decision to the replayed one (``term``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from app.experiments.engine import Replayed, Replayer
+from app.experiments.rows import ReplayRow
+from schemas.replay_report import NONE_TARGET
+
+__all__ = ["Tally", "cause_of"]
+
+
+def _margins(names: list[str], weights: list[float], new: list[float] | None,
+             old: list[float] | None) -> dict[str, float]:
+    """Per term, ``weight * (term of the new winner - term of the old winner)`` (0 where one is missing)."""
+    out: dict[str, float] = {}
+    for k, (name, w) in enumerate(zip(names, weights, strict=True)):
+        if new is not None and old is not None and k < len(new) and k < len(old):
+            out[name] = w * (new[k] - old[k])
+        else:
+            out[name] = 0.0
+    return out
+
+
+def cause_of(row: ReplayRow, got: Replayed) -> tuple[str, str]:
+    """Return ``(kind, name)``: why ``row``'s decision flipped to ``got`` (see the module docstring)."""
+    new, old = got.instance, row.instance
+    if new is None:
+        return "no_target", got.note or "nothing feasible"
+    if row.rule is not None and got.rule is not None and row.rule != got.rule:
+        return "rule", f"{row.rule} -> {got.rule}"
+    if old is None:
+        return "no_target", "the stored decision served nowhere"
+    if old not in got.known:
+        return "fleet", f"{old} not in the new fleet"
+    if old in got.removed:
+        return "filter", got.removed[old]
+    stored = {inst: terms for (inst, _), terms in zip(row.candidates, row.terms, strict=True)}
+    if not stored.get(new):
+        return "filter", f"released: {new} was not scored in the stored decision"
+    names, weights = list(got.weights), list(got.weights.values())
+    after = _margins(names, weights, got.terms.get(new), got.terms.get(old))
+    stored_w = dict(row.weights)
+    stored_names = [n for n, _ in row.weights]
+    before_raw = _margins(stored_names, [stored_w[n] for n in stored_names], stored.get(new), stored.get(old))
+    moved = {n: after.get(n, 0.0) - before_raw.get(n, 0.0) for n in {*after, *before_raw}}
+    if not moved:
+        return "term", "unknown"
+    return "term", max(sorted(moved), key=lambda n: moved[n])
+
+
+@dataclass
+class _Delta:
+    requests: int = 0
+    flipped: int = 0
+    old_sum: float = 0.0
+    new_sum: float = 0.0
+
+    def add(self, old: float | None, new: float | None, flipped: bool) -> None:
+        if not flipped:
+            self.requests += 1
+            return
+        if old is None or new is None:
+            return
+        self.requests += 1
+        self.flipped += 1
+        self.old_sum += old
+        self.new_sum += new
+
+    def merge(self, other: _Delta) -> None:
+        self.requests += other.requests
+        self.flipped += other.flipped
+        self.old_sum += other.old_sum
+        self.new_sum += other.new_sum
+
+
+@dataclass
+class Tally:
+    """Running counts of one replay (plain data: it crosses process boundaries)."""
+
+    n: int = 0
+    replayed: int = 0
+    flips: int = 0
+    model_flips: int = 0
+    missing: Counter[str] = field(default_factory=Counter)
+    matrix: dict[str, Counter[str]] = field(default_factory=dict)
+    instances: dict[str, Counter[str]] = field(default_factory=dict)
+    causes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    cost: _Delta = field(default_factory=_Delta)
+    latency: _Delta = field(default_factory=_Delta)
+
+    def skip(self, reason: str) -> None:
+        """Count a trace that cannot be replayed."""
+        self.n += 1
+        self.missing[reason] += 1
+
+    def add(self, row: ReplayRow, got: Replayed, replayer: Replayer) -> None:
+        """Count one replayed row and its new decision."""
+        self.n += 1
+        self.replayed += 1
+        old_m, new_m = row.model or NONE_TARGET, got.model or NONE_TARGET
+        old_i, new_i = row.instance or NONE_TARGET, got.instance or NONE_TARGET
+        self.matrix.setdefault(old_m, Counter())[new_m] += 1
+        self.instances.setdefault(old_i, Counter())[new_i] += 1
+        flipped = old_i != new_i
+        if flipped:
+            self.flips += 1
+            self.model_flips += old_m != new_m
+            self.causes[cause_of(row, got)] += 1
+            old_cost = replayer.cost_of(row.instance)
+            self.cost.add(old_cost if old_cost is not None else row.cost, replayer.cost_of(got.instance), True)
+            self.latency.add(replayer.latency_of(row.instance, got), replayer.latency_of(got.instance, got), True)
+        else:
+            self.cost.add(None, None, False)
+            self.latency.add(None, None, False)
+
+    def merge(self, other: Tally) -> None:
+        """Add ``other``'s counts to these."""
+        self.n += other.n
+        self.replayed += other.replayed
+        self.flips += other.flips
+        self.model_flips += other.model_flips
+        self.missing.update(other.missing)
+        for mine, theirs in ((self.matrix, other.matrix), (self.instances, other.instances)):
+            for k, row in theirs.items():
+                mine.setdefault(k, Counter()).update(row)
+        self.causes.update(other.causes)
+        self.cost.merge(other.cost)
+        self.latency.merge(other.latency)
