@@ -9,9 +9,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.reader import DB_ENV
-from app.ui import ENTRYPOINT
 from ingest import DuckDBTraceStore
 from schemas import Outcome, OutcomeStatus, query_hash
+from tests.app.ui.pages import open_app_page
 from tests.factories import make_trace
 
 pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
@@ -43,13 +43,7 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_streamlit_caches: 
 
 
 def open_page(**params: str) -> AppTest:
-    at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
-    at.switch_page("views/decisions.py")  # opened directly, as a deep link does (the landing page is the overview)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_app_page("views/decisions.py", **params)
 
 
 def ids(at: AppTest) -> list[str]:

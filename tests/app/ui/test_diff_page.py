@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.ui import ENTRYPOINT
 from tests.app import stub_trace_api as stub
 from tests.app.ui.data.test_diff import CHEAP_FIRST
+from tests.app.ui.pages import open_app_page
 from tests.router_core.conftest import decide, healthy, make_config
 
 pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
@@ -27,13 +27,7 @@ def api(monkeypatch: pytest.MonkeyPatch, clean_streamlit_caches: None) -> Iterat
 
 
 def open_diff(**params: str) -> AppTest:
-    at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
-    at.switch_page("views/diff.py")  # opened directly, as a deep link does (the landing page is the overview)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_app_page("views/diff.py", **params)
 
 
 def test_two_requests_side_by_side(api: stub.StubTraceApi) -> None:

@@ -10,12 +10,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.reader import API_ENV, DB_ENV
-from app.ui import ENTRYPOINT
 from app.ui.data.fleet import LIVE_ENV
 from bench.synthetic import TraceFactory
 from ingest.duckdb.store import DuckDBTraceStore
 from schemas import DecisionTrace, Feedback
 from tests.app import stub_trace_api as stub
+from tests.app.ui.pages import open_app_page
 
 PAGE = "views/overview.py"
 pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
@@ -45,15 +45,7 @@ def store_file(tmp_path: Path) -> tuple[Path, list[DecisionTrace], list[Decision
 
 
 def open_page(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], **params: str) -> AppTest:
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
-    at.switch_page(PAGE)  # opened directly, as a deep link does (the landing page is the overview)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_app_page(PAGE, monkeypatch, env, **params)
 
 
 def metrics(at: AppTest) -> dict[str, str]:

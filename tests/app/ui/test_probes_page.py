@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.ui import ENTRYPOINT
 from tests.app import stub_trace_api as stub
+from tests.app.ui.pages import open_app_page
 
 PAGE = "views/probes.py"
 pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
@@ -34,14 +34,7 @@ def probe_api() -> Iterator[stub.StubTraceApi]:
 
 
 def open_page(monkeypatch: pytest.MonkeyPatch, api_url: str, **params: str) -> AppTest:
-    monkeypatch.setenv("ROUTELENS_API_URL", api_url)
-    at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
-    at.switch_page(PAGE)  # opened directly, as a deep link does (the landing page is the overview)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_app_page(PAGE, monkeypatch, {"ROUTELENS_API_URL": api_url}, **params)
 
 
 def charts(at: AppTest) -> list[dict[str, Any]]:

@@ -11,10 +11,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.reader import DB_ENV
-from app.ui import ENTRYPOINT
 from ingest import DuckDBTraceStore
 from tests.app import stub_trace_api as stub
 from tests.app.ui import routing_seed as seed
+from tests.app.ui.pages import open_app_page
 
 PAGE = "views/topology.py"
 pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
@@ -37,17 +37,8 @@ def served(db: Path) -> Iterator[stub.StubTraceApi]:
 
 def open_page(monkeypatch: pytest.MonkeyPatch, *, db: Path | None = None, api: str | None = None,
               **params: str) -> AppTest:
-    if db is not None:
-        monkeypatch.setenv(DB_ENV, str(db))
-    if api is not None:
-        monkeypatch.setenv("ROUTELENS_API_URL", api)
-    at = AppTest.from_file(str(ENTRYPOINT), default_timeout=30)
-    at.switch_page(PAGE)  # opened directly, as a deep link does (the landing page is the overview)
-    for key, value in {"end": seed.AT_PARAM, **params}.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    env = ({DB_ENV: str(db)} if db is not None else {}) | ({"ROUTELENS_API_URL": api} if api is not None else {})
+    return open_app_page(PAGE, monkeypatch, env, **{"end": seed.AT_PARAM, **params})
 
 
 def sankeys(at: AppTest) -> list[dict[str, Any]]:
