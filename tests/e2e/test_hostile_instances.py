@@ -126,7 +126,7 @@ def test_a_hostile_instance_is_contained_and_comes_back(pair: Pair) -> None:
     hostile_phase(pair, "out-of-range-metrics", "out_of_range")
     back = wait_until(lambda: not (s := state(pair)[BAD])["stale"] and s["scrape_error"] is None and s, 30)
     assert back and back["queue"] is not None and back["queue"] >= 0
-    assert wait_until(lambda: BAD in routed(pair, 6, f"back-{len(pair.gateway_proc.lines)}"), 30)
+    assert wait_until(lambda: BAD in routed(pair, 6, f"back-{len(pair.gateway_proc.lines)}"), 60)
     logged = [line.split(f"scrape of {BAD} ")[1] for line in pair.gateway_proc.lines if f"scrape of {BAD} " in line]
     # once per change of reason, not once per round (a recovery may or may not fall between the faults)
     failing = [m.split(":")[0] for m in logged if m.startswith("failing")]
