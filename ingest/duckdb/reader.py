@@ -119,7 +119,8 @@ class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, WindowReader):
             try:
                 rows = self._rows(named_queries()["aggregate"].format(where=where), args)
             except duckdb.BinderException:  # a read-only file from before the derived rid_hash
-                rows = self._rows(named_queries()["aggregate_legacy"].format(where=where), args)
+                legacy = named_queries()["aggregate"].replace("rid_hash", "request_id")  # joined on the id itself
+                rows = self._rows(legacy.format(where=where), args)
         for r in rows:
             q = r["q"] or [None, None, None]
             out.append(BucketStats(

@@ -35,8 +35,8 @@ from ingest.duckdb.predicates import named_queries, where
 from ingest.experiments.stats import LogBins
 from schemas.queries import TraceFilter
 
-__all__ = ["BINS", "GRACE", "Buckets", "answerable", "late_feedback", "late_traces", "quantile", "seal", "split", "through",
-           "traffic_rows"]
+__all__ = ["BINS", "GRACE", "Buckets", "answerable", "late_feedback", "late_traces", "quantile", "seal", "split",
+           "through", "traffic_rows"]
 
 BINS = LogBins(k=1000)
 GRACE = timedelta(minutes=2)
@@ -214,6 +214,7 @@ class Buckets:
         self.latency: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
 
     def add(self, k: int, row: dict[str, Any]) -> None:
+        """Add one row's figures (rollup or traces) to bucket ``k``."""
         acc = self.figures[k]
         for i, name in enumerate(("requests", "errors", "fallbacks", "cost", "feedback", "misroutes")):
             acc[i] += row[name] or 0

@@ -31,7 +31,9 @@ LIMIT ?;
 -- every request_id even when the filter keeps 3% of the rows.
 -- A bucket is an integer k counted from `base`, the start of the first bucket in microseconds
 -- since the epoch (the reader passes base and the width): ts >= start >= base, so integer
--- division floors, and no float arithmetic is done per row.
+-- division floors, and no float arithmetic is done per row. Over a read-only file written before
+-- rid_hash existed, the reader runs this text with request_id in place of rid_hash.
+-- Whole sealed minutes of an unfiltered window are read from the rollup instead (ingest/duckdb/rollup.py).
 WITH b AS (
     SELECT (epoch_us(ts) - ?::BIGINT) // ?::BIGINT AS k, count(*) AS requests,
            count(*) FILTER (WHERE outcome.status = 'error') AS errors,
@@ -48,41 +50,6 @@ WITH b AS (
 ), f AS (
     SELECT k, count(*) AS feedback, count(*) FILTER (WHERE NOT fb.correct) AS misroutes
     FROM feedback fb JOIN t USING (rid_hash)
-    GROUP BY k
-)
-SELECT k, requests, errors, fallbacks, q, cost,
-       coalesce(feedback, 0) AS feedback, coalesce(misroutes, 0) AS misroutes
-FROM b LEFT JOIN f USING (k)
-ORDER BY k;
-
--- name: aggregate_legacy
--- `aggregate` over a read-only file written before the derived rid_hash columns: joined on request_id.
--- Two scans of `traces` rather than one shared one: the bucket figures (b) never read request_id,
--- the costliest column to decompress; only the misroute join (t, f) does. Both scans take the
--- same filter, so misroutes honour every field of TraceFilter, and a feedback counts in the
--- bucket of its trace, whatever its own ts. `t` is MATERIALIZED as a fence (with one consumer it
--- streams, nothing is buffered): without it DuckDB pushes the join's probabilistic filter on
--- request_id into the scan and evaluates it before the filter's own predicates, decompressing
--- every request_id even when the filter keeps 3% of the rows.
--- A bucket is an integer k counted from `base`, the start of the first bucket in microseconds
--- since the epoch (the reader passes base and the width): ts >= start >= base, so integer
--- division floors, and no float arithmetic is done per row.
-WITH b AS (
-    SELECT (epoch_us(ts) - ?::BIGINT) // ?::BIGINT AS k, count(*) AS requests,
-           count(*) FILTER (WHERE outcome.status = 'error') AS errors,
-           count(*) FILTER (WHERE fallback_triggered) AS fallbacks,
-           quantile_cont(outcome.total_ms, [0.5, 0.95, 0.99]) AS q,
-           coalesce(sum(outcome.cost), 0) AS cost
-    FROM traces
-    WHERE {where}
-    GROUP BY k
-), t AS MATERIALIZED (
-    SELECT request_id, (epoch_us(ts) - ?::BIGINT) // ?::BIGINT AS k
-    FROM traces
-    WHERE {where}
-), f AS (
-    SELECT k, count(*) AS feedback, count(*) FILTER (WHERE NOT fb.correct) AS misroutes
-    FROM feedback fb JOIN t USING (request_id)
     GROUP BY k
 )
 SELECT k, requests, errors, fallbacks, q, cost,
