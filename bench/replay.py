@@ -64,10 +64,10 @@ def generate(path: Path, n: int, template: int) -> None:
         con.execute(
             "INSERT INTO traces BY NAME SELECT t.* REPLACE ("
             " t.request_id || '-' || CAST(g.j AS VARCHAR) AS request_id,"
-            " t.ts + to_microseconds(CAST(g.j * ? AS BIGINT)) AS ts,"
+            " t.ts + to_microseconds(CAST(g.j AS BIGINT) * CAST(? AS BIGINT)) AS ts,"
             f" list_transform(t.candidates, lambda c: struct_pack({fields})) AS candidates)"
             " FROM (SELECT * FROM traces WHERE NOT contains(request_id, '-') ORDER BY ts LIMIT ?) t,"
-            " (SELECT ? AS j) g",
+            " (SELECT CAST(? AS BIGINT) AS j) g",
             [span_us, rows, j],
         )
         con.execute(

@@ -15,6 +15,7 @@ st.navigation(
         st.Page("views/decisions.py", title="Decisions", url_path="decisions"),
         st.Page("views/trace_explorer.py", title="Why this model", url_path="trace"),
         st.Page("views/diff.py", title="Decision diff", url_path="diff"),
+        st.Page("views/experiments.py", title="Experiments", url_path="experiments"),
         st.Page("views/probes.py", title="Probes & alerts", url_path="probes"),
     ]
 ).run()

@@ -1,0 +1,81 @@
+"""The "Experiments" page, run by AppTest over a seeded DuckDB file: metric table, SRM, series, shadow flips."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.reader import DB_ENV
+from ingest import DuckDBTraceStore
+from schemas import ShadowDecision
+from schemas.trace import DecisionTrace
+from tests.app.ui.pages import open_app_page
+from tests.ingest.experiments.experiment_data import END, experiment
+
+PAGE = "views/experiments.py"
+pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
+
+
+def _shadowed(t: DecisionTrace, k: int) -> DecisionTrace:
+    flipped = k % 4 == 0
+    return t.model_copy(update={"shadow": ShadowDecision(
+        router_version="v2.5-shadow", policy_hash="sha256:cccccccccccccccc",
+        selected_model="qwen3-8b" if flipped else t.selected_model,
+        selected_instance="q-a" if flipped else t.selected_instance, live_rank=2 if flipped else 1,
+        flipped=flipped, latency_ms=0.2)})
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    traces, feedback = experiment(150, 150)
+    traces = [_shadowed(t, k) if k % 2 == 0 else t for k, t in enumerate(traces)]
+    path = tmp_path / "exp.duckdb"
+    store = DuckDBTraceStore(path)
+    store.write_records(traces)
+    store.write_records(feedback)
+    store.close()
+    return path
+
+
+def open_page(monkeypatch: pytest.MonkeyPatch, db: Path, **params: str) -> object:
+    return open_app_page(PAGE, monkeypatch, {DB_ENV: str(db)}, **{"end": END.isoformat(), **params})
+
+
+def test_two_arms_metric_table_series_and_flips(monkeypatch: pytest.MonkeyPatch, db: Path) -> None:
+    at = open_page(monkeypatch, db)
+    assert not at.error  # type: ignore[attr-defined]
+    assert (at.selectbox(key="side_a").value, at.selectbox(key="side_b").value) == ("a", "b")  # type: ignore[attr-defined]
+    assert any("Split as designed" in s.value for s in at.success)  # type: ignore[attr-defined]
+    table = at.dataframe[0].value  # type: ignore[attr-defined]
+    assert list(table["metric"])[:2] == ["error rate", "fallback rate"]
+    cost = table[table["metric"] == "cost per request"].iloc[0]
+    assert cost["CI high"] < 0  # b is 20% cheaper: the interval excludes zero
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]  # type: ignore[attr-defined]
+    series, heat = charts
+    names = {t["name"] for t in series["data"]}
+    assert {"a · requests", "b · requests", "a · cost", "b · latency p95 (ms)"} <= names
+    assert heat["data"][0]["type"] == "heatmap" and "qwen3-8b" in heat["data"][0]["x"]
+    assert any("carry a shadow decision" in c.value and "flipped" in c.value for c in at.caption)  # type: ignore[attr-defined]
+
+
+def test_the_choice_is_kept_in_the_url(monkeypatch: pytest.MonkeyPatch, db: Path) -> None:
+    at = open_page(monkeypatch, db, a="b", b="a", by="version")
+    assert not at.exception  # type: ignore[attr-defined]
+    assert at.radio(key="by").value == "version"  # type: ignore[attr-defined]
+    # versions are v2.3 / v2.4: the URL's a/b name arms, so the busiest versions are taken instead
+    assert {at.selectbox(key="side_a").value, at.selectbox(key="side_b").value} == {"v2.3", "v2.4"}  # type: ignore[attr-defined]
+    at.selectbox(key="side_a").set_value("v2.4").run()  # type: ignore[attr-defined]
+    assert at.query_params["a"] == "v2.4" and at.query_params["by"] == "version"  # type: ignore[attr-defined]
+
+
+def test_an_empty_window_says_how_to_run_an_experiment(monkeypatch: pytest.MonkeyPatch, db: Path) -> None:
+    at = open_page(monkeypatch, db, end="2020-01-01T00:00:00+00:00")
+    assert any("experiments.arms" in i.value for i in at.info)  # type: ignore[attr-defined]
+    assert not at.get("plotly_chart")  # type: ignore[attr-defined]
+
+
+def test_an_unreachable_store_is_a_banner(monkeypatch: pytest.MonkeyPatch, closed_port_url: str) -> None:
+    at = open_app_page(PAGE, monkeypatch, {"ROUTELENS_API_URL": closed_port_url})
+    assert any("unreachable" in e.value for e in at.error)  # type: ignore[attr-defined]
