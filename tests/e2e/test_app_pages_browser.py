@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from app.run.procs import free_port
 from tests.e2e.conftest import ROOT, Proc
+from tests.e2e.demo_config import demo_config
 from tests.e2e.net import call
 from tests.e2e.test_app_browser import CHROMIUM, CHROMIUM_ARGS, UI_TIMEOUT_MS
 from tests.polling import wait_until
@@ -35,14 +34,7 @@ ARTEFACTS = Path(os.environ.get("ROUTELENS_ARTIFACTS", ROOT / ".pytest_artifacts
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("demo-app")
-    shipped = yaml.safe_load((ROOT / "routelens.yaml").read_text())
-    for inst in shipped["fleet"]["instances"]:
-        inst["url"] = f"http://127.0.0.1:{free_port()}"
-    shipped["gateway"]["port"] = free_port()
-    shipped["app"]["port"] = free_port()
-    shipped["storage"]["duckdb_path"] = str(tmp / "traces.duckdb")
-    cfg = tmp / "routelens.yaml"
-    cfg.write_text(yaml.safe_dump(shipped))
+    cfg, shipped, _ = demo_config(tmp)
     proc = Proc([sys.executable, "-m", "app", "demo", "--config", str(cfg), "--rps", "5"])
     try:
         proc.wait_for("Press Ctrl-C to stop.", timeout_s=150)

@@ -11,10 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from app.run.procs import free_port
 from tests.e2e.conftest import ROOT, Proc
+from tests.e2e.demo_config import demo_config
 from tests.e2e.net import call, ok
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -27,14 +26,7 @@ def _listening(url: str) -> bool:
 
 
 def test_demo_serves_a_traceable_request_and_stops_cleanly(tmp_path: Path) -> None:
-    shipped = yaml.safe_load((ROOT / "routelens.yaml").read_text())
-    for inst in shipped["fleet"]["instances"]:
-        inst["url"] = f"http://127.0.0.1:{free_port()}"
-    shipped["gateway"]["port"] = free_port()
-    shipped["app"]["port"] = free_port()
-    shipped["storage"]["duckdb_path"] = str(tmp_path / "traces.duckdb")
-    cfg = tmp_path / "routelens.yaml"
-    cfg.write_text(yaml.safe_dump(shipped))
+    cfg, shipped, _ = demo_config(tmp_path)
 
     demo = Proc([sys.executable, "-m", "app", "demo", "--config", str(cfg)])
     try:

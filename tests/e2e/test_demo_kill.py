@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from app.run.procs import free_port, port_is_free
-from tests.e2e.conftest import ROOT, Proc
+from app.run.procs import port_is_free
+from tests.e2e.conftest import Proc
+from tests.e2e.demo_config import demo_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -50,24 +50,9 @@ def _alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
-def _config(tmp_path: Path) -> tuple[Path, list[int]]:
-    shipped = yaml.safe_load((ROOT / "routelens.yaml").read_text())
-    ports = []
-    for inst in shipped["fleet"]["instances"]:
-        ports.append(free_port())
-        inst["url"] = f"http://127.0.0.1:{ports[-1]}"
-    shipped["gateway"]["port"] = free_port()
-    shipped["app"]["port"] = free_port()
-    ports += [shipped["gateway"]["port"], shipped["app"]["port"]]
-    shipped["storage"]["duckdb_path"] = str(tmp_path / "traces.duckdb")
-    cfg = tmp_path / "routelens.yaml"
-    cfg.write_text(yaml.safe_dump(shipped))
-    return cfg, ports
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_kill_9_of_the_demo_leaves_no_child_and_frees_the_ports(tmp_path: Path) -> None:
-    cfg, ports = _config(tmp_path)
+    cfg, _, ports = demo_config(tmp_path)
     demo = Proc([sys.executable, "-m", "app", "demo", "--config", str(cfg), "--rps", "5"])
     children: set[int] = set()
     try:
