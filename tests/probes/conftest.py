@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -50,6 +51,33 @@ def fixed_app(body: bytes | dict[str, Any], status: int = 200, content_type: str
         if seen is not None:
             seen.append(dict(request.headers))
         return web.Response(body=raw, status=status, content_type=content_type)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    return app
+
+
+def streaming_app(total: int, chunk: int = 1 << 20, *, content_length: bool = False, every_s: float = 0.0,
+                  fill: bytes = b"x") -> web.Application:
+    """An instance that streams ``total`` bytes of ``fill`` in ``chunk``-byte writes, ``every_s`` apart.
+
+    Big and fast it is a huge answer (``content_length`` declares it up front); small and slow a drip.
+    """
+    async def chat(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        if content_length:
+            resp.content_length = total
+        await resp.prepare(request)
+        block = fill * chunk
+        try:
+            for _ in range(total // chunk):
+                await resp.write(block)
+                if every_s:
+                    await asyncio.sleep(every_s)
+        except (ConnectionResetError, RuntimeError):
+            pass  # the probe hung up at its cap or its timeout
+        return resp
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)

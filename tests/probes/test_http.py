@@ -10,7 +10,7 @@ from aiohttp import web
 from app.run.procs import free_port
 from probes.http import call_chat
 from probes.types import Target
-from tests.probes.conftest import completion, fixed_app, serving
+from tests.probes.conftest import completion, fixed_app, serving, streaming_app
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "Hello world"}]}
 
@@ -42,56 +42,19 @@ def test_no_key_no_authorization_header():
     assert "Authorization" not in seen[0]
 
 
-def _streaming(total: int, chunk: int = 1 << 20, content_length: bool = False) -> web.Application:
-    async def chat(request: web.Request) -> web.StreamResponse:
-        await request.read()
-        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-        if content_length:
-            resp.content_length = total
-        await resp.prepare(request)
-        block = b"x" * chunk
-        try:
-            for _ in range(total // chunk):
-                await resp.write(block)
-        except (ConnectionResetError, RuntimeError):
-            pass  # the probe hung up at its cap
-        return resp
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    return app
-
-
 def test_a_50_mb_answer_is_cut_at_the_cap_not_buffered():
-    call = _call(_streaming(50 << 20), max_bytes=1 << 20)
+    call = _call(streaming_app(50 << 20), max_bytes=1 << 20)
     assert call.status == 200 and call.body is None and call.error_class == "too_large"
     assert "1048576-byte cap" in call.error
 
 
 def test_a_declared_50_mb_answer_is_refused_from_its_content_length():
-    call = _call(_streaming(50 << 20, content_length=True), max_bytes=1 << 20)
+    call = _call(streaming_app(50 << 20, content_length=True), max_bytes=1 << 20)
     assert call.error_class == "too_large" and "52428800 bytes" in call.error
 
 
-def _drip() -> web.Application:
-    async def chat(request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-        await resp.prepare(request)
-        try:
-            for _ in range(10_000):
-                await resp.write(b" ")
-                await asyncio.sleep(0.02)
-        except (ConnectionResetError, RuntimeError):
-            pass
-        return resp
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    return app
-
-
 def test_a_slow_drip_is_a_timeout():
-    call = _call(_drip(), timeout_s=0.3)
+    call = _call(streaming_app(10_000, 1, every_s=0.02, fill=b" "), timeout_s=0.3)
     assert call.error_class == "timeout" and call.status == 200 and call.body is None
     assert "not complete within 0.3 s" in call.error
 

@@ -17,7 +17,7 @@ from probes.runner import ProbeRunner
 from probes.types import Target
 from schemas.common import ProbeKind, ProbeVerdict
 from schemas.probe import ProbeResult
-from tests.probes.conftest import MODEL, fast_settings, fixed_app, serving, sim_app
+from tests.probes.conftest import MODEL, fast_settings, fixed_app, serving, sim_app, streaming_app
 
 WALL = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
 
@@ -73,46 +73,14 @@ def test_an_exception_in_a_check_is_a_failed_result(exc: Exception, error_class:
     assert result.verdict is ProbeVerdict.FAILED and result.error_class == error_class and result.reason == reason
 
 
-def _big() -> web.Application:
-    async def chat(request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-        await resp.prepare(request)
-        try:
-            for _ in range(50):
-                await resp.write(b"x" * (1 << 20))
-        except (ConnectionResetError, RuntimeError):
-            pass
-        return resp
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    return app
-
-
-def _drip() -> web.Application:
-    async def chat(request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-        await resp.prepare(request)
-        try:
-            for _ in range(1000):
-                await resp.write(b"{")
-                await asyncio.sleep(0.02)
-        except (ConnectionResetError, RuntimeError):
-            pass
-        return resp
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    return app
-
-
 NOT_FOUND = {"error": {"message": "The model `sim-model` does not exist.", "type": "invalid_request_error",
                        "param": "model", "code": "model_not_found"}}
 BAD = [
     ("non-json", lambda: fixed_app(b"Internal error", content_type="text/plain"), "not_json", "body is not JSON"),
     ("invalid utf-8", lambda: fixed_app(b'{"x": "\xc3\x28"}'), "encoding", "body is not valid UTF-8"),
-    ("50 MB", _big, "too_large", "answer cut at the 1048576-byte cap"),
-    ("slow drip", _drip, "timeout", "answer (HTTP 200) not complete within 0.3 s"),
+    ("50 MB", lambda: streaming_app(50 << 20), "too_large", "answer cut at the 1048576-byte cap"),
+    ("slow drip", lambda: streaming_app(1000, 1, every_s=0.02, fill=b"{"), "timeout",
+     "answer (HTTP 200) not complete within 0.3 s"),
     ("unknown model", lambda: fixed_app(NOT_FOUND, status=404), "http_status",
      "HTTP 404: The model `sim-model` does not exist."),
 ]
