@@ -265,6 +265,7 @@ class Router:
         return tuple({
             "instance": s.id, "model": s.model, "zone": s.zone, "feasible": s.id not in hard,
             "violations": violations.get(s.id, ()), "state": state[s.id],
-            "score_terms": scored[s.id][1] if s.id in scored else removed.get(s.id, none[1]), "weight_factor": factors.get(s.id, 1.0),
+            "score_terms": scored[s.id][1] if s.id in scored else removed.get(s.id, none[1]),
+            "weight_factor": factors.get(s.id, 1.0),
             "total": scored[s.id][0] if s.id in scored else None, "rank": rank.get(s.id),
         } for s in specs)
