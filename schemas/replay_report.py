@@ -67,3 +67,4 @@ class ReplayReport(ContractModel):
     latency: PredictedDelta
     elapsed_s: float = Field(0.0, ge=0)
     traces_per_s: float | None = None
+    cpu_s: float = Field(0.0, ge=0, description="CPU seconds of the processes that read and re-decided.")

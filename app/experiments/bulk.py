@@ -48,6 +48,7 @@ _SELECT = (
     "FROM traces WHERE {where}"
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NEAR = timedelta(minutes=10)  # how far around a batch's traces their snapshots are looked for first
 _LAZY = ("score_weights", "c_list", "t_flat")  # read per key or with offsets, not to_pylist per row
 
 
@@ -100,33 +101,57 @@ class _Snapshots:
         # would need the same instance, the same scrape and a colliding hash.
         self._key = "s.instance, epoch_us(s.scraped_at), hash(" + ", ".join(f's."{c}"' for c in cols) + ")"
 
-    def load(self, ids: set[str]) -> None:
-        want = sorted(ids - self.by_id.keys())
+    def _keyed(self, want: list[str], seen: tuple[datetime, datetime] | None) -> pa.Table:
+        wanted = pa.table({"snapshot_id": pa.array(want, pa.string())})  # noqa: F841  (replacement scan)
+        near = "" if seen is None else "WHERE s.seen_at >= ? AND s.seen_at < ?"
+        return self._con.sql(f"SELECT s.snapshot_id, {self._key} FROM instance_snapshots s "
+                             f"JOIN wanted USING (snapshot_id) {near}",
+                             params=[] if seen is None else list(seen)).to_arrow_table()
+
+    def _states(self, sids: list[str], seen: tuple[datetime, datetime] | None) -> dict[str, InstanceSnapshot]:
+        fresh = pa.table({"snapshot_id": pa.array(sids, pa.string())})  # noqa: F841  (replacement scan)
+        near = "" if seen is None else "WHERE s.seen_at >= ? AND s.seen_at < ?"
+        result = self._con.execute(f"SELECT s.* FROM instance_snapshots s JOIN fresh USING (snapshot_id) {near}",
+                                   [] if seen is None else list(seen))
+        names = [d[0] for d in result.description or []]
+        out: dict[str, InstanceSnapshot] = {}
+        for values in result.fetchall():
+            rec = dict(zip(names, values, strict=True))
+            out[rec["snapshot_id"]] = InstanceSnapshot.model_validate(readable_state(clean(rec, InstanceSnapshot)))
+        return out
+
+    def load(self, ids: set[str], seen: tuple[datetime, datetime] | None = None) -> None:
+        """Make every id of ``ids`` resolvable in :attr:`by_id`.
+
+        A trace's snapshots are stored with it, so they were first seen around its time: looking
+        among those first seen within ``seen`` first lets DuckDB skip the rest of the table (its
+        zone maps); ids not found there are then looked for in the whole table.
+        """
+        want = list(ids - self.by_id.keys())
         if not want:
             return
         if len(self.by_id) > 200_000:  # traces come in time order: old snapshots are not asked again
             self.by_id.clear()
             self._by_key.clear()
-        wanted = pa.table({"snapshot_id": pa.array(want, pa.string())})  # noqa: F841  (replacement scan)
-        keyed = self._con.execute(f"SELECT s.snapshot_id, {self._key} FROM instance_snapshots s "
-                                  "JOIN wanted USING (snapshot_id)").fetchall()
+        keyed = self._keyed(want, seen)
+        if seen is not None and keyed.num_rows < len(want):
+            keyed = self._keyed(want, None)
+        sids = keyed.column(0).to_pylist()
+        keys = list(zip(*(keyed.column(i).to_pylist() for i in range(1, keyed.num_columns)), strict=True))
         first: dict[tuple[Any, ...], str] = {}
-        for sid, *key in keyed:
-            if tuple(key) not in self._by_key:
-                first.setdefault(tuple(key), sid)
+        known = self._by_key
+        for sid, key in zip(sids, keys, strict=True):
+            if key not in known and key not in first:
+                first[key] = sid
         if first:
-            fresh = pa.table({"snapshot_id": pa.array(list(first.values()), pa.string())})  # noqa: F841
-            result = self._con.execute("SELECT s.* FROM instance_snapshots s JOIN fresh USING (snapshot_id)")
-            names = [d[0] for d in result.description or []]
-            by_sid: dict[str, InstanceSnapshot] = {}
-            for values in result.fetchall():
-                rec = dict(zip(names, values, strict=True))
-                by_sid[rec["snapshot_id"]] = InstanceSnapshot.model_validate(readable_state(clean(rec,
-                                                                                            InstanceSnapshot)))
+            by_sid = self._states(list(first.values()), seen)
+            if len(by_sid) < len(first):
+                by_sid = self._states(list(first.values()), None)
             for fkey, fsid in first.items():
-                self._by_key[fkey] = by_sid[fsid]
-        for sid, *key in keyed:
-            self.by_id[sid] = self._by_key[tuple(key)]
+                known[fkey] = by_sid[fsid]
+        by_id = self.by_id
+        for sid, key in zip(sids, keys, strict=True):
+            by_id[sid] = known[key]
 
 
 def _features(cache: dict[tuple[Any, ...], RequestFeatures], values: tuple[Any, ...]) -> RequestFeatures | None:
@@ -158,7 +183,10 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
             flat = flat_col.values.to_pylist()
             starts = flat_col.offsets.to_pylist()
             sid_lists = [s.split(",") if s else [] for s in cols["c_state"]]
-            snaps.load({sid for sids in sid_lists for sid in sids if sid})
+            us_col = cols["ts_us"]
+            seen = None if not us_col else (_EPOCH + timedelta(microseconds=min(us_col)) - _NEAR,
+                                            _EPOCH + timedelta(microseconds=max(us_col)) + _NEAR)
+            snaps.load({sid for sids in sid_lists for sid in sids if sid}, seen)
             fcols = [cols[f"f_{f}"] for f in _FEATURES]
             by_id = snaps.by_id
             w_col, c_col = batch.column(names.index("score_weights")), batch.column(names.index("c_list"))

@@ -87,8 +87,10 @@ class Replayer:
         self.specs = {s.id: s for s in policy.fleet}
         self._spec_ids = frozenset(self.specs)
         # Only the quality scorer reads ctx.quality: without one, the stored quality terms change nothing.
+        weighted = {n for n, w in policy.base_weights.items() if w > 0}
+        weighted |= {n for p in policy.profiles for n, w in p.weights.items() if w > 0}
         self._reads_quality = any(isinstance(s, QualityScorer) or not type(s).__module__.startswith("router_core.")
-                                  for s in policy.scorers.values())
+                                  for n, s in policy.scorers.items() if n in weighted)
         self.slow = 0  # rows handed to Router.decide
 
     def quality_for(self, row: ReplayRow) -> Mapping[tuple[str, str], float]:
@@ -135,10 +137,11 @@ class Replayer:
         except UnknownModel:
             return Replayed(rule, None, None, note=f"model {requested} not in the fleet")
         prepared: dict[str, Prepared] = {}
+        now, get = row.ts, self._prepared.get
         for spec in specs:
             snap = state[spec.id]
-            age = None if snap.scraped_at is None else (ctx.now - snap.scraped_at).total_seconds()
-            prepared[spec.id] = self._prepared.get(spec, snap, age, ctx)
+            at = snap.scraped_at
+            prepared[spec.id] = get(spec, snap, None if at is None else (now - at).total_seconds(), ctx)
         pool, removed, factors = self._filter(list(prepared.values()), ctx)
         if not pool:
             return self._slow(ctx, state, rule, prepared)

@@ -58,6 +58,7 @@ def replay_rows(rows: Iterator[list[ReplayRow]], replayer: Replayer, tally: Tall
 
 def _db_part(path: str, flt: TraceFilter, config: RouteLensConfig, done: Any) -> Tally:
     """Replay one time range of a file (a worker process, or the caller itself)."""
+    started = time.process_time()
     con = bulk.open_file(path)
     try:
         replayer = Replayer(build_policy(config, builtin_registry()))
@@ -66,9 +67,11 @@ def _db_part(path: str, flt: TraceFilter, config: RouteLensConfig, done: Any) ->
             with done.get_lock():
                 done.value += k
 
-        return replay_rows(bulk.read_rows(con, flt), replayer, Tally(), tick)
+        tally = replay_rows(bulk.read_rows(con, flt), replayer, Tally(), tick)
     finally:
         con.close()
+    tally.cpu_s = time.process_time() - started
+    return tally
 
 
 def _from_db(path: Path, flt: TraceFilter, config: RouteLensConfig, progress: Progress | None,
@@ -174,7 +177,9 @@ def replay_range(source: Path | TraceStore, since: datetime, until: datetime, fl
             if progress is not None:
                 progress(seen[0], 0)
 
+        cpu = time.process_time()
         tally = replay_rows(_pages(source, flt, seen), Replayer(policy), Tally(), tick)
+        tally.cpu_s = time.process_time() - cpu
     return report_of(tally, since=since, until=until, flt=flt, policy_name=policy_name, policy_hash=policy.hash,
                      elapsed_s=time.perf_counter() - started)
 
@@ -204,5 +209,5 @@ def report_of(tally: Tally, *, since: datetime, until: datetime, flt: TraceFilte
         matrix={k: dict(v) for k, v in sorted(tally.matrix.items())},
         instance_matrix={k: dict(v) for k, v in sorted(tally.instances.items())},
         causes=causes, cost=_delta(tally.cost, COST_BASIS), latency=_delta(tally.latency, LATENCY_BASIS),
-        elapsed_s=elapsed_s, traces_per_s=tally.n / elapsed_s if elapsed_s > 0 else None,
+        elapsed_s=elapsed_s, traces_per_s=tally.n / elapsed_s if elapsed_s > 0 else None, cpu_s=tally.cpu_s,
     )

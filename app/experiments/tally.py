@@ -98,6 +98,7 @@ class Tally:
     causes: Counter[tuple[str, str]] = field(default_factory=Counter)
     cost: _Delta = field(default_factory=_Delta)
     latency: _Delta = field(default_factory=_Delta)
+    cpu_s: float = 0.0  # CPU time of the processes that replayed (reading included)
 
     def skip(self, reason: str) -> None:
         """Count a trace that cannot be replayed."""
@@ -110,8 +111,14 @@ class Tally:
         self.replayed += 1
         old_m, new_m = row.model or NONE_TARGET, got.model or NONE_TARGET
         old_i, new_i = row.instance or NONE_TARGET, got.instance or NONE_TARGET
-        self.matrix.setdefault(old_m, Counter())[new_m] += 1
-        self.instances.setdefault(old_i, Counter())[new_i] += 1
+        cell = self.matrix.get(old_m)
+        if cell is None:
+            cell = self.matrix[old_m] = Counter()
+        cell[new_m] += 1
+        cell = self.instances.get(old_i)
+        if cell is None:
+            cell = self.instances[old_i] = Counter()
+        cell[new_i] += 1
         flipped = old_i != new_i
         if flipped:
             self.flips += 1
@@ -137,3 +144,4 @@ class Tally:
         self.causes.update(other.causes)
         self.cost.merge(other.cost)
         self.latency.merge(other.latency)
+        self.cpu_s += other.cpu_s
