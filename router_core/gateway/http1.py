@@ -161,6 +161,7 @@ class _Connection(asyncio.Protocol):
         self._head: asyncio.Future[UpstreamResponse] | None = None
         self._head_size = 0
         self._reading_paused = False
+        self._keep_alive = False
         self.closed = False
 
     # asyncio.Protocol
@@ -229,6 +230,7 @@ class _Connection(asyncio.Protocol):
         resp = self._resp
         if resp is None or resp.status == 0:
             return  # the end of an interim answer
+        self._keep_alive = self._parser.should_keep_alive()  # llhttp forgets it once the message ends
         resp._done = True
         resp._wake()
 
@@ -238,6 +240,7 @@ class _Connection(asyncio.Protocol):
         self._resp = UpstreamResponse(self)
         self._head = fut = asyncio.get_running_loop().create_future()
         self._head_size = 0
+        self._keep_alive = False
         self.transport.write(head + body)
         return fut
 
@@ -248,7 +251,7 @@ class _Connection(asyncio.Protocol):
 
     def done_with(self, *, reusable: bool) -> None:
         resp, self._resp = self._resp, None
-        if reusable and not self.closed and resp is not None and self._parser.should_keep_alive():
+        if reusable and not self.closed and resp is not None and self._keep_alive:
             self._pool.put_back(self)
         else:
             self._abort()
