@@ -92,6 +92,8 @@ _NOT_STATE = ("snapshot_id", "seen_at", "age_s", "stale")
 class _Snapshots:
     """One :class:`InstanceSnapshot` per distinct scrape, found by stored snapshot id, a batch at a time."""
 
+    MAX_KEPT = 200_000  # ids remembered before the memory is cleared (between two batches)
+
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self._con = con
         self.by_id: dict[str, InstanceSnapshot] = {}
@@ -127,12 +129,12 @@ class _Snapshots:
         among those first seen within ``seen`` first lets DuckDB skip the rest of the table (its
         zone maps); ids not found there are then looked for in the whole table.
         """
+        if len(self.by_id) > self.MAX_KEPT:  # traces come in time order: old snapshots are rarely asked again
+            self.by_id.clear()
+            self._by_key.clear()
         want = list(ids - self.by_id.keys())
         if not want:
             return
-        if len(self.by_id) > 200_000:  # traces come in time order: old snapshots are not asked again
-            self.by_id.clear()
-            self._by_key.clear()
         keyed = self._keyed(want, seen)
         if seen is not None and keyed.num_rows < len(want):
             keyed = self._keyed(want, None)
@@ -164,7 +166,7 @@ def _features(cache: dict[tuple[Any, ...], RequestFeatures], values: tuple[Any, 
     return got
 
 
-def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int = BATCH_ROWS,
+def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int | None = None,
               ) -> Iterator[list[ReplayRow]]:
     """Yield the traces matching ``flt`` as batches of rows, oldest first."""
     sql, params = where(flt)
@@ -174,7 +176,7 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
     weights: dict[int | None, tuple[tuple[str, float], ...]] = {}
     cands: dict[int | None, tuple[tuple[str, str], ...]] = {}
     cuts: dict[str | None, list[tuple[int, int]]] = {}
-    reader = cur.sql(_SELECT.format(where=sql), params=params).to_arrow_reader(batch_rows)
+    reader = cur.sql(_SELECT.format(where=sql), params=params).to_arrow_reader(batch_rows or BATCH_ROWS)
     try:
         for batch in reader:
             names = batch.schema.names

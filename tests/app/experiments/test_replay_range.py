@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from app.experiments import bulk
 from app.experiments.replay_range import replay_range
 from bench.replay_traces import CONSTRAINTS, fleet_config
 from schemas.queries import TraceFilter
@@ -99,3 +100,10 @@ def test_two_processes_count_what_one_does(db: Path) -> None:
     two = replay_range(db, T0, DAY, TraceFilter(), fleet_config(), workers=2)
     keep = {"n", "replayed", "flips", "matrix", "instance_matrix", "causes"}
     assert one.model_dump(include=keep) == two.model_dump(include=keep)
+
+
+def test_forgetting_old_snapshots_between_batches_loses_none(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bulk._Snapshots, "MAX_KEPT", 40)
+    monkeypatch.setattr(bulk, "BATCH_ROWS", 50)
+    report = replay_range(db, T0, DAY, TraceFilter(), fleet_config(scoring=STATE_ONLY), workers=1)
+    assert (report.replayed, report.not_replayable, report.flips) == (500, 0, 0)
