@@ -2,11 +2,15 @@
 
 Every path runs as real processes on loopback in front of the same zero-delay simulated instance
 (so the figures measure the gateways, not a model), with full tracing on. The load comes from
-Debian's ``wrk`` (``wrk -t1 -cC -dDs --latency``, a POST of a small chat body) at c=1 and c=16.
+Debian's ``wrk`` (``wrk -t1 -cC -dDs --latency``, a POST of a small chat body) at c=1 and c=16, the
+same runs on every path.
 LiteLLM's proxy (a pinned version) is installed by this script into a virtual environment of its
-own under ``~/.cache/routelens-bench`` the first time (``--no-litellm`` skips it). While RouteLens
-runs at c=1, a second process samples one request every 20 ms and the output carries its p99 per
-second (``latency_over_time``): a periodic stall shows there as a recurring spike.
+own under ``~/.cache/routelens-bench`` the first time (``--no-litellm`` skips it). After RouteLens's
+measured runs, one more c=1 run carries a sampler beside it (one request every 20 ms on a
+keep-alive connection of its own) and the output has its p99 per second (``latency_over_time``): a
+periodic stall shows there as a recurring spike. It is a run of its own because the sampler's
+requests land between wrk's: in the measured c=1 run they would queue behind each other, which the
+direct path (measured without a sampler) does not see.
 
 Last line: ``{"direct": {"c1": {"p50_ms", "p99_ms", "rps"}, "c16": {...}}, "routelens": {...},
 "routelens_workers": {...}, "litellm": {...}, "litellm_workers": {...}, "ratio_rps_c16": ...,
@@ -16,6 +20,7 @@ Last line: ``{"direct": {"c1": {"p50_ms", "p99_ms", "rps"}, "c16": {...}}, "rout
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import re
@@ -25,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -67,15 +73,17 @@ def wrk(url: str, script: Path, connections: int, seconds: int) -> dict[str, flo
 
 def _sampler(url: str, stop: threading.Event, out: list[tuple[float, float]]) -> None:
     data = json.dumps(BODY).encode()
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {_KEY}"}
     t_start = time.monotonic()
     while not stop.is_set():
         t0 = time.perf_counter()
-        req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json",
-                                                               "Authorization": f"Bearer {_KEY}"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            resp.read()
+        conn.request("POST", parts.path, body=data, headers=headers)
+        conn.getresponse().read()
         out.append((time.monotonic() - t_start, (time.perf_counter() - t0) * 1e3))
         stop.wait(0.02)
+    conn.close()
 
 
 def per_second_p99(samples: list[tuple[float, float]]) -> list[float]:
@@ -87,20 +95,19 @@ def per_second_p99(samples: list[tuple[float, float]]) -> list[float]:
 
 
 def measure(url: str, script: Path, seconds: int, *, over_time: bool = False) -> dict[str, Any]:
-    """c=1 and c=16 against ``url`` (after a short warm-up)."""
+    """c=1 and c=16 against ``url`` (after a short warm-up); then, if asked, the sampled c=1 run."""
     wrk(url, script, 4, 2)
-    result: dict[str, Any] = {}
-    samples: list[tuple[float, float]] = []
-    stop = threading.Event()
-    sampler = threading.Thread(target=_sampler, args=(url, stop, samples), daemon=True) if over_time else None
-    if sampler is not None:
+    result: dict[str, Any] = {"c1": wrk(url, script, 1, seconds), "c16": wrk(url, script, 16, seconds)}
+    if over_time:
+        samples: list[tuple[float, float]] = []
+        stop = threading.Event()
+        sampler = threading.Thread(target=_sampler, args=(url, stop, samples), daemon=True)
         sampler.start()
-    result["c1"] = wrk(url, script, 1, seconds)
-    stop.set()
-    if sampler is not None:
+        beside = wrk(url, script, 1, seconds)
+        stop.set()
         sampler.join(30)
-        result["latency_over_time"] = {"sampled_every_ms": 20, "p99_ms_per_second": per_second_p99(samples)}
-    result["c16"] = wrk(url, script, 16, seconds)
+        result["latency_over_time"] = {"sampled_every_ms": 20, "p99_ms_per_second": per_second_p99(samples),
+                                       "wrk_c1_beside": beside}
     return result
 
 
