@@ -92,7 +92,8 @@ def open_store(st: StorageSettings, db_path: str, *, lazy: bool = True) -> DuckD
 
 
 def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str | None = None,
-                      worker: int = 0, probe_url: str | None = None) -> web.Application:
+                      worker: int = 0, probe_url: str | None = None, config_path: str | None = None,
+                      ) -> web.Application:
     """Build the gateway application with its trace pipeline and the store's query API.
 
     Args:
@@ -102,6 +103,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
             ``run_server`` starts); None keeps the store in this process (one-process embedding).
         worker: This gateway's number among the workers (names its spool).
         probe_url: The prober process to follow (``serve`` starts it); None probes here when enabled.
+        config_path: The file ``config`` came from: watched, its ``experiments`` section reloaded on change.
     """
     st = config.storage
     store: TraceStore
@@ -127,6 +129,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         policy_hash=policy_hash(config),
         registry=registry,
         probes=probe_source(config, db_path, emitter, registry, probe_url),
+        config_path=config_path,
     )
     app = gateway.build_app()
     if store_url is None:
@@ -202,7 +205,8 @@ def run_server(
                 "serve", "--host", host, "--port", str(port), "--db", db, "--store-url", store_url or "",
                 "--worker", str(i), "--workers", str(workers), *(["--probe-url", probe_url] if probe_url else [])],
                 "gateway ready"))
-        app = build_gateway_app(config, db, store_url=store_url, worker=worker, probe_url=probe_url)
+        app = build_gateway_app(config, db, store_url=store_url, worker=worker, probe_url=probe_url,
+                                config_path=config_path)
         app.on_startup.append(_hangup_stops)
         web.run_app(
             app,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -40,6 +42,8 @@ EXPERIMENTS = {
 class Served:
     gateway: str
     config: RouteLensConfig
+    path: Path
+    raw: dict[str, Any]
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +70,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         procs.append(Proc([*py, "serve", "--config", str(cfg), "--workers", "1"]))
         procs[1].wait_for("gateway ready")
         yield Served(f"http://127.0.0.1:{raw['gateway']['port']}",  # type: ignore[index]
-                     RouteLensConfig.model_validate(raw))
+                     RouteLensConfig.model_validate(raw), cfg, raw)
     finally:
         for p in reversed(procs):
             p.stop()
@@ -130,3 +134,21 @@ def test_the_shadow_policy_is_recorded_in_the_traces(served: Served) -> None:
         assert t.shadow.selected_instance is not None
         assert t.shadow.flipped == (t.shadow.selected_instance != t.selected_instance)
         assert t.shadow.live_rank is None or t.shadow.live_rank >= 1
+
+
+def test_changed_shares_are_reloaded_from_the_file_without_a_restart(served: Served) -> None:
+    # Runs last in this module: it leaves every key in "balanced".
+    raw = {**served.raw, "experiments": {**EXPERIMENTS, "arms": [
+        {**EXPERIMENTS["arms"][0], "share": 0.0}, {**EXPERIMENTS["arms"][1], "share": 1.0}]}}  # type: ignore[index]
+    served.path.write_text(yaml.safe_dump(raw))
+
+    def all_balanced() -> bool:
+        return all(trace_of(served, ask(served, {"x-user-id": f"reload-{i}"})).experiment_arm == "balanced"
+                   for i in range(8))
+
+    assert wait_until(all_balanced, 20, 0.5)
+    _, state = call("GET", f"{served.gateway}/v1/router/state")
+    shares = {a["name"]: a["share"] for a in state["experiment"]["arms"]}
+    assert shares == {"control": 0.0, "balanced": 1.0}
+    served.path.write_text("experiments: [this does not load")  # a broken file: the running experiment stays
+    assert trace_of(served, ask(served, {"x-user-id": "reload-after-bad"})).experiment_arm == "balanced"
