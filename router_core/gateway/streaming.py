@@ -142,7 +142,8 @@ async def relay_stream(
         while chunk:
             await _send(out, sse.feed(decoder.feed(chunk) if decoder else chunk))
             try:
-                chunk = await asyncio.wait_for(resp.content.readany(), idle_timeout_s)
+                async with asyncio.timeout(idle_timeout_s):  # no task per chunk, as wait_for makes
+                    chunk = await resp.content.readany()
             except TimeoutError:
                 end.error = "stream_interrupted:idle_timeout"
             except UpstreamError as exc:
