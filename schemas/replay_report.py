@@ -12,6 +12,7 @@ from datetime import datetime
 from pydantic import Field
 
 from schemas.common import ContractModel
+from schemas.experiments import IpsEstimate
 
 __all__ = ["FlipCause", "PredictedDelta", "ReplayReport"]
 
@@ -68,3 +69,6 @@ class ReplayReport(ContractModel):
     elapsed_s: float = Field(0.0, ge=0)
     traces_per_s: float | None = None
     cpu_s: float = Field(0.0, ge=0, description="CPU seconds of the processes that read and re-decided.")
+    ips: dict[str, IpsEstimate] = Field(
+        default={}, description="Inverse-propensity estimates of the replayed policy's cost_per_request and "
+                                "misroute_rate from the logged traffic (selection probabilities, costs, feedback).")

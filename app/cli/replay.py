@@ -160,6 +160,12 @@ def _summary(report: ReplayReport) -> None:
     for name, d in (("cost", report.cost), ("latency ms", report.latency)):
         if d.delta_mean is not None:
             err.print(f"predicted {name} per request: {d.delta_mean:+.4g} over {d.requests:,} requests ({d.basis})")
+    for name, est in report.ips.items():
+        if est.value is None or est.ci is None:
+            err.print(f"inverse-propensity {name}: {est.note}")
+        else:
+            err.print(f"inverse-propensity {name}: {est.value:.4g} (95% CI {est.ci[0]:.4g} .. {est.ci[1]:.4g}; "
+                      f"logged {est.logged_mean:.4g}; {est.matched:,} of {est.n:,} logged requests agree)")
 
 
 def _run(args: argparse.Namespace) -> int:

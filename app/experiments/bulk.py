@@ -38,14 +38,16 @@ _NULLABLE = frozenset(k for k, f in RequestFeatures.model_fields.items() if not 
 # changes a decision.
 _SELECT = (
     "SELECT request_id, epoch_us(ts) AS ts_us, intent, rule, selected_model, selected_instance, detail, "
-    "outcome.cost AS cost, " + ", ".join(f"features.{f} AS f_{f}" for f in _FEATURES) + ", "
+    "outcome.cost AS cost, selection_probability, fb.wrong AS misroute, "
+    + ", ".join(f"features.{f} AS f_{f}" for f in _FEATURES) + ", "
     "hash(score_weights) AS w_key, score_weights, "
     "hash(list_transform(candidates, lambda c: struct_pack(instance := c.instance, model := c.model))) AS c_key, "
     "list_transform(candidates, lambda c: struct_pack(instance := c.instance, model := c.model)) AS c_list, "
     "array_to_string(list_transform(candidates, lambda c: coalesce(c.state_id, '')), ',') AS c_state, "
     "flatten(list_transform(candidates, lambda c: coalesce(c.score_terms, []))) AS t_flat, "
     "array_to_string(list_transform(candidates, lambda c: len(coalesce(c.score_terms, []))), ',') AS t_lens "
-    "FROM traces WHERE {where}"
+    "FROM traces LEFT JOIN (SELECT request_id, bool_or(NOT correct) AS wrong FROM feedback GROUP BY request_id) fb "
+    "USING (request_id) WHERE {where}"
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NEAR = timedelta(minutes=10)  # how far around a batch's traces their snapshots are looked for first
@@ -194,10 +196,10 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
             w_col, c_col = batch.column(names.index("score_weights")), batch.column(names.index("c_list"))
             out: list[ReplayRow] = []
             append = out.append
-            for k, (rid, us, sids, detail, wk, ck, tk, intent, rule, model, inst_, cost, *fv) in enumerate(zip(
-                    cols["request_id"], cols["ts_us"], sid_lists, cols["detail"], cols["w_key"], cols["c_key"],
-                    cols["t_lens"], cols["intent"], cols["rule"], cols["selected_model"], cols["selected_instance"],
-                    cols["cost"], *fcols, strict=True)):
+            for k, (rid, us, sids, detail, wk, ck, tk, intent, rule, model, inst_, cost, prob, wrong, *fv) in enumerate(
+                    zip(cols["request_id"], cols["ts_us"], sid_lists, cols["detail"], cols["w_key"], cols["c_key"],
+                        cols["t_lens"], cols["intent"], cols["rule"], cols["selected_model"], cols["selected_instance"],
+                        cols["cost"], cols["selection_probability"], cols["misroute"], *fcols, strict=True)):
                 wt = weights.get(wk)
                 if wt is None:
                     wt = weights[wk] = tuple((w["name"], w["weight"]) for w in w_col[k].as_py() or [])
@@ -227,7 +229,8 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
                 if features is None:
                     features = _features(feats, key)
                 append(ReplayRow(rid, _EPOCH + timedelta(microseconds=us), features, intent, rule, model, inst_, states,
-                                 pairs, [flat[base + lo:base + hi] for lo, hi in bounds], wt, cost, missing))
+                                 pairs, [flat[base + lo:base + hi] for lo, hi in bounds], wt, cost, missing,
+                                 prob, wrong))
             yield out
     finally:
         cur.close()

@@ -23,6 +23,7 @@ from app.experiments import bulk
 from app.experiments.engine import Replayer
 from app.experiments.rows import SAMPLED_OUT, ReplayRow, row_of
 from app.experiments.tally import Tally
+from ingest.experiments.ips import ips_report
 from ingest.experiments.stats import wilson_interval
 from ingest.trace_store import TraceStore
 from router_core.builtin import builtin_registry
@@ -210,4 +211,5 @@ def report_of(tally: Tally, *, since: datetime, until: datetime, flt: TraceFilte
         instance_matrix={k: dict(v) for k, v in sorted(tally.instances.items())},
         causes=causes, cost=_delta(tally.cost, COST_BASIS), latency=_delta(tally.latency, LATENCY_BASIS),
         elapsed_s=elapsed_s, traces_per_s=tally.n / elapsed_s if elapsed_s > 0 else None, cpu_s=tally.cpu_s,
+        ips=ips_report(tally.ips_logged, tally.ips_match, tally.ips_cost, tally.ips_misroute),
     )

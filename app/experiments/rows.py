@@ -43,6 +43,8 @@ class ReplayRow:
     weights: tuple[tuple[str, float], ...]
     cost: float | None
     missing: str | None = None
+    selection_probability: float | None = None  # the live picker's chance of the served instance
+    misroute: bool | None = None  # feedback said the routing was wrong (None: no feedback read)
 
 
 def row_of(trace: DecisionTrace, *, detail: bool = True) -> ReplayRow:
@@ -61,5 +63,5 @@ def row_of(trace: DecisionTrace, *, detail: bool = True) -> ReplayRow:
         candidates=tuple((c.instance, c.model) for c in trace.candidates),
         terms=[list(c.score_terms) for c in trace.candidates],
         weights=tuple((w.name, w.weight) for w in trace.score_weights),
-        cost=trace.outcome.cost, missing=missing,
+        cost=trace.outcome.cost, missing=missing, selection_probability=trace.selection_probability,
     )

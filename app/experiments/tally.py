@@ -10,6 +10,7 @@ winner grew most from the stored decision to the replayed one (``term``).
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -99,6 +100,14 @@ class Tally:
     cost: _Delta = field(default_factory=_Delta)
     latency: _Delta = field(default_factory=_Delta)
     cpu_s: float = 0.0  # CPU time of the processes that replayed (reading included)
+    # Per replayed request with a logged selection probability, for the inverse-propensity estimate
+    # (ingest.experiments.ips): that probability, whether the new policy picks the same instance
+    # (its pickers are seeded by the request id, so its choice is a function of the request), the
+    # logged cost and misroute (NaN when none was recorded).
+    ips_logged: array[float] = field(default_factory=lambda: array("d"))
+    ips_match: array[float] = field(default_factory=lambda: array("d"))
+    ips_cost: array[float] = field(default_factory=lambda: array("d"))
+    ips_misroute: array[float] = field(default_factory=lambda: array("d"))
 
     def skip(self, reason: str) -> None:
         """Count a trace that cannot be replayed."""
@@ -120,6 +129,12 @@ class Tally:
             cell = self.instances[old_i] = Counter()
         cell[new_i] += 1
         flipped = old_i != new_i
+        if row.selection_probability is not None:
+            nan = float("nan")
+            self.ips_logged.append(row.selection_probability)
+            self.ips_match.append(0.0 if flipped else 1.0)
+            self.ips_cost.append(nan if row.cost is None else row.cost)
+            self.ips_misroute.append(nan if row.misroute is None else float(row.misroute))
         if flipped:
             self.flips += 1
             self.model_flips += old_m != new_m
@@ -145,3 +160,5 @@ class Tally:
         self.cost.merge(other.cost)
         self.latency.merge(other.latency)
         self.cpu_s += other.cpu_s
+        for name in ("ips_logged", "ips_match", "ips_cost", "ips_misroute"):
+            getattr(self, name).extend(getattr(other, name))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from datetime import timedelta
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 from app.experiments import bulk
 from app.experiments.replay_range import replay_range
 from bench.replay_traces import CONSTRAINTS, fleet_config
+from ingest.duckdb.store import DuckDBTraceStore
+from schemas import Feedback
 from schemas.queries import TraceFilter
 from schemas.replay_report import NONE_TARGET
 from schemas.trace import DecisionTrace
@@ -107,3 +110,29 @@ def test_forgetting_old_snapshots_between_batches_loses_none(db: Path, monkeypat
     monkeypatch.setattr(bulk, "BATCH_ROWS", 50)
     report = replay_range(db, T0, DAY, TraceFilter(), fleet_config(scoring=STATE_ONLY), workers=1)
     assert (report.replayed, report.not_replayable, report.flips) == (500, 0, 0)
+
+
+def test_the_inverse_propensity_estimate_reads_logged_probabilities_costs_and_feedback(
+        traces: list[DecisionTrace], tmp_path: Path) -> None:
+    path = store_traces(tmp_path / "traces.duckdb", traces)
+    wrong = {t.request_id: i % 3 == 0 for i, t in enumerate(traces[::4])}  # feedback on a quarter of them
+    store = DuckDBTraceStore(path)
+    store.write_records([Feedback(request_id=rid, ts=T0, correct=not bad) for rid, bad in wrong.items()])
+    store.close()
+    assert {t.selection_probability for t in traces} == {1.0}  # max-score: every logged pick had probability 1
+
+    same = replay_range(path, T0, DAY, TraceFilter(), fleet_config(scoring=STATE_ONLY)).ips
+    costs = [t.outcome.cost for t in traces if t.outcome.cost is not None]
+    assert same["cost_per_request"].matched == len(costs)  # a request without a recorded cost is left out
+    assert same["cost_per_request"].value == pytest.approx(statistics.fmean(costs))
+    assert same["misroute_rate"].n == len(wrong)
+    assert same["misroute_rate"].value == pytest.approx(sum(wrong.values()) / len(wrong))
+
+    # Without qwen the candidate agrees with the log only where qwen was not chosen: those requests carry the estimate.
+    kept = [t for t in traces if t.selected_model != "qwen-72b"]
+    banned = replay_range(path, T0, DAY, TraceFilter(), fleet_config(scoring=STATE_ONLY, drop_model="qwen-72b")).ips
+    kept_costs = [t.outcome.cost for t in kept if t.outcome.cost is not None]
+    assert banned["cost_per_request"].matched == len(kept_costs)
+    assert banned["cost_per_request"].value == pytest.approx(statistics.fmean(kept_costs))
+    ci = banned["cost_per_request"].ci
+    assert ci is not None and ci[0] <= banned["cost_per_request"].value <= ci[1]
