@@ -67,15 +67,15 @@ def test_kill_9_of_the_demo_leaves_no_child_and_frees_the_ports(tmp_path: Path) 
 
         os.kill(demo.proc.pid, signal.SIGKILL)
         demo.proc.wait(5)
-        deadline = time.monotonic() + 5.0  # SIGTERM from the kernel, then each child's own shutdown
+        deadline = time.monotonic() + 15.0  # SIGTERM from the kernel, then each child's graceful shutdown
         while time.monotonic() < deadline:
             left = {pid for pid in children if _alive(pid)}
             taken = [p for p in ports if not port_is_free("127.0.0.1", p)]
             if not left and not taken:
                 break
             time.sleep(0.05)
-        assert not left, f"children left 5 s after kill -9: {sorted(left)}"
-        assert not taken, f"ports still held 5 s after kill -9: {taken}"
+        assert not left, f"children left 15 s after kill -9: {sorted(left)}"
+        assert not taken, f"ports still held 15 s after kill -9: {taken}"
     finally:
         for pid in children:
             if _alive(pid):
