@@ -25,11 +25,10 @@ import duckdb
 import pyarrow as pa
 
 from bench.app import CACHE, derive, p99
-from bench.lookup import T0, TEMPLATE, holds, step_us
+from bench.lookup import T0, TEMPLATE, holds, replicate
 from bench.synthetic import TraceFactory
 from ingest import DuckDBTraceStore
 from ingest.codec.encoder import Encoder
-from ingest.duckdb.schema import sql_file
 from ingest.kinds import Kind
 from ingest.record_sink import batch_of
 from schemas.experiments import CompareQuery
@@ -71,32 +70,7 @@ def generate(path: Path, n: int, span_hours: float, seed: int, chunk: int = 1_00
     (template,) = prepared.tables[Kind.TRACE]
     template = template.append_column("k", pa.array(range(template.num_rows), pa.int64()))
     store.close()
-    con = duckdb.connect(str(path))
-    con.execute("SET checkpoint_threshold = '1GB'")
-    con.execute("DROP INDEX IF EXISTS traces_request_id_key")
-    con.register("template", template)
-    step = step_us(n, span_hours)
-    for lo in range(0, n, chunk):
-        hi = min(n, lo + chunk)
-        con.execute(
-            "INSERT INTO traces BY NAME SELECT * EXCLUDE (k, i) REPLACE ("
-            " 'req_' || substr(md5(CAST(i AS VARCHAR)), 1, 20) AS request_id,"
-            " ? + to_microseconds(CAST(i * ? AS BIGINT)) AS ts)"
-            " FROM range(?, ?) g(i) JOIN template t ON t.k = g.i % ?",
-            [T0, step, lo, hi, TEMPLATE],
-        )
-        con.execute(
-            "INSERT INTO feedback BY NAME SELECT md5('fb' || i)[:24] AS feedback_id,"
-            " 'req_' || substr(md5(CAST(i AS VARCHAR)), 1, 20) AS request_id,"
-            " ? + to_microseconds(CAST(i * ? AS BIGINT) + 5000000) AS ts, i % 7 <> 0 AS correct,"
-            " NULL AS expected_class, CASE WHEN i % 3 = 0 THEN 'qwen-72b' END AS expected_model,"
-            " 'bench' AS source FROM range(?, ?, 100) g(i)",
-            [T0, step, lo, hi],
-        )
-        print(f"  generated {hi:,} / {n:,}", flush=True)
-    con.execute(sql_file("indexes.sql"))
-    con.execute("CHECKPOINT")
-    con.close()
+    replicate(path, template, n, span_hours, chunk, right_unless_every=7, expected_model_every=3)
 
 
 def ready(path: Path, n: int, span_hours: float) -> bool:

@@ -53,14 +53,27 @@ def generate(path: Path, n: int, span_hours: float, chunk: int = 1_000_000) -> N
     snaps = prepared.tables.pop(Kind.SNAPSHOT)
     store.write(store.prepare(batch_of([(k, p) for k, p in items if k is Kind.SNAPSHOT])))
     (template,) = prepared.tables[Kind.TRACE]
-    template = template.append_column("k", pa.array(range(template.num_rows), pa.int64()))  # noqa: F841
+    template = template.append_column("k", pa.array(range(template.num_rows), pa.int64()))
     del snaps
     store.close()
+    replicate(path, template, n, span_hours, chunk)
+
+
+def replicate(path: Path, template: pa.Table, n: int, span_hours: float, chunk: int = 1_000_000, *,
+              right_unless_every: int = 700, expected_model_every: int | None = None,
+              expected_model: str = "qwen-72b") -> None:
+    """Insert ``n`` traces into ``path``: template row ``i % TEMPLATE`` (its column ``k``), a new id and time.
+
+    One in a hundred gets feedback, wrong when ``i % right_unless_every == 0``, naming
+    ``expected_model`` when ``i % expected_model_every == 0``.
+    """
     con = duckdb.connect(str(path))
     con.execute("SET checkpoint_threshold = '1GB'")
     con.execute("DROP INDEX IF EXISTS traces_request_id_key")
     con.register("template", template)
     step = step_us(n, span_hours)
+    expected = ("NULL" if expected_model_every is None
+                else f"CASE WHEN i % {int(expected_model_every)} = 0 THEN ? END")
     for lo in range(0, n, chunk):
         hi = min(n, lo + chunk)
         con.execute(
@@ -73,9 +86,10 @@ def generate(path: Path, n: int, span_hours: float, chunk: int = 1_000_000) -> N
         con.execute(
             "INSERT INTO feedback BY NAME SELECT md5('fb' || i)[:24] AS feedback_id,"
             " 'req_' || substr(md5(CAST(i AS VARCHAR)), 1, 20) AS request_id,"
-            " ? + to_microseconds(CAST(i * ? AS BIGINT) + 5000000) AS ts, i % 700 <> 0 AS correct,"
-            " NULL AS expected_class, NULL AS expected_model, 'bench' AS source FROM range(?, ?, 100) g(i)",
-            [T0, step, lo, hi],
+            " ? + to_microseconds(CAST(i * ? AS BIGINT) + 5000000) AS ts,"
+            f" i % {int(right_unless_every)} <> 0 AS correct, NULL AS expected_class, {expected} AS expected_model,"
+            " 'bench' AS source FROM range(?, ?, 100) g(i)",
+            [T0, step, *([expected_model] if expected_model_every is not None else []), lo, hi],
         )
         print(f"  generated {hi:,} / {n:,}", flush=True)
     con.execute(sql_file("indexes.sql"))

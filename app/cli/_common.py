@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -13,7 +14,7 @@ from app.cli.config_io import load_config
 from app.reader import API_ENV, DEFAULT_API_URL
 from schemas.config import RouteLensConfig
 
-__all__ = ["Register", "api_url", "config_of", "err"]
+__all__ = ["BadInput", "Register", "api_url", "config_of", "err", "parse_time", "parse_window"]
 
 Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]  # type: ignore[type-arg]
 
@@ -35,3 +36,28 @@ def api_url(args: argparse.Namespace) -> str:
         gw = load_config(args.config).gateway
         return f"http://{gw.host}:{gw.port}"
     return DEFAULT_API_URL
+
+
+class BadInput(ValueError):
+    """Input a command refuses with exit code 2 (the message says why)."""
+
+
+def parse_time(name: str, value: str) -> datetime:
+    """Return ``value`` as an aware datetime (a time without a zone is UTC)."""
+    try:
+        ts = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise BadInput(f"{name} {value!r} is not an ISO 8601 time (e.g. 2026-11-01T09:00:00Z)") from exc
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def parse_window(since: str, until: str) -> tuple[datetime, datetime]:
+    """Return ``--since`` and ``--until`` as aware datetimes, the second after the first.
+
+    Raises:
+        BadInput: Either is not ISO 8601, or the window is empty.
+    """
+    start, end = parse_time("--since", since), parse_time("--until", until)
+    if end <= start:
+        raise BadInput(f"--until ({end.isoformat()}) must be after --since ({start.isoformat()})")
+    return start, end

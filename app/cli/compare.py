@@ -14,11 +14,11 @@ is not ISO 8601, an empty window, an unknown A or B, an unreachable store).
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from app.cli._common import api_url, err
+from app.cli._common import BadInput, api_url, err, parse_window
 from app.cli.config_io import load_config
 
 if TYPE_CHECKING:
@@ -29,19 +29,6 @@ __all__ = ["BadInput", "register", "resolve_by", "run_compare"]
 
 _BY = ("arm", "version", "policy")
 _TIMEOUT_S = 60.0  # compare aggregates the whole window server-side
-
-
-class BadInput(ValueError):
-    """Input the command refuses with exit code 2 (the message says why)."""
-
-
-def parse_time(name: str, value: str) -> datetime:
-    """Return ``value`` as an aware datetime (a time without a zone is UTC)."""
-    try:
-        ts = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise BadInput(f"{name} {value!r} is not an ISO 8601 time (e.g. 2026-11-01T09:00:00Z)") from exc
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
 def _resolve_name(name: str, groups: dict[str, int], by: str) -> str | None:
@@ -117,9 +104,7 @@ def run_compare(store: TraceStore, args: argparse.Namespace) -> CompareReport:
 
     from schemas.experiments import CompareQuery
 
-    since, until = parse_time("--since", args.since), parse_time("--until", args.until)
-    if until <= since:
-        raise BadInput(f"--until ({until.isoformat()}) must be after --since ({since.isoformat()})")
+    since, until = parse_window(args.since, args.until)
     if args.a == args.b:
         raise BadInput("A and B must differ")
     by, a, b, _groups = resolve_by(store, args.a, args.b, args.by, since, until)

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli._common import api_url, err
+from app.cli._common import BadInput, api_url, err, parse_window
 
 if TYPE_CHECKING:
     from schemas.queries import TraceFilter
@@ -32,19 +31,6 @@ ALIASES = {"arm": "experiment_arm", "version": "router_version"}
 FILTER_KEYS = ("model", "instance", "rule", "arm", "experiment_arm", "version", "router_version", "outcome",
                "fallback", "query_hash")
 _BAR_FROM = 20_000  # a progress bar for ranges at least this large
-
-
-class BadInput(ValueError):
-    """Input the command refuses with exit code 2."""
-
-
-def parse_time(name: str, value: str) -> datetime:
-    """Return ``value`` as an aware datetime (a time without a zone is UTC)."""
-    try:
-        ts = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise BadInput(f"{name} {value!r} is not an ISO 8601 time (e.g. 2026-11-01T09:00:00Z)") from exc
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
 def parse_filters(items: list[str]) -> TraceFilter:
@@ -98,9 +84,7 @@ def run_replay(args: argparse.Namespace) -> ReplayReport:
     from app.experiments.replay_range import replay_range
     from ingest import SinkError
 
-    since, until = parse_time("--since", args.since), parse_time("--until", args.until)
-    if until <= since:
-        raise BadInput(f"--until ({until.isoformat()}) must be after --since ({since.isoformat()})")
+    since, until = parse_window(args.since, args.until)
     flt = parse_filters(args.filter or [])
     config = load_replay_policy(args.policy, args.config)
     source = _source(args)
