@@ -6,9 +6,12 @@ carry the arm that served them, with its router version and policy hash, and the
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +137,29 @@ def test_the_shadow_policy_is_recorded_in_the_traces(served: Served) -> None:
         assert t.shadow.selected_instance is not None
         assert t.shadow.flipped == (t.shadow.selected_instance != t.selected_instance)
         assert t.shadow.live_rank is None or t.shadow.live_rank >= 1
+
+
+def test_routelens_compare_reports_both_arms_with_intervals(served: Served) -> None:
+    since = datetime.now(UTC) - timedelta(minutes=5)
+    for i in range(60):
+        ask(served, {"x-user-id": f"compared-{i}"})
+    ids = [ask(served, {"x-user-id": f"last-{arm}", "x-routelens-arm": arm}) for arm in ("control", "balanced")]
+    for rid in ids:  # stored: the window below holds every request sent above
+        trace_of(served, rid)
+    until = datetime.now(UTC) + timedelta(minutes=1)
+    out = subprocess.run([sys.executable, "-m", "app", "compare", "control", "balanced", "--since", since.isoformat(),
+                          "--until", until.isoformat(), "--api", served.gateway, "--min-samples", "10", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (report["a"], report["b"]) == ("control", "balanced")
+    assert report["n_a"] >= 10 and report["n_b"] >= 10 and report["n_a"] + report["n_b"] >= 62
+    assert 0 <= report["srm_p"] <= 1
+    for name in ("error_rate", "latency_p50_ms", "cost_per_request"):
+        lo, hi = report["metrics"][name]["ci"]
+        assert lo <= report["metrics"][name]["delta"] <= hi, (name, report["metrics"][name])
+    lo, hi = report["metrics"]["latency_p50_ms"]["ci"]
+    assert hi > lo  # a real interval, not a point
 
 
 def test_changed_shares_are_reloaded_from_the_file_without_a_restart(served: Served) -> None:
