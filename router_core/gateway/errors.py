@@ -5,13 +5,18 @@ Every error the gateway returns has the shape ``{"error": {"message", "type", "p
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable
+
 import orjson
 from aiohttp import web
 
 from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError, UnknownModel
 from schemas.errors import RoutelensError
 
-__all__ = ["ERROR_STATUS", "ERROR_TYPES", "error_for", "error_response", "status_of"]
+__all__ = ["ERROR_STATUS", "ERROR_TYPES", "error_for", "error_response", "errors_middleware", "status_of"]
+
+log = logging.getLogger(__name__)
 
 # HTTP status -> OpenAI `error.type`.
 ERROR_TYPES: dict[int, str] = {
@@ -69,3 +74,19 @@ def error_response(
     return web.Response(
         status=status, body=orjson.dumps(body), content_type="application/json", headers=headers
     )
+
+
+@web.middleware
+async def errors_middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Any HTTP error as an OpenAI-shaped body; an unhandled exception as a logged 500, never a crash."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return error_response(exc.status, exc.reason)
+    except Exception:  # the last line of defence: never crash, answer 500
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return error_response(500, "internal error in the RouteLens gateway", code="internal_error")

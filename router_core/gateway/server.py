@@ -12,10 +12,10 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 import orjson
@@ -37,9 +37,10 @@ from router_core.gateway.callers import (
     repeat_id,
 )
 from router_core.gateway.encoding import Decoder, coding_of, for_client
-from router_core.gateway.errors import error_for, error_response, status_of
+from router_core.gateway.errors import error_for, error_response, errors_middleware, status_of
 from router_core.gateway.feedback import feedback
 from router_core.gateway.forward import Forwarder, tokens_of, usage_of
+from router_core.gateway.hooks import TraceHooks
 from router_core.gateway.probe_source import ProbeSource
 from router_core.gateway.streaming import ask_for_usage, relay_stream
 from router_core.inflight import InflightCounter
@@ -52,55 +53,13 @@ from router_core.scraper import MetricsScraper
 from router_core.state import StateView
 from schemas.common import OutcomeStatus, ProbeKind, ProbeVerdict
 from schemas.config import ConstraintSpec, RouteLensConfig
-from schemas.feedback import Feedback
-from schemas.fleet import InstanceSnapshot
 from schemas.hashing import query_hash
 from schemas.probe import ProbeStatus
-from schemas.trace import DecisionTrace, Outcome
+from schemas.trace import Outcome
 
 __all__ = ["Gateway", "TraceHooks"]
 
 log = logging.getLogger(__name__)
-
-
-class TraceHooks(Protocol):
-    """Where traces go and come back from (implemented outside router_core)."""
-
-    def emit(self, trace: DecisionTrace) -> bool:
-        """Hand a trace over; waits only when the spool is full under the `block` policy."""
-        ...
-
-    def lookup(self, request_id: str) -> DecisionTrace | None:
-        """Find a trace; may block, so the gateway calls it in a worker thread."""
-        ...
-
-    def record_feedback(self, feedback: Feedback) -> None:
-        """Store one feedback record; may block (called in a worker thread)."""
-        ...
-
-    def record_snapshots(self, snapshots: list[InstanceSnapshot]) -> None:
-        """Hand over a scrape round's instance snapshots, the way ``emit`` hands over a trace.
-
-        Called before any trace refers to them: the traces then point at stored snapshots, and
-        the snapshots are serialised here rather than on a request's path. Like ``emit`` it only
-        waits when the spool is full under ``storage.spool.full_policy: block``.
-        """
-        ...
-
-
-@web.middleware
-async def _errors_middleware(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return error_response(exc.status, exc.reason)
-    except Exception:  # the last line of defence: never crash, answer 500
-        log.exception("unhandled error on %s %s", request.method, request.path)
-        return error_response(500, "internal error in the RouteLens gateway", code="internal_error")
 
 
 class Gateway:
@@ -204,7 +163,7 @@ class Gateway:
         gw = self.config.gateway
         keys = keys_from_env(gw.api_keys_env, os.environ, "gateway.api_keys_env")
         self._upstream_keys = upstream_keys(self.config.fleet.instances, os.environ)
-        app = web.Application(middlewares=[_errors_middleware], client_max_size=32 * 1024 * 1024)
+        app = web.Application(middlewares=[errors_middleware], client_max_size=32 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_post("/v1/feedback", partial(feedback, self))
         app.router.add_get("/v1/models", partial(ops_routes.list_models, self))

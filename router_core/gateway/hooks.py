@@ -1,0 +1,39 @@
+"""Where the gateway's traces go and come back from: the :class:`TraceHooks` protocol.
+
+Storage is not this room's business: ``app/run/serve.py`` plugs the ingest emitter and store in.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from schemas.feedback import Feedback
+from schemas.fleet import InstanceSnapshot
+from schemas.trace import DecisionTrace
+
+__all__ = ["TraceHooks"]
+
+
+class TraceHooks(Protocol):
+    """Where traces go and come back from (implemented outside router_core)."""
+
+    def emit(self, trace: DecisionTrace) -> bool:
+        """Hand a trace over; waits only when the spool is full under the `block` policy."""
+        ...
+
+    def lookup(self, request_id: str) -> DecisionTrace | None:
+        """Find a trace; may block, so the gateway calls it in a worker thread."""
+        ...
+
+    def record_feedback(self, feedback: Feedback) -> None:
+        """Store one feedback record; may block (called in a worker thread)."""
+        ...
+
+    def record_snapshots(self, snapshots: list[InstanceSnapshot]) -> None:
+        """Hand over a scrape round's instance snapshots, the way ``emit`` hands over a trace.
+
+        Called before any trace refers to them: the traces then point at stored snapshots, and
+        the snapshots are serialised here rather than on a request's path. Like ``emit`` it only
+        waits when the spool is full under ``storage.spool.full_policy: block``.
+        """
+        ...
