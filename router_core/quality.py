@@ -8,6 +8,8 @@ poison its model, and must be the one that loses traffic:
   Agresti-Caffo two-proportion test at ``z`` standard errors: for one class (flag
   ``(instance, class)``), or over all its classes at once (flag ``(instance, "*")``: a drift
   shows in every class, and pooling finds it five times sooner than waiting for each class);
+  the class tests share the one test's error rate (Bonferroni over the model's classes), or
+  healthy instances would be flagged by chance in one of their many classes;
 - the model's estimate is its prior plus the verdicts of its non-divergent instances (and
   verdicts with no instance), so a divergent instance's verdicts stop counting for the model;
 - a non-divergent instance scores as its model: its siblings' verdicts are evidence about it
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
+from statistics import NormalDist
 from typing import Any
 
 from schemas.config import ModelProfile
@@ -33,6 +36,7 @@ __all__ = ["ALL", "QualitySnapshot", "QualityTable", "diverges"]
 
 Key = tuple[str, str]
 Counts = tuple[float, float]  # (correct, wrong)
+_NORMAL = NormalDist()
 ALL = "*"  # the class of a divergence flag over all of an instance's classes
 _ZERO: Counts = (0.0, 0.0)
 _EMPTY: Mapping[Key, float] = {}
@@ -138,7 +142,7 @@ class QualityTable:
             mc.ctotal[cls] = _add(mc.ctotal.get(cls, _ZERO), hit)
             mc.pooled[instance] = _add(mc.pooled.get(instance, _ZERO), hit)
             mc.total = _add(mc.total, hit)
-            mc.cflags[cls] = frozenset(self._flagged(counts, mc.ctotal[cls]))
+            mc.cflags[cls] = frozenset(self._flagged(counts, mc.ctotal[cls], len(mc.classes)))
         whole = self._whole(mc)
         stale = mc.classes if whole.keys() != mc.whole.keys() else {cls}
         mc.whole = whole
@@ -159,7 +163,7 @@ class QualityTable:
             for cls, counts in mc.by_cls.items():
                 if instance in counts:
                     mc.ctotal[cls] = _sub(mc.ctotal[cls], counts.pop(instance))
-                    mc.cflags[cls] = frozenset(self._flagged(counts, mc.ctotal[cls]))
+                    mc.cflags[cls] = frozenset(self._flagged(counts, mc.ctotal[cls], len(mc.classes)))
             mc.whole = self._whole(mc)
             self._publish(model, mc, mc.classes)
         return found
@@ -168,13 +172,18 @@ class QualityTable:
         """The instances flagged over all classes, each with its shortfall ratio."""
         return {i: _ratio(mc.pooled[i], _sub(mc.total, mc.pooled[i])) for i in self._flagged(mc.pooled, mc.total)}
 
-    def _flagged(self, counts: Mapping[str, Counts], total: Counts) -> list[str]:
-        """The instances of ``counts`` that :func:`diverges` from the rest of ``total``."""
+    def _flagged(self, counts: Mapping[str, Counts], total: Counts, tests: int = 1) -> list[str]:
+        """The instances of ``counts`` that :func:`diverges` from the rest of ``total``.
+
+        ``tests``: how many such tests share the error rate of one (the model's classes): each is
+        run at ``z`` for ``alpha / tests``.
+        """
         floor = self._min
         if total[0] + total[1] < 2 * floor:
             return []
+        z = self._z if tests <= 1 else _NORMAL.inv_cdf(1 - (1 - _NORMAL.cdf(self._z)) / tests)
         return [i for i, n in counts.items() if n[0] + n[1] >= floor
-                and diverges(n, _sub(total, n), min_verdicts=floor, margin=self._margin, z=self._z)]
+                and diverges(n, _sub(total, n), min_verdicts=floor, margin=self._margin, z=z)]
 
     def _publish(self, model: str, mc: _ModelCounts, stale: set[str]) -> None:
         """Recompute the ``stale`` classes' model estimates and the flagged instances' ones; swap the snapshot."""

@@ -188,3 +188,25 @@ def test_the_model_estimate_is_the_prior_plus_the_unflagged_verdicts_after_any_s
     for cls in classes:  # recomputed from scratch: the incremental totals agree
         kept = [ok for inst, c, ok in log if c == cls and not snap.is_divergent(inst, cls)]
         assert snap[("v4", cls)] == pytest.approx((16 + sum(kept)) / (20 + len(kept)))
+
+
+def _verdicts(table: QualityTable, model: str, cls: str, instance: str, right: int, wrong: int) -> None:
+    for k in range(right + wrong):
+        table.update(model, cls, k < right, instance=instance)
+
+
+@pytest.mark.parametrize(("classes", "flagged"), [(["math"], True), (["math", "code", "chat", "ticket", "contract",
+                                                                        "summary"], False)])
+def test_class_tests_share_one_error_rate_over_the_models_classes(classes: list[str], flagged: bool) -> None:
+    # 6 of 13 right against siblings' 60 of 66 on math: beyond the margin at z 2.33 (one test), not at
+    # Bonferroni's 2.94 for six classes, where chance alone would otherwise flag a healthy instance in one of them.
+    assert diverges((6, 7), (60, 6)) and not diverges((6, 7), (60, 6), z=2.94)
+    table = QualityTable({"m": ModelProfile(quality=dict.fromkeys(classes, 0.88))})
+    for inst in ("m-a", "m-c"):
+        _verdicts(table, "m", "math", inst, 30, 3)
+    _verdicts(table, "m", "math", "m-b", 6, 7)
+    for cls in classes[1:]:  # healthy elsewhere: the test over all classes does not flag m-b
+        for inst in ("m-a", "m-b", "m-c"):
+            _verdicts(table, "m", cls, inst, 20, 0)
+    assert table.snapshot().is_divergent("m-b", "math") is flagged
+    assert not table.snapshot().is_divergent("m-a", "math")
