@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import sys
 from collections.abc import Callable
 
@@ -47,7 +48,9 @@ def start_prober(config_path: str, db: str, store_url: str) -> tuple[Child, str]
     port = free_port()
     argv = [sys.executable, "-m", "app", "--config", config_path, "probes", "run", "--port", str(port),
             "--store-url", store_url, "--db", db]
-    child = Child("prober", argv, {**os.environ, RELAY_TOKEN_ENV: token}, ready_marker="prober ready", echo=True)
+    # Its results are relayed as they come and its baselines saved as they change: nothing to lose to SIGKILL.
+    child = Child("prober", argv, {**os.environ, RELAY_TOKEN_ENV: token}, ready_marker="prober ready", echo=True,
+                  death_signal=signal.SIGKILL)
     if not child.wait_ready(60):
         child.stop()
         raise SystemExit("error: the prober process did not start (see its output above)")

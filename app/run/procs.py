@@ -99,10 +99,14 @@ class Child:
         env: Its environment.
         ready_marker: A line prefix that means "ready" (None: ready once started).
         echo: Relay the child's output to our stdout.
+        death_signal: What the child gets when we die without stopping it (``kill -9``, a crash):
+            SIGTERM lets it end cleanly; SIGKILL for a child with nothing to save whose clean end
+            may take long (the prober, possibly inside a model load, relaying to a store now gone).
     """
 
     def __init__(
-        self, name: str, argv: Sequence[str], env: dict[str, str], ready_marker: str | None, echo: bool = False
+        self, name: str, argv: Sequence[str], env: dict[str, str], ready_marker: str | None, echo: bool = False,
+        death_signal: int = signal.SIGTERM,
     ) -> None:
         self.name = name
         self._ready = threading.Event()
@@ -110,7 +114,7 @@ class Child:
         self._echo = echo
         self.proc = subprocess.Popen(
             list(argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, bufsize=1, start_new_session=True, preexec_fn=die_with_parent(),
+            text=True, bufsize=1, start_new_session=True, preexec_fn=die_with_parent(death_signal),
         )
         if ready_marker is None:
             self._ready.set()
