@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -20,6 +21,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 __all__ = ["Child", "die_with_parent", "free_port", "port_is_free", "wait_http"]
 
@@ -69,8 +71,30 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (outgoing connections take their ports there)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """Return a port the OS considers free right now."""
+    """Return a port that is free right now, below the ephemeral range when it can.
+
+    A port the OS hands out for ``bind(0)`` is an ephemeral one: until the server binds it, any
+    outgoing connection (a probe, a scrape, a client) may take it as its local port. Ports below
+    that range are never taken that way.
+    """
+    low = _ephemeral_low()
+    if low > 11000:
+        for port in random.sample(range(10000, low), 50):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
