@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from app.cli._common import err
-from app.run.procs import Child, free_port, wait_http
+from app.run.procs import Child, free_ports, wait_http
 
 __all__ = ["register"]
 
@@ -48,6 +48,12 @@ def _read_fault_log(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def _not_started(what: str, child: Child) -> int:
+    err.print(f"[red]error:[/red] the {what} did not start; its last output:")
+    err.print(child.tail() or "(none)", markup=False, highlight=False)
+    return 1
+
+
 def _run(args: argparse.Namespace) -> int:
     from sim.drill import build_report, format_summary
     from sim.drill_run import execute_drill
@@ -62,8 +68,9 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(".routelens/drills") / f"{scenario.name}-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
     config = scenario.config(0)
-    instances = [spec.model_copy(update={"url": f"http://127.0.0.1:{free_port()}"}) for spec in config.fleet.instances]
-    gw_port = free_port()
+    *ports, gw_port = free_ports(len(config.fleet.instances) + 1)
+    instances = [spec.model_copy(update={"url": f"http://127.0.0.1:{port}"})
+                 for spec, port in zip(config.fleet.instances, ports, strict=True)]
     config = config.model_copy(update={
         "fleet": config.fleet.model_copy(update={"instances": instances}),
         "gateway": config.gateway.model_copy(update={"host": "127.0.0.1", "port": gw_port}),
@@ -82,14 +89,12 @@ def _run(args: argparse.Namespace) -> int:
                       echo=args.verbose)
         children.append(fleet)
         if not fleet.wait_ready(60):
-            err.print("[red]error:[/red] the simulated fleet did not start (--verbose shows its output)")
-            return 1
+            return _not_started("simulated fleet", fleet)
         # one gateway process: it shares the cores with the simulated fleet, and one router state is read
         serve = Child("gateway", [*py, "serve", "--workers", "1"], env, "gateway ready", echo=args.verbose)
         children.append(serve)
         if not serve.wait_ready(60) or not wait_http(f"{gateway}/health", 10, serve.alive):
-            err.print("[red]error:[/red] the gateway did not start (--verbose shows its output)")
-            return 1
+            return _not_started("gateway", serve)
         if not _wait_scraped(gateway):
             err.print("[yellow]warning:[/yellow] the gateway has not scraped every instance yet; going on")
         print(f"drill {scenario.name}: fleet of {len(instances)} and gateway {gateway} up; "

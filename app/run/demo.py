@@ -169,7 +169,7 @@ def run_demo(
         fleet = Child("sim", [*py, "sim", "fleet"], env, "fleet ready")
         children.append(fleet)
         if not fleet.wait_ready(60):
-            print("error: the simulated fleet did not start", file=sys.stderr)
+            print(f"error: the simulated fleet did not start; its last output:\n{fleet.tail()}", file=sys.stderr)
             return 1
         # one gateway process: it shares the cores with the simulated fleet, and one router state is read
         serve = Child("gateway", [*py, "serve", "--workers", "1"], env, "gateway ready", echo=True)

@@ -9,6 +9,7 @@ started the child ends, so children are started from the main thread.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import ctypes.util
 import os
@@ -23,9 +24,10 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["Child", "die_with_parent", "free_port", "port_is_free", "wait_http"]
+__all__ = ["Child", "die_with_parent", "free_port", "free_ports", "port_is_free", "wait_http"]
 
 _PR_SET_PDEATHSIG = 1
+TAIL_LINES = 20  # output lines a child keeps for the message when it fails to start
 
 
 def _load_prctl() -> Callable[..., int] | None:
@@ -100,6 +102,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """Return ``n`` distinct ports that are free right now (see :func:`free_port`)."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = free_port(host)
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
 def wait_http(url: str, timeout_s: float, alive: Callable[[], bool] = lambda: True) -> bool:
     """Poll ``url`` until it answers 200, the deadline passes, or ``alive()`` turns False."""
     deadline = time.monotonic() + timeout_s
@@ -136,6 +148,7 @@ class Child:
         self._ready = threading.Event()
         self._marker = ready_marker
         self._echo = echo
+        self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.proc = subprocess.Popen(
             list(argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, bufsize=1, start_new_session=True, preexec_fn=die_with_parent(death_signal),
@@ -148,12 +161,17 @@ class Child:
         assert self.proc.stdout is not None
         with self.proc.stdout:  # closed at EOF (the child has gone), not left to the garbage collector
             for line in self.proc.stdout:
+                self._tail.append(line.rstrip("\n"))
                 if self._marker and line.startswith(self._marker):
                     self._ready.set()
                 if self._echo:
                     print(f"[{self.name}] {line}", end="", flush=True)
         self.proc.wait()  # EOF comes a moment before the exit is reapable: alive() must see it
         self._ready.set()  # exited: wake any waiter; alive() tells it apart
+
+    def tail(self) -> str:
+        """Return its last output lines (at most ``TAIL_LINES``), for an error message."""
+        return "\n".join(self._tail)
 
     def alive(self) -> bool:
         """Return True while the process runs."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import sys
 
-from app.run.procs import Child, free_port, port_is_free, wait_http
+from app.run.procs import TAIL_LINES, Child, free_port, free_ports, port_is_free, wait_http
 from tests.app import stub_trace_api as stub
 
 
@@ -16,6 +16,11 @@ def test_a_free_port_is_free_until_someone_listens() -> None:
         sock.bind(("127.0.0.1", port))
         sock.listen()
         assert not port_is_free("127.0.0.1", port)
+
+
+def test_free_ports_are_distinct() -> None:
+    ports = free_ports(40)
+    assert len(set(ports)) == 40 and all(port_is_free("127.0.0.1", p) for p in ports)
 
 
 def test_wait_http_sees_a_200(stub_api: stub.StubTraceApi) -> None:
@@ -42,3 +47,12 @@ def test_child_that_exits_before_its_marker_is_not_ready() -> None:
     assert not child.wait_ready(30)
     child.stop()  # already gone: nothing to do
     assert not child.alive()
+
+
+def test_a_child_that_failed_to_start_keeps_its_last_lines_for_the_message() -> None:
+    code = f"for i in range({TAIL_LINES + 5}): print('line', i, flush=True)\nraise SystemExit('OSError: address already in use')"
+    child = Child("quitter", [sys.executable, "-c", code], {}, "never printed")
+    assert not child.wait_ready(30)
+    lines = child.tail().splitlines()
+    assert len(lines) == TAIL_LINES and lines[0] == "line 6"
+    assert lines[-1] == "OSError: address already in use"
