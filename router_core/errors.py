@@ -8,6 +8,7 @@
     │       ├── UnknownPluginType       no factory registered for the type
     │       ├── PluginConfigError       its parameters do not validate
     │       └── ProfileError            a scorer without a weight, a second picker, a duplicate name
+    │   └── PolicyError                 a routing policy does not load; names file, line and column
     ├── DuplicatePluginType             a type registered twice (a programming error)
     ├── InvalidRequest                  the client's request is malformed -> OpenAI-style 400
     │   └── UnknownModel                no instance serves the requested model -> 404
@@ -30,6 +31,7 @@ __all__ = [
     "NoFeasibleInstance",
     "PluginConfigError",
     "PluginError",
+    "PolicyError",
     "ProfileError",
     "RoutingError",
     "UnknownModel",
@@ -57,6 +59,22 @@ class PluginError(ConfigError):
     def at(self, source: str, text: str) -> PluginError:
         """Return the same error naming ``source`` and the lines of ``text`` (the YAML it came from)."""
         return type(self)(self.typed_name, self.located, source, text)
+
+
+class PolicyError(ConfigError):
+    """A routing policy (matrix, DSL, condition) that does not load.
+
+    Attributes:
+        located: ``(line, column, message)`` per problem, 1-based; printed ``FILE:LINE:COL: message``.
+    """
+
+    def __init__(self, source: str, located: list[tuple[int, int, str]]) -> None:
+        self.located = located
+        super().__init__(source, [(line, f"column {col}", msg) for line, col, msg in located])
+        self.args = ("\n".join(f"{source}:{line}:{col}: {msg}" for line, col, msg in located),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class UnknownPluginType(PluginError):

@@ -346,10 +346,13 @@ class RouteLensConfig(ContractModel):
     experiments: ExperimentsSettings | None = Field(
         None, description="A/B arms, their traffic shares and a shadow policy (schemas.experiments_config)."
     )
+    routing: RoutingSettings = Field(
+        default_factory=lambda: RoutingSettings(), description="The routing policy file (schemas.routing_config).")
 
 
 # The arms' inline policies reuse the sections above, so that module imports this one: it comes last
 # (schemas/__init__ imports this module first), then the model is completed with it.
 from schemas.experiments_config import ExperimentsSettings  # noqa: E402
+from schemas.routing_config import RoutingSettings  # noqa: E402
 
 RouteLensConfig.model_rebuild()

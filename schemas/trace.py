@@ -19,6 +19,7 @@ from schemas.common import (
     StepKind,
 )
 from schemas.fleet import InstanceSnapshot
+from schemas.trace_policy import PolicyStep
 from schemas.version import SCHEMA_VERSION
 
 __all__ = [
@@ -159,6 +160,7 @@ class DecisionTrace(ContractModel):
     query_hash: str = Field(pattern=QUERY_HASH_PATTERN)
     features: RequestFeatures
     rule: str | None = None
+    policy: PolicyStep | None = Field(None, description="The routing policy's step (None: no policy file).")
     intent: str | None = None
     intent_confidence: float | None = Field(None, ge=0, le=1)
     score_weights: list[ScoreWeight] = []

@@ -1,0 +1,176 @@
+"""The one compiled form of a routing policy: rules in order, each a condition and what to do.
+
+The matrix loader and the DSL compiler both produce a :class:`RuleSet`; the router runs it and the
+trace records which rule matched and the clauses tried before it. Everything here is immutable and
+does no I/O, so a rule set can be swapped on hot reload by replacing one reference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from router_core.rules.request import RequestView
+
+__all__ = [
+    "ClauseVerdict",
+    "Condition",
+    "CostParams",
+    "DegradedTarget",
+    "Match",
+    "Origin",
+    "ResourceGuarantee",
+    "Rule",
+    "RuleSet",
+    "Throttle",
+    "TimeoutPolicy",
+]
+
+
+class Condition(Protocol):
+    """A compiled condition (see :mod:`router_core.rules.condition`)."""
+
+    text: str
+
+    def evaluate(self, req: RequestView) -> bool:
+        """Return whether the request satisfies the condition."""
+        ...
+
+    def explain(self, req: RequestView) -> list[str]:
+        """Return one line per atom: the atom, its verdict and the feature values it read.
+
+        Never the prompt: ``prompt_contains('x')`` says only true or false.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a rule was written: file, 1-based line and column."""
+
+    source: str
+    line: int
+    col: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True, slots=True)
+class Throttle:
+    """A token bucket per rule (or per shared ``bucket`` name).
+
+    ``rate`` tokens a second refill a bucket of ``burst`` tokens (the matrix's ``max_rps`` and
+    ``max_rps * burst_window``). A request that finds it empty goes down the chain (``chain``),
+    gets a 429 with ``Retry-After`` (``reject``), or waits up to ``max_wait_s`` for a token,
+    higher ``priority`` first (``wait``).
+    """
+
+    rate: float
+    burst: float
+    overflow: Literal["chain", "reject", "wait"] = "chain"
+    max_wait_s: float = 0.0
+    bucket: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutPolicy:
+    """Per-attempt timeout, and the pause before the next attempt."""
+
+    initial_timeout_s: float
+    retry_backoff_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGuarantee:
+    """Feasibility bounds a rule adds: free KV-cache bytes and free sequence slots per instance."""
+
+    min_free_kv_bytes: float | None = None
+    min_free_slots: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CostParams:
+    """Scale the cost term for a rule's requests: ``base_weight``, times ``surge_multiplier`` in peak hours."""
+
+    base_weight: float = 1.0
+    surge_multiplier: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class DegradedTarget:
+    """A non-LLM end of a fallback chain: a responder URL (OpenAI-shaped) or a canned answer."""
+
+    name: str
+    url: str | None = None
+    canned: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One routing rule.
+
+    Attributes:
+        name: ``rule_name`` (the DSL names its clauses ``clause-1``, ``clause-2``...).
+        condition: When it applies (None: always, an ``ELSE``).
+        primary: The model to route to (None: every model, scored as usual).
+        chain: Next targets in order: model names or :class:`DegradedTarget` names.
+        priority: Higher waits less when a shared bucket is throttled (``high`` = 2, ``normal`` = 1, ``low`` = 0).
+        requires: Instance features a target instance must declare (the DSL's ``compression="flash-attn"``).
+    """
+
+    name: str
+    origin: Origin
+    condition: Condition | None = None
+    primary: str | None = None
+    chain: tuple[str, ...] = ()
+    priority: int = 1
+    throttle: Throttle | None = None
+    timeout: TimeoutPolicy | None = None
+    guarantee: ResourceGuarantee | None = None
+    cost: CostParams | None = None
+    requires: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClauseVerdict:
+    """One rule tried for a request: matched or not, and the atoms' verdicts."""
+
+    rule: str
+    matched: bool
+    detail: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """The rule that applies (None: no rule matched) and every rule tried up to it, in order."""
+
+    rule: Rule | None
+    tried: tuple[ClauseVerdict, ...]
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """Rules in order (first match wins), the degraded targets they may name, and a content hash."""
+
+    rules: tuple[Rule, ...]
+    source: str
+    text: str = field(repr=False, default="")
+    degraded: dict[str, DegradedTarget] = field(default_factory=dict)
+
+    @property
+    def hash(self) -> str:
+        """A short hash of the policy text (recorded with the policy hash)."""
+        return "sha256:" + hashlib.sha256(self.text.encode()).hexdigest()[:16]
+
+    def match(self, req: RequestView, *, explain: bool = True) -> Match:
+        """Return the first rule whose condition holds, and the rules tried before it."""
+        tried: list[ClauseVerdict] = []
+        for rule in self.rules:
+            ok = rule.condition is None or rule.condition.evaluate(req)
+            detail = rule.condition.explain(req) if explain and rule.condition is not None else []
+            tried.append(ClauseVerdict(rule.name, ok, detail))
+            if ok:
+                return Match(rule, tuple(tried))
+        return Match(None, tuple(tried))

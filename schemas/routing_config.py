@@ -1,0 +1,82 @@
+"""The ``routing:`` section: the routing policy file and what its conditions read.
+
+::
+
+    routing:
+      policy: policies/compliance.yaml   # a routing matrix or a routing DSL (router_core.rules)
+      timezone: Asia/Shanghai            # request_time.hour / .weekday are read here
+      peak_hours: [[9, 12], [14, 18]]    # where cost_params.surge_multiplier applies
+      term_lists:                        # contains_<name>(prompt); legal_terms has a default list
+        legal_terms: [条款, 合同, clause, contract]
+      intents: {...}                     # semantic intents (schemas.intents_config)
+      keywords: {...}                    # rule-enhanced keyword scoring (schemas.keywords_config)
+      attachments: {...}                 # attachment typing and limits (schemas.attachments_config)
+
+Without ``policy`` the router routes as before: ``auto`` over every model, or the requested model.
+"""
+
+from __future__ import annotations
+
+from typing import Self
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import Field, field_validator, model_validator
+
+from schemas.attachments_config import AttachmentSettings
+from schemas.common import ContractModel
+from schemas.intents_config import IntentSettings
+from schemas.keywords_config import KeywordScoring
+
+__all__ = ["DEFAULT_LEGAL_TERMS", "RoutingSettings"]
+
+DEFAULT_LEGAL_TERMS = (
+    "条款", "合同", "协议", "违约", "法律", "法规", "合规", "监管", "仲裁", "诉讼", "赔偿", "免责",
+    "clause", "contract", "agreement", "liability", "indemnity", "indemnification", "warranty",
+    "regulation", "regulatory", "compliance", "arbitration", "litigation", "statute", "jurisdiction",
+)
+TERM_LIST_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+
+
+class RoutingSettings(ContractModel):
+    """Where the routing policy is and what its conditions read."""
+
+    policy: str | None = Field(None, description="Routing matrix (YAML) or DSL file; relative to the config file.")
+    timezone: str = Field("UTC", description="IANA zone of request_time.hour and .weekday.")
+    peak_hours: list[tuple[int, int]] = Field(
+        default=[(9, 12), (14, 18)], description="[start, end) local hours where cost surge multipliers apply.")
+    term_lists: dict[str, list[str]] = Field(default={}, description="contains_<name>(prompt) term lists.")
+    intents: IntentSettings | None = None
+    keywords: KeywordScoring | None = None
+    attachments: AttachmentSettings = AttachmentSettings()
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+    @field_validator("peak_hours")
+    @classmethod
+    def _hours(cls, value: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        for start, end in value:
+            if not (0 <= start <= 24 and 0 <= end <= 24) or start == end:
+                raise ValueError(f"[{start}, {end}] is not a [start, end) range of hours 0-24")
+        return value
+
+    @model_validator(mode="after")
+    def _term_list_names(self) -> Self:
+        import re
+
+        for name in self.term_lists:
+            if not re.match(TERM_LIST_PATTERN, name):
+                raise ValueError(f"term list name {name!r} must match {TERM_LIST_PATTERN}")
+        return self
+
+    def terms(self) -> dict[str, tuple[str, ...]]:
+        """Every term list by name: the defaults, overridden by the configured ones."""
+        out = {"legal_terms": DEFAULT_LEGAL_TERMS}
+        out.update({k: tuple(v) for k, v in self.term_lists.items()})
+        return out
