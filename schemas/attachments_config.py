@@ -14,4 +14,5 @@ class AttachmentSettings(ContractModel):
 
     max_bytes: int = Field(20 * 1024 * 1024, gt=0, description="Largest decoded attachment; larger is a 400.")
     accept: dict[str, list[str]] = Field(
-        default={}, description="Model -> detected types it accepts (pdf, docx, png, ...); a model left out accepts every type.")
+        default={},
+        description="Model -> detected types it accepts (pdf, docx, png, ...); a model left out accepts every type.")
