@@ -50,7 +50,8 @@ def test_child_that_exits_before_its_marker_is_not_ready() -> None:
 
 
 def test_a_child_that_failed_to_start_keeps_its_last_lines_for_the_message() -> None:
-    code = f"for i in range({TAIL_LINES + 5}): print('line', i, flush=True)\nraise SystemExit('OSError: address already in use')"
+    code = (f"for i in range({TAIL_LINES + 5}): print('line', i, flush=True)\n"
+            "raise SystemExit('OSError: address already in use')")
     child = Child("quitter", [sys.executable, "-c", code], {}, "never printed")
     assert not child.wait_ready(30)
     lines = child.tail().splitlines()
