@@ -33,6 +33,9 @@ def policy_hash(config: RouteLensConfig) -> str:
     policy["router"].pop("version", None)
     for instance in policy["fleet"]["instances"]:
         instance.pop("api_key_env", None)  # credentials never change a decision (and came after the hash)
+        for key in ("features", "kv_cache_bytes"):  # unset, they leave the hash as it was before they existed
+            if not instance.get(key):
+                instance.pop(key, None)
     if policy["router"].get("plugins") is None:
         policy["router"].pop("plugins", None)  # configs without it keep the hash they had before it existed
     blob = json.dumps(policy, sort_keys=True, separators=(",", ":")).encode()

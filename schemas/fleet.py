@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
 from schemas.common import ContractModel
 from schemas.probe import ProbeStatus
+from schemas.units import parse_bytes
 
 __all__ = ["CostSpec", "InstanceSnapshot", "InstanceSpec", "LatchState"]
 
@@ -35,6 +37,10 @@ class InstanceSpec(ContractModel):
     api_key_env: str | None = Field(
         None, description="Environment variable with the key sent upstream as 'Authorization: Bearer' (vLLM --api-key)."
     )
+    features: list[str] = Field(
+        default=[], description="What the instance's engine offers (e.g. flash-attn), for rules that require it.")
+    kv_cache_bytes: Annotated[int, BeforeValidator(parse_bytes)] | None = Field(
+        None, ge=0, description="KV-cache memory the engine reserved (e.g. 24GB), for resource guarantees.")
 
     @field_validator("url")
     @classmethod

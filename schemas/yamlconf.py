@@ -9,29 +9,37 @@ from pydantic import BaseModel, ValidationError
 
 from schemas.errors import ConfigError
 
-__all__ = ["field_name", "locate", "parse_yaml_model"]
+__all__ = ["field_name", "locate", "node_at", "parse_yaml_model"]
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def _line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
-    """Walk the composed YAML tree along a pydantic error location; return a 1-based line."""
+def node_at(root: yaml.Node | None, loc: tuple[int | str, ...], *, key: bool = False) -> yaml.Node | None:
+    """Walk the composed YAML tree along a pydantic error location; return the deepest node reached.
+
+    A missing key or index stops the walk: the enclosing node is the best place to point at. With
+    ``key``, a location ending in a mapping key returns the key's node (for "unknown field" errors).
+    """
     node = root
-    line = root.start_mark.line + 1 if root is not None else None
-    for part in loc:
+    for i, part in enumerate(loc):
         if isinstance(node, yaml.MappingNode):
-            match = next((v for k, v in node.value if getattr(k, "value", None) == part), None)
-            if match is None:
-                break  # a missing key: the enclosing mapping is the best place to point at
-            node = match
+            pair = next(((k, v) for k, v in node.value if getattr(k, "value", None) == part), None)
+            if pair is None:
+                break
+            node = pair[0] if key and i == len(loc) - 1 else pair[1]
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
             if part >= len(node.value):
                 break
             node = node.value[part]
         else:
             break
-        line = node.start_mark.line + 1
-    return line
+    return node
+
+
+def _line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
+    """The 1-based line of :func:`node_at`."""
+    node = node_at(root, loc)
+    return None if node is None else node.start_mark.line + 1
 
 
 def field_name(loc: tuple[int | str, ...]) -> str:

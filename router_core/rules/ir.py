@@ -152,12 +152,35 @@ class Match:
 
 @dataclass(frozen=True)
 class RuleSet:
-    """Rules in order (first match wins), the degraded targets they may name, and a content hash."""
+    """Rules in order (first match wins), the targets they may name, and a content hash.
+
+    Attributes:
+        rules: The rules, matrix entries first, then DSL clauses.
+        source: The policy file's name.
+        text: Its text (hashed).
+        degraded: Non-LLM targets by name.
+        model_fallbacks: A model's chain when a rule names none.
+        timezone: Where ``request_time`` is read.
+        peak_hours: ``[start, end)`` local hours in which ``surge_multiplier`` applies.
+    """
 
     rules: tuple[Rule, ...]
     source: str
     text: str = field(repr=False, default="")
     degraded: dict[str, DegradedTarget] = field(default_factory=dict)
+    model_fallbacks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    timezone: str = "UTC"
+    peak_hours: tuple[tuple[int, int], ...] = ()
+
+    def chain_of(self, rule: Rule) -> tuple[str, ...]:
+        """The rule's fallback chain, else its primary model's ``model_fallbacks`` entry."""
+        if rule.chain or rule.primary is None:
+            return rule.chain
+        return self.model_fallbacks.get(rule.primary, ())
+
+    def in_peak(self, hour: int) -> bool:
+        """Whether a local ``hour`` is in a peak band."""
+        return any((a <= hour < b) if a < b else (hour >= a or hour < b) for a, b in self.peak_hours)
 
     @property
     def hash(self) -> str:
