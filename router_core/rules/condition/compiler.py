@@ -1,0 +1,278 @@
+"""From a parse tree to closures: names resolved, types checked, every problem located.
+
+The compiler walks the tree once. An atom that does not compile records its error and the walk
+goes on, so one :class:`PolicyError` lists every problem of a condition (or of a whole DSL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
+
+from lark import Token, Tree
+from lark.exceptions import UnexpectedInput
+
+from router_core.errors import PolicyError
+from router_core.rules.condition import ops
+from router_core.rules.condition.compiled import Atom, CompiledCondition
+from router_core.rules.condition.features import (
+    FEATURES,
+    Type,
+    Value,
+    header_getter,
+    metadata_getter,
+    prompt_matcher,
+)
+from router_core.rules.condition.grammar import parse
+from router_core.rules.condition.literals import BadLiteral, number, string
+from router_core.rules.condition.locate import Locator, syntax_error
+
+__all__ = ["MAX_DEPTH", "MAX_LENGTH", "ConditionCompiler", "compile_condition"]
+
+MAX_LENGTH = 10_000
+MAX_DEPTH = 64
+_TYPE_NAMES: dict[Type, str] = {"num": "a number", "str": "a string", "bool": "true/false", "null": "null",
+                                "any": "a metadata value"}
+_ORDERING = frozenset({"<", "<=", ">", ">="})
+Node = Tree[Token] | Token
+
+
+class _Fail(Exception):
+    """An atom that does not compile: where and why (caught by the compiler, never escapes)."""
+
+    def __init__(self, where: Node, message: str) -> None:
+        super().__init__(message)
+        self.where = where
+        self.message = message
+
+
+def _pos(node: Node) -> tuple[int, int]:
+    if isinstance(node, Token):
+        return node.line or 1, node.column or 1
+    return node.meta.line, node.meta.column
+
+
+def _fail(node: Node, message: str) -> NoReturn:
+    raise _Fail(node, message)
+
+
+class ConditionCompiler:
+    """Compiles condition subtrees of one text, collecting errors.
+
+    Args:
+        loc: The locator of the parsed text.
+        term_lists: The term lists ``contains_<name>(prompt)`` may name.
+    """
+
+    def __init__(self, loc: Locator, term_lists: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.loc = loc
+        self.errors: list[tuple[int, int, str]] = []
+        self._lists = {f"contains_{name}": prompt_matcher(terms) for name, terms in (term_lists or {}).items()}
+        self._atoms: list[Atom] = []
+        self._features: set[str] = set()
+
+    def error(self, node: Node, message: str) -> None:
+        """Record a problem at ``node``."""
+        self.errors.append((*self.loc.at(*_pos(node)), message))
+
+    def compile(self, node: Node) -> CompiledCondition:
+        """Return the condition of ``node`` (check :attr:`errors` before using it)."""
+        self._atoms, self._features = [], set()
+        pred = self._expr(node, 0)
+        text = self._text(node)
+        return CompiledCondition(text, pred, self._atoms, frozenset(self._features))
+
+    def _text(self, node: Node) -> str:
+        if isinstance(node, Token):
+            start, end = node.start_pos or 0, node.end_pos or 0
+        else:
+            start, end = node.meta.start_pos, node.meta.end_pos
+        return self.loc.text[start:end]
+
+    # ---- structure --------------------------------------------------------------------------
+
+    def _expr(self, node: Node, depth: int) -> ops.Pred:
+        if depth > MAX_DEPTH:
+            self.error(node, f"the condition nests deeper than {MAX_DEPTH} levels")
+            return ops.constant(False)
+        if isinstance(node, Tree) and node.data in ("or_expr", "and_expr", "not_", "group"):
+            parts = [self._expr(child, depth + 1) for child in node.children]
+            if node.data == "or_expr":
+                return ops.any_of(parts)
+            if node.data == "and_expr":
+                return ops.all_of(parts)
+            return ops.negate(parts[0]) if node.data == "not_" else parts[0]
+        reads: list[Value] = []
+        try:
+            pred = self._atom(node, reads)
+        except _Fail as exc:
+            self.error(exc.where, exc.message)
+            pred = ops.constant(False)
+        text = self._text(node)
+        self._atoms.append(Atom(" ".join(text.split()) if "\n" in text else text, pred, tuple(reads)))
+        return pred
+
+    def _atom(self, node: Node, reads: list[Value]) -> ops.Pred:
+        assert isinstance(node, Tree)  # the grammar: every atom is a compare/in_/not_in/bare tree
+        kind, children = node.data, node.children
+        if kind == "compare":
+            left_node, op_token, right_node = children
+            left, right = self._value(left_node), self._value(right_node)
+            reads.extend(v for v in (left, right) if v.label)
+            return self._compare(node, left, str(op_token), right)
+        if kind in ("in_", "not_in"):
+            value = self._value(children[0])
+            reads.extend([value] if value.label else [])
+            return self._member(node, value, children[1], negated=kind == "not_in")
+        value = self._value(children[0])
+        if value.type == "bool":
+            return value.get if value.get else ops.constant(bool(value.const))
+        if value.type == "any":
+            reads.append(value)
+            assert value.get is not None
+            return ops.truthy(value.get)
+        _fail(node, f"{self._text(children[0])} is {_TYPE_NAMES[value.type]}, not true/false: compare it, "
+                    f"as in {self._text(children[0])} == ...")
+
+    def _compare(self, node: Node, left: Value, op: str, right: Value) -> ops.Pred:
+        if left.get is None and right.get is not None:
+            left, right, op = right, left, ops.MIRROR[op]
+        types = {left.type, right.type}
+        if "null" in types:
+            if op not in ("==", "!="):
+                _fail(node, f"null compares only with == or !=, not {op}")
+            if left.get is None:  # null == null, or null == a literal
+                return ops.constant((left.const is None and right.const is None) == (op == "=="))
+            return ops.is_null(left.get, op == "!=")
+        if op in _ORDERING and not types <= {"num", "any"}:
+            bad = left if left.type not in ("num", "any") else right
+            _fail(node, f"{op} compares numbers; {self._describe(bad)} is {_TYPE_NAMES[bad.type]}")
+        if len(types) > 1 and "any" not in types:
+            _fail(node, f"{self._describe(left)} is {_TYPE_NAMES[left.type]} and {self._describe(right)} is "
+                        f"{_TYPE_NAMES[right.type]}: they never compare equal")
+        checked = "any" not in types
+        if left.get is None:  # two literals
+            return ops.constant(bool(ops.OPS[op](left.const, right.const)))
+        if right.get is None:
+            return ops.compare_const(left.get, op, right.const, nullable=left.nullable, checked=checked)
+        return ops.compare(left.get, op, right.get, checked=checked)
+
+    def _member(self, node: Node, value: Value, list_node: Node, *, negated: bool) -> ops.Pred:
+        assert isinstance(list_node, Tree)
+        items = [self._value(item) for item in list_node.children if item is not None]
+        types = {item.type for item in items}
+        if "null" in types:
+            _fail(list_node, "null cannot be in a list; test it with == null")
+        if len(types) > 1:
+            _fail(list_node, "a list holds values of one type: " + " and ".join(_TYPE_NAMES[t] for t in sorted(types)))
+        if value.type == "null":
+            _fail(node, "null is never in a list; test it with == null")
+        if types and value.type != "any" and types != {value.type}:
+            _fail(list_node, f"{self._describe(value)} is {_TYPE_NAMES[value.type]}, the list holds "
+                             f"{_TYPE_NAMES[types.pop()]}")
+        values = frozenset(item.const for item in items)
+        if value.get is None:
+            return ops.constant((value.const in values) != negated)
+        return ops.member(value.get, values, negated=negated, checked=value.type != "any")
+
+    # ---- operands -----------------------------------------------------------------------------
+
+    def _describe(self, value: Value) -> str:
+        return value.label or ("a literal" if value.const is None else repr(value.const))
+
+    def _value(self, node: Node) -> Value:
+        assert isinstance(node, Tree)
+        kind, children = node.data, node.children
+        token = children[0]
+        try:
+            if kind == "string":
+                return Value("str", const=string(token))  # type: ignore[arg-type]
+            if kind == "number":
+                return Value("num", const=number(token))  # type: ignore[arg-type]
+        except BadLiteral as exc:
+            assert isinstance(token, Token)
+            _fail(Token(token.type, token, line=token.line, column=(token.column or 1) + exc.offset), str(exc))
+        if kind in ("true", "false"):
+            return Value("bool", const=kind == "true")
+        if kind == "null":
+            return Value("null")
+        if kind == "feature":
+            return self._feature(node, [str(t) for t in children])
+        return self._call(node, str(children[0]), [c for c in children[1:] if c is not None])
+
+    def _feature(self, node: Node, names: list[str]) -> Value:
+        path = ".".join(names)
+        if path in FEATURES:
+            self._features.add(path)
+            return FEATURES[path]
+        head = names[0]
+        if head == "metadata":
+            if len(names) == 1:
+                _fail(node, "name a metadata key, as in metadata.tier")
+            self._features.add(path)
+            return metadata_getter(names[1:])
+        if head == "prompt":
+            _fail(node, "the prompt is read only through prompt_contains('...') or contains_<list>(prompt)")
+        if head == "request_time":
+            _fail(node, "request_time has .hour and .weekday")
+        if head in self._functions():
+            _fail(node, f"{head} is a function: write {head}(...)")
+        known = ", ".join([*sorted(FEATURES), "metadata.<key>"])
+        _fail(node, f"unknown feature '{path}'; known: {known}")
+
+    def _functions(self) -> list[str]:
+        return sorted(["header", "prompt_contains", *self._lists])
+
+    def _call(self, node: Node, name: str, args: list[Node]) -> Value:
+        signature = "(prompt)" if name in self._lists else "('...')"
+        if name not in self._functions():
+            known = ", ".join(f + ("(prompt)" if f in self._lists else "('...')") for f in self._functions())
+            _fail(node, f"unknown function '{name}'; known: {known}")
+        if len(args) != 1:
+            _fail(node, f"{name} takes one argument, as in {name}{signature}; got {len(args)}")
+        arg = args[0]
+        self._features.add(name)
+        if name in self._lists:
+            if not (isinstance(arg, Tree) and arg.data == "feature" and [str(t) for t in arg.children] == ["prompt"]):
+                _fail(arg, f"{name} reads the prompt: write {name}(prompt)")
+            return Value("bool", get=self._lists[name])
+        literal = self._value(arg)
+        if literal.type != "str" or literal.get is not None:
+            _fail(arg, f"{name} takes a string in quotes, as in {name}('...')")
+        text: Any = literal.const
+        if not text:
+            _fail(arg, f"{name} needs a non-empty string")
+        if name == "header":
+            return header_getter(text)
+        return Value("bool", get=prompt_matcher([text]))
+
+
+def compile_condition(text: str, *, source: str = "<condition>", line: int = 1, col: int = 1,
+                      term_lists: Mapping[str, Sequence[str]] | None = None) -> CompiledCondition:
+    """Compile a routing condition, such as ``input_length > 8000 || contains_legal_terms(prompt)``.
+
+    Args:
+        text: The condition.
+        source: The file it comes from, for errors.
+        line: The file line the text starts on.
+        col: The file column the text starts at.
+        term_lists: Named term lists; each name ``N`` defines ``contains_N(prompt)``.
+
+    Returns:
+        The compiled condition.
+
+    Raises:
+        PolicyError: On any problem (syntax, unknown name, type, length, nesting), at its file position.
+    """
+    loc = Locator(text, source, line, col)
+    if len(text) > MAX_LENGTH:
+        raise loc.error(1, 1, f"the condition is {len(text):,} characters long; the limit is {MAX_LENGTH:,}")
+    try:
+        tree = parse(text, "condition")
+    except UnexpectedInput as exc:
+        raise syntax_error(exc, loc) from None
+    compiler = ConditionCompiler(loc, term_lists)
+    condition = compiler.compile(tree)
+    if compiler.errors:
+        raise PolicyError(source, compiler.errors)
+    return condition
