@@ -13,6 +13,7 @@ matched (config, not prompt), the bonus, the load value and factor, and the mode
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,11 +21,47 @@ from schemas.fleet import InstanceSnapshot
 from schemas.keywords_config import KeywordScoring
 from schemas.trace_policy import KeywordMatch
 
-__all__ = ["KeywordResult", "KeywordScorer"]
+__all__ = ["ASCII_CASE_TWINS", "KeywordResult", "KeywordScorer", "fold", "literal_alternatives"]
 
-# A numbered back-reference or conditional would point at the wrong group once patterns are
-# joined into one alternation; such a set is searched pattern by pattern instead.
-_NOT_JOINABLE = re.compile(r"\\[1-9]|\(\?\(")
+# The non-ASCII characters that re.IGNORECASE equates with an ASCII letter (the tests check this
+# against the engine over every code point). Replacing them before str.lower() makes folding
+# one character for one, so a folded substring test is exactly an IGNORECASE literal search.
+ASCII_CASE_TWINS = {"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}  # İ ı ſ K (Kelvin)
+_META = frozenset("\\.^$*+?{}[]()|")
+
+
+def literal_alternatives(pattern: str, *, ignore_case: bool) -> tuple[tuple[str, ...], bool] | None:
+    r"""The literals of a pattern that is only ``a|b|c`` (in at most one group), else None.
+
+    Returns the literals and whether finding one is the whole match (True) or only necessary
+    (False: the pattern is wrapped in ``\b`` word boundaries, which the regex still checks).
+    Case-insensitive literals qualify only when each character is ASCII or an uncased letter
+    (Unicode ``Lo``: Chinese, Japanese kana, Korean), where folding is exact; they come back lowered.
+    """
+    body, exact = pattern, True
+    if body.startswith("\\b") and body.endswith("\\b") and len(body) > 4:
+        body, exact = body[2:-2], False
+    if body.startswith("(?:") and body.endswith(")"):
+        body = body[3:-1]
+    elif body.startswith("(") and not body.startswith("(?") and body.endswith(")"):
+        body = body[1:-1]
+    pieces = body.split("|")
+    if any(not piece or _META.intersection(piece) for piece in pieces):
+        return None
+    if not ignore_case:
+        return tuple(pieces), exact
+    if not all(c.isascii() or unicodedata.category(c) == "Lo" for piece in pieces for c in piece):
+        return None
+    return tuple(piece.lower() for piece in pieces), exact
+
+
+def fold(text: str) -> str:
+    """Lower-case ``text`` one character for one, as re.IGNORECASE compares ASCII and uncased letters."""
+    if not text.isascii():
+        for twin, letter in ASCII_CASE_TWINS.items():
+            if twin in text:
+                text = text.replace(twin, letter)
+    return text.lower()
 
 
 def _flag_bits(flags: str) -> int:
@@ -57,50 +94,44 @@ class KeywordResult:
 
 
 class KeywordScorer:
-    """Scores queries by a :class:`~schemas.keywords_config.KeywordScoring`; build once, call per request.
+    r"""Scores queries by a :class:`~schemas.keywords_config.KeywordScoring`; build once, call per request.
 
-    The patterns are joined into one alternation, each wrapped in its own group: when it finds
-    nothing (most traffic), no pattern can match and that single pass is the whole cost. When it
-    finds something, ``finditer`` proves some patterns; the rest are searched alone from the first
-    hit on (an alternation reports one alternative per position, so overlapping matches could hide
-    one). The result is exactly that of searching each pattern on its own.
+    A pattern that is a plain alternation of literals (the seed's three are) is decided by
+    substring tests: on the query as is, or, case-insensitively, on one folded copy of it made
+    once per query. Wrapped in ``\b``, the same test rules it out, and the regex runs only when a
+    literal is there. Other patterns are searched with their compiled regex. Both give exactly what
+    ``re.search(pattern, query, flags)`` gives. (One alternation joining every pattern was
+    measured slower: CPython's engine then tries each alternative at each position, without the
+    literal scan it uses for a single pattern.)
     """
 
     def __init__(self, config: KeywordScoring) -> None:
         self.config = config
-        self._singles = [re.compile(p.pattern, _flag_bits(p.flags)) for p in config.patterns]
+        self._regexes = [re.compile(p.pattern, _flag_bits(p.flags)) for p in config.patterns]
+        self._literals = [literal_alternatives(p.pattern, ignore_case="i" in p.flags) for p in config.patterns]
+        self._folded = ["i" in p.flags for p in config.patterns]
+        self._needs_fold = any(lit is not None and f for lit, f in zip(self._literals, self._folded, strict=True))
         self._matches = [KeywordMatch(pattern=p.pattern, weight=p.weight) for p in config.patterns]
         self._bonus = {b.intent: b for b in config.intent_bonus}
-        self._joined: re.Pattern[str] | None = None
-        self._group_to_index: dict[int, int] = {}
-        if not any(_NOT_JOINABLE.search(p.pattern) for p in config.patterns):
-            self._join()
 
     @property
-    def is_joined(self) -> bool:
-        """Whether the patterns are searched as one alternation (False: one by one)."""
-        return self._joined is not None
-
-    def _join(self) -> None:
-        group, parts = 1, []
-        for index, (spec, single) in enumerate(zip(self.config.patterns, self._singles, strict=True)):
-            self._group_to_index[group] = index
-            parts.append(f"((?{spec.flags}:{spec.pattern}))" if spec.flags else f"({spec.pattern})")
-            group += 1 + single.groups
-        try:
-            self._joined = re.compile("|".join(parts))
-        except re.error:  # e.g. a group name used by two patterns, or a global inline flag
-            self._joined, self._group_to_index = None, {}
+    def literal_patterns(self) -> int:
+        """How many patterns are decided by substring tests rather than a regex search."""
+        return sum(lit is not None for lit in self._literals)
 
     def _found(self, text: str) -> list[int]:
-        if self._joined is None:
-            return [i for i, single in enumerate(self._singles) if single.search(text)]
-        first = self._joined.search(text)
-        if first is None:
-            return []
-        seen = {self._group_to_index[m.lastindex] for m in self._joined.finditer(text, first.start()) if m.lastindex}
-        start = first.start()
-        return [i for i, single in enumerate(self._singles) if i in seen or single.search(text, start)]
+        folded = fold(text) if self._needs_fold else text
+        found = []
+        for i, (regex, literals, is_folded) in enumerate(zip(self._regexes, self._literals, self._folded, strict=True)):
+            if literals is None:
+                hit = regex.search(text) is not None
+            else:
+                needles, exact = literals
+                hit = any(needle in (folded if is_folded else text) for needle in needles)
+                hit = hit and (exact or regex.search(text) is not None)
+            if hit:
+                found.append(i)
+        return found
 
     @staticmethod
     def _load(metric: str, snapshots: Mapping[str, InstanceSnapshot], instances: Sequence[str]) -> float | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 import re
+import sys
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from router_core.rules.keywords import KeywordScorer
+from router_core.rules.keywords import ASCII_CASE_TWINS, KeywordScorer, fold, literal_alternatives
 from schemas.fleet import InstanceSnapshot
 from schemas.keywords_config import KeywordScoring
 from schemas.trace_policy import KeywordMatch
@@ -177,39 +179,72 @@ def test_defaults_are_the_seed() -> None:
             (cfg.load_adjust.metric, cfg.load_adjust.above, cfg.load_adjust.factor) == ("kv_cache_usage", 0.85, 0.6))
 
 
-# --- the joined regex is exactly per-pattern search ------------------------------------------
+# --- literal patterns by substring tests are exactly re.search ---------------------------------
 
 ODD = [
-    {"pattern": "ab", "weight": 1},
-    {"pattern": "bc", "weight": 1},             # overlaps 'ab' in 'abc': hidden from one finditer
-    {"pattern": "a", "weight": 1},              # same start as 'ab'
-    {"pattern": r"(?<=c)d", "weight": 1},       # lookbehind before the first hit
+    {"pattern": "(ab|k)", "weight": 1},           # literal, folded: 'K' (Kelvin) and 'K' match k
+    {"pattern": "(?:is|年报)", "weight": 1},       # literal, folded: 'İ' and 'ı' match i, 'ſ' matches s
+    {"pattern": "Ab", "weight": 1, "flags": ""},  # literal, case-sensitive
+    {"pattern": "(a)|(b)c", "weight": 1},         # not literal: two groups
+    {"pattern": r"(?<=c)d", "weight": 1},
     {"pattern": "^b", "weight": 1, "flags": "m"},
-    {"pattern": "(?P<x>c)(?P=x)", "weight": 1},  # named back-reference joins fine
-    {"pattern": "D", "weight": 1, "flags": ""},
+    {"pattern": r"(e)\1", "weight": 1},
+    {"pattern": "σ|é", "weight": 1},              # cased non-ASCII: regex (folding would not be exact)
+    {"pattern": r"\b(ab|is)\b", "weight": 1},     # literals rule out, the regex confirms the boundaries
 ]
+ALPHABET = "abAB. kK\u212aisI\u0130\u0131\u017f年报cdeEσΣςé\n"
 
 
 def _naive(patterns: list[dict[str, Any]], text: str) -> list[str]:
     out = []
     for p in patterns:
-        flags = (re.I if "i" in p.get("flags", "i") else 0) | (re.M if "m" in p.get("flags", "i") else 0)
-        if re.search(p["pattern"], text, flags):
+        flags = p.get("flags", "i")
+        if re.search(p["pattern"], text, (re.I if "i" in flags else 0) | (re.M if "m" in flags else 0)):
             out.append(p["pattern"])
     return out
 
 
-@pytest.mark.parametrize(("patterns", "joined"), [
-    pytest.param(ODD, True, id="joined"),
-    pytest.param([*ODD, {"pattern": r"(e)\1", "weight": 1}], False, id="numbered-backref-falls-back"),
-    pytest.param([*ODD, {"pattern": "(?i)E", "weight": 1}], False, id="global-flag-falls-back"),
-    pytest.param([*ODD, {"pattern": "(?P<x>e)", "weight": 1}], False, id="group-name-twice-falls-back"),
-])
-def test_joined_equals_per_pattern(patterns: list[dict[str, Any]], joined: bool) -> None:
-    s = KeywordScorer(KeywordScoring.model_validate({"target": "t", "patterns": patterns}))
-    assert s.is_joined is joined
+def test_literals_equal_re_search() -> None:
+    s = KeywordScorer(KeywordScoring.model_validate({"target": "t", "patterns": ODD}))
+    assert s.literal_patterns == 4
     rng = random.Random(16)
-    for _ in range(2000):
-        text = "".join(rng.choice("abcdDeE\n") for _ in range(rng.randint(0, 8)))
+    for _ in range(5000):
+        text = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 8)))
         got = s.score(text, intent=None, intent_confidence=None, snapshots={}, instances_of_target=[])
-        assert [m.pattern for m in got.matches] == _naive(patterns, text), text
+        assert [m.pattern for m in got.matches] == _naive(ODD, text), repr(text)
+
+
+def test_seed_patterns_are_literal() -> None:
+    assert KeywordScorer(KeywordScoring.seed_example()).literal_patterns == 3
+
+
+LITERALS = [
+    ("plain", "年报", True, (("年报",), True)),
+    ("group", "(年报|Annual Report)", True, (("年报", "annual report"), True)),
+    ("non-capturing", "(?:PDF|截图)", True, (("pdf", "截图"), True)),
+    ("case-sensitive-kept", "(PDF|Pdf)", False, (("PDF", "Pdf"), True)),
+    ("word-boundary-necessary-only", r"\b(ASAP|urgent)\b", True, (("asap", "urgent"), False)),
+    ("escaped-backslash-b", r"\ba\\b", True, None),
+    ("one-boundary", r"\basap", True, None),
+    ("optional", "stack ?trace", True, None),
+    ("two-groups", "(a)|(b)", True, None),
+    ("cased-non-ascii", "(café)", True, None),
+    ("cased-non-ascii-case-sensitive", "(café)", False, (("café",), True)),
+    ("cjk-punctuation", "年报，", True, None),
+]
+
+
+@pytest.mark.parametrize(("pattern", "ignore_case", "expected"), [c[1:] for c in LITERALS],
+                         ids=[c[0] for c in LITERALS])
+def test_literal_alternatives(pattern: str, ignore_case: bool, expected: tuple[tuple[str, ...], bool] | None) -> None:
+    assert literal_alternatives(pattern, ignore_case=ignore_case) == expected
+
+
+def test_ascii_case_twins_are_the_engines() -> None:
+    every = "".join(map(chr, range(128, sys.maxunicode + 1)))
+    twins = {m.group(): m.group().lower() for m in re.finditer("[a-z]", every, re.I)}
+    assert set(twins) == set(ASCII_CASE_TWINS)
+    for twin, letter in ASCII_CASE_TWINS.items():
+        assert re.fullmatch(letter, twin, re.I) and fold(twin) == letter
+    # no character lower-cases into an uncased letter, so Lo literals fold only to themselves
+    assert not [c for c in every if c.lower() != c and unicodedata.category(c.lower()[0]) == "Lo"]
