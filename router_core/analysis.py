@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from router_core.attachments import Attachment, inspect_attachments
 from router_core.errors import InvalidRequest
 from router_core.intent import Intent, classify_intent
+from schemas.attachments_config import AttachmentSettings
 from schemas.chat_text import MalformedContent, content_text, last_user_index
 from schemas.common import Language
 from schemas.trace import RequestFeatures
@@ -18,15 +20,17 @@ from schemas.trace import RequestFeatures
 __all__ = ["Analysis", "analyse_request", "estimate_tokens"]
 
 _ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+_NO_SETTINGS = AttachmentSettings()
 
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
-    """Features of a request, its rule-scored intent, and the query text to hash (never to store)."""
+    """Features of a request, its rule-scored intent, the query text to hash (never to store), its attachments."""
 
     features: RequestFeatures
     query_text: str
     intent: Intent
+    attachments: tuple[Attachment, ...] = ()
 
 
 def _is_cjk(ch: str) -> bool:
@@ -58,14 +62,18 @@ def _text_of(content: Any, index: int) -> tuple[str, bool]:
         raise InvalidRequest(str(exc), param=f"messages[{index}].content") from exc
 
 
-def analyse_request(body: Any, *, max_chars: int = 20_000) -> Analysis:
+def analyse_request(body: Any, *, max_chars: int = 20_000, attachments: AttachmentSettings = _NO_SETTINGS) -> Analysis:
     """Validate the parts of a chat request the router relies on and extract its features.
 
     The query is the text of the last user message. Analysis looks at most ``max_chars`` of the
-    conversation; the features say whether the input was cut.
+    conversation; the features say whether the input was cut. Attachments are typed by their bytes
+    (:func:`router_core.attachments.inspect_attachments`, only when a part carries one);
+    ``file_types`` lists each one's :attr:`~router_core.attachments.Attachment.type`: the detected
+    type wins, the declared one counts only where bytes cannot contradict it.
 
     Raises:
-        InvalidRequest: When the body is not a chat-completions request.
+        InvalidRequest: When the body is not a chat-completions request, or an attachment is
+            malformed or larger than ``attachments.max_bytes``.
     """
     if not isinstance(body, dict):
         raise InvalidRequest("request body must be a JSON object")
@@ -98,6 +106,7 @@ def analyse_request(body: Any, *, max_chars: int = 20_000) -> Analysis:
     analysed = max_chars - budget
     other = analysed - cjk
     scale = total_chars / analysed if analysed else 1.0  # extrapolate tokens past the cut
+    found = inspect_attachments(messages, attachments) if attached else []
     features = RequestFeatures(
         requested_model=model,
         n_messages=len(messages),
@@ -107,7 +116,9 @@ def analyse_request(body: Any, *, max_chars: int = 20_000) -> Analysis:
         stream=bool(body.get("stream", False)),
         language=_language(cjk, latin),
         has_attachments=attached,
+        file_types=[a.type for a in found],
         analysed_chars=analysed,
         truncated=analysed < total_chars,
     )
-    return Analysis(features=features, query_text=query, intent=classify_intent(query, max_chars))
+    return Analysis(features=features, query_text=query, intent=classify_intent(query, max_chars),
+                    attachments=tuple(found))

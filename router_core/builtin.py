@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
+from router_core.filters.attachment import AttachmentFilter
 from router_core.filters.constraint import ConstraintFilter
 from router_core.filters.context_window import ContextWindowFilter
 from router_core.filters.freshness import FreshnessFilter
@@ -40,6 +41,7 @@ def register_builtin(registry: PluginRegistry) -> PluginRegistry:
     """Register every in-tree plugin type in ``registry`` and return it."""
     registry.register(FreshnessFilter.TYPE, FreshnessFilter)
     registry.register(ContextWindowFilter.TYPE, ContextWindowFilter)
+    registry.register(AttachmentFilter.TYPE, AttachmentFilter)
     registry.register(ZoneFilter.TYPE, ZoneFilter)
     registry.register(VersionFilter.TYPE, VersionFilter)
     registry.register(ConstraintFilter.TYPE, ConstraintFilter)

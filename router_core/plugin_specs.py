@@ -1,9 +1,9 @@
 """Today's configuration sections, read as the plugin specs they stand for.
 
 ``router.plugins`` names the pipeline explicitly; without it, the sections a user already writes
-(``scrape.stale_after_s``, ``router.zones``, ``router.min_versions``, ``constraints``, ``scoring``,
-``router.picker``) derive the same list of :class:`schemas.config.PluginSpec`, so one builder
-(:func:`router_core.policy.build_policy`) serves both.
+(``scrape.stale_after_s``, ``routing.attachments.accept``, ``router.zones``, ``router.min_versions``,
+``constraints``, ``scoring``, ``router.picker``) derive the same list of :class:`schemas.config.PluginSpec`,
+so one builder (:func:`router_core.policy.build_policy`) serves both.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ def specs_from_sections(config: RouteLensConfig) -> list[PluginSpec]:
     router, scoring = config.router, config.scoring
     specs = [PluginSpec(type="freshness-filter", parameters={"max_age_s": config.scrape.stale_after_s}),
              PluginSpec(type="context-window-filter")]
+    if config.routing.attachments.accept:
+        specs.append(PluginSpec(type="attachment-filter", parameters={"accept": config.routing.attachments.accept}))
     if router.zones:
         specs.append(PluginSpec(type="zone-filter", parameters={"zones": router.zones}))
     if router.min_versions:

@@ -1,12 +1,39 @@
-"""The ``routing.attachments`` section: how attachments are typed, bounded and matched to models."""
+"""The ``routing.attachments`` section: how attachments are typed, bounded and matched to models.
+
+::
+
+    routing:
+      attachments:
+        max_bytes: 20971520            # largest decoded attachment; larger is a 400
+        accept:                        # model -> the types it accepts; a model left out accepts all
+          vision-small: [png, jpg, webp]
+          doc-reader: [pdf, docx, txt]
+
+Types are short names: the file extension ``filetype`` gives the bytes (``pdf``, ``docx``, ``png``,
+``jpg``...), or ``unknown`` for an attachment whose type cannot be told (see
+:func:`router_core.attachments.effective_type`). Names are lower-cased and aliases folded
+(``jpeg`` -> ``jpg``), so ``accept`` may be written either way.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from schemas.common import ContractModel
 
-__all__ = ["AttachmentSettings"]
+__all__ = ["TYPE_ALIASES", "UNKNOWN_TYPE", "AttachmentSettings", "normalise_type"]
+
+UNKNOWN_TYPE = "unknown"
+# Other spellings of a type -> the name filetype gives it.
+TYPE_ALIASES: dict[str, str] = {"jpeg": "jpg", "jpe": "jpg", "tiff": "tif", "aif": "aiff", "mid": "midi",
+                                "mpeg": "mpg", "zstd": "zst", "oga": "ogg", "htm": "html", "markdown": "md",
+                                "text": "txt"}
+
+
+def normalise_type(name: str) -> str:
+    """Return the short type name ``name`` stands for (lower case, aliases folded, no leading dot)."""
+    short = name.strip().lstrip(".").lower()
+    return TYPE_ALIASES.get(short, short)
 
 
 class AttachmentSettings(ContractModel):
@@ -16,3 +43,13 @@ class AttachmentSettings(ContractModel):
     accept: dict[str, list[str]] = Field(
         default={},
         description="Model -> detected types it accepts (pdf, docx, png, ...); a model left out accepts every type.")
+
+    @field_validator("accept")
+    @classmethod
+    def _normalise(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        return {model: [normalise_type(t) for t in types] for model, types in value.items()}
+
+    def accepts(self, model: str, kind: str) -> bool:
+        """Whether ``model`` accepts attachments of type ``kind`` (a model not listed accepts all)."""
+        types = self.accept.get(model)
+        return types is None or kind in types

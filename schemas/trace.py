@@ -48,6 +48,7 @@ class RequestFeatures(ContractModel):
     stream: bool = False
     language: Language = Language.UNKNOWN
     has_attachments: bool = False
+    file_types: list[str] = Field(default=[], description="Attachment types, in order: detected from the bytes.")
     analysed_chars: int = Field(0, ge=0, description="Characters analysed (input is cut at a limit).")
     truncated: bool = False
 
