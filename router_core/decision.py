@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from router_core.rules.ir import DegradedTarget
 from schemas.common import RoutingMode
 from schemas.fleet import InstanceSpec
 
@@ -31,6 +32,9 @@ class Decision:
         decision_ms: Time spent deciding.
         selection_probability: The chance the picker's sampling rule gave the first target (1.0
             for a deterministic pick; None when there is nothing to try).
+        degraded: The non-LLM target a rule's chain ends in, to answer from when no instance
+            is feasible or every attempt failed (None: none).
+        levels: The models a matched rule's chain went through, in order ("*" for every model).
     """
 
     rule: str
@@ -42,6 +46,8 @@ class Decision:
     mode: RoutingMode
     decision_ms: float
     selection_probability: float | None = None
+    degraded: DegradedTarget | None = None
+    levels: tuple[str, ...] = ()
 
     @property
     def selected(self) -> InstanceSpec | None:

@@ -14,6 +14,7 @@
     │   └── UnknownModel                no instance serves the requested model -> 404
     └── RoutingError                    the request could not be routed or served
         ├── NoFeasibleInstance          nothing feasible and ``on_empty: reject`` -> 503
+        ├── Throttled                   a rule's token bucket is empty (overflow: reject) -> 429
         └── AttemptsExhausted           every attempt failed -> 502
 
 The gateway maps them to HTTP in one table (``router_core/gateway/errors.py``).
@@ -34,6 +35,7 @@ __all__ = [
     "PolicyError",
     "ProfileError",
     "RoutingError",
+    "Throttled",
     "UnknownModel",
     "UnknownPluginType",
 ]
@@ -129,3 +131,15 @@ class AttemptsExhausted(RoutingError):
     def __init__(self, message: str, *, last_error: str | None) -> None:
         super().__init__(message)
         self.last_error = last_error
+
+
+class Throttled(RoutingError):
+    """A routing rule's throttle refused the request (``throttle_config.overflow: reject``, or a wait too long).
+
+    Attributes:
+        retry_after_s: When a token will be there; sent as ``Retry-After``.
+    """
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from router_core.decision import Decision, Steps
+from router_core.rules.route import RouteChoice
 from schemas.common import AttemptStatus, RoutingMode, StepKind
 from schemas.trace import Attempt, DecisionTrace, Outcome, RequestFeatures, ShadowDecision
 
@@ -38,14 +39,25 @@ class TraceRecorder:
         self._steps = Steps()
         self._attempts: tuple[Attempt, ...] = ()
         self._fallback_reason: str | None = None
+        self._mode: RoutingMode | None = None  # set when the answer came from a degraded mode after deciding
         self.shadow: ShadowDecision | None = None  # set before finish() when a shadow policy decided
         self.pending_shadow: Callable[[], ShadowDecision | None] | None = None  # a shadow decision still to make
+        self.route: RouteChoice | None = None  # the routing rule that matched (None: no policy file)
+        self.policy_extra: dict[str, Any] = {}  # intent, keywords, attachments for the policy step
+        self.degraded_used: str | None = None  # the non-LLM target that answered, if one did
 
     def record_decision(self, decision: Decision) -> None:
         """Take the router's decision (once per request)."""
         self._decision = decision
         self._steps.extend(decision.steps)
         self._fallback_reason = decision.fallback_reason
+
+    def mark_degraded(self, reason: str) -> None:
+        """A rule chain's non-LLM target answered: the trace's mode is ``rules``, with the reason."""
+        self._mode = RoutingMode.RULES
+        if self._fallback_reason is None:
+            self._fallback_reason = reason
+        self._steps.add("fallback", StepKind.FALLBACK, reason=reason)
 
     def record_attempts(self, attempts: Sequence[Attempt]) -> None:
         """Take the forwarding attempts in order; each retry marks the decision as a fallback."""
@@ -84,8 +96,10 @@ class TraceRecorder:
             "candidates": d.candidates if d else (), "decision_trace": self._steps, "selected_model": model,
             "selected_instance": instance, "fallback_triggered": self._fallback_reason is not None,
             "fallback_reason": self._fallback_reason, "attempts": self._attempts,
-            "mode": d.mode if d else RoutingMode.NORMAL, "latency_ms": d.decision_ms if d else 0.0,
+            "mode": self._mode or (d.mode if d else RoutingMode.NORMAL), "latency_ms": d.decision_ms if d else 0.0,
             "selection_probability": self._propensity(instance), "shadow": self.shadow, "outcome": outcome,
+            "policy": None if self.route is None else self.route.step(self._attempts, self.degraded_used,
+                                                                     self.policy_extra),
         })
 
     def _propensity(self, served: str | None) -> float | None:

@@ -18,24 +18,30 @@ from router_core.framework import DecisionContext, clamp_unit, typed_name
 from router_core.metrics import PluginMetrics
 from router_core.policy import Policy
 from router_core.prepared import Prepared, PreparedCache
+from router_core.rules.ir import Rule
+from router_core.rules.route import RouteChoice, guarantee_violation
 from schemas.common import RoutingMode, StepKind
+from schemas.config import ModelProfile
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import Violation
 
 __all__ = ["AUTO_MODEL", "Router"]
 
 AUTO_MODEL = "auto"
+_DEFAULT_PROFILE = ModelProfile()
+Verdicts = dict[str, list[Violation]]
 Observe = Callable[[float], None] | None
 
 
 class _Fallback:
     """The first fallback reason and the mode, as the decision runs."""
 
-    __slots__ = ("mode", "reason")
+    __slots__ = ("levels", "mode", "reason")
 
     def __init__(self) -> None:
         self.reason: str | None = None
         self.mode = RoutingMode.NORMAL
+        self.levels: tuple[str, ...] = ()
 
     def note(self, reason: str, mode: RoutingMode | None = None) -> None:
         if self.reason is None:
@@ -142,22 +148,34 @@ class Router:
         steps.add("analyse", StepKind.ANALYSE, value=float(feats.est_input_tokens),
                   reason=f"{feats.n_messages} messages, ~{feats.est_input_tokens} tokens, lang={feats.language.value}, "
                          f"intent={ctx.intent}" + (", input cut for analysis" if feats.truncated else ""))
-        specs = list(self.candidates_for(feats.requested_model))
-        rule = "auto" if feats.requested_model == AUTO_MODEL else f"model:{feats.requested_model}"
-        steps.add("policy", StepKind.POLICY, reason=f"rule {rule}", instances=[s.id for s in specs])
         ages: dict[str, float | None] = {}
-        pool, violations, factors = self._filter(specs, state, ctx, steps, ages)
-        if not pool:
+        route = ctx.route if feats.requested_model == AUTO_MODEL else None
+        spill: list[str] = []
+        if route is not None and route.rule is not None:
+            rule = route.rule.name
+            specs, pool, violations, factors, spill = self._by_rule(route, state, ctx, steps, fb, ages)
+        else:
+            specs = list(self.candidates_for(feats.requested_model))
+            rule = "auto" if feats.requested_model == AUTO_MODEL else f"model:{feats.requested_model}"
+            tried = f" (no policy rule matched of {len(route.match.tried)})" if route is not None else ""
+            steps.add("policy", StepKind.POLICY, reason=f"rule {rule}{tried}", instances=[s.id for s in specs])
+            pool, violations, factors = self._filter(specs, state, ctx, steps, ages)
+        degraded = route.degraded() if route is not None and route.rule is not None else None
+        if not pool and degraded is None:
             pool, specs = self._when_empty(specs, state, ctx, steps, fb, rule, violations, factors, ages)
+        elif not pool and degraded is not None:
+            fb.note(f"no feasible instance on rule {rule}'s chain; answering from {degraded.name}", RoutingMode.RULES)
+            steps.add("fallback", StepKind.FALLBACK, reason=fb.reason or "", instances=[degraded.name])
         weights: list[dict[str, Any]] = []
-        totals, terms = self._score(pool, factors, ctx, steps, weights)
+        scale = {"cost": route.cost_factor()} if route is not None and route.rule is not None else None
+        totals, terms = self._score(pool, factors, ctx, steps, weights, scale)
         scored = [(p.candidate.spec.id, t) for p, t in zip(pool, totals, strict=True)]
         removed = self._counterfactual(specs, state, pool, violations, ctx, ages, weights)
         t0 = self._perf()
         picked = self.policy.picker.pick(ctx.request_id, scored)
         if self._picker_obs is not None:
             self._picker_obs(self._perf() - t0)
-        order = picked.order
+        order = picked.order + [iid for iid in spill if iid not in picked.order]
         seen = self._prepared.states_at(specs, state, ages)  # age_s and stale as of the decision
         candidates = self._candidates(specs, seen, violations, factors, dict(zip(order, range(1, len(order) + 1),
                                       strict=True)), {p.candidate.spec.id: (t, x) for p, t, x in
@@ -168,7 +186,66 @@ class Router:
         by_id = {s.id: s for s in specs}
         return Decision(rule=rule, targets=tuple(by_id[iid] for iid in order), candidates=candidates,
                         weights=tuple(weights), steps=tuple(steps), fallback_reason=fb.reason, mode=fb.mode,
-                        decision_ms=(self._perf() - started) * 1e3, selection_probability=picked.probability)
+                        decision_ms=(self._perf() - started) * 1e3, selection_probability=picked.probability,
+                        degraded=degraded, levels=fb.levels)
+
+    def _by_rule(self, route: RouteChoice, state: Mapping[str, InstanceSnapshot], ctx: DecisionContext, steps: Steps,
+                 fb: _Fallback, ages: dict[str, float | None],
+                 ) -> tuple[list[InstanceSpec], list[Prepared], Verdicts, dict[str, float], list[str]]:
+        """The matched rule's levels in order (primary, then the chain's models) until one has a feasible pool.
+
+        Returns every candidate looked at, the first feasible pool, verdicts, soft factors, and the
+        feasible instances of the levels after it (tried after the pool when attempts fail).
+        """
+        rule = route.rule
+        assert rule is not None
+        levels = route.levels()
+        chain = route.rules.chain_of(rule)
+        steps.add("policy", StepKind.POLICY, reason=f"rule {rule.name} matched after {len(route.match.tried)} tried; "
+                  f"target {rule.primary or 'every model'}" + (f"; chain {' -> '.join(chain)}" if chain else "")
+                  + (f"; throttled ({route.throttled})" if route.throttled else ""))
+        specs: list[InstanceSpec] = []
+        violations: dict[str, list[Violation]] = {}
+        factors: dict[str, float] = {}
+        pool: list[Prepared] = []
+        spill: list[str] = []
+        for n, model in enumerate(levels):
+            level = self._level(model, rule.requires)
+            specs += [s for s in level if s not in specs]
+            if pool:  # a later level: its feasible instances follow the pool when attempts fail
+                more, _, _ = self._filter(level, state, ctx, Steps(), ages)
+                spill += [p.candidate.spec.id for p in self._guarantee(more, rule, {})]
+                continue
+            fb.levels += (model or "*",)
+            found, v, f = self._filter(level, state, ctx, steps, ages)
+            violations.update(v)
+            factors.update(f)
+            pool = self._guarantee(found, rule, violations)
+            if not pool and n + 1 < len(levels):
+                fb.note(f"no feasible instance of {model or 'any model'} on rule {rule.name}; "
+                        f"trying {levels[n + 1] or 'every model'}")
+                steps.add("fallback", StepKind.FALLBACK, reason=fb.reason or "")
+        return specs, pool, violations, factors, spill
+
+    def _level(self, model: str | None, requires: tuple[str, ...]) -> list[InstanceSpec]:
+        """The instances of ``model`` (None: every instance) declaring every required feature."""
+        specs = self.policy.fleet if model is None else (self.policy.instances_of(model) or ())
+        return [s for s in specs if all(f in s.features for f in requires)] if requires else list(specs)
+
+    def _guarantee(self, pool: list[Prepared], rule: Rule, violations: dict[str, list[Violation]]) -> list[Prepared]:
+        """Drop the candidates that break the rule's resource guarantee, recording why."""
+        if rule.guarantee is None:
+            return pool
+        kept = []
+        for p in pool:
+            cand = p.candidate
+            slots = self.policy.models.get(cand.spec.model, _DEFAULT_PROFILE).max_concurrency
+            v = guarantee_violation(rule, cand, slots)
+            if v is None:
+                kept.append(p)
+            else:
+                violations.setdefault(cand.spec.id, []).append(v)
+        return kept
 
     def _when_empty(self, specs: list[InstanceSpec], state: Mapping[str, InstanceSnapshot], ctx: DecisionContext,
                     steps: Steps, fb: _Fallback, rule: str, violations: dict[str, list[Violation]],
@@ -196,9 +273,16 @@ class Router:
         return pool, specs
 
     def _score(self, pool: list[Prepared], factors: dict[str, float], ctx: DecisionContext, steps: Steps,
-               weights_out: list[dict[str, Any]]) -> tuple[list[float], list[list[float]]]:
-        """Weighted terms per candidate (clamped to [0, 1]) and totals scaled by soft-constraint ramps."""
+               weights_out: list[dict[str, Any]], scale: dict[str, float] | None = None,
+               ) -> tuple[list[float], list[list[float]]]:
+        """Weighted terms per candidate (clamped to [0, 1]) and totals scaled by soft-constraint ramps.
+
+        ``scale`` multiplies named weights (a rule's ``cost_params``).
+        """
         profile, weights = self.policy.weights_at(ctx.now)
+        for name, factor in (scale or {}).items():
+            if name in weights:
+                weights[name] *= factor
         candidates = [p.candidate for p in pool]
         columns: list[list[float]] = []
         totals = [0.0] * len(pool)

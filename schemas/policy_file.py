@@ -15,6 +15,7 @@
       legacy-rule-engine: {url: "http://127.0.0.1:9300"}   # or {canned: "..."}
     model_fallbacks: {deepseek-v4-32k: [deepseek-coder-6b-fp16]}   # when a rule names no chain
     term_lists: {legal_terms: [...]}     # contains_<name>(prompt), over the config's lists
+    timezone: Asia/Shanghai              # where the rules' hours are read (default: routing.timezone)
     tests:                               # routelens policy test FILE
       - name: long input goes to the 32k model
         request: {input_length: 9000}
@@ -28,8 +29,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Self
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from schemas.common import ContractModel
 from schemas.units import parse_bytes, parse_duration
@@ -153,7 +155,18 @@ class PolicyFileSpec(ContractModel):
     degraded_targets: dict[str, DegradedSpec] = {}
     model_fallbacks: dict[str, list[str]] = {}
     term_lists: dict[str, list[str]] = {}
+    timezone: str | None = Field(None, description="Where the rules' hours are read (default: routing.timezone).")
     tests: list[PolicyCase] = []
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError) as exc:
+                raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
 
     @model_validator(mode="after")
     def _some_rules(self) -> Self:

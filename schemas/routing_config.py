@@ -77,6 +77,6 @@ class RoutingSettings(ContractModel):
 
     def terms(self) -> dict[str, tuple[str, ...]]:
         """Every term list by name: the defaults, overridden by the configured ones."""
-        out = {"legal_terms": DEFAULT_LEGAL_TERMS}
+        out: dict[str, tuple[str, ...]] = {"legal_terms": DEFAULT_LEGAL_TERMS}
         out.update({k: tuple(v) for k, v in self.term_lists.items()})
         return out

@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from router_core.staleness import Effective
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import RequestFeatures, Violation
+
+if TYPE_CHECKING:
+    from router_core.rules.route import RouteChoice
 
 __all__ = ["Candidate", "DecisionContext", "Filter", "Picked", "Picker", "Scored", "Scorer"]
 
@@ -42,6 +45,8 @@ class DecisionContext:
         quality: Learned P(correct) per (model, class), a snapshot taken for this request; the
             gateway's is a :class:`router_core.quality.QualitySnapshot`, which also carries
             P(correct) per (instance, class) and the instances flagged divergent.
+        route: The routing rule that matched and what its throttle did (None: no policy file,
+            or a request for a named model).
     """
 
     request_id: str
@@ -49,6 +54,7 @@ class DecisionContext:
     intent: str | None
     now: datetime
     quality: Mapping[tuple[str, str], float]
+    route: RouteChoice | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,12 +6,20 @@ Every error the gateway returns has the shape ``{"error": {"message", "type", "p
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 
 import orjson
 from aiohttp import web
 
-from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError, UnknownModel
+from router_core.errors import (
+    AttemptsExhausted,
+    InvalidRequest,
+    NoFeasibleInstance,
+    RoutingError,
+    Throttled,
+    UnknownModel,
+)
 from schemas.errors import RoutelensError
 
 __all__ = ["ERROR_STATUS", "ERROR_TYPES", "error_for", "error_response", "errors_middleware", "status_of"]
@@ -24,6 +32,7 @@ ERROR_TYPES: dict[int, str] = {
     404: "invalid_request_error",
     405: "invalid_request_error",
     413: "invalid_request_error",
+    429: "rate_limit_error",
     500: "server_error",
     502: "upstream_error",
     503: "service_unavailable",
@@ -34,6 +43,7 @@ ERROR_STATUS: dict[type[RoutelensError], tuple[int, str | None]] = {
     UnknownModel: (404, "model_not_found"),
     InvalidRequest: (400, "invalid_request"),
     NoFeasibleInstance: (503, "no_feasible_instance"),
+    Throttled: (429, "rate_limit_exceeded"),
     AttemptsExhausted: (502, "all_attempts_failed"),
     RoutingError: (503, "routing_failed"),
 }
@@ -51,6 +61,8 @@ def status_of(exc: RoutelensError) -> tuple[int, str | None]:
 def error_for(exc: RoutelensError, *, headers: dict[str, str] | None = None) -> web.Response:
     """The OpenAI-style response for a RouteLens error, through :data:`ERROR_STATUS`."""
     status, code = status_of(exc)
+    if isinstance(exc, Throttled):
+        headers = {**(headers or {}), "Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
     return error_response(status, str(exc), param=getattr(exc, "param", None), code=code, headers=headers)
 
 

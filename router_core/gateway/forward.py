@@ -25,6 +25,7 @@ import orjson
 from router_core.gateway.encoding import UPSTREAM_ACCEPT
 from router_core.gateway.http1 import Http1Pool, UpstreamError, UpstreamResponse
 from router_core.inflight import InflightCounter, Ticket
+from router_core.rules.ir import TimeoutPolicy
 from router_core.state import StateView
 from schemas.common import AttemptStatus
 from schemas.config import GatewaySettings
@@ -90,6 +91,11 @@ class Forwarder:
         self._keys = dict(keys or {})
         self._perf = perf
 
+    @property
+    def pool(self) -> Http1Pool:
+        """The upstream connection pool (shared with a rule chain's responder URLs)."""
+        return self._pool
+
     async def close(self) -> None:
         """Close the upstream connections."""
         await self._pool.close()
@@ -109,7 +115,7 @@ class Forwarder:
 
     async def forward(
         self, body: dict[str, Any], targets: Sequence[InstanceSpec], request_id: str, max_attempts: int,
-        *, authorization: str | None = None,
+        *, authorization: str | None = None, timeout: TimeoutPolicy | None = None,
     ) -> Forwarded:
         """Try ``targets`` in order until one answers (a stream: until its first chunk arrives).
 
@@ -119,11 +125,18 @@ class Forwarder:
             request_id: Sent upstream as ``X-Request-Id``.
             max_attempts: Instances tried at most.
             authorization: The client's ``Authorization`` header (sent on with ``forward_authorization``).
+            timeout: A rule's ``timeout_policy``: its timeout per attempt (the total of a whole
+                answer, the first byte of a stream) and the pause before each retry.
         """
         attempts: list[Attempt] = []
         last_error: str | None = None
         stream = bool(body.get("stream"))
+        limit = self._settings.first_byte_timeout_s if stream else self._settings.upstream_timeout_s
+        if timeout is not None:
+            limit = timeout.initial_timeout_s
         for spec in targets[:max_attempts]:
+            if attempts and timeout is not None and timeout.retry_backoff_s > 0:
+                await asyncio.sleep(timeout.retry_backoff_s)
             body["model"] = spec.model
             started = self._perf()
             status, http_status, error = AttemptStatus.OK, None, None
@@ -133,8 +146,7 @@ class Forwarder:
             ticket = None if self._inflight is None else self._inflight.begin(spec.id)
             try:
                 # A stream: no total, the first byte is timed here and the idle gaps by the relay.
-                async with asyncio.timeout(self._settings.first_byte_timeout_s if stream
-                                           else self._settings.upstream_timeout_s):
+                async with asyncio.timeout(limit):
                     resp = await self._pool.post(
                         f"{spec.url}/v1/chat/completions",
                         orjson.dumps(body),

@@ -23,7 +23,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from router_core.analysis import analyse_request
-from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError
+from router_core.attachments import refuse_unacceptable
+from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError, Throttled
 from router_core.experiments import ConfigWatcher, Experiment, build_experiment
 from router_core.framework import DecisionContext
 from router_core.gateway import ops_routes
@@ -36,23 +37,28 @@ from router_core.gateway.callers import (
     rejected_features,
     repeat_id,
 )
+from router_core.gateway.degraded import answer_from
 from router_core.gateway.encoding import Decoder, coding_of, for_client
 from router_core.gateway.errors import error_for, error_response, errors_middleware, status_of
 from router_core.gateway.feedback import feedback
 from router_core.gateway.forward import Forwarder, tokens_of, usage_of
 from router_core.gateway.hooks import TraceHooks
+from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.probe_source import ProbeSource
 from router_core.gateway.streaming import ask_for_usage, relay_stream
 from router_core.inflight import InflightCounter
 from router_core.metrics import GatewayMetrics
 from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
-from router_core.router import Router
+from router_core.router import AUTO_MODEL, Router
+from router_core.rules.ir import DegradedTarget
+from router_core.rules.route import RouteChoice
 from router_core.scrape_metrics import ScrapeMetrics
 from router_core.scraper import MetricsScraper
 from router_core.state import StateView
 from schemas.common import OutcomeStatus, ProbeKind, ProbeVerdict
 from schemas.config import ConstraintSpec, RouteLensConfig
+from schemas.fleet import InstanceSpec
 from schemas.hashing import query_hash
 from schemas.probe import ProbeStatus
 from schemas.trace import Outcome
@@ -88,8 +94,12 @@ class Gateway:
         registry: CollectorRegistry | None = None,
         probes: Callable[[Gateway], ProbeSource] | None = None,
         config_path: str | None = None,
+        policy: PolicyGate | None = None,
     ) -> None:
         self.config = config
+        # The routing policy file (routing.policy): rules, chains, throttles; reloaded when the file changes.
+        self.policy = policy or PolicyGate.load(config, config_path)
+        self._policy_task: asyncio.Task[None] | None = None
         self.router = router
         self.hooks = hooks
         # The arms (and shadow) of config.experiments; swapped whole on reload (None: no experiment).
@@ -194,6 +204,8 @@ class Gateway:
         )
         await scraper.scrape_once()  # route on real state from the first request on
         self.scrape_task = asyncio.create_task(scraper.run())
+        if self.policy.path is not None:
+            self._policy_task = asyncio.create_task(self.policy.watch())
         if self._config_path is not None:
             self.watcher = ConfigWatcher(self._config_path, self.reload)
             self._watch_task = asyncio.create_task(self.watcher.run())
@@ -203,7 +215,7 @@ class Gateway:
     async def _stop(self, app: web.Application) -> None:
         if self.probes is not None:
             await self.probes.stop()
-        for task in (self.scrape_task, self._watch_task):
+        for task in (self.scrape_task, self._watch_task, self._policy_task):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -249,7 +261,8 @@ class Gateway:
             if refused is not None:
                 raise refused
             body = orjson.loads(await request.read())
-            analysis = analyse_request(body, max_chars=self.config.router.analyse_max_chars)
+            analysis = analyse_request(body, max_chars=self.config.router.analyse_max_chars,
+                                       attachments=self.config.routing.attachments)
             router, version, p_hash, arm = self._arm(request_id, request, body)
         except orjson.JSONDecodeError:
             return self._refuse(request_id, t0, None, 400, "request body is not valid JSON", "invalid_json")
@@ -259,6 +272,7 @@ class Gateway:
             status, code = status_of(exc)
             return self._refuse(request_id, t0, body, status, str(exc), code, exc.param)
         intent = analysis.intent
+        attachments = analysis.attachments  # their types and sizes: no bytes are kept
         rec = TraceRecorder(
             request_id=request_id,
             ts=self.wall(),
@@ -270,18 +284,39 @@ class Gateway:
             intent_confidence=intent.confidence,
             experiment_arm=arm,
         )
-        del analysis  # the query text goes no further than its hash
-        ctx = DecisionContext(request_id=request_id, features=rec.features, intent=intent.cls, now=rec.ts,
-                              quality=self.quality.snapshot())
+        choice = None
+        if self.policy.rules is not None and rec.features.requested_model == AUTO_MODEL:
+            choice = self.policy.choose(self.policy.view(analysis, body, request.headers, rec.ts, intent=intent.cls,
+                                                         intent_confidence=intent.confidence))
+        del analysis  # the query text goes no further than its hash (and the conditions, in memory)
         try:
-            model, policy = rec.features.requested_model, self.router.policy
-            fallback = policy.instances_of(policy.fallback_model) if policy.fallback_model else None
-            check_context(rec.features, [*self.router.candidates_for(model), *(fallback or ())])  # not forwarded
+            rec.route, admission = await self.policy.admit(choice)
+            if admission.action == "reject":
+                raise Throttled(f"rule {rec.route.rule.name if rec.route and rec.route.rule else '?'} is throttled",
+                                retry_after_s=admission.retry_after_s)
+            ctx = DecisionContext(request_id=request_id, features=rec.features, intent=intent.cls, now=rec.ts,
+                                  quality=self.quality.snapshot(), route=rec.route)
+            # an input no candidate's context window holds is refused, not forwarded
+            check_context(rec.features, self._context_candidates(rec.features.requested_model, rec.route))
+            # an attachment type no candidate's model accepts is refused, not forwarded
+            refuse_unacceptable(attachments, self.config.routing.attachments,
+                                [s.model for s in self._context_candidates(rec.features.requested_model, rec.route)])
             return await self._serve(request, body, ctx, rec, t0, router)
         except (InvalidRequest, RoutingError) as exc:
             status, code = status_of(exc)
             self._finish(rec, t0, status, code)
             return error_for(exc, headers=self._headers(rec))
+
+    def _context_candidates(self, model: str, route: RouteChoice | None) -> list[InstanceSpec]:
+        """The instances a request may end on: its rule's levels, or the requested model and the fallback model."""
+        policy = self.router.policy
+        if route is not None and route.rule is not None:
+            levels = route.levels()
+            if None in levels:
+                return list(policy.fleet)
+            return [s for m in levels if m is not None for s in (policy.instances_of(m) or ())]
+        fallback = policy.instances_of(policy.fallback_model) if policy.fallback_model else None
+        return [*self.router.candidates_for(model), *(fallback or ())]
 
     def _arm(self, request_id: str, request: web.Request, body: Any) -> tuple[Router, str, str, str | None]:
         """The router, version label, policy hash and arm name serving this request.
@@ -329,6 +364,22 @@ class Gateway:
             log.exception("shadow decision of %s failed", rec.request_id)
         self.hooks.emit(rec.finish(outcome))
 
+    async def _degraded(self, target: DegradedTarget, body: dict[str, Any], rec: TraceRecorder,
+                        t0: float) -> web.Response:
+        """Answer from a rule chain's non-LLM end (recorded as the trace's ``mode: rules``)."""
+        assert self._forwarder is not None
+        gw = self.config.gateway
+        answer = await answer_from(target, body, rec.request_id, self._forwarder.pool,
+                                   timeout_s=gw.upstream_timeout_s, connect_timeout_s=gw.connect_timeout_s)
+        if answer.error is not None:
+            raise AttemptsExhausted(f"the degraded target {target.name} failed ({answer.error})",
+                                    last_error=answer.error)
+        rec.degraded_used = target.name
+        rec.mark_degraded(f"answered by degraded target {target.name}")
+        self._finish(rec, t0, answer.status)
+        return web.Response(status=answer.status, body=answer.payload, content_type=answer.content_type,
+                            headers=self._headers(rec))
+
     async def _serve(self, request: web.Request, body: dict[str, Any], ctx: DecisionContext, rec: TraceRecorder,
                      t0: float, router: Router) -> web.StreamResponse:
         """Decide, forward and answer; routing failures are raised for :meth:`chat_completions` to map."""
@@ -338,14 +389,18 @@ class Gateway:
         if self.experiment is not None and (shadow := self.experiment.shadow) is not None:
             rec.pending_shadow = shadow.job(ctx, state, decision)  # same context and state as the live decision
         self.metrics.record_decision(decision.decision_ms / 1e3, decision.fallback_reason is not None)
-        if not decision.targets:
-            raise NoFeasibleInstance(f"no feasible instance for {decision.rule} ({decision.fallback_reason})")
         assert self._forwarder is not None
+        if not decision.targets and decision.degraded is None:
+            raise NoFeasibleInstance(f"no feasible instance for {decision.rule} ({decision.fallback_reason})")
         stream = bool(body.get("stream"))
         client_usage = ask_for_usage(body) if stream else False
+        rule = ctx.route.rule if ctx.route is not None else None
         fwd = await self._forwarder.forward(body, decision.targets, rec.request_id, self.config.gateway.max_attempts,
-                                            authorization=request.headers.get("Authorization"))
+                                            authorization=request.headers.get("Authorization"),
+                                            timeout=None if rule is None else rule.timeout)
         rec.record_attempts(fwd.attempts)
+        if (fwd.spec is None or fwd.response is None) and decision.degraded is not None:
+            return await self._degraded(decision.degraded, body, rec, t0)
         if fwd.spec is None or fwd.response is None:
             raise AttemptsExhausted(f"no instance could serve the request (last error: {fwd.last_error})",
                                     last_error=fwd.last_error)

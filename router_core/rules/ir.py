@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from router_core.rules.request import RequestView
 
@@ -162,6 +162,7 @@ class RuleSet:
         model_fallbacks: A model's chain when a rule names none.
         timezone: Where ``request_time`` is read.
         peak_hours: ``[start, end)`` local hours in which ``surge_multiplier`` applies.
+        cases: The file's own test cases (``schemas.policy_file.PolicyCase``).
     """
 
     rules: tuple[Rule, ...]
@@ -171,6 +172,7 @@ class RuleSet:
     model_fallbacks: dict[str, tuple[str, ...]] = field(default_factory=dict)
     timezone: str = "UTC"
     peak_hours: tuple[tuple[int, int], ...] = ()
+    cases: tuple[Any, ...] = field(default=(), repr=False)
 
     def chain_of(self, rule: Rule) -> tuple[str, ...]:
         """The rule's fallback chain, else its primary model's ``model_fallbacks`` entry."""

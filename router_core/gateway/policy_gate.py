@@ -1,0 +1,142 @@
+"""The gateway's routing policy: the live rule set, its throttles, and the request as conditions see it.
+
+One :class:`PolicyGate` per gateway. The rule set is swapped whole when the policy file changes
+and still compiles (a file that does not keeps the last good one, and says why in
+``last_error``). Matching is pure; the throttle is the only state, and the only await.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from router_core.analysis import Analysis, estimate_tokens
+from router_core.errors import PolicyError
+from router_core.rules.ir import RuleSet
+from router_core.rules.load import load_policy
+from router_core.rules.request import RequestView
+from router_core.rules.route import RouteChoice
+from router_core.rules.throttle import Admission, Throttles
+from schemas.config import RouteLensConfig
+
+__all__ = ["PolicyGate", "policy_path"]
+
+log = logging.getLogger(__name__)
+
+
+def policy_path(config: RouteLensConfig, config_path: str | None) -> Path | None:
+    """The policy file ``routing.policy`` names, relative to the config file's folder (None: no policy)."""
+    name = config.routing.policy
+    if not name:
+        return None
+    p = Path(name)
+    if not p.is_absolute() and config_path:
+        p = Path(config_path).resolve().parent / p
+    return p
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _query_tokens(text: str) -> int:
+    cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf")
+    return estimate_tokens(cjk, len(text) - cjk)
+
+
+class PolicyGate:
+    """The live rule set and its throttles.
+
+    Args:
+        config: The configuration (``routing`` is read).
+        rules: The compiled rule set (None: no policy file; every method is then a no-op).
+        path: The policy file, watched for changes when given.
+        clock: Monotonic seconds for the throttles (injected).
+    """
+
+    def __init__(self, config: RouteLensConfig, rules: RuleSet | None, *, path: Path | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.rules = rules
+        self.path = path
+        self.throttles = Throttles(clock)
+        self.last_error: str | None = None
+        self._zone = ZoneInfo(config.routing.timezone)
+
+    @classmethod
+    def load(cls, config: RouteLensConfig, config_path: str | None = None, **kw: Any) -> PolicyGate:
+        """Build the gate for ``config``'s policy file.
+
+        Raises:
+            PolicyError: The policy file does not load (the gateway does not start).
+        """
+        path = policy_path(config, config_path)
+        return cls(config, None if path is None else load_policy(path, config), path=path, **kw)
+
+    def reload(self) -> bool:
+        """Re-read the policy file; on a load error keep the last good rule set. True when swapped."""
+        if self.path is None:
+            return False
+        try:
+            self.rules = load_policy(self.path, self.config)
+        except PolicyError as exc:
+            self.last_error = str(exc)
+            log.error("routing policy not reloaded (the last good one stays): %s", exc)
+            return False
+        self.last_error = None
+        return True
+
+    async def watch(self, interval_s: float = 1.0) -> None:
+        """Reload the policy file whenever its modification time or size changes, until cancelled."""
+        assert self.path is not None
+        seen = _stamp(self.path)
+        while True:
+            await asyncio.sleep(interval_s)
+            stamp = _stamp(self.path)
+            if stamp is not None and stamp != seen:
+                seen = stamp
+                self.reload()
+
+    def view(self, analysis: Analysis, body: Mapping[str, Any], headers: Mapping[str, str], now: datetime,
+             *, intent: str | None, intent_confidence: float | None, keyword_score: float | None = None,
+             ) -> RequestView:
+        """The request as conditions read it (the prompt in memory only)."""
+        feats = analysis.features
+        meta = body.get("metadata")
+        return RequestView(
+            input_length=feats.est_input_tokens, query_length=_query_tokens(analysis.query_text),
+            language=feats.language.value, intent=intent, intent_confidence=intent_confidence,
+            file_types=tuple(getattr(feats, "file_types", ()) or ()), has_attachments=feats.has_attachments,
+            request_time=now.astimezone(self._zone), headers={k.lower(): v for k, v in headers.items()},
+            metadata=meta if isinstance(meta, dict) else {}, prompt=analysis.query_text, keyword_score=keyword_score,
+        )
+
+    def choose(self, view: RequestView, *, rules: RuleSet | None = None) -> RouteChoice | None:
+        """Match ``view`` against the live rule set (or ``rules``); None without a policy."""
+        rs = rules or self.rules
+        if rs is None:
+            return None
+        return RouteChoice(rules=rs, match=rs.match(view), local_hour=view.request_time.hour)
+
+    async def admit(self, choice: RouteChoice | None) -> tuple[RouteChoice | None, Admission]:
+        """Apply the matched rule's throttle: admitted, sent down the chain, or refused (``reject``)."""
+        if choice is None or choice.rule is None or choice.rule.throttle is None:
+            return choice, Admission(True)
+        adm = await self.throttles.admit(choice.rule)
+        if adm.action == "chain":
+            return RouteChoice(choice.rules, choice.match, choice.local_hour, skip_primary=True,
+                               throttled="chain"), adm
+        if adm.action is not None:
+            return RouteChoice(choice.rules, choice.match, choice.local_hour, throttled=adm.action), adm
+        return choice, adm
+

@@ -1,0 +1,113 @@
+"""A matched rule as the router runs it: the levels to try, the guarantee, the cost scale.
+
+The gateway matches the request against the rule set and applies the rule's throttle (both need
+the request and a clock); the router gets the outcome as a :class:`RouteChoice` in the decision
+context and stays a pure function of its inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from router_core.framework.types import Candidate
+from router_core.rules.ir import DegradedTarget, Match, Rule, RuleSet
+from schemas.trace import Attempt, Violation
+
+__all__ = ["RouteChoice", "guarantee_violation"]
+
+
+@dataclass(frozen=True, slots=True)
+class RouteChoice:
+    """The rule that matched a request and what its throttle did.
+
+    Attributes:
+        rules: The rule set matched against.
+        match: The rule (None: none matched) and the rules tried.
+        local_hour: The request's hour in the rule set's time zone (for peak pricing).
+        skip_primary: The throttle sent this request down the chain.
+        throttled: What the throttle did (``chain``, ``wait``; None: it had a token).
+    """
+
+    rules: RuleSet
+    match: Match
+    local_hour: int
+    skip_primary: bool = False
+    throttled: str | None = None
+
+    @property
+    def rule(self) -> Rule | None:
+        """The matched rule."""
+        return self.match.rule
+
+    def levels(self) -> list[str | None]:
+        """Models to try in order: the primary (None: every model), then the chain's models."""
+        rule = self.match.rule
+        if rule is None:
+            return []
+        first: list[str | None] = [] if self.skip_primary else [rule.primary]
+        return first + [t for t in self.rules.chain_of(rule) if t not in self.rules.degraded]
+
+    def degraded(self) -> DegradedTarget | None:
+        """The chain's first non-LLM target (None: the chain has none)."""
+        rule = self.match.rule
+        if rule is None:
+            return None
+        return next((self.rules.degraded[t] for t in self.rules.chain_of(rule) if t in self.rules.degraded), None)
+
+    def step(self, attempts: Sequence[Attempt], degraded_used: str | None,
+             extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The trace's ``policy`` step (``schemas.trace_policy.PolicyStep`` field names).
+
+        ``chain_used`` is the models attempted in order, then the degraded target if it answered.
+        """
+        rule = self.match.rule
+        used = list(dict.fromkeys(a.model for a in attempts))
+        if degraded_used is not None:
+            used.append(degraded_used)
+        return {
+            "policy": f"{self.rules.source} {self.rules.hash}",
+            "rule": None if rule is None else rule.name,
+            "tried": [{"rule": t.rule, "matched": t.matched, "detail": t.detail} for t in self.match.tried],
+            "target": None if rule is None else rule.primary,
+            "chain": [] if rule is None else list(self.rules.chain_of(rule)),
+            "chain_used": used,
+            "throttled": self.throttled,
+            **(extra or {}),
+        }
+
+    def cost_factor(self) -> float:
+        """How much the cost term weighs for this request: ``base_weight``, times the surge in peak hours."""
+        rule = self.match.rule
+        if rule is None or rule.cost is None:
+            return 1.0
+        surge = rule.cost.surge_multiplier if self.rules.in_peak(self.local_hour) else 1.0
+        return rule.cost.base_weight * surge
+
+
+def guarantee_violation(rule: Rule, cand: Candidate, max_concurrency: int) -> Violation | None:
+    """The rule's resource guarantee, judged on one candidate (None: it holds or there is none).
+
+    Free KV-cache bytes are ``(1 - usage) * kv_cache_bytes`` with the staleness-adjusted usage; free
+    slots are ``max_concurrency - running - queue``.
+    """
+    g = rule.guarantee
+    if g is None:
+        return None
+    eff, spec = cand.eff, cand.spec
+    if g.min_free_kv_bytes is not None and spec.kv_cache_bytes is not None:
+        free = (1.0 - eff.kv_cache_usage) * spec.kv_cache_bytes
+        if free < g.min_free_kv_bytes:
+            return Violation(constraint=f"rule/{rule.name}", metric="free_kv_bytes", op=">=", value=free,
+                             threshold=g.min_free_kv_bytes,
+                             reason=f"{free / 2**30:.1f} GiB KV cache free < {g.min_free_kv_bytes / 2**30:.1f} GiB "
+                                    f"guaranteed by rule {rule.name}")
+    if g.min_free_slots is not None:
+        free_slots = max_concurrency - eff.running - eff.queue
+        if free_slots < g.min_free_slots:
+            return Violation(constraint=f"rule/{rule.name}", metric="free_slots", op=">=", value=free_slots,
+                             threshold=g.min_free_slots,
+                             reason=f"{free_slots:g} free sequence slots < {g.min_free_slots} reserved by rule "
+                                    f"{rule.name}")
+    return None
