@@ -1,0 +1,176 @@
+"""``routelens intents eval|add``: measure the semantic-intent classifier; add examples to a route.
+
+``eval --routes ROUTES.yaml --cases CASES.jsonl`` classifies each case (``{"text": ..., "expected":
+ROUTE or null}``; null: out of scope, should abstain) on the path the router takes (fast, escalating
+to MiniLM when unsure unless ``--no-escalate``) and prints a table or, with ``--json``, one JSON line
+last: ``{"n", "accuracy", "abstain_recall", "false_abstain", "p50_ms", "p99_ms", "per_route", ...}``.
+accuracy: share of cases with an expected route that got it; abstain_recall: share of null cases
+that abstained; false_abstain: share of cases with an expected route that abstained.
+
+``add ROUTE FILE [--routes ROUTES.yaml]`` appends FILE's utterances (one a line) to ROUTE, creating
+it if new, and refreshes the centroid cache beside the routes file: only ROUTE is re-clustered.
+Exit codes: 0 done, 2 bad input (a missing file, a bad JSON line, an invalid routes file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from app.cli._common import BadInput, err
+
+__all__ = ["read_cases", "register", "run_eval"]
+
+
+def read_cases(path: str) -> list[tuple[str, str | None]]:
+    """Read the cases file: ``(text, expected)`` per non-blank line.
+
+    Raises:
+        BadInput: The file is missing, or a line is not a JSON object with a string ``text``.
+    """
+    try:
+        lines = Path(path).read_text("utf-8").splitlines()
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    cases: list[tuple[str, str | None]] = []
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"{path}:{no}: not JSON: {exc.msg}") from exc
+        if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+            raise BadInput(f"{path}:{no}: must be an object with a string 'text'")
+        expected = obj.get("expected")
+        if expected is not None and not isinstance(expected, str):
+            raise BadInput(f"{path}:{no}: 'expected' must be a route name or null")
+        cases.append((obj["text"], expected))
+    if not cases:
+        raise BadInput(f"{path}: no cases")
+    return cases
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def run_eval(routes: str, cases_path: str, *, escalate: bool = True, max_tokens: int = 512) -> dict[str, Any]:
+    """Fit on ``routes``, classify every case, return the report (the command without its output)."""
+    from router_core.intents import IntentClassifier
+    from schemas.intents_config import IntentSettings
+
+    cases = read_cases(cases_path)
+    settings = IntentSettings(routes=routes, max_tokens=max_tokens, escalate=escalate)
+    t0 = time.perf_counter()
+    clf = IntentClassifier.from_settings(settings)
+    if escalate:
+        clf.fit_embedding()  # the router fits at startup; keep it out of the per-case times
+    fit_s = time.perf_counter() - t0
+    times: list[float] = []
+    per_route: dict[str, dict[str, int]] = {}
+    ok = abstain_in = abstain_oos = n_in = n_oos = 0
+    paths: dict[str, int] = {}
+    for text, expected in cases:
+        s = time.perf_counter()
+        v = clf.classify(text)
+        times.append((time.perf_counter() - s) * 1e3)
+        paths[v.path] = paths.get(v.path, 0) + 1
+        if expected is None:
+            n_oos += 1
+            abstain_oos += v.abstained
+            continue
+        n_in += 1
+        ok += v.label == expected
+        abstain_in += v.abstained
+        row = per_route.setdefault(expected, {"n": 0, "correct": 0, "abstained": 0})
+        row["n"] += 1
+        row["correct"] += v.label == expected
+        row["abstained"] += v.abstained
+    return {"n": len(cases), "accuracy": round(ok / n_in, 4) if n_in else None,
+            "abstain_recall": round(abstain_oos / n_oos, 4) if n_oos else None,
+            "false_abstain": round(abstain_in / n_in, 4) if n_in else None,
+            "p50_ms": round(statistics.median(times), 3), "p99_ms": round(_quantile(times, 0.99), 3),
+            "paths": paths, "fast_threshold": round(clf.fast_threshold, 4),
+            "embedding_threshold": None if clf.embedding_threshold is None else round(clf.embedding_threshold, 4),
+            "embedding": clf.embedding_status or ("on" if escalate else "off"), "fit_s": round(fit_s, 2),
+            "per_route": {r: {**c, "accuracy": round(c["correct"] / c["n"], 4)} for r, c in sorted(per_route.items())}}
+
+
+def _print_table(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="intent eval per route", title_justify="left")
+    for col in ("route", "n", "accuracy", "abstained"):
+        t.add_column(col, justify="left" if col == "route" else "right")
+    for route, row in report["per_route"].items():
+        t.add_row(route, str(row["n"]), f"{row['accuracy']:.1%}", str(row["abstained"]))
+    console = Console()
+    console.print(t)
+    pct = {k: "-" if report[k] is None else f"{report[k]:.1%}" for k in ("accuracy", "abstain_recall", "false_abstain")}
+    console.print(f"cases {report['n']}: accuracy {pct['accuracy']}, abstain recall {pct['abstain_recall']}, "
+                  f"false abstain {pct['false_abstain']}; p50 {report['p50_ms']} ms, p99 {report['p99_ms']} ms; "
+                  f"paths {report['paths']}; embedding: {report['embedding']}")
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from schemas.errors import ConfigError
+
+    try:
+        report = run_eval(args.routes, args.cases, escalate=not args.no_escalate, max_tokens=args.max_tokens)
+    except (BadInput, ConfigError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+    else:
+        _print_table(report)
+    return 0
+
+
+def _add(args: argparse.Namespace) -> int:
+    from router_core.intents import IntentClassifier, append_examples
+    from router_core.intents.embedding import embedder_missing
+    from schemas.errors import ConfigError
+    from schemas.intents_config import IntentSettings
+
+    try:
+        lines = Path(args.file).read_text("utf-8").splitlines()
+        routes = append_examples(args.routes, args.route, lines)
+    except OSError as exc:
+        err.print(f"[red]error:[/red] {args.file}: cannot read: {exc.strerror or exc}")
+        return 2
+    except ConfigError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    err.print(f"{args.route}: {len(routes[args.route])} examples in {args.routes}")
+    if len(routes) >= 2 and embedder_missing() is None:
+        clf = IntentClassifier.from_settings(IntentSettings(routes=args.routes))
+        clf.fit_embedding()
+        err.print(f"re-clustered: {', '.join(clf.reclustered) or 'none'}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+    """Add ``intents eval`` and ``intents add``."""
+    p = sub.add_parser("intents", parents=[common], help="semantic intents: evaluate, add examples",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    isub = p.add_subparsers(dest="intents_command", required=True)
+    e = isub.add_parser("eval", parents=[common], help="accuracy, abstention and latency on labelled cases")
+    e.add_argument("--routes", required=True, help="routes YAML (route -> example utterances)")
+    e.add_argument("--cases", required=True, help="JSONL: {\"text\": ..., \"expected\": ROUTE or null}")
+    e.add_argument("--no-escalate", action="store_true", help="fast path only")
+    e.add_argument("--max-tokens", type=int, default=512, help="cut input here (default: %(default)s)")
+    e.add_argument("--json", action="store_true", help="print the report as JSON (one line, last)")
+    e.set_defaults(func=_eval)
+    a = isub.add_parser("add", parents=[common], help="append utterances (one a line) to a route")
+    a.add_argument("route", metavar="ROUTE")
+    a.add_argument("file", metavar="FILE")
+    a.add_argument("--routes", default="data/intents/routelens_routes.yaml", help="routes YAML (default: %(default)s)")
+    a.set_defaults(func=_add)
