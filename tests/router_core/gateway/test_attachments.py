@@ -1,0 +1,99 @@
+"""An attachment type no model accepts, or a malformed attachment, is an OpenAI-style 400 no instance sees."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from router_core.builtin import build_router
+from router_core.gateway import Gateway
+from schemas.config import RouteLensConfig
+from tests.router_core.gateway.test_forwarding import KV, OK_BODY, MemoryHooks, upstream
+from tests.router_core.test_attachments import DOCX, PDF
+
+ACCEPT = {"m": ["pdf", "png"]}
+
+
+@asynccontextmanager
+async def fleet(calls: list[str]) -> AsyncIterator[tuple[TestClient[Any, Any], MemoryHooks]]:
+    """A gateway over instances a and b (model m, which accepts pdf and png); ``calls`` logs chat requests."""
+    def chat(iid: str) -> Any:
+        async def handler(_: web.Request) -> web.Response:
+            calls.append(iid)
+            return web.Response(body=orjson.dumps(OK_BODY), content_type="application/json")
+        return handler
+
+    async with AsyncExitStack() as stack:
+        servers = {iid: TestServer(upstream(chat(iid), KV[iid])) for iid in ("a", "b")}
+        for server in servers.values():
+            await server.start_server()
+            stack.push_async_callback(server.close)
+        config = RouteLensConfig.model_validate({
+            "fleet": {"instances": [{"id": iid, "model": "m", "url": str(s.make_url("")).rstrip("/")}
+                                    for iid, s in servers.items()]},
+            "gateway": {"max_attempts": 2, "upstream_timeout_s": 5.0},
+            "scrape": {"interval_s": 60},
+            "routing": {"attachments": {"accept": ACCEPT}},
+        })
+        hooks = MemoryHooks()
+        ids = iter(f"req-{i}" for i in range(100))
+        gw = Gateway(config, build_router(config), hooks, new_id=lambda: next(ids))
+        yield await stack.enter_async_context(TestClient(TestServer(gw.build_app()))), hooks
+
+
+def with_file(data: str, filename: str, model: str = "auto") -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "summarise this PDF"},
+        {"type": "file", "file": {"filename": filename, "file_data": data}}]}]}
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    body: dict[str, Any]
+    status: int
+    error: dict[str, Any] | None  # None: served
+    file_types: list[str]
+
+
+WORD_AS_PDF = ("the attachment in messages[0].content[1] is a Word document (docx) although declared as PDF; "
+               "no model here accepts docx")
+CASES = [
+    Case("word-file-said-to-be-pdf", with_file(base64.b64encode(DOCX).decode(), "contract.pdf"), 400,
+         {"message": WORD_AS_PDF, "type": "invalid_request_error", "param": "messages[0].content[1]",
+          "code": "unsupported_attachment_type"}, ["docx"]),
+    Case("the-requested-model-too", with_file(base64.b64encode(DOCX).decode(), "contract.pdf", model="m"), 400,
+         {"message": WORD_AS_PDF, "type": "invalid_request_error", "param": "messages[0].content[1]",
+          "code": "unsupported_attachment_type"}, ["docx"]),
+    Case("malformed-base64", with_file("JVBERi0x!!!", "a.pdf"), 400,
+         {"message": "invalid base64: its length (11) is not a multiple of 4", "type": "invalid_request_error",
+          "param": "messages[0].content[1].file.file_data", "code": "invalid_attachment"}, []),
+    Case("a-real-pdf-is-served", with_file(base64.b64encode(PDF).decode(), "a.pdf"), 200, None, ["pdf"]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_attachments_at_the_gateway(case: Case) -> None:
+    async def go() -> tuple[int, Any, Any, list[str]]:
+        calls: list[str] = []
+        async with fleet(calls) as (client, hooks):
+            resp = await client.post("/v1/chat/completions", json=case.body)
+            return resp.status, await resp.json(), hooks.traces[resp.headers["x-request-id"]], calls
+
+    status, body, trace, calls = asyncio.run(go())
+    assert status == case.status
+    assert trace.outcome.http_status == case.status and trace.features.file_types == case.file_types
+    if case.error is None:
+        assert body == OK_BODY and len(calls) == 1
+        return
+    assert body == {"error": case.error}
+    assert calls == []  # refused before any instance saw it
