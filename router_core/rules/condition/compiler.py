@@ -12,7 +12,6 @@ from typing import Any, NoReturn
 from lark import Token, Tree
 from lark.exceptions import UnexpectedInput
 
-from router_core.errors import PolicyError
 from router_core.rules.condition import ops
 from router_core.rules.condition.compiled import Atom, CompiledCondition
 from router_core.rules.condition.features import (
@@ -25,7 +24,7 @@ from router_core.rules.condition.features import (
 )
 from router_core.rules.condition.grammar import parse
 from router_core.rules.condition.literals import BadLiteral, number, string
-from router_core.rules.condition.locate import Locator, syntax_error
+from router_core.rules.condition.locate import Locator, policy_error, syntax_error
 
 __all__ = ["MAX_DEPTH", "MAX_LENGTH", "ConditionCompiler", "compile_condition"]
 
@@ -50,6 +49,18 @@ def _pos(node: Node) -> tuple[int, int]:
     if isinstance(node, Token):
         return node.line or 1, node.column or 1
     return node.meta.line, node.meta.column
+
+
+def _chain(node: Tree[Token]) -> list[Node]:
+    """Return the operands of a left-nested ``a || b || c`` in order, without recursion."""
+    operands: list[Node] = []
+    current: Node = node
+    while isinstance(current, Tree) and current.data == node.data:
+        left, right = current.children
+        operands.append(right)
+        current = left
+    operands.append(current)
+    return operands[::-1]
 
 
 def _fail(node: Node, message: str) -> NoReturn:
@@ -95,13 +106,12 @@ class ConditionCompiler:
         if depth > MAX_DEPTH:
             self.error(node, f"the condition nests deeper than {MAX_DEPTH} levels")
             return ops.constant(False)
-        if isinstance(node, Tree) and node.data in ("or_expr", "and_expr", "not_", "group"):
-            parts = [self._expr(child, depth + 1) for child in node.children]
-            if node.data == "or_expr":
-                return ops.any_of(parts)
-            if node.data == "and_expr":
-                return ops.all_of(parts)
-            return ops.negate(parts[0]) if node.data == "not_" else parts[0]
+        if isinstance(node, Tree) and node.data in ("or_expr", "and_expr"):
+            parts = [self._expr(child, depth + 1) for child in _chain(node)]
+            return ops.any_of(parts) if node.data == "or_expr" else ops.all_of(parts)
+        if isinstance(node, Tree) and node.data in ("not_", "group"):
+            inner = self._expr(node.children[0], depth + 1)
+            return ops.negate(inner) if node.data == "not_" else inner
         reads: list[Value] = []
         try:
             pred = self._atom(node, reads)
@@ -274,5 +284,5 @@ def compile_condition(text: str, *, source: str = "<condition>", line: int = 1, 
     compiler = ConditionCompiler(loc, term_lists)
     condition = compiler.compile(tree)
     if compiler.errors:
-        raise PolicyError(source, compiler.errors)
+        raise policy_error(source, compiler.errors)
     return condition

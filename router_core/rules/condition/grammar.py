@@ -18,8 +18,10 @@ __all__ = ["GRAMMAR", "parse"]
 GRAMMAR = r"""
 // ---- conditions -----------------------------------------------------------------------------
 ?condition: or_expr
-?or_expr: and_expr (_OR and_expr)*
-?and_expr: not_expr (_AND not_expr)*
+// Left-recursive, not ``and_expr (_OR and_expr)*``: lark copies the children of a repeated
+// group at every step (quadratic in the atoms); the compiler flattens these chains instead.
+?or_expr: and_expr | or_expr _OR and_expr
+?and_expr: not_expr | and_expr _AND not_expr
 ?not_expr: _NOT not_expr                      -> not_
          | primary
 ?primary: "(" or_expr ")"                     -> group

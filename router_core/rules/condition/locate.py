@@ -13,7 +13,9 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 
 from router_core.errors import PolicyError
 
-__all__ = ["Locator", "syntax_error"]
+__all__ = ["MAX_ERRORS", "Locator", "policy_error", "syntax_error"]
+
+MAX_ERRORS = 20  # listed per PolicyError; a pasted blob should not print ten thousand lines
 
 # What the parser's terminal names mean, in the order they are listed in "expected ..." messages.
 _FRIENDLY: dict[str, str] = {
@@ -78,6 +80,15 @@ class Locator:
     def error(self, line: int, col: int, message: str) -> PolicyError:
         """Return a :class:`PolicyError` at ``line``/``col`` of the text."""
         return PolicyError(self.source, [(*self.at(line, col), message)])
+
+
+def policy_error(source: str, errors: list[tuple[int, int, str]]) -> PolicyError:
+    """Return one error listing ``errors`` in file order, the first :data:`MAX_ERRORS` of them."""
+    errors = sorted(errors)
+    if len(errors) > MAX_ERRORS:
+        line, col, _ = errors[MAX_ERRORS]
+        errors = [*errors[:MAX_ERRORS], (line, col, f"and {len(errors) - MAX_ERRORS} more problems")]
+    return PolicyError(source, errors)
 
 
 def _expected(names: set[str]) -> str:
