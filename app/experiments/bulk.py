@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin
 
 import duckdb
 import pyarrow as pa
@@ -31,6 +31,8 @@ __all__ = ["BATCH_ROWS", "count", "open_file", "read_rows", "split_points"]
 BATCH_ROWS = 32_768
 _FEATURES = list(RequestFeatures.model_fields)
 _NULLABLE = frozenset(k for k, f in RequestFeatures.model_fields.items() if not f.is_required() and f.default is None)
+# List-valued features (file_types) come as one joined string: a row's feature values key a cache.
+_LISTS = frozenset(k for k, f in RequestFeatures.model_fields.items() if get_origin(f.annotation) is list)
 # Lists do not come back as lists (a list's to_pylist costs microseconds per row): candidates and
 # weights as 64-bit hashes keying a cache (their values read from Arrow once per key), state ids
 # joined into a string, the score terms flattened into one list per row and cut by their lengths.
@@ -39,7 +41,8 @@ _NULLABLE = frozenset(k for k, f in RequestFeatures.model_fields.items() if not 
 _SELECT = (
     "SELECT request_id, epoch_us(ts) AS ts_us, intent, rule, selected_model, selected_instance, detail, "
     "outcome.cost AS cost, selection_probability, fb.wrong AS misroute, "
-    + ", ".join(f"features.{f} AS f_{f}" for f in _FEATURES) + ", "
+    + ", ".join(f"array_to_string(features.{f}, ',') AS f_{f}" if f in _LISTS else f"features.{f} AS f_{f}"
+                for f in _FEATURES) + ", "
     "hash(score_weights) AS w_key, score_weights, "
     "hash(list_transform(candidates, lambda c: struct_pack(instance := c.instance, model := c.model))) AS c_key, "
     "list_transform(candidates, lambda c: struct_pack(instance := c.instance, model := c.model)) AS c_list, "
@@ -164,7 +167,8 @@ def _features(cache: dict[tuple[Any, ...], RequestFeatures], values: tuple[Any, 
         if values[0] is None:
             return None
         got = cache[values] = RequestFeatures.model_validate(
-            {k: v for k, v in zip(_FEATURES, values, strict=True) if v is not None or k in _NULLABLE})
+            {k: (v.split(",") if v else []) if k in _LISTS else v for k, v in zip(_FEATURES, values, strict=True)
+             if v is not None or k in _NULLABLE})
     return got
 
 
