@@ -164,8 +164,9 @@ class Router:
         if not pool and degraded is None:
             pool, specs = self._when_empty(specs, state, ctx, steps, fb, rule, violations, factors, ages)
         elif not pool and degraded is not None:
-            fb.note(f"no feasible instance on rule {rule}'s chain; answering from {degraded.name}", RoutingMode.RULES)
-            steps.add("fallback", StepKind.FALLBACK, reason=fb.reason or "", instances=[degraded.name])
+            why = f"no feasible instance on rule {rule}'s chain; answering from {degraded.name}"
+            fb.note(why, RoutingMode.RULES)
+            steps.add("fallback", StepKind.FALLBACK, reason=why, instances=[degraded.name])
         weights: list[dict[str, Any]] = []
         scale = {"cost": route.cost_factor()} if route is not None and route.rule is not None else None
         totals, terms = self._score(pool, factors, ctx, steps, weights, scale)
@@ -212,8 +213,10 @@ class Router:
         for n, model in enumerate(levels):
             level = self._level(model, rule.requires)
             specs += [s for s in level if s not in specs]
-            if pool:  # a later level: its feasible instances follow the pool when attempts fail
+            if pool:  # a later level: its feasible instances follow the pool when attempts fail, best state first
                 more, _, _ = self._filter(level, state, ctx, Steps(), ages)
+                weights = self.policy.base_weights
+                more.sort(key=lambda p: -sum(w * p.terms.get(name, 0.0) for name, w in weights.items()))
                 spill += [p.candidate.spec.id for p in self._guarantee(more, rule, {})]
                 continue
             fb.levels += (model or "*",)
@@ -222,9 +225,10 @@ class Router:
             factors.update(f)
             pool = self._guarantee(found, rule, violations)
             if not pool and n + 1 < len(levels):
-                fb.note(f"no feasible instance of {model or 'any model'} on rule {rule.name}; "
-                        f"trying {levels[n + 1] or 'every model'}")
-                steps.add("fallback", StepKind.FALLBACK, reason=fb.reason or "")
+                why = (f"no feasible instance of {model or 'any model'} on rule {rule.name}; "
+                       f"trying {levels[n + 1] or 'every model'}")
+                fb.note(why)
+                steps.add("fallback", StepKind.FALLBACK, reason=why)
         return specs, pool, violations, factors, spill
 
     def _level(self, model: str | None, requires: tuple[str, ...]) -> list[InstanceSpec]:

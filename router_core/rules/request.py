@@ -47,6 +47,13 @@ class RequestView:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     prompt: str = field(default="", repr=False)
     keyword_score: float | None = None
+    _folded: list[str] = field(default_factory=list, repr=False, compare=False)
+
+    def folded_prompt(self) -> str:
+        """The prompt casefolded, once per request (every rule tried matches against the same fold)."""
+        if not self._folded:
+            self._folded.append(self.prompt.casefold())
+        return self._folded[0]
 
     @property
     def file_type(self) -> str | None:

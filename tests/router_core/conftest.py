@@ -49,7 +49,7 @@ def features(model: str = "auto", tokens: int = 100, max_tokens: int | None = No
 
 def decide(state: Mapping[str, InstanceSnapshot], config: RouteLensConfig | None = None,
            feats: RequestFeatures | None = None, request_id: str = "r1", intent: str | None = "chat",
-           now: datetime = NOW) -> tuple[list[str], DecisionTrace]:
+           now: datetime = NOW, route: Any = None) -> tuple[list[str], DecisionTrace]:
     cfg = config or make_config()
     ticks = count()
     router = build_router(cfg, perf=lambda: next(ticks) * 1e-6)
@@ -57,8 +57,9 @@ def decide(state: Mapping[str, InstanceSnapshot], config: RouteLensConfig | None
     rec = TraceRecorder(request_id=request_id, ts=now, router_version="t", policy_hash=router.policy.hash,
                         query_hash="sha256:" + "0" * 64, features=f, intent=intent)
     ctx = DecisionContext(request_id=request_id, features=f, intent=intent, now=now,
-                          quality=QualityTable(cfg.models).snapshot())
+                          quality=QualityTable(cfg.models).snapshot(), route=route)
     decision = router.decide(ctx, state)
     rec.record_decision(decision)
+    rec.route = route
     trace = rec.finish(Outcome(status=OutcomeStatus.OK, http_status=200, total_ms=1.0))
     return [s.id for s in decision.targets], trace

@@ -103,21 +103,9 @@ def header_getter(name: str) -> Value:
     return Value("str", True, get, label=f"header('{key}')", secret=key in _SECRET_HEADERS)
 
 
-# One slot: the rules tried for one request fold the same prompt; keeping the last fold saves
-# re-folding a long prompt per atom. A tuple is swapped in one assignment, so threads only race
-# to recompute, never see a mismatched pair. Identity (``is``) is safe: the slot holds a reference.
-_last_fold: tuple[str, str] = ("", "")
-
-
 def fold(text: str) -> str:
-    """Return ``text.casefold()``, remembering the last prompt folded."""
-    global _last_fold
-    last = _last_fold
-    if text is last[0]:
-        return last[1]
-    folded = text.casefold()
-    _last_fold = (text, folded)
-    return folded
+    """Return ``text.casefold()`` (how every needle and prompt is compared)."""
+    return text.casefold()
 
 
 def prompt_matcher(needles: Sequence[str]) -> Callable[[RequestView], bool]:
@@ -127,10 +115,10 @@ def prompt_matcher(needles: Sequence[str]) -> Callable[[RequestView], bool]:
         return lambda req: False
     if len(folded) == 1:
         needle = folded[0]
-        return lambda req: needle in fold(req.prompt)
+        return lambda req: needle in req.folded_prompt()
 
     def match_any(req: RequestView) -> bool:
-        prompt = fold(req.prompt)
+        prompt = req.folded_prompt()
         for needle in folded:  # a plain loop: any() over a generator costs a microsecond more
             if needle in prompt:
                 return True

@@ -12,6 +12,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from router_core.builtin import build_router
 from router_core.gateway import Gateway
+from router_core.gateway.policy_gate import PolicyGate
+from router_core.rules.load import compile_policy
 from schemas.config import RouteLensConfig
 from schemas.trace import DecisionTrace
 from tests.router_core.gateway.test_forwarding import KV, MemoryHooks, upstream
@@ -26,8 +28,12 @@ async def gateway_client(
     gateway: dict[str, Any] | None = None,
     instances: dict[str, dict[str, Any]] | None = None,
     perf: Callable[[], float] | None = None,
+    policy: str | None = None,
 ) -> AsyncIterator[tuple[TestClient[Any, Any], MemoryHooks]]:
-    """Yield a client of a gateway whose instances ("a" ranked before "b") run ``handlers``."""
+    """Yield a client of a gateway whose instances ("a" ranked before "b") run ``handlers``.
+
+    ``policy`` is a routing policy file's text (YAML), compiled against the fleet.
+    """
     async with AsyncExitStack() as stack:
         servers = {iid: TestServer(upstream(h, KV[iid])) for iid, h in handlers.items()}
         for server in servers.values():
@@ -41,7 +47,9 @@ async def gateway_client(
         })
         hooks = MemoryHooks()
         ids = iter(f"req-{i}" for i in range(100))
-        gw = Gateway(config, build_router(config), hooks, new_id=lambda: next(ids), **({"perf": perf} if perf else {}))
+        gate = None if policy is None else PolicyGate(config, compile_policy(policy, "policy.yaml", config))
+        gw = Gateway(config, build_router(config), hooks, new_id=lambda: next(ids), policy=gate,
+                     **({"perf": perf} if perf else {}))
         client = await stack.enter_async_context(TestClient(TestServer(gw.build_app())))
         yield client, hooks
 
