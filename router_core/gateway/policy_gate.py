@@ -11,23 +11,45 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from router_core.analysis import Analysis, estimate_tokens
+from router_core.attachments import attachment_infos
 from router_core.errors import PolicyError
-from router_core.rules.ir import RuleSet
+from router_core.rules.ir import ClauseVerdict, Match, Origin, Rule, RuleSet
+from router_core.rules.keywords import KeywordScorer
 from router_core.rules.load import load_policy
 from router_core.rules.request import RequestView
 from router_core.rules.route import RouteChoice
 from router_core.rules.throttle import Admission, Throttles
 from schemas.config import RouteLensConfig
+from schemas.fleet import InstanceSnapshot
 
-__all__ = ["PolicyGate", "policy_path"]
+if TYPE_CHECKING:  # scikit-learn and numpy load only when semantic intents are configured
+    from router_core.intents import IntentClassifier
+
+__all__ = ["PolicyGate", "Understood", "policy_path"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Understood:
+    """What the policy made of a request: its intent, the rule it matched, the policy step's extras."""
+
+    intent: str | None
+    confidence: float | None
+    choice: RouteChoice | None
+    extra: dict[str, Any]
+
+
+_KEYWORDS_ORIGIN = Origin("routing.keywords", 1)
+_NO_RULES = RuleSet(rules=(), source="routing")
 
 
 def policy_path(config: RouteLensConfig, config_path: str | None) -> Path | None:
@@ -65,10 +87,13 @@ class PolicyGate:
     """
 
     def __init__(self, config: RouteLensConfig, rules: RuleSet | None, *, path: Path | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, intents: IntentClassifier | None = None) -> None:
         self.config = config
         self.rules = rules
         self.path = path
+        self.intents = intents
+        kw = config.routing.keywords
+        self.keywords = None if kw is None else KeywordScorer(kw)
         self.throttles = Throttles(clock)
         self.last_error: str | None = None
         self._zone = ZoneInfo(config.routing.timezone)
@@ -81,7 +106,62 @@ class PolicyGate:
             PolicyError: The policy file does not load (the gateway does not start).
         """
         path = policy_path(config, config_path)
+        intents = config.routing.intents
+        if intents is not None and "intents" not in kw:
+            from router_core.intents import IntentClassifier
+
+            base = Path(config_path).resolve().parent if config_path else Path(".")
+            kw["intents"] = IntentClassifier.from_settings(intents, base)
         return cls(config, None if path is None else load_policy(path, config), path=path, **kw)
+
+    @property
+    def active(self) -> bool:
+        """Whether there is anything to run: a rule set, semantic intents or keyword scoring."""
+        return self.rules is not None or self.intents is not None or self.keywords is not None
+
+    async def understand(self, analysis: Analysis, body: Mapping[str, Any], headers: Mapping[str, str],
+                         now: datetime, state: Callable[[], Mapping[str, InstanceSnapshot]]) -> Understood:
+        """Intent (semantic, else the rule layer's), keyword score, and the rule the request matches.
+
+        The embedding path, when the fast path abstains, runs on a worker thread: the event loop
+        never waits on a model.
+        """
+        intent, confidence = analysis.intent.cls, analysis.intent.confidence
+        extra: dict[str, Any] = {}
+        if analysis.attachments:
+            extra["attachments"] = attachment_infos(analysis.attachments)
+        if self.intents is not None:
+            verdict = self.intents.classify(analysis.query_text, escalate=False)
+            if verdict.abstained and self.intents.has_embedding and self.intents.settings.escalate:
+                verdict = await asyncio.get_running_loop().run_in_executor(
+                    None, partial(self.intents.classify, analysis.query_text, escalate=True))
+            extra["intent"] = verdict.model_dump()
+            if verdict.label is not None:  # abstained: the rule layer's intent stands, and the trace says so
+                intent, confidence = verdict.label, verdict.confidence
+        score, keyword_rule = None, None
+        if self.keywords is not None:
+            kw = self.keywords
+            target = self.config.routing.keywords.target if self.config.routing.keywords else ""
+            ids = [s.id for s in self.config.fleet.instances if s.model == target]
+            res = kw.score(analysis.query_text, intent=intent, intent_confidence=confidence, snapshots=state(),
+                           instances_of_target=ids)
+            score = res.score
+            extra["keywords"] = [m.model_dump() for m in res.matches]
+            extra["keyword_score"] = res.score
+            if res.routed_to is not None:
+                keyword_rule = Rule(name="keywords", origin=_KEYWORDS_ORIGIN, primary=res.routed_to)
+        view = self.view(analysis, body, headers, now, intent=intent, intent_confidence=confidence,
+                         keyword_score=score)
+        choice = self.choose(view)
+        del view  # it holds the prompt
+        if keyword_rule is not None and (choice is None or choice.rule is None):
+            rules = choice.rules if choice is not None else _NO_RULES
+            tried = choice.match.tried if choice is not None else ()
+            choice = RouteChoice(rules, Match(keyword_rule, (*tried, ClauseVerdict("keywords", True))),
+                                 local_hour=now.astimezone(self._zone).hour)
+        if choice is None and extra:  # no policy file: the step still records intent and keywords
+            choice = RouteChoice(_NO_RULES, Match(None, ()), local_hour=now.astimezone(self._zone).hour)
+        return Understood(intent, confidence, choice, extra)
 
     def reload(self) -> bool:
         """Re-read the policy file; on a load error keep the last good rule set. True when swapped."""

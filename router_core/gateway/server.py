@@ -271,30 +271,33 @@ class Gateway:
         except InvalidRequest as exc:
             status, code = status_of(exc)
             return self._refuse(request_id, t0, body, status, str(exc), code, exc.param)
-        intent = analysis.intent
         attachments = analysis.attachments  # their types and sizes: no bytes are kept
+        ts = self.wall()
+        u = None
+        if self.policy.active and analysis.features.requested_model == AUTO_MODEL:
+            u = await self.policy.understand(analysis, body, request.headers, ts, self.view.snapshot)
+        intent = (u.intent, u.confidence) if u is not None else (analysis.intent.cls, analysis.intent.confidence)
         rec = TraceRecorder(
             request_id=request_id,
-            ts=self.wall(),
+            ts=ts,
             router_version=version,
             policy_hash=p_hash,
             query_hash=query_hash(analysis.query_text, self._hash_key),
             features=analysis.features,
-            intent=intent.cls,
-            intent_confidence=intent.confidence,
+            intent=intent[0],
+            intent_confidence=intent[1],
             experiment_arm=arm,
         )
-        choice = None
-        if self.policy.rules is not None and rec.features.requested_model == AUTO_MODEL:
-            choice = self.policy.choose(self.policy.view(analysis, body, request.headers, rec.ts, intent=intent.cls,
-                                                         intent_confidence=intent.confidence))
+        choice = None if u is None else u.choice
+        if u is not None:
+            rec.policy_extra = u.extra
         del analysis  # the query text goes no further than its hash (and the conditions, in memory)
         try:
             rec.route, admission = await self.policy.admit(choice)
             if admission.action == "reject":
                 raise Throttled(f"rule {rec.route.rule.name if rec.route and rec.route.rule else '?'} is throttled",
                                 retry_after_s=admission.retry_after_s)
-            ctx = DecisionContext(request_id=request_id, features=rec.features, intent=intent.cls, now=rec.ts,
+            ctx = DecisionContext(request_id=request_id, features=rec.features, intent=rec.intent, now=rec.ts,
                                   quality=self.quality.snapshot(), route=rec.route)
             # an input no candidate's context window holds is refused, not forwarded
             check_context(rec.features, self._context_candidates(rec.features.requested_model, rec.route))
