@@ -43,6 +43,16 @@ async def router_state(gw: Gateway, request: web.Request) -> web.Response:
             "shadow": None if shadow is None else {"router_version": shadow.router_version, "arm": shadow.arm,
                                                    "policy_hash": shadow.policy_hash, "sample": shadow.sample},
         }
+    if (rules := gw.policy.rules) is not None:  # the routing policy in force (the last good one on a bad reload)
+        views["policy"] = {
+            "file": rules.source, "hash": rules.hash, "timezone": rules.timezone,
+            "rules": [{"name": r.name, "target": r.primary, "chain": list(rules.chain_of(r)), "origin": str(r.origin),
+                       "throttle": None if r.throttle is None else {
+                           "bucket": r.throttle.bucket or r.name, "rate": r.throttle.rate, "burst": r.throttle.burst,
+                           "tokens": gw.policy.throttles.tokens(r.throttle.bucket or r.name)}}
+                      for r in rules.rules],
+            "reload_error": gw.policy.last_error,
+        }
     if (probes := gw.probes) is not None:
         feed = probes.feed()
         views["probes"] = {"source": feed["source"], "last_result_age_s": feed["last_result_age_s"],

@@ -120,11 +120,12 @@ class PolicyGate:
         return self.rules is not None or self.intents is not None or self.keywords is not None
 
     async def understand(self, analysis: Analysis, body: Mapping[str, Any], headers: Mapping[str, str],
-                         now: datetime, state: Callable[[], Mapping[str, InstanceSnapshot]]) -> Understood:
+                         now: datetime, state: Callable[[], Mapping[str, InstanceSnapshot]], *,
+                         rules: RuleSet | None = None) -> Understood:
         """Intent (semantic, else the rule layer's), keyword score, and the rule the request matches.
 
         The embedding path, when the fast path abstains, runs on a worker thread: the event loop
-        never waits on a model.
+        never waits on a model. ``rules`` replaces the live rule set (a dry run's own policy).
         """
         intent, confidence = analysis.intent.cls, analysis.intent.confidence
         extra: dict[str, Any] = {}
@@ -152,7 +153,7 @@ class PolicyGate:
                 keyword_rule = Rule(name="keywords", origin=_KEYWORDS_ORIGIN, primary=res.routed_to)
         view = self.view(analysis, body, headers, now, intent=intent, intent_confidence=confidence,
                          keyword_score=score)
-        choice = self.choose(view)
+        choice = self.choose(view, rules=rules)
         del view  # it holds the prompt
         if keyword_rule is not None and (choice is None or choice.rule is None):
             rules = choice.rules if choice is not None else _NO_RULES

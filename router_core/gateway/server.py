@@ -27,7 +27,7 @@ from router_core.attachments import refuse_unacceptable
 from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError, Throttled
 from router_core.experiments import ConfigWatcher, Experiment, build_experiment
 from router_core.framework import DecisionContext
-from router_core.gateway import ops_routes
+from router_core.gateway import dry_run, ops_routes
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
 from router_core.gateway.callers import (
     CLIENT_ID,
@@ -130,6 +130,16 @@ class Gateway:
         # Probe verdicts (a prober here, or a follower of one); built with this gateway's state view.
         self.probes: ProbeSource | None = None if probes is None else probes(self)
 
+    @property
+    def perf(self) -> Callable[[], float]:
+        """The monotonic clock (injected)."""
+        return self._perf
+
+    @property
+    def hash_key(self) -> str | None:
+        """The HMAC key of query hashes (None: plain SHA-256)."""
+        return self._hash_key
+
     def _constraints(self, experiment: Experiment) -> list[ConstraintSpec]:
         """The base policy's constraints, then any other arm's or the shadow's (once per name)."""
         specs = {c.name: c for c in self.router.policy.constraints}
@@ -176,6 +186,7 @@ class Gateway:
         app = web.Application(middlewares=[errors_middleware], client_max_size=32 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_post("/v1/feedback", partial(feedback, self))
+        app.router.add_post("/v1/router/decide", partial(dry_run.decide, self))
         app.router.add_get("/v1/models", partial(ops_routes.list_models, self))
         app.router.add_get("/v1/router/state", partial(ops_routes.router_state, self))
         app.router.add_get("/health", partial(ops_routes.health, self))

@@ -150,3 +150,38 @@ def test_a_policy_file_that_stops_compiling_keeps_the_last_good_rules(tmp_path: 
     path.write_text(policy(TO_N.replace("to-n", "to-n-v2")), encoding="utf-8")
     assert gate.reload() and [r.name for r in gate.rules.rules] == ["to-n-v2"] and gate.last_error is None
     assert compile_policy(policy(TO_N), "x.yaml", config).hash == compile_policy(policy(TO_N), "y.yaml", config).hash
+
+
+def test_a_dry_run_decides_without_forwarding_or_storing_for_the_live_or_a_sent_policy() -> None:
+    seen: list[str] = []
+
+    async def counting(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        return web.Response(body=orjson.dumps({"choices": []}), content_type="application/json")
+
+    async def run() -> None:
+        async with gateway_client({"a": counting, "b": counting}, instances=TWO_MODELS,
+                                  policy=policy(TO_N)) as (client, hooks):
+            resp = await client.post("/v1/router/decide", json=chat("send this to n"))
+            assert resp.status == 200
+            out = await resp.json()
+            assert out["decision"]["rule"] == "to-n" and out["decision"]["selected_instance"] == "b"
+            assert out["trace"]["policy"]["rule"] == "to-n" and out["trace"]["query_hash"].startswith("sha256:")
+            assert "send this" not in orjson.dumps(out).decode()  # the query only as its hash
+            other = policy('  - {rule_name: all-m, primary_target: m}\n')
+            resp = await client.post("/v1/router/decide", json={"request": chat("send this to n"), "policy": other})
+            assert (await resp.json())["decision"]["selected_instance"] == "a"
+            dsl = 'IF query_length >= 0 THEN route_to("n")'
+            resp = await client.post("/v1/router/decide",
+                                     json={"request": chat("x"), "policy": dsl, "policy_format": "dsl"})
+            assert (await resp.json())["decision"]["rule"] == "clause-1"
+            bad = await client.post("/v1/router/decide",
+                                    json={"request": chat("x"), "policy": policy("  - {rule_name: a, colour: 1}\n")})
+            error = (await bad.json())["error"]
+            assert bad.status == 400 and error["code"] == "invalid_policy"
+            assert error["message"].startswith("<request>.yaml:2:")
+            assert seen == [] and hooks.traces == {}  # nothing forwarded, nothing stored
+            state = await (await client.get("/v1/router/state")).json()
+            assert state["policy"]["rules"][0]["name"] == "to-n" and state["policy"]["reload_error"] is None
+
+    asyncio.run(run())

@@ -1,0 +1,100 @@
+"""``POST /v1/router/decide``: the decision and trace a request would get, nothing forwarded or stored.
+
+The body is a chat-completions request (decided under the live policy), or
+``{"request": {...}, "policy": "<policy file text>", "policy_format": "yaml" | "dsl"}`` to try a
+policy before rolling it out. The answer is ``{"decision": {...}, "trace": {...}}``; the trace is
+the one the request would be stored under, with the query only as its hash. Throttles are not
+applied (no token is taken) and no experiment arm is drawn: the live base router decides.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+
+from router_core.analysis import analyse_request
+from router_core.errors import InvalidRequest, PolicyError, UnknownModel
+from router_core.framework import DecisionContext
+from router_core.gateway.errors import error_response, status_of
+from router_core.recorder import TraceRecorder
+from router_core.router import AUTO_MODEL
+from router_core.rules.ir import RuleSet
+from router_core.rules.load import compile_policy
+from schemas.common import OutcomeStatus
+from schemas.hashing import query_hash
+from schemas.trace import Outcome
+
+if TYPE_CHECKING:
+    from router_core.gateway.server import Gateway
+
+__all__ = ["decide"]
+
+
+def _unwrap(payload: Any, gw: Gateway) -> tuple[Any, RuleSet | None]:
+    """The chat body and the policy sent with it (None: the live one).
+
+    Raises:
+        InvalidRequest: The payload is neither shape, or its policy does not compile.
+    """
+    if not isinstance(payload, dict):
+        raise InvalidRequest("the body must be a chat request or {\"request\": ..., \"policy\": ...}")
+    if "messages" in payload:
+        return payload, None
+    body, text = payload.get("request"), payload.get("policy")
+    if text is None:
+        return body, None
+    if not isinstance(text, str):
+        raise InvalidRequest("'policy' must be the text of a policy file", param="policy")
+    fmt = payload.get("policy_format", "yaml")
+    if fmt not in ("yaml", "dsl"):
+        raise InvalidRequest("'policy_format' must be yaml or dsl", param="policy_format")
+    try:
+        return body, compile_policy(text, f"<request>.{'dsl' if fmt == 'dsl' else 'yaml'}", gw.config)
+    except PolicyError as exc:
+        raise InvalidRequest(str(exc), param="policy", code="invalid_policy") from exc
+
+
+async def decide(gw: Gateway, request: web.Request) -> web.Response:
+    """Decide one request as the gateway would, and answer the decision and its trace."""
+    t0 = gw.perf()
+    try:
+        body, rules = _unwrap(orjson.loads(await request.read()), gw)
+        analysis = analyse_request(body, max_chars=gw.config.router.analyse_max_chars,
+                                   attachments=gw.config.routing.attachments)
+        ts = gw.wall()
+        u = None
+        if (gw.policy.active or rules is not None) and analysis.features.requested_model == AUTO_MODEL:
+            u = await gw.policy.understand(analysis, body, request.headers, ts, gw.view.snapshot, rules=rules)
+        rec = TraceRecorder(
+            request_id=f"dryrun-{uuid.uuid4().hex[:16]}", ts=ts, router_version=gw.config.router.version,
+            policy_hash=gw.router.policy.hash, query_hash=query_hash(analysis.query_text, gw.hash_key),
+            features=analysis.features, intent=u.intent if u else analysis.intent.cls,
+            intent_confidence=u.confidence if u else analysis.intent.confidence)
+        del analysis
+        if u is not None:
+            rec.route, rec.policy_extra = u.choice, u.extra
+        ctx = DecisionContext(request_id=rec.request_id, features=rec.features, intent=rec.intent, now=ts,
+                              quality=gw.quality.snapshot(), route=rec.route)
+        decision = gw.router.decide(ctx, gw.inflight.adjust(gw.view.snapshot()))
+    except orjson.JSONDecodeError:
+        return error_response(400, "request body is not valid JSON", code="invalid_json")
+    except (InvalidRequest, UnknownModel) as exc:
+        status, code = status_of(exc)
+        return error_response(status, str(exc), param=exc.param, code=code)
+    rec.record_decision(decision)
+    trace = rec.finish(Outcome(status=OutcomeStatus.OK, http_status=200, total_ms=(gw.perf() - t0) * 1e3))
+    chosen = decision.selected
+    out = {
+        "decision": {
+            "rule": decision.rule, "selected_model": chosen.model if chosen else None,
+            "selected_instance": chosen.id if chosen else None, "targets": [s.id for s in decision.targets],
+            "mode": decision.mode.value, "fallback_reason": decision.fallback_reason,
+            "degraded": decision.degraded.name if decision.degraded else None, "levels": list(decision.levels),
+            "decision_ms": decision.decision_ms, "throttle": "not applied in a dry run",
+        },
+        "trace": trace.model_dump(mode="json"),
+    }
+    return web.Response(body=orjson.dumps(out), content_type="application/json")
