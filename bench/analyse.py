@@ -1,0 +1,84 @@
+"""Request analysis cost of semantic intents: p99 per path with 20 routes x 50 examples, and fit times.
+
+Routes are synthetic from the vendored Home Assistant sets (data/intents): the English and Chinese
+training routes, 50 examples each, the first 20 routes. Queries are the held-out cases. The fast
+path (char n-gram TF-IDF + logistic regression) and the embedding path (MiniLM, one torch thread,
+nearest centroid) are timed per query, separately. Targets: fast p99 <= 2 ms, embedding p99 <= 25 ms.
+
+Last line: ``{"routes", "examples", "fast_p50_ms", "fast_p99_ms", "embedding_p50_ms", "embedding_p99_ms",
+"fit_fast_s", "fit_embedding_s", ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "intents"
+
+
+def synthetic_routes(n_routes: int = 20, per_route: int = 50) -> tuple[dict[str, list[str]], list[str]]:
+    """``n_routes`` routes of ``per_route`` examples from the vendored sets, and the held-out query texts."""
+    from router_core.intents import load_routes
+
+    routes: dict[str, list[str]] = {}
+    queries: list[str] = []
+    for tag in ("ha_en", "ha_zh"):
+        for name, texts in load_routes(DATA / f"{tag}_train.yaml").items():
+            if len(routes) < n_routes:
+                routes[f"{tag}.{name}"] = texts[:per_route]
+        queries += [json.loads(line)["text"] for line in (DATA / f"{tag}_test.jsonl").read_text("utf-8").splitlines()]
+    return routes, queries
+
+
+def _p(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))], 3)
+
+
+def analysis_figures(n_routes: int, per_route: int, n_queries: int) -> dict[str, Any]:
+    """Fit both paths and time each on ``n_queries`` queries (the per-path request cost)."""
+    import numpy as np
+
+    from router_core.intents import IntentClassifier
+    from schemas.intents_config import IntentSettings
+
+    routes, queries = synthetic_routes(n_routes, per_route)
+    queries = queries[:n_queries]
+    t0 = time.perf_counter()
+    clf = IntentClassifier(routes, IntentSettings(routes="<bench>"), cache_path=None)
+    fit_fast = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    clf.fit_embedding()
+    fit_emb = time.perf_counter() - t0
+    fast, emb = [], []
+    for q in queries:
+        s = time.perf_counter()
+        clf.classify(q, escalate=False)
+        fast.append((time.perf_counter() - s) * 1e3)
+    assert clf._embedder is not None and clf._centroids is not None
+    for q in queries:
+        s = time.perf_counter()
+        clf._centroids.score_vectors(np.asarray(clf._embedder.embed([q])))
+        emb.append((time.perf_counter() - s) * 1e3)
+    return {"routes": len(routes), "examples": sum(map(len, routes.values())), "queries": len(queries),
+            "fast_p50_ms": round(statistics.median(fast), 3), "fast_p99_ms": _p(fast, 0.99),
+            "embedding_p50_ms": round(statistics.median(emb), 3), "embedding_p99_ms": _p(emb, 0.99),
+            "fit_fast_s": round(fit_fast, 3), "fit_embedding_s": round(fit_emb, 3),
+            "fast_threshold": round(clf.fast_threshold, 4), "embedding_threshold": clf.embedding_threshold}
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench analyse", description=__doc__)
+    p.add_argument("--routes", type=int, default=20)
+    p.add_argument("--per-route", type=int, default=50)
+    p.add_argument("--queries", type=int, default=400)
+    args = p.parse_args(argv)
+    figures = analysis_figures(args.routes, args.per_route, args.queries)
+    # The matrix-evaluation figure is added here later, as its own function merged into this dict.
+    print(json.dumps(figures))
+    return 0
