@@ -21,8 +21,11 @@ from schemas.config import (
     ScrapeSettings,
 )
 from schemas.fleet import InstanceSpec
+from schemas.routing_config import RoutingSettings
 
 __all__ = ["Policy", "build_policy", "policy_hash"]
+
+_DEFAULT_ROUTING = RoutingSettings().model_dump(mode="json")
 
 
 def policy_hash(config: RouteLensConfig) -> str:
@@ -38,6 +41,9 @@ def policy_hash(config: RouteLensConfig) -> str:
                 instance.pop(key, None)
     if policy["router"].get("plugins") is None:
         policy["router"].pop("plugins", None)  # configs without it keep the hash they had before it existed
+    routing = config.routing.model_dump(mode="json")
+    if routing != _DEFAULT_ROUTING:  # the policy file's name, term lists, accept map...; its text: trace.policy
+        policy["routing"] = routing
     blob = json.dumps(policy, sort_keys=True, separators=(",", ":")).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()[:16]
 

@@ -9,7 +9,7 @@ from app.ui import resources, widgets
 from app.ui.charts.attempts import attempts_chart
 from app.ui.charts.score_terms import score_terms_chart
 from app.ui.charts.waterfall import waterfall_chart
-from app.ui.data import trace_tables, why
+from app.ui.data import policy_step, trace_tables, why
 from app.ui.data.ids import request_id_problem
 from app.ui.data.waterfall import waterfall_stages
 from ingest import SinkError
@@ -71,6 +71,23 @@ if attempts.empty:
 else:
     st.plotly_chart(attempts_chart(attempts), key="attempts")
     st.dataframe(attempts, hide_index=True)
+
+if (step := trace.policy) is not None:
+    st.subheader("Routing rule")
+    st.text(policy_step.rule_sentence(step))
+    if step.tried:
+        st.dataframe(policy_step.clauses_rows(step), hide_index=True)
+    if (intent := policy_step.intent_sentence(step)) is not None:
+        st.text(intent)
+    if step.keyword_score is not None:
+        st.text(f"Keyword score {explain.fmt_num(step.keyword_score)}"
+                + (":" if step.keywords else " (no pattern matched)."))
+        if step.keywords:
+            st.dataframe(policy_step.keyword_rows(step), hide_index=True)
+    if step.attachments:
+        if any(a.mismatch for a in step.attachments):
+            st.warning("An attachment's bytes are not the type it was declared as: it was routed by its bytes.")
+        st.dataframe(policy_step.attachments_rows(step), hide_index=True)
 
 st.subheader("Policy")
 facts = trace_tables.summary(trace)

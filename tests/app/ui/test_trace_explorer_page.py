@@ -145,3 +145,24 @@ def test_every_decision_shape_renders(monkeypatch: pytest.MonkeyPatch, case: obj
         at = run_app(monkeypatch, api.url, trace.request_id)
     assert not at.error and at.text[0].value
     assert json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["type"] == "waterfall"
+
+
+def test_a_trace_with_a_policy_step_shows_the_rule_clauses_intent_and_attachments(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.app.ui.data.test_policy_step import STEP
+
+    trace = stub.sample_trace().model_copy(update={"request_id": "req-policy", "policy": STEP,
+                                                   "rule": "long_context_priority"})
+    with stub.StubTraceApi([trace]) as api:
+        at = run_app(monkeypatch, api.url, "req-policy")
+    assert "Routing rule" in [s.value for s in at.subheader]
+    texts = [t.value for t in at.text]
+    assert any(t.startswith("Rule long_context_priority matched after 1 tried") for t in texts)
+    assert any("Intent abstained on the embedding path" in t for t in texts)
+    assert [w.value for w in at.warning][-1].startswith("An attachment's bytes are not the type it was declared as")
+    frames = [df.value for df in at.dataframe]
+    clauses = next(f for f in frames if "matched" in f.columns)
+    assert clauses["why"].tolist()[0].endswith("contains_legal_terms(prompt): true")
+    files = next(f for f in frames if "detected" in f.columns)
+    assert files["detected"].tolist() == ["docx"]

@@ -1,0 +1,64 @@
+"""The trace's routing-policy step in words and tables: the rule, the clauses tried, intent, keywords, files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.explain import DASH, fmt_num
+from schemas.trace_policy import PolicyStep
+
+__all__ = ["attachments_rows", "clauses_rows", "intent_sentence", "keyword_rows", "rule_sentence"]
+
+
+def rule_sentence(step: PolicyStep) -> str:
+    """Which rule matched after how many were tried, where it sent the request, and what the chain did."""
+    tried = len(step.tried)
+    if step.rule is None:
+        head = (f"No rule of {step.policy} matched ({tried} tried): every model was scored as usual."
+                if tried else "No routing rule applies here: every model was scored as usual.")
+    else:
+        target = step.target or "every model"
+        head = f"Rule {step.rule} matched after {tried} tried and sent the request to {target}."
+    parts = [head]
+    if step.throttled == "chain":
+        parts.append("Its throttle was empty: the request went down the chain.")
+    elif step.throttled == "reject":
+        parts.append("Its throttle was empty: the request was refused with 429.")
+    elif step.throttled == "wait":
+        parts.append("It waited for a throttle token.")
+    if step.chain:
+        used = " → ".join(step.chain_used) or DASH
+        parts.append(f"Chain {' → '.join(step.chain)}; used {used}.")
+    return " ".join(parts)
+
+
+def clauses_rows(step: PolicyStep) -> list[dict[str, Any]]:
+    """One row per rule tried, in order: matched or not, and each atom's verdict."""
+    return [{"rule": t.rule, "matched": "yes" if t.matched else "no", "why": "; ".join(t.detail) or DASH}
+            for t in step.tried]
+
+
+def intent_sentence(step: PolicyStep) -> str | None:
+    """The semantic intent verdict in words (None: no intent classifier ran)."""
+    v = step.intent
+    if v is None:
+        return None
+    cut = f" Input cut at {v.cut_tokens} tokens." if v.cut_tokens is not None else ""
+    threshold = DASH if v.threshold is None else fmt_num(v.threshold)
+    if v.abstained:
+        return (f"Intent abstained on the {v.path} path: nearest {v.nearest or DASH} at {fmt_num(v.confidence)} "
+                f"< threshold {threshold}; the rule layer's intent decided.{cut}")
+    return f"Intent {v.label} at {fmt_num(v.confidence)} (threshold {threshold}, {v.path} path).{cut}"
+
+
+def keyword_rows(step: PolicyStep) -> list[dict[str, Any]]:
+    """Each keyword pattern that matched, with its weight."""
+    return [{"pattern": k.pattern, "weight": k.weight} for k in step.keywords]
+
+
+def attachments_rows(step: PolicyStep) -> list[dict[str, Any]]:
+    """Each attachment: where, declared type, type of its bytes, size, and whether they disagree."""
+    return [{"where": f"messages[{a.message}].content[{a.part}]", "declared": a.declared or DASH,
+             "detected": a.detected or DASH, "bytes": a.bytes, "mismatch": "yes" if a.mismatch else ""}
+            for a in step.attachments]
+

@@ -1,0 +1,42 @@
+"""The routing-policy step in words and rows, for the drill-down."""
+
+from __future__ import annotations
+
+from app.ui.data import policy_step as ps
+from schemas.trace_policy import AttachmentInfo, ClauseTried, IntentVerdict, KeywordMatch, PolicyStep
+
+STEP = PolicyStep(
+    policy="policies/seed000.yaml sha256:0123456789abcdef", rule="long_context_priority",
+    tried=[ClauseTried(rule="long_context_priority", matched=True,
+                       detail=["input_length > 8000: false (input_length=40)", "contains_legal_terms(prompt): true"])],
+    target="deepseek-v4-32k", chain=["deepseek-coder-6b-fp16", "legacy-rule-engine"],
+    chain_used=["deepseek-v4-32k", "deepseek-coder-6b-fp16"], throttled="chain",
+    intent=IntentVerdict(label=None, nearest="contract", confidence=0.41, threshold=0.55, abstained=True,
+                         path="embedding", cut_tokens=512),
+    keywords=[KeywordMatch(pattern="(年报|财报)", weight=3.0)], keyword_score=3.0,
+    attachments=[AttachmentInfo(message=0, part=1, declared="pdf", detected="docx", bytes=2048, mismatch=True)],
+)
+
+
+def test_the_rule_sentence_says_what_matched_where_it_went_and_what_the_chain_did() -> None:
+    assert ps.rule_sentence(STEP) == (
+        "Rule long_context_priority matched after 1 tried and sent the request to deepseek-v4-32k. "
+        "Its throttle was empty: the request went down the chain. "
+        "Chain deepseek-coder-6b-fp16 → legacy-rule-engine; used deepseek-v4-32k → deepseek-coder-6b-fp16.")
+    none = PolicyStep(policy="p.yaml sha256:x", tried=[ClauseTried(rule="a", matched=False)])
+    assert ps.rule_sentence(none) == "No rule of p.yaml sha256:x matched (1 tried): every model was scored as usual."
+
+
+def test_rows_for_clauses_keywords_and_attachments() -> None:
+    why = "input_length > 8000: false (input_length=40); contains_legal_terms(prompt): true"
+    assert ps.clauses_rows(STEP) == [{"rule": "long_context_priority", "matched": "yes", "why": why}]
+    assert ps.keyword_rows(STEP) == [{"pattern": "(年报|财报)", "weight": 3.0}]
+    assert ps.attachments_rows(STEP) == [{"where": "messages[0].content[1]", "declared": "pdf", "detected": "docx",
+                                          "bytes": 2048, "mismatch": "yes"}]
+
+
+def test_an_abstained_intent_says_the_rule_layer_decided_and_the_cut() -> None:
+    sentence = ps.intent_sentence(STEP)
+    assert sentence is not None and "abstained on the embedding path: nearest contract at 0.41 < threshold 0.55" \
+        in sentence and "Input cut at 512 tokens." in sentence
+    assert ps.intent_sentence(PolicyStep(policy="p")) is None
