@@ -22,7 +22,7 @@ __all__ = ["COMMANDS", "DEFAULT_CONFIG", "build_parser", "main"]
 
 DEFAULT_CONFIG = "routelens.yaml"
 COMMANDS = ["serve", "store", "sim", "trace", "app", "demo", "schema", "drill", "state", "ingest", "plugins", "probe",
-            "probes", "compare", "replay", "intents"]
+            "probes", "compare", "replay", "policy", "intents"]
 
 
 def build_parser() -> argparse.ArgumentParser:
