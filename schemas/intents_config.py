@@ -26,6 +26,11 @@ class IntentSettings(ContractModel):
     fast_threshold: Threshold = Field("calibrated", description="Fast path: below it, escalate or abstain.")
     embedding_threshold: Threshold = Field("calibrated", description="Embedding path: below it, abstain.")
     escalate: bool = Field(True, description="Run the embedding path when the fast path is below its threshold.")
+    escalate_band: float = Field(
+        0.75, ge=0, le=1, description="Escalate only from this share of the fast threshold up: further below, "
+                                      "the fast path's doubt is an abstention (out-of-scope queries land there).")
+    escalate_needs_agreement: bool = Field(
+        True, description="An escalated verdict stands only when it names the fast path's nearest route.")
     k_min: int = Field(3, ge=1, description="Fewest capability centroids per route (K-means).")
     k_max: int = Field(5, ge=1, description="Most capability centroids per route.")
     examples_per_centroid: int = Field(15, ge=1, description="K = clamp(n // this, k_min, k_max), at most n.")

@@ -140,13 +140,19 @@ class IntentClassifier:
         nearest, conf = (x[0] for x in self._fast.score([text]))
         assert isinstance(nearest, str) and isinstance(conf, float)
         go = self.settings.escalate if escalate is None else escalate
-        if conf >= self.fast_threshold or not go or self._embedder is None:
+        band = self.fast_threshold * self.settings.escalate_band
+        if conf >= self.fast_threshold or conf < band or not go or self._embedder is None:
             return _verdict(nearest, conf, self.fast_threshold, "fast", cut)
         self.fit_embedding()
         assert self._centroids is not None and self.embedding_threshold is not None
         vec = self._embedder.embed([text])
         names, sims = self._centroids.score_vectors(np.asarray(vec, dtype=np.float32))
-        return _verdict(names[0], sims[0], self.embedding_threshold, "embedding", cut)
+        verdict = _verdict(names[0], sims[0], self.embedding_threshold, "embedding", cut)
+        if verdict.label is not None and verdict.label != nearest and self.settings.escalate_needs_agreement:
+            # The fast path was unsure and the embedding path names another route: a near neighbour of
+            # two routes is more often out of scope than either; abstain (the rule layer decides).
+            return verdict.model_copy(update={"label": None, "abstained": True})
+        return verdict
 
 
 def _verdict(nearest: str, conf: float, threshold: float, path: Literal["fast", "embedding"],

@@ -54,3 +54,37 @@ def test_minilm_abstains_off_topic_and_keeps_in_scope(tmp_path: Path) -> None:
     assert on.label == "HassGetWeather" and not on.abstained
     esc = clf.classify("The migration patterns of arctic terns span both poles every year", escalate=True)
     assert esc.path in ("fast", "embedding")
+
+
+class _Nearest:
+    """An embedder whose every vector lies on one route's examples (the fake embeds those, normalised)."""
+
+    def __init__(self, route_text: str) -> None:
+        from tests.router_core.intents._fakes import FakeEmbedder
+
+        self.fake, self.route_text, self.calls = FakeEmbedder(), route_text, 0
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.calls += len(texts)
+        return self.fake.embed(texts if len(texts) > 1 else [self.route_text])
+
+
+@pytest.mark.parametrize(("embedded_as", "label"), [("code", "code"), ("math", None)],
+                         ids=["agrees: kept", "disagrees: abstains"])
+def test_an_escalated_verdict_stands_only_when_it_names_the_fast_paths_nearest(embedded_as: str,
+                                                                               label: str | None) -> None:
+    routes = load_routes(DEMO)
+    emb = _Nearest(routes[embedded_as][0])
+    clf = IntentClassifier(routes, IntentSettings(routes=str(DEMO), embedding_threshold=0.0), embedder=emb)
+    text = "python bug"
+    fast = clf.classify(text, escalate=False)
+    assert fast.nearest == "code"
+    clf.fast_threshold = fast.confidence + 1e-6  # just unsure: inside the escalation band
+    v = clf.classify(text)
+    assert v.path == "embedding" and v.label == label and v.abstained == (label is None)
+    clf.settings = clf.settings.model_copy(update={"escalate_band": 0.99})
+    clf.fast_threshold = min(1.0, fast.confidence / 0.99 + 0.005)  # far below the band: abstains on the fast path
+    assert fast.confidence < clf.fast_threshold * 0.99
+    before = emb.calls
+    v = clf.classify(text)
+    assert v.path == "fast" and v.abstained and emb.calls == before
