@@ -5,8 +5,10 @@ training routes, 50 examples each, the first 20 routes. Queries are the held-out
 path (char n-gram TF-IDF + logistic regression) and the embedding path (MiniLM, one torch thread,
 nearest centroid) are timed per query, separately. Targets: fast p99 <= 2 ms, embedding p99 <= 25 ms.
 
+With it, what a 50-rule routing matrix adds to ``decide()`` p99 (target <= 0.1 ms; :mod:`bench.matrix`).
+
 Last line: ``{"routes", "examples", "fast_p50_ms", "fast_p99_ms", "embedding_p50_ms", "embedding_p99_ms",
-"fit_fast_s", "fit_embedding_s", ...}``.
+"fit_fast_s", "fit_embedding_s", ..., "decide_p99_ms", "matrix_none_added_p99_ms", "matrix_last_added_p99_ms"}``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import statistics
 import time
 from pathlib import Path
 from typing import Any
+
+from bench.matrix import matrix_figures
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "intents"
 
@@ -79,6 +83,6 @@ def main(argv: list[str]) -> int:
     p.add_argument("--queries", type=int, default=400)
     args = p.parse_args(argv)
     figures = analysis_figures(args.routes, args.per_route, args.queries)
-    # The matrix-evaluation figure is added here later, as its own function merged into this dict.
+    figures.update(matrix_figures())
     print(json.dumps(figures))
     return 0

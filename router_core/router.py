@@ -102,8 +102,9 @@ class Router:
         return out
 
     def _filter(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot], ctx: DecisionContext,
-                steps: Steps, ages: dict[str, float | None],
+                steps: Steps | None, ages: dict[str, float | None],
                 ) -> tuple[list[Prepared], dict[str, list[Violation]], dict[str, float]]:
+        """The candidates every filter keeps, the verdicts, the soft factors (``steps`` None: not recorded)."""
         alive = self._prepare(specs, state, ctx, ages)
         violations: dict[str, list[Violation]] = {}
         factors: dict[str, float] = {}
@@ -127,6 +128,8 @@ class Router:
             if rejected:
                 out = set(rejected)
                 alive = [p for p in alive if p.candidate.spec.id not in out]
+            if steps is None:
+                continue
             took = self._perf() - t0
             if (observe := self._filter_obs[i]) is not None:
                 observe(took)
@@ -210,11 +213,13 @@ class Router:
         factors: dict[str, float] = {}
         pool: list[Prepared] = []
         spill: list[str] = []
+        seen: set[str] = set()
         for n, model in enumerate(levels):
             level = self._level(model, rule.requires)
-            specs += [s for s in level if s not in specs]
+            specs += [s for s in level if s.id not in seen]
+            seen.update(s.id for s in level)
             if pool:  # a later level: its feasible instances follow the pool when attempts fail, best state first
-                more, _, _ = self._filter(level, state, ctx, Steps(), ages)
+                more, _, _ = self._filter(level, state, ctx, None, ages)
                 weights = self.policy.base_weights
                 more.sort(key=lambda p: -sum(w * p.terms.get(name, 0.0) for name, w in weights.items()))
                 spill += [p.candidate.spec.id for p in self._guarantee(more, rule, {})]

@@ -72,7 +72,7 @@ def _request_match(rules: RuleSet, raw: Any) -> Match:
                           file_types=list(getattr(a.features, "file_types", []) or []),
                           has_attachments=a.features.has_attachments, prompt=a.query_text,
                           request_time=datetime.now(UTC), metadata=raw.get("metadata") or {})
-        return rules.match(view_of(req, rules.timezone), explain=True)
+        return rules.match(view_of(req, rules.timezone), explain="all")
     return explain(rules, CaseRequest.model_validate(raw))
 
 

@@ -67,7 +67,8 @@ async def decide(gw: Gateway, request: web.Request) -> web.Response:
         ts = gw.wall()
         u = None
         if (gw.policy.active or rules is not None) and analysis.features.requested_model == AUTO_MODEL:
-            u = await gw.policy.understand(analysis, body, request.headers, ts, gw.view.snapshot, rules=rules)
+            u = await gw.policy.understand(analysis, body, request.headers, ts, gw.view.snapshot, rules=rules,
+                                           explain="all")
         rec = TraceRecorder(
             request_id=f"dryrun-{uuid.uuid4().hex[:16]}", ts=ts, router_version=gw.config.router.version,
             policy_hash=gw.router.policy.hash, query_hash=query_hash(analysis.query_text, gw.hash_key),

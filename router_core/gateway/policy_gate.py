@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo
 
 from router_core.analysis import Analysis, estimate_tokens
@@ -121,11 +121,13 @@ class PolicyGate:
 
     async def understand(self, analysis: Analysis, body: Mapping[str, Any], headers: Mapping[str, str],
                          now: datetime, state: Callable[[], Mapping[str, InstanceSnapshot]], *,
-                         rules: RuleSet | None = None) -> Understood:
+                         rules: RuleSet | None = None, explain: Literal["matched", "all"] = "matched",
+                         ) -> Understood:
         """Intent (semantic, else the rule layer's), keyword score, and the rule the request matches.
 
         The embedding path, when the fast path abstains, runs on a worker thread: the event loop
-        never waits on a model. ``rules`` replaces the live rule set (a dry run's own policy).
+        never waits on a model. ``rules`` replaces the live rule set (a dry run's own policy);
+        ``explain="all"`` records every tried rule's atoms, not only the matching one's.
         """
         intent, confidence = analysis.intent.cls, analysis.intent.confidence
         extra: dict[str, Any] = {}
@@ -153,7 +155,7 @@ class PolicyGate:
                 keyword_rule = Rule(name="keywords", origin=_KEYWORDS_ORIGIN, primary=res.routed_to)
         view = self.view(analysis, body, headers, now, intent=intent, intent_confidence=confidence,
                          keyword_score=score)
-        choice = self.choose(view, rules=rules)
+        choice = self.choose(view, rules=rules, explain=explain)
         del view  # it holds the prompt
         if keyword_rule is not None and (choice is None or choice.rule is None):
             rules = choice.rules if choice is not None else _NO_RULES
@@ -202,12 +204,13 @@ class PolicyGate:
             metadata=meta if isinstance(meta, dict) else {}, prompt=analysis.query_text, keyword_score=keyword_score,
         )
 
-    def choose(self, view: RequestView, *, rules: RuleSet | None = None) -> RouteChoice | None:
+    def choose(self, view: RequestView, *, rules: RuleSet | None = None,
+               explain: Literal["matched", "all"] = "matched") -> RouteChoice | None:
         """Match ``view`` against the live rule set (or ``rules``); None without a policy."""
         rs = rules or self.rules
         if rs is None:
             return None
-        return RouteChoice(rules=rs, match=rs.match(view), local_hour=view.request_time.hour)
+        return RouteChoice(rules=rs, match=rs.match(view, explain=explain), local_hour=view.request_time.hour)
 
     async def admit(self, choice: RouteChoice | None) -> tuple[RouteChoice | None, Admission]:
         """Apply the matched rule's throttle: admitted, sent down the chain, or refused (``reject``)."""

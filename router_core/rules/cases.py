@@ -55,7 +55,7 @@ class CaseResult:
 
 def explain(rules: RuleSet, req: CaseRequest) -> Match:
     """Match one request's features, with every tried rule's atoms explained."""
-    return rules.match(view_of(req, rules.timezone), explain=True)
+    return rules.match(view_of(req, rules.timezone), explain="all")
 
 
 def run_cases(rules: RuleSet, cases: Sequence[PolicyCase] | None = None) -> list[CaseResult]:

@@ -8,6 +8,7 @@ does no I/O, so a rule set can be swapped on hot reload by replacing one referen
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -173,6 +174,8 @@ class RuleSet:
     timezone: str = "UTC"
     peak_hours: tuple[tuple[int, int], ...] = ()
     cases: tuple[Any, ...] = field(default=(), repr=False)
+    _tests: tuple[Callable[[RequestView], bool] | None, ...] = field(init=False, repr=False, compare=False)
+    _misses: tuple[ClauseVerdict, ...] = field(init=False, repr=False, compare=False)
 
     def chain_of(self, rule: Rule) -> tuple[str, ...]:
         """The rule's fallback chain, else its primary model's ``model_fallbacks`` entry."""
@@ -189,13 +192,35 @@ class RuleSet:
         """A short hash of the policy text (recorded with the policy hash)."""
         return "sha256:" + hashlib.sha256(self.text.encode()).hexdigest()[:16]
 
-    def match(self, req: RequestView, *, explain: bool = True) -> Match:
-        """Return the first rule whose condition holds, and the rules tried before it."""
+    def __post_init__(self) -> None:
+        # The request path's loop: one evaluate per rule (None: always), and each rule's "not
+        # matched" verdict built once (verdicts are immutable, so every request shares them).
+        object.__setattr__(self, "_tests", tuple(None if r.condition is None else r.condition.evaluate
+                                                 for r in self.rules))
+        object.__setattr__(self, "_misses", tuple(ClauseVerdict(r.name, False) for r in self.rules))
+
+    def match(self, req: RequestView, *, explain: Literal["matched", "all"] = "matched") -> Match:
+        """Return the first rule whose condition holds, and the rules tried before it.
+
+        ``explain="matched"`` (the request path) gives atom verdicts for the matching rule only: the
+        rules before it are listed as not matched, at about 1 µs each instead of 5. ``"all"`` (dry
+        runs, ``routelens policy explain``) explains every rule tried.
+        """
+        if explain == "all":
+            return self._match_explained(req)
+        for i, test in enumerate(self._tests):
+            if test is None or test(req):
+                rule = self.rules[i]
+                detail = [] if rule.condition is None else rule.condition.explain(req)
+                return Match(rule, (*self._misses[:i], ClauseVerdict(rule.name, True, detail)))
+        return Match(None, self._misses)
+
+    def _match_explained(self, req: RequestView) -> Match:
         tried: list[ClauseVerdict] = []
         for rule in self.rules:
-            ok = rule.condition is None or rule.condition.evaluate(req)
-            detail = rule.condition.explain(req) if explain and rule.condition is not None else []
-            tried.append(ClauseVerdict(rule.name, ok, detail))
+            cond = rule.condition
+            ok = cond is None or cond.evaluate(req)
+            tried.append(ClauseVerdict(rule.name, ok, [] if cond is None else cond.explain(req)))
             if ok:
                 return Match(rule, tuple(tried))
         return Match(None, tuple(tried))

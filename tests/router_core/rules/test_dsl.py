@@ -56,9 +56,13 @@ ROUTING = [
 
 @pytest.mark.parametrize(("req", "rule"), [c[1:] for c in ROUTING], ids=[c[0] for c in ROUTING])
 def test_seed_routes_as_intended(req: RequestView, rule: str | None) -> None:
-    match = RuleSet(compile_dsl(SEED), source="policy.dsl").match(req)
+    rules = RuleSet(compile_dsl(SEED), source="policy.dsl")
+    match = rules.match(req, explain="all")
     assert (match.rule.name if match.rule else None) == rule
     assert match.tried[0].detail[0].startswith('intent == "legal": ')
+    quick = rules.match(req)  # the request path: atoms of the matching rule only
+    assert quick.rule is match.rule
+    assert [t.detail for t in quick.tried] == [t.detail if t.matched else [] for t in match.tried]
 
 
 def test_else_comments_and_keyword_case() -> None:
