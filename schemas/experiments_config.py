@@ -50,6 +50,7 @@ class PolicyFile(PolicySections):
     app: Any = None
     probes: Any = None
     experiments: Any = None
+    routing: Any = None  # the routing policy file is the gateway's, shared by every arm
 
     def sections(self) -> PolicySections:
         """The decision sections alone."""

@@ -29,6 +29,11 @@ def demo_config(folder: Path) -> tuple[Path, dict[str, Any], list[int]]:
     shipped["app"]["port"] = free_port()
     ports += [shipped["gateway"]["port"], shipped["app"]["port"]]
     shipped["storage"]["duckdb_path"] = str(folder / "traces.duckdb")
+    routing = shipped.get("routing", {})  # its files are relative to the shipped config's folder
+    if routing.get("policy"):
+        routing["policy"] = str(ROOT / routing["policy"])
+    if routing.get("intents"):
+        routing["intents"]["routes"] = str(ROOT / routing["intents"]["routes"])
     cfg = folder / "routelens.yaml"
     cfg.write_text(yaml.safe_dump(shipped))
     return cfg, shipped, ports
