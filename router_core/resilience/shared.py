@@ -1,0 +1,137 @@
+"""One interface for the state gateway replicas share, and its one-process implementation.
+
+Breaker transitions are *published* and every replica applies them to its local view; token
+buckets are taken atomically in the shared store; counters (budget spend) are added to and read;
+bindings (session affinity) are set if absent. The Redis implementation keeps working on a local
+:class:`MemoryShared` while Redis is down and says so (``healthy``, ``problem``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+__all__ = ["Handler", "MemoryShared", "SharedState"]
+
+Handler = Callable[[dict[str, Any]], None]
+
+
+class SharedState(Protocol):
+    """State shared between gateway replicas (all methods are safe to call on the event loop)."""
+
+    @property
+    def healthy(self) -> bool:
+        """False while the shared store is unreachable (state is then this process's own)."""
+        ...
+
+    @property
+    def problem(self) -> str | None:
+        """Why the shared store is not in use (None: it is)."""
+        ...
+
+    async def take(self, bucket: str, rate: float, burst: float) -> tuple[bool, float]:
+        """Take one token from ``bucket`` (``rate``/s up to ``burst``); ``(taken, seconds until one is there)``."""
+        ...
+
+    async def add(self, counter: str, amount: float, ttl_s: float) -> float:
+        """Add ``amount`` to ``counter`` (created with ``ttl_s``); return its new total."""
+        ...
+
+    async def get(self, counter: str) -> float:
+        """The counter's value (0 when absent or expired)."""
+        ...
+
+    async def bind(self, key: str, value: str, ttl_s: float) -> str:
+        """Set ``key`` to ``value`` unless it holds one; return what it holds now (``ttl_s`` renewed)."""
+        ...
+
+    async def rebind(self, key: str, value: str, ttl_s: float) -> None:
+        """Set ``key`` to ``value`` whatever it holds."""
+        ...
+
+    async def publish(self, channel: str, message: dict[str, Any]) -> None:
+        """Send ``message`` to every replica's handlers of ``channel`` (this one's too)."""
+        ...
+
+    def subscribe(self, channel: str, handler: Handler) -> None:
+        """Call ``handler`` with each message published on ``channel``."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+class MemoryShared:
+    """:class:`SharedState` for one process: dicts, an injected monotonic clock, handlers called inline."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # bucket -> (tokens, at)
+        self._counters: dict[str, tuple[float, float]] = {}  # counter -> (value, expires at)
+        self._bindings: dict[str, tuple[str, float]] = {}  # key -> (value, expires at)
+        self._handlers: dict[str, list[Handler]] = {}
+
+    @property
+    def healthy(self) -> bool:
+        """Always: there is nothing to reach."""
+        return True
+
+    @property
+    def problem(self) -> str | None:
+        """Never one."""
+        return None
+
+    async def take(self, bucket: str, rate: float, burst: float) -> tuple[bool, float]:
+        """Token bucket, refilled lazily."""
+        return self.take_now(bucket, rate, burst)
+
+    def take_now(self, bucket: str, rate: float, burst: float) -> tuple[bool, float]:
+        """:meth:`take` without awaiting (the Redis implementation's local fallback uses it too)."""
+        now = self._clock()
+        tokens, at = self._buckets.get(bucket, (burst, now))
+        tokens = min(burst, tokens + max(0.0, now - at) * rate)
+        if tokens >= 1.0:
+            self._buckets[bucket] = (tokens - 1.0, now)
+            return True, 0.0
+        self._buckets[bucket] = (tokens, now)
+        return False, (1.0 - tokens) / rate
+
+    async def add(self, counter: str, amount: float, ttl_s: float) -> float:
+        """Add to a counter that expires ``ttl_s`` after its creation."""
+        now = self._clock()
+        value, expires = self._counters.get(counter, (0.0, now + ttl_s))
+        if expires <= now:
+            value, expires = 0.0, now + ttl_s
+        self._counters[counter] = (value + amount, expires)
+        return value + amount
+
+    async def get(self, counter: str) -> float:
+        """The counter, 0 once expired."""
+        value, expires = self._counters.get(counter, (0.0, 0.0))
+        return value if expires > self._clock() else 0.0
+
+    async def bind(self, key: str, value: str, ttl_s: float) -> str:
+        """Set if absent (or expired); renew the TTL."""
+        now = self._clock()
+        held = self._bindings.get(key)
+        current = held[0] if held is not None and held[1] > now else value
+        self._bindings[key] = (current, now + ttl_s)
+        return current
+
+    async def rebind(self, key: str, value: str, ttl_s: float) -> None:
+        """Overwrite."""
+        self._bindings[key] = (value, self._clock() + ttl_s)
+
+    async def publish(self, channel: str, message: dict[str, Any]) -> None:
+        """Deliver to this process's handlers at once."""
+        for handler in self._handlers.get(channel, ()):
+            handler(message)
+
+    def subscribe(self, channel: str, handler: Handler) -> None:
+        """Register a handler."""
+        self._handlers.setdefault(channel, []).append(handler)
+
+    async def close(self) -> None:
+        """Nothing to release."""
