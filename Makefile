@@ -12,11 +12,13 @@ $(STAMP): pyproject.toml setup.py ingest/codec/_ndjson_arrow.c
 	# The CPU build of torch first, so the embedding model does not pull a CUDA build.
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[probes,es,dev,bench]'
-	@# The browser test drives Debian's Chromium, the deploy test runs promtool (Debian's prometheus) and
-	@# `python -m bench gateway` drives wrk; install them when we may (root with apt-get).
+	@# The browser test drives Debian's Chromium, the deploy test runs promtool (Debian's prometheus),
+	@# `python -m bench gateway` drives wrk and the shared-state tests start redis-server; install them
+	@# when we may (root with apt-get).
 	@missing=""; command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v wrk >/dev/null 2>&1 || missing="$$missing wrk"; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \

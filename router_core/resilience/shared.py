@@ -30,8 +30,12 @@ class SharedState(Protocol):
         """Why the shared store is not in use (None: it is)."""
         ...
 
-    async def take(self, bucket: str, rate: float, burst: float) -> tuple[bool, float]:
-        """Take one token from ``bucket`` (``rate``/s up to ``burst``); ``(taken, seconds until one is there)``."""
+    async def take(self, bucket: str, rate: float, burst: float, *, floor: float = 0.0) -> tuple[bool, float]:
+        """Take one token from ``bucket`` (``rate``/s up to ``burst``); ``(taken, seconds until one is there)``.
+
+        ``floor`` tokens are left for others: the token is taken only when ``floor`` remain after it
+        (priority shedding keeps a reserve for higher priorities this way).
+        """
         ...
 
     async def add(self, counter: str, amount: float, ttl_s: float) -> float:
@@ -66,6 +70,8 @@ class SharedState(Protocol):
 class MemoryShared:
     """:class:`SharedState` for one process: dicts, an injected monotonic clock, handlers called inline."""
 
+    backend = "memory"
+
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}  # bucket -> (tokens, at)
@@ -83,20 +89,25 @@ class MemoryShared:
         """Never one."""
         return None
 
-    async def take(self, bucket: str, rate: float, burst: float) -> tuple[bool, float]:
+    async def take(self, bucket: str, rate: float, burst: float, *, floor: float = 0.0) -> tuple[bool, float]:
         """Token bucket, refilled lazily."""
-        return self.take_now(bucket, rate, burst)
+        return self.take_now(bucket, rate, burst, floor=floor)
 
-    def take_now(self, bucket: str, rate: float, burst: float) -> tuple[bool, float]:
+    def take_now(self, bucket: str, rate: float, burst: float, *, floor: float = 0.0) -> tuple[bool, float]:
         """:meth:`take` without awaiting (the Redis implementation's local fallback uses it too)."""
         now = self._clock()
         tokens, at = self._buckets.get(bucket, (burst, now))
         tokens = min(burst, tokens + max(0.0, now - at) * rate)
-        if tokens >= 1.0:
+        if tokens - 1.0 >= floor:
             self._buckets[bucket] = (tokens - 1.0, now)
             return True, 0.0
         self._buckets[bucket] = (tokens, now)
-        return False, (1.0 - tokens) / rate
+        return False, (1.0 + floor - tokens) / rate
+
+    def tokens(self, bucket: str) -> float | None:
+        """Tokens in ``bucket`` as of its last take (None: never taken from); for state pages."""
+        held = self._buckets.get(bucket)
+        return None if held is None else held[0]
 
     async def add(self, counter: str, amount: float, ttl_s: float) -> float:
         """Add to a counter that expires ``ttl_s`` after its creation."""
