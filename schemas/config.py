@@ -348,11 +348,16 @@ class RouteLensConfig(ContractModel):
     )
     routing: RoutingSettings = Field(
         default_factory=lambda: RoutingSettings(), description="The routing policy file (schemas.routing_config).")
+    shared: SharedSettings = Field(
+        default_factory=lambda: SharedSettings(), description="State replicas share (schemas.shared_config).")
+    throttles: ThrottleSettings = Field(
+        default_factory=lambda: ThrottleSettings(), description="Prefilter and client buckets (schemas.shared_config).")
 
 
 # The arms' inline policies reuse the sections above, so that module imports this one: it comes last
 # (schemas/__init__ imports this module first), then the model is completed with it.
 from schemas.experiments_config import ExperimentsSettings  # noqa: E402
 from schemas.routing_config import RoutingSettings  # noqa: E402
+from schemas.shared_config import SharedSettings, ThrottleSettings  # noqa: E402
 
 RouteLensConfig.model_rebuild()

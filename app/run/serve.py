@@ -30,6 +30,8 @@ from ingest.http_api.relay import RelaySink, add_relay_route
 from ingest.http_api.routes import SERVER_LIMITS
 from router_core.builtin import build_router, policy_hash
 from router_core.gateway import Gateway
+from router_core.gateway.policy_gate import PolicyGate
+from router_core.resilience.redis_shared import RedisShared, SharedCollector, build_shared
 from schemas.config import RouteLensConfig
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
@@ -121,6 +123,8 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     hash_key = os.environ.get(key_env) if key_env else None
     registry = CollectorRegistry()
     registry.register(EmitterCollector(emitter))
+    shared = build_shared(config.shared)  # shared.backend: redis -> the replicas' buckets, breakers, bindings
+    registry.register(SharedCollector(shared))
     gateway = Gateway(
         config,
         build_router(config, metrics=registry),  # plugin durations on the gateway's /metrics
@@ -130,8 +134,12 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         registry=registry,
         probes=probe_source(config, db_path, emitter, registry, probe_url),
         config_path=config_path,
+        policy=PolicyGate.load(config, config_path, shared=shared),
     )
     app = gateway.build_app()
+    if isinstance(shared, RedisShared):  # connects (or says why not) and listens to the other replicas
+        app.on_startup.append(lambda _: shared.start())
+        app.on_cleanup.append(lambda _: shared.close())
     if store_url is None:
         token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
         IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes,

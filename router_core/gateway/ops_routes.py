@@ -57,6 +57,9 @@ async def router_state(gw: Gateway, request: web.Request) -> web.Response:
         feed = probes.feed()
         views["probes"] = {"source": feed["source"], "last_result_age_s": feed["last_result_age_s"],
                            "problem": probes.problem(), "alerts_active": len(probes.alerts())}
+    shared = gw.policy.shared  # where replicas share state; Redis down: routing on local state, and said here
+    views["shared"] = {"backend": getattr(shared, "backend", "memory"), "healthy": shared.healthy,
+                       "problem": shared.problem}
     return web.Response(body=orjson.dumps(views), content_type="application/json")
 
 

@@ -21,6 +21,9 @@ from zoneinfo import ZoneInfo
 from router_core.analysis import Analysis, estimate_tokens
 from router_core.attachments import attachment_infos
 from router_core.errors import PolicyError
+from router_core.resilience.client_throttle import ClientThrottle
+from router_core.resilience.prefilter import Prefilter, Refusal
+from router_core.resilience.shared import MemoryShared, SharedState
 from router_core.rules.ir import ClauseVerdict, Match, Origin, Rule, RuleSet
 from router_core.rules.keywords import KeywordScorer
 from router_core.rules.load import load_policy
@@ -84,17 +87,24 @@ class PolicyGate:
         rules: The compiled rule set (None: no policy file; every method is then a no-op).
         path: The policy file, watched for changes when given.
         clock: Monotonic seconds for the throttles (injected).
+        shared: Where replicas share the throttles' buckets (None: this process's own).
     """
 
     def __init__(self, config: RouteLensConfig, rules: RuleSet | None, *, path: Path | None = None,
-                 clock: Callable[[], float] = time.monotonic, intents: IntentClassifier | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, intents: IntentClassifier | None = None,
+                 shared: SharedState | None = None) -> None:
         self.config = config
         self.rules = rules
         self.path = path
         self.intents = intents
         kw = config.routing.keywords
         self.keywords = None if kw is None else KeywordScorer(kw)
-        self.throttles = Throttles(clock)
+        self.throttles = Throttles(clock, shared)
+        # The guards before analysis (throttles.prefilter, .client, .shedding), on the same shared state.
+        self.shared: SharedState = shared or MemoryShared(clock)
+        t = config.throttles
+        self.prefilter = None if t.prefilter is None else Prefilter(t.prefilter)
+        self.client_throttle = ClientThrottle(t, self.shared) if t.client or t.shedding else None
         self.last_error: str | None = None
         self._zone = ZoneInfo(config.routing.timezone)
 
@@ -165,6 +175,17 @@ class PolicyGate:
         if choice is None and extra:  # no policy file: the step still records intent and keywords
             choice = RouteChoice(_NO_RULES, Match(None, ()), local_hour=now.astimezone(self._zone).hour)
         return Understood(intent, confidence, choice, extra)
+
+    async def screen(self, body: Mapping[str, Any], headers: Mapping[str, str], remote: str | None,
+                     ) -> Refusal | None:
+        """The client and shedding buckets (429), then the prefilter (400); None: the request goes on.
+
+        The buckets come first: a client flooding the gateway is refused for the price of a token
+        take, and its malicious requests count against its bucket too.
+        """
+        if self.client_throttle is not None and (refusal := await self.client_throttle.admit(headers, remote)):
+            return refusal
+        return None if self.prefilter is None else self.prefilter.check(body)
 
     def reload(self) -> bool:
         """Re-read the policy file; on a load error keep the last good rule set. True when swapped."""

@@ -255,13 +255,14 @@ class Gateway:
         return repeat_id(given), None
 
     def _refuse(self, request_id: str, t0: float, body: Any, status: int, message: str, code: str | None,
-                param: str | None = None) -> web.Response:
+                param: str | None = None, headers: dict[str, str] | None = None) -> web.Response:
         """Answer a request refused before routing, with its trace (the features known so far)."""
         rec = TraceRecorder(request_id=request_id, ts=self.wall(), router_version=self.config.router.version,
                             policy_hash=self._policy_hash, query_hash=query_hash("", self._hash_key),
                             features=rejected_features(body))
         self._finish(rec, t0, status, code)
-        return error_response(status, message, param=param, code=code, headers={"x-request-id": request_id})
+        return error_response(status, message, param=param, code=code,
+                              headers={**(headers or {}), "x-request-id": request_id})
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         """Route, forward and trace one chat-completions request (refused ones are traced too)."""
@@ -272,6 +273,9 @@ class Gateway:
             if refused is not None:
                 raise refused
             body = orjson.loads(await request.read())
+            # throttles and prefilter (router_core.resilience): 429 / 400 before any analysis
+            if isinstance(body, dict) and (r := await self.policy.screen(body, request.headers, request.remote)):
+                return self._refuse(request_id, t0, body, r.status, r.message, r.code, r.param, r.headers())
             analysis = analyse_request(body, max_chars=self.config.router.analyse_max_chars,
                                        attachments=self.config.routing.attachments)
             router, version, p_hash, arm = self._arm(request_id, request, body)

@@ -5,6 +5,10 @@ burst_window`` tokens refilled at ``max_rps`` a second. A request that finds it 
 the chain, is refused with ``Retry-After``, or waits up to ``max_wait`` — and when several wait on
 one bucket (rules may share one), the higher ``priority`` gets the next token, then the earlier.
 The clock is injected; waiting uses the running event loop.
+
+With a :class:`SharedState` (``shared.backend: redis``) the buckets are the shared store's, so
+every gateway replica draws on the same one; a waiter then retries the shared bucket when a token
+is due (priority orders only the waiters of one process: across replicas, the first retry wins).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from router_core.resilience.shared import SharedState
 from router_core.rules.ir import Rule, Throttle
 
 __all__ = ["Admission", "Throttles", "TokenBucket"]
@@ -68,10 +73,12 @@ class Throttles:
 
     Args:
         clock: Monotonic seconds (injected).
+        shared: Where the buckets are when replicas share them (None: this process).
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, shared: SharedState | None = None) -> None:
         self._clock = clock
+        self._shared = shared
         self._buckets: dict[str, TokenBucket] = {}
         self._waiters: dict[str, list[tuple[int, int, asyncio.Future[None]]]] = {}
         self._seq = itertools.count()
@@ -94,6 +101,8 @@ class Throttles:
         if spec is None:
             return Admission(True)
         key = spec.bucket or rule.name
+        if self._shared is not None:
+            return await self._admit_shared(self._shared, key, spec)
         bucket, now = self._bucket(key, spec), self._clock()
         if not self._waiters.get(key) and bucket.take(now):  # nobody queued ahead
             return Admission(True)
@@ -111,6 +120,25 @@ class Throttles:
             self._drop(key, fut)
             return Admission(False, "reject", retry_after_s=bucket.wait_s(self._clock()))
         return Admission(True, "wait", waited_s=self._clock() - now)
+
+    async def _admit_shared(self, shared: SharedState, key: str, spec: Throttle) -> Admission:
+        """:meth:`admit` on the shared bucket ``rule:<key>``: a waiter retries when a token is due."""
+        t0 = self._clock()
+        taken, wait = await shared.take("rule:" + key, spec.rate, spec.burst)
+        if taken:
+            return Admission(True)
+        if spec.overflow == "chain":
+            return Admission(False, "chain", retry_after_s=wait)
+        if spec.overflow == "reject" or wait > spec.max_wait_s:
+            return Admission(False, "reject", retry_after_s=max(wait, 1e-3))
+        while True:
+            left = spec.max_wait_s - (self._clock() - t0)
+            if wait > left:
+                return Admission(False, "reject", retry_after_s=max(wait, 1e-3))
+            await asyncio.sleep(wait)
+            taken, wait = await shared.take("rule:" + key, spec.rate, spec.burst)
+            if taken:
+                return Admission(True, "wait", waited_s=self._clock() - t0)
 
     def _schedule(self, key: str, bucket: TokenBucket) -> None:
         if key in self._timers:
