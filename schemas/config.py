@@ -352,11 +352,19 @@ class RouteLensConfig(ContractModel):
         default_factory=lambda: SharedSettings(), description="State replicas share (schemas.shared_config).")
     throttles: ThrottleSettings = Field(
         default_factory=lambda: ThrottleSettings(), description="Prefilter and client buckets (schemas.shared_config).")
+    resilience: ResilienceSettings = Field(
+        default_factory=lambda: ResilienceSettings(),
+        description="Breakers and typed fallbacks (schemas.resilience_config).")
+    economics: EconomicsSettings = Field(
+        default_factory=lambda: EconomicsSettings(),
+        description="Router breakers, degraded modes, affinity, budgets (schemas.modes_config).")
 
 
 # The arms' inline policies reuse the sections above, so that module imports this one: it comes last
 # (schemas/__init__ imports this module first), then the model is completed with it.
 from schemas.experiments_config import ExperimentsSettings  # noqa: E402
+from schemas.modes_config import EconomicsSettings  # noqa: E402
+from schemas.resilience_config import ResilienceSettings  # noqa: E402
 from schemas.routing_config import RoutingSettings  # noqa: E402
 from schemas.shared_config import SharedSettings, ThrottleSettings  # noqa: E402
 
