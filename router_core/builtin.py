@@ -11,6 +11,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry
 
 from router_core.filters.attachment import AttachmentFilter
+from router_core.filters.breaker import BreakerFilter
 from router_core.filters.constraint import ConstraintFilter
 from router_core.filters.context_window import ContextWindowFilter
 from router_core.filters.freshness import FreshnessFilter
@@ -46,6 +47,7 @@ def register_builtin(registry: PluginRegistry) -> PluginRegistry:
     registry.register(VersionFilter.TYPE, VersionFilter)
     registry.register(ConstraintFilter.TYPE, ConstraintFilter)
     registry.register(ProbeFilter.TYPE, ProbeFilter)
+    registry.register(BreakerFilter.TYPE, BreakerFilter)
     registry.register(KvCacheScorer.TYPE, KvCacheScorer)
     registry.register(QueueDepthScorer.TYPE, QueueDepthScorer)
     registry.register(WarmupScorer.TYPE, WarmupScorer)

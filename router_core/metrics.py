@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["GatewayMetrics", "PluginMetrics"]
+__all__ = ["GatewayMetrics", "ModesMetrics", "PluginMetrics"]
 
 
 class GatewayMetrics:
@@ -34,6 +34,12 @@ class GatewayMetrics:
         self.feedback = Counter(
             "routelens_gateway_feedback", "Feedback received, by verdict.", ["correct"], registry=registry
         )
+        self.breakers = Gauge("routelens_breaker_state", "Breaker state: 0 closed, 1 half-open, 2 open.",
+                              ["scope", "name"], registry=registry)
+
+    def record_breaker(self, scope: str, name: str, state: int) -> None:
+        """Set one breaker's state (0 closed, 1 half-open, 2 open)."""
+        self.breakers.labels(scope, name).set(state)
 
     def record_request(self, model: str | None, instance: str | None, code: int) -> None:
         """Count one finished request."""
@@ -75,3 +81,38 @@ class PluginMetrics:
     def observer(self, extension_point: str, plugin_type: str, plugin_name: str) -> Callable[[float], None]:
         """Return the ``observe(seconds)`` of one plugin's series (bound once, called per decision)."""
         return self.duration.labels(extension_point, plugin_type, plugin_name).observe
+
+
+class ModesMetrics:
+    """The router's mode (static, safe) and the cost budgets' spend per band.
+
+    Args:
+        registry: Where the collectors are registered (never the global default in tests).
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.mode = Gauge("routelens_router_mode", "1 for the router's current mode.", ["mode"], registry=registry)
+        self.switches = Counter("routelens_router_mode_switches", "Router mode switches, by mode entered.",
+                                ["mode"], registry=registry)
+        self.spend = Gauge("routelens_budget_spend", "Spend on a band's models in its current window.", ["band"],
+                           registry=registry)
+        self.calls = Gauge("routelens_budget_calls", "Calls in a band's current window (all, governed).",
+                           ["band", "scope"], registry=registry)
+        self.use = Gauge("routelens_budget_use_ratio", "A band's spend / budget in its current window.", ["band"],
+                         registry=registry)
+
+    def record_mode(self, mode: str, modes: tuple[str, ...], switched: bool) -> None:
+        """Set the current mode (one of ``modes``); count a switch into it."""
+        for m in modes:
+            self.mode.labels(m).set(1.0 if m == mode else 0.0)
+        if switched:
+            self.switches.labels(mode).inc()
+
+    def record_budgets(self, rows: list[dict[str, object]]) -> None:
+        """Set each band's spend, calls and use (rows of ``BudgetTracker.state``)."""
+        for row in rows:
+            band = str(row["band"])
+            self.spend.labels(band).set(float(row["spend"]))  # type: ignore[arg-type]
+            self.calls.labels(band, "all").set(float(row["calls"]))  # type: ignore[arg-type]
+            self.calls.labels(band, "governed").set(float(row["governed_calls"]))  # type: ignore[arg-type]
+            self.use.labels(band).set(float(row["use"]))  # type: ignore[arg-type]

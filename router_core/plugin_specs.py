@@ -46,6 +46,7 @@ def specs_from_sections(config: RouteLensConfig) -> list[PluginSpec]:
               for c in config.constraints]
     if config.probes.enabled or config.probes.follow_url:
         specs.append(PluginSpec(type="probe-filter"))
+    specs.append(PluginSpec(type="breaker-filter"))  # open breakers (router_core.resilience.breakers)
     params = {"queue": {"queue_norm": scoring.queue_norm}, "latency": {"latency_slo_ms": scoring.latency_slo_ms}}
     weights = scoring.base_weights()
     for term in [*weights, *(t for t in SCORER_TYPES if t not in weights)]:

@@ -25,11 +25,14 @@ import orjson
 from router_core.gateway.encoding import UPSTREAM_ACCEPT
 from router_core.gateway.http1 import Http1Pool, UpstreamError, UpstreamResponse
 from router_core.inflight import InflightCounter, Ticket
+from router_core.resilience.breakers import AttemptOutcome, BreakerBoard
+from router_core.resilience.fallbacks import Abort, classify, next_target
 from router_core.rules.ir import TimeoutPolicy
 from router_core.state import StateView
 from schemas.common import AttemptStatus
 from schemas.config import GatewaySettings
 from schemas.fleet import InstanceSpec
+from schemas.resilience_config import NextTarget, ResilienceSettings
 from schemas.trace import Attempt
 
 __all__ = ["Forwarded", "Forwarder", "tokens_of", "usage_of"]
@@ -72,6 +75,8 @@ class Forwarder:
         keys: Instance id -> the key sent upstream as ``Authorization: Bearer``.
         perf: Monotonic clock (injected).
         inflight: Counts each attempt from sending to completion (None: not counted).
+        breakers: Admits each attempt and counts its outcome (None: no breakers).
+        resilience: Typed fallbacks per error class and the request deadline (None: the defaults).
     """
 
     def __init__(
@@ -83,8 +88,12 @@ class Forwarder:
         keys: Mapping[str, str] | None = None,
         perf: Callable[[], float] = time.perf_counter,
         inflight: InflightCounter | None = None,
+        breakers: BreakerBoard | None = None,
+        resilience: ResilienceSettings | None = None,
     ) -> None:
         self._inflight = inflight
+        self._breakers = breakers
+        self._resilience = resilience or ResilienceSettings()
         self._pool = pool or Http1Pool(limit=settings.max_connections)
         self._view = view
         self._settings = settings
@@ -134,9 +143,27 @@ class Forwarder:
         limit = self._settings.first_byte_timeout_s if stream else self._settings.upstream_timeout_s
         if timeout is not None:
             limit = timeout.initial_timeout_s
-        for spec in targets[:max_attempts]:
-            if attempts and timeout is not None and timeout.retry_backoff_s > 0:
-                await asyncio.sleep(timeout.retry_backoff_s)
+        res, board = self._resilience, self._breakers
+        deadline = None if res.deadline_s is None else self._perf() + res.deadline_s
+        tried: set[str] = set()
+        steps: tuple[NextTarget, ...] = ("any",)
+        backoff, last = 0.0, None
+        while len(attempts) < max_attempts:
+            abort = Abort()
+            spec, adm = next_target(targets, tried, last, steps, board, abort.fire)
+            if spec is None:
+                break
+            wait = max(backoff, timeout.retry_backoff_s if timeout is not None else 0.0) if attempts else 0.0
+            left = None if deadline is None else deadline - self._perf() - wait
+            if left is not None and left <= 0:
+                if board is not None and adm is not None:
+                    board.done(adm, "aborted")
+                last_error = "deadline_exceeded"
+                break
+            if wait > 0:
+                await asyncio.sleep(wait)
+            tried.add(spec.id)
+            last = spec
             body["model"] = spec.model
             started = self._perf()
             status, http_status, error = AttemptStatus.OK, None, None
@@ -146,7 +173,7 @@ class Forwarder:
             ticket = None if self._inflight is None else self._inflight.begin(spec.id)
             try:
                 # A stream: no total, the first byte is timed here and the idle gaps by the relay.
-                async with asyncio.timeout(limit):
+                async with asyncio.timeout(limit if left is None else min(limit, left)) as abort.cm:
                     resp = await self._pool.post(
                         f"{spec.url}/v1/chat/completions",
                         orjson.dumps(body),
@@ -169,6 +196,10 @@ class Forwarder:
                             status, error, answered = AttemptStatus.HTTP_ERROR, f"HTTP {resp.status}", True
             except TimeoutError:
                 status, error = AttemptStatus.TIMEOUT, "first_byte_timeout" if stream else "timeout"
+                if abort.fired:
+                    error = "breaker_open"
+                elif left is not None and left < limit:
+                    error = "deadline_exceeded"
             except _EmptyStream:
                 status, error = AttemptStatus.CONNECT_ERROR, "empty_stream"
             except (UpstreamError, OSError) as exc:
@@ -178,7 +209,12 @@ class Forwarder:
                     resp.close()
                 if ticket is not None:
                     self._inflight.end(ticket)  # type: ignore[union-attr]
+                if board is not None and adm is not None:
+                    board.done(adm, "aborted")
                 raise
+            cls = classify(status, http_status, stream, got.body if answered else b"")
+            if answered and cls is not None and res.rule_for(cls)[1]:
+                answered = False  # a context overflow or content filter answer with a fallback chain: retried
             ok = status is AttemptStatus.OK
             if not ok and not answered and resp is not None:
                 resp.close()
@@ -186,6 +222,8 @@ class Forwarder:
                               http_status=http_status, error_class=error, latency_ms=(self._perf() - started) * 1e3)
             attempts.append(attempt)
             self._view.observe(spec.id, attempt.latency_ms, (ok or answered) and (http_status or 0) < 500)
+            if board is not None and adm is not None:
+                board.done(adm, _outcome(status, http_status, abort.fired))
             if ticket is not None:
                 if ok and stream:
                     got.open_stream = ticket
@@ -195,7 +233,23 @@ class Forwarder:
                 got.attempts, got.response = attempts, resp
                 return got
             last_error = error
+            if cls is None:
+                break
+            backoff, steps = res.rule_for(cls)
         return Forwarded(attempts, last_error=last_error)
+
+
+def _outcome(status: AttemptStatus, http_status: int | None, aborted: bool) -> AttemptOutcome:
+    """What an attempt counts as for the breakers."""
+    if aborted:
+        return "aborted"
+    if status is AttemptStatus.TIMEOUT:
+        return "timeout"
+    if status is AttemptStatus.CONNECT_ERROR:
+        return "connect"
+    if status is AttemptStatus.OK:
+        return "ok"
+    return "http_5xx" if (http_status or 0) >= 500 else "answered"
 
 
 def usage_of(body: bytes) -> dict[str, Any]:

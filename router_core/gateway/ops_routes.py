@@ -14,8 +14,8 @@ from router_core.router import AUTO_MODEL
 if TYPE_CHECKING:
     from router_core.gateway.server import Gateway
 
-__all__ = ["alerts", "health", "hooks_problem", "list_models", "probe_verdicts", "prometheus", "router_state",
-           "scrape_problem"]
+__all__ = ["alerts", "close_breaker", "health", "hooks_problem", "list_models", "probe_verdicts", "prometheus",
+           "router_state", "scrape_problem"]
 
 
 async def list_models(gw: Gateway, request: web.Request) -> web.Response:
@@ -28,6 +28,9 @@ async def list_models(gw: Gateway, request: web.Request) -> web.Response:
 async def router_state(gw: Gateway, request: web.Request) -> web.Response:
     """The live state view, one snapshot per instance (``stale`` as of now), and the scrape loop's health."""
     views = gw.view.views()
+    views["router_mode"] = gw.router_modes.state()  # the router's own breakers: normal, static or safe
+    views["budgets"] = gw.budgets.state(gw.wall())  # spend per band in its current window
+    views["affinity"] = None if gw.affinity is None else {"moves": gw.affinity.moves}
     if (scraper := gw.scraper) is not None:
         views["scrape"] = {"last_round_age_s": round(scraper.last_round_age_s(), 3),
                            "stalled": scrape_problem(gw) is not None, "failing": scraper.failing()}
@@ -53,6 +56,8 @@ async def router_state(gw: Gateway, request: web.Request) -> web.Response:
                       for r in rules.rules],
             "reload_error": gw.policy.last_error,
         }
+    views["breakers"] = {"breakers": gw.breakers.views(), "events": list(gw.breaker_hub.events),
+                         "shared": {"healthy": gw.shared.healthy, "problem": gw.shared.problem}}
     if (probes := gw.probes) is not None:
         feed = probes.feed()
         views["probes"] = {"source": feed["source"], "last_result_age_s": feed["last_result_age_s"],
@@ -61,6 +66,19 @@ async def router_state(gw: Gateway, request: web.Request) -> web.Response:
     views["shared"] = {"backend": getattr(shared, "backend", "memory"), "healthy": shared.healthy,
                        "problem": shared.problem}
     return web.Response(body=orjson.dumps(views), content_type="application/json")
+
+
+async def close_breaker(gw: Gateway, request: web.Request) -> web.Response:
+    """``POST /v1/router/breakers/{scope}/{name}/close``: an operator confirms recovery (404: no such breaker).
+
+    Guarded by the gateway's API keys like the other routes; ``?by=`` names the operator in the event.
+    """
+    scope, name = request.match_info["scope"], request.match_info["name"]
+    by = request.query.get("by", "api")[:64]
+    if not await gw.breaker_hub.close(scope, name, by):
+        return error_response(404, f"no {scope} breaker named {name!r}", code="not_found")
+    b = gw.breakers.get(scope, name)
+    return web.Response(body=orjson.dumps(None if b is None else b.view(gw.perf())), content_type="application/json")
 
 
 async def alerts(gw: Gateway, request: web.Request) -> web.Response:
@@ -78,6 +96,7 @@ async def probe_verdicts(gw: Gateway, request: web.Request) -> web.Response:
 
 async def prometheus(gw: Gateway, request: web.Request) -> web.Response:
     """Prometheus text exposition of the gateway's registry, and of the prober it republishes (if any)."""
+    gw.modes_metrics.record_budgets(gw.budgets.state(gw.wall()))
     body = generate_latest(gw.registry)
     extra = getattr(gw.probes, "metrics_text", None)
     if extra is not None:

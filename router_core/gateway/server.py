@@ -24,7 +24,8 @@ from prometheus_client import CollectorRegistry
 
 from router_core.analysis import analyse_request
 from router_core.attachments import refuse_unacceptable
-from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError, Throttled
+from router_core.decision import Decision
+from router_core.errors import AttemptsExhausted, InvalidRequest, RoutingError, Throttled
 from router_core.experiments import ConfigWatcher, Experiment, build_experiment
 from router_core.framework import DecisionContext
 from router_core.gateway import dry_run, ops_routes
@@ -47,25 +48,35 @@ from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.probe_source import ProbeSource
 from router_core.gateway.streaming import ask_for_usage, relay_stream
 from router_core.inflight import InflightCounter
-from router_core.metrics import GatewayMetrics
+from router_core.metrics import GatewayMetrics, ModesMetrics
 from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
+from router_core.resilience import degrade
+from router_core.resilience.affinity import AffinityBinder, session_key
+from router_core.resilience.answer_cache import AnswerCache
+from router_core.resilience.breakers import BreakerBoard
+from router_core.resilience.budgets import BudgetTracker
+from router_core.resilience.hub import BreakerHub
+from router_core.resilience.router_modes import RouterModes
+from router_core.resilience.shared import MemoryShared, SharedState
 from router_core.router import AUTO_MODEL, Router
 from router_core.rules.ir import DegradedTarget
 from router_core.rules.route import RouteChoice
 from router_core.scrape_metrics import ScrapeMetrics
 from router_core.scraper import MetricsScraper
 from router_core.state import StateView
-from schemas.common import OutcomeStatus, ProbeKind, ProbeVerdict
+from schemas.common import OutcomeStatus, ProbeKind, ProbeVerdict, RoutingMode
 from schemas.config import ConstraintSpec, RouteLensConfig
 from schemas.fleet import InstanceSpec
 from schemas.hashing import query_hash
 from schemas.probe import ProbeStatus
-from schemas.trace import Outcome
+from schemas.records import RouterEvent
+from schemas.trace import Outcome, RequestFeatures
 
 __all__ = ["Gateway", "TraceHooks"]
 
 log = logging.getLogger(__name__)
+_MODES = (RoutingMode.NORMAL.value, RoutingMode.STATIC.value, RoutingMode.SAFE.value)
 
 
 class Gateway:
@@ -95,6 +106,7 @@ class Gateway:
         probes: Callable[[Gateway], ProbeSource] | None = None,
         config_path: str | None = None,
         policy: PolicyGate | None = None,
+        shared: SharedState | None = None,
     ) -> None:
         self.config = config
         # The routing policy file (routing.policy): rules, chains, throttles; reloaded when the file changes.
@@ -122,6 +134,25 @@ class Gateway:
         self._perf = perf
         self.registry = registry or CollectorRegistry()
         self.metrics = GatewayMetrics(self.registry)
+        # Breakers (router_core.resilience.breakers): fed by attempts, read by the breaker filter, shared by replicas.
+        self.shared: SharedState = shared if shared is not None else MemoryShared()
+        res = config.resilience
+        self.breakers = BreakerBoard(res.breakers, config.fleet.instances, clock=perf, enabled=res.enabled)
+        self.breaker_hub = BreakerHub(self.breakers, self.shared, set_gauge=self._breaker_gauge,
+                                      emit_event=getattr(hooks, "record_event", None), wall=wall,
+                                      router_version=config.router.version)
+        self._bind_breakers()
+        self._breaker_task: asyncio.Task[None] | None = None
+        # Economics (issue #19): the router's own modes, degraded steps, session affinity, budgets.
+        econ = config.economics
+        self.modes_metrics = ModesMetrics(self.registry)
+        self.router_modes = RouterModes(econ.router_modes, wall=wall, on_event=self._router_event,
+                                        router_version=config.router.version)
+        self.modes_metrics.record_mode(RoutingMode.NORMAL.value, _MODES, False)
+        self.budgets = BudgetTracker(econ.budgets, self.shared)
+        self.affinity = AffinityBinder(econ.affinity, self.shared) if econ.affinity.is_enabled else None
+        self.answers = AnswerCache(econ.degraded.cache, hash_key=hash_key)  # memory only, off by default
+        self._budget_task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
         self._forwarder: Forwarder | None = None
         self.scrape_task: asyncio.Task[None] | None = None
@@ -149,6 +180,17 @@ class Gateway:
                 specs.setdefault(c.name, c)
         return list(specs.values())
 
+    def _breaker_gauge(self, scope: str, name: str, state: int) -> None:
+        self.metrics.record_breaker(scope, name, state)
+
+    def _bind_breakers(self) -> None:
+        """Give every router's breaker filter (the base policy's, the arms', the shadow's) this board."""
+        routers = [self.router]
+        if (exp := self.experiment) is not None:
+            routers += [a.router for a in exp.arms] + ([exp.shadow.router] if exp.shadow else [])
+        for r in routers:
+            BreakerHub.bind(self.breakers, r.policy.filters)
+
     def reload(self, config: RouteLensConfig) -> None:
         """Take a changed configuration's ``experiments`` section: arms, shares and shadow (the rest needs a restart).
 
@@ -162,6 +204,7 @@ class Gateway:
         merged = self.config.model_copy(update={"experiments": config.experiments})
         self.experiment = build_experiment(merged, base=self.router, perf=self._perf)
         self.config = merged
+        self._bind_breakers()
 
     def apply_probe(self, status: ProbeStatus, instance: str) -> None:
         """Take a probe verdict into the state view (the ``probe`` filter reads it from the snapshot).
@@ -193,6 +236,7 @@ class Gateway:
         app.router.add_get("/metrics", partial(ops_routes.prometheus, self))
         app.router.add_get("/v1/alerts", partial(ops_routes.alerts, self))
         app.router.add_get("/v1/probes/verdicts", partial(ops_routes.probe_verdicts, self))
+        app.router.add_post("/v1/router/breakers/{scope}/{name}/close", partial(ops_routes.close_breaker, self))
         if keys is not None:
             # The gateway's own routes; the store's API, mounted later by app/, checks its own tokens.
             guarded = {r for r in app.router.resources() if r.canonical not in ("/health", "/metrics")}
@@ -206,7 +250,9 @@ class Gateway:
         connector = aiohttp.TCPConnector(limit=gw.max_connections, ttl_dns_cache=300)
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
         self._forwarder = Forwarder(None, self.view, gw, keys=self._upstream_keys, perf=self._perf,
-                                    inflight=self.inflight)
+                                    inflight=self.inflight, breakers=self.breakers,
+                                    resilience=self.config.resilience)
+        self._breaker_task = asyncio.create_task(self.breaker_hub.run())
         sc = self.config.scrape
         self.scraper = scraper = MetricsScraper(
             self.config.fleet.instances, self.view, self._session, interval_s=sc.interval_s, timeout_s=sc.timeout_s,
@@ -222,11 +268,13 @@ class Gateway:
             self._watch_task = asyncio.create_task(self.watcher.run())
         if self.probes is not None:
             await self.probes.start()
+        if self.budgets.is_enabled:
+            self._budget_task = asyncio.create_task(self.budgets.run(self.wall))
 
     async def _stop(self, app: web.Application) -> None:
         if self.probes is not None:
             await self.probes.stop()
-        for task in (self.scrape_task, self._watch_task, self._policy_task):
+        for task in (self.scrape_task, self._watch_task, self._policy_task, self._breaker_task, self._budget_task):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -306,24 +354,48 @@ class Gateway:
         choice = None if u is None else u.choice
         if u is not None:
             rec.policy_extra = u.extra
+        answer_key = self.answers.key(analysis.features.requested_model, analysis.query_text)
         del analysis  # the query text goes no further than its hash (and the conditions, in memory)
         try:
             rec.route, admission = await self.policy.admit(choice)
             if admission.action == "reject":
                 raise Throttled(f"rule {rec.route.rule.name if rec.route and rec.route.rule else '?'} is throttled",
                                 retry_after_s=admission.retry_after_s)
+            self.router_modes.tick()
+            bound = None if self.affinity is None else await self._bound(request, body, rec.features, rec.route)
             ctx = DecisionContext(request_id=request_id, features=rec.features, intent=rec.intent, now=rec.ts,
-                                  quality=self.quality.snapshot(), route=rec.route)
+                                  quality=self.quality.snapshot(), route=rec.route, mode=self.router_modes.choice(),
+                                  affinity=bound, budget=self.budgets.view(rec.ts) if self.budgets.is_enabled else None)
             # an input no candidate's context window holds is refused, not forwarded
             check_context(rec.features, self._context_candidates(rec.features.requested_model, rec.route))
             # an attachment type no candidate's model accepts is refused, not forwarded
             refuse_unacceptable(attachments, self.config.routing.attachments,
                                 [s.model for s in self._context_candidates(rec.features.requested_model, rec.route)])
-            return await self._serve(request, body, ctx, rec, t0, router)
+            return await self._serve(request, body, ctx, rec, t0, router, answer_key=answer_key)
         except (InvalidRequest, RoutingError) as exc:
             status, code = status_of(exc)
             self._finish(rec, t0, status, code)
             return error_for(exc, headers=self._headers(rec))
+
+    async def _bound(self, request: web.Request, body: Any, features: RequestFeatures,
+                     route: RouteChoice | None) -> str | None:
+        """The instance the request's session is bound to (placed now, bounded load, if it has none)."""
+        assert self.affinity is not None
+        key = session_key(self.affinity.settings, request.headers, body)
+        if key is None:
+            return None
+        ids = [s.id for s in self._context_candidates(features.requested_model, route)]
+        snap = self.inflight.adjust(self.view.snapshot())
+        loads = {i: (s.running or 0.0) + (s.queue or 0.0) for i, s in snap.items()}
+        return await self.affinity.bound(key, ids, loads)
+
+    def _router_event(self, event: RouterEvent) -> None:
+        """A router mode switch: counted, logged, and handed to the hooks' ``record_event`` when they have one."""
+        self.modes_metrics.record_mode(self.router_modes.mode.value, _MODES, True)
+        log.warning("%s", event.message)
+        emit = getattr(self.hooks, "record_event", None)
+        if callable(emit):
+            emit(event)
 
     def _context_candidates(self, model: str, route: RouteChoice | None) -> list[InstanceSpec]:
         """The instances a request may end on: its rule's levels, or the requested model and the fallback model."""
@@ -398,18 +470,33 @@ class Gateway:
         return web.Response(status=answer.status, body=answer.payload, content_type=answer.content_type,
                             headers=self._headers(rec))
 
+    async def _served(self, request: web.Request, body: Any, ctx: DecisionContext, spec: InstanceSpec) -> None:
+        """An instance answers: its call counts against the budgets; a moved session is rebound to it."""
+        if self.budgets.is_enabled:
+            self.budgets.record(spec.model, spec.cost.base, ctx.now)
+        if self.affinity is not None and ctx.affinity is not None and ctx.affinity != spec.id:
+            key = session_key(self.affinity.settings, request.headers, body)
+            if key is not None:
+                await self.affinity.move(key, spec.id)
+
     async def _serve(self, request: web.Request, body: dict[str, Any], ctx: DecisionContext, rec: TraceRecorder,
-                     t0: float, router: Router) -> web.StreamResponse:
-        """Decide, forward and answer; routing failures are raised for :meth:`chat_completions` to map."""
+                     t0: float, router: Router, *, decided: Decision | None = None,
+                     answer_key: str | None = None) -> web.StreamResponse:
+        """Decide, forward and answer; routing failures are raised for :meth:`chat_completions` to map.
+
+        ``decided``: a degraded step's decision (see :mod:`router_core.resilience.degrade`).
+        """
         state = self.inflight.adjust(self.view.snapshot())
-        decision = router.decide(ctx, state)
+        decision = decided or router.decide(ctx, state)
+        if decided is None:
+            self.router_modes.observe_decision(decision.decision_ms)
         rec.record_decision(decision)
         if self.experiment is not None and (shadow := self.experiment.shadow) is not None:
             rec.pending_shadow = shadow.job(ctx, state, decision)  # same context and state as the live decision
         self.metrics.record_decision(decision.decision_ms / 1e3, decision.fallback_reason is not None)
         assert self._forwarder is not None
         if not decision.targets and decision.degraded is None:
-            raise NoFeasibleInstance(f"no feasible instance for {decision.rule} ({decision.fallback_reason})")
+            return await degrade.walk(self, request, body, ctx, rec, t0, router, decision, state, answer_key)
         stream = bool(body.get("stream"))
         client_usage = ask_for_usage(body) if stream else False
         rule = ctx.route.rule if ctx.route is not None else None
@@ -417,12 +504,14 @@ class Gateway:
                                             authorization=request.headers.get("Authorization"),
                                             timeout=None if rule is None else rule.timeout)
         rec.record_attempts(fwd.attempts)
+        await self.breaker_hub.drain()  # transitions the attempts caused: metrics, events, other replicas
         if (fwd.spec is None or fwd.response is None) and decision.degraded is not None:
             return await self._degraded(decision.degraded, body, rec, t0)
         if fwd.spec is None or fwd.response is None:
             raise AttemptsExhausted(f"no instance could serve the request (last error: {fwd.last_error})",
                                     last_error=fwd.last_error)
         spec, resp, headers = fwd.spec, fwd.response, self._headers(rec)
+        await self._served(request, body, ctx, spec)
         upstream_coding = resp.headers.get("Content-Encoding")
         if stream and resp.status == 200:
             coding = coding_of(upstream_coding)
@@ -443,6 +532,8 @@ class Gateway:
         if sent.encoding is not None:
             headers["Content-Encoding"] = sent.encoding
         usage = usage_of(sent.plain) if resp.status == 200 and sent.plain is not None else {}
+        if answer_key is not None and resp.status == 200 and sent.plain is not None:
+            self.answers.put(answer_key, sent.plain, resp.content_type)  # memory only: never in a trace
         self._finish(
             rec, t0,
             resp.status,

@@ -20,6 +20,7 @@ from tests.router_core.plugin_kit import assert_filter_step, plugins_config, rou
 BUILTIN = {
     "freshness-filter": "filter", "context-window-filter": "filter", "zone-filter": "filter",
     "version-filter": "filter", "constraint-filter": "filter", "probe-filter": "filter", "attachment-filter": "filter",
+    "breaker-filter": "filter",
     "kv-cache-scorer": "scorer", "queue-depth-scorer": "scorer", "warmup-scorer": "scorer",
     "error-rate-scorer": "scorer", "quality-scorer": "scorer", "latency-scorer": "scorer", "cost-scorer": "scorer",
     "balance-scorer": "scorer",

@@ -31,7 +31,7 @@ def test_plugins_lists_every_in_tree_plugin_through_the_registry(capsys: pytest.
     listed = json.loads(capsys.readouterr().out)
     assert all(set(entry) == {"type", "extension_point"} for entry in listed)
     assert {e["type"]: e["extension_point"] for e in listed} == in_tree_plugin_classes()
-    assert len({e["type"] for e in listed}) == len(listed) == 18
+    assert len({e["type"] for e in listed}) == len(listed) == 19
 
 
 @pytest.mark.parametrize(("plugins", "line", "expected"), [

@@ -1,0 +1,281 @@
+"""Every breaker of the fleet (per instance, model and zone), fed by the forwarder's attempt outcomes.
+
+What trips each scope:
+
+- **instance**: ``consecutive_failures`` timeouts or connect errors in a row (seed 000: 3), at once,
+  without waiting for a scrape; or a *stall*: ``stall_min_outstanding`` attempts outstanding for
+  ``stall_after_s`` with no answer at all (a hung instance never times out before its timeout).
+  When it opens, its outstanding attempts are aborted (their ``abort`` callback), so they fail
+  over now instead of waiting for the hang to end.
+- **model**: a 5xx share above ``threshold`` over ``window_s``, held ``for_s`` (seed 003: 15%, 2 min).
+- **zone**: an error share (5xx, timeouts, connect errors) above ``threshold`` held ``for_s``
+  (seed 000: 5%); only when the fleet has another zone to move to.
+
+Open breakers go half-open after ``open_s`` (:meth:`BreakerBoard.sweep`, called periodically), let
+``trial_requests`` through at a time and close after ``close_after`` consecutive passes, or at
+once by an operator (:meth:`BreakerBoard.close`). Every transition is queued for the gateway
+(:meth:`BreakerBoard.take_transitions`: metrics, events, the ``breakers`` channel); a transition
+received from another replica is applied with :meth:`BreakerBoard.apply`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from router_core.resilience.breaker import Breaker, BreakerState, Scope, Transition
+from schemas.fleet import InstanceSpec
+from schemas.resilience_config import BreakerSettings, RateBreakerSettings
+
+__all__ = ["Admission", "AttemptOutcome", "BreakerBoard"]
+
+# What one attempt came to, as the breakers count it ("answered": an HTTP answer below 500).
+AttemptOutcome = Literal["ok", "answered", "http_5xx", "timeout", "connect", "aborted"]
+_PASSED = ("ok", "answered")
+
+
+@dataclass(slots=True)
+class Admission:
+    """One attempt let through: the half-open breakers whose trial slot it holds."""
+
+    spec: InstanceSpec
+    token: int
+    trials: tuple[Breaker, ...] = ()
+
+
+class _Rate:
+    """Attempts and errors per second over a sliding window, and since when the share is too high."""
+
+    __slots__ = ("above_since", "buckets", "settings")
+
+    def __init__(self, settings: RateBreakerSettings) -> None:
+        self.settings = settings
+        self.buckets: deque[list[float]] = deque()  # [second, attempts, errors]
+        self.above_since: float | None = None
+
+    def add(self, now: float, error: bool) -> None:
+        sec = float(int(now))
+        if not self.buckets or self.buckets[-1][0] != sec:
+            self.buckets.append([sec, 0.0, 0.0])
+        last = self.buckets[-1]
+        last[1] += 1
+        last[2] += error
+
+    def tripped(self, now: float) -> str | None:
+        """The reason to open, once the share has stayed above the threshold ``for_s``."""
+        s = self.settings
+        while self.buckets and self.buckets[0][0] <= now - s.window_s:
+            self.buckets.popleft()
+        total = sum(b[1] for b in self.buckets)
+        errors = sum(b[2] for b in self.buckets)
+        if total < s.min_requests or errors / total <= s.threshold:
+            self.above_since = None
+            return None
+        if self.above_since is None:
+            self.above_since = now
+        if now - self.above_since < s.for_s:
+            return None
+        return (f"error share {errors / total:.0%} of {int(total)} attempts over {s.window_s:g} s above "
+                f"{s.threshold:.0%} for {now - self.above_since:.0f} s")
+
+
+@dataclass(slots=True)
+class _Instance:
+    breaker: Breaker
+    failures: int = 0
+    kinds: list[str] = field(default_factory=list)
+    last_answer: float = 0.0
+    outstanding: dict[int, tuple[float, Callable[[], None] | None]] = field(default_factory=dict)
+
+
+class BreakerBoard:
+    """The breakers of one gateway's fleet.
+
+    Args:
+        settings: The ``resilience.breakers`` section.
+        specs: The fleet.
+        clock: Monotonic seconds (injected; tests advance it).
+        enabled: False: nothing ever opens (``resilience.enabled``).
+    """
+
+    def __init__(self, settings: BreakerSettings, specs: Iterable[InstanceSpec], *, clock: Callable[[], float],
+                 enabled: bool = True) -> None:
+        self.settings, self._clock, self._enabled = settings, clock, enabled
+        specs = list(specs)
+        inst, now = settings.instance, clock()
+
+        def breaker(scope: Scope, name: str, s: Any) -> Breaker:
+            return Breaker(scope, name, open_s=s.open_s, trial_requests=s.trial_requests, close_after=s.close_after)
+
+        self._instances = {s.id: _Instance(breaker("instance", s.id, inst), last_answer=now) for s in specs}
+        self._models = {s.model: breaker("model", s.model, settings.model) for s in specs}
+        zones = {s.zone for s in specs}
+        self._zones = {z: breaker("zone", z, settings.zone) for z in zones} if len(zones) > 1 else {}
+        self._rates: dict[tuple[Scope, str], _Rate] = {}
+        if settings.model.enabled:
+            self._rates.update({("model", m): _Rate(settings.model) for m in self._models})
+        if settings.zone.enabled:
+            self._rates.update({("zone", z): _Rate(settings.zone) for z in self._zones})
+        self._tokens = itertools.count()
+        self._out: list[Transition] = []
+
+    # -- reads (the breaker filter, the state route, metrics) ------------------------------------
+
+    def blocking(self, spec: InstanceSpec) -> Breaker | None:
+        """The first of the instance's, its model's and its zone's breakers that lets nothing through."""
+        b = self._instances[spec.id].breaker if spec.id in self._instances else None
+        if b is not None and b.blocks():
+            return b
+        b = self._models.get(spec.model)
+        if b is not None and b.blocks():
+            return b
+        b = self._zones.get(spec.zone)
+        return b if b is not None and b.blocks() else None
+
+    def breakers(self) -> Iterator[Breaker]:
+        """Every breaker: instances, then models, then zones."""
+        yield from (i.breaker for i in self._instances.values())
+        yield from self._models.values()
+        yield from self._zones.values()
+
+    def get(self, scope: str, name: str) -> Breaker | None:
+        """One breaker by scope and name."""
+        if scope == "instance":
+            inst = self._instances.get(name)
+            return None if inst is None else inst.breaker
+        return (self._models if scope == "model" else self._zones if scope == "zone" else {}).get(name)
+
+    def views(self) -> list[dict[str, Any]]:
+        """One row per breaker for ``GET /v1/router/state`` (``breakers``)."""
+        now = self._clock()
+        return [b.view(now) for b in self.breakers()]
+
+    def take_transitions(self) -> list[Transition]:
+        """The transitions since the last call, oldest first."""
+        out, self._out = self._out, []
+        return out
+
+    # -- the forwarder's side ---------------------------------------------------------------------
+
+    def admit(self, spec: InstanceSpec, abort: Callable[[], None] | None = None) -> Admission | None:
+        """Let one attempt to ``spec`` through (None: a breaker is open or has no free trial slot).
+
+        ``abort`` is called if the instance's breaker opens while the attempt is outstanding.
+        """
+        inst = self._instances.get(spec.id)
+        chain = [b for b in (None if inst is None else inst.breaker, self._models.get(spec.model),
+                             self._zones.get(spec.zone)) if b is not None]
+        if any(b.blocks() for b in chain):
+            return None
+        trials = tuple(b for b in chain if b.state is BreakerState.HALF_OPEN and b.take_trial())
+        token = next(self._tokens)
+        if inst is not None:
+            inst.outstanding[token] = (self._clock(), abort)
+        return Admission(spec, token, trials)
+
+    def done(self, adm: Admission, outcome: AttemptOutcome) -> None:
+        """Count one attempt's outcome; may open, reopen or close breakers."""
+        now, spec = self._clock(), adm.spec
+        inst = self._instances.get(spec.id)
+        if inst is not None:
+            inst.outstanding.pop(adm.token, None)
+        if outcome == "aborted":
+            for b in adm.trials:
+                self._queue(b.trial_done(False, now, "aborted"))
+            return
+        for b in adm.trials:
+            self._queue(b.trial_done(outcome in _PASSED, now, outcome))
+        if inst is not None:
+            if outcome in ("timeout", "connect"):
+                inst.failures += 1
+                inst.kinds = [*inst.kinds[-8:], outcome]
+                n = self.settings.instance.consecutive_failures
+                if inst.failures >= n and inst.breaker.state is BreakerState.CLOSED:
+                    kinds = sorted(set(inst.kinds[-n:]))
+                    self._open(inst.breaker, f"{inst.failures} consecutive {' or '.join(kinds)} errors", now)
+            else:
+                inst.failures, inst.kinds, inst.last_answer = 0, [], now
+        keyed: tuple[tuple[tuple[Scope, str], bool], ...] = (
+            (("model", spec.model), outcome == "http_5xx"),
+            (("zone", spec.zone), outcome in ("http_5xx", "timeout", "connect")))
+        for key, error in keyed:
+            rate = self._rates.get(key)
+            if rate is None:
+                continue
+            rate.add(now, error)
+            rb = self.get(*key)
+            if rb is not None and rb.state is BreakerState.CLOSED and (why := rate.tripped(now)) is not None:
+                self._open(rb, why, now)
+
+    def sweep(self) -> None:
+        """Time-driven transitions: open -> half-open, stalled instances and stalled trials, held error shares."""
+        now = self._clock()
+        for b in self.breakers():
+            self._queue(b.due(now))
+        stall, least = self.settings.instance.stall_after_s, self.settings.instance.stall_min_outstanding
+        if stall is not None:
+            for inst in self._instances.values():
+                b = inst.breaker
+                old = sum(1 for started, _ in inst.outstanding.values() if now - started >= stall)
+                if b.state is BreakerState.CLOSED and old >= least and now - inst.last_answer >= stall:
+                    self._open(b, f"{old} attempts outstanding, none answered for {now - inst.last_answer:.1f} s", now)
+                elif b.state is BreakerState.HALF_OPEN and b.trials_out and old:
+                    self._open(b, f"half-open trial unanswered for {stall:g} s", now)
+        for (scope, name), rate in self._rates.items():
+            rb = self.get(scope, name)
+            if rb is not None and rb.state is BreakerState.CLOSED and (why := rate.tripped(now)) is not None:
+                self._open(rb, why, now)
+
+    # -- operators and other replicas -------------------------------------------------------------
+
+    def close(self, scope: str, name: str, reason: str = "closed by an operator") -> Breaker | None:
+        """Close one breaker now (None: no such breaker)."""
+        b = self.get(scope, name)
+        if b is not None:
+            self._reset(b)
+            self._queue(b.move(BreakerState.CLOSED, reason, self._clock()))
+        return b
+
+    def apply(self, message: dict[str, Any]) -> bool:
+        """Apply another replica's transition (a ``breakers`` channel message); False if not applicable."""
+        b = self.get(str(message.get("scope")), str(message.get("name")))
+        try:
+            to = BreakerState[str(message.get("to", "")).upper()]
+        except KeyError:
+            return False
+        if b is None:
+            return False
+        if to is BreakerState.CLOSED:
+            self._reset(b)
+        self._queue(b.move(to, f"from replica {message.get('origin')}: {message.get('reason', '')}"[:300],
+                           self._clock(), remote=True))
+        return True
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _open(self, b: Breaker, reason: str, now: float) -> None:
+        if not self._enabled:
+            return
+        self._queue(b.move(BreakerState.OPEN, reason, now))
+        if b.scope == "instance":
+            for _, abort in list(self._instances[b.name].outstanding.values()):
+                if abort is not None:
+                    abort()
+
+    def _reset(self, b: Breaker) -> None:
+        if b.scope == "instance":
+            inst = self._instances[b.name]
+            inst.failures, inst.kinds, inst.last_answer = 0, [], self._clock()
+        elif (rate := self._rates.get((b.scope, b.name))) is not None:
+            rate.buckets.clear()
+            rate.above_since = None
+
+    def _queue(self, t: Transition | None) -> None:
+        if t is None:
+            return
+        if t.to_state is BreakerState.CLOSED and (b := self.get(t.scope, t.name)) is not None:
+            self._reset(b)  # a closed breaker starts counting afresh (the old errors led to the opening)
+        self._out.append(t)

@@ -1,0 +1,49 @@
+"""BreakerFilter: open breakers reject with scope and reason; unbound it keeps everyone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from router_core.filters.breaker import BreakerFilter
+from router_core.framework import Candidate, DecisionContext, Handle
+from router_core.resilience.breakers import BreakerBoard
+from router_core.staleness import Effective
+from schemas.fleet import InstanceSnapshot, InstanceSpec
+from schemas.resilience_config import BreakerSettings
+from schemas.trace import RequestFeatures
+
+SPECS = [InstanceSpec(id="a", model="m", url="http://a"), InstanceSpec(id="b", model="n", url="http://b")]
+
+
+def candidate(spec: InstanceSpec) -> Candidate:
+    return Candidate(spec, InstanceSnapshot(instance=spec.id, model=spec.model), None)  # type: ignore[arg-type]
+
+
+CTX = DecisionContext(request_id="r", features=RequestFeatures.model_construct(), intent=None,
+                      now=datetime(2026, 1, 1, tzinfo=UTC), quality={})
+
+CASES = [("none", None, None), ("instance", "a", "breaker_instance"), ("model", "m", "breaker_model")]
+
+
+@pytest.mark.parametrize(("scope", "name", "metric"), CASES, ids=[c[0] for c in CASES])
+def test_open_breakers_reject(scope: str, name: str | None, metric: str | None) -> None:
+    board = BreakerBoard(BreakerSettings(), SPECS, clock=lambda: 0.0)
+    flt = BreakerFilter.from_spec(None, BreakerFilter.Params(), Handle())
+    flt.bind(board)
+    if name is not None:
+        b = board.get(scope, name)
+        assert b is not None
+        board._open(b, "test", 0.0)
+    v = flt.check(candidate(SPECS[0]), CTX)
+    assert (v.metric if v else None) == metric
+    if v is not None:
+        assert v.severity == "hard" and v.value == 2.0 and "test" in v.reason
+    assert flt.check(candidate(SPECS[1]), CTX) is None
+
+
+def test_unbound_keeps_everyone() -> None:
+    flt = BreakerFilter.from_spec(None, BreakerFilter.Params(), Handle())
+    assert flt.check(candidate(SPECS[0]), CTX) is None
+    assert Effective is not None

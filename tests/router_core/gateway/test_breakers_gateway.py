@@ -1,0 +1,142 @@
+"""The gateway's breakers in-process: 3 timeouts open an instance before any scrape, trials close it, operators too."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from router_core.builtin import build_router
+from router_core.gateway import Gateway
+from schemas.common import AttemptStatus
+from schemas.config import RouteLensConfig
+from tests.router_core.gateway.gateway_kit import CHAT, trace_of
+from tests.router_core.gateway.test_forwarding import KV, MemoryHooks, reply, upstream
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Flaky:
+    """A handler that hangs while ``hang`` is set, else answers 200."""
+
+    def __init__(self) -> None:
+        self.hang = True
+        self.calls = 0
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.calls += 1
+        if self.hang:
+            await asyncio.sleep(10)
+        return await reply(200)(request)
+
+
+@asynccontextmanager
+async def gateway(a: Any, clock: Clock, **resilience: Any) -> AsyncIterator[tuple[TestClient[Any, Any], Gateway,
+                                                                                   MemoryHooks]]:
+    async with AsyncExitStack() as stack:
+        servers = {"a": TestServer(upstream(a.handle, KV["a"])), "b": TestServer(upstream(reply(200), KV["b"]))}
+        for server in servers.values():
+            await server.start_server()
+            stack.push_async_callback(server.close)
+        config = RouteLensConfig.model_validate({
+            "fleet": {"instances": [{"id": iid, "model": "m", "url": str(s.make_url("")).rstrip("/")}
+                                    for iid, s in servers.items()]},
+            "gateway": {"max_attempts": 2, "upstream_timeout_s": 0.2},
+            "scrape": {"interval_s": 60},
+            "resilience": {"breakers": {"instance": {"open_s": 5, "close_after": 1, "stall_after_s": None}},
+                           **resilience},
+        })
+        hooks = MemoryHooks()
+        ids = iter(f"req-{i}" for i in range(100))
+        gw = Gateway(config, build_router(config), hooks, new_id=lambda: next(ids), perf=clock)
+        client = await stack.enter_async_context(TestClient(TestServer(gw.build_app())))
+        yield client, gw, hooks
+
+
+async def open_a(client: TestClient[Any, Any], hooks: MemoryHooks) -> None:
+    for _ in range(3):
+        got = await client.post("/v1/chat/completions", json=CHAT)
+        assert got.status == 200
+        statuses = [a.status for a in trace_of(hooks, got.headers).attempts]
+        assert statuses == [AttemptStatus.TIMEOUT, AttemptStatus.OK]  # a timed out, b answered
+
+
+def test_three_timeouts_open_the_instance_before_any_scrape_then_a_trial_closes_it() -> None:
+    asyncio.run(_test_three_timeouts_open_the_instance_before_any_scrape_then_a_trial_closes_it())
+
+
+async def _test_three_timeouts_open_the_instance_before_any_scrape_then_a_trial_closes_it() -> None:
+    clock, a = Clock(), Flaky()
+    async with gateway(a, clock) as (client, gw, hooks):
+        rounds = gw.scrape_metrics.rounds._value.get() if hasattr(gw.scrape_metrics, "rounds") else None
+        await open_a(client, hooks)
+        got = await client.post("/v1/chat/completions", json=CHAT)
+        trace = trace_of(hooks, got.headers)
+        assert [(x.instance, x.status) for x in trace.attempts] == [("b", AttemptStatus.OK)]  # no failed attempt
+        a_eval = next(c for c in trace.candidates if c.instance == "a")
+        assert [v.metric for v in a_eval.violations] == ["breaker_instance"]
+        assert "3 consecutive timeout errors" in a_eval.violations[0].reason
+        assert a.calls == 3
+        if rounds is not None:
+            assert gw.scrape_metrics.rounds._value.get() == rounds  # no scrape in between
+        state = await (await client.get("/v1/router/state")).json()
+        row = next(r for r in state["breakers"]["breakers"] if r["scope"] == "instance" and r["name"] == "a")
+        assert row["state"] == "open" and "timeout" in row["reason"]
+        assert [e["message"].split(": ")[1].split(" (")[0] for e in state["breakers"]["events"]] == ["closed -> open"]
+        text = await (await client.get("/metrics")).text()
+        assert 'routelens_breaker_state{name="a",scope="instance"} 2.0' in text
+        # open_s later: half-open, the next request to a is a trial; it passes, the breaker closes
+        a.hang = False
+        clock.t += 5
+        for _ in range(20):
+            await asyncio.sleep(0.05)  # the hub's sweep loop (every 0.1 s)
+            if gw.breakers.get("instance", "a").state.label == "half_open":  # type: ignore[union-attr]
+                break
+        got = await client.post("/v1/chat/completions", json=CHAT)
+        assert [x.instance for x in trace_of(hooks, got.headers).attempts] == ["a"]
+        assert gw.breakers.get("instance", "a").state.label == "closed"  # type: ignore[union-attr]
+        text = await (await client.get("/metrics")).text()
+        assert 'routelens_breaker_state{name="a",scope="instance"} 0.0' in text
+
+
+def test_an_operator_closes_a_breaker() -> None:
+    asyncio.run(_test_an_operator_closes_a_breaker())
+
+
+async def _test_an_operator_closes_a_breaker() -> None:
+    clock, a = Clock(), Flaky()
+    async with gateway(a, clock) as (client, gw, hooks):
+        await open_a(client, hooks)
+        a.hang = False
+        got = await client.post("/v1/router/breakers/instance/a/close?by=alice")
+        assert got.status == 200 and (await got.json())["state"] == "closed"
+        assert (await client.post("/v1/router/breakers/instance/zz/close")).status == 404
+        got = await client.post("/v1/chat/completions", json=CHAT)
+        assert [x.instance for x in trace_of(hooks, got.headers).attempts] == ["a"]
+        state = await (await client.get("/v1/router/state")).json()
+        assert "closed by an operator (alice)" in state["breakers"]["events"][-1]["message"]
+
+
+def test_the_deadline_bounds_the_chain() -> None:
+    asyncio.run(_test_the_deadline_bounds_the_chain())
+
+
+async def _test_the_deadline_bounds_the_chain() -> None:
+    a = Flaky()
+    async with gateway(a, time.perf_counter, deadline_s=0.3) as (client, gw, hooks):  # type: ignore[arg-type]
+        got = await client.post("/v1/chat/completions", json=CHAT)
+        trace = trace_of(hooks, got.headers)
+        # a times out at 0.2 s; b would need a full attempt but only 0.1 s is left: it gets those
+        assert [x.instance for x in trace.attempts] == ["a", "b"]
+        assert trace.attempts[0].error_class == "timeout" and sum(x.latency_ms for x in trace.attempts) < 350
