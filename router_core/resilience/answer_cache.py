@@ -1,0 +1,67 @@
+"""A short-lived cache of recent answers, for the ``cache`` degraded step (seed 000: cached answers).
+
+Memory only, bounded, with a TTL, and off unless ``economics.degraded.cache.enabled``: a cached
+answer is never written anywhere (the trace records only that the cache answered). Keys are the
+hash of the requested model and the normalised query (NFKC, case-folded, whitespace collapsed).
+"""
+
+from __future__ import annotations
+
+import time
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Callable
+
+from schemas.hashing import query_hash
+from schemas.modes_config import AnswerCacheSettings
+
+__all__ = ["AnswerCache", "normalise"]
+
+
+def normalise(text: str) -> str:
+    """The form two queries that mean the same text share."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+class AnswerCache:
+    """Recent non-streamed 200 answers by normalised query hash; LRU beyond ``max_entries``."""
+
+    def __init__(self, settings: AnswerCacheSettings, *, clock: Callable[[], float] = time.monotonic,
+                 hash_key: str | None = None) -> None:
+        self.settings = settings
+        self._clock = clock
+        self._hash_key = hash_key
+        self._items: OrderedDict[str, tuple[bytes, str, float]] = OrderedDict()
+        self.hits = 0
+
+    @property
+    def is_enabled(self) -> bool:
+        """True when configured on."""
+        return self.settings.enabled
+
+    def key(self, model: str, query_text: str) -> str | None:
+        """The cache key of a query (None while the cache is off)."""
+        if not self.settings.enabled:
+            return None
+        return query_hash(model + "\x00" + normalise(query_text), self._hash_key)
+
+    def put(self, key: str, payload: bytes, content_type: str) -> None:
+        """Keep an answer for ``ttl_s``."""
+        self._items[key] = (payload, content_type, self._clock() + self.settings.ttl_s)
+        self._items.move_to_end(key)
+        while len(self._items) > self.settings.max_entries:
+            self._items.popitem(last=False)
+
+    def get(self, key: str) -> tuple[bytes, str] | None:
+        """The answer kept under ``key``, if it has not expired."""
+        item = self._items.get(key)
+        if item is None:
+            return None
+        if item[2] <= self._clock():
+            del self._items[key]
+            return None
+        self.hits += 1
+        return item[0], item[1]
+
+    def __len__(self) -> int:
+        return len(self._items)
