@@ -7,7 +7,7 @@ background task's ``PING`` succeeds again. Routing never waits on a Redis that i
 
 - Token buckets: one Lua script (atomic; the server's clock, ``TIME``, so replicas' clocks do not
   matter), a hash ``{t: tokens, at: seconds}`` expiring once it would be full again.
-- Counters: ``INCRBYFLOAT`` then ``PEXPIRE .. NX`` in one transaction (the TTL runs from creation).
+- Counters: ``INCRBYFLOAT`` then ``PEXPIRE .. NX`` in one script (the TTL runs from creation).
 - Bindings: ``SET NX PX`` then ``GETEX PX`` in one transaction (what is held, TTL renewed).
 - Messages: ``PUBLISH`` of JSON carrying this replica's id; one pattern subscription applies the
   other replicas' messages to the local handlers (this replica's own were applied when sent).
@@ -60,6 +60,14 @@ return {taken, tostring(wait), tostring(tokens)}
 """
 
 
+# KEYS[1] counter; ARGV amount, ttl ms -> the new total (as a string). The TTL is set at creation only.
+_ADD = """
+local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2], 'NX')
+return total
+"""
+
+
 class RedisShared:
     """:class:`SharedState` in Redis, with a local fallback while Redis is unreachable.
 
@@ -95,6 +103,7 @@ class RedisShared:
             socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0), health_check_interval=0)
         self._client = aioredis.Redis(connection_pool=pool)
         self._take = self._client.register_script(_TAKE)
+        self._add = self._client.register_script(_ADD)  # one round trip, less client work than MULTI/EXEC
         self._tasks: list[asyncio.Task[None]] = []
         self._pubsub: PubSub | None = None
 
@@ -151,18 +160,11 @@ class RedisShared:
 
     async def add(self, counter: str, amount: float, ttl_s: float) -> float:
         """``INCRBYFLOAT`` with the TTL set at creation only."""
-        key = self._key("counter", counter)
-
-        async def run() -> Any:
-            async with self._client.pipeline(transaction=True) as pipe:
-                pipe.incrbyfloat(key, amount)
-                pipe.pexpire(key, max(1, math.ceil(ttl_s * 1e3)), nx=True)
-                return await pipe.execute()
-
-        res = await self._call(run)
+        key, ms = self._key("counter", counter), max(1, math.ceil(ttl_s * 1e3))
+        res = await self._call(lambda: self._add(keys=[key], args=[amount, ms]))
         if res is None:
             return await self.local.add(counter, amount, ttl_s)
-        return float(res[0])
+        return float(res)
 
     async def get(self, counter: str) -> float:
         """The counter's value (0 when absent or expired)."""
@@ -248,6 +250,8 @@ class RedisShared:
                 continue
             try:
                 async with asyncio.timeout(max(self.timeout_s, 0.5)):
+                    if not self._healthy:  # idle connections from before the outage are dead: the first
+                        await self._pool.disconnect(inuse_connections=False)  # request on one would fail
                     await self._client.ping()
                     if self._pubsub is None:
                         await self._listen_start()

@@ -1,0 +1,110 @@
+"""Two gateway processes sharing one Redis: one client bucket for both; Redis down, both keep routing."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from app.run.procs import free_port
+from tests.e2e.conftest import Proc
+from tests.redis_server import REDIS_SERVER, RedisServer
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
+    REDIS_SERVER is None, reason="redis-server not found (Debian package redis-server; make install)")]
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
+
+
+def post(url: str, key: str) -> tuple[int, dict[str, str], Any]:
+    """POST a chat request as client ``key``: status, headers, JSON body."""
+    req = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps(CHAT).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, dict(resp.headers), json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), json.loads(exc.read())
+
+
+def shared_of(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url + "/v1/router/state", timeout=10) as resp:
+        state: dict[str, Any] = json.loads(resp.read())["shared"]
+    return state
+
+
+def until(cond: Callable[[], bool], timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.1)
+
+
+@dataclass
+class Replicas:
+    a: str
+    b: str
+    redis: RedisServer
+
+
+@pytest.fixture
+def replicas(tmp_path: Path) -> Iterator[Replicas]:
+    redis = RedisServer(tmp_path).start()
+    instance = {"id": "m-a", "model": "m", "url": f"http://127.0.0.1:{free_port()}", "context_window": 32768}
+    base = {
+        "fleet": {"instances": [instance]},
+        "storage": {"duckdb_path": str(tmp_path / "traces.duckdb"), "flush_interval_ms": 20},
+        "scrape": {"interval_s": 0.5, "timeout_s": 0.5, "stale_after_s": 30},
+        "sim": {"time_scale": 50, "seed": 1},
+        "probes": {"enabled": False},
+        "shared": {"backend": "redis", "url": redis.url, "key_prefix": "e2e:", "timeout_ms": 50},
+        "throttles": {"client": {"rate": 0.01, "burst": 4}},
+    }
+    cfg = tmp_path / "routelens.yaml"
+    cfg.write_text(yaml.safe_dump(base))
+    py = [sys.executable, "-m", "app"]
+    ports = free_port(), free_port()
+    procs = [Proc([*py, "sim", "fleet", "--config", str(cfg)])]
+    try:
+        procs[0].wait_for("fleet ready")
+        for i, port in enumerate(ports):
+            procs.append(Proc([*py, "serve", "--config", str(cfg), "--workers", "1", "--port", str(port),
+                               "--db", str(tmp_path / f"traces-{i}.duckdb")]))
+        for p in procs[1:]:
+            p.wait_for("gateway ready")
+        yield Replicas(f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}", redis)
+    finally:
+        for p in reversed(procs):
+            p.stop()
+        redis.stop()
+
+
+def test_two_gateways_share_one_client_bucket_and_route_on_when_redis_is_down(replicas: Replicas) -> None:
+    a, b = replicas.a, replicas.b
+    assert shared_of(a) == {"backend": "redis", "healthy": True, "problem": None} == shared_of(b)
+    # burst 4 for the client across both processes: 2 + 2 pass, then each refuses
+    assert [post(url, "sk-one")[0] for url in (a, b, a, b)] == [200] * 4
+    for url in (a, b):
+        status, headers, body = post(url, "sk-one")
+        assert status == 429 and int(headers["Retry-After"]) >= 1
+        assert body["error"]["code"] == "client_rate_limited"
+    assert post(b, "sk-two")[0] == 200  # another key: its own bucket
+
+    replicas.redis.stop()
+    # both keep routing on local state (local buckets: full for a key they have not seen) and say so
+    assert post(a, "sk-three")[0] == 200 and post(b, "sk-three")[0] == 200
+    until(lambda: not shared_of(a)["healthy"] and not shared_of(b)["healthy"])
+    assert shared_of(a)["problem"]
+
+    replicas.redis.start()  # same port, empty: the buckets start full again
+    until(lambda: shared_of(a)["healthy"] and shared_of(b)["healthy"])
+    assert [post(url, "sk-four")[0] for url in (a, b, a, b, a)] == [200] * 4 + [429]  # shared again
