@@ -18,6 +18,9 @@ from router_core.framework import DecisionContext, clamp_unit, typed_name
 from router_core.metrics import PluginMetrics
 from router_core.policy import Policy
 from router_core.prepared import Prepared, PreparedCache
+from router_core.resilience.affinity import affine
+from router_core.resilience.budgets import budget_violation
+from router_core.resilience.router_modes import static_pick
 from router_core.rules.ir import Rule
 from router_core.rules.route import RouteChoice, guarantee_violation
 from schemas.common import RoutingMode, StepKind
@@ -108,6 +111,14 @@ class Router:
         alive = self._prepare(specs, state, ctx, ages)
         violations: dict[str, list[Violation]] = {}
         factors: dict[str, float] = {}
+        if (budget := ctx.budget) is not None and budget.use >= 1.0:  # a spent budget stops its models
+            stop = [p.candidate.spec.id for p in alive if budget.is_stopped(p.candidate.spec.model)]
+            for iid in stop:
+                violations[iid] = [budget_violation(budget)]
+            alive = [p for p in alive if p.candidate.spec.id not in violations]
+            if steps is not None and stop:
+                steps.add("filter/budget", StepKind.FILTER, value=float(len(alive)), reason=budget.reason,
+                          rejected=stop)
         slot = self._slot
         for i, flt in enumerate(self.policy.filters):
             t0 = self._perf()
@@ -154,7 +165,15 @@ class Router:
         ages: dict[str, float | None] = {}
         route = ctx.route if feats.requested_model == AUTO_MODEL else None
         spill: list[str] = []
-        if route is not None and route.rule is not None:
+        mc = ctx.mode
+        is_auto = feats.requested_model == AUTO_MODEL
+        safe = mc.safe_model if mc is not None and mc.mode is RoutingMode.SAFE and is_auto else None
+        if mc is not None and safe and (safe_specs := self.policy.instances_of(safe)):
+            route, rule, specs = None, f"safe:{safe}", list(safe_specs)  # the router's safe mode overrides rules
+            fb.note(mc.reason, RoutingMode.SAFE)
+            steps.add("policy", StepKind.POLICY, reason=f"rule {rule}: {mc.reason}", instances=[s.id for s in specs])
+            pool, violations, factors = self._filter(specs, state, ctx, steps, ages)
+        elif route is not None and route.rule is not None:
             rule = route.rule.name
             specs, pool, violations, factors, spill = self._by_rule(route, state, ctx, steps, fb, ages)
         else:
@@ -172,13 +191,32 @@ class Router:
             steps.add("fallback", StepKind.FALLBACK, reason=why, instances=[degraded.name])
         weights: list[dict[str, Any]] = []
         scale = {"cost": route.cost_factor()} if route is not None and route.rule is not None else None
-        totals, terms = self._score(pool, factors, ctx, steps, weights, scale)
+        if (budget := ctx.budget) is not None and budget.cost_factor != 1.0:  # the budget's rising cost weight
+            scale = {"cost": (scale or {}).get("cost", 1.0) * budget.cost_factor}
+            steps.add("budget", StepKind.SCORE, value=round(budget.cost_factor, 6),
+                      reason=f"cost weight x{budget.cost_factor:.3g}: {budget.reason}")
+        static = mc is not None and mc.mode is RoutingMode.STATIC
+        terms: list[list[float]]
+        if static:  # the router's static mode: no scoring, preset weights in round robin
+            totals, terms = [0.0] * len(pool), [[] for _ in pool]
+        else:
+            totals, terms = self._score(pool, factors, ctx, steps, weights, scale)
         scored = [(p.candidate.spec.id, t) for p, t in zip(pool, totals, strict=True)]
         removed = self._counterfactual(specs, state, pool, violations, ctx, ages, weights)
         t0 = self._perf()
-        picked = self.policy.picker.pick(ctx.request_id, scored)
+        if mc is not None and static:
+            fb.note(mc.reason, RoutingMode.STATIC)
+            picked = static_pick([i for i, _ in scored], [p.candidate.spec.model for p in pool], mc)
+        else:
+            picked = self.policy.picker.pick(ctx.request_id, scored)
         if self._picker_obs is not None:
             self._picker_obs(self._perf() - t0)
+        if ctx.affinity is not None:  # the session's instance first while feasible; a move is recorded
+            first = picked.order[0] if picked.order else None
+            affine_order, why = affine(picked.order, ctx.affinity, violations)
+            steps.add("affinity", StepKind.PICK, reason=why, instances=affine_order[:1])
+            if affine_order[:1] != [first]:
+                picked = type(picked)(affine_order, f"{picked.how}; {why}", 1.0)
         order = picked.order + [iid for iid in spill if iid not in picked.order]
         seen = self._prepared.states_at(specs, state, ages)  # age_s and stale as of the decision
         candidates = self._candidates(specs, seen, violations, factors, dict(zip(order, range(1, len(order) + 1),

@@ -17,6 +17,8 @@ from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import RequestFeatures, Violation
 
 if TYPE_CHECKING:
+    from router_core.resilience.budgets import BudgetView
+    from router_core.resilience.router_modes import ModeChoice
     from router_core.rules.route import RouteChoice
 
 __all__ = ["Candidate", "DecisionContext", "Filter", "Picked", "Picker", "Scored", "Scorer"]
@@ -47,6 +49,10 @@ class DecisionContext:
             P(correct) per (instance, class) and the instances flagged divergent.
         route: The routing rule that matched and what its throttle did (None: no policy file,
             or a request for a named model).
+        mode: The router's own breaker mode (static: round robin; safe: the stable model) and
+            its round-robin position (None: normal).
+        affinity: The instance the request's session is bound to (None: no session).
+        budget: The cost budget in force: the cost weight's factor, the models stopped (None: none).
     """
 
     request_id: str
@@ -55,6 +61,9 @@ class DecisionContext:
     now: datetime
     quality: Mapping[tuple[str, str], float]
     route: RouteChoice | None = None
+    mode: ModeChoice | None = None
+    affinity: str | None = None
+    budget: BudgetView | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,7 @@ async def feedback(gw: Gateway, request: web.Request) -> web.Response:
         return error_response(404, f"no trace for request_id '{item.request_id}'", param="request_id",
                               code="trace_not_found")
     gw.metrics.record_feedback(item.correct)
+    gw.router_modes.observe_feedback(item.correct)  # the misroute share behind the router's safe mode
     await asyncio.to_thread(gw.hooks.record_feedback, item)
     body: dict[str, object] = {"status": "accepted"}
     if trace.selected_model and (cls := item.expected_class or trace.intent):
