@@ -135,6 +135,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         probes=probe_source(config, db_path, emitter, registry, probe_url),
         config_path=config_path,
         policy=PolicyGate.load(config, config_path, shared=shared),
+        shared=shared,
     )
     app = gateway.build_app()
     if isinstance(shared, RedisShared):  # connects (or says why not) and listens to the other replicas

@@ -54,6 +54,7 @@ class Replicas:
     a: str
     b: str
     redis: RedisServer
+    fleet: Proc
 
 
 @pytest.fixture
@@ -68,6 +69,7 @@ def replicas(tmp_path: Path) -> Iterator[Replicas]:
         "probes": {"enabled": False},
         "shared": {"backend": "redis", "url": redis.url, "key_prefix": "e2e:", "timeout_ms": 50},
         "throttles": {"client": {"rate": 0.01, "burst": 4}},
+        "resilience": {"breakers": {"instance": {"consecutive_failures": 3, "open_s": 60}}},
     }
     cfg = tmp_path / "routelens.yaml"
     cfg.write_text(yaml.safe_dump(base))
@@ -81,7 +83,7 @@ def replicas(tmp_path: Path) -> Iterator[Replicas]:
                                "--db", str(tmp_path / f"traces-{i}.duckdb")]))
         for p in procs[1:]:
             p.wait_for("gateway ready")
-        yield Replicas(f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}", redis)
+        yield Replicas(f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[1]}", redis, procs[0])
     finally:
         for p in reversed(procs):
             p.stop()
@@ -108,3 +110,21 @@ def test_two_gateways_share_one_client_bucket_and_route_on_when_redis_is_down(re
     replicas.redis.start()  # same port, empty: the buckets start full again
     until(lambda: shared_of(a)["healthy"] and shared_of(b)["healthy"])
     assert [post(url, "sk-four")[0] for url in (a, b, a, b, a)] == [200] * 4 + [429]  # shared again
+
+
+def breaker_of(url: str, instance: str) -> str | None:
+    with urllib.request.urlopen(url + "/v1/router/state", timeout=10) as resp:
+        rows = json.loads(resp.read())["breakers"]["breakers"]
+    return next((r["state"] for r in rows if r["scope"] == "instance" and r["name"] == instance), None)
+
+
+def test_a_breaker_opened_by_one_gateway_is_seen_by_the_other(replicas: Replicas) -> None:
+    a, b = replicas.a, replicas.b
+    assert breaker_of(b, "m-a") in (None, "closed")
+    replicas.fleet.stop()  # the one instance refuses connections: only a's attempts fail
+    for i in range(6):
+        post(a, f"sk-{i}")  # a fresh key each: the client bucket is not what refuses them
+        if breaker_of(a, "m-a") not in (None, "closed"):
+            break
+    assert breaker_of(a, "m-a") not in (None, "closed")
+    until(lambda: breaker_of(b, "m-a") not in (None, "closed"), timeout_s=10)  # through Redis pub/sub

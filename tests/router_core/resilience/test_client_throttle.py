@@ -18,6 +18,8 @@ from router_core.gateway import Gateway
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.resilience.client_throttle import ClientThrottle, client_key
 from router_core.resilience.shared import MemoryShared
+from router_core.rules.ir import Origin, Rule, Throttle
+from router_core.rules.throttle import Throttles
 from schemas.config import RouteLensConfig
 from schemas.shared_config import ThrottleSettings
 from tests.router_core.gateway.test_forwarding import KV, OK_BODY, MemoryHooks, upstream
@@ -145,3 +147,20 @@ def test_retry_after_is_the_time_until_a_token() -> None:
 def test_bad_throttle_settings_fail_validation(bad: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         ThrottleSettings.model_validate(bad)
+
+
+def test_a_rule_bucket_on_shared_state_is_one_bucket_for_every_gate_sharing_it() -> None:
+    now = [0.0]
+    shared = MemoryShared(lambda: now[0])
+    rule = Rule(name="r", origin=Origin("p.yaml", 1), throttle=Throttle(rate=1, burst=2, overflow="reject"))
+    one, two = Throttles(lambda: now[0], shared), Throttles(lambda: now[0], shared)  # two replicas
+
+    async def run() -> None:
+        assert (await one.admit(rule)).admitted and (await two.admit(rule)).admitted
+        refused = await one.admit(rule)
+        assert not refused.admitted and refused.action == "reject" and refused.retry_after_s == pytest.approx(1.0)
+        assert shared.tokens("rule:r") == pytest.approx(0.0)
+        now[0] += 1.0
+        assert (await two.admit(rule)).admitted
+
+    asyncio.run(run())
