@@ -36,13 +36,51 @@ class FastModel:
         x = self._vec.fit_transform(list(texts))
         self._clf.fit(x, list(labels))
         self.labels = [str(c) for c in self._clf.classes_]
+        # The request path scores one text: the fitted model's arithmetic, without scikit-learn's
+        # per-call validation and sparse-matrix building (about 10x less time, same probabilities).
+        self._analyse = self._vec.build_analyzer()
+        self._vocab: dict[str, int] = self._vec.vocabulary_
+        self._idf = self._vec.idf_.astype(np.float64)
+        self._coef = np.ascontiguousarray(self._clf.coef_.T, dtype=np.float64)  # features x classes
+        self._intercept = self._clf.intercept_.astype(np.float64)
         return self
 
     def score(self, texts: Sequence[str]) -> tuple[list[str], list[float]]:
         """Return the most probable route and its probability per text."""
+        if len(texts) == 1:
+            label, p = self.score_one(texts[0])
+            return [label], [p]
         proba = self._clf.predict_proba(self._vec.transform(list(texts)))
         best = proba.argmax(axis=1)
         return [self.labels[i] for i in best], [float(proba[r, i]) for r, i in enumerate(best)]
+
+    def score_one(self, text: str) -> tuple[str, float]:
+        """The most probable route of one text and its probability, as ``predict_proba`` computes them.
+
+        Sublinear TF (1 + log count) times IDF, L2-normalised, then the linear model: a softmax over
+        the classes (multinomial), or the logistic of the one decision value for two routes.
+        """
+        counts: dict[int, int] = {}
+        vocab = self._vocab
+        for gram in self._analyse(text):
+            j = vocab.get(gram)
+            if j is not None:
+                counts[j] = counts.get(j, 0) + 1
+        if counts:
+            cols = np.fromiter(counts, dtype=np.intp, count=len(counts))
+            vals = (1.0 + np.log(np.fromiter(counts.values(), dtype=np.float64, count=len(counts)))) * self._idf[cols]
+            vals /= np.sqrt(vals @ vals)
+            z = vals @ self._coef[cols] + self._intercept
+        else:
+            z = self._intercept.copy()
+        if z.shape[0] == 1:  # two routes: one decision value for the second class
+            p1 = 1.0 / (1.0 + np.exp(-z[0]))
+            proba = np.array([1.0 - p1, p1])
+        else:
+            e = np.exp(z - z.max())
+            proba = e / e.sum()
+        best = int(proba.argmax())
+        return self.labels[best], float(proba[best])
 
 
 def fit_fast(seed: int) -> FastModelFactory:

@@ -30,3 +30,20 @@ def test_confidences_are_probabilities() -> None:
     nearest, conf = model.score(["pay bill", "raining today?"])
     assert nearest == ["bill", "weather"]
     assert all(0.0 <= c <= 1.0 for c in conf)
+
+
+def test_one_text_is_scored_exactly_as_scikit_learn_scores_it() -> None:
+    from tests.router_core.intents.test_classifier import DEMO
+
+    routes = load_routes(DEMO)
+    texts = [t for ts in routes.values() for t in ts]
+    labels = [r for r, ts in routes.items() for _ in ts]
+    model = FastModel(0).fit(texts, labels)
+    for query in ["Review the indemnification clause", "请帮我退款", "python bug in my regex", "", "zzzz"]:
+        proba = model._clf.predict_proba(model._vec.transform([query]))[0]
+        label, p = model.score_one(query)
+        assert label == model.labels[int(proba.argmax())] and p == pytest.approx(float(proba.max()), abs=1e-5)
+    two = FastModel(0).fit(["refund my order", "refund please", "fix my code", "code bug"],
+                           ["ticket", "ticket", "code", "code"])
+    proba = two._clf.predict_proba(two._vec.transform(["refund"]))[0]
+    assert two.score_one("refund") == (two.labels[int(proba.argmax())], pytest.approx(float(proba.max()), abs=1e-5))
