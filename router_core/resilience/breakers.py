@@ -121,19 +121,36 @@ class BreakerBoard:
             self._rates.update({("zone", z): _Rate(settings.zone) for z in self._zones})
         self._tokens = itertools.count()
         self._out: list[Transition] = []
+        # Breakers not closed, per scope: the filter's per-candidate check is three dict lookups, none when all closed.
+        self._hot: dict[Scope, dict[str, Breaker]] = {"instance": {}, "model": {}, "zone": {}}
 
     # -- reads (the breaker filter, the state route, metrics) ------------------------------------
 
     def blocking(self, spec: InstanceSpec) -> Breaker | None:
         """The first of the instance's, its model's and its zone's breakers that lets nothing through."""
-        b = self._instances[spec.id].breaker if spec.id in self._instances else None
+        hot = self._hot
+        b = hot["instance"].get(spec.id)
         if b is not None and b.blocks():
             return b
-        b = self._models.get(spec.model)
+        b = hot["model"].get(spec.model)
         if b is not None and b.blocks():
             return b
-        b = self._zones.get(spec.zone)
+        b = hot["zone"].get(spec.zone)
         return b if b is not None and b.blocks() else None
+
+    def wants_trial(self, spec: InstanceSpec) -> bool:
+        """True when a breaker of ``spec`` is half-open with a trial slot free (and none blocks it).
+
+        The forwarder then tries ``spec`` first: a half-open instance ranked low (cold after a
+        restart) would otherwise never see a trial, and a failed trial still fails over.
+        """
+        hot = self._hot
+        if not (hot["instance"] or hot["model"] or hot["zone"]):
+            return False
+        chain = [b for b in (hot["instance"].get(spec.id), hot["model"].get(spec.model), hot["zone"].get(spec.zone))
+                 if b is not None]
+        return bool(chain) and not any(b.blocks() for b in chain) and any(
+            b.state is BreakerState.HALF_OPEN for b in chain)
 
     def breakers(self) -> Iterator[Breaker]:
         """Every breaker: instances, then models, then zones."""
@@ -278,4 +295,9 @@ class BreakerBoard:
             return
         if t.to_state is BreakerState.CLOSED and (b := self.get(t.scope, t.name)) is not None:
             self._reset(b)  # a closed breaker starts counting afresh (the old errors led to the opening)
+        hot = self._hot[t.scope]
+        if t.to_state is BreakerState.CLOSED:
+            hot.pop(t.name, None)
+        elif (b := self.get(t.scope, t.name)) is not None:
+            hot[t.name] = b
         self._out.append(t)

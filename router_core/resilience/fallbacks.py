@@ -79,8 +79,13 @@ def next_target(targets: Sequence[InstanceSpec], tried: set[str], last: Instance
     """The first instance the steps allow (in ranked order) that the breakers let through.
 
     Instances a breaker refuses are skipped without an attempt (their breaker opened after the
-    decision). Returns ``(None, None)`` when no step finds one.
+    decision); a first attempt goes to a half-open instance when one is among ``targets``.
+    Returns ``(None, None)`` when no step finds one.
     """
+    if last is None and board is not None:  # a half-open breaker's trial goes first (see BreakerBoard.wants_trial)
+        for spec in targets:
+            if board.wants_trial(spec) and (adm := board.admit(spec, abort)) is not None:
+                return spec, adm
     for step in steps:
         for spec in _allowed(step, targets, tried, last):
             if board is None:
