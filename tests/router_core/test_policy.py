@@ -21,6 +21,7 @@ DEFAULT_PLUGINS: list[dict[str, Any]] = [
     {"type": "constraint-filter", "name": "kv-cache", "parameters": KV_RULE},
     {"type": "constraint-filter", "name": "queue", "parameters": {"metric": "queue", "threshold": 10}},
     {"type": "probe-filter"},
+    {"type": "breaker-filter"},
     {"type": "kv-cache-scorer", "weight": 0.4},
     {"type": "queue-depth-scorer", "weight": 0.3, "parameters": {"queue_norm": 10}},
     {"type": "warmup-scorer", "weight": 0.2},
@@ -50,6 +51,7 @@ RICH_PLUGINS: list[dict[str, Any]] = [
     {"type": "constraint-filter", "name": "kv-cache", "parameters": SOFT_KV},
     {"type": "constraint-filter", "name": "errors", "parameters": ERRORS},
     {"type": "probe-filter"},
+    {"type": "breaker-filter"},
     {"type": "quality-scorer", "weight": 0.4},
     {"type": "latency-scorer", "weight": 0.3, "parameters": {"latency_slo_ms": 2000}},
     {"type": "cost-scorer", "weight": 0.5},
@@ -120,7 +122,7 @@ def test_the_rich_pipeline_is_what_the_sections_say() -> None:
         ("filter/context-window", "context-window/context-window-filter"),
         ("filter/zone", "zone/zone-filter"), ("filter/version", "version/version-filter"),
         ("filter/kv-cache", "kv-cache/constraint-filter"), ("filter/errors", "errors/constraint-filter"),
-        ("filter/probe", "probe/probe-filter")]
+        ("filter/probe", "probe/probe-filter"), ("filter/breaker", "breaker/breaker-filter")]
     assert [(n, w) for n, w, _ in weights(trace)] == [("quality", 0.4), ("latency", 0.3), ("cost", 0.5),
                                                       ("balance", 0.1), ("mem", 0.2)]
     assert step(trace, "pick").plugin == "softmax/softmax-picker"
