@@ -2,8 +2,10 @@
 
 Real processes on loopback: ``python -m app sim fleet`` (four zero-delay instances) and ``python -m
 app serve`` (one worker, breakers on: 3 consecutive timeouts or connect errors, or a stall of 0.5 s
-with 3 attempts outstanding, open 2 s, 3 trial passes to close). The load comes from an asyncio
-aiohttp client in a process of its own (open loop: one request every 5 ms whatever the answers).
+with an attempt outstanding and no answer (the sim answers in ms; the in-flight counter moves
+traffic away from a hung instance after its first outstanding attempt, so more never accumulate),
+open 2 s, 3 trial passes to close). The load comes from an asyncio aiohttp client in a process of
+its own (open loop: one request every 5 ms whatever the answers).
 Each case warms up 3 s, then injects the fault (``POST /admin/faults``) on the instance that served
 most of the warm-up, for 6 s, and runs 5 s more; the gateway's ``/metrics`` is polled every 50 ms.
 
@@ -219,7 +221,7 @@ def main(argv: list[str]) -> int:
         "constraints": [{"name": "queue", "metric": "queue", "op": "<=", "threshold": 1e9}],
         "probes": {"enabled": False},
         "resilience": {"breakers": {"instance": {"consecutive_failures": 3, "stall_after_s": 0.5,
-                                                 "stall_min_outstanding": 3, "open_s": 2, "close_after": 3}}},
+                                                 "stall_min_outstanding": 1, "open_s": 2, "close_after": 3}}},
     })
     (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
     py = [sys.executable, "-m", "app", "--config", str(tmp / "c.yaml")]

@@ -59,7 +59,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[
         "resilience": {"breakers": {
             "instance": {"consecutive_failures": 3, "stall_after_s": 0.5, "stall_min_outstanding": 1,
                          "open_s": 1, "close_after": 3},
-            "model": {"threshold": 0.15, "for_s": 1, "window_s": 2, "min_requests": 3, "open_s": 1,
+            "model": {"threshold": 0.15, "for_s": 1, "window_s": 3, "min_requests": 2, "open_s": 1,
                       "close_after": 3}}},
     })
     path = Path(tmp / "c.yaml")
@@ -139,7 +139,7 @@ def _case(gateway: str, urls: dict[str, str], fault: dict[str, Any], fault_s: fl
 @pytest.mark.parametrize(("fault", "scope", "bound_s"), [
     ({"kind": "crash"}, "instance", 1.0),
     ({"kind": "hang"}, "instance", 1.0),
-    ({"kind": "error", "rate": 1.0}, "model", 2.5),  # the share must be held for_s (1 s) over a 2 s window
+    ({"kind": "error", "rate": 1.0}, "model", 2.5),  # the share must be held for_s (1 s) over a 3 s window
 ], ids=["crash", "hang", "error-burst"])
 def test_the_right_breaker_opens_lets_trials_through_and_recovers(
         stack: tuple[str, dict[str, str], dict[str, str]], fault: dict[str, Any], scope: str, bound_s: float) -> None:
