@@ -109,7 +109,7 @@ def _path_ms(gw: Gateway, i: int, features: RequestFeatures, on_path: list[float
         t1 = time.perf_counter()
         rec.pending_shadow = shadow.job(ctx, state, decision)  # as Gateway._serve does
         on_path.append((time.perf_counter() - t1) * 1e3)
-    gw._finish(rec, t0, 200)
+    gw.finish(rec, t0, 200)
     return (time.perf_counter() - t0) * 1e3
 
 

@@ -38,15 +38,16 @@ from router_core.gateway.callers import (
     rejected_features,
     repeat_id,
 )
-from router_core.gateway.degraded import answer_from
-from router_core.gateway.encoding import Decoder, coding_of, for_client
+from router_core.gateway.degraded import answer_degraded
 from router_core.gateway.errors import error_for, error_response, errors_middleware, status_of
 from router_core.gateway.feedback import feedback
-from router_core.gateway.forward import Forwarder, tokens_of, usage_of
+from router_core.gateway.forward import Forwarder
 from router_core.gateway.hooks import TraceHooks
+from router_core.gateway.http1 import Http1Pool
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.probe_source import ProbeSource
-from router_core.gateway.streaming import ask_for_usage, relay_stream
+from router_core.gateway.respond import relay_answer
+from router_core.gateway.streaming import ask_for_usage
 from router_core.inflight import InflightCounter
 from router_core.metrics import GatewayMetrics, ModesMetrics
 from router_core.quality import QualityTable
@@ -60,7 +61,6 @@ from router_core.resilience.hub import BreakerHub
 from router_core.resilience.router_modes import RouterModes
 from router_core.resilience.shared import MemoryShared, SharedState
 from router_core.router import AUTO_MODEL, Router
-from router_core.rules.ir import DegradedTarget
 from router_core.rules.route import RouteChoice
 from router_core.scrape_metrics import ScrapeMetrics
 from router_core.scraper import MetricsScraper
@@ -165,6 +165,12 @@ class Gateway:
     def perf(self) -> Callable[[], float]:
         """The monotonic clock (injected)."""
         return self._perf
+
+    @property
+    def upstream_pool(self) -> Http1Pool:
+        """The upstream connection pool (started with the app)."""
+        assert self._forwarder is not None
+        return self._forwarder.pool
 
     @property
     def hash_key(self) -> str | None:
@@ -308,7 +314,7 @@ class Gateway:
         rec = TraceRecorder(request_id=request_id, ts=self.wall(), router_version=self.config.router.version,
                             policy_hash=self._policy_hash, query_hash=query_hash("", self._hash_key),
                             features=rejected_features(body))
-        self._finish(rec, t0, status, code)
+        self.finish(rec, t0, status, code)
         return error_response(status, message, param=param, code=code,
                               headers={**(headers or {}), "x-request-id": request_id})
 
@@ -374,8 +380,8 @@ class Gateway:
             return await self._serve(request, body, ctx, rec, t0, router, answer_key=answer_key)
         except (InvalidRequest, RoutingError) as exc:
             status, code = status_of(exc)
-            self._finish(rec, t0, status, code)
-            return error_for(exc, headers=self._headers(rec))
+            self.finish(rec, t0, status, code)
+            return error_for(exc, headers=self.headers_of(rec))
 
     async def _bound(self, request: web.Request, body: Any, features: RequestFeatures,
                      route: RouteChoice | None) -> str | None:
@@ -420,14 +426,14 @@ class Gateway:
         arm, _ = exp.arms.pick(request_id, request.headers, body)
         return arm.router, arm.router_version, arm.policy_hash, arm.name
 
-    def _headers(self, rec: TraceRecorder) -> dict[str, str]:
+    def headers_of(self, rec: TraceRecorder) -> dict[str, str]:
         """``x-request-id``, and the model and instance chosen whenever a decision was made."""
         headers = {"x-request-id": rec.request_id}
         if (chosen := rec.selected) is not None:
             headers["x-routelens-model"], headers["x-routelens-instance"] = chosen
         return headers
 
-    def _finish(self, rec: TraceRecorder, t0: float, status: int, error: str | None = None, **usage: Any) -> None:
+    def finish(self, rec: TraceRecorder, t0: float, status: int, error: str | None = None, **usage: Any) -> None:
         """Count the request and its attempts, and emit its one trace."""
         model, instance = rec.selected or (None, None)
         self.metrics.record_request(model, instance, status)
@@ -453,22 +459,6 @@ class Gateway:
         except Exception:  # never lose the live trace to its shadow
             log.exception("shadow decision of %s failed", rec.request_id)
         self.hooks.emit(rec.finish(outcome))
-
-    async def _degraded(self, target: DegradedTarget, body: dict[str, Any], rec: TraceRecorder,
-                        t0: float) -> web.Response:
-        """Answer from a rule chain's non-LLM end (recorded as the trace's ``mode: rules``)."""
-        assert self._forwarder is not None
-        gw = self.config.gateway
-        answer = await answer_from(target, body, rec.request_id, self._forwarder.pool,
-                                   timeout_s=gw.upstream_timeout_s, connect_timeout_s=gw.connect_timeout_s)
-        if answer.error is not None:
-            raise AttemptsExhausted(f"the degraded target {target.name} failed ({answer.error})",
-                                    last_error=answer.error)
-        rec.degraded_used = target.name
-        rec.mark_degraded(f"answered by degraded target {target.name}")
-        self._finish(rec, t0, answer.status)
-        return web.Response(status=answer.status, body=answer.payload, content_type=answer.content_type,
-                            headers=self._headers(rec))
 
     async def _served(self, request: web.Request, body: Any, ctx: DecisionContext, spec: InstanceSpec) -> None:
         """An instance answers: its call counts against the budgets; a moved session is rebound to it."""
@@ -506,39 +496,10 @@ class Gateway:
         rec.record_attempts(fwd.attempts)
         await self.breaker_hub.drain()  # transitions the attempts caused: metrics, events, other replicas
         if (fwd.spec is None or fwd.response is None) and decision.degraded is not None:
-            return await self._degraded(decision.degraded, body, rec, t0)
+            return await answer_degraded(self, decision.degraded, body, rec, t0)
         if fwd.spec is None or fwd.response is None:
             raise AttemptsExhausted(f"no instance could serve the request (last error: {fwd.last_error})",
                                     last_error=fwd.last_error)
-        spec, resp, headers = fwd.spec, fwd.response, self._headers(rec)
-        await self._served(request, body, ctx, spec)
-        upstream_coding = resp.headers.get("Content-Encoding")
-        if stream and resp.status == 200:
-            coding = coding_of(upstream_coding)
-            decoder = Decoder(coding) if Decoder.can_decode(coding) else None
-            if coding and decoder is None and upstream_coding:
-                headers["Content-Encoding"] = upstream_coding  # cannot decode it: label it as it came
-            out = web.StreamResponse(status=200, headers=headers)
-            out.content_type = resp.content_type
-            await out.prepare(request)
-            end = await relay_stream(fwd.first_chunk, resp, out, idle_timeout_s=self.config.gateway.idle_timeout_s,
-                                     strip_usage=not client_usage, decoder=decoder)
-            if fwd.open_stream is not None:  # a cancelled relay leaves it counted until the next scrape
-                self.inflight.end(fwd.open_stream)
-            ttft = None if fwd.first_byte_at is None else max(0.0, (fwd.first_byte_at - t0) * 1e3)
-            self._finish(rec, t0, 200, end.error, cost=spec.cost.base, ttft_ms=ttft, **tokens_of(end.usage))
-            return out
-        sent = for_client(fwd.body, upstream_coding, request.headers.get("Accept-Encoding"))
-        if sent.encoding is not None:
-            headers["Content-Encoding"] = sent.encoding
-        usage = usage_of(sent.plain) if resp.status == 200 and sent.plain is not None else {}
-        if answer_key is not None and resp.status == 200 and sent.plain is not None:
-            self.answers.put(answer_key, sent.plain, resp.content_type)  # memory only: never in a trace
-        self._finish(
-            rec, t0,
-            resp.status,
-            None if resp.status < 400 else f"upstream_{resp.status}",
-            cost=spec.cost.base if resp.status == 200 else None,
-            **tokens_of(usage),
-        )
-        return web.Response(status=resp.status, body=sent.payload, content_type=resp.content_type, headers=headers)
+        await self._served(request, body, ctx, fwd.spec)
+        return await relay_answer(self, request, fwd, rec, t0, stream=stream, client_usage=client_usage,
+                                  answer_key=answer_key)

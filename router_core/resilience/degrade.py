@@ -117,14 +117,13 @@ async def walk(gw: Gateway, request: web.Request, body: dict[str, Any], ctx: Dec
                 continue
             steps.add("degrade/cache", StepKind.FALLBACK, reason="answered from the recent-answers cache")
             _record(rec, decision, steps, f"{why}; answered from the recent-answers cache", RoutingMode.CACHE)
-            gw._finish(rec, t0, 200)
+            gw.finish(rec, t0, 200)
             return web.Response(status=200, body=hit[0], content_type=hit[1],
                                 headers={"x-request-id": rec.request_id})
         elif name == "responder" and settings.responder is not None:
             r = settings.responder
-            assert gw._forwarder is not None
             answer = await answer_from(DegradedTarget(r.name, r.url, r.canned), body, rec.request_id,
-                                       gw._forwarder.pool, timeout_s=gw.config.gateway.upstream_timeout_s,
+                                       gw.upstream_pool, timeout_s=gw.config.gateway.upstream_timeout_s,
                                        connect_timeout_s=gw.config.gateway.connect_timeout_s)
             if answer.error is not None:
                 steps.add("degrade/responder", StepKind.FALLBACK, reason=f"responder {r.name} failed ({answer.error})")
@@ -132,7 +131,7 @@ async def walk(gw: Gateway, request: web.Request, body: dict[str, Any], ctx: Dec
             steps.add("degrade/responder", StepKind.FALLBACK, reason=f"answered by responder {r.name}")
             _record(rec, decision, steps, f"{why}; answered by responder {r.name}", RoutingMode.RULES)
             rec.degraded_used = r.name
-            gw._finish(rec, t0, answer.status)
+            gw.finish(rec, t0, answer.status)
             return web.Response(status=answer.status, body=answer.payload, content_type=answer.content_type,
                                 headers={"x-request-id": rec.request_id})
         elif name == "reject":

@@ -1,0 +1,59 @@
+"""The answer an instance gave, relayed to the client: a stream chunk by chunk, or the whole body.
+
+A stream is decoded when the client cannot take the upstream's encoding, its usage chunk stripped
+when the client did not ask for it; a whole body is re-encoded for the client's
+``Accept-Encoding``. Either way the request's one trace is emitted (``Gateway.finish``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from router_core.gateway.encoding import Decoder, coding_of, for_client
+from router_core.gateway.forward import Forwarded, tokens_of, usage_of
+from router_core.gateway.streaming import relay_stream
+from router_core.recorder import TraceRecorder
+
+if TYPE_CHECKING:
+    from router_core.gateway.server import Gateway
+
+__all__ = ["relay_answer"]
+
+
+async def relay_answer(gw: Gateway, request: web.Request, fwd: Forwarded, rec: TraceRecorder, t0: float, *,
+                       stream: bool, client_usage: bool, answer_key: str | None) -> web.StreamResponse:
+    """Relay the answer of the instance that served (``fwd.spec``) and finish the trace."""
+    spec, resp, headers = fwd.spec, fwd.response, gw.headers_of(rec)
+    assert spec is not None and resp is not None
+    upstream_coding = resp.headers.get("Content-Encoding")
+    if stream and resp.status == 200:
+        coding = coding_of(upstream_coding)
+        decoder = Decoder(coding) if Decoder.can_decode(coding) else None
+        if coding and decoder is None and upstream_coding:
+            headers["Content-Encoding"] = upstream_coding  # cannot decode it: label it as it came
+        out = web.StreamResponse(status=200, headers=headers)
+        out.content_type = resp.content_type
+        await out.prepare(request)
+        end = await relay_stream(fwd.first_chunk, resp, out, idle_timeout_s=gw.config.gateway.idle_timeout_s,
+                                 strip_usage=not client_usage, decoder=decoder)
+        if fwd.open_stream is not None:  # a cancelled relay leaves it counted until the next scrape
+            gw.inflight.end(fwd.open_stream)
+        ttft = None if fwd.first_byte_at is None else max(0.0, (fwd.first_byte_at - t0) * 1e3)
+        gw.finish(rec, t0, 200, end.error, cost=spec.cost.base, ttft_ms=ttft, **tokens_of(end.usage))
+        return out
+    sent = for_client(fwd.body, upstream_coding, request.headers.get("Accept-Encoding"))
+    if sent.encoding is not None:
+        headers["Content-Encoding"] = sent.encoding
+    usage = usage_of(sent.plain) if resp.status == 200 and sent.plain is not None else {}
+    if answer_key is not None and resp.status == 200 and sent.plain is not None:
+        gw.answers.put(answer_key, sent.plain, resp.content_type)  # memory only: never in a trace
+    gw.finish(
+        rec, t0,
+        resp.status,
+        None if resp.status < 400 else f"upstream_{resp.status}",
+        cost=spec.cost.base if resp.status == 200 else None,
+        **tokens_of(usage),
+    )
+    return web.Response(status=resp.status, body=sent.payload, content_type=resp.content_type, headers=headers)
