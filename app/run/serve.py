@@ -35,6 +35,7 @@ from router_core.resilience.redis_shared import RedisShared, SharedCollector, bu
 from schemas.config import RouteLensConfig
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
+from schemas.records import RouterEvent
 from schemas.storage_config import StorageSettings
 from schemas.trace import DecisionTrace
 
@@ -67,6 +68,10 @@ class StoreHooks:
         """Queue a scrape round's snapshots (the instance timeline; traces then point at them)."""
         for snap in snapshots:
             self.emitter.emit(snap)
+
+    def record_event(self, event: RouterEvent) -> None:
+        """Queue a router event (a breaker or router-mode transition) through the same pipeline."""
+        self.emitter.emit(event)
 
 
 def pipeline_paths(st: StorageSettings, db_path: str) -> tuple[Path, Path]:

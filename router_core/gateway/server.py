@@ -142,6 +142,7 @@ class Gateway:
                                       emit_event=getattr(hooks, "record_event", None), wall=wall,
                                       router_version=config.router.version)
         self._bind_breakers()
+        self._specs = {s.id: s for s in config.fleet.instances}
         self._breaker_task: asyncio.Task[None] | None = None
         # Economics (issue #19): the router's own modes, degraded steps, session affinity, budgets.
         econ = config.economics
@@ -215,6 +216,7 @@ class Gateway:
     def apply_probe(self, status: ProbeStatus, instance: str) -> None:
         """Take a probe verdict into the state view (the ``probe`` filter reads it from the snapshot).
 
+        Passing verdicts in a row close the instance's open breakers (``close_after`` of each).
         When a syntax or semantic verdict returns to ``ok`` after a change, the instance's learned
         quality is forgotten: its feedback described the fault the probes now see cured, and a
         flagged instance would otherwise get too little traffic to ever earn its way back.
@@ -222,6 +224,9 @@ class Gateway:
         self.view.set_probe(status, instance)
         if status.verdict is ProbeVerdict.OK and status.flaps and status.kind is not ProbeKind.LATENCY:
             self.quality.forget(instance)
+        spec = self._specs.get(instance)
+        if spec is not None:  # seed 003's recovery: consecutive probe passes close the instance's and model's breakers
+            self.breakers.probe_passed(spec, status.verdict is ProbeVerdict.OK)
 
     def build_app(self) -> web.Application:
         """Return the aiohttp application with routes and lifecycle hooks.

@@ -123,6 +123,7 @@ class BreakerBoard:
         self._out: list[Transition] = []
         # Breakers not closed, per scope: the filter's per-candidate check is three dict lookups, none when all closed.
         self._hot: dict[Scope, dict[str, Breaker]] = {"instance": {}, "model": {}, "zone": {}}
+        self._probe_passes: dict[str, int] = {}  # instance -> passing probe verdicts in a row
 
     # -- reads (the breaker filter, the state route, metrics) ------------------------------------
 
@@ -255,6 +256,21 @@ class BreakerBoard:
             self._reset(b)
             self._queue(b.move(BreakerState.CLOSED, reason, self._clock()))
         return b
+
+    def probe_passed(self, spec: InstanceSpec, passed: bool) -> list[Breaker]:
+        """Count a probe verdict of ``spec``: ``close_after`` passes in a row close its open breakers.
+
+        Seed 003's recovery rule ("探针连续10次通过"): the instance's breaker and its model's close
+        after their own ``close_after`` consecutive passing probe verdicts of the instance; any
+        failing verdict starts the count again. Returns the breakers closed.
+        """
+        n = self._probe_passes[spec.id] = self._probe_passes.get(spec.id, 0) + 1 if passed else 0
+        closed = []
+        for scope, name in (("instance", spec.id), ("model", spec.model)):
+            b = self.get(scope, name)
+            if b is not None and b.state is not BreakerState.CLOSED and n >= b.close_after:
+                closed.append(self.close(scope, name, f"{n} consecutive probe passes on {spec.id}") or b)
+        return closed
 
     def apply(self, message: dict[str, Any]) -> bool:
         """Apply another replica's transition (a ``breakers`` channel message); False if not applicable."""

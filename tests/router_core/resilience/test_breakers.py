@@ -159,3 +159,27 @@ def test_operator_close_and_replica_messages() -> None:
     assert b.close("instance", "nope") is None
     assert not other.apply({"scope": "instance", "name": "i0", "to": "sideways"})
     assert b.take_transitions()[0].reason == "closed by an operator"
+
+
+def test_consecutive_probe_passes_close_the_instance_and_model_breakers() -> None:
+    from router_core.resilience.breaker import BreakerState
+    from router_core.resilience.breakers import BreakerBoard
+    from schemas.fleet import InstanceSpec
+    from schemas.resilience_config import BreakerSettings
+
+    spec = InstanceSpec(id="a", model="m", url="http://127.0.0.1:1")
+    other = InstanceSpec(id="b", model="m", url="http://127.0.0.1:2", zone="z2")
+    board = BreakerBoard(BreakerSettings(), [spec, other], clock=lambda: 0.0)
+    for scope, name in (("instance", "a"), ("model", "m")):
+        b = board.get(scope, name)
+        assert b is not None
+        board._open(b, "test", 0.0)
+    need = board.get("model", "m").close_after  # type: ignore[union-attr]
+    for _ in range(need - 1):
+        board.probe_passed(spec, True)
+    assert board.get("model", "m").state is not BreakerState.CLOSED  # type: ignore[union-attr]
+    board.probe_passed(spec, False)  # a failing verdict starts the count again
+    closed = [board.probe_passed(spec, True) for _ in range(need)]
+    assert [b.scope for b in closed[-1]] == ["model"]
+    assert board.get("instance", "a").state is BreakerState.CLOSED  # closed earlier, after its own close_after passes
+    assert board.get("model", "m").state is BreakerState.CLOSED  # type: ignore[union-attr]
