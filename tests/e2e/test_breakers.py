@@ -55,6 +55,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[
         "storage": {"duckdb_path": str(tmp / "traces.duckdb")},
         "scrape": {"interval_s": 0.5, "timeout_s": 0.5, "stale_after_s": 3},
         "constraints": [{"name": "queue", "metric": "queue", "op": "<=", "threshold": 1e9}],
+        # The error term would steer traffic off an erroring instance after its first 5xx, before the model
+        # breaker has seen a share held for for_s (and then only by luck): here the breakers alone move it.
+        "scoring": {"preset": "seed-instance-score", "weights": {"error": 0.0}},
         "probes": {"enabled": False},
         "resilience": {"breakers": {
             "instance": {"consecutive_failures": 3, "stall_after_s": 0.5, "stall_min_outstanding": 1,
@@ -112,7 +115,16 @@ def _served(gateway: str) -> dict[str, float]:
     return out
 
 
-def _case(gateway: str, urls: dict[str, str], fault: dict[str, Any], fault_s: float = 3.0,
+def _pinned(url: str, model: str) -> None:
+    req = urllib.request.Request(url, data=json.dumps({**BODY, "model": model}).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(req, timeout=10).read()
+    except OSError:  # an error status or a cut connection: expected, the instance is faulty
+        pass
+
+
+def _case(gateway: str, urls: dict[str, str], fault: dict[str, Any], model_of: dict[str, str], fault_s: float = 3.0,
           seconds: float = 10.0) -> tuple[str, list[int], list[tuple[float, str, str]], float]:
     """Warm up 1.5 s, fault the busiest instance for ``fault_s``; the statuses and breaker transitions seen."""
     statuses: list[int] = []
@@ -125,6 +137,9 @@ def _case(gateway: str, urls: dict[str, str], fault: dict[str, Any], fault_s: fl
     seen = {e["event_id"] for e in json.loads(_get(f"{gateway}/v1/router/state"))["breakers"]["events"]}
     _post(f"{urls[target]}/admin/faults", {**fault, "duration_s": fault_s})
     at = time.monotonic()
+    # One request for the faulty instance's own model (its only instance), so the fault is met at least
+    # once whatever the ranking does next (its outcome is not the load's: it is not counted).
+    threading.Thread(target=_pinned, args=(f"{gateway}/v1/chat/completions", model_of[target]), daemon=True).start()
     moves: list[tuple[float, str, str]] = []
     while thread.is_alive() or time.monotonic() - at < fault_s + 6:
         for e in json.loads(_get(f"{gateway}/v1/router/state"))["breakers"]["events"]:
@@ -144,7 +159,7 @@ def _case(gateway: str, urls: dict[str, str], fault: dict[str, Any], fault_s: fl
 def test_the_right_breaker_opens_lets_trials_through_and_recovers(
         stack: tuple[str, dict[str, str], dict[str, str]], fault: dict[str, Any], scope: str, bound_s: float) -> None:
     gateway, urls, models = stack
-    target, statuses, moves, _ = _case(gateway, urls, fault)
+    target, statuses, moves, _ = _case(gateway, urls, fault, models)
     name = target if scope == "instance" else models[target]
     mine = [(t, m) for t, who, m in moves if who == f"{scope} breaker {name}"]
     metrics = [x for x in _get(f"{gateway}/metrics").decode().splitlines() if "attempts_total{" in x]
