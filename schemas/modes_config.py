@@ -37,11 +37,11 @@ Every section is off (or inert) unless configured: no ``safe_model`` means no sa
 from __future__ import annotations
 
 from typing import Literal, Self
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator, model_validator
 
 from schemas.common import ContractModel
+from schemas.units import ZoneName
 
 __all__ = [
     "DEGRADE_STEPS",
@@ -184,20 +184,12 @@ class BudgetBand(ContractModel):
 class BudgetSettings(ContractModel):
     """Tiered budgets; the cost weight rises from ``ramp_from`` of a budget to ``max_factor`` at it."""
 
-    timezone: str = "UTC"
+    timezone: ZoneName = "UTC"
     bands: list[BudgetBand] = []
     ramp_from: float = Field(0.5, ge=0, lt=1, description="Budget use where the cost weight starts rising.")
     max_factor: float = Field(4.0, ge=1, le=100, description="The cost weight's multiplier at the budget.")
     refresh_s: float = Field(1.0, gt=0, le=600, description="How often shared spend counters are re-read.")
 
-    @field_validator("timezone")
-    @classmethod
-    def _zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f"unknown time zone {value!r}") from exc
-        return value
 
     @field_validator("bands")
     @classmethod

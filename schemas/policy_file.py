@@ -29,12 +29,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Self
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from schemas.common import ContractModel
-from schemas.units import parse_bytes, parse_duration
+from schemas.units import ZoneName, parse_bytes, parse_duration
 
 __all__ = ["CaseRequest", "DegradedSpec", "MatrixRule", "PolicyCase", "PolicyFileSpec", "PRIORITIES"]
 
@@ -155,18 +154,9 @@ class PolicyFileSpec(ContractModel):
     degraded_targets: dict[str, DegradedSpec] = {}
     model_fallbacks: dict[str, list[str]] = {}
     term_lists: dict[str, list[str]] = {}
-    timezone: str | None = Field(None, description="Where the rules' hours are read (default: routing.timezone).")
+    timezone: ZoneName | None = Field(None, description="Where the rules' hours are read (default: routing.timezone).")
     tests: list[PolicyCase] = []
 
-    @field_validator("timezone")
-    @classmethod
-    def _zone(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                ZoneInfo(value)
-            except (ZoneInfoNotFoundError, ValueError) as exc:
-                raise ValueError(f"unknown time zone {value!r}") from exc
-        return value
 
     @model_validator(mode="after")
     def _some_rules(self) -> Self:

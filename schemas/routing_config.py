@@ -18,7 +18,6 @@ Without ``policy`` the router routes as before: ``auto`` over every model, or th
 from __future__ import annotations
 
 from typing import Self
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator, model_validator
 
@@ -26,6 +25,7 @@ from schemas.attachments_config import AttachmentSettings
 from schemas.common import ContractModel
 from schemas.intents_config import IntentSettings
 from schemas.keywords_config import KeywordScoring
+from schemas.units import ZoneName
 
 __all__ = ["DEFAULT_LEGAL_TERMS", "RoutingSettings"]
 
@@ -41,7 +41,7 @@ class RoutingSettings(ContractModel):
     """Where the routing policy is and what its conditions read."""
 
     policy: str | None = Field(None, description="Routing matrix (YAML) or DSL file; relative to the config file.")
-    timezone: str = Field("UTC", description="IANA zone of request_time.hour and .weekday.")
+    timezone: ZoneName = Field("UTC", description="IANA zone of request_time.hour and .weekday.")
     peak_hours: list[tuple[int, int]] = Field(
         default=[(9, 12), (14, 18)], description="[start, end) local hours where cost surge multipliers apply.")
     term_lists: dict[str, list[str]] = Field(default={}, description="contains_<name>(prompt) term lists.")
@@ -49,14 +49,6 @@ class RoutingSettings(ContractModel):
     keywords: KeywordScoring | None = None
     attachments: AttachmentSettings = AttachmentSettings()
 
-    @field_validator("timezone")
-    @classmethod
-    def _zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f"unknown time zone {value!r}") from exc
-        return value
 
     @field_validator("peak_hours")
     @classmethod

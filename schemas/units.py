@@ -1,11 +1,15 @@
-"""Durations and sizes as policy files write them: ``1500ms``, ``10s``, ``2m``; ``12GB``, ``512MiB``."""
+"""Durations, sizes and time zones as configuration writes them: ``1500ms``, ``10s``; ``12GB``; ``Asia/Shanghai``."""
 
 from __future__ import annotations
 
 import math
 import re
+from typing import Annotated
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-__all__ = ["parse_bytes", "parse_duration"]
+from pydantic import AfterValidator
+
+__all__ = ["ZoneName", "check_zone", "parse_bytes", "parse_duration"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$", re.I)
 _SECONDS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -51,3 +55,19 @@ def parse_bytes(value: object) -> int:
     if size < 0:
         raise ValueError(f"{value!r} is negative")
     return size
+
+
+def check_zone(value: str) -> str:
+    """Return ``value`` if it is an IANA time zone name.
+
+    Raises:
+        ValueError: It is not one.
+    """
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {value!r}") from exc
+    return value
+
+
+ZoneName = Annotated[str, AfterValidator(check_zone)]
