@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import sys
 import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from app.run.procs import Child, free_ports, wait_http
+from app.run.procs import free_ports
 from sim.behaviour import builtin_config
+from tests.e2e.fleet_and_gateway import fleet_and_gateway
 
 pytestmark = pytest.mark.e2e
 RPS = 50
@@ -65,23 +62,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[
             "model": {"threshold": 0.15, "for_s": 1, "window_s": 3, "min_requests": 2, "open_s": 1,
                       "close_after": 3}}},
     })
-    path = Path(tmp / "c.yaml")
-    path.write_text(yaml.safe_dump(cfg))
-    py = [sys.executable, "-m", "app", "--config", str(path)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    children = []
-    try:
-        fleet = Child("sim", [*py, "sim", "fleet"], env, "fleet ready")
-        children.append(fleet)
-        assert fleet.wait_ready(60)
-        serve = Child("gateway", [*py, "serve", "--workers", "1"], env, "gateway ready")
-        children.append(serve)
-        gateway = f"http://127.0.0.1:{gw}"
-        assert serve.wait_ready(60) and wait_http(f"{gateway}/health", 10, serve.alive)
+    with fleet_and_gateway(cfg, tmp) as gateway:
         yield gateway, {s.id: s.url for s in instances}, {s.id: s.model for s in instances}
-    finally:
-        for child in reversed(children):
-            child.stop()
 
 
 def _load(url: str, seconds: float, out: list[int]) -> None:

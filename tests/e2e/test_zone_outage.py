@@ -33,21 +33,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from app.run.procs import Child, free_ports, wait_http
+from app.run.procs import free_ports
 from sim.behaviour import BUILTIN_MODELS, builtin_config
+from tests.e2e.fleet_and_gateway import fleet_and_gateway
 from tests.e2e.net import call
 from tests.e2e.test_breakers import BODY, _get, _post, _served
 
@@ -104,23 +101,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         # few to trip it (and nothing to show it moved the traffic). Here the breaker alone moves it.
         "scoring": {"weights": {"error": 0.0}},
     })
-    path = Path(tmp / "c.yaml")
-    path.write_text(yaml.safe_dump(cfg))
-    py = [sys.executable, "-m", "app", "--config", str(path)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    children = []
-    try:
-        sim = Child("sim", [*py, "sim", "fleet"], env, "fleet ready")
-        children.append(sim)
-        assert sim.wait_ready(60)
-        serve = Child("gateway", [*py, "serve", "--workers", "1"], env, "gateway ready")
-        children.append(serve)
-        gateway = f"http://127.0.0.1:{gw}"
-        assert serve.wait_ready(60) and wait_http(f"{gateway}/health", 10, serve.alive)
+    with fleet_and_gateway(cfg, tmp) as gateway:
         yield Fleet(gateway, {s.id: s.url for s in instances})
-    finally:
-        for child in reversed(children):
-            child.stop()
 
 
 def _load(url: str, stop: threading.Event, max_s: float, out: list[Answer]) -> None:

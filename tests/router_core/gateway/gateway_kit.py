@@ -29,10 +29,12 @@ async def gateway_client(
     instances: dict[str, dict[str, Any]] | None = None,
     perf: Callable[[], float] | None = None,
     policy: str | None = None,
+    sections: dict[str, Any] | None = None,
 ) -> AsyncIterator[tuple[TestClient[Any, Any], MemoryHooks]]:
     """Yield a client of a gateway whose instances ("a" ranked before "b") run ``handlers``.
 
-    ``policy`` is a routing policy file's text (YAML), compiled against the fleet.
+    ``policy`` is a routing policy file's text (YAML), compiled against the fleet; ``sections`` are
+    further configuration sections (``routing``, ``resilience``...).
     """
     async with AsyncExitStack() as stack:
         servers = {iid: TestServer(upstream(h, KV[iid])) for iid, h in handlers.items()}
@@ -44,6 +46,7 @@ async def gateway_client(
                                      **(instances or {}).get(iid, {})} for iid, s in servers.items()]},
             "gateway": {"max_attempts": 2, "upstream_timeout_s": 5.0, **(gateway or {})},
             "scrape": {"interval_s": 60},
+            **(sections or {}),
         })
         hooks = MemoryHooks()
         ids = iter(f"req-{i}" for i in range(100))

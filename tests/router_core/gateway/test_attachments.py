@@ -5,19 +5,17 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
-from router_core.builtin import build_router
-from router_core.gateway import Gateway
-from schemas.config import RouteLensConfig
-from tests.router_core.gateway.test_forwarding import KV, OK_BODY, MemoryHooks, upstream
+from tests.router_core.gateway.gateway_kit import gateway_client
+from tests.router_core.gateway.test_forwarding import OK_BODY, MemoryHooks
 from tests.router_core.test_attachments import DOCX, PDF
 
 ACCEPT = {"m": ["pdf", "png"]}
@@ -32,22 +30,9 @@ async def fleet(calls: list[str]) -> AsyncIterator[tuple[TestClient[Any, Any], M
             return web.Response(body=orjson.dumps(OK_BODY), content_type="application/json")
         return handler
 
-    async with AsyncExitStack() as stack:
-        servers = {iid: TestServer(upstream(chat(iid), KV[iid])) for iid in ("a", "b")}
-        for server in servers.values():
-            await server.start_server()
-            stack.push_async_callback(server.close)
-        config = RouteLensConfig.model_validate({
-            "fleet": {"instances": [{"id": iid, "model": "m", "url": str(s.make_url("")).rstrip("/")}
-                                    for iid, s in servers.items()]},
-            "gateway": {"max_attempts": 2, "upstream_timeout_s": 5.0},
-            "scrape": {"interval_s": 60},
-            "routing": {"attachments": {"accept": ACCEPT}},
-        })
-        hooks = MemoryHooks()
-        ids = iter(f"req-{i}" for i in range(100))
-        gw = Gateway(config, build_router(config), hooks, new_id=lambda: next(ids))
-        yield await stack.enter_async_context(TestClient(TestServer(gw.build_app()))), hooks
+    async with gateway_client({iid: chat(iid) for iid in ("a", "b")},
+                              sections={"routing": {"attachments": {"accept": ACCEPT}}}) as (client, hooks):
+        yield client, hooks
 
 
 def with_file(data: str, filename: str, model: str = "auto") -> dict[str, Any]:
