@@ -41,6 +41,7 @@ from router_core.gateway.callers import (
 from router_core.gateway.degraded import answer_degraded
 from router_core.gateway.errors import error_for, error_response, errors_middleware, status_of
 from router_core.gateway.feedback import feedback
+from router_core.gateway.finisher import TraceFinisher
 from router_core.gateway.forward import Forwarder
 from router_core.gateway.hooks import TraceHooks
 from router_core.gateway.http1 import Http1Pool
@@ -65,13 +66,13 @@ from router_core.rules.route import RouteChoice
 from router_core.scrape_metrics import ScrapeMetrics
 from router_core.scraper import MetricsScraper
 from router_core.state import StateView
-from schemas.common import OutcomeStatus, ProbeKind, ProbeVerdict, RoutingMode
+from schemas.common import ProbeKind, ProbeVerdict, RoutingMode
 from schemas.config import ConstraintSpec, RouteLensConfig
 from schemas.fleet import InstanceSpec
 from schemas.hashing import query_hash
 from schemas.probe import ProbeStatus
 from schemas.records import RouterEvent
-from schemas.trace import Outcome, RequestFeatures
+from schemas.trace import RequestFeatures
 
 __all__ = ["Gateway", "TraceHooks"]
 
@@ -134,6 +135,7 @@ class Gateway:
         self._perf = perf
         self.registry = registry or CollectorRegistry()
         self.metrics = GatewayMetrics(self.registry)
+        self.finisher = TraceFinisher(lambda: self.hooks, self.metrics, self._perf)
         # Breakers (router_core.resilience.breakers): fed by attempts, read by the breaker filter, shared by replicas.
         self.shared: SharedState = shared if shared is not None else MemoryShared()
         res = config.resilience
@@ -283,6 +285,7 @@ class Gateway:
             self._budget_task = asyncio.create_task(self.budgets.run(self.wall))
 
     async def _stop(self, app: web.Application) -> None:
+        self.finisher.flush()  # before the hooks' storage closes
         if self.probes is not None:
             await self.probes.stop()
         for task in (self.scrape_task, self._watch_task, self._policy_task, self._breaker_task, self._budget_task):
@@ -439,31 +442,8 @@ class Gateway:
         return headers
 
     def finish(self, rec: TraceRecorder, t0: float, status: int, error: str | None = None, **usage: Any) -> None:
-        """Count the request and its attempts, and emit its one trace."""
-        model, instance = rec.selected or (None, None)
-        self.metrics.record_request(model, instance, status)
-        for attempt in rec.attempts:
-            self.metrics.record_attempt(attempt.instance, attempt.status.value)
-        outcome = Outcome(
-            status=OutcomeStatus.OK if status < 400 and error is None else OutcomeStatus.ERROR,
-            http_status=status,
-            error_class=error,
-            total_ms=(self._perf() - t0) * 1e3,
-            **usage,
-        )
-        if rec.pending_shadow is None:
-            self.hooks.emit(rec.finish(outcome))
-        else:  # the shadow decides once the response is on its way; the trace waits for it
-            asyncio.get_running_loop().call_soon(self._emit_with_shadow, rec, outcome)
-
-    def _emit_with_shadow(self, rec: TraceRecorder, outcome: Outcome) -> None:
-        """Run the request's shadow decision, record it, and emit the trace (whatever the shadow did)."""
-        job, rec.pending_shadow = rec.pending_shadow, None
-        try:
-            rec.shadow = job() if job is not None else None
-        except Exception:  # never lose the live trace to its shadow
-            log.exception("shadow decision of %s failed", rec.request_id)
-        self.hooks.emit(rec.finish(outcome))
+        """Fix the request's outcome; it is counted and its one trace emitted once the answer is written."""
+        self.finisher.finish(rec, t0, status, error, **usage)
 
     async def _served(self, request: web.Request, body: Any, ctx: DecisionContext, spec: InstanceSpec) -> None:
         """An instance answers: its call counts against the budgets; a moved session is rebound to it."""
