@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from router_core.attachments import Attachment, inspect_attachments
 from router_core.errors import InvalidRequest
 from router_core.intent import Intent, classify_intent
@@ -33,8 +35,22 @@ class Analysis:
     attachments: tuple[Attachment, ...] = ()
 
 
-def _is_cjk(ch: str) -> bool:
-    return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf"
+_SHORT = 256  # characters: below this a loop over them beats numpy's set-up
+
+
+def count_cjk_latin(text: str) -> tuple[int, int]:
+    """The CJK ideographs (U+3400-4DBF, U+4E00-9FFF) and ASCII letters in ``text``.
+
+    Long texts are counted over their code points in numpy: a Python loop costs about 0.2 µs a
+    character, 4 ms for a 20,000-character conversation (0.1 ms this way).
+    """
+    if len(text) < _SHORT:
+        cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf")
+        return cjk, sum(1 for ch in text if ch.isascii() and ch.isalpha())
+    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    n_cjk = np.count_nonzero(((points >= 0x4E00) & (points <= 0x9FFF)) | ((points >= 0x3400) & (points <= 0x4DBF)))
+    folded = points | 0x20  # A-Z onto a-z; nothing outside ASCII lands in a-z
+    return int(n_cjk), int(np.count_nonzero((folded >= 0x61) & (folded <= 0x7A)))
 
 
 def estimate_tokens(cjk: int, other: int) -> int:
@@ -100,9 +116,9 @@ def analyse_request(body: Any, *, max_chars: int = 20_000, attachments: Attachme
         total_chars += len(text)
         seen = text[:budget]
         budget -= len(seen)
-        n_cjk = sum(1 for ch in seen if _is_cjk(ch))
+        n_cjk, n_latin = count_cjk_latin(seen)
         cjk += n_cjk
-        latin += sum(1 for ch in seen if ch.isascii() and ch.isalpha())
+        latin += n_latin
     analysed = max_chars - budget
     other = analysed - cjk
     scale = total_chars / analysed if analysed else 1.0  # extrapolate tokens past the cut

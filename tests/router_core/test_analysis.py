@@ -1,6 +1,8 @@
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from router_core.analysis import analyse_request
+from router_core.analysis import analyse_request, count_cjk_latin
 from router_core.errors import InvalidRequest
 from schemas.common import Language
 
@@ -74,3 +76,17 @@ def test_rule_scored_intent(text: str, cls: str) -> None:
     a = analyse_request({"messages": [{"role": "user", "content": text}]})
     assert a.intent.cls == cls
     assert 0 < a.intent.confidence <= 1
+
+
+def _counted_one_by_one(text: str) -> tuple[int, int]:
+    cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf")
+    return cjk, sum(1 for ch in text if ch.isascii() and ch.isalpha())
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(min_size=0, max_size=40), st.integers(min_value=1, max_value=20))
+def test_cjk_and_latin_counts_match_a_character_loop_on_short_and_long_texts(piece: str, times: int) -> None:
+    # repeated past the short-text cut-over (256 characters), so both ways of counting are checked
+    text = piece * times + "边界 Edge \u3400\u4dbf\u4e00\u9fff\u4dc0 Zz@[`{" * (times * 3)
+    assert count_cjk_latin(text) == _counted_one_by_one(text)
+    assert count_cjk_latin(piece) == _counted_one_by_one(piece)
