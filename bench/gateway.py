@@ -12,7 +12,13 @@ periodic stall shows there as a recurring spike. It is a run of its own because 
 requests land between wrk's: in the measured c=1 run they would queue behind each other, which the
 direct path (measured without a sampler) does not see.
 
-Last line: ``{"direct": {"c1": {"p50_ms", "p99_ms", "rps"}, "c16": {...}}, "routelens": {...},
+Two figures read the others against the machine: ``machine`` is a loopback ping-pong across two
+CPUs and on one (:mod:`bench.loopback`: what one wake-up between processes costs here), and
+``bare_proxy`` is the same hop through aiohttp, uvloop and RouteLens's upstream client with no
+routing and no tracing (:mod:`bench.bare_proxy`): what any Python gateway pays here before doing
+anything. RouteLens's own work is the difference between it and ``routelens``.
+
+Last line: ``{"machine": {...}, "direct": {"c1": {"p50_ms", "p99_ms", "rps"}, "c16": {...}}, "routelens": {...},
 "routelens_workers": {...}, "litellm": {...}, "litellm_workers": {...}, "ratio_rps_c16": ...,
 "ratio_rps_c16_workers": ...}`` (the ratios compare the same number of workers).
 """
@@ -38,6 +44,7 @@ from typing import Any
 import yaml
 
 from app.run.procs import Child, free_port
+from bench.loopback import ping_pong
 
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "classify: 紧急 refund failed"}], "max_tokens": 16}
 LITELLM = "1.108.7"
@@ -185,7 +192,13 @@ def main(argv: list[str]) -> int:
 
     try:
         start("sim", [*py, "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"], "fleet ready")
+        result["machine"] = ping_pong()
         result["direct"] = measure(f"{base}/v1/chat/completions", script, args.seconds)
+        floor = free_port()
+        start("bare-proxy", [sys.executable, "-m", "bench.bare_proxy", "--port", str(floor),
+                             "--upstream", f"{base}/v1/chat/completions"], "bare proxy ready")
+        result["bare_proxy"] = measure(f"http://127.0.0.1:{floor}/v1/chat/completions", script, args.seconds)
+        stop_last()
         start("routelens", [*py, "serve", "--port", str(gw), "--workers", "1"], "gateway ready")
         result["routelens"] = measure(f"http://127.0.0.1:{gw}/v1/chat/completions", script, args.seconds,
                                       over_time=True)
