@@ -18,6 +18,7 @@ import argparse
 import importlib
 import json
 import sys
+import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -86,8 +87,23 @@ def generate(path: Path, n: int, template: int) -> None:
     con.close()
 
 
+def _columns(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    return [(r[0], r[1]) for r in con.execute("DESCRIBE traces").fetchall()]
+
+
+def _current_columns() -> list[tuple[str, str]]:
+    """The ``traces`` columns a store of this code writes (a file of an older schema is regenerated)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        DuckDBTraceStore(Path(tmp) / "empty.duckdb").close()
+        con = duckdb.connect(str(Path(tmp) / "empty.duckdb"), read_only=True)
+        try:
+            return _columns(con)
+        finally:
+            con.close()
+
+
 def holds(path: Path, n: int) -> bool:
-    """True when ``path`` already holds ``n`` generated traces."""
+    """True when ``path`` already holds ``n`` generated traces in the current storage schema."""
     if not path.exists():
         return False
     try:
@@ -96,7 +112,7 @@ def holds(path: Path, n: int) -> bool:
         return False
     try:
         row = con.execute("SELECT count(*) FROM traces").fetchone()
-        return bool(row and row[0] == n)
+        return bool(row and row[0] == n) and _columns(con) == _current_columns()
     except duckdb.Error:
         return False
     finally:
