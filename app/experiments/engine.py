@@ -20,7 +20,7 @@ from datetime import datetime
 
 from app.experiments.rows import ReplayRow
 from router_core.errors import UnknownModel
-from router_core.framework import DecisionContext, clamp_unit
+from router_core.framework import DecisionContext, Scored, clamp_unit
 from router_core.policy import Policy
 from router_core.prepared import Prepared, PreparedCache
 from router_core.quality import QualityTable
@@ -124,28 +124,41 @@ class Replayer:
             return row.states
         return {**self._never, **row.states}
 
+    def context(self, row: ReplayRow) -> DecisionContext:
+        """The context ``replay`` would give the router for ``row`` (which must be replayable)."""
+        assert row.features is not None
+        return DecisionContext(request_id=row.request_id, features=row.features, intent=row.intent, now=row.ts,
+                               quality=self.quality_for(row))
+
     def decide(self, row: ReplayRow) -> Replayed:
         """Return the new decision on ``row`` (which must be replayable)."""
-        assert row.features is not None
-        ctx = DecisionContext(request_id=row.request_id, features=row.features, intent=row.intent, now=row.ts,
-                              quality=self.quality_for(row))
-        state = self.state_for(row)
-        requested = row.features.requested_model
+        ctx = self.context(row)
+        got, scored = self.rank(ctx, self.state_for(row))
+        return got if scored is None else self.pick(row.request_id, got, scored)
+
+    def rank(self, ctx: DecisionContext, state: Mapping[str, InstanceSnapshot],
+             ) -> tuple[Replayed, list[Scored] | None]:
+        """Filter and score the candidates: the decision without its pick, and the scored pool.
+
+        The scored pool is None when the decision is already whole (a model the fleet does not
+        serve, or nothing feasible and ``Router.decide`` took the fallback path).
+        """
+        requested = ctx.features.requested_model
         rule = "auto" if requested == AUTO_MODEL else f"model:{requested}"
         try:
             specs = self.router.candidates_for(requested)
         except UnknownModel:
-            return Replayed(rule, None, None, note=f"model {requested} not in the fleet")
+            return Replayed(rule, None, None, note=f"model {requested} not in the fleet"), None
         prepared: dict[str, Prepared] = {}
-        now, get = row.ts, self._prepared.get
+        now, get = ctx.now, self._prepared.get
         for spec in specs:
             snap = state[spec.id]
             at = snap.scraped_at
             prepared[spec.id] = get(spec, snap, None if at is None else (now - at).total_seconds(), ctx)
         pool, removed, factors = self._filter(list(prepared.values()), ctx)
         if not pool:
-            return self._slow(ctx, state, rule, prepared)
-        weights = self._weights_at(ctx.now)
+            return self._slow(ctx, state, rule, prepared), None
+        weights = self._weights_at(now)
         totals = [0.0] * len(pool)
         cols: list[list[float]] = []
         used: dict[str, float] = {}
@@ -161,11 +174,17 @@ class Replayer:
             totals = [t + weight * x for t, x in zip(totals, col, strict=True)]
         if factors:
             totals = [t * factors.get(c.spec.id, 1.0) for t, c in zip(totals, cands, strict=True)]
-        picked = self.policy.picker.pick(row.request_id, [(c.spec.id, t) for c, t in zip(cands, totals, strict=True)])
+        ids = [c.spec.id for c in cands]
+        return (Replayed(rule, None, None, used, removed, prepared, ids=ids, cols=cols),
+                list(zip(ids, totals, strict=True)))
+
+    def pick(self, request_id: str, ranked: Replayed, scored: list[Scored]) -> Replayed:
+        """The policy's picker on ``rank``'s scored pool: ``ranked`` with its first choice."""
+        picked = self.policy.picker.pick(request_id, scored)
         first = picked.order[0] if picked.order else None
-        model = prepared[first].candidate.spec.model if first is not None else None
-        return Replayed(rule, first, model, used, removed, prepared,
-                        ids=[c.spec.id for c in cands], cols=cols)
+        model = ranked.prepared[first].candidate.spec.model if first is not None else None
+        return Replayed(ranked.rule, first, model, ranked.weights, ranked.removed, ranked.prepared, ranked.note,
+                        ranked.ids, ranked.cols)
 
     def _filter(self, alive: list[Prepared], ctx: DecisionContext,
                 ) -> tuple[list[Prepared], dict[str, str], dict[str, float]]:

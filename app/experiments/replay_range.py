@@ -21,6 +21,7 @@ from typing import Any
 
 from app.experiments import bulk
 from app.experiments.engine import Replayer
+from app.experiments.replay_memo import MemoReplayer
 from app.experiments.rows import SAMPLED_OUT, ReplayRow, row_of
 from app.experiments.tally import Tally
 from ingest.experiments.ips import ips_report
@@ -62,7 +63,7 @@ def _db_part(path: str, flt: TraceFilter, config: RouteLensConfig, done: Any) ->
     started = time.process_time()
     con = bulk.open_file(path)
     try:
-        replayer = Replayer(build_policy(config, builtin_registry()))
+        replayer = MemoReplayer(build_policy(config, builtin_registry()))
 
         def tick(k: int) -> None:
             with done.get_lock():
@@ -179,7 +180,7 @@ def replay_range(source: Path | TraceStore, since: datetime, until: datetime, fl
                 progress(seen[0], 0)
 
         cpu = time.process_time()
-        tally = replay_rows(_pages(source, flt, seen), Replayer(policy), Tally(), tick)
+        tally = replay_rows(_pages(source, flt, seen), MemoReplayer(policy), Tally(), tick)
         tally.cpu_s = time.process_time() - cpu
     return report_of(tally, since=since, until=until, flt=flt, policy_name=policy_name, policy_hash=policy.hash,
                      elapsed_s=time.perf_counter() - started)
