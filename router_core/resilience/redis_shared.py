@@ -1,16 +1,25 @@
-""":class:`SharedState` in Redis, for several gateway processes or hosts.
+""":class:`SharedState` in Redis, for several gateway processes or hosts, without Redis on the request path.
 
-Every call is bounded by ``timeout_s`` (50 ms by default). A call that fails or times out marks
-the store unhealthy (``healthy`` False, ``problem`` says why, one warning logged) and is answered
-by a local :class:`MemoryShared`; so are the calls that follow, without trying Redis, until a
-background task's ``PING`` succeeds again. Routing never waits on a Redis that is down.
+A request never waits on Redis in the common case: each call is answered from local state that
+background tasks keep in step with Redis (one round trip per batch, not per request):
 
-- Token buckets: one Lua script (atomic; the server's clock, ``TIME``, so replicas' clocks do not
-  matter), a hash ``{t: tokens, at: seconds}`` expiring once it would be full again.
-- Counters: ``INCRBYFLOAT`` then ``PEXPIRE .. NX`` in one script (the TTL runs from creation).
-- Bindings: ``SET NX PX`` then ``GETEX PX`` in one transaction (what is held, TTL renewed).
-- Messages: ``PUBLISH`` of JSON carrying this replica's id; one pattern subscription applies the
-  other replicas' messages to the local handlers (this replica's own were applied when sent).
+- **Token buckets** (:mod:`.redis_lease`): a lease per bucket, tokens taken from the shared bucket
+  ahead of need (``rate * lease_s`` at a time) and refilled in the background when half used; an
+  empty lease admits on credit (charged at the refill) up to its size; past that a take waits for
+  the refill in flight, at most ``timeout_s``, then decides by the local rule below. The shared
+  bucket is overdrawn by at most ``lease size * replicas`` tokens at any time.
+- **Counters** (:mod:`.redis_counters`): added locally, flushed every ``flush_s`` in one pipeline;
+  a total is the last flushed (or read) shared total plus this replica's pending adds.
+- **Bindings** (:mod:`.redis_bindings`): read from a local mirror that the other replicas'
+  published bindings keep current; written in the background at the next flush.
+- **Messages** (breaker transitions): applied here at once, sent at once in the background.
+- **Replicas**: each beats in a presence set every ``presence_s``; ``replicas`` is how many beat.
+
+**Redis down** (a call failed or timed out, ``healthy`` False, ``problem`` says why): leases are
+dropped and a take is decided by this process's own bucket of ``rate / replicas`` and ``burst /
+replicas`` (the last replica count known), so the replicas together admit about what the shared
+bucket would; counters and bindings keep accumulating locally and are written once Redis is back;
+messages are applied here only. ``fallbacks`` counts the calls answered so.
 """
 
 from __future__ import annotations
@@ -20,187 +29,171 @@ import contextlib
 import logging
 import math
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any
 
-import orjson
-import redis.asyncio as aioredis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
-from redis.asyncio.client import PubSub
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.asyncio.client import Pipeline
 
+from router_core.resilience.redis_bindings import BindingMirror
+from router_core.resilience.redis_counters import CounterBatch
+from router_core.resilience.redis_lease import BucketLeases, Refill
+from router_core.resilience.redis_store import RedisStore
 from router_core.resilience.shared import Handler, MemoryShared, SharedState
 from schemas.shared_config import SharedSettings
 
 __all__ = ["RedisShared", "SharedCollector", "build_shared"]
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-# KEYS[1] bucket; ARGV rate, burst, floor -> {taken 0|1, wait seconds, tokens left} (floats as strings:
-# a Lua number reaches the client as an integer).
-_TAKE = """
-local rate, burst, floor = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local held = redis.call('HMGET', KEYS[1], 't', 'at')
-local tokens, at = tonumber(held[1]), tonumber(held[2])
-if tokens == nil or at == nil then tokens, at = burst, now end
-if now > at then tokens = math.min(burst, tokens + (now - at) * rate); at = now end
-local taken, wait = 0, 0
-if tokens - 1 >= floor then tokens = tokens - 1; taken = 1 else wait = (1 + floor - tokens) / rate end
-redis.call('HSET', KEYS[1], 't', tostring(tokens), 'at', tostring(at))
-redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
-return {taken, tostring(wait), tostring(tokens)}
-"""
-
-
-# KEYS[1] counter; ARGV amount, ttl ms -> the new total (as a string). The TTL is set at creation only.
-_ADD = """
-local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[2], 'NX')
-return total
-"""
+_BIND_CHANNEL = "_bind"  # the bindings' own channel (not handed to subscribers)
 
 
 class RedisShared:
-    """:class:`SharedState` in Redis, with a local fallback while Redis is unreachable.
+    """:class:`SharedState` in Redis, served from local leases, batches and mirrors (module docstring).
 
     Args:
         url: ``redis://host:port/db``.
         key_prefix: Prepended to every key and channel (several RouteLens deployments on one Redis).
-        timeout_s: Bound of every call (connection included).
-        replica_id: This process's id in published messages (default: random).
+        timeout_s: Bound of every Redis call, and of a take's wait for a refill.
+        replica_id: This process's id in messages and the presence set (default: random).
         retry_s: Pause between reconnection attempts while unhealthy.
         max_connections: Connections to Redis of this process (the subscription's included).
-        clock: Monotonic seconds for the local fallback.
+        clock: Monotonic seconds (leases, counters' and bindings' expiry, the local fallback).
+        flush_s: Interval of the background writes (counters, bindings, presence).
+        lease_s: Seconds of a bucket's rate one lease holds.
+        presence_s: Interval of this replica's heartbeat.
     """
 
     backend = "redis"
 
     def __init__(self, url: str, *, key_prefix: str = "routelens:", timeout_s: float = 0.05,
                  replica_id: str | None = None, retry_s: float = 0.5, max_connections: int = 64,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.url = url
-        self.prefix = key_prefix
-        self.timeout_s = timeout_s
-        self.replica_id = replica_id or uuid.uuid4().hex[:12]
-        self.retry_s = retry_s
+                 clock: Callable[[], float] = time.monotonic, flush_s: float = 0.05, lease_s: float = 0.1,
+                 presence_s: float = 1.0) -> None:
+        self.url, self.timeout_s, self.flush_s, self.presence_s = url, timeout_s, flush_s, presence_s
+        self.store = RedisStore(url, key_prefix=key_prefix, timeout_s=timeout_s, replica_id=replica_id,
+                                retry_s=retry_s, max_connections=max_connections, on_message=self._received,
+                                on_health=self._health)
+        self._clock = clock
         self.local = MemoryShared(clock)
-        self.fallbacks = 0  # calls answered locally because Redis failed or was down
-        self._healthy = True
-        self._problem: str | None = None
+        self.leases = BucketLeases(clock, lease_s=lease_s)
+        self.counters = CounterBatch(clock)
+        self.bindings = BindingMirror(clock)
+        self.replicas = 1  # replicas alive, as of the last heartbeat answered
+        self.fallbacks = 0  # calls answered by local state because Redis was down or did not answer in time
+        self.dropped = 0  # messages not sent (Redis down)
+        self.rounds = 0  # round trips to Redis: refills and flushes
+        self._outbox: list[tuple[str, dict[str, Any]]] = []
         self._handlers: dict[str, list[Handler]] = {}
-        # A blocking pool: a burst of concurrent requests queues for a connection (within the timeout)
-        # rather than failing on "too many connections" and marking a healthy Redis down.
-        self._pool = pool = aioredis.BlockingConnectionPool.from_url(
-            url, max_connections=max_connections, timeout=timeout_s, socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0), health_check_interval=0)
-        self._client = aioredis.Redis(connection_pool=pool)
-        self._take = self._client.register_script(_TAKE)
-        self._add = self._client.register_script(_ADD)  # one round trip, less client work than MULTI/EXEC
+        self._refill_due, self._wake, self._round = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        self._next_presence = self._next_sweep = -math.inf
         self._tasks: list[asyncio.Task[None]] = []
-        self._pubsub: PubSub | None = None
+
+    @property
+    def replica_id(self) -> str:
+        """This process's id among the replicas."""
+        return self.store.replica_id
 
     @property
     def healthy(self) -> bool:
         """False while Redis is unreachable (state is then this process's own)."""
-        return self._healthy
+        return self.store.healthy
 
     @property
     def problem(self) -> str | None:
         """Why Redis is not in use (None: it is)."""
-        return self._problem
+        return self.store.problem
 
     async def start(self) -> None:
-        """Check the connection and start listening to the other replicas (call on the running loop)."""
-        if not self._tasks:
-            with contextlib.suppress(RedisError, OSError, TimeoutError):
-                async with asyncio.timeout(max(self.timeout_s, 1.0)):  # first connection: a little slack
-                    await self._client.ping()
-                    await self._listen_start()
-            if self._pubsub is None:
-                self._down("not reachable at start")
-            self._tasks.append(asyncio.create_task(self._watch(), name="redis-shared-watch"))
+        """Connect, beat once (the replica count), start the background tasks (call on the running loop)."""
+        if self._tasks:
+            return
+        await self.store.start()
+        if self.store.healthy:
+            await self.flush()
+        self._tasks += [asyncio.create_task(self._refiller(), name="redis-shared-refill"),
+                        asyncio.create_task(self._writer(), name="redis-shared-write")]
 
-    def _key(self, kind: str, name: str) -> str:
-        return f"{self.prefix}{kind}:{name}"
-
-    async def _call(self, make: Callable[[], Awaitable[T]]) -> T | None:
-        """Run one Redis call within the timeout; None when Redis is down or the call fails."""
-        if not self._healthy:
-            self.fallbacks += 1
-            return None
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                return await make()
-        except (RedisError, OSError, TimeoutError) as exc:
-            self._down(f"{type(exc).__name__}: {exc}" if str(exc) else f"{type(exc).__name__} after "
-                       f"{self.timeout_s * 1e3:.0f} ms")
-            self.fallbacks += 1
-            return None
-
-    def _down(self, problem: str) -> None:
-        if self._healthy:
-            log.warning("shared state: Redis at %s unavailable (%s); routing on this process's own state", self.url,
-                        problem)
-        self._healthy, self._problem = False, problem
+    # -- the request path: local answers ----------------------------------------------------------
 
     async def take(self, bucket: str, rate: float, burst: float, *, floor: float = 0.0) -> tuple[bool, float]:
-        """Take one token from the shared bucket (the local one while Redis is down)."""
-        res = await self._call(lambda: self._take(keys=[self._key("bucket", bucket)], args=[rate, burst, floor]))
-        if res is None:
-            return self.local.take_now(bucket, rate, burst, floor=floor)
-        return bool(res[0]), float(res[1])
+        """Take one token from the bucket's lease (module docstring: credit, waiting, the local rule)."""
+        if self.store.healthy:
+            got = self.leases.take(bucket, rate, burst, floor, self.replicas)
+            if self.leases.due:
+                self._refill_due.set()
+            if got is None:
+                got = await self._take_after_refill(bucket, rate, burst, floor)
+            if got is not None:
+                return got
+        self.fallbacks += 1
+        n = max(1, self.replicas)
+        return self.local.take_now(bucket, rate / n, max(1.0, burst / n), floor=floor / n)
+
+    async def _take_after_refill(self, bucket: str, rate: float, burst: float, floor: float,
+                                 ) -> tuple[bool, float] | None:
+        """Wait for refill rounds until the lease answers; None after ``timeout_s`` or when Redis went down."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
+        while self.store.healthy and (left := deadline - loop.time()) > 0:
+            done = self._round
+            try:
+                async with asyncio.timeout(left):
+                    await done.wait()
+            except TimeoutError:
+                return None
+            if not self.store.healthy:
+                return None
+            got = self.leases.take(bucket, rate, burst, floor, self.replicas)
+            if self.leases.due:
+                self._refill_due.set()
+            if got is not None:
+                return got
+        return None
 
     async def add(self, counter: str, amount: float, ttl_s: float) -> float:
-        """``INCRBYFLOAT`` with the TTL set at creation only."""
-        key, ms = self._key("counter", counter), max(1, math.ceil(ttl_s * 1e3))
-        res = await self._call(lambda: self._add(keys=[key], args=[amount, ms]))
-        if res is None:
-            return await self.local.add(counter, amount, ttl_s)
-        return float(res)
+        """Add locally (flushed in the background); the total as known: last flushed plus pending."""
+        if not self.store.healthy:
+            self.fallbacks += 1
+        return self.counters.add(counter, amount, ttl_s)
 
     async def get(self, counter: str) -> float:
-        """The counter's value (0 when absent or expired)."""
-        key = self._key("counter", counter)
-        res = await self._call(lambda: self._client.get(key))
+        """The shared total read from Redis now plus the pending adds (Redis down: the last known); for refreshes."""
+        key = self.store.key("counter", counter)
+
+        def build(pipe: Pipeline) -> None:
+            pipe.get(key)
+            pipe.pttl(key)
+
+        res = await self.store.run(build)
         if res is None:
-            return await self.local.get(counter) if not self._healthy else 0.0
-        return float(res)
+            self.fallbacks += 1
+        else:
+            self.counters.learned(counter, float(res[0] or 0.0), res[1] / 1e3 if res[1] > 0 else 0.0)
+        return self.counters.total(counter)
 
     async def bind(self, key: str, value: str, ttl_s: float) -> str:
-        """Set if absent, then read what is held with the TTL renewed."""
-        k, ms = self._key("bind", key), max(1, math.ceil(ttl_s * 1e3))
-
-        async def run() -> Any:
-            async with self._client.pipeline(transaction=True) as pipe:
-                pipe.set(k, value, nx=True, px=ms)
-                pipe.getex(k, px=ms)
-                return await pipe.execute()
-
-        res = await self._call(run)
-        if res is None or res[1] is None:
-            return await self.local.bind(key, value, ttl_s)
-        held: bytes = res[1]
-        return held.decode()
+        """What the mirror holds for ``key`` (TTL renewed), else ``value``; written to Redis in the background."""
+        if not self.store.healthy:
+            self.fallbacks += 1
+        return self.bindings.bind(key, value, ttl_s)
 
     async def rebind(self, key: str, value: str, ttl_s: float) -> None:
-        """Overwrite."""
-        k = self._key("bind", key)
-        if await self._call(lambda: self._client.set(k, value, px=max(1, math.ceil(ttl_s * 1e3)))) is None:
-            await self.local.rebind(key, value, ttl_s)
+        """Overwrite in the mirror now, in Redis (and the other replicas' mirrors) at the next flush."""
+        if not self.store.healthy:
+            self.fallbacks += 1
+        self.bindings.rebind(key, value, ttl_s)
 
     async def publish(self, channel: str, message: dict[str, Any]) -> None:
-        """Apply ``message`` here at once, then send it to the other replicas."""
+        """Apply ``message`` here at once; send it to the other replicas in the background (now)."""
         self._dispatch(channel, message)
-        data = orjson.dumps({"from": self.replica_id, "message": message})
-        await self._call(lambda: self._client.publish(self._key("ch", channel), data))
+        if not self.store.healthy:
+            self.fallbacks += 1
+            self.dropped += 1
+            return
+        self._outbox.append((channel, message))
+        self._wake.set()
 
     def subscribe(self, channel: str, handler: Handler) -> None:
         """Call ``handler`` with each message published on ``channel`` (by any replica)."""
@@ -213,75 +206,126 @@ class RedisShared:
             except Exception:  # one handler's bug must not stop the others or the listener
                 log.exception("shared state: handler of %s failed", channel)
 
-    async def _listen_start(self) -> None:
-        pubsub = self._client.pubsub(ignore_subscribe_messages=True)
-        await pubsub.psubscribe(self._key("ch", "*"))
-        self._pubsub = pubsub
-        self._tasks.append(asyncio.create_task(self._listen(pubsub), name="redis-shared-listen"))
+    def _received(self, channel: str, message: dict[str, Any]) -> None:
+        if channel != _BIND_CHANNEL:
+            self._dispatch(channel, message)
+        elif isinstance(key := message.get("key"), str) and isinstance(value := message.get("value"), str):
+            self.bindings.learned(key, value, int(message.get("ttl_ms") or 1))
 
-    async def _listen(self, pubsub: PubSub) -> None:
-        """Apply the other replicas' messages until the connection drops (the watcher restarts it)."""
-        skip = len(self._key("ch", ""))
-        try:
-            while True:
-                msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                if msg is None or msg.get("type") != "pmessage":
-                    continue
-                try:
-                    data = orjson.loads(msg["data"])
-                except orjson.JSONDecodeError:
-                    continue
-                if not isinstance(data, dict) or data.get("from") == self.replica_id:
-                    continue
-                self._dispatch(msg["channel"].decode()[skip:], data.get("message") or {})
-        except (RedisError, OSError) as exc:
-            self._down(f"subscription lost: {type(exc).__name__}: {exc}")
-        finally:
-            if self._pubsub is pubsub:
-                self._pubsub = None
-            with contextlib.suppress(Exception):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+    def _health(self, healthy: bool) -> None:
+        """Redis went away or came back: what it lent is dropped either way, and waiting takes let go."""
+        self.leases.clear()
+        self._end_round()
 
-    async def _watch(self) -> None:
-        """While unhealthy, ``PING`` every ``retry_s``; when Redis answers, resubscribe and use it again."""
+    # -- the background: refills and flushes ------------------------------------------------------
+
+    async def refill(self) -> None:
+        """One refill round: every due lease's refill in one pipeline; then waiting takes try again."""
+        rows = self.leases.requests()
+        if rows:
+            self.rounds += 1
+            res = await self.store.run(lambda pipe: self._grants(pipe, rows))
+            for i, row in enumerate(rows):
+                if res is None:
+                    self.leases.failed(row)
+                else:
+                    self.leases.granted(row, *self.store.granted(res[i]))
+        self._end_round()
+
+    def _grants(self, pipe: Pipeline, rows: list[Refill]) -> None:
+        for r in rows:
+            self.store.grant(pipe, r.lease.bucket, r.lease.rate, r.lease.burst, r.lease.floor, r.debt, r.want)
+
+    def _end_round(self) -> None:
+        done, self._round = self._round, asyncio.Event()
+        done.set()
+
+    async def flush(self, *, release: bool = False) -> None:
+        """One write round: pending adds, binding writes, messages, idle leases' tokens back, the heartbeat.
+
+        ``release``: give every lease's tokens back (at shutdown).
+        """
+        now = self._clock()
+        back = self.leases.release() if release else self.leases.sweep() if now >= self._next_sweep else []
+        if now >= self._next_sweep:
+            self._next_sweep = now + 1.0
+        beat = now >= self._next_presence and not release
+        adds, binds = self.counters.drain(), self.bindings.drain()
+        msgs, self._outbox = self._outbox, []
+        if not (adds or binds or msgs or back or beat):
+            return
+        store = self.store
+
+        def build(pipe: Pipeline) -> None:
+            for counter, p in adds.items():
+                store.add(pipe, counter, p.amount, max(1, math.ceil(p.ttl_s * 1e3)))
+            for w in binds:
+                store.bind(pipe, w.key, w.value, w.ttl_ms, w.mode, {"key": w.key, "value": w.value, "ttl_ms": w.ttl_ms})
+            for channel, message in msgs:
+                store.publish(pipe, channel, message)
+            self._grants(pipe, back)
+            if beat:
+                store.presence(pipe, max(3.0, 3 * self.presence_s))
+
+        res = await store.run(build) if store.healthy else None
+        self.rounds += res is not None
+        if res is None:
+            self.counters.restore(adds)
+            self.bindings.restore(binds)
+            self.dropped += len(msgs)
+            return
+        self.counters.flushed(adds, [(float(total), max(0, ms) / 1e3) for total, ms in res[:len(adds)]])
+        for w, held in zip(binds, res[len(adds):len(adds) + len(binds)], strict=True):
+            self.bindings.confirmed(w, held.decode() if isinstance(held, bytes) else str(held))
+        if beat:
+            self.replicas, self._next_presence = max(1, int(res[-1])), now + self.presence_s
+
+    async def _refiller(self) -> None:
         while True:
-            await asyncio.sleep(self.retry_s)
-            if self._healthy and self._pubsub is not None:
-                continue
+            await self._refill_due.wait()
+            self._refill_due.clear()
             try:
-                async with asyncio.timeout(max(self.timeout_s, 0.5)):
-                    if not self._healthy:  # idle connections from before the outage are dead: the first
-                        await self._pool.disconnect(inuse_connections=False)  # request on one would fail
-                    await self._client.ping()
-                    if self._pubsub is None:
-                        await self._listen_start()
-            except (RedisError, OSError, TimeoutError) as exc:
-                self._down(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-                continue
-            if not self._healthy:
-                log.warning("shared state: Redis at %s reachable again; shared state in use", self.url)
-            self._healthy, self._problem = True, None
+                await self.refill()
+            except Exception:  # a bug here must not stop the refills for good
+                log.exception("shared state: refill failed")
+
+    async def _writer(self) -> None:
+        while True:
+            if not self._wake.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.flush_s):
+                        await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.flush()
+            except Exception:  # a bug here must not stop the writes for good
+                log.exception("shared state: flush failed")
 
     async def close(self) -> None:
-        """Stop listening and close the connections."""
+        """Stop the background, write what is pending and give the leases back (if Redis is there), disconnect."""
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         with contextlib.suppress(Exception):
-            await self._client.aclose()
-        with contextlib.suppress(Exception):
-            await self._pool.disconnect()  # a pool passed in is not closed by the client
+            await self.flush(release=True)
+        await self.store.close()
+
+    def stats(self) -> dict[str, float]:
+        """Counts for metrics and the bench: credit, overdrafts, round trips, conflicts, fallbacks."""
+        return {"replicas": self.replicas, "credited": self.leases.credited, "overdrawn": self.leases.overdrawn,
+                "rounds": self.rounds, "flushes": self.counters.flushes, "bind_conflicts": self.bindings.conflicts,
+                "fallbacks": self.fallbacks, "dropped_messages": self.dropped}
 
 
 class SharedCollector(Collector):
-    """``routelens_shared_healthy`` and ``routelens_shared_fallbacks_total`` of one :class:`SharedState`."""
+    """``routelens_shared_healthy``, ``_fallbacks_total``, ``_replicas``, ``_credit_total`` of a shared state."""
 
     def __init__(self, shared: SharedState) -> None:
         self._shared = shared
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        """Read the state's health and fallback count at scrape time."""
+        """Read the state's health and counts at scrape time."""
         backend = str(getattr(self._shared, "backend", "memory"))
         healthy = GaugeMetricFamily("routelens_shared_healthy",
                                     "1 while the shared state store is reachable (0: routing on local state).",
@@ -293,6 +337,17 @@ class SharedCollector(Collector):
                                         labels=["backend"])
         fallbacks.add_metric([backend], float(getattr(self._shared, "fallbacks", 0)))
         yield fallbacks
+        if isinstance(self._shared, RedisShared):
+            stats = self._shared.stats()
+            replicas = GaugeMetricFamily("routelens_shared_replicas", "Gateway replicas alive on the shared store.",
+                                         labels=["backend"])
+            replicas.add_metric([backend], float(stats["replicas"]))
+            yield replicas
+            credit = CounterMetricFamily("routelens_shared_credit",
+                                         "Bucket tokens admitted on credit (lease empty, refill not back yet).",
+                                         labels=["backend"])
+            credit.add_metric([backend], float(stats["credited"]))
+            yield credit
 
 
 def build_shared(settings: SharedSettings, *, clock: Callable[[], float] = time.monotonic) -> SharedState:

@@ -1,0 +1,285 @@
+"""The Redis side of :class:`router_core.resilience.redis_shared.RedisShared`: connections, health, scripts.
+
+Every call is bounded by ``timeout_s``. A call that fails or times out marks the store unhealthy
+(``healthy`` False, ``problem`` says why, one warning logged); calls that follow return None at
+once, without trying, until a background ``PING`` (every ``retry_s``) succeeds again.
+
+Work goes in pipelines (:meth:`RedisStore.run`), one round trip each, of these commands:
+
+- :meth:`grant`: a lease refill (one Lua script, atomic, on the server's clock ``TIME`` so the
+  replicas' clocks do not matter): charge a debt (negative: give tokens back), then take up to
+  ``want`` tokens above ``floor``. A hash ``{t: tokens, at: seconds}`` expiring once full again.
+- :meth:`add`: ``INCRBYFLOAT`` then ``PEXPIRE .. NX`` (the TTL runs from creation).
+- :meth:`bind`: ``SET NX PX`` (publishing the binding when it was set), else ``GETEX PX``.
+- :meth:`publish`: JSON carrying this replica's id; one pattern subscription hands the other
+  replicas' messages to ``on_message`` (this replica's own are skipped).
+- :meth:`presence`: this replica's heartbeat in a sorted set; answers how many are alive.
+
+Scripts are loaded once (and again after an outage) and called by SHA.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import orjson
+import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline, PubSub
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError, RedisError
+
+__all__ = ["RedisStore"]
+
+log = logging.getLogger("router_core.resilience.redis_shared")
+
+T = TypeVar("T")
+
+# KEYS[1] bucket; ARGV rate, burst, floor, debt, want -> {granted, wait s, tokens left} (floats as strings:
+# a Lua number reaches the client as an integer). wait: until one more token is there above the floor.
+_GRANT = """
+local rate, burst, floor = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local debt, want = tonumber(ARGV[4]), tonumber(ARGV[5])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local held = redis.call('HMGET', KEYS[1], 't', 'at')
+local tokens, at = tonumber(held[1]), tonumber(held[2])
+if tokens == nil or at == nil then tokens, at = burst, now end
+if now > at then tokens = math.min(burst, tokens + (now - at) * rate); at = now end
+tokens = math.min(burst, tokens - debt)
+local granted = math.max(0, math.min(want, math.floor(tokens - floor + 1e-9)))
+tokens = tokens - granted
+local wait = 0
+if tokens - floor < 1 then wait = (1 + floor - tokens) / rate end
+redis.call('HSET', KEYS[1], 't', tostring(tokens), 'at', tostring(at))
+redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
+return {granted, tostring(wait), tostring(tokens)}
+"""
+
+# KEYS[1] counter; ARGV amount, ttl ms -> {new total (string), ms left}. The TTL is set at creation only.
+_ADD = """
+local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2], 'NX')
+return {total, redis.call('PTTL', KEYS[1])}
+"""
+
+# KEYS[1] binding; ARGV value, ttl ms, mode (nx | set), channel, message -> the value held.
+_BIND = """
+local set
+if ARGV[3] == 'set' then set = redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+else set = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) end
+if set then
+  redis.call('PUBLISH', ARGV[4], ARGV[5])
+  return ARGV[1]
+end
+return redis.call('GETEX', KEYS[1], 'PX', ARGV[2])
+"""
+
+# KEYS[1] replicas (sorted set); ARGV id, stale seconds -> how many replicas beat within ``stale``.
+_PRESENCE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
+redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000))
+return redis.call('ZCARD', KEYS[1])
+"""
+
+_SCRIPTS = {"grant": _GRANT, "add": _ADD, "bind": _BIND, "presence": _PRESENCE}
+
+
+class RedisStore:
+    """One process's connection to Redis (see the module docstring).
+
+    Args:
+        url: ``redis://host:port/db``.
+        key_prefix: Prepended to every key and channel.
+        timeout_s: Bound of every call (connection included).
+        replica_id: This process's id in messages and the presence set.
+        retry_s: Pause between reconnection attempts while unhealthy.
+        max_connections: Connections of this process (the subscription's included).
+        on_message: ``(channel, message)`` of each message another replica published.
+        on_health: Called with the new value each time ``healthy`` changes.
+    """
+
+    def __init__(self, url: str, *, key_prefix: str, timeout_s: float, replica_id: str | None = None,
+                 retry_s: float = 0.5, max_connections: int = 64,
+                 on_message: Callable[[str, dict[str, Any]], None] = lambda c, m: None,
+                 on_health: Callable[[bool], None] = lambda h: None) -> None:
+        self.url, self.prefix, self.timeout_s, self.retry_s = url, key_prefix, timeout_s, retry_s
+        self.replica_id = replica_id or uuid.uuid4().hex[:12]
+        self.on_message, self.on_health = on_message, on_health
+        self._healthy: bool = True
+        self._problem: str | None = None
+        # A blocking pool: a burst of calls queues for a connection (within the timeout) rather than
+        # failing on "too many connections" and marking a healthy Redis down.
+        self._pool = pool = aioredis.BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=timeout_s, socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0), health_check_interval=0)
+        self.client = aioredis.Redis(connection_pool=pool)
+        self._sha: dict[str, str] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._pubsub: PubSub | None = None
+
+    @property
+    def healthy(self) -> bool:
+        """False while Redis is unreachable."""
+        return self._healthy
+
+    @property
+    def problem(self) -> str | None:
+        """Why Redis is not in use (None: it is)."""
+        return self._problem
+
+    def key(self, kind: str, name: str) -> str:
+        """The Redis key of ``name`` of ``kind`` (``bucket``, ``counter``, ``bind``, ``ch``...)."""
+        return f"{self.prefix}{kind}:{name}"
+
+    async def start(self) -> None:
+        """Connect, load the scripts and listen (call on the running loop); unhealthy if Redis is not there."""
+        if self._tasks:
+            return
+        with contextlib.suppress(RedisError, OSError, TimeoutError):
+            async with asyncio.timeout(max(self.timeout_s, 1.0)):  # first connection: a little slack
+                await self._load()
+                await self._listen_start()
+        if self._pubsub is None:
+            self._down("not reachable at start")
+        self._tasks.append(asyncio.create_task(self._watch(), name="redis-shared-watch"))
+
+    async def _load(self) -> None:
+        for name, body in _SCRIPTS.items():
+            self._sha[name] = await self.client.script_load(body)
+
+    async def call(self, make: Callable[[], Awaitable[T]]) -> T | None:
+        """Run one call within the timeout; None when Redis is down or the call fails (then marked down)."""
+        if not self._healthy:
+            return None
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await make()
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._down(f"{type(exc).__name__}: {exc}" if str(exc) else f"{type(exc).__name__} after "
+                       f"{self.timeout_s * 1e3:.0f} ms")
+            return None
+
+    async def run(self, build: Callable[[Pipeline], None]) -> list[Any] | None:
+        """One pipeline that ``build`` fills, in one round trip (scripts reloaded once if Redis lost them)."""
+        async def execute() -> list[Any]:
+            for attempt in (0, 1):
+                pipe = self.client.pipeline(transaction=False)
+                build(pipe)
+                try:
+                    return list(await pipe.execute())
+                except NoScriptError:
+                    if attempt:
+                        raise
+                    await self._load()
+            raise AssertionError("unreachable")
+
+        return await self.call(execute)
+
+    def grant(self, pipe: Pipeline, bucket: str, rate: float, burst: float, floor: float, debt: int,
+              want: int) -> None:
+        """Queue a lease refill; its answer reads with :meth:`granted`."""
+        pipe.evalsha(self._sha["grant"], 1, self.key("bucket", bucket), rate, burst, floor, debt, want)
+
+    @staticmethod
+    def granted(res: Any) -> tuple[int, float, float]:
+        """``(tokens granted, seconds until one more is there, tokens left)``."""
+        return int(res[0]), float(res[1]), float(res[2])
+
+    def add(self, pipe: Pipeline, counter: str, amount: float, ttl_ms: int) -> None:
+        """Queue a counter add; its answer is ``[total, ms left]``."""
+        pipe.evalsha(self._sha["add"], 1, self.key("counter", counter), amount, ttl_ms)
+
+    def bind(self, pipe: Pipeline, key: str, value: str, ttl_ms: int, mode: str, message: dict[str, Any]) -> None:
+        """Queue a binding write (``message`` published on ``_bind`` when it set the key); answer: the value held."""
+        pipe.evalsha(self._sha["bind"], 1, self.key("bind", key), value, ttl_ms, mode, self.key("ch", "_bind"),
+                     self._payload(message))
+
+    def publish(self, pipe: Pipeline, channel: str, message: dict[str, Any]) -> None:
+        """Queue a message to the other replicas."""
+        pipe.publish(self.key("ch", channel), self._payload(message))
+
+    def presence(self, pipe: Pipeline, stale_s: float) -> None:
+        """Queue this replica's heartbeat; answer: the replicas alive."""
+        pipe.evalsha(self._sha["presence"], 1, self.key("replicas", "alive"), self.replica_id, stale_s)
+
+    def _payload(self, message: dict[str, Any]) -> bytes:
+        return orjson.dumps({"from": self.replica_id, "message": message})
+
+    def _down(self, problem: str) -> None:
+        if self._healthy:
+            log.warning("shared state: Redis at %s unavailable (%s); routing on this process's own state", self.url,
+                        problem)
+            self._healthy, self._problem = False, problem
+            self.on_health(False)
+        self._problem = problem
+
+    async def _listen_start(self) -> None:
+        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        await pubsub.psubscribe(self.key("ch", "*"))
+        self._pubsub = pubsub
+        self._tasks.append(asyncio.create_task(self._listen(pubsub), name="redis-shared-listen"))
+
+    async def _listen(self, pubsub: PubSub) -> None:
+        """Hand the other replicas' messages over until the connection drops (the watcher restarts it)."""
+        skip = len(self.key("ch", ""))
+        try:
+            while True:
+                msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                if msg is None or msg.get("type") != "pmessage":
+                    continue
+                try:
+                    data = orjson.loads(msg["data"])
+                except orjson.JSONDecodeError:
+                    continue
+                if not isinstance(data, dict) or data.get("from") == self.replica_id:
+                    continue
+                self.on_message(msg["channel"].decode()[skip:], data.get("message") or {})
+        except (RedisError, OSError) as exc:
+            self._down(f"subscription lost: {type(exc).__name__}: {exc}")
+        finally:
+            if self._pubsub is pubsub:
+                self._pubsub = None
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def _watch(self) -> None:
+        """While unhealthy, ``PING`` every ``retry_s``; when Redis answers, reload, resubscribe and use it again."""
+        while True:
+            await asyncio.sleep(self.retry_s)
+            if self._healthy and self._pubsub is not None:
+                continue
+            try:
+                async with asyncio.timeout(max(self.timeout_s, 0.5)):
+                    if not self._healthy:  # idle connections from before the outage are dead: the first
+                        await self._pool.disconnect(inuse_connections=False)  # request on one would fail
+                    await self.client.ping()
+                    await self._load()  # a restarted Redis has no scripts
+                    if self._pubsub is None:
+                        await self._listen_start()
+            except (RedisError, OSError, TimeoutError) as exc:
+                self._down(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+                continue
+            if not self._healthy:
+                log.warning("shared state: Redis at %s reachable again; shared state in use", self.url)
+                self._healthy, self._problem = True, None
+                self.on_health(True)
+
+    async def close(self) -> None:
+        """Stop listening and close the connections."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        with contextlib.suppress(Exception):
+            await self.client.aclose()
+        with contextlib.suppress(Exception):
+            await self._pool.disconnect()  # a pool passed in is not closed by the client
