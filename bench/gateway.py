@@ -12,6 +12,10 @@ periodic stall shows there as a recurring spike. It is a run of its own because 
 requests land between wrk's: in the measured c=1 run they would queue behind each other, which the
 direct path (measured without a sampler) does not see.
 
+Each RouteLens run also checks that no trace was lost: ``traces`` holds the answers its runs got
+(warm-up and sampler included), the traces its store holds once the gateway has stopped, and
+``lost``, the answers without a trace.
+
 Two figures read the others against the machine: ``machine`` is a loopback ping-pong across two
 CPUs and on one (:mod:`bench.loopback`: what one wake-up between processes costs here), and
 ``bare_proxy`` is the same hop through aiohttp, uvloop and RouteLens's upstream client with no
@@ -41,6 +45,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import yaml
 
 from app.run.procs import Child, free_port
@@ -66,14 +71,16 @@ def _ms(text: str) -> float:
 
 
 def wrk(url: str, script: Path, connections: int, seconds: int) -> dict[str, float]:
-    """One wrk run: p50/p99 latency (ms), requests/s, and non-2xx responses."""
+    """One wrk run: p50/p99 latency (ms), requests answered, requests/s, and non-2xx responses."""
     argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s", "--latency", "-s", str(script), url]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
     pct = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
     if "50" not in pct or "99" not in pct:  # no request completed: say so instead of a KeyError
         raise RuntimeError(f"wrk measured no latency against {url}: {' '.join(out.split())[-300:]}")
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    done = re.search(r"(\d+) requests in", out)
     return {"p50_ms": round(_ms(pct["50"]), 3), "p99_ms": round(_ms(pct["99"]), 3),
+            "requests": int(done.group(1)) if done else 0,
             "rps": round(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), 1),  # type: ignore[union-attr]
             "non_2xx": int(errors.group(1)) if errors else 0}
 
@@ -102,9 +109,14 @@ def per_second_p99(samples: list[tuple[float, float]]) -> list[float]:
 
 
 def measure(url: str, script: Path, seconds: int, *, over_time: bool = False) -> dict[str, Any]:
-    """c=1 and c=16 against ``url`` (after a short warm-up); then, if asked, the sampled c=1 run."""
-    wrk(url, script, 4, 2)
+    """c=1 and c=16 against ``url`` (after a short warm-up); then, if asked, the sampled c=1 run.
+
+    ``answered`` counts every answer the runs got (warm-up and sampler included), for the
+    lost-trace check.
+    """
+    warm = wrk(url, script, 4, 2)
     result: dict[str, Any] = {"c1": wrk(url, script, 1, seconds), "c16": wrk(url, script, 16, seconds)}
+    answered = warm["requests"] + result["c1"]["requests"] + result["c16"]["requests"]
     if over_time:
         samples: list[tuple[float, float]] = []
         stop = threading.Event()
@@ -115,7 +127,27 @@ def measure(url: str, script: Path, seconds: int, *, over_time: bool = False) ->
         sampler.join(30)
         result["latency_over_time"] = {"sampled_every_ms": 20, "p99_ms_per_second": per_second_p99(samples),
                                        "wrk_c1_beside": beside}
+        answered += beside["requests"] + len(samples)
+    result["answered"] = answered
     return result
+
+
+def stored_traces(db: Path) -> int:
+    """Traces in the benchmark's DuckDB file (read once the gateway that wrote them has stopped)."""
+    if not db.exists():
+        return 0
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        row = con.execute("SELECT count(*) FROM traces").fetchone()
+        return int(row[0]) if row else 0
+    finally:
+        con.close()
+
+
+def lost_check(answered: int, before: int, after: int) -> dict[str, int]:
+    """Requests answered against traces stored by one gateway run (a request wrk gave up on may add one)."""
+    stored = after - before
+    return {"answered": answered, "traces_stored": stored, "lost": max(0, answered - stored)}
 
 
 def _litellm(tmp: Path, upstream: str) -> tuple[list[str], Path]:
@@ -148,7 +180,9 @@ def _measure_litellm(tmp: Path, base: str, seconds: int, start: Any, stop_last: 
                     raise
                 time.sleep(0.5)
         url = f"http://127.0.0.1:{port}/v1/chat/completions"
-        return {"version": LITELLM, "workers": workers, **measure(url, _wrk_script(tmp, "m"), seconds)}
+        figures = measure(url, _wrk_script(tmp, "m"), seconds)
+        figures.pop("answered")
+        return {"version": LITELLM, "workers": workers, **figures}
     finally:
         stop_last()
 
@@ -194,18 +228,21 @@ def main(argv: list[str]) -> int:
         start("sim", [*py, "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"], "fleet ready")
         result["machine"] = ping_pong()
         result["direct"] = measure(f"{base}/v1/chat/completions", script, args.seconds)
+        result["direct"].pop("answered")
         floor = free_port()
         start("bare-proxy", [sys.executable, "-m", "bench.bare_proxy", "--port", str(floor),
                              "--upstream", f"{base}/v1/chat/completions"], "bare proxy ready")
         result["bare_proxy"] = measure(f"http://127.0.0.1:{floor}/v1/chat/completions", script, args.seconds)
+        result["bare_proxy"].pop("answered")
         stop_last()
-        start("routelens", [*py, "serve", "--port", str(gw), "--workers", "1"], "gateway ready")
-        result["routelens"] = measure(f"http://127.0.0.1:{gw}/v1/chat/completions", script, args.seconds,
-                                      over_time=True)
-        stop_last()
-        start("routelens-workers", [*py, "serve", "--port", str(gw), "--workers", str(args.workers)], "gateway ready")
-        result["routelens_workers"] = measure(f"http://127.0.0.1:{gw}/v1/chat/completions", script, args.seconds)
-        stop_last()
+        db = tmp / "traces.duckdb"
+        for key, n in (("routelens", 1), ("routelens_workers", args.workers)):
+            before = stored_traces(db)
+            start(key, [*py, "serve", "--port", str(gw), "--workers", str(n)], "gateway ready")
+            result[key] = measure(f"http://127.0.0.1:{gw}/v1/chat/completions", script, args.seconds,
+                                  over_time=n == 1)
+            stop_last()  # the gateway stores what it holds before it exits
+            result[key]["traces"] = lost_check(result[key].pop("answered"), before, stored_traces(db))
         if not args.no_litellm:
             for key, n in (("litellm", 1), ("litellm_workers", args.workers)):
                 try:
