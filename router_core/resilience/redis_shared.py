@@ -84,6 +84,7 @@ class RedisShared:
         self.fallbacks = 0  # calls answered by local state because Redis was down or did not answer in time
         self.dropped = 0  # messages not sent (Redis down)
         self.rounds = 0  # round trips to Redis: refills and flushes
+        self.waits = 0  # takes that waited for a refill (lease and credit used up)
         self._outbox: list[tuple[str, dict[str, Any]]] = []
         self._handlers: dict[str, list[Handler]] = {}
         self._refill_due, self._wake, self._round = asyncio.Event(), asyncio.Event(), asyncio.Event()
@@ -124,6 +125,7 @@ class RedisShared:
             if self.leases.due:
                 self._refill_due.set()
             if got is None:
+                self.waits += 1
                 got = await self._take_after_refill(bucket, rate, burst, floor)
             if got is not None:
                 return got
@@ -312,10 +314,11 @@ class RedisShared:
         await self.store.close()
 
     def stats(self) -> dict[str, float]:
-        """Counts for metrics and the bench: credit, overdrafts, round trips, conflicts, fallbacks."""
+        """Counts for metrics and the bench: credit, overdrafts, round trips, waits, conflicts, fallbacks."""
         return {"replicas": self.replicas, "credited": self.leases.credited, "overdrawn": self.leases.overdrawn,
-                "rounds": self.rounds, "flushes": self.counters.flushes, "bind_conflicts": self.bindings.conflicts,
-                "fallbacks": self.fallbacks, "dropped_messages": self.dropped}
+                "rounds": self.rounds, "waits": self.waits, "flushes": self.counters.flushes,
+                "bind_conflicts": self.bindings.conflicts, "fallbacks": self.fallbacks,
+                "dropped_messages": self.dropped}
 
 
 class SharedCollector(Collector):
