@@ -5,8 +5,9 @@ held. Either way a write is queued for the next flush: ``nx`` (set in Redis unle
 TTL renewed; Redis answers what it holds) or ``set`` (``rebind``: overwrite). A replica that
 binds a key first publishes it, so the others' mirrors learn it before their first request of
 that session; when two replicas bind one key within a flush of each other, Redis keeps the first
-and the other's mirror is corrected by the answer (``conflicts``). A replica that starts (or has
-evicted a key) places a session it does not know anew, until Redis's answer corrects it.
+and the other's mirror is corrected by the answer (``conflicts``). A replica that starts reads the
+bindings Redis holds into its mirror (in the background); until then, and for a key it evicted,
+it places a session it does not know anew, until Redis's answer to its write corrects it.
 
 The mirror holds at most ``max_keys`` bindings (least recently used dropped). Pure bookkeeping.
 """
@@ -42,6 +43,11 @@ class BindingMirror:
         self._held: OrderedDict[str, tuple[str, float]] = OrderedDict()  # key -> (value, expires at)
         self._writes: dict[str, Mode] = {}
         self.conflicts = 0  # keys Redis held for another replica's value when this one bound them
+
+    @property
+    def full(self) -> bool:
+        """True when the mirror holds ``max_keys`` bindings."""
+        return len(self._held) >= self.max_keys
 
     def get(self, key: str) -> str | None:
         """The value held for ``key`` (None: none, or expired)."""
@@ -86,6 +92,11 @@ class BindingMirror:
     def learned(self, key: str, value: str, ttl_ms: int) -> None:
         """Another replica bound or rebound ``key`` (what Redis holds now)."""
         self._hold(key, value, ttl_ms / 1e3)
+
+    def warm(self, key: str, value: str, ttl_ms: int) -> None:
+        """A binding read from Redis at start: held unless this replica has bound ``key`` meanwhile."""
+        if key not in self._held and len(self._held) < self.max_keys:
+            self._hold(key, value, ttl_ms / 1e3)
 
     def restore(self, writes: list[BindWrite]) -> None:
         """A flush that failed: its writes are owed again (a ``set`` queued meanwhile stays a ``set``)."""

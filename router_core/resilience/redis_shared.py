@@ -10,8 +10,8 @@ background tasks keep in step with Redis (one round trip per batch, not per requ
   bucket is overdrawn by at most ``lease size * replicas`` tokens at any time.
 - **Counters** (:mod:`.redis_counters`): added locally, flushed every ``flush_s`` in one pipeline;
   a total is the last flushed (or read) shared total plus this replica's pending adds.
-- **Bindings** (:mod:`.redis_bindings`): read from a local mirror that the other replicas'
-  published bindings keep current; written in the background at the next flush.
+- **Bindings** (:mod:`.redis_bindings`): read from a local mirror, filled from Redis at start and
+  kept current by the other replicas' published bindings; written in the background at the flush.
 - **Messages** (breaker transitions): applied here at once, sent at once in the background.
 - **Replicas**: each beats in a presence set every ``presence_s``; ``replicas`` is how many beat.
 
@@ -114,7 +114,37 @@ class RedisShared:
         if self.store.healthy:
             await self.flush()
         self._tasks += [asyncio.create_task(self._refiller(), name="redis-shared-refill"),
-                        asyncio.create_task(self._writer(), name="redis-shared-write")]
+                        asyncio.create_task(self._writer(), name="redis-shared-write"),
+                        asyncio.create_task(self._warm(), name="redis-shared-warm")]
+
+    async def _warm(self, batch: int = 500) -> None:
+        """Read the bindings Redis holds into the mirror (at most its size), ``batch`` keys a round trip."""
+        store, skip = self.store, len(self.store.key("bind", ""))
+        keys: list[bytes] = []
+
+        async def read() -> None:
+            def build(pipe: Pipeline) -> None:
+                for k in keys:
+                    pipe.get(k)
+                    pipe.pttl(k)
+
+            res = await store.run(build) or []
+            for k, value, ttl_ms in zip(keys, res[::2], res[1::2], strict=False):
+                if value is not None and ttl_ms > 0:
+                    self.bindings.warm(k.decode()[skip:], value.decode(), ttl_ms)
+            keys.clear()
+
+        try:
+            async for k in store.client.scan_iter(match=store.key("bind", "*"), count=batch):
+                keys.append(k)
+                if len(keys) >= batch:
+                    await read()
+                if self.bindings.full:
+                    return
+            if keys:
+                await read()
+        except Exception as exc:  # Redis went away meanwhile: the mirror fills as sessions come
+            log.info("shared state: bindings not read at start (%s)", type(exc).__name__)
 
     # -- the request path: local answers ----------------------------------------------------------
 

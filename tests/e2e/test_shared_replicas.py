@@ -1,4 +1,5 @@
-"""Two gateway processes sharing one Redis: one client bucket for both; Redis down, both keep routing."""
+"""Two gateway processes sharing one Redis: one client bucket, breakers, spend and sessions for both; Redis down,
+both keep routing on local state and share again once it is back."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import yaml
 
 from app.run.procs import free_port
@@ -25,15 +27,18 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
 
 
-def post(url: str, key: str) -> tuple[int, dict[str, str], Any]:
-    """POST a chat request as client ``key``: status, headers, JSON body."""
+def post(url: str, key: str, ticket: str | None = None) -> tuple[int, dict[str, str], Any]:
+    """POST a chat request as client ``key`` (in session ``ticket``): status, headers (lower-case), JSON body."""
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
+    if ticket is not None:
+        headers["x-ticket-id"] = ticket
     req = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps(CHAT).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+                                 headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, dict(resp.headers), json.loads(resp.read())
+            return resp.status, {k.lower(): v for k, v in resp.headers.items()}, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), json.loads(exc.read())
+        return exc.code, {k.lower(): v for k, v in exc.headers.items()}, json.loads(exc.read())
 
 
 def shared_of(url: str) -> dict[str, Any]:
@@ -60,9 +65,10 @@ class Replicas:
 @pytest.fixture
 def replicas(tmp_path: Path) -> Iterator[Replicas]:
     redis = RedisServer(tmp_path).start()
-    instance = {"id": "m-a", "model": "m", "url": f"http://127.0.0.1:{free_port()}", "context_window": 32768}
+    instances = [{"id": i, "model": "m", "url": f"http://127.0.0.1:{free_port()}", "context_window": 32768}
+                 for i in ("m-a", "m-b")]
     base = {
-        "fleet": {"instances": [instance]},
+        "fleet": {"instances": instances},
         "storage": {"duckdb_path": str(tmp_path / "traces.duckdb"), "flush_interval_ms": 20},
         "scrape": {"interval_s": 0.5, "timeout_s": 0.5, "stale_after_s": 30},
         "sim": {"time_scale": 50, "seed": 1},
@@ -70,6 +76,8 @@ def replicas(tmp_path: Path) -> Iterator[Replicas]:
         "shared": {"backend": "redis", "url": redis.url, "key_prefix": "e2e:", "timeout_ms": 50},
         "throttles": {"client": {"rate": 0.01, "burst": 4}},
         "resilience": {"breakers": {"instance": {"consecutive_failures": 3, "open_s": 60}}},
+        "economics": {"affinity": {"header": "x-ticket-id"},
+                      "budgets": {"refresh_s": 0.2, "bands": [{"name": "all", "hours": [[0, 24]], "max_spend": 1e9}]}},
     }
     cfg = tmp_path / "routelens.yaml"
     cfg.write_text(yaml.safe_dump(base))
@@ -97,7 +105,7 @@ def test_two_gateways_share_one_client_bucket_and_route_on_when_redis_is_down(re
     assert [post(url, "sk-one")[0] for url in (a, b, a, b)] == [200] * 4
     for url in (a, b):
         status, headers, body = post(url, "sk-one")
-        assert status == 429 and int(headers["Retry-After"]) >= 1
+        assert status == 429 and int(headers["retry-after"]) >= 1
         assert body["error"]["code"] == "client_rate_limited"
     assert post(b, "sk-two")[0] == 200  # another key: its own bucket
 
@@ -128,3 +136,42 @@ def test_a_breaker_opened_by_one_gateway_is_seen_by_the_other(replicas: Replicas
             break
     assert breaker_of(a, "m-a") not in (None, "closed")
     until(lambda: breaker_of(b, "m-a") not in (None, "closed"), timeout_s=10)  # through Redis pub/sub
+
+
+def state_of(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url + "/v1/router/state", timeout=10) as resp:
+        state: dict[str, Any] = json.loads(resp.read())
+    return state
+
+
+def calls_of(url: str) -> float:
+    """Calls counted in the budget band's window, as the gateway at ``url`` knows them (both replicas' adds)."""
+    return float(next(row["calls"] for row in state_of(url)["budgets"] if row["band"] == "all"))
+
+
+def metric(url: str, name: str) -> float | None:
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return next((float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{")), None)
+
+
+def test_spend_and_sessions_are_shared_by_the_two_gateways(replicas: Replicas) -> None:
+    a, b = replicas.a, replicas.b
+    until(lambda: metric(a, "routelens_shared_replicas") == 2 and metric(b, "routelens_shared_replicas") == 2)
+    # spend: each gateway adds locally and flushes in the background; each reads the other's adds back
+    for i, url in enumerate((a, a, a, b, b)):
+        assert post(url, f"sk-spend-{i}")[0] == 200
+    until(lambda: calls_of(a) == 5 and calls_of(b) == 5)
+    # a session bound by a: written to Redis in the background, published, and followed by b
+    status, headers, _ = post(a, "sk-session", ticket="T-1")
+    assert status == 200
+    bound = headers["x-routelens-instance"]
+    store = redis.Redis.from_url(replicas.redis.url)
+    try:
+        until(lambda: store.get("e2e:bind:affinity:T-1") == bound.encode())
+    finally:
+        store.close()
+    for i, url in enumerate((b, a, b)):
+        status, headers, _ = post(url, f"sk-session-{i}", ticket="T-1")
+        assert status == 200 and headers["x-routelens-instance"] == bound
+    assert state_of(a)["shared"]["healthy"] and state_of(b)["shared"]["healthy"]

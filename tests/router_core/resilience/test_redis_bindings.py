@@ -61,3 +61,14 @@ def test_failed_writes_are_owed_again_and_the_mirror_is_bounded() -> None:
     assert sorted((w.key, w.mode) for w in m.drain()) == [("s1", "set"), ("s2", "nx")]
     m.bind("s3", "c", 60)  # the least recently used goes, with its write
     assert m.get("s2") is None and m.get("s1") == "a" and m.get("s3") == "c"
+
+
+def test_bindings_read_at_start_do_not_replace_what_this_replica_bound_meanwhile() -> None:
+    m = BindingMirror(Clock(), max_keys=3)
+    m.rebind("s1", "moved-here", 60)
+    m.warm("s1", "old", 60_000)
+    m.warm("s2", "old", 60_000)
+    assert m.get("s1") == "moved-here" and m.get("s2") == "old" and not m.full
+    m.warm("s3", "x", 60_000)
+    m.warm("s4", "x", 60_000)
+    assert m.full and m.get("s4") is None

@@ -169,6 +169,22 @@ def test_bindings_are_mirrored_and_written_in_the_background(redis_server: Redis
     _with(redis_server, body)
 
 
+def test_a_replica_that_starts_reads_the_bindings_into_its_mirror(redis_server: RedisServer) -> None:
+    async def body(a: RedisShared, b: RedisShared) -> None:
+        for i in range(3):
+            await a.bind(f"old-{i}", f"inst-{i}", 60)
+        await a.flush()
+        c = RedisShared(redis_server.url, key_prefix="t:", replica_id="c", retry_s=0.05, flush_s=3600.0)
+        await c.start()
+        try:
+            await _until(lambda: c.bindings.get("old-2") == "inst-2")
+            assert await c.bind("old-0", "inst-z", 60) == "inst-0"  # not placed anew: a's binding
+        finally:
+            await c.close()
+
+    _with(redis_server, body)
+
+
 def test_messages_reach_the_other_replica_once_and_the_sender_inline(redis_server: RedisServer) -> None:
     async def body(a: RedisShared, b: RedisShared) -> None:
         got_a: list[dict[str, Any]] = []
