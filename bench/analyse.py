@@ -3,11 +3,13 @@
 Routes are synthetic from the vendored Home Assistant sets (data/intents): the English and Chinese
 training routes, 50 examples each, the first 20 routes. Queries are the held-out cases. The fast
 path (char n-gram TF-IDF + logistic regression) and the embedding path (MiniLM, one torch thread,
-nearest centroid) are timed per query, separately. Targets: fast p99 <= 2 ms, embedding p99 <= 25 ms.
+nearest centroid; int8 unless ``--precision fp32``) are timed per query, separately. Targets: fast
+p99 <= 2 ms, embedding p99 <= 25 ms.
 
 With it, what a 50-rule routing matrix adds to ``decide()`` p99 (target <= 0.1 ms; :mod:`bench.matrix`).
 
-Last line: ``{"routes", "examples", "fast_p50_ms", "fast_p99_ms", "embedding_p50_ms", "embedding_p99_ms",
+Last line: ``{"routes", "examples", "fast_p50_ms", "fast_p99_ms", "embedding_precision", "embedding_p50_ms",
+"embedding_p99_ms",
 "fit_fast_s", "fit_embedding_s", ..., "decide_p99_ms", "matrix_none_added_p99_ms", "matrix_last_added_p99_ms"}``.
 """
 
@@ -44,7 +46,7 @@ def _p(xs: list[float], q: float) -> float:
     return round(xs[min(len(xs) - 1, int(q * len(xs)))], 3)
 
 
-def analysis_figures(n_routes: int, per_route: int, n_queries: int) -> dict[str, Any]:
+def analysis_figures(n_routes: int, per_route: int, n_queries: int, precision: str = "int8") -> dict[str, Any]:
     """Fit both paths and time each on ``n_queries`` queries (the per-path request cost)."""
     import numpy as np
 
@@ -54,7 +56,8 @@ def analysis_figures(n_routes: int, per_route: int, n_queries: int) -> dict[str,
     routes, queries = synthetic_routes(n_routes, per_route)
     queries = queries[:n_queries]
     t0 = time.perf_counter()
-    clf = IntentClassifier(routes, IntentSettings(routes="<bench>"), cache_path=None)
+    settings = IntentSettings.model_validate({"routes": "<bench>", "embedding_precision": precision})
+    clf = IntentClassifier(routes, settings, cache_path=None)
     fit_fast = time.perf_counter() - t0
     t0 = time.perf_counter()
     clf.fit_embedding()
@@ -71,6 +74,7 @@ def analysis_figures(n_routes: int, per_route: int, n_queries: int) -> dict[str,
         emb.append((time.perf_counter() - s) * 1e3)
     return {"routes": len(routes), "examples": sum(map(len, routes.values())), "queries": len(queries),
             "fast_p50_ms": round(statistics.median(fast), 3), "fast_p99_ms": _p(fast, 0.99),
+            "embedding_precision": settings.embedding_precision,
             "embedding_p50_ms": round(statistics.median(emb), 3), "embedding_p99_ms": _p(emb, 0.99),
             "fit_fast_s": round(fit_fast, 3), "fit_embedding_s": round(fit_emb, 3),
             "fast_threshold": round(clf.fast_threshold, 4), "embedding_threshold": clf.embedding_threshold}
@@ -81,8 +85,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--routes", type=int, default=20)
     p.add_argument("--per-route", type=int, default=50)
     p.add_argument("--queries", type=int, default=400)
+    p.add_argument("--precision", choices=("int8", "fp32"), default="int8", help="MiniLM's weights")
     args = p.parse_args(argv)
-    figures = analysis_figures(args.routes, args.per_route, args.queries)
+    figures = analysis_figures(args.routes, args.per_route, args.queries, args.precision)
     figures.update(matrix_figures())
     print(json.dumps(figures))
     return 0

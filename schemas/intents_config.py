@@ -25,6 +25,9 @@ class IntentSettings(ContractModel):
     max_tokens: int = Field(512, gt=0, description="Input is cut here before classification (seed: 512).")
     fast_threshold: Threshold = Field("calibrated", description="Fast path: below it, escalate or abstain.")
     embedding_threshold: Threshold = Field("calibrated", description="Embedding path: below it, abstain.")
+    embedding_precision: Literal["int8", "fp32"] = Field(
+        "int8", description="MiniLM's Linear layers as dynamically quantised int8 (about 4x less weight memory per "
+                            "query, same evaluation figures) or the published fp32 weights.")
     escalate: bool = Field(True, description="Run the embedding path when the fast path is below its threshold.")
     escalate_band: float = Field(
         0.75, ge=0, le=1, description="Escalate only from this share of the fast threshold up: further below, "

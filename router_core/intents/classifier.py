@@ -4,7 +4,7 @@
 its confidence is below the fast threshold and ``escalate`` is on, the embedding path (nearest
 capability centroid). Below the final path's threshold the verdict abstains (``label`` None,
 ``nearest`` kept) and the rule layer decides. Thresholds are calibrated per route set
-(:mod:`router_core.intents.calibrate`) unless configured as numbers. Without sentence-transformers
+(:mod:`router_core.intents.calibrate`) unless configured as numbers. Without torch, transformers
 or the model package the classifier runs the fast path only and :attr:`embedding_status` says why.
 """
 
@@ -24,22 +24,19 @@ from router_core.intents.cut import cut_to_tokens
 from router_core.intents.embedding import (
     CentroidModel,
     Embedder,
-    MiniLM,
     VectorFit,
     cluster_route,
     embedder_missing,
     k_for,
 )
 from router_core.intents.fast import FastModel, fit_fast
+from router_core.intents.minilm import MODEL_NAME, MiniLMEncoder
 from router_core.intents.routes import load_routes, route_hash
 from schemas.errors import ConfigError
 from schemas.intents_config import IntentSettings
 from schemas.trace_policy import IntentVerdict
 
 __all__ = ["IntentClassifier"]
-
-MODEL_ID = "all-MiniLM-L6-v2"
-
 
 class IntentClassifier:
     """Classify query text into one of the routes, or abstain.
@@ -48,7 +45,8 @@ class IntentClassifier:
         routes: Route name -> example utterances (at least two routes).
         settings: Thresholds, K range, cut bound, seed.
         cache_path: The centroid cache (None: no cache file).
-        embedder: The embedding model (None: MiniLM when installed, else fast path only).
+        embedder: The embedding model (None: MiniLM at ``settings.embedding_precision`` when installed, else
+            the fast path only).
     """
 
     def __init__(self, routes: dict[str, list[str]], settings: IntentSettings, *, cache_path: Path | None = None,
@@ -59,7 +57,11 @@ class IntentClassifier:
         self.settings = settings
         self.cache_path = cache_path
         self.embedding_status = None if embedder is not None else embedder_missing()
-        self._embedder = embedder if embedder is not None or self.embedding_status else MiniLM()
+        if embedder is None and self.embedding_status is None:
+            embedder = MiniLMEncoder(settings.embedding_precision)
+        self._embedder = embedder
+        # The cache's model key: vectors of another model or precision are never mixed with these.
+        self.model_id: str = getattr(embedder, "model_id", MODEL_NAME)
         self._texts = [t for ts in routes.values() for t in ts]
         self._labels = [r for r, ts in routes.items() for _ in ts]
         self._fast = FastModel(settings.seed).fit(self._texts, self._labels)
@@ -100,7 +102,7 @@ class IntentClassifier:
                 return
             s = self.settings
             path = self.cache_path
-            cache = CentroidCache.load(path, MODEL_ID) if path is not None else CentroidCache(MODEL_ID)
+            cache = CentroidCache.load(path, self.model_id) if path is not None else CentroidCache(self.model_id)
             fresh: dict[str, CacheEntry] = {}
             self.reclustered = []
             for route, texts in self.routes.items():
@@ -126,7 +128,7 @@ class IntentClassifier:
                 self.embedding_threshold = float(s.embedding_threshold)
             if path is not None and (self.reclustered or thresholds != cache.thresholds
                                      or list(fresh) != list(cache.routes)):
-                CentroidCache(MODEL_ID, fresh, thresholds).save(path)
+                CentroidCache(self.model_id, fresh, thresholds).save(path)
             self._centroids = CentroidModel({r: e.centroids for r, e in fresh.items()})
 
     def classify(self, text: str, *, escalate: bool | None = None) -> IntentVerdict:

