@@ -5,8 +5,9 @@ What it does: names the client of a request by the first of ``throttles.client.k
 never stored), and takes a token from that client's bucket; then, with ``throttles.shedding``,
 from one bucket every client shares, leaving ``reserve[priority] * burst`` tokens behind: as the
 gateway fills up, ``low`` is refused first, then ``normal``, and ``high`` last. Buckets live in the
-:class:`SharedState` (Redis: every replica draws on the same ones). One client emptying its bucket
-costs the others nothing: each key is its own bucket, and a take is one atomic call.
+:class:`SharedState` (Redis: every replica draws on the same ones, through a local lease per
+bucket, so a take awaits no round trip). One client emptying its bucket costs the others nothing:
+each key is its own bucket (and its own lease).
 """
 
 from __future__ import annotations

@@ -1,9 +1,14 @@
 """One interface for the state gateway replicas share, and its one-process implementation.
 
 Breaker transitions are *published* and every replica applies them to its local view; token
-buckets are taken atomically in the shared store; counters (budget spend) are added to and read;
-bindings (session affinity) are set if absent. The Redis implementation keeps working on a local
-:class:`MemoryShared` while Redis is down and says so (``healthy``, ``problem``).
+buckets are taken from; counters (budget spend) are added to and read; bindings (session
+affinity) are set if absent. :class:`MemoryShared` does each exactly, in one process. The Redis
+implementation (:mod:`router_core.resilience.redis_shared`) answers every call the request path
+awaits from local state kept in step with Redis in the background, so its answers are exact up to
+documented bounds: a bucket admits at most ``lease size * replicas`` tokens more than one exact
+bucket would, a counter's total lags the other replicas' adds by one flush interval, a binding
+made by another replica is seen once its publication arrives. While Redis is down it works on
+this process's own state and says so (``healthy``, ``problem``).
 """
 
 from __future__ import annotations
@@ -39,11 +44,11 @@ class SharedState(Protocol):
         ...
 
     async def add(self, counter: str, amount: float, ttl_s: float) -> float:
-        """Add ``amount`` to ``counter`` (created with ``ttl_s``); return its new total."""
+        """Add ``amount`` to ``counter`` (created with ``ttl_s``); return its new total (as this replica knows it)."""
         ...
 
     async def get(self, counter: str) -> float:
-        """The counter's value (0 when absent or expired)."""
+        """The counter's value (0 when absent or expired); may read the shared store (for background refreshes)."""
         ...
 
     async def bind(self, key: str, value: str, ttl_s: float) -> str:
