@@ -248,7 +248,7 @@ def main(argv: list[str]) -> int:
     overhead = decide_overhead()
     result["decide_overhead_p99_ms"] = overhead["filter_p99_ms"]
     result["decide_p99_ms"] = overhead
-    if shutil.which("redis-server"):  # the added p99 of the shared bucket and counter per request (bench.redis_bench)
+    if shutil.which("redis-server"):  # what the shared state costs a request with Redis (bench.redis_bench)
         redis = redis_bench()
         result["redis_p99_ms"], result["redis"] = redis["redis_p99_ms"], redis
     else:

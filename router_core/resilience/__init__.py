@@ -2,6 +2,7 @@
 
 State that several gateway processes must agree on lives behind :class:`SharedState`
 (:mod:`router_core.resilience.shared`): :class:`MemoryShared` in one process, a Redis
-implementation across processes. Reads on the request path are local; Redis is written to and
-listened to, never waited on per request except for a shared token bucket.
+implementation across processes. Nothing on the request path waits on Redis: token buckets are
+served from local leases refilled in the background, counters are flushed in batches, bindings are
+read from a local mirror (:mod:`router_core.resilience.redis_shared`).
 """
