@@ -1,4 +1,4 @@
-"""The gateway benchmark's reference parts: the bare proxy relays an answer as it came; the ping-pong reports."""
+"""The benchmarks' reference parts: the bare proxy relays an answer as it came; the ping-pong and Redis report."""
 
 from __future__ import annotations
 
@@ -35,3 +35,12 @@ def test_the_ping_pong_reports_both_placements_in_order() -> None:
     figures = ping_pong(200)
     assert set(figures) == {"cross_cpu_p50_us", "cross_cpu_p99_us", "same_cpu_p50_us", "same_cpu_p99_us"}
     assert all(0 < figures[f"{w}_p50_us"] <= figures[f"{w}_p99_us"] for w in ("cross_cpu", "same_cpu"))
+
+
+def test_the_redis_bench_reports_what_the_shared_state_adds_to_a_request() -> None:
+    from bench.redis_bench import redis_bench  # starts a redis-server of its own (the Makefile installs it)
+
+    figures = redis_bench(requests=300, clients=10, rate_rps=3000.0)
+    assert {"redis_p50_ms", "redis_p99_ms", "memory_p99_ms", "added_p99_ms", "requests"} <= set(figures)
+    assert figures["requests"] == 300
+    assert 0 < figures["redis_p50_ms"] <= figures["redis_p99_ms"]
