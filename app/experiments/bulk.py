@@ -19,7 +19,7 @@ from typing import Any, get_origin
 import duckdb
 import pyarrow as pa
 
-from app.experiments.rows import NO_CANDIDATES, NO_STATE, SAMPLED_OUT, ReplayRow
+from app.experiments.rows import NO_CANDIDATES, NO_STATE, SAMPLED_OUT, ReplayRow, StoredTerms
 from ingest.codec.stored_rows import clean, readable_state
 from ingest.duckdb.predicates import where
 from schemas.fleet import InstanceSnapshot
@@ -190,20 +190,23 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
             flat_col = batch.column(names.index("t_flat"))
             flat = flat_col.values.to_pylist()
             starts = flat_col.offsets.to_pylist()
-            sid_lists = [s.split(",") if s else [] for s in cols["c_state"]]
+            sid_lists = {s: s.split(",") if s else [] for s in set(cols["c_state"])}
             us_col = cols["ts_us"]
             seen = None if not us_col else (_EPOCH + timedelta(microseconds=min(us_col)) - _NEAR,
                                             _EPOCH + timedelta(microseconds=max(us_col)) + _NEAR)
-            snaps.load({sid for sids in sid_lists for sid in sids if sid}, seen)
+            snaps.load({sid for sids in sid_lists.values() for sid in sids if sid}, seen)
+            # Rows of one scrape round and tenth of a second name the same states: one dict for them all.
+            states_of: dict[tuple[int | None, str | None], dict[str, InstanceSnapshot]] = {}
             fcols = [cols[f"f_{f}"] for f in _FEATURES]
             by_id = snaps.by_id
             w_col, c_col = batch.column(names.index("score_weights")), batch.column(names.index("c_list"))
             out: list[ReplayRow] = []
             append = out.append
-            for k, (rid, us, sids, detail, wk, ck, tk, intent, rule, model, inst_, cost, prob, wrong, *fv) in enumerate(
-                    zip(cols["request_id"], cols["ts_us"], sid_lists, cols["detail"], cols["w_key"], cols["c_key"],
-                        cols["t_lens"], cols["intent"], cols["rule"], cols["selected_model"], cols["selected_instance"],
-                        cols["cost"], cols["selection_probability"], cols["misroute"], *fcols, strict=True)):
+            for k, (rid, us, cs, detail, wk, ck, tk, intent, rule, model, inst_, cost, prob, wrong, *fv) in enumerate(
+                    zip(cols["request_id"], cols["ts_us"], cols["c_state"], cols["detail"], cols["w_key"],
+                        cols["c_key"], cols["t_lens"], cols["intent"], cols["rule"], cols["selected_model"],
+                        cols["selected_instance"], cols["cost"], cols["selection_probability"], cols["misroute"],
+                        *fcols, strict=True)):
                 wt = weights.get(wk)
                 if wt is None:
                     wt = weights[wk] = tuple((w["name"], w["weight"]) for w in w_col[k].as_py() or [])
@@ -215,12 +218,13 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
                     lens = [int(x) for x in tk.split(",")] if tk else []
                     ends = [sum(lens[:j + 1]) for j in range(len(lens))]
                     bounds = cuts[tk] = [(e - n, e) for e, n in zip(ends, lens, strict=True)]
-                base = starts[k]
-                states = {}
-                for (inst, _), sid in zip(pairs, sids, strict=False):
-                    snap = by_id.get(sid)
-                    if snap is not None:
-                        states[inst] = snap
+                states = states_of.get((ck, cs))
+                if states is None:
+                    states = states_of[ck, cs] = {}
+                    for (inst, _), sid in zip(pairs, sid_lists[cs], strict=False):
+                        snap = by_id.get(sid)
+                        if snap is not None:
+                            states[inst] = snap
                 missing = None
                 if not detail:
                     missing = SAMPLED_OUT
@@ -233,7 +237,7 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
                 if features is None:
                     features = _features(feats, key)
                 append(ReplayRow(rid, _EPOCH + timedelta(microseconds=us), features, intent, rule, model, inst_, states,
-                                 pairs, [flat[base + lo:base + hi] for lo, hi in bounds], wt, cost, missing,
+                                 pairs, StoredTerms(flat, starts[k], bounds), wt, cost, missing,
                                  prob, wrong))
             yield out
     finally:

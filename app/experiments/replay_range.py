@@ -11,10 +11,12 @@ each replayable one fetched with ``get``. Either way each trace is re-decided by
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from app.experiments.engine import Replayer
 from app.experiments.replay_memo import MemoReplayer
 from app.experiments.rows import SAMPLED_OUT, ReplayRow, row_of
 from app.experiments.tally import Tally
+from app.run.gc_tuning import THRESHOLDS
 from ingest.experiments.ips import ips_report
 from ingest.experiments.stats import wilson_interval
 from ingest.trace_store import TraceStore
@@ -58,8 +61,33 @@ def replay_rows(rows: Iterator[list[ReplayRow]], replayer: Replayer, tally: Tall
     return tally
 
 
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """The collector as the serving processes tune it (:mod:`app.run.gc_tuning`), for the replay's duration.
+
+    A replay makes many small objects (rows, memo entries) and few cycles; with Python's default
+    thresholds the full collections walking them took about a third of the reading time.
+    """
+    before, freeze = gc.get_threshold(), gc.get_freeze_count() == 0  # a process that froze its own keeps them
+    if freeze:
+        gc.collect()
+        gc.freeze()
+    gc.set_threshold(*THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        if freeze:
+            gc.unfreeze()
+
+
 def _db_part(path: str, flt: TraceFilter, config: RouteLensConfig, done: Any) -> Tally:
     """Replay one time range of a file (a worker process, or the caller itself)."""
+    with _fewer_collections():
+        return _db_range(path, flt, config, done)
+
+
+def _db_range(path: str, flt: TraceFilter, config: RouteLensConfig, done: Any) -> Tally:
     started = time.process_time()
     con = bulk.open_file(path)
     try:
@@ -95,10 +123,12 @@ def _from_db(path: Path, flt: TraceFilter, config: RouteLensConfig, progress: Pr
             progress(done.value, total)
         return tally
     results: Any = ctx.SimpleQueue()
-    procs = [ctx.Process(target=_worker, args=(str(path), r, config, done, results), daemon=True) for r in ranges]
+    procs = [ctx.Process(target=_worker, args=(i, str(path), r, config, done, results), daemon=True)
+             for i, r in enumerate(ranges)]
     for proc in procs:
         proc.start()
-    tally, errors, got = Tally(), [], 0
+    parts: dict[int, Tally] = {}
+    errors, got = [], 0
     try:
         while got < len(procs):
             if results.empty():
@@ -106,12 +136,12 @@ def _from_db(path: Path, flt: TraceFilter, config: RouteLensConfig, progress: Pr
                     progress(done.value, total)
                 if not any(proc.is_alive() for proc in procs) and results.empty():
                     break
-                time.sleep(0.2)
+                time.sleep(0.05)
                 continue
-            ok, value = results.get()
+            part, ok, value = results.get()
             got += 1
             if ok:
-                tally.merge(value)
+                parts[part] = value
             else:
                 errors.append(value)
     finally:
@@ -119,17 +149,20 @@ def _from_db(path: Path, flt: TraceFilter, config: RouteLensConfig, progress: Pr
             proc.join(timeout=5)
     if errors or got < len(procs):
         raise RuntimeError(f"a replay worker failed: {errors[0] if errors else 'it exited without a result'}")
+    tally = Tally()
+    for part in sorted(parts):  # in time order, whichever finished first: the sums come out the same every run
+        tally.merge(parts[part])
     if progress is not None:
         progress(done.value, total)
     return tally
 
 
-def _worker(path: str, flt: TraceFilter, config: RouteLensConfig, done: Any, results: Any) -> None:
-    """A worker process: replay one range, put ``(True, tally)`` or ``(False, message)``."""
+def _worker(part: int, path: str, flt: TraceFilter, config: RouteLensConfig, done: Any, results: Any) -> None:
+    """A worker process: replay one range, put ``(part, True, tally)`` or ``(part, False, message)``."""
     try:
-        results.put((True, _db_part(path, flt, config, done)))
+        results.put((part, True, _db_part(path, flt, config, done)))
     except Exception as exc:  # noqa: BLE001  (the parent reports it)
-        results.put((False, f"{type(exc).__name__}: {exc}"))
+        results.put((part, False, f"{type(exc).__name__}: {exc}"))
 
 
 def _pages(store: TraceStore, flt: TraceFilter, total_hint: list[int]) -> Iterator[list[ReplayRow]]:
@@ -180,7 +213,8 @@ def replay_range(source: Path | TraceStore, since: datetime, until: datetime, fl
                 progress(seen[0], 0)
 
         cpu = time.process_time()
-        tally = replay_rows(_pages(source, flt, seen), MemoReplayer(policy), Tally(), tick)
+        with _fewer_collections():
+            tally = replay_rows(_pages(source, flt, seen), MemoReplayer(policy), Tally(), tick)
         tally.cpu_s = time.process_time() - cpu
     return report_of(tally, since=since, until=until, flt=flt, policy_name=policy_name, policy_hash=policy.hash,
                      elapsed_s=time.perf_counter() - started)

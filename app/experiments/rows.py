@@ -9,17 +9,46 @@ lets the router's per-snapshot memo hit across traces.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import overload
 
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import DecisionTrace, RequestFeatures
 
-__all__ = ["NO_CANDIDATES", "NO_STATE", "SAMPLED_OUT", "ReplayRow", "row_of"]
+__all__ = ["NO_CANDIDATES", "NO_STATE", "SAMPLED_OUT", "ReplayRow", "StoredTerms", "row_of"]
 
 SAMPLED_OUT = "detail sampled out (candidate states not stored)"
 NO_STATE = "a candidate has no recorded state"
 NO_CANDIDATES = "no candidates recorded"
+
+
+class StoredTerms(Sequence[list[float]]):
+    """Each candidate's stored score terms, cut from one flat list only when asked for.
+
+    A replay reads them for flips and for stored quality terms alone, so the bulk reader keeps the
+    batch's flat list and each row's offsets instead of a list per candidate.
+    """
+
+    __slots__ = ("_base", "_bounds", "_flat")
+
+    def __init__(self, flat: list[float], base: int, bounds: list[tuple[int, int]]) -> None:
+        self._flat, self._base, self._bounds = flat, base, bounds  # (start, end) after ``base`` per candidate
+
+    def __len__(self) -> int:
+        return len(self._bounds)
+
+    @overload
+    def __getitem__(self, i: int) -> list[float]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[list[float]]: ...
+    def __getitem__(self, i: int | slice) -> list[float] | list[list[float]]:
+        base = self._base
+        if isinstance(i, slice):
+            return [self._flat[base + lo:base + hi] for lo, hi in self._bounds[i]]
+        lo, hi = self._bounds[i]
+        return self._flat[base + lo:base + hi]
 
 
 @dataclass(slots=True)
@@ -39,7 +68,7 @@ class ReplayRow:
     instance: str | None
     states: dict[str, InstanceSnapshot]
     candidates: tuple[tuple[str, str], ...]
-    terms: list[list[float]]
+    terms: Sequence[list[float]]
     weights: tuple[tuple[str, float], ...]
     cost: float | None
     missing: str | None = None

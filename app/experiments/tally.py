@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from app.experiments.engine import Replayed, Replayer
@@ -21,16 +22,13 @@ from schemas.replay_report import NONE_TARGET
 __all__ = ["Tally", "cause_of"]
 
 
-def _margins(names: list[str], weights: list[float], new: list[float] | None,
-             old: list[float] | None) -> dict[str, float]:
+def _margins(weights: Iterable[tuple[str, float]], new: Sequence[float] | None,
+             old: Sequence[float] | None) -> dict[str, float]:
     """Per term, ``weight * (term of the new winner - term of the old winner)`` (0 where one is missing)."""
-    out: dict[str, float] = {}
-    for k, (name, w) in enumerate(zip(names, weights, strict=True)):
-        if new is not None and old is not None and k < len(new) and k < len(old):
-            out[name] = w * (new[k] - old[k])
-        else:
-            out[name] = 0.0
-    return out
+    if new is None or old is None:
+        return {name: 0.0 for name, _ in weights}
+    both = min(len(new), len(old))
+    return {name: w * (new[k] - old[k]) if k < both else 0.0 for k, (name, w) in enumerate(weights)}
 
 
 def cause_of(row: ReplayRow, got: Replayed) -> tuple[str, str]:
@@ -46,18 +44,27 @@ def cause_of(row: ReplayRow, got: Replayed) -> tuple[str, str]:
         return "fleet", f"{old} not in the new fleet"
     if old in got.removed:
         return "filter", got.removed[old]
-    stored = {inst: terms for (inst, _), terms in zip(row.candidates, row.terms, strict=True)}
-    if not stored.get(new):
+    terms = row.terms
+    if len(terms) != len(row.candidates):
+        raise ValueError(f"{row.request_id}: {len(row.candidates)} candidates but {len(terms)} term lists")
+    at_new = at_old = None  # the last candidate of each instance, as a dict of them would hold
+    for k, (inst, _) in enumerate(row.candidates):
+        if inst == new:
+            at_new = k
+        if inst == old:
+            at_old = k
+    stored_new = terms[at_new] if at_new is not None else None
+    if not stored_new:
         return "filter", f"released: {new} was not scored in the stored decision"
-    names, weights = list(got.weights), list(got.weights.values())
-    after = _margins(names, weights, got.terms.get(new), got.terms.get(old))
+    stored_old = terms[at_old] if at_old is not None else None
+    scored = got.terms
+    after = _margins(got.weights.items(), scored.get(new), scored.get(old))
     stored_w = dict(row.weights)
-    stored_names = [n for n, _ in row.weights]
-    before_raw = _margins(stored_names, [stored_w[n] for n in stored_names], stored.get(new), stored.get(old))
-    moved = {n: after.get(n, 0.0) - before_raw.get(n, 0.0) for n in {*after, *before_raw}}
+    before = _margins([(n, stored_w[n]) for n, _ in row.weights], stored_new, stored_old)
+    moved = {n: after.get(n, 0.0) - before.get(n, 0.0) for n in {*after, *before}}
     if not moved:
         return "term", "unknown"
-    return "term", max(sorted(moved), key=lambda n: moved[n])
+    return "term", max(sorted(moved), key=moved.__getitem__)
 
 
 @dataclass
