@@ -1,9 +1,12 @@
 """What a 50-rule routing matrix adds to ``decide()``, and the whole request analysis on the fast path.
 
 The matrix: 50 rules (two-atom conditions, one with a prompt test), a request that matches none of
-them (every condition evaluated: the worst case) and one that matches the last. Timed: ``match`` plus
+them and one that matches the last; the rule index (:mod:`router_core.rules.index`) rules most of
+them out from three lookups. ``unindexed``: 50 rules no index can rule out (a negation and a prompt
+test each), a request matching none, so every closure runs: the worst case. Timed: ``match`` plus
 ``decide`` against ``decide`` alone, interleaved, on an 8-instance fleet, with the garbage collector
-tuned as the gateway tunes it. The analysis: parsing the
+tuned as the gateway tunes it; ``matrix_<case>_match_*`` is the match (and its ``RouteChoice``) alone,
+timed inside the same loop, since a difference of two p99s carries the noise of both. The analysis: parsing the
 chat body's features (``analyse_request``), the fast intent path, and the match, per request.
 """
 
@@ -32,8 +35,15 @@ def _matrix(n: int) -> str:
     return "routing_matrix:\n" + "".join(rules)
 
 
+def _unindexed(n: int) -> str:
+    """``n`` rules the index cannot rule out (a negation and a prompt test): every closure runs."""
+    rules = [f'  - {{rule_name: u{i}, condition: "!(metadata.tier == \'t{i}\') && prompt_contains(\'kw{i}\')", '
+             f'primary_target: m{i % 4}}}\n' for i in range(n)]
+    return "routing_matrix:\n" + "".join(rules)
+
+
 def matrix_figures(iterations: int = 4000, seed: int = 3) -> dict[str, Any]:
-    """p50/p99 of decide() alone and with a 50-rule match before it; the p99 the matrix adds."""
+    """p50/p99 of decide() alone and with a 50-rule match before it; what the matrix adds; the match alone."""
     from app.run.gc_tuning import tame_gc
     from router_core.builtin import build_router
     from router_core.framework import DecisionContext
@@ -50,6 +60,7 @@ def matrix_figures(iterations: int = 4000, seed: int = 3) -> dict[str, Any]:
         {"id": f"i{i}", "model": f"m{i % 4}", "url": f"http://127.0.0.1:{21000 + i}"} for i in range(8)]},
         "scoring": {"preset": "balanced"}})
     rules = compile_policy(_matrix(N_RULES), "bench.yaml", config)
+    unindexed = compile_policy(_unindexed(N_RULES), "bench-unindexed.yaml", config)
     router = build_router(config)
     state = {s.id: InstanceSnapshot(instance=s.id, model=s.model, scraped_at=now, kv_cache_usage=rng.random() * 0.7,
                                     queue=rng.randint(0, 4), running=rng.randint(0, 4)) for s in config.fleet.instances}
@@ -61,24 +72,31 @@ def matrix_figures(iterations: int = 4000, seed: int = 3) -> dict[str, Any]:
                                metadata={"tier": "gold"}, prompt=prompt) for lang in ("en", "zh")}
     tame_gc()  # as the gateway runs (app.run.gc_tuning): start-up objects frozen, young-generation thresholds raised
     plain: list[float] = []
-    with_rules: dict[str, list[float]] = {"none": [], "last": []}
+    cases = (("none", rules, "en"), ("last", rules, "zh"), ("unindexed", unindexed, "en"))
+    with_rules: dict[str, list[float]] = {case: [] for case, _, _ in cases}
+    match_only: dict[str, list[float]] = {case: [] for case, _, _ in cases}
     for i in range(iterations):
         rid = f"r{i}"
         t0 = time.perf_counter()
         router.decide(DecisionContext(rid, feats, "chat", now, quality), state)
         plain.append((time.perf_counter() - t0) * 1e3)
-        for case, lang in (("none", "en"), ("last", "zh")):
+        for case, ruleset, lang in cases:
             view = RequestView(**{f: getattr(views[lang], f) for f in (
                 "input_length", "query_length", "language", "intent", "intent_confidence", "file_types",
                 "has_attachments", "request_time", "metadata", "prompt")})  # a fresh view: no fold cached
             t0 = time.perf_counter()
-            choice = RouteChoice(rules, rules.match(view), local_hour=now.hour)
+            choice = RouteChoice(ruleset, ruleset.match(view), local_hour=now.hour)
+            t1 = time.perf_counter()
             d = router.decide(DecisionContext(rid, feats, "chat", now, quality, route=choice), state)
             with_rules[case].append((time.perf_counter() - t0) * 1e3)
+            match_only[case].append((t1 - t0) * 1e3)
             assert (d.rule == "last") == (case == "last"), d.rule
     out: dict[str, Any] = {"matrix_rules": N_RULES, "decide_p50_ms": _p(plain, 0.5), "decide_p99_ms": _p(plain, 0.99)}
     for case, xs in with_rules.items():
         out[f"matrix_{case}_p50_ms"] = _p(xs, 0.5)
         out[f"matrix_{case}_p99_ms"] = _p(xs, 0.99)
         out[f"matrix_{case}_added_p99_ms"] = round(_p(xs, 0.99) - _p(plain, 0.99), 4)
+        out[f"matrix_{case}_added_p50_ms"] = round(_p(xs, 0.5) - _p(plain, 0.5), 4)
+        out[f"matrix_{case}_match_p50_ms"] = _p(match_only[case], 0.5)
+        out[f"matrix_{case}_match_p99_ms"] = _p(match_only[case], 0.99)
     return out

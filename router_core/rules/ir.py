@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from router_core.rules.index import RuleIndex, guards_of
 from router_core.rules.request import RequestView
 
 __all__ = [
@@ -176,6 +177,7 @@ class RuleSet:
     cases: tuple[Any, ...] = field(default=(), repr=False)
     _tests: tuple[Callable[[RequestView], bool] | None, ...] = field(init=False, repr=False, compare=False)
     _misses: tuple[ClauseVerdict, ...] = field(init=False, repr=False, compare=False)
+    _index: RuleIndex = field(init=False, repr=False, compare=False)
 
     def chain_of(self, rule: Rule) -> tuple[str, ...]:
         """The rule's fallback chain, else its primary model's ``model_fallbacks`` entry."""
@@ -198,21 +200,31 @@ class RuleSet:
         object.__setattr__(self, "_tests", tuple(None if r.condition is None else r.condition.evaluate
                                                  for r in self.rules))
         object.__setattr__(self, "_misses", tuple(ClauseVerdict(r.name, False) for r in self.rules))
+        # Which rules can match, from one lookup per guarded feature (router_core.rules.index): the
+        # others are not evaluated, and are listed as not matched, as they would have been.
+        object.__setattr__(self, "_index", RuleIndex([guards_of(r.condition) for r in self.rules]))
 
     def match(self, req: RequestView, *, explain: Literal["matched", "all"] = "matched") -> Match:
         """Return the first rule whose condition holds, and the rules tried before it.
 
-        ``explain="matched"`` (the request path) gives atom verdicts for the matching rule only: the
-        rules before it are listed as not matched, at about 1 µs each instead of 5. ``"all"`` (dry
-        runs, ``routelens policy explain``) explains every rule tried.
+        ``explain="matched"`` (the request path) evaluates only the rules the index cannot rule out,
+        in order, and gives atom verdicts for the matching rule only: the rules before it are listed
+        as not matched (shared verdicts). ``"all"`` (dry runs, ``routelens policy explain``)
+        evaluates and explains every rule tried.
         """
         if explain == "all":
             return self._match_explained(req)
-        for i, test in enumerate(self._tests):
+        tests = self._tests
+        mask = self._index.candidates(req)
+        while mask:
+            low = mask & -mask
+            i = low.bit_length() - 1
+            test = tests[i]
             if test is None or test(req):
                 rule = self.rules[i]
                 detail = [] if rule.condition is None else rule.condition.explain(req)
                 return Match(rule, (*self._misses[:i], ClauseVerdict(rule.name, True, detail)))
+            mask ^= low
         return Match(None, self._misses)
 
     def _match_explained(self, req: RequestView) -> Match:

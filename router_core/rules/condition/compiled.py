@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from router_core.rules.condition.features import Value
+from router_core.rules.condition.guards import Guards
 from router_core.rules.condition.ops import Pred
 from router_core.rules.request import RequestView
 
@@ -59,13 +60,17 @@ class CompiledCondition:
         text: The condition as written.
         features: The features (``input_length``, ``metadata.tier``) and functions (``header``,
             ``prompt_contains``, ``contains_legal_terms``) it reads.
+        guards: Atoms of which one must hold for the condition to hold (None: unguarded); see
+            :mod:`router_core.rules.condition.guards`.
     """
 
-    __slots__ = ("_atoms", "_pred", "features", "text")
+    __slots__ = ("_atoms", "_pred", "features", "guards", "text")
 
-    def __init__(self, text: str, pred: Pred, atoms: Sequence[Atom], features: frozenset[str]) -> None:
+    def __init__(self, text: str, pred: Pred, atoms: Sequence[Atom], features: frozenset[str],
+                 guards: Guards = None) -> None:
         self.text = text
         self.features = features
+        self.guards = guards
         self._pred = pred
         self._atoms = tuple(atoms)
 

@@ -7,11 +7,12 @@ goes on, so one :class:`PolicyError` lists every problem of a condition (or of a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from lark import Token, Tree
 from lark.exceptions import UnexpectedInput
 
+from router_core.rules.condition import guards as guard
 from router_core.rules.condition import ops
 from router_core.rules.condition.compiled import Atom, CompiledCondition
 from router_core.rules.condition.features import (
@@ -23,6 +24,7 @@ from router_core.rules.condition.features import (
     prompt_matcher,
 )
 from router_core.rules.condition.grammar import parse
+from router_core.rules.condition.guards import Guard, Guards
 from router_core.rules.condition.literals import BadLiteral, number, string
 from router_core.rules.condition.locate import Locator, policy_error, syntax_error
 
@@ -33,6 +35,7 @@ MAX_DEPTH = 64
 _TYPE_NAMES: dict[Type, str] = {"num": "a number", "str": "a string", "bool": "true/false", "null": "null",
                                 "any": "a metadata value"}
 _ORDERING = frozenset({"<", "<=", ">", ">="})
+_GUARD_OPS: dict[str, Literal["in", "<", "<=", ">", ">="]] = {"==": "in", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 Node = Tree[Token] | Token
 
 
@@ -67,6 +70,13 @@ def _fail(node: Node, message: str) -> NoReturn:
     raise _Fail(node, message)
 
 
+def _guard(value: Value, op: Literal["in", "<", "<=", ">", ">="], consts: tuple[Any, ...]) -> Guards:
+    """The atom as a guard when it reads a named feature (a prompt test has no label: unguarded)."""
+    if value.get is None or value.label is None:
+        return None
+    return (Guard(value.label, value.get, op, consts),)
+
+
 class ConditionCompiler:
     """Compiles condition subtrees of one text, collecting errors.
 
@@ -89,9 +99,9 @@ class ConditionCompiler:
     def compile(self, node: Node) -> CompiledCondition:
         """Return the condition of ``node`` (check :attr:`errors` before using it)."""
         self._atoms, self._features = [], set()
-        pred = self._expr(node, 0)
+        pred, guards = self._expr(node, 0)
         text = self._text(node)
-        return CompiledCondition(text, pred, self._atoms, frozenset(self._features))
+        return CompiledCondition(text, pred, self._atoms, frozenset(self._features), guards)
 
     def _text(self, node: Node) -> str:
         if isinstance(node, Token):
@@ -102,45 +112,59 @@ class ConditionCompiler:
 
     # ---- structure --------------------------------------------------------------------------
 
-    def _expr(self, node: Node, depth: int) -> ops.Pred:
+    def _expr(self, node: Node, depth: int) -> tuple[ops.Pred, Guards]:
         if depth > MAX_DEPTH:
             self.error(node, f"the condition nests deeper than {MAX_DEPTH} levels")
-            return ops.constant(False)
+            return ops.constant(False), None
         if isinstance(node, Tree) and node.data in ("or_expr", "and_expr"):
             parts = [self._expr(child, depth + 1) for child in _chain(node)]
-            return ops.any_of(parts) if node.data == "or_expr" else ops.all_of(parts)
+            preds, sides = [p for p, _ in parts], [g for _, g in parts]
+            if node.data == "or_expr":
+                return ops.any_of(preds), guard.any_of(sides)
+            return ops.all_of(preds), guard.all_of(sides)
         if isinstance(node, Tree) and node.data in ("not_", "group"):
-            inner = self._expr(node.children[0], depth + 1)
-            return ops.negate(inner) if node.data == "not_" else inner
+            inner, guards = self._expr(node.children[0], depth + 1)
+            return (ops.negate(inner), None) if node.data == "not_" else (inner, guards)
         reads: list[Value] = []
         try:
-            pred = self._atom(node, reads)
+            pred, guards = self._atom(node, reads)
         except _Fail as exc:
             self.error(exc.where, exc.message)
-            pred = ops.constant(False)
+            pred, guards = ops.constant(False), None
         text = self._text(node)
         self._atoms.append(Atom(" ".join(text.split()) if "\n" in text else text, pred, tuple(reads)))
-        return pred
+        return pred, guards
 
-    def _atom(self, node: Node, reads: list[Value]) -> ops.Pred:
+    def _atom(self, node: Node, reads: list[Value]) -> tuple[ops.Pred, Guards]:
         assert isinstance(node, Tree)  # the grammar: every atom is a compare/in_/not_in/bare tree
         kind, children = node.data, node.children
         if kind == "compare":
             left_node, op_token, right_node = children
             left, right = self._value(left_node), self._value(right_node)
             reads.extend(v for v in (left, right) if v.label)
-            return self._compare(node, left, str(op_token), right)
+            op = str(op_token)
+            pred = self._compare(node, left, op, right)
+            if left.get is None and right.get is not None:
+                left, right, op = right, left, ops.MIRROR[op]
+            if right.get is None and right.const is not None and op in _GUARD_OPS:
+                return pred, _guard(left, _GUARD_OPS[op], (right.const,))
+            return pred, None
         if kind in ("in_", "not_in"):
             value = self._value(children[0])
             reads.extend([value] if value.label else [])
-            return self._member(node, value, children[1], negated=kind == "not_in")
+            pred = self._member(node, value, children[1], negated=kind == "not_in")
+            if kind == "in_":
+                consts = tuple(self._value(item).const for item in children[1].children  # type: ignore[union-attr]
+                               if item is not None)
+                return pred, _guard(value, "in", consts)
+            return pred, None
         value = self._value(children[0])
         if value.type == "bool":
-            return value.get if value.get else ops.constant(bool(value.const))
+            return (value.get, _guard(value, "in", (True,))) if value.get else (ops.constant(bool(value.const)), None)
         if value.type == "any":
             reads.append(value)
             assert value.get is not None
-            return ops.truthy(value.get)
+            return ops.truthy(value.get), _guard(value, "in", (True,))  # `is True`; the guard's `== True` is wider
         _fail(node, f"{self._text(children[0])} is {_TYPE_NAMES[value.type]}, not true/false: compare it, "
                     f"as in {self._text(children[0])} == ...")
 

@@ -22,6 +22,7 @@ Pred = Callable[[RequestView], bool]
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
 }
+_EQUALITY = frozenset({"==", "!="})
 # ``3 < x`` is ``x > 3``: a literal on the left is moved right, so the fast closures apply.
 MIRROR = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
@@ -44,7 +45,10 @@ def _guard(pred: Pred) -> Pred:
 
 
 def compare_const(get: Getter, op: str, const: Any, *, nullable: bool, checked: bool) -> Pred:
-    """Return ``get(r) <op> const``; false when the value is None (``checked``: types known to match)."""
+    """Return ``get(r) <op> const``; false when the value is None (``checked``: types known to match).
+
+    ``==`` and ``!=`` need no guard: they never raise on JSON values, whatever the types.
+    """
     fn = OPS[op]
     if not nullable or (op == "==" and const is not None):  # None == const is already false
         pred: Pred = lambda req: fn(get(req), const)  # noqa: E731 (the fastest form)
@@ -54,7 +58,7 @@ def compare_const(get: Getter, op: str, const: Any, *, nullable: bool, checked: 
             value = get(req)
             return value is not None and fn(value, const)
 
-    return pred if checked else _guard(pred)
+    return pred if checked or op in _EQUALITY else _guard(pred)
 
 
 def compare(left: Getter, op: str, right: Getter, *, checked: bool) -> Pred:
