@@ -33,8 +33,10 @@ _FEATURES = list(RequestFeatures.model_fields)
 _NULLABLE = frozenset(k for k, f in RequestFeatures.model_fields.items() if not f.is_required() and f.default is None)
 # List-valued features (file_types) come as one joined string: a row's feature values key a cache.
 _LISTS = frozenset(k for k, f in RequestFeatures.model_fields.items() if get_origin(f.annotation) is list)
-# Lists do not come back as lists (a list's to_pylist costs microseconds per row): candidates and
-# weights as 64-bit hashes keying a cache (their values read from Arrow once per key), state ids
+# Lists do not come back as lists (a list's to_pylist costs microseconds per row): candidates,
+# weights and features as 64-bit hashes keying a cache (their values read from Arrow once per key;
+# beside the features' hash their model, token and character counts, so two different features
+# would need those equal and the hash colliding), state ids
 # joined into a string, the score terms flattened into one list per row and cut by their lengths.
 # No ORDER BY: the file holds traces in arrival order, and order only helps the memo, it never
 # changes a decision.
@@ -43,7 +45,8 @@ _SELECT = (
     "outcome.cost AS cost, selection_probability, fb.wrong AS misroute, "
     + ", ".join(f"array_to_string(features.{f}, ',') AS f_{f}" if f in _LISTS else f"features.{f} AS f_{f}"
                 for f in _FEATURES) + ", "
-    "hash(score_weights) AS w_key, score_weights, "
+    "hash(features) AS f_key, features.requested_model AS f_model, features.est_input_tokens AS f_tokens, "
+    "features.input_chars AS f_chars, hash(score_weights) AS w_key, score_weights, "
     "hash(list_transform(candidates, lambda c: struct_pack(instance := c.instance, model := c.model))) AS c_key, "
     "list_transform(candidates, lambda c: struct_pack(instance := c.instance, model := c.model)) AS c_list, "
     "array_to_string(list_transform(candidates, lambda c: coalesce(c.state_id, '')), ',') AS c_state, "
@@ -53,8 +56,10 @@ _SELECT = (
     "USING (request_id) WHERE {where}"
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_UNREAD: Any = object()  # a features key not met yet (None is a value: no features stored)
 _NEAR = timedelta(minutes=10)  # how far around a batch's traces their snapshots are looked for first
-_LAZY = ("score_weights", "c_list", "t_flat")  # read per key or with offsets, not to_pylist per row
+# Read per key or with offsets, not to_pylist per row.
+_LAZY = frozenset(("score_weights", "c_list", "t_flat", *(f"f_{f}" for f in _FEATURES)))
 
 
 def open_file(path: str | Path) -> duckdb.DuckDBPyConnection:
@@ -161,15 +166,13 @@ class _Snapshots:
             by_id[sid] = known[key]
 
 
-def _features(cache: dict[tuple[Any, ...], RequestFeatures], values: tuple[Any, ...]) -> RequestFeatures | None:
-    got = cache.get(values)
-    if got is None:
-        if values[0] is None:
-            return None
-        got = cache[values] = RequestFeatures.model_validate(
-            {k: (v.split(",") if v else []) if k in _LISTS else v for k, v in zip(_FEATURES, values, strict=True)
-             if v is not None or k in _NULLABLE})
-    return got
+def _features(values: list[Any]) -> RequestFeatures | None:
+    """A row's features from its stored field values (None: none stored)."""
+    if values[0] is None:
+        return None
+    return RequestFeatures.model_validate(
+        {k: (v.split(",") if v else []) if k in _LISTS else v for k, v in zip(_FEATURES, values, strict=True)
+         if v is not None or k in _NULLABLE})
 
 
 def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int | None = None,
@@ -178,7 +181,7 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
     sql, params = where(flt)
     cur = con.cursor()
     snaps = _Snapshots(con.cursor())
-    feats: dict[tuple[Any, ...], RequestFeatures] = {}
+    feats: dict[tuple[Any, ...], RequestFeatures | None] = {}
     weights: dict[int | None, tuple[tuple[str, float], ...]] = {}
     cands: dict[int | None, tuple[tuple[str, str], ...]] = {}
     cuts: dict[str | None, list[tuple[int, int]]] = {}
@@ -197,16 +200,16 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
             snaps.load({sid for sids in sid_lists.values() for sid in sids if sid}, seen)
             # Rows of one scrape round and tenth of a second name the same states: one dict for them all.
             states_of: dict[tuple[int | None, str | None], dict[str, InstanceSnapshot]] = {}
-            fcols = [cols[f"f_{f}"] for f in _FEATURES]
+            fcols = [batch.column(names.index(f"f_{f}")) for f in _FEATURES]
             by_id = snaps.by_id
             w_col, c_col = batch.column(names.index("score_weights")), batch.column(names.index("c_list"))
             out: list[ReplayRow] = []
             append = out.append
-            for k, (rid, us, cs, detail, wk, ck, tk, intent, rule, model, inst_, cost, prob, wrong, *fv) in enumerate(
+            for k, (rid, us, cs, detail, wk, ck, tk, intent, rule, model, inst_, cost, prob, wrong, *fk) in enumerate(
                     zip(cols["request_id"], cols["ts_us"], cols["c_state"], cols["detail"], cols["w_key"],
                         cols["c_key"], cols["t_lens"], cols["intent"], cols["rule"], cols["selected_model"],
                         cols["selected_instance"], cols["cost"], cols["selection_probability"], cols["misroute"],
-                        *fcols, strict=True)):
+                        cols["f_key"], cols["f_model"], cols["f_tokens"], cols["f_chars"], strict=True)):
                 wt = weights.get(wk)
                 if wt is None:
                     wt = weights[wk] = tuple((w["name"], w["weight"]) for w in w_col[k].as_py() or [])
@@ -232,10 +235,10 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
                     missing = NO_CANDIDATES
                 elif len(states) < len(pairs):
                     missing = NO_STATE
-                key = tuple(fv)
-                features = feats.get(key)
-                if features is None:
-                    features = _features(feats, key)
+                key = tuple(fk)
+                features = feats.get(key, _UNREAD)
+                if features is _UNREAD:
+                    features = feats[key] = _features([c[k].as_py() for c in fcols])
                 append(ReplayRow(rid, _EPOCH + timedelta(microseconds=us), features, intent, rule, model, inst_, states,
                                  pairs, StoredTerms(flat, starts[k], bounds), wt, cost, missing,
                                  prob, wrong))

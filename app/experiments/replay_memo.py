@@ -36,10 +36,9 @@ from datetime import datetime
 from app.experiments.engine import Replayed, Replayer
 from app.experiments.rows import ReplayRow
 from router_core.errors import UnknownModel
-from router_core.framework import DecisionContext, Scored
+from router_core.framework import Candidate, DecisionContext, Scored
 from router_core.pickers.max_score import MaxScorePicker
 from router_core.policy import Policy
-from router_core.prepared import Prepared
 from router_core.scorers.cost import CostScorer
 from router_core.scorers.quality import QualityScorer
 from schemas.fleet import InstanceSnapshot
@@ -64,7 +63,7 @@ class _Entry:
 
     snaps: tuple[InstanceSnapshot, ...]  # kept alive: their ids are in the key
     oldest: datetime  # the oldest scrape: every snapshot is fresh while this one is
-    prepared: tuple[Prepared, ...]
+    candidates: tuple[Candidate, ...]
     ranked: dict[tuple[Verdict, ...], tuple[Replayed, list[Scored], Replayed | None]] = field(default_factory=dict)
 
 
@@ -81,7 +80,7 @@ class MemoReplayer(Replayer):
         self.enabled = memo_allowed(policy)
         self.max_entries = max_entries
         self._memo: dict[tuple[Hashable, ...], _Entry] = {}
-        self._request_filters = [f for f in policy.filters if not f.STATE_ONLY]
+        self._checks = [f.check for f in policy.filters if not f.STATE_ONLY]  # the filters that read the request
         self._by_quality = self._reads_quality and any(isinstance(s, QualityScorer) for s in policy.scorers.values())
         self._suspect = policy.scrape.suspect_after_s
         self._max_picker = type(policy.picker) is MaxScorePicker
@@ -92,15 +91,16 @@ class MemoReplayer(Replayer):
         quality: tuple[Hashable, ...] = (id(ctx.quality), ctx.intent) if self._by_quality else ()
         return (ctx.features.requested_model, ctx.now.hour, *quality, *map(id, snaps))
 
-    def verdicts(self, ctx: DecisionContext, prepared: Sequence[Prepared]) -> tuple[Verdict, ...]:
+    def verdicts(self, ctx: DecisionContext, candidates: Sequence[Candidate]) -> tuple[Verdict, ...]:
         """Level two: what the filter loop reads of each verdict of the filters that read the request."""
-        out: list[Verdict] = []
-        for i, flt in enumerate(self._request_filters):
-            for j, p in enumerate(prepared):
-                v = flt.check(p.candidate, ctx)
+        out: list[Verdict] | None = None
+        for i, check in enumerate(self._checks):
+            for j, cand in enumerate(candidates):
+                v = check(cand, ctx)
                 if v is not None:
+                    out = out or []
                     out.append((i, j, v.severity, v.score_factor, v.constraint))
-        return tuple(out)
+        return () if out is None else tuple(out)
 
     def decide(self, row: ReplayRow) -> Replayed:
         """Return the new decision on ``row``, from the memo when its inputs were met before."""
@@ -117,7 +117,7 @@ class MemoReplayer(Replayer):
         entry = self._memo.get(key)
         if entry is None or (ctx.now - entry.oldest).total_seconds() > self._suspect:
             return self._first(row, ctx, state, key, snaps)
-        vkey = self.verdicts(ctx, entry.prepared)
+        vkey = self.verdicts(ctx, entry.candidates)
         hit = entry.ranked.get(vkey)
         if hit is None:
             got, scored = self.rank(ctx, state)
@@ -149,8 +149,8 @@ class MemoReplayer(Replayer):
         if (ctx.now - oldest).total_seconds() <= self._suspect:
             if len(self._memo) >= self.max_entries:
                 self._memo.clear()
-            entry = self._memo[key] = _Entry(tuple(snaps), oldest, tuple(got.prepared.values()))
-            entry.ranked[self.verdicts(ctx, entry.prepared)] = (got, scored, final)
+            entry = self._memo[key] = _Entry(tuple(snaps), oldest, tuple(p.candidate for p in got.prepared.values()))
+            entry.ranked[self.verdicts(ctx, entry.candidates)] = (got, scored, final)
         return final if final is not None else self.pick(row.request_id, got, scored)
 
     def _request_free(self, request_id: str, ranked: Replayed, scored: list[Scored]) -> Replayed | None:

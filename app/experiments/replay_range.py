@@ -127,7 +127,7 @@ def _from_db(path: Path, flt: TraceFilter, config: RouteLensConfig, progress: Pr
              for i, r in enumerate(ranges)]
     for proc in procs:
         proc.start()
-    parts: dict[int, Tally] = {}
+    tallies: dict[int, Tally] = {}
     errors, got = [], 0
     try:
         while got < len(procs):
@@ -141,7 +141,7 @@ def _from_db(path: Path, flt: TraceFilter, config: RouteLensConfig, progress: Pr
             part, ok, value = results.get()
             got += 1
             if ok:
-                parts[part] = value
+                tallies[part] = value
             else:
                 errors.append(value)
     finally:
@@ -150,8 +150,8 @@ def _from_db(path: Path, flt: TraceFilter, config: RouteLensConfig, progress: Pr
     if errors or got < len(procs):
         raise RuntimeError(f"a replay worker failed: {errors[0] if errors else 'it exited without a result'}")
     tally = Tally()
-    for part in sorted(parts):  # in time order, whichever finished first: the sums come out the same every run
-        tally.merge(parts[part])
+    for part in sorted(tallies):  # in time order, whichever finished first: the sums come out the same every run
+        tally.merge(tallies[part])
     if progress is not None:
         progress(done.value, total)
     return tally

@@ -152,10 +152,10 @@ def test_the_memo_key_changes_when_any_of_its_inputs_changes() -> None:
     assert [k for k, v in changed.items() if v == base] == []
     ctx = _ctx(quality=table)
     got, _ = memo.rank(ctx, {s.instance: s for s in snaps})
-    prepared = list(got.prepared.values())
-    fits = memo.verdicts(ctx, prepared)
-    assert fits == () and memo.verdicts(_ctx(tokens=850, quality=table), prepared) == ()
-    too_long = memo.verdicts(_ctx(tokens=1000, quality=table), prepared)
+    cands = [p.candidate for p in got.prepared.values()]
+    fits = memo.verdicts(ctx, cands)
+    assert fits == () and memo.verdicts(_ctx(tokens=850, quality=table), cands) == ()
+    too_long = memo.verdicts(_ctx(tokens=1000, quality=table), cands)
     assert [(i, j) for i, j, *_ in too_long] == [(0, 1), (0, 4)]  # the two small windows, nothing else
 
 
