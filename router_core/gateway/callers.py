@@ -28,7 +28,7 @@ from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSpec
 from schemas.trace import RequestFeatures
 
-__all__ = ["CLIENT_ID", "SeenIds", "check_context", "feedback_classes", "rejected_features", "repeat_id"]
+__all__ = ["CLIENT_ID", "RequestIds", "SeenIds", "check_context", "feedback_classes", "rejected_features", "repeat_id"]
 
 CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _MAX_MODEL = 200
@@ -102,3 +102,29 @@ def check_context(features: RequestFeatures, specs: Iterable[InstanceSpec]) -> N
 def feedback_classes(config: RouteLensConfig) -> frozenset[str]:
     """Classes a verdict may name: the intent classes and every class a model has a quality for."""
     return frozenset(CLASSES).union(*(m.quality for m in config.models.values()))
+
+
+class RequestIds:
+    """The id each request's trace is kept under (see the module docstring).
+
+    Args:
+        new_id: The gateway's id factory (for requests without a usable client id).
+    """
+
+    def __init__(self, new_id: Callable[[], str]) -> None:
+        self._new_id = new_id
+        # Kept apart in this process's memory only (bounded): a store lookup per client id would
+        # put a storage read on every such request's path (and an outage of the store on it).
+        self._seen = SeenIds()
+
+    def of(self, given: str) -> tuple[str, InvalidRequest | None]:
+        """The trace id of a request whose ``X-Request-Id`` is ``given`` ("" if none), and a hostile id's refusal."""
+        if not given:
+            return self._new_id(), None
+        if not CLIENT_ID.match(given):
+            return self._new_id(), InvalidRequest("X-Request-Id must be 1-128 characters of A-Z a-z 0-9 . _ : -",
+                                                  param="X-Request-Id", code="invalid_request_id")
+        if given not in self._seen:
+            self._seen.add(given)
+            return given, None
+        return repeat_id(given), None

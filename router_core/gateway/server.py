@@ -30,14 +30,7 @@ from router_core.experiments import ConfigWatcher, Experiment, build_experiment
 from router_core.framework import DecisionContext
 from router_core.gateway import dry_run, ops_routes
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
-from router_core.gateway.callers import (
-    CLIENT_ID,
-    SeenIds,
-    check_context,
-    feedback_classes,
-    rejected_features,
-    repeat_id,
-)
+from router_core.gateway.callers import RequestIds, SeenIds, check_context, feedback_classes, rejected_features
 from router_core.gateway.degraded import answer_degraded
 from router_core.gateway.errors import error_for, error_response, errors_middleware, status_of
 from router_core.gateway.feedback import feedback
@@ -45,6 +38,7 @@ from router_core.gateway.finisher import TraceFinisher
 from router_core.gateway.forward import Forwarder
 from router_core.gateway.hooks import TraceHooks
 from router_core.gateway.http1 import Http1Pool
+from router_core.gateway.placement import bound_instance, context_candidates
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.probe_source import ProbeSource
 from router_core.gateway.respond import relay_answer
@@ -62,7 +56,6 @@ from router_core.resilience.hub import BreakerHub
 from router_core.resilience.router_modes import RouterModes
 from router_core.resilience.shared import MemoryShared, SharedState
 from router_core.router import AUTO_MODEL, Router
-from router_core.rules.route import RouteChoice
 from router_core.scrape_metrics import ScrapeMetrics
 from router_core.scraper import MetricsScraper
 from router_core.state import StateView
@@ -72,7 +65,6 @@ from schemas.fleet import InstanceSpec
 from schemas.hashing import query_hash
 from schemas.probe import ProbeStatus
 from schemas.records import RouterEvent
-from schemas.trace import RequestFeatures
 
 __all__ = ["Gateway", "TraceHooks"]
 
@@ -128,7 +120,7 @@ class Gateway:
         self._policy_hash = policy_hash or router.policy.hash
         self._hash_key = hash_key
         self._new_id = new_id
-        self._client_ids = SeenIds()  # client request ids already used (see router_core.gateway.callers)
+        self.request_ids = RequestIds(new_id)  # a trace id per request (see router_core.gateway.callers)
         self.verdicts = SeenIds()  # request ids with a feedback verdict (one each)
         self.classes = feedback_classes(config)
         self.wall = wall
@@ -297,25 +289,6 @@ class Gateway:
         if self._session is not None:
             await self._session.close()
 
-    async def _request_id(self, request: web.Request) -> tuple[str, InvalidRequest | None]:
-        """The id this request's trace is kept under, and the refusal of a hostile client id.
-
-        See :mod:`router_core.gateway.callers`: a client id names its first trace; a repeat gets
-        ``<id>~<8 hex>``. Repeats are recognised by this process (see the comment below).
-        """
-        given = request.headers.get("X-Request-Id", "")
-        if not given:
-            return self._new_id(), None
-        if not CLIENT_ID.match(given):
-            return self._new_id(), InvalidRequest("X-Request-Id must be 1-128 characters of A-Z a-z 0-9 . _ : -",
-                                                  param="X-Request-Id", code="invalid_request_id")
-        if given not in self._client_ids:
-            # Kept apart in this process's memory only (bounded): a store lookup per client id would
-            # put a storage read on every such request's path (and an outage of the store on it).
-            self._client_ids.add(given)
-            return given, None
-        return repeat_id(given), None
-
     def _refuse(self, request_id: str, t0: float, body: Any, status: int, message: str, code: str | None,
                 param: str | None = None, headers: dict[str, str] | None = None) -> web.Response:
         """Answer a request refused before routing, with its trace (the features known so far)."""
@@ -329,7 +302,7 @@ class Gateway:
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         """Route, forward and trace one chat-completions request (refused ones are traced too)."""
         t0 = self._perf()
-        request_id, refused = await self._request_id(request)
+        request_id, refused = self.request_ids.of(request.headers.get("X-Request-Id", ""))
         body: Any = None
         try:
             if refused is not None:
@@ -376,32 +349,21 @@ class Gateway:
                 raise Throttled(f"rule {rec.route.rule.name if rec.route and rec.route.rule else '?'} is throttled",
                                 retry_after_s=admission.retry_after_s)
             self.router_modes.tick()
-            bound = None if self.affinity is None else await self._bound(request, body, rec.features, rec.route)
+            bound = (None if self.affinity is None
+                     else await bound_instance(self, request, body, rec.features, rec.route))
             ctx = DecisionContext(request_id=request_id, features=rec.features, intent=rec.intent, now=rec.ts,
                                   quality=self.quality.snapshot(), route=rec.route, mode=self.router_modes.choice(),
                                   affinity=bound, budget=self.budgets.view(rec.ts) if self.budgets.is_enabled else None)
             # an input no candidate's context window holds is refused, not forwarded
-            check_context(rec.features, self._context_candidates(rec.features.requested_model, rec.route))
+            check_context(rec.features, context_candidates(self, rec.features.requested_model, rec.route))
             # an attachment type no candidate's model accepts is refused, not forwarded
             refuse_unacceptable(attachments, self.config.routing.attachments,
-                                [s.model for s in self._context_candidates(rec.features.requested_model, rec.route)])
+                                [s.model for s in context_candidates(self, rec.features.requested_model, rec.route)])
             return await self._serve(request, body, ctx, rec, t0, router, answer_key=answer_key)
         except (InvalidRequest, RoutingError) as exc:
             status, code = status_of(exc)
             self.finish(rec, t0, status, code)
             return error_for(exc, headers=self.headers_of(rec))
-
-    async def _bound(self, request: web.Request, body: Any, features: RequestFeatures,
-                     route: RouteChoice | None) -> str | None:
-        """The instance the request's session is bound to (placed now, bounded load, if it has none)."""
-        assert self.affinity is not None
-        key = session_key(self.affinity.settings, request.headers, body)
-        if key is None:
-            return None
-        ids = [s.id for s in self._context_candidates(features.requested_model, route)]
-        snap = self.inflight.adjust(self.view.snapshot())
-        loads = {i: (s.running or 0.0) + (s.queue or 0.0) for i, s in snap.items()}
-        return await self.affinity.bound(key, ids, loads)
 
     def _router_event(self, event: RouterEvent) -> None:
         """A router mode switch: counted, logged, and handed to the hooks' ``record_event`` when they have one."""
@@ -410,17 +372,6 @@ class Gateway:
         emit = getattr(self.hooks, "record_event", None)
         if callable(emit):
             emit(event)
-
-    def _context_candidates(self, model: str, route: RouteChoice | None) -> list[InstanceSpec]:
-        """The instances a request may end on: its rule's levels, or the requested model and the fallback model."""
-        policy = self.router.policy
-        if route is not None and route.rule is not None:
-            levels = route.levels()
-            if None in levels:
-                return list(policy.fleet)
-            return [s for m in levels if m is not None for s in (policy.instances_of(m) or ())]
-        fallback = policy.instances_of(policy.fallback_model) if policy.fallback_model else None
-        return [*self.router.candidates_for(model), *(fallback or ())]
 
     def _arm(self, request_id: str, request: web.Request, body: Any) -> tuple[Router, str, str, str | None]:
         """The router, version label, policy hash and arm name serving this request.
