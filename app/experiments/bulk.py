@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, get_origin
+from typing import Any, cast, get_origin
 
 import duckdb
 import pyarrow as pa
@@ -184,6 +184,7 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
     feats: dict[tuple[Any, ...], RequestFeatures | None] = {}
     weights: dict[int | None, tuple[tuple[str, float], ...]] = {}
     cands: dict[int | None, tuple[tuple[str, str], ...]] = {}
+    insts: dict[int | None, tuple[str, ...]] = {}  # the instances of ``cands``, in order
     cuts: dict[str | None, list[tuple[int, int]]] = {}
     reader = cur.sql(_SELECT.format(where=sql), params=params).to_arrow_reader(batch_rows or BATCH_ROWS)
     try:
@@ -198,8 +199,6 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
             seen = None if not us_col else (_EPOCH + timedelta(microseconds=min(us_col)) - _NEAR,
                                             _EPOCH + timedelta(microseconds=max(us_col)) + _NEAR)
             snaps.load({sid for sids in sid_lists.values() for sid in sids if sid}, seen)
-            # Rows of one scrape round and tenth of a second name the same states: one dict for them all.
-            states_of: dict[tuple[int | None, str | None], dict[str, InstanceSnapshot]] = {}
             fcols = [batch.column(names.index(f"f_{f}")) for f in _FEATURES]
             by_id = snaps.by_id
             w_col, c_col = batch.column(names.index("score_weights")), batch.column(names.index("c_list"))
@@ -216,18 +215,17 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
                 pairs = cands.get(ck)
                 if pairs is None:
                     pairs = cands[ck] = tuple((c["instance"], c["model"]) for c in c_col[k].as_py() or [])
+                    insts[ck] = tuple(inst for inst, _ in pairs)
                 bounds = cuts.get(tk)
                 if bounds is None:
                     lens = [int(x) for x in tk.split(",")] if tk else []
                     ends = [sum(lens[:j + 1]) for j in range(len(lens))]
                     bounds = cuts[tk] = [(e - n, e) for e, n in zip(ends, lens, strict=True)]
-                states = states_of.get((ck, cs))
-                if states is None:
-                    states = states_of[ck, cs] = {}
-                    for (inst, _), sid in zip(pairs, sid_lists[cs], strict=False):
-                        snap = by_id.get(sid)
-                        if snap is not None:
-                            states[inst] = snap
+                found = list(map(by_id.get, sid_lists[cs]))
+                if None in found:  # some state was not stored: only the others
+                    states = {inst: snap for inst, snap in zip(insts[ck], found, strict=False) if snap is not None}
+                else:
+                    states = dict(zip(insts[ck], cast(list[InstanceSnapshot], found), strict=False))
                 missing = None
                 if not detail:
                     missing = SAMPLED_OUT
