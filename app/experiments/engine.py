@@ -10,6 +10,8 @@ fail-open or reject) it hands the request to ``Router.decide`` itself. Inputs ar
 :func:`router_core.replay.replay` gives the router: the stored states, never-scraped snapshots for
 instances the trace has none for, the policy's quality priors overridden by the stored quality
 terms. ``tests/app/experiments/test_engine.py`` checks the choices against ``replay`` trace by trace.
+``decide`` is :meth:`Replayer.rank` (filters and scorers) then :meth:`Replayer.pick` (the picker,
+seeded by the request id), so :mod:`app.experiments.replay_memo` can share the first between rows.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ From a DuckDB file the traces are read in bulk (:mod:`app.experiments.bulk`) and
 ``PARALLEL_MIN`` traces, in one process per core over time ranges of equal size; through a
 server's query API (:class:`ingest.trace_store.TraceStore`) they are paged with ``search`` and
 each replayable one fetched with ``get``. Either way each trace is re-decided by
-:class:`app.experiments.engine.Replayer` and counted by :class:`app.experiments.tally.Tally`.
+:class:`app.experiments.replay_memo.MemoReplayer` (the engine's :class:`~app.experiments.engine.Replayer`
+sharing the filter and score work of traces with the same decision inputs; bit-identical decisions)
+and counted by :class:`app.experiments.tally.Tally`, with the collector tuned for the duration.
 """
 
 from __future__ import annotations
