@@ -5,8 +5,9 @@ millisecond each; a replay reads a tenth of that. One scan, in time order, selec
 a replay reads (the features' fields, each candidate's instance, model, state id and score terms,
 the weights) as Arrow batches; each batch's snapshots are fetched once by id (a join on the
 batch's new ids) and kept as one :class:`InstanceSnapshot` per id, the object identity the router's
-memo keys on. The filter is the store's own (:func:`ingest.duckdb.predicates.where`), and stored
-rows are cleaned the way the store cleans them (:mod:`ingest.codec.stored_rows`).
+memo and the replay's decision memo (:mod:`app.experiments.replay_memo`) key on. The filter is the
+store's own (:func:`ingest.duckdb.predicates.where`), and stored rows are cleaned the way the store
+cleans them (:mod:`ingest.codec.stored_rows`).
 """
 
 from __future__ import annotations
