@@ -1,13 +1,14 @@
-"""A request's last step, after its answer is on its way: count it, run its shadow, emit its one trace.
+"""A request's last step: count it and emit its one trace, durable before its answer is sent.
 
-The gateway's handler returns its response and aiohttp writes it in the same turn of the event
-loop; whatever is scheduled with ``call_soon`` runs after that write and before the loop reads the
-next request (uvloop and asyncio both run ready callbacks before polling for I/O again). So the
-trace's validation and encoding, the spool append, the Prometheus counters and a shadow decision
-no longer sit between the upstream's answer and the client: at one connection that is about a
-fifth of the gateway's own time per request. Nothing is lost to the deferral: the outcome
-(status, ``total_ms``) is fixed when :meth:`TraceFinisher.finish` is called, and :meth:`flush`
-(the gateway's shutdown) emits whatever is still queued.
+The trace goes to the hooks (the durable spool) before the handler returns its response, so a
+client that got an answer has a trace even if the process is killed the next moment (the kill -9
+test in ``tests/e2e/test_ingest_reliability.py``). Only a request with a shadow decision waits:
+its shadow decides once the answer is on its way (``call_soon``), then its trace is emitted;
+:meth:`TraceFinisher.flush` (the gateway's shutdown) emits whatever is still queued.
+
+Tried and reverted: deferring every trace to after the answer (``call_soon``) took the trace's
+validation, encoding and spool append off the latency path, but an answer could then reach the
+client without a durable trace, which the kill -9 test caught.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ __all__ = ["TraceFinisher"]
 
 
 class TraceFinisher:
-    """Finishes requests' traces once their answers are written (see the module docstring)."""
+    """Counts requests and emits their traces (see the module docstring)."""
 
     def __init__(self, hooks: Callable[[], TraceHooks], metrics: GatewayMetrics, perf: Callable[[], float]) -> None:
         self._hooks = hooks  # read at emit time: the gateway's hooks may be replaced after construction
@@ -39,7 +40,7 @@ class TraceFinisher:
         self._queue: deque[tuple[TraceRecorder, Outcome]] = deque()
 
     def finish(self, rec: TraceRecorder, t0: float, status: int, error: str | None = None, **usage: Any) -> None:
-        """Fix the request's outcome now; count it and emit its trace once the answer is written."""
+        """Fix the request's outcome now; count it and emit its trace (after its shadow, if it has one)."""
         outcome = Outcome(
             status=OutcomeStatus.OK if status < 400 and error is None else OutcomeStatus.ERROR,
             http_status=status,
@@ -47,6 +48,9 @@ class TraceFinisher:
             total_ms=(self._perf() - t0) * 1e3,
             **usage,
         )
+        if rec.pending_shadow is None:
+            self._emit(rec, outcome)  # durable before the answer leaves
+            return
         self._queue.append((rec, outcome))
         if len(self._queue) == 1:
             try:
@@ -55,7 +59,7 @@ class TraceFinisher:
                 self.flush()
 
     def pending(self) -> int:
-        """Traces finished but not yet emitted."""
+        """Traces waiting for their shadow decision."""
         return len(self._queue)
 
     def flush(self) -> None:

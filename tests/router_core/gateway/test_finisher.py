@@ -1,4 +1,4 @@
-"""TraceFinisher: the outcome is fixed at finish(); counting and emitting wait one turn of the loop; nothing is lost."""
+"""TraceFinisher: a trace is durable before finish() returns; a shadowed one waits a turn; none is lost."""
 
 from __future__ import annotations
 
@@ -27,9 +27,11 @@ class Hooks:
         return True
 
 
-def rec(request_id: str) -> TraceRecorder:
-    return TraceRecorder(request_id=request_id, ts=NOW, router_version="t", policy_hash="sha256:x",
-                         query_hash="sha256:" + "0" * 64, features=features())
+def rec(request_id: str, shadow: object = None) -> TraceRecorder:
+    r = TraceRecorder(request_id=request_id, ts=NOW, router_version="t", policy_hash="sha256:x",
+                      query_hash="sha256:" + "0" * 64, features=features())
+    r.pending_shadow = shadow  # type: ignore[assignment]
+    return r
 
 
 class Clock:
@@ -45,7 +47,7 @@ def finisher(hooks: Hooks, clock: Clock) -> tuple[TraceFinisher, CollectorRegist
     return TraceFinisher(lambda: hooks, GatewayMetrics(registry), clock), registry
 
 
-def test_the_trace_is_emitted_after_the_current_turn_with_the_outcome_fixed_at_finish() -> None:
+def test_a_trace_is_emitted_and_counted_before_finish_returns() -> None:
     hooks, clock = Hooks(), Clock()
     fin, registry = finisher(hooks, clock)
 
@@ -53,12 +55,10 @@ def test_the_trace_is_emitted_after_the_current_turn_with_the_outcome_fixed_at_f
         clock.now = 10.004  # 4 ms after the request's t0 of 10.0
         fin.finish(rec("r1"), 10.0, 200)
         fin.finish(rec("r2"), 10.0, 502, "upstream_502")
-        assert hooks.traces == [] and fin.pending() == 2  # nothing yet: the answer is still being written
-        clock.now = 99.0  # later work does not change the recorded time
-        await asyncio.sleep(0)
+        # durable before the answer is sent: a kill -9 now loses no answered request's trace
+        assert [t.request_id for t in hooks.traces] == ["r1", "r2"] and fin.pending() == 0
 
     asyncio.run(handler())
-    assert [t.request_id for t in hooks.traces] == ["r1", "r2"] and fin.pending() == 0
     assert hooks.traces[0].outcome.total_ms == pytest.approx(4.0)
     assert (hooks.traces[1].outcome.status, hooks.traces[1].outcome.error_class) == (OutcomeStatus.ERROR,
                                                                                       "upstream_502")
@@ -67,12 +67,37 @@ def test_the_trace_is_emitted_after_the_current_turn_with_the_outcome_fixed_at_f
     assert counted == 1.0
 
 
-def test_one_failing_emit_does_not_cost_the_others_their_traces() -> None:
+def test_a_shadowed_trace_waits_one_turn_with_its_outcome_fixed_at_finish() -> None:
+    hooks, clock = Hooks(), Clock()
+    fin, _ = finisher(hooks, clock)
+    ran: list[str] = []
+
+    async def handler() -> None:
+        clock.now = 10.002
+        fin.finish(rec("r1", shadow=lambda: ran.append("shadow")), 10.0, 200)
+        assert hooks.traces == [] and fin.pending() == 1 and ran == []
+        clock.now = 99.0  # the shadow's own time does not count in the request's
+        await asyncio.sleep(0)
+
+    asyncio.run(handler())
+    assert ran == ["shadow"] and [t.request_id for t in hooks.traces] == ["r1"]
+    assert hooks.traces[0].outcome.total_ms == pytest.approx(2.0)
+
+
+def test_a_failing_shadow_or_emit_in_the_queue_does_not_cost_the_others_their_traces() -> None:
     hooks, clock = Hooks(fail_for="bad"), Clock()
     fin, _ = finisher(hooks, clock)
-    for rid in ("a", "bad", "c"):
-        fin.finish(rec(rid), 10.0, 200)  # no running loop: emitted at once
-    assert [t.request_id for t in hooks.traces] == ["a", "c"]
+
+    def broken() -> None:
+        raise ValueError("shadow bug")
+
+    async def handler() -> None:
+        for rid in ("a", "bad", "c"):
+            fin.finish(rec(rid, shadow=broken), 10.0, 200)
+        await asyncio.sleep(0)
+
+    asyncio.run(handler())
+    assert [t.request_id for t in hooks.traces] == ["a", "c"] and all(t.shadow is None for t in hooks.traces)
 
 
 def test_flush_emits_what_is_still_queued_when_the_loop_stops() -> None:
@@ -80,21 +105,8 @@ def test_flush_emits_what_is_still_queued_when_the_loop_stops() -> None:
     fin, _ = finisher(hooks, clock)
 
     async def last_request() -> None:
-        fin.finish(rec("r1"), 10.0, 200)
+        fin.finish(rec("r1", shadow=lambda: None), 10.0, 200)
         fin.flush()  # the gateway's shutdown, before its storage closes
 
     asyncio.run(last_request())
     assert [t.request_id for t in hooks.traces] == ["r1"]
-
-
-def test_a_shadow_runs_before_the_trace_is_emitted_and_its_failure_keeps_the_trace() -> None:
-    hooks, clock = Hooks(), Clock()
-    fin, _ = finisher(hooks, clock)
-    failing = rec("r1")
-
-    def broken() -> None:
-        raise ValueError("shadow bug")
-
-    failing.pending_shadow = broken  # type: ignore[assignment]
-    fin.finish(failing, 10.0, 200)
-    assert [t.request_id for t in hooks.traces] == ["r1"] and hooks.traces[0].shadow is None
