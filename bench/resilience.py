@@ -142,7 +142,12 @@ def fault_case(kind: str, gateway: str, urls: dict[str, str], tmp: Path,
 
 
 def decide_overhead(iterations: int = 20000) -> dict[str, float]:
-    """p99 (ms) of the breaker filter over one decision's candidates, and decide() p99 with and without it."""
+    """p99 (ms) of the breaker filter over one decision's candidates, and decide() p99 with and without it.
+
+    "with" has the breaker filter and every breaker closed, "without" has no breaker filter (the
+    like-for-like pair), "with_open" has one of the 16 instances' breakers open, so its decisions
+    also reject it and record why. The three routers' decisions are interleaved one by one.
+    """
     from router_core.builtin import build_router
     from router_core.filters.breaker import BreakerFilter
     from router_core.framework import DecisionContext
@@ -167,39 +172,43 @@ def decide_overhead(iterations: int = 20000) -> dict[str, float]:
     board = BreakerBoard(config.resilience.breakers, config.fleet.instances, clock=time.monotonic)
     board._open(board.get("instance", "i03"), "bench", time.monotonic())  # type: ignore[arg-type]
     features = RequestFeatures(requested_model="m", n_messages=1, input_chars=120, est_input_tokens=30)
-    out: dict[str, list[float]] = {}
-    for label, cfg in (("with", config), ("without", bare)):
-        router = build_router(cfg)
-        flts = [f for f in router.policy.filters if isinstance(f, BreakerFilter)]
-        for f in flts:
-            f.bind(board)
-        samples = []
-        for i in range(iterations):
-            ctx = DecisionContext(request_id=f"r{i}", features=features, intent=None, now=now, quality={})
+    out: dict[str, list[float]] = {"with": [], "without": [], "with_open": []}
+    routers = {"with": build_router(config), "without": build_router(bare), "with_open": build_router(config)}
+    closed = BreakerBoard(config.resilience.breakers, config.fleet.instances, clock=time.monotonic)
+    for f in routers["with"].policy.filters:
+        if isinstance(f, BreakerFilter):
+            f.bind(closed)
+    flts = [f for f in routers["with_open"].policy.filters if isinstance(f, BreakerFilter)]
+    for f in flts:
+        f.bind(board)
+    labels = ("with", "without", "with_open")
+    for i in range(3 * iterations):  # interleaved, so drift and collections fall on all alike
+        label = labels[i % 3]
+        ctx = DecisionContext(request_id=f"r{i // 3}", features=features, intent=None, now=now, quality={})
+        t0 = time.perf_counter()
+        routers[label].decide(ctx, state)
+        out[label].append((time.perf_counter() - t0) * 1e3)
+    if flts:
+        flt = flts[0]
+        from router_core.framework import Candidate
+        from router_core.staleness import effective_state
+        cands = [Candidate(s, state[s.id], effective_state(state[s.id], now, config.scrape, 10.0))
+                 for s in config.fleet.instances]
+        ctx = DecisionContext(request_id="r", features=features, intent=None, now=now, quality={})
+        checks = []
+        for _ in range(iterations):
             t0 = time.perf_counter()
-            router.decide(ctx, state)
-            samples.append((time.perf_counter() - t0) * 1e3)
-        out[label] = samples
-        if flts:
-            flt = flts[0]
-            from router_core.framework import Candidate
-            from router_core.staleness import effective_state
-            cands = [Candidate(s, state[s.id], effective_state(state[s.id], now, config.scrape, 10.0))
-                     for s in config.fleet.instances]
-            ctx = DecisionContext(request_id="r", features=features, intent=None, now=now, quality={})
-            checks = []
-            for _ in range(iterations):
-                t0 = time.perf_counter()
-                for c in cands:
-                    flt.check(c, ctx)
-                checks.append((time.perf_counter() - t0) * 1e3)
-            out["filter"] = checks
+            for c in cands:
+                flt.check(c, ctx)
+            checks.append((time.perf_counter() - t0) * 1e3)
+        out["filter"] = checks
 
     def p99(xs: list[float]) -> float:
         return round(statistics.quantiles(xs, n=100)[98], 4)
 
     return {"filter_p99_ms": p99(out["filter"]), "decide_with_p99_ms": p99(out["with"]),
-            "decide_without_p99_ms": p99(out["without"])}
+            "decide_without_p99_ms": p99(out["without"]), "decide_with_open_p99_ms": p99(out["with_open"]),
+            "decide_added_p50_ms": round(statistics.median(out["with"]) - statistics.median(out["without"]), 4)}
 
 
 def main(argv: list[str]) -> int:
