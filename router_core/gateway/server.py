@@ -393,7 +393,7 @@ class Gateway:
         return headers
 
     def finish(self, rec: TraceRecorder, t0: float, status: int, error: str | None = None, **usage: Any) -> None:
-        """Fix the request's outcome; it is counted and its one trace emitted once the answer is written."""
+        """Count the request and emit its one trace, durable before the answer is sent (see TraceFinisher)."""
         self.finisher.finish(rec, t0, status, error, **usage)
 
     async def _served(self, request: web.Request, body: Any, ctx: DecisionContext, spec: InstanceSpec) -> None:
