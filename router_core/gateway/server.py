@@ -119,7 +119,6 @@ class Gateway:
         self.inflight = InflightCounter()  # requests sent since each instance's scrape, for the pickers
         self._policy_hash = policy_hash or router.policy.hash
         self._hash_key = hash_key
-        self._new_id = new_id
         self.request_ids = RequestIds(new_id)  # a trace id per request (see router_core.gateway.callers)
         self.verdicts = SeenIds()  # request ids with a feedback verdict (one each)
         self.classes = feedback_classes(config)
