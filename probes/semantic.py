@@ -8,7 +8,9 @@ compares each with its reference answer by cosine similarity (all-MiniLM-L6-v2).
 (similarity minus threshold; with one shared threshold that is the lowest similarity): ``value``
 its similarity, ``threshold`` its threshold, ``reference`` its id.
 
-Embedding runs off the event loop (``asyncio.to_thread``), one call at a time; the reference
+Embedding runs off the event loop in a daemon thread (:func:`in_daemon_thread`), one call at a
+time: a process told to stop while the model loads (10 s and more) exits at once, where a default
+executor's thread would be joined at exit and keep it alive until the load ends. The reference
 answers are embedded once and cached, and so are the last ``cache_size`` answers by their text
 (an instance at temperature 0, like the simulator, repeats itself: a repeated answer costs no
 model call; a round of six new answers costs ~0.11 CPU-seconds on one thread).
@@ -17,10 +19,12 @@ model call; a round of six new answers costs ~0.11 CPU-seconds on one thread).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
@@ -32,10 +36,41 @@ from probes.types import Judgement, Target
 from schemas.common import ProbeVerdict
 from schemas.probes_config import ProbeSettings
 
-__all__ = ["Round", "SemanticCheck"]
+__all__ = ["Round", "SemanticCheck", "in_daemon_thread"]
+
+T = TypeVar("T")
 
 Round = tuple[dict[str, float], Judgement | None, float]  # similarities by reference id, failure, round ms
 
+
+
+def in_daemon_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    """Run ``fn(*args)`` in a new daemon thread; the future completes on the running loop.
+
+    Unlike ``asyncio.to_thread`` (the loop's default executor, whose threads the interpreter joins
+    at exit), nothing waits for this thread when the process stops.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if future.done():  # cancelled meanwhile
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            result, error = fn(*args), None
+        except BaseException as exc:  # noqa: BLE001  (handed to the awaiting task)
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits for the answer
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name="embed", daemon=True).start()
+    return future
 
 class SemanticCheck:
     """Semantic rounds against instances.
@@ -71,9 +106,9 @@ class SemanticCheck:
                 "max_tokens": self.settings.semantic.max_tokens, "stream": False}
 
     async def embed(self, texts: list[str]) -> Vectors:
-        """Embed ``texts`` in a worker thread, one embedding call at a time."""
+        """Embed ``texts`` in a daemon thread, one embedding call at a time."""
         async with self._lock:
-            return await asyncio.to_thread(self.embedder.embed, texts)
+            return await in_daemon_thread(self.embedder.embed, texts)
 
     async def embed_answers(self, texts: list[str]) -> list[Vectors]:
         """Embed answers, reusing the cached vectors of texts seen lately."""

@@ -50,6 +50,13 @@ def _alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        return "?"
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_kill_9_of_the_demo_leaves_no_child_and_frees_the_ports(tmp_path: Path) -> None:
     cfg, _, ports = demo_config(tmp_path)
@@ -74,7 +81,7 @@ def test_kill_9_of_the_demo_leaves_no_child_and_frees_the_ports(tmp_path: Path) 
             if not left and not taken:
                 break
             time.sleep(0.05)
-        assert not left, f"children left 15 s after kill -9: {sorted(left)}"
+        assert not left, f"children left 15 s after kill -9: {[(pid, _cmdline(pid)) for pid in sorted(left)]}"
         assert not taken, f"ports still held 15 s after kill -9: {taken}"
     finally:
         for pid in children:

@@ -135,3 +135,28 @@ def test_dump_and_load_round_trip(tmp_path) -> None:
     path = tmp_path / "refs.yaml"
     path.write_text(dump_references(REFS, "calibrated\nfor a test"))
     assert load_references(path) == REFS and path.read_text().startswith("# calibrated\n# for a test\n")
+
+
+def test_in_daemon_thread_returns_the_result_or_raises_the_error_and_its_thread_is_a_daemon() -> None:
+    import threading
+
+    from probes.semantic import in_daemon_thread
+
+    seen: list[bool] = []
+
+    def work(x: int) -> int:
+        seen.append(threading.current_thread().daemon)
+        if x < 0:
+            raise ValueError("negative")
+        return x * 2
+
+    async def run() -> tuple[int, str]:
+        ok = await in_daemon_thread(work, 21)
+        try:
+            await in_daemon_thread(work, -1)
+        except ValueError as exc:
+            return ok, str(exc)
+        return ok, ""
+
+    assert asyncio.run(run()) == (42, "negative")
+    assert seen == [True, True]  # a stopping process never waits for it (unlike asyncio.to_thread's executor)
