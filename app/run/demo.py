@@ -179,7 +179,10 @@ def run_demo(
             return 1
         app_url = f"http://{cfg.app.host}:{cfg.app.port}"
         if with_app:
-            app = Child("app", [*py, "app", "--api", gateway, "--port", str(cfg.app.port)], env, None)
+            # SIGKILL when the demo dies unstopped: the app keeps no state, and Streamlit's own shutdown on
+            # SIGTERM took over 15 s once under load (tests/e2e/test_demo_kill.py)
+            app = Child("app", [*py, "app", "--api", gateway, "--port", str(cfg.app.port)], env, None,
+                        death_signal=signal.SIGKILL)
             children.append(app)
             if not wait_http(f"{app_url}/_stcore/health", 90, app.alive):
                 print("error: the app did not start", file=sys.stderr)
