@@ -39,7 +39,7 @@ from redis.asyncio.client import Pipeline
 from router_core.resilience.redis_bindings import BindingMirror
 from router_core.resilience.redis_counters import CounterBatch
 from router_core.resilience.redis_lease import BucketLeases, Refill
-from router_core.resilience.redis_store import RedisStore
+from router_core.resilience.redis_store import RedisStore, cancel_all
 from router_core.resilience.shared import Handler, MemoryShared, SharedState
 from schemas.shared_config import SharedSettings
 
@@ -335,10 +335,7 @@ class RedisShared:
 
     async def close(self) -> None:
         """Stop the background, write what is pending and give the leases back (if Redis is there), disconnect."""
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+        await cancel_all(self._tasks)
         with contextlib.suppress(Exception):
             await self.flush(release=True)
         await self.store.close()

@@ -34,7 +34,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
 
-__all__ = ["RedisStore"]
+__all__ = ["RedisStore", "cancel_all"]
 
 log = logging.getLogger("router_core.resilience.redis_shared")
 
@@ -92,6 +92,14 @@ return redis.call('ZCARD', KEYS[1])
 
 _SCRIPTS = {"grant": _GRANT, "add": _ADD, "bind": _BIND, "presence": _PRESENCE}
 
+
+
+async def cancel_all(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel background tasks, wait until they have ended, and forget them."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    tasks.clear()
 
 class RedisStore:
     """One process's connection to Redis (see the module docstring).
@@ -275,10 +283,7 @@ class RedisStore:
 
     async def close(self) -> None:
         """Stop listening and close the connections."""
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+        await cancel_all(self._tasks)
         with contextlib.suppress(Exception):
             await self.client.aclose()
         with contextlib.suppress(Exception):
