@@ -2,29 +2,41 @@
 
 Every path runs as real processes on loopback in front of the same zero-delay simulated instance
 (so the figures measure the gateways, not a model), with full tracing on. The load comes from
-Debian's ``wrk`` (``wrk -t1 -cC -dDs --latency``, a POST of a small chat body) at c=1 and c=16, the
-same runs on every path.
-LiteLLM's proxy (a pinned version) is installed by this script into a virtual environment of its
-own under ``~/.cache/routelens-bench`` the first time (``--no-litellm`` skips it). After RouteLens's
-measured runs, one more c=1 run carries a sampler beside it (one request every 20 ms on a
-keep-alive connection of its own) and the output has its p99 per second (``latency_over_time``): a
-periodic stall shows there as a recurring spike. It is a run of its own because the sampler's
-requests land between wrk's: in the measured c=1 run they would queue behind each other, which the
-direct path (measured without a sampler) does not see.
+Debian's ``wrk`` (``wrk -t1 -cC --latency``, a POST of a small chat body) at c=1 and c=16.
 
-Each RouteLens run also checks that no trace was lost: ``traces`` holds the answers its runs got
-(warm-up and sampler included), the traces its store holds once the gateway has stopped, and
-``lost``, the answers without a trace.
+**Interleaved.** The instance, the bare proxy and both RouteLens gateways run at once, and the
+``--seconds`` of load each path gets at each concurrency are cut into ``--rounds`` slices: every
+round gives every path its c=1 and c=16 slice, one path after the other, and each path's slices are
+pooled into one latency distribution (wrk's whole histogram, :mod:`bench.wrk`). This machine's
+speed changes from one minute to the next (see ``machine``); run one path after the other and the
+slow minute lands on one of them.
 
-Two figures read the others against the machine: ``machine`` is a loopback ping-pong across two
-CPUs and on one (:mod:`bench.loopback`: what one wake-up between processes costs here), and
+**Awake CPUs.** Unless ``--no-awake``, an idle-priority spinner keeps each CPU from halting while
+the benchmark runs (:mod:`bench.awake`, the ``idle=poll`` of a latency benchmark): on this VM, waking
+a halted vCPU costs up to 0.65 ms per hop at p50, and a gateway makes twice the hops of a direct
+request. ``machine_asleep`` and ``machine`` are a loopback ping-pong across two CPUs and on one
+(:mod:`bench.loopback`) before the spinners start and with them.
+
+**CPU.** Each figure has ``cpu_us_per_request``: the CPU time of the server's whole process tree
+(the instance for ``direct``; the gateway, its workers and its store for RouteLens) over its wrk
+runs, per answered request. It moves less with the machine's speed than latency does.
+
 ``bare_proxy`` is the same hop through aiohttp, uvloop and RouteLens's upstream client with no
 routing and no tracing (:mod:`bench.bare_proxy`): what any Python gateway pays here before doing
 anything. RouteLens's own work is the difference between it and ``routelens``.
 
-Last line: ``{"machine": {...}, "direct": {"c1": {"p50_ms", "p99_ms", "rps"}, "c16": {...}}, "routelens": {...},
-"routelens_workers": {...}, "litellm": {...}, "litellm_workers": {...}, "ratio_rps_c16": ...,
-"ratio_rps_c16_workers": ...}`` (the ratios compare the same number of workers).
+After the interleaved rounds, one more c=1 run of RouteLens (1 worker) carries a sampler beside it
+(one request every 20 ms on a keep-alive connection of its own), and ``latency_over_time`` has its
+p99 per second: a periodic stall shows there as a recurring spike. Each RouteLens gateway also
+checks that no trace was lost: ``traces`` holds the answers it gave (warm-up and sampler
+included), the traces its store holds once it has stopped, and ``lost``, answers without a trace.
+LiteLLM's proxy (a pinned version) is installed by this script into a virtual environment of its
+own under ``~/.cache/routelens-bench`` the first time (``--no-litellm`` skips it) and measured after
+the others, the same way.
+
+Last line: ``{"machine": {...}, "direct": {"c1": {"p50_ms", "p99_ms", "rps", "cpu_us_per_request"}, "c16": {...}},
+"bare_proxy": {...}, "routelens": {...}, "routelens_workers": {...}, "litellm": {...}, "litellm_workers": {...},
+"ratio_rps_c16": ..., "ratio_rps_c16_workers": ...}`` (the ratios compare the same number of workers).
 """
 
 from __future__ import annotations
@@ -33,7 +45,6 @@ import argparse
 import http.client
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +53,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,40 +61,28 @@ import duckdb
 import yaml
 
 from app.run.procs import Child, free_port
+from bench import wrk
+from bench.awake import awake_cpus
 from bench.loopback import ping_pong
+from bench.wrk import body_script
 
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "classify: 紧急 refund failed"}], "max_tokens": 16}
 LITELLM = "1.108.7"
 _KEY = "sk-bench-key-not-secret"  # LiteLLM's proxy refuses to start without a master key; RouteLens ignores it
-_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
-def _wrk_script(tmp: Path, model: str = "auto") -> Path:
-    body = json.dumps({**BODY, "model": model}, ensure_ascii=False).replace("\\", "\\\\").replace("'", "\\'")
-    path = tmp / f"post-{model.replace('/', '_')}.lua"
-    path.write_text(f"wrk.method = 'POST'\nwrk.body = '{body}'\nwrk.headers['Content-Type'] = 'application/json'\n"
-                    f"wrk.headers['Authorization'] = 'Bearer {_KEY}'\n", encoding="utf-8")
-    return path
+@dataclass(frozen=True)
+class Target:
+    """One path under load: its URL, the wrk script for it and the server process whose CPU is counted."""
+
+    url: str
+    script: Path
+    pid: int
 
 
-def _ms(text: str) -> float:
-    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text.strip()).groups()  # type: ignore[union-attr]
-    return float(value) * _UNITS[unit]
-
-
-def wrk(url: str, script: Path, connections: int, seconds: int) -> dict[str, float]:
-    """One wrk run: p50/p99 latency (ms), requests answered, requests/s, and non-2xx responses."""
-    argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s", "--latency", "-s", str(script), url]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
-    pct = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
-    if "50" not in pct or "99" not in pct:  # no request completed: say so instead of a KeyError
-        raise RuntimeError(f"wrk measured no latency against {url}: {' '.join(out.split())[-300:]}")
-    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    done = re.search(r"(\d+) requests in", out)
-    return {"p50_ms": round(_ms(pct["50"]), 3), "p99_ms": round(_ms(pct["99"]), 3),
-            "requests": int(done.group(1)) if done else 0,
-            "rps": round(float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), 1),  # type: ignore[union-attr]
-            "non_2xx": int(errors.group(1)) if errors else 0}
+def _script(tmp: Path, model: str = "auto") -> Path:
+    return body_script(tmp, f"post-{model.replace('/', '_')}", {**BODY, "model": model},
+                       {"Content-Type": "application/json", "Authorization": f"Bearer {_KEY}"})
 
 
 def _sampler(url: str, stop: threading.Event, out: list[tuple[float, float]]) -> None:
@@ -108,28 +108,36 @@ def per_second_p99(samples: list[tuple[float, float]]) -> list[float]:
     return [round(sorted(v)[max(0, int(len(v) * 0.99) - 1)], 2) for _, v in sorted(by_second.items())]
 
 
-def measure(url: str, script: Path, seconds: int, *, over_time: bool = False) -> dict[str, Any]:
-    """c=1 and c=16 against ``url`` (after a short warm-up); then, if asked, the sampled c=1 run.
+def measure(paths: dict[str, Target], seconds: int, rounds: int) -> dict[str, dict[str, Any]]:
+    """c=1 and c=16 against every path, interleaved: ``rounds`` slices of ``seconds / rounds`` each.
 
-    ``answered`` counts every answer the runs got (warm-up and sampler included), for the
-    lost-trace check.
+    Every path is warmed up first (2 s at c=4). In each round every path gets its c=1 slice and its
+    c=16 slice, one path after the other; each path's slices are pooled into one distribution.
+    ``answered`` counts every answer a path got (the warm-up included), for the lost-trace check.
     """
-    warm = wrk(url, script, 4, 2)
-    result: dict[str, Any] = {"c1": wrk(url, script, 1, seconds), "c16": wrk(url, script, 16, seconds)}
-    answered = warm["requests"] + result["c1"]["requests"] + result["c16"]["requests"]
-    if over_time:
-        samples: list[tuple[float, float]] = []
-        stop = threading.Event()
-        sampler = threading.Thread(target=_sampler, args=(url, stop, samples), daemon=True)
-        sampler.start()
-        beside = wrk(url, script, 1, seconds)
-        stop.set()
-        sampler.join(30)
-        result["latency_over_time"] = {"sampled_every_ms": 20, "p99_ms_per_second": per_second_p99(samples),
-                                       "wrk_c1_beside": beside}
-        answered += beside["requests"] + len(samples)
-    result["answered"] = answered
-    return result
+    slice_s = max(1.0, seconds / rounds)
+    tallies = {name: {c: wrk.Tally() for c in (1, 16)} for name in paths}
+    warm = {name: wrk.run(t.url, t.script, 4, 2).requests for name, t in paths.items()}
+    for _ in range(rounds):
+        for name, t in paths.items():
+            for c in (1, 16):
+                wrk.run(t.url, t.script, c, slice_s, tallies[name][c], t.pid)
+    return {name: {"c1": tallies[name][1].figures(), "c16": tallies[name][16].figures(),
+                   "answered": warm[name] + tallies[name][1].requests + tallies[name][16].requests}
+            for name in paths}
+
+
+def over_time(target: Target, seconds: int) -> dict[str, Any]:
+    """One more c=1 run with a sampler beside it (a request every 20 ms): the sampler's p99 per second."""
+    samples: list[tuple[float, float]] = []
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sampler, args=(target.url, stop, samples), daemon=True)
+    sampler.start()
+    beside = wrk.run(target.url, target.script, 1, seconds, server_pid=target.pid)
+    stop.set()
+    sampler.join(30)
+    return {"sampled_every_ms": 20, "p99_ms_per_second": per_second_p99(samples),
+            "wrk_c1_beside": beside.figures(), "answered": beside.requests + len(samples)}
 
 
 def stored_traces(db: Path) -> int:
@@ -164,11 +172,11 @@ def _litellm(tmp: Path, upstream: str) -> tuple[list[str], Path]:
     return [str(exe), "--config", str(cfg)], cfg
 
 
-def _measure_litellm(tmp: Path, base: str, seconds: int, start: Any, stop_last: Any,
+def _measure_litellm(tmp: Path, base: str, seconds: int, rounds: int, start: Any, stop_last: Any,
                      workers: int = 1) -> dict[str, Any]:
     cmd, _ = _litellm(tmp, base)
     port = free_port()
-    start("litellm", [*cmd, "--port", str(port), "--num_workers", str(workers)], None)
+    child = start("litellm", [*cmd, "--port", str(port), "--num_workers", str(workers)], None)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -179,79 +187,99 @@ def _measure_litellm(tmp: Path, base: str, seconds: int, start: Any, stop_last: 
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
-        url = f"http://127.0.0.1:{port}/v1/chat/completions"
-        figures = measure(url, _wrk_script(tmp, "m"), seconds)
+        target = Target(f"http://127.0.0.1:{port}/v1/chat/completions", _script(tmp, "m"), child.proc.pid)
+        figures = measure({"litellm": target}, seconds, rounds)["litellm"]
         figures.pop("answered")
         return {"version": LITELLM, "workers": workers, **figures}
     finally:
         stop_last()
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench gateway")
-    p.add_argument("--seconds", type=int, default=10, help="duration of each wrk run")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="RouteLens workers for the N run")
-    p.add_argument("--no-litellm", action="store_true", help="skip LiteLLM's proxy")
-    args = p.parse_args(argv)
-    if shutil.which("wrk") is None:
-        print(json.dumps({"error": "wrk is not installed (apt-get install wrk)"}))
-        return 2
-    tmp = Path(tempfile.mkdtemp(prefix="routelens-bench-"))
-    inst, gw = free_port(), free_port()
-    base = f"http://127.0.0.1:{inst}"
+def _routelens_config(tmp: Path, name: str, port: int, base: str) -> Path:
     cfg = {
-        "gateway": {"port": gw},
-        "storage": {"duckdb_path": str(tmp / "traces.duckdb")},
+        "gateway": {"port": port},
+        "storage": {"duckdb_path": str(tmp / f"{name}.duckdb")},
         "fleet": {"instances": [{"id": "sim-0", "model": "m", "url": base}]},
         "constraints": [{"name": "queue", "metric": "queue", "op": "<=", "threshold": 1e9}],
         # The gateway alone: the prober's process (and its model's 8 s load) would share the cores with
         # the run; `python -m bench probes --gateway` measures the gateway with probes on versus off.
         "probes": {"enabled": False},
     }
-    (tmp / "c.yaml").write_text(yaml.safe_dump(cfg))
-    py = [sys.executable, "-m", "app", "--config", str(tmp / "c.yaml")]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    script = _wrk_script(tmp)
-    children: list[Child] = []
-    result: dict[str, Any] = {"seconds": args.seconds, "workers": args.workers}
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
 
-    def start(name: str, argv: list[str], marker: str | None, wait_url: str | None = None) -> Child:
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench gateway")
+    p.add_argument("--seconds", type=int, default=10, help="load per path and concurrency, in total")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved slices the seconds are cut into")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="RouteLens workers for the N run")
+    p.add_argument("--no-litellm", action="store_true", help="skip LiteLLM's proxy")
+    p.add_argument("--no-awake", action="store_true", help="let idle CPUs halt (no idle-priority spinners)")
+    args = p.parse_args(argv)
+    if shutil.which("wrk") is None:
+        print(json.dumps({"error": "wrk is not installed (apt-get install wrk)"}))
+        return 2
+    tmp = Path(tempfile.mkdtemp(prefix="routelens-bench-"))
+    inst = free_port()
+    base = f"http://127.0.0.1:{inst}"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    script = _script(tmp)
+    children: list[Child] = []
+    result: dict[str, Any] = {"seconds": args.seconds, "rounds": args.rounds, "workers": args.workers,
+                              "machine_asleep": ping_pong()}
+
+    def start(name: str, argv: list[str], marker: str | None) -> Child:
         child = Child(name, argv, env, marker)
         children.append(child)
-        assert child.wait_ready(120), f"{name} did not start"
+        assert child.wait_ready(120), f"{name} did not start: {child.tail()}"
         return child
 
     def stop_last() -> None:
         children.pop().stop()
 
-    try:
-        start("sim", [*py, "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"], "fleet ready")
-        result["machine"] = ping_pong()
-        result["direct"] = measure(f"{base}/v1/chat/completions", script, args.seconds)
-        result["direct"].pop("answered")
-        floor = free_port()
-        start("bare-proxy", [sys.executable, "-m", "bench.bare_proxy", "--port", str(floor),
-                             "--upstream", f"{base}/v1/chat/completions"], "bare proxy ready")
-        result["bare_proxy"] = measure(f"http://127.0.0.1:{floor}/v1/chat/completions", script, args.seconds)
-        result["bare_proxy"].pop("answered")
-        stop_last()
-        db = tmp / "traces.duckdb"
-        for key, n in (("routelens", 1), ("routelens_workers", args.workers)):
-            before = stored_traces(db)
-            start(key, [*py, "serve", "--port", str(gw), "--workers", str(n)], "gateway ready")
-            result[key] = measure(f"http://127.0.0.1:{gw}/v1/chat/completions", script, args.seconds,
-                                  over_time=n == 1)
-            stop_last()  # the gateway stores what it holds before it exits
-            result[key]["traces"] = lost_check(result[key].pop("answered"), before, stored_traces(db))
-        if not args.no_litellm:
-            for key, n in (("litellm", 1), ("litellm_workers", args.workers)):
-                try:
-                    result[key] = _measure_litellm(tmp, base, args.seconds, start, stop_last, n)
-                except (OSError, subprocess.SubprocessError, AssertionError, RuntimeError) as exc:
-                    result[key] = {"version": LITELLM, "workers": n, "error": f"{type(exc).__name__}: {exc}"[:300]}
-    finally:
-        while children:
-            stop_last()
+    with awake_cpus(not args.no_awake) as spinners:
+        result["awake_spinners"] = spinners
+        try:
+            ports = {"routelens": free_port(), "routelens_workers": free_port()}
+            configs = {key: _routelens_config(tmp, key, port, base) for key, port in ports.items()}
+            sim = start("sim", [sys.executable, "-m", "app", "--config", str(configs["routelens"]),
+                                "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"],
+                        "fleet ready")
+            result["machine"] = ping_pong()
+            floor = free_port()
+            bare = start("bare-proxy", [sys.executable, "-m", "bench.bare_proxy", "--port", str(floor),
+                                        "--upstream", f"{base}/v1/chat/completions"], "bare proxy ready")
+            paths = {"direct": Target(f"{base}/v1/chat/completions", script, sim.proc.pid),
+                     "bare_proxy": Target(f"http://127.0.0.1:{floor}/v1/chat/completions", script, bare.proc.pid)}
+            dbs: dict[str, Path] = {}
+            for key, n in (("routelens", 1), ("routelens_workers", args.workers)):
+                gw = ports[key]
+                dbs[key] = tmp / f"{key}.duckdb"
+                child = start(key, [sys.executable, "-m", "app", "--config", str(configs[key]), "serve",
+                                    "--port", str(gw), "--workers", str(n)], "gateway ready")
+                paths[key] = Target(f"http://127.0.0.1:{gw}/v1/chat/completions", script, child.proc.pid)
+            result.update(measure(paths, args.seconds, args.rounds))
+            for key in ("direct", "bare_proxy"):
+                result[key].pop("answered")
+            sampled = over_time(paths["routelens"], args.seconds)
+            result["routelens"]["answered"] += sampled.pop("answered")
+            result["routelens"]["latency_over_time"] = sampled
+            while len(children) > 2:  # the gateways store what they hold before they exit
+                stop_last()
+            for key in ("routelens", "routelens_workers"):
+                result[key]["traces"] = lost_check(result[key].pop("answered"), 0, stored_traces(dbs[key]))
+            stop_last()  # the bare proxy
+            if not args.no_litellm:
+                for key, n in (("litellm", 1), ("litellm_workers", args.workers)):
+                    try:
+                        result[key] = _measure_litellm(tmp, base, args.seconds, args.rounds, start, stop_last, n)
+                    except (OSError, subprocess.SubprocessError, AssertionError, RuntimeError) as exc:
+                        result[key] = {"version": LITELLM, "workers": n, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        finally:
+            while children:
+                stop_last()
     for ours, theirs, key in (("routelens", "litellm", "ratio_rps_c16"),
                               ("routelens_workers", "litellm_workers", "ratio_rps_c16_workers")):
         if "c16" in result.get(theirs, {}):  # the same number of workers on both sides

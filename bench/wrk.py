@@ -1,0 +1,134 @@
+"""wrk runs whose latencies can be pooled, and the CPU the server under load spent on them.
+
+Each run's script ends with a ``done`` hook that writes wrk's whole latency histogram (µs, count)
+to a file: the one wrk's own ``--latency`` percentiles come from, with the samples its
+coordinated-omission correction adds for answers slower than the run's mean interval. Several
+short runs of one path, interleaved with the other paths' runs, make one distribution
+(:class:`Tally`): a machine whose speed changes from one minute to the next then weighs on every
+path alike, instead of on whichever path ran during its slow minute.
+:func:`tree_cpu_s` reads the CPU time of a server and all its descendants from ``/proc``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Tally", "body_script", "run", "tree_cpu_s"]
+
+_HIST_ENV = "ROUTELENS_WRK_HIST"
+_DONE = f"""
+done = function(summary, latency, requests)
+  local f = assert(io.open(os.getenv("{_HIST_ENV}"), "w"))
+  for i = 1, #latency do
+    local v, c = latency(i)
+    f:write(string.format("%d %d\\n", v, c))
+  end
+  f:close()
+end
+"""
+
+
+def body_script(tmp: Path, name: str, body: dict[str, Any], headers: dict[str, str]) -> Path:
+    """Write a wrk script that POSTs ``body`` (JSON) with ``headers`` and dumps the latency histogram."""
+    text = json.dumps(body, ensure_ascii=False).replace("\\", "\\\\").replace("'", "\\'")
+    lines = ["wrk.method = 'POST'", f"wrk.body = '{text}'"]
+    lines += [f"wrk.headers['{k}'] = '{v}'" for k, v in headers.items()]
+    path = tmp / f"{name}.lua"
+    path.write_text("\n".join(lines) + "\n" + _DONE, encoding="utf-8")
+    return path
+
+
+@dataclass
+class Tally:
+    """Pooled wrk runs of one path at one concurrency."""
+
+    hist: Counter[int] = field(default_factory=Counter)  # latency (µs) -> requests
+    requests: int = 0
+    seconds: float = 0.0
+    non_2xx: int = 0
+    cpu_s: float = 0.0
+
+    def percentile_ms(self, q: float) -> float:
+        """The smallest latency (ms) that at least ``q`` of the pooled requests did not exceed."""
+        total = sum(self.hist.values())
+        if total == 0:
+            raise RuntimeError("no latency was measured")
+        need, seen = q * total, 0
+        for value in sorted(self.hist):
+            seen += self.hist[value]
+            if seen >= need:
+                return value / 1e3
+        return max(self.hist) / 1e3
+
+    def figures(self) -> dict[str, float]:
+        """p50/p99 (ms), requests, requests/s, non-2xx answers and the server's CPU per request (µs)."""
+        return {"p50_ms": round(self.percentile_ms(0.50), 3), "p99_ms": round(self.percentile_ms(0.99), 3),
+                "requests": self.requests, "rps": round(self.requests / max(self.seconds, 1e-9), 1),
+                "non_2xx": self.non_2xx,
+                "cpu_us_per_request": round(self.cpu_s / max(self.requests, 1) * 1e6, 1)}
+
+
+def run(url: str, script: Path, connections: int, seconds: float, tally: Tally | None = None,
+        server_pid: int | None = None) -> Tally:
+    """One ``wrk -t1 -cC`` run against ``url``, added to ``tally`` (a new one by default)."""
+    tally = tally if tally is not None else Tally()
+    with tempfile.NamedTemporaryFile(prefix="wrk-hist-", suffix=".txt", delete=False) as f:
+        hist_path = Path(f.name)
+    argv = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "10s", "--latency",
+            "-s", str(script), url]
+    cpu0 = tree_cpu_s(server_pid) if server_pid else 0.0
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=True,
+                             env={**os.environ, _HIST_ENV: str(hist_path)}).stdout
+        for line in hist_path.read_text().splitlines():
+            value, count = line.split()
+            tally.hist[int(value)] += int(count)
+    finally:
+        hist_path.unlink(missing_ok=True)
+    if server_pid:
+        tally.cpu_s += tree_cpu_s(server_pid) - cpu0
+    done = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)", out)
+    if done is None:  # no request completed: say so instead of a KeyError
+        raise RuntimeError(f"wrk measured nothing against {url}: {' '.join(out.split())[-300:]}")
+    scale = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[done.group(3)]
+    tally.requests += int(done.group(1))
+    tally.seconds += float(done.group(2)) * scale
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    tally.non_2xx += int(errors.group(1)) if errors else 0
+    return tally
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            kids.setdefault(ppid, []).append(int(entry))
+    return kids
+
+
+def tree_cpu_s(pid: int) -> float:
+    """User plus system CPU seconds of ``pid`` and every process below it (0 for one that has gone)."""
+    kids, todo, total = _children(), [pid], 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    while todo:
+        p = todo.pop()
+        todo += kids.get(p, [])
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total

@@ -1,0 +1,106 @@
+"""The gateway benchmark's load parts: pooled wrk histograms, the CPU of a process tree, the idle spinners."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from app.run.procs import free_port
+from bench import wrk
+from bench.awake import awake_cpus
+
+
+def test_pooled_percentiles_count_every_request_of_every_run() -> None:
+    tally = wrk.Tally(hist=Counter({100: 50, 200: 49}), requests=99, seconds=1.0)
+    tally.hist[5000] += 1  # a second run's one slow request
+    tally.requests, tally.seconds, tally.cpu_s = 100, 2.0, 0.05
+    assert (tally.percentile_ms(0.5), tally.percentile_ms(0.99), tally.percentile_ms(1.0)) == (0.1, 0.2, 5.0)
+    assert tally.figures() == {"p50_ms": 0.1, "p99_ms": 0.2, "requests": 100, "rps": 50.0, "non_2xx": 0,
+                               "cpu_us_per_request": 500.0}
+    with pytest.raises(RuntimeError, match="no latency"):
+        wrk.Tally().percentile_ms(0.5)
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    """A real HTTP server on loopback answering 200, or 500 to a body asking for it."""
+    async def answer(request: web.Request) -> web.Response:
+        return web.json_response({}, status=500 if b"fail" in await request.read() else 200)
+
+    port, ready, stop = free_port(), threading.Event(), threading.Event()
+
+    def serve() -> None:
+        async def main() -> None:
+            app = web.Application()
+            app.router.add_post("/v1/chat/completions", answer)
+            runner = web.AppRunner(app)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", port).start()
+            ready.set()
+            while not stop.is_set():
+                await asyncio.sleep(0.05)
+            await runner.cleanup()
+        asyncio.run(main())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    yield f"http://127.0.0.1:{port}/v1/chat/completions"
+    stop.set()
+    thread.join(10)
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (make test installs it)")
+def test_two_wrk_runs_pool_into_one_histogram(server: str, tmp_path: Path) -> None:
+    ok = wrk.body_script(tmp_path, "ok", {"model": "m", "note": "it's"}, {"Content-Type": "application/json"})
+    fail = wrk.body_script(tmp_path, "fail", {"model": "fail"}, {"Content-Type": "application/json"})
+    tally = wrk.run(server, ok, 1, 1)
+    first = tally.requests
+    wrk.run(server, fail, 2, 1, tally, server_pid=os.getpid())
+    assert first > 0 and tally.requests > first and tally.non_2xx == tally.requests - first
+    # wrk's histogram is the one its own percentiles come from: every answer, plus the samples its
+    # coordinated-omission correction adds for answers slower than the run's mean interval
+    assert sum(tally.hist.values()) >= tally.requests
+    assert 1.9 < tally.seconds < 2.5 and tally.cpu_s > 0  # the server runs in this process
+
+
+def test_a_process_trees_cpu_counts_its_descendants() -> None:
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(30)\n"
+    parent = subprocess.Popen(["sh", "-c", f'{sys.executable} -c "$0"; :', busy])
+    try:
+        time.sleep(0.1)
+        deadline = time.monotonic() + 20
+        while wrk.tree_cpu_s(parent.pid) < 0.3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert 0.3 <= wrk.tree_cpu_s(parent.pid) < 1.0  # the grandchild's CPU; the shell's own is near 0
+    finally:
+        subprocess.run(["pkill", "-P", str(parent.pid)], check=False)
+        parent.kill()
+        parent.wait()
+    assert wrk.tree_cpu_s(parent.pid) == 0.0  # gone
+
+
+def test_the_spinners_run_at_idle_priority_one_per_cpu_and_end_with_the_block() -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    with awake_cpus() as n:
+        assert n == len(cpus)
+        time.sleep(0.5)  # the spinners have set their policy and affinity by now
+        kids = [int(p) for p in subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "SCHED_IDLE"],
+                                               capture_output=True, text=True).stdout.split()]
+        assert len(kids) == n
+        assert all(os.sched_getscheduler(pid) == os.SCHED_IDLE for pid in kids)
+        assert sorted(cpu for pid in kids for cpu in os.sched_getaffinity(pid)) == cpus
+    assert not any(Path(f"/proc/{pid}").exists() for pid in kids)
+    with awake_cpus(enabled=False) as off:
+        assert off == 0
