@@ -2,8 +2,13 @@
 
 The router hands over a :class:`router_core.decision.Decision`, the forwarder its
 :class:`schemas.trace.Attempt` list; the recorder turns attempts into their trace steps and is the
-only builder of the trace. Everything is kept as plain data and validated once at the end (one
-pass in pydantic-core instead of hundreds of small model constructions on the request path).
+only builder of the trace. Everything is kept as plain data and validated at the end (one pass in
+pydantic-core instead of hundreds of small model constructions on the request path).
+
+Most of that pass does not need the answer: the decision's candidates and steps are known once
+the router has decided. :meth:`TraceRecorder.prebuild` validates them early; the gateway runs it
+while the instance works on the request (scheduled just before it waits for the answer), so
+:meth:`TraceRecorder.finish`, between the answer's arrival and its relay, validates only the rest.
 """
 
 from __future__ import annotations
@@ -12,12 +17,17 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from router_core.decision import Decision, Steps
 from router_core.rules.route import RouteChoice
 from schemas.common import AttemptStatus, RoutingMode, StepKind
-from schemas.trace import Attempt, DecisionTrace, Outcome, RequestFeatures, ShadowDecision
+from schemas.trace import Attempt, CandidateEval, DecisionStep, DecisionTrace, Outcome, RequestFeatures, ShadowDecision
 
 __all__ = ["TraceRecorder"]
+
+_CANDIDATES = TypeAdapter(tuple[CandidateEval, ...])
+_STEPS = TypeAdapter(list[DecisionStep])
 
 
 class TraceRecorder:
@@ -36,7 +46,9 @@ class TraceRecorder:
             "experiment_arm": experiment_arm,
         }
         self._decision: Decision | None = None
+        self._candidates: tuple[CandidateEval, ...] | None = None  # the decision's, once prebuilt
         self._steps = Steps()
+        self._built_steps: list[DecisionStep] = []  # steps[:n] as models (prebuild)
         self._attempts: tuple[Attempt, ...] = ()
         self._fallback_reason: str | None = None
         self._mode: RoutingMode | None = None  # set when the answer came from a degraded mode after deciding
@@ -49,8 +61,23 @@ class TraceRecorder:
     def record_decision(self, decision: Decision) -> None:
         """Take the router's decision (once per request)."""
         self._decision = decision
+        self._candidates = None
         self._steps.extend(decision.steps)
         self._fallback_reason = decision.fallback_reason
+
+    def prebuild(self) -> None:
+        """Validate the decision's candidates and the steps so far now, ahead of :meth:`finish`.
+
+        Optional, and the trace is the same either way. A value that does not validate is left
+        as it is, for :meth:`finish` to report.
+        """
+        try:
+            if self._decision is not None and self._candidates is None:
+                self._candidates = _CANDIDATES.validate_python(self._decision.candidates)
+            if len(self._steps) > len(self._built_steps):
+                self._built_steps += _STEPS.validate_python(self._steps[len(self._built_steps):])
+        except ValidationError:
+            pass
 
     def mark_degraded(self, reason: str) -> None:
         """A rule chain's non-LLM target answered: the trace's mode is ``rules``, with the reason."""
@@ -93,7 +120,8 @@ class TraceRecorder:
         d = self._decision
         return DecisionTrace.model_validate({
             **self._head, "rule": d.rule if d else None, "score_weights": d.weights if d else (),
-            "candidates": d.candidates if d else (), "decision_trace": self._steps, "selected_model": model,
+            "candidates": (self._candidates if self._candidates is not None else d.candidates) if d else (),
+            "decision_trace": [*self._built_steps, *self._steps[len(self._built_steps):]], "selected_model": model,
             "selected_instance": instance, "fallback_triggered": self._fallback_reason is not None,
             "fallback_reason": self._fallback_reason, "attempts": self._attempts,
             "mode": self._mode or (d.mode if d else RoutingMode.NORMAL), "latency_ms": d.decision_ms if d else 0.0,

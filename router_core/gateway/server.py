@@ -425,6 +425,7 @@ class Gateway:
         stream = bool(body.get("stream"))
         client_usage = ask_for_usage(body) if stream else False
         rule = ctx.route.rule if ctx.route is not None else None
+        asyncio.get_running_loop().call_soon(rec.prebuild)  # runs once the request is out, while the instance works
         fwd = await self._forwarder.forward(body, decision.targets, rec.request_id, self.config.gateway.max_attempts,
                                             authorization=request.headers.get("Authorization"),
                                             timeout=None if rule is None else rule.timeout)

@@ -113,3 +113,41 @@ def test_a_request_that_never_reached_the_router_is_still_traced() -> None:
     assert (trace.rule, trace.decision_trace, trace.candidates, trace.selected_instance) == (None, [], [], None)
     assert (trace.mode, trace.latency_ms, trace.fallback_triggered) == (RoutingMode.NORMAL, 0.0, False)
     assert trace.outcome.error_class == "model_not_found"
+
+
+def _with_candidates(d: Decision, weight_factor: float = 0.5) -> Decision:
+    cands = ({"instance": "a", "model": "big", "zone": None, "feasible": True, "violations": [], "state": None,
+              "score_terms": [0.5, 1.0], "weight_factor": weight_factor, "total": 0.4, "rank": 1},
+             {"instance": "b", "model": "small", "zone": "z1", "feasible": False, "state": None,
+              "violations": [{"constraint": "queue", "metric": "queue", "op": "<=", "threshold": 8.0, "value": 9.0,
+                              "reason": "queue 9 > 8"}],
+              "score_terms": [], "weight_factor": 1.0, "total": None, "rank": None})
+    return Decision(rule=d.rule, targets=d.targets, candidates=cands, weights=d.weights, steps=d.steps,
+                    fallback_reason=d.fallback_reason, mode=d.mode, decision_ms=d.decision_ms)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("when", ["before-attempts", "after-attempts", "twice"])
+def test_prebuilding_gives_the_same_trace(case: Case, when: str) -> None:
+    """What the gateway runs while the instance works changes nothing in the trace, whenever it runs."""
+    d = _with_candidates(decision(case.targets, case.decision_fallback, case.mode))
+    plain, early = recorder(), recorder()
+    for rec in (plain, early):
+        rec.record_decision(d)
+    if when in ("before-attempts", "twice"):
+        early.prebuild()
+    for rec in (plain, early):
+        rec.record_attempts(case.attempts)
+    if when in ("after-attempts", "twice"):
+        early.prebuild()
+    want, got = plain.finish(OUTCOME), early.finish(OUTCOME)
+    assert got == want and got.model_dump_json() == want.model_dump_json()
+    assert [c.instance for c in got.candidates] == ["a", "b"] and got.candidates[1].violations[0].value == 9.0
+
+
+def test_prebuilding_leaves_an_invalid_value_for_finish_to_report() -> None:
+    rec = recorder()
+    rec.record_decision(_with_candidates(decision(("a",)), weight_factor=1.5))  # out of [0, 1]
+    rec.prebuild()  # no error here: the request goes on
+    with pytest.raises(ValueError, match="weight_factor"):
+        rec.finish(OUTCOME)
