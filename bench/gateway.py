@@ -80,7 +80,8 @@ class Target:
     pid: int
 
 
-def _script(tmp: Path, model: str = "auto") -> Path:
+def post_script(tmp: Path, model: str = "auto") -> Path:
+    """The wrk script of the benchmark's request (``model`` set), its histogram dumped for pooling."""
     return body_script(tmp, f"post-{model.replace('/', '_')}", {**BODY, "model": model},
                        {"Content-Type": "application/json", "Authorization": f"Bearer {_KEY}"})
 
@@ -187,7 +188,7 @@ def _measure_litellm(tmp: Path, base: str, seconds: int, rounds: int, start: Any
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
-        target = Target(f"http://127.0.0.1:{port}/v1/chat/completions", _script(tmp, "m"), child.proc.pid)
+        target = Target(f"http://127.0.0.1:{port}/v1/chat/completions", post_script(tmp, "m"), child.proc.pid)
         figures = measure({"litellm": target}, seconds, rounds)["litellm"]
         figures.pop("answered")
         return {"version": LITELLM, "workers": workers, **figures}
@@ -225,7 +226,7 @@ def main(argv: list[str]) -> int:
     inst = free_port()
     base = f"http://127.0.0.1:{inst}"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    script = _script(tmp)
+    script = post_script(tmp)
     children: list[Child] = []
     result: dict[str, Any] = {"seconds": args.seconds, "rounds": args.rounds, "workers": args.workers,
                               "machine_asleep": ping_pong()}

@@ -129,7 +129,8 @@ def _stored(db: Path, start: datetime, end: datetime) -> list[dict[str, Any]]:
 
 def measure_gateway(tmp: Path, seconds: int) -> dict[str, Any]:
     """wrk c=1 and c=16 against serve with probes on (their defaults) and off, on the same backend."""
-    from bench.gateway import _wrk_script, wrk
+    from bench import wrk
+    from bench.gateway import post_script
 
     inst = _free_range(4)
     fleet = Child("sim", [sys.executable, "-m", "app", "sim", "fleet", "--instances", "4", "--base-port", str(inst),
@@ -138,7 +139,7 @@ def measure_gateway(tmp: Path, seconds: int) -> dict[str, Any]:
     try:
         assert fleet.wait_ready(120)
         specs = builtin_config(4, inst, zero_delay=True).fleet.model_dump(mode="json")
-        script = _wrk_script(tmp)
+        script = post_script(tmp)
         for label, probes in (("probes_off", {"enabled": False}), ("probes_on", {})):  # on: the defaults (30 s)
             gw = free_port()
             path = tmp / f"{label}.yaml"
@@ -157,8 +158,9 @@ def measure_gateway(tmp: Path, seconds: int) -> dict[str, Any]:
                             break
                         time.sleep(0.5)
                 time.sleep(5.0)
-                wrk(url, script, 4, 2)
-                out[label] = {"c1": wrk(url, script, 1, seconds), "c16": wrk(url, script, 16, seconds)}
+                wrk.run(url, script, 4, 2)
+                out[label] = {f"c{c}": wrk.run(url, script, c, seconds, server_pid=child.proc.pid).figures()
+                              for c in (1, 16)}
             finally:
                 child.stop()
         for c in ("c1", "c16"):
