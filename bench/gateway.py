@@ -11,11 +11,13 @@ pooled into one latency distribution (wrk's whole histogram, :mod:`bench.wrk`). 
 speed changes from one minute to the next (see ``machine``); run one path after the other and the
 slow minute lands on one of them.
 
-**Awake CPUs.** Unless ``--no-awake``, an idle-priority spinner keeps each CPU from halting while
-the benchmark runs (:mod:`bench.awake`, the ``idle=poll`` of a latency benchmark): on this VM, waking
-a halted vCPU costs up to 0.65 ms per hop at p50, and a gateway makes twice the hops of a direct
-request. ``machine_asleep`` and ``machine`` are a loopback ping-pong across two CPUs and on one
-(:mod:`bench.loopback`) before the spinners start and with them.
+**Awake CPUs.** With ``--awake``, an idle-priority spinner keeps each CPU from halting while the
+benchmark runs (:mod:`bench.awake`, the ``idle=poll`` of a latency benchmark): on this VM, waking a
+halted vCPU costs up to 0.65 ms per hop at p50, and a gateway makes twice the hops of a direct
+request. It helps the c=1 figures of every path and costs RouteLens's c=16 throughput here (its
+threads then share the CPUs worse), so it is off by default. ``machine_asleep`` and ``machine``
+are a loopback ping-pong across two CPUs and on one (:mod:`bench.loopback`) before the spinners
+would start and during the runs.
 
 **CPU.** Each figure has ``cpu_us_per_request``: the CPU time of the server's whole process tree
 (the instance for ``direct``; the gateway, its workers and its store for RouteLens) over its wrk
@@ -217,7 +219,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rounds", type=int, default=5, help="interleaved slices the seconds are cut into")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="RouteLens workers for the N run")
     p.add_argument("--no-litellm", action="store_true", help="skip LiteLLM's proxy")
-    p.add_argument("--no-awake", action="store_true", help="let idle CPUs halt (no idle-priority spinners)")
+    p.add_argument("--awake", action="store_true", help="keep idle CPUs from halting (idle-priority spinners)")
     args = p.parse_args(argv)
     if shutil.which("wrk") is None:
         print(json.dumps({"error": "wrk is not installed (apt-get install wrk)"}))
@@ -240,7 +242,7 @@ def main(argv: list[str]) -> int:
     def stop_last() -> None:
         children.pop().stop()
 
-    with awake_cpus(not args.no_awake) as spinners:
+    with awake_cpus(args.awake) as spinners:
         result["awake_spinners"] = spinners
         try:
             ports = {"routelens": free_port(), "routelens_workers": free_port()}
