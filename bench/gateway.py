@@ -9,7 +9,8 @@ Debian's ``wrk`` (``wrk -t1 -cC --latency``, a POST of a small chat body) at c=1
 round gives every path its c=1 and c=16 slice, one path after the other, and each path's slices are
 pooled into one latency distribution (wrk's whole histogram, :mod:`bench.wrk`). This machine's
 speed changes from one minute to the next (see ``machine``); run one path after the other and the
-slow minute lands on one of them.
+slow minute lands on one of them. The servers not under load meanwhile idle (their scrape and
+store loops: a few percent of one CPU between them).
 
 **Awake CPUs.** With ``--awake``, an idle-priority spinner keeps each CPU from halting while the
 benchmark runs (:mod:`bench.awake`, the ``idle=poll`` of a latency benchmark): on this VM, waking a
