@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.run.procs import descendants
+
 __all__ = ["Tally", "body_script", "run", "tree_cpu_s"]
 
 _HIST_ENV = "ROUTELENS_WRK_HIST"
@@ -106,26 +108,10 @@ def run(url: str, script: Path, connections: int, seconds: float, tally: Tally |
     return tally
 
 
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            kids.setdefault(ppid, []).append(int(entry))
-    return kids
-
-
 def tree_cpu_s(pid: int) -> float:
-    """User plus system CPU seconds of ``pid`` and every process below it (0 for one that has gone)."""
-    kids, todo, total = _children(), [pid], 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    while todo:
-        p = todo.pop()
-        todo += kids.get(p, [])
+    """User plus system CPU seconds of ``pid`` and every live process below it (0 for one that has gone)."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    for p in {pid} | descendants(pid):
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:

@@ -24,7 +24,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["Child", "die_with_parent", "free_port", "free_ports", "port_is_free", "wait_http"]
+__all__ = ["Child", "descendants", "die_with_parent", "free_port", "free_ports", "port_is_free", "wait_http"]
 
 _PR_SET_PDEATHSIG = 1
 TAIL_LINES = 20  # output lines a child keeps for the message when it fails to start
@@ -42,6 +42,27 @@ def _load_prctl() -> Callable[..., int] | None:
 
 
 _PRCTL = _load_prctl()  # loaded in the parent: the child, between fork and exec, only calls it
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live (not zombie) process below ``pid``, read from ``/proc`` (empty off Linux)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] != "Z":
+            parents[int(entry.name)] = int(fields[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:

@@ -14,32 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from app.run.procs import port_is_free
+from app.run.procs import descendants, port_is_free
 from tests.e2e.conftest import Proc
 from tests.e2e.demo_config import demo_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-
-def _children_of(pid: int) -> set[int]:
-    """Every live descendant of ``pid`` (read from /proc)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if fields[0] != "Z":
-            parents[int(entry.name)] = int(fields[1])
-    found: set[int] = set()
-    frontier = {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
 
 
 def _alive(pid: int) -> bool:
@@ -64,7 +43,7 @@ def test_kill_9_of_the_demo_leaves_no_child_and_frees_the_ports(tmp_path: Path) 
     children: set[int] = set()
     try:
         demo.wait_for("Press Ctrl-C to stop.", timeout_s=150)
-        children = _children_of(demo.proc.pid)
+        children = descendants(demo.proc.pid)
         assert len(children) >= 3, "fleet, gateway and app run as children"
 
         second = Proc([sys.executable, "-m", "app", "demo", "--config", str(cfg), "--no-app"])
