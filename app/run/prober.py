@@ -38,6 +38,7 @@ from probes.runner import ProbeRunner
 from probes.scheduler import ProbeScheduler
 from probes.types import Target
 from probes.verdicts import VerdictBoard
+from router_core.aio import cancel_all
 from router_core.gateway.auth import upstream_keys
 from router_core.gateway.probe_source import Apply, feed_body
 from schemas.common import ProbeKind, ProbeVerdict
@@ -143,9 +144,7 @@ class Prober:
         """Stop probing, deliver what the alert manager still holds (bounded), close the session."""
         if self.scheduler is not None:
             self.scheduler.stop()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_all(self._tasks)
         try:  # a resolve or firing queued just now still goes out, within a bound: stopping must stay prompt
             await asyncio.wait_for(self.alert_manager.drain(), 0.5)
         except TimeoutError:

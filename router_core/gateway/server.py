@@ -22,6 +22,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from router_core.aio import cancel_all
 from router_core.analysis import analyse_request
 from router_core.attachments import refuse_unacceptable
 from router_core.decision import Decision
@@ -279,10 +280,7 @@ class Gateway:
         self.finisher.flush()  # before the hooks' storage closes
         if self.probes is not None:
             await self.probes.stop()
-        for task in (self.scrape_task, self._watch_task, self._policy_task, self._breaker_task, self._budget_task):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        await cancel_all((self.scrape_task, self._watch_task, self._policy_task, self._breaker_task, self._budget_task))
         if self._forwarder is not None:
             await self._forwarder.close()
         if self._session is not None:

@@ -36,10 +36,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from redis.asyncio.client import Pipeline
 
+from router_core.aio import cancel_all
 from router_core.resilience.redis_bindings import BindingMirror
 from router_core.resilience.redis_counters import CounterBatch
 from router_core.resilience.redis_lease import BucketLeases, Refill
-from router_core.resilience.redis_store import RedisStore, cancel_all
+from router_core.resilience.redis_store import RedisStore
 from router_core.resilience.shared import Handler, MemoryShared, SharedState
 from schemas.shared_config import SharedSettings
 

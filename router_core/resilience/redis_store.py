@@ -34,7 +34,9 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
 
-__all__ = ["RedisStore", "cancel_all"]
+from router_core.aio import cancel_all
+
+__all__ = ["RedisStore"]
 
 log = logging.getLogger("router_core.resilience.redis_shared")
 
@@ -92,14 +94,6 @@ return redis.call('ZCARD', KEYS[1])
 
 _SCRIPTS = {"grant": _GRANT, "add": _ADD, "bind": _BIND, "presence": _PRESENCE}
 
-
-
-async def cancel_all(tasks: list[asyncio.Task[None]]) -> None:
-    """Cancel background tasks, wait until they have ended, and forget them."""
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    tasks.clear()
 
 class RedisStore:
     """One process's connection to Redis (see the module docstring).
