@@ -23,7 +23,7 @@ from typing import Any
 
 from app.run.procs import descendants
 
-__all__ = ["Tally", "body_script", "run", "tree_cpu_s"]
+__all__ = ["Tally", "body_script", "run", "summary", "tree_cpu_s"]
 
 _HIST_ENV = "ROUTELENS_WRK_HIST"
 _DONE = f"""
@@ -97,15 +97,21 @@ def run(url: str, script: Path, connections: int, seconds: float, tally: Tally |
         hist_path.unlink(missing_ok=True)
     if server_pid:
         tally.cpu_s += tree_cpu_s(server_pid) - cpu0
-    done = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)", out)
+    requests, seconds, non_2xx = summary(out, url)
+    tally.requests += requests
+    tally.seconds += seconds
+    tally.non_2xx += non_2xx
+    return tally
+
+
+def summary(out: str, url: str = "") -> tuple[int, float, int]:
+    """``(requests, seconds, non-2xx answers)`` from wrk's printed summary."""
+    done = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m),", out)
     if done is None:  # no request completed: say so instead of a KeyError
         raise RuntimeError(f"wrk measured nothing against {url}: {' '.join(out.split())[-300:]}")
     scale = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[done.group(3)]
-    tally.requests += int(done.group(1))
-    tally.seconds += float(done.group(2)) * scale
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    tally.non_2xx += int(errors.group(1)) if errors else 0
-    return tally
+    return int(done.group(1)), float(done.group(2)) * scale, int(errors.group(1)) if errors else 0
 
 
 def tree_cpu_s(pid: int) -> float:

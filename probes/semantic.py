@@ -43,7 +43,6 @@ T = TypeVar("T")
 Round = tuple[dict[str, float], Judgement | None, float]  # similarities by reference id, failure, round ms
 
 
-
 def in_daemon_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     """Run ``fn(*args)`` in a new daemon thread; the future completes on the running loop.
 
@@ -71,6 +70,7 @@ def in_daemon_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
 
     threading.Thread(target=run, name="embed", daemon=True).start()
     return future
+
 
 class SemanticCheck:
     """Semantic rounds against instances.
