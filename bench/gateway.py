@@ -23,6 +23,10 @@ would start and during the runs.
 **CPU.** Each figure has ``cpu_us_per_request``: the CPU time of the server's whole process tree
 (the instance for ``direct``; the gateway, its workers and its store for RouteLens) over its wrk
 runs, per answered request. It moves less with the machine's speed than latency does.
+``machine_idle_share`` and ``machine_steal_share`` are the shares of all CPUs' time, over the same
+runs, that were idle and that the hypervisor gave to someone else (``/proc/stat``). Idle CPU while a
+gateway is at c=16 means one of its threads is the limit, not the machine; steal is what makes this
+VM slow from one minute to the next (6-20% of the time during single runs here).
 
 ``bare_proxy`` is the same hop through aiohttp, uvloop and RouteLens's upstream client with no
 routing and no tracing (:mod:`bench.bare_proxy`): what any Python gateway pays here before doing

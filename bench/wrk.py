@@ -57,6 +57,7 @@ class Tally:
     seconds: float = 0.0
     non_2xx: int = 0
     cpu_s: float = 0.0
+    machine: Counter[str] = field(default_factory=Counter)  # the whole machine's CPU time by state (jiffies)
 
     def percentile_ms(self, q: float) -> float:
         """The smallest latency (ms) that at least ``q`` of the pooled requests did not exceed."""
@@ -72,10 +73,13 @@ class Tally:
 
     def figures(self) -> dict[str, float]:
         """p50/p99 (ms), requests, requests/s, non-2xx answers and the server's CPU per request (µs)."""
+        all_cpu = max(self.machine["total"], 1)
         return {"p50_ms": round(self.percentile_ms(0.50), 3), "p99_ms": round(self.percentile_ms(0.99), 3),
                 "requests": self.requests, "rps": round(self.requests / max(self.seconds, 1e-9), 1),
                 "non_2xx": self.non_2xx,
-                "cpu_us_per_request": round(self.cpu_s / max(self.requests, 1) * 1e6, 1)}
+                "cpu_us_per_request": round(self.cpu_s / max(self.requests, 1) * 1e6, 1),
+                "machine_idle_share": round(self.machine["idle"] / all_cpu, 3),
+                "machine_steal_share": round(self.machine["steal"] / all_cpu, 3)}
 
 
 def run(url: str, script: Path, connections: int, seconds: float, tally: Tally | None = None,
@@ -87,6 +91,7 @@ def run(url: str, script: Path, connections: int, seconds: float, tally: Tally |
     argv = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "10s", "--latency",
             "-s", str(script), url]
     cpu0 = tree_cpu_s(server_pid) if server_pid else 0.0
+    machine0 = machine_times()
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=True,
                              env={**os.environ, _HIST_ENV: str(hist_path)}).stdout
@@ -97,6 +102,7 @@ def run(url: str, script: Path, connections: int, seconds: float, tally: Tally |
         hist_path.unlink(missing_ok=True)
     if server_pid:
         tally.cpu_s += tree_cpu_s(server_pid) - cpu0
+    tally.machine.update(machine_times() - machine0)
     requests, seconds, non_2xx = summary(out, url)
     tally.requests += requests
     tally.seconds += seconds
@@ -112,6 +118,17 @@ def summary(out: str, url: str = "") -> tuple[int, float, int]:
     scale = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[done.group(3)]
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     return int(done.group(1)), float(done.group(2)) * scale, int(errors.group(1)) if errors else 0
+
+
+def machine_times(stat: str | None = None) -> Counter[str]:
+    """All CPUs' time since boot (jiffies): ``total``, ``idle`` (idle and I/O wait) and ``steal``.
+
+    Steal is the time the hypervisor ran something else while one of this VM's CPUs had work: on
+    this machine it comes and goes with the host's load, and it is what makes a run slow.
+    """
+    values = [int(v) for v in (stat or Path("/proc/stat").read_text()).split("\n", 1)[0].split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = values
+    return Counter({"total": sum(values), "idle": idle + iowait, "steal": steal})
 
 
 def tree_cpu_s(pid: int) -> float:

@@ -26,9 +26,10 @@ def test_pooled_percentiles_count_every_request_of_every_run() -> None:
     tally = wrk.Tally(hist=Counter({100: 50, 200: 49}), requests=99, seconds=1.0)
     tally.hist[5000] += 1  # a second run's one slow request
     tally.requests, tally.seconds, tally.cpu_s = 100, 2.0, 0.05
+    tally.machine.update({"total": 400, "idle": 100, "steal": 20})
     assert (tally.percentile_ms(0.5), tally.percentile_ms(0.99), tally.percentile_ms(1.0)) == (0.1, 0.2, 5.0)
     assert tally.figures() == {"p50_ms": 0.1, "p99_ms": 0.2, "requests": 100, "rps": 50.0, "non_2xx": 0,
-                               "cpu_us_per_request": 500.0}
+                               "cpu_us_per_request": 500.0, "machine_idle_share": 0.25, "machine_steal_share": 0.05}
     with pytest.raises(RuntimeError, match="no latency"):
         wrk.Tally().percentile_ms(0.5)
 
@@ -74,6 +75,16 @@ def test_two_wrk_runs_pool_into_one_histogram(server: str, tmp_path: Path) -> No
     # coordinated-omission correction adds for answers slower than the run's mean interval
     assert sum(tally.hist.values()) >= tally.requests
     assert tally.seconds > 0 and tally.cpu_s > 0  # the server runs in this process
+    assert tally.machine["total"] > 0  # the machine's CPU time over both runs
+    assert 0 <= tally.figures()["machine_idle_share"] <= 1
+
+
+def test_the_machines_cpu_states_come_from_proc_stat() -> None:
+    # the first line of a real /proc/stat (this VM): user nice system idle iowait irq softirq steal guest guest_nice
+    stat = ("cpu  5559035 191670 705777 5977922 120424 0 56539 786968 0 0\n"
+            "cpu0 2779517 95835 352888 2988961 0 0 0 0 0 0\n")
+    times = wrk.machine_times(stat)
+    assert times == Counter({"total": 13398335, "idle": 6098346, "steal": 786968})
 
 
 # wrk 4.1's summary of a run (Debian's package), cut to the lines summary() reads and their neighbours
