@@ -13,7 +13,9 @@ backlog); ``running`` would reach only the balance term, and engines admit a bur
 only after their scheduler has seen it. ``decide()`` stays a pure function of the snapshots it is
 given, and the candidate's recorded state is what it was decided on (its ``queue`` then includes
 the gateway's own requests), so a stored decision replays the same way. Adjusted snapshots are
-memoised per (scrape, count), so the router's per-snapshot memo still hits between requests.
+memoised per (scrape, count), every count seen since the scrape: under concurrency the count moves
+up and down with every request, and one object per count keeps the router's per-snapshot memos
+and the trace encoder's snapshot cache hitting (a new object per request missed all three).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class InflightCounter:
         self._fresh: dict[str, int] = {}
         self._epoch: dict[str, int] = {}
         self._seen: dict[str, datetime | None] = {}
-        self._memo: dict[str, tuple[InstanceSnapshot, int, InstanceSnapshot]] = {}
+        self._memo: dict[str, tuple[InstanceSnapshot, dict[int, InstanceSnapshot]]] = {}  # iid -> scrape, by count
 
     def begin(self, instance: str) -> Ticket:
         """Count one attempt sent to ``instance``; hand the ticket back to :meth:`end`."""
@@ -82,10 +84,10 @@ class InflightCounter:
                 out[iid] = snap
                 continue
             hit = self._memo.get(iid)
-            if hit is not None and hit[0] is snap and hit[1] == n:
-                out[iid] = hit[2]
-                continue
-            adjusted = snap.model_copy(update={"queue": snap.queue + n})
-            self._memo[iid] = (snap, n, adjusted)
+            if hit is None or hit[0] is not snap:
+                hit = self._memo[iid] = (snap, {})
+            adjusted = hit[1].get(n)
+            if adjusted is None:
+                adjusted = hit[1][n] = snap.model_copy(update={"queue": snap.queue + n})
             out[iid] = adjusted
         return out

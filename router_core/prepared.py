@@ -33,8 +33,14 @@ class Prepared:
     flagged: bool  # any verdict at all: most candidates have none and skip the filter loops
 
 
+_PER_INSTANCE = 64  # memoised snapshots per instance (its scrape's copies with in-flight counts); then cleared
+
+
 class PreparedCache:
     """Computes and memoises :class:`Prepared` per instance, keyed by snapshot identity.
+
+    An instance has several snapshot objects at once: its scrape's, and one per in-flight count the
+    gateway folded into it (:class:`router_core.inflight.InflightCounter`). Each is memoised.
 
     Args:
         filters: State-only filters, in policy order.
@@ -49,8 +55,9 @@ class PreparedCache:
         self._scorers = list(scorers)
         self._scrape = scrape
         self._queue_norm = queue_norm
-        self._memo: dict[str, tuple[InstanceSnapshot, Prepared]] = {}
-        self._aged: dict[str, tuple[InstanceSnapshot, int, bool, InstanceSnapshot]] = {}
+        # instance -> id(snapshot) -> (snapshot, memo); the snapshot is kept, so its id is not reused
+        self._memo: dict[str, dict[int, tuple[InstanceSnapshot, Prepared]]] = {}
+        self._aged: dict[str, dict[int, tuple[InstanceSnapshot, int, bool, InstanceSnapshot]]] = {}
 
     def states_at(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot],
                   ages: Mapping[str, float | None]) -> dict[str, InstanceSnapshot]:
@@ -72,7 +79,10 @@ class PreparedCache:
                 continue
             stale = exact > suspect
             tenth = int(exact * 10 + 0.5) if exact > 0 else 0
-            hit = aged.get(sid)
+            mine = aged.get(sid)
+            if mine is None:
+                mine = aged[sid] = {}
+            hit = mine.get(id(snap))
             if hit is not None and hit[0] is snap and hit[1] == tenth and hit[2] == stale:
                 out[sid] = hit[3]
                 continue
@@ -80,14 +90,19 @@ class PreparedCache:
                 seen = snap
             else:
                 seen = snap.model_copy(update={"age_s": tenth / 10, "stale": stale})
-            aged[sid] = (snap, tenth, stale, seen)
+            if len(mine) >= _PER_INSTANCE:
+                mine.clear()
+            mine[id(snap)] = (snap, tenth, stale, seen)
             out[sid] = seen
         return out
 
     def get(self, spec: InstanceSpec, snap: InstanceSnapshot, age: float | None, ctx: DecisionContext) -> Prepared:
         """Return the prepared candidate for ``snap`` at ``ctx.now`` (``age``: seconds since scraped)."""
         fresh = age is not None and age <= self._scrape.suspect_after_s
-        hit = self._memo.get(spec.id)
+        mine = self._memo.get(spec.id)
+        if mine is None:
+            mine = self._memo[spec.id] = {}
+        hit = mine.get(id(snap))
         if fresh and hit is not None and hit[0] is snap:
             return hit[1]
         eff = effective_state(snap, ctx.now, self._scrape, self._queue_norm)
@@ -100,7 +115,9 @@ class PreparedCache:
             any(v is not None for v in verdicts),
         )
         if fresh and not eff.suspect:
-            self._memo[spec.id] = (snap, prepared)
+            if len(mine) >= _PER_INSTANCE:
+                mine.clear()
+            mine[id(snap)] = (snap, prepared)
         else:
-            self._memo.pop(spec.id, None)  # decaying state: recomputed every time
+            mine.pop(id(snap), None)  # decaying state: recomputed every time
         return prepared

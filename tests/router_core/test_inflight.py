@@ -41,6 +41,25 @@ def test_nothing_open_keeps_the_very_snapshot_and_counts_are_memoised() -> None:
     assert counter.adjust(base)["b"] is base["b"]
 
 
+def test_counts_that_go_up_and_down_keep_one_object_each_until_the_next_scrape() -> None:
+    """Under concurrency the count moves with every request; each count keeps its one object."""
+    counter = InflightCounter()
+    base = {"a": _snap("a")}
+    counter.adjust(base)
+    tickets = [counter.begin("a") for _ in range(3)]
+    three = counter.adjust(base)["a"]
+    counter.end(tickets.pop())
+    two = counter.adjust(base)["a"]
+    tickets.append(counter.begin("a"))
+    assert counter.adjust(base)["a"] is three and two.queue == 2 and three.queue == 3
+    counter.end(tickets.pop())
+    assert counter.adjust(base)["a"] is two
+    scraped = {"a": _snap("a", at=1.0, queue=5)}  # a new scrape: its own objects
+    counter.adjust(scraped)
+    counter.begin("a")
+    assert counter.adjust(scraped)["a"].queue == 6 and counter.adjust(scraped)["a"] is not two
+
+
 def test_a_completed_attempt_is_no_longer_counted() -> None:
     counter = InflightCounter()
     counter.adjust({"a": _snap("a")})
