@@ -30,6 +30,10 @@ class Kind(IntEnum):
     EVENT = 4
     FEEDBACK = 5
     QUARANTINE = 6
+    # A trace written straight from the gateway's recorder, not validated on the request's path.
+    # The storing sink validates it (ingest.codec.unchecked) and stores it as a TRACE, or refuses
+    # it with pydantic's reason (quarantined). It has no table of its own, so it is not in KINDS.
+    TRACE_UNCHECKED = 7
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import secrets
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import uvloop
 from aiohttp import web
@@ -55,6 +55,10 @@ class StoreHooks:
     def emit(self, trace: DecisionTrace) -> bool:
         """Queue a trace for storage (durable once this returns)."""
         return self.emitter.emit(trace)
+
+    def emit_plain(self, values: dict[str, Any]) -> bool:
+        """Queue a trace given as plain values; validated by the store (see ``TraceEmitter.emit_plain``)."""
+        return self.emitter.emit_plain(values)
 
     def lookup(self, request_id: str) -> DecisionTrace | None:
         """Read-your-writes lookup."""

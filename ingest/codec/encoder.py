@@ -108,21 +108,33 @@ class Encoder:
         return [(kind, dumps(record))]
 
     def _trace(self, trace: DecisionTrace) -> list[tuple[Kind, bytes]]:
+        return self._trace_of(trace.__dict__, [cand.__dict__ for cand in trace.candidates], Kind.TRACE)
+
+    def plain_trace(self, values: dict[str, Any]) -> list[tuple[Kind, bytes]]:
+        """Return the payloads of a trace given as plain values (:meth:`TraceRecorder.plain`).
+
+        The same bytes as :meth:`encode` gives for the validated trace, but the record's kind is
+        ``TRACE_UNCHECKED``: the storing sink validates it (:mod:`ingest.codec.unchecked`).
+        """
+        return self._trace_of(values, values["candidates"], Kind.TRACE_UNCHECKED)
+
+    def _trace_of(self, fields: dict[str, Any], candidates: Sequence[dict[str, Any]],
+                  kind: Kind) -> list[tuple[Kind, bytes]]:
         self._out = []
-        self._seen_at = trace.ts
-        detail = is_detailed(trace.request_id, self.detail_share)
+        self._seen_at = fields["ts"]
+        detail = is_detailed(fields["request_id"], self.detail_share)
         cands = []
-        for cand in trace.candidates:  # each state becomes its snapshot's id (one loop: the hot path)
-            out = cand.__dict__.copy()
-            state = out.pop("state")
+        for cand in candidates:  # each state becomes its snapshot's id (one loop: the hot path)
+            out = cand.copy()
+            state = out.pop("state", None)
             if detail:
                 out["state_id"] = None if state is None else self._state_id(state)
             else:
                 out["state_id"], out["score_terms"] = None, []
             cands.append(out)
-        body = trace.__dict__.copy()
+        body = fields.copy()
         body["candidates"], body["detail"] = cands, detail
-        self._out.append((Kind.TRACE, orjson.dumps(body, default=_fields_of, option=orjson.OPT_UTC_Z)))
+        self._out.append((kind, orjson.dumps(body, default=_fields_of, option=orjson.OPT_UTC_Z)))
         return self._out
 
     def _state_id(self, state: InstanceSnapshot) -> str:

@@ -18,6 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from ingest.codec.to_arrow import parse_payloads
+from ingest.codec.unchecked import check_traces
 from ingest.duckdb import rollup
 from ingest.duckdb.derived import select_list
 from ingest.duckdb.schema import sql_file, transaction
@@ -63,7 +64,7 @@ class DuckDBSink:
     @staticmethod
     def prepare(batch: RecordBatch) -> PreparedBatch:
         """Parse each kind's payloads into one Arrow table (records Arrow refuses are set aside)."""
-        prepared = PreparedBatch(batch)
+        prepared = PreparedBatch(batch, rejected=check_traces(batch))
         for kind in _ORDER:
             payloads = batch.payloads.get(kind)
             if payloads:

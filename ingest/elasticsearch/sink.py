@@ -19,6 +19,7 @@ import orjson
 from elastic_transport import TransportError
 from elasticsearch import ApiError, Elasticsearch, helpers
 
+from ingest.codec.unchecked import check_traces
 from ingest.elasticsearch.index_templates import FEEDBACK_CONTEXT, TIMESTAMP_FIELD, data_stream, index_template
 from ingest.errors import SinkUnavailable
 from ingest.kinds import KINDS, Kind
@@ -85,7 +86,7 @@ class ElasticsearchSink:
     @staticmethod
     def prepare(batch: RecordBatch) -> PreparedBatch:
         """Decode the payloads into documents (``@timestamp`` added); no I/O."""
-        prepared = PreparedBatch(batch)
+        prepared = PreparedBatch(batch, rejected=check_traces(batch))
         for kind, payloads in batch.payloads.items():
             info = KINDS[kind]
             docs = []

@@ -16,9 +16,10 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from ingest.codec.encoder import Encoder
 from ingest.kinds import KINDS, Kind, kind_of
@@ -72,7 +73,8 @@ class TraceEmitter:
         self.stats = PipelineStats()
         self.quarantine = quarantine or Quarantine(None, clock)
         self._encoder = Encoder(st.detail_share, clock=clock)
-        self._pending: dict[str, DecisionTrace] = {}
+        # traces not stored yet, for read-your-writes: validated ones, or the plain values of emit_plain()
+        self._pending: dict[str, DecisionTrace | dict[str, Any]] = {}
         self._pending_seq: dict[int, str] = {}
         self._pending_cap = st.queue_size
         sp = st.spool
@@ -149,6 +151,33 @@ class TraceEmitter:
                         may_block=may_block)
         return not bad or kind_of(record) is not bad[-1][0]
 
+    def emit_plain(self, values: dict[str, Any]) -> bool:
+        """Queue a trace given as plain values (``TraceRecorder.plain``), unvalidated; durable once this returns.
+
+        The gateway's request path: no model is built here. The record goes to the spool as
+        ``TRACE_UNCHECKED``, and the sink that stores it validates it first (a trace that is not
+        valid is quarantined there, with pydantic's reason). Read-your-writes lookups validate it
+        when they ask (:meth:`pending`). Returns False when it was quarantined at once (oversized).
+        """
+        limit = self.settings.spool.max_record_bytes
+        bad: list[bytes] = []
+        with self._backlog_lock:
+            for kind, payload in self._encoder.plain_trace(values):
+                if len(payload) > limit:
+                    bad.append(payload)
+                    continue
+                seq = self.backlog.append(kind, payload)
+                self.stats.queued += 1
+                if kind is Kind.TRACE_UNCHECKED and len(self._pending) < self._pending_cap:
+                    self._pending[values["request_id"]] = values
+                    self._pending_seq[seq] = values["request_id"]
+        if self.batcher.urgent or self.backlog.pending() >= self.batcher.piece:
+            self.batcher.wake()
+        for payload in bad:
+            self.reject(Kind.TRACE, payload, f"record of {len(payload)} bytes exceeds the limit of {limit} "
+                        "(storage.spool.max_record_bytes)", source="emit", request_id=values["request_id"])
+        return not bad
+
     def emit_encoded(self, records: list[tuple[Kind, bytes]]) -> int:
         """Queue records another process already encoded (the relay from a gateway); may block like ``emit``.
 
@@ -209,8 +238,14 @@ class TraceEmitter:
                 self._pending.pop(self._pending_seq.pop(seq), None)
 
     def pending(self, request_id: str) -> DecisionTrace | None:
-        """Return a trace that was emitted but is not stored yet."""
-        return self._pending.get(request_id)
+        """Return a trace that was emitted but is not stored yet (None too for plain values that do not validate)."""
+        found = self._pending.get(request_id)
+        if found is None or isinstance(found, DecisionTrace):
+            return found
+        try:
+            return DecisionTrace.model_validate(found)
+        except ValidationError:
+            return None  # the store quarantines it
 
     def backlog_size(self) -> int:
         """Return how many records are queued but not yet stored."""

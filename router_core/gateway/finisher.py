@@ -6,6 +6,9 @@ test in ``tests/e2e/test_ingest_reliability.py``). Only a request with a shadow 
 its shadow decides once the answer is on its way (``call_soon``), then its trace is emitted;
 :meth:`TraceFinisher.flush` (the gateway's shutdown) emits whatever is still queued.
 
+Hooks that take plain values (``emit_plain``, the ingest pipeline's) get the recorder's values
+unvalidated, and the store validates them; other hooks get a validated ``DecisionTrace``.
+
 Tried and reverted: deferring every trace to after the answer (``call_soon``) took the trace's
 validation, encoding and spool append off the latency path, but an answer could then reach the
 client without a durable trace, which the kill -9 test caught.
@@ -82,4 +85,14 @@ class TraceFinisher:
                 rec.shadow = job()
             except Exception:  # noqa: BLE001  (never lose the live trace to its shadow)
                 log.exception("shadow decision of %s failed", rec.request_id)
-        self._hooks().emit(rec.finish(outcome))
+        hooks = self._hooks()
+        emit_plain = getattr(hooks, "emit_plain", None)
+        if emit_plain is not None:  # a store that validates what it stores: no model built here
+            emit_plain(rec.plain(outcome))
+        else:
+            hooks.emit(rec.finish(outcome))
+
+    @property
+    def validates(self) -> bool:
+        """True when traces are validated here (hooks without ``emit_plain``): then a prebuild helps."""
+        return getattr(self._hooks(), "emit_plain", None) is None

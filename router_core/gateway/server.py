@@ -11,7 +11,6 @@ import asyncio
 import logging
 import os
 import time
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
@@ -92,7 +91,7 @@ class Gateway:
         hooks: TraceHooks,
         *,
         hash_key: str | None = None,
-        new_id: Callable[[], str] = lambda: "req_" + uuid.uuid4().hex[:20],
+        new_id: Callable[[], str] = lambda: "req_" + os.urandom(10).hex(),  # 80 random bits
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
         perf: Callable[[], float] = time.perf_counter,
         policy_hash: str | None = None,
@@ -423,7 +422,8 @@ class Gateway:
         stream = bool(body.get("stream"))
         client_usage = ask_for_usage(body) if stream else False
         rule = ctx.route.rule if ctx.route is not None else None
-        asyncio.get_running_loop().call_soon(rec.prebuild)  # runs once the request is out, while the instance works
+        if self.finisher.validates:  # runs once the request is out, while the instance works
+            asyncio.get_running_loop().call_soon(rec.prebuild)
         fwd = await self._forwarder.forward(body, decision.targets, rec.request_id, self.config.gateway.max_attempts,
                                             authorization=request.headers.get("Authorization"),
                                             timeout=None if rule is None else rule.timeout)

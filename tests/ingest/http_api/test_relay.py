@@ -20,6 +20,7 @@ from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
 from ingest.record_sink import RecordBatch
 from schemas.storage_config import StorageSettings
+from tests.ingest.plain_values import plain_of
 
 SETTINGS = StorageSettings(batch_size=64, flush_interval_ms=5)
 
@@ -75,6 +76,22 @@ def test_a_gateway_pipeline_relays_everything_into_the_store(tmp_path: Path, sto
     assert store_server.store.count(Kind.TRACE) == 40
     back = store_server.store.get(traces[7].request_id)
     assert back is not None and back.model_dump() == traces[7].model_dump()
+
+
+def test_a_workers_unvalidated_traces_are_validated_by_the_store(tmp_path: Path, store_server: StoreServer) -> None:
+    gateway = TraceEmitter(RelaySink(f"http://127.0.0.1:{store_server.port}"), SETTINGS,
+                           spool_dir=tmp_path / "gw.spool", quarantine=Quarantine(tmp_path / "gw.q")).start()
+    traces = list(TraceFactory(seed=8, n_candidates=3).traces(10))
+    for trace in traces:
+        gateway.emit_plain(plain_of(trace))
+    gateway.emit_plain(plain_of(traces[0]) | {"request_id": "r-bad", "latency_ms": -2.0})
+    assert gateway.flush(30)
+    gateway.close()
+    assert store_server.emitter.flush(30)
+    assert store_server.store.count(Kind.TRACE) == 10 and store_server.store.get("r-bad") is None
+    assert store_server.emitter.stats.quarantined == 1 and gateway.stats.quarantined == 0  # judged by the store
+    back = store_server.store.get(traces[3].request_id)
+    assert back is not None and back.model_dump() == traces[3].model_dump()
 
 
 def test_a_store_that_is_down_is_a_retryable_sink_error(tmp_path: Path) -> None:

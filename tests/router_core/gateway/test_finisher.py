@@ -110,3 +110,33 @@ def test_flush_emits_what_is_still_queued_when_the_loop_stops() -> None:
 
     asyncio.run(last_request())
     assert [t.request_id for t in hooks.traces] == ["r1"]
+
+
+class PlainHooks(Hooks):
+    """Hooks of a store that validates what it stores: they take the recorder's plain values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plain: list[dict[str, object]] = []
+
+    def emit_plain(self, values: dict[str, object]) -> bool:
+        self.plain.append(values)
+        return True
+
+
+def test_hooks_that_take_plain_values_get_them_unvalidated_and_the_same_trace() -> None:
+    plain_hooks, hooks, clock = PlainHooks(), Hooks(), Clock()
+    plain_fin, _ = finisher(plain_hooks, clock)
+    fin, _ = finisher(hooks, clock)
+    assert not plain_fin.validates and fin.validates  # a prebuild would be wasted on the first
+
+    async def handler() -> None:
+        clock.now = 10.003
+        plain_fin.finish(rec("r1"), 10.0, 200)
+        fin.finish(rec("r1"), 10.0, 200)
+        assert len(plain_hooks.plain) == 1 and plain_hooks.traces == []  # durable before finish() returns
+
+    asyncio.run(handler())
+    (values,) = plain_hooks.plain
+    assert list(values) == list(DecisionTrace.model_fields)  # every field, in the contract's order
+    assert DecisionTrace.model_validate(values) == hooks.traces[0]
