@@ -160,11 +160,11 @@ class TraceEmitter:
         when they ask (:meth:`pending`). Returns False when it was quarantined at once (oversized).
         """
         limit = self.settings.spool.max_record_bytes
-        bad: list[bytes] = []
+        bad: list[tuple[Kind, bytes]] = []
         with self._backlog_lock:
             for kind, payload in self._encoder.plain_trace(values):
                 if len(payload) > limit:
-                    bad.append(payload)
+                    bad.append((Kind.TRACE if kind is Kind.TRACE_UNCHECKED else kind, payload))
                     continue
                 seq = self.backlog.append(kind, payload)
                 self.stats.queued += 1
@@ -173,10 +173,10 @@ class TraceEmitter:
                     self._pending_seq[seq] = values["request_id"]
         if self.batcher.urgent or self.backlog.pending() >= self.batcher.piece:
             self.batcher.wake()
-        for payload in bad:
-            self.reject(Kind.TRACE, payload, f"record of {len(payload)} bytes exceeds the limit of {limit} "
+        for kind, payload in bad:
+            self.reject(kind, payload, f"record of {len(payload)} bytes exceeds the limit of {limit} "
                         "(storage.spool.max_record_bytes)", source="emit", request_id=values["request_id"])
-        return not bad
+        return not any(kind is Kind.TRACE for kind, _ in bad)
 
     def emit_encoded(self, records: list[tuple[Kind, bytes]]) -> int:
         """Queue records another process already encoded (the relay from a gateway); may block like ``emit``.

@@ -115,3 +115,20 @@ def test_plain_traces_are_stored_validated_read_back_and_the_invalid_one_is_quar
     finally:
         emitter.close()
         store.close()
+
+
+def test_an_oversized_plain_trace_is_quarantined_at_once_with_its_reason(tmp_path: Path) -> None:
+    store = DuckDBTraceStore(tmp_path / "t.duckdb")
+    st = StorageSettings(flush_interval_ms=5)
+    st = st.model_copy(update={"spool": st.spool.model_copy(update={"max_record_bytes": 1024})})
+    emitter = TraceEmitter(store, st, spool_dir=tmp_path / "spool", quarantine=Quarantine(tmp_path / "q")).start()
+    try:
+        (trace,) = TraceFactory(seed=6, n_candidates=8).traces(1)
+        assert not emitter.emit_plain(plain_of(trace))
+        assert emitter.flush(30) and store.count(Kind.TRACE) == 0
+        found = store.quarantined(NOW - timedelta(days=3650), NOW + timedelta(days=3650))
+        assert {(q.kind, q.source) for q in found} >= {("trace", "emit")}
+        assert any("exceeds the limit of 1024" in q.reason and q.request_id == trace.request_id for q in found)
+    finally:
+        emitter.close()
+        store.close()
