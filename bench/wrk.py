@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.run.procs import descendants
+from app.run.procs import descendants, stat_fields
 
 __all__ = ["Tally", "body_script", "run", "summary", "tree_cpu_s"]
 
@@ -126,18 +126,15 @@ def machine_times(stat: str | None = None) -> Counter[str]:
     Steal is the time the hypervisor ran something else while one of this VM's CPUs had work: on
     this machine it comes and goes with the host's load, and it is what makes a run slow.
     """
+    # the first line: cpu user nice system idle iowait irq softirq steal (guest time is inside user)
     values = [int(v) for v in (stat or Path("/proc/stat").read_text()).split("\n", 1)[0].split()[1:9]]
-    user, nice, system, idle, iowait, irq, softirq, steal = values
-    return Counter({"total": sum(values), "idle": idle + iowait, "steal": steal})
+    return Counter({"total": sum(values), "idle": values[3] + values[4], "steal": values[7]})
 
 
 def tree_cpu_s(pid: int) -> float:
     """User plus system CPU seconds of ``pid`` and every live process below it (0 for one that has gone)."""
     total, tick = 0.0, os.sysconf("SC_CLK_TCK")
     for p in {pid} | descendants(pid):
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick
+        if (fields := stat_fields(p)) is not None:
+            total += (int(fields[11]) + int(fields[12])) / tick
     return total

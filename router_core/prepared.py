@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from router_core.framework import Candidate, DecisionContext, Filter, Scorer, clamp_unit
 from router_core.staleness import effective_state
@@ -21,6 +22,8 @@ from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import Violation
 
 __all__ = ["Prepared", "PreparedCache"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +37,32 @@ class Prepared:
 
 
 _PER_INSTANCE = 64  # memoised snapshots per instance (its scrape's copies with in-flight counts); then cleared
+
+
+class _BySnapshot(Generic[T]):
+    """Values memoised per snapshot object, several per instance (at most ``_PER_INSTANCE``, then cleared).
+
+    Keyed by ``id(snapshot)``; the snapshot is kept with its value, so an id is never reused while
+    it is memoised.
+    """
+
+    def __init__(self) -> None:
+        self._by: dict[str, dict[int, tuple[InstanceSnapshot, T]]] = {}
+
+    def get(self, iid: str, snap: InstanceSnapshot) -> T | None:
+        mine = self._by.get(iid)
+        hit = None if mine is None else mine.get(id(snap))
+        return hit[1] if hit is not None and hit[0] is snap else None
+
+    def put(self, iid: str, snap: InstanceSnapshot, value: T) -> None:
+        mine = self._by.setdefault(iid, {})
+        if len(mine) >= _PER_INSTANCE:
+            mine.clear()
+        mine[id(snap)] = (snap, value)
+
+    def drop(self, iid: str, snap: InstanceSnapshot) -> None:
+        if (mine := self._by.get(iid)) is not None:
+            mine.pop(id(snap), None)
 
 
 class PreparedCache:
@@ -55,9 +84,8 @@ class PreparedCache:
         self._scorers = list(scorers)
         self._scrape = scrape
         self._queue_norm = queue_norm
-        # instance -> id(snapshot) -> (snapshot, memo); the snapshot is kept, so its id is not reused
-        self._memo: dict[str, dict[int, tuple[InstanceSnapshot, Prepared]]] = {}
-        self._aged: dict[str, dict[int, tuple[InstanceSnapshot, int, bool, InstanceSnapshot]]] = {}
+        self._memo: _BySnapshot[Prepared] = _BySnapshot()
+        self._aged: _BySnapshot[tuple[int, bool, InstanceSnapshot]] = _BySnapshot()  # (tenth, stale, aged copy)
 
     def states_at(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot],
                   ages: Mapping[str, float | None]) -> dict[str, InstanceSnapshot]:
@@ -79,32 +107,24 @@ class PreparedCache:
                 continue
             stale = exact > suspect
             tenth = int(exact * 10 + 0.5) if exact > 0 else 0
-            mine = aged.get(sid)
-            if mine is None:
-                mine = aged[sid] = {}
-            hit = mine.get(id(snap))
-            if hit is not None and hit[0] is snap and hit[1] == tenth and hit[2] == stale:
-                out[sid] = hit[3]
+            hit = aged.get(sid, snap)
+            if hit is not None and hit[0] == tenth and hit[1] == stale:
+                out[sid] = hit[2]
                 continue
             if snap.age_s is not None and round(snap.age_s, 1) == tenth / 10 and snap.stale == stale:
                 seen = snap
             else:
                 seen = snap.model_copy(update={"age_s": tenth / 10, "stale": stale})
-            if len(mine) >= _PER_INSTANCE:
-                mine.clear()
-            mine[id(snap)] = (snap, tenth, stale, seen)
+            aged.put(sid, snap, (tenth, stale, seen))
             out[sid] = seen
         return out
 
     def get(self, spec: InstanceSpec, snap: InstanceSnapshot, age: float | None, ctx: DecisionContext) -> Prepared:
         """Return the prepared candidate for ``snap`` at ``ctx.now`` (``age``: seconds since scraped)."""
         fresh = age is not None and age <= self._scrape.suspect_after_s
-        mine = self._memo.get(spec.id)
-        if mine is None:
-            mine = self._memo[spec.id] = {}
-        hit = mine.get(id(snap))
-        if fresh and hit is not None and hit[0] is snap:
-            return hit[1]
+        hit = self._memo.get(spec.id, snap) if fresh else None
+        if hit is not None:
+            return hit
         eff = effective_state(snap, ctx.now, self._scrape, self._queue_norm)
         candidate = Candidate(spec, snap, eff)
         verdicts = tuple(f.check(candidate, ctx) for f in self._filters)
@@ -115,9 +135,7 @@ class PreparedCache:
             any(v is not None for v in verdicts),
         )
         if fresh and not eff.suspect:
-            if len(mine) >= _PER_INSTANCE:
-                mine.clear()
-            mine[id(snap)] = (snap, prepared)
+            self._memo.put(spec.id, snap, prepared)
         else:
-            mine.pop(id(snap), None)  # decaying state: recomputed every time
+            self._memo.drop(spec.id, snap)  # decaying state: recomputed every time
         return prepared

@@ -24,7 +24,8 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["Child", "descendants", "die_with_parent", "free_port", "free_ports", "port_is_free", "wait_http"]
+__all__ = ["Child", "descendants", "die_with_parent", "free_port", "free_ports", "port_is_free", "stat_fields",
+           "wait_http"]
 
 _PR_SET_PDEATHSIG = 1
 TAIL_LINES = 20  # output lines a child keeps for the message when it fails to start
@@ -44,18 +45,20 @@ def _load_prctl() -> Callable[..., int] | None:
 _PRCTL = _load_prctl()  # loaded in the parent: the child, between fork and exec, only calls it
 
 
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first; None for a process that is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()
+
+
 def descendants(pid: int) -> set[int]:
     """Every live (not zombie) process below ``pid``, read from ``/proc`` (empty off Linux)."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if fields[0] != "Z":
+        if entry.name.isdigit() and (fields := stat_fields(int(entry.name))) is not None and fields[0] != "Z":
             parents[int(entry.name)] = int(fields[1])
     found: set[int] = set()
     frontier = {pid}

@@ -36,6 +36,7 @@ from schemas.trace import DecisionTrace
 __all__ = ["TraceEmitter"]
 
 log = logging.getLogger(__name__)
+_TRACES = (Kind.TRACE, Kind.TRACE_UNCHECKED)
 
 
 def _id_in(payload: bytes, field: str) -> str | None:
@@ -131,25 +132,9 @@ class TraceEmitter:
 
     def _emit(self, record: BaseModel, *, may_block: bool) -> bool:
         """``emit``; the batcher's own records pass ``may_block=False`` (it must never wait for itself)."""
-        bad: list[tuple[Kind, bytes, str]] = []
-        with self._backlog_lock:
-            for kind, payload in self._encoder.encode(record):
-                if len(payload) > self.settings.spool.max_record_bytes:
-                    bad.append((kind, payload, f"record of {len(payload)} bytes exceeds the limit of "
-                                f"{self.settings.spool.max_record_bytes} (storage.spool.max_record_bytes)"))
-                    continue
-                seq = self.backlog.append(kind, payload, may_block=may_block)
-                self.stats.queued += 1
-                if kind is Kind.TRACE and len(self._pending) < self._pending_cap:
-                    assert isinstance(record, DecisionTrace)
-                    self._pending[record.request_id] = record
-                    self._pending_seq[seq] = record.request_id
-        if self.batcher.urgent or self.backlog.pending() >= self.batcher.piece:
-            self.batcher.wake()
-        for kind, payload, reason in bad:
-            self.reject(kind, payload, reason, source="emit", request_id=getattr(record, "request_id", None),
-                        may_block=may_block)
-        return not bad or kind_of(record) is not bad[-1][0]
+        trace = record if isinstance(record, DecisionTrace) else None
+        return self._queue(lambda: self._encoder.encode(record), kind_of(record), getattr(record, "request_id", None),
+                           trace, may_block=may_block)
 
     def emit_plain(self, values: dict[str, Any]) -> bool:
         """Queue a trace given as plain values (``TraceRecorder.plain``), unvalidated; durable once this returns.
@@ -159,24 +144,35 @@ class TraceEmitter:
         valid is quarantined there, with pydantic's reason). Read-your-writes lookups validate it
         when they ask (:meth:`pending`). Returns False when it was quarantined at once (oversized).
         """
+        return self._queue(lambda: self._encoder.plain_trace(values), Kind.TRACE, values["request_id"], values,
+                           may_block=True)
+
+    def _queue(self, encode: Callable[[], list[tuple[Kind, bytes]]], own: Kind, request_id: str | None,
+               trace: DecisionTrace | dict[str, Any] | None, *, may_block: bool) -> bool:
+        """Append what ``encode`` gives, under the lock (the encoder is not thread-safe); quarantine oversized records.
+
+        ``own`` is the kind of the record itself (the last payload; snapshots may come first);
+        ``trace`` is kept for read-your-writes. True unless the record itself was quarantined.
+        """
         limit = self.settings.spool.max_record_bytes
         bad: list[tuple[Kind, bytes]] = []
         with self._backlog_lock:
-            for kind, payload in self._encoder.plain_trace(values):
+            for kind, payload in encode():
                 if len(payload) > limit:
                     bad.append((Kind.TRACE if kind is Kind.TRACE_UNCHECKED else kind, payload))
                     continue
-                seq = self.backlog.append(kind, payload)
+                seq = self.backlog.append(kind, payload, may_block=may_block)
                 self.stats.queued += 1
-                if kind is Kind.TRACE_UNCHECKED and len(self._pending) < self._pending_cap:
-                    self._pending[values["request_id"]] = values
-                    self._pending_seq[seq] = values["request_id"]
+                if trace is not None and kind in _TRACES and len(self._pending) < self._pending_cap:
+                    assert request_id is not None
+                    self._pending[request_id] = trace
+                    self._pending_seq[seq] = request_id
         if self.batcher.urgent or self.backlog.pending() >= self.batcher.piece:
             self.batcher.wake()
         for kind, payload in bad:
             self.reject(kind, payload, f"record of {len(payload)} bytes exceeds the limit of {limit} "
-                        "(storage.spool.max_record_bytes)", source="emit", request_id=values["request_id"])
-        return not any(kind is Kind.TRACE for kind, _ in bad)
+                        "(storage.spool.max_record_bytes)", source="emit", request_id=request_id, may_block=may_block)
+        return all(kind is not own for kind, _ in bad)
 
     def emit_encoded(self, records: list[tuple[Kind, bytes]]) -> int:
         """Queue records another process already encoded (the relay from a gateway); may block like ``emit``.

@@ -85,14 +85,15 @@ class TraceFinisher:
                 rec.shadow = job()
             except Exception:  # noqa: BLE001  (never lose the live trace to its shadow)
                 log.exception("shadow decision of %s failed", rec.request_id)
-        hooks = self._hooks()
-        emit_plain = getattr(hooks, "emit_plain", None)
-        if emit_plain is not None:  # a store that validates what it stores: no model built here
+        if (emit_plain := self._emit_plain()) is not None:  # a store that validates what it stores: no model here
             emit_plain(rec.plain(outcome))
         else:
-            hooks.emit(rec.finish(outcome))
+            self._hooks().emit(rec.finish(outcome))
+
+    def _emit_plain(self) -> Callable[[dict[str, Any]], bool] | None:
+        return getattr(self._hooks(), "emit_plain", None)
 
     @property
     def validates(self) -> bool:
         """True when traces are validated here (hooks without ``emit_plain``): then a prebuild helps."""
-        return getattr(self._hooks(), "emit_plain", None) is None
+        return self._emit_plain() is None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app.run.procs import descendants, port_is_free
+from app.run.procs import descendants, port_is_free, stat_fields
 from tests.e2e.conftest import Proc
 from tests.e2e.demo_config import demo_config
 
@@ -22,11 +22,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 def _cmdline(pid: int) -> str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
 
-from app.run.procs import TAIL_LINES, Child, free_port, free_ports, port_is_free, wait_http
+from app.run.procs import TAIL_LINES, Child, free_port, free_ports, port_is_free, stat_fields, wait_http
 from tests.app import stub_trace_api as stub
 
 
@@ -57,3 +59,14 @@ def test_a_child_that_failed_to_start_keeps_its_last_lines_for_the_message() -> 
     lines = child.tail().splitlines()
     assert len(lines) == TAIL_LINES and lines[0] == "line 6"
     assert lines[-1] == "OSError: address already in use"
+
+
+def test_stat_fields_start_with_the_state_and_are_none_for_a_process_that_is_gone() -> None:
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        fields = stat_fields(child.pid)
+        assert fields is not None and fields[0] in "RSD" and int(fields[1]) == os.getpid()  # state, then parent
+    finally:
+        child.kill()
+        child.wait()
+    assert stat_fields(child.pid) is None  # reaped: no /proc entry
