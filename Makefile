@@ -36,6 +36,7 @@ test: lint
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy schemas router_core ingest probes app sim bench
+	$(VENV)/bin/deptry .
 
 clean:
 	rm -rf $(VENV) .routelens .pytest_cache
