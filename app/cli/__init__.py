@@ -13,21 +13,42 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
+import tomllib
 from collections.abc import Sequence
+from pathlib import Path
 
 from app.cli._common import err
 from schemas.errors import ConfigError
 
-__all__ = ["COMMANDS", "DEFAULT_CONFIG", "build_parser", "main"]
+__all__ = ["COMMANDS", "DEFAULT_CONFIG", "build_parser", "main", "version"]
 
 DEFAULT_CONFIG = "routelens.yaml"
 COMMANDS = ["serve", "store", "sim", "trace", "app", "demo", "schema", "drill", "state", "ingest", "plugins", "probe",
             "probes", "compare", "replay", "policy", "intents"]
 
+EPILOG = """examples:
+  routelens demo                simulated fleet + gateway + app + traffic, until Ctrl-C
+  routelens serve               run the gateway for the fleet in routelens.yaml
+  routelens trace REQUEST_ID    print one request's decision trace
+  routelens app                 run the Streamlit app on the gateway's traces
+"""
+
+
+def version() -> str:
+    """The installed distribution's version; from pyproject.toml when running from an uninstalled tree."""
+    try:
+        return importlib.metadata.version("routelens")
+    except importlib.metadata.PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        return str(tomllib.loads(pyproject.read_text("utf-8"))["project"]["version"])
+
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the parser with every command of :data:`COMMANDS`."""
-    p = argparse.ArgumentParser(prog="routelens", description="State-aware LLM routing with decision traces.")
+    p = argparse.ArgumentParser(prog="routelens", description="State-aware LLM routing with decision traces.",
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     p.add_argument("--config", default=DEFAULT_CONFIG, help="configuration file (default: %(default)s)")
     # --config is accepted before or after the subcommand (`routelens sim fleet --config F`).
     common = argparse.ArgumentParser(add_help=False)
