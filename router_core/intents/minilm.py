@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import threading
 import warnings
@@ -41,6 +42,19 @@ def minilm_missing() -> str | None:
     """None when the model can load, else which modules are not installed."""
     missing = [m for m in _MODULES if importlib.util.find_spec(m) is None]
     return f"not installed: {', '.join(missing)}" if missing else None
+
+
+class _NoTracerSweepWarnings(logging.Filter):
+    """Drops the warnings of ``transformers.modeling_utils`` while the tracer sweeps the model's attributes.
+
+    ``torch.jit.trace`` calls ``hasattr`` on every attribute of every submodule; on a ``PreTrainedModel``
+    that reads the ``loss_function`` property, whose getter warns (once, at WARNING) that an encoder
+    has no ``loss_type``. We never train, so the warning says nothing, yet it lands in the output of
+    ``routelens demo`` and ``serve``. Only that logger, only during the trace.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.WARNING
 
 
 def _max_seq_length(path: Path, default: int = 256) -> int:
@@ -117,12 +131,17 @@ class MiniLMEncoder:
                     # A padded pair: the trace keeps the attention mask (a batch of one has no padding).
                     example = tokenizer(["a query", "a longer query to pad against"], padding=True,
                                         return_tensors="pt")
+                    quiet = _NoTracerSweepWarnings()
+                    hf_logger = logging.getLogger("transformers.modeling_utils")
+                    hf_logger.addFilter(quiet)
                     try:
                         with torch.inference_mode():
                             run = torch.jit.freeze(torch.jit.trace(  # type: ignore[no-untyped-call]
                                 model, (example["input_ids"], example["attention_mask"]), check_trace=False).eval())
                     except (RuntimeError, TypeError):  # a transformers the tracer cannot follow: eager, same vectors
                         run = model
+                    finally:
+                        hf_logger.removeFilter(quiet)
             self.traced = run is not model
             self._tokenizer = tokenizer
             self._run = run
