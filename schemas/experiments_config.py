@@ -9,12 +9,13 @@ The fleet is always the base config's: arms differ in how they decide, not in wh
 from __future__ import annotations
 
 import math
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from schemas.common import ContractModel
 from schemas.config import ConstraintSpec, ModelProfile, RouterSettings, ScoringSettings
+from schemas.paths import InputFile
 
 __all__ = ["ArmSpec", "ExperimentsSettings", "PolicyFile", "PolicySections", "ShadowSpec", "SHARE_TOLERANCE"]
 
@@ -58,7 +59,15 @@ class PolicyFile(PolicySections):
                               models=self.models)
 
 
-PolicyRef = str | PolicySections  # a file path, or the sections inline
+def _policy_kind(value: Any) -> str:
+    return "file" if isinstance(value, str) else "inline"
+
+
+# A file path (relative to the config file), or the sections inline; told apart by type, so an
+# unreadable file is one error about the file, not one more about the inline form it is not.
+PolicyRef = Annotated[
+    Annotated[InputFile, Tag("file")] | Annotated[PolicySections, Tag("inline")], Discriminator(_policy_kind)
+]
 
 
 class ArmSpec(ContractModel):

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from schemas.common import ContractModel
+from schemas.paths import InputFile
 
 __all__ = ["IntentSettings", "Threshold"]
 
@@ -21,7 +22,7 @@ class IntentSettings(ContractModel):
     ``1 - calibration_quantile`` of in-scope queries clear it.
     """
 
-    routes: str = Field(description="YAML file: route name -> example utterances; relative to the config file.")
+    routes: InputFile = Field(description="YAML file: route name -> example utterances; relative to the config file.")
     max_tokens: int = Field(512, gt=0, description="Input is cut here before classification (seed: 512).")
     fast_threshold: Threshold = Field("calibrated", description="Fast path: below it, escalate or abstain.")
     embedding_threshold: Threshold = Field("calibrated", description="Embedding path: below it, abstain.")

@@ -14,6 +14,7 @@ from typing import Literal, Self
 from pydantic import Field, model_validator
 
 from schemas.common import ContractModel, ProbeKind, ProbeVerdict
+from schemas.paths import InputFile, OutputPath
 
 __all__ = [
     "AlertRule",
@@ -52,7 +53,7 @@ class LatencyProbeSettings(ContractModel):
     trend_min_rise: float = Field(
         0.1, ge=0, description="A trend must also have risen by this share of the baseline over its window."
     )
-    state_path: str | None = Field(
+    state_path: OutputPath | None = Field(
         None, description="Where learned baselines persist; default '<storage.duckdb_path>.probe-baselines.json'."
     )
 
@@ -60,7 +61,7 @@ class LatencyProbeSettings(ContractModel):
 class SemanticProbeSettings(ContractModel):
     """The semantic-fidelity probe: cosine similarity of answers to reference answers."""
 
-    references: str | None = Field(
+    references: InputFile | None = Field(
         None, description="YAML file of references (prompt, answer, lang, threshold); default: the packaged set."
     )
     threshold: float = Field(0.65, ge=-1, le=1, description="Below it an answer is 'failed' (the seed's 0.65).")

@@ -25,6 +25,7 @@ from schemas.attachments_config import AttachmentSettings
 from schemas.common import ContractModel
 from schemas.intents_config import IntentSettings
 from schemas.keywords_config import KeywordScoring
+from schemas.paths import InputFile
 from schemas.units import ZoneName
 
 __all__ = ["DEFAULT_LEGAL_TERMS", "RoutingSettings"]
@@ -40,7 +41,8 @@ TERM_LIST_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 class RoutingSettings(ContractModel):
     """Where the routing policy is and what its conditions read."""
 
-    policy: str | None = Field(None, description="Routing matrix (YAML) or DSL file; relative to the config file.")
+    policy: InputFile | None = Field(
+        None, description="Routing matrix (YAML) or DSL file; relative to the config file.")
     timezone: ZoneName = Field("UTC", description="IANA zone of request_time.hour and .weekday.")
     peak_hours: list[tuple[int, int]] = Field(
         default=[(9, 12), (14, 18)], description="[start, end) local hours where cost surge multipliers apply.")

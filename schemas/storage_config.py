@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from schemas.common import ContractModel
+from schemas.paths import OutputPath
 
 __all__ = ["ElasticsearchSettings", "SpoolSettings", "StorageSettings"]
 
@@ -19,7 +20,7 @@ __all__ = ["ElasticsearchSettings", "SpoolSettings", "StorageSettings"]
 class SpoolSettings(ContractModel):
     """The durable spool: segment files with length and checksum framing."""
 
-    dir: str | None = Field(None, description="Spool folder; default: '<duckdb_path>.spool'.")
+    dir: OutputPath | None = Field(None, description="Spool folder; default: '<duckdb_path>.spool'.")
     segment_bytes: int = Field(32 * 1024 * 1024, ge=64 * 1024, description="Size of one segment file.")
     max_bytes: int = Field(2 * 1024**3, ge=64 * 1024, description="Disk the spool may use at most.")
     fsync: Literal["never", "interval", "always"] = Field(
@@ -56,7 +57,9 @@ class StorageSettings(ContractModel):
     """Where traces go, and the trace pipeline that gets them there."""
 
     backend: Literal["duckdb", "elasticsearch"] = "duckdb"
-    duckdb_path: str = ".routelens/traces.duckdb"
+    duckdb_path: OutputPath = Field(
+        ".routelens/traces.duckdb", description="The DuckDB trace file; relative to the config file."
+    )
     queue_size: int = Field(
         50_000, ge=1,
         description="Records held in memory: the spool's read-ahead mirror, or all of them while the spool is down.",
@@ -75,7 +78,8 @@ class StorageSettings(ContractModel):
         1.0, ge=0, le=1, description="Share of traces stored with full candidate detail (the rest: summaries)."
     )
     retention_days: int | None = Field(None, ge=1, description="Delete DuckDB records older than this.")
-    quarantine_dir: str | None = Field(None, description="Folder of quarantine files; default: next to the spool.")
+    quarantine_dir: OutputPath | None = Field(
+        None, description="Folder of quarantine files; default: next to the spool.")
     intake_token_env: str | None = Field(
         None, description="Environment variable with the bearer token POST /v1/traces requires (unset: open)."
     )

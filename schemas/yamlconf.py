@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -42,6 +42,22 @@ def _line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
     return None if node is None else node.start_mark.line + 1
 
 
+def _in_document(data: Any, loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """Cut a pydantic location where the document's value stops being a container.
+
+    Past a scalar the rest names pydantic's own steps (a union member's tag, a validator), not a
+    field the user wrote; a missing key of a mapping stays (it is the field to add).
+    """
+    for i, part in enumerate(loc):
+        if isinstance(data, dict):
+            data = data.get(part)
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        elif data is not None:
+            return loc[:i]
+    return loc
+
+
 def field_name(loc: tuple[int | str, ...]) -> str:
     """Render a location as ``router.plugins[2].weight``."""
     out = ""
@@ -58,13 +74,17 @@ def locate(text: str, loc: tuple[int | str, ...]) -> int | None:
         return None
 
 
-def parse_yaml_model(model: type[M], text: str, source: str = "<string>") -> M:
+def parse_yaml_model(
+    model: type[M], text: str, source: str = "<string>", *, context: dict[str, Any] | None = None
+) -> M:
     """Parse YAML ``text`` and validate it as ``model``.
 
     Args:
         model: The pydantic model class to build.
         text: The YAML document.
         source: File name used in error messages.
+        context: Pydantic's validation context (:func:`schemas.paths.path_context` resolves the
+            paths the document names against its folder).
 
     Returns:
         The validated model.
@@ -85,10 +105,10 @@ def parse_yaml_model(model: type[M], text: str, source: str = "<string>") -> M:
     if not isinstance(data, dict):
         raise ConfigError(source, [(1, "<root>", "expected a mapping at the top level")])
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context=context)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            loc = tuple(p for p in err["loc"] if isinstance(p, (int, str)))
+            loc = _in_document(data, tuple(p for p in err["loc"] if isinstance(p, (int, str))))
             problems.append((_line_of(root, loc), field_name(loc), err["msg"]))
         raise ConfigError(source, problems) from exc

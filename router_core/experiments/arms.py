@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from router_core.builtin import builtin_registry
+from router_core.config_file import read_model
 from router_core.errors import PluginError
 from router_core.experiments.assign import Assigner, Assignment
 from router_core.framework import PluginRegistry
@@ -22,7 +23,6 @@ from router_core.router import Router
 from schemas.config import ConstraintSpec, RouteLensConfig
 from schemas.errors import ConfigError
 from schemas.experiments_config import ExperimentsSettings, PolicyFile, PolicyRef, PolicySections
-from schemas.yamlconf import parse_yaml_model
 
 __all__ = ["Arm", "Arms", "arm_config", "build_arm_router", "build_arms", "load_policy"]
 
@@ -42,12 +42,8 @@ class Arm:
         return self.router.policy.hash
 
 
-def _read(path: str, base_dir: Path | None, field: str) -> tuple[str, str]:
-    p = Path(path) if base_dir is None or Path(path).is_absolute() else base_dir / path
-    try:
-        return str(p), p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(str(p), [(None, field, f"the policy file cannot be read: {exc.strerror or exc}")]) from exc
+def _path(path: str, base_dir: Path | None) -> Path:
+    return Path(path) if base_dir is None or Path(path).is_absolute() else base_dir / path
 
 
 def load_policy(path: str, base_dir: Path | None = None, *, field: str = "policy") -> PolicySections:
@@ -61,8 +57,7 @@ def load_policy(path: str, base_dir: Path | None = None, *, field: str = "policy
     Raises:
         ConfigError: The file cannot be read, or does not validate (its file, line and field named).
     """
-    source, text = _read(path, base_dir, field)
-    return parse_yaml_model(PolicyFile, text, source).sections()
+    return read_model(PolicyFile, _path(path, base_dir), field=field).sections()
 
 
 def arm_config(config: RouteLensConfig, policy: PolicyRef | None, base_dir: Path | None = None, *,
@@ -93,17 +88,13 @@ def build_arm_router(config: RouteLensConfig, policy: PolicyRef | None, *, regis
             line are named for a policy file, the configuration field for an inline policy.
     """
     registry = registry or builtin_registry()
-    source = text = None
-    if isinstance(policy, str):
-        source, text = _read(policy, base_dir, field)
-        merged = _merged(config, parse_yaml_model(PolicyFile, text, source).sections())
-    else:
-        merged = arm_config(config, policy)
+    merged = arm_config(config, policy, base_dir, field=field)
     try:
         return Router(build_policy(merged, registry), perf=perf)
     except PluginError as exc:
-        if source is not None and text is not None:
-            raise exc.at(source, text) from exc
+        if isinstance(policy, str):
+            p = _path(policy, base_dir)
+            raise exc.at(str(p), p.read_text(encoding="utf-8")) from exc
         raise ConfigError(exc.source, [(line, f"{field}.{name}", msg) for line, name, msg in exc.problems]) from exc
 
 

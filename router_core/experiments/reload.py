@@ -12,22 +12,13 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from router_core.config_file import read_config
 from schemas.config import RouteLensConfig
 from schemas.errors import ConfigError
-from schemas.yamlconf import parse_yaml_model
 
 __all__ = ["ConfigWatcher", "read_config"]
 
 log = logging.getLogger(__name__)
-
-
-def read_config(path: Path) -> RouteLensConfig:
-    """Load and validate ``path`` (ConfigError names file, line and field)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(str(path), [(None, "<file>", f"cannot read: {exc.strerror or exc}")]) from exc
-    return parse_yaml_model(RouteLensConfig, text, str(path))
 
 
 class ConfigWatcher:

@@ -58,7 +58,7 @@ def test_a_policy_file_that_does_not_exist(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         build_experiment(cfg)
     assert "missing.yaml" in str(info.value) and "experiments.arms[0].policy" in str(info.value)
-    assert "cannot be read" in str(info.value)
+    assert "cannot read" in str(info.value)
 
 
 def test_a_policy_file_that_does_not_validate_names_its_own_line(tmp_path: Path) -> None:

@@ -1,0 +1,56 @@
+"""Reading a YAML configuration or policy file: the one place that turns a file into a validated model.
+
+Every path the file names is resolved here, once, against the file's own folder (see
+:mod:`schemas.paths`), so the result means the same from any working directory and can be written
+out again (the demo's derived config) without losing where its files are. An input file that
+cannot be read is an error naming the file, line and field that named it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from schemas.config import RouteLensConfig
+from schemas.errors import ConfigError
+from schemas.paths import path_context
+from schemas.yamlconf import parse_yaml_model
+
+__all__ = ["read_config", "read_model", "unreadable"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def unreadable(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a file (None when it can)."""
+    try:
+        with path.open("rb"):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+
+
+def read_model(model: type[M], path: str | Path, *, field: str = "<file>") -> M:
+    """Load and validate the YAML file ``path`` as ``model``, its paths resolved against its folder.
+
+    Args:
+        model: The model to build (``RouteLensConfig``, a policy file...).
+        path: The file.
+        field: What named the file, for the error when it cannot be read.
+
+    Raises:
+        ConfigError: The file cannot be read, or does not validate (file, line and field named).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(p), [(None, field, f"cannot read: {exc.strerror or exc}")]) from exc
+    return parse_yaml_model(model, text, str(p), context=path_context(p.parent, unreadable))
+
+
+def read_config(path: str | Path) -> RouteLensConfig:
+    """Load and validate a ``routelens.yaml`` (ConfigError names file, line and field)."""
+    return read_model(RouteLensConfig, path)
