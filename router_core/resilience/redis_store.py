@@ -251,7 +251,7 @@ class RedisStore:
             if self._pubsub is pubsub:
                 self._pubsub = None
             with contextlib.suppress(Exception):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # typed from redis 8 on
 
     async def _watch(self) -> None:
         """While unhealthy, ``PING`` every ``retry_s``; when Redis answers, reload, resubscribe and use it again."""
