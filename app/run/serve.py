@@ -8,6 +8,7 @@ reads (``ingest.http_api``), because DuckDB admits one writing process per file.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import secrets
@@ -207,6 +208,7 @@ def run_server(
         print(f"notice: {notice}", file=sys.stderr, flush=True)
     db = db or config.storage.duckdb_path
     children: list[Child] = []
+    first: list[Child] = []  # stopped while the gateway still listens: the prober relays its last results here
     if config_path is not None and worker == 0:  # the relay between this serve's processes takes a token of its own
         os.environ.setdefault(RELAY_TOKEN_ENV, secrets.token_hex(16))
     try:
@@ -217,7 +219,7 @@ def run_server(
             store_url = f"http://127.0.0.1:{store_port}"
         if probe_url is None and config_path is not None and worker == 0 and wants_prober(config):
             child, probe_url = start_prober(config_path, db, store_url or f"http://127.0.0.1:{port}")
-            children.append(child)
+            first.append(child)
         for i in range(1, workers if config_path is not None and worker == 0 else 1):
             children.append(_child(f"gateway-{i}", config_path or "", [
                 "serve", "--host", host, "--port", str(port), "--db", db, "--store-url", store_url or "",
@@ -225,7 +227,7 @@ def run_server(
                 "gateway ready"))
         app = build_gateway_app(config, db, store_url=store_url, worker=worker, probe_url=probe_url,
                                 config_path=config_path)
-        app.on_startup.append(_hangup_stops)
+        app.on_startup.append(functools.partial(_stop_in_order, first))
         web.run_app(
             app,
             host=host,
@@ -239,8 +241,7 @@ def run_server(
             loop=uvloop.new_event_loop(),
         )
     finally:
-        for child in reversed(children):
-            child.stop()
+        _stop_all([*first, *reversed(children)])  # the store (children[0] when separate) last
 
 
 def _child(name: str, config_path: str, argv: list[str], ready: str) -> Child:
@@ -253,6 +254,38 @@ def _child(name: str, config_path: str, argv: list[str], ready: str) -> Child:
     return child
 
 
-async def _hangup_stops(_: web.Application) -> None:
-    """SIGHUP (a closed terminal) ends the server the clean way SIGTERM does, not abruptly."""
-    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, os.kill, os.getpid(), signal.SIGTERM)
+async def _stop_in_order(first: list[Child], _: web.Application) -> None:
+    """Ctrl-C, SIGTERM and SIGHUP stop ``first`` (the prober) before the gateway stops listening.
+
+    aiohttp's own handlers stop the sites at once; the prober, still running, would then fail to
+    relay its last results and say so. So the prober ends first, off the loop (which keeps serving
+    its relay), and only then does the gateway shut down as aiohttp does it; the ``finally`` of
+    :func:`run_server` stops the other workers and, last, the store. A second signal does not wait.
+    SIGHUP (a closed terminal) ends the server the clean way SIGTERM does.
+    """
+    loop = asyncio.get_running_loop()
+    stopping: list[asyncio.Task[None]] = []
+
+    def stop_then_exit() -> None:
+        if stopping:
+            _graceful_exit()
+            return
+
+        async def run() -> None:
+            await loop.run_in_executor(None, _stop_all, first)
+            loop.call_soon(_graceful_exit)
+
+        stopping.append(loop.create_task(run()))
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop_then_exit)
+
+
+def _stop_all(children: list[Child]) -> None:
+    for child in children:
+        child.stop()
+
+
+def _graceful_exit() -> None:
+    """End ``web.run_app`` the way its own signal handlers do (a ``GracefulExit`` out of the loop)."""
+    raise web.GracefulExit()
