@@ -119,6 +119,16 @@ def _literal(value: object) -> str:
     return f"`{json.dumps(value.value if isinstance(value, enum.Enum) else value, ensure_ascii=False)}`"
 
 
+def _members(annotation: Any) -> Iterator[Any]:
+    """A union's members, nested unions (an alias inside ``X | None``) flattened."""
+    for member in get_args(annotation):
+        member = _unwrap(member)
+        if get_origin(member) in (Union, types.UnionType):
+            yield from _members(member)
+        else:
+            yield member
+
+
 def _type(annotation: Any, anchors: dict[Model, str], nested: bool = False) -> str:
     """How a YAML writer reads a type: ``list of string``, ``"max" or "p2c"``, a link to a model."""
     annotation = _unwrap(annotation)
@@ -133,8 +143,7 @@ def _type(annotation: Any, anchors: dict[Model, str], nested: bool = False) -> s
         return _join_or([_literal(value) for value in args])
     if origin in (Union, types.UnionType):
         atoms: list[str] = []
-        for member in args:
-            member = _unwrap(member)
+        for member in _members(annotation):
             if get_origin(member) is Literal:
                 atoms.extend(_literal(value) for value in get_args(member))
             elif inspect.isclass(member) and issubclass(member, enum.Enum):
