@@ -8,16 +8,14 @@ artefact under ``$ROUTELENS_ARTIFACTS`` (default ``.pytest_artifacts/`` in the r
 from __future__ import annotations
 
 import os
-import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ROOT, Proc
-from tests.e2e.demo_config import demo_config
+from tests.e2e.conftest import ROOT
+from tests.e2e.demo_run import start_demo
 from tests.e2e.net import call
 from tests.e2e.test_app_browser import CHROMIUM, CHROMIUM_ARGS, UI_TIMEOUT_MS
 from tests.polling import wait_until
@@ -34,18 +32,14 @@ ARTEFACTS = Path(os.environ.get("ROUTELENS_ARTIFACTS", ROOT / ".pytest_artifacts
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("demo-app")
-    cfg, shipped, _ = demo_config(tmp)
-    proc = Proc([sys.executable, "-m", "app", "demo", "--config", str(cfg), "--rps", "5"])
+    run = start_demo(tmp, "--rps", "5")
+    proc = run.proc
     try:
-        proc.wait_for("Press Ctrl-C to stop.", timeout_s=150)
-        out = "".join(proc.lines)
-        rid = re.search(r"example request_id: (\S+)", out)
-        assert rid, out
-        gateway = f"http://127.0.0.1:{shipped['gateway']['port']}"
+        assert run.request_id and run.app, run.output
+        gateway = run.gateway
         # Enough stored traffic for the pictures: a few dozen traces in the store.
         assert wait_until(lambda: len(call("GET", f"{gateway}/v1/traces?limit=50")[1]["items"]) >= 30, 60)
-        yield {"app": f"http://127.0.0.1:{shipped['app']['port']}", "gateway": gateway, "request_id": rid.group(1),
-               "instances": [i["id"] for i in shipped["fleet"]["instances"]]}
+        yield {"app": run.app, "gateway": gateway, "request_id": run.request_id, "instances": list(run.instances)}
     finally:
         proc.stop()
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ROOT, Proc
-from tests.e2e.demo_config import demo_config
+from tests.e2e.conftest import ROOT
+from tests.e2e.demo_run import start_demo
 from tests.e2e.net import call, ok
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -26,19 +26,15 @@ def _listening(url: str) -> bool:
 
 
 def test_demo_serves_a_traceable_request_and_stops_cleanly(tmp_path: Path) -> None:
-    cfg, shipped, _ = demo_config(tmp_path)
-
-    demo = Proc([sys.executable, "-m", "app", "demo", "--config", str(cfg)])
+    run = start_demo(tmp_path)
+    demo = run.proc
     try:
-        demo.wait_for("Press Ctrl-C to stop.", timeout_s=150)
-        out = "".join(demo.lines)
+        out = run.output
         urls = set(re.findall(r"http://127\.0\.0\.1:\d+", out))
-        gateway = f"http://127.0.0.1:{shipped['gateway']['port']}"
-        app = f"http://127.0.0.1:{shipped['app']['port']}"
-        assert {gateway, app} <= urls
-        match = re.search(r"example request_id: (\S+)", out)
-        assert match, out
-        request_id = match.group(1)
+        gateway, app = run.gateway, run.app
+        assert app is not None and {gateway, app} <= urls
+        assert run.request_id, out
+        request_id = run.request_id
 
         status, trace = call("GET", f"{gateway}/v1/traces/{request_id}")
         assert status == 200 and trace["request_id"] == request_id, trace

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from app.run.procs import descendants, port_is_free, stat_fields
-from tests.e2e.conftest import Proc
-from tests.e2e.demo_config import demo_config
+from tests.e2e.conftest import ROOT, Proc
+from tests.e2e.demo_run import start_demo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -35,15 +35,16 @@ def _cmdline(pid: int) -> str:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_kill_9_of_the_demo_leaves_no_child_and_frees_the_ports(tmp_path: Path) -> None:
-    cfg, _, ports = demo_config(tmp_path)
-    demo = Proc([sys.executable, "-m", "app", "demo", "--config", str(cfg), "--rps", "5"])
+    run = start_demo(tmp_path, "--rps", "5")
+    demo, ports = run.proc, run.ports
     children: set[int] = set()
     try:
-        demo.wait_for("Press Ctrl-C to stop.", timeout_s=150)
+        assert len(ports) == 6, run.output  # four instances, the gateway, the app
         children = descendants(demo.proc.pid)
         assert len(children) >= 3, "fleet, gateway and app run as children"
 
-        second = Proc([sys.executable, "-m", "app", "demo", "--config", str(cfg), "--no-app"])
+        second = Proc([sys.executable, "-m", "app", "demo", "--config", str(ROOT / "routelens.yaml"),
+                       "--data-dir", str(tmp_path), "--no-app"])
         assert second.proc.wait(60) == 1
         second.stop()
         assert f"another routelens demo (pid {demo.proc.pid})" in "".join(second.lines)
