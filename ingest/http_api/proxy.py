@@ -13,17 +13,13 @@ from collections.abc import Callable
 import aiohttp
 from aiohttp import web
 
-from ingest.http_api.routes import error_response
+from ingest.http_api.routes import INTAKE_PATH, READ_ROUTES, error_response
 from schemas.trace import DecisionTrace
 
 __all__ = ["STORE_ROUTES", "add_store_proxy"]
 
 # (method, path) of every route of ingest.http_api.routes.IngestApi
-STORE_ROUTES = (
-    ("POST", "/v1/traces"), ("GET", "/v1/traces"), ("GET", "/v1/traces/{request_id}"),
-    ("GET", "/v1/analytics/buckets"), ("GET", "/v1/analytics/traffic"), ("GET", "/v1/probes"),
-    ("GET", "/v1/events"), ("GET", "/v1/snapshots"), ("GET", "/v1/quarantine"),
-)
+STORE_ROUTES = (("POST", INTAKE_PATH), *(("GET", path) for path, _ in READ_ROUTES))
 _PASSED_HEADERS = ("Authorization", "Content-Type", "Accept")
 
 

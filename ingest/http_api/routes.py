@@ -53,13 +53,23 @@ from schemas.experiments import COMPARE_BY, CompareBy, CompareQuery
 from schemas.queries import AggregateQuery, TraceFilter
 from schemas.trace import DecisionTrace
 
-__all__ = ["SERVER_LIMITS", "IngestApi"]
+__all__ = ["INTAKE_PATH", "READ_ROUTES", "SERVER_LIMITS", "IngestApi"]
 
 # The HTTP parser's line and header limits for the server that mounts these routes (aiohttp's
 # ``handler_args``). Its defaults (8 KiB) refuse a longer URL or header before any route runs,
 # in plain text and with a traceback in the log; up to these limits the routes answer themselves.
 SERVER_LIMITS: dict[str, Any] = {"max_line_size": 64 * 1024, "max_field_size": 64 * 1024}
 
+INTAKE_PATH = "/v1/traces"  # POST: traces from other routers or other gateways
+# GET path -> the IngestApi method answering it: every read route, here once (the gateway's proxy forwards these)
+READ_ROUTES = (
+    ("/v1/traces", "search"), ("/v1/traces/{request_id}", "trace"),
+    ("/v1/analytics/buckets", "buckets"), ("/v1/analytics/traffic", "traffic"),
+    ("/v1/analytics/constraints", "constraints"), ("/v1/analytics/misroutes", "misroutes"),
+    ("/v1/analytics/compare", "compare"), ("/v1/analytics/groups", "groups"),
+    ("/v1/probes", "probes"), ("/v1/events", "events"), ("/v1/snapshots", "snapshots"),
+    ("/v1/quarantine", "quarantined"),
+)
 _FILTERS = set(TraceFilter.model_fields)
 _MAX_ID = 128  # DecisionTrace.request_id's max_length: no longer id can have a trace
 log = logging.getLogger(__name__)
@@ -170,16 +180,9 @@ class IngestApi:
 
     def add_routes(self, app: web.Application) -> None:
         """Mount every route on ``app``."""
-        app.router.add_post("/v1/traces", self.intake)
-        for path, handler in (
-            ("/v1/traces", self.search), ("/v1/traces/{request_id}", self.trace),
-            ("/v1/analytics/buckets", self.buckets), ("/v1/analytics/traffic", self.traffic),
-            ("/v1/analytics/constraints", self.constraints), ("/v1/analytics/misroutes", self.misroutes),
-            ("/v1/analytics/compare", self.compare), ("/v1/analytics/groups", self.groups),
-            ("/v1/probes", self.probes), ("/v1/events", self.events), ("/v1/snapshots", self.snapshots),
-            ("/v1/quarantine", self.quarantined),
-        ):
-            app.router.add_get(path, self.guarded(handler))
+        app.router.add_post(INTAKE_PATH, self.intake)
+        for path, name in READ_ROUTES:
+            app.router.add_get(path, self.guarded(getattr(self, name)))
 
     def guarded(self, handler: Handler) -> Handler:
         """``handler`` behind the read token, with bad parameters answered as OpenAI-shaped 400s."""
