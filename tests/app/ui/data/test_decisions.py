@@ -73,8 +73,8 @@ def test_hash_is_the_gateways_without_a_config(tmp_path: Path, monkeypatch: pyte
 
 def test_hash_uses_the_key_the_config_names(tmp_path: Path) -> None:
     cfg = tmp_path / "rl.yaml"
-    text = (Path(__file__).parents[4] / "routelens.yaml").read_text(encoding="utf-8")
-    cfg.write_text(text.replace("hash_key_env: ROUTELENS_HASH_KEY", "hash_key_env: RL_TEST_KEY"), encoding="utf-8")
+    cfg.write_text("router: {hash_key_env: RL_TEST_KEY}\n"
+                   "fleet: {instances: [{id: a, model: m, url: 'http://127.0.0.1:9'}]}\n", encoding="utf-8")
     env = {dec.CONFIG_ENV: str(cfg), "RL_TEST_KEY": "s3cret"}
     assert dec.hash_key(env) == ("s3cret", "RL_TEST_KEY")
     assert dec.hash_text("合同 第3条", env) == query_hash("合同 第3条", "s3cret")
