@@ -51,7 +51,7 @@ def analysis_figures(n_routes: int, per_route: int, n_queries: int, precision: s
     import numpy as np
 
     from router_core.intents import IntentClassifier
-    from schemas.intents_config import IntentSettings
+    from schemas.config.intents import IntentSettings
 
     routes, queries = synthetic_routes(n_routes, per_route)
     queries = queries[:n_queries]

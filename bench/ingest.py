@@ -42,7 +42,7 @@ from ingest import DuckDBTraceStore, TraceEmitter
 from ingest.codec.encoder import Encoder
 from ingest.kinds import Kind
 from ingest.record_sink import batch_of
-from schemas.storage_config import StorageSettings
+from schemas.config.storage import StorageSettings
 from schemas.trace import DecisionTrace
 
 

@@ -45,9 +45,9 @@ from router_core.resilience.redis_shared import RedisShared
 from router_core.resilience.shared import MemoryShared, SharedState
 from router_core.rules.ir import Origin, Rule, Throttle
 from router_core.rules.throttle import Throttles
-from schemas.modes_config import AffinitySettings, BudgetBand, BudgetSettings
-from schemas.shared_config import ClientThrottle as ClientSettings
-from schemas.shared_config import SheddingThrottle, ThrottleSettings
+from schemas.config.economics import AffinitySettings, BudgetBand, BudgetSettings
+from schemas.config.shared import ClientThrottle as ClientSettings
+from schemas.config.shared import SheddingThrottle, ThrottleSettings
 
 __all__ = ["redis_bench"]
 

@@ -26,7 +26,7 @@ from probes.http import ChatCall
 from probes.syntax import upstream_error
 from probes.types import Judgement
 from schemas.common import ProbeVerdict
-from schemas.probes_config import LatencyProbeSettings
+from schemas.config.probes import LatencyProbeSettings
 
 __all__ = ["LatencyTracker", "latency_body", "latency_prompt", "mann_kendall_p", "percentile", "theil_sen_slope"]
 

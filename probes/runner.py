@@ -28,8 +28,8 @@ from probes.semantic import SemanticCheck
 from probes.syntax import judge_syntax, syntax_body
 from probes.types import Judgement, Target
 from schemas.common import ProbeKind, ProbeVerdict
+from schemas.config.probes import ProbeSettings
 from schemas.probe import ProbeResult
-from schemas.probes_config import ProbeSettings
 
 __all__ = ["ProbeRunner", "new_probe_id"]
 

@@ -34,7 +34,7 @@ from probes.references import Reference
 from probes.syntax import read_content
 from probes.types import Judgement, Target
 from schemas.common import ProbeVerdict
-from schemas.probes_config import ProbeSettings
+from schemas.config.probes import ProbeSettings
 
 __all__ = ["Round", "SemanticCheck", "in_daemon_thread"]
 

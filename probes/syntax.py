@@ -23,7 +23,7 @@ from probes.contracts import response_schema
 from probes.http import ChatCall
 from probes.types import Judgement
 from schemas.common import ProbeVerdict
-from schemas.probes_config import ProbeSettings
+from schemas.config.probes import ProbeSettings
 
 __all__ = ["garbled_reason", "judge_syntax", "read_content", "syntax_body", "upstream_error"]
 

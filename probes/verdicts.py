@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from schemas.common import ProbeKind, ProbeVerdict
+from schemas.config.probes import ProbeHysteresis
 from schemas.probe import ProbeResult, ProbeStatus
-from schemas.probes_config import ProbeHysteresis
 
 __all__ = ["RANK", "Hysteresis", "VerdictBoard"]
 

@@ -14,9 +14,9 @@ import numpy as np
 from router_core.attachments import Attachment, inspect_attachments
 from router_core.errors import InvalidRequest
 from router_core.intent import Intent, classify_intent
-from schemas.attachments_config import AttachmentSettings
 from schemas.chat_text import MalformedContent, content_text, last_user_index
 from schemas.common import Language
+from schemas.config.attachments import AttachmentSettings
 from schemas.trace import RequestFeatures
 
 __all__ = ["Analysis", "analyse_request", "estimate_tokens"]

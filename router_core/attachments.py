@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlsplit
 import filetype  # type: ignore[import-untyped]
 
 from router_core.errors import InvalidRequest
-from schemas.attachments_config import UNKNOWN_TYPE, AttachmentSettings, normalise_type
+from schemas.config.attachments import UNKNOWN_TYPE, AttachmentSettings, normalise_type
 
 __all__ = ["SIGNATURE_BYTES", "Attachment", "attachment_infos", "inspect_attachments", "refuse_unacceptable"]
 

@@ -20,8 +20,8 @@ from schemas.config import (
     ScoringProfile,
     ScrapeSettings,
 )
+from schemas.config.routing import RoutingSettings
 from schemas.fleet import InstanceSpec
-from schemas.routing_config import RoutingSettings
 
 __all__ = ["Policy", "build_policy", "policy_hash"]
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from schemas.config import RouteLensConfig
+from schemas.config.sim import QueryClassName, SimModelProfile, SimSettings
 from schemas.fleet import CostSpec, InstanceSpec
-from schemas.sim_config import QueryClassName, SimModelProfile, SimSettings
 
 __all__ = [
     "BUILTIN_MODELS",

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from schemas.probes_config import SEED_SUMMARY_PROMPT
-from schemas.sim_config import QueryClassName
+from schemas.config.probes import SEED_SUMMARY_PROMPT
+from schemas.config.sim import QueryClassName
 
 __all__ = ["ANSWERS", "CLASSES", "FOLLOW_UPS", "QUERIES", "REFERENCE_DRIFT", "REFERENCE_PARAPHRASES", "Lang", "Query",
            "QueryClass"]

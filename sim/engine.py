@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from schemas.sim_config import SimModelProfile, SimSettings
+from schemas.config.sim import SimModelProfile, SimSettings
 from sim.behaviour import warmup_progress
 from sim.clock import Clock
 

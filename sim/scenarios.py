@@ -15,7 +15,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from schemas.common import ContractModel
 from schemas.config import ConstraintSpec, RouteLensConfig, ScrapeSettings
-from schemas.sim_config import QueryClassName
+from schemas.config.sim import QueryClassName
 from schemas.yamlconf import parse_yaml_model
 from sim.behaviour import builtin_config
 from sim.faults import DEFAULT_LEAK_RATE, FaultKind, FaultSpec

@@ -13,8 +13,8 @@ import random
 import orjson
 from aiohttp import web
 
+from schemas.config.sim import SimModelProfile, SimSettings
 from schemas.fleet import InstanceSpec
-from schemas.sim_config import SimModelProfile, SimSettings
 from sim.behaviour import p_correct
 from sim.clock import Clock, RealClock
 from sim.corpus import Verdict, classify, compose_answer, ground_truth

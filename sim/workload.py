@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import aiohttp
 from openai import AsyncOpenAI
 
-from schemas.sim_config import SimModelProfile
+from schemas.config.sim import SimModelProfile
 from sim.behaviour import expected_model
 from sim.corpus import CLASSES, FOLLOW_UPS, QUERIES, Query, grade, session_text
 from sim.scenarios import TrafficSpec

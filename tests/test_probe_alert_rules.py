@@ -13,7 +13,7 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
 from probes.metrics import ProbeMetrics
-from schemas.probes_config import AlertSettings
+from schemas.config.probes import AlertSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy/prometheus/routelens-probes.rules.yml"

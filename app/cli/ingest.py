@@ -12,7 +12,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 
 from app.cli._common import err
 from app.cli.config_io import load_config
-from schemas.storage_config import StorageSettings
+from schemas.config.storage import StorageSettings
 
 
 def _mapping(name: str) -> dict[str, list[str]] | None:

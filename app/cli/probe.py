@@ -26,8 +26,8 @@ from probes.http import fetch
 from probes.syntax import upstream_error
 from probes.types import Target
 from schemas.common import ProbeKind, ProbeVerdict
+from schemas.config.probes import ProbeSettings
 from schemas.probe import ProbeResult
-from schemas.probes_config import ProbeSettings
 
 __all__ = ["first_model", "probe_settings", "register"]
 

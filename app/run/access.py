@@ -11,8 +11,8 @@ from collections.abc import Mapping
 
 from router_core.gateway.auth import keys_from_env, open_notice
 from schemas.config import RouteLensConfig
+from schemas.config.storage import StorageSettings
 from schemas.errors import ConfigError
-from schemas.storage_config import StorageSettings
 
 __all__ = ["access_notices", "read_token_of"]
 

@@ -34,10 +34,10 @@ from router_core.gateway import Gateway
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.resilience.redis_shared import RedisShared, SharedCollector, build_shared
 from schemas.config import RouteLensConfig
+from schemas.config.storage import StorageSettings
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
 from schemas.records import RouterEvent
-from schemas.storage_config import StorageSettings
 from schemas.trace import DecisionTrace
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from ingest.codec.encoder import encode_batch
 from ingest.elasticsearch.reader import ElasticsearchReader
 from ingest.elasticsearch.sink import ElasticsearchSink
 from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
-from schemas.storage_config import ElasticsearchSettings
+from schemas.config.storage import ElasticsearchSettings
 
 __all__ = ["ElasticsearchStore"]
 

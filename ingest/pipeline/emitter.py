@@ -29,8 +29,8 @@ from ingest.pipeline.quarantine import Quarantine
 from ingest.pipeline.stats import PipelineStats
 from ingest.record_sink import RecordSink
 from ingest.spool.durable_spool import DurableSpool
+from schemas.config.storage import StorageSettings
 from schemas.records import QuarantinedRecord
-from schemas.storage_config import StorageSettings
 from schemas.trace import DecisionTrace
 
 __all__ = ["TraceEmitter"]

@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from probes.alerts.notify import AiohttpPost, Post, WebhookNotifier, payload
 from probes.alerts.rules import Alert, RuleBook, Transition
+from schemas.config.probes import AlertSettings
 from schemas.probe import ProbeResult, ProbeStatus
-from schemas.probes_config import AlertSettings
 from schemas.records import RouterEvent
 
 __all__ = ["EVENT_SEVERITY", "AlertManager"]

@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 
 from probes.alerts.rules import Transition
-from schemas.probes_config import AlertWebhook
+from schemas.config.probes import AlertWebhook
 
 __all__ = ["AiohttpPost", "Post", "WebhookNotifier", "payload"]
 

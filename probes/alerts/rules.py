@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Literal
 
 from probes.verdicts import RANK
+from schemas.config.probes import AlertRule
 from schemas.probe import ProbeResult, ProbeStatus
-from schemas.probes_config import AlertRule
 
 __all__ = ["Alert", "RuleBook", "Transition", "fingerprint"]
 

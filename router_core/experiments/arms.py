@@ -21,8 +21,8 @@ from router_core.framework import PluginRegistry
 from router_core.policy import build_policy
 from router_core.router import Router
 from schemas.config import ConstraintSpec, RouteLensConfig
+from schemas.config.experiments import ExperimentsSettings, PolicyFile, PolicyRef, PolicySections
 from schemas.errors import ConfigError
-from schemas.experiments_config import ExperimentsSettings, PolicyFile, PolicyRef, PolicySections
 
 __all__ = ["Arm", "Arms", "arm_config", "build_arm_router", "build_arms", "load_policy"]
 

@@ -18,7 +18,7 @@ from typing import Any
 import mmh3
 
 from router_core.errors import InvalidRequest
-from schemas.experiments_config import ExperimentsSettings
+from schemas.config.experiments import ExperimentsSettings
 
 __all__ = ["ARM_SEED", "SESSION_HEADER", "Assigner", "Assignment", "bucket"]
 

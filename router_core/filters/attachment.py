@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from router_core.framework import Candidate, DecisionContext, Handle, PluginBase, PluginParams
 from router_core.framework.plugin import ExtensionPoint
-from schemas.attachments_config import normalise_type
+from schemas.config.attachments import normalise_type
 from schemas.trace import Violation
 
 __all__ = ["AttachmentFilter"]

@@ -31,8 +31,8 @@ from router_core.rules.ir import TimeoutPolicy
 from router_core.state import StateView
 from schemas.common import AttemptStatus
 from schemas.config import GatewaySettings
+from schemas.config.resilience import NextTarget, ResilienceSettings
 from schemas.fleet import InstanceSpec
-from schemas.resilience_config import NextTarget, ResilienceSettings
 from schemas.trace import Attempt
 
 __all__ = ["Forwarded", "Forwarder", "tokens_of", "usage_of"]

@@ -32,8 +32,8 @@ from router_core.intents.embedding import (
 from router_core.intents.fast import FastModel, fit_fast
 from router_core.intents.minilm import MODEL_NAME, MiniLMEncoder
 from router_core.intents.routes import load_routes, route_hash
+from schemas.config.intents import IntentSettings
 from schemas.errors import ConfigError
-from schemas.intents_config import IntentSettings
 from schemas.trace_policy import IntentVerdict
 
 __all__ = ["IntentClassifier"]

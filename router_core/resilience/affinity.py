@@ -17,7 +17,7 @@ from typing import Any
 import mmh3
 
 from router_core.resilience.shared import SharedState
-from schemas.modes_config import AffinitySettings
+from schemas.config.economics import AffinitySettings
 from schemas.trace import Violation
 
 __all__ = ["AffinityBinder", "BoundedRing", "affine", "session_key"]

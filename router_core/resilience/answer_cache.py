@@ -12,8 +12,8 @@ import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable
 
+from schemas.config.economics import AnswerCacheSettings
 from schemas.hashing import query_hash
-from schemas.modes_config import AnswerCacheSettings
 
 __all__ = ["AnswerCache", "normalise"]
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from router_core.resilience.breaker import Breaker, BreakerState, Scope, Transition
+from schemas.config.resilience import BreakerSettings, RateBreakerSettings
 from schemas.fleet import InstanceSpec
-from schemas.resilience_config import BreakerSettings, RateBreakerSettings
 
 __all__ = ["Admission", "AttemptOutcome", "BreakerBoard"]
 

@@ -20,7 +20,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from router_core.resilience.shared import SharedState
-from schemas.modes_config import BudgetBand, BudgetSettings
+from schemas.config.economics import BudgetBand, BudgetSettings
 from schemas.trace import Violation
 
 __all__ = ["BudgetTracker", "BudgetView", "budget_violation", "cost_factor"]

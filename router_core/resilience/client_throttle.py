@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from router_core.resilience.prefilter import Refusal
 from router_core.resilience.shared import SharedState
-from schemas.shared_config import PRIORITIES, ThrottleSettings
+from schemas.config.shared import PRIORITIES, ThrottleSettings
 
 __all__ = ["ClientThrottle", "client_key"]
 

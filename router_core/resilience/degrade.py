@@ -24,8 +24,8 @@ from router_core.framework import DecisionContext
 from router_core.gateway.degraded import answer_from
 from router_core.rules.ir import DegradedTarget
 from schemas.common import RoutingMode, StepKind
+from schemas.config.economics import DegradedSettings
 from schemas.fleet import InstanceSnapshot
-from schemas.modes_config import DegradedSettings
 
 if TYPE_CHECKING:
     from router_core.gateway.server import Gateway

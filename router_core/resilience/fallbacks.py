@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 from router_core.resilience.breakers import Admission, BreakerBoard
 from schemas.common import AttemptStatus
+from schemas.config.resilience import ErrorClass, NextTarget
 from schemas.fleet import InstanceSpec
-from schemas.resilience_config import ErrorClass, NextTarget
 
 __all__ = ["Abort", "classify", "next_target"]
 

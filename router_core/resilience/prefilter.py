@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schemas.chat_text import MalformedContent, content_text
-from schemas.shared_config import PrefilterSettings
+from schemas.config.shared import PrefilterSettings
 
 __all__ = ["Prefilter", "Refusal", "prompt_text"]
 

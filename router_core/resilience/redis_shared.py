@@ -42,7 +42,7 @@ from router_core.resilience.redis_counters import CounterBatch
 from router_core.resilience.redis_lease import BucketLeases, Refill
 from router_core.resilience.redis_store import RedisStore
 from router_core.resilience.shared import Handler, MemoryShared, SharedState
-from schemas.shared_config import SharedSettings
+from schemas.config.shared import SharedSettings
 
 __all__ = ["RedisShared", "SharedCollector", "build_shared"]
 

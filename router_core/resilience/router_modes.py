@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from router_core.framework.types import Picked
 from schemas.common import RoutingMode
-from schemas.modes_config import RouterModeSettings
+from schemas.config.economics import RouterModeSettings
 from schemas.records import RouterEvent
 
 __all__ = ["ModeChoice", "RouterModes", "static_order", "static_pick"]

@@ -17,8 +17,8 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from schemas.config.keywords import KeywordScoring
 from schemas.fleet import InstanceSnapshot
-from schemas.keywords_config import KeywordScoring
 from schemas.trace_policy import KeywordMatch
 
 __all__ = ["ASCII_CASE_TWINS", "KeywordResult", "KeywordScorer", "fold", "literal_alternatives"]
@@ -94,7 +94,7 @@ class KeywordResult:
 
 
 class KeywordScorer:
-    r"""Scores queries by a :class:`~schemas.keywords_config.KeywordScoring`; build once, call per request.
+    r"""Scores queries by a :class:`~schemas.config.keywords.KeywordScoring`; build once, call per request.
 
     A pattern that is a plain alternation of literals (the seed's three are) is decided by
     substring tests: on the query as is, or, case-insensitively, on one folded copy of it made

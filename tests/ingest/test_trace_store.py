@@ -30,9 +30,9 @@ from router_core.builtin import build_router
 from router_core.gateway import Gateway
 from schemas import DecisionTrace, Feedback, InstanceSnapshot, ProbeKind, ProbeResult
 from schemas.config import RouteLensConfig
+from schemas.config.storage import StorageSettings
 from schemas.queries import AggregateQuery, ConstraintStat, Misroute, TraceFilter
 from schemas.records import RouterEvent
-from schemas.storage_config import StorageSettings
 from schemas.trace import ScoreWeight, Violation
 from tests.ingest.conftest import es_client, real_es_url
 from tests.ingest.es_contract.server import ContractServer

@@ -12,9 +12,9 @@ import pytest
 from aiohttp import web
 
 from probes.embedder import MiniLMEmbedder
+from schemas.config.probes import ProbeSettings
+from schemas.config.sim import SimModelProfile, SimSettings
 from schemas.fleet import InstanceSpec
-from schemas.probes_config import ProbeSettings
-from schemas.sim_config import SimModelProfile, SimSettings
 
 Serve = Callable[[web.Application], AbstractAsyncContextManager[str]]
 MODEL = "sim-model"

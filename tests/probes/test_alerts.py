@@ -9,8 +9,8 @@ from aiohttp import web
 from probes.alerts import AlertManager, WebhookNotifier
 from probes.alerts.notify import MAX_QUEUED
 from schemas.common import ProbeKind, ProbeVerdict
+from schemas.config.probes import AlertRule, AlertSettings, AlertWebhook
 from schemas.probe import ProbeResult, ProbeStatus
-from schemas.probes_config import AlertRule, AlertSettings, AlertWebhook
 from schemas.records import RouterEvent
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -16,7 +16,7 @@ from probes.latency import LatencyTracker, latency_prompt, mann_kendall_p, perce
 from probes.runner import ProbeRunner
 from probes.types import Target
 from schemas.common import ProbeKind, ProbeVerdict
-from schemas.probes_config import LatencyProbeSettings
+from schemas.config.probes import LatencyProbeSettings
 from sim.clock import VirtualClock
 from sim.corpus import estimate_tokens
 from tests.probes.conftest import MODEL, fast_settings, serving, sim_app

@@ -17,8 +17,8 @@ from probes.runner import ProbeRunner
 from probes.semantic import SemanticCheck
 from probes.types import Target
 from schemas.common import ProbeKind, ProbeVerdict
+from schemas.config.probes import SEED_SUMMARY_PROMPT
 from schemas.errors import ConfigError
-from schemas.probes_config import SEED_SUMMARY_PROMPT
 from sim.corpus import compose_answer
 from tests.probes.conftest import MODEL, fast_settings, serving, sim_app
 

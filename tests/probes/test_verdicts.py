@@ -4,8 +4,8 @@ import pytest
 
 from probes.verdicts import Hysteresis, VerdictBoard
 from schemas.common import ProbeKind, ProbeVerdict
+from schemas.config.probes import ProbeHysteresis
 from schemas.probe import ProbeResult, ProbeStatus
-from schemas.probes_config import ProbeHysteresis
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 OK, DEG, FAIL = ProbeVerdict.OK, ProbeVerdict.DEGRADED, ProbeVerdict.FAILED

@@ -22,7 +22,7 @@ from router_core.attachments import (
     refuse_unacceptable,
 )
 from router_core.errors import InvalidRequest
-from schemas.attachments_config import AttachmentSettings
+from schemas.config.attachments import AttachmentSettings
 from schemas.trace_policy import AttachmentInfo
 
 SETTINGS = AttachmentSettings()

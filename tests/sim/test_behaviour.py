@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from schemas.sim_config import SimModelProfile
+from schemas.config.sim import SimModelProfile
 from sim.behaviour import BUILTIN_MODELS, builtin_config, expected_model, has_maths, p_correct, warmup_progress
 
 INT4 = next(m.profile for m in BUILTIN_MODELS if m.profile.quantization == "int4")

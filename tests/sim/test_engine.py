@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from schemas.sim_config import SimModelProfile, SimSettings
+from schemas.config.sim import SimModelProfile, SimSettings
 from sim.clock import VirtualClock
 from sim.engine import SimEngine
 

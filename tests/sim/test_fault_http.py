@@ -10,7 +10,7 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from schemas.sim_config import SimModelProfile, SimSettings
+from schemas.config.sim import SimModelProfile, SimSettings
 from sim.clock import VirtualClock
 from sim.corpus import QUERIES, grade
 from sim.server import build_instance_app

@@ -8,7 +8,7 @@ import orjson
 import pytest
 from aiohttp import ClientSession
 
-from schemas.sim_config import SimModelProfile, SimSettings
+from schemas.config.sim import SimModelProfile, SimSettings
 from sim.behaviour import p_correct
 from sim.clock import VirtualClock
 from sim.corpus import QUERIES, grade, session_text

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from schemas.sim_config import SimModelProfile, SimSettings
+from schemas.config.sim import SimModelProfile, SimSettings
 from sim.behaviour import BUILTIN_MODELS
 from sim.rates import RateCurve
 from sim.scenarios import TrafficSpec

@@ -16,8 +16,8 @@ import pandas as pd
 from pydantic import ValidationError
 
 from schemas.common import ProbeKind
+from schemas.config.probes import LatencyProbeSettings
 from schemas.probe import ProbeResult, ProbeStatus
-from schemas.probes_config import LatencyProbeSettings
 from schemas.records import RouterEvent
 
 __all__ = [

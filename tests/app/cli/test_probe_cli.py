@@ -15,8 +15,8 @@ from aiohttp import web
 import probes.embedder
 from app.cli import main
 from probes.references import load_references
+from schemas.config.sim import SimModelProfile, SimSettings
 from schemas.fleet import InstanceSpec
-from schemas.sim_config import SimModelProfile, SimSettings
 from sim.faults import FaultSpec
 from sim.server import INSTANCE_KEY, build_instance_app
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.run.serve import pipeline_paths
-from schemas.storage_config import StorageSettings
+from schemas.config.storage import StorageSettings
 
 
 def test_duckdb_defaults_sit_next_to_the_file(tmp_path: Path) -> None:

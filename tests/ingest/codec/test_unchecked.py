@@ -23,7 +23,7 @@ from router_core.framework import DecisionContext
 from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
 from schemas import AttemptStatus, Outcome, OutcomeStatus
-from schemas.storage_config import StorageSettings
+from schemas.config.storage import StorageSettings
 from schemas.trace import Attempt, DecisionTrace
 from tests.ingest.plain_values import plain_of
 from tests.polling import wait_until

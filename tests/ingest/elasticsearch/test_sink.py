@@ -18,8 +18,8 @@ from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
 from ingest.record_sink import PreparedBatch, RecordBatch
 from schemas import Feedback
+from schemas.config.storage import StorageSettings
 from schemas.queries import AggregateQuery, TraceFilter
-from schemas.storage_config import StorageSettings
 from tests.ingest.conftest import es_client
 from tests.ingest.es_contract.server import ContractServer
 

@@ -16,7 +16,7 @@ from ingest.duckdb.store import DuckDBTraceStore
 from ingest.http_api.routes import SERVER_LIMITS, IngestApi
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
-from schemas.storage_config import SpoolSettings, StorageSettings
+from schemas.config.storage import SpoolSettings, StorageSettings
 
 
 def _requests(tmp_path: Path, calls: list[tuple[str, str, bytes | None]]) -> list[tuple[int, str, bytes]]:

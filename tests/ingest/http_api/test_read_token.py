@@ -19,7 +19,7 @@ from ingest.http_api.client import HttpTraceStore
 from ingest.http_api.routes import IngestApi
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
-from schemas.storage_config import StorageSettings
+from schemas.config.storage import StorageSettings
 
 GETS = ["/v1/traces", "/v1/traces/nope", "/v1/analytics/traffic",
         f"/v1/probes?start={T0.isoformat()}&end={T0.isoformat()}".replace("+", "%2B")]

@@ -19,7 +19,7 @@ from ingest.kinds import Kind
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
 from ingest.record_sink import RecordBatch
-from schemas.storage_config import StorageSettings
+from schemas.config.storage import StorageSettings
 from tests.ingest.plain_values import plain_of
 
 SETTINGS = StorageSettings(batch_size=64, flush_interval_ms=5)

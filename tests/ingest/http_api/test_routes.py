@@ -19,8 +19,8 @@ from ingest.duckdb.store import DuckDBTraceStore
 from ingest.http_api.routes import IngestApi
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
+from schemas.config.storage import SpoolSettings, StorageSettings
 from schemas.feedback import Feedback
-from schemas.storage_config import SpoolSettings, StorageSettings
 from schemas.trace import DecisionTrace
 
 Call = Callable[..., Awaitable[tuple[int, Any]]]

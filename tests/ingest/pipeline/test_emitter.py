@@ -14,7 +14,7 @@ from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.metrics import EmitterCollector
 from ingest.pipeline.quarantine import Quarantine
 from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult
-from schemas.storage_config import SpoolSettings, StorageSettings
+from schemas.config.storage import SpoolSettings, StorageSettings
 from tests.polling import wait_until
 
 SEG = 64 * 1024

@@ -10,7 +10,7 @@ import pytest
 
 from router_core.errors import InvalidRequest
 from router_core.experiments import Assigner, bucket
-from schemas.experiments_config import ExperimentsSettings
+from schemas.config.experiments import ExperimentsSettings
 
 N = 100_000
 

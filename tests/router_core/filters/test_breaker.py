@@ -10,8 +10,8 @@ from router_core.filters.breaker import BreakerFilter
 from router_core.framework import Candidate, DecisionContext, Handle
 from router_core.resilience.breakers import BreakerBoard
 from router_core.staleness import Effective
+from schemas.config.resilience import BreakerSettings
 from schemas.fleet import InstanceSnapshot, InstanceSpec
-from schemas.resilience_config import BreakerSettings
 from schemas.trace import RequestFeatures
 
 SPECS = [InstanceSpec(id="a", model="m", url="http://a"), InstanceSpec(id="b", model="n", url="http://b")]

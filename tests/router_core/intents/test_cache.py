@@ -6,7 +6,7 @@ from router_core.intents.cache import CentroidCache, cache_path_for
 from router_core.intents.classifier import IntentClassifier
 from router_core.intents.minilm import MODEL_NAME as MODEL_ID
 from router_core.intents.routes import append_examples
-from schemas.intents_config import IntentSettings
+from schemas.config.intents import IntentSettings
 from tests.router_core.intents._fakes import FakeEmbedder
 
 ROUTES = ("bill:\n" + "".join(f"  - pay my {w} bill\n" for w in "water gas phone power rent".split())

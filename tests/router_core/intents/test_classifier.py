@@ -4,7 +4,7 @@ import pytest
 
 from router_core.intents.classifier import IntentClassifier
 from router_core.intents.routes import load_routes
-from schemas.intents_config import IntentSettings
+from schemas.config.intents import IntentSettings
 from schemas.trace_policy import IntentVerdict
 
 ROOT = Path(__file__).resolve().parents[3]

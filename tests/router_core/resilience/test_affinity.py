@@ -10,7 +10,7 @@ from router_core.quality import QualityTable
 from router_core.resilience.affinity import AffinityBinder, BoundedRing, session_key
 from router_core.resilience.shared import MemoryShared
 from schemas import LatchState
-from schemas.modes_config import AffinitySettings
+from schemas.config.economics import AffinitySettings
 from tests.router_core.conftest import NOW, features, healthy, make_config, snap
 
 IDS = [f"i{n}" for n in range(8)]

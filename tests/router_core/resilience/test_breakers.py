@@ -8,8 +8,8 @@ import pytest
 
 from router_core.resilience.breaker import BreakerState
 from router_core.resilience.breakers import AttemptOutcome, BreakerBoard
+from schemas.config.resilience import BreakerSettings
 from schemas.fleet import InstanceSpec
-from schemas.resilience_config import BreakerSettings
 
 
 class Clock:
@@ -164,8 +164,8 @@ def test_operator_close_and_replica_messages() -> None:
 def test_consecutive_probe_passes_close_the_instance_and_model_breakers() -> None:
     from router_core.resilience.breaker import BreakerState
     from router_core.resilience.breakers import BreakerBoard
+    from schemas.config.resilience import BreakerSettings
     from schemas.fleet import InstanceSpec
-    from schemas.resilience_config import BreakerSettings
 
     spec = InstanceSpec(id="a", model="m", url="http://127.0.0.1:1")
     other = InstanceSpec(id="b", model="m", url="http://127.0.0.1:2", zone="z2")

@@ -9,8 +9,8 @@ from router_core.quality import QualityTable
 from router_core.resilience.budgets import BudgetTracker, cost_factor
 from router_core.resilience.shared import MemoryShared
 from schemas.config import RouteLensConfig
+from schemas.config.economics import BudgetSettings
 from schemas.errors import ConfigError
-from schemas.modes_config import BudgetSettings
 from schemas.yamlconf import parse_yaml_model
 from tests.router_core.conftest import NOW, features, healthy, make_config
 

@@ -21,7 +21,7 @@ from router_core.resilience.shared import MemoryShared
 from router_core.rules.ir import Origin, Rule, Throttle
 from router_core.rules.throttle import Throttles
 from schemas.config import RouteLensConfig
-from schemas.shared_config import ThrottleSettings
+from schemas.config.shared import ThrottleSettings
 from tests.router_core.gateway.test_forwarding import KV, OK_BODY, MemoryHooks, upstream
 
 

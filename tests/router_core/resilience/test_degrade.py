@@ -3,8 +3,8 @@ import pytest
 from router_core.resilience.answer_cache import AnswerCache
 from router_core.resilience.degrade import cap_max_tokens, max_tokens_cap, shed_features
 from schemas.config import RouteLensConfig
+from schemas.config.economics import AnswerCacheSettings, DegradedSettings
 from schemas.errors import ConfigError
-from schemas.modes_config import AnswerCacheSettings, DegradedSettings
 from schemas.yamlconf import parse_yaml_model
 
 SHED = [

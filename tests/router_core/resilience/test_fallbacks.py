@@ -7,9 +7,9 @@ import pytest
 from router_core.resilience.fallbacks import classify, next_target
 from schemas.common import AttemptStatus
 from schemas.config import RouteLensConfig
+from schemas.config.resilience import ResilienceSettings
 from schemas.errors import ConfigError
 from schemas.fleet import InstanceSpec
-from schemas.resilience_config import ResilienceSettings
 from schemas.yamlconf import parse_yaml_model
 
 CLASSES = [

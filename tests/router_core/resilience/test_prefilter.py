@@ -8,8 +8,8 @@ import pytest
 
 from router_core.resilience.prefilter import Prefilter, prompt_text
 from schemas.config import RouteLensConfig
+from schemas.config.shared import PrefilterSettings
 from schemas.errors import ConfigError
-from schemas.shared_config import PrefilterSettings
 from schemas.yamlconf import parse_yaml_model
 from tests.router_core.resilience.test_client_throttle import throttled_gateway
 

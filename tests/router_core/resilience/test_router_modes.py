@@ -9,8 +9,8 @@ from router_core.framework import DecisionContext
 from router_core.quality import QualityTable
 from router_core.resilience.router_modes import ModeChoice, RouterModes, static_order
 from schemas import RoutingMode
+from schemas.config.economics import RouterModeSettings
 from schemas.fleet import InstanceSnapshot
-from schemas.modes_config import RouterModeSettings
 from schemas.records import RouterEvent
 from tests.router_core.conftest import NOW, features, healthy, make_config
 

@@ -15,8 +15,8 @@ import yaml
 from pydantic import ValidationError
 
 from router_core.rules.keywords import ASCII_CASE_TWINS, KeywordScorer, fold, literal_alternatives
+from schemas.config.keywords import KeywordScoring
 from schemas.fleet import InstanceSnapshot
-from schemas.keywords_config import KeywordScoring
 from schemas.trace_policy import KeywordMatch
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Self
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from schemas.common import ContractModel
-from schemas.config import ConstraintSpec, ModelProfile, RouterSettings, ScoringSettings
+from schemas.config.decision import ConstraintSpec, ModelProfile, RouterSettings, ScoringSettings
 from schemas.paths import InputFile
 
 __all__ = ["ArmSpec", "ExperimentsSettings", "PolicyFile", "PolicySections", "ShadowSpec", "SHARE_TOLERANCE"]

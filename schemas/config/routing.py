@@ -8,9 +8,9 @@
       peak_hours: [[9, 12], [14, 18]]    # where cost_params.surge_multiplier applies
       term_lists:                        # contains_<name>(prompt); legal_terms has a default list
         legal_terms: [条款, 合同, clause, contract]
-      intents: {...}                     # semantic intents (schemas.intents_config)
-      keywords: {...}                    # rule-enhanced keyword scoring (schemas.keywords_config)
-      attachments: {...}                 # attachment typing and limits (schemas.attachments_config)
+      intents: {...}                     # semantic intents (schemas.config.intents)
+      keywords: {...}                    # rule-enhanced keyword scoring (schemas.config.keywords)
+      attachments: {...}                 # attachment typing and limits (schemas.config.attachments)
 
 Without ``policy`` the router routes as before: ``auto`` over every model, or the requested model.
 """
@@ -21,10 +21,10 @@ from typing import Self
 
 from pydantic import Field, field_validator, model_validator
 
-from schemas.attachments_config import AttachmentSettings
 from schemas.common import ContractModel
-from schemas.intents_config import IntentSettings
-from schemas.keywords_config import KeywordScoring
+from schemas.config.attachments import AttachmentSettings
+from schemas.config.intents import IntentSettings
+from schemas.config.keywords import KeywordScoring
 from schemas.paths import InputFile
 from schemas.units import ZoneName
 

@@ -60,7 +60,7 @@ class KeywordPattern(ContractModel):
 class IntentBonus(ContractModel):
     """A bonus for requests whose intent is ``intent`` with confidence strictly above ``min_confidence``."""
 
-    intent: str = Field(min_length=1, description="The intent label (schemas.intents_config routes).")
+    intent: str = Field(min_length=1, description="The intent label (schemas.config.intents routes).")
     min_confidence: float = Field(0.7, ge=0, le=1, description="Applies when the confidence is strictly greater.")
     bonus: float = Field(4.0, allow_inf_nan=False)
 

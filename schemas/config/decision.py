@@ -1,7 +1,8 @@
-"""The ``routelens.yaml`` configuration, validated at load time.
+"""The decision sections of ``routelens.yaml``: ``router``, ``constraints``, ``scoring`` and ``models``.
 
-Raw dicts exist only at the YAML boundary; :func:`schemas.yamlconf.parse_yaml_model` turns text
-into these models and names file, line and field for every problem.
+They say how a request is decided. An A/B arm's or a shadow's policy replaces them section by
+section (``experiments:``); the other sections (fleet, gateway, storage...) are the serving
+config's and are shared by every arm.
 """
 
 from __future__ import annotations
@@ -11,31 +12,20 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from schemas.common import ContractModel
-from schemas.fleet import InstanceSpec
-from schemas.probes_config import ProbeSettings
-from schemas.sim_config import SimModelProfile, SimSettings
-from schemas.storage_config import StorageSettings
 
 __all__ = [
-    "AppSettings",
+    "PLUGIN_NAME_PATTERN",
     "SCORING_PRESETS",
     "TERM_NAMES",
     "ConstraintRule",
     "ConstraintSpec",
-    "PluginSpec",
+    "Metric",
     "ModelProfile",
-    "ScoringProfile",
-    "FleetSettings",
-    "GatewaySettings",
-    "HealthBand",
-    "HealthThresholds",
-    "RouteLensConfig",
+    "Op",
+    "PluginSpec",
     "RouterSettings",
+    "ScoringProfile",
     "ScoringSettings",
-    "ScrapeSettings",
-    "SimModelProfile",
-    "SimSettings",
-    "StorageSettings",
 ]
 
 Metric = Literal[
@@ -149,51 +139,6 @@ class RouterSettings(ContractModel):
     )
 
 
-class GatewaySettings(ContractModel):
-    """The OpenAI-compatible HTTP gateway."""
-
-    host: str = "127.0.0.1"
-    port: int = Field(8080, ge=0, le=65535)
-    connect_timeout_s: float = Field(1.0, gt=0, description="TCP connect to an instance, per attempt.")
-    upstream_timeout_s: float = Field(
-        60.0, gt=0, description="Total time of one non-stream attempt (streams use the three timeouts below)."
-    )
-    first_byte_timeout_s: float = Field(
-        60.0, gt=0,
-        description="Stream: from sending the request to the first body byte; past it the next instance is tried.",
-    )
-    idle_timeout_s: float = Field(
-        30.0, gt=0, description="Stream: longest pause between two chunks; past it the stream ends in an error event.",
-    )
-    api_keys_env: str | None = Field(
-        None,
-        description="Environment variable with the comma-separated keys clients must send as 'Authorization: Bearer'; "
-        "unset: open, allowed only when the gateway binds a loopback address.",
-    )
-    forward_authorization: bool = Field(
-        False,
-        description="Send the client's Authorization header upstream instead of the instance's api_key_env key "
-        "(the gateway's own key check still applies when api_keys_env is set).",
-    )
-    max_attempts: int = Field(2, ge=1, le=10, description="Instances tried before giving up.")
-    max_connections: int = Field(512, ge=1)
-    workers: Literal["auto"] | int = Field(
-        "auto",
-        description="Gateway processes sharing the port ('routelens serve'); 'auto' is one per core, at most 8. "
-        "More than one runs the trace store in a process of its own. --workers overrides it.",
-    )
-
-    @field_validator("workers")
-    @classmethod
-    def _workers_range(cls, value: str | int) -> str | int:
-        if isinstance(value, int) and not 1 <= value <= 64:
-            raise ValueError("workers must be 'auto' or 1..64")
-        return value
-
-    def worker_count(self, cores: int | None) -> int:
-        """The number of gateway processes: ``workers``, or one per core (at most 8) for 'auto'."""
-        return min(max(cores or 1, 1), 8) if self.workers == "auto" else int(self.workers)
-
 
 def _check_weights(value: dict[str, float]) -> dict[str, float]:
     unknown = sorted(set(value) - set(TERM_NAMES))
@@ -253,119 +198,3 @@ class ModelProfile(ContractModel):
     latency_ms: float = Field(500.0, gt=0, description="Typical unloaded end-to-end latency.")
     max_concurrency: int = Field(16, ge=1, description="Sequences per instance before requests queue.")
 
-
-class ScrapeSettings(ContractModel):
-    """How live state is collected from instances' ``/metrics``."""
-
-    interval_s: float = Field(1.0, gt=0)
-    timeout_s: float = Field(0.5, gt=0)
-    suspect_after_s: float = Field(3.0, gt=0, description="Older data is suspect and decays (the seed's 3-5 s lag).")
-    stale_after_s: float = Field(5.0, gt=0, description="Older data counts as saturated; the instance is out.")
-    window_s: float = Field(10.0, gt=0, description="Sliding window of the router's own observations.")
-
-    @model_validator(mode="after")
-    def _ordered(self) -> ScrapeSettings:
-        if self.suspect_after_s > self.stale_after_s:
-            raise ValueError("suspect_after_s must not exceed stale_after_s")
-        return self
-
-
-class FleetSettings(ContractModel):
-    """The instances the router may send traffic to."""
-
-    instances: list[InstanceSpec] = Field(min_length=1)
-
-    @field_validator("instances")
-    @classmethod
-    def _unique_ids(cls, instances: list[InstanceSpec]) -> list[InstanceSpec]:
-        seen: set[str] = set()
-        for spec in instances:
-            if spec.id in seen:
-                raise ValueError(f"duplicate instance id {spec.id!r}")
-            seen.add(spec.id)
-        return instances
-
-
-class HealthBand(ContractModel):
-    """Where one metric turns a fleet-grid cell yellow and red (a value at or above the bound)."""
-
-    yellow: float = Field(ge=0)
-    red: float = Field(ge=0)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> HealthBand:
-        if self.yellow > self.red:
-            raise ValueError("yellow must not exceed red")
-        return self
-
-
-class HealthThresholds(ContractModel):
-    """The fleet health grid's colours per metric; a cell takes its worst metric's colour.
-
-    Defaults (common operator practice): KV-cache 0.90 / 0.95, queue 10 / 50 waiting, error rate
-    1% / 5%, p95 TTFT 2000 / 5000 ms (set these to your SLO). A cell whose state is older than
-    ``stale_after_s`` (or that the router marks stale) is grey, whatever its values.
-    """
-
-    kv_cache_usage: HealthBand = HealthBand(yellow=0.90, red=0.95)
-    queue: HealthBand = HealthBand(yellow=10, red=50)
-    error_rate: HealthBand = HealthBand(yellow=0.01, red=0.05)
-    ttft_p95_ms: HealthBand = HealthBand(yellow=2000, red=5000)
-    stale_after_s: float = Field(5.0, gt=0, description="Match fleet.scrape.stale_after_s.")
-
-
-class AppSettings(ContractModel):
-    """The Streamlit app."""
-
-    host: str = "127.0.0.1"
-    port: int = Field(8501, ge=0, le=65535)
-    health: HealthThresholds = HealthThresholds()
-
-
-def _default_constraints() -> list[ConstraintSpec]:
-    return [
-        ConstraintSpec(name="kv-cache", metric="kv_cache_usage", op="<=", threshold=0.85, enter_below=0.80),
-        ConstraintSpec(name="queue", metric="queue", op="<=", threshold=10),
-    ]
-
-
-class RouteLensConfig(ContractModel):
-    """The whole ``routelens.yaml``."""
-
-    router: RouterSettings = RouterSettings()
-    gateway: GatewaySettings = GatewaySettings()
-    storage: StorageSettings = StorageSettings()
-    fleet: FleetSettings
-    constraints: list[ConstraintSpec] = Field(default_factory=_default_constraints)
-    scoring: ScoringSettings = ScoringSettings()
-    models: dict[str, ModelProfile] = {}
-    scrape: ScrapeSettings = ScrapeSettings()
-    sim: SimSettings = SimSettings()
-    app: AppSettings = AppSettings()
-    probes: ProbeSettings = ProbeSettings()
-    experiments: ExperimentsSettings | None = Field(
-        None, description="A/B arms, their traffic shares and a shadow policy (schemas.experiments_config)."
-    )
-    routing: RoutingSettings = Field(
-        default_factory=lambda: RoutingSettings(), description="The routing policy file (schemas.routing_config).")
-    shared: SharedSettings = Field(
-        default_factory=lambda: SharedSettings(), description="State replicas share (schemas.shared_config).")
-    throttles: ThrottleSettings = Field(
-        default_factory=lambda: ThrottleSettings(), description="Prefilter and client buckets (schemas.shared_config).")
-    resilience: ResilienceSettings = Field(
-        default_factory=lambda: ResilienceSettings(),
-        description="Breakers and typed fallbacks (schemas.resilience_config).")
-    economics: EconomicsSettings = Field(
-        default_factory=lambda: EconomicsSettings(),
-        description="Router breakers, degraded modes, affinity, budgets (schemas.modes_config).")
-
-
-# The arms' inline policies reuse the sections above, so that module imports this one: it comes last
-# (schemas/__init__ imports this module first), then the model is completed with it.
-from schemas.experiments_config import ExperimentsSettings  # noqa: E402
-from schemas.modes_config import EconomicsSettings  # noqa: E402
-from schemas.resilience_config import ResilienceSettings  # noqa: E402
-from schemas.routing_config import RoutingSettings  # noqa: E402
-from schemas.shared_config import SharedSettings, ThrottleSettings  # noqa: E402
-
-RouteLensConfig.model_rebuild()
