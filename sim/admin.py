@@ -10,17 +10,15 @@ Bad bodies get an OpenAI-style 400 naming the field; the instance keeps serving.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from sim.exposition import Overrides
 from sim.faults import FaultSpec
+from sim.lifecycle import LifecycleMixin
 from sim.openai_api import ApiError, json_response
-
-if TYPE_CHECKING:
-    from sim.server import SimInstance
 
 __all__ = ["add_admin_routes"]
 
@@ -40,8 +38,13 @@ def _parse(model: type[M], raw: bytes, what: str) -> M | web.Response:
         return _invalid(exc, what)
 
 
-def add_admin_routes(app: web.Application, instance: SimInstance) -> None:
-    """Add the ``/admin/...`` routes of ``instance`` to ``app``."""
+def add_admin_routes(app: web.Application, instance: LifecycleMixin) -> None:
+    """Add the ``/admin/...`` routes of ``instance`` to ``app``.
+
+    They reach only the instance's fault handling (its fault book, ``inject``/``clear`` and the
+    gauge overrides), so any :class:`~sim.lifecycle.LifecycleMixin` will do; the server that
+    assembles the application imports this module, never the reverse.
+    """
 
     async def list_faults(request: web.Request) -> web.Response:
         instance.faults.expire()

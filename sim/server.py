@@ -15,6 +15,7 @@ from aiohttp import web
 
 from schemas.config.sim import SimModelProfile, SimSettings
 from schemas.fleet import InstanceSpec
+from sim.admin import add_admin_routes
 from sim.behaviour import p_correct
 from sim.clock import Clock, RealClock
 from sim.corpus import Verdict, classify, compose_answer, ground_truth
@@ -163,8 +164,6 @@ def build_instance_app(spec: InstanceSpec, profile: SimModelProfile, settings: S
     Returns:
         The application; ``app[INSTANCE_KEY]`` is its :class:`SimInstance`.
     """
-    from sim.admin import add_admin_routes
-
     inst = instance or SimInstance(spec, profile, settings, clock, rng, lifecycle, on_fault)
     app = web.Application(middlewares=[inst.fault_middleware])
     app[INSTANCE_KEY] = inst
