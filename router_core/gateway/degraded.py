@@ -9,20 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
-from aiohttp import web
 
-from router_core.errors import AttemptsExhausted
 from router_core.gateway.http1 import Http1Pool, UpstreamError
 from router_core.rules.ir import DegradedTarget
 
-if TYPE_CHECKING:
-    from router_core.gateway.server import Gateway
-    from router_core.recorder import TraceRecorder
-
-__all__ = ["DegradedAnswer", "answer_degraded", "answer_from"]
+__all__ = ["DegradedAnswer", "answer_from"]
 
 
 class DegradedAnswer:
@@ -82,22 +76,3 @@ async def answer_from(target: DegradedTarget, body: dict[str, Any], request_id: 
     if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
         return DegradedAnswer(502, b"", "application/json", error="degraded_not_a_completion")
     return _shaped(completion, stream)
-
-
-async def answer_degraded(gw: Gateway, target: DegradedTarget, body: dict[str, Any], rec: TraceRecorder,
-                          t0: float) -> web.Response:
-    """Answer from a rule chain's non-LLM end and finish the trace (its ``mode`` is ``rules``).
-
-    Raises:
-        AttemptsExhausted: The responder failed too.
-    """
-    settings = gw.config.gateway
-    answer = await answer_from(target, body, rec.request_id, gw.upstream_pool,
-                               timeout_s=settings.upstream_timeout_s, connect_timeout_s=settings.connect_timeout_s)
-    if answer.error is not None:
-        raise AttemptsExhausted(f"the degraded target {target.name} failed ({answer.error})", last_error=answer.error)
-    rec.degraded_used = target.name
-    rec.mark_degraded(f"answered by degraded target {target.name}")
-    gw.finish(rec, t0, answer.status)
-    return web.Response(status=answer.status, body=answer.payload, content_type=answer.content_type,
-                        headers=gw.headers_of(rec))

@@ -10,7 +10,9 @@ applied (no token is taken) and no experiment arm is drawn: the live base router
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
@@ -19,21 +21,43 @@ from router_core.analysis import analyse_request
 from router_core.errors import InvalidRequest, PolicyError, UnknownModel
 from router_core.framework import DecisionContext
 from router_core.gateway.errors import error_response, status_of
+from router_core.gateway.policy_gate import PolicyGate
+from router_core.inflight import InflightCounter
+from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
-from router_core.router import AUTO_MODEL
+from router_core.router import AUTO_MODEL, Router
 from router_core.rules.ir import RuleSet
 from router_core.rules.load import compile_policy
+from router_core.state import StateView
 from schemas.common import OutcomeStatus
+from schemas.config import RouteLensConfig
 from schemas.hashing import query_hash
 from schemas.trace import Outcome
 
-if TYPE_CHECKING:
-    from router_core.gateway.server import Gateway
-
-__all__ = ["decide"]
+__all__ = ["DryRunParts", "decide"]
 
 
-def _unwrap(payload: Any, gw: Gateway) -> tuple[Any, RuleSet | None]:
+class DryRunParts(Protocol):
+    """What a dry run reads: the live base router, its policy gate, state, quality and clocks."""
+
+    config: RouteLensConfig
+    wall: Callable[[], datetime]
+    policy: PolicyGate
+    view: StateView
+    router: Router
+    quality: QualityTable
+    inflight: InflightCounter
+
+    @property
+    def perf(self) -> Callable[[], float]:
+        """The monotonic clock."""
+
+    @property
+    def hash_key(self) -> str | None:
+        """The HMAC key of query hashes (None: plain SHA-256)."""
+
+
+def _unwrap(payload: Any, gw: DryRunParts) -> tuple[Any, RuleSet | None]:
     """The chat body and the policy sent with it (None: the live one).
 
     Raises:
@@ -57,7 +81,7 @@ def _unwrap(payload: Any, gw: Gateway) -> tuple[Any, RuleSet | None]:
         raise InvalidRequest(str(exc), param="policy", code="invalid_policy") from exc
 
 
-async def decide(gw: Gateway, request: web.Request) -> web.Response:
+async def decide(gw: DryRunParts, request: web.Request) -> web.Response:
     """Decide one request as the gateway would, and answer the decision and its trace."""
     t0 = gw.perf()
     try:

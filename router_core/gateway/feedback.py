@@ -3,24 +3,40 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
 
 import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
 from router_core.errors import InvalidRequest
+from router_core.gateway.callers import SeenIds
 from router_core.gateway.errors import error_response
+from router_core.gateway.hooks import TraceHooks
+from router_core.metrics import GatewayMetrics
+from router_core.quality import QualityTable
+from router_core.resilience.router_modes import RouterModes
 from schemas.feedback import Feedback
 from schemas.trace import DecisionTrace
 
-if TYPE_CHECKING:
-    from router_core.gateway.server import Gateway
-
-__all__ = ["feedback"]
+__all__ = ["FeedbackParts", "feedback"]
 
 
-async def feedback(gw: Gateway, request: web.Request) -> web.Response:
+class FeedbackParts(Protocol):
+    """What ``POST /v1/feedback`` reads and updates (the gateway has them)."""
+
+    wall: Callable[[], datetime]
+    classes: frozenset[str]
+    verdicts: SeenIds
+    hooks: TraceHooks
+    metrics: GatewayMetrics
+    router_modes: RouterModes
+    quality: QualityTable
+
+
+async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
     """``POST /v1/feedback``: ``{request_id, correct, expected_class?, expected_model?, source?, ts?}``.
 
     One verdict per request id, for a request that has a trace: a second one is a 409 and is

@@ -2,30 +2,71 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
 
 import orjson
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from router_core.experiments import Experiment
 from router_core.gateway.errors import error_response
-from router_core.router import AUTO_MODEL
+from router_core.gateway.hooks import TraceHooks
+from router_core.gateway.policy_gate import PolicyGate
+from router_core.gateway.probe_source import ProbeSource
+from router_core.metrics import ModesMetrics
+from router_core.quality import QualityTable
+from router_core.resilience.affinity import AffinityBinder
+from router_core.resilience.breakers import BreakerBoard
+from router_core.resilience.budgets import BudgetTracker
+from router_core.resilience.hub import BreakerHub
+from router_core.resilience.router_modes import RouterModes
+from router_core.resilience.shared import SharedState
+from router_core.router import AUTO_MODEL, Router
+from router_core.scraper import MetricsScraper
+from router_core.state import StateView
 
-if TYPE_CHECKING:
-    from router_core.gateway.server import Gateway
-
-__all__ = ["alerts", "close_breaker", "health", "hooks_problem", "list_models", "probe_verdicts", "prometheus",
-           "router_state", "scrape_problem"]
+__all__ = ["OpsParts", "alerts", "close_breaker", "health", "hooks_problem", "list_models", "probe_verdicts",
+           "prometheus", "router_state", "scrape_problem"]
 
 
-async def list_models(gw: Gateway, request: web.Request) -> web.Response:
+class OpsParts(Protocol):
+    """What the operational routes read: all of the gateway's live state, which ``/v1/router/state`` shows."""
+
+    router: Router
+    view: StateView
+    wall: Callable[[], datetime]
+    router_modes: RouterModes
+    modes_metrics: ModesMetrics
+    budgets: BudgetTracker
+    affinity: AffinityBinder | None
+    quality: QualityTable
+    experiment: Experiment | None
+    policy: PolicyGate
+    breakers: BreakerBoard
+    breaker_hub: BreakerHub
+    shared: SharedState
+    probes: ProbeSource | None
+    registry: CollectorRegistry
+    scraper: MetricsScraper | None
+    scrape_task: asyncio.Task[None] | None
+    hooks: TraceHooks
+
+    @property
+    def perf(self) -> Callable[[], float]:
+        """The monotonic clock."""
+
+
+async def list_models(gw: OpsParts, request: web.Request) -> web.Response:
     """OpenAI model list: the fleet's models plus ``auto``."""
     data = [{"id": m, "object": "model", "created": 0, "owned_by": "routelens"} for m in gw.router.models]
     data.insert(0, {"id": AUTO_MODEL, "object": "model", "created": 0, "owned_by": "routelens"})
     return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type="application/json")
 
 
-async def router_state(gw: Gateway, request: web.Request) -> web.Response:
+async def router_state(gw: OpsParts, request: web.Request) -> web.Response:
     """The live state view, one snapshot per instance (``stale`` as of now), and the scrape loop's health."""
     views = gw.view.views()
     views["router_mode"] = gw.router_modes.state()  # the router's own breakers: normal, static or safe
@@ -68,7 +109,7 @@ async def router_state(gw: Gateway, request: web.Request) -> web.Response:
     return web.Response(body=orjson.dumps(views), content_type="application/json")
 
 
-async def close_breaker(gw: Gateway, request: web.Request) -> web.Response:
+async def close_breaker(gw: OpsParts, request: web.Request) -> web.Response:
     """``POST /v1/router/breakers/{scope}/{name}/close``: an operator confirms recovery (404: no such breaker).
 
     Guarded by the gateway's API keys like the other routes; ``?by=`` names the operator in the event.
@@ -81,20 +122,20 @@ async def close_breaker(gw: Gateway, request: web.Request) -> web.Response:
     return web.Response(body=orjson.dumps(None if b is None else b.view(gw.perf())), content_type="application/json")
 
 
-async def alerts(gw: Gateway, request: web.Request) -> web.Response:
+async def alerts(gw: OpsParts, request: web.Request) -> web.Response:
     """``GET /v1/alerts``: the probes' active (firing or pending) alerts; empty when nothing probes."""
     active = [] if gw.probes is None else gw.probes.alerts()
     return web.Response(body=orjson.dumps({"alerts": active}), content_type="application/json")
 
 
-async def probe_verdicts(gw: Gateway, request: web.Request) -> web.Response:
+async def probe_verdicts(gw: OpsParts, request: web.Request) -> web.Response:
     """``GET /v1/probes/verdicts``: the feed other gateways follow (404 when this one has no probes)."""
     if gw.probes is None:
         return error_response(404, "this gateway runs no prober (probes.enabled is false)", code="not_found")
     return web.Response(body=orjson.dumps(gw.probes.feed()), content_type="application/json")
 
 
-async def prometheus(gw: Gateway, request: web.Request) -> web.Response:
+async def prometheus(gw: OpsParts, request: web.Request) -> web.Response:
     """Prometheus text exposition of the gateway's registry, and of the prober it republishes (if any)."""
     gw.modes_metrics.record_budgets(gw.budgets.state(gw.wall()))
     body = generate_latest(gw.registry)
@@ -104,7 +145,7 @@ async def prometheus(gw: Gateway, request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-async def health(gw: Gateway, request: web.Request) -> web.Response:
+async def health(gw: OpsParts, request: web.Request) -> web.Response:
     """200 ``{"status": "ok"}``, or 503 ``{"status": "degraded", "reason": ...}``.
 
     Degraded while the scrape loop has stopped or stalled, or while the hooks report a
@@ -118,7 +159,7 @@ async def health(gw: Gateway, request: web.Request) -> web.Response:
     return web.Response(status=503, body=body, content_type="application/json")
 
 
-def scrape_problem(gw: Gateway) -> str | None:
+def scrape_problem(gw: OpsParts) -> str | None:
     """Why the scrape loop is unhealthy (stopped or stalled), or None."""
     task, scraper = gw.scrape_task, gw.scraper
     if task is not None and task.done():
@@ -126,7 +167,7 @@ def scrape_problem(gw: Gateway) -> str | None:
     return None if scraper is None else scraper.stall_reason()
 
 
-def hooks_problem(gw: Gateway) -> str | None:
+def hooks_problem(gw: OpsParts) -> str | None:
     """The trace hooks' own health reason (storage stalled, ...), or None."""
     check = getattr(gw.hooks, "health", None)
     if not callable(check):

@@ -2,30 +2,43 @@
 
 A stream is decoded when the client cannot take the upstream's encoding, its usage chunk stripped
 when the client did not ask for it; a whole body is re-encoded for the client's
-``Accept-Encoding``. Either way the request's one trace is emitted (``Gateway.finish``).
+``Accept-Encoding``. The gateway finishes the request's one trace with what :class:`Relayed` says.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 
 from router_core.gateway.encoding import Decoder, coding_of, for_client
 from router_core.gateway.forward import Forwarded, tokens_of, usage_of
 from router_core.gateway.streaming import relay_stream
-from router_core.recorder import TraceRecorder
+from router_core.inflight import InflightCounter
+from router_core.resilience.answer_cache import AnswerCache
 
-if TYPE_CHECKING:
-    from router_core.gateway.server import Gateway
-
-__all__ = ["relay_answer"]
+__all__ = ["Relayed", "relay_answer"]
 
 
-async def relay_answer(gw: Gateway, request: web.Request, fwd: Forwarded, rec: TraceRecorder, t0: float, *,
-                       stream: bool, client_usage: bool, answer_key: str | None) -> web.StreamResponse:
-    """Relay the answer of the instance that served (``fwd.spec``) and finish the trace."""
-    spec, resp, headers = fwd.spec, fwd.response, gw.headers_of(rec)
+@dataclass(frozen=True, slots=True)
+class Relayed:
+    """The answer as relayed, and the outcome its trace records (status, error, cost, TTFT, tokens)."""
+
+    response: web.StreamResponse
+    status: int
+    error: str | None
+    usage: dict[str, Any]
+
+
+async def relay_answer(request: web.Request, fwd: Forwarded, headers: dict[str, str], t0: float, *,
+                       stream: bool, client_usage: bool, idle_timeout_s: float, inflight: InflightCounter,
+                       answers: AnswerCache, answer_key: str | None) -> Relayed:
+    """Relay the answer of the instance that served (``fwd.spec``) with ``headers``; the caller finishes the trace.
+
+    A stream has been sent whole when this returns; a whole body is returned to be sent.
+    """
+    spec, resp = fwd.spec, fwd.response
     assert spec is not None and resp is not None
     upstream_coding = resp.headers.get("Content-Encoding")
     if stream and resp.status == 200:
@@ -36,24 +49,18 @@ async def relay_answer(gw: Gateway, request: web.Request, fwd: Forwarded, rec: T
         out = web.StreamResponse(status=200, headers=headers)
         out.content_type = resp.content_type
         await out.prepare(request)
-        end = await relay_stream(fwd.first_chunk, resp, out, idle_timeout_s=gw.config.gateway.idle_timeout_s,
+        end = await relay_stream(fwd.first_chunk, resp, out, idle_timeout_s=idle_timeout_s,
                                  strip_usage=not client_usage, decoder=decoder)
         if fwd.open_stream is not None:  # a cancelled relay leaves it counted until the next scrape
-            gw.inflight.end(fwd.open_stream)
+            inflight.end(fwd.open_stream)
         ttft = None if fwd.first_byte_at is None else max(0.0, (fwd.first_byte_at - t0) * 1e3)
-        gw.finish(rec, t0, 200, end.error, cost=spec.cost.base, ttft_ms=ttft, **tokens_of(end.usage))
-        return out
+        return Relayed(out, 200, end.error, {"cost": spec.cost.base, "ttft_ms": ttft, **tokens_of(end.usage)})
     sent = for_client(fwd.body, upstream_coding, request.headers.get("Accept-Encoding"))
     if sent.encoding is not None:
         headers["Content-Encoding"] = sent.encoding
     usage = usage_of(sent.plain) if resp.status == 200 and sent.plain is not None else {}
     if answer_key is not None and resp.status == 200 and sent.plain is not None:
-        gw.answers.put(answer_key, sent.plain, resp.content_type)  # memory only: never in a trace
-    gw.finish(
-        rec, t0,
-        resp.status,
-        None if resp.status < 400 else f"upstream_{resp.status}",
-        cost=spec.cost.base if resp.status == 200 else None,
-        **tokens_of(usage),
-    )
-    return web.Response(status=resp.status, body=sent.payload, content_type=resp.content_type, headers=headers)
+        answers.put(answer_key, sent.plain, resp.content_type)  # memory only: never in a trace
+    response = web.Response(status=resp.status, body=sent.payload, content_type=resp.content_type, headers=headers)
+    return Relayed(response, resp.status, None if resp.status < 400 else f"upstream_{resp.status}",
+                   {"cost": spec.cost.base if resp.status == 200 else None, **tokens_of(usage)})

@@ -25,13 +25,14 @@ from router_core.aio import cancel_all
 from router_core.analysis import analyse_request
 from router_core.attachments import refuse_unacceptable
 from router_core.decision import Decision
-from router_core.errors import AttemptsExhausted, InvalidRequest, RoutingError, Throttled
+from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError, Throttled
 from router_core.experiments import ConfigWatcher, Experiment, build_experiment
 from router_core.framework import DecisionContext
 from router_core.gateway import dry_run, ops_routes
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
 from router_core.gateway.callers import RequestIds, SeenIds, check_context, feedback_classes, rejected_features
-from router_core.gateway.degraded import answer_degraded
+from router_core.gateway.degrade import degrade
+from router_core.gateway.degraded import DegradedAnswer, answer_from
 from router_core.gateway.errors import error_for, error_response, errors_middleware, status_of
 from router_core.gateway.feedback import feedback
 from router_core.gateway.finisher import TraceFinisher
@@ -47,7 +48,6 @@ from router_core.inflight import InflightCounter
 from router_core.metrics import GatewayMetrics, ModesMetrics
 from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
-from router_core.resilience import degrade
 from router_core.resilience.affinity import AffinityBinder, session_key
 from router_core.resilience.answer_cache import AnswerCache
 from router_core.resilience.breakers import BreakerBoard
@@ -346,15 +346,16 @@ class Gateway:
                                 retry_after_s=admission.retry_after_s)
             self.router_modes.tick()
             bound = (None if self.affinity is None
-                     else await bound_instance(self, request, body, rec.features, rec.route))
+                     else await bound_instance(self.affinity, self.router, request, body, rec.features, rec.route,
+                                               lambda: self.inflight.adjust(self.view.snapshot())))
             ctx = DecisionContext(request_id=request_id, features=rec.features, intent=rec.intent, now=rec.ts,
                                   quality=self.quality.snapshot(), route=rec.route, mode=self.router_modes.choice(),
                                   affinity=bound, budget=self.budgets.view(rec.ts) if self.budgets.is_enabled else None)
             # an input no candidate's context window holds is refused, not forwarded
-            check_context(rec.features, context_candidates(self, rec.features.requested_model, rec.route))
+            ends = context_candidates(self.router, rec.features.requested_model, rec.route)
+            check_context(rec.features, ends)
             # an attachment type no candidate's model accepts is refused, not forwarded
-            refuse_unacceptable(attachments, self.config.routing.attachments,
-                                [s.model for s in context_candidates(self, rec.features.requested_model, rec.route)])
+            refuse_unacceptable(attachments, self.config.routing.attachments, [s.model for s in ends])
             return await self._serve(request, body, ctx, rec, t0, router, answer_key=answer_key)
         except (InvalidRequest, RoutingError) as exc:
             status, code = status_of(exc)
@@ -406,7 +407,7 @@ class Gateway:
                      answer_key: str | None = None) -> web.StreamResponse:
         """Decide, forward and answer; routing failures are raised for :meth:`chat_completions` to map.
 
-        ``decided``: a degraded step's decision (see :mod:`router_core.resilience.degrade`).
+        ``decided``: a degraded step's decision (see :mod:`router_core.gateway.degrade`).
         """
         state = self.inflight.adjust(self.view.snapshot())
         decision = decided or router.decide(ctx, state)
@@ -418,7 +419,17 @@ class Gateway:
         self.metrics.record_decision(decision.decision_ms / 1e3, decision.fallback_reason is not None)
         assert self._forwarder is not None
         if not decision.targets and decision.degraded is None:
-            return await degrade.walk(self, request, body, ctx, rec, t0, router, decision, state, answer_key)
+            out = await degrade(self.config.economics.degraded, decision, body, ctx, state, router.decide,
+                                answers=self.answers, answer_key=answer_key, request_id=rec.request_id,
+                                pool=lambda: self.upstream_pool, gateway=self.config.gateway)
+            if out.recorded is not None:
+                rec.record_decision(out.recorded)
+            if out.redecided is not None:
+                return await self._serve(request, out.body, out.ctx, rec, t0, router, decided=out.redecided)
+            if out.answer is None:
+                raise NoFeasibleInstance(out.reason)
+            rec.degraded_used = out.responder
+            return self._answer(rec, t0, out.answer, {"x-request-id": rec.request_id})
         stream = bool(body.get("stream"))
         client_usage = ask_for_usage(body) if stream else False
         rule = ctx.route.rule if ctx.route is not None else None
@@ -429,11 +440,29 @@ class Gateway:
                                             timeout=None if rule is None else rule.timeout)
         rec.record_attempts(fwd.attempts)
         await self.breaker_hub.drain()  # transitions the attempts caused: metrics, events, other replicas
-        if (fwd.spec is None or fwd.response is None) and decision.degraded is not None:
-            return await answer_degraded(self, decision.degraded, body, rec, t0)
+        if (fwd.spec is None or fwd.response is None) and (target := decision.degraded) is not None:
+            gw = self.config.gateway  # a rule chain's non-LLM end answers
+            answer = await answer_from(target, body, rec.request_id, self.upstream_pool,
+                                       timeout_s=gw.upstream_timeout_s, connect_timeout_s=gw.connect_timeout_s)
+            if answer.error is not None:
+                raise AttemptsExhausted(f"the degraded target {target.name} failed ({answer.error})",
+                                        last_error=answer.error)
+            rec.degraded_used = target.name
+            rec.mark_degraded(f"answered by degraded target {target.name}")
+            return self._answer(rec, t0, answer, None)
         if fwd.spec is None or fwd.response is None:
             raise AttemptsExhausted(f"no instance could serve the request (last error: {fwd.last_error})",
                                     last_error=fwd.last_error)
         await self._served(request, body, ctx, fwd.spec)
-        return await relay_answer(self, request, fwd, rec, t0, stream=stream, client_usage=client_usage,
-                                  answer_key=answer_key)
+        got = await relay_answer(request, fwd, self.headers_of(rec), t0, stream=stream, client_usage=client_usage,
+                                 idle_timeout_s=self.config.gateway.idle_timeout_s, inflight=self.inflight,
+                                 answers=self.answers, answer_key=answer_key)
+        self.finish(rec, t0, got.status, got.error, **got.usage)
+        return got.response
+
+    def _answer(self, rec: TraceRecorder, t0: float, answer: DegradedAnswer,
+                headers: dict[str, str] | None) -> web.Response:
+        """Finish the trace of a request answered without an instance; ``headers`` None: :meth:`headers_of`."""
+        self.finish(rec, t0, answer.status)
+        return web.Response(status=answer.status, body=answer.payload, content_type=answer.content_type,
+                            headers=self.headers_of(rec) if headers is None else headers)
