@@ -25,7 +25,7 @@ def _mapping(name: str) -> dict[str, list[str]] | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from app.run.serve import open_store, pipeline_paths
+    from app.run.storage import open_store, pipeline_paths
     from ingest import Quarantine, SinkError, TraceEmitter, import_file
 
     src = Path(args.file)

@@ -5,7 +5,7 @@
   healthy and drifted similarity distributions and the suggested threshold
   (:func:`probes.references.calibrate`); ``--write FILE`` writes a references file with those
   thresholds, ``--json`` prints the table as JSON. Needs the embedding model (exit 2 without).
-- ``probes run [--host H] [--port P]``: the standalone prober (``app.run.prober.run_standalone``).
+- ``probes run [--host H] [--port P]``: the standalone prober (``app.run.probe_service.run``).
 """
 
 from __future__ import annotations
@@ -94,9 +94,9 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from app.run.prober import run_standalone
+    from app.run.probe_service import run
 
-    return int(run_standalone(args))
+    return int(run(args))
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]

@@ -23,14 +23,13 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry
 
 from app.run.procs import Child, free_port
+from app.run.storage import RELAY_TOKEN_ENV
 from ingest import TraceEmitter
 from router_core.gateway import Gateway
 from router_core.gateway.probe_source import ProbeSource, VerdictFollower
 from schemas.config import RouteLensConfig
 
-__all__ = ["RELAY_TOKEN_ENV", "probe_source", "start_prober", "wants_prober"]
-
-RELAY_TOKEN_ENV = "ROUTELENS_RELAY_TOKEN"
+__all__ = ["probe_source", "start_prober", "wants_prober"]
 
 
 def wants_prober(config: RouteLensConfig) -> bool:

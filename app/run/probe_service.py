@@ -23,9 +23,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from app.cli.config_io import load_config
 from app.run.access import read_token_of
 from app.run.gc_tuning import tame_gc
-from app.run.probe_child import RELAY_TOKEN_ENV
 from app.run.prober import Prober
-from app.run.serve import open_store, pipeline_paths
+from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths
 from ingest import EmitterCollector, IngestApi, Quarantine, TraceEmitter
 from ingest.http_api.relay import RelaySink
 from schemas.config import RouteLensConfig

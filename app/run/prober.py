@@ -46,7 +46,7 @@ from schemas.config import RouteLensConfig
 from schemas.probe import ProbeResult, ProbeStatus
 from schemas.records import RouterEvent
 
-__all__ = ["Prober", "baselines_path", "run_standalone", "targets_of"]
+__all__ = ["Prober", "baselines_path", "targets_of"]
 
 log = logging.getLogger(__name__)
 
@@ -254,10 +254,3 @@ async def _in_daemon_thread(fn: Callable[[list[str]], object], arg: list[str]) -
 def _finish(done: asyncio.Future[None]) -> None:
     if not done.done():
         done.set_result(None)
-
-
-def run_standalone(args: Any) -> int:
-    """``routelens probes run``: see :mod:`app.run.probe_service`."""
-    from app.run.probe_service import run
-
-    return run(args)

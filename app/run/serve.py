@@ -14,8 +14,7 @@ import os
 import secrets
 import signal
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import uvloop
 from aiohttp import web
@@ -23,9 +22,10 @@ from prometheus_client import CollectorRegistry
 
 from app.run.access import access_notices, read_token_of
 from app.run.gc_tuning import tame_gc
-from app.run.probe_child import RELAY_TOKEN_ENV, probe_source, start_prober, wants_prober
+from app.run.probe_child import probe_source, start_prober, wants_prober
 from app.run.procs import Child, free_port
-from ingest import DuckDBTraceStore, EmitterCollector, HttpTraceStore, IngestApi, Quarantine, TraceEmitter, TraceStore
+from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, worker_paths
+from ingest import EmitterCollector, HttpTraceStore, IngestApi, Quarantine, TraceEmitter, TraceStore
 from ingest.http_api.proxy import add_store_proxy
 from ingest.http_api.relay import RelaySink, add_relay_route
 from ingest.http_api.routes import SERVER_LIMITS
@@ -34,16 +34,12 @@ from router_core.gateway import Gateway
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.resilience.redis_shared import RedisShared, SharedCollector, build_shared
 from schemas.config import RouteLensConfig
-from schemas.config.storage import StorageSettings
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
 from schemas.records import RouterEvent
 from schemas.trace import DecisionTrace
 
-if TYPE_CHECKING:
-    from ingest import ElasticsearchStore
-
-__all__ = ["StoreHooks", "build_gateway_app", "open_store", "pipeline_paths", "run_server", "worker_paths"]
+__all__ = ["StoreHooks", "build_gateway_app", "run_server"]
 
 
 class StoreHooks:
@@ -77,30 +73,6 @@ class StoreHooks:
     def record_event(self, event: RouterEvent) -> None:
         """Queue a router event (a breaker or router-mode transition) through the same pipeline."""
         self.emitter.emit(event)
-
-
-def pipeline_paths(st: StorageSettings, db_path: str) -> tuple[Path, Path]:
-    """Return the spool and quarantine folders for a store (defaults sit next to the data)."""
-    base = Path(db_path) if st.backend == "duckdb" else Path(st.duckdb_path).parent / "elasticsearch"
-    spool = Path(st.spool.dir) if st.spool.dir else base.with_name(base.name + ".spool")
-    quarantine = Path(st.quarantine_dir) if st.quarantine_dir else base.with_name(base.name + ".quarantine")
-    return spool, quarantine
-
-
-def open_store(st: StorageSettings, db_path: str, *, lazy: bool = True) -> DuckDBTraceStore | ElasticsearchStore:
-    """Open the configured backend for writing.
-
-    Args:
-        st: The storage settings (backend, retention, Elasticsearch connection).
-        db_path: The DuckDB file (used when the backend is DuckDB).
-        lazy: A DuckDB file another process writes is retried on first use (the server); False
-            refuses it at once (``SinkUnavailable``; one-off commands).
-    """
-    if st.backend == "elasticsearch":
-        from ingest import ElasticsearchStore
-
-        return ElasticsearchStore.from_settings(st.elasticsearch)
-    return DuckDBTraceStore(db_path, lazy=lazy, retention_days=st.retention_days)
 
 
 def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str | None = None,
@@ -178,11 +150,6 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     return app
 
 
-def worker_paths(st: StorageSettings, db_path: str, worker: int) -> tuple[Path, Path]:
-    """Return a gateway worker's own spool and quarantine folders (beside the store's)."""
-    spool, quarantine = pipeline_paths(st, db_path)
-    return (spool.with_name(f"{spool.name}.gateway-{worker}"),
-            quarantine.with_name(f"{quarantine.name}.gateway-{worker}"))
 
 
 def run_server(

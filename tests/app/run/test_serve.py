@@ -1,10 +1,10 @@
-"""app.run.serve: where the spool and the quarantine of a store live."""
+"""app.run.storage: where the spool and the quarantine of a store live."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from app.run.serve import pipeline_paths
+from app.run.storage import pipeline_paths
 from schemas.config.storage import StorageSettings
 
 

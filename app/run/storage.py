@@ -1,0 +1,53 @@
+"""Where a serving process's records go: the store it opens, its spool and quarantine folders.
+
+Shared by every process ``routelens serve`` runs (the gateway, ``routelens store``, the prober
+and ``routelens ingest``), so it sits below all of them: nothing here knows who calls it.
+:data:`RELAY_TOKEN_ENV` names the token with which one ``serve``'s processes relay records to
+the one that owns the store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ingest import DuckDBTraceStore
+from schemas.config.storage import StorageSettings
+
+if TYPE_CHECKING:
+    from ingest import ElasticsearchStore
+
+__all__ = ["RELAY_TOKEN_ENV", "open_store", "pipeline_paths", "worker_paths"]
+
+RELAY_TOKEN_ENV = "ROUTELENS_RELAY_TOKEN"
+
+
+def pipeline_paths(st: StorageSettings, db_path: str) -> tuple[Path, Path]:
+    """Return the spool and quarantine folders for a store (defaults sit next to the data)."""
+    base = Path(db_path) if st.backend == "duckdb" else Path(st.duckdb_path).parent / "elasticsearch"
+    spool = Path(st.spool.dir) if st.spool.dir else base.with_name(base.name + ".spool")
+    quarantine = Path(st.quarantine_dir) if st.quarantine_dir else base.with_name(base.name + ".quarantine")
+    return spool, quarantine
+
+
+def worker_paths(st: StorageSettings, db_path: str, worker: int) -> tuple[Path, Path]:
+    """Return a gateway worker's own spool and quarantine folders (beside the store's)."""
+    spool, quarantine = pipeline_paths(st, db_path)
+    return (spool.with_name(f"{spool.name}.gateway-{worker}"),
+            quarantine.with_name(f"{quarantine.name}.gateway-{worker}"))
+
+
+def open_store(st: StorageSettings, db_path: str, *, lazy: bool = True) -> DuckDBTraceStore | ElasticsearchStore:
+    """Open the configured backend for writing.
+
+    Args:
+        st: The storage settings (backend, retention, Elasticsearch connection).
+        db_path: The DuckDB file (used when the backend is DuckDB).
+        lazy: A DuckDB file another process writes is retried on first use (the server); False
+            refuses it at once (``SinkUnavailable``; one-off commands).
+    """
+    if st.backend == "elasticsearch":
+        from ingest import ElasticsearchStore
+
+        return ElasticsearchStore.from_settings(st.elasticsearch)
+    return DuckDBTraceStore(db_path, lazy=lazy, retention_days=st.retention_days)
