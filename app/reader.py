@@ -43,7 +43,7 @@ def token_from_config(config_path: str | Path) -> str | None:
     """
     name = READ_TOKEN_ENV
     if Path(config_path).is_file():
-        from app.cli.config_io import load_config
+        from app.config import load_config
 
         name = load_config(config_path).storage.read_token_env or READ_TOKEN_ENV
     return os.environ.get(name, "").strip() or None

@@ -3,8 +3,8 @@
 Each command module ``app/cli/<name>.py`` has ``register(sub, common)``, which adds its parser
 and sets ``func``. To add a command, write that module and add its name to :data:`COMMANDS`
 (explicit, no import-time self-registration). The other modules here are shared by commands:
-``_common`` (stderr console, configuration, gateway URL), ``config_io`` (reading the YAML) and
-``trace_tree`` (one decision trace as a terminal tree).
+``_common`` (stderr console, configuration, gateway URL) and ``trace_tree`` (one decision trace
+as a terminal tree); the YAML is read by :mod:`app.config`, below the command line.
 
 Exit codes: 0 success, 1 "not found" (an unknown request id), 2 bad input or unreachable service.
 """

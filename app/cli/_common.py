@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from app.cli.config_io import load_config
+from app.config import load_config
 from app.reader import API_ENV, DEFAULT_API_URL
 from schemas.config import RouteLensConfig
 

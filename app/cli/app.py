@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from app.cli._common import api_url
-from app.cli.config_io import load_config
+from app.config import load_config
 from app.reader import API_ENV, DB_ENV, READ_TOKEN_ENV, token_from_config
 from app.ui import ENTRYPOINT
 

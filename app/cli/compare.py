@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from app.cli._common import BadInput, api_url, err, parse_window
-from app.cli.config_io import load_config
+from app.config import load_config
 
 if TYPE_CHECKING:
     from ingest import TraceStore

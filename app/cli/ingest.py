@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 from app.cli._common import err
-from app.cli.config_io import load_config
+from app.config import load_config
 from schemas.config.storage import StorageSettings
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from app.cli._common import api_url, err
-from app.cli.config_io import load_config
+from app.config import load_config
 
 if TYPE_CHECKING:
     from ingest import DuckDBTraceStore, HttpTraceStore

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from app.cli.config_io import load_config
+from app.config import load_config
 from router_core.builtin import builtin_registry
 from router_core.errors import PluginError
 from router_core.experiments.arms import arm_config

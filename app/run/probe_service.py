@@ -20,7 +20,7 @@ import uvloop
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from app.cli.config_io import load_config
+from app.config import load_config
 from app.run.access import read_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.prober import Prober

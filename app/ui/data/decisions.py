@@ -124,7 +124,7 @@ def hash_key(environ: Mapping[str, str] | None = None) -> tuple[str | None, str 
     path = Path(env.get(CONFIG_ENV, "").strip() or DEFAULT_CONFIG)
     if not path.is_file():
         return None, None
-    from app.cli.config_io import load_config
+    from app.config import load_config
 
     try:
         name = load_config(path).router.hash_key_env
