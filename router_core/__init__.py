@@ -1,4 +1,14 @@
-"""The router: live state, plugins (filters, scorers, pickers), the decision, and replay."""
+"""The router: live state, plugins (filters, scorers, pickers), the decision, and replay.
+
+The names in :data:`__all__` are the package's public face: the app imports them from
+``router_core`` itself, never from a submodule (``tests/test_import_rules.py``). Those the router
+itself needs load with the package; the others (the gateway and its aiohttp server, the Redis
+client, the semantic intents and their scikit-learn, the policy-file tooling) load on first use
+(PEP 562), so a command that needs none of them does not pay for them.
+"""
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from router_core.builtin import build_router, builtin_registry, register_builtin
 from router_core.decision import Decision
@@ -8,36 +18,140 @@ from router_core.errors import (
     NoFeasibleInstance,
     PluginConfigError,
     PluginError,
+    PolicyError,
     ProfileError,
     RoutingError,
     UnknownModel,
     UnknownPluginType,
 )
-from router_core.framework import PluginRegistry
+from router_core.framework import Candidate, DecisionContext, PluginRegistry, Scored
 from router_core.policy import Policy, build_policy, policy_hash
 from router_core.replay import Replay, replay
 from router_core.router import AUTO_MODEL, Router
 
+if TYPE_CHECKING:
+    from router_core.aio import cancel_all
+    from router_core.analysis import analyse_request
+    from router_core.config_file import read_config
+    from router_core.experiments import arm_config
+    from router_core.gateway import Gateway
+    from router_core.gateway.auth import keys_from_env, open_notice, upstream_keys
+    from router_core.gateway.policy_gate import PolicyGate
+    from router_core.gateway.probe_source import ProbeSource, VerdictFollower
+    from router_core.gateway.probe_source import feed_body as probe_feed_body
+    from router_core.intent import classify_intent
+    from router_core.intents import IntentClassifier, append_examples
+    from router_core.intents.embedding import embedder_missing
+    from router_core.metrics_parse import MetricsParseError, parse_engine_metrics
+    from router_core.pickers.max_score import MaxScorePicker
+    from router_core.resilience.redis_shared import RedisShared, SharedCollector, build_shared
+    from router_core.rules.cases import explain as explain_case
+    from router_core.rules.cases import run_cases
+    from router_core.rules.cases import view_of as case_view
+    from router_core.rules.ir import Match as RuleMatch
+    from router_core.rules.ir import RuleSet
+    from router_core.rules.load import load_policy as load_rules
+    from router_core.scorers.cost import CostScorer
+    from router_core.scorers.quality import QualityScorer
+
+# public name loaded on first use -> (module, name there)
+_LAZY: dict[str, tuple[str, str]] = {
+    "CostScorer": ("router_core.scorers.cost", "CostScorer"),
+    "Gateway": ("router_core.gateway", "Gateway"),
+    "IntentClassifier": ("router_core.intents", "IntentClassifier"),
+    "MaxScorePicker": ("router_core.pickers.max_score", "MaxScorePicker"),
+    "MetricsParseError": ("router_core.metrics_parse", "MetricsParseError"),
+    "PolicyGate": ("router_core.gateway.policy_gate", "PolicyGate"),
+    "ProbeSource": ("router_core.gateway.probe_source", "ProbeSource"),
+    "QualityScorer": ("router_core.scorers.quality", "QualityScorer"),
+    "RedisShared": ("router_core.resilience.redis_shared", "RedisShared"),
+    "RuleMatch": ("router_core.rules.ir", "Match"),
+    "RuleSet": ("router_core.rules.ir", "RuleSet"),
+    "SharedCollector": ("router_core.resilience.redis_shared", "SharedCollector"),
+    "VerdictFollower": ("router_core.gateway.probe_source", "VerdictFollower"),
+    "analyse_request": ("router_core.analysis", "analyse_request"),
+    "append_examples": ("router_core.intents", "append_examples"),
+    "arm_config": ("router_core.experiments", "arm_config"),
+    "build_shared": ("router_core.resilience.redis_shared", "build_shared"),
+    "cancel_all": ("router_core.aio", "cancel_all"),
+    "case_view": ("router_core.rules.cases", "view_of"),
+    "classify_intent": ("router_core.intent", "classify_intent"),
+    "embedder_missing": ("router_core.intents.embedding", "embedder_missing"),
+    "explain_case": ("router_core.rules.cases", "explain"),
+    "keys_from_env": ("router_core.gateway.auth", "keys_from_env"),
+    "load_rules": ("router_core.rules.load", "load_policy"),
+    "open_notice": ("router_core.gateway.auth", "open_notice"),
+    "parse_engine_metrics": ("router_core.metrics_parse", "parse_engine_metrics"),
+    "probe_feed_body": ("router_core.gateway.probe_source", "feed_body"),
+    "read_config": ("router_core.config_file", "read_config"),
+    "run_cases": ("router_core.rules.cases", "run_cases"),
+    "upstream_keys": ("router_core.gateway.auth", "upstream_keys"),
+}
+
 __all__ = [
     "AUTO_MODEL",
     "AttemptsExhausted",
+    "Candidate",
+    "CostScorer",
     "Decision",
+    "DecisionContext",
+    "Gateway",
+    "IntentClassifier",
     "InvalidRequest",
+    "MaxScorePicker",
+    "MetricsParseError",
     "NoFeasibleInstance",
     "PluginConfigError",
     "PluginError",
     "PluginRegistry",
     "Policy",
+    "PolicyError",
+    "PolicyGate",
+    "ProbeSource",
     "ProfileError",
+    "QualityScorer",
+    "RedisShared",
     "Replay",
     "Router",
     "RoutingError",
+    "RuleMatch",
+    "RuleSet",
+    "Scored",
+    "SharedCollector",
     "UnknownModel",
     "UnknownPluginType",
+    "VerdictFollower",
+    "analyse_request",
+    "append_examples",
+    "arm_config",
     "build_policy",
     "build_router",
+    "build_shared",
     "builtin_registry",
+    "cancel_all",
+    "case_view",
+    "classify_intent",
+    "embedder_missing",
+    "explain_case",
+    "keys_from_env",
+    "load_rules",
+    "open_notice",
+    "parse_engine_metrics",
     "policy_hash",
+    "probe_feed_body",
+    "read_config",
     "register_builtin",
     "replay",
+    "run_cases",
+    "upstream_keys",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a lazily loaded public name's module on first use (PEP 562)."""
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'router_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where[0]), where[1])
+    globals()[name] = value  # later lookups skip this function
+    return value
