@@ -16,8 +16,9 @@ Behind them, by concern; each part imports only parts listed before it:
 - ``codec/``: records to JSON and JSON to Arrow (with the C decoder), the storage schema, stored
   rows back to models;
 - ``spool/``: the durable spool on disk;
-- ``pipeline/``: from ``emit()`` to the sink: emitter, backlog, batcher, counters, quarantine (its
-  docstring follows one frame and lists the threads and locks);
+- ``pipeline/``: from ``emit()`` to the sinks: emitter, backlog, batcher (the store), export
+  queues (exporters), counters, quarantine (its docstring follows one frame and lists the threads
+  and locks);
 - ``duckdb/``, ``elasticsearch/``: the two backends, each a sink and a reader;
 - ``intake/``: traces from outside (HTTP bodies, files, other routers' field names);
 - ``http_api/``: the store's HTTP API and its client.
@@ -29,21 +30,27 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ingest.codec.stored_rows import clean as clean_row
+    from ingest.codec.stored_rows import readable_state
+    from ingest.duckdb.predicates import where as duckdb_where
     from ingest.duckdb.store import DuckDBTraceStore
     from ingest.elasticsearch.store import ElasticsearchStore
     from ingest.errors import SinkError, SinkUnavailable, SpoolFull, SpoolUnavailable
     from ingest.experiments.ips import ips_report
+    from ingest.experiments.stats import wilson_interval
     from ingest.http_api.client import HttpTraceStore
-    from ingest.http_api.routes import IngestApi
+    from ingest.http_api.proxy import add_store_proxy
+    from ingest.http_api.relay import RelaySink, add_relay_route
+    from ingest.http_api.routes import SERVER_LIMITS, IngestApi
     from ingest.intake.field_mapping import GENERIC, MAPPINGS
     from ingest.intake.file_import import import_file
     from ingest.pipeline.emitter import TraceEmitter
     from ingest.pipeline.metrics import EmitterCollector
     from ingest.pipeline.quarantine import Quarantine
-    from ingest.record_sink import RecordBatch, RecordSink, WriteResult
-    from ingest.trace_store import BadCursor, TraceStore
+    from ingest.record_sink import PreparedBatch, RecordBatch, RecordSink, Rejected, WriteResult
+    from ingest.trace_store import MAX_LIMIT, BadCursor, TraceStore
 
-# public name -> the module that defines it
+# public name -> the module that defines it (``module:name`` where it is named otherwise there)
 _EXPORTS: dict[str, str] = {
     "BadCursor": "ingest.trace_store",
     "DuckDBTraceStore": "ingest.duckdb.store",
@@ -53,9 +60,14 @@ _EXPORTS: dict[str, str] = {
     "HttpTraceStore": "ingest.http_api.client",
     "IngestApi": "ingest.http_api.routes",
     "MAPPINGS": "ingest.intake.field_mapping",
+    "MAX_LIMIT": "ingest.trace_store",
+    "PreparedBatch": "ingest.record_sink",
     "Quarantine": "ingest.pipeline.quarantine",
     "RecordBatch": "ingest.record_sink",
     "RecordSink": "ingest.record_sink",
+    "Rejected": "ingest.record_sink",
+    "RelaySink": "ingest.http_api.relay",
+    "SERVER_LIMITS": "ingest.http_api.routes",
     "SinkError": "ingest.errors",
     "SinkUnavailable": "ingest.errors",
     "SpoolFull": "ingest.errors",
@@ -63,8 +75,14 @@ _EXPORTS: dict[str, str] = {
     "TraceEmitter": "ingest.pipeline.emitter",
     "TraceStore": "ingest.trace_store",
     "WriteResult": "ingest.record_sink",
+    "add_relay_route": "ingest.http_api.relay",
+    "add_store_proxy": "ingest.http_api.proxy",
+    "clean_row": "ingest.codec.stored_rows:clean",
+    "duckdb_where": "ingest.duckdb.predicates:where",
     "import_file": "ingest.intake.file_import",
     "ips_report": "ingest.experiments.ips",
+    "readable_state": "ingest.codec.stored_rows",
+    "wilson_interval": "ingest.experiments.stats",
 }
 
 __all__ = [
@@ -76,9 +94,14 @@ __all__ = [
     "HttpTraceStore",
     "IngestApi",
     "MAPPINGS",
+    "MAX_LIMIT",
+    "PreparedBatch",
     "Quarantine",
     "RecordBatch",
     "RecordSink",
+    "Rejected",
+    "RelaySink",
+    "SERVER_LIMITS",
     "SinkError",
     "SinkUnavailable",
     "SpoolFull",
@@ -86,16 +109,23 @@ __all__ = [
     "TraceEmitter",
     "TraceStore",
     "WriteResult",
+    "add_relay_route",
+    "add_store_proxy",
+    "clean_row",
+    "duckdb_where",
     "import_file",
     "ips_report",
+    "readable_state",
+    "wilson_interval",
 ]
 
 
 def __getattr__(name: str) -> Any:
     """Import a public name's module on first use (PEP 562)."""
-    module = _EXPORTS.get(name)
-    if module is None:
+    where = _EXPORTS.get(name)
+    if where is None:
         raise AttributeError(f"module 'ingest' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    module, _, defined_as = where.partition(":")
+    value = getattr(importlib.import_module(module), defined_as or name)
     globals()[name] = value  # later lookups skip this function
     return value
