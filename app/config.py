@@ -20,7 +20,7 @@ def load_config(path: str | Path) -> RouteLensConfig:
     Raises:
         ConfigError: When the file is missing, unreadable or invalid (file, line and field named).
     """
-    from router_core.config_file import read_config  # here: the router's import costs every command 0.3 s
+    from router_core import read_config  # here: the router's import costs every command 0.3 s
 
     config = read_config(path)
     if config.router.plugins is not None:

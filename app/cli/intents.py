@@ -62,7 +62,7 @@ def _quantile(xs: list[float], q: float) -> float:
 
 def run_eval(routes: str, cases_path: str, *, escalate: bool = True, max_tokens: int = 512) -> dict[str, Any]:
     """Fit on ``routes``, classify every case, return the report (the command without its output)."""
-    from router_core.intents import IntentClassifier
+    from router_core import IntentClassifier
     from schemas.config.intents import IntentSettings
 
     cases = read_cases(cases_path)
@@ -135,8 +135,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from router_core.intents import IntentClassifier, append_examples
-    from router_core.intents.embedding import embedder_missing
+    from router_core import IntentClassifier, append_examples, embedder_missing
     from schemas.config.intents import IntentSettings
     from schemas.errors import ConfigError
 

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any
 from app.cli._common import BadInput, config_of, err
 
 if TYPE_CHECKING:
-    from router_core.rules.ir import Match, RuleSet
+    from router_core import RuleMatch, RuleSet
 
 __all__ = ["register"]
 
 
 def _load(args: argparse.Namespace) -> RuleSet:
-    from router_core.rules.load import load_policy
+    from router_core import load_rules
 
-    return load_policy(args.file, config_of(args))
+    return load_rules(args.file, config_of(args))
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -38,7 +38,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _test(args: argparse.Namespace) -> int:
-    from router_core.rules.cases import run_cases
+    from router_core import run_cases
 
     results = run_cases(_load(args))
     failed = [r for r in results if not r.passed]
@@ -56,14 +56,13 @@ def _test(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _request_match(rules: RuleSet, raw: Any) -> Match:
+def _request_match(rules: RuleSet, raw: Any) -> RuleMatch:
     """Match a chat body (analysed) or a case's features."""
-    from router_core.rules.cases import explain, view_of
+    from router_core import case_view, explain_case
     from schemas.policy_file import CaseRequest
 
     if isinstance(raw, dict) and "messages" in raw:
-        from router_core.analysis import analyse_request
-        from router_core.intent import classify_intent
+        from router_core import analyse_request, classify_intent
 
         a = analyse_request(raw)
         intent = classify_intent(a.query_text)
@@ -72,14 +71,14 @@ def _request_match(rules: RuleSet, raw: Any) -> Match:
                           file_types=list(getattr(a.features, "file_types", []) or []),
                           has_attachments=a.features.has_attachments, prompt=a.query_text,
                           request_time=datetime.now(UTC), metadata=raw.get("metadata") or {})
-        return rules.match(view_of(req, rules.timezone), explain="all")
-    return explain(rules, CaseRequest.model_validate(raw))
+        return rules.match(case_view(req, rules.timezone), explain="all")
+    return explain_case(rules, CaseRequest.model_validate(raw))
 
 
 def _explain(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from router_core.errors import InvalidRequest
+    from router_core import InvalidRequest
 
     rules = _load(args)
     text = Path(args.request[1:]).read_text(encoding="utf-8") if args.request.startswith("@") else args.request
@@ -113,7 +112,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _run(fn: Any) -> Any:
     def wrapped(args: argparse.Namespace) -> int:
-        from router_core.errors import PolicyError
+        from router_core import PolicyError
         from schemas.errors import ConfigError
 
         try:

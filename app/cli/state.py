@@ -19,7 +19,7 @@ from app.cli._common import err
 
 
 def _parse_metrics(args: argparse.Namespace) -> int:
-    from router_core.metrics_parse import MetricsParseError, parse_engine_metrics
+    from router_core import MetricsParseError, parse_engine_metrics
 
     try:
         body = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()

@@ -6,8 +6,8 @@ a replay reads (the features' fields, each candidate's instance, model, state id
 the weights) as Arrow batches; each batch's snapshots are fetched once by id (a join on the
 batch's new ids) and kept as one :class:`InstanceSnapshot` per id, the object identity the router's
 memo and the replay's decision memo (:mod:`app.experiments.replay_memo`) key on. The filter is the
-store's own (:func:`ingest.duckdb.predicates.where`), and stored rows are cleaned the way the store
-cleans them (:mod:`ingest.codec.stored_rows`).
+store's own (:func:`ingest.duckdb_where`), and stored rows are cleaned the way the store cleans
+them (:func:`ingest.clean_row`, :func:`ingest.readable_state`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import duckdb
 import pyarrow as pa
 
 from app.experiments.rows import NO_CANDIDATES, NO_STATE, SAMPLED_OUT, ReplayRow, StoredTerms
-from ingest.codec.stored_rows import clean, readable_state
-from ingest.duckdb.predicates import where
+from ingest import clean_row, duckdb_where, readable_state
 from schemas.fleet import InstanceSnapshot
 from schemas.queries import TraceFilter
 from schemas.trace import RequestFeatures
@@ -78,7 +77,7 @@ def open_file(path: str | Path) -> duckdb.DuckDBPyConnection:
 
 def count(con: duckdb.DuckDBPyConnection, flt: TraceFilter) -> int:
     """How many stored traces match ``flt``."""
-    sql, params = where(flt)
+    sql, params = duckdb_where(flt)
     row = con.execute(f"SELECT count(*) FROM traces WHERE {sql}", params).fetchone()
     return int(row[0]) if row else 0
 
@@ -87,7 +86,7 @@ def split_points(con: duckdb.DuckDBPyConnection, flt: TraceFilter, parts: int) -
     """Timestamps cutting the matching traces into ``parts`` ranges of about equal size."""
     if parts <= 1:
         return []
-    sql, params = where(flt)
+    sql, params = duckdb_where(flt)
     qs = [k / parts for k in range(1, parts)]
     row = con.execute(f"SELECT quantile_disc(ts, {qs!r}) FROM traces WHERE {sql}", params).fetchone()
     return sorted(set(row[0])) if row and row[0] else []
@@ -130,7 +129,7 @@ class _Snapshots:
         out: dict[str, InstanceSnapshot] = {}
         for values in result.fetchall():
             rec = dict(zip(names, values, strict=True))
-            out[rec["snapshot_id"]] = InstanceSnapshot.model_validate(readable_state(clean(rec, InstanceSnapshot)))
+            out[rec["snapshot_id"]] = InstanceSnapshot.model_validate(readable_state(clean_row(rec, InstanceSnapshot)))
         return out
 
     def load(self, ids: set[str], seen: tuple[datetime, datetime] | None = None) -> None:
@@ -179,7 +178,7 @@ def _features(values: list[Any]) -> RequestFeatures | None:
 def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int | None = None,
               ) -> Iterator[list[ReplayRow]]:
     """Yield the traces matching ``flt`` as batches of rows, oldest first."""
-    sql, params = where(flt)
+    sql, params = duckdb_where(flt)
     cur = con.cursor()
     snaps = _Snapshots(con.cursor())
     feats: dict[tuple[Any, ...], RequestFeatures | None] = {}

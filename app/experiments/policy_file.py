@@ -14,10 +14,7 @@ from pathlib import Path
 import yaml
 
 from app.config import load_config
-from router_core.builtin import builtin_registry
-from router_core.errors import PluginError
-from router_core.experiments.arms import arm_config
-from router_core.policy import build_policy
+from router_core import PluginError, arm_config, build_policy, builtin_registry
 from schemas.config import RouteLensConfig
 from schemas.errors import ConfigError
 

@@ -35,12 +35,16 @@ from datetime import datetime
 
 from app.experiments.engine import Replayed, Replayer
 from app.experiments.rows import ReplayRow
-from router_core.errors import UnknownModel
-from router_core.framework import Candidate, DecisionContext, Scored
-from router_core.pickers.max_score import MaxScorePicker
-from router_core.policy import Policy
-from router_core.scorers.cost import CostScorer
-from router_core.scorers.quality import QualityScorer
+from router_core import (
+    Candidate,
+    CostScorer,
+    DecisionContext,
+    MaxScorePicker,
+    Policy,
+    QualityScorer,
+    Scored,
+    UnknownModel,
+)
 from schemas.fleet import InstanceSnapshot
 
 __all__ = ["MAX_ENTRIES", "MemoReplayer", "Verdict", "memo_allowed"]

@@ -29,11 +29,8 @@ from app.experiments.replay_memo import MemoReplayer
 from app.experiments.rows import SAMPLED_OUT, ReplayRow, row_of
 from app.experiments.tally import Tally
 from app.run.gc_tuning import THRESHOLDS
-from ingest.experiments.ips import ips_report
-from ingest.experiments.stats import wilson_interval
-from ingest.trace_store import TraceStore
-from router_core.builtin import builtin_registry
-from router_core.policy import build_policy
+from ingest import TraceStore, ips_report, wilson_interval
+from router_core import build_policy, builtin_registry
 from schemas.config import RouteLensConfig
 from schemas.queries import TraceFilter
 from schemas.replay_report import FlipCause, PredictedDelta, ReplayReport

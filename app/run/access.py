@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from router_core.gateway.auth import keys_from_env, open_notice
+from router_core import keys_from_env, open_notice
 from schemas.config import RouteLensConfig
 from schemas.config.storage import StorageSettings
 from schemas.errors import ConfigError

@@ -25,8 +25,7 @@ from prometheus_client import CollectorRegistry
 from app.run.procs import Child, free_port
 from app.run.storage import RELAY_TOKEN_ENV
 from ingest import TraceEmitter
-from router_core.gateway import Gateway
-from router_core.gateway.probe_source import ProbeSource, VerdictFollower
+from router_core import Gateway, ProbeSource, VerdictFollower
 from schemas.config import RouteLensConfig
 
 __all__ = ["probe_source", "start_prober", "wants_prober"]

@@ -25,8 +25,7 @@ from app.run.access import read_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.prober import Prober
 from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths
-from ingest import EmitterCollector, IngestApi, Quarantine, TraceEmitter
-from ingest.http_api.relay import RelaySink
+from ingest import EmitterCollector, IngestApi, Quarantine, RelaySink, TraceEmitter
 from schemas.config import RouteLensConfig
 
 __all__ = ["build_probe_app", "run"]

@@ -38,9 +38,7 @@ from probes.runner import ProbeRunner
 from probes.scheduler import ProbeScheduler
 from probes.types import Target
 from probes.verdicts import VerdictBoard
-from router_core.aio import cancel_all
-from router_core.gateway.auth import upstream_keys
-from router_core.gateway.probe_source import Apply, feed_body
+from router_core import cancel_all, probe_feed_body, upstream_keys
 from schemas.common import ProbeKind, ProbeVerdict
 from schemas.config import RouteLensConfig
 from schemas.probe import ProbeResult, ProbeStatus
@@ -77,7 +75,7 @@ class Prober:
     """
 
     def __init__(self, config: RouteLensConfig, *, db_path: str, emit: Callable[[BaseModel], object],
-                 apply: Apply | None, registry: CollectorRegistry,
+                 apply: Callable[[ProbeStatus, str], object] | None, registry: CollectorRegistry,
                  wall: Callable[[], datetime] = lambda: datetime.now(UTC), clock: Callable[[], float] = time.monotonic,
                  rng: random.Random | None = None, embedder: Embedder | None = None, source: str = "prober") -> None:
         self.settings = config.probes
@@ -187,7 +185,7 @@ class Prober:
         """The ``GET /v1/probes/verdicts`` body."""
         at = self._last_result_at()
         age = None if at is None else max(self._clock() - at, 0.0)
-        return feed_body(self.verdicts(), self.alerts(), age, self._source)
+        return probe_feed_body(self.verdicts(), self.alerts(), age, self._source)
 
     def alerts(self) -> list[dict[str, Any]]:
         """The active alerts."""

@@ -25,14 +25,19 @@ from app.run.gc_tuning import tame_gc
 from app.run.probe_child import probe_source, start_prober, wants_prober
 from app.run.procs import Child, free_port
 from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, worker_paths
-from ingest import EmitterCollector, HttpTraceStore, IngestApi, Quarantine, TraceEmitter, TraceStore
-from ingest.http_api.proxy import add_store_proxy
-from ingest.http_api.relay import RelaySink, add_relay_route
-from ingest.http_api.routes import SERVER_LIMITS
-from router_core.builtin import build_router, policy_hash
-from router_core.gateway import Gateway
-from router_core.gateway.policy_gate import PolicyGate
-from router_core.resilience.redis_shared import RedisShared, SharedCollector, build_shared
+from ingest import (
+    SERVER_LIMITS,
+    EmitterCollector,
+    HttpTraceStore,
+    IngestApi,
+    Quarantine,
+    RelaySink,
+    TraceEmitter,
+    TraceStore,
+    add_relay_route,
+    add_store_proxy,
+)
+from router_core import Gateway, PolicyGate, RedisShared, SharedCollector, build_router, build_shared, policy_hash
 from schemas.config import RouteLensConfig
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot

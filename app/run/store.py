@@ -18,8 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from app.run.access import read_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths
-from ingest import EmitterCollector, IngestApi, Quarantine, TraceEmitter
-from ingest.http_api.relay import add_relay_route
+from ingest import EmitterCollector, IngestApi, Quarantine, TraceEmitter, add_relay_route
 from schemas.config import RouteLensConfig
 
 __all__ = ["build_store_app", "run_store"]

@@ -107,7 +107,7 @@ def replay_yaml(trace: DecisionTrace, text: str, source: str = "<uploaded policy
     Raises:
         ConfigError: The YAML is not a valid configuration (the message names line and field).
     """
-    from router_core.replay import replay
+    from router_core import replay
 
     return replay(trace, parse_yaml_model(RouteLensConfig, text, source)).trace
 

@@ -15,8 +15,7 @@ from app.ui import resources, sidebar
 from app.ui.charts import constraints as charts
 from app.ui.data import constraints as data
 from app.ui.data.topology import parse_end
-from ingest import SinkError
-from ingest.trace_store import MAX_LIMIT
+from ingest import MAX_LIMIT, SinkError
 from schemas.fleet import InstanceSnapshot
 from schemas.queries import ConstraintStat, TraceFilter
 from schemas.records import RouterEvent

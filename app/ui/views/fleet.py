@@ -15,8 +15,7 @@ from app.ui import resources, sidebar
 from app.ui.charts import fleet as charts
 from app.ui.data import fleet as data
 from app.ui.data import probes as probe_data
-from ingest import SinkError
-from ingest.trace_store import MAX_LIMIT
+from ingest import MAX_LIMIT, SinkError
 from schemas.fleet import InstanceSnapshot
 from schemas.queries import TraceFilter, TracePage
 from schemas.records import RouterEvent

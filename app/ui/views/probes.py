@@ -12,8 +12,7 @@ from app import reader
 from app.ui import resources
 from app.ui.charts import probes as charts
 from app.ui.data import probes as data
-from ingest import SinkError
-from ingest.trace_store import MAX_LIMIT
+from ingest import MAX_LIMIT, SinkError
 from schemas.probe import ProbeResult
 from schemas.records import RouterEvent
 
