@@ -1,10 +1,13 @@
 """What every sink provides, and what the pipeline hands it.
 
-A sink receives batches of already-serialized records (JSON objects, one per record, grouped by
-kind) and stores them in one transaction or bulk request. Records it cannot take one by one (a
-value Arrow cannot hold, a mapping conflict in Elasticsearch) come back in
-:attr:`WriteResult.rejected` and are quarantined by the pipeline; a sink that cannot take the
-batch at all raises :class:`ingest.errors.SinkUnavailable` and the batch is retried.
+One interface, :class:`RecordSink`, for every place records go: the store (DuckDB,
+Elasticsearch, or the relay to a store process) and any exporter beside it (an OpenTelemetry
+exporter, say). A sink receives batches of already-serialized records (JSON objects, one per
+record, grouped by kind) and stores them in one transaction or bulk request. Records it cannot
+take one by one (a value Arrow cannot hold, a mapping conflict in Elasticsearch) come back in
+:attr:`WriteResult.rejected`; a sink that cannot take the batch at all raises
+:class:`ingest.errors.SinkUnavailable` and the batch is retried. What the pipeline does with
+either depends on the sink's place in it (:class:`ingest.pipeline.emitter.TraceEmitter`).
 """
 
 from __future__ import annotations
@@ -99,7 +102,38 @@ class WriteResult:
 
 
 class RecordSink(Protocol):
-    """Stores batches of records; ``prepare`` and ``write`` each run on one pipeline thread."""
+    """A place records go: the store, or an exporter. Each sink is called from threads of its own.
+
+    The pipeline calls ``prepare`` then ``write`` for every batch, in the order emitted, never
+    two calls of one method at once (``prepare`` of the next batch may overlap ``write`` of this
+    one); ``idle`` when nothing waits; ``close`` once, at the end.
+
+    What a sink must do:
+
+    - **write a batch**: take all of it or none of it. Return every record refused one by one
+      (its own refusals and those of its ``prepare``) in :attr:`WriteResult.rejected` with a
+      reason: *quarantine this record*. It is never retried; the store's are quarantined, an
+      exporter's only counted (the store has them). Everything else in the batch counts as taken.
+    - **retry**: raise :class:`ingest.errors.SinkUnavailable` when the batch could not be taken
+      now (unreachable, locked, timed out). Nothing of it counts as taken; the same batch comes
+      again after a backoff (50 ms doubling to 5 s) on this sink's own thread, so a sink that is
+      down holds back no other. The store is retried for as long as it takes; an exporter for
+      ``retry_for_s`` (then the batch is dropped, counted).
+    - any other exception is a fault in the sink. The store's batch is retried as above (a
+      record is never given up); an exporter's is dropped and counted (retrying a bug does not
+      help it).
+    - **flush** deferred work in ``idle`` (DuckDB checkpoints there); its failure is logged.
+    - **close**: release resources; after the last ``write``.
+
+    The store is the durable sink: the spool forgets a record only once the store took it or
+    quarantined it, and after a restart it gets again what it had not. An exporter is
+    best-effort: its records come from a bounded queue filled as they are emitted, so it may
+    drop (counted) but never holds back or loses anything of the store's, and it gets no replay
+    after a restart (at most once). Both see every record emitted while they run; traces
+    emitted unvalidated (``Kind.TRACE_UNCHECKED``) reach a store as such (it validates them:
+    :mod:`ingest.codec.unchecked`), and an exporter only as ``TRACE``, once validated: never
+    one the store would quarantine as invalid.
+    """
 
     def prepare(self, batch: RecordBatch) -> PreparedBatch:
         """Do the CPU-bound work for ``batch`` (no I/O; must not fail for a sink outage)."""
@@ -110,7 +144,7 @@ class RecordSink(Protocol):
         ...
 
     def idle(self) -> None:
-        """Nothing waits to be stored: do deferred upkeep now (the writer thread calls this)."""
+        """Nothing waits to be written: flush deferred work now (the sink's writer thread calls this)."""
         ...
 
     def close(self) -> None:

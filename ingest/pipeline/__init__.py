@@ -9,7 +9,8 @@ The life of one frame
 3. **spooled** as a frame ``(seq, kind, payload)``: :meth:`~ingest.pipeline.backlog.Backlog.append`
    numbers it and copies it into the mapped spool segment (:mod:`ingest.spool`), or holds it in
    memory while the spool is unusable; a full spool blocks or drops the oldest (the policy). A
-   trace is also kept as *pending* (read-your-writes) until step 7; ``emit()`` returns.
+   trace is also kept as *pending* (read-your-writes) until step 7; the payload is offered to
+   each exporter's queue (step 8); ``emit()`` returns.
 4. **backlog**: the frame waits in the spool (and its in-memory mirror) in sequence order.
 5. **preparer** thread: takes pieces of up to ``PIECE`` frames (waiting up to the flush interval
    for one to fill) and has the sink parse them (``RecordSink.prepare``: Arrow tables, outside
@@ -20,13 +21,25 @@ The life of one frame
    the frames (``Backlog.ack``: spent segments become spares or are deleted, blocked emitters
    wake), and tells the emitter (``delivered``), which forgets the pending traces up to them.
    After a crash, every frame after the last acknowledgement is read again at start-up.
+8. **export** (each exporter's own thread, :class:`~ingest.pipeline.export_queue.ExportQueue`):
+   best-effort, beside steps 4-7 and independent of them. The queue holds ``queue_size`` records
+   (full: the newest are dropped, counted); batches are validated (unchecked traces) and written
+   with their own retries. The spool knows nothing of it: the store alone is durable.
+
+Sinks
+-----
+Every sink, the store and each exporter, is a :class:`~ingest.record_sink.RecordSink` (its
+docstring says what a sink must do and which failures are retried or quarantined). Each has its
+counters in ``PipelineStats.sinks`` (exported with a ``sink`` label): a sink that fails or is
+slow delays nothing of another's and is seen failing in its own counters.
 
 Threads
 -------
 - the callers of ``emit()``: request handlers, intake workers, the file importer;
 - ``trace-preparer`` and ``trace-writer`` (:class:`~ingest.pipeline.batcher.Batcher`), steps 5-7;
 - ``trace-spool-keeper`` (the batcher's too): prefaults spool pages ahead of ``emit()`` and runs
-  the ``interval`` fsync policy.
+  the ``interval`` fsync policy;
+- ``trace-export-<name>``: one per exporter, step 8.
 
 Locks, each made and owned by one object
 ----------------------------------------
@@ -43,7 +56,10 @@ Locks, each made and owned by one object
 - ``DurableSpool._read_lock``: the segment list, between ``emit()`` starting a new segment and
   the batcher reading and acknowledging; ``Mirror._lock``: the mirror's lists.
 - ``Quarantine._lock``: appends to the quarantine file.
+- ``ExportQueue._lock`` (and ``_done``, a condition on it): one exporter's queue and counters;
+  ``emit()`` takes it under ``Backlog.lock`` to offer a record, the exporter's thread alone.
 
-Modules: ``emitter``, ``backlog``, ``batcher``, ``stats`` (the counters), ``quarantine`` (bad
-records, kept with their reason) and ``metrics`` (the counters as a Prometheus collector).
+Modules: ``emitter``, ``backlog``, ``batcher``, ``export_queue``, ``stats`` (the counters),
+``quarantine`` (bad records, kept with their reason) and ``metrics`` (the counters as a
+Prometheus collector).
 """

@@ -21,11 +21,11 @@ from collections.abc import Callable
 
 from ingest.kinds import Kind
 from ingest.pipeline.backlog import Backlog, Taken
-from ingest.pipeline.stats import PipelineStats
+from ingest.pipeline.stats import PipelineStats, SinkStats
 from ingest.record_sink import PreparedBatch, RecordSink, WriteResult, batch_of, merge_prepared
 from ingest.spool.segment import Frame
 
-__all__ = ["Batcher", "Delivered", "Reject"]
+__all__ = ["Batcher", "Delivered", "Reject", "lower_priority"]
 
 log = logging.getLogger(__name__)
 _END = None
@@ -38,6 +38,14 @@ Reject = Callable[[Kind, bytes, str], object]  # (kind, payload, reason) of a re
 Delivered = Callable[[list[Frame]], None]  # the frames of one write, stored and acknowledged
 
 
+def lower_priority() -> None:
+    """Let the request path win the CPU: storage work runs at a lower priority (Linux: per thread)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
+
+
 class Batcher:
     """Drains a backlog into a sink on background threads; it knows nothing of who emits into it.
 
@@ -45,6 +53,7 @@ class Batcher:
         backlog: Where the frames wait: read by the preparer, acknowledged by the writer.
         sink: Where batches go.
         stats: Counters the writer updates (stored, replayed, sink errors, dropped).
+        sink_stats: The sink's own counters (delivered, rejected, failed, retried, dropped).
         reject: Quarantines a record the sink refused. Called on the writer thread, so it must
             not wait for the batcher (the emitter binds ``may_block=False``).
         delivered: Told the frames of each write after the backlog forgot them (the emitter drops
@@ -61,6 +70,7 @@ class Batcher:
         sink: RecordSink,
         stats: PipelineStats,
         *,
+        sink_stats: SinkStats,
         reject: Reject,
         delivered: Delivered,
         batch_size: int,
@@ -71,6 +81,7 @@ class Batcher:
         self._backlog = backlog
         self.sink = sink
         self._stats = stats
+        self._sink_stats = sink_stats
         self._reject = reject
         self._delivered = delivered
         self.batch_size = batch_size
@@ -111,16 +122,8 @@ class Batcher:
             self._wake.set()
 
     # -- preparer -------------------------------------------------------------------------------
-    @staticmethod
-    def _lower_priority() -> None:
-        """Let the request path win the CPU: storage work runs at a lower priority (Linux: per thread)."""
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-        except (AttributeError, OSError):
-            pass
-
     def _prepare_loop(self) -> None:
-        self._lower_priority()
+        lower_priority()
         backlog = self._backlog
         try:
             while not self._abort.is_set():
@@ -165,7 +168,7 @@ class Batcher:
 
     def _keep_loop(self) -> None:
         """Prefault spool pages ahead of the writer and apply the ``interval`` fsync policy."""
-        self._lower_priority()
+        lower_priority()
         backlog = self._backlog
         while not self._abort.wait(0.02):
             backlog.prefault()
@@ -177,7 +180,7 @@ class Batcher:
 
     # -- writer ---------------------------------------------------------------------------------
     def _write_loop(self) -> None:
-        self._lower_priority()
+        lower_priority()
         carry: list[tuple[Taken, PreparedBatch] | None] = []  # a piece (or the end) already off the queue
         while group := self._next_group(carry):
             taken = group[0][0]
@@ -234,10 +237,12 @@ class Batcher:
                 return self.sink.write(prepared)
             except Exception as exc:  # noqa: BLE001  (any failure: keep the batch, never lose it)
                 self._stats.sink_errors += 1
+                self._sink_stats.failed += 1
                 log.warning("trace sink failed (%s: %s); retrying in %.2fs", type(exc).__name__, exc, delay)
                 if self._abort.is_set():
                     return None
                 self._sleep(delay)
+                self._sink_stats.retried += 1
                 delay = min(delay * 2, 5.0)
 
     def _account(self, result: WriteResult, taken: Taken) -> None:
@@ -248,6 +253,8 @@ class Batcher:
         old = 0 if taken.frames[0][0] >= replay_below else sum(1 for f in taken.frames if f[0] < replay_below)
         fresh = len(taken.frames) - old
         stats.replayed += old
+        self._sink_stats.rejected += len(result.rejected)
+        self._sink_stats.delivered += max(0, len(taken.frames) - len(result.rejected))
         for item in result.rejected:
             self._reject(item.kind, item.payload, item.reason)
         self._backlog.ack(taken)
@@ -261,6 +268,7 @@ class Batcher:
         self._hand(-len(taken.frames))
         if taken.from_memory:
             self._stats.dropped += taken.from_memory
+            self._sink_stats.dropped += taken.from_memory
             log.error("trace pipeline stopped with %d records held in memory only: lost", taken.from_memory)
         kept = len(taken.frames) - taken.from_memory
         if kept:

@@ -2,9 +2,14 @@
 
 ``emit`` serializes the record (orjson, a few µs), appends it to the durable spool (a ``memcpy``
 into a mapped segment: it survives ``kill -9`` of the process) and returns; the batcher thread of
-:mod:`ingest.pipeline.batcher` reads the spool in order and writes batches to the sink. A trace stays
-visible through :meth:`TraceEmitter.pending` until it is stored, so a client that asks for its
-trace right after the response finds it.
+:mod:`ingest.pipeline.batcher` reads the spool in order and writes batches to the store. A trace
+stays visible through :meth:`TraceEmitter.pending` until it is stored, so a client that asks for
+its trace right after the response finds it.
+
+Records fan out to the store and to any exporters, each a :class:`~ingest.record_sink.RecordSink`
+on a thread of its own: the store is durable (the spool is its queue, acknowledged only by it),
+exporters are best-effort (:mod:`ingest.pipeline.export_queue`: a bounded queue each, fed as the
+records are spooled, dropping and counting when full). Neither holds back the other.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ import functools
 import itertools
 import logging
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,8 +31,9 @@ from ingest.codec.encoder import Encoder
 from ingest.kinds import KINDS, Kind, kind_of
 from ingest.pipeline.backlog import Backlog
 from ingest.pipeline.batcher import Batcher
+from ingest.pipeline.export_queue import ExportQueue
 from ingest.pipeline.quarantine import Quarantine
-from ingest.pipeline.stats import PipelineStats
+from ingest.pipeline.stats import STORE, PipelineStats, SinkStats
 from ingest.record_sink import RecordSink
 from ingest.spool.durable_spool import DurableSpool
 from schemas.config.storage import StorageSettings
@@ -48,15 +55,22 @@ def _id_in(payload: bytes, field: str) -> str | None:
 
 
 class TraceEmitter:
-    """Accepts records from any thread and stores them through one sink.
+    """Accepts records from any thread; stores them through one sink and sends them to any exporters.
 
     Args:
-        sink: Where batches go; only the batcher thread calls it.
-        settings: Queue, batch, spool, sampling and fsync settings.
+        sink: The store, the durable sink (its counters are named ``store``); only the batcher
+            threads call it.
+        settings: Queue, batch, spool, sampling and fsync settings (an exporter's queue holds
+            ``queue_size`` records and writes ``batch_size`` at most).
+        exporters: Best-effort sinks by name, each on its own thread (see
+            :mod:`ingest.pipeline.export_queue`); they get every record spooled from now on.
         spool_dir: The spool folder; None keeps records in memory only (no durability).
         quarantine: Where bad records are filed; default: no file.
         clock: UTC wall clock (quarantine timestamps).
-        sleep: Injected for the retry backoff.
+        sleep: Injected for the store's retry backoff.
+
+    Raises:
+        ValueError: An exporter is named ``store`` or nothing.
     """
 
     def __init__(
@@ -64,6 +78,7 @@ class TraceEmitter:
         sink: RecordSink,
         settings: StorageSettings | None = None,
         *,
+        exporters: Mapping[str, RecordSink] | None = None,
         spool_dir: str | Path | None = None,
         quarantine: Quarantine | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -72,6 +87,17 @@ class TraceEmitter:
         st = settings or StorageSettings()
         self.settings = st
         self.stats = PipelineStats()
+        self.stats.sinks[STORE] = SinkStats()
+        for name in exporters or {}:
+            if not name or name == STORE:
+                raise ValueError(f"an exporter cannot be named {name!r}")
+            self.stats.sinks[name] = SinkStats()
+        self.exporters = [
+            ExportQueue(name, exporter, self.stats.sinks[name], capacity=st.queue_size, batch_size=st.batch_size,
+                        flush_interval_s=st.flush_interval_ms / 1000)
+            for name, exporter in (exporters or {}).items()
+        ]
+        self._offers = tuple(export.offer for export in self.exporters)  # under the backlog lock, after the spool
         self.quarantine = quarantine or Quarantine(None, clock)
         self._encoder = Encoder(st.detail_share, clock=clock)
         # traces not stored yet, for read-your-writes: validated ones, or the plain values of emit_plain()
@@ -95,7 +121,7 @@ class TraceEmitter:
         # go the encoder (not thread-safe) and the pending traces (kept in sequence order).
         self._backlog_lock = self.backlog.lock
         self.batcher = Batcher(
-            self.backlog, sink, self.stats,
+            self.backlog, sink, self.stats, sink_stats=self.stats.sinks[STORE],
             reject=functools.partial(self.reject, source="sink", may_block=False), delivered=self.delivered,
             batch_size=st.batch_size, flush_interval_s=st.flush_interval_ms / 1000,
             fsync_interval_s=sp.fsync_interval_ms / 1000 if sp.fsync == "interval" else None, sleep=sleep,
@@ -117,6 +143,8 @@ class TraceEmitter:
             sys.setswitchinterval(wanted / 1000)
             log.info("Python's thread switch interval lowered to %.2f ms for the trace pipeline", wanted)
         self.batcher.start()
+        for export in self.exporters:
+            export.start()
         return self
 
     def emit(self, record: BaseModel) -> bool:
@@ -156,6 +184,7 @@ class TraceEmitter:
         """
         limit = self.settings.spool.max_record_bytes
         bad: list[tuple[Kind, bytes]] = []
+        offers = self._offers
         with self._backlog_lock:
             for kind, payload in encode():
                 if len(payload) > limit:
@@ -163,6 +192,8 @@ class TraceEmitter:
                     continue
                 seq = self.backlog.append(kind, payload, may_block=may_block)
                 self.stats.queued += 1
+                for offer in offers:
+                    offer(kind, payload)
                 if trace is not None and kind in _TRACES and len(self._pending) < self._pending_cap:
                     assert request_id is not None
                     self._pending[request_id] = trace
@@ -186,6 +217,8 @@ class TraceEmitter:
                 if len(payload) <= limit:
                     self.backlog.append(kind, payload, may_block=True)
                     queued += 1
+                    for offer in self._offers:
+                        offer(kind, payload)
             self.stats.queued += queued
         self.batcher.wake()
         for kind, payload in records:
@@ -248,13 +281,26 @@ class TraceEmitter:
         return self.backlog.pending() + self.batcher.in_hand
 
     def flush(self, timeout_s: float = 30.0) -> bool:
-        """Wait until every record queued so far is stored (or quarantined); False on timeout."""
+        """Wait until every record queued so far is stored (or quarantined) by the store; False on timeout.
+
+        Exporters are not waited for (:meth:`flush_exporters`): a slow one must not slow the
+        callers that wait for the store (the relay's answer, read-your-writes).
+        """
         return self.batcher.wait_until(self.stats.queued, timeout_s)
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Store everything queued (waiting up to ``timeout_s``), stop the thread, close the sink.
+    def flush_exporters(self, timeout_s: float = 30.0) -> bool:
+        """Wait until every exporter delivered, rejected or dropped every record offered so far; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        return all([export.flush(max(0.0, deadline - time.monotonic())) for export in self.exporters])
 
-        Records still undelivered stay in the spool and are replayed at the next start.
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Store and export everything queued (waiting up to ``timeout_s``), stop the threads, close the sinks.
+
+        Records the store has not taken stay in the spool and are replayed to it at the next
+        start; those an exporter has not sent are dropped (counted).
         """
+        deadline = time.monotonic() + timeout_s
         self.batcher.stop(timeout_s)
+        for export in self.exporters:  # they have been sending all along: this is what is left
+            export.stop(max(0.0, deadline - time.monotonic()))
         self.backlog.close()

@@ -3,7 +3,9 @@
 Counters ``routelens_traces_<name>_total`` count records of every kind (traces, snapshots,
 probe results, events, feedback, quarantine records); see :class:`ingest.pipeline.stats.PipelineStats`.
 ``routelens_records_written_total`` and ``routelens_records_duplicates_total`` split the first two
-by ``kind``.
+by ``kind``. Each sink's own counters (:class:`ingest.pipeline.stats.SinkStats`) carry a ``sink``
+label (``store``, or an exporter's name): ``routelens_sink_{delivered,rejected,dropped}_records_total``,
+``routelens_sink_{failed,retried}_writes_total`` and the gauge ``routelens_sink_queued_records``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from prometheus_client.registry import Collector
 
 from ingest.kinds import KINDS
 from ingest.pipeline.emitter import TraceEmitter
-from ingest.pipeline.stats import COUNTERS
+from ingest.pipeline.stats import COUNTERS, STORE
 
 __all__ = ["EmitterCollector"]
 
@@ -30,6 +32,16 @@ _DOCS = {
     "corrupted": "Records lost to a damaged spool segment.",
     "sink_errors": "Failed batch writes (each retried).",
     "spool_errors": "Times the spool could not take a record (full or unwritable).",
+}
+# SinkStats field -> (metric name, help)
+_SINK = {
+    "delivered": ("routelens_sink_delivered_records", "Records each sink took (stored, already held, sent on)."),
+    "rejected": ("routelens_sink_rejected_records",
+                 "Records each sink refused one by one (the store's are quarantined)."),
+    "dropped": ("routelens_sink_dropped_records",
+                "Records each sink gave up (an exporter: queue full, retries spent, failure)."),
+    "failed": ("routelens_sink_failed_writes", "Batch writes that failed, by sink."),
+    "retried": ("routelens_sink_retried_writes", "Batch writes made again after a failure, by sink."),
 }
 
 
@@ -54,6 +66,7 @@ class EmitterCollector(Collector):
             duplicates.add_metric([KINDS[kind].name], d)
         yield written
         yield duplicates
+        yield from self._sinks()
         backlog = em.backlog
         spool = backlog.spool
         yield GaugeMetricFamily("routelens_traces_pending", "Records emitted, not yet stored.", value=em.backlog_size())
@@ -69,3 +82,17 @@ class EmitterCollector(Collector):
             "routelens_spool_emit_blocked", "1 while emit() waits for spool room (policy block).",
             value=1 if backlog.blocked else 0,
         )
+
+    def _sinks(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        em = self._emitter
+        sinks = em.stats.sinks
+        for field, (name, doc) in _SINK.items():
+            family = CounterMetricFamily(name, doc, labels=["sink"])
+            for sink, stats in sinks.items():
+                family.add_metric([sink], getattr(stats, field))
+            yield family
+        queued = GaugeMetricFamily("routelens_sink_queued_records", "Records waiting for each sink.", labels=["sink"])
+        queued.add_metric([STORE], em.backlog_size())
+        for export in em.exporters:
+            queued.add_metric([export.name], export.queued)
+        yield queued

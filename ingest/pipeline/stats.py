@@ -6,7 +6,33 @@ from dataclasses import dataclass, field, fields
 
 from ingest.kinds import Kind
 
-__all__ = ["COUNTERS", "PipelineStats"]
+__all__ = ["COUNTERS", "STORE", "PipelineStats", "SinkStats"]
+
+STORE = "store"  # the durable sink's name among the sinks
+
+
+@dataclass
+class SinkStats:
+    """What one sink did with the records handed to it (the store, or one exporter).
+
+    At rest ``delivered + rejected + dropped`` is every record the sink was given.
+
+    Attributes:
+        delivered: Records the sink took (stored, already held, or sent on).
+        rejected: Records refused one by one: the store's are quarantined; an exporter's are
+            counted here only (the store has them), as are the invalid unchecked traces withheld
+            from an exporter.
+        dropped: Records given up: an exporter's queue was full, its retries ran out, or it
+            failed for good; the store's only when records held in memory (no spool) are lost at stop.
+        failed: Write calls that failed.
+        retried: Write calls made again after a failure.
+    """
+
+    delivered: int = 0
+    rejected: int = 0
+    dropped: int = 0
+    failed: int = 0
+    retried: int = 0
 
 
 @dataclass
@@ -25,6 +51,8 @@ class PipelineStats:
         sink_errors: Failed batch writes (each retried).
         spool_errors: Times the spool could not take a record (full, unwritable).
         by_kind: ``written`` and ``duplicates`` of each kind, as ``[written, duplicates]``.
+        sinks: Each sink's own counters by its name: ``store`` (the durable one, whose writes
+            the counters above describe) first, then the exporters.
     """
 
     queued: int = 0
@@ -38,6 +66,7 @@ class PipelineStats:
     sink_errors: int = 0
     spool_errors: int = 0
     by_kind: dict[Kind, list[int]] = field(default_factory=dict)
+    sinks: dict[str, SinkStats] = field(default_factory=dict)
 
     def count_stored(self, kind: Kind, written: int, duplicates: int) -> None:
         """Add a write's outcome for one kind (``written`` and ``duplicates`` count all kinds)."""
@@ -53,4 +82,4 @@ class PipelineStats:
         return written, duplicates
 
 
-COUNTERS = tuple(f.name for f in fields(PipelineStats) if f.name != "by_kind")
+COUNTERS = tuple(f.name for f in fields(PipelineStats) if f.name not in ("by_kind", "sinks"))
