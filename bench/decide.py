@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from prometheus_client import CollectorRegistry
 
 from router_core.builtin import build_router
-from router_core.framework import DecisionContext
+from router_core.decision import DecisionContext
 from router_core.metrics_parse import EngineGauges
 from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from router_core.builtin import builtin_registry
-from router_core.framework import DecisionContext
+from router_core.decision import DecisionContext
 from router_core.policy import build_policy
 from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder

@@ -149,8 +149,8 @@ def decide_overhead(iterations: int = 20000) -> dict[str, float]:
     also reject it and record why. The three routers' decisions are interleaved one by one.
     """
     from router_core.builtin import build_router
+    from router_core.decision import DecisionContext
     from router_core.filters.breaker import BreakerFilter
-    from router_core.framework import DecisionContext
     from router_core.plugin_specs import specs_from_sections
     from router_core.resilience.breakers import BreakerBoard
     from router_core.state import StateView

@@ -29,7 +29,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from router_core.builtin import build_router
-from router_core.framework import DecisionContext
+from router_core.decision import DecisionContext
 from router_core.gateway import Gateway
 from router_core.metrics_parse import EngineGauges
 from router_core.recorder import TraceRecorder

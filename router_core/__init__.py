@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from router_core.builtin import build_router, builtin_registry, register_builtin
-from router_core.decision import Decision
+from router_core.decision import Decision, DecisionContext
 from router_core.errors import (
     AttemptsExhausted,
     InvalidRequest,
@@ -24,7 +24,7 @@ from router_core.errors import (
     UnknownModel,
     UnknownPluginType,
 )
-from router_core.framework import Candidate, DecisionContext, PluginRegistry, Scored
+from router_core.framework import Candidate, PluginRegistry, Scored
 from router_core.policy import Policy, build_policy, policy_hash
 from router_core.replay import Replay, replay
 from router_core.router import AUTO_MODEL, Router

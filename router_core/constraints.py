@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 
-from router_core.staleness import Effective
+from router_core.framework import Effective
 from schemas.config import ConstraintSpec
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 

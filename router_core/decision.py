@@ -1,4 +1,4 @@
-"""``Decision``: what ``Router.decide`` concluded, as a value.
+"""What ``Router.decide`` decides on (``DecisionContext``) and what it concluded (``Decision``), as values.
 
 Candidates, score weights and steps are plain dicts in the trace's field names: they are validated
 once, when :class:`router_core.recorder.TraceRecorder` builds the ``DecisionTrace`` (one pass in
@@ -10,11 +10,38 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from router_core.framework.types import RequestContext
+from router_core.resilience.budgets import BudgetView
+from router_core.resilience.router_modes import ModeChoice
 from router_core.rules.ir import DegradedTarget
+from router_core.rules.route import RouteChoice
 from schemas.common import RoutingMode
 from schemas.fleet import InstanceSpec
 
-__all__ = ["Decision", "Steps"]
+__all__ = ["Decision", "DecisionContext", "Steps"]
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionContext(RequestContext):
+    """What one decision depends on besides the candidates and the plugins' own parameters; no I/O.
+
+    The plugins' :class:`~router_core.framework.RequestContext` (request id, features, intent,
+    time, quality), and what the gateway's state machines settled for this request, which the
+    router reads and the plugins do not.
+
+    Attributes:
+        route: The routing rule that matched and what its throttle did (None: no policy file,
+            or a request for a named model).
+        mode: The router's own breaker mode (static: round robin; safe: the stable model) and
+            its round-robin position (None: normal).
+        affinity: The instance the request's session is bound to (None: no session).
+        budget: The cost budget in force: the cost weight's factor, the models stopped (None: none).
+    """
+
+    route: RouteChoice | None = None
+    mode: ModeChoice | None = None
+    affinity: str | None = None
+    budget: BudgetView | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from router_core.framework import Candidate, DecisionContext, Filter, Scorer, clamp_unit
+from router_core.framework import Candidate, Filter, RequestContext, Scorer, clamp_unit
 from router_core.staleness import effective_state
 from schemas.config import ScrapeSettings
 from schemas.fleet import InstanceSnapshot, InstanceSpec
@@ -119,7 +119,7 @@ class PreparedCache:
             out[sid] = seen
         return out
 
-    def get(self, spec: InstanceSpec, snap: InstanceSnapshot, age: float | None, ctx: DecisionContext) -> Prepared:
+    def get(self, spec: InstanceSpec, snap: InstanceSnapshot, age: float | None, ctx: RequestContext) -> Prepared:
         """Return the prepared candidate for ``snap`` at ``ctx.now`` (``age``: seconds since scraped)."""
         fresh = age is not None and age <= self._scrape.suspect_after_s
         hit = self._memo.get(spec.id, snap) if fresh else None

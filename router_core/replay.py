@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from router_core.builtin import builtin_registry
-from router_core.framework import DecisionContext
+from router_core.decision import DecisionContext
 from router_core.policy import Policy, build_policy
 from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder

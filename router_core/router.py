@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from router_core.decision import Decision, Steps
+from router_core.decision import Decision, DecisionContext, Steps
 from router_core.errors import UnknownModel
-from router_core.framework import DecisionContext, clamp_unit, typed_name
+from router_core.framework import clamp_unit, typed_name
 from router_core.metrics import PluginMetrics
 from router_core.policy import Policy
 from router_core.prepared import Prepared, PreparedCache

@@ -9,29 +9,18 @@ hold) counts as missing, hence saturated: a negative backlog must never look att
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from datetime import datetime
 
+from router_core.framework.types import Effective
 from schemas.config import ScrapeSettings
 from schemas.fleet import InstanceSnapshot
 
-__all__ = ["ENGINES_WITHOUT_KV", "Effective", "effective_state"]
+__all__ = ["ENGINES_WITHOUT_KV", "effective_state"]
 
 # Engines whose /metrics has no KV-cache share at all (Text Generation Inference): for them a
 # missing KV gauge is "not reported", judged by queue and running alone, not "unknown, so full"
 # (which would hold every such instance out of the default kv-cache constraint forever).
 ENGINES_WITHOUT_KV = frozenset({"tgi"})
-
-
-@dataclass(frozen=True, slots=True)
-class Effective:
-    """Gauges as routing should believe them now."""
-
-    age_s: float | None
-    suspect: bool
-    kv_cache_usage: float
-    queue: float
-    running: float
 
 
 def effective_state(snap: InstanceSnapshot, now: datetime, scrape: ScrapeSettings, queue_cap: float) -> Effective:

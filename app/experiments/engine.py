@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from app.experiments.rows import ReplayRow
+from router_core.decision import DecisionContext
 from router_core.errors import UnknownModel
-from router_core.framework import DecisionContext, Scored, clamp_unit
+from router_core.framework import Scored, clamp_unit
 from router_core.policy import Policy
 from router_core.prepared import Prepared, PreparedCache
 from router_core.quality import QualityTable

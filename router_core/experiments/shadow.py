@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 import mmh3
 
-from router_core.decision import Decision
-from router_core.framework import DecisionContext
+from router_core.decision import Decision, DecisionContext
 from router_core.router import Router
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import ShadowDecision

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from router_core.framework import Candidate, DecisionContext, Handle, PluginBase, PluginParams
+from router_core.framework import Candidate, Handle, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 from schemas.config.attachments import normalise_type
 from schemas.trace import Violation
@@ -47,7 +47,7 @@ class AttachmentFilter(PluginBase):
         super().__init__(name, params, handle)
         self.accept = {model: frozenset(types) for model, types in self.params.accept.items()}
 
-    def check(self, candidate: Candidate, ctx: DecisionContext) -> Violation | None:
+    def check(self, candidate: Candidate, ctx: RequestContext) -> Violation | None:
         """Return a violation naming the first attachment type the instance's model does not accept."""
         types = ctx.features.file_types
         if not types:

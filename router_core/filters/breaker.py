@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from router_core.framework import Candidate, DecisionContext, Handle, PluginBase, PluginParams
+from router_core.framework import Candidate, Handle, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 from router_core.resilience.breaker import BreakerState
 from router_core.resilience.breakers import BreakerBoard
@@ -46,7 +46,7 @@ class BreakerFilter(PluginBase):
         """Read ``board`` from now on (the gateway's)."""
         self._board = board
 
-    def check(self, candidate: Candidate, ctx: DecisionContext) -> Violation | None:
+    def check(self, candidate: Candidate, ctx: RequestContext) -> Violation | None:
         """Return a hard violation when a breaker of the candidate lets nothing through, else None."""
         board = self._board
         if board is None:

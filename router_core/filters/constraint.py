@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from router_core.constraints import applies, holds, metric_value, ramp_factor
-from router_core.framework import Candidate, DecisionContext, Handle, PluginBase
+from router_core.framework import Candidate, Handle, PluginBase, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 from schemas.config import ConstraintRule, ConstraintSpec
 from schemas.trace import Violation
@@ -42,7 +42,7 @@ class ConstraintFilter(PluginBase):
         self._scoped = bool(spec.models or spec.instances)
         self._soft = spec.soft_threshold is not None
 
-    def check(self, candidate: Candidate, ctx: DecisionContext) -> Violation | None:
+    def check(self, candidate: Candidate, ctx: RequestContext) -> Violation | None:
         """Return a hard violation when latched out, a soft one inside the ramp zone, else None."""
         spec, state = self.spec, candidate.state
         if self._scoped and not applies(spec, candidate.spec):

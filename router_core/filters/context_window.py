@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework import Candidate, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 from schemas.trace import Violation
 
@@ -28,7 +28,7 @@ class ContextWindowFilter(PluginBase):
     class Params(PluginParams):
         """:class:`ContextWindowFilter` takes no parameters."""
 
-    def check(self, candidate: Candidate, ctx: DecisionContext) -> Violation | None:
+    def check(self, candidate: Candidate, ctx: RequestContext) -> Violation | None:
         """Return a violation when the request does not fit."""
         need = ctx.features.est_input_tokens + (ctx.features.max_tokens or 0)
         window = candidate.spec.context_window

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from router_core.framework import Candidate, DecisionContext, Handle, PluginBase, PluginParams
+from router_core.framework import Candidate, Handle, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 from schemas.trace import Violation
 
@@ -46,7 +46,7 @@ class FreshnessFilter(PluginBase):
 
     params: Params
 
-    def check(self, candidate: Candidate, ctx: DecisionContext) -> Violation | None:
+    def check(self, candidate: Candidate, ctx: RequestContext) -> Violation | None:
         """Return a violation when the instance's state is too old or missing."""
         age, max_age = candidate.eff.age_s, self.params.max_age_s  # age computed once per candidate
         if age is not None and age <= max_age:

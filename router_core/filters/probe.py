@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from router_core.framework import Candidate, DecisionContext, Handle, PluginBase, PluginParams
+from router_core.framework import Candidate, Handle, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 from schemas.common import ProbeKind, ProbeVerdict
 from schemas.probe import ProbeStatus
@@ -52,7 +52,7 @@ class ProbeFilter(PluginBase):
         self._eject = frozenset(self.params.eject_kinds)
         self._soft = frozenset(self.params.soft_kinds)
 
-    def check(self, candidate: Candidate, ctx: DecisionContext) -> Violation | None:
+    def check(self, candidate: Candidate, ctx: RequestContext) -> Violation | None:
         """Return a hard violation for an ejecting failed verdict, a soft one for a degraded one, else None."""
         probes = candidate.state.probes
         if not probes:

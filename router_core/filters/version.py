@@ -6,7 +6,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from router_core.framework import Candidate, DecisionContext, Handle, PluginBase, PluginParams
+from router_core.framework import Candidate, Handle, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 from schemas.trace import Violation
 
@@ -47,7 +47,7 @@ class VersionFilter(PluginBase):
         super().__init__(name, params, handle)
         self._min = {model: _parse(v) for model, v in self.params.min_versions.items()}
 
-    def check(self, candidate: Candidate, ctx: DecisionContext) -> Violation | None:
+    def check(self, candidate: Candidate, ctx: RequestContext) -> Violation | None:
         """Return a violation when the instance's build is older than its model's rule."""
         spec = candidate.spec
         floor = self._min.get(spec.model)

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from router_core.framework import Candidate, DecisionContext, Handle, PluginBase, PluginParams
+from router_core.framework import Candidate, Handle, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 from schemas.trace import Violation
 
@@ -38,7 +38,7 @@ class ZoneFilter(PluginBase):
         super().__init__(name, params, handle)
         self.zones = frozenset(self.params.zones)
 
-    def check(self, candidate: Candidate, ctx: DecisionContext) -> Violation | None:
+    def check(self, candidate: Candidate, ctx: RequestContext) -> Violation | None:
         """Return a violation when the instance's zone is not allowed."""
         if candidate.spec.zone in self.zones:
             return None

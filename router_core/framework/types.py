@@ -10,20 +10,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
-from router_core.staleness import Effective
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import RequestFeatures, Violation
 
-if TYPE_CHECKING:
-    from router_core.resilience.budgets import BudgetView
-    from router_core.resilience.router_modes import ModeChoice
-    from router_core.rules.route import RouteChoice
-
-__all__ = ["Candidate", "DecisionContext", "Filter", "Picked", "Picker", "Scored", "Scorer"]
+__all__ = ["Candidate", "Effective", "Filter", "Picked", "Picker", "RequestContext", "Scored", "Scorer"]
 
 Scored = tuple[str, float]  # (instance id, total)
+
+
+@dataclass(frozen=True, slots=True)
+class Effective:
+    """Gauges as routing should believe them now (:func:`router_core.staleness.effective_state` makes them)."""
+
+    age_s: float | None
+    suspect: bool
+    kv_cache_usage: float
+    queue: float
+    running: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +41,13 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
-class DecisionContext:
-    """What one decision depends on besides the candidates and the plugins' own parameters; no I/O.
+class RequestContext:
+    """What a plugin may read of one request besides the candidates and its own parameters; no I/O.
+
+    The router decides on a :class:`router_core.decision.DecisionContext`, which extends this with
+    what the gateway's state machines settled for the request (the rule, the router's mode, the
+    session's instance, the budget): the router reads those, plugins do not, so this package
+    needs none of their types.
 
     Attributes:
         request_id: Seeds tie-breaks and sampling.
@@ -47,12 +57,6 @@ class DecisionContext:
         quality: Learned P(correct) per (model, class), a snapshot taken for this request; the
             gateway's is a :class:`router_core.quality.QualitySnapshot`, which also carries
             P(correct) per (instance, class) and the instances flagged divergent.
-        route: The routing rule that matched and what its throttle did (None: no policy file,
-            or a request for a named model).
-        mode: The router's own breaker mode (static: round robin; safe: the stable model) and
-            its round-robin position (None: normal).
-        affinity: The instance the request's session is bound to (None: no session).
-        budget: The cost budget in force: the cost weight's factor, the models stopped (None: none).
     """
 
     request_id: str
@@ -60,10 +64,6 @@ class DecisionContext:
     intent: str | None
     now: datetime
     quality: Mapping[tuple[str, str], float]
-    route: RouteChoice | None = None
-    mode: ModeChoice | None = None
-    affinity: str | None = None
-    budget: BudgetView | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +90,7 @@ class Filter(Protocol):
     STATE_ONLY: ClassVar[bool]
     name: str
 
-    def check(self, candidate: Candidate, ctx: DecisionContext) -> Violation | None:
+    def check(self, candidate: Candidate, ctx: RequestContext) -> Violation | None:
         """Return what ``candidate`` broke (``severity="soft"``: only scales its score), or None."""
         ...
 
@@ -106,7 +106,7 @@ class Scorer(Protocol):
     STATE_ONLY: ClassVar[bool]
     name: str
 
-    def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
+    def score(self, pool: Sequence[Candidate], ctx: RequestContext) -> list[float]:
         """Return one raw value in [0, 1] per candidate, in pool order (the router clamps)."""
         ...
 

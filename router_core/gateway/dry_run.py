@@ -18,8 +18,8 @@ import orjson
 from aiohttp import web
 
 from router_core.analysis import analyse_request
+from router_core.decision import DecisionContext
 from router_core.errors import InvalidRequest, PolicyError, UnknownModel
-from router_core.framework import DecisionContext
 from router_core.gateway.errors import error_response, status_of
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.inflight import InflightCounter

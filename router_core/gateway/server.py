@@ -24,10 +24,9 @@ from prometheus_client import CollectorRegistry
 from router_core.aio import cancel_all
 from router_core.analysis import analyse_request
 from router_core.attachments import refuse_unacceptable
-from router_core.decision import Decision
+from router_core.decision import Decision, DecisionContext
 from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError, Throttled
 from router_core.experiments import ConfigWatcher, Experiment, build_experiment
-from router_core.framework import DecisionContext
 from router_core.gateway import dry_run, ops_routes
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
 from router_core.gateway.callers import RequestIds, SeenIds, check_context, feedback_classes, rejected_features

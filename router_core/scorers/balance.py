@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework import Candidate, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 
 __all__ = ["BalanceScorer"]
@@ -26,7 +26,7 @@ class BalanceScorer(PluginBase):
     class Params(PluginParams):
         """This scorer takes no parameters."""
 
-    def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
+    def score(self, pool: Sequence[Candidate], ctx: RequestContext) -> list[float]:
         """Return the free share of sequence slots per candidate."""
         profile = self.handle.profile
         return [1.0 - c.eff.running / profile(c.spec.model).max_concurrency for c in pool]

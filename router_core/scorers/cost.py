@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework import Candidate, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 
 __all__ = ["CostScorer"]
@@ -26,7 +26,7 @@ class CostScorer(PluginBase):
     class Params(PluginParams):
         """This scorer takes no parameters."""
 
-    def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
+    def score(self, pool: Sequence[Candidate], ctx: RequestContext) -> list[float]:
         """Return the relative cheapness per candidate."""
         costs = [c.spec.cost.base for c in pool]
         low, high = min(costs, default=0.0), max(costs, default=0.0)

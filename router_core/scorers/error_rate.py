@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework import Candidate, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 
 __all__ = ["ErrorRateScorer"]
@@ -26,6 +26,6 @@ class ErrorRateScorer(PluginBase):
     class Params(PluginParams):
         """This scorer takes no parameters."""
 
-    def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
+    def score(self, pool: Sequence[Candidate], ctx: RequestContext) -> list[float]:
         """Return ``1 - error_rate`` per candidate."""
         return [1.0 if c.state.error_rate is None else 1.0 - c.state.error_rate for c in pool]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework import Candidate, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 
 __all__ = ["KvCacheScorer"]
@@ -26,6 +26,6 @@ class KvCacheScorer(PluginBase):
     class Params(PluginParams):
         """This scorer takes no parameters."""
 
-    def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
+    def score(self, pool: Sequence[Candidate], ctx: RequestContext) -> list[float]:
         """Return ``1 - kv`` per candidate."""
         return [1.0 - c.eff.kv_cache_usage for c in pool]

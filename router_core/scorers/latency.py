@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework import Candidate, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 from schemas.config import ModelProfile
 
@@ -45,7 +45,7 @@ class LatencyScorer(PluginBase):
 
     params: Params
 
-    def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
+    def score(self, pool: Sequence[Candidate], ctx: RequestContext) -> list[float]:
         """Return the latency term per candidate."""
         slo, profile = self.params.latency_slo_ms, self.handle.profile
         return [1.0 - predicted_latency_ms(c, profile(c.spec.model)) / slo for c in pool]

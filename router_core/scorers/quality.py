@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework import Candidate, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 from router_core.quality import QualitySnapshot
 
@@ -38,7 +38,7 @@ class QualityScorer(PluginBase):
 
     params: Params
 
-    def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
+    def score(self, pool: Sequence[Candidate], ctx: RequestContext) -> list[float]:
         """Return the quality estimate of each candidate (its instance's, else its model's) for the class."""
         table, cls, default = ctx.quality, ctx.intent or "", self.params.default
         if isinstance(table, QualitySnapshot) and table.instances:

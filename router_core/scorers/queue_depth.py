@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework import Candidate, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 
 __all__ = ["QueueDepthScorer"]
@@ -33,7 +33,7 @@ class QueueDepthScorer(PluginBase):
 
     params: Params
 
-    def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
+    def score(self, pool: Sequence[Candidate], ctx: RequestContext) -> list[float]:
         """Return ``1 - queue/queue_norm`` per candidate."""
         norm = self.params.queue_norm
         return [1.0 - c.eff.queue / norm for c in pool]

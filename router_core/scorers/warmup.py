@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from router_core.framework import Candidate, DecisionContext, PluginBase, PluginParams
+from router_core.framework import Candidate, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 
 __all__ = ["WarmupScorer"]
@@ -27,6 +27,6 @@ class WarmupScorer(PluginBase):
     class Params(PluginParams):
         """This scorer takes no parameters."""
 
-    def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
+    def score(self, pool: Sequence[Candidate], ctx: RequestContext) -> list[float]:
         """Return the warm-up progress per candidate."""
         return [1.0 if c.state.warmup_progress is None else c.state.warmup_progress for c in pool]

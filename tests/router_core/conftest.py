@@ -8,7 +8,7 @@ from itertools import count
 from typing import Any
 
 from router_core.builtin import build_router
-from router_core.framework import DecisionContext
+from router_core.decision import DecisionContext
 from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
 from schemas import InstanceSnapshot, LatchState, Outcome, OutcomeStatus, RequestFeatures

@@ -11,8 +11,9 @@ import mmh3
 import pytest
 
 from router_core.builtin import builtin_registry
+from router_core.decision import DecisionContext
 from router_core.errors import PluginConfigError
-from router_core.framework import Candidate, DecisionContext, Handle
+from router_core.framework import Candidate, Handle
 from router_core.recorder import TraceRecorder
 from router_core.router import Router
 from router_core.staleness import effective_state

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from router_core.builtin import build_router
-from router_core.framework import DecisionContext
+from router_core.decision import DecisionContext
 from router_core.inflight import InflightCounter
 from router_core.quality import QualityTable
 from schemas import InstanceSnapshot

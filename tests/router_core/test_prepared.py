@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from router_core.framework import Candidate, DecisionContext
+from router_core.decision import DecisionContext
+from router_core.framework import Candidate
 from router_core.prepared import PreparedCache
 from router_core.quality import QualityTable
 from schemas.config import ScrapeSettings

@@ -9,7 +9,7 @@ import pytest
 
 from router_core.builtin import build_router, builtin_registry, register_builtin
 from router_core.errors import DuplicatePluginType, PluginConfigError, UnknownPluginType
-from router_core.framework import Candidate, DecisionContext, Handle, PluginBase, PluginParams, PluginRegistry
+from router_core.framework import Candidate, Handle, PluginBase, PluginParams, PluginRegistry, RequestContext
 from router_core.framework.plugin import ExtensionPoint
 from schemas.config import PluginSpec
 from schemas.errors import ConfigError
@@ -40,7 +40,7 @@ class ConstantScorer(PluginBase):
         value: float = 0.5
         per_instance: dict[str, float] = {}
 
-    def score(self, pool: Sequence[Candidate], ctx: DecisionContext) -> list[float]:
+    def score(self, pool: Sequence[Candidate], ctx: RequestContext) -> list[float]:
         return [self.params.per_instance.get(c.spec.id, self.params.value) for c in pool]
 
 
@@ -59,7 +59,7 @@ class DenyFilter(PluginBase):
         super().__init__(name, params, handle)
         self.seen: list[str] = []
 
-    def check(self, candidate: Candidate, ctx: DecisionContext) -> Violation | None:
+    def check(self, candidate: Candidate, ctx: RequestContext) -> Violation | None:
         self.seen.append(candidate.spec.id)
         if candidate.spec.id not in self.params.ids:
             return None

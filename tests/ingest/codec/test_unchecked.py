@@ -19,7 +19,7 @@ from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
 from ingest.record_sink import RecordBatch
 from router_core.builtin import build_router
-from router_core.framework import DecisionContext
+from router_core.decision import DecisionContext
 from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
 from schemas import AttemptStatus, Outcome, OutcomeStatus

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from router_core.builtin import build_router
-from router_core.framework import DecisionContext
+from router_core.decision import DecisionContext
 from router_core.pickers.power_of_two import PowerOfTwoPicker, win_probability
 from router_core.pickers.softmax import SoftmaxPicker
 from router_core.quality import QualityTable

@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from router_core.decision import DecisionContext
 from router_core.filters.breaker import BreakerFilter
-from router_core.framework import Candidate, DecisionContext, Handle
+from router_core.framework import Candidate, Effective, Handle
 from router_core.resilience.breakers import BreakerBoard
-from router_core.staleness import Effective
 from schemas.config.resilience import BreakerSettings
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import RequestFeatures

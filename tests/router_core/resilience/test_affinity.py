@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from router_core.builtin import build_router
-from router_core.framework import DecisionContext
+from router_core.decision import DecisionContext
 from router_core.quality import QualityTable
 from router_core.resilience.affinity import AffinityBinder, BoundedRing, session_key
 from router_core.resilience.shared import MemoryShared

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 import pytest
 
 from router_core.builtin import build_router
-from router_core.framework import DecisionContext
+from router_core.decision import DecisionContext
 from router_core.quality import QualityTable
 from router_core.resilience.budgets import BudgetTracker, cost_factor
 from router_core.resilience.shared import MemoryShared

@@ -4,8 +4,7 @@ from typing import Any
 import pytest
 
 from router_core.builtin import build_router
-from router_core.decision import Decision
-from router_core.framework import DecisionContext
+from router_core.decision import Decision, DecisionContext
 from router_core.quality import QualityTable
 from router_core.resilience.router_modes import ModeChoice, RouterModes, static_order
 from schemas import RoutingMode
