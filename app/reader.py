@@ -136,6 +136,8 @@ def api_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, str | N
 def fetch_json(api: str, path: str, token: str | None = None, timeout_s: float = READ_TIMEOUT_S) -> Any:
     """``GET`` one JSON document from a server's live API (e.g. ``/v1/alerts``), the token as a bearer.
 
+    Through the store's one client (:meth:`ingest.HttpTraceStore.get_json`).
+
     Args:
         api: Base URL of the server.
         path: Path, with its query string if any.
@@ -146,27 +148,6 @@ def fetch_json(api: str, path: str, token: str | None = None, timeout_s: float =
         SinkUnavailable: The server does not answer.
         SinkError: It answered an HTTP error or a body that is not JSON.
     """
-    import http.client
-    import json
-    import urllib.error
-    import urllib.parse
-    import urllib.request
+    from ingest import HttpTraceStore
 
-    from ingest import SinkError, SinkUnavailable
-
-    local = urllib.parse.urlsplit(api).hostname in {"127.0.0.1", "localhost", "::1"}
-    opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if local else []))
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    url = api.rstrip("/") + path
-    try:
-        with opener.open(urllib.request.Request(url, headers=headers), timeout=timeout_s) as resp:
-            body = resp.read()
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        raise SinkError(f"GET {path}: HTTP {exc.code} from the server at {api}") from exc
-    except (OSError, http.client.HTTPException) as exc:
-        raise SinkUnavailable(f"the RouteLens server at {api} is unreachable: {exc}") from exc
-    try:
-        return json.loads(body)
-    except ValueError as exc:
-        raise SinkError(f"GET {path}: the server at {api} answered a body that is not JSON") from exc
+    return HttpTraceStore(api, timeout_s=timeout_s, token=token).get_json(path)

@@ -16,7 +16,6 @@ import json
 import os
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import yaml
@@ -29,14 +28,16 @@ __all__ = ["register"]
 
 def _wait_scraped(gateway: str, timeout_s: float = 15.0) -> bool:
     """Wait until the gateway has scraped every instance once (routing on real state)."""
+    from ingest import HttpTraceStore, SinkError  # the server's one client; here, not at `routelens --help`
+
+    api = HttpTraceStore(gateway, timeout_s=2)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(f"{gateway}/v1/router/state", timeout=2) as resp:
-                state = json.loads(resp.read())
+            state = api.get_json("/v1/router/state")
             if all(s.get("age_s") is not None for s in state["instances"]):
                 return True
-        except (OSError, ValueError, KeyError):
+        except (SinkError, KeyError):
             pass
         time.sleep(0.1)
     return False

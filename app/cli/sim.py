@@ -54,6 +54,7 @@ def _fleet(args: argparse.Namespace) -> int:
 
 
 def _call(method: str, url: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    # A simulated instance's admin API, not the store's: the store's client (ingest.HttpTraceStore) does not apply.
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
     try:

@@ -121,15 +121,14 @@ def _traffic(gateway: str, rps: float, stop: threading.Event, first_id: list[str
 
 def _watch_probes(gateway: str, stop: threading.Event, every_s: float = 2.0) -> None:
     """Print each probe verdict as it changes (the first round, then drift, recovery...)."""
-    import json
-    import urllib.request
+    from ingest import HttpTraceStore, SinkError
 
+    api = HttpTraceStore(gateway, timeout_s=5)
     seen: dict[tuple[str, str], str] = {}
     while not stop.wait(every_s):
         try:
-            with urllib.request.urlopen(f"{gateway}/v1/probes/verdicts", timeout=5) as resp:
-                feed = json.loads(resp.read())
-        except (OSError, ValueError):
+            feed = api.get_json("/v1/probes/verdicts")
+        except SinkError:
             continue
         for instance, statuses in sorted(feed.get("verdicts", {}).items()):
             for st in statuses:

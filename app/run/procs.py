@@ -137,7 +137,11 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
 
 
 def wait_http(url: str, timeout_s: float, alive: Callable[[], bool] = lambda: True) -> bool:
-    """Poll ``url`` until it answers 200, the deadline passes, or ``alive()`` turns False."""
+    """Poll ``url`` until it answers 200, the deadline passes, or ``alive()`` turns False.
+
+    Any child's ``/health`` (a simulated instance, the gateway, the store, Streamlit): a status
+    code, not the store's API, so a bare ``urlopen`` rather than the store's client.
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and alive():
         try:

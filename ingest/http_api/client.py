@@ -2,6 +2,9 @@
 
 :class:`HttpTraceStore` is a :class:`ingest.trace_store.TraceStore` that asks a running RouteLens server
 (``ingest.http_api.routes``): DuckDB admits one writing process per file, so the app reads through it.
+It is the one client of a server's read API: :meth:`HttpTraceStore.get_json` reads the server's
+other JSON routes (``/v1/alerts``, ``/v1/router/state``, ``/v1/probes/verdicts``) the same way
+(loopback without a proxy, the read token as a bearer, one error tree).
 """
 
 from __future__ import annotations
@@ -54,12 +57,47 @@ class HttpTraceStore:
         local = urllib.parse.urlsplit(self.base_url).hostname in _LOOPBACK
         self._opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if local else []))
 
-    def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        query = urllib.parse.urlencode({k: v for k, v in (params or {}).items() if v is not None})
-        url = f"{self.base_url}{path}" + (f"?{query}" if query else "")
+    def _read(self, path: str) -> bytes:
+        """``GET`` ``path`` (with its query string) and return the body.
+
+        Raises:
+            urllib.error.HTTPError: The server answered an error status (each caller maps it).
+            SinkUnavailable: The server does not answer.
+        """
+        url = self.base_url + path
         try:
             with self._opener.open(urllib.request.Request(url, headers=self._headers), timeout=self.timeout_s) as resp:
-                return orjson.loads(resp.read())
+                body: bytes = resp.read()
+                return body
+        except urllib.error.HTTPError:
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            raise SinkUnavailable(f"the RouteLens server at {self.base_url} is unreachable: {exc}") from exc
+
+    def get_json(self, path: str) -> Any:
+        """``GET`` one JSON document from the server, e.g. ``/v1/alerts`` or ``/v1/probes/stats?instance=a``.
+
+        Args:
+            path: The path, with its query string if any.
+
+        Raises:
+            SinkUnavailable: The server does not answer.
+            SinkError: It answered an HTTP error or a body that is not JSON.
+        """
+        try:
+            body = self._read(path)
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            raise SinkError(f"GET {path}: HTTP {exc.code} from the server at {self.base_url}") from exc
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise SinkError(f"GET {path}: the server at {self.base_url} answered a body that is not JSON") from exc
+
+    def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        query = urllib.parse.urlencode({k: v for k, v in (params or {}).items() if v is not None})
+        try:
+            return orjson.loads(self._read(path + (f"?{query}" if query else "")))
         except urllib.error.HTTPError as exc:
             body = exc.read()
             exc.close()
@@ -72,8 +110,6 @@ class HttpTraceStore:
             if err.get("code") == "invalid_cursor":
                 raise BadCursor(err.get("message", "invalid cursor")) from exc
             raise SinkError(f"GET {path}: HTTP {exc.code}: {err.get('message', exc.reason)}") from exc
-        except (OSError, http.client.HTTPException) as exc:
-            raise SinkUnavailable(f"the RouteLens server at {self.base_url} is unreachable: {exc}") from exc
 
     @staticmethod
     def _filter(flt: TraceFilter) -> dict[str, Any]:
