@@ -98,18 +98,19 @@ def _path_ms(gw: Gateway, i: int, features: RequestFeatures, on_path: list[float
     rid = f"req-{i}"
     request = cast(Any, SimpleNamespace(headers={"x-user-id": f"user-{i % 997}"}))
     t0 = time.perf_counter()
-    router, version, p_hash, arm = gw._arm(rid, request, {})
-    rec = TraceRecorder(request_id=rid, ts=NOW, router_version=version, policy_hash=p_hash,
-                        query_hash="sha256:" + "0" * 64, features=features, intent="chat", experiment_arm=arm)
+    lane = gw.chat.lane(rid, request.headers, {})
+    router = lane.router
+    rec = TraceRecorder(request_id=rid, ts=NOW, router_version=lane.version, policy_hash=lane.policy_hash,
+                        query_hash="sha256:" + "0" * 64, features=features, intent="chat", experiment_arm=lane.arm)
     ctx = DecisionContext(request_id=rid, features=features, intent="chat", now=NOW, quality=gw.quality.snapshot())
     state = gw.inflight.adjust(gw.view.snapshot())
     decision = router.decide(ctx, state)
     rec.record_decision(decision)
     if gw.experiment is not None and (shadow := gw.experiment.shadow) is not None:
         t1 = time.perf_counter()
-        rec.pending_shadow = shadow.job(ctx, state, decision)  # as Gateway._serve does
+        rec.pending_shadow = shadow.job(ctx, state, decision)  # as the gateway's decide stage does
         on_path.append((time.perf_counter() - t1) * 1e3)
-    gw.finish(rec, t0, 200)
+    gw.chat.finish(rec, t0, 200)
     return (time.perf_counter() - t0) * 1e3
 
 

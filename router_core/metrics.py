@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import SummaryMetricFamily
+from prometheus_client.registry import Collector
 
 from router_core.buffered_histogram import BufferedHistogram
 
-__all__ = ["GatewayMetrics", "ModesMetrics", "PluginMetrics"]
+__all__ = ["GatewayMetrics", "ModesMetrics", "PluginMetrics", "StageTimes"]
 
 
 class GatewayMetrics:
@@ -119,3 +121,34 @@ class ModesMetrics:
             self.calls.labels(band, "all").set(float(row["calls"]))  # type: ignore[arg-type]
             self.calls.labels(band, "governed").set(float(row["governed_calls"]))  # type: ignore[arg-type]
             self.use.labels(band).set(float(row["use"]))  # type: ignore[arg-type]
+
+
+class StageTimes(Collector):
+    """Time spent in each stage of the chat route, summed in memory, exported as a summary (``_sum``, ``_count``).
+
+    The runner calls :meth:`add` once per stage per request: two dict updates, no lock and no
+    histogram bucket search on the request path (the event loop is the only writer).
+
+    Args:
+        registry: Where it is registered (None: not exported).
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.seconds: dict[str, float] = {}
+        self.count: dict[str, int] = {}
+        if registry is not None:
+            registry.register(self)
+
+    def add(self, stage: str, start: float, end: float) -> float:
+        """Count ``end - start`` seconds for ``stage``; return ``end`` (the next stage's start)."""
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + (end - start)
+        self.count[stage] = self.count.get(stage, 0) + 1
+        return end
+
+    def collect(self) -> Iterator[SummaryMetricFamily]:
+        """The summary, one series per stage seen."""
+        family = SummaryMetricFamily("routelens_gateway_stage_seconds", "Time spent in each stage of the chat route.",
+                                     labels=["stage"])
+        for stage, total in list(self.seconds.items()):
+            family.add_metric([stage], self.count.get(stage, 0), total)
+        yield family

@@ -1,8 +1,10 @@
-"""The gateway: ``POST /v1/chat/completions`` routed by :class:`router_core.router.Router`.
+"""The gateway: its long-lived parts, their start and stop, and the routes that use them.
 
-Storage is not this room's business: traces leave through the injected :class:`TraceHooks`
-(``app/serve.py`` plugs the ingest emitter and store in). Every request that gets past JSON
-parsing produces exactly one trace, whatever its outcome.
+``POST /v1/chat/completions`` is :class:`router_core.gateway.chat.ChatRunner`, which takes each
+request through the stages of :mod:`router_core.gateway.stages`; the other routes are in
+``feedback``, ``dry_run`` and ``ops_routes``, each naming the parts it reads. Storage is not this
+room's business: traces leave through the injected :class:`TraceHooks` (``app/run/serve.py``
+plugs the ingest emitter and store in).
 """
 
 from __future__ import annotations
@@ -14,54 +16,42 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
 
 import aiohttp
-import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from router_core.aio import cancel_all
-from router_core.analysis import analyse_request
-from router_core.attachments import refuse_unacceptable
-from router_core.decision import Decision, DecisionContext
-from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError, Throttled
 from router_core.experiments import ConfigWatcher, Experiment, build_experiment
 from router_core.gateway import dry_run, ops_routes
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
-from router_core.gateway.callers import RequestIds, SeenIds, check_context, feedback_classes, rejected_features
-from router_core.gateway.degrade import degrade
-from router_core.gateway.degraded import DegradedAnswer, answer_from
-from router_core.gateway.errors import error_for, error_response, errors_middleware, status_of
+from router_core.gateway.callers import RequestIds, SeenIds, feedback_classes
+from router_core.gateway.chat import ChatRunner
+from router_core.gateway.errors import errors_middleware
 from router_core.gateway.feedback import feedback
 from router_core.gateway.finisher import TraceFinisher
 from router_core.gateway.forward import Forwarder
 from router_core.gateway.hooks import TraceHooks
 from router_core.gateway.http1 import Http1Pool
-from router_core.gateway.placement import bound_instance, context_candidates
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.probe_source import ProbeSource
-from router_core.gateway.respond import relay_answer
-from router_core.gateway.streaming import ask_for_usage
+from router_core.gateway.stages.analyse import Lane
 from router_core.inflight import InflightCounter
-from router_core.metrics import GatewayMetrics, ModesMetrics
+from router_core.metrics import GatewayMetrics, ModesMetrics, StageTimes
 from router_core.quality import QualityTable
-from router_core.recorder import TraceRecorder
-from router_core.resilience.affinity import AffinityBinder, session_key
+from router_core.resilience.affinity import AffinityBinder
 from router_core.resilience.answer_cache import AnswerCache
 from router_core.resilience.breakers import BreakerBoard
 from router_core.resilience.budgets import BudgetTracker
 from router_core.resilience.hub import BreakerHub
 from router_core.resilience.router_modes import RouterModes
 from router_core.resilience.shared import MemoryShared, SharedState
-from router_core.router import AUTO_MODEL, Router
+from router_core.router import Router
 from router_core.scrape_metrics import ScrapeMetrics
 from router_core.scraper import MetricsScraper
 from router_core.state import StateView
 from schemas.common import ProbeKind, ProbeVerdict, RoutingMode
 from schemas.config import ConstraintSpec, RouteLensConfig
-from schemas.fleet import InstanceSpec
-from schemas.hashing import query_hash
 from schemas.probe import ProbeStatus
 from schemas.records import RouterEvent
 
@@ -81,6 +71,7 @@ class Gateway:
         hash_key: Optional HMAC key for query hashes.
         new_id: Request id factory (injected for tests).
         wall: UTC clock for trace timestamps; perf: monotonic clock.
+        clock: Monotonic seconds of the router's own modes (injected for tests).
     """
 
     def __init__(
@@ -99,6 +90,7 @@ class Gateway:
         config_path: str | None = None,
         policy: PolicyGate | None = None,
         shared: SharedState | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         # The routing policy file (routing.policy): rules, chains, throttles; reloaded when the file changes.
@@ -139,7 +131,7 @@ class Gateway:
         # Economics (issue #19): the router's own modes, degraded steps, session affinity, budgets.
         econ = config.economics
         self.modes_metrics = ModesMetrics(self.registry)
-        self.router_modes = RouterModes(econ.router_modes, wall=wall, on_event=self._router_event,
+        self.router_modes = RouterModes(econ.router_modes, clock=clock, wall=wall, on_event=self._router_event,
                                         router_version=config.router.version)
         self.modes_metrics.record_mode(RoutingMode.NORMAL.value, _MODES, False)
         self.budgets = BudgetTracker(econ.budgets, self.shared)
@@ -153,6 +145,15 @@ class Gateway:
         self.scrape_metrics = ScrapeMetrics(self.registry)
         # Probe verdicts (a prober here, or a follower of one); built with this gateway's state view.
         self.probes: ProbeSource | None = None if probes is None else probes(self)
+        # POST /v1/chat/completions: the stages of router_core.gateway.stages, run over these parts
+        self.stage_times = StageTimes(self.registry)
+        self.chat = ChatRunner(
+            config, base=Lane(router, config.router.version, self._policy_hash, None),
+            experiment=lambda: self.experiment, policy=self.policy, view=self.view, inflight=self.inflight,
+            quality=self.quality, modes=self.router_modes, affinity=self.affinity, budgets=self.budgets,
+            answers=self.answers, breaker_hub=self.breaker_hub, forwarder=self._started_forwarder,
+            finisher=self.finisher, metrics=self.metrics, times=self.stage_times, request_ids=self.request_ids,
+            hash_key=hash_key, wall=wall, perf=perf)
 
     @property
     def perf(self) -> Callable[[], float]:
@@ -162,8 +163,11 @@ class Gateway:
     @property
     def upstream_pool(self) -> Http1Pool:
         """The upstream connection pool (started with the app)."""
-        assert self._forwarder is not None
-        return self._forwarder.pool
+        return self._started_forwarder().pool
+
+    def _started_forwarder(self) -> Forwarder:
+        assert self._forwarder is not None, "the application has not started"
+        return self._forwarder
 
     @property
     def hash_key(self) -> str | None:
@@ -230,7 +234,7 @@ class Gateway:
         keys = keys_from_env(gw.api_keys_env, os.environ, "gateway.api_keys_env")
         self._upstream_keys = upstream_keys(self.config.fleet.instances, os.environ)
         app = web.Application(middlewares=[errors_middleware], client_max_size=32 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_post("/v1/chat/completions", self.chat.run)
         app.router.add_post("/v1/feedback", partial(feedback, self))
         app.router.add_post("/v1/router/decide", partial(dry_run.decide, self))
         app.router.add_get("/v1/models", partial(ops_routes.list_models, self))
@@ -284,83 +288,6 @@ class Gateway:
         if self._session is not None:
             await self._session.close()
 
-    def _refuse(self, request_id: str, t0: float, body: Any, status: int, message: str, code: str | None,
-                param: str | None = None, headers: dict[str, str] | None = None) -> web.Response:
-        """Answer a request refused before routing, with its trace (the features known so far)."""
-        rec = TraceRecorder(request_id=request_id, ts=self.wall(), router_version=self.config.router.version,
-                            policy_hash=self._policy_hash, query_hash=query_hash("", self._hash_key),
-                            features=rejected_features(body))
-        self.finish(rec, t0, status, code)
-        return error_response(status, message, param=param, code=code,
-                              headers={**(headers or {}), "x-request-id": request_id})
-
-    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
-        """Route, forward and trace one chat-completions request (refused ones are traced too)."""
-        t0 = self._perf()
-        request_id, refused = self.request_ids.of(request.headers.get("X-Request-Id", ""))
-        body: Any = None
-        try:
-            if refused is not None:
-                raise refused
-            body = orjson.loads(await request.read())
-            # throttles and prefilter (router_core.resilience): 429 / 400 before any analysis
-            if isinstance(body, dict) and (r := await self.policy.screen(body, request.headers, request.remote)):
-                return self._refuse(request_id, t0, body, r.status, r.message, r.code, r.param, r.headers())
-            analysis = analyse_request(body, max_chars=self.config.router.analyse_max_chars,
-                                       attachments=self.config.routing.attachments)
-            router, version, p_hash, arm = self._arm(request_id, request, body)
-        except orjson.JSONDecodeError:
-            return self._refuse(request_id, t0, None, 400, "request body is not valid JSON", "invalid_json")
-        except web.HTTPRequestEntityTooLarge:
-            return self._refuse(request_id, t0, None, 413, "request body is too large", "request_too_large")
-        except InvalidRequest as exc:
-            status, code = status_of(exc)
-            return self._refuse(request_id, t0, body, status, str(exc), code, exc.param)
-        attachments = analysis.attachments  # their types and sizes: no bytes are kept
-        ts = self.wall()
-        u = None
-        if self.policy.active and analysis.features.requested_model == AUTO_MODEL:
-            u = await self.policy.understand(analysis, body, request.headers, ts, self.view.snapshot)
-        intent = (u.intent, u.confidence) if u is not None else (analysis.intent.cls, analysis.intent.confidence)
-        rec = TraceRecorder(
-            request_id=request_id,
-            ts=ts,
-            router_version=version,
-            policy_hash=p_hash,
-            query_hash=query_hash(analysis.query_text, self._hash_key),
-            features=analysis.features,
-            intent=intent[0],
-            intent_confidence=intent[1],
-            experiment_arm=arm,
-        )
-        choice = None if u is None else u.choice
-        if u is not None:
-            rec.policy_extra = u.extra
-        answer_key = self.answers.key(analysis.features.requested_model, analysis.query_text)
-        del analysis  # the query text goes no further than its hash (and the conditions, in memory)
-        try:
-            rec.route, admission = await self.policy.admit(choice)
-            if admission.action == "reject":
-                raise Throttled(f"rule {rec.route.rule.name if rec.route and rec.route.rule else '?'} is throttled",
-                                retry_after_s=admission.retry_after_s)
-            self.router_modes.tick()
-            bound = (None if self.affinity is None
-                     else await bound_instance(self.affinity, self.router, request, body, rec.features, rec.route,
-                                               lambda: self.inflight.adjust(self.view.snapshot())))
-            ctx = DecisionContext(request_id=request_id, features=rec.features, intent=rec.intent, now=rec.ts,
-                                  quality=self.quality.snapshot(), route=rec.route, mode=self.router_modes.choice(),
-                                  affinity=bound, budget=self.budgets.view(rec.ts) if self.budgets.is_enabled else None)
-            # an input no candidate's context window holds is refused, not forwarded
-            ends = context_candidates(self.router, rec.features.requested_model, rec.route)
-            check_context(rec.features, ends)
-            # an attachment type no candidate's model accepts is refused, not forwarded
-            refuse_unacceptable(attachments, self.config.routing.attachments, [s.model for s in ends])
-            return await self._serve(request, body, ctx, rec, t0, router, answer_key=answer_key)
-        except (InvalidRequest, RoutingError) as exc:
-            status, code = status_of(exc)
-            self.finish(rec, t0, status, code)
-            return error_for(exc, headers=self.headers_of(rec))
-
     def _router_event(self, event: RouterEvent) -> None:
         """A router mode switch: counted, logged, and handed to the hooks' ``record_event`` when they have one."""
         self.modes_metrics.record_mode(self.router_modes.mode.value, _MODES, True)
@@ -368,100 +295,3 @@ class Gateway:
         emit = getattr(self.hooks, "record_event", None)
         if callable(emit):
             emit(event)
-
-    def _arm(self, request_id: str, request: web.Request, body: Any) -> tuple[Router, str, str, str | None]:
-        """The router, version label, policy hash and arm name serving this request.
-
-        Raises:
-            InvalidRequest: The forcing header names no arm.
-        """
-        exp = self.experiment
-        if exp is None:
-            return self.router, self.config.router.version, self._policy_hash, None
-        arm, _ = exp.arms.pick(request_id, request.headers, body)
-        return arm.router, arm.router_version, arm.policy_hash, arm.name
-
-    def headers_of(self, rec: TraceRecorder) -> dict[str, str]:
-        """``x-request-id``, and the model and instance chosen whenever a decision was made."""
-        headers = {"x-request-id": rec.request_id}
-        if (chosen := rec.selected) is not None:
-            headers["x-routelens-model"], headers["x-routelens-instance"] = chosen
-        return headers
-
-    def finish(self, rec: TraceRecorder, t0: float, status: int, error: str | None = None, **usage: Any) -> None:
-        """Count the request and emit its one trace, durable before the answer is sent (see TraceFinisher)."""
-        self.finisher.finish(rec, t0, status, error, **usage)
-
-    async def _served(self, request: web.Request, body: Any, ctx: DecisionContext, spec: InstanceSpec) -> None:
-        """An instance answers: its call counts against the budgets; a moved session is rebound to it."""
-        if self.budgets.is_enabled:
-            self.budgets.record(spec.model, spec.cost.base, ctx.now)
-        if self.affinity is not None and ctx.affinity is not None and ctx.affinity != spec.id:
-            key = session_key(self.affinity.settings, request.headers, body)
-            if key is not None:
-                await self.affinity.move(key, spec.id)
-
-    async def _serve(self, request: web.Request, body: dict[str, Any], ctx: DecisionContext, rec: TraceRecorder,
-                     t0: float, router: Router, *, decided: Decision | None = None,
-                     answer_key: str | None = None) -> web.StreamResponse:
-        """Decide, forward and answer; routing failures are raised for :meth:`chat_completions` to map.
-
-        ``decided``: a degraded step's decision (see :mod:`router_core.gateway.degrade`).
-        """
-        state = self.inflight.adjust(self.view.snapshot())
-        decision = decided or router.decide(ctx, state)
-        if decided is None:
-            self.router_modes.observe_decision(decision.decision_ms)
-        rec.record_decision(decision)
-        if self.experiment is not None and (shadow := self.experiment.shadow) is not None:
-            rec.pending_shadow = shadow.job(ctx, state, decision)  # same context and state as the live decision
-        self.metrics.record_decision(decision.decision_ms / 1e3, decision.fallback_reason is not None)
-        assert self._forwarder is not None
-        if not decision.targets and decision.degraded is None:
-            out = await degrade(self.config.economics.degraded, decision, body, ctx, state, router.decide,
-                                answers=self.answers, answer_key=answer_key, request_id=rec.request_id,
-                                pool=lambda: self.upstream_pool, gateway=self.config.gateway)
-            if out.recorded is not None:
-                rec.record_decision(out.recorded)
-            if out.redecided is not None:
-                return await self._serve(request, out.body, out.ctx, rec, t0, router, decided=out.redecided)
-            if out.answer is None:
-                raise NoFeasibleInstance(out.reason)
-            rec.degraded_used = out.responder
-            return self._answer(rec, t0, out.answer, {"x-request-id": rec.request_id})
-        stream = bool(body.get("stream"))
-        client_usage = ask_for_usage(body) if stream else False
-        rule = ctx.route.rule if ctx.route is not None else None
-        if self.finisher.validates:  # runs once the request is out, while the instance works
-            asyncio.get_running_loop().call_soon(rec.prebuild)
-        fwd = await self._forwarder.forward(body, decision.targets, rec.request_id, self.config.gateway.max_attempts,
-                                            authorization=request.headers.get("Authorization"),
-                                            timeout=None if rule is None else rule.timeout)
-        rec.record_attempts(fwd.attempts)
-        await self.breaker_hub.drain()  # transitions the attempts caused: metrics, events, other replicas
-        if (fwd.spec is None or fwd.response is None) and (target := decision.degraded) is not None:
-            gw = self.config.gateway  # a rule chain's non-LLM end answers
-            answer = await answer_from(target, body, rec.request_id, self.upstream_pool,
-                                       timeout_s=gw.upstream_timeout_s, connect_timeout_s=gw.connect_timeout_s)
-            if answer.error is not None:
-                raise AttemptsExhausted(f"the degraded target {target.name} failed ({answer.error})",
-                                        last_error=answer.error)
-            rec.degraded_used = target.name
-            rec.mark_degraded(f"answered by degraded target {target.name}")
-            return self._answer(rec, t0, answer, None)
-        if fwd.spec is None or fwd.response is None:
-            raise AttemptsExhausted(f"no instance could serve the request (last error: {fwd.last_error})",
-                                    last_error=fwd.last_error)
-        await self._served(request, body, ctx, fwd.spec)
-        got = await relay_answer(request, fwd, self.headers_of(rec), t0, stream=stream, client_usage=client_usage,
-                                 idle_timeout_s=self.config.gateway.idle_timeout_s, inflight=self.inflight,
-                                 answers=self.answers, answer_key=answer_key)
-        self.finish(rec, t0, got.status, got.error, **got.usage)
-        return got.response
-
-    def _answer(self, rec: TraceRecorder, t0: float, answer: DegradedAnswer,
-                headers: dict[str, str] | None) -> web.Response:
-        """Finish the trace of a request answered without an instance; ``headers`` None: :meth:`headers_of`."""
-        self.finish(rec, t0, answer.status)
-        return web.Response(status=answer.status, body=answer.payload, content_type=answer.content_type,
-                            headers=self.headers_of(rec) if headers is None else headers)

@@ -12,7 +12,6 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from router_core.builtin import build_router
 from router_core.gateway import Gateway
-from router_core.resilience.router_modes import RouterModes
 from schemas import RoutingMode
 from schemas.config import RouteLensConfig
 from schemas.records import RouterEvent
@@ -42,7 +41,7 @@ class Clock:
 @asynccontextmanager
 async def gateway(instances: dict[str, dict[str, Any]], economics: dict[str, Any], kv: float = 0.1,
                   router: dict[str, Any] | None = None, router_perf: Clock | None = None,
-                  status: dict[str, int] | None = None,
+                  status: dict[str, int] | None = None, clock: Clock | None = None,
                   ) -> AsyncIterator[tuple[TestClient[Any, Any], EventHooks, Gateway]]:
     async with AsyncExitStack() as stack:
         servers = {iid: TestServer(upstream(reply((status or {}).get(iid, 200)), kv)) for iid in instances}
@@ -60,7 +59,7 @@ async def gateway(instances: dict[str, dict[str, Any]], economics: dict[str, Any
         hooks = EventHooks()
         ids = iter(f"req-{i}" for i in range(1000))
         built = build_router(config, **({"perf": router_perf} if router_perf else {}))
-        gw = Gateway(config, built, hooks, new_id=lambda: next(ids))
+        gw = Gateway(config, built, hooks, new_id=lambda: next(ids), **({"clock": clock} if clock else {}))
         client = await stack.enter_async_context(TestClient(TestServer(gw.build_app())))
         yield client, hooks, gw
 
@@ -105,9 +104,8 @@ def test_misroute_feedback_puts_the_gateway_in_safe_mode_and_back() -> None:
     async def run() -> None:
         fleet = {"a": {"model": "m"}, "b": {"model": "stable"}}
         econ = {"router_modes": {"safe_model": "stable", "min_feedback": 2}}
-        async with gateway(fleet, econ) as (client, hooks, gw):
-            clock = Clock(step=0.0)
-            gw.router_modes = RouterModes(gw.config.economics.router_modes, clock=clock, on_event=gw._router_event)
+        clock = Clock(step=0.0)
+        async with gateway(fleet, econ, clock=clock) as (client, hooks, gw):
             traces = [(await _chat(client, hooks))[2] for _ in range(6)]
             for tr in traces:
                 clock.t += 20

@@ -1,0 +1,265 @@
+"""``POST /v1/chat/completions``: the runner that takes one request through the stages (:mod:`.stages`).
+
+A request is one :class:`Call` (what was asked, what is known so far). The runner calls the stages
+in order, times each (``routelens_gateway_stage_seconds``), and is the only writer of the
+request's :class:`~router_core.recorder.TraceRecorder`: stages return what they found and the
+runner records it. Every request that gets past its request id produces exactly one trace,
+whatever its outcome, refused ones included (with the features known so far).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from router_core.analysis import analyse_request
+from router_core.decision import Decision, DecisionContext
+from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError
+from router_core.experiments import Experiment
+from router_core.gateway.callers import RequestIds, rejected_features
+from router_core.gateway.degraded import DegradedAnswer, answer_from
+from router_core.gateway.errors import error_for, error_response, status_of
+from router_core.gateway.finisher import TraceFinisher
+from router_core.gateway.forward import Forwarder
+from router_core.gateway.policy_gate import PolicyGate
+from router_core.gateway.stages import admit, analyse, decide, degrade, respond, screen
+from router_core.gateway.streaming import ask_for_usage
+from router_core.inflight import InflightCounter
+from router_core.metrics import GatewayMetrics, StageTimes
+from router_core.quality import QualityTable
+from router_core.recorder import TraceRecorder
+from router_core.resilience.affinity import AffinityBinder, session_key
+from router_core.resilience.answer_cache import AnswerCache
+from router_core.resilience.budgets import BudgetTracker
+from router_core.resilience.hub import BreakerHub
+from router_core.resilience.router_modes import RouterModes
+from router_core.router import Router
+from router_core.state import StateView
+from schemas.config import RouteLensConfig
+from schemas.fleet import InstanceSpec
+from schemas.hashing import query_hash
+
+__all__ = ["Call", "ChatRunner"]
+
+
+@dataclass(slots=True)
+class Call:
+    """One chat request as it passes the stages: what was asked, and what is known so far."""
+
+    http: web.Request
+    request_id: str
+    t0: float
+    body: Any = None
+    rec: TraceRecorder | None = None
+    answer_key: str | None = None  # its key in the recent-answers cache (memory only)
+
+
+class ChatRunner:
+    """Runs the chat route's stages over the gateway's parts, each given explicitly.
+
+    ``experiment`` and ``forwarder`` are read per request: the experiment is swapped whole on a
+    reload, the forwarder exists once the application has started.
+    """
+
+    def __init__(self, config: RouteLensConfig, *, base: analyse.Lane, experiment: Callable[[], Experiment | None],
+                 policy: PolicyGate, view: StateView, inflight: InflightCounter, quality: QualityTable,
+                 modes: RouterModes, affinity: AffinityBinder | None, budgets: BudgetTracker, answers: AnswerCache,
+                 breaker_hub: BreakerHub, forwarder: Callable[[], Forwarder], finisher: TraceFinisher,
+                 metrics: GatewayMetrics, times: StageTimes, request_ids: RequestIds, hash_key: str | None,
+                 wall: Callable[[], datetime], perf: Callable[[], float]) -> None:
+        self.config = config
+        self._base = base
+        self._experiment = experiment
+        self.policy = policy
+        self.view = view
+        self.inflight = inflight
+        self.quality = quality
+        self.modes = modes
+        self.affinity = affinity
+        self.budgets = budgets
+        self.answers = answers
+        self.breaker_hub = breaker_hub
+        self._forwarder = forwarder
+        self.finisher = finisher
+        self.metrics = metrics
+        self.times = times
+        self.request_ids = request_ids
+        self._hash_key = hash_key
+        self.wall = wall
+        self.perf = perf
+
+    def lane(self, request_id: str, headers: Mapping[str, str], body: Any) -> analyse.Lane:
+        """Who decides this request: its experiment arm's router, or the base one (see :func:`.stages.analyse.lane`).
+
+        Raises:
+            InvalidRequest: The forcing header names no arm.
+        """
+        return analyse.lane(self._experiment(), self._base, request_id, headers, body)
+
+    def _state(self) -> Any:
+        return self.inflight.adjust(self.view.snapshot())
+
+    async def run(self, http: web.Request) -> web.StreamResponse:
+        """Route, forward and trace one chat-completions request (refused ones are traced too)."""
+        perf, times = self.perf, self.times
+        t0 = perf()
+        request_id, refused = self.request_ids.of(http.headers.get("X-Request-Id", ""))
+        call = Call(http, request_id, t0)
+        try:
+            if refused is not None:
+                raise refused
+            call.body, refusal = await screen.screen(http, self.policy)
+            t1 = times.add("screen", t0, perf())
+            if refusal is not None:
+                return self._refuse(call, refusal.status, refusal.message, refusal.code, refusal.param,
+                                    refusal.headers())
+            analysis = analyse_request(call.body, max_chars=self.config.router.analyse_max_chars,
+                                       attachments=self.config.routing.attachments)
+            lane = self.lane(request_id, http.headers, call.body)
+        except orjson.JSONDecodeError:
+            return self._refuse(call, 400, "request body is not valid JSON", "invalid_json")
+        except web.HTTPRequestEntityTooLarge:
+            return self._refuse(call, 413, "request body is too large", "request_too_large")
+        except InvalidRequest as exc:
+            status, code = status_of(exc)
+            return self._refuse(call, status, str(exc), code, exc.param)
+        ts = self.wall()
+        u = await analyse.understand(self.policy, analysis, call.body, http.headers, ts, self.view.snapshot)
+        call.rec = rec = TraceRecorder(
+            request_id=request_id, ts=ts, router_version=lane.version, policy_hash=lane.policy_hash,
+            query_hash=query_hash(analysis.query_text, self._hash_key), features=analysis.features,
+            intent=u.intent, intent_confidence=u.confidence, experiment_arm=lane.arm,
+        )
+        rec.policy_extra = u.extra
+        call.answer_key = self.answers.key(analysis.features.requested_model, analysis.query_text)
+        attachments = analysis.attachments  # their types and sizes: no bytes are kept
+        del analysis  # the query text goes no further than its hash (and the conditions, in memory)
+        t2 = times.add("analyse", t1, perf())
+        try:
+            admitted = await admit.admit(self.policy, u.choice)
+            rec.route = admitted.route
+            if admitted.refusal is not None:
+                raise admitted.refusal
+            ctx = await admit.context(
+                request_id=request_id, features=rec.features, intent=rec.intent, now=ts, route=rec.route,
+                http=http, body=call.body, attachments=attachments, router=lane.router, modes=self.modes,
+                affinity=self.affinity, budgets=self.budgets, quality=self.quality,
+                accepts=self.config.routing.attachments, state=self._state)
+            times.add("admit", t2, perf())
+            return await self._serve(call, ctx, lane.router)
+        except (InvalidRequest, RoutingError) as exc:
+            status, code = status_of(exc)
+            self.finish(rec, t0, status, code)
+            return error_for(exc, headers=self.headers_of(rec))
+
+    async def _serve(self, call: Call, ctx: DecisionContext, router: Router, *, decided: Decision | None = None,
+                     ) -> web.StreamResponse:
+        """Decide, forward and answer; routing failures are raised for :meth:`run` to map.
+
+        ``decided``: a degraded step's new decision (see :mod:`router_core.gateway.stages.degrade`).
+        """
+        perf, times, rec, body = self.perf, self.times, call.rec, call.body
+        assert rec is not None
+        t3 = perf()
+        got = decide.decide(router, ctx, self.view, self.inflight, self._experiment(), decided=decided)
+        decision = got.decision
+        if decided is None:
+            self.modes.observe_decision(decision.decision_ms)
+        rec.record_decision(decision)
+        rec.pending_shadow = got.shadow  # decided once the answer is on its way, on the same context and state
+        self.metrics.record_decision(decision.decision_ms / 1e3, decision.fallback_reason is not None)
+        t4 = times.add("decide", t3, perf())
+        if not decision.targets and decision.degraded is None:
+            out = await degrade.degrade(self.config.economics.degraded, decision, body, ctx, got.state,
+                                        router.decide, answers=self.answers, answer_key=call.answer_key,
+                                        request_id=rec.request_id, pool=lambda: self._forwarder().pool,
+                                        gateway=self.config.gateway)
+            times.add("degrade", t4, perf())
+            if out.recorded is not None:
+                rec.record_decision(out.recorded)
+            if out.redecided is not None:
+                call.body, call.answer_key = out.body, None
+                return await self._serve(call, out.ctx, router, decided=out.redecided)
+            if out.answer is None:
+                raise NoFeasibleInstance(out.reason)
+            rec.degraded_used = out.responder
+            return self._answer(call, out.answer, {"x-request-id": rec.request_id})
+        stream = bool(body.get("stream"))
+        client_usage = ask_for_usage(body) if stream else False
+        rule = ctx.route.rule if ctx.route is not None else None
+        if self.finisher.validates:  # runs once the request is out, while the instance works
+            asyncio.get_running_loop().call_soon(rec.prebuild)
+        forwarder = self._forwarder()
+        fwd = await forwarder.forward(body, decision.targets, rec.request_id, self.config.gateway.max_attempts,
+                                      authorization=call.http.headers.get("Authorization"),
+                                      timeout=None if rule is None else rule.timeout)
+        rec.record_attempts(fwd.attempts)
+        await self.breaker_hub.drain()  # transitions the attempts caused: metrics, events, other replicas
+        t5 = times.add("forward", t4, perf())
+        if (fwd.spec is None or fwd.response is None) and (target := decision.degraded) is not None:
+            gw = self.config.gateway  # a rule chain's non-LLM end answers
+            answer = await answer_from(target, body, rec.request_id, forwarder.pool,
+                                       timeout_s=gw.upstream_timeout_s, connect_timeout_s=gw.connect_timeout_s)
+            times.add("degrade", t5, perf())
+            if answer.error is not None:
+                raise AttemptsExhausted(f"the degraded target {target.name} failed ({answer.error})",
+                                        last_error=answer.error)
+            rec.degraded_used = target.name
+            rec.mark_degraded(f"answered by degraded target {target.name}")
+            return self._answer(call, answer, None)
+        if fwd.spec is None or fwd.response is None:
+            raise AttemptsExhausted(f"no instance could serve the request (last error: {fwd.last_error})",
+                                    last_error=fwd.last_error)
+        await self._served(call, ctx, fwd.spec)
+        relayed = await respond.relay_answer(
+            call.http, fwd, self.headers_of(rec), call.t0, stream=stream, client_usage=client_usage,
+            idle_timeout_s=self.config.gateway.idle_timeout_s, inflight=self.inflight, answers=self.answers,
+            answer_key=call.answer_key)
+        t6 = times.add("respond", t5, perf())
+        self.finish(rec, call.t0, relayed.status, relayed.error, **relayed.usage)
+        times.add("finish", t6, perf())
+        return relayed.response
+
+    async def _served(self, call: Call, ctx: DecisionContext, spec: InstanceSpec) -> None:
+        """An instance answers: its call counts against the budgets; a moved session is rebound to it."""
+        if self.budgets.is_enabled:
+            self.budgets.record(spec.model, spec.cost.base, ctx.now)
+        if self.affinity is not None and ctx.affinity is not None and ctx.affinity != spec.id:
+            key = session_key(self.affinity.settings, call.http.headers, call.body)
+            if key is not None:
+                await self.affinity.move(key, spec.id)
+
+    def _answer(self, call: Call, answer: DegradedAnswer, headers: dict[str, str] | None) -> web.Response:
+        """Finish the trace of a request answered without an instance; ``headers`` None: :meth:`headers_of`."""
+        assert call.rec is not None
+        self.finish(call.rec, call.t0, answer.status)
+        return web.Response(status=answer.status, body=answer.payload, content_type=answer.content_type,
+                            headers=self.headers_of(call.rec) if headers is None else headers)
+
+    def _refuse(self, call: Call, status: int, message: str, code: str | None, param: str | None = None,
+                headers: dict[str, str] | None = None) -> web.Response:
+        """Answer a request refused before routing, with its trace (the features known so far)."""
+        rec = TraceRecorder(request_id=call.request_id, ts=self.wall(), router_version=self.config.router.version,
+                            policy_hash=self._base.policy_hash, query_hash=query_hash("", self._hash_key),
+                            features=rejected_features(call.body))
+        self.finish(rec, call.t0, status, code)
+        return error_response(status, message, param=param, code=code,
+                              headers={**(headers or {}), "x-request-id": call.request_id})
+
+    @staticmethod
+    def headers_of(rec: TraceRecorder) -> dict[str, str]:
+        """``x-request-id``, and the model and instance chosen whenever a decision was made."""
+        headers = {"x-request-id": rec.request_id}
+        if (chosen := rec.selected) is not None:
+            headers["x-routelens-model"], headers["x-routelens-instance"] = chosen
+        return headers
+
+    def finish(self, rec: TraceRecorder, t0: float, status: int, error: str | None = None, **usage: Any) -> None:
+        """Count the request and emit its one trace, durable before the answer is sent (see TraceFinisher)."""
+        self.finisher.finish(rec, t0, status, error, **usage)

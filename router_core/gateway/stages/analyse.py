@@ -1,0 +1,46 @@
+"""Stage 2, analyse and policy: the request's features, the arm that serves it, and what the policy makes of it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from router_core.analysis import Analysis
+from router_core.experiments import Experiment
+from router_core.gateway.policy_gate import PolicyGate, Understood
+from router_core.router import AUTO_MODEL, Router
+from schemas.fleet import InstanceSnapshot
+
+__all__ = ["Lane", "lane", "understand"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """Who decides a request: the router, the version label and policy hash its trace carries, its arm."""
+
+    router: Router
+    version: str
+    policy_hash: str
+    arm: str | None
+
+
+def lane(experiment: Experiment | None, base: Lane, request_id: str, headers: Mapping[str, str], body: Any) -> Lane:
+    """The arm that serves this request (``base`` without an experiment).
+
+    Raises:
+        InvalidRequest: The forcing header names no arm.
+    """
+    if experiment is None:
+        return base
+    arm, _ = experiment.arms.pick(request_id, headers, body)
+    return Lane(arm.router, arm.router_version, arm.policy_hash, arm.name)
+
+
+async def understand(policy: PolicyGate, analysis: Analysis, body: Any, headers: Mapping[str, str], now: datetime,
+                     state: Callable[[], Mapping[str, InstanceSnapshot]]) -> Understood:
+    """Intent, keywords and the rule matched; the analysis's own intent when no policy runs for this request."""
+    if policy.active and analysis.features.requested_model == AUTO_MODEL:
+        return await policy.understand(analysis, body, headers, now, state)
+    return Understood(analysis.intent.cls, analysis.intent.confidence, None, {})
