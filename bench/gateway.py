@@ -217,6 +217,14 @@ def _routelens_config(tmp: Path, name: str, port: int, base: str) -> Path:
     return path
 
 
+def _app(tree: str | None) -> list[str]:
+    """``python -m app`` of this checkout, or of ``tree`` (its folder first on the path, before the working one)."""
+    if tree is None:
+        return [sys.executable, "-m", "app"]
+    code = "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); runpy.run_module('app', run_name='__main__')"
+    return [sys.executable, "-c", code, str(Path(tree).resolve())]
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench gateway")
     p.add_argument("--seconds", type=int, default=10, help="load per path and concurrency, in total")
@@ -224,6 +232,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="RouteLens workers for the N run")
     p.add_argument("--no-litellm", action="store_true", help="skip LiteLLM's proxy")
     p.add_argument("--awake", action="store_true", help="keep idle CPUs from halting (idle-priority spinners)")
+    p.add_argument("--vs", metavar="DIR", help="another checkout of RouteLens (git worktree add DIR REV), served with "
+                                                "1 worker as path 'routelens_vs' in the same run: before and after")
     args = p.parse_args(argv)
     if shutil.which("wrk") is None:
         print(json.dumps({"error": "wrk is not installed (apt-get install wrk)"}))
@@ -249,7 +259,8 @@ def main(argv: list[str]) -> int:
     with awake_cpus(args.awake) as spinners:
         result["awake_spinners"] = spinners
         try:
-            ports = {"routelens": free_port(), "routelens_workers": free_port()}
+            ports = {"routelens": free_port(), "routelens_workers": free_port(),
+                     **({"routelens_vs": free_port()} if args.vs else {})}
             configs = {key: _routelens_config(tmp, key, port, base) for key, port in ports.items()}
             sim = start("sim", [sys.executable, "-m", "app", "--config", str(configs["routelens"]),
                                 "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"],
@@ -261,11 +272,13 @@ def main(argv: list[str]) -> int:
             paths = {"direct": Target(f"{base}/v1/chat/completions", script, sim.proc.pid),
                      "bare_proxy": Target(f"http://127.0.0.1:{floor}/v1/chat/completions", script, bare.proc.pid)}
             dbs: dict[str, Path] = {}
-            for key, n in (("routelens", 1), ("routelens_workers", args.workers)):
+            gateways = (("routelens", 1), ("routelens_workers", args.workers),
+                        *((("routelens_vs", 1),) if args.vs else ()))
+            for key, n in gateways:
                 gw = ports[key]
                 dbs[key] = tmp / f"{key}.duckdb"
-                child = start(key, [sys.executable, "-m", "app", "--config", str(configs[key]), "serve",
-                                    "--port", str(gw), "--workers", str(n)], "gateway ready")
+                serve = ["--config", str(configs[key]), "serve", "--port", str(gw), "--workers", str(n)]
+                child = start(key, [*_app(args.vs if key == "routelens_vs" else None), *serve], "gateway ready")
                 paths[key] = Target(f"http://127.0.0.1:{gw}/v1/chat/completions", script, child.proc.pid)
             result.update(measure(paths, args.seconds, args.rounds))
             for key in ("direct", "bare_proxy"):
@@ -275,7 +288,7 @@ def main(argv: list[str]) -> int:
             result["routelens"]["latency_over_time"] = sampled
             while len(children) > 2:  # the gateways store what they hold before they exit
                 stop_last()
-            for key in ("routelens", "routelens_workers"):
+            for key, _ in gateways:
                 result[key]["traces"] = lost_check(result[key].pop("answered"), stored_traces(dbs[key]))
             stop_last()  # the bare proxy
             if not args.no_litellm:
