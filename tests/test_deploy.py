@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.cli.config_io import load_config
+from app.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
