@@ -20,10 +20,10 @@ from prometheus_client import CollectorRegistry
 
 from router_core.builtin import build_router
 from router_core.decision import DecisionContext
-from router_core.metrics_parse import EngineGauges
-from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
-from router_core.state import StateView
+from router_core.state.parse import EngineGauges
+from router_core.state.quality import QualityTable
+from router_core.state.view import StateView
 from schemas import Outcome, OutcomeStatus, RequestFeatures
 from schemas.config import RouteLensConfig
 

@@ -47,10 +47,10 @@ def matrix_figures(iterations: int = 4000, seed: int = 3) -> dict[str, Any]:
     from app.run.gc_tuning import tame_gc
     from router_core.builtin import build_router
     from router_core.decision import DecisionContext
-    from router_core.quality import QualityTable
     from router_core.rules.load import compile_policy
     from router_core.rules.request import RequestView
     from router_core.rules.route import RouteChoice
+    from router_core.state.quality import QualityTable
     from schemas import InstanceSnapshot, RequestFeatures
     from schemas.config import RouteLensConfig
 

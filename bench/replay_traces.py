@@ -16,9 +16,9 @@ from typing import Any
 from router_core.builtin import builtin_registry
 from router_core.decision import DecisionContext
 from router_core.policy import build_policy
-from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
 from router_core.router import Router
+from router_core.state.quality import QualityTable
 from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSnapshot
 from schemas.hashing import query_hash

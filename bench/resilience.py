@@ -153,7 +153,7 @@ def decide_overhead(iterations: int = 20000) -> dict[str, float]:
     from router_core.filters.breaker import BreakerFilter
     from router_core.plugin_specs import specs_from_sections
     from router_core.resilience.breakers import BreakerBoard
-    from router_core.state import StateView
+    from router_core.state.view import StateView
     from schemas import RequestFeatures
     from schemas.config import RouteLensConfig
 
@@ -191,7 +191,7 @@ def decide_overhead(iterations: int = 20000) -> dict[str, float]:
     if flts:
         flt = flts[0]
         from router_core.framework import Candidate
-        from router_core.staleness import effective_state
+        from router_core.state.staleness import effective_state
         cands = [Candidate(s, state[s.id], effective_state(state[s.id], now, config.scrape, 10.0))
                  for s in config.fleet.instances]
         ctx = DecisionContext(request_id="r", features=features, intent=None, now=now, quality={})

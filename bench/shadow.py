@@ -31,8 +31,8 @@ from typing import Any, cast
 from router_core.builtin import build_router
 from router_core.decision import DecisionContext
 from router_core.gateway import Gateway
-from router_core.metrics_parse import EngineGauges
 from router_core.recorder import TraceRecorder
+from router_core.state.parse import EngineGauges
 from schemas import DecisionTrace, RequestFeatures, ShadowDecision
 from schemas.config import RouteLensConfig
 

@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from router_core.intent import classify_intent
     from router_core.intents import IntentClassifier, append_examples
     from router_core.intents.embedding import embedder_missing
-    from router_core.metrics_parse import MetricsParseError, parse_engine_metrics
     from router_core.pickers.max_score import MaxScorePicker
     from router_core.resilience.redis_shared import RedisShared, SharedCollector, build_shared
     from router_core.rules.cases import explain as explain_case
@@ -53,6 +52,7 @@ if TYPE_CHECKING:
     from router_core.rules.load import load_policy as load_rules
     from router_core.scorers.cost import CostScorer
     from router_core.scorers.quality import QualityScorer
+    from router_core.state.parse import MetricsParseError, parse_engine_metrics
 
 # public name loaded on first use -> (module, name there)
 _LAZY: dict[str, tuple[str, str]] = {
@@ -60,7 +60,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Gateway": ("router_core.gateway", "Gateway"),
     "IntentClassifier": ("router_core.intents", "IntentClassifier"),
     "MaxScorePicker": ("router_core.pickers.max_score", "MaxScorePicker"),
-    "MetricsParseError": ("router_core.metrics_parse", "MetricsParseError"),
+    "MetricsParseError": ("router_core.state.parse", "MetricsParseError"),
     "PolicyGate": ("router_core.gateway.policy_gate", "PolicyGate"),
     "ProbeSource": ("router_core.gateway.probe_source", "ProbeSource"),
     "QualityScorer": ("router_core.scorers.quality", "QualityScorer"),
@@ -81,7 +81,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "keys_from_env": ("router_core.gateway.auth", "keys_from_env"),
     "load_rules": ("router_core.rules.load", "load_policy"),
     "open_notice": ("router_core.gateway.auth", "open_notice"),
-    "parse_engine_metrics": ("router_core.metrics_parse", "parse_engine_metrics"),
+    "parse_engine_metrics": ("router_core.state.parse", "parse_engine_metrics"),
     "probe_feed_body": ("router_core.gateway.probe_source", "feed_body"),
     "read_config": ("router_core.config_file", "read_config"),
     "run_cases": ("router_core.rules.cases", "run_cases"),

@@ -1,58 +1,8 @@
-"""Pessimistic staleness: gauges older than a bound decay toward "saturated"; none at all are saturated.
+"""Moved to :mod:`router_core.state.staleness`; kept while ``router_core/prepared.py`` imports it from here.
 
-Pure functions of (snapshot, now), used both when latches are evaluated and when scores are
-computed, so a stored decision replays the same way. A gauge outside its physical range (which
-the live view never produces, but a snapshot stored before the parser refused such values may
-hold) counts as missing, hence saturated: a negative backlog must never look attractive.
+The ``decide/`` wing (issue 30, item 3) rewrites that import and deletes this module.
 """
 
-from __future__ import annotations
-
-import math
-from datetime import datetime
-
-from router_core.framework.types import Effective
-from schemas.config import ScrapeSettings
-from schemas.fleet import InstanceSnapshot
+from router_core.state.staleness import ENGINES_WITHOUT_KV, effective_state
 
 __all__ = ["ENGINES_WITHOUT_KV", "effective_state"]
-
-# Engines whose /metrics has no KV-cache share at all (Text Generation Inference): for them a
-# missing KV gauge is "not reported", judged by queue and running alone, not "unknown, so full"
-# (which would hold every such instance out of the default kv-cache constraint forever).
-ENGINES_WITHOUT_KV = frozenset({"tgi"})
-
-
-def effective_state(snap: InstanceSnapshot, now: datetime, scrape: ScrapeSettings, queue_cap: float) -> Effective:
-    """Return the gauges of ``snap`` as of ``now``.
-
-    Up to ``scrape.suspect_after_s`` the scraped values stand. After that the instance is
-    *suspect* and its values move linearly toward saturated (KV 1.0, queue and running at
-    ``queue_cap``), reaching it at ``scrape.stale_after_s``. Missing gauges count as saturated.
-    """
-    if snap.scraped_at is None:
-        return Effective(None, True, 1.0, queue_cap, queue_cap)
-    age = (now - snap.scraped_at).total_seconds()
-    kv, queue, running = _sane(snap.kv_cache_usage, 1.0), _sane(snap.queue), _sane(snap.running)
-    if kv is None and snap.kv_cache_usage is None and snap.engine in ENGINES_WITHOUT_KV:
-        kv = 0.0  # decays toward full like any gauge once the state ages
-    if age <= scrape.suspect_after_s:  # the common case: fresh data stands as it is
-        return Effective(max(age, 0.0), False, 1.0 if kv is None else kv, queue_cap if queue is None else queue,
-                         queue_cap if running is None else running)
-    span = max(scrape.stale_after_s - scrape.suspect_after_s, 1e-9)
-    f = min(max((age - scrape.suspect_after_s) / span, 0.0), 1.0)
-
-    def toward(value: float | None, saturated: float) -> float:
-        return saturated if value is None else value + (saturated - value) * f if value < saturated else value
-
-    return Effective(
-        age_s=age,
-        suspect=age > scrape.suspect_after_s,
-        kv_cache_usage=toward(kv, 1.0),
-        queue=toward(queue, queue_cap),
-        running=toward(running, queue_cap),
-    )
-
-
-def _sane(value: float | None, high: float = math.inf) -> float | None:
-    return value if value is not None and 0 <= value <= high else None  # NaN fails both comparisons

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from router_core.constraints import applies, holds, metric_value, ramp_factor
 from router_core.framework import Candidate, Handle, PluginBase, RequestContext
 from router_core.framework.plugin import ExtensionPoint
+from router_core.state.constraints import applies, holds, metric_value, ramp_factor
 from schemas.config import ConstraintRule, ConstraintSpec
 from schemas.trace import Violation
 

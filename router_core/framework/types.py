@@ -22,7 +22,7 @@ Scored = tuple[str, float]  # (instance id, total)
 
 @dataclass(frozen=True, slots=True)
 class Effective:
-    """Gauges as routing should believe them now (:func:`router_core.staleness.effective_state` makes them)."""
+    """Gauges as routing should believe them now (:func:`router_core.state.staleness.effective_state` makes them)."""
 
     age_s: float | None
     suspect: bool
@@ -55,7 +55,7 @@ class RequestContext:
         intent: The request's class (None when unknown).
         now: The decision time (UTC).
         quality: Learned P(correct) per (model, class), a snapshot taken for this request; the
-            gateway's is a :class:`router_core.quality.QualitySnapshot`, which also carries
+            gateway's is a :class:`router_core.state.quality.QualitySnapshot`, which also carries
             P(correct) per (instance, class) and the instances flagged divergent.
     """
 

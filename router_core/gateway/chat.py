@@ -30,9 +30,7 @@ from router_core.gateway.forward import Forwarder
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.stages import admit, analyse, decide, degrade, respond, screen
 from router_core.gateway.streaming import ask_for_usage
-from router_core.inflight import InflightCounter
 from router_core.metrics import GatewayMetrics, StageTimes
-from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
 from router_core.resilience.affinity import AffinityBinder, session_key
 from router_core.resilience.answer_cache import AnswerCache
@@ -40,7 +38,9 @@ from router_core.resilience.budgets import BudgetTracker
 from router_core.resilience.hub import BreakerHub
 from router_core.resilience.router_modes import RouterModes
 from router_core.router import Router
-from router_core.state import StateView
+from router_core.state.inflight import InflightCounter
+from router_core.state.quality import QualityTable
+from router_core.state.view import StateView
 from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSpec
 from schemas.hashing import query_hash

@@ -22,13 +22,13 @@ from router_core.decision import DecisionContext
 from router_core.errors import InvalidRequest, PolicyError, UnknownModel
 from router_core.gateway.errors import error_response, status_of
 from router_core.gateway.policy_gate import PolicyGate
-from router_core.inflight import InflightCounter
-from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
 from router_core.router import AUTO_MODEL, Router
 from router_core.rules.ir import RuleSet
 from router_core.rules.load import compile_policy
-from router_core.state import StateView
+from router_core.state.inflight import InflightCounter
+from router_core.state.quality import QualityTable
+from router_core.state.view import StateView
 from schemas.common import OutcomeStatus
 from schemas.config import RouteLensConfig
 from schemas.hashing import query_hash

@@ -16,8 +16,8 @@ from router_core.gateway.callers import SeenIds
 from router_core.gateway.errors import error_response
 from router_core.gateway.hooks import TraceHooks
 from router_core.metrics import GatewayMetrics
-from router_core.quality import QualityTable
 from router_core.resilience.router_modes import RouterModes
+from router_core.state.quality import QualityTable
 from schemas.feedback import Feedback
 from schemas.trace import DecisionTrace
 

@@ -24,11 +24,11 @@ import orjson
 
 from router_core.gateway.encoding import UPSTREAM_ACCEPT
 from router_core.gateway.http1 import Http1Pool, UpstreamError, UpstreamResponse
-from router_core.inflight import InflightCounter, Ticket
 from router_core.resilience.breakers import AttemptOutcome, BreakerBoard
 from router_core.resilience.fallbacks import Abort, classify, next_target
 from router_core.rules.ir import TimeoutPolicy
-from router_core.state import StateView
+from router_core.state.inflight import InflightCounter, Ticket
+from router_core.state.view import StateView
 from schemas.common import AttemptStatus
 from schemas.config import GatewaySettings
 from schemas.config.resilience import NextTarget, ResilienceSettings

@@ -17,7 +17,6 @@ from router_core.gateway.hooks import TraceHooks
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.probe_source import ProbeSource
 from router_core.metrics import ModesMetrics
-from router_core.quality import QualityTable
 from router_core.resilience.affinity import AffinityBinder
 from router_core.resilience.breakers import BreakerBoard
 from router_core.resilience.budgets import BudgetTracker
@@ -25,8 +24,9 @@ from router_core.resilience.hub import BreakerHub
 from router_core.resilience.router_modes import RouterModes
 from router_core.resilience.shared import SharedState
 from router_core.router import AUTO_MODEL, Router
-from router_core.scraper import MetricsScraper
-from router_core.state import StateView
+from router_core.state.quality import QualityTable
+from router_core.state.scraper import MetricsScraper
+from router_core.state.view import StateView
 
 __all__ = ["OpsParts", "alerts", "close_breaker", "health", "hooks_problem", "list_models", "probe_verdicts",
            "prometheus", "router_state", "scrape_problem"]

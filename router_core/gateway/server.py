@@ -36,9 +36,7 @@ from router_core.gateway.http1 import Http1Pool
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.probe_source import ProbeSource
 from router_core.gateway.stages.analyse import Lane
-from router_core.inflight import InflightCounter
 from router_core.metrics import GatewayMetrics, ModesMetrics, StageTimes
-from router_core.quality import QualityTable
 from router_core.resilience.affinity import AffinityBinder
 from router_core.resilience.answer_cache import AnswerCache
 from router_core.resilience.breakers import BreakerBoard
@@ -47,9 +45,11 @@ from router_core.resilience.hub import BreakerHub
 from router_core.resilience.router_modes import RouterModes
 from router_core.resilience.shared import MemoryShared, SharedState
 from router_core.router import Router
-from router_core.scrape_metrics import ScrapeMetrics
-from router_core.scraper import MetricsScraper
-from router_core.state import StateView
+from router_core.state.inflight import InflightCounter
+from router_core.state.quality import QualityTable
+from router_core.state.scrape_metrics import ScrapeMetrics
+from router_core.state.scraper import MetricsScraper
+from router_core.state.view import StateView
 from schemas.common import ProbeKind, ProbeVerdict, RoutingMode
 from schemas.config import ConstraintSpec, RouteLensConfig
 from schemas.probe import ProbeStatus

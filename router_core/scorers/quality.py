@@ -9,7 +9,7 @@ from pydantic import Field
 
 from router_core.framework import Candidate, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
-from router_core.quality import QualitySnapshot
+from router_core.state.quality import QualitySnapshot
 
 __all__ = ["QualityScorer"]
 
@@ -21,7 +21,7 @@ class QualityScorer(PluginBase):
     learned estimate when its feedback has flagged it divergent from its siblings (so an
     instance that drifted loses traffic while its siblings keep theirs), else its model's.
     Inputs: the request's intent class and ``ctx.quality`` (prior from ``models.<m>.quality``,
-    updated from ``POST /v1/feedback``; a :class:`~router_core.quality.QualitySnapshot` also
+    updated from ``POST /v1/feedback``; a :class:`~router_core.state.quality.QualitySnapshot` also
     carries the divergent instances' estimates). Unknown pairs score ``default``.
     Parameters: ``default``. Category: scorer, term ``quality``.
     """

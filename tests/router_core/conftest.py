@@ -9,8 +9,8 @@ from typing import Any
 
 from router_core.builtin import build_router
 from router_core.decision import DecisionContext
-from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
+from router_core.state.quality import QualityTable
 from schemas import InstanceSnapshot, LatchState, Outcome, OutcomeStatus, RequestFeatures
 from schemas.config import RouteLensConfig
 from schemas.trace import DecisionTrace

@@ -16,7 +16,7 @@ from router_core.errors import PluginConfigError
 from router_core.framework import Candidate, Handle
 from router_core.recorder import TraceRecorder
 from router_core.router import Router
-from router_core.staleness import effective_state
+from router_core.state.staleness import effective_state
 from schemas import InstanceSnapshot, Outcome, OutcomeStatus, RequestFeatures
 from schemas.config import ModelProfile, PluginSpec, RouteLensConfig, ScrapeSettings
 from schemas.fleet import InstanceSpec

@@ -7,7 +7,7 @@ from typing import Any
 from router_core.decision import DecisionContext
 from router_core.framework import Candidate
 from router_core.prepared import PreparedCache
-from router_core.quality import QualityTable
+from router_core.state.quality import QualityTable
 from schemas.config import ScrapeSettings
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from tests.router_core.conftest import NOW, features, make_config, snap

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from router_core.metrics_parse import MetricsParseError, parse_engine_metrics
+from router_core.state.parse import MetricsParseError, parse_engine_metrics
 from sim.exposition import with_invalid_utf8, with_out_of_range_gauges
 from tests.sim.test_fault_http import Client, _run
 

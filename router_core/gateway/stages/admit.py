@@ -20,12 +20,12 @@ from router_core.errors import Throttled
 from router_core.gateway.callers import check_context
 from router_core.gateway.placement import bound_instance, context_candidates
 from router_core.gateway.policy_gate import PolicyGate
-from router_core.quality import QualityTable
 from router_core.resilience.affinity import AffinityBinder
 from router_core.resilience.budgets import BudgetTracker
 from router_core.resilience.router_modes import RouterModes
 from router_core.router import Router
 from router_core.rules.route import RouteChoice
+from router_core.state.quality import QualityTable
 from schemas.config.attachments import AttachmentSettings
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import RequestFeatures

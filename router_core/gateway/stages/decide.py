@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from router_core.decision import Decision, DecisionContext
 from router_core.experiments import Experiment
 from router_core.experiments.shadow import ShadowJob
-from router_core.inflight import InflightCounter
 from router_core.router import Router
-from router_core.state import StateView
+from router_core.state.inflight import InflightCounter
+from router_core.state.view import StateView
 from schemas.fleet import InstanceSnapshot
 
 __all__ = ["Decided", "decide"]

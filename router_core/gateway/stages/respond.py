@@ -15,8 +15,8 @@ from aiohttp import web
 from router_core.gateway.encoding import Decoder, coding_of, for_client
 from router_core.gateway.forward import Forwarded, tokens_of, usage_of
 from router_core.gateway.streaming import relay_stream
-from router_core.inflight import InflightCounter
 from router_core.resilience.answer_cache import AnswerCache
+from router_core.state.inflight import InflightCounter
 
 __all__ = ["Relayed", "relay_answer"]
 

@@ -20,8 +20,8 @@ from ingest.pipeline.quarantine import Quarantine
 from ingest.record_sink import RecordBatch
 from router_core.builtin import build_router
 from router_core.decision import DecisionContext
-from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
+from router_core.state.quality import QualityTable
 from schemas import AttemptStatus, Outcome, OutcomeStatus
 from schemas.config.storage import StorageSettings
 from schemas.trace import Attempt, DecisionTrace

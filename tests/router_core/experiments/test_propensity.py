@@ -11,8 +11,8 @@ from router_core.builtin import build_router
 from router_core.decision import DecisionContext
 from router_core.pickers.power_of_two import PowerOfTwoPicker, win_probability
 from router_core.pickers.softmax import SoftmaxPicker
-from router_core.quality import QualityTable
 from router_core.recorder import TraceRecorder
+from router_core.state.quality import QualityTable
 from schemas import Attempt, AttemptStatus, Outcome, OutcomeStatus
 from tests.router_core.conftest import NOW, decide, features, healthy, make_config
 from tests.router_core.plugin_kit import build

@@ -7,7 +7,7 @@ from itertools import count
 from router_core.builtin import build_router
 from router_core.decision import DecisionContext
 from router_core.experiments import ShadowPolicy, arm_config, compare
-from router_core.quality import QualityTable
+from router_core.state.quality import QualityTable
 from schemas.config.experiments import PolicySections
 from tests.router_core.conftest import NOW, features, healthy, make_config
 

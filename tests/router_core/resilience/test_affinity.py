@@ -6,9 +6,9 @@ import pytest
 
 from router_core.builtin import build_router
 from router_core.decision import DecisionContext
-from router_core.quality import QualityTable
 from router_core.resilience.affinity import AffinityBinder, BoundedRing, session_key
 from router_core.resilience.shared import MemoryShared
+from router_core.state.quality import QualityTable
 from schemas import LatchState
 from schemas.config.economics import AffinitySettings
 from tests.router_core.conftest import NOW, features, healthy, make_config, snap

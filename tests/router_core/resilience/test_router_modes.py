@@ -5,8 +5,8 @@ import pytest
 
 from router_core.builtin import build_router
 from router_core.decision import Decision, DecisionContext
-from router_core.quality import QualityTable
 from router_core.resilience.router_modes import ModeChoice, RouterModes, static_order
+from router_core.state.quality import QualityTable
 from schemas import RoutingMode
 from schemas.config.economics import RouterModeSettings
 from schemas.fleet import InstanceSnapshot

@@ -13,9 +13,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from prometheus_client import CollectorRegistry
 
-from router_core.scrape_metrics import ScrapeMetrics
-from router_core.scraper import MetricsScraper
-from router_core.state import StateView
+from router_core.state.scrape_metrics import ScrapeMetrics
+from router_core.state.scraper import MetricsScraper
+from router_core.state.view import StateView
 from schemas.fleet import InstanceSnapshot
 from tests.router_core.conftest import make_config
 
@@ -113,7 +113,7 @@ def test_one_hostile_instance_is_contained_counted_and_logged_once_per_change(
         await rig.close()
         return rig, rounds
 
-    with caplog.at_level(logging.WARNING, logger="router_core.scraper"):
+    with caplog.at_level(logging.WARNING, logger="router_core.state.scraper"):
         rig, rounds = asyncio.run(run())
     assert [r["big-a"].scrape_error for r in rounds] == [None] * 4 and all(r["big-a"].queue == 2 for r in rounds)
     assert [(r["big-b"].scrape_error or "").split(":")[0] for r in rounds] == ["decode", "decode", "out_of_range", ""]
@@ -193,7 +193,7 @@ def test_the_loop_survives_rounds_that_raise_and_a_callback_that_raises(caplog: 
         await rig.close()
         return view, len(stored) if alive else -1
 
-    with caplog.at_level(logging.ERROR, logger="router_core.scraper"):
+    with caplog.at_level(logging.ERROR, logger="router_core.state.scraper"):
         view, stored = asyncio.run(run())
     assert stored >= 3 and view.snapshot()["big-a"].queue == 2.0
     errors = [r.getMessage() for r in caplog.records]

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from router_core.quality import ALL, QualitySnapshot, QualityTable, diverges
+from router_core.state.quality import ALL, QualitySnapshot, QualityTable, diverges
 from schemas.config import ModelProfile
 from tests.router_core.gateway.gateway_kit import CHAT, gateway_client
 from tests.router_core.gateway.test_forwarding import reply

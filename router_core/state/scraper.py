@@ -3,7 +3,7 @@
 Hostile instances are contained to themselves: every failure of one scrape, of any kind (status,
 timeout, connection, a body that is not UTF-8, unparseable text, no gauges, out-of-range gauges,
 or an unexpected exception), marks that instance failed with a reason from
-:data:`router_core.scrape_metrics.SCRAPE_FAILURE_REASONS`, is counted in
+:data:`router_core.state.scrape_metrics.SCRAPE_FAILURE_REASONS`, is counted in
 ``routelens_scrape_failures_total{instance, reason}`` and is logged once per change of reason, not
 once per round. The loop itself cannot die of a round that raises; if it stalls anyway (a wedged
 event loop, a callback that never returns), :meth:`MetricsScraper.stall_reason` says so.
@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
-from router_core.metrics_parse import EngineGauges, MetricsParseError, parse_engine_metrics
-from router_core.scrape_metrics import ScrapeMetrics
-from router_core.state import StateView
+from router_core.state.parse import EngineGauges, MetricsParseError, parse_engine_metrics
+from router_core.state.scrape_metrics import ScrapeMetrics
+from router_core.state.view import StateView
 from schemas.fleet import InstanceSpec
 
 __all__ = ["MetricsScraper"]

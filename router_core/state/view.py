@@ -5,7 +5,7 @@ round) rebuilds one immutable :class:`InstanceSnapshot` per instance, including 
 hysteresis latch. Requests then read those snapshots without copying them.
 
 No snapshot leaves this view with a gauge outside the range ``InstanceSnapshot`` declares: the
-parser already refuses or clamps such values (``router_core.metrics_parse``), and ``update``
+parser already refuses or clamps such values (``router_core.state.parse``), and ``update``
 drops any that still get through (an ``EngineGauges`` built by hand), so a stored trace always
 validates when read back. What the parser adjusted is kept in ``scrape_error`` as
 ``"out_of_range: queue=-5 refused (negative)"``: the scrape was not taken whole, and the decision
@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from router_core.constraints import applies, holds, metric_value
-from router_core.histogram import Buckets, delta_quantile
-from router_core.hysteresis import HysteresisLatch
-from router_core.metrics_parse import EngineGauges
-from router_core.staleness import effective_state
-from router_core.window import ObservationWindow
+from router_core.state.constraints import applies, holds, metric_value
+from router_core.state.histogram import Buckets, delta_quantile
+from router_core.state.hysteresis import HysteresisLatch
+from router_core.state.parse import EngineGauges
+from router_core.state.staleness import effective_state
+from router_core.state.window import ObservationWindow
 from schemas.config import ConstraintSpec, ScrapeSettings
 from schemas.fleet import InstanceSnapshot, InstanceSpec, LatchState
 from schemas.probe import ProbeStatus

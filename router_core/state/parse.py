@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from router_core.histogram import Buckets
+from router_core.state.histogram import Buckets
 
 __all__ = [
     "KV_TOLERANCE", "MAX_COUNT", "REASONS", "EngineGauges", "MetricsParseError", "decode_metrics",

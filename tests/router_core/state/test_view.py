@@ -2,12 +2,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from router_core.histogram import delta_quantile
-from router_core.metrics_parse import EngineGauges
-from router_core.quality import QualityTable
-from router_core.staleness import effective_state
-from router_core.state import StateView
-from router_core.window import ObservationWindow
+from router_core.state.histogram import delta_quantile
+from router_core.state.parse import EngineGauges
+from router_core.state.quality import QualityTable
+from router_core.state.staleness import effective_state
+from router_core.state.view import StateView
+from router_core.state.window import ObservationWindow
 from schemas.config import ModelProfile
 from schemas.fleet import InstanceSnapshot
 from tests.router_core.conftest import NOW, decide, healthy, make_config, snap
@@ -167,7 +167,7 @@ def test_quality_learns_from_feedback() -> None:
 
 
 def test_an_engine_without_a_kv_gauge_is_judged_by_its_queue_not_held_out_as_full() -> None:
-    from router_core.staleness import effective_state
+    from router_core.state.staleness import effective_state
     from schemas.config import ScrapeSettings
 
     scrape = ScrapeSettings()

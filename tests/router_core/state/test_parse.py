@@ -2,7 +2,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from router_core.metrics_parse import REASONS, MetricsParseError, decode_metrics, parse_engine_metrics
+from router_core.state.parse import REASONS, MetricsParseError, decode_metrics, parse_engine_metrics
 from tests.contracts import contract
 
 CONTRACTS = contract("prometheus")

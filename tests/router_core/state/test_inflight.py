@@ -1,4 +1,4 @@
-"""router_core.inflight: the gateway's own requests since the last scrape, seen by the pickers."""
+"""router_core.state.inflight: the gateway's own requests since the last scrape, seen by the pickers."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from router_core.builtin import build_router
 from router_core.decision import DecisionContext
-from router_core.inflight import InflightCounter
-from router_core.quality import QualityTable
+from router_core.state.inflight import InflightCounter
+from router_core.state.quality import QualityTable
 from schemas import InstanceSnapshot
 from schemas.config import RouteLensConfig
 from tests.router_core.conftest import NOW, features

@@ -13,7 +13,7 @@ SCRAPE_FAILURE_REASONS = (
 
 
 class ScrapeMetrics:
-    """Collectors of :class:`router_core.scraper.MetricsScraper`; use the ``record_*`` helpers.
+    """Collectors of :class:`router_core.state.scraper.MetricsScraper`; use the ``record_*`` helpers.
 
     - ``routelens_scrape_failures_total{instance, reason}``: scrapes that failed, or delivered
       refused (out-of-range) gauges, by reason (one of :data:`SCRAPE_FAILURE_REASONS`).

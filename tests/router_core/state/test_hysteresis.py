@@ -1,6 +1,6 @@
 import pytest
 
-from router_core.hysteresis import HysteresisLatch
+from router_core.state.hysteresis import HysteresisLatch
 
 
 def test_flapping_around_the_threshold_never_trips_the_latch() -> None:
