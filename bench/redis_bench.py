@@ -41,10 +41,10 @@ from app.run.procs import free_port
 from router_core.resilience.affinity import AffinityBinder
 from router_core.resilience.budgets import BudgetTracker
 from router_core.resilience.client_throttle import ClientThrottle
-from router_core.resilience.redis_shared import RedisShared
-from router_core.resilience.shared import MemoryShared, SharedState
 from router_core.rules.ir import Origin, Rule, Throttle
 from router_core.rules.throttle import Throttles
+from router_core.shared.base import MemoryShared, SharedState
+from router_core.shared.redis_shared import RedisShared
 from schemas.config.economics import AffinitySettings, BudgetBand, BudgetSettings
 from schemas.config.shared import ClientThrottle as ClientSettings
 from schemas.config.shared import SheddingThrottle, ThrottleSettings

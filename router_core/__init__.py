@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from router_core.intents import IntentClassifier, append_examples
     from router_core.intents.embedding import embedder_missing
     from router_core.pickers.max_score import MaxScorePicker
-    from router_core.resilience.redis_shared import RedisShared, SharedCollector, build_shared
     from router_core.rules.cases import explain as explain_case
     from router_core.rules.cases import run_cases
     from router_core.rules.cases import view_of as case_view
@@ -52,6 +51,7 @@ if TYPE_CHECKING:
     from router_core.rules.load import load_policy as load_rules
     from router_core.scorers.cost import CostScorer
     from router_core.scorers.quality import QualityScorer
+    from router_core.shared.redis_shared import RedisShared, SharedCollector, build_shared
     from router_core.state.parse import MetricsParseError, parse_engine_metrics
 
 # public name loaded on first use -> (module, name there)
@@ -64,15 +64,15 @@ _LAZY: dict[str, tuple[str, str]] = {
     "PolicyGate": ("router_core.gateway.policy_gate", "PolicyGate"),
     "ProbeSource": ("router_core.gateway.probe_source", "ProbeSource"),
     "QualityScorer": ("router_core.scorers.quality", "QualityScorer"),
-    "RedisShared": ("router_core.resilience.redis_shared", "RedisShared"),
+    "RedisShared": ("router_core.shared.redis_shared", "RedisShared"),
     "RuleMatch": ("router_core.rules.ir", "Match"),
     "RuleSet": ("router_core.rules.ir", "RuleSet"),
-    "SharedCollector": ("router_core.resilience.redis_shared", "SharedCollector"),
+    "SharedCollector": ("router_core.shared.redis_shared", "SharedCollector"),
     "VerdictFollower": ("router_core.gateway.probe_source", "VerdictFollower"),
     "analyse_request": ("router_core.analysis", "analyse_request"),
     "append_examples": ("router_core.intents", "append_examples"),
     "arm_config": ("router_core.experiments", "arm_config"),
-    "build_shared": ("router_core.resilience.redis_shared", "build_shared"),
+    "build_shared": ("router_core.shared.redis_shared", "build_shared"),
     "cancel_all": ("router_core.aio", "cancel_all"),
     "case_view": ("router_core.rules.cases", "view_of"),
     "classify_intent": ("router_core.intent", "classify_intent"),

@@ -1,12 +1,13 @@
 """Instances whose instance, model or zone breaker is open are not candidates (half-open: trials only).
 
 The breakers live in the gateway's :class:`router_core.resilience.breakers.BreakerBoard`, fed by
-attempt outcomes between scrapes; the gateway binds its board to this filter (:meth:`BreakerFilter.bind`).
+attempt outcomes between scrapes; the gateway binds its board to this filter (:func:`bind_board`).
 A router without a gateway (replay, the decide bench before binding) sees every breaker closed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from router_core.framework import Candidate, Handle, PluginBase, PluginParams, RequestContext
@@ -15,7 +16,7 @@ from router_core.resilience.breaker import BreakerState
 from router_core.resilience.breakers import BreakerBoard
 from schemas.trace import Violation
 
-__all__ = ["BreakerFilter"]
+__all__ = ["BreakerFilter", "bind_board"]
 
 
 class BreakerFilter(PluginBase):
@@ -57,3 +58,13 @@ class BreakerFilter(PluginBase):
         what = "open" if b.state is BreakerState.OPEN else "half-open, trial slots taken"
         return Violation(constraint=self.name, metric=f"breaker_{b.scope}", op="closed", value=float(b.state),
                          threshold=0.0, reason=f"{b.scope} breaker {b.name} {what}: {b.reason}"[:500])
+
+
+def bind_board(board: BreakerBoard, filters: Iterable[object]) -> int:
+    """Bind ``board`` to every breaker filter among ``filters``; return how many."""
+    n = 0
+    for f in filters:
+        if isinstance(f, BreakerFilter):
+            f.bind(board)
+            n += 1
+    return n

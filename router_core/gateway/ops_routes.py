@@ -22,8 +22,8 @@ from router_core.resilience.breakers import BreakerBoard
 from router_core.resilience.budgets import BudgetTracker
 from router_core.resilience.hub import BreakerHub
 from router_core.resilience.router_modes import RouterModes
-from router_core.resilience.shared import SharedState
 from router_core.router import AUTO_MODEL, Router
+from router_core.shared.base import SharedState
 from router_core.state.quality import QualityTable
 from router_core.state.scraper import MetricsScraper
 from router_core.state.view import StateView

@@ -23,13 +23,13 @@ from router_core.attachments import attachment_infos
 from router_core.errors import PolicyError
 from router_core.resilience.client_throttle import ClientThrottle
 from router_core.resilience.prefilter import Prefilter, Refusal
-from router_core.resilience.shared import MemoryShared, SharedState
 from router_core.rules.ir import ClauseVerdict, Match, Origin, Rule, RuleSet
 from router_core.rules.keywords import KeywordScorer
 from router_core.rules.load import load_policy
 from router_core.rules.request import RequestView
 from router_core.rules.route import RouteChoice
 from router_core.rules.throttle import Admission, Throttles
+from router_core.shared.base import MemoryShared, SharedState
 from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSnapshot
 

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from router_core.aio import cancel_all
 from router_core.experiments import ConfigWatcher, Experiment, build_experiment
+from router_core.filters.breaker import bind_board
 from router_core.gateway import dry_run, ops_routes
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
 from router_core.gateway.callers import RequestIds, SeenIds, feedback_classes
@@ -43,8 +44,8 @@ from router_core.resilience.breakers import BreakerBoard
 from router_core.resilience.budgets import BudgetTracker
 from router_core.resilience.hub import BreakerHub
 from router_core.resilience.router_modes import RouterModes
-from router_core.resilience.shared import MemoryShared, SharedState
 from router_core.router import Router
+from router_core.shared.base import MemoryShared, SharedState
 from router_core.state.inflight import InflightCounter
 from router_core.state.quality import QualityTable
 from router_core.state.scrape_metrics import ScrapeMetrics
@@ -192,7 +193,7 @@ class Gateway:
         if (exp := self.experiment) is not None:
             routers += [a.router for a in exp.arms] + ([exp.shadow.router] if exp.shadow else [])
         for r in routers:
-            BreakerHub.bind(self.breakers, r.policy.filters)
+            bind_board(self.breakers, r.policy.filters)
 
     def reload(self, config: RouteLensConfig) -> None:
         """Take a changed configuration's ``experiments`` section: arms, shares and shadow (the rest needs a restart).

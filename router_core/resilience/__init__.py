@@ -1,8 +1,6 @@
-"""Resilience and economics: breakers, router modes, affinity, budgets and throttles (issue #19).
+"""Resilience and economics as state machines: breakers, router modes, affinity, budgets, throttles (issue #19).
 
-State that several gateway processes must agree on lives behind :class:`SharedState`
-(:mod:`router_core.resilience.shared`): :class:`MemoryShared` in one process, a Redis
-implementation across processes. Nothing on the request path waits on Redis: token buckets are
-served from local leases refilled in the background, counters are flushed in batches, bindings are
-read from a local mirror (:mod:`router_core.resilience.redis_shared`).
+What several gateway processes must agree on they keep behind :class:`router_core.shared.SharedState`
+(:mod:`router_core.shared`: in memory in one process, in Redis across processes); nothing here
+imports the gateway, and nothing on the request path waits on Redis.
 """

@@ -16,7 +16,7 @@ from typing import Any
 
 import mmh3
 
-from router_core.resilience.shared import SharedState
+from router_core.shared.base import SharedState
 from schemas.config.economics import AffinitySettings
 from schemas.trace import Violation
 

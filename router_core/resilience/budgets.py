@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from router_core.resilience.shared import SharedState
+from router_core.shared.base import SharedState
 from schemas.config.economics import BudgetBand, BudgetSettings
 from schemas.trace import Violation
 

@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Mapping
 
 from router_core.resilience.prefilter import Refusal
-from router_core.resilience.shared import SharedState
+from router_core.shared.base import SharedState
 from schemas.config.shared import PRIORITIES, ThrottleSettings
 
 __all__ = ["ClientThrottle", "client_key"]

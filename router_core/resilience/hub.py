@@ -12,14 +12,13 @@ import asyncio
 import logging
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from router_core.filters.breaker import BreakerFilter
 from router_core.resilience.breaker import BreakerState, Transition
 from router_core.resilience.breakers import BreakerBoard
-from router_core.resilience.shared import SharedState
+from router_core.shared.base import SharedState
 from schemas.records import RouterEvent
 
 __all__ = ["CHANNEL", "BreakerHub"]
@@ -50,16 +49,6 @@ class BreakerHub:
         for b in board.breakers():
             set_gauge(b.scope, b.name, int(b.state))
         shared.subscribe(CHANNEL, self._received)
-
-    @staticmethod
-    def bind(board: BreakerBoard, filters: Iterable[object]) -> int:
-        """Bind ``board`` to every breaker filter among ``filters``; return how many."""
-        n = 0
-        for f in filters:
-            if isinstance(f, BreakerFilter):
-                f.bind(board)
-                n += 1
-        return n
 
     def _received(self, message: dict[str, Any]) -> None:
         if message.get("origin") == self.origin:

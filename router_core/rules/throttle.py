@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from router_core.resilience.shared import SharedState
 from router_core.rules.ir import Rule, Throttle
+from router_core.shared.base import SharedState
 
 __all__ = ["Admission", "Throttles", "TokenBucket"]
 

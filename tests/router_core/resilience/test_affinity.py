@@ -7,7 +7,7 @@ import pytest
 from router_core.builtin import build_router
 from router_core.decision import DecisionContext
 from router_core.resilience.affinity import AffinityBinder, BoundedRing, session_key
-from router_core.resilience.shared import MemoryShared
+from router_core.shared.base import MemoryShared
 from router_core.state.quality import QualityTable
 from schemas import LatchState
 from schemas.config.economics import AffinitySettings

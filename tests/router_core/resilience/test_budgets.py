@@ -6,7 +6,7 @@ import pytest
 from router_core.builtin import build_router
 from router_core.decision import DecisionContext
 from router_core.resilience.budgets import BudgetTracker, cost_factor
-from router_core.resilience.shared import MemoryShared
+from router_core.shared.base import MemoryShared
 from router_core.state.quality import QualityTable
 from schemas.config import RouteLensConfig
 from schemas.config.economics import BudgetSettings

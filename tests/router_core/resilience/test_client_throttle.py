@@ -17,9 +17,9 @@ from router_core.builtin import build_router
 from router_core.gateway import Gateway
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.resilience.client_throttle import ClientThrottle, client_key
-from router_core.resilience.shared import MemoryShared
 from router_core.rules.ir import Origin, Rule, Throttle
 from router_core.rules.throttle import Throttles
+from router_core.shared.base import MemoryShared
 from schemas.config import RouteLensConfig
 from schemas.config.shared import ThrottleSettings
 from tests.router_core.gateway.test_forwarding import KV, OK_BODY, MemoryHooks, upstream

@@ -37,11 +37,11 @@ from prometheus_client.registry import Collector
 from redis.asyncio.client import Pipeline
 
 from router_core.aio import cancel_all
-from router_core.resilience.redis_bindings import BindingMirror
-from router_core.resilience.redis_counters import CounterBatch
-from router_core.resilience.redis_lease import BucketLeases, Refill
-from router_core.resilience.redis_store import RedisStore
-from router_core.resilience.shared import Handler, MemoryShared, SharedState
+from router_core.shared.base import Handler, MemoryShared, SharedState
+from router_core.shared.redis_bindings import BindingMirror
+from router_core.shared.redis_counters import CounterBatch
+from router_core.shared.redis_lease import BucketLeases, Refill
+from router_core.shared.redis_store import RedisStore
 from schemas.config.shared import SharedSettings
 
 __all__ = ["RedisShared", "SharedCollector", "build_shared"]

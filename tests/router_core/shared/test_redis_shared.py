@@ -12,9 +12,9 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
 from app.run.procs import free_port
-from router_core.resilience.redis_lease import lease_size
-from router_core.resilience.redis_shared import RedisShared
-from router_core.resilience.shared import MemoryShared
+from router_core.shared.base import MemoryShared
+from router_core.shared.redis_lease import lease_size
+from router_core.shared.redis_shared import RedisShared
 from tests.redis_server import RedisServer, redis_server
 
 __all__ = ["redis_server"]  # the fixture, imported for pytest
@@ -231,7 +231,7 @@ def test_redis_killed_falls_back_locally_then_recovers(redis_server: RedisServer
         await _until(lambda: {"n": 2} in got_b)
         assert (await a.take("after", 0.01, 4))[0] and a.leases.leases  # leased again
 
-    with caplog.at_level(logging.WARNING, logger="router_core.resilience.redis_shared"):
+    with caplog.at_level(logging.WARNING, logger="router_core.shared.redis_shared"):
         _with(redis_server, body)
     assert any("unavailable" in r.message for r in caplog.records)
     assert any("reachable again" in r.message for r in caplog.records)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from router_core.resilience.redis_bindings import BindingMirror, BindWrite
+from router_core.shared.redis_bindings import BindingMirror, BindWrite
 
 
 class Clock:

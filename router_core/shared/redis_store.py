@@ -1,4 +1,4 @@
-"""The Redis side of :class:`router_core.resilience.redis_shared.RedisShared`: connections, health, scripts.
+"""The Redis side of :class:`router_core.shared.redis_shared.RedisShared`: connections, health, scripts.
 
 Every call is bounded by ``timeout_s``. A call that fails or times out marks the store unhealthy
 (``healthy`` False, ``problem`` says why, one warning logged); calls that follow return None at
@@ -38,7 +38,7 @@ from router_core.aio import cancel_all
 
 __all__ = ["RedisStore"]
 
-log = logging.getLogger("router_core.resilience.redis_shared")
+log = logging.getLogger("router_core.shared.redis_shared")
 
 T = TypeVar("T")
 

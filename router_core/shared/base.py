@@ -3,7 +3,7 @@
 Breaker transitions are *published* and every replica applies them to its local view; token
 buckets are taken from; counters (budget spend) are added to and read; bindings (session
 affinity) are set if absent. :class:`MemoryShared` does each exactly, in one process. The Redis
-implementation (:mod:`router_core.resilience.redis_shared`) answers every call the request path
+implementation (:mod:`router_core.shared.redis_shared`) answers every call the request path
 awaits from local state kept in step with Redis in the background, so its answers are exact up to
 documented bounds: a bucket admits at most ``lease size * replicas`` tokens more than one exact
 bucket would, a counter's total lags the other replicas' adds by one flush interval, a binding

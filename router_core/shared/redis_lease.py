@@ -22,7 +22,7 @@ replica outstanding, so the shared bucket is overdrawn by at most ``size * repli
 any time and the admissions over any span ``T`` stay within ``burst + rate * T + size *
 replicas``. Leases idle for ``idle_s`` give their held tokens back (and pay their debt).
 
-Pure bookkeeping (clock injected, no I/O): :class:`router_core.resilience.redis_shared.RedisShared`
+Pure bookkeeping (clock injected, no I/O): :class:`router_core.shared.redis_shared.RedisShared`
 does the Redis calls and applies their results here.
 """
 

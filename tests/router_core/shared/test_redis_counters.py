@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from router_core.resilience.redis_counters import CounterBatch
+from router_core.shared.redis_counters import CounterBatch
 
 
 class Clock:

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from router_core.resilience.redis_lease import BucketLeases, Refill, lease_size
+from router_core.shared.redis_lease import BucketLeases, Refill, lease_size
 
 
 class Clock:
@@ -18,7 +18,7 @@ class Clock:
 
 
 class Bucket:
-    """The grant script of :mod:`router_core.resilience.redis_store`, in Python: the shared bucket."""
+    """The grant script of :mod:`router_core.shared.redis_store`, in Python: the shared bucket."""
 
     def __init__(self, clock: Clock, rate: float, burst: float) -> None:
         self.clock, self.rate, self.burst = clock, rate, burst

@@ -8,7 +8,7 @@ the other replicas' flushed adds. A flush that fails puts its adds back, to go w
 shared total lags by at most one flush interval per replica, and a replica's own adds are never
 missing from what it reads.
 
-Pure bookkeeping (clock injected, no I/O), as :mod:`router_core.resilience.redis_lease`.
+Pure bookkeeping (clock injected, no I/O), as :mod:`router_core.shared.redis_lease`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,37 @@
+"""State the gateway replicas share: one interface, a one-process and a Redis implementation.
+
+::
+
+    base.py            SharedState (the protocol) and MemoryShared (one process, exact)
+    redis_shared.py    RedisShared: the same calls answered from local state kept in step with Redis
+    redis_store.py     RedisStore: the connection, its Lua scripts and pipelines
+    redis_lease.py     token-bucket leases taken ahead of need
+    redis_counters.py  counter adds batched between flushes
+    redis_bindings.py  the local mirror of set-if-absent bindings
+
+The state machines that keep their state here (breakers, budgets, affinity, throttles) are in
+:mod:`router_core.resilience` and :mod:`router_core.rules`; nothing here knows them. The Redis
+client loads on first use of :class:`RedisShared`, :class:`SharedCollector` or
+:func:`build_shared` (PEP 562).
+"""
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from router_core.shared.base import Handler, MemoryShared, SharedState
+
+if TYPE_CHECKING:
+    from router_core.shared.redis_shared import RedisShared, SharedCollector, build_shared
+
+_LAZY = frozenset({"RedisShared", "SharedCollector", "build_shared"})
+
+__all__ = ["Handler", "MemoryShared", "RedisShared", "SharedCollector", "SharedState", "build_shared"]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the Redis implementation (and the Redis client) on first use (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'router_core.shared' has no attribute {name!r}")
+    value = getattr(importlib.import_module("router_core.shared.redis_shared"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
