@@ -39,9 +39,9 @@ if TYPE_CHECKING:
     from router_core.gateway.policy_gate import PolicyGate
     from router_core.gateway.probe_source import ProbeSource, VerdictFollower
     from router_core.gateway.probe_source import feed_body as probe_feed_body
-    from router_core.intent import classify_intent
     from router_core.intents import IntentClassifier, append_examples
     from router_core.intents.embedding import embedder_missing
+    from router_core.intents.rules import classify_intent
     from router_core.pickers.max_score import MaxScorePicker
     from router_core.rules.cases import explain as explain_case
     from router_core.rules.cases import run_cases
@@ -75,7 +75,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "build_shared": ("router_core.shared.redis_shared", "build_shared"),
     "cancel_all": ("router_core.aio", "cancel_all"),
     "case_view": ("router_core.rules.cases", "view_of"),
-    "classify_intent": ("router_core.intent", "classify_intent"),
+    "classify_intent": ("router_core.intents.rules", "classify_intent"),
     "embedder_missing": ("router_core.intents.embedding", "embedder_missing"),
     "explain_case": ("router_core.rules.cases", "explain"),
     "keys_from_env": ("router_core.gateway.auth", "keys_from_env"),

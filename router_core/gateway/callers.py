@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from router_core.errors import InvalidRequest
-from router_core.intent import CLASSES
+from router_core.intents.rules import CLASSES
 from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSpec
 from schemas.trace import RequestFeatures

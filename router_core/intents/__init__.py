@@ -1,12 +1,49 @@
-"""Semantic intents: routes from labelled example utterances, a fast path and a MiniLM path.
+"""Intents: which class of traffic a query belongs to, by rules and by meaning.
 
-The router calls :meth:`IntentClassifier.classify`; the rest is for the CLI, the bench and tests.
+::
+
+    rules.py        classify_intent: weighted zh/en patterns per class (the seed's rule-enhanced routing)
+    routes.py       routes from labelled example utterances (load, hash, append)
+    classifier.py   IntentClassifier: the semantic classifier the router calls (fast path, MiniLM path)
+    fast.py  minilm.py  embedding.py  calibrate.py  cache.py  cut.py  _pooled.py   its parts
+
+The router calls :func:`classify_intent` on every request and :meth:`IntentClassifier.classify`
+when semantic intents are configured; the rest is for the CLI, the bench and tests. The rule table
+loads with the package; the semantic classifier and its numpy and scikit-learn on first use of a
+name from it (PEP 562).
 """
 
-from router_core.intents.cache import CentroidCache, cache_path_for
-from router_core.intents.classifier import IntentClassifier
-from router_core.intents.cut import cut_to_tokens
-from router_core.intents.routes import append_examples, load_routes, route_hash
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["CentroidCache", "IntentClassifier", "append_examples", "cache_path_for", "cut_to_tokens",
-           "load_routes", "route_hash"]
+from router_core.intents.rules import CLASSES, Intent, classify_intent
+
+if TYPE_CHECKING:
+    from router_core.intents.cache import CentroidCache, cache_path_for
+    from router_core.intents.classifier import IntentClassifier
+    from router_core.intents.cut import cut_to_tokens
+    from router_core.intents.routes import append_examples, load_routes, route_hash
+
+# public name loaded on first use -> its module
+_LAZY: dict[str, str] = {
+    "CentroidCache": "router_core.intents.cache",
+    "IntentClassifier": "router_core.intents.classifier",
+    "append_examples": "router_core.intents.routes",
+    "cache_path_for": "router_core.intents.cache",
+    "cut_to_tokens": "router_core.intents.cut",
+    "load_routes": "router_core.intents.routes",
+    "route_hash": "router_core.intents.routes",
+}
+
+__all__ = ["CLASSES", "CentroidCache", "Intent", "IntentClassifier", "append_examples", "cache_path_for",
+           "classify_intent", "cut_to_tokens", "load_routes", "route_hash"]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a semantic-intent name's module on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'router_core.intents' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
