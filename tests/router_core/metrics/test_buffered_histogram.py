@@ -7,8 +7,8 @@ import random
 import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from router_core import buffered_histogram
-from router_core.buffered_histogram import BufferedHistogram
+from router_core.metrics import buffered_histogram
+from router_core.metrics.buffered_histogram import BufferedHistogram
 
 BUCKETS = (1e-6, 5e-6, 2e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 5e-3)
 

@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import SummaryMetricFamily
 from prometheus_client.registry import Collector
 
-from router_core.buffered_histogram import BufferedHistogram
+from router_core.metrics.buffered_histogram import BufferedHistogram
 
 __all__ = ["GatewayMetrics", "ModesMetrics", "PluginMetrics", "StageTimes"]
 
@@ -74,7 +74,7 @@ class PluginMetrics:
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        # buffered (router_core.buffered_histogram): 8-10 observations a decision, on the request path
+        # buffered (router_core.metrics.buffered_histogram): 8-10 observations a decision, on the request path
         self.duration = BufferedHistogram(
             "routelens_router_plugin_duration_seconds",
             "Time the router spent in one plugin per decision.",

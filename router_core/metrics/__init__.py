@@ -1,0 +1,14 @@
+"""The gateway's and the router's Prometheus metrics, each defined once against an injected registry.
+
+::
+
+    collectors.py          GatewayMetrics, PluginMetrics, ModesMetrics, StageTimes
+    buffered_histogram.py  BufferedHistogram: a histogram counted at scrape time, cheap on the request path
+
+The scraper's own metrics are beside it, in :mod:`router_core.state.scrape_metrics`.
+"""
+
+from router_core.metrics.buffered_histogram import BufferedHistogram
+from router_core.metrics.collectors import GatewayMetrics, ModesMetrics, PluginMetrics, StageTimes
+
+__all__ = ["BufferedHistogram", "GatewayMetrics", "ModesMetrics", "PluginMetrics", "StageTimes"]
