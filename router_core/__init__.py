@@ -26,8 +26,11 @@ from router_core.errors import (
 )
 from router_core.framework import Candidate, PluginRegistry, Scored
 from router_core.policy import Policy, build_policy, policy_hash
+from router_core.prepared import Prepared
 from router_core.replay import Replay, replay
-from router_core.router import AUTO_MODEL, Router
+from router_core.router import AUTO_MODEL, Ranked, Router
+from router_core.scorers.latency import predicted_latency_ms
+from router_core.state.quality import QualityTable
 
 if TYPE_CHECKING:
     from router_core.aio import cancel_all
@@ -107,9 +110,12 @@ __all__ = [
     "Policy",
     "PolicyError",
     "PolicyGate",
+    "Prepared",
     "ProbeSource",
     "ProfileError",
     "QualityScorer",
+    "QualityTable",
+    "Ranked",
     "RedisShared",
     "Replay",
     "Router",
@@ -138,6 +144,7 @@ __all__ = [
     "open_notice",
     "parse_engine_metrics",
     "policy_hash",
+    "predicted_latency_ms",
     "probe_feed_body",
     "read_config",
     "register_builtin",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from router_core.decision import Decision, DecisionContext, Steps
@@ -28,7 +29,7 @@ from schemas.config import ModelProfile
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import Violation
 
-__all__ = ["AUTO_MODEL", "Router"]
+__all__ = ["AUTO_MODEL", "Ranked", "Router"]
 
 AUTO_MODEL = "auto"
 _DEFAULT_PROFILE = ModelProfile()
@@ -51,6 +52,29 @@ class _Fallback:
             self.reason = reason
         if mode is not None:
             self.mode = mode
+
+
+@dataclass(slots=True)
+class Ranked:
+    """:meth:`Router.rank`'s result: the plain path's filter and score work, unrecorded.
+
+    Attributes:
+        rule: ``auto`` or ``model:<name>``.
+        prepared: Every candidate looked at, prepared (as ``decide`` prepares them), by instance.
+        removed: Each candidate a filter removed, with that filter's name (the first to remove it).
+        weights: The score terms in force, by name, in column order.
+        ids: The feasible candidates, in pool order.
+        columns: One column of raw terms per weight, aligned with ``ids``.
+        scored: ``(instance, total)`` of each feasible candidate, as the picker takes them.
+    """
+
+    rule: str
+    prepared: dict[str, Prepared]
+    removed: dict[str, str]
+    weights: dict[str, float]
+    ids: list[str]
+    columns: list[list[float]]
+    scored: list[tuple[str, float]]
 
 
 class Router:
@@ -79,6 +103,7 @@ class Router:
         self._scorer_obs = {n: observer("scorer", s) for n, s in policy.scorers.items()}
         self._picker_obs = observer("picker", policy.picker)
         self._picker_name = typed_name(policy.picker)
+        self._weights_by_hour: dict[int, dict[str, float]] = {}  # rank(): the weights read the UTC hour alone
 
     @property
     def models(self) -> list[str]:
@@ -105,10 +130,15 @@ class Router:
         return out
 
     def _filter(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot], ctx: DecisionContext,
-                steps: Steps | None, ages: dict[str, float | None],
+                steps: Steps | None, ages: dict[str, float | None], removed: dict[str, str] | None = None,
+                prepared: list[Prepared] | None = None,
                 ) -> tuple[list[Prepared], dict[str, list[Violation]], dict[str, float]]:
-        """The candidates every filter keeps, the verdicts, the soft factors (``steps`` None: not recorded)."""
-        alive = self._prepare(specs, state, ctx, ages)
+        """The candidates every filter keeps, the verdicts, the soft factors (``steps`` None: not recorded).
+
+        ``removed`` (when given) gets, for each candidate a filter removed, that filter's name;
+        ``prepared``: ``specs`` already prepared.
+        """
+        alive = self._prepare(specs, state, ctx, ages) if prepared is None else prepared
         violations: dict[str, list[Violation]] = {}
         factors: dict[str, float] = {}
         if (budget := ctx.budget) is not None and budget.use >= 1.0:  # a spent budget stops its models
@@ -121,7 +151,7 @@ class Router:
                           rejected=stop)
         slot = self._slot
         for i, flt in enumerate(self.policy.filters):
-            t0 = self._perf()
+            t0 = self._perf() if steps is not None else 0.0
             rejected: list[str] = []
             if i in slot:  # memoised verdicts: only flagged candidates can be affected
                 judged = [(p, p.verdicts[slot[i]]) for p in alive if p.flagged]
@@ -136,6 +166,8 @@ class Router:
                     factors[iid] = factors.get(iid, 1.0) * (v.score_factor or 0.0)
                 else:
                     rejected.append(iid)
+                    if removed is not None:
+                        removed.setdefault(iid, flt.name or v.constraint)
             if rejected:
                 out = set(rejected)
                 alive = [p for p in alive if p.candidate.spec.id not in out]
@@ -230,6 +262,44 @@ class Router:
                         weights=tuple(weights), steps=tuple(steps), fallback_reason=fb.reason, mode=fb.mode,
                         decision_ms=(self._perf() - started) * 1e3, selection_probability=picked.probability,
                         degraded=degraded, levels=fb.levels)
+
+    def rank(self, ctx: DecisionContext, state: Mapping[str, InstanceSnapshot]) -> Ranked | None:
+        """The plain path of :meth:`decide` without its record: filter and score the requested model's candidates.
+
+        What a range replay re-decides a million stored requests with (``decide`` also builds every
+        candidate's record, the steps and the counterfactual terms). Pick with :meth:`pick`. None
+        when ``decide`` would take another path: a rule, the router's modes, a budget, a session's
+        binding; ``decide`` it then. Nothing feasible: ``scored`` is empty, and ``decide`` takes the
+        fallback path (the fallback model, fail open or reject).
+
+        Raises:
+            UnknownModel: When no instance serves the requested model.
+        """
+        feats = ctx.features
+        route = ctx.route if feats.requested_model == AUTO_MODEL else None
+        if (route is not None and route.rule is not None) or ctx.mode is not None or ctx.budget is not None \
+                or ctx.affinity is not None:
+            return None
+        specs = self.candidates_for(feats.requested_model)
+        removed: dict[str, str] = {}
+        ages: dict[str, float | None] = {}
+        prepared = self._prepare(specs, state, ctx, ages)
+        pool, _, factors = self._filter(specs, state, ctx, None, ages, removed, prepared)
+        rule = "auto" if feats.requested_model == AUTO_MODEL else f"model:{feats.requested_model}"
+        by_id = {p.candidate.spec.id: p for p in prepared}
+        if not pool:
+            return Ranked(rule, by_id, removed, {}, [], [], [])
+        weights = self._weights_by_hour.get(ctx.now.hour)
+        if weights is None:
+            weights = self._weights_by_hour[ctx.now.hour] = self.policy.weights_at(ctx.now)[1]
+        totals, columns, used = self._columns(pool, factors, ctx, weights, None)
+        ids = [p.candidate.spec.id for p in pool]
+        return Ranked(rule, by_id, removed, used, ids, columns, list(zip(ids, totals, strict=True)))
+
+    def pick(self, request_id: str, scored: list[tuple[str, float]]) -> str | None:
+        """The instance the policy's picker chooses first from :meth:`rank`'s ``scored`` (seeded by the request id)."""
+        order = self.policy.picker.pick(request_id, scored).order
+        return order[0] if order else None
 
     def _by_rule(self, route: RouteChoice, state: Mapping[str, InstanceSnapshot], ctx: DecisionContext, steps: Steps,
                  fb: _Fallback, ages: dict[str, float | None],
@@ -330,30 +400,44 @@ class Router:
         for name, factor in (scale or {}).items():
             if name in weights:
                 weights[name] *= factor
+        totals, columns, _ = self._columns(pool, factors, ctx, weights, steps, profile, weights_out)
+        terms = [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in pool]
+        return totals, terms
+
+    def _columns(self, pool: list[Prepared], factors: dict[str, float], ctx: DecisionContext,
+                 weights: Mapping[str, float], steps: Steps | None, profile: str = "",
+                 weights_out: list[dict[str, Any]] | None = None,
+                 ) -> tuple[list[float], list[list[float]], dict[str, float]]:
+        """Totals, a column of clamped terms per weighted scorer, the weights used (``steps`` None: not recorded)."""
         candidates = [p.candidate for p in pool]
         columns: list[list[float]] = []
+        used: dict[str, float] = {}
         totals = [0.0] * len(pool)
         scorers = self.policy.scorers
         for name, weight in weights.items():
             if weight <= 0 or name not in scorers:
                 continue
-            scorer, t0 = scorers[name], self._perf()
+            scorer = scorers[name]
+            t0 = self._perf() if steps is not None else 0.0
             if scorer.STATE_ONLY:
                 col = [p.terms[name] for p in pool]  # clamped when memoised
             else:
                 col = clamp_unit(scorer.score(candidates, ctx))
             columns.append(col)
+            used[name] = weight
             totals = [t + weight * x for t, x in zip(totals, col, strict=True)]
+            if steps is None:
+                continue
             took = self._perf() - t0
             if (observe := self._scorer_obs[name]) is not None:
                 observe(took)
-            weights_out.append({"name": name, "weight": weight, "scorer": typed_name(scorer)})
+            if weights_out is not None:
+                weights_out.append({"name": name, "weight": weight, "scorer": typed_name(scorer)})
             steps.add(f"score/{name}", StepKind.SCORE, value=weight, plugin=typed_name(scorer),
                       reason=f"weight {weight:g} ({profile})", duration_us=took * 1e6)
         if factors:
             totals = [t * factors.get(c.spec.id, 1.0) for t, c in zip(totals, candidates, strict=True)]
-        terms = [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in pool]
-        return totals, terms
+        return totals, columns, used
 
     def _counterfactual(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot],
                         pool: list[Prepared], violations: dict[str, list[Violation]], ctx: DecisionContext,

@@ -38,8 +38,6 @@ def test_room_imports_only_what_it_may(room: str) -> None:
 # package's ``__all__`` (heavy ones load on first use there, so this costs no start-up time).
 # Counted: every import statement, in functions and under ``if TYPE_CHECKING:`` too.
 PUBLIC = ("router_core", "ingest")
-# Goes with issue 30's one decision engine (the range replay runs the router's own stages).
-NOT_YET = {"app/experiments/engine.py"}
 
 
 def public_names(package: str) -> set[str]:
@@ -73,7 +71,7 @@ def test_app_uses_only_public_names_of_router_core_and_ingest() -> None:
     offenders = {}
     for path in sorted((ROOT / "app").rglob("*.py")):
         name = str(path.relative_to(ROOT))
-        if name not in NOT_YET and (bad := private_uses(path.read_text(encoding="utf-8"), public)):
+        if bad := private_uses(path.read_text(encoding="utf-8"), public):
             offenders[name] = bad
     assert offenders == {}, "\n" + "\n".join(f"{f}: {', '.join(b)}" for f, b in offenders.items())
 

@@ -5,7 +5,7 @@ the same context-window verdicts and fall in the same hour: their filter and sco
 the same. :class:`MemoReplayer` keys that work by exactly what it reads and re-runs per row only
 what genuinely differs: the verdicts of the filters that read the request (computed to find the
 entry) and the picker (its exact ties and samples are seeded by the request id). It gives
-bit-identical decisions to :class:`app.experiments.engine.Replayer` (``tests/app/experiments/
+bit-identical decisions to :class:`app.experiments.replayer.Replayer` (``tests/app/experiments/
 test_replay_memo.py`` replays varied traces both ways).
 
 The key (:meth:`MemoReplayer.key`), level one, and why it is enough:
@@ -33,7 +33,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from app.experiments.engine import Replayed, Replayer
+from app.experiments.replayer import Replayed, Replayer
 from app.experiments.rows import ReplayRow
 from router_core import (
     Candidate,

@@ -6,7 +6,7 @@ From a DuckDB file the traces are read in bulk (:mod:`app.experiments.bulk`) and
 ``PARALLEL_MIN`` traces, in one process per core over time ranges of equal size; through a
 server's query API (:class:`ingest.trace_store.TraceStore`) they are paged with ``search`` and
 each replayable one fetched with ``get``. Either way each trace is re-decided by
-:class:`app.experiments.replay_memo.MemoReplayer` (the engine's :class:`~app.experiments.engine.Replayer`
+:class:`app.experiments.replay_memo.MemoReplayer` (a :class:`~app.experiments.replayer.Replayer`
 sharing the filter and score work of traces with the same decision inputs; bit-identical decisions)
 and counted by :class:`app.experiments.tally.Tally`, with the collector tuned for the duration.
 """
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from app.experiments import bulk
-from app.experiments.engine import Replayer
 from app.experiments.replay_memo import MemoReplayer
+from app.experiments.replayer import Replayer
 from app.experiments.rows import SAMPLED_OUT, ReplayRow, row_of
 from app.experiments.tally import Tally
 from app.run.gc_tuning import THRESHOLDS

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from app.experiments.engine import Replayed, Replayer
+from app.experiments.replayer import Replayed, Replayer
 from app.experiments.rows import ReplayRow
 from schemas.replay_report import NONE_TARGET
 

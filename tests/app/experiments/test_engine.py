@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.experiments import bulk
-from app.experiments.engine import Replayer
+from app.experiments.replayer import Replayer
 from bench.replay_traces import fleet_config
 from router_core.builtin import builtin_registry
 from router_core.errors import UnknownModel

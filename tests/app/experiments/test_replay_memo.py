@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from app.experiments import bulk
-from app.experiments.engine import Replayed, Replayer
 from app.experiments.replay_memo import MemoReplayer, memo_allowed
+from app.experiments.replayer import Replayed, Replayer
 from app.experiments.rows import ReplayRow
 from bench.replay_traces import MODELS, fleet_config
 from router_core.builtin import builtin_registry

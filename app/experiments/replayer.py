@@ -1,38 +1,37 @@
-"""Re-deciding stored rows under a policy, fast enough for a million traces.
+"""Re-deciding stored rows under a policy with the router's own engine, fast enough for a million traces.
 
-:func:`router_core.replay.replay` builds a router and a full trace per request (about 1 ms here).
-A range replay only needs each request's new first choice, and for the flips the terms and
-verdicts that explain them, so :class:`Replayer` runs the router's own plugins through one
-long-lived :class:`router_core.prepared.PreparedCache` (state-only verdicts and terms computed
-once per stored snapshot) and reads the pick off the policy's picker, the steps
-``Router.decide`` takes in the same order. Whenever nothing is feasible (the fallback model,
-fail-open or reject) it hands the request to ``Router.decide`` itself. Inputs are exactly those
-:func:`router_core.replay.replay` gives the router: the stored states, never-scraped snapshots for
+:func:`router_core.replay` builds a router and a full trace per request (about 1 ms here). A range
+replay needs each request's new first choice and, for the flips, the terms and verdicts that
+explain them: :meth:`router_core.Router.rank` is ``Router.decide``'s plain path (the same filters,
+scorers and memoised per-snapshot work) without its record, and :meth:`router_core.Router.pick`
+its picker. Whatever ``rank`` does not cover (a rule, the router's modes, nothing feasible) is
+decided by ``Router.decide`` itself. This module only turns a stored row into the router's inputs,
+exactly those :func:`router_core.replay` gives it: the stored states, never-scraped snapshots for
 instances the trace has none for, the policy's quality priors overridden by the stored quality
-terms. ``tests/app/experiments/test_engine.py`` checks the choices against ``replay`` trace by trace.
-``decide`` is :meth:`Replayer.rank` (filters and scorers) then :meth:`Replayer.pick` (the picker,
-seeded by the request id), so :mod:`app.experiments.replay_memo` can share the first between rows.
+terms (``tests/app/experiments/test_engine.py`` checks the choices against ``replay`` trace by
+trace). :mod:`app.experiments.replay_memo` shares ``rank``'s work between rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from app.experiments.rows import ReplayRow
-from router_core.decision import DecisionContext
-from router_core.errors import UnknownModel
-from router_core.framework import Scored, clamp_unit
-from router_core.policy import Policy
-from router_core.prepared import Prepared, PreparedCache
-from router_core.quality import QualityTable
-from router_core.router import AUTO_MODEL, Router
-from router_core.scorers.latency import predicted_latency_ms
-from router_core.scorers.quality import QualityScorer
+from router_core import (
+    AUTO_MODEL,
+    DecisionContext,
+    Policy,
+    Prepared,
+    QualityScorer,
+    QualityTable,
+    Router,
+    Scored,
+    UnknownModel,
+    predicted_latency_ms,
+)
 from schemas.config import ModelProfile
 from schemas.fleet import InstanceSnapshot, InstanceSpec
-from schemas.trace import Violation
 
 __all__ = ["Replayed", "Replayer"]
 
@@ -77,16 +76,10 @@ class Replayer:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
-        self.router = Router(policy)
-        self._filters = list(policy.filters)
-        self._slot = {i: n for n, i in enumerate(i for i, f in enumerate(self._filters) if f.STATE_ONLY)}
-        self._prepared = PreparedCache([f for f in self._filters if f.STATE_ONLY],
-                                       [s for s in policy.scorers.values() if s.STATE_ONLY], policy.scrape,
-                                       policy.queue_norm)
+        self.router = Router(policy)  # one router: its per-snapshot memo is shared by every row
         self._never = {s.id: InstanceSnapshot(instance=s.id, model=s.model, engine=s.engine) for s in policy.fleet}
         self._base_quality = dict(QualityTable(policy.models).snapshot())
         self._quality: dict[tuple[str | None, tuple[tuple[str, float], ...]], dict[tuple[str, str], float]] = {}
-        self._weights: dict[int, dict[str, float]] = {}
         self.specs = {s.id: s for s in policy.fleet}
         self._spec_ids = frozenset(self.specs)
         # Only the quality scorer reads ctx.quality: without one, the stored quality terms change nothing.
@@ -115,12 +108,6 @@ class Replayer:
             self._quality[key] = table
         return table
 
-    def _weights_at(self, now: datetime) -> dict[str, float]:
-        got = self._weights.get(now.hour)
-        if got is None:
-            got = self._weights[now.hour] = self.policy.weights_at(now)[1]
-        return got
-
     def state_for(self, row: ReplayRow) -> Mapping[str, InstanceSnapshot]:
         """Stored states, never-scraped snapshots for the instances the trace has none for."""
         if self._spec_ids <= row.states.keys():
@@ -141,83 +128,32 @@ class Replayer:
 
     def rank(self, ctx: DecisionContext, state: Mapping[str, InstanceSnapshot],
              ) -> tuple[Replayed, list[Scored] | None]:
-        """Filter and score the candidates: the decision without its pick, and the scored pool.
+        """The router's filters and scorers (:meth:`Router.rank`): the decision without its pick, and the scored pool.
 
         The scored pool is None when the decision is already whole (a model the fleet does not
-        serve, or nothing feasible and ``Router.decide`` took the fallback path).
+        serve, or a path ``rank`` does not take, which ``Router.decide`` then decided).
         """
         requested = ctx.features.requested_model
-        rule = "auto" if requested == AUTO_MODEL else f"model:{requested}"
         try:
-            specs = self.router.candidates_for(requested)
+            ranked = self.router.rank(ctx, state)
         except UnknownModel:
+            rule = "auto" if requested == AUTO_MODEL else f"model:{requested}"
             return Replayed(rule, None, None, note=f"model {requested} not in the fleet"), None
-        prepared: dict[str, Prepared] = {}
-        now, get = ctx.now, self._prepared.get
-        for spec in specs:
-            snap = state[spec.id]
-            at = snap.scraped_at
-            prepared[spec.id] = get(spec, snap, None if at is None else (now - at).total_seconds(), ctx)
-        pool, removed, factors = self._filter(list(prepared.values()), ctx)
-        if not pool:
-            return self._slow(ctx, state, rule, prepared), None
-        weights = self._weights_at(now)
-        totals = [0.0] * len(pool)
-        cols: list[list[float]] = []
-        used: dict[str, float] = {}
-        cands = [p.candidate for p in pool]
-        scorers = self.policy.scorers
-        for name, weight in weights.items():
-            if weight <= 0 or name not in scorers:
-                continue
-            scorer = scorers[name]
-            col = [p.terms[name] for p in pool] if scorer.STATE_ONLY else clamp_unit(scorer.score(cands, ctx))
-            cols.append(col)
-            used[name] = weight
-            totals = [t + weight * x for t, x in zip(totals, col, strict=True)]
-        if factors:
-            totals = [t * factors.get(c.spec.id, 1.0) for t, c in zip(totals, cands, strict=True)]
-        ids = [c.spec.id for c in cands]
-        return (Replayed(rule, None, None, used, removed, prepared, ids=ids, cols=cols),
-                list(zip(ids, totals, strict=True)))
+        if ranked is None or not ranked.scored:
+            return self._slow(ctx, state, {} if ranked is None else ranked.prepared), None
+        return (Replayed(ranked.rule, None, None, ranked.weights, ranked.removed, ranked.prepared, ids=ranked.ids,
+                         cols=ranked.columns), ranked.scored)
 
     def pick(self, request_id: str, ranked: Replayed, scored: list[Scored]) -> Replayed:
-        """The policy's picker on ``rank``'s scored pool: ``ranked`` with its first choice."""
-        picked = self.policy.picker.pick(request_id, scored)
-        first = picked.order[0] if picked.order else None
+        """The policy's picker (:meth:`Router.pick`) on ``rank``'s scored pool: ``ranked`` with its first choice."""
+        first = self.router.pick(request_id, scored)
         model = ranked.prepared[first].candidate.spec.model if first is not None else None
         return Replayed(ranked.rule, first, model, ranked.weights, ranked.removed, ranked.prepared, ranked.note,
                         ranked.ids, ranked.cols)
 
-    def _filter(self, alive: list[Prepared], ctx: DecisionContext,
-                ) -> tuple[list[Prepared], dict[str, str], dict[str, float]]:
-        """The feasible pool, the first hard verdict of each removed candidate, soft factors (as ``Router._filter``)."""
-        removed: dict[str, str] = {}
-        factors: dict[str, float] = {}
-        slot = self._slot
-        for i, flt in enumerate(self._filters):
-            judged: Sequence[tuple[Prepared, Violation | None]]
-            if i in slot:
-                judged = [(p, p.verdicts[slot[i]]) for p in alive if p.flagged]
-            else:
-                judged = [(p, flt.check(p.candidate, ctx)) for p in alive]
-            out: set[str] = set()
-            for p, v in judged:
-                if v is None:
-                    continue
-                iid = p.candidate.spec.id
-                if v.severity == "soft":
-                    factors[iid] = factors.get(iid, 1.0) * (v.score_factor or 0.0)
-                else:
-                    out.add(iid)
-                    removed.setdefault(iid, flt.name or v.constraint)
-            if out:
-                alive = [p for p in alive if p.candidate.spec.id not in out]
-        return alive, removed, factors
-
-    def _slow(self, ctx: DecisionContext, state: Mapping[str, InstanceSnapshot], rule: str,
+    def _slow(self, ctx: DecisionContext, state: Mapping[str, InstanceSnapshot],
               prepared: dict[str, Prepared]) -> Replayed:
-        """Nothing feasible: ``Router.decide`` takes the fallback path itself."""
+        """``Router.decide`` itself: nothing feasible (its fallbacks), or a path ``rank`` does not take."""
         self.slow += 1
         decision = self.router.decide(ctx, state)
         first = decision.selected
