@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry
 
-from router_core.builtin import build_router
-from router_core.decision import DecisionContext
-from router_core.recorder import TraceRecorder
+from router_core.decide.builtin import build_router
+from router_core.decide.decision import DecisionContext
+from router_core.decide.recorder import TraceRecorder
 from router_core.state.parse import EngineGauges
 from router_core.state.quality import QualityTable
 from router_core.state.view import StateView

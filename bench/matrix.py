@@ -45,8 +45,8 @@ def _unindexed(n: int) -> str:
 def matrix_figures(iterations: int = 4000, seed: int = 3) -> dict[str, Any]:
     """p50/p99 of decide() alone and with a 50-rule match before it; what the matrix adds; the match alone."""
     from app.run.gc_tuning import tame_gc
-    from router_core.builtin import build_router
-    from router_core.decision import DecisionContext
+    from router_core.decide.builtin import build_router
+    from router_core.decide.decision import DecisionContext
     from router_core.rules.load import compile_policy
     from router_core.rules.request import RequestView
     from router_core.rules.route import RouteChoice

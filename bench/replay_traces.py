@@ -1,7 +1,7 @@
 """Traces the router itself decided, for replay tests and ``bench replay`` (seeded, no wall clock).
 
 A replayed trace must carry what ``decide`` read: every candidate's state at decision time, the
-request features and intent. :class:`RouterTraceFactory` runs the real :class:`router_core.router.Router`
+request features and intent. :class:`RouterTraceFactory` runs the real :class:`router_core.decide.router.Router`
 over a fleet of ``n_instances`` instances of three models whose state changes every
 ``round_every`` requests (one scrape round), so under the same policy a replay flips nothing.
 """
@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from router_core.builtin import builtin_registry
-from router_core.decision import DecisionContext
-from router_core.policy import build_policy
-from router_core.recorder import TraceRecorder
-from router_core.router import Router
+from router_core.decide.builtin import builtin_registry
+from router_core.decide.decision import DecisionContext
+from router_core.decide.policy import build_policy
+from router_core.decide.recorder import TraceRecorder
+from router_core.decide.router import Router
 from router_core.state.quality import QualityTable
 from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSnapshot

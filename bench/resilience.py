@@ -148,10 +148,10 @@ def decide_overhead(iterations: int = 20000) -> dict[str, float]:
     like-for-like pair), "with_open" has one of the 16 instances' breakers open, so its decisions
     also reject it and record why. The three routers' decisions are interleaved one by one.
     """
-    from router_core.builtin import build_router
-    from router_core.decision import DecisionContext
+    from router_core.decide.builtin import build_router
+    from router_core.decide.decision import DecisionContext
+    from router_core.decide.plugin_specs import specs_from_sections
     from router_core.filters.breaker import BreakerFilter
-    from router_core.plugin_specs import specs_from_sections
     from router_core.resilience.breakers import BreakerBoard
     from router_core.state.view import StateView
     from schemas import RequestFeatures

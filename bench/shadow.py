@@ -28,10 +28,10 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any, cast
 
-from router_core.builtin import build_router
-from router_core.decision import DecisionContext
+from router_core.decide.builtin import build_router
+from router_core.decide.decision import DecisionContext
+from router_core.decide.recorder import TraceRecorder
 from router_core.gateway import Gateway
-from router_core.recorder import TraceRecorder
 from router_core.state.parse import EngineGauges
 from schemas import DecisionTrace, RequestFeatures, ShadowDecision
 from schemas.config import RouteLensConfig
@@ -108,7 +108,7 @@ def _path_ms(gw: Gateway, i: int, features: RequestFeatures, on_path: list[float
     rec.record_decision(decision)
     if gw.experiment is not None and (shadow := gw.experiment.shadow) is not None:
         t1 = time.perf_counter()
-        rec.pending_shadow = shadow.job(ctx, state, decision)  # as the gateway's decide stage does
+        rec.defer_shadow(shadow.job(ctx, state, decision))  # as the gateway's decide stage does
         on_path.append((time.perf_counter() - t1) * 1e3)
     gw.chat.finish(rec, t0, 200)
     return (time.perf_counter() - t0) * 1e3

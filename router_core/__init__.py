@@ -10,8 +10,12 @@ client, the semantic intents and their scikit-learn, the policy-file tooling) lo
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from router_core.builtin import build_router, builtin_registry, register_builtin
-from router_core.decision import Decision, DecisionContext
+from router_core.decide.builtin import build_router, builtin_registry, register_builtin
+from router_core.decide.decision import Decision, DecisionContext
+from router_core.decide.policy import Policy, build_policy, policy_hash
+from router_core.decide.prepared import Prepared
+from router_core.decide.replay import Replay, replay
+from router_core.decide.router import AUTO_MODEL, Ranked, Router
 from router_core.errors import (
     AttemptsExhausted,
     InvalidRequest,
@@ -25,17 +29,13 @@ from router_core.errors import (
     UnknownPluginType,
 )
 from router_core.framework import Candidate, PluginRegistry, Scored
-from router_core.policy import Policy, build_policy, policy_hash
-from router_core.prepared import Prepared
-from router_core.replay import Replay, replay
-from router_core.router import AUTO_MODEL, Ranked, Router
 from router_core.scorers.latency import predicted_latency_ms
 from router_core.state.quality import QualityTable
 
 if TYPE_CHECKING:
     from router_core.aio import cancel_all
-    from router_core.analysis import analyse_request
     from router_core.config_file import read_config
+    from router_core.decide.analysis import analyse_request
     from router_core.experiments import arm_config
     from router_core.gateway import Gateway
     from router_core.gateway.auth import keys_from_env, open_notice, upstream_keys
@@ -72,7 +72,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "RuleSet": ("router_core.rules.ir", "RuleSet"),
     "SharedCollector": ("router_core.shared.redis_shared", "SharedCollector"),
     "VerdictFollower": ("router_core.gateway.probe_source", "VerdictFollower"),
-    "analyse_request": ("router_core.analysis", "analyse_request"),
+    "analyse_request": ("router_core.decide.analysis", "analyse_request"),
     "append_examples": ("router_core.intents", "append_examples"),
     "arm_config": ("router_core.experiments", "arm_config"),
     "build_shared": ("router_core.shared.redis_shared", "build_shared"),

@@ -15,7 +15,7 @@ The key (:meth:`MemoReplayer.key`), level one, and why it is enough:
   one object per distinct scrape; an entry keeps its snapshots alive, so no other object can take
   their ``id`` while it exists). An entry is used only while every snapshot is fresh at the row's
   time (age within ``scrape.suspect_after_s``): then a prepared candidate depends on its snapshot
-  alone (:mod:`router_core.prepared`). Rows with suspect or never-scraped state are not memoised;
+  alone (:mod:`router_core.decide.prepared`). Rows with suspect or never-scraped state are not memoised;
 - the UTC hour: the weights in force (``Policy.weights_at`` reads the hour alone);
 - when a weighted scorer reads the quality table: the table object (``Replayer.quality_for`` keeps
   one per distinct table) and the intent.

@@ -1,12 +1,12 @@
 """Re-deciding stored rows under a policy with the router's own engine, fast enough for a million traces.
 
-:func:`router_core.replay` builds a router and a full trace per request (about 1 ms here). A range
+:func:`router_core.decide.replay` builds a router and a full trace per request (about 1 ms here). A range
 replay needs each request's new first choice and, for the flips, the terms and verdicts that
 explain them: :meth:`router_core.Router.rank` is ``Router.decide``'s plain path (the same filters,
 scorers and memoised per-snapshot work) without its record, and :meth:`router_core.Router.pick`
 its picker. Whatever ``rank`` does not cover (a rule, the router's modes, nothing feasible) is
 decided by ``Router.decide`` itself. This module only turns a stored row into the router's inputs,
-exactly those :func:`router_core.replay` gives it: the stored states, never-scraped snapshots for
+exactly those :func:`router_core.decide.replay` gives it: the stored states, never-scraped snapshots for
 instances the trace has none for, the policy's quality priors overridden by the stored quality
 terms (``tests/app/experiments/test_engine.py`` checks the choices against ``replay`` trace by
 trace). :mod:`app.experiments.replay_memo` shares ``rank``'s work between rows.

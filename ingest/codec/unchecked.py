@@ -1,7 +1,7 @@
 """Traces the gateway wrote unvalidated (``Kind.TRACE_UNCHECKED``), validated where they are stored.
 
 On the request path the gateway writes a trace's JSON straight from its recorder's values
-(:meth:`router_core.recorder.TraceRecorder.plain`): one orjson call instead of building two dozen
+(:meth:`router_core.decide.recorder.TraceRecorder.plain`): one orjson call instead of building two dozen
 pydantic models per request and walking them again to encode them. The contract still holds for
 what is stored, because the storing sink's ``prepare`` runs :func:`check_traces` first: each such
 record is validated against :class:`schemas.trace.DecisionTrace` (its stored form: candidates

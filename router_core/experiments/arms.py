@@ -1,4 +1,4 @@
-"""The arms of an experiment, each with its own :class:`~router_core.router.Router`, and the pick per request.
+"""The arms of an experiment, each with its own :class:`~router_core.decide.router.Router`, and the pick per request.
 
 An arm's policy is the base configuration with the arm's sections (``router``, ``constraints``,
 ``scoring``, ``models``) put in their place, from a policy file or written inline; the fleet is
@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from router_core.builtin import builtin_registry
 from router_core.config_file import read_model
+from router_core.decide.builtin import builtin_registry
+from router_core.decide.policy import build_policy
+from router_core.decide.router import Router
 from router_core.errors import PluginError
 from router_core.experiments.assign import Assigner, Assignment
 from router_core.framework import PluginRegistry
-from router_core.policy import build_policy
-from router_core.router import Router
 from schemas.config import ConstraintSpec, RouteLensConfig
 from schemas.config.experiments import ExperimentsSettings, PolicyFile, PolicyRef, PolicySections
 from schemas.errors import ConfigError
@@ -38,7 +38,7 @@ class Arm:
 
     @property
     def policy_hash(self) -> str:
-        """The hash of the policy the arm decides under (see :func:`router_core.policy.policy_hash`)."""
+        """The hash of the policy the arm decides under (see :func:`router_core.decide.policy.policy_hash`)."""
         return self.router.policy.hash
 
 

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from router_core.decide.router import Router
 from router_core.experiments.arms import Arms, build_arm_router, build_arms
 from router_core.experiments.shadow import ShadowPolicy
 from router_core.framework import PluginRegistry
-from router_core.router import Router
 from schemas.config import RouteLensConfig
 
 __all__ = ["Experiment", "build_experiment"]

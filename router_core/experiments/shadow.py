@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import mmh3
 
-from router_core.decision import Decision, DecisionContext
-from router_core.router import Router
+from router_core.decide.decision import Decision, DecisionContext
+from router_core.decide.router import Router
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import ShadowDecision
 

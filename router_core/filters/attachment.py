@@ -18,7 +18,7 @@ class AttachmentFilter(PluginBase):
     """Rejects instances whose model does not accept a type among the request's attachments.
 
     What it does: each of ``RequestFeatures.file_types`` (typed by the bytes, see
-    :mod:`router_core.attachments`) must be in ``accept[model]``; a model ``accept`` leaves out
+    :mod:`router_core.decide.attachments`) must be in ``accept[model]``; a model ``accept`` leaves out
     accepts every type, and a request without attachments passes everywhere.
     Inputs consumed: ``RequestFeatures.file_types``; ``InstanceSpec.model``.
     Parameters: ``accept`` (model -> types; derived from ``routing.attachments.accept``).

@@ -37,7 +37,7 @@ class FreshnessFilter(PluginBase):
         @field_validator("max_age_s")
         @classmethod
         def _not_below_suspect(cls, value: float, info: ValidationInfo) -> float:
-            # Verdicts are memoised per snapshot until it is suspect (router_core.prepared): a smaller
+            # Verdicts are memoised per snapshot until it is suspect (router_core.decide.prepared): a smaller
             # bound would keep a stale instance in until then.
             handle = info.context
             if isinstance(handle, Handle) and value < handle.scrape.suspect_after_s:

@@ -1,6 +1,6 @@
 """``PluginRegistry``: plugin type name -> factory, and building plugins from specs.
 
-A registry is an instance, not a module-level dict: :func:`router_core.builtin.register_builtin`
+A registry is an instance, not a module-level dict: :func:`router_core.decide.builtin.register_builtin`
 fills one with the in-tree plugins, and tests or simulations add fakes to their own.
 """
 

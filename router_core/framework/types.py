@@ -44,7 +44,7 @@ class Candidate:
 class RequestContext:
     """What a plugin may read of one request besides the candidates and its own parameters; no I/O.
 
-    The router decides on a :class:`router_core.decision.DecisionContext`, which extends this with
+    The router decides on a :class:`router_core.decide.decision.DecisionContext`, which extends this with
     what the gateway's state machines settled for the request (the rule, the router's mode, the
     session's instance, the budget): the router reads those, plugins do not, so this package
     needs none of their types.
@@ -83,7 +83,7 @@ class Filter(Protocol):
     """A hard constraint on candidates.
 
     ``STATE_ONLY`` filters judge only the instance's spec and fresh snapshot (not the request or
-    the clock); the router computes them once per snapshot (:mod:`router_core.prepared`).
+    the clock); the router computes them once per snapshot (:mod:`router_core.decide.prepared`).
     """
 
     TYPE: ClassVar[str]

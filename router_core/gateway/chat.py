@@ -2,7 +2,7 @@
 
 A request is one :class:`Call` (what was asked, what is known so far). The runner calls the stages
 in order, times each (``routelens_gateway_stage_seconds``), and is the only writer of the
-request's :class:`~router_core.recorder.TraceRecorder`: stages return what they found and the
+request's :class:`~router_core.decide.recorder.TraceRecorder`: stages return what they found and the
 runner records it. Every request that gets past its request id produces exactly one trace,
 whatever its outcome, refused ones included (with the features known so far).
 """
@@ -18,8 +18,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from router_core.analysis import analyse_request
-from router_core.decision import Decision, DecisionContext
+from router_core.decide.analysis import analyse_request
+from router_core.decide.decision import Decision, DecisionContext
+from router_core.decide.recorder import TraceRecorder
+from router_core.decide.router import Router
 from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError
 from router_core.experiments import Experiment
 from router_core.gateway.callers import RequestIds, rejected_features
@@ -31,13 +33,11 @@ from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.stages import admit, analyse, decide, degrade, respond, screen
 from router_core.gateway.streaming import ask_for_usage
 from router_core.metrics import GatewayMetrics, StageTimes
-from router_core.recorder import TraceRecorder
 from router_core.resilience.affinity import AffinityBinder, session_key
 from router_core.resilience.answer_cache import AnswerCache
 from router_core.resilience.budgets import BudgetTracker
 from router_core.resilience.hub import BreakerHub
 from router_core.resilience.router_modes import RouterModes
-from router_core.router import Router
 from router_core.state.inflight import InflightCounter
 from router_core.state.quality import QualityTable
 from router_core.state.view import StateView
@@ -136,14 +136,14 @@ class ChatRunner:
             query_hash=query_hash(analysis.query_text, self._hash_key), features=analysis.features,
             intent=u.intent, intent_confidence=u.confidence, experiment_arm=lane.arm,
         )
-        rec.policy_extra = u.extra
+        rec.record_policy(None, u.extra)
         call.answer_key = self.answers.key(analysis.features.requested_model, analysis.query_text)
         attachments = analysis.attachments  # their types and sizes: no bytes are kept
         del analysis  # the query text goes no further than its hash (and the conditions, in memory)
         t2 = times.add("analyse", t1, perf())
         try:
             admitted = await admit.admit(self.policy, u.choice)
-            rec.route = admitted.route
+            rec.record_policy(admitted.route)
             if admitted.refusal is not None:
                 raise admitted.refusal
             ctx = await admit.context(
@@ -172,7 +172,7 @@ class ChatRunner:
         if decided is None:
             self.modes.observe_decision(decision.decision_ms)
         rec.record_decision(decision)
-        rec.pending_shadow = got.shadow  # decided once the answer is on its way, on the same context and state
+        rec.defer_shadow(got.shadow)  # decided once the answer is on its way, on the same context and state
         self.metrics.record_decision(decision.decision_ms / 1e3, decision.fallback_reason is not None)
         t4 = times.add("decide", t3, perf())
         if not decision.targets and decision.degraded is None:
@@ -188,7 +188,7 @@ class ChatRunner:
                 return await self._serve(call, out.ctx, router, decided=out.redecided)
             if out.answer is None:
                 raise NoFeasibleInstance(out.reason)
-            rec.degraded_used = out.responder
+            rec.record_degraded(out.responder)
             return self._answer(call, out.answer, {"x-request-id": rec.request_id})
         stream = bool(body.get("stream"))
         client_usage = ask_for_usage(body) if stream else False
@@ -210,7 +210,7 @@ class ChatRunner:
             if answer.error is not None:
                 raise AttemptsExhausted(f"the degraded target {target.name} failed ({answer.error})",
                                         last_error=answer.error)
-            rec.degraded_used = target.name
+            rec.record_degraded(target.name)
             rec.mark_degraded(f"answered by degraded target {target.name}")
             return self._answer(call, answer, None)
         if fwd.spec is None or fwd.response is None:

@@ -17,13 +17,13 @@ from typing import Any, Protocol
 import orjson
 from aiohttp import web
 
-from router_core.analysis import analyse_request
-from router_core.decision import DecisionContext
+from router_core.decide.analysis import analyse_request
+from router_core.decide.decision import DecisionContext
+from router_core.decide.recorder import TraceRecorder
+from router_core.decide.router import AUTO_MODEL, Router
 from router_core.errors import InvalidRequest, PolicyError, UnknownModel
 from router_core.gateway.errors import error_response, status_of
 from router_core.gateway.policy_gate import PolicyGate
-from router_core.recorder import TraceRecorder
-from router_core.router import AUTO_MODEL, Router
 from router_core.rules.ir import RuleSet
 from router_core.rules.load import compile_policy
 from router_core.state.inflight import InflightCounter
@@ -100,7 +100,7 @@ async def decide(gw: DryRunParts, request: web.Request) -> web.Response:
             intent_confidence=u.confidence if u else analysis.intent.confidence)
         del analysis
         if u is not None:
-            rec.route, rec.policy_extra = u.choice, u.extra
+            rec.record_policy(u.choice, u.extra)
         ctx = DecisionContext(request_id=rec.request_id, features=rec.features, intent=rec.intent, now=ts,
                               quality=gw.quality.snapshot(), route=rec.route)
         decision = gw.router.decide(ctx, gw.inflight.adjust(gw.view.snapshot()))

@@ -22,9 +22,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from router_core.decide.recorder import TraceRecorder
 from router_core.gateway.hooks import TraceHooks
 from router_core.metrics import GatewayMetrics
-from router_core.recorder import TraceRecorder
 from schemas.common import OutcomeStatus
 from schemas.trace import Outcome
 
@@ -51,7 +51,7 @@ class TraceFinisher:
             total_ms=(self._perf() - t0) * 1e3,
             **usage,
         )
-        if rec.pending_shadow is None:
+        if not rec.has_deferred_shadow:
             self._emit(rec, outcome)  # durable before the answer leaves
             return
         self._queue.append((rec, outcome))
@@ -79,10 +79,9 @@ class TraceFinisher:
         self._metrics.record_request(model, instance, outcome.http_status or 0)
         for attempt in rec.attempts:
             self._metrics.record_attempt(attempt.instance, attempt.status.value)
-        job, rec.pending_shadow = rec.pending_shadow, None
-        if job is not None:  # the shadow decides once the response is on its way; the trace waits for it
+        if rec.has_deferred_shadow:  # the shadow decides once the response is on its way; the trace waits for it
             try:
-                rec.shadow = job()
+                rec.run_shadow()
             except Exception:  # noqa: BLE001  (never lose the live trace to its shadow)
                 log.exception("shadow decision of %s failed", rec.request_id)
         if (emit_plain := self._emit_plain()) is not None:  # a store that validates what it stores: no model here

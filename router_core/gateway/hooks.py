@@ -3,7 +3,7 @@
 Storage is not this room's business: ``app/run/serve.py`` plugs the ingest emitter and store in.
 
 Hooks may also have ``emit_plain(values: dict) -> bool``: the trace as
-:meth:`router_core.recorder.TraceRecorder.plain` gives it, unvalidated, for a store that validates
+:meth:`router_core.decide.recorder.TraceRecorder.plain` gives it, unvalidated, for a store that validates
 what it stores (the ingest pipeline does, and quarantines what fails). The gateway then builds no
 trace model on the request path; hooks without it get :meth:`TraceHooks.emit` and a validated trace.
 """

@@ -11,6 +11,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from router_core.decide.router import AUTO_MODEL, Router
 from router_core.experiments import Experiment
 from router_core.gateway.errors import error_response
 from router_core.gateway.hooks import TraceHooks
@@ -22,7 +23,6 @@ from router_core.resilience.breakers import BreakerBoard
 from router_core.resilience.budgets import BudgetTracker
 from router_core.resilience.hub import BreakerHub
 from router_core.resilience.router_modes import RouterModes
-from router_core.router import AUTO_MODEL, Router
 from router_core.shared.base import SharedState
 from router_core.state.quality import QualityTable
 from router_core.state.scraper import MetricsScraper

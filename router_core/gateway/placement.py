@@ -7,8 +7,8 @@ from typing import Any
 
 from aiohttp import web
 
+from router_core.decide.router import Router
 from router_core.resilience.affinity import AffinityBinder, session_key
-from router_core.router import Router
 from router_core.rules.route import RouteChoice
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import RequestFeatures

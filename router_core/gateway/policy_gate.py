@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo
 
-from router_core.analysis import Analysis, estimate_tokens
-from router_core.attachments import attachment_infos
+from router_core.decide.analysis import Analysis, estimate_tokens
+from router_core.decide.attachments import attachment_infos
 from router_core.errors import PolicyError
 from router_core.resilience.client_throttle import ClientThrottle
 from router_core.resilience.prefilter import Prefilter, Refusal

@@ -22,6 +22,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from router_core.aio import cancel_all
+from router_core.decide.router import Router
 from router_core.experiments import ConfigWatcher, Experiment, build_experiment
 from router_core.filters.breaker import bind_board
 from router_core.gateway import dry_run, ops_routes
@@ -44,7 +45,6 @@ from router_core.resilience.breakers import BreakerBoard
 from router_core.resilience.budgets import BudgetTracker
 from router_core.resilience.hub import BreakerHub
 from router_core.resilience.router_modes import RouterModes
-from router_core.router import Router
 from router_core.shared.base import MemoryShared, SharedState
 from router_core.state.inflight import InflightCounter
 from router_core.state.quality import QualityTable

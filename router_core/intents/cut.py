@@ -1,6 +1,6 @@
 """Bound the classifier's input: cut at ``max_tokens`` estimated tokens.
 
-Tokens are estimated as :func:`router_core.analysis.estimate_tokens` does: about one per CJK
+Tokens are estimated as :func:`router_core.decide.analysis.estimate_tokens` does: about one per CJK
 character and one per four other characters.
 """
 

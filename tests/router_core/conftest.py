@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from itertools import count
 from typing import Any
 
-from router_core.builtin import build_router
-from router_core.decision import DecisionContext
-from router_core.recorder import TraceRecorder
+from router_core.decide.builtin import build_router
+from router_core.decide.decision import DecisionContext
+from router_core.decide.recorder import TraceRecorder
 from router_core.state.quality import QualityTable
 from schemas import InstanceSnapshot, LatchState, Outcome, OutcomeStatus, RequestFeatures
 from schemas.config import RouteLensConfig
@@ -60,6 +60,6 @@ def decide(state: Mapping[str, InstanceSnapshot], config: RouteLensConfig | None
                           quality=QualityTable(cfg.models).snapshot(), route=route)
     decision = router.decide(ctx, state)
     rec.record_decision(decision)
-    rec.route = route
+    rec.record_policy(route)
     trace = rec.finish(Outcome(status=OutcomeStatus.OK, http_status=200, total_ms=1.0))
     return [s.id for s in decision.targets], trace

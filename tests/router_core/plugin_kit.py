@@ -10,12 +10,12 @@ from typing import Any
 import mmh3
 import pytest
 
-from router_core.builtin import builtin_registry
-from router_core.decision import DecisionContext
+from router_core.decide.builtin import builtin_registry
+from router_core.decide.decision import DecisionContext
+from router_core.decide.recorder import TraceRecorder
+from router_core.decide.router import Router
 from router_core.errors import PluginConfigError
 from router_core.framework import Candidate, Handle
-from router_core.recorder import TraceRecorder
-from router_core.router import Router
 from router_core.state.staleness import effective_state
 from schemas import InstanceSnapshot, Outcome, OutcomeStatus, RequestFeatures
 from schemas.config import ModelProfile, PluginSpec, RouteLensConfig, ScrapeSettings

@@ -2,7 +2,7 @@
 
 Every import counts, at module level, inside functions and under ``if TYPE_CHECKING:`` (a type
 named there is still a dependency). The router's own inputs (the matched rule, the mode, the
-budget) extend the plugins' context one level up, in ``router_core.decision``.
+budget) extend the plugins' context one level up, in ``router_core.decide.decision``.
 """
 
 import ast
@@ -36,7 +36,7 @@ def test_framework_imports_nothing_of_router_core_above_it() -> None:
 
 
 def test_the_router_context_extends_the_plugins_context() -> None:
-    from router_core.decision import DecisionContext
+    from router_core.decide.decision import DecisionContext
     from router_core.framework import RequestContext
 
     assert issubclass(DecisionContext, RequestContext)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import prometheus_client
 from prometheus_client import CollectorRegistry
 
-from router_core.builtin import build_router
+from router_core.decide.builtin import build_router
 from tests.router_core.conftest import features, healthy, make_config
 from tests.router_core.plugin_kit import route
 

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import pytest
 
-from router_core.builtin import build_router, builtin_registry, register_builtin
+from router_core.decide.builtin import build_router, builtin_registry, register_builtin
 from router_core.errors import DuplicatePluginType, PluginConfigError, UnknownPluginType
 from router_core.framework import Candidate, Handle, PluginBase, PluginParams, PluginRegistry, RequestContext
 from router_core.framework.plugin import ExtensionPoint

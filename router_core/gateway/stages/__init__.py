@@ -11,5 +11,5 @@
 8. **finish** (:class:`router_core.gateway.finisher.TraceFinisher`): counted, and the trace emitted.
 
 Each stage is a function over its explicit dependencies that returns what it found; none writes
-the trace, which the runner alone records (:class:`router_core.recorder.TraceRecorder`).
+the trace, which the runner alone records (:class:`router_core.decide.recorder.TraceRecorder`).
 """

@@ -14,8 +14,9 @@ from typing import Any
 
 from aiohttp import web
 
-from router_core.attachments import Attachment, refuse_unacceptable
-from router_core.decision import DecisionContext
+from router_core.decide.attachments import Attachment, refuse_unacceptable
+from router_core.decide.decision import DecisionContext
+from router_core.decide.router import Router
 from router_core.errors import Throttled
 from router_core.gateway.callers import check_context
 from router_core.gateway.placement import bound_instance, context_candidates
@@ -23,7 +24,6 @@ from router_core.gateway.policy_gate import PolicyGate
 from router_core.resilience.affinity import AffinityBinder
 from router_core.resilience.budgets import BudgetTracker
 from router_core.resilience.router_modes import RouterModes
-from router_core.router import Router
 from router_core.rules.route import RouteChoice
 from router_core.state.quality import QualityTable
 from schemas.config.attachments import AttachmentSettings

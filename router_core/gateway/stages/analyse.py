@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from router_core.analysis import Analysis
+from router_core.decide.analysis import Analysis
+from router_core.decide.router import AUTO_MODEL, Router
 from router_core.experiments import Experiment
 from router_core.gateway.policy_gate import PolicyGate, Understood
-from router_core.router import AUTO_MODEL, Router
 from schemas.fleet import InstanceSnapshot
 
 __all__ = ["Lane", "lane", "understand"]

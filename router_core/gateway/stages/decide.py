@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from router_core.decision import Decision, DecisionContext
+from router_core.decide.decision import Decision, DecisionContext
+from router_core.decide.router import Router
 from router_core.experiments import Experiment
 from router_core.experiments.shadow import ShadowJob
-from router_core.router import Router
 from router_core.state.inflight import InflightCounter
 from router_core.state.view import StateView
 from schemas.fleet import InstanceSnapshot

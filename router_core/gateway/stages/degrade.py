@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from router_core.decision import Decision, DecisionContext, Steps
+from router_core.decide.decision import Decision, DecisionContext, Steps
 from router_core.gateway.degraded import DegradedAnswer, answer_from
 from router_core.gateway.http1 import Http1Pool
 from router_core.resilience.answer_cache import AnswerCache

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
-from router_core.builtin import build_router
+from router_core.decide.builtin import build_router
 from router_core.experiments import ConfigWatcher, read_config
 from router_core.gateway import Gateway
 from schemas.config import RouteLensConfig

@@ -7,11 +7,11 @@ from collections import Counter
 
 import pytest
 
-from router_core.builtin import build_router
-from router_core.decision import DecisionContext
+from router_core.decide.builtin import build_router
+from router_core.decide.decision import DecisionContext
+from router_core.decide.recorder import TraceRecorder
 from router_core.pickers.power_of_two import PowerOfTwoPicker, win_probability
 from router_core.pickers.softmax import SoftmaxPicker
-from router_core.recorder import TraceRecorder
 from router_core.state.quality import QualityTable
 from schemas import Attempt, AttemptStatus, Outcome, OutcomeStatus
 from tests.router_core.conftest import NOW, decide, features, healthy, make_config

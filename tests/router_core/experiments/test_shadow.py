@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from itertools import count
 
-from router_core.builtin import build_router
-from router_core.decision import DecisionContext
+from router_core.decide.builtin import build_router
+from router_core.decide.decision import DecisionContext
 from router_core.experiments import ShadowPolicy, arm_config, compare
 from router_core.state.quality import QualityTable
 from schemas.config.experiments import PolicySections

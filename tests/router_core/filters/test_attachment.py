@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from router_core.decision import DecisionContext
+from router_core.decide.decision import DecisionContext
 from schemas.trace import RequestFeatures
 from tests.router_core.conftest import NOW, decide, features, healthy
 from tests.router_core.plugin_kit import (

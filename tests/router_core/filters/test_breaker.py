@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from router_core.decision import DecisionContext
+from router_core.decide.decision import DecisionContext
 from router_core.filters.breaker import BreakerFilter
 from router_core.framework import Candidate, Effective, Handle
 from router_core.resilience.breakers import BreakerBoard

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from router_core.builtin import build_router
+from router_core.decide.builtin import build_router
 from schemas import LatchState
 from tests.router_core.conftest import NOW, decide, healthy, snap
 from tests.router_core.plugin_kit import (

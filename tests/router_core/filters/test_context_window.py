@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from router_core.builtin import build_router
+from router_core.decide.builtin import build_router
 from schemas.common import StepKind
 from tests.router_core.conftest import decide, features, healthy
 from tests.router_core.plugin_kit import (

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from router_core.builtin import build_router
+from router_core.decide.builtin import build_router
 from tests.router_core.conftest import NOW, decide, healthy, make_config, snap
 from tests.router_core.plugin_kit import (
     BadParams,

@@ -14,9 +14,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from tests.router_core.decide.test_attachments import DOCX, PDF
 from tests.router_core.gateway.gateway_kit import gateway_client
 from tests.router_core.gateway.test_forwarding import OK_BODY, MemoryHooks
-from tests.router_core.test_attachments import DOCX, PDF
 
 ACCEPT = {"m": ["pdf", "png"]}
 

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from router_core.builtin import build_router
+from router_core.decide.builtin import build_router
 from router_core.gateway import Gateway
 from schemas.common import AttemptStatus
 from schemas.config import RouteLensConfig

@@ -186,7 +186,7 @@ def test_the_gateway_spreads_a_burst_over_equal_instances_between_scrapes() -> N
     """20 requests at once, none answered until all arrived, one scrape: no instance above 40%."""
     from aiohttp.test_utils import TestClient, TestServer
 
-    from router_core.builtin import build_router
+    from router_core.decide.builtin import build_router
     from router_core.gateway import Gateway
     from schemas.config import RouteLensConfig
     from tests.router_core.gateway.test_forwarding import MemoryHooks, upstream

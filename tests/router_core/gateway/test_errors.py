@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from router_core.builtin import build_router
+from router_core.decide.builtin import build_router
 from router_core.errors import (
     AttemptsExhausted,
     InvalidRequest,

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
+from router_core.decide.recorder import TraceRecorder
 from router_core.gateway.finisher import TraceFinisher
 from router_core.metrics import GatewayMetrics
-from router_core.recorder import TraceRecorder
 from schemas import OutcomeStatus
 from schemas.trace import DecisionTrace
 from tests.router_core.conftest import NOW, features
@@ -30,7 +30,7 @@ class Hooks:
 def rec(request_id: str, shadow: object = None) -> TraceRecorder:
     r = TraceRecorder(request_id=request_id, ts=NOW, router_version="t", policy_hash="sha256:x",
                       query_hash="sha256:" + "0" * 64, features=features())
-    r.pending_shadow = shadow  # type: ignore[assignment]
+    r.defer_shadow(shadow)  # type: ignore[arg-type]
     return r
 
 

@@ -10,7 +10,7 @@ import orjson
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from router_core.builtin import build_router
+from router_core.decide.builtin import build_router
 from router_core.gateway import Gateway
 from schemas import AttemptStatus, DecisionTrace, Feedback, OutcomeStatus
 from schemas.config import RouteLensConfig

@@ -9,7 +9,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from router_core.builtin import build_router
+from router_core.decide.builtin import build_router
 from router_core.gateway import Gateway
 from router_core.gateway.auth import bearer_ok, is_loopback, open_notice
 from schemas.config import RouteLensConfig

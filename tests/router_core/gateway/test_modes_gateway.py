@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 from aiohttp.test_utils import TestClient, TestServer
 
-from router_core.builtin import build_router
+from router_core.decide.builtin import build_router
 from router_core.gateway import Gateway
 from schemas import RoutingMode
 from schemas.config import RouteLensConfig

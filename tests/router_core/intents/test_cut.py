@@ -1,4 +1,4 @@
-from router_core.analysis import estimate_tokens
+from router_core.decide.analysis import estimate_tokens
 from router_core.intents.cut import cut_to_tokens
 
 

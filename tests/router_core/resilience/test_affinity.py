@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 
-from router_core.builtin import build_router
-from router_core.decision import DecisionContext
+from router_core.decide.builtin import build_router
+from router_core.decide.decision import DecisionContext
 from router_core.resilience.affinity import AffinityBinder, BoundedRing, session_key
 from router_core.shared.base import MemoryShared
 from router_core.state.quality import QualityTable

@@ -3,8 +3,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from router_core.builtin import build_router
-from router_core.decision import DecisionContext
+from router_core.decide.builtin import build_router
+from router_core.decide.decision import DecisionContext
 from router_core.resilience.budgets import BudgetTracker, cost_factor
 from router_core.shared.base import MemoryShared
 from router_core.state.quality import QualityTable

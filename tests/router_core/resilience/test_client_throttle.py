@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from pydantic import ValidationError
 
-from router_core.builtin import build_router
+from router_core.decide.builtin import build_router
 from router_core.gateway import Gateway
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.resilience.client_throttle import ClientThrottle, client_key

@@ -3,8 +3,8 @@ from typing import Any
 
 import pytest
 
-from router_core.builtin import build_router
-from router_core.decision import Decision, DecisionContext
+from router_core.decide.builtin import build_router
+from router_core.decide.decision import Decision, DecisionContext
 from router_core.resilience.router_modes import ModeChoice, RouterModes, static_order
 from router_core.state.quality import QualityTable
 from schemas import RoutingMode

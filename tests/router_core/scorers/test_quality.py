@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from router_core.builtin import build_router
+from router_core.decide.builtin import build_router
 from router_core.state.quality import QualitySnapshot, QualityTable
 from schemas.config import ModelProfile
 from tests.router_core.conftest import decide, healthy

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from router_core.builtin import build_router
-from router_core.decision import DecisionContext
+from router_core.decide.builtin import build_router
+from router_core.decide.decision import DecisionContext
 from router_core.state.inflight import InflightCounter
 from router_core.state.quality import QualityTable
 from schemas import InstanceSnapshot

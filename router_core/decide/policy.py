@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from router_core.decide.plugin_specs import PICKER_TYPES, specs_from_sections
 from router_core.errors import ProfileError
 from router_core.filters.constraint import ConstraintFilter
 from router_core.framework import Filter, Handle, Picker, PluginRegistry, Scorer
-from router_core.plugin_specs import PICKER_TYPES, specs_from_sections
 from schemas.config import (
     ConstraintSpec,
     ModelProfile,

@@ -1,6 +1,6 @@
 """Collects a request's decision and attempts as values; :meth:`finish` validates them into one ``DecisionTrace``.
 
-The router hands over a :class:`router_core.decision.Decision`, the forwarder its
+The router hands over a :class:`router_core.decide.decision.Decision`, the forwarder its
 :class:`schemas.trace.Attempt` list; the recorder turns attempts into their trace steps and is the
 only builder of the trace. Everything is kept as plain data and validated at the end (one pass in
 pydantic-core instead of hundreds of small model constructions on the request path).
@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from router_core.decision import Decision, Steps
+from router_core.decide.decision import Decision, Steps
 from router_core.rules.route import RouteChoice
 from schemas.common import AttemptStatus, RoutingMode, StepKind
 from schemas.trace import Attempt, CandidateEval, DecisionStep, DecisionTrace, Outcome, RequestFeatures, ShadowDecision
@@ -62,11 +62,41 @@ class TraceRecorder:
         self._attempts: tuple[Attempt, ...] = ()
         self._fallback_reason: str | None = None
         self._mode: RoutingMode | None = None  # set when the answer came from a degraded mode after deciding
-        self.shadow: ShadowDecision | None = None  # set before finish() when a shadow policy decided
-        self.pending_shadow: Callable[[], ShadowDecision | None] | None = None  # a shadow decision still to make
-        self.route: RouteChoice | None = None  # the routing rule that matched (None: no policy file)
-        self.policy_extra: dict[str, Any] = {}  # intent, keywords, attachments for the policy step
-        self.degraded_used: str | None = None  # the non-LLM target that answered, if one did
+        self._shadow: ShadowDecision | None = None  # a shadow policy's decision on the same request
+        self._shadow_job: Callable[[], ShadowDecision | None] | None = None  # a shadow decision still to make
+        self._route: RouteChoice | None = None  # the routing rule that matched (None: no policy file)
+        self._policy_extra: dict[str, Any] = {}  # intent, keywords, attachments for the policy step
+        self._degraded_used: str | None = None  # the non-LLM target that answered, if one did
+
+    @property
+    def route(self) -> RouteChoice | None:
+        """The routing rule that matched, as the throttle left it (None: no policy file)."""
+        return self._route
+
+    def record_policy(self, route: RouteChoice | None, extra: dict[str, Any] | None = None) -> None:
+        """Take what the policy made of the request: the rule matched, and the policy step's extras."""
+        self._route = route
+        if extra is not None:
+            self._policy_extra = extra
+
+    def defer_shadow(self, job: Callable[[], ShadowDecision | None] | None) -> None:
+        """Keep the shadow policy's decision to make once the answer has left (None: not sampled)."""
+        self._shadow_job = job
+
+    @property
+    def has_deferred_shadow(self) -> bool:
+        """Whether a shadow decision waits to be made (:meth:`run_shadow`)."""
+        return self._shadow_job is not None
+
+    def run_shadow(self) -> None:
+        """Make the deferred shadow decision and record it (once; an exception is the caller's to log)."""
+        job, self._shadow_job = self._shadow_job, None
+        if job is not None:
+            self._shadow = job()
+
+    def record_degraded(self, target: str | None) -> None:
+        """The non-LLM target (a responder, a rule chain's end) that answered, by name (None: none did)."""
+        self._degraded_used = target
 
     def record_decision(self, decision: Decision) -> None:
         """Take the router's decision (once per request)."""
@@ -149,9 +179,9 @@ class TraceRecorder:
             "selected_instance": instance, "fallback_triggered": self._fallback_reason is not None,
             "fallback_reason": self._fallback_reason, "attempts": self._attempts,
             "mode": self._mode or (d.mode if d else RoutingMode.NORMAL), "latency_ms": d.decision_ms if d else 0.0,
-            "selection_probability": self._propensity(instance), "shadow": self.shadow, "outcome": outcome,
-            "policy": None if self.route is None else self.route.step(self._attempts, self.degraded_used,
-                                                                     self.policy_extra),
+            "selection_probability": self._propensity(instance), "shadow": self._shadow, "outcome": outcome,
+            "policy": None if self._route is None else self._route.step(self._attempts, self._degraded_used,
+                                                                       self._policy_extra),
         }
         return {name: values[name] if name in values else _DEFAULTS[name] for name in _FIELDS}
 

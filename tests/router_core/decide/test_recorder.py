@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from router_core.decision import Decision, Steps
-from router_core.recorder import TraceRecorder
+from router_core.decide.decision import Decision, Steps
+from router_core.decide.recorder import TraceRecorder
 from schemas import AttemptStatus, Outcome, OutcomeStatus, RoutingMode, StepKind
 from schemas.fleet import InstanceSpec
 from schemas.trace import Attempt, DecisionTrace

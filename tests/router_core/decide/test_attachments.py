@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-import router_core.attachments as attachments_mod
-from router_core.analysis import analyse_request
-from router_core.attachments import (
+import router_core.decide.attachments as attachments_mod
+from router_core.decide.analysis import analyse_request
+from router_core.decide.attachments import (
     Attachment,
     attachment_infos,
     inspect_attachments,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from router_core.framework import Candidate, Filter, RequestContext, Scorer, clamp_unit
-from router_core.staleness import effective_state
+from router_core.state.staleness import effective_state
 from schemas.config import ScrapeSettings
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import Violation
@@ -69,7 +69,7 @@ class PreparedCache:
     """Computes and memoises :class:`Prepared` per instance, keyed by snapshot identity.
 
     An instance has several snapshot objects at once: its scrape's, and one per in-flight count the
-    gateway folded into it (:class:`router_core.inflight.InflightCounter`). Each is memoised.
+    gateway folded into it (:class:`router_core.state.inflight.InflightCounter`). Each is memoised.
 
     Args:
         filters: State-only filters, in policy order.

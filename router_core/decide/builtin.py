@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
+from router_core.decide.policy import build_policy, policy_hash
+from router_core.decide.router import Router
 from router_core.filters.attachment import AttachmentFilter
 from router_core.filters.breaker import BreakerFilter
 from router_core.filters.constraint import ConstraintFilter
@@ -23,8 +25,6 @@ from router_core.metrics import PluginMetrics
 from router_core.pickers.max_score import MaxScorePicker
 from router_core.pickers.power_of_two import PowerOfTwoPicker
 from router_core.pickers.softmax import SoftmaxPicker
-from router_core.policy import build_policy, policy_hash
-from router_core.router import Router
 from router_core.scorers.balance import BalanceScorer
 from router_core.scorers.cost import CostScorer
 from router_core.scorers.error_rate import ErrorRateScorer

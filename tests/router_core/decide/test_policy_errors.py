@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from router_core.builtin import build_router
+from router_core.decide.builtin import build_router
 from router_core.errors import PluginConfigError, PluginError, ProfileError, UnknownPluginType
 from schemas.config import RouteLensConfig
 from schemas.errors import ConfigError

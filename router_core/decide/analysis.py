@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from router_core.attachments import Attachment, inspect_attachments
+from router_core.decide.attachments import Attachment, inspect_attachments
 from router_core.errors import InvalidRequest
-from router_core.intent import Intent, classify_intent
+from router_core.intents.rules import Intent, classify_intent
 from schemas.chat_text import MalformedContent, content_text, last_user_index
 from schemas.common import Language
 from schemas.config.attachments import AttachmentSettings
@@ -83,8 +83,8 @@ def analyse_request(body: Any, *, max_chars: int = 20_000, attachments: Attachme
 
     The query is the text of the last user message. Analysis looks at most ``max_chars`` of the
     conversation; the features say whether the input was cut. Attachments are typed by their bytes
-    (:func:`router_core.attachments.inspect_attachments`, only when a part carries one);
-    ``file_types`` lists each one's :attr:`~router_core.attachments.Attachment.type`: the detected
+    (:func:`router_core.decide.attachments.inspect_attachments`, only when a part carries one);
+    ``file_types`` lists each one's :attr:`~router_core.decide.attachments.Attachment.type`: the detected
     type wins, the declared one counts only where bytes cannot contradict it.
 
     Raises:

@@ -1,12 +1,12 @@
-"""router_core.prepared: state-only verdicts and terms memoised per snapshot object, several per instance."""
+"""router_core.decide.prepared: state-only verdicts and terms memoised per snapshot object, several per instance."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from router_core.decision import DecisionContext
+from router_core.decide.decision import DecisionContext
+from router_core.decide.prepared import PreparedCache
 from router_core.framework import Candidate
-from router_core.prepared import PreparedCache
 from router_core.state.quality import QualityTable
 from schemas.config import ScrapeSettings
 from schemas.fleet import InstanceSnapshot, InstanceSpec

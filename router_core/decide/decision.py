@@ -1,7 +1,7 @@
 """What ``Router.decide`` decides on (``DecisionContext``) and what it concluded (``Decision``), as values.
 
 Candidates, score weights and steps are plain dicts in the trace's field names: they are validated
-once, when :class:`router_core.recorder.TraceRecorder` builds the ``DecisionTrace`` (one pass in
+once, when :class:`router_core.decide.recorder.TraceRecorder` builds the ``DecisionTrace`` (one pass in
 pydantic-core instead of hundreds of small model constructions on the request path).
 """
 

@@ -3,7 +3,7 @@
 ``router.plugins`` names the pipeline explicitly; without it, the sections a user already writes
 (``scrape.stale_after_s``, ``routing.attachments.accept``, ``router.zones``, ``router.min_versions``,
 ``constraints``, ``scoring``, ``router.picker``) derive the same list of :class:`schemas.config.PluginSpec`,
-so one builder (:func:`router_core.policy.build_policy`) serves both.
+so one builder (:func:`router_core.decide.policy.build_policy`) serves both.
 """
 
 from __future__ import annotations

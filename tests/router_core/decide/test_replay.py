@@ -1,4 +1,4 @@
-from router_core.replay import replay
+from router_core.decide.replay import replay
 from schemas import DecisionTrace, LatchState
 from tests.router_core.conftest import decide, healthy, make_config, snap
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from router_core.builtin import builtin_registry
-from router_core.decision import DecisionContext
-from router_core.policy import Policy, build_policy
-from router_core.quality import QualityTable
-from router_core.recorder import TraceRecorder
-from router_core.router import Router
+from router_core.decide.builtin import builtin_registry
+from router_core.decide.decision import DecisionContext
+from router_core.decide.policy import Policy, build_policy
+from router_core.decide.recorder import TraceRecorder
+from router_core.decide.router import Router
+from router_core.state.quality import QualityTable
 from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import DecisionTrace

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from router_core.builtin import build_router
-from router_core.policy import policy_hash
+from router_core.decide.builtin import build_router
+from router_core.decide.policy import policy_hash
 from schemas import LatchState
 from schemas.config import RouteLensConfig
 from schemas.trace import DecisionTrace

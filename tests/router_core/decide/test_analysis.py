@@ -2,7 +2,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from router_core.analysis import analyse_request, count_cjk_latin
+from router_core.decide.analysis import analyse_request, count_cjk_latin
 from router_core.errors import InvalidRequest
 from schemas.common import Language
 

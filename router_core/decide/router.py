@@ -1,8 +1,8 @@
 """``Router.decide``: analyse -> policy -> filter -> score -> pick (-> fallback). Orchestration only.
 
-``decide`` touches no I/O and returns a :class:`router_core.decision.Decision`: given the same
+``decide`` touches no I/O and returns a :class:`router_core.decide.decision.Decision`: given the same
 context, snapshots and policy it gives the same decision, which is what makes a stored decision
-replayable (see :mod:`router_core.replay`). The router is the runner of the plugins: it times each
+replayable (see :mod:`router_core.decide.replay`). The router is the runner of the plugins: it times each
 call, records its step, clamps scores, and observes ``routelens_router_plugin_duration_seconds``.
 """
 
@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from router_core.decision import Decision, DecisionContext, Steps
+from router_core.decide.decision import Decision, DecisionContext, Steps
+from router_core.decide.policy import Policy
+from router_core.decide.prepared import Prepared, PreparedCache
 from router_core.errors import UnknownModel
 from router_core.framework import clamp_unit, typed_name
 from router_core.metrics import PluginMetrics
-from router_core.policy import Policy
-from router_core.prepared import Prepared, PreparedCache
 from router_core.resilience.affinity import affine
 from router_core.resilience.budgets import budget_violation
 from router_core.resilience.router_modes import static_pick
