@@ -80,10 +80,10 @@ def test_a_private_use_is_found() -> None:
     public = {"ingest": {"SinkError"}, "router_core": {"Router"}}
     source = (
         "import ingest\nfrom ingest import SinkError\nfrom schemas.trace import DecisionTrace\n"
-        "def f():\n    from router_core.router import Router\n    import ingest.duckdb\n"
+        "def f():\n    from router_core.decide.router import Router\n    import ingest.duckdb\n"
         "if TYPE_CHECKING:\n    from router_core import Decision\n"
     )
-    assert private_uses(source, public) == ["router_core.router.Router", "ingest.duckdb", "router_core.Decision"]
+    assert private_uses(source, public) == ["router_core.decide.router.Router", "ingest.duckdb", "router_core.Decision"]
 
 
 @pytest.mark.parametrize("package", PUBLIC)

@@ -26,7 +26,7 @@ from ingest.http_api.client import HttpTraceStore
 from ingest.http_api.routes import IngestApi
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.trace_store import BadCursor
-from router_core.builtin import build_router
+from router_core.decide.builtin import build_router
 from router_core.gateway import Gateway
 from schemas import DecisionTrace, Feedback, InstanceSnapshot, ProbeKind, ProbeResult
 from schemas.config import RouteLensConfig

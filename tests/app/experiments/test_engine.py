@@ -1,4 +1,4 @@
-"""The range replayer decides as router_core.replay.replay does, trace by trace, under many policies."""
+"""The range replayer decides as router_core.decide.replay.replay does, trace by trace, under many policies."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from app.experiments import bulk
 from app.experiments.replayer import Replayer
 from bench.replay_traces import fleet_config
-from router_core.builtin import builtin_registry
+from router_core.decide.builtin import builtin_registry
+from router_core.decide.policy import build_policy
+from router_core.decide.replay import replay
 from router_core.errors import UnknownModel
-from router_core.policy import build_policy
-from router_core.replay import replay
 from schemas.config import RouteLensConfig
 from schemas.queries import TraceFilter
 from tests.app.experiments.seed import STATE_ONLY, T0, decided, store_traces

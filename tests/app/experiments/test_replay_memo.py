@@ -14,10 +14,10 @@ from app.experiments.replay_memo import MemoReplayer, memo_allowed
 from app.experiments.replayer import Replayed, Replayer
 from app.experiments.rows import ReplayRow
 from bench.replay_traces import MODELS, fleet_config
-from router_core.builtin import builtin_registry
-from router_core.decision import DecisionContext
+from router_core.decide.builtin import builtin_registry
+from router_core.decide.decision import DecisionContext
+from router_core.decide.policy import build_policy
 from router_core.framework import Candidate
-from router_core.policy import build_policy
 from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSnapshot
 from schemas.queries import TraceFilter

@@ -18,9 +18,9 @@ from ingest.kinds import Kind
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
 from ingest.record_sink import RecordBatch
-from router_core.builtin import build_router
-from router_core.decision import DecisionContext
-from router_core.recorder import TraceRecorder
+from router_core.decide.builtin import build_router
+from router_core.decide.decision import DecisionContext
+from router_core.decide.recorder import TraceRecorder
 from router_core.state.quality import QualityTable
 from schemas import AttemptStatus, Outcome, OutcomeStatus
 from schemas.config.storage import StorageSettings
