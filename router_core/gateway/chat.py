@@ -42,7 +42,7 @@ from router_core.state.inflight import InflightCounter
 from router_core.state.quality import QualityTable
 from router_core.state.view import StateView
 from schemas.config import RouteLensConfig
-from schemas.fleet import InstanceSpec
+from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.hashing import query_hash
 
 __all__ = ["Call", "ChatRunner"]
@@ -102,7 +102,8 @@ class ChatRunner:
         """
         return analyse.lane(self._experiment(), self._base, request_id, headers, body)
 
-    def _state(self) -> Any:
+    def _state(self) -> Mapping[str, InstanceSnapshot]:
+        """The state as this process sees it now: the last scrape, plus the requests sent since."""
         return self.inflight.adjust(self.view.snapshot())
 
     async def run(self, http: web.Request) -> web.StreamResponse:

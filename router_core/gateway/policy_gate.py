@@ -106,7 +106,7 @@ class PolicyGate:
         self.prefilter = None if t.prefilter is None else Prefilter(t.prefilter)
         self.client_throttle = ClientThrottle(t, self.shared) if t.client or t.shedding else None
         self.last_error: str | None = None
-        self._zone = ZoneInfo(config.routing.timezone)
+        self._zones: dict[str, ZoneInfo] = {}
 
     @classmethod
     def load(cls, config: RouteLensConfig, config_path: str | None = None, **kw: Any) -> PolicyGate:
@@ -140,6 +140,7 @@ class PolicyGate:
         ``explain="all"`` records every tried rule's atoms, not only the matching one's.
         """
         intent, confidence = analysis.intent.cls, analysis.intent.confidence
+        zone = self.zone(rules or self.rules)
         extra: dict[str, Any] = {}
         if analysis.attachments:
             extra["attachments"] = attachment_infos(analysis.attachments)
@@ -163,7 +164,7 @@ class PolicyGate:
             extra["keyword_score"] = res.score
             if res.routed_to is not None:
                 keyword_rule = Rule(name="keywords", origin=_KEYWORDS_ORIGIN, primary=res.routed_to)
-        view = self.view(analysis, body, headers, now, intent=intent, intent_confidence=confidence,
+        view = self.view(analysis, body, headers, now.astimezone(zone), intent=intent, intent_confidence=confidence,
                          keyword_score=score)
         choice = self.choose(view, rules=rules, explain=explain)
         del view  # it holds the prompt
@@ -171,9 +172,9 @@ class PolicyGate:
             rules = choice.rules if choice is not None else _NO_RULES
             tried = choice.match.tried if choice is not None else ()
             choice = RouteChoice(rules, Match(keyword_rule, (*tried, ClauseVerdict("keywords", True))),
-                                 local_hour=now.astimezone(self._zone).hour)
+                                 local_hour=now.astimezone(zone).hour)
         if choice is None and extra:  # no policy file: the step still records intent and keywords
-            choice = RouteChoice(_NO_RULES, Match(None, ()), local_hour=now.astimezone(self._zone).hour)
+            choice = RouteChoice(_NO_RULES, Match(None, ()), local_hour=now.astimezone(zone).hour)
         return Understood(intent, confidence, choice, extra)
 
     async def screen(self, body: Mapping[str, Any], headers: Mapping[str, str], remote: str | None,
@@ -211,17 +212,25 @@ class PolicyGate:
                 seen = stamp
                 self.reload()
 
+    def zone(self, rules: RuleSet | None) -> ZoneInfo:
+        """Where a rule set reads the hour: the policy file's own ``timezone``, else ``routing.timezone``."""
+        name = rules.timezone if rules is not None else self.config.routing.timezone
+        got = self._zones.get(name)
+        if got is None:
+            got = self._zones[name] = ZoneInfo(name)
+        return got
+
     def view(self, analysis: Analysis, body: Mapping[str, Any], headers: Mapping[str, str], now: datetime,
              *, intent: str | None, intent_confidence: float | None, keyword_score: float | None = None,
              ) -> RequestView:
-        """The request as conditions read it (the prompt in memory only)."""
+        """The request as conditions read it (the prompt in memory only); ``now`` in the rules' zone (:meth:`zone`)."""
         feats = analysis.features
         meta = body.get("metadata")
         return RequestView(
             input_length=feats.est_input_tokens, query_length=_query_tokens(analysis.query_text),
             language=feats.language.value, intent=intent, intent_confidence=intent_confidence,
             file_types=tuple(getattr(feats, "file_types", ()) or ()), has_attachments=feats.has_attachments,
-            request_time=now.astimezone(self._zone), headers={k.lower(): v for k, v in headers.items()},
+            request_time=now, headers={k.lower(): v for k, v in headers.items()},
             metadata=meta if isinstance(meta, dict) else {}, prompt=analysis.query_text, keyword_score=keyword_score,
         )
 

@@ -185,3 +185,24 @@ def test_a_dry_run_decides_without_forwarding_or_storing_for_the_live_or_a_sent_
             assert state["policy"]["rules"][0]["name"] == "to-n" and state["policy"]["reload_error"] is None
 
     asyncio.run(run())
+
+
+def test_the_rules_read_the_hour_in_the_policy_files_own_timezone() -> None:
+    """The file's ``timezone`` wins over ``routing.timezone``, as ``policy test`` reads it (09:30 in Shanghai)."""
+    from datetime import UTC, datetime
+
+    from router_core.decide.analysis import analyse_request
+
+    config = RouteLensConfig.model_validate({
+        "fleet": {"instances": [{"id": iid, "url": f"http://127.0.0.1:{n + 1}", **spec}
+                                for n, (iid, spec) in enumerate(TWO_MODELS.items())]},
+        "routing": {"timezone": "UTC"},
+    })
+    at_nine = '  - {rule_name: at-nine, condition: "request_time.hour in [9]", primary_target: n}\n'
+    now = datetime(2026, 6, 1, 1, 30, tzinfo=UTC)
+    analysis = analyse_request(chat("hello"))
+    for zone, hour, rule in (("Asia/Shanghai", 9, "at-nine"), ("UTC", 1, None)):
+        gate = PolicyGate(config, compile_policy(policy(at_nine, extra=f"timezone: {zone}\n"), "p.yaml", config))
+        got = asyncio.run(gate.understand(analysis, chat("hello"), {}, now, dict))
+        assert got.choice is not None and got.choice.local_hour == hour
+        assert (got.choice.rule.name if got.choice.rule else None) == rule
