@@ -116,7 +116,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     c.set_defaults(func=_calibrate)
     r = cmds.add_parser("run", parents=[common], help="probe the fleet standalone (verdicts over HTTP)")
     r.add_argument("--host", help="address of the prober's HTTP API")
-    r.add_argument("--port", type=int, help="port of the prober's HTTP API (default: 8090)")
+    r.add_argument("--port", type=int, help="port of the prober's HTTP API (default: 8092; the store's is 8090)")
     r.add_argument("--store-url", help="relay results to this running store (e.g. `routelens store`) instead of "
                    "writing the configured backend directly")
     r.add_argument("--db", help="DuckDB trace file (default: storage.duckdb_path)")

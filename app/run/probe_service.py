@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {args.config}: no such configuration file", flush=True)
         return 2
     host = getattr(args, "host", None) or "127.0.0.1"
-    port = getattr(args, "port", None) or 8090
+    port = getattr(args, "port", None) or 8092  # beside the store's 8090, on one host
     app = build_probe_app(config, store_url=getattr(args, "store_url", None), db=getattr(args, "db", None))
     web.run_app(app, host=host, port=port, access_log=None, loop=uvloop.new_event_loop(), shutdown_timeout=1.0,
                 print=lambda _msg: print(f"prober ready http://{host}:{port}", flush=True))
