@@ -20,10 +20,12 @@ from aiohttp import web
 from router_core.decide.analysis import analyse_request
 from router_core.decide.decision import DecisionContext
 from router_core.decide.recorder import TraceRecorder
-from router_core.decide.router import AUTO_MODEL, Router
+from router_core.decide.router import Router
 from router_core.errors import InvalidRequest, PolicyError, UnknownModel
 from router_core.gateway.errors import error_response, status_of
 from router_core.gateway.policy_gate import PolicyGate
+from router_core.gateway.stages import analyse
+from router_core.gateway.stages import decide as decide_stage
 from router_core.rules.ir import RuleSet
 from router_core.rules.load import compile_policy
 from router_core.state.inflight import InflightCounter
@@ -89,21 +91,17 @@ async def decide(gw: DryRunParts, request: web.Request) -> web.Response:
         analysis = analyse_request(body, max_chars=gw.config.router.analyse_max_chars,
                                    attachments=gw.config.routing.attachments)
         ts = gw.wall()
-        u = None
-        if (gw.policy.active or rules is not None) and analysis.features.requested_model == AUTO_MODEL:
-            u = await gw.policy.understand(analysis, body, request.headers, ts, gw.view.snapshot, rules=rules,
-                                           explain="all")
+        u = await analyse.understand(gw.policy, analysis, body, request.headers, ts, gw.view.snapshot, rules=rules,
+                                     explain="all")
         rec = TraceRecorder(
             request_id=f"dryrun-{uuid.uuid4().hex[:16]}", ts=ts, router_version=gw.config.router.version,
             policy_hash=gw.router.policy.hash, query_hash=query_hash(analysis.query_text, gw.hash_key),
-            features=analysis.features, intent=u.intent if u else analysis.intent.cls,
-            intent_confidence=u.confidence if u else analysis.intent.confidence)
+            features=analysis.features, intent=u.intent, intent_confidence=u.confidence)
         del analysis
-        if u is not None:
-            rec.record_policy(u.choice, u.extra)
+        rec.record_policy(u.choice, u.extra)
         ctx = DecisionContext(request_id=rec.request_id, features=rec.features, intent=rec.intent, now=ts,
                               quality=gw.quality.snapshot(), route=rec.route)
-        decision = gw.router.decide(ctx, gw.inflight.adjust(gw.view.snapshot()))
+        decision = decide_stage.decide(gw.router, ctx, gw.view, gw.inflight, None).decision  # the gateway's stage
     except orjson.JSONDecodeError:
         return error_response(400, "request body is not valid JSON", code="invalid_json")
     except (InvalidRequest, UnknownModel) as exc:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from router_core.decide.analysis import Analysis
 from router_core.decide.router import AUTO_MODEL, Router
 from router_core.experiments import Experiment
 from router_core.gateway.policy_gate import PolicyGate, Understood
+from router_core.rules.ir import RuleSet
 from schemas.fleet import InstanceSnapshot
 
 __all__ = ["Lane", "lane", "understand"]
@@ -39,8 +40,12 @@ def lane(experiment: Experiment | None, base: Lane, request_id: str, headers: Ma
 
 
 async def understand(policy: PolicyGate, analysis: Analysis, body: Any, headers: Mapping[str, str], now: datetime,
-                     state: Callable[[], Mapping[str, InstanceSnapshot]]) -> Understood:
-    """Intent, keywords and the rule matched; the analysis's own intent when no policy runs for this request."""
-    if policy.active and analysis.features.requested_model == AUTO_MODEL:
-        return await policy.understand(analysis, body, headers, now, state)
+                     state: Callable[[], Mapping[str, InstanceSnapshot]], *, rules: RuleSet | None = None,
+                     explain: Literal["matched", "all"] = "matched") -> Understood:
+    """Intent, keywords and the rule matched; the analysis's own intent when no policy runs for this request.
+
+    ``rules`` stands in for the live rule set and ``explain="all"`` records every rule tried (a dry run).
+    """
+    if (policy.active or rules is not None) and analysis.features.requested_model == AUTO_MODEL:
+        return await policy.understand(analysis, body, headers, now, state, rules=rules, explain=explain)
     return Understood(analysis.intent.cls, analysis.intent.confidence, None, {})
