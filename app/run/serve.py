@@ -44,7 +44,9 @@ from schemas.fleet import InstanceSnapshot
 from schemas.records import RouterEvent
 from schemas.trace import DecisionTrace
 
-__all__ = ["StoreHooks", "build_gateway_app", "run_server"]
+__all__ = ["GATEWAY", "StoreHooks", "build_gateway_app", "run_server"]
+
+GATEWAY = web.AppKey("routelens.gateway", Gateway)  # the application's gateway (its shutdown reaches its parts)
 
 
 class StoreHooks:
@@ -125,6 +127,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         shared=shared,
     )
     app = gateway.build_app()
+    app[GATEWAY] = gateway
     if isinstance(shared, RedisShared):  # connects (or says why not) and listens to the other replicas
         app.on_startup.append(lambda _: shared.start())
         app.on_cleanup.append(lambda _: shared.close())
@@ -226,14 +229,15 @@ def _child(name: str, config_path: str, argv: list[str], ready: str) -> Child:
     return child
 
 
-async def _stop_in_order(first: list[Child], _: web.Application) -> None:
+async def _stop_in_order(first: list[Child], app: web.Application) -> None:
     """Ctrl-C, SIGTERM and SIGHUP stop ``first`` (the prober) before the gateway stops listening.
 
     aiohttp's own handlers stop the sites at once; the prober, still running, would then fail to
     relay its last results and say so. So the prober ends first, off the loop (which keeps serving
     its relay), and only then does the gateway shut down as aiohttp does it; the ``finally`` of
-    :func:`run_server` stops the other workers and, last, the store. A second signal does not wait.
-    SIGHUP (a closed terminal) ends the server the clean way SIGTERM does.
+    :func:`run_server` stops the other workers and, last, the store. Before the prober goes, the
+    gateway stops following its verdicts (a poll of a prober on its way out would fail and warn).
+    A second signal does not wait. SIGHUP (a closed terminal) ends the server the clean way SIGTERM does.
     """
     loop = asyncio.get_running_loop()
     stopping: list[asyncio.Task[None]] = []
@@ -244,6 +248,8 @@ async def _stop_in_order(first: list[Child], _: web.Application) -> None:
             return
 
         async def run() -> None:
+            if first and (probes := app[GATEWAY].probes) is not None:
+                await probes.stop()  # again in the gateway's own cleanup: stopping twice is a no-op
             await loop.run_in_executor(None, _stop_all, first)
             loop.call_soon(_graceful_exit)
 
