@@ -123,7 +123,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         registry=registry,
         probes=probe_source(config, db_path, emitter, registry, probe_url),
         config_path=config_path,
-        policy=PolicyGate.load(config, config_path, shared=shared),
+        policy=PolicyGate.load(config, shared=shared),
         shared=shared,
     )
     app = gateway.build_app()

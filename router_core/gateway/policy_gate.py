@@ -55,15 +55,13 @@ _KEYWORDS_ORIGIN = Origin("routing.keywords", 1)
 _NO_RULES = RuleSet(rules=(), source="routing")
 
 
-def policy_path(config: RouteLensConfig, config_path: str | None) -> Path | None:
-    """The policy file ``routing.policy`` names, relative to the config file's folder (None: no policy)."""
-    name = config.routing.policy
-    if not name:
-        return None
-    p = Path(name)
-    if not p.is_absolute() and config_path:
-        p = Path(config_path).resolve().parent / p
-    return p
+def policy_path(config: RouteLensConfig) -> Path | None:
+    """The policy file ``routing.policy`` names (None: no policy).
+
+    Absolute when the config was read from a file: :mod:`router_core.config_file` resolves every
+    path against the folder of the file that names it, once, at load time.
+    """
+    return Path(config.routing.policy) if config.routing.policy else None
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:
@@ -109,19 +107,18 @@ class PolicyGate:
         self._zones: dict[str, ZoneInfo] = {}
 
     @classmethod
-    def load(cls, config: RouteLensConfig, config_path: str | None = None, **kw: Any) -> PolicyGate:
+    def load(cls, config: RouteLensConfig, **kw: Any) -> PolicyGate:
         """Build the gate for ``config``'s policy file.
 
         Raises:
             PolicyError: The policy file does not load (the gateway does not start).
         """
-        path = policy_path(config, config_path)
+        path = policy_path(config)
         intents = config.routing.intents
         if intents is not None and "intents" not in kw:
             from router_core.intents import IntentClassifier
 
-            base = Path(config_path).resolve().parent if config_path else Path(".")
-            kw["intents"] = IntentClassifier.from_settings(intents, base)
+            kw["intents"] = IntentClassifier.from_settings(intents)
         return cls(config, None if path is None else load_policy(path, config), path=path, **kw)
 
     @property

@@ -95,7 +95,7 @@ class Gateway:
     ) -> None:
         self.config = config
         # The routing policy file (routing.policy): rules, chains, throttles; reloaded when the file changes.
-        self.policy = policy or PolicyGate.load(config, config_path)
+        self.policy = policy or PolicyGate.load(config)
         self._policy_task: asyncio.Task[None] | None = None
         self.router = router
         self.hooks = hooks

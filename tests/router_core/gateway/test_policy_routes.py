@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from router_core.config_file import read_config
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.rules.load import compile_policy
 from schemas import AttemptStatus, OutcomeStatus, RoutingMode
@@ -136,12 +137,13 @@ def test_when_every_attempt_fails_the_chain_ends_in_its_canned_answer() -> None:
 
 
 def test_a_policy_file_that_stops_compiling_keeps_the_last_good_rules(tmp_path: Path) -> None:
-    config = RouteLensConfig.model_validate({"fleet": {"instances": [
-        {"id": "a", "model": "m", "url": "http://127.0.0.1:1"}, {"id": "b", "model": "n", "url": "http://127.0.0.1:2"}]},
-        "routing": {"policy": "p.yaml"}})
+    (tmp_path / "routelens.yaml").write_text(
+        "fleet: {instances: [{id: a, model: m, url: 'http://127.0.0.1:1'}, {id: b, model: n, url: 'http://127.0.0.1:2'}]}\n"
+        "routing: {policy: p.yaml}\n", encoding="utf-8")  # the policy beside the config, named relative to it
     path = tmp_path / "p.yaml"
     path.write_text(policy(TO_N), encoding="utf-8")
-    gate = PolicyGate.load(config, str(tmp_path / "routelens.yaml"))
+    config = read_config(tmp_path / "routelens.yaml")
+    gate = PolicyGate.load(config)
     assert gate.rules is not None and [r.name for r in gate.rules.rules] == ["to-n"]
     path.write_text(policy('  - {rule_name: broken, primary_target: gpt-9}\n'), encoding="utf-8")
     assert not gate.reload()
