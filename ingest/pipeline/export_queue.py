@@ -106,7 +106,9 @@ class ExportQueue:
             self.stats.dropped += 1
             self._finished += 1
             now = self._clock()
-            complain, self._last_complaint = now - self._last_complaint >= 5.0, now
+            complain = now - self._last_complaint >= 5.0  # one line per 5 s however long the overflow lasts
+            if complain:
+                self._last_complaint = now
         if complain:
             log.error("exporter %s: %d records wait; dropping new ones (%d so far)", self.name, held,
                       self.stats.dropped)

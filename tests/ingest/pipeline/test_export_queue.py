@@ -38,6 +38,14 @@ def test_a_full_queue_drops_the_newest_records_and_counts_them(caplog: pytest.Lo
     assert (q.stats.delivered, q.stats.dropped, q.stats.failed) == (5, 3, 0)
 
 
+def test_a_lasting_overflow_is_said_once_every_five_seconds(caplog: pytest.LogCaptureFixture) -> None:
+    q = queue(Exporter(), capacity=1, clock=itertools.count())  # one clock second per dropped record
+    for i in range(13):  # 12 drops over 12 s: said at 0, 5 and 10 s
+        q.offer(Kind.TRACE, trace(f"r{i}"))
+    assert q.stats.dropped == 12
+    assert caplog.text.count("dropping new ones") == 3
+
+
 def test_an_unavailable_exporter_is_retried_for_a_while_then_the_batch_is_dropped() -> None:
     exporter = Exporter(down=True)
     q = queue(exporter, retry_for_s=25, clock=itertools.count(0, 10))  # 10 s pass between two looks
