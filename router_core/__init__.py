@@ -7,15 +7,14 @@ client, the semantic intents and their scikit-learn, the policy-file tooling) lo
 (PEP 562), so a command that needs none of them does not pay for them.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from router_core.decide.builtin import build_router, builtin_registry, register_builtin
 from router_core.decide.decision import Decision, DecisionContext
 from router_core.decide.policy import Policy, build_policy, policy_hash
 from router_core.decide.prepared import Prepared
 from router_core.decide.replay import Replay, replay
-from router_core.decide.router import AUTO_MODEL, Ranked, Router
+from router_core.decide.router import AUTO_MODEL, Ranked, Router, rule_of
 from router_core.errors import (
     AttemptsExhausted,
     InvalidRequest,
@@ -29,6 +28,7 @@ from router_core.errors import (
     UnknownPluginType,
 )
 from router_core.framework import Candidate, PluginRegistry, Scored
+from router_core.lazy import lazy_getattr
 from router_core.scorers.latency import predicted_latency_ms
 from router_core.state.quality import QualityTable
 
@@ -57,38 +57,38 @@ if TYPE_CHECKING:
     from router_core.shared.redis_shared import RedisShared, SharedCollector, build_shared
     from router_core.state.parse import MetricsParseError, parse_engine_metrics
 
-# public name loaded on first use -> (module, name there)
-_LAZY: dict[str, tuple[str, str]] = {
-    "CostScorer": ("router_core.scorers.cost", "CostScorer"),
-    "Gateway": ("router_core.gateway", "Gateway"),
-    "IntentClassifier": ("router_core.intents", "IntentClassifier"),
-    "MaxScorePicker": ("router_core.pickers.max_score", "MaxScorePicker"),
-    "MetricsParseError": ("router_core.state.parse", "MetricsParseError"),
-    "PolicyGate": ("router_core.gateway.policy_gate", "PolicyGate"),
-    "ProbeSource": ("router_core.gateway.probe_source", "ProbeSource"),
-    "QualityScorer": ("router_core.scorers.quality", "QualityScorer"),
-    "RedisShared": ("router_core.shared.redis_shared", "RedisShared"),
-    "RuleMatch": ("router_core.rules.ir", "Match"),
-    "RuleSet": ("router_core.rules.ir", "RuleSet"),
-    "SharedCollector": ("router_core.shared.redis_shared", "SharedCollector"),
-    "VerdictFollower": ("router_core.gateway.probe_source", "VerdictFollower"),
-    "analyse_request": ("router_core.decide.analysis", "analyse_request"),
-    "append_examples": ("router_core.intents", "append_examples"),
-    "arm_config": ("router_core.experiments", "arm_config"),
-    "build_shared": ("router_core.shared.redis_shared", "build_shared"),
-    "cancel_all": ("router_core.aio", "cancel_all"),
-    "case_view": ("router_core.rules.cases", "view_of"),
-    "classify_intent": ("router_core.intents.rules", "classify_intent"),
-    "embedder_missing": ("router_core.intents.embedding", "embedder_missing"),
-    "explain_case": ("router_core.rules.cases", "explain"),
-    "keys_from_env": ("router_core.gateway.auth", "keys_from_env"),
-    "load_rules": ("router_core.rules.load", "load_policy"),
-    "open_notice": ("router_core.gateway.auth", "open_notice"),
-    "parse_engine_metrics": ("router_core.state.parse", "parse_engine_metrics"),
-    "probe_feed_body": ("router_core.gateway.probe_source", "feed_body"),
-    "read_config": ("router_core.config_file", "read_config"),
-    "run_cases": ("router_core.rules.cases", "run_cases"),
-    "upstream_keys": ("router_core.gateway.auth", "upstream_keys"),
+# public name loaded on first use -> its module ("module:name" when defined there under another name)
+_LAZY: dict[str, str] = {
+    "CostScorer": "router_core.scorers.cost",
+    "Gateway": "router_core.gateway",
+    "IntentClassifier": "router_core.intents",
+    "MaxScorePicker": "router_core.pickers.max_score",
+    "MetricsParseError": "router_core.state.parse",
+    "PolicyGate": "router_core.gateway.policy_gate",
+    "ProbeSource": "router_core.gateway.probe_source",
+    "QualityScorer": "router_core.scorers.quality",
+    "RedisShared": "router_core.shared.redis_shared",
+    "RuleMatch": "router_core.rules.ir:Match",
+    "RuleSet": "router_core.rules.ir",
+    "SharedCollector": "router_core.shared.redis_shared",
+    "VerdictFollower": "router_core.gateway.probe_source",
+    "analyse_request": "router_core.decide.analysis",
+    "append_examples": "router_core.intents",
+    "arm_config": "router_core.experiments",
+    "build_shared": "router_core.shared.redis_shared",
+    "cancel_all": "router_core.aio",
+    "case_view": "router_core.rules.cases:view_of",
+    "classify_intent": "router_core.intents.rules",
+    "embedder_missing": "router_core.intents.embedding",
+    "explain_case": "router_core.rules.cases:explain",
+    "keys_from_env": "router_core.gateway.auth",
+    "load_rules": "router_core.rules.load:load_policy",
+    "open_notice": "router_core.gateway.auth",
+    "parse_engine_metrics": "router_core.state.parse",
+    "probe_feed_body": "router_core.gateway.probe_source:feed_body",
+    "read_config": "router_core.config_file",
+    "run_cases": "router_core.rules.cases",
+    "upstream_keys": "router_core.gateway.auth",
 }
 
 __all__ = [
@@ -149,16 +149,10 @@ __all__ = [
     "read_config",
     "register_builtin",
     "replay",
+    "rule_of",
     "run_cases",
     "upstream_keys",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a lazily loaded public name's module on first use (PEP 562)."""
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module 'router_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(where[0]), where[1])
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from app.experiments.rows import ReplayRow
 from router_core import (
-    AUTO_MODEL,
     DecisionContext,
     Policy,
     Prepared,
@@ -29,6 +28,7 @@ from router_core import (
     Scored,
     UnknownModel,
     predicted_latency_ms,
+    rule_of,
 )
 from schemas.config import ModelProfile
 from schemas.fleet import InstanceSnapshot, InstanceSpec
@@ -137,8 +137,7 @@ class Replayer:
         try:
             ranked = self.router.rank(ctx, state)
         except UnknownModel:
-            rule = "auto" if requested == AUTO_MODEL else f"model:{requested}"
-            return Replayed(rule, None, None, note=f"model {requested} not in the fleet"), None
+            return Replayed(rule_of(requested), None, None, note=f"model {requested} not in the fleet"), None
         if ranked is None or not ranked.scored:
             return self._slow(ctx, state, {} if ranked is None else ranked.prepared), None
         return (Replayed(ranked.rule, None, None, ranked.weights, ranked.removed, ranked.prepared, ids=ranked.ids,

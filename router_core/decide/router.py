@@ -29,12 +29,17 @@ from schemas.config import ModelProfile
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import Violation
 
-__all__ = ["AUTO_MODEL", "Ranked", "Router"]
+__all__ = ["AUTO_MODEL", "Ranked", "Router", "rule_of"]
 
 AUTO_MODEL = "auto"
 _DEFAULT_PROFILE = ModelProfile()
 Verdicts = dict[str, list[Violation]]
 Observe = Callable[[float], None] | None
+
+
+def rule_of(model: str) -> str:
+    """The rule of a request no policy rule routes: ``auto``, or ``model:<name>`` for a named model."""
+    return "auto" if model == AUTO_MODEL else f"model:{model}"
 
 
 class _Fallback:
@@ -210,7 +215,7 @@ class Router:
             specs, pool, violations, factors, spill = self._by_rule(route, state, ctx, steps, fb, ages)
         else:
             specs = list(self.candidates_for(feats.requested_model))
-            rule = "auto" if feats.requested_model == AUTO_MODEL else f"model:{feats.requested_model}"
+            rule = rule_of(feats.requested_model)
             tried = f" (no policy rule matched of {len(route.match.tried)})" if route is not None else ""
             steps.add("policy", StepKind.POLICY, reason=f"rule {rule}{tried}", instances=[s.id for s in specs])
             pool, violations, factors = self._filter(specs, state, ctx, steps, ages)
@@ -285,7 +290,7 @@ class Router:
         ages: dict[str, float | None] = {}
         prepared = self._prepare(specs, state, ctx, ages)
         pool, _, factors = self._filter(specs, state, ctx, None, ages, removed, prepared)
-        rule = "auto" if feats.requested_model == AUTO_MODEL else f"model:{feats.requested_model}"
+        rule = rule_of(feats.requested_model)
         by_id = {p.candidate.spec.id: p for p in prepared}
         if not pool:
             return Ranked(rule, by_id, removed, {}, [], [], [])

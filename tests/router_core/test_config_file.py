@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -105,11 +104,10 @@ def test_the_context_resolves_without_checking_when_told_nothing_about_the_disk(
     assert config.routing.policy == str(tmp_path / "nowhere.yaml")
 
 
-def test_a_policy_files_paths_are_its_own(tmp_path: Path) -> None:
+def test_an_arm_policy_file_is_found_from_its_base_folder_not_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "arm.yaml").write_text("scoring: {preset: seed-instance-score}\n")
-    os.chdir(tmp_path)
-    try:
-        assert load_policy("arm.yaml", tmp_path / "p").scoring is not None
-    finally:
-        os.chdir(ROOT)
+    monkeypatch.chdir(tmp_path)  # arm.yaml is not here
+    assert load_policy("arm.yaml", tmp_path / "p").scoring is not None
