@@ -13,10 +13,10 @@ loads with the package; the semantic classifier and its numpy and scikit-learn o
 name from it (PEP 562).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from router_core.intents.rules import CLASSES, Intent, classify_intent
+from router_core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from router_core.intents.cache import CentroidCache, cache_path_for
@@ -39,11 +39,4 @@ __all__ = ["CLASSES", "CentroidCache", "Intent", "IntentClassifier", "append_exa
            "classify_intent", "cut_to_tokens", "load_routes", "route_hash"]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a semantic-intent name's module on first use (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'router_core.intents' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

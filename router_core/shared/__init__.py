@@ -15,23 +15,17 @@ client loads on first use of :class:`RedisShared`, :class:`SharedCollector` or
 :func:`build_shared` (PEP 562).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from router_core.lazy import lazy_getattr
 from router_core.shared.base import Handler, MemoryShared, SharedState
 
 if TYPE_CHECKING:
     from router_core.shared.redis_shared import RedisShared, SharedCollector, build_shared
 
-_LAZY = frozenset({"RedisShared", "SharedCollector", "build_shared"})
+_LAZY = dict.fromkeys(("RedisShared", "SharedCollector", "build_shared"), "router_core.shared.redis_shared")
 
 __all__ = ["Handler", "MemoryShared", "RedisShared", "SharedCollector", "SharedState", "build_shared"]
 
 
-def __getattr__(name: str) -> Any:
-    """Import the Redis implementation (and the Redis client) on first use (PEP 562)."""
-    if name not in _LAZY:
-        raise AttributeError(f"module 'router_core.shared' has no attribute {name!r}")
-    value = getattr(importlib.import_module("router_core.shared.redis_shared"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

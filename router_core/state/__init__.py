@@ -18,9 +18,9 @@ Nothing here decides: the router reads the snapshots this builds. The scraper (a
 first use of :class:`MetricsScraper` (PEP 562).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from router_core.lazy import lazy_getattr
 from router_core.state.constraints import applies, holds, metric_value, ramp_factor
 from router_core.state.histogram import Buckets, delta_quantile
 from router_core.state.hysteresis import HysteresisLatch
@@ -63,10 +63,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import :class:`MetricsScraper` (and aiohttp) on first use (PEP 562)."""
-    if name != "MetricsScraper":
-        raise AttributeError(f"module 'router_core.state' has no attribute {name!r}")
-    value = importlib.import_module("router_core.state.scraper").MetricsScraper
-    globals()[name] = value  # later lookups skip this function
-    return value
+__getattr__ = lazy_getattr(__name__, {"MetricsScraper": "router_core.state.scraper"}, globals())  # and aiohttp
