@@ -8,12 +8,13 @@ does no I/O, so a rule set can be swapped on hot reload by replacing one referen
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from router_core.rules.index import RuleIndex, guards_of
 from router_core.rules.request import RequestView
+from router_core.rules.tried import ClauseVerdict, Tried, WhyNot
 
 __all__ = [
     "ClauseVerdict",
@@ -43,6 +44,15 @@ class Condition(Protocol):
         """Return one line per atom: the atom, its verdict and the feature values it read.
 
         Never the prompt: ``prompt_contains('x')`` says only true or false.
+        """
+        ...
+
+    def why_not(self, req: RequestView, *, every: bool = False) -> list[str]:
+        """For a request the condition does not hold for: the atom that failed it first, with its value.
+
+        The line is the fact that held instead (``request_time.hour = 17 not in [9, 11, 14, 16]``),
+        never the prompt (``prompt_contains('x') did not match``); a second line says when other
+        atoms failed too. ``every``: a line for each atom that failed.
         """
         ...
 
@@ -135,13 +145,8 @@ class Rule:
     requires: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ClauseVerdict:
-    """One rule tried for a request: matched or not, and the atoms' verdicts."""
-
-    rule: str
-    matched: bool
-    detail: list[str] = field(default_factory=list)
+def _never(req: RequestView) -> list[str]:
+    return []  # a rule without a condition: it always matches, so it is never asked why not
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +154,7 @@ class Match:
     """The rule that applies (None: no rule matched) and every rule tried up to it, in order."""
 
     rule: Rule | None
-    tried: tuple[ClauseVerdict, ...]
+    tried: Sequence[ClauseVerdict]
 
 
 @dataclass(frozen=True)
@@ -176,7 +181,8 @@ class RuleSet:
     peak_hours: tuple[tuple[int, int], ...] = ()
     cases: tuple[Any, ...] = field(default=(), repr=False)
     _tests: tuple[Callable[[RequestView], bool] | None, ...] = field(init=False, repr=False, compare=False)
-    _misses: tuple[ClauseVerdict, ...] = field(init=False, repr=False, compare=False)
+    _whys: tuple[WhyNot, ...] = field(init=False, repr=False, compare=False)
+    _names: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _index: RuleIndex = field(init=False, repr=False, compare=False)
 
     def chain_of(self, rule: Rule) -> tuple[str, ...]:
@@ -195,11 +201,13 @@ class RuleSet:
         return "sha256:" + hashlib.sha256(self.text.encode()).hexdigest()[:16]
 
     def __post_init__(self) -> None:
-        # The request path's loop: one evaluate per rule (None: always), and each rule's "not
-        # matched" verdict built once (verdicts are immutable, so every request shares them).
+        # The request path's loop: one evaluate per rule (None: always), and why each rule before
+        # the match did not (a rule without a condition always matches: it is never among them).
         object.__setattr__(self, "_tests", tuple(None if r.condition is None else r.condition.evaluate
                                                  for r in self.rules))
-        object.__setattr__(self, "_misses", tuple(ClauseVerdict(r.name, False) for r in self.rules))
+        object.__setattr__(self, "_whys", tuple(_never if r.condition is None else r.condition.why_not
+                                                for r in self.rules))
+        object.__setattr__(self, "_names", tuple(r.name for r in self.rules))
         # Which rules can match, from one lookup per guarded feature (router_core.rules.index): the
         # others are not evaluated, and are listed as not matched, as they would have been.
         object.__setattr__(self, "_index", RuleIndex([guards_of(r.condition) for r in self.rules]))
@@ -207,10 +215,13 @@ class RuleSet:
     def match(self, req: RequestView, *, explain: Literal["matched", "all"] = "matched") -> Match:
         """Return the first rule whose condition holds, and the rules tried before it.
 
-        ``explain="matched"`` (the request path) evaluates only the rules the index cannot rule out,
-        in order, and gives atom verdicts for the matching rule only: the rules before it are listed
-        as not matched (shared verdicts). ``"all"`` (dry runs, ``routelens policy explain``)
-        evaluates and explains every rule tried.
+        Every rule tried before the match (all of them when none matches) is listed with the atom
+        that failed it first and the value it read (:meth:`Condition.why_not`); the matching rule
+        with every atom's verdict (:meth:`Condition.explain`). ``explain="matched"`` (the request
+        path) evaluates the conditions of only the rules the index cannot rule out, until one
+        holds, and works out why the others failed only when the verdicts are read
+        (:class:`router_core.rules.tried.Tried`). ``"all"`` (dry runs, ``routelens policy
+        explain``) evaluates every rule in order and lists every atom that failed each.
         """
         if explain == "all":
             return self._match_explained(req)
@@ -223,16 +234,17 @@ class RuleSet:
             if test is None or test(req):
                 rule = self.rules[i]
                 detail = [] if rule.condition is None else rule.condition.explain(req)
-                return Match(rule, (*self._misses[:i], ClauseVerdict(rule.name, True, detail)))
+                return Match(rule, Tried(self._names, self._whys, req, i, ClauseVerdict(rule.name, True, detail)))
             mask ^= low
-        return Match(None, self._misses)
+        return Match(None, Tried(self._names, self._whys, req, len(self.rules), None))
 
     def _match_explained(self, req: RequestView) -> Match:
         tried: list[ClauseVerdict] = []
         for rule in self.rules:
             cond = rule.condition
             ok = cond is None or cond.evaluate(req)
-            tried.append(ClauseVerdict(rule.name, ok, [] if cond is None else cond.explain(req)))
+            detail = [] if cond is None else cond.explain(req) if ok else cond.why_not(req, every=True)
+            tried.append(ClauseVerdict(rule.name, ok, detail))
             if ok:
                 return Match(rule, tuple(tried))
         return Match(None, tuple(tried))

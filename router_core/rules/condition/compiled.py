@@ -4,30 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from router_core.rules.condition.features import Value
 from router_core.rules.condition.guards import Guards
 from router_core.rules.condition.ops import Pred
+from router_core.rules.condition.why_not import MORE, Blame, Fact, First, Node, blame_of, first_of, show
 from router_core.rules.request import RequestView
 
 __all__ = ["Atom", "CompiledCondition"]
-
-_MAX_SHOWN = 60  # characters of a feature value an explanation shows
-
-
-def show(value: Any) -> str:
-    """Render a feature value for an explanation: JSON-like, cut at 60 characters."""
-    if value is None:
-        text = "null"
-    elif isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, str):
-        text = '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    else:
-        text = repr(value)
-    return text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN - 3] + "..."
-
 
 @dataclass(frozen=True, slots=True)
 class Atom:
@@ -37,11 +21,13 @@ class Atom:
         text: The atom as written (whitespace runs across lines folded to one space).
         pred: Its closure.
         reads: The features it reads, shown with their values (the prompt is never among them).
+        fact: How it is told when it decided against its rule (None: as its verdict and values).
     """
 
     text: str
     pred: Pred
     reads: tuple[Value, ...] = ()
+    fact: Fact | None = None
 
     def explain(self, req: RequestView) -> str:
         """Return ``atom: true|false (feature=value, ...)``."""
@@ -49,6 +35,17 @@ class Atom:
         if not self.reads:
             return line
         shown = ", ".join(f"{v.label}={'<redacted>' if v.secret else show(v.get(req) if v.get else None)}"
+                          for v in self.reads)
+        return f"{line} ({shown})"
+
+    def against(self, req: RequestView, held: bool) -> str:
+        """The fact that held instead of what the rule needed (``held``: the atom was true, under a ``!``)."""
+        if self.fact is not None:
+            return self.fact.line(req, held)
+        line = f"{self.text} is {'true' if held else 'false'}"
+        if not self.reads:
+            return line
+        shown = ", ".join(f"{v.label} = {'<redacted>' if v.secret else show(v.get(req) if v.get else None)}"
                           for v in self.reads)
         return f"{line} ({shown})"
 
@@ -62,17 +59,22 @@ class CompiledCondition:
             ``prompt_contains``, ``contains_legal_terms``) it reads.
         guards: Atoms of which one must hold for the condition to hold (None: unguarded); see
             :mod:`router_core.rules.condition.guards`.
+        tree: The condition's tree over its atoms, with each node's predicate.
     """
 
-    __slots__ = ("_atoms", "_pred", "features", "guards", "text")
+    __slots__ = ("_against", "_atoms", "_blame", "_first", "_pred", "features", "guards", "text", "tree")
 
     def __init__(self, text: str, pred: Pred, atoms: Sequence[Atom], features: frozenset[str],
-                 guards: Guards = None) -> None:
+                 guards: Guards = None, tree: Node | None = None) -> None:
         self.text = text
         self.features = features
         self.guards = guards
         self._pred = pred
         self._atoms = tuple(atoms)
+        self._against = tuple(a.against if a.fact is None else a.fact.line for a in self._atoms)
+        self.tree = tree if tree is not None else Node("atom", pred, atom=0)
+        self._blame: Blame = blame_of(self.tree)
+        self._first: First = first_of(self.tree)
 
     def evaluate(self, req: RequestView) -> bool:
         """Return whether ``req`` satisfies the condition."""
@@ -81,6 +83,20 @@ class CompiledCondition:
     def explain(self, req: RequestView) -> list[str]:
         """Return one line per atom, in the order written: its verdict and the values it read."""
         return [atom.explain(req) for atom in self._atoms]
+
+    def why_not(self, req: RequestView, *, every: bool = False) -> list[str]:
+        """Return, for a request it does not hold for, the atom that failed it first, with the value it read.
+
+        The line is the fact that held instead (:mod:`.why_not`). When other atoms failed too, a
+        second line says so (:data:`MORE`); without it, that atom alone turning would have made
+        the condition hold. ``every``: one line for each atom that failed, the first first.
+        """
+        against = self._against
+        if every:
+            return [against[i](req, held) for i, held in self._blame(req, True)]
+        index, held, alone = self._first(req, True, True)
+        line = against[index](req, held)
+        return [line] if alone else [line, MORE]
 
     def __repr__(self) -> str:
         return f"CompiledCondition({self.text!r})"

@@ -27,6 +27,8 @@ from router_core.rules.condition.grammar import parse
 from router_core.rules.condition.guards import Guard, Guards
 from router_core.rules.condition.literals import BadLiteral, number, string
 from router_core.rules.condition.locate import Locator, policy_error, syntax_error
+from router_core.rules.condition.why_not import Fact
+from router_core.rules.condition.why_not import Node as Shape
 
 __all__ = ["MAX_DEPTH", "MAX_LENGTH", "ConditionCompiler", "compile_condition"]
 
@@ -99,9 +101,9 @@ class ConditionCompiler:
     def compile(self, node: Node) -> CompiledCondition:
         """Return the condition of ``node`` (check :attr:`errors` before using it)."""
         self._atoms, self._features = [], set()
-        pred, guards = self._expr(node, 0)
+        pred, guards, tree = self._expr(node, 0)
         text = self._text(node)
-        return CompiledCondition(text, pred, self._atoms, frozenset(self._features), guards)
+        return CompiledCondition(text, pred, self._atoms, frozenset(self._features), guards, tree)
 
     def _text(self, node: Node) -> str:
         if isinstance(node, Token):
@@ -112,30 +114,37 @@ class ConditionCompiler:
 
     # ---- structure --------------------------------------------------------------------------
 
-    def _expr(self, node: Node, depth: int) -> tuple[ops.Pred, Guards]:
+    def _expr(self, node: Node, depth: int) -> tuple[ops.Pred, Guards, Shape]:
         if depth > MAX_DEPTH:
             self.error(node, f"the condition nests deeper than {MAX_DEPTH} levels")
-            return ops.constant(False), None
+            return ops.constant(False), None, Shape("atom", ops.constant(False))  # an error: never run
         if isinstance(node, Tree) and node.data in ("or_expr", "and_expr"):
             parts = [self._expr(child, depth + 1) for child in _chain(node)]
-            preds, sides = [p for p, _ in parts], [g for _, g in parts]
+            preds, sides, trees = [p for p, _, _ in parts], [g for _, g, _ in parts], tuple(t for _, _, t in parts)
             if node.data == "or_expr":
-                return ops.any_of(preds), guard.any_of(sides)
-            return ops.all_of(preds), guard.all_of(sides)
+                pred = ops.any_of(preds)
+                return pred, guard.any_of(sides), Shape("or", pred, trees)
+            pred = ops.all_of(preds)
+            return pred, guard.all_of(sides), Shape("and", pred, trees)
         if isinstance(node, Tree) and node.data in ("not_", "group"):
-            inner, guards = self._expr(node.children[0], depth + 1)
-            return (ops.negate(inner), None) if node.data == "not_" else (inner, guards)
+            inner, guards, tree = self._expr(node.children[0], depth + 1)
+            if node.data == "group":
+                return inner, guards, tree
+            pred = ops.negate(inner)
+            return pred, None, Shape("not", pred, (tree,))
         reads: list[Value] = []
+        fact: Fact | None = None
         try:
-            pred, guards = self._atom(node, reads)
+            pred, guards, fact = self._atom(node, reads)
         except _Fail as exc:
             self.error(exc.where, exc.message)
             pred, guards = ops.constant(False), None
         text = self._text(node)
-        self._atoms.append(Atom(" ".join(text.split()) if "\n" in text else text, pred, tuple(reads)))
-        return pred, guards
+        shape = Shape("atom", pred, atom=len(self._atoms))
+        self._atoms.append(Atom(" ".join(text.split()) if "\n" in text else text, pred, tuple(reads), fact))
+        return pred, guards, shape
 
-    def _atom(self, node: Node, reads: list[Value]) -> tuple[ops.Pred, Guards]:
+    def _atom(self, node: Node, reads: list[Value]) -> tuple[ops.Pred, Guards, Fact | None]:
         assert isinstance(node, Tree)  # the grammar: every atom is a compare/in_/not_in/bare tree
         kind, children = node.data, node.children
         if kind == "compare":
@@ -146,25 +155,32 @@ class ConditionCompiler:
             pred = self._compare(node, left, op, right)
             if left.get is None and right.get is not None:
                 left, right, op = right, left, ops.MIRROR[op]
+            fact = None
+            if left.get is not None and left.label is not None and right.get is None:
+                fact = Fact.compare(left.label, left.get, op, right.const, secret=left.secret)
             if right.get is None and right.const is not None and op in _GUARD_OPS:
-                return pred, _guard(left, _GUARD_OPS[op], (right.const,))
-            return pred, None
+                return pred, _guard(left, _GUARD_OPS[op], (right.const,)), fact
+            return pred, None, fact
         if kind in ("in_", "not_in"):
             value = self._value(children[0])
             reads.extend([value] if value.label else [])
             pred = self._member(node, value, children[1], negated=kind == "not_in")
-            if kind == "in_":
-                consts = tuple(self._value(item).const for item in children[1].children  # type: ignore[union-attr]
-                               if item is not None)
-                return pred, _guard(value, "in", consts)
-            return pred, None
+            consts = tuple(self._value(item).const for item in children[1].children  # type: ignore[union-attr]
+                           if item is not None)
+            fact = None if value.get is None or value.label is None else \
+                Fact.member(value.label, value.get, consts, negated=kind == "not_in", secret=value.secret)
+            return pred, _guard(value, "in", consts) if kind == "in_" else None, fact
         value = self._value(children[0])
         if value.type == "bool":
-            return (value.get, _guard(value, "in", (True,))) if value.get else (ops.constant(bool(value.const)), None)
+            if value.get is None:
+                return ops.constant(bool(value.const)), None, None
+            fact = Fact.pattern(self._text(node)) if value.label is None else Fact.boolean(value.label, value.get)
+            return value.get, _guard(value, "in", (True,)), fact
         if value.type == "any":
             reads.append(value)
-            assert value.get is not None
-            return ops.truthy(value.get), _guard(value, "in", (True,))  # `is True`; the guard's `== True` is wider
+            assert value.get is not None and value.label is not None
+            # `is True`; the guard's `== True` is wider
+            return ops.truthy(value.get), _guard(value, "in", (True,)), Fact.boolean(value.label, value.get)
         _fail(node, f"{self._text(children[0])} is {_TYPE_NAMES[value.type]}, not true/false: compare it, "
                     f"as in {self._text(children[0])} == ...")
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from router_core.errors import PolicyError
+from router_core.rules.condition.why_not import MORE
 from router_core.rules.dsl import compile_dsl
 from router_core.rules.ir import Origin, RuleSet, Throttle, TimeoutPolicy
 from router_core.rules.request import RequestView
@@ -59,10 +60,16 @@ def test_seed_routes_as_intended(req: RequestView, rule: str | None) -> None:
     rules = RuleSet(compile_dsl(SEED), source="policy.dsl")
     match = rules.match(req, explain="all")
     assert (match.rule.name if match.rule else None) == rule
-    assert match.tried[0].detail[0].startswith('intent == "legal": ')
-    quick = rules.match(req)  # the request path: atoms of the matching rule only
+    first = match.tried[0]
+    if first.matched:
+        assert first.detail[0].startswith('intent == "legal": ')
+    else:  # the atom that failed, with the value it read
+        assert first.detail[0] in ("intent = null != \"legal\"", 'file_type = "docx" != "pdf"',
+                                   "file_type = null != \"pdf\"")
+    quick = rules.match(req)  # the request path: the first atom that failed each rule before the match
     assert quick.rule is match.rule
-    assert [t.detail for t in quick.tried] == [t.detail if t.matched else [] for t in match.tried]
+    assert [t.detail for t in quick.tried] == [
+        t.detail if t.matched or len(t.detail) == 1 else [t.detail[0], MORE] for t in match.tried]
 
 
 def test_else_comments_and_keyword_case() -> None:

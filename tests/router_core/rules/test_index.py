@@ -42,13 +42,16 @@ def test_guards(text: str, expected: list[tuple[str, str, tuple[Any, ...]]] | No
 
 
 def reference(rules: RuleSet, req: RequestView) -> Match:
-    """Every rule in order, the first that holds wins (the match before the index)."""
+    """Every rule in order, the first that holds wins (the match before the index); why each before it failed."""
+    def missed(upto: int) -> tuple[ClauseVerdict, ...]:
+        return tuple(ClauseVerdict(r.name, False, r.condition.why_not(req)) for r in rules.rules[:upto]
+                     if r.condition is not None)
+
     for i, rule in enumerate(rules.rules):
         if rule.condition is None or rule.condition.evaluate(req):
             detail = [] if rule.condition is None else rule.condition.explain(req)
-            return Match(rule, (*(ClauseVerdict(r.name, False) for r in rules.rules[:i]),
-                                ClauseVerdict(rule.name, True, detail)))
-    return Match(None, tuple(ClauseVerdict(r.name, False) for r in rules.rules))
+            return Match(rule, (*missed(i), ClauseVerdict(rule.name, True, detail)))
+    return Match(None, missed(len(rules.rules)))
 
 
 # Small domains, so requests sit on the rules' boundaries (value == constant) and every type oddity meets them.
