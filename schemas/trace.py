@@ -94,6 +94,9 @@ class CandidateEval(ContractModel):
     weight_factor: float = Field(1.0, ge=0, le=1, description="Soft-constraint ramp applied to the total.")
     total: float | None = Field(None, description="weight_factor * sum(weight_i * score_terms[i]).")
     rank: int | None = Field(None, ge=1, description="1 is best among the ranked candidates.")
+    probability: float | None = Field(
+        None, ge=0, le=1, description="The chance a sampling picker (softmax, p2c) gave this candidate of "
+                                      "being drawn; None for a deterministic pick or a candidate not scored.")
 
 
 class DecisionStep(ContractModel):

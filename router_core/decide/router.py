@@ -258,7 +258,8 @@ class Router:
         seen = self._prepared.states_at(specs, state, ages)  # age_s and stale as of the decision
         candidates = self._candidates(specs, seen, violations, factors, dict(zip(order, range(1, len(order) + 1),
                                       strict=True)), {p.candidate.spec.id: (t, x) for p, t, x in
-                                                      zip(pool, totals, terms, strict=True)}, removed)
+                                                      zip(pool, totals, terms, strict=True)}, removed,
+                                      picked.probabilities)
         if order:
             steps.add("pick", StepKind.PICK, value=round(dict(scored)[order[0]], 6), plugin=self._picker_name,
                       reason=picked.how, instances=[order[0]])
@@ -475,11 +476,15 @@ class Router:
     def _candidates(specs: list[InstanceSpec], state: Mapping[str, InstanceSnapshot],
                     violations: dict[str, list[Violation]], factors: dict[str, float], rank: dict[str, int],
                     scored: dict[str, tuple[float, list[float]]], removed: dict[str, list[float]],
+                    chances: Mapping[str, float] | None = None,
                     ) -> tuple[dict[str, Any], ...]:
-        """Every evaluated candidate with its verdicts, state, terms, total and rank.
+        """Every evaluated candidate with its verdicts, state, terms, total, rank and chance.
 
         A removed candidate keeps its would-be terms (``removed``) but no total and no rank.
+        ``chances``: each candidate's probability of being drawn, from a sampling picker (None:
+        the pick was deterministic, or a session's binding overrode the draw).
         """
+        chances = chances or {}
         hard = {iid for iid, vs in violations.items() if any(v.severity == "hard" for v in vs)}
         none: tuple[float, list[float]] = (0.0, [])
         return tuple({
@@ -488,4 +493,5 @@ class Router:
             "score_terms": scored[s.id][1] if s.id in scored else removed.get(s.id, none[1]),
             "weight_factor": factors.get(s.id, 1.0),
             "total": scored[s.id][0] if s.id in scored else None, "rank": rank.get(s.id),
+            "probability": chances.get(s.id),
         } for s in specs)

@@ -72,11 +72,14 @@ class Picked:
 
     ``probability`` is the chance the sampling rule gave the first of ``order`` (1.0 for a
     deterministic pick): the propensity an inverse-propensity estimate weighs the request by.
+    ``probabilities`` is every candidate's chance of being drawn, by instance (sampling pickers
+    only; None for a deterministic pick): what tells a loser it was not drawn, and with what chance.
     """
 
     order: list[str]
     how: str
     probability: float = 1.0
+    probabilities: Mapping[str, float] | None = None
 
 
 class Filter(Protocol):

@@ -29,7 +29,7 @@ class PowerOfTwoPicker(PluginBase):
         """This picker takes no parameters."""
 
     def pick(self, request_id: str, scored: Sequence[Scored]) -> Picked:
-        """Return the sampled winner first, then the rest best first."""
+        """Return the sampled winner first, then the rest best first, with each one's chance."""
         ranked = rank(request_id, scored)
         if len(ranked) < 2:
             return best_first(ranked)
@@ -37,8 +37,9 @@ class PowerOfTwoPicker(PluginBase):
         ia, ib = ranked.index(a), ranked.index(b)
         winner, at = (a, ia) if (a[1], -ia) >= (b[1], -ib) else (b, ib)
         how = f"p2c: sampled {a[0]} ({a[1]:.3f}) and {b[0]} ({b[1]:.3f}), kept the better"
-        return Picked(with_first(winner[0], ranked), how + f"; seed mmh3({request_id!r})",
-                      win_probability(at, len(ranked)))
+        n = len(ranked)
+        return Picked(with_first(winner[0], ranked), how + f"; seed mmh3({request_id!r})", win_probability(at, n),
+                      {iid: win_probability(i, n) for i, (iid, _) in enumerate(ranked)})
 
     def probabilities(self, request_id: str, scored: Sequence[Scored]) -> dict[str, float]:
         """Each candidate's chance of being chosen, by its rank (ties ordered as :meth:`pick` orders them)."""

@@ -36,7 +36,7 @@ class SoftmaxPicker(PluginBase):
     params: Params
 
     def pick(self, request_id: str, scored: Sequence[Scored]) -> Picked:
-        """Return the sampled winner first, then the rest best first."""
+        """Return the sampled winner first, then the rest best first, with each one's chance."""
         ranked = rank(request_id, scored)
         if len(ranked) < 2:
             return best_first(ranked)
@@ -44,8 +44,10 @@ class SoftmaxPicker(PluginBase):
         weights = [math.exp((total - top) / temperature) for _, total in ranked]
         winner = rng_for(request_id).choices(ranked, weights=weights, k=1)[0]
         how = f"softmax T={temperature:g}: sampled {winner[0]} ({winner[1]:.3f}) of {len(ranked)}"
-        chance = weights[ranked.index(winner)] / math.fsum(weights)
-        return Picked(with_first(winner[0], ranked), how + f"; seed mmh3({request_id!r})", chance)
+        norm = math.fsum(weights)
+        chances = {iid: w / norm for (iid, _), w in zip(ranked, weights, strict=True)}
+        return Picked(with_first(winner[0], ranked), how + f"; seed mmh3({request_id!r})", chances[winner[0]],
+                      chances)
 
     def probabilities(self, request_id: str, scored: Sequence[Scored]) -> dict[str, float]:
         """Each candidate's chance of being chosen: ``exp((total - best) / T)``, normalised."""

@@ -161,3 +161,31 @@ def test_a_file_another_process_writes_is_unavailable_not_a_crash(tmp_path: Path
             lazy.write_records([factory.trace()])
     assert lazy.write_records([factory.trace()]).stored >= 1  # free again once the writer is gone
     lazy.close()
+
+
+def test_a_candidate_s_draw_probability_round_trips_on_the_fast_path(tmp_path: Path) -> None:
+    """``CandidateEval.probability`` (a nullable float): the C decoder reads it, DuckDB keeps it, old records lack it."""
+    from ingest.codec import fast_decoder
+    from ingest.codec.encoder import Encoder
+    from ingest.codec.to_arrow import parse_schema
+
+    base = make_trace("req_sampled")
+    drawn = base.model_copy(update={"candidates": [
+        base.candidates[0].model_copy(update={"probability": None}),
+        base.candidates[1].model_copy(update={"probability": 0.625})]})
+    payload = next(p for k, p in Encoder().encode(drawn) if k is Kind.TRACE)
+    older = payload.replace(b',"probability":null', b"").replace(b',"probability":0.625', b"")
+    assert payload.count(b"\"probability\"") == 2 and b"\"probability\"" not in older
+    if fast_decoder.AVAILABLE:
+        decoder = fast_decoder.decoder_for(parse_schema(Kind.TRACE))
+        assert decoder is not None
+        table = decoder.decode([payload, older])
+        assert table is not None, "the fast path declined a trace with candidate probabilities"
+        assert [[c["probability"] for c in row] for row in table.column("candidates").to_pylist()] == [
+            [None, 0.625], [None, None]]
+    store = DuckDBTraceStore(tmp_path / "p.duckdb")
+    store.write_records([drawn, make_trace("req_deterministic")])
+    got = store.get("req_sampled")
+    assert got == drawn and got is not None and [c.probability for c in got.candidates] == [None, 0.625]
+    assert [c.probability for c in store.get("req_deterministic").candidates] == [None, None]  # type: ignore[union-attr]
+    store.close()

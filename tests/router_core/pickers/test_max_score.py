@@ -66,3 +66,9 @@ def test_the_router_records_the_pick_step() -> None:
     assert (pick.kind, pick.plugin, pick.instances, pick.value) == ("pick", "best/max-score-picker", ["big-b"], 0.8)
     assert pick.reason == f"max score 0.800, margin 0.100; {TIES}"
     assert pick.seq == len(trace.decision_trace) - 1
+
+
+def test_a_deterministic_pick_records_no_chances() -> None:
+    _, trace = decide(healthy())
+    assert build(TYPE).pick("r1", [("a", 0.2), ("b", 0.1)]).probabilities is None
+    assert trace.candidates and all(c.probability is None for c in trace.candidates)

@@ -89,3 +89,14 @@ def test_router_picker_p2c_records_the_pick_step() -> None:
     assert trace.selected_instance == winner
     assert pick.value == pytest.approx(next(c.total for c in trace.candidates if c.instance == winner))
     assert next(c.rank for c in trace.candidates if c.instance == winner) == 1
+
+
+def test_each_candidate_s_chance_is_its_rank_s_and_the_trace_records_it() -> None:
+    scored = [("c", 0.1), ("a", 0.9), ("b", 0.5), ("d", 0.3)]
+    picked = build(TYPE).pick("req-1", scored)
+    assert picked.probabilities == {"a": 0.5, "b": pytest.approx(1 / 3), "d": pytest.approx(1 / 6), "c": 0.0}
+    assert picked.probability == picked.probabilities[picked.order[0]]
+    _, trace = decide(healthy(), make_config(router={"picker": "p2c"}), request_id="req-3")
+    chances = {c.instance: c.probability for c in trace.candidates if c.total is not None}
+    assert sum(p or 0.0 for p in chances.values()) == pytest.approx(1.0)
+    assert chances[trace.selected_instance or ""] == pytest.approx(trace.selection_probability)

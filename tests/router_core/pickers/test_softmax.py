@@ -90,3 +90,19 @@ def test_a_named_picker_in_router_plugins() -> None:
     pick = step(trace, "pick")
     assert (pick.plugin, pick.instances, pick.value) == ("spread/softmax-picker", ["big-b"], 0.8)
     assert pick.reason == "softmax T=0.0001: sampled big-b (0.800) of 3; seed mmh3('r1')"
+
+
+def test_each_candidate_s_chance_is_exp_total_over_t_normalised_and_the_trace_records_it() -> None:
+    scored = [("c", 0.1), ("a", 0.9), ("b", 0.5)]
+    picked = build(TYPE, temperature=0.5).pick("req-1", scored)
+    weights = {iid: math.exp((t - 0.9) / 0.5) for iid, t in scored}
+    assert picked.probabilities is not None and set(picked.probabilities) == {"a", "b", "c"}
+    for iid, w in weights.items():
+        assert picked.probabilities[iid] == pytest.approx(w / sum(weights.values()))
+    assert picked.probability == picked.probabilities[picked.order[0]]
+    _, trace = decide(healthy(), make_config(router={"picker": "softmax", "softmax_temperature": 0.2}))
+    ranked = [c for c in trace.candidates if c.total is not None]
+    assert len(ranked) >= 2 and sum(c.probability or 0.0 for c in ranked) == pytest.approx(1.0)
+    chosen = next(c for c in trace.candidates if c.instance == trace.selected_instance)
+    assert chosen.probability == pytest.approx(trace.selection_probability)
+    assert all(c.probability is None for c in trace.candidates if c.total is None)
