@@ -175,17 +175,16 @@ def decide_overhead(iterations: int = 20000) -> dict[str, float]:
     out: dict[str, list[float]] = {"with": [], "without": [], "with_open": []}
     routers = {"with": build_router(config), "without": build_router(bare), "with_open": build_router(config)}
     closed = BreakerBoard(config.resilience.breakers, config.fleet.instances, clock=time.monotonic)
-    for f in routers["with"].policy.filters:
-        if isinstance(f, BreakerFilter):
-            f.bind(closed)
+    boards = {"with": closed, "without": None, "with_open": board}  # asked per decision, as the gateway does
     flts = [f for f in routers["with_open"].policy.filters if isinstance(f, BreakerFilter)]
-    for f in flts:
-        f.bind(board)
     labels = ("with", "without", "with_open")
+    fleet = config.fleet.instances
     for i in range(3 * iterations):  # interleaved, so drift and collections fall on all alike
         label = labels[i % 3]
-        ctx = DecisionContext(request_id=f"r{i // 3}", features=features, intent=None, now=now, quality={})
         t0 = time.perf_counter()
+        on = boards[label]
+        ctx = DecisionContext(request_id=f"r{i // 3}", features=features, intent=None, now=now, quality={},
+                              blocked=None if on is None else on.blocked(fleet))
         routers[label].decide(ctx, state)
         out[label].append((time.perf_counter() - t0) * 1e3)
     if flts:
@@ -194,7 +193,8 @@ def decide_overhead(iterations: int = 20000) -> dict[str, float]:
         from router_core.state.staleness import effective_state
         cands = [Candidate(s, state[s.id], effective_state(state[s.id], now, config.scrape, 10.0))
                  for s in config.fleet.instances]
-        ctx = DecisionContext(request_id="r", features=features, intent=None, now=now, quality={})
+        ctx = DecisionContext(request_id="r", features=features, intent=None, now=now, quality={},
+                              blocked=board.blocked(fleet))
         checks = []
         for _ in range(iterations):
             t0 = time.perf_counter()

@@ -100,7 +100,8 @@ def _path_ms(gw: Gateway, i: int, features: RequestFeatures, on_path: list[float
     t0 = time.perf_counter()
     lane = gw.chat.lane(rid, request.headers, {})
     router = lane.router
-    rec = TraceRecorder(request_id=rid, ts=NOW, router_version=lane.version, policy_hash=lane.policy_hash,
+    rec = TraceRecorder(request_id=rid, ts=NOW, router_version=lane.version,
+                        policy_hash=gw.book.hash_of(lane.router.policy, lane.arm),
                         query_hash="sha256:" + "0" * 64, features=features, intent="chat", experiment_arm=lane.arm)
     ctx = DecisionContext(request_id=rid, features=features, intent="chat", now=NOW, quality=gw.quality.snapshot())
     state = gw.inflight.adjust(gw.view.snapshot())

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
+from schemas.policy_record import PolicyRecord
 from schemas.probe import ProbeResult
 from schemas.records import QuarantinedRecord, RouterEvent
 from schemas.trace import DecisionTrace
@@ -34,6 +35,7 @@ class Kind(IntEnum):
     # The storing sink validates it (ingest.codec.unchecked) and stores it as a TRACE, or refuses
     # it with pydantic's reason (quarantined). It has no table of its own, so it is not in KINDS.
     TRACE_UNCHECKED = 7
+    POLICY = 8
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ KINDS: dict[Kind, KindInfo] = {
         KindInfo(Kind.EVENT, "event", RouterEvent, "router_events", "event_id", "ts"),
         KindInfo(Kind.FEEDBACK, "feedback", Feedback, "feedback", "feedback_id", "ts"),
         KindInfo(Kind.QUARANTINE, "quarantine", QuarantinedRecord, "quarantine", "quarantine_id", "ts"),
+        KindInfo(Kind.POLICY, "policy", PolicyRecord, "policies", "policy_hash", "ts"),
     )
 }
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 from abc import ABC, abstractmethod
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import orjson
@@ -16,6 +16,7 @@ import orjson
 from ingest.kinds import Kind
 from schemas.experiments import CompareBy, CompareQuery, CompareReport
 from schemas.fleet import InstanceSnapshot
+from schemas.policy_record import PolicyRecord
 from schemas.probe import ProbeResult
 from schemas.queries import (
     AggregateQuery,
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 MAX_LIMIT = 1000
+_EVER = (datetime(1970, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC))  # a policy is found whenever stored
 
 
 def clamp_limit(limit: int) -> int:
@@ -148,6 +150,10 @@ class TraceStore(Protocol):
         """Return quarantined records in ``[start, end)``, oldest first."""
         ...
 
+    def policy(self, policy_hash: str) -> PolicyRecord | None:
+        """Return the policy stored under ``policy_hash`` (what the traces naming it were decided with), or None."""
+        ...
+
 
 class WindowReader(ABC):
     """The time-window reads of :class:`TraceStore`, written once over one backend query.
@@ -190,3 +196,8 @@ class WindowReader(ABC):
     def quarantined(self, start: datetime, end: datetime, limit: int = MAX_LIMIT) -> list[QuarantinedRecord]:
         """Return quarantined records in ``[start, end)``, oldest first."""
         return self._window(Kind.QUARANTINE, start, end, {}, clamp_limit(limit))
+
+    def policy(self, policy_hash: str) -> PolicyRecord | None:
+        """Return the policy stored under ``policy_hash``, or None."""
+        found = self._window(Kind.POLICY, _EVER[0], _EVER[1], {"policy_hash": policy_hash}, 1)
+        return found[0] if found else None

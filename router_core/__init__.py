@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING
 from router_core.decide.builtin import build_router, builtin_registry, register_builtin
 from router_core.decide.decision import Decision, DecisionContext
 from router_core.decide.policy import Policy, build_policy, policy_hash
+from router_core.decide.policy_doc import from_document
 from router_core.decide.prepared import Prepared
-from router_core.decide.replay import Replay, replay
+from router_core.decide.replay import NotReplayable, Replay, redecide, replay
 from router_core.decide.router import AUTO_MODEL, Ranked, Router, rule_of
+from router_core.decide.verify import Difference, first_difference
 from router_core.errors import (
     AttemptsExhausted,
     InvalidRequest,
@@ -98,12 +100,14 @@ __all__ = [
     "CostScorer",
     "Decision",
     "DecisionContext",
+    "Difference",
     "Gateway",
     "IntentClassifier",
     "InvalidRequest",
     "MaxScorePicker",
     "MetricsParseError",
     "NoFeasibleInstance",
+    "NotReplayable",
     "PluginConfigError",
     "PluginError",
     "PluginRegistry",
@@ -139,6 +143,8 @@ __all__ = [
     "classify_intent",
     "embedder_missing",
     "explain_case",
+    "first_difference",
+    "from_document",
     "keys_from_env",
     "load_rules",
     "open_notice",
@@ -147,6 +153,7 @@ __all__ = [
     "predicted_latency_ms",
     "probe_feed_body",
     "read_config",
+    "redecide",
     "register_builtin",
     "replay",
     "rule_of",

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 
 from schemas.common import ContractModel
 from schemas.experiments import IpsEstimate
 
-__all__ = ["FlipCause", "PredictedDelta", "ReplayReport"]
+__all__ = ["FlipCause", "Mismatch", "PredictedDelta", "ReplayReport", "VerifyReport"]
 
 NONE_TARGET = "(none)"  # the new policy would serve the request nowhere (reject, unknown model)
 
@@ -72,3 +72,24 @@ class ReplayReport(ContractModel):
     ips: dict[str, IpsEstimate] = Field(
         default={}, description="Inverse-propensity estimates of the replayed policy's cost_per_request and "
                                 "misroute_rate from the logged traffic (selection probabilities, costs, feedback).")
+
+
+class Mismatch(ContractModel):
+    """A stored decision its own policy decides differently: where, and the two values there."""
+
+    request_id: str
+    first_differing_step: str = Field(description="The rule, the weights, a step or a candidate's field.")
+    live: JsonValue = None
+    replayed: JsonValue = None
+
+
+class VerifyReport(ContractModel):
+    """Every stored decision of a window, re-decided under the policy it was decided with."""
+
+    n: int = Field(ge=0, description="Traces in the window.")
+    reproduced: int = Field(ge=0)
+    not_replayable: dict[str, int] = Field(default={}, description="Traces that cannot be re-decided, by reason.")
+    mismatches: list[Mismatch] = Field(default=[], description="The first mismatches (up to a limit).")
+    mismatched: int = Field(0, ge=0, description="All mismatches, listed or not.")
+    policies: int = Field(0, ge=0, description="Distinct stored policies read.")
+    elapsed_s: float = Field(0.0, ge=0)

@@ -19,6 +19,7 @@ from schemas.common import (
     StepKind,
 )
 from schemas.fleet import InstanceSnapshot
+from schemas.trace_inputs import DecisionInputs
 from schemas.trace_policy import PolicyStep
 from schemas.version import SCHEMA_VERSION
 
@@ -180,6 +181,8 @@ class DecisionTrace(ContractModel):
         None, ge=0, le=1, description="Probability the picker gave the selected instance (sampling pickers); "
                                       "1.0 for a deterministic pick, None when nothing was picked.")
     shadow: ShadowDecision | None = None
+    inputs: DecisionInputs | None = Field(None, description="What the gateway settled for the decision besides "
+                                                            "features and states (None: nothing).")
     latency_ms: float = Field(ge=0, description="Time spent deciding, not forwarding.")
     outcome: Outcome
 

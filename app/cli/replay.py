@@ -1,4 +1,10 @@
-"""``routelens replay --since ISO --until ISO --policy FILE``: stored traces re-decided under another policy.
+"""``routelens replay --since ISO --until ISO [--policy FILE | --verify]``: stored traces re-decided.
+
+With ``--policy``, under another policy (below). Without it, or with ``--verify``, each trace under
+the policy it was decided with (stored under its ``policy_hash``), compared step by step with what
+was recorded; the report, ``{"n", "reproduced", "not_replayable": {REASON: N}, "mismatches":
+[{"request_id", "first_differing_step", "live", "replayed"}], ...}``, is printed last with
+``--json``, and the exit code is 1 when any decision came out different.
 
 FILE is a whole ``routelens.yaml`` (its fleet included) or a policy file whose sections go into
 ``--config`` (see :mod:`app.experiments.policy_file`). ``--filter k=v`` narrows the traces (keys:
@@ -9,7 +15,7 @@ core; ``--api URL`` a running server's query API, trace by trace.
 Prints a summary (stderr) or, with ``--json``, the report as one JSON line last:
 ``{"n", "replayed", "flip_rate", "flip_ci": [lo, hi], "matrix": {from: {to: n}}, ...}``. Exit codes:
 0 a report, 2 bad input (a time that is not ISO 8601, an empty window, an unknown filter key, a
-policy file that does not load, an unreachable or unreadable store).
+policy file that does not load, an unreachable or unreadable store), 1 a verified mismatch.
 """
 
 from __future__ import annotations
@@ -23,9 +29,9 @@ from app.cli._common import BadInput, api_url, err, parse_window
 
 if TYPE_CHECKING:
     from schemas.queries import TraceFilter
-    from schemas.replay_report import ReplayReport
+    from schemas.replay_report import ReplayReport, VerifyReport
 
-__all__ = ["FILTER_KEYS", "BadInput", "parse_filters", "register"]
+__all__ = ["FILTER_KEYS", "BadInput", "parse_filters", "register", "run_verify", "verify_summary"]
 
 ALIASES = {"arm": "experiment_arm", "version": "router_version"}
 FILTER_KEYS = ("model", "instance", "rule", "arm", "experiment_arm", "version", "router_version", "outcome",
@@ -57,6 +63,54 @@ def parse_filters(items: list[str]) -> TraceFilter:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise BadInput(f"--filter {'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from exc
+
+
+def _store(args: argparse.Namespace) -> Any:
+    """The traces to verify: a trace file opened read-only, or a server's query API."""
+    source = _source(args)
+    if isinstance(source, Path):
+        from ingest import DuckDBTraceStore
+
+        return DuckDBTraceStore(source, read_only=True)
+    return source
+
+
+def run_verify(args: argparse.Namespace) -> VerifyReport:
+    """Re-decide the window under each trace's own policy (the command without its output).
+
+    Raises:
+        BadInput: Bad times, filter, store or an empty window.
+    """
+    import duckdb
+
+    from app.experiments.verify import verify_range
+    from ingest import SinkError
+
+    since, until = parse_window(args.since, args.until)
+    flt = parse_filters(args.filter or []).model_copy(update={"start": since, "end": until})
+    store = _store(args)
+    try:
+        report = verify_range(store, flt)
+    except (SinkError, duckdb.Error) as exc:
+        raise BadInput(f"cannot read the traces: {exc}") from exc
+    finally:
+        store.close()
+    if report.n == 0:
+        window = f"{since.isoformat()} .. {until.isoformat()}"
+        raise BadInput(f"no stored traces between {window}" + (" matching the filter" if args.filter else ""))
+    return report
+
+
+def verify_summary(report: VerifyReport) -> None:
+    """The report on stderr: how many came out the same, what could not be re-decided, the first mismatches."""
+    err.print(f"{report.n:,} traces re-decided under their own policy ({report.policies} stored "
+              f"polic{'y' if report.policies == 1 else 'ies'}): {report.reproduced:,} reproduced, "
+              f"{report.mismatched:,} different, {sum(report.not_replayable.values()):,} not replayable")
+    for reason, k in report.not_replayable.items():
+        err.print(f"  not replayable: {k:,} — {reason}")
+    for m in report.mismatches[:10]:
+        err.print(f"  [red]mismatch[/red] {m.request_id}: {m.first_differing_step}: live {m.live!r}, "
+                  f"replayed {m.replayed!r}")
 
 
 def _source(args: argparse.Namespace) -> Any:
@@ -152,9 +206,27 @@ def _summary(report: ReplayReport) -> None:
                       f"logged {est.logged_mean:.4g}; {est.matched:,} of {est.n:,} logged requests agree)")
 
 
+def _verify(args: argparse.Namespace) -> int:
+    try:
+        report = run_verify(args)
+    except BadInput as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
+    if not (args.json and args.quiet):
+        verify_summary(report)
+    if args.json:
+        sys.stdout.write(report.model_dump_json() + "\n")
+    return 1 if report.mismatched else 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from schemas.errors import ConfigError
 
+    if args.verify or args.policy is None:
+        if args.policy is not None:
+            err.print("[red]error:[/red] --verify re-decides each trace under its own policy: drop --policy")
+            return 2
+        return _verify(args)
     try:
         report = run_replay(args)
     except BadInput as exc:
@@ -172,11 +244,14 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
     """Add ``routelens replay``."""
-    p = sub.add_parser("replay", parents=[common], help="re-decide stored traces of a time range under a policy",
+    p = sub.add_parser("replay", parents=[common],
+                       help="re-decide stored traces: under another policy, or verified under their own",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--since", required=True, help="start of the window (ISO 8601, inclusive)")
     p.add_argument("--until", required=True, help="end of the window (ISO 8601, exclusive)")
-    p.add_argument("--policy", required=True, help="a routelens.yaml or a policy file")
+    p.add_argument("--policy", help="a routelens.yaml or a policy file (default: each trace's own, verified)")
+    p.add_argument("--verify", action="store_true",
+                   help="re-decide under each trace's own stored policy and compare; exit 1 on any mismatch")
     p.add_argument("--filter", action="append", metavar="K=V", help=f"keys: {', '.join(FILTER_KEYS)}")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--api", help="a running server's URL (default: the config's gateway)")

@@ -37,10 +37,11 @@ from ingest import (
     add_relay_route,
     add_store_proxy,
 )
-from router_core import Gateway, PolicyGate, RedisShared, SharedCollector, build_router, build_shared, policy_hash
+from router_core import Gateway, PolicyGate, RedisShared, SharedCollector, build_router, build_shared
 from schemas.config import RouteLensConfig
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
+from schemas.policy_record import PolicyRecord
 from schemas.records import RouterEvent
 from schemas.trace import DecisionTrace
 
@@ -76,6 +77,10 @@ class StoreHooks:
         """Queue a scrape round's snapshots (the instance timeline; traces then point at them)."""
         for snap in snapshots:
             self.emitter.emit(snap)
+
+    def record_policy(self, record: PolicyRecord) -> None:
+        """Queue an effective policy, stored once under the hash its traces carry."""
+        self.emitter.emit(record)
 
     def record_event(self, event: RouterEvent) -> None:
         """Queue a router event (a breaker or router-mode transition) through the same pipeline."""
@@ -119,7 +124,6 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         build_router(config, metrics=registry),  # plugin durations on the gateway's /metrics
         StoreHooks(emitter, store),
         hash_key=hash_key,
-        policy_hash=policy_hash(config),
         registry=registry,
         probes=probe_source(config, db_path, emitter, registry, probe_url),
         config_path=config_path,

@@ -35,8 +35,8 @@ _SELECT = {k: select_list(info.table) for k, info in KINDS.items()}
 _INSERT = {k: f'INSERT INTO "{info.table}" BY NAME SELECT {_SELECT[k]} FROM batch' for k, info in KINDS.items()}
 _INSERT_OR_IGNORE = {k: f'INSERT OR IGNORE INTO "{i.table}" BY NAME SELECT {_SELECT[k]} FROM batch'
                      for k, i in KINDS.items()}
-# Snapshots before the traces that point at them; quarantine last.
-_ORDER = [Kind.SNAPSHOT, Kind.TRACE, Kind.FEEDBACK, Kind.PROBE, Kind.EVENT, Kind.QUARANTINE]
+# Policies and snapshots before the traces that point at them; quarantine last.
+_ORDER = [Kind.POLICY, Kind.SNAPSHOT, Kind.TRACE, Kind.FEEDBACK, Kind.PROBE, Kind.EVENT, Kind.QUARANTINE]
 
 
 class DuckDBSink:

@@ -74,6 +74,9 @@ def index_template(prefix: str, kind: Kind, retention_days: int) -> dict[str, An
     body: dict[str, Any] = copy.deepcopy(json.loads(text))
     body["index_patterns"] = [data_stream(prefix, kind) + "*"]
     body["template"]["mappings"]["properties"] = mapping_properties(kind)
-    body["template"]["lifecycle"]["data_retention"] = f"{retention_days}d"
+    if kind is Kind.POLICY:  # a policy stays as long as any trace may name it
+        body["template"]["lifecycle"] = {"enabled": True}
+    else:
+        body["template"]["lifecycle"]["data_retention"] = f"{retention_days}d"
     body["_meta"]["routelens"].update({"schema_version": SCHEMA_VERSION, "kind": KINDS[kind].name})
     return body

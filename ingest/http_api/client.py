@@ -23,6 +23,7 @@ from ingest.errors import SinkError, SinkUnavailable
 from ingest.trace_store import MAX_LIMIT, BadCursor, clamp_limit
 from schemas.experiments import CompareBy, CompareQuery, CompareReport
 from schemas.fleet import InstanceSnapshot
+from schemas.policy_record import PolicyRecord
 from schemas.probe import ProbeResult
 from schemas.queries import (
     AggregateQuery,
@@ -105,7 +106,7 @@ class HttpTraceStore:
                 err = orjson.loads(body).get("error", {})
             except (orjson.JSONDecodeError, AttributeError):
                 err = {}
-            if exc.code == 404 and err.get("code") == "trace_not_found":
+            if exc.code == 404 and err.get("code") in ("trace_not_found", "policy_not_found"):
                 return None
             if err.get("code") == "invalid_cursor":
                 raise BadCursor(err.get("message", "invalid cursor")) from exc
@@ -191,6 +192,11 @@ class HttpTraceStore:
     def quarantined(self, start: datetime, end: datetime, limit: int = MAX_LIMIT) -> list[QuarantinedRecord]:
         """Return quarantined records in ``[start, end)``, oldest first."""
         return self._models(QuarantinedRecord, self._get("/v1/quarantine", self._span(start, end, limit))["records"])
+
+    def policy(self, policy_hash: str) -> PolicyRecord | None:
+        """Return the policy stored under ``policy_hash``, or None."""
+        data = self._get(f"/v1/policies/{urllib.parse.quote(policy_hash, safe='')}")
+        return None if data is None else PolicyRecord.model_validate(data)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -4,6 +4,7 @@
 ``POST /v1/traces``          intake: NDJSON or a JSON array of traces; per-line verdicts
 ``GET /v1/traces``           search (filters as query parameters; ``limit``, ``cursor``)
 ``GET /v1/traces/{id}``      one trace, emitted ones not yet stored included (read-your-writes)
+``GET /v1/policies/{hash}``  the policy stored under a trace's ``policy_hash``
 ``GET /v1/analytics/buckets`` per time bucket: requests, latency quantiles, fallback, cost, misroutes
 ``GET /v1/analytics/traffic`` requests along rule -> model -> instance
 ``GET /v1/analytics/constraints`` per (constraint, instance, model): removals, decisive, soft
@@ -68,7 +69,7 @@ READ_ROUTES = (
     ("/v1/analytics/constraints", "constraints"), ("/v1/analytics/misroutes", "misroutes"),
     ("/v1/analytics/compare", "compare"), ("/v1/analytics/groups", "groups"),
     ("/v1/probes", "probes"), ("/v1/events", "events"), ("/v1/snapshots", "snapshots"),
-    ("/v1/quarantine", "quarantined"),
+    ("/v1/quarantine", "quarantined"), ("/v1/policies/{policy_hash}", "policy"),
 )
 _FILTERS = set(TraceFilter.model_fields)
 _MAX_ID = 128  # DecisionTrace.request_id's max_length: no longer id can have a trace
@@ -245,6 +246,17 @@ class IngestApi:
         if trace is None:
             return error_response(404, f"no trace for request_id '{request_id}'", "trace_not_found")
         return web.Response(body=trace.model_dump_json(), content_type="application/json")
+
+    async def policy(self, request: web.Request) -> web.Response:
+        """``GET /v1/policies/{policy_hash}``: a stored policy; 404 ``policy_not_found`` when there is none."""
+        policy_hash = request.match_info["policy_hash"]
+        if len(policy_hash) > _MAX_ID:
+            return error_response(400, f"policy_hash is longer than {_MAX_ID} characters", "invalid_policy_hash",
+                                  "policy_hash")
+        found = await asyncio.to_thread(self.store.policy, policy_hash)
+        if found is None:
+            return error_response(404, f"no policy stored under '{policy_hash}'", "policy_not_found")
+        return web.Response(body=found.model_dump_json(), content_type="application/json")
 
     def _lookup(self, request_id: str) -> DecisionTrace | None:
         """Read your writes: a trace emitted a moment ago is found before the store has it."""

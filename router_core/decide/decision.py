@@ -43,6 +43,29 @@ class DecisionContext(RequestContext):
     affinity: str | None = None
     budget: BudgetView | None = None
 
+    def inputs(self) -> dict[str, Any] | None:
+        """What the gateway settled for this decision, in ``schemas.trace_inputs.DecisionInputs``'s field names.
+
+        With the features, the states and the stored policy, all a replay needs to decide again
+        exactly (None: nothing beyond them was read).
+        """
+        route, mode, budget, blocked = self.route, self.mode, self.budget, self.blocked
+        if route is None and mode is None and self.affinity is None and budget is None and not blocked:
+            return None
+        return {
+            "local_hour": None if route is None else route.local_hour,
+            "skip_primary": route is not None and route.skip_primary,
+            "mode": None if mode is None else {
+                "mode": mode.mode, "seq": mode.seq, "safe_model": mode.safe_model, "reason": mode.reason,
+                "weights": [{"model": m, "weight": w} for m, w in sorted(mode.weights.items())]},
+            "affinity": self.affinity,
+            "budget": None if budget is None else {
+                "band": budget.band, "use": budget.use, "cost_factor": budget.cost_factor,
+                "stopped": sorted(budget.stopped), "governs_all": budget.governs_all, "reason": budget.reason},
+            "blocked": [{"instance": iid, "scope": b.scope, "state": b.state, "reason": b.reason}
+                        for iid, b in sorted((blocked or {}).items())],
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class Decision:
@@ -62,6 +85,7 @@ class Decision:
         degraded: The non-LLM target a rule's chain ends in, to answer from when no instance
             is feasible or every attempt failed (None: none).
         levels: The models a matched rule's chain went through, in order ("*" for every model).
+        inputs: What the context settled besides features and states (:meth:`DecisionContext.inputs`).
     """
 
     rule: str
@@ -75,6 +99,7 @@ class Decision:
     selection_probability: float | None = None
     degraded: DegradedTarget | None = None
     levels: tuple[str, ...] = ()
+    inputs: dict[str, Any] | None = None
 
     @property
     def selected(self) -> InstanceSpec | None:

@@ -66,6 +66,7 @@ class Policy:
     models: dict[str, ModelProfile]
     hash: str
     _by_model: dict[str, tuple[InstanceSpec, ...]] = field(default_factory=dict)
+    config: RouteLensConfig | None = field(default=None, repr=False, compare=False)  # what it was built from
 
     @property
     def constraints(self) -> list[ConstraintSpec]:
@@ -138,5 +139,5 @@ def build_policy(config: RouteLensConfig, registry: PluginRegistry) -> Policy:
         profiles=tuple(config.scoring.profiles), weights_name="plugins" if explicit else config.scoring.preset,
         picker=pickers[0], on_empty=config.router.on_empty, fallback_model=config.router.fallback_model,
         scrape=config.scrape, queue_norm=config.scoring.queue_norm, models=dict(config.models),
-        hash=policy_hash(config), _by_model={m: tuple(s) for m, s in by_model.items()},
+        hash=policy_hash(config), _by_model={m: tuple(s) for m, s in by_model.items()}, config=config,
     )

@@ -180,6 +180,7 @@ class TraceRecorder:
             "fallback_reason": self._fallback_reason, "attempts": self._attempts,
             "mode": self._mode or (d.mode if d else RoutingMode.NORMAL), "latency_ms": d.decision_ms if d else 0.0,
             "selection_probability": self._propensity(instance), "shadow": self._shadow, "outcome": outcome,
+            "inputs": d.inputs if d else None,
             "policy": None if self._route is None else self._route.step(self._attempts, self._degraded_used,
                                                                        self._policy_extra),
         }

@@ -267,7 +267,7 @@ class Router:
         return Decision(rule=rule, targets=tuple(by_id[iid] for iid in order), candidates=candidates,
                         weights=tuple(weights), steps=tuple(steps), fallback_reason=fb.reason, mode=fb.mode,
                         decision_ms=(self._perf() - started) * 1e3, selection_probability=picked.probability,
-                        degraded=degraded, levels=fb.levels)
+                        degraded=degraded, levels=fb.levels, inputs=ctx.inputs())
 
     def rank(self, ctx: DecisionContext, state: Mapping[str, InstanceSnapshot]) -> Ranked | None:
         """The plain path of :meth:`decide` without its record: filter and score the requested model's candidates.

@@ -7,6 +7,7 @@ else (``tests/router_core/test_framework_layer.py`` holds it).
 from router_core.framework.plugin import ExtensionPoint, Handle, PluginBase, PluginParams, clamp_unit, typed_name
 from router_core.framework.registry import PluginRegistry
 from router_core.framework.types import (
+    Blocked,
     Candidate,
     Effective,
     Filter,
@@ -18,6 +19,7 @@ from router_core.framework.types import (
 )
 
 __all__ = [
+    "Blocked",
     "Candidate",
     "Effective",
     "ExtensionPoint",

@@ -15,7 +15,7 @@ from typing import ClassVar, Protocol
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import RequestFeatures, Violation
 
-__all__ = ["Candidate", "Effective", "Filter", "Picked", "Picker", "RequestContext", "Scored", "Scorer"]
+__all__ = ["Blocked", "Candidate", "Effective", "Filter", "Picked", "Picker", "RequestContext", "Scored", "Scorer"]
 
 Scored = tuple[str, float]  # (instance id, total)
 
@@ -41,6 +41,21 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
+class Blocked:
+    """A breaker that let nothing through to an instance when the request was decided.
+
+    Attributes:
+        scope: What the breaker guards (``instance``, ``model`` or ``zone``).
+        state: Its state (``routelens_breaker_state``'s value: 2 open, 1 half-open with its trial slots taken).
+        reason: The sentence the verdict records (the breaker, its state, why it opened).
+    """
+
+    scope: str
+    state: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class RequestContext:
     """What a plugin may read of one request besides the candidates and its own parameters; no I/O.
 
@@ -57,6 +72,8 @@ class RequestContext:
         quality: Learned P(correct) per (model, class), a snapshot taken for this request; the
             gateway's is a :class:`router_core.state.quality.QualitySnapshot`, which also carries
             P(correct) per (instance, class) and the instances flagged divergent.
+        blocked: The instances a breaker let nothing through to, as the gateway's breaker board
+            saw them for this request (None: none; the breaker filter reads it, the trace records it).
     """
 
     request_id: str
@@ -64,6 +81,7 @@ class RequestContext:
     intent: str | None
     now: datetime
     quality: Mapping[tuple[str, str], float]
+    blocked: Mapping[str, Blocked] | None = None
 
 
 @dataclass(frozen=True, slots=True)

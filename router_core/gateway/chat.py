@@ -29,6 +29,7 @@ from router_core.gateway.degraded import DegradedAnswer, answer_from
 from router_core.gateway.errors import error_for, error_response, status_of
 from router_core.gateway.finisher import TraceFinisher
 from router_core.gateway.forward import Forwarder
+from router_core.gateway.policy_book import PolicyBook
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.stages import admit, analyse, decide, degrade, respond, screen
 from router_core.gateway.streaming import ask_for_usage
@@ -71,7 +72,8 @@ class ChatRunner:
                  policy: PolicyGate, view: StateView, inflight: InflightCounter, quality: QualityTable,
                  modes: RouterModes, affinity: AffinityBinder | None, budgets: BudgetTracker, answers: AnswerCache,
                  breaker_hub: BreakerHub, forwarder: Callable[[], Forwarder], finisher: TraceFinisher,
-                 metrics: GatewayMetrics, times: StageTimes, request_ids: RequestIds, hash_key: str | None,
+                 book: PolicyBook, metrics: GatewayMetrics, times: StageTimes, request_ids: RequestIds,
+                 hash_key: str | None,
                  wall: Callable[[], datetime], perf: Callable[[], float]) -> None:
         self.config = config
         self._base = base
@@ -87,6 +89,7 @@ class ChatRunner:
         self.breaker_hub = breaker_hub
         self._forwarder = forwarder
         self.finisher = finisher
+        self.book = book
         self.metrics = metrics
         self.times = times
         self.request_ids = request_ids
@@ -133,7 +136,8 @@ class ChatRunner:
         ts = self.wall()
         u = await analyse.understand(self.policy, analysis, call.body, http.headers, ts, self.view.snapshot)
         call.rec = rec = TraceRecorder(
-            request_id=request_id, ts=ts, router_version=lane.version, policy_hash=lane.policy_hash,
+            request_id=request_id, ts=ts, router_version=lane.version,
+            policy_hash=self.book.hash_of(lane.router.policy, lane.arm),
             query_hash=query_hash(analysis.query_text, self._hash_key), features=analysis.features,
             intent=u.intent, intent_confidence=u.confidence, experiment_arm=lane.arm,
         )
@@ -150,7 +154,7 @@ class ChatRunner:
             ctx = await admit.context(
                 request_id=request_id, features=rec.features, intent=rec.intent, now=ts, route=rec.route,
                 http=http, body=call.body, attachments=attachments, router=lane.router, modes=self.modes,
-                affinity=self.affinity, budgets=self.budgets, quality=self.quality,
+                affinity=self.affinity, budgets=self.budgets, quality=self.quality, breakers=self.breaker_hub.board,
                 accepts=self.config.routing.attachments, state=self._state)
             times.add("admit", t2, perf())
             return await self._serve(call, ctx, lane.router)
@@ -247,7 +251,8 @@ class ChatRunner:
                 headers: dict[str, str] | None = None) -> web.Response:
         """Answer a request refused before routing, with its trace (the features known so far)."""
         rec = TraceRecorder(request_id=call.request_id, ts=self.wall(), router_version=self.config.router.version,
-                            policy_hash=self._base.policy_hash, query_hash=query_hash("", self._hash_key),
+                            policy_hash=self.book.hash_of(self._base.router.policy),
+                            query_hash=query_hash("", self._hash_key),
                             features=rejected_features(call.body))
         self.finish(rec, call.t0, status, code)
         return error_response(status, message, param=param, code=code,

@@ -23,9 +23,11 @@ from router_core.decide.recorder import TraceRecorder
 from router_core.decide.router import Router
 from router_core.errors import InvalidRequest, PolicyError, UnknownModel
 from router_core.gateway.errors import error_response, status_of
+from router_core.gateway.policy_book import PolicyBook
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.stages import analyse
 from router_core.gateway.stages import decide as decide_stage
+from router_core.resilience.breakers import BreakerBoard
 from router_core.rules.ir import RuleSet
 from router_core.rules.load import compile_policy
 from router_core.state.inflight import InflightCounter
@@ -49,6 +51,8 @@ class DryRunParts(Protocol):
     router: Router
     quality: QualityTable
     inflight: InflightCounter
+    breakers: BreakerBoard
+    book: PolicyBook
 
     @property
     def perf(self) -> Callable[[], float]:
@@ -95,12 +99,13 @@ async def decide(gw: DryRunParts, request: web.Request) -> web.Response:
                                      explain="all")
         rec = TraceRecorder(
             request_id=f"dryrun-{uuid.uuid4().hex[:16]}", ts=ts, router_version=gw.config.router.version,
-            policy_hash=gw.router.policy.hash, query_hash=query_hash(analysis.query_text, gw.hash_key),
+            policy_hash=gw.book.hash_of(gw.router.policy), query_hash=query_hash(analysis.query_text, gw.hash_key),
             features=analysis.features, intent=u.intent, intent_confidence=u.confidence)
         del analysis
         rec.record_policy(u.choice, u.extra)
         ctx = DecisionContext(request_id=rec.request_id, features=rec.features, intent=rec.intent, now=ts,
-                              quality=gw.quality.snapshot(), route=rec.route)
+                              quality=gw.quality.snapshot(), blocked=gw.breakers.blocked(gw.router.policy.fleet),
+                              route=rec.route)
         decision = decide_stage.decide(gw.router, ctx, gw.view, gw.inflight, None).decision  # the gateway's stage
     except orjson.JSONDecodeError:
         return error_response(400, "request body is not valid JSON", code="invalid_json")

@@ -15,6 +15,7 @@ from router_core.decide.router import AUTO_MODEL, Router
 from router_core.experiments import Experiment
 from router_core.gateway.errors import error_response
 from router_core.gateway.hooks import TraceHooks
+from router_core.gateway.policy_book import PolicyBook
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.probe_source import ProbeSource
 from router_core.metrics import ModesMetrics
@@ -46,6 +47,7 @@ class OpsParts(Protocol):
     experiment: Experiment | None
     policy: PolicyGate
     breakers: BreakerBoard
+    book: PolicyBook
     breaker_hub: BreakerHub
     shared: SharedState
     probes: ProbeSource | None
@@ -83,10 +85,11 @@ async def router_state(gw: OpsParts, request: web.Request) -> web.Response:
         views["experiment"] = {
             "key": exp.arms.settings.key,
             "arms": [{"name": a.name, "router_version": a.router_version, "share": a.share,
-                      "policy_hash": a.policy_hash} for a in exp.arms],
+                      "policy_hash": gw.book.hash_of(a.router.policy, a.name)} for a in exp.arms],
             "shadow": None if shadow is None else {"router_version": shadow.router_version, "arm": shadow.arm,
                                                    "policy_hash": shadow.policy_hash, "sample": shadow.sample},
         }
+    views["policy_hash"] = gw.book.hash_of(gw.router.policy)  # the effective policy the base lane decides with
     if (rules := gw.policy.rules) is not None:  # the routing policy in force (the last good one on a bad reload)
         views["policy"] = {
             "file": rules.source, "hash": rules.hash, "timezone": rules.timezone,

@@ -24,7 +24,6 @@ from prometheus_client import CollectorRegistry
 from router_core.aio import cancel_all
 from router_core.decide.router import Router
 from router_core.experiments import ConfigWatcher, Experiment, build_experiment
-from router_core.filters.breaker import bind_board
 from router_core.gateway import dry_run, ops_routes
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
 from router_core.gateway.callers import RequestIds, SeenIds, feedback_classes
@@ -35,6 +34,7 @@ from router_core.gateway.finisher import TraceFinisher
 from router_core.gateway.forward import Forwarder
 from router_core.gateway.hooks import TraceHooks
 from router_core.gateway.http1 import Http1Pool
+from router_core.gateway.policy_book import PolicyBook
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.probe_source import ProbeSource
 from router_core.gateway.stages.analyse import Lane
@@ -85,7 +85,6 @@ class Gateway:
         new_id: Callable[[], str] = lambda: "req_" + os.urandom(10).hex(),  # 80 random bits
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
         perf: Callable[[], float] = time.perf_counter,
-        policy_hash: str | None = None,
         registry: CollectorRegistry | None = None,
         probes: Callable[[Gateway], ProbeSource] | None = None,
         config_path: str | None = None,
@@ -109,7 +108,6 @@ class Gateway:
                               queue_cap=config.scoring.queue_norm, clock=time.monotonic, wall=wall)
         self.quality = QualityTable(config.models)
         self.inflight = InflightCounter()  # requests sent since each instance's scrape, for the pickers
-        self._policy_hash = policy_hash or router.policy.hash
         self._hash_key = hash_key
         self.request_ids = RequestIds(new_id)  # a trace id per request (see router_core.gateway.callers)
         self.verdicts = SeenIds()  # request ids with a feedback verdict (one each)
@@ -126,7 +124,6 @@ class Gateway:
         self.breaker_hub = BreakerHub(self.breakers, self.shared, set_gauge=self._breaker_gauge,
                                       emit_event=getattr(hooks, "record_event", None), wall=wall,
                                       router_version=config.router.version)
-        self._bind_breakers()
         self._specs = {s.id: s for s in config.fleet.instances}
         self._breaker_task: asyncio.Task[None] | None = None
         # Economics (issue #19): the router's own modes, degraded steps, session affinity, budgets.
@@ -148,13 +145,16 @@ class Gateway:
         self.probes: ProbeSource | None = None if probes is None else probes(self)
         # POST /v1/chat/completions: the stages of router_core.gateway.stages, run over these parts
         self.stage_times = StageTimes(self.registry)
+        # The effective policies decided with, each stored once under the hash its traces carry.
+        self.book = PolicyBook(self.policy, wall=wall, router_version=config.router.version,
+                               record=getattr(hooks, "record_policy", None))
         self.chat = ChatRunner(
-            config, base=Lane(router, config.router.version, self._policy_hash, None),
+            config, base=Lane(router, config.router.version, None),
             experiment=lambda: self.experiment, policy=self.policy, view=self.view, inflight=self.inflight,
             quality=self.quality, modes=self.router_modes, affinity=self.affinity, budgets=self.budgets,
             answers=self.answers, breaker_hub=self.breaker_hub, forwarder=self._started_forwarder,
-            finisher=self.finisher, metrics=self.metrics, times=self.stage_times, request_ids=self.request_ids,
-            hash_key=hash_key, wall=wall, perf=perf)
+            finisher=self.finisher, book=self.book, metrics=self.metrics, times=self.stage_times,
+            request_ids=self.request_ids, hash_key=hash_key, wall=wall, perf=perf)
 
     @property
     def perf(self) -> Callable[[], float]:
@@ -187,14 +187,6 @@ class Gateway:
     def _breaker_gauge(self, scope: str, name: str, state: int) -> None:
         self.metrics.record_breaker(scope, name, state)
 
-    def _bind_breakers(self) -> None:
-        """Give every router's breaker filter (the base policy's, the arms', the shadow's) this board."""
-        routers = [self.router]
-        if (exp := self.experiment) is not None:
-            routers += [a.router for a in exp.arms] + ([exp.shadow.router] if exp.shadow else [])
-        for r in routers:
-            bind_board(self.breakers, r.policy.filters)
-
     def reload(self, config: RouteLensConfig) -> None:
         """Take a changed configuration's ``experiments`` section: arms, shares and shadow (the rest needs a restart).
 
@@ -208,7 +200,6 @@ class Gateway:
         merged = self.config.model_copy(update={"experiments": config.experiments})
         self.experiment = build_experiment(merged, base=self.router, perf=self._perf)
         self.config = merged
-        self._bind_breakers()
 
     def apply_probe(self, status: ProbeStatus, instance: str) -> None:
         """Take a probe verdict into the state view (the ``probe`` filter reads it from the snapshot).

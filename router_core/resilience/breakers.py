@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from router_core.framework.types import Blocked
 from router_core.resilience.breaker import Breaker, BreakerState, Scope, Transition
 from schemas.config.resilience import BreakerSettings, RateBreakerSettings
 from schemas.fleet import InstanceSpec
@@ -138,6 +139,23 @@ class BreakerBoard:
             return b
         b = hot["zone"].get(spec.zone)
         return b if b is not None and b.blocks() else None
+
+    def blocked(self, specs: Iterable[InstanceSpec]) -> Mapping[str, Blocked] | None:
+        """The instances of ``specs`` a breaker lets nothing through to, with the verdict's sentence.
+
+        What the gateway hands a decision (``RequestContext.blocked``), once per request: nothing
+        to look up while every breaker is closed (None: none blocks).
+        """
+        hot = self._hot
+        if not (hot["instance"] or hot["model"] or hot["zone"]):
+            return None
+        out = {}
+        for spec in specs:
+            b = self.blocking(spec)
+            if b is not None:
+                what = "open" if b.state is BreakerState.OPEN else "half-open, trial slots taken"
+                out[spec.id] = Blocked(b.scope, int(b.state), f"{b.scope} breaker {b.name} {what}: {b.reason}"[:500])
+        return out or None
 
     def wants_trial(self, spec: InstanceSpec) -> bool:
         """True when a breaker of ``spec`` is half-open with a trial slot free (and none blocks it).

@@ -22,6 +22,7 @@ from router_core.gateway.callers import check_context
 from router_core.gateway.placement import bound_instance, context_candidates
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.resilience.affinity import AffinityBinder
+from router_core.resilience.breakers import BreakerBoard
 from router_core.resilience.budgets import BudgetTracker
 from router_core.resilience.router_modes import RouterModes
 from router_core.rules.route import RouteChoice
@@ -53,7 +54,7 @@ async def admit(policy: PolicyGate, choice: RouteChoice | None) -> Admitted:
 async def context(*, request_id: str, features: RequestFeatures, intent: str | None, now: datetime,
                   route: RouteChoice | None, http: web.Request, body: Any, attachments: tuple[Attachment, ...],
                   router: Router, modes: RouterModes, affinity: AffinityBinder | None, budgets: BudgetTracker,
-                  quality: QualityTable, accepts: AttachmentSettings,
+                  quality: QualityTable, breakers: BreakerBoard, accepts: AttachmentSettings,
                   state: Callable[[], Mapping[str, InstanceSnapshot]]) -> DecisionContext:
     """The decision's context, once the request is known to fit somewhere.
 
@@ -64,7 +65,8 @@ async def context(*, request_id: str, features: RequestFeatures, intent: str | N
     modes.tick()
     bound = None if affinity is None else await bound_instance(affinity, router, http, body, features, route, state)
     ctx = DecisionContext(request_id=request_id, features=features, intent=intent, now=now,
-                          quality=quality.snapshot(), route=route, mode=modes.choice(), affinity=bound,
+                          quality=quality.snapshot(), blocked=breakers.blocked(router.policy.fleet), route=route,
+                          mode=modes.choice(), affinity=bound,
                           budget=budgets.view(now) if budgets.is_enabled else None)
     ends = context_candidates(router, features.requested_model, route)
     check_context(features, ends)  # refused, not forwarded

@@ -19,11 +19,10 @@ __all__ = ["Lane", "lane", "understand"]
 
 @dataclass(frozen=True, slots=True)
 class Lane:
-    """Who decides a request: the router, the version label and policy hash its trace carries, its arm."""
+    """Who decides a request: the router, the version label its trace carries, its arm."""
 
     router: Router
     version: str
-    policy_hash: str
     arm: str | None
 
 
@@ -36,7 +35,7 @@ def lane(experiment: Experiment | None, base: Lane, request_id: str, headers: Ma
     if experiment is None:
         return base
     arm, _ = experiment.arms.pick(request_id, headers, body)
-    return Lane(arm.router, arm.router_version, arm.policy_hash, arm.name)
+    return Lane(arm.router, arm.router_version, arm.name)
 
 
 async def understand(policy: PolicyGate, analysis: Analysis, body: Any, headers: Mapping[str, str], now: datetime,

@@ -41,7 +41,8 @@ def test_templates_make_data_streams_with_a_lifecycle_and_a_derived_mapping(es_s
     assert props["candidates"]["type"] == "nested" and props["outcome"]["properties"]["total_ms"]["type"] == "double"
     assert set(es_server.engine.templates) == {f"routelens-{t}" for t in
                                                ("traces", "instance_snapshots", "probe_results", "router_events",
-                                                "feedback", "quarantine")}
+                                                "feedback", "quarantine", "policies")}
+    assert es_server.engine.templates["routelens-policies"]["template"]["lifecycle"] == {"enabled": True}
     store.close()
 
 

@@ -66,10 +66,11 @@ def test_every_trace_carries_the_arm_that_served_it() -> None:
         t = hooks.traces[body["rid"]]
         assert t.experiment_arm in arms
         arm = arms[t.experiment_arm]
-        assert (t.router_version, t.policy_hash) == (arm.router_version, arm.policy_hash)
+        assert (t.router_version, t.policy_hash) == (arm.router_version, gw.book.hash_of(arm.router.policy))
         assert by_user.setdefault(headers["x-user-id"], t.experiment_arm) == t.experiment_arm  # sticky per user
         assert t.selection_probability == 1.0 and t.shadow is None
     assert set(by_user.values()) == {"x", "y"} and arms["x"].policy_hash != arms["y"].policy_hash
+    assert gw.book.hash_of(arms["x"].router.policy) != gw.book.hash_of(arms["y"].router.policy)
 
 
 def test_the_forcing_header_wins_and_an_unknown_arm_is_a_400() -> None:

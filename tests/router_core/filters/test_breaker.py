@@ -1,7 +1,8 @@
-"""BreakerFilter: open breakers reject with scope and reason; unbound it keeps everyone."""
+"""BreakerFilter: the board's open breakers, handed to the decision, reject with their scope and reason."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -31,19 +32,20 @@ CASES = [("none", None, None), ("instance", "a", "breaker_instance"), ("model", 
 def test_open_breakers_reject(scope: str, name: str | None, metric: str | None) -> None:
     board = BreakerBoard(BreakerSettings(), SPECS, clock=lambda: 0.0)
     flt = BreakerFilter.from_spec(None, BreakerFilter.Params(), Handle())
-    flt.bind(board)
     if name is not None:
         b = board.get(scope, name)
         assert b is not None
         board._open(b, "test", 0.0)
-    v = flt.check(candidate(SPECS[0]), CTX)
+    ctx = replace(CTX, blocked=board.blocked(SPECS))
+    assert (ctx.blocked is None) == (name is None)
+    v = flt.check(candidate(SPECS[0]), ctx)
     assert (v.metric if v else None) == metric
     if v is not None:
         assert v.severity == "hard" and v.value == 2.0 and "test" in v.reason
-    assert flt.check(candidate(SPECS[1]), CTX) is None
+    assert flt.check(candidate(SPECS[1]), ctx) is None
 
 
-def test_unbound_keeps_everyone() -> None:
+def test_nothing_blocked_keeps_everyone() -> None:
     flt = BreakerFilter.from_spec(None, BreakerFilter.Params(), Handle())
     assert flt.check(candidate(SPECS[0]), CTX) is None
     assert Effective is not None
