@@ -164,7 +164,7 @@ def test_a_file_another_process_writes_is_unavailable_not_a_crash(tmp_path: Path
 
 
 def test_a_candidate_s_draw_probability_round_trips_on_the_fast_path(tmp_path: Path) -> None:
-    """``CandidateEval.probability`` (a nullable float): the C decoder reads it, DuckDB keeps it, old records lack it."""
+    """``CandidateEval.probability``, a nullable float: the C decoder reads it, DuckDB keeps it, old records lack it."""
     from ingest.codec import fast_decoder
     from ingest.codec.encoder import Encoder
     from ingest.codec.to_arrow import parse_schema
