@@ -14,7 +14,7 @@ from router_core.decide.decision import Decision, DecisionContext
 from router_core.decide.policy import Policy, build_policy, policy_hash
 from router_core.decide.policy_doc import from_document
 from router_core.decide.prepared import Prepared
-from router_core.decide.replay import NotReplayable, Replay, redecide, replay
+from router_core.decide.replay import NotReplayable, Replay, redecide, replay, route_of, settled
 from router_core.decide.router import AUTO_MODEL, Ranked, Router, rule_of
 from router_core.decide.verify import Difference, first_difference
 from router_core.errors import (
@@ -156,8 +156,10 @@ __all__ = [
     "redecide",
     "register_builtin",
     "replay",
+    "route_of",
     "rule_of",
     "run_cases",
+    "settled",
     "upstream_keys",
 ]
 

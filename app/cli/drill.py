@@ -5,6 +5,8 @@ processes on free loopback ports with a configuration generated from the scenari
 the fault timeline run in this process. The report is written as JSON next to the generated
 configuration, the simulator's fault log, the trace database and one line per request
 (``requests.jsonl``: class, query hash, timing, instance, grade), and summarised on stdout.
+Last, every decision of the drill is re-decided under its own stored policy (``replay --verify``,
+written to ``verify.json``); the command exits 1 when one comes out different.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import os
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -110,7 +113,21 @@ def _run(args: argparse.Namespace) -> int:
     (out / "report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
     print(format_summary(report))
     print(f"report: {out / 'report.json'}")
-    return 0
+    return _verify(out / "traces.duckdb", out / "verify.json")
+
+
+def _verify(db: Path, path: Path) -> int:
+    """Every decision of the drill re-decided under its own stored policy; 1 when one comes out different."""
+    from app.experiments.verify import summary_line, verify_file
+
+    if not db.exists():
+        err.print("[yellow]warning:[/yellow] no trace file: nothing to verify")
+        return 0
+    report = verify_file(db, datetime(1970, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC))
+    path.write_text(report.model_dump_json(indent=2), encoding="utf-8")
+    print(f"replay --verify: {summary_line(report)}")
+    print(f"verify: {path}")
+    return 1 if report.mismatched else 0
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]

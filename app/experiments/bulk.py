@@ -12,6 +12,7 @@ them (:func:`ingest.clean_row`, :func:`ingest.readable_state`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any, cast, get_origin
 import duckdb
 import pyarrow as pa
 
-from app.experiments.rows import NO_CANDIDATES, NO_STATE, SAMPLED_OUT, ReplayRow, StoredTerms
+from app.experiments.rows import NO_CANDIDATES, NO_STATE, SAMPLED_OUT, ReplayRow, Settled, StoredTerms, settled_of
 from ingest import clean_row, duckdb_where, readable_state
 from schemas.fleet import InstanceSnapshot
 from schemas.queries import TraceFilter
@@ -41,7 +42,11 @@ _LISTS = frozenset(k for k, f in RequestFeatures.model_fields.items() if get_ori
 # No ORDER BY: the file holds traces in arrival order, and order only helps the memo, it never
 # changes a decision.
 _SELECT = (
-    "SELECT request_id, epoch_us(ts) AS ts_us, intent, rule, selected_model, selected_instance, detail, "
+    "SELECT request_id, epoch_us(ts) AS ts_us, intent, rule, "
+    # the live decision's first choice (a retry may have served another instance)
+    "coalesce(list_filter(candidates, lambda c: c.rank = 1)[1].model, selected_model) AS selected_model, "
+    "coalesce(list_filter(candidates, lambda c: c.rank = 1)[1].instance, selected_instance) AS selected_instance, "
+    "detail, "
     "outcome.cost AS cost, selection_probability, fb.wrong AS misroute, "
     + ", ".join(f"array_to_string(features.{f}, ',') AS f_{f}" if f in _LISTS else f"features.{f} AS f_{f}"
                 for f in _FEATURES) + ", "
@@ -51,7 +56,10 @@ _SELECT = (
     "list_transform(candidates, lambda c: struct_pack(instance := c.instance, model := c.model)) AS c_list, "
     "array_to_string(list_transform(candidates, lambda c: coalesce(c.state_id, '')), ',') AS c_state, "
     "flatten(list_transform(candidates, lambda c: coalesce(c.score_terms, []))) AS t_flat, "
-    "array_to_string(list_transform(candidates, lambda c: len(coalesce(c.score_terms, []))), ',') AS t_lens "
+    "array_to_string(list_transform(candidates, lambda c: len(coalesce(c.score_terms, []))), ',') AS t_lens, "
+    "CASE WHEN policy IS NULL AND {inputs} IS NULL THEN NULL ELSE to_json(struct_pack(step := CASE WHEN policy IS NULL "
+    "THEN NULL ELSE struct_pack(rule := policy.rule, target := policy.target, throttled := policy.throttled) END, "
+    "inputs := {inputs}))::VARCHAR END AS settled "
     "FROM traces LEFT JOIN (SELECT request_id, bool_or(NOT correct) AS wrong FROM feedback GROUP BY request_id) fb "
     "USING (request_id) WHERE {where}"
 )
@@ -186,7 +194,11 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
     cands: dict[int | None, tuple[tuple[str, str], ...]] = {}
     insts: dict[int | None, tuple[str, ...]] = {}  # the instances of ``cands``, in order
     cuts: dict[str | None, list[tuple[int, int]]] = {}
-    reader = cur.sql(_SELECT.format(where=sql), params=params).to_arrow_reader(batch_rows or BATCH_ROWS)
+    columns = {row[0] for row in cur.execute("SELECT column_name FROM information_schema.columns "
+                                             "WHERE table_name = 'traces'").fetchall()}
+    select = _SELECT.format(where=sql, inputs="inputs" if "inputs" in columns else "NULL")  # older files lack it
+    reader = cur.sql(select, params=params).to_arrow_reader(batch_rows or BATCH_ROWS)
+    settled: dict[str | None, Settled | None] = {None: None}
     try:
         for batch in reader:
             names = batch.schema.names
@@ -202,6 +214,7 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
             fcols = [batch.column(names.index(f"f_{f}")) for f in _FEATURES]
             by_id = snaps.by_id
             w_col, c_col = batch.column(names.index("score_weights")), batch.column(names.index("c_list"))
+            settled_col = cols["settled"]
             out: list[ReplayRow] = []
             append = out.append
             for k, (rid, us, cs, detail, wk, ck, tk, intent, rule, model, inst_, cost, prob, wrong, *fk) in enumerate(
@@ -237,9 +250,14 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
                 features = feats.get(key, _UNREAD)
                 if features is _UNREAD:
                     features = feats[key] = _features([c[k].as_py() for c in fcols])
+                sj = settled_col[k]
+                st = settled.get(sj, _UNREAD)
+                if st is _UNREAD:
+                    got = json.loads(sj)
+                    st = settled[sj] = settled_of(got["step"], got["inputs"])
                 append(ReplayRow(rid, _EPOCH + timedelta(microseconds=us), features, intent, rule, model, inst_, states,
                                  pairs, StoredTerms(flat, starts[k], bounds), wt, cost, missing,
-                                 prob, wrong))
+                                 prob, wrong, st))
             yield out
     finally:
         cur.close()

@@ -110,7 +110,8 @@ class MemoReplayer(Replayer):
         """Return the new decision on ``row``, from the memo when its inputs were met before."""
         ctx = self.context(row)
         state = self.state_for(row)
-        if not self.enabled:
+        if not self.enabled or ctx.mode is not None or ctx.affinity is not None or ctx.budget is not None or (
+                ctx.route is not None and ctx.route.rule is not None):  # what the key does not cover: Router.decide
             return self._decided(row, ctx, state)
         try:
             specs = self.router.candidates_for(ctx.features.requested_model)

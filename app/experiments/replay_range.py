@@ -30,7 +30,7 @@ from app.experiments.rows import SAMPLED_OUT, ReplayRow, row_of
 from app.experiments.tally import Tally
 from app.run.gc_tuning import THRESHOLDS
 from ingest import TraceStore, ips_report, wilson_interval
-from router_core import build_policy, builtin_registry
+from router_core import NotReplayable, build_policy, builtin_registry
 from schemas.config import RouteLensConfig
 from schemas.queries import TraceFilter
 from schemas.replay_report import FlipCause, PredictedDelta, ReplayReport
@@ -53,8 +53,13 @@ def replay_rows(rows: Iterator[list[ReplayRow]], replayer: Replayer, tally: Tall
         for row in batch:
             if row.missing is not None:
                 tally.skip(row.missing)
-            else:
-                tally.add(row, replayer.decide(row), replayer)
+                continue
+            try:
+                got = replayer.decide(row)
+            except NotReplayable as exc:  # its rule is not in the replay policy's rule set
+                tally.skip(str(exc))
+                continue
+            tally.add(row, got, replayer)
         if progress is not None:
             progress(len(batch))
     return tally

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
-from app.experiments.rows import ReplayRow
+from app.experiments.rows import ReplayRow, Settled
 from router_core import (
     DecisionContext,
     Policy,
@@ -27,8 +29,11 @@ from router_core import (
     Router,
     Scored,
     UnknownModel,
+    load_rules,
     predicted_latency_ms,
+    route_of,
     rule_of,
+    settled,
 )
 from schemas.config import ModelProfile
 from schemas.fleet import InstanceSnapshot, InstanceSpec
@@ -36,6 +41,7 @@ from schemas.fleet import InstanceSnapshot, InstanceSpec
 __all__ = ["Replayed", "Replayer"]
 
 _DEFAULT_PROFILE = ModelProfile()
+_HOURLESS = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(slots=True)
@@ -88,6 +94,11 @@ class Replayer:
         self._reads_quality = any(isinstance(s, QualityScorer) or not type(s).__module__.startswith("router_core.")
                                   for n, s in policy.scorers.items() if n in weighted)
         self.slow = 0  # rows handed to Router.decide
+        # The policy's rule set: a stored rule-routed decision keeps its rule when the policy has it.
+        config = policy.config
+        self.rules = load_rules(config.routing.policy, config) if config is not None and config.routing.policy \
+            else None
+        self._contexts: dict[tuple[int, int], tuple[Settled, tuple[Any, ...]]] = {}
 
     def quality_for(self, row: ReplayRow) -> Mapping[tuple[str, str], float]:
         """The quality table ``replay`` would give the router for ``row`` (shared between equal rows)."""
@@ -117,8 +128,31 @@ class Replayer:
     def context(self, row: ReplayRow) -> DecisionContext:
         """The context ``replay`` would give the router for ``row`` (which must be replayable)."""
         assert row.features is not None
+        if row.settled is None:
+            return DecisionContext(request_id=row.request_id, features=row.features, intent=row.intent, now=row.ts,
+                                   quality=self.quality_for(row))
+        route, mode, affinity, budget, blocked = self._settled(row.settled, row.ts)
         return DecisionContext(request_id=row.request_id, features=row.features, intent=row.intent, now=row.ts,
-                               quality=self.quality_for(row))
+                               quality=self.quality_for(row), blocked=blocked, route=route, mode=mode,
+                               affinity=affinity, budget=budget)
+
+    def _settled(self, st: Settled, ts: datetime) -> tuple[Any, ...]:
+        """The route (by rule name, in this policy's rule set), mode, affinity, budget and breakers of a row.
+
+        Raises:
+            NotReplayable: The row's rule is not in this policy's rule set.
+        """
+        key = (id(st), ts.hour if st.inputs.local_hour is None else -1)  # the hour matters only when not stored
+        hit = self._contexts.get(key)
+        if hit is not None and hit[0] is st:  # the row's own object (kept alive here, so its id is not reused)
+            return hit[1]
+        if len(self._contexts) >= 100_000:
+            self._contexts.clear()
+        route = route_of(st.rule, st.target, st.throttled, st.inputs, self.rules, ts) if st.stepped else None
+        mode, budget, blocked = settled(st.inputs)
+        got = (route, mode, st.inputs.affinity, budget, blocked)
+        self._contexts[key] = (st, got)
+        return got
 
     def decide(self, row: ReplayRow) -> Replayed:
         """Return the new decision on ``row`` (which must be replayable)."""

@@ -9,15 +9,16 @@ lets the router's per-snapshot memo hit across traces.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import overload
+from typing import Any, overload
 
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import DecisionTrace, RequestFeatures
+from schemas.trace_inputs import DecisionInputs
 
-__all__ = ["NO_CANDIDATES", "NO_STATE", "SAMPLED_OUT", "ReplayRow", "StoredTerms", "row_of"]
+__all__ = ["NO_CANDIDATES", "NO_STATE", "SAMPLED_OUT", "ReplayRow", "Settled", "StoredTerms", "row_of", "settled_of"]
 
 SAMPLED_OUT = "detail sampled out (candidate states not stored)"
 NO_STATE = "a candidate has no recorded state"
@@ -51,11 +52,36 @@ class StoredTerms(Sequence[list[float]]):
         return self._flat[base + lo:base + hi]
 
 
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What the gateway settled for a stored decision besides features and states (see ``DecisionTrace.inputs``).
+
+    ``stepped``: the trace has a policy step (a rule set or intents ran), whose ``rule``, ``target``
+    and ``throttled`` these are.
+    """
+
+    stepped: bool
+    rule: str | None
+    target: str | None
+    throttled: str | None
+    inputs: DecisionInputs
+
+
+def settled_of(step: Mapping[str, Any] | None, inputs: Mapping[str, Any] | None) -> Settled | None:
+    """The settled inputs from a stored policy step and ``inputs`` (None: neither was stored)."""
+    if step is None and inputs is None:
+        return None
+    step = step or {}
+    return Settled(bool(step), step.get("rule"), step.get("target"), step.get("throttled"),
+                   DecisionInputs.model_validate(inputs or {}))
+
+
 @dataclass(slots=True)
 class ReplayRow:
     """One stored decision, reduced to what replaying and reporting it read.
 
-    ``candidates`` holds ``(instance, model)`` in stored order, aligned with ``terms`` (raw score
+    ``model`` and ``instance`` are the live decision's first choice (rank 1; a retry may have served
+    another). ``candidates`` holds ``(instance, model)`` in stored order, aligned with ``terms`` (raw score
     terms, aligned with ``weights``). ``missing`` names why the row cannot be replayed (None: it can).
     """
 
@@ -74,6 +100,7 @@ class ReplayRow:
     missing: str | None = None
     selection_probability: float | None = None  # the live picker's chance of the served instance
     misroute: bool | None = None  # feedback said the routing was wrong (None: no feedback read)
+    settled: Settled | None = None  # the rule matched, the mode, affinity, budget, breakers (None: none)
 
 
 def row_of(trace: DecisionTrace, *, detail: bool = True) -> ReplayRow:
@@ -86,11 +113,16 @@ def row_of(trace: DecisionTrace, *, detail: bool = True) -> ReplayRow:
         missing = NO_CANDIDATES
     elif len(states) < len(trace.candidates):
         missing = NO_STATE
+    first = next((c for c in trace.candidates if c.rank == 1), None)  # a retry may have served another instance
     return ReplayRow(
         request_id=trace.request_id, ts=trace.ts, features=trace.features, intent=trace.intent, rule=trace.rule,
-        model=trace.selected_model, instance=trace.selected_instance, states=states,
+        model=trace.selected_model if first is None else first.model,
+        instance=trace.selected_instance if first is None else first.instance, states=states,
         candidates=tuple((c.instance, c.model) for c in trace.candidates),
         terms=[list(c.score_terms) for c in trace.candidates],
         weights=tuple((w.name, w.weight) for w in trace.score_weights),
         cost=trace.outcome.cost, missing=missing, selection_probability=trace.selection_probability,
+        settled=settled_of(None if trace.policy is None else trace.policy.model_dump(include={"rule", "target",
+                                                                                              "throttled"}),
+                           None if trace.inputs is None else trace.inputs.model_dump()),
     )

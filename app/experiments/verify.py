@@ -13,6 +13,8 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from ingest import TraceStore
@@ -32,7 +34,7 @@ from schemas.queries import TraceFilter
 from schemas.replay_report import Mismatch, VerifyReport
 from schemas.trace import DecisionTrace
 
-__all__ = ["MAX_LISTED", "PolicyShelf", "verify_range", "verify_trace"]
+__all__ = ["MAX_LISTED", "PolicyShelf", "summary_line", "verify_file", "verify_range", "verify_trace"]
 
 MAX_LISTED = 100  # mismatches listed in the report (all are counted)
 SAMPLED_OUT = "candidate detail sampled out"
@@ -137,3 +139,27 @@ def verify_range(store: TraceStore, flt: TraceFilter, *, progress: Callable[[int
             break
     return VerifyReport(n=n, reproduced=reproduced, not_replayable=dict(reasons.most_common()), mismatches=listed,
                         mismatched=mismatched, policies=len(shelf), elapsed_s=time.perf_counter() - started)
+
+
+def verify_file(path: str | Path, since: datetime, until: datetime) -> VerifyReport:
+    """:func:`verify_range` over a trace file no process writes (``[since, until)``)."""
+    from ingest import DuckDBTraceStore
+
+    store = DuckDBTraceStore(path, read_only=True)
+    try:
+        return verify_range(store, TraceFilter(start=since, end=until))
+    finally:
+        store.close()
+
+
+def summary_line(report: VerifyReport) -> str:
+    """One line: how many decisions came out the same under their own policy, and what did not."""
+    skipped = sum(report.not_replayable.values())
+    line = (f"{report.n:,} decisions re-decided under their own policy: {report.reproduced:,} reproduced, "
+            f"{report.mismatched:,} different, {skipped:,} not replayable")
+    if report.not_replayable:
+        line += " (" + "; ".join(f"{k:,} {reason}" for reason, k in report.not_replayable.items()) + ")"
+    if report.mismatches:
+        m = report.mismatches[0]
+        line += f"; first mismatch {m.request_id}: {m.first_differing_step}"
+    return line

@@ -7,7 +7,9 @@ One demo per data folder: the demo holds an exclusive lock on ``demo.lock`` ther
 it runs (the kernel drops it when the process ends, ``kill -9`` included), and a second demo on the
 same folder refuses to start with a message naming the first one's pid, instead of writing the same
 configuration and trace file (the second gateway could never take the DuckDB lock).
-Children end with the demo however it ends (see :mod:`app.run.procs`).
+Children end with the demo however it ends (see :mod:`app.run.procs`). Once they have, the last
+minutes of decisions are re-decided under their own stored policy (``replay --verify``) and the
+result is printed, with the command that verifies the whole run.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import shutil
 import signal
 import sys
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
 from typing import IO
@@ -29,6 +32,8 @@ import yaml
 
 from app.run.procs import Child, free_port, port_is_free, wait_http
 from schemas.config import RouteLensConfig
+
+VERIFY_LAST = timedelta(minutes=2)  # the decisions verified at the end: Ctrl-C stays quick however long it ran
 
 __all__ = ["routelens_command", "run_demo"]
 
@@ -139,6 +144,22 @@ def _watch_probes(gateway: str, stop: threading.Event, every_s: float = 2.0) -> 
                     print(f"  probe    {instance:<12} {st['kind']:<8} {st['verdict']}{why}", flush=True)
 
 
+def _verify(db: Path, started: datetime) -> None:
+    """The demo's last minutes of decisions, re-decided under their own stored policy (``replay --verify``)."""
+    from app.experiments.verify import summary_line, verify_file
+
+    until = datetime.now(UTC)
+    since = max(started, until - VERIFY_LAST)
+    try:
+        report = verify_file(db, since, until)
+    except Exception as exc:  # noqa: BLE001  (the demo has stopped either way; say why nothing was verified)
+        print(f"replay --verify: not run ({type(exc).__name__}: {exc})", flush=True)
+        return
+    print(f"replay --verify (the last {int((until - since).total_seconds())} s): {summary_line(report)}", flush=True)
+    print(f"  again: {routelens_command()} replay --verify --since {since.isoformat()} --until {until.isoformat()} "
+          f"--db {db}", flush=True)
+
+
 def run_demo(
     config: RouteLensConfig, *, with_app: bool = True, duration_s: float | None = None, rps: float = 2.0
 ) -> int:
@@ -158,6 +179,7 @@ def run_demo(
     gateway = f"http://{cfg.gateway.host}:{cfg.gateway.port}"
     children: list[Child] = []
     stop = threading.Event()
+    started, verify = datetime.now(UTC), False
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
@@ -213,9 +235,12 @@ def run_demo(
         stop.wait(duration_s)
         stop.set()
         traffic.join(15)
+        verify = True
         return 0
     finally:
         for child in reversed(children):
             child.stop()
+        if verify:  # the trace file is free once the gateway has stopped
+            _verify(Path(cfg.storage.duckdb_path), started)
         lock.close()
         print("demo stopped", flush=True)

@@ -16,6 +16,7 @@ What cannot be re-decided raises :class:`NotReplayable` with its reason, never a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from router_core.decide.builtin import builtin_registry
 from router_core.decide.decision import Decision, DecisionContext
@@ -34,7 +35,7 @@ from schemas.fleet import InstanceSnapshot
 from schemas.trace import DecisionTrace
 from schemas.trace_inputs import DecisionInputs
 
-__all__ = ["KEYWORDS_RULE", "NotReplayable", "Replay", "context_of", "redecide", "replay"]
+__all__ = ["KEYWORDS_RULE", "NotReplayable", "Replay", "context_of", "redecide", "replay", "route_of", "settled"]
 
 KEYWORDS_RULE = "keywords"  # the rule the keyword score routes by (router_core.gateway.policy_gate)
 _KEYWORDS_ORIGIN = Origin("routing.keywords", 1)
@@ -55,21 +56,35 @@ class Replay:
     trace: DecisionTrace
 
 
-def _route(trace: DecisionTrace, rules: RuleSet | None, inputs: DecisionInputs) -> RouteChoice | None:
-    step = trace.policy
-    if step is None:
-        return None
-    tried = tuple(ClauseVerdict(t.rule, t.matched, list(t.detail)) for t in step.tried)
+def route_of(rule_name: str | None, target: str | None, throttled: str | None, inputs: DecisionInputs,
+             rules: RuleSet | None, ts: datetime, tried: tuple[ClauseVerdict, ...] = ()) -> RouteChoice:
+    """The route a stored policy step describes, with ``rules`` (the policy's rule set) in force.
+
+    Raises:
+        NotReplayable: The rule it names is not in ``rules``.
+    """
     rule: Rule | None = None
-    if step.rule == KEYWORDS_RULE and (rules is None or all(r.name != KEYWORDS_RULE for r in rules.rules)):
-        rule = Rule(name=KEYWORDS_RULE, origin=_KEYWORDS_ORIGIN, primary=step.target)
-    elif step.rule is not None:
-        rule = next((r for r in (rules.rules if rules is not None else ()) if r.name == step.rule), None)
+    if rule_name == KEYWORDS_RULE and (rules is None or all(r.name != KEYWORDS_RULE for r in rules.rules)):
+        rule = Rule(name=KEYWORDS_RULE, origin=_KEYWORDS_ORIGIN, primary=target)
+    elif rule_name is not None:
+        rule = next((r for r in (rules.rules if rules is not None else ()) if r.name == rule_name), None)
         if rule is None:
             raise NotReplayable("the rule it matched is not in the policy")
-    hour = inputs.local_hour if inputs.local_hour is not None else trace.ts.hour
+    hour = inputs.local_hour if inputs.local_hour is not None else ts.hour
     return RouteChoice(rules or _NO_RULES, Match(rule, tried), hour, skip_primary=inputs.skip_primary,
-                       throttled=step.throttled)
+                       throttled=throttled)
+
+
+def settled(inputs: DecisionInputs) -> tuple[ModeChoice | None, BudgetView | None, dict[str, Blocked] | None]:
+    """The router's mode, the budget and the blocked instances as the live decision saw them."""
+    m, b = inputs.mode, inputs.budget
+    mode = None if m is None else ModeChoice(m.mode, seq=m.seq, safe_model=m.safe_model, reason=m.reason,
+                                             weights={w.model: w.weight for w in m.weights})
+    budget = None if b is None else BudgetView(band=b.band, use=b.use, cost_factor=b.cost_factor,
+                                               stopped=frozenset(b.stopped), governs_all=b.governs_all,
+                                               reason=b.reason)
+    blocked = {x.instance: Blocked(x.scope, x.state, x.reason) for x in inputs.blocked} or None
+    return mode, budget, blocked
 
 
 def context_of(trace: DecisionTrace, policy: Policy, rules: RuleSet | None = None) -> DecisionContext:
@@ -86,16 +101,14 @@ def context_of(trace: DecisionTrace, policy: Policy, rules: RuleSet | None = Non
         for cand in trace.candidates:
             if len(cand.score_terms) > at:
                 quality[(cand.model, trace.intent)] = cand.score_terms[at]
-    m, b = inputs.mode, inputs.budget
-    mode = None if m is None else ModeChoice(m.mode, seq=m.seq, safe_model=m.safe_model, reason=m.reason,
-                                             weights={w.model: w.weight for w in m.weights})
-    budget = None if b is None else BudgetView(band=b.band, use=b.use, cost_factor=b.cost_factor,
-                                               stopped=frozenset(b.stopped), governs_all=b.governs_all,
-                                               reason=b.reason)
-    blocked = {x.instance: Blocked(x.scope, x.state, x.reason) for x in inputs.blocked} or None
+    step = trace.policy
+    route = None if step is None else route_of(
+        step.rule, step.target, step.throttled, inputs, rules, trace.ts,
+        tuple(ClauseVerdict(t.rule, t.matched, list(t.detail)) for t in step.tried))
+    mode, budget, blocked = settled(inputs)
     return DecisionContext(request_id=trace.request_id, features=trace.features, intent=trace.intent, now=trace.ts,
-                           quality=quality, blocked=blocked, route=_route(trace, rules, inputs), mode=mode,
-                           affinity=inputs.affinity, budget=budget)
+                           quality=quality, blocked=blocked, route=route, mode=mode, affinity=inputs.affinity,
+                           budget=budget)
 
 
 def _states(trace: DecisionTrace, policy: Policy) -> dict[str, InstanceSnapshot]:

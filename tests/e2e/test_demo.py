@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import signal
@@ -49,8 +50,21 @@ def test_demo_serves_a_traceable_request_and_stops_cleanly(tmp_path: Path) -> No
         assert demo.proc.wait(60) == 0
     finally:
         demo.stop()
-    assert "demo stopped" in "".join(demo.lines)
+    output = "".join(demo.lines)
+    assert "demo stopped" in output
     assert not any(_listening(u) for u in urls), "a child process outlived the demo"
+    # It ended by re-deciding its last decisions under their own stored policy: every one the same.
+    said = re.search(r"^replay --verify .*: (\d+) decisions re-decided under their own policy: (\d+) reproduced, "
+                     r"(\d+) different", output, re.M)
+    assert said, output
+    n, reproduced, different = map(int, said.groups())
+    assert n > 0 and reproduced > 0 and different == 0, said.group(0)
+    again = re.search(r"^  again: (\S.* replay --verify .*)$", output, re.M)
+    assert again, output
+    redone = subprocess.run([*shlex.split(again.group(1)), "--json"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert redone.returncode == 0, redone.stdout + redone.stderr
+    assert json.loads(redone.stdout.splitlines()[-1])["reproduced"] == reproduced
     # The trace is in the file, which nothing locks any more.
     db = str(tmp_path / "traces.duckdb")
     offline = subprocess.run([sys.executable, "-m", "app", "trace", request_id, "--db", db],

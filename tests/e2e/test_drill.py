@@ -64,6 +64,27 @@ def test_each_shipped_drill_runs_to_a_report(drills, path: Path) -> None:
         assert f"fault {fault['kind']} on {fault['instance']}" in stdout
 
 
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_each_drill_ends_with_its_decisions_verified_under_their_own_policy(drills, path: Path) -> None:
+    _, stdout, report = drills[path.stem]
+    verify = json.loads((Path(report["out"]) / "verify.json").read_text())
+    assert "replay --verify: " in stdout and verify["mismatches"] == [] and verify["mismatched"] == 0
+    assert verify["n"] >= report["requests"] * 0.9 and verify["reproduced"] >= verify["n"] * 0.9, verify
+    assert verify["policies"] == 1
+
+
+def test_decisions_a_breaker_shaped_are_verified_too(drills) -> None:
+    import duckdb
+
+    blocked = {}
+    for name, (_, _, report) in drills.items():
+        con = duckdb.connect(str(Path(report["out"]) / "traces.duckdb"), read_only=True)
+        ((blocked[name],),) = con.execute("SELECT count(*) FROM traces WHERE len(inputs.blocked) > 0").fetchall()
+        con.close()
+    # an instance's breaker opened in some drill (the crash, the error burst), and those decisions were verified
+    assert any(blocked.values()), blocked
+
+
 def test_a_crashed_instance_serves_nothing_while_down(drills) -> None:
     _, _, report = drills["crash"]
     (crash,) = report["faults"]

@@ -1,25 +1,45 @@
-"""The margin between the top two ranked candidates and the smallest one-term change that flips them.
+"""The smallest single change that would have changed the winner, over everything a trace records.
 
-Pure functions over a :class:`schemas.trace.DecisionTrace`. A candidate's total is
-``weight_factor * sum(weight_i * raw_i)``; changing one raw value by ``d`` moves the total by
-``weight_factor * weight_i * d``, so the change that equalises the totals is
-``margin / (weight_factor * weight_i)``, on the winner (down) or on the runner-up (up).
+Pure functions over a :class:`schemas.trace.DecisionTrace`. The *leader* is the scored candidate
+with the highest total (:mod:`app.ui.data.scores`): the max-score winner, or with a sampling picker
+(softmax, p2c) the most likely draw, so that there a flip makes another instance the most likely
+(``Flip.likeliest``). Each change is sized on one scale, 0 (none needed) to 1, and the smallest wins:
+
+- ``term``: one raw score term. A total is ``weight_factor * sum(weight_i * raw_i)`` with raw terms
+  clamped to [0, 1], so raising a challenger's term by ``d`` moves its total by ``weight_factor *
+  weight_i * d``: any ranked candidate may tie the leader (raised), or the leader the runner-up
+  (lowered). A change needing a raw value outside [0, 1] is not possible. Size: the raw change.
+- ``feasibility``: a constraint metric crossing its threshold. A removed candidate with a single
+  hard violation, whose recorded would-be terms would then put it ahead of the leader; or the
+  leader breaking a threshold another candidate's violation shows (the runner-up then leads). Size:
+  the change relative to the larger of value and threshold. (A latched constraint also wants its
+  re-entry bound held for a while; the threshold is where the verdict turns.)
+- ``rule``: a rule tried before the one that matched, failed by exactly one atom (its trace line
+  stands alone), had that atom turned: "had request_time.hour been 16, rule urgent would have
+  matched". The trace does not record that rule's target, so this counts as changing the rule.
+  Size: :class:`app.ui.data.atom_change.AtomChange`.
 """
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
+from typing import Literal
 
+from app.explain import breach_op
+from app.ui.data.atom_change import atom_change
+from app.ui.data.scores import EPS, gap_terms, is_sampled, scored, total_of
 from schemas.trace import CandidateEval, DecisionTrace
 
-__all__ = ["Flip", "Margin", "flip_changes", "margin", "smallest_flip", "total_of"]
+__all__ = ["Flip", "FlipKind", "Margin", "flip_changes", "margin", "smallest_flip", "total_of"]
 
-_EPS = 1e-9
+FlipKind = Literal["term", "feasibility", "rule"]
+_BREAKS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
 
 
 @dataclass(frozen=True, slots=True)
 class Margin:
-    """The top-ranked candidate, the runner-up, and by how much and on which term the first won."""
+    """The leader, the runner-up (by total), and by how much and on which term the first led."""
 
     winner: CandidateEval
     runner_up: CandidateEval
@@ -30,67 +50,133 @@ class Margin:
 
 @dataclass(frozen=True, slots=True)
 class Flip:
-    """One raw-value change that equalises the two totals."""
+    """One single change that would have changed the winner (or, sampling, the most likely draw).
 
+    Attributes:
+        kind: ``term``, ``feasibility`` or ``rule``.
+        side: ``winner`` (the leader's value changes), ``challenger`` (another candidate's) or ``request``.
+        instance: Whose value changes (empty for a request feature).
+        term: The score term, the constraint, or the rule.
+        raw: The value now: the raw term, the metric, the feature as the trace shows it.
+        new_raw: The value that flips it (for a request feature, in words: ``16``, ``above 8000``).
+        weight: The term's weight (0 for the other kinds).
+        new_winner: Who would lead then: an instance, or ``rule <name>``.
+        size: The change on the common 0-1 scale.
+        likeliest: The picker samples: the change makes ``new_winner`` the most likely draw.
+        metric: ``feasibility``: the metric; ``rule``: the feature.
+    """
+
+    kind: FlipKind
     side: str
-    """``winner`` (lowered) or ``runner-up`` (raised)."""
     instance: str
     term: str
-    raw: float
-    new_raw: float
-    weight: float
+    raw: float | str | None
+    new_raw: float | str | None
+    weight: float = 0.0
+    new_winner: str = ""
+    size: float = 0.0
+    likeliest: bool = False
+    metric: str | None = None
 
     @property
     def delta(self) -> float:
-        """Size of the change (always positive)."""
-        return abs(self.new_raw - self.raw)
-
-
-def total_of(trace: DecisionTrace, cand: CandidateEval) -> float:
-    """The candidate's recorded total, or ``weight_factor * sum(weighted terms)`` when none was recorded."""
-    if cand.total is not None:
-        return cand.total
-    return cand.weight_factor * sum(w for _, _, _, w in trace.terms_of(cand))
-
-
-def _ranked(trace: DecisionTrace) -> list[CandidateEval]:
-    return sorted((c for c in trace.candidates if c.rank is not None), key=lambda c: (c.rank or 0, c.instance))
+        """Size of the change (for a term, the raw change)."""
+        return self.size
 
 
 def margin(trace: DecisionTrace) -> Margin | None:
-    """The margin of rank 1 over rank 2; None with fewer than two ranked candidates."""
-    ranked = _ranked(trace)
-    if len(ranked) < 2:
+    """The leader's margin over the runner-up (by total); None with fewer than two scored candidates."""
+    pool = scored(trace)
+    if len(pool) < 2:
         return None
-    win, run = ranked[0], ranked[1]
-    by_term: dict[str, float] = {}
-    raw_run = {name: raw for name, raw, _, _ in trace.terms_of(run)}
-    for name, _, weight, weighted in trace.terms_of(win):
-        if name in raw_run:
-            by_term[name] = win.weight_factor * weighted - run.weight_factor * weight * raw_run[name]
-    best = max(by_term.items(), key=lambda kv: kv[1], default=None)
-    deciding = best[0] if best is not None and best[1] > _EPS else None
+    win, run = pool[0], pool[1]
+    best = max(gap_terms(trace, win, run).items(), key=lambda kv: kv[1], default=None)
+    deciding = best[0] if best is not None and best[1] > EPS else None
     return Margin(win, run, total_of(trace, win) - total_of(trace, run), deciding)
 
 
 def flip_changes(trace: DecisionTrace) -> list[Flip]:
-    """Every feasible one-term change (new raw value within [0, 1]) that equalises the top two, smallest first."""
-    m = margin(trace)
-    if m is None:
-        return []
-    out: list[Flip] = []
-    for side, cand, sign in (("winner", m.winner, -1.0), ("runner-up", m.runner_up, 1.0)):
-        for name, raw, weight, _ in trace.terms_of(cand):
-            slope = cand.weight_factor * weight
-            if slope <= _EPS:
-                continue
-            new = raw + sign * max(m.margin, 0.0) / slope
-            if -_EPS <= new <= 1 + _EPS:
-                out.append(Flip(side, cand.instance, name, raw, min(max(new, 0.0), 1.0), weight))
-    return sorted(out, key=lambda f: (f.delta, f.side != "winner", f.term))
+    """Every possible single change that changes the winner, smallest first."""
+    pool = scored(trace)
+    likeliest = is_sampled(trace)
+    out = _term_flips(trace, pool, likeliest) + _feasibility_flips(trace, pool, likeliest) + _rule_flips(trace)
+    order = {"term": 0, "feasibility": 1, "rule": 2}
+    return sorted(out, key=lambda f: (round(f.size, 12), order[f.kind], f.side != "winner", f.instance, f.term))
 
 
 def smallest_flip(trace: DecisionTrace) -> Flip | None:
-    """The smallest feasible one-term change that flips the winner, or None when no single term can."""
+    """The smallest single change that changes the winner, or None when no single change can."""
     changes = flip_changes(trace)
     return changes[0] if changes else None
+
+
+def _term_flips(trace: DecisionTrace, pool: list[CandidateEval], likeliest: bool) -> list[Flip]:
+    if len(pool) < 2:
+        return []
+    lead, run = pool[0], pool[1]
+    top = total_of(trace, lead)
+    out = []
+    for name, raw, weight, _ in trace.terms_of(lead):  # the leader down to the runner-up
+        slope = lead.weight_factor * weight
+        new = raw - (top - total_of(trace, run)) / slope if slope > EPS else -1.0
+        if new >= -EPS:
+            new = max(new, 0.0)
+            out.append(Flip("term", "winner", lead.instance, name, raw, new, weight, run.instance, raw - new,
+                            likeliest))
+    for cand in pool[1:]:  # any other up to the leader
+        gap = top - total_of(trace, cand)
+        for name, raw, weight, _ in trace.terms_of(cand):
+            slope = cand.weight_factor * weight
+            new = raw + gap / slope if slope > EPS else 2.0
+            if new <= 1 + EPS:
+                new = min(new, 1.0)
+                out.append(Flip("term", "challenger", cand.instance, name, raw, new, weight, cand.instance, new - raw,
+                                likeliest))
+    return out
+
+
+def _relative(value: float, threshold: float) -> float:
+    return min(abs(value - threshold) / max(abs(value), abs(threshold), EPS), 1.0)
+
+
+def _feasibility_flips(trace: DecisionTrace, pool: list[CandidateEval], likeliest: bool) -> list[Flip]:
+    top = total_of(trace, pool[0]) if pool else float("-inf")
+    out = []
+    for cand in trace.candidates:  # a removed candidate made feasible, that would then lead
+        hard = [v for v in cand.violations if v.severity == "hard"]
+        if cand.feasible or len(hard) != 1 or not cand.score_terms:
+            continue
+        v, value = hard[0], hard[0].value
+        if value is not None and breach_op(v) is not None and total_of(trace, cand) > top + EPS:
+            out.append(Flip("feasibility", "challenger", cand.instance, v.constraint, value, v.threshold,
+                            new_winner=cand.instance, size=_relative(value, v.threshold), likeliest=likeliest,
+                            metric=v.metric))
+    if len(pool) < 2 or pool[0].state is None:
+        return out
+    lead, seen = pool[0], set()
+    for cand in trace.candidates:  # the leader breaking a threshold a violation shows
+        for v in cand.violations:
+            breach = breach_op(v)
+            key = (v.constraint, v.metric, v.threshold)
+            value = getattr(lead.state, v.metric, None)
+            if v.severity != "hard" or breach not in _BREAKS or key in seen or isinstance(value, bool) \
+                    or not isinstance(value, int | float) or _BREAKS[breach](value, v.threshold):
+                continue  # not a number, or already past it (held in by a latch): no crossing to make
+            seen.add(key)
+            out.append(Flip("feasibility", "winner", lead.instance, v.constraint, float(value), v.threshold,
+                            new_winner=pool[1].instance, size=_relative(value, v.threshold), likeliest=likeliest,
+                            metric=v.metric))
+    return out
+
+
+def _rule_flips(trace: DecisionTrace) -> list[Flip]:
+    step = trace.policy
+    if step is None:
+        return []
+    out = []
+    for verdict in step.tried:
+        if verdict.matched or len(verdict.detail) != 1 or (change := atom_change(verdict.detail[0])) is None:
+            continue
+        out.append(Flip("rule", "request", "", verdict.rule, change.old, change.new, new_winner=f"rule {verdict.rule}",
+                        size=change.size, metric=change.feature))
+    return out

@@ -11,7 +11,8 @@ Pure: a :class:`schemas.trace.DecisionTrace` in, a ``str`` out.
 from __future__ import annotations
 
 from app.explain import fmt_num, violation_short
-from app.ui.data.flip import Margin, margin, smallest_flip
+from app.ui.data.flip import Flip, Margin, margin, smallest_flip, total_of
+from app.ui.data.scores import is_sampled
 from schemas.common import RoutingMode
 from schemas.trace import DecisionTrace
 
@@ -69,6 +70,11 @@ def _head(trace: DecisionTrace) -> str:
     if sel is None or sel == m.winner.instance:
         head = _win_clause(m)
         return head if sel is not None else f"{head}, but no instance served the request"
+    if not trace.fallback_triggered and is_sampled(trace):
+        p = trace.selection_probability
+        chance = f" with probability {fmt_num(p, 2)}" if p is not None else ""
+        return (f"{sel} was drawn by the sampling picker{chance}; {m.winner.instance} was the most likely "
+                f"(scored {fmt_num(m.winner.total)})")
     reason = f" ({trace.fallback_reason})" if trace.fallback_reason else ""
     return (f"{sel} served the request after a fallback{reason}; {_win_clause(m)} in the ranking")
 
@@ -85,17 +91,50 @@ def decision_sentence(trace: DecisionTrace) -> str:
 
 
 def flip_sentence(trace: DecisionTrace) -> str | None:
-    """The smallest one-term change that would have tied the top two, in words; None without a runner-up."""
+    """The smallest single change that would have changed the winner, in words (:mod:`app.ui.data.flip`).
+
+    None when there is nothing to flip (no runner-up, no removed candidate that could lead, no rule
+    one atom away).
+    """
     m = margin(trace)
-    if m is None:
-        return None
     best = smallest_flip(trace)
     if best is None:
-        return (f"No change of a single term within [0, 1] would have flipped {m.winner.instance} "
-                f"over {m.runner_up.instance} (margin {fmt_num(m.margin)}).")
+        if m is None:
+            return None
+        return (f"No single change (a score term within [0, 1], a constraint verdict, a rule atom) would have "
+                f"flipped {m.winner.instance} over {m.runner_up.instance} (margin {fmt_num(m.margin)}).")
+    won = "become the most likely draw" if best.likeliest else "won"
+    if best.kind == "rule":
+        now = f"instead of {trace.rule}" if trace.rule else "instead"
+        return f"{_had(best)}, rule {best.term} would have matched {now}: the smallest single change."
+    if best.kind == "feasibility":
+        if best.side == "winner":
+            return (f"Had {best.instance}'s {best.metric} been past {fmt_num(_num(best.new_raw))} (it was "
+                    f"{fmt_num(_num(best.raw))}), {best.term} would have removed it and {best.new_winner} would have "
+                    f"{won}: the smallest single change.")
+        return (f"Had {best.instance}'s {best.metric} been within {fmt_num(_num(best.new_raw))} (it was "
+                f"{fmt_num(_num(best.raw))}), {best.term} would have kept it and it would have {won} on its would-be "
+                f"score: the smallest single change.")
+    lead = m.winner.instance if m is not None else best.instance
     if best.delta < 1e-9:
-        return f"{m.winner.instance} and {m.runner_up.instance} tied: the smallest change to any term flips them."
+        return f"{lead} and {best.new_winner} tied: the smallest change to any term flips them."
+    other = best.new_winner if best.side == "challenger" else lead
+    gap = abs(m.margin) if m is not None and best.side == "winner" else _gap(trace, lead, other)
     verb = "lowering" if best.side == "winner" else "raising"
-    return (f"Margin {fmt_num(m.margin)} to {m.runner_up.instance}. {verb.capitalize()} {best.instance}'s "
-            f"{best.term} from {fmt_num(best.raw)} to {fmt_num(best.new_raw)} (by {fmt_num(best.delta)}, "
-            f"weight {fmt_num(best.weight)}) would have tied the totals: the smallest single-term change.")
+    what = f"made {best.new_winner} the most likely draw" if best.likeliest else "tied the totals"
+    return (f"Margin {fmt_num(gap)} to {best.new_winner if best.side == 'winner' else lead}. {verb.capitalize()} "
+            f"{best.instance}'s {best.term} from {fmt_num(_num(best.raw))} to {fmt_num(_num(best.new_raw))} "
+            f"(by {fmt_num(best.delta)}, weight {fmt_num(best.weight)}) would have {what}: the smallest single change.")
+
+
+def _num(value: float | str | None) -> float | None:
+    return value if isinstance(value, float | int) else None
+
+
+def _had(best: Flip) -> str:
+    return f"Had {best.metric} been {best.new_raw}" if best.metric != "the prompt" else f"Had the prompt {best.new_raw}"
+
+
+def _gap(trace: DecisionTrace, lead: str, other: str) -> float:
+    by = {c.instance: c for c in trace.candidates}
+    return total_of(trace, by[lead]) - total_of(trace, by[other])

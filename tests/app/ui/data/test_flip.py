@@ -1,12 +1,18 @@
-"""The margin to the runner-up and the smallest one-term change that flips the winner."""
+"""The margin to the runner-up, and the smallest single change that flips the winner, of every kind."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.ui.data import flip
+from app.ui.data import flip, why
+from schemas import DecisionTrace, InstanceSnapshot
+from schemas.trace_policy import ClauseTried, PolicyStep
 from tests.app import stub_trace_api as stub
 from tests.app.ui.data import why_cases as cases
+from tests.router_core.conftest import decide, healthy
+from tests.router_core.decide.test_router_rules import CONFIG, route
+
+MORE = "(other atoms failed too)"
 
 
 def test_margin_and_deciding_term_of_the_sample() -> None:
@@ -25,8 +31,8 @@ def test_smallest_flip_is_the_feasible_one_with_the_least_change() -> None:
     assert (best.side, best.term, best.instance) == ("winner", "kv-cache", stub.TOP_RANKED)
     assert best.raw == 0.58 and best.new_raw == pytest.approx(0.25)
     assert best.delta == pytest.approx(0.33)
-    assert ("runner-up", "kv-cache") not in {(c.side, c.term) for c in changes}
-    assert ("runner-up", "queue-depth") in {(c.side, c.term) for c in changes}
+    assert ("challenger", "kv-cache") not in {(c.side, c.term) for c in changes}
+    assert ("challenger", "queue-depth") in {(c.side, c.term) for c in changes}
     assert flip.smallest_flip(stub.sample_trace()) == best
     assert [c.delta for c in changes] == sorted(c.delta for c in changes)
 
@@ -60,3 +66,103 @@ def test_no_single_term_can_flip() -> None:
            c.model_copy(update={"score_terms": [0.0, 0.0], "total": 0.0}) if c.rank == 2 else c
            for c in trace.candidates]
     assert flip.smallest_flip(trace.model_copy(update={"candidates": far})) is None  # needs 2.0 on one term
+
+
+def test_any_ranked_candidate_may_flip_not_only_the_runner_up() -> None:
+    # leader 0.5 (factor 0.5, terms saturated), runner-up 0.44 (saturated: cannot rise), third 0.4 with room:
+    # lowering the leader to 0.44 takes 0.06 / 0.25 = 0.24; raising the third's latency to tie takes 0.1 / 0.5 = 0.2
+    lead = cases.cand("a", [1.0, 1.0], 1, factor=0.5)
+    second = cases.cand("b", [1.0, 1.0], 2, factor=0.44)
+    third = cases.cand("c", [0.3, 0.5], 3)
+    trace = cases.normal_win().model_copy(update={"candidates": [lead, second, third], "selected_instance": "a"})
+    best = flip.smallest_flip(trace)
+    assert best is not None
+    assert (best.kind, best.side, best.instance, best.term) == ("term", "challenger", "c", "latency")
+    assert (best.raw, best.new_raw, best.new_winner) == (0.5, pytest.approx(0.7), "c")
+    assert best.size == pytest.approx(0.2)
+    lowering = next(f for f in flip.flip_changes(trace) if f.side == "winner")
+    assert lowering.size == pytest.approx(0.24) and lowering.new_winner == "b"
+    assert not any(f.instance == "b" for f in flip.flip_changes(trace))  # saturated: a raw above 1 is impossible
+
+
+def removed_but_strong(**update: object) -> DecisionTrace:
+    """normal_win with the removed candidate's would-be terms recorded: [0.9, 0.9], total 0.9 > 0.54."""
+    trace = cases.normal_win()
+    cands = [c.model_copy(update={"score_terms": [0.9, 0.9], **update}) if not c.feasible else c
+             for c in trace.candidates]
+    return trace.model_copy(update={"candidates": cands})
+
+
+def test_a_removed_candidate_crossing_its_threshold_would_lead_on_its_would_be_terms() -> None:
+    best = flip.smallest_flip(removed_but_strong())
+    assert best is not None and (best.kind, best.side, best.instance, best.term) == (
+        "feasibility", "challenger", "v4-32k-a", "kv-cache")
+    assert (best.raw, best.new_raw, best.metric) == (0.91, 0.85, "kv_cache_usage")
+    assert best.size == pytest.approx(0.06 / 0.91)  # smaller than any term's 0.08
+    assert "would have kept it" in (why.flip_sentence(removed_but_strong()) or "")
+    weak = removed_but_strong(score_terms=[0.5, 0.5])  # 0.5 < 0.54: feasible, it would still lose
+    two = removed_but_strong(violations=[cases.KV, cases.KV.model_copy(update={"constraint": "queue"})])
+    for trace in (weak, two, cases.normal_win()):  # and without would-be terms at all
+        assert not any(f.kind == "feasibility" and f.side == "challenger" for f in flip.flip_changes(trace))
+
+
+def test_the_leader_crossing_a_threshold_another_candidate_broke() -> None:
+    trace = cases.normal_win()
+    state = InstanceSnapshot(instance="coder-6b-b", model="coder-6b", kv_cache_usage=0.84)
+    cands = [c.model_copy(update={"state": state}) if c.instance == "coder-6b-b" else c for c in trace.candidates]
+    best = flip.smallest_flip(trace.model_copy(update={"candidates": cands}))
+    assert best is not None and (best.kind, best.side, best.instance, best.new_winner) == (
+        "feasibility", "winner", "coder-6b-b", "coder-6b-a")
+    assert (best.raw, best.new_raw) == (0.84, 0.85) and best.size == pytest.approx(0.01 / 0.85)
+    past = state.model_copy(update={"kv_cache_usage": 0.9})  # already past it (held in by a latch): no crossing
+    cands = [c.model_copy(update={"state": past}) if c.instance == "coder-6b-b" else c for c in trace.candidates]
+    assert not any(f.kind == "feasibility" for f in flip.flip_changes(trace.model_copy(update={"candidates": cands})))
+
+
+def with_tried(trace: DecisionTrace, *tried: ClauseTried, rule: str = "default") -> DecisionTrace:
+    step = PolicyStep(policy="p.yaml sha256:1", rule=rule, tried=[*tried, ClauseTried(rule=rule, matched=True)])
+    return trace.model_copy(update={"policy": step, "rule": rule})
+
+
+def test_a_rule_one_atom_away() -> None:
+    hour = ClauseTried(rule="urgent", matched=False, detail=["request_time.hour = 17 not in [9, 11, 14, 16]"])
+    two = ClauseTried(rule="legal", matched=False, detail=['intent = "chat" != "legal"', MORE])
+    trace = with_tried(cases.normal_win(), two, hour)
+    best = flip.smallest_flip(trace)
+    assert best is not None and (best.kind, best.term, best.metric, best.raw, best.new_raw) == (
+        "rule", "urgent", "request_time.hour", "17", "16")
+    assert best.size == pytest.approx(1 / 24)  # smaller than the 0.08 of a term
+    assert [f.term for f in flip.flip_changes(trace) if f.kind == "rule"] == ["urgent"]  # legal failed on two
+    assert why.flip_sentence(trace) == ("Had request_time.hour been 16, rule urgent would have matched instead of "
+                                        "default: the smallest single change.")
+
+
+def test_a_decided_trace_that_no_rule_matched() -> None:
+    _, trace = decide(healthy(), CONFIG, route=route(tokens=100))
+    rules = {f.term: f for f in flip.flip_changes(trace) if f.kind == "rule"}
+    assert set(rules) == {"to-small", "roomy", "slots", "costly"}
+    assert (rules["to-small"].metric, rules["to-small"].new_raw) == ("input_length", "1001")
+    assert rules["to-small"].size == pytest.approx(901 / 1001)
+    assert rules["roomy"].new_raw == "matched prompt_contains('roomy')" and rules["roomy"].size == 1.0
+
+
+def test_a_sampling_picker_flips_the_most_likely_not_a_clamped_tie() -> None:
+    # softmax drew coder-6b-a (rank 1 in the attempt order) though coder-6b-b scored higher
+    drawn = cases.cand("coder-6b-a", [0.5, 0.5], 1).model_copy(update={"probability": 0.4})
+    likely = cases.cand("coder-6b-b", [0.5, 0.58], 2).model_copy(update={"probability": 0.6})
+    trace = cases.normal_win().model_copy(update={"candidates": [drawn, likely], "selected_instance": "coder-6b-a",
+                                                  "selection_probability": 0.4})
+    m = flip.margin(trace)
+    assert m is not None and m.winner.instance == "coder-6b-b" and m.margin == pytest.approx(0.04)
+    best = flip.smallest_flip(trace)
+    assert best is not None and best.likeliest and best.size == pytest.approx(0.08)
+    text = why.flip_sentence(trace) or ""
+    assert "the most likely draw" in text and "tied" not in text
+
+
+def test_the_flip_sentence_for_a_term_keeps_its_words() -> None:
+    text = why.flip_sentence(stub.sample_trace()) or ""
+    assert text == (f"Margin 0.132 to {stub.SELECTED_INSTANCE}. Lowering {stub.TOP_RANKED}'s kv-cache from 0.58 to "
+                    f"0.25 (by 0.33, weight 0.4) would have tied the totals: the smallest single change.")
+    assert why.flip_sentence(cases.tie_break()) == "coder-6b-b and coder-6b-a tied: the smallest change to any term " \
+                                                   "flips them."
