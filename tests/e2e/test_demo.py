@@ -39,6 +39,10 @@ def test_demo_serves_a_traceable_request_and_stops_cleanly(tmp_path: Path) -> No
 
         status, trace = call("GET", f"{gateway}/v1/traces/{request_id}")
         assert status == 200 and trace["request_id"] == request_id, trace
+        # the policy it was decided with is stored under the hash it carries
+        status, policy = call("GET", f"{gateway}/v1/policies/{trace['policy_hash']}")
+        assert status == 200 and policy["policy_hash"] == trace["policy_hash"], policy
+        assert json.loads(policy["document"])["rules"]["source"] == "seed000.yaml"
         assert ok(f"{app}/_stcore/health")
         # The command the demo prints works as typed, from the folder `make demo` runs in.
         typed = re.search(rf"^ {{4}}(\S.* trace {re.escape(request_id)} --api {re.escape(gateway)})$", out, re.M)

@@ -31,6 +31,7 @@ from router_core.gateway import Gateway
 from schemas import DecisionTrace, Feedback, InstanceSnapshot, ProbeKind, ProbeResult
 from schemas.config import RouteLensConfig
 from schemas.config.storage import StorageSettings
+from schemas.policy_record import PolicyRecord
 from schemas.queries import AggregateQuery, ConstraintStat, Misroute, TraceFilter
 from schemas.records import RouterEvent
 from schemas.trace import ScoreWeight, Violation
@@ -148,9 +149,18 @@ def served(store: DuckDBTraceStore, spool: Path) -> Iterator[str]:
 
 def _loaded(s: Any) -> Iterator[Any]:
     s.write_records(DATA.traces)
-    s.write_records([*DATA.feedback, *DATA.probes, *DATA.events])
+    s.write_records([*DATA.feedback, *DATA.probes, *DATA.events, POLICY])
     yield s
     s.close()
+
+
+POLICY = PolicyRecord(policy_hash="sha256:0123456789abcdef", ts=T0, router_version="routelens-0.1.0",
+                      arm="a", document='{"format":1,"config":{},"rules":null,"intents":null}')
+
+
+def test_a_policy_is_read_back_by_its_hash(store: Any) -> None:
+    assert store.policy(POLICY.policy_hash) == POLICY
+    assert store.policy("sha256:ffffffffffffffff") is None and store.policy("x' OR '1'='1") is None
 
 
 def ids(traces: list[DecisionTrace]) -> list[str]:
