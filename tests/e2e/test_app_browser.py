@@ -98,11 +98,13 @@ def test_trace_explorer_in_chromium(app_url: str, tmp_path: Path) -> None:
             expect(sentence).to_contain_text(f"{stub.REJECTED_INSTANCE} was ruled out by kv-cache 0.97 > 0.9")
             expect(page.get_by_text(re.compile("smallest single change"))).to_be_visible()
 
-            for name in ("Elimination", "Scores", "State snapshot", "Attempts", "Policy"):
+            for name in ("Elimination", "Scores", "Why not the others", "State snapshot", "Attempts", "Policy"):
                 expect(page.get_by_role("heading", name=name)).to_be_visible()
             expect(page.get_by_test_id("stPlotlyChart")).to_have_count(3, timeout=UI_TIMEOUT_MS)  # 3 figures
             expect(page.locator(".waterfalllayer .point")).to_have_count(4, timeout=UI_TIMEOUT_MS)  # 4 stages
             expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
+            losers = page.get_by_test_id("stDataFrame").nth(3)  # rejected, ranking, terms (folded), why not
+            expect(losers).to_contain_text("picked first, but its attempt failed", timeout=UI_TIMEOUT_MS)
             expect(page.get_by_test_id("stException")).to_have_count(0)
             expect(page.get_by_text("Page not found")).to_have_count(0)
             assert page.get_by_label("request_id").input_value() == stub.SAMPLE_REQUEST_ID
@@ -131,6 +133,7 @@ def test_decisions_and_diff_in_chromium(app_url: str, tmp_path: Path) -> None:
 
             page.goto(f"{app_url}/diff?a={stub.SAMPLE_REQUEST_ID}&b={stub.SAMPLE_REQUEST_ID}")
             expect(page.get_by_text("0 of 3 candidates differ.")).to_be_visible(timeout=UI_TIMEOUT_MS)
+            expect(page.get_by_text(f"A and B chose the same instance, {stub.SELECTED_INSTANCE}.")).to_be_visible()
             expect(page.get_by_test_id("stDataFrame")).to_have_count(3, timeout=UI_TIMEOUT_MS)
             expect(page.get_by_test_id("stException")).to_have_count(0)
             page.screenshot(path=str(tmp_path / "diff.png"), full_page=True)

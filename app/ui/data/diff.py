@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from app.explain import DASH, ordered_candidates, violation_short
+from app.ui.data.why_not import reason_for
 from schemas.config import RouteLensConfig
 from schemas.trace import CandidateEval, DecisionTrace
 from schemas.yamlconf import parse_yaml_model
@@ -42,28 +43,37 @@ def _verdict(trace: DecisionTrace, cand: CandidateEval | None) -> str:
     return "feasible" if cand.feasible else "ruled out"
 
 
+def _why(trace: DecisionTrace, instance: str, model: str | None) -> str:
+    reason = reason_for(trace, instance, model)
+    return "" if reason is None else reason.text
+
+
 def _close(x: float | None, y: float | None) -> bool:
     return (x is None and y is None) or (x is not None and y is not None and abs(x - y) < _EPS)
 
 
 def align(a: DecisionTrace, b: DecisionTrace) -> pd.DataFrame:
-    """One row per instance in either trace: verdict, rank, total and violations on each side.
+    """One row per instance in either trace: verdict, rank, total, and why it was not chosen on each side.
 
+    ``why_a``/``why_b`` is the one reason it was not chosen (:mod:`app.ui.data.why_not`), for an
+    instance absent from a side too ("left out by rule X's target"); empty for the chosen one.
     ``differs`` is True when the verdict, the rank, the total or the violations differ.
     """
     ca, cb = {c.instance: c for c in a.candidates}, {c.instance: c for c in b.candidates}
     rows = []
     for name in _instances(a, b):
         x, y = ca.get(name), cb.get(name)
+        seen = x or y
+        model = seen.model if seen is not None else None
         ta, tb = (x.total if x else None), (y.total if y else None)
-        why_a = "; ".join(violation_short(v) for v in x.violations) if x else ""
-        why_b = "; ".join(violation_short(v) for v in y.violations) if y else ""
+        viol_a = "; ".join(violation_short(v) for v in x.violations) if x else ""
+        viol_b = "; ".join(violation_short(v) for v in y.violations) if y else ""
         va, vb = _verdict(a, x), _verdict(b, y)
         ra, rb = (x.rank if x else None), (y.rank if y else None)
         rows.append({
             "instance": name, "verdict_a": va, "verdict_b": vb, "rank_a": ra, "rank_b": rb, "total_a": ta,
-            "total_b": tb, "delta": None if ta is None or tb is None else tb - ta, "why_a": why_a, "why_b": why_b,
-            "differs": va != vb or ra != rb or not _close(ta, tb) or why_a != why_b,
+            "total_b": tb, "delta": None if ta is None or tb is None else tb - ta, "why_a": _why(a, name, model),
+            "why_b": _why(b, name, model), "differs": va != vb or ra != rb or not _close(ta, tb) or viol_a != viol_b,
         })
     frame = pd.DataFrame(rows, columns=list(CANDIDATE_DIFF_COLUMNS))
     frame[["rank_a", "rank_b"]] = frame[["rank_a", "rank_b"]].astype("Int64")

@@ -7,7 +7,10 @@ from typing import Any
 from app.explain import DASH, fmt_num
 from schemas.trace_policy import PolicyStep
 
-__all__ = ["attachments_rows", "clauses_rows", "intent_sentence", "keyword_rows", "rule_sentence"]
+__all__ = ["MORE", "attachments_rows", "clauses_rows", "intent_sentence", "keyword_rows", "rule_sentence"]
+
+MORE = "(other atoms failed too)"
+"""The line the router adds after a rule's first failing atom when others failed too."""
 
 
 def rule_sentence(step: PolicyStep) -> str:
@@ -33,9 +36,23 @@ def rule_sentence(step: PolicyStep) -> str:
 
 
 def clauses_rows(step: PolicyStep) -> list[dict[str, Any]]:
-    """One row per rule tried, in order: matched or not, and each atom's verdict."""
-    return [{"rule": t.rule, "matched": "yes" if t.matched else "no", "why": "; ".join(t.detail) or DASH}
+    """One row per rule tried, in order: matched or not, and why.
+
+    The rule that matched shows each atom's verdict; a rule that did not, the atom that failed it
+    first with the value it read (``request_time.hour = 17 not in [9, 11, 14, 16]``), then the
+    others that failed when the trace lists them.
+    """
+    return [{"rule": t.rule, "matched": "yes" if t.matched else "no", "why": _why(t.detail, t.matched)}
             for t in step.tried]
+
+
+def _why(detail: list[str], matched: bool) -> str:
+    if matched or not detail:
+        return "; ".join(detail) or DASH
+    first, rest = detail[0], [d for d in detail[1:] if d != MORE]
+    if rest:
+        return f"{first}; also {'; '.join(rest)}"
+    return f"{first}; other atoms failed too" if len(detail) > 1 else first
 
 
 def intent_sentence(step: PolicyStep) -> str | None:

@@ -6,6 +6,7 @@ import streamlit as st
 from app.ui import resources, widgets
 from app.ui.charts.score_terms import score_terms_chart
 from app.ui.data import diff, trace_tables, why
+from app.ui.data.diff_verdict import diff_verdict
 from app.ui.data.ids import request_id_problem
 from app.ui.sidebar import sync_param
 from ingest import SinkError
@@ -80,6 +81,8 @@ else:
 if b is None:
     st.stop()
 
+with st.container(border=True):
+    st.text(diff_verdict(a, b))
 col_a, col_b = st.columns(2)
 for col, side, trace in ((col_a, "A", a), (col_b, "B" if mode == MODES[0] else "B (replayed)", b)):
     with col:

@@ -9,7 +9,7 @@ from app.ui import resources, widgets
 from app.ui.charts.attempts import attempts_chart
 from app.ui.charts.score_terms import score_terms_chart
 from app.ui.charts.waterfall import waterfall_chart
-from app.ui.data import policy_step, trace_tables, why
+from app.ui.data import policy_step, trace_tables, why, why_not
 from app.ui.data.ids import request_id_problem
 from app.ui.data.waterfall import waterfall_stages
 from ingest import SinkError
@@ -60,6 +60,12 @@ st.dataframe(trace_tables.ranking_frame(trace), hide_index=True)
 with st.expander("Score terms: raw value × weight"):
     st.dataframe(terms, hide_index=True)
 
+if losers := why_not.reasons_rows(trace):
+    st.subheader("Why not the others")
+    st.caption("One reason for each candidate not chosen: its rule's target, a constraint, a failed attempt, "
+               "the sampling draw, the tie-break, or the score term it lost most on.")
+    st.dataframe(losers, hide_index=True)
+
 st.subheader("State snapshot")
 st.caption("The gauges each candidate was judged on, as scraped before the decision.")
 st.dataframe(trace_tables.state_frame(trace), hide_index=True)
@@ -76,6 +82,8 @@ if (step := trace.policy) is not None:
     st.subheader("Routing rule")
     st.text(policy_step.rule_sentence(step))
     if step.tried:
+        st.caption("Each rule tried, in order: the one that matched with every atom's verdict, the others with "
+                   "the atom that failed them first and the value it read.")
         st.dataframe(policy_step.clauses_rows(step), hide_index=True)
     if (intent := policy_step.intent_sentence(step)) is not None:
         st.text(intent)

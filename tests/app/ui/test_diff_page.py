@@ -42,11 +42,14 @@ def test_two_requests_side_by_side(api: stub.StubTraceApi) -> None:
     f = facts.set_index("field")
     assert f.loc["request_id", "a"] == "r1" and f.loc["request_id", "b"] == "r2"
     assert f.loc["policy_hash", "differs"]
-    assert len(at.text) == 2 and len(at.get("plotly_chart")) == 2
+    assert len(at.text) == 3 and len(at.get("plotly_chart")) == 2
+    assert at.text[0].value.startswith("A chose big-b, B chose small-a: another policy (")  # the verdict opens it
+    assert "a score term: in B, big-b: outscored by small-a on cost" in at.text[0].value  # B weighs cost alone
 
 
 def test_same_request_twice_differs_nowhere(api: stub.StubTraceApi) -> None:
     at = open_diff(a="r1", b="r1")
+    assert at.text[0].value == "A and B chose the same instance, big-b."
     assert not at.dataframe[0].value["differs"].any()
     assert at.caption[-1].value.startswith("0 of")
 

@@ -43,7 +43,8 @@ def test_found_trace_reads_sentence_first_then_pictures(
     assert "Lowering vllm-qwen-a's kv-cache from 0.58 to 0.25" in at.text[1].value
     assert [w.value for w in at.warning] == [f"Fallback: {stub.FALLBACK_REASON}"]
     assert {m.label: m.value for m in at.metric}["Total time"] == "3,890 ms"
-    assert [s.value for s in at.subheader] == ["Elimination", "Scores", "State snapshot", "Attempts", "Policy"]
+    assert [s.value for s in at.subheader] == ["Elimination", "Scores", "Why not the others", "State snapshot",
+                                               "Attempts", "Policy"]
 
     waterfall, terms, attempts = charts(at)
     assert waterfall["data"][0]["type"] == "waterfall"
@@ -52,12 +53,16 @@ def test_found_trace_reads_sentence_first_then_pictures(
     assert [b["name"] for b in attempts["data"]] == ["timeout", "ok"]
 
     frames = [df.value for df in at.dataframe]
-    rejected, ranking, state = frames[0], frames[1], frames[3]
+    rejected, ranking, losers, state = frames[0], frames[1], frames[3], frames[4]
     assert rejected["ruled out by"].tolist() == [f"kv-cache: kv_cache_usage 0.97 > 0.9 — {stub.KV_REASON}"]
     assert ranking["verdict"].tolist() == ["feasible", "selected", "ruled out"]
     assert len(ranking.columns) <= 7  # narrow: no sideways scrolling
     assert state.set_index("instance").loc[stub.REJECTED_INSTANCE, "kv_cache_usage"] == 0.97
-    policy = frames[5].set_index("field")["value"]
+    assert losers.set_index("instance")["why not"].to_dict() == {
+        stub.TOP_RANKED: f"picked first, but its attempt failed (timeout, ReadTimeout); {stub.SELECTED_INSTANCE} "
+                         "served",
+        stub.REJECTED_INSTANCE: "removed by kv-cache 0.97 > 0.9 since 12:00:00"}
+    policy = frames[6].set_index("field")["value"]
     assert policy["rule"] == "code-default" and policy["intent"] == "code (82%)"
     assert policy["weights"] == "queue-depth 0.3, kv-cache 0.4, latency 0.3"
     assert policy["policy and pick steps"] == "rule code-default matched · max score, margin 0.132"
@@ -166,3 +171,22 @@ def test_a_trace_with_a_policy_step_shows_the_rule_clauses_intent_and_attachment
     assert clauses["why"].tolist()[0].endswith("contains_legal_terms(prompt): true")
     files = next(f for f in frames if "detected" in f.columns)
     assert files["detected"].tolist() == ["docx"]
+
+
+def test_every_rule_tried_shows_the_atom_that_failed_it_with_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.router_core.conftest import decide, healthy
+    from tests.router_core.decide.test_router_rules import CONFIG, route
+
+    _, trace = decide(healthy(), CONFIG, route=route(prompt="please be roomy", tokens=100), request_id="req-rules")
+    with stub.StubTraceApi([trace]) as api:
+        at = run_app(monkeypatch, api.url, "req-rules")
+    frames = [df.value for df in at.dataframe]
+    clauses = next(f for f in frames if "matched" in f.columns).set_index("rule")
+    assert clauses.loc["to-small", "matched"] == "no" and clauses.loc["to-small", "why"] == "input_length = 100 <= 1000"
+    assert clauses.loc["roomy", "matched"] == "yes" and "please be roomy" not in " ".join(clauses["why"])
+    losers = next(f for f in frames if "why not" in f.columns).set_index("instance")["why not"]
+    assert set(losers.index) == {c.instance for c in trace.candidates} - {trace.selected_instance}
+    assert losers["big-a"].startswith("removed by rule/roomy")
+    flip = next(t.value for t in at.text if "would have matched" in t.value)
+    assert flip == "Had input_length been 1001, rule to-small would have matched instead of roomy: the smallest " \
+                   "single change."

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from app.ui.data import diff
+from router_core.rules.load import compile_policy
+from router_core.rules.request import RequestView
+from router_core.rules.route import RouteChoice
 from schemas import ConfigError
 from tests.app import stub_trace_api as stub
 from tests.app.ui.data import why_cases as cases
 from tests.router_core.conftest import FLEET, decide, healthy
+from tests.router_core.decide.test_router_rules import CONFIG as RULES_CONFIG
 
 CHEAP_FIRST = {"fleet": {"instances": FLEET},
                "scoring": {"preset": "balanced", "weights": {"quality": 0, "latency": 0, "balance": 0, "cost": 1}}}
@@ -32,7 +37,8 @@ def test_alignment_by_instance_with_absent_sides() -> None:
                                           "coder-6b-b", "coder-6b-a", "v4-32k-a"]
     row = frame.set_index("instance")
     assert row.loc[stub.TOP_RANKED, "verdict_b"] == "absent" and row.loc["coder-6b-b", "verdict_a"] == "absent"
-    assert row.loc["v4-32k-a", "why_b"] == "kv-cache 0.91 > 0.85 since 10:02:03"
+    assert row.loc["v4-32k-a", "why_b"] == "removed by kv-cache 0.91 > 0.85 since 10:02:03"
+    assert row.loc["coder-6b-b", "why_b"] == "" and row.loc["coder-6b-a", "why_b"].startswith("outscored by coder-6b-b")
     assert frame["differs"].all()
 
 
@@ -77,3 +83,17 @@ def test_read_policy(tmp_path: Path) -> None:
                       ("a\x00b.yaml", "not a usable"), ("y" * 5000, "not a usable")]:
         with pytest.raises(ValueError, match=says):
             diff.read_policy(bad)
+
+
+def test_an_instance_a_rule_s_target_left_out_says_so_not_absent() -> None:
+    only_small = compile_policy("routing_matrix:\n  - {rule_name: to-small, condition: 'input_length > 1000', "
+                                "primary_target: small}\n", "p.yaml", RULES_CONFIG)
+    view = RequestView(input_length=2000, query_length=2000, language="en", intent=None, intent_confidence=None,
+                       file_types=(), has_attachments=False, request_time=datetime(2026, 11, 29, 15, tzinfo=UTC))
+    _, a = decide(healthy(), RULES_CONFIG, route=RouteChoice(only_small, only_small.match(view), local_hour=15))
+    _, b = decide(healthy(), RULES_CONFIG)
+    assert [c.instance for c in a.candidates] == ["small-a"]  # the rule looked at its target's instances only
+    row = diff.align(a, b).set_index("instance")
+    assert row.loc["big-b", "verdict_a"] == "absent" and row.loc["big-b", "verdict_b"] == "selected"
+    assert row.loc["big-a", "why_a"] == "left out by rule to-small's target small"
+    assert row.loc["small-a", "why_a"] == "" and row.loc["big-b", "why_b"] == ""

@@ -40,3 +40,14 @@ def test_an_abstained_intent_says_the_rule_layer_decided_and_the_cut() -> None:
     assert sentence is not None and "abstained on the embedding path: nearest contract at 0.41 < threshold 0.55" \
         in sentence and "Input cut at 512 tokens." in sentence
     assert ps.intent_sentence(PolicyStep(policy="p")) is None
+
+
+def test_a_rule_not_matched_shows_the_atom_that_failed_it_first() -> None:
+    hour = ClauseTried(rule="urgent", matched=False, detail=["request_time.hour = 17 not in [9, 11, 14, 16]"])
+    quick = ClauseTried(rule="legal", matched=False, detail=['intent = "chat" != "legal"', ps.MORE])
+    every = ClauseTried(rule="long", matched=False, detail=["input_length = 40 <= 8000",
+                                                             "contains_legal_terms(prompt) did not match"])
+    step = PolicyStep(policy="p.yaml sha256:x", tried=[hour, quick, every, ClauseTried(rule="old", matched=False)])
+    assert [r["why"] for r in ps.clauses_rows(step)] == [
+        "request_time.hour = 17 not in [9, 11, 14, 16]", 'intent = "chat" != "legal"; other atoms failed too',
+        "input_length = 40 <= 8000; also contains_legal_terms(prompt) did not match", "—"]

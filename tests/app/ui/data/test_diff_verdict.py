@@ -1,0 +1,68 @@
+"""The decision diff's opening line: what made A and B differ, for each kind of cause."""
+
+from __future__ import annotations
+
+from app.ui.data.diff_verdict import diff_verdict
+from schemas import Attempt, AttemptStatus, DecisionTrace
+from tests.app.ui.data import why_cases as cases
+from tests.router_core.conftest import decide, healthy
+from tests.router_core.decide.test_router_rules import CONFIG, route
+
+
+def changed(trace: DecisionTrace, instance: str, **update: object) -> DecisionTrace:
+    cands = [c.model_copy(update=update) if c.instance == instance else c for c in trace.candidates]
+    return trace.model_copy(update={"candidates": cands})
+
+
+def test_the_same_choice_says_so() -> None:
+    a = cases.normal_win()
+    assert diff_verdict(a, a) == "A and B chose the same instance, coder-6b-b."
+    b = a.model_copy(update={"experiment_arm": "B"})
+    assert diff_verdict(a, b) == "A and B chose the same instance, coder-6b-b (another experiment arm (— vs B))."
+
+
+def test_another_rule_with_the_atom_that_failed_it() -> None:
+    _, a = decide(healthy(), CONFIG, route=route(tokens=2000))
+    _, b = decide(healthy(), CONFIG, route=route(tokens=100))
+    assert diff_verdict(a, b) == (
+        f"A chose small-a, B chose {b.selected_instance}: another rule: A matched to-small (target small), "
+        "B matched auto (in B, to-small failed on input_length = 100 <= 1000).")
+
+
+def test_a_constraint_verdict_in_b() -> None:
+    a = cases.normal_win()
+    b = changed(a, "coder-6b-b", feasible=False, violations=[cases.KV], total=None, rank=None)
+    b = changed(b, "coder-6b-a", rank=1).model_copy(update={"selected_instance": "coder-6b-a"})
+    assert diff_verdict(a, b) == ("A chose coder-6b-b, B chose coder-6b-a: a constraint verdict: in B, coder-6b-b: "
+                                  "removed by kv-cache 0.91 > 0.85 since 10:02:03.")
+    assert diff_verdict(b, a).endswith("a constraint verdict: in A, coder-6b-b: removed by kv-cache 0.91 > 0.85 "
+                                       "since 10:02:03.")
+
+
+def test_a_score_term_that_moved_the_gap() -> None:
+    a = cases.normal_win()  # coder-6b-b led coder-6b-a by 0.04, all on latency
+    b = changed(a, "coder-6b-b", score_terms=[0.5, 0.4], total=0.45, rank=2)
+    b = changed(b, "coder-6b-a", rank=1).model_copy(update={"selected_instance": "coder-6b-a",
+                                                            "policy_hash": "sha256:b"})
+    assert diff_verdict(a, b) == (
+        "A chose coder-6b-b, B chose coder-6b-a: another policy (sha256:0123456789abcdef vs sha256:b); "
+        "a score term: latency moved 0.09 towards coder-6b-a (coder-6b-b led by 0.04 in A, by -0.05 in B).")
+
+
+def test_the_picker_s_draw() -> None:
+    a = cases.normal_win()
+    b = changed(changed(a, "coder-6b-b", probability=0.6), "coder-6b-a", probability=0.4)
+    b = b.model_copy(update={"selected_instance": "coder-6b-a", "selection_probability": 0.4})
+    assert diff_verdict(a, b) == ("A chose coder-6b-b, B chose coder-6b-a: the picker's draw: in B, coder-6b-b: not "
+                                  "drawn by the sampling picker: it had probability 60%; it drew coder-6b-a (drawn "
+                                  "with 40%).")
+
+
+def test_a_failed_attempt_and_a_tie_break() -> None:
+    a = cases.normal_win()
+    failed = [Attempt(seq=0, instance="coder-6b-b", model="coder-6b", status=AttemptStatus.TIMEOUT, latency_ms=9.0)]
+    b = a.model_copy(update={"selected_instance": "coder-6b-a", "attempts": failed, "fallback_triggered": True})
+    assert "a failed attempt: in B, coder-6b-b: picked first, but its attempt failed (timeout)" in diff_verdict(a, b)
+    tie = cases.tie_break()
+    flipped = tie.model_copy(update={"selected_instance": "coder-6b-a"})
+    assert "the tie-break: in B, coder-6b-b: lost the tie-break to coder-6b-a" in diff_verdict(tie, flipped)
