@@ -2,9 +2,10 @@
 
 Compared, in this order: the rule, the score weights, the router's steps (name, kind, value,
 reason, plugin, instances, rejected; not their durations), then every candidate (feasible, rank,
-verdicts, score terms, soft factor, total) and the picker's probability for the first choice. What
-the gateway added after the decision (attempts, retries, degraded steps) is not the router's and
-is not compared; a decision taken again after a degraded step is compared with that decision.
+verdicts, score terms, soft factor, total, the picker's chance of drawing it) and the picker's
+probability for the first choice. What the gateway added after the decision (attempts, retries,
+degraded steps) is not the router's and is not compared; a decision taken again after a degraded
+step is compared with that decision.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def first_difference(trace: DecisionTrace, decision: Decision) -> Difference | N
             ("score_terms", list(live.score_terms), list(new["score_terms"])),
             ("weight_factor", live.weight_factor, new["weight_factor"]),
             ("total", live.total, new["total"]),
+            ("probability", live.probability, new.get("probability")),
         )
         for name, a, b in pairs:
             if a != b:

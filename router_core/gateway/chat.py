@@ -69,6 +69,7 @@ class ChatRunner:
     """
 
     def __init__(self, config: RouteLensConfig, *, base: analyse.Lane, experiment: Callable[[], Experiment | None],
+                 gates: Callable[[], Mapping[str, PolicyGate]],
                  policy: PolicyGate, view: StateView, inflight: InflightCounter, quality: QualityTable,
                  modes: RouterModes, affinity: AffinityBinder | None, budgets: BudgetTracker, answers: AnswerCache,
                  breaker_hub: BreakerHub, forwarder: Callable[[], Forwarder], finisher: TraceFinisher,
@@ -78,6 +79,7 @@ class ChatRunner:
         self.config = config
         self._base = base
         self._experiment = experiment
+        self._gates = gates
         self.policy = policy
         self.view = view
         self.inflight = inflight
@@ -103,7 +105,7 @@ class ChatRunner:
         Raises:
             InvalidRequest: The forcing header names no arm.
         """
-        return analyse.lane(self._experiment(), self._base, request_id, headers, body)
+        return analyse.lane(self._experiment(), self._base, self._gates(), request_id, headers, body)
 
     def _state(self) -> Mapping[str, InstanceSnapshot]:
         """The state as this process sees it now: the last scrape, plus the requests sent since."""
@@ -134,10 +136,10 @@ class ChatRunner:
             status, code = status_of(exc)
             return self._refuse(call, status, str(exc), code, exc.param)
         ts = self.wall()
-        u = await analyse.understand(self.policy, analysis, call.body, http.headers, ts, self.view.snapshot)
+        u = await analyse.understand(lane.gate, analysis, call.body, http.headers, ts, self.view.snapshot)
         call.rec = rec = TraceRecorder(
             request_id=request_id, ts=ts, router_version=lane.version,
-            policy_hash=self.book.hash_of(lane.router.policy, lane.arm),
+            policy_hash=self.book.hash_of(lane.router.policy, lane.arm, lane.gate),
             query_hash=query_hash(analysis.query_text, self._hash_key), features=analysis.features,
             intent=u.intent, intent_confidence=u.confidence, experiment_arm=lane.arm,
         )
@@ -147,7 +149,7 @@ class ChatRunner:
         del analysis  # the query text goes no further than its hash (and the conditions, in memory)
         t2 = times.add("analyse", t1, perf())
         try:
-            admitted = await admit.admit(self.policy, u.choice)
+            admitted = await admit.admit(lane.gate, u.choice)
             rec.record_policy(admitted.route)
             if admitted.refusal is not None:
                 raise admitted.refusal
@@ -251,7 +253,7 @@ class ChatRunner:
                 headers: dict[str, str] | None = None) -> web.Response:
         """Answer a request refused before routing, with its trace (the features known so far)."""
         rec = TraceRecorder(request_id=call.request_id, ts=self.wall(), router_version=self.config.router.version,
-                            policy_hash=self.book.hash_of(self._base.router.policy),
+                            policy_hash=self.book.hash_of(self._base.router.policy, None, self._base.gate),
                             query_hash=query_hash("", self._hash_key),
                             features=rejected_features(call.body))
         self.finish(rec, call.t0, status, code)

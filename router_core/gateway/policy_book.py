@@ -27,7 +27,8 @@ class PolicyBook:
     """Hashes of the effective policies, by (lane policy, rule set, intents threshold).
 
     Args:
-        gate: The policy gate (its current rule set and intents are part of every policy).
+        gate: The gateway's policy gate (its current rule set and intents are part of every policy
+            decided through it; an arm with its own routing section has its own gate).
         wall: UTC wall clock (a record's ``ts``).
         router_version: The version label the records carry.
         record: Where a new policy's record goes (None: not stored).
@@ -42,20 +43,24 @@ class PolicyBook:
         self._hashes: dict[tuple[str, str | None, float | None], str] = {}
         self.documents: dict[str, str] = {}  # hash -> canonical document, every policy seen
 
-    def hash_of(self, policy: Policy, arm: str | None = None) -> str:
-        """The effective hash of ``policy`` with the gate's rules now (the document is stored on first use)."""
-        rules, intents = self.gate.rules, self.gate.intents
+    def hash_of(self, policy: Policy, arm: str | None = None, gate: PolicyGate | None = None) -> str:
+        """The effective hash of ``policy`` with ``gate``'s rules now (default: the gateway's gate).
+
+        The document is built and stored on first use.
+        """
+        gate = gate or self.gate
+        rules, intents = gate.rules, gate.intents
         threshold = None if intents is None else intents.embedding_threshold
         key = (policy.hash, None if rules is None else rules.hash, threshold)
         got = self._hashes.get(key)
         if got is None:
-            got = self._hashes[key] = self._new(policy, arm)
+            got = self._hashes[key] = self._new(policy, arm, gate)
         return got
 
-    def _new(self, policy: Policy, arm: str | None) -> str:
+    def _new(self, policy: Policy, arm: str | None, gate: PolicyGate) -> str:
         if policy.config is None:  # a policy built without its configuration: its own hash is all there is
             return policy.hash
-        doc = policy_document(policy.config, self.gate.rules, self._intents())
+        doc = policy_document(policy.config, gate.rules, _intents(gate))
         digest = document_hash(doc)
         if digest not in self.documents:
             text = self.documents[digest] = canonical(doc)
@@ -64,9 +69,11 @@ class PolicyBook:
                                           document=text))
         return digest
 
-    def _intents(self) -> dict[str, Any] | None:
-        intents = self.gate.intents
-        if intents is None:
-            return None
-        return {"routes": intents.routes, "fast_threshold": intents.fast_threshold,
-                "embedding_threshold": intents.embedding_threshold}
+
+
+def _intents(gate: PolicyGate) -> dict[str, Any] | None:
+    intents = gate.intents
+    if intents is None:
+        return None
+    return {"routes": intents.routes, "fast_threshold": intents.fast_threshold,
+            "embedding_threshold": intents.embedding_threshold}

@@ -105,6 +105,7 @@ class PolicyGate:
         self.client_throttle = ClientThrottle(t, self.shared) if t.client or t.shedding else None
         self.last_error: str | None = None
         self._zones: dict[str, ZoneInfo] = {}
+        self._seen = None if path is None else _stamp(path)  # the file as last loaded (see check)
 
     @classmethod
     def load(cls, config: RouteLensConfig, **kw: Any) -> PolicyGate:
@@ -198,16 +199,21 @@ class PolicyGate:
         self.last_error = None
         return True
 
+    def check(self) -> bool:
+        """Reload the policy file if its modification time or size changed since the last look; True when swapped."""
+        if self.path is None:
+            return False
+        stamp = _stamp(self.path)
+        if stamp is None or stamp == self._seen:
+            return False
+        self._seen = stamp
+        return self.reload()
+
     async def watch(self, interval_s: float = 1.0) -> None:
         """Reload the policy file whenever its modification time or size changes, until cancelled."""
-        assert self.path is not None
-        seen = _stamp(self.path)
         while True:
             await asyncio.sleep(interval_s)
-            stamp = _stamp(self.path)
-            if stamp is not None and stamp != seen:
-                seen = stamp
-                self.reload()
+            self.check()
 
     def zone(self, rules: RuleSet | None) -> ZoneInfo:
         """Where a rule set reads the hour: the policy file's own ``timezone``, else ``routing.timezone``."""

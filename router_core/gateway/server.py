@@ -25,6 +25,7 @@ from router_core.aio import cancel_all
 from router_core.decide.router import Router
 from router_core.experiments import ConfigWatcher, Experiment, build_experiment
 from router_core.gateway import dry_run, ops_routes
+from router_core.gateway.arm_gates import arm_gates
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
 from router_core.gateway.callers import RequestIds, SeenIds, feedback_classes
 from router_core.gateway.chat import ChatRunner
@@ -100,6 +101,7 @@ class Gateway:
         self.hooks = hooks
         # The arms (and shadow) of config.experiments; swapped whole on reload (None: no experiment).
         self.experiment: Experiment | None = build_experiment(config, base=router, perf=perf)
+        self.arm_gates = arm_gates(self.experiment, self.policy)  # arms with a routing section of their own
         self._config_path = config_path  # watched for changes to the experiments section when given
         self.watcher: ConfigWatcher | None = None
         self._watch_task: asyncio.Task[None] | None = None
@@ -149,8 +151,9 @@ class Gateway:
         self.book = PolicyBook(self.policy, wall=wall, router_version=config.router.version,
                                record=getattr(hooks, "record_policy", None))
         self.chat = ChatRunner(
-            config, base=Lane(router, config.router.version, None),
-            experiment=lambda: self.experiment, policy=self.policy, view=self.view, inflight=self.inflight,
+            config, base=Lane(router, config.router.version, None, self.policy),
+            experiment=lambda: self.experiment, gates=lambda: self.arm_gates, policy=self.policy, view=self.view,
+            inflight=self.inflight,
             quality=self.quality, modes=self.router_modes, affinity=self.affinity, budgets=self.budgets,
             answers=self.answers, breaker_hub=self.breaker_hub, forwarder=self._started_forwarder,
             finisher=self.finisher, book=self.book, metrics=self.metrics, times=self.stage_times,
@@ -198,7 +201,9 @@ class Gateway:
             ConfigError: The new section's policies do not load; the running experiment stays.
         """
         merged = self.config.model_copy(update={"experiments": config.experiments})
-        self.experiment = build_experiment(merged, base=self.router, perf=self._perf)
+        experiment = build_experiment(merged, base=self.router, perf=self._perf)
+        self.arm_gates = arm_gates(experiment, self.policy)
+        self.experiment = experiment
         self.config = merged
 
     def apply_probe(self, status: ProbeStatus, instance: str) -> None:
@@ -260,8 +265,7 @@ class Gateway:
         )
         await scraper.scrape_once()  # route on real state from the first request on
         self.scrape_task = asyncio.create_task(scraper.run())
-        if self.policy.path is not None:
-            self._policy_task = asyncio.create_task(self.policy.watch())
+        self._policy_task = asyncio.create_task(self._watch_policies())
         if self._config_path is not None:
             self.watcher = ConfigWatcher(self._config_path, self.reload)
             self._watch_task = asyncio.create_task(self.watcher.run())
@@ -269,6 +273,13 @@ class Gateway:
             await self.probes.start()
         if self.budgets.is_enabled:
             self._budget_task = asyncio.create_task(self.budgets.run(self.wall))
+
+    async def _watch_policies(self, interval_s: float = 1.0) -> None:
+        """Reload the gateway's routing file, and each arm's own, whenever it changes; until cancelled."""
+        while True:
+            await asyncio.sleep(interval_s)
+            for gate in (self.policy, *self.arm_gates.values()):
+                gate.check()
 
     async def _stop(self, app: web.Application) -> None:
         self.finisher.flush()  # before the hooks' storage closes

@@ -1,8 +1,10 @@
 """The ``experiments:`` section: A/B arms with traffic shares, and an optional shadow policy.
 
 An arm's policy is written the way ``routelens.yaml`` writes one: a path to a policy file (a
-``routelens.yaml``-like file whose ``router``, ``constraints``, ``scoring`` and ``models``
-sections are read), or those sections inline. Sections an arm leaves out are the base config's.
+``routelens.yaml``-like file whose ``router``, ``constraints``, ``scoring``, ``models`` and
+``routing`` sections are read), or those sections inline. Sections an arm leaves out are the base
+config's. An arm's ``routing`` gives it its own routing file (rules, chains, their throttles),
+intents and keywords; the gateway-wide guards before routing (``throttles``) stay the base's.
 The fleet is always the base config's: arms differ in how they decide, not in what they route to.
 """
 
@@ -15,6 +17,7 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from schemas.common import ContractModel
 from schemas.config.decision import ConstraintSpec, ModelProfile, RouterSettings, ScoringSettings
+from schemas.config.routing import RoutingSettings
 from schemas.paths import InputFile
 
 __all__ = ["ArmSpec", "ExperimentsSettings", "PolicyFile", "PolicySections", "ShadowSpec", "SHARE_TOLERANCE"]
@@ -34,6 +37,7 @@ class PolicySections(ContractModel):
     constraints: list[ConstraintSpec] | None = None
     scoring: ScoringSettings | None = None
     models: dict[str, ModelProfile] | None = None
+    routing: RoutingSettings | None = None
 
 
 class PolicyFile(PolicySections):
@@ -51,12 +55,11 @@ class PolicyFile(PolicySections):
     app: Any = None
     probes: Any = None
     experiments: Any = None
-    routing: Any = None  # the routing policy file is the gateway's, shared by every arm
 
     def sections(self) -> PolicySections:
         """The decision sections alone."""
         return PolicySections(router=self.router, constraints=self.constraints, scoring=self.scoring,
-                              models=self.models)
+                              models=self.models, routing=self.routing)
 
 
 def _policy_kind(value: Any) -> str:

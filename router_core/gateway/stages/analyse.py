@@ -19,15 +19,17 @@ __all__ = ["Lane", "lane", "understand"]
 
 @dataclass(frozen=True, slots=True)
 class Lane:
-    """Who decides a request: the router, the version label its trace carries, its arm."""
+    """Who decides a request: the router, the version label its trace carries, its arm, its policy gate."""
 
     router: Router
     version: str
     arm: str | None
+    gate: PolicyGate
 
 
-def lane(experiment: Experiment | None, base: Lane, request_id: str, headers: Mapping[str, str], body: Any) -> Lane:
-    """The arm that serves this request (``base`` without an experiment).
+def lane(experiment: Experiment | None, base: Lane, gates: Mapping[str, PolicyGate], request_id: str,
+         headers: Mapping[str, str], body: Any) -> Lane:
+    """The arm that serves this request (``base`` without an experiment), with its own gate if it has one.
 
     Raises:
         InvalidRequest: The forcing header names no arm.
@@ -35,7 +37,7 @@ def lane(experiment: Experiment | None, base: Lane, request_id: str, headers: Ma
     if experiment is None:
         return base
     arm, _ = experiment.arms.pick(request_id, headers, body)
-    return Lane(arm.router, arm.router_version, arm.name)
+    return Lane(arm.router, arm.router_version, arm.name, gates.get(arm.name, base.gate))
 
 
 async def understand(policy: PolicyGate, analysis: Analysis, body: Any, headers: Mapping[str, str], now: datetime,

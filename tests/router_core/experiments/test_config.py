@@ -81,8 +81,12 @@ def test_a_policy_file_with_a_bad_plugin_names_its_file_and_line(tmp_path: Path)
 
 
 def test_a_whole_routelens_yaml_is_a_policy_file_and_relative_paths_start_at_base_dir(tmp_path: Path) -> None:
-    whole = yaml.safe_load(Path(__file__).parents[3].joinpath("routelens.yaml").read_text())
+    root = Path(__file__).parents[3]
+    whole = yaml.safe_load(root.joinpath("routelens.yaml").read_text())
     whole["scoring"] = {"preset": "seed-instance-score"}
+    # its routing section is read too (the arm's own rules): the files it names, where they are
+    whole["routing"]["policy"] = str(root / whole["routing"]["policy"])
+    whole["routing"]["intents"]["routes"] = str(root / whole["routing"]["intents"]["routes"])
     (tmp_path / "v2.yaml").write_text(yaml.safe_dump(whole))
     cfg = parse("experiments:\n  arms:\n    - {name: a, router_version: v1, share: 0.5}\n"
                 "    - {name: b, router_version: v2, share: 0.5, policy: v2.yaml}\n")
@@ -91,6 +95,8 @@ def test_a_whole_routelens_yaml_is_a_policy_file_and_relative_paths_start_at_bas
     a, b = exp.arms.by_name["a"], exp.arms.by_name["b"]
     assert b.router.policy.weights_name == "seed-instance-score" and a.policy_hash != b.policy_hash
     assert [s.id for s in b.router.policy.fleet] == ["a"]  # the fleet stays the serving config's
+    config_b = b.router.policy.config
+    assert config_b is not None and config_b.routing.policy == whole["routing"]["policy"]
 
 
 def test_the_shipped_config_declares_two_arms_and_a_shadow() -> None:
