@@ -1,11 +1,12 @@
 """A shadow policy: decides a sampled share of requests beside the live one, without serving them.
 
 The shadow decides on the very context and state snapshot the live decision saw (both are
-immutable values), so the comparison is like for like. The gateway runs it off the request's
-critical path, after the response has been handed to the transport and before the trace is
-emitted (see :meth:`router_core.gateway.server.Gateway`): the trace then records what the shadow
-would have served, where it ranked the live choice, and whether the decision flipped.
-Sampling hashes the request id (salted), so a replay samples the same requests.
+immutable values), so the comparison is like for like; a shadow with a routing section of its own
+gets that context with its own rule's route (matched while the request was analysed). The gateway
+runs it off the request's critical path, after the response has been handed to the transport and
+before the trace is emitted (see :meth:`router_core.gateway.server.Gateway`): the trace then
+records what the shadow would have served, where it ranked the live choice, and whether the
+decision flipped. Sampling hashes the request id (salted), so a replay samples the same requests.
 """
 
 from __future__ import annotations
@@ -77,11 +78,13 @@ class ShadowPolicy:
         self.arm = arm
         self._perf = perf
         self._cut = sample * _SPAN
+        # The effective policy's hash (its rules included), set by the gateway that runs it.
+        self.hash_of: Callable[[], str] | None = None
 
     @property
     def policy_hash(self) -> str:
-        """The shadow policy's hash."""
-        return self.router.policy.hash
+        """The shadow policy's hash: the effective one when the gateway gave it, else its sections'."""
+        return self.router.policy.hash if self.hash_of is None else self.hash_of()
 
     def wants(self, request_id: str) -> bool:
         """Whether this request is in the sampled share (a salted hash of its id, not a global RNG)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -24,13 +24,14 @@ from router_core.decide.recorder import TraceRecorder
 from router_core.decide.router import Router
 from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError
 from router_core.experiments import Experiment
+from router_core.gateway.arm_gates import SHADOW
 from router_core.gateway.callers import RequestIds, rejected_features
 from router_core.gateway.degraded import DegradedAnswer, answer_from
 from router_core.gateway.errors import error_for, error_response, status_of
 from router_core.gateway.finisher import TraceFinisher
 from router_core.gateway.forward import Forwarder
 from router_core.gateway.policy_book import PolicyBook
-from router_core.gateway.policy_gate import PolicyGate
+from router_core.gateway.policy_gate import PolicyGate, Understood
 from router_core.gateway.stages import admit, analyse, decide, degrade, respond, screen
 from router_core.gateway.streaming import ask_for_usage
 from router_core.metrics import GatewayMetrics, StageTimes
@@ -59,6 +60,7 @@ class Call:
     body: Any = None
     rec: TraceRecorder | None = None
     answer_key: str | None = None  # its key in the recent-answers cache (memory only)
+    shadow: Understood | None = None  # what a shadow with rules of its own made of it (None: not needed)
 
 
 class ChatRunner:
@@ -107,6 +109,14 @@ class ChatRunner:
         """
         return analyse.lane(self._experiment(), self._base, self._gates(), request_id, headers, body)
 
+    def _shadow_gate(self, request_id: str) -> PolicyGate | None:
+        """The shadow's own gate when it has one and wants this request (None: it decides on the live route)."""
+        gate = self._gates().get(SHADOW)
+        exp = self._experiment()
+        if gate is None or exp is None or exp.shadow is None or not exp.shadow.wants(request_id):
+            return None
+        return gate
+
     def _state(self) -> Mapping[str, InstanceSnapshot]:
         """The state as this process sees it now: the last scrape, plus the requests sent since."""
         return self.inflight.adjust(self.view.snapshot())
@@ -137,6 +147,9 @@ class ChatRunner:
             return self._refuse(call, status, str(exc), code, exc.param)
         ts = self.wall()
         u = await analyse.understand(lane.gate, analysis, call.body, http.headers, ts, self.view.snapshot)
+        if (shadow_gate := self._shadow_gate(request_id)) is not None:  # the query is gone once analysed
+            call.shadow = await analyse.understand(shadow_gate, analysis, call.body, http.headers, ts,
+                                                   self.view.snapshot)
         call.rec = rec = TraceRecorder(
             request_id=request_id, ts=ts, router_version=lane.version,
             policy_hash=self.book.hash_of(lane.router.policy, lane.arm, lane.gate),
@@ -174,7 +187,10 @@ class ChatRunner:
         perf, times, rec, body = self.perf, self.times, call.rec, call.body
         assert rec is not None
         t3 = perf()
-        got = decide.decide(router, ctx, self.view, self.inflight, self._experiment(), decided=decided)
+        su = call.shadow
+        shadow_ctx = None if su is None else replace(ctx, route=su.choice, intent=su.intent)
+        got = decide.decide(router, ctx, self.view, self.inflight, self._experiment(), decided=decided,
+                            shadow_ctx=shadow_ctx)
         decision = got.decision
         if decided is None:
             self.modes.observe_decision(decision.decision_ms)

@@ -25,7 +25,7 @@ from router_core.aio import cancel_all
 from router_core.decide.router import Router
 from router_core.experiments import ConfigWatcher, Experiment, build_experiment
 from router_core.gateway import dry_run, ops_routes
-from router_core.gateway.arm_gates import arm_gates
+from router_core.gateway.arm_gates import SHADOW, arm_gates
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
 from router_core.gateway.callers import RequestIds, SeenIds, feedback_classes
 from router_core.gateway.chat import ChatRunner
@@ -150,6 +150,7 @@ class Gateway:
         # The effective policies decided with, each stored once under the hash its traces carry.
         self.book = PolicyBook(self.policy, wall=wall, router_version=config.router.version,
                                record=getattr(hooks, "record_policy", None))
+        self._hash_shadow(self.experiment)
         self.chat = ChatRunner(
             config, base=Lane(router, config.router.version, None, self.policy),
             experiment=lambda: self.experiment, gates=lambda: self.arm_gates, policy=self.policy, view=self.view,
@@ -203,6 +204,7 @@ class Gateway:
         merged = self.config.model_copy(update={"experiments": config.experiments})
         experiment = build_experiment(merged, base=self.router, perf=self._perf)
         self.arm_gates = arm_gates(experiment, self.policy)
+        self._hash_shadow(experiment)
         self.experiment = experiment
         self.config = merged
 
@@ -273,6 +275,14 @@ class Gateway:
             await self.probes.start()
         if self.budgets.is_enabled:
             self._budget_task = asyncio.create_task(self.budgets.run(self.wall))
+
+    def _hash_shadow(self, experiment: Experiment | None) -> None:
+        """Let the shadow's decisions name its effective policy (its rules included), stored like the arms'."""
+        shadow = None if experiment is None else experiment.shadow
+        if shadow is None:
+            return
+        policy, arm = shadow.router.policy, shadow.arm
+        shadow.hash_of = lambda: self.book.hash_of(policy, arm, self.arm_gates.get(SHADOW))
 
     async def _watch_policies(self, interval_s: float = 1.0) -> None:
         """Reload the gateway's routing file, and each arm's own, whenever it changes; until cancelled."""

@@ -30,9 +30,14 @@ class Decided:
 
 
 def decide(router: Router, ctx: DecisionContext, view: StateView, inflight: InflightCounter,
-           experiment: Experiment | None, *, decided: Decision | None = None) -> Decided:
-    """Decide (or take ``decided``, a degraded step's new decision) on the state as this process sees it now."""
+           experiment: Experiment | None, *, decided: Decision | None = None,
+           shadow_ctx: DecisionContext | None = None) -> Decided:
+    """Decide (or take ``decided``, a degraded step's new decision) on the state as this process sees it now.
+
+    ``shadow_ctx``: the context the shadow decides on when its own rules routed the request (None: ``ctx``).
+    """
     state = inflight.adjust(view.snapshot())
     decision = decided or router.decide(ctx, state)
-    shadow = None if experiment is None or experiment.shadow is None else experiment.shadow.job(ctx, state, decision)
+    shadow = None if experiment is None or experiment.shadow is None else experiment.shadow.job(
+        shadow_ctx or ctx, state, decision)
     return Decided(decision, state, shadow)

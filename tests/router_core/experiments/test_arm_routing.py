@@ -33,7 +33,19 @@ class Hooks(MemoryHooks):
         self.policies[record.policy_hash] = record
 
 
-async def serve(tmp_path: Path, users: list[str]) -> tuple[list[tuple[str, str]], Hooks, Gateway]:
+ARMS = """
+  arms:
+    - {name: x, router_version: v-x, share: 0.5}
+    - {name: y, router_version: v-y, share: 0.5, policy: {routing: {policy: rules_y.yaml}}}
+"""
+SHADOWED = """
+  arms:
+    - {name: x, router_version: v-x, share: 1.0}
+  shadow: {router_version: v-s, sample: 1.0, policy: {routing: {policy: rules_y.yaml}}}
+"""
+
+
+async def serve(tmp_path: Path, users: list[str], arms: str = ARMS) -> tuple[list[tuple[str, str]], Hooks, Gateway]:
     servers = {"big-a": TestServer(upstream(reply(200), 0.1)), "small-a": TestServer(upstream(reply(200), 0.5))}
     for server in servers.values():
         await server.start_server()
@@ -46,11 +58,7 @@ fleet:
     - {{id: small-a, model: small, url: "{urls['small-a']}"}}
 scrape: {{interval_s: 60}}
 experiments:
-  key: header:x-user-id
-  arms:
-    - {{name: x, router_version: v-x, share: 0.5}}
-    - {{name: y, router_version: v-y, share: 0.5, policy: {{routing: {{policy: rules_y.yaml}}}}}}
-""")
+  key: header:x-user-id{arms}""")
     config = read_config(tmp_path / "routelens.yaml")
     hooks = Hooks()
     gateway = Gateway(config, build_router(config), hooks)
@@ -82,3 +90,14 @@ def test_an_arm_routes_by_its_own_rules_and_every_trace_replays_under_its_own_po
     assert set(hooks.policies) == hashes["x"] | hashes["y"]
     shelf = PolicyShelf(hooks.policies.get)
     assert [verify_trace(t, shelf) for t in traces] == [None] * len(traces)
+
+
+def test_a_shadow_with_its_own_rules_decides_on_its_own_route(tmp_path: Path) -> None:
+    out, hooks, _ = asyncio.run(serve(tmp_path, [f"u{i}" for i in range(10)], SHADOWED))
+    traces = [hooks.traces[rid] for _, rid in out]
+    assert {(t.rule, t.selected_instance) for t in traces} == {("auto", "big-a")}  # live: no rules
+    shadows = [t.shadow for t in traces]
+    assert all(s is not None and s.selected_instance == "small-a" and s.flipped for s in shadows)
+    hashes = {s.policy_hash for s in shadows if s is not None}
+    assert len(hashes) == 1 and hashes <= set(hooks.policies)  # the shadow's policy, its rules in, stored
+    assert hashes != {t.policy_hash for t in traces}
