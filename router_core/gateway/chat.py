@@ -1,10 +1,12 @@
 """``POST /v1/chat/completions``: the runner that takes one request through the stages (:mod:`.stages`).
 
 A request is one :class:`Call` (what was asked, what is known so far). The runner calls the stages
-in order, times each (``routelens_gateway_stage_seconds``), and is the only writer of the
-request's :class:`~router_core.decide.recorder.TraceRecorder`: stages return what they found and the
-runner records it. Every request that gets past its request id produces exactly one trace,
-whatever its outcome, refused ones included (with the features known so far).
+in order, times each when ``gateway.stage_timers`` is on (``routelens_gateway_stage_seconds``; off,
+nothing is timed), awaits only what can wait (a throttle, a session binding, the embedding path),
+and is the only writer of the request's :class:`~router_core.decide.recorder.TraceRecorder`:
+stages return what they found and the runner records it. Every request that gets past its
+request id produces exactly one trace, whatever its outcome, refused ones included (with the
+features known so far).
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ class ChatRunner:
                  policy: PolicyGate, view: StateView, inflight: InflightCounter, quality: QualityTable,
                  modes: RouterModes, affinity: AffinityBinder | None, budgets: BudgetTracker, answers: AnswerCache,
                  breaker_hub: BreakerHub, forwarder: Callable[[], Forwarder], finisher: TraceFinisher,
-                 book: PolicyBook, metrics: GatewayMetrics, times: StageTimes, request_ids: RequestIds,
+                 book: PolicyBook, metrics: GatewayMetrics, times: StageTimes | None, request_ids: RequestIds,
                  hash_key: str | None,
                  wall: Callable[[], datetime], perf: Callable[[], float]) -> None:
         self.config = config
@@ -123,7 +125,7 @@ class ChatRunner:
 
     async def run(self, http: web.Request) -> web.StreamResponse:
         """Route, forward and trace one chat-completions request (refused ones are traced too)."""
-        perf, times = self.perf, self.times
+        perf, times = self.perf, self.times  # times None: stage timers off (gateway.stage_timers)
         t0 = perf()
         request_id, refused = self.request_ids.of(http.headers.get("X-Request-Id", ""))
         call = Call(http, request_id, t0)
@@ -131,7 +133,8 @@ class ChatRunner:
             if refused is not None:
                 raise refused
             call.body, refusal = await screen.screen(http, self.policy)
-            t1 = times.add("screen", t0, perf())
+            if times is not None:
+                t1 = times.add("screen", t0, perf())
             if refusal is not None:
                 return self._refuse(call, refusal.status, refusal.message, refusal.code, refusal.param,
                                     refusal.headers())
@@ -146,32 +149,40 @@ class ChatRunner:
             status, code = status_of(exc)
             return self._refuse(call, status, str(exc), code, exc.param)
         ts = self.wall()
-        u = await analyse.understand(lane.gate, analysis, call.body, http.headers, ts, self.view.snapshot)
+        gate = lane.gate
+        u = await analyse.understand(gate, analysis, call.body, http.headers, ts, self.view.snapshot) \
+            if analyse.runs(gate, analysis) else analyse.unruled(analysis)
         if (shadow_gate := self._shadow_gate(request_id)) is not None:  # the query is gone once analysed
             call.shadow = await analyse.understand(shadow_gate, analysis, call.body, http.headers, ts,
                                                    self.view.snapshot)
         call.rec = rec = TraceRecorder(
             request_id=request_id, ts=ts, router_version=lane.version,
-            policy_hash=self.book.hash_of(lane.router.policy, lane.arm, lane.gate),
+            policy_hash=self.book.hash_of(lane.router.policy, lane.arm, gate),
             query_hash=query_hash(analysis.query_text, self._hash_key), features=analysis.features,
             intent=u.intent, intent_confidence=u.confidence, experiment_arm=lane.arm,
         )
-        rec.record_policy(None, u.extra)
         call.answer_key = self.answers.key(analysis.features.requested_model, analysis.query_text)
         attachments = analysis.attachments  # their types and sizes: no bytes are kept
         del analysis  # the query text goes no further than its hash (and the conditions, in memory)
-        t2 = times.add("analyse", t1, perf())
+        if times is not None:
+            t2 = times.add("analyse", t1, perf())
         try:
-            admitted = await admit.admit(lane.gate, u.choice)
-            rec.record_policy(admitted.route)
-            if admitted.refusal is not None:
-                raise admitted.refusal
-            ctx = await admit.context(
-                request_id=request_id, features=rec.features, intent=rec.intent, now=ts, route=rec.route,
-                http=http, body=call.body, attachments=attachments, router=lane.router, modes=self.modes,
-                affinity=self.affinity, budgets=self.budgets, quality=self.quality, breakers=self.breaker_hub.board,
-                accepts=self.config.routing.attachments, state=self._state)
-            times.add("admit", t2, perf())
+            route = u.choice
+            if not admit.unthrottled(route):
+                admitted = await admit.admit(gate, route)
+                route = admitted.route
+                if admitted.refusal is not None:
+                    rec.record_policy(route, u.extra)
+                    raise admitted.refusal
+            rec.record_policy(route, u.extra)
+            bound = None if self.affinity is None else await admit.bind(
+                self.affinity, lane.router, http, call.body, rec.features, route, self._state)
+            ctx = admit.context(
+                request_id=request_id, features=rec.features, intent=rec.intent, now=ts, route=route, bound=bound,
+                attachments=attachments, router=lane.router, modes=self.modes, budgets=self.budgets,
+                quality=self.quality, breakers=self.breaker_hub.board, accepts=self.config.routing.attachments)
+            if times is not None:
+                times.add("admit", t2, perf())
             return await self._serve(call, ctx, lane.router)
         except (InvalidRequest, RoutingError) as exc:
             status, code = status_of(exc)
@@ -186,7 +197,7 @@ class ChatRunner:
         """
         perf, times, rec, body = self.perf, self.times, call.rec, call.body
         assert rec is not None
-        t3 = perf()
+        t3 = perf() if times is not None else 0.0
         su = call.shadow
         shadow_ctx = None if su is None else replace(ctx, route=su.choice, intent=su.intent)
         got = decide.decide(router, ctx, self.view, self.inflight, self._experiment(), decided=decided,
@@ -197,13 +208,14 @@ class ChatRunner:
         rec.record_decision(decision)
         rec.defer_shadow(got.shadow)  # decided once the answer is on its way, on the same context and state
         self.metrics.record_decision(decision.decision_ms / 1e3, decision.fallback_reason is not None)
-        t4 = times.add("decide", t3, perf())
+        t4 = times.add("decide", t3, perf()) if times is not None else 0.0
         if not decision.targets and decision.degraded is None:
             out = await degrade.degrade(self.config.economics.degraded, decision, body, ctx, got.state,
                                         router.decide, answers=self.answers, answer_key=call.answer_key,
                                         request_id=rec.request_id, pool=lambda: self._forwarder().pool,
                                         gateway=self.config.gateway)
-            times.add("degrade", t4, perf())
+            if times is not None:
+                times.add("degrade", t4, perf())
             if out.recorded is not None:
                 rec.record_decision(out.recorded)
             if out.redecided is not None:
@@ -224,12 +236,13 @@ class ChatRunner:
                                       timeout=None if rule is None else rule.timeout)
         rec.record_attempts(fwd.attempts)
         await self.breaker_hub.drain()  # transitions the attempts caused: metrics, events, other replicas
-        t5 = times.add("forward", t4, perf())
+        t5 = times.add("forward", t4, perf()) if times is not None else 0.0
         if (fwd.spec is None or fwd.response is None) and (target := decision.degraded) is not None:
             gw = self.config.gateway  # a rule chain's non-LLM end answers
             answer = await answer_from(target, body, rec.request_id, forwarder.pool,
                                        timeout_s=gw.upstream_timeout_s, connect_timeout_s=gw.connect_timeout_s)
-            times.add("degrade", t5, perf())
+            if times is not None:
+                times.add("degrade", t5, perf())
             if answer.error is not None:
                 raise AttemptsExhausted(f"the degraded target {target.name} failed ({answer.error})",
                                         last_error=answer.error)
@@ -244,6 +257,9 @@ class ChatRunner:
             call.http, fwd, self.headers_of(rec), call.t0, stream=stream, client_usage=client_usage,
             idle_timeout_s=self.config.gateway.idle_timeout_s, inflight=self.inflight, answers=self.answers,
             answer_key=call.answer_key)
+        if times is None:
+            self.finish(rec, call.t0, relayed.status, relayed.error, **relayed.usage)
+            return relayed.response
         t6 = times.add("respond", t5, perf())
         self.finish(rec, call.t0, relayed.status, relayed.error, **relayed.usage)
         times.add("finish", t6, perf())

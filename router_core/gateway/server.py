@@ -146,7 +146,7 @@ class Gateway:
         # Probe verdicts (a prober here, or a follower of one); built with this gateway's state view.
         self.probes: ProbeSource | None = None if probes is None else probes(self)
         # POST /v1/chat/completions: the stages of router_core.gateway.stages, run over these parts
-        self.stage_times = StageTimes(self.registry)
+        self.stage_times = StageTimes(self.registry) if config.gateway.stage_timers else None
         # The effective policies decided with, each stored once under the hash its traces carry.
         self.book = PolicyBook(self.policy, wall=wall, router_version=config.router.version,
                                record=getattr(hooks, "record_policy", None))

@@ -63,6 +63,11 @@ class GatewaySettings(ContractModel):
     )
     max_attempts: int = Field(2, ge=1, le=10, description="Instances tried before giving up.")
     max_connections: int = Field(512, ge=1)
+    stage_timers: bool = Field(
+        False,
+        description="Time each stage of the chat route into routelens_gateway_stage_seconds{stage} (a cost "
+        "budget to read; off in production, where the per-request timing costs more than it tells).",
+    )
     workers: Literal["auto"] | int = Field(
         "auto",
         description="Gateway processes sharing the port ('routelens serve'); 'auto' is one per core, at most 8. "

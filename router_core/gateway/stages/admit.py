@@ -1,8 +1,9 @@
 """Stage 3, admit: the matched rule's throttle, then what the decision will be given (its context).
 
-:func:`admit` applies the throttle and says whether the request goes on; :func:`context` ticks the
-router's own mode, binds the session (affinity), refuses an input no candidate's context window
-holds or an attachment no candidate's model accepts, and builds the :class:`DecisionContext`.
+:func:`admit` applies the throttle and says whether the request goes on (nothing to await when the
+rule has none: :func:`unthrottled`); :func:`bind` binds the session (affinity); :func:`context`
+ticks the router's own mode, refuses an input no candidate's context window holds or an attachment
+no candidate's model accepts, and builds the :class:`DecisionContext`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from schemas.config.attachments import AttachmentSettings
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import RequestFeatures
 
-__all__ = ["Admitted", "admit", "context"]
+__all__ = ["Admitted", "admit", "bind", "context", "unthrottled"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,11 @@ class Admitted:
 
     route: RouteChoice | None
     refusal: Throttled | None
+
+
+def unthrottled(choice: RouteChoice | None) -> bool:
+    """True when the matched rule has no throttle (nothing to await: :func:`admit` would let it through as it is)."""
+    return choice is None or choice.rule is None or choice.rule.throttle is None
 
 
 async def admit(policy: PolicyGate, choice: RouteChoice | None) -> Admitted:
@@ -51,19 +57,23 @@ async def admit(policy: PolicyGate, choice: RouteChoice | None) -> Admitted:
     return Admitted(route, Throttled(f"rule {name} is throttled", retry_after_s=admission.retry_after_s))
 
 
-async def context(*, request_id: str, features: RequestFeatures, intent: str | None, now: datetime,
-                  route: RouteChoice | None, http: web.Request, body: Any, attachments: tuple[Attachment, ...],
-                  router: Router, modes: RouterModes, affinity: AffinityBinder | None, budgets: BudgetTracker,
-                  quality: QualityTable, breakers: BreakerBoard, accepts: AttachmentSettings,
-                  state: Callable[[], Mapping[str, InstanceSnapshot]]) -> DecisionContext:
-    """The decision's context, once the request is known to fit somewhere.
+async def bind(affinity: AffinityBinder, router: Router, http: web.Request, body: Any, features: RequestFeatures,
+               route: RouteChoice | None, state: Callable[[], Mapping[str, InstanceSnapshot]]) -> str | None:
+    """The instance the request's session is bound to (bound now if it was not; None: no session)."""
+    return await bound_instance(affinity, router, http, body, features, route, state)
+
+
+def context(*, request_id: str, features: RequestFeatures, intent: str | None, now: datetime,
+            route: RouteChoice | None, bound: str | None, attachments: tuple[Attachment, ...], router: Router,
+            modes: RouterModes, budgets: BudgetTracker, quality: QualityTable, breakers: BreakerBoard,
+            accepts: AttachmentSettings) -> DecisionContext:
+    """The decision's context, once the request is known to fit somewhere (``bound``: see :func:`bind`).
 
     Raises:
         InvalidRequest: No candidate's context window holds the input (``context_length_exceeded``),
             or no candidate's model accepts an attachment's type.
     """
     modes.tick()
-    bound = None if affinity is None else await bound_instance(affinity, router, http, body, features, route, state)
     ctx = DecisionContext(request_id=request_id, features=features, intent=intent, now=now,
                           quality=quality.snapshot(), blocked=breakers.blocked(router.policy.fleet), route=route,
                           mode=modes.choice(), affinity=bound,

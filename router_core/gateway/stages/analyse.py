@@ -14,7 +14,7 @@ from router_core.gateway.policy_gate import PolicyGate, Understood
 from router_core.rules.ir import RuleSet
 from schemas.fleet import InstanceSnapshot
 
-__all__ = ["Lane", "lane", "understand"]
+__all__ = ["Lane", "lane", "runs", "understand", "unruled"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,16 @@ def lane(experiment: Experiment | None, base: Lane, gates: Mapping[str, PolicyGa
     return Lane(arm.router, arm.router_version, arm.name, gates.get(arm.name, base.gate))
 
 
+def runs(policy: PolicyGate, analysis: Analysis) -> bool:
+    """Whether the policy has anything to say on this request (rules, intents or keywords; a request for ``auto``)."""
+    return policy.active and analysis.features.requested_model == AUTO_MODEL
+
+
+def unruled(analysis: Analysis) -> Understood:
+    """What a request no policy runs for is understood as: the analysis's own intent, no rule."""
+    return Understood(analysis.intent.cls, analysis.intent.confidence, None, {})
+
+
 async def understand(policy: PolicyGate, analysis: Analysis, body: Any, headers: Mapping[str, str], now: datetime,
                      state: Callable[[], Mapping[str, InstanceSnapshot]], *, rules: RuleSet | None = None,
                      explain: Literal["matched", "all"] = "matched") -> Understood:
@@ -49,4 +59,4 @@ async def understand(policy: PolicyGate, analysis: Analysis, body: Any, headers:
     """
     if (policy.active or rules is not None) and analysis.features.requested_model == AUTO_MODEL:
         return await policy.understand(analysis, body, headers, now, state, rules=rules, explain=explain)
-    return Understood(analysis.intent.cls, analysis.intent.confidence, None, {})
+    return unruled(analysis)
