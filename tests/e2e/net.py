@@ -1,4 +1,4 @@
-"""HTTP helpers of the end-to-end tests: a JSON request, "does this URL answer 200", a /metrics scrape."""
+"""HTTP helpers of the end-to-end tests: a JSON request, "does this URL answer 200", a policy, a /metrics scrape."""
 
 from __future__ import annotations
 
@@ -25,6 +25,12 @@ def call(method: str, url: str, body: Any = None, headers: dict[str, str] | None
             return resp.status, json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"null")
+
+
+def stored_policy(api: str, policy_hash: str) -> dict[str, Any] | None:
+    """The policy stored under ``policy_hash`` (``GET /v1/policies/{hash}``), or None while it is not (yet)."""
+    status, body = call("GET", f"{api}/v1/policies/{policy_hash}")
+    return body if status == 200 else None
 
 
 def ok(url: str, timeout: float = 10) -> bool:

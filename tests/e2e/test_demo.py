@@ -15,7 +15,8 @@ import pytest
 
 from tests.e2e.conftest import ROOT
 from tests.e2e.demo_run import start_demo
-from tests.e2e.net import call, ok
+from tests.e2e.net import call, ok, stored_policy
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -40,8 +41,8 @@ def test_demo_serves_a_traceable_request_and_stops_cleanly(tmp_path: Path) -> No
         status, trace = call("GET", f"{gateway}/v1/traces/{request_id}")
         assert status == 200 and trace["request_id"] == request_id, trace
         # the policy it was decided with is stored under the hash it carries
-        status, policy = call("GET", f"{gateway}/v1/policies/{trace['policy_hash']}")
-        assert status == 200 and policy["policy_hash"] == trace["policy_hash"], policy
+        policy = wait_until(lambda: stored_policy(gateway, trace["policy_hash"]), timeout_s=30)  # a moment after
+        assert policy is not None and policy["policy_hash"] == trace["policy_hash"], policy
         assert json.loads(policy["document"])["rules"]["source"] == "seed000.yaml"
         assert ok(f"{app}/_stcore/health")
         # The command the demo prints works as typed, from the folder `make demo` runs in.

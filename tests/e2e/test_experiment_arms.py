@@ -25,7 +25,7 @@ from router_core.experiments import build_experiment
 from schemas import DecisionTrace
 from schemas.config import RouteLensConfig
 from tests.e2e.conftest import Proc, _instance
-from tests.e2e.net import call
+from tests.e2e.net import call, stored_policy
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -100,6 +100,12 @@ def trace_of(served: Served, request_id: str) -> DecisionTrace:
     return trace
 
 
+def state_of(served: Served) -> dict[str, Any]:
+    status, state = call("GET", f"{served.gateway}/v1/router/state")
+    assert status == 200, state
+    return state  # type: ignore[no-any-return]
+
+
 def test_two_arms_serve_and_every_trace_names_its_arm_version_and_policy(served: Served) -> None:
     experiment = build_experiment(served.config)
     assert experiment is not None
@@ -108,12 +114,19 @@ def test_two_arms_serve_and_every_trace_names_its_arm_version_and_policy(served:
     traces = {u: trace_of(served, ask(served, {"x-user-id": u})) for u in users}
     seen = {t.experiment_arm for t in traces.values()}
     assert seen == {"control", "balanced"}
+    hashes = {a["name"]: a["policy_hash"] for a in state_of(served)["experiment"]["arms"]}  # effective policies
     for t in traces.values():
         assert t.experiment_arm is not None
         arm = arms[t.experiment_arm]
-        assert (t.router_version, t.policy_hash) == (arm.router_version, arm.policy_hash)
+        assert (t.router_version, t.policy_hash) == (arm.router_version, hashes[t.experiment_arm])
         assert t.selection_probability == 1.0
-    assert arms["control"].policy_hash != arms["balanced"].policy_hash
+    assert hashes["control"] != hashes["balanced"]
+    for name, h in hashes.items():  # each stored under its hash: its scoring is the arm's
+        stored = wait_until(lambda h=h: stored_policy(served.gateway, h), timeout_s=30)
+        assert stored is not None, f"policy of arm {name} not stored"
+        config = arms[name].router.policy.config
+        assert config is not None
+        assert json.loads(stored["document"])["config"]["scoring"] == config.scoring.model_dump(mode="json")
     again = trace_of(served, ask(served, {"x-user-id": users[0]}))
     assert again.experiment_arm == traces[users[0]].experiment_arm  # a user stays in their arm
 
@@ -130,10 +143,11 @@ def test_the_forcing_header_wins_and_an_unknown_arm_is_refused(served: Served) -
 def test_the_shadow_policy_is_recorded_in_the_traces(served: Served) -> None:
     experiment = build_experiment(served.config)
     assert experiment is not None and experiment.shadow is not None
+    shadow_hash = state_of(served)["experiment"]["shadow"]["policy_hash"]  # the shadow's effective policy
     for i in range(5):
         t = trace_of(served, ask(served, {"x-user-id": f"shadowed-{i}"}))
         assert t.shadow is not None
-        assert (t.shadow.router_version, t.shadow.policy_hash) == ("rl-2.0-rc", experiment.shadow.policy_hash)
+        assert (t.shadow.router_version, t.shadow.policy_hash) == ("rl-2.0-rc", shadow_hash)
         assert t.shadow.selected_instance is not None
         assert t.shadow.flipped == (t.shadow.selected_instance != t.selected_instance)
         assert t.shadow.live_rank is None or t.shadow.live_rank >= 1
