@@ -114,8 +114,10 @@ class ChatRunner:
     def _shadow_gate(self, request_id: str) -> PolicyGate | None:
         """The shadow's own gate when it has one and wants this request (None: it decides on the live route)."""
         gate = self._gates().get(SHADOW)
+        if gate is None:  # the common case: no shadow with rules of its own
+            return None
         exp = self._experiment()
-        if gate is None or exp is None or exp.shadow is None or not exp.shadow.wants(request_id):
+        if exp is None or exp.shadow is None or not exp.shadow.wants(request_id):
             return None
         return gate
 
