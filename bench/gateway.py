@@ -41,9 +41,17 @@ LiteLLM's proxy (a pinned version) is installed by this script into a virtual en
 own under ``~/.cache/routelens-bench`` the first time (``--no-litellm`` skips it) and measured after
 the others, the same way.
 
+**Stage budget.** Last, one more RouteLens gateway (1 worker) with ``gateway.stage_timers: true``
+runs alone at c=1 for half the ``--seconds`` (at least 5): ``routelens.stages`` gives the CPU per
+request of each stage of the chat route (the event loop's own CPU: screen, analyse, admit, decide,
+forward, respond, finish), of the loop outside the stages, and of the storage threads (``encode``,
+``spool``, ``store_write``), read from ``/proc`` by thread (:mod:`bench.stage_budget`);
+``routelens.stages_run`` is that run's own figures.
+
 Last line: ``{"machine": {...}, "direct": {"c1": {"p50_ms", "p99_ms", "rps", "cpu_us_per_request"}, "c16": {...}},
-"bare_proxy": {...}, "routelens": {...}, "routelens_workers": {...}, "litellm": {...}, "litellm_workers": {...},
-"ratio_rps_c16": ..., "ratio_rps_c16_workers": ...}`` (the ratios compare the same number of workers).
+"bare_proxy": {...}, "routelens": {..., "stages": {NAME: {"cpu_us_per_request"}}}, "routelens_workers": {...},
+"litellm": {...}, "litellm_workers": {...}, "ratio_rps_c16": ..., "ratio_rps_c16_workers": ...}`` (the ratios
+compare the same number of workers).
 """
 
 from __future__ import annotations
@@ -71,6 +79,7 @@ from app.run.procs import Child, free_port
 from bench import wrk
 from bench.awake import awake_cpus
 from bench.loopback import ping_pong
+from bench.stage_budget import stage_budget
 from bench.wrk import body_script
 
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "classify: 紧急 refund failed"}], "max_tokens": 16}
@@ -202,9 +211,9 @@ def _measure_litellm(tmp: Path, base: str, seconds: int, rounds: int, start: Any
         stop_last()
 
 
-def _routelens_config(tmp: Path, name: str, port: int, base: str) -> Path:
+def _routelens_config(tmp: Path, name: str, port: int, base: str, *, stage_timers: bool = False) -> Path:
     cfg = {
-        "gateway": {"port": port},
+        "gateway": {"port": port, "stage_timers": stage_timers},
         "storage": {"duckdb_path": str(tmp / f"{name}.duckdb")},
         "fleet": {"instances": [{"id": "sim-0", "model": "m", "url": base}]},
         "constraints": [{"name": "queue", "metric": "queue", "op": "<=", "threshold": 1e9}],
@@ -286,6 +295,18 @@ def main(argv: list[str]) -> int:
             sampled = over_time(paths["routelens"], args.seconds)
             result["routelens"]["answered"] += sampled.pop("answered")
             result["routelens"]["latency_over_time"] = sampled
+            # The stage budget: one more gateway, its stage timers on, alone at c=1 (bench.stage_budget).
+            sp = free_port()
+            cfg = _routelens_config(tmp, "routelens_stages", sp, base, stage_timers=True)
+            timed = start("routelens_stages", [*_app(None), "--config", str(cfg), "serve", "--port", str(sp),
+                                               "--workers", "1"], "gateway ready")
+            wrk.run(f"http://127.0.0.1:{sp}/v1/chat/completions", script, 4, 2)  # warm-up
+            budget = stage_budget(f"http://127.0.0.1:{sp}/v1/chat/completions", script, timed.proc.pid,
+                                  f"http://127.0.0.1:{sp}/metrics", max(5.0, args.seconds / 2))
+            result["routelens"]["stages"] = budget["stages"]
+            result["routelens"]["stages_run"] = {"c1": budget["c1"],
+                                                 "process_cpu_us_per_request": budget["process_cpu_us_per_request"]}
+            stop_last()
             while len(children) > 2:  # the gateways store what they hold before they exit
                 stop_last()
             for key, _ in gateways:

@@ -37,7 +37,7 @@ Threads
 -------
 - the callers of ``emit()``: request handlers, intake workers, the file importer;
 - ``trace-preparer`` and ``trace-writer`` (:class:`~ingest.pipeline.batcher.Batcher`), steps 5-7;
-- ``trace-spool-keeper`` (the batcher's too): prefaults spool pages ahead of ``emit()`` and runs
+- ``spool-keeper`` (the batcher's too): prefaults spool pages ahead of ``emit()`` and runs
   the ``interval`` fsync policy;
 - ``trace-export-<name>``: one per exporter, step 8.
 

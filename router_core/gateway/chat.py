@@ -1,12 +1,12 @@
 """``POST /v1/chat/completions``: the runner that takes one request through the stages (:mod:`.stages`).
 
 A request is one :class:`Call` (what was asked, what is known so far). The runner calls the stages
-in order, times each when ``gateway.stage_timers`` is on (``routelens_gateway_stage_seconds``; off,
-nothing is timed), awaits only what can wait (a throttle, a session binding, the embedding path),
-and is the only writer of the request's :class:`~router_core.decide.recorder.TraceRecorder`:
-stages return what they found and the runner records it. Every request that gets past its
-request id produces exactly one trace, whatever its outcome, refused ones included (with the
-features known so far).
+in order, counts the event loop's CPU time in each when ``gateway.stage_timers`` is on
+(``routelens_gateway_stage_cpu_seconds``; off, nothing is timed), awaits only what can wait (a
+throttle, a session binding, the embedding path), and is the only writer of the request's
+:class:`~router_core.decide.recorder.TraceRecorder`: stages return what they found and the runner
+records it. Every request that gets past its request id produces exactly one trace, whatever its
+outcome, refused ones included (with the features known so far).
 """
 
 from __future__ import annotations
@@ -129,6 +129,7 @@ class ChatRunner:
         """Route, forward and trace one chat-completions request (refused ones are traced too)."""
         perf, times = self.perf, self.times  # times None: stage timers off (gateway.stage_timers)
         t0 = perf()
+        c0 = times.clock() if times is not None else 0.0
         request_id, refused = self.request_ids.of(http.headers.get("X-Request-Id", ""))
         call = Call(http, request_id, t0)
         try:
@@ -136,7 +137,7 @@ class ChatRunner:
                 raise refused
             call.body, refusal = await screen.screen(http, self.policy)
             if times is not None:
-                t1 = times.add("screen", t0, perf())
+                t1 = times.add("screen", c0, times.clock())
             if refusal is not None:
                 return self._refuse(call, refusal.status, refusal.message, refusal.code, refusal.param,
                                     refusal.headers())
@@ -167,7 +168,7 @@ class ChatRunner:
         attachments = analysis.attachments  # their types and sizes: no bytes are kept
         del analysis  # the query text goes no further than its hash (and the conditions, in memory)
         if times is not None:
-            t2 = times.add("analyse", t1, perf())
+            t2 = times.add("analyse", t1, times.clock())
         try:
             route = u.choice
             if not admit.unthrottled(route):
@@ -184,7 +185,7 @@ class ChatRunner:
                 attachments=attachments, router=lane.router, modes=self.modes, budgets=self.budgets,
                 quality=self.quality, breakers=self.breaker_hub.board, accepts=self.config.routing.attachments)
             if times is not None:
-                times.add("admit", t2, perf())
+                times.add("admit", t2, times.clock())
             return await self._serve(call, ctx, lane.router)
         except (InvalidRequest, RoutingError) as exc:
             status, code = status_of(exc)
@@ -197,9 +198,9 @@ class ChatRunner:
 
         ``decided``: a degraded step's new decision (see :mod:`router_core.gateway.stages.degrade`).
         """
-        perf, times, rec, body = self.perf, self.times, call.rec, call.body
+        times, rec, body = self.times, call.rec, call.body
         assert rec is not None
-        t3 = perf() if times is not None else 0.0
+        t3 = times.clock() if times is not None else 0.0
         su = call.shadow
         shadow_ctx = None if su is None else replace(ctx, route=su.choice, intent=su.intent)
         got = decide.decide(router, ctx, self.view, self.inflight, self._experiment(), decided=decided,
@@ -210,14 +211,14 @@ class ChatRunner:
         rec.record_decision(decision)
         rec.defer_shadow(got.shadow)  # decided once the answer is on its way, on the same context and state
         self.metrics.record_decision(decision.decision_ms / 1e3, decision.fallback_reason is not None)
-        t4 = times.add("decide", t3, perf()) if times is not None else 0.0
+        t4 = times.add("decide", t3, times.clock()) if times is not None else 0.0
         if not decision.targets and decision.degraded is None:
             out = await degrade.degrade(self.config.economics.degraded, decision, body, ctx, got.state,
                                         router.decide, answers=self.answers, answer_key=call.answer_key,
                                         request_id=rec.request_id, pool=lambda: self._forwarder().pool,
                                         gateway=self.config.gateway)
             if times is not None:
-                times.add("degrade", t4, perf())
+                times.add("degrade", t4, times.clock())
             if out.recorded is not None:
                 rec.record_decision(out.recorded)
             if out.redecided is not None:
@@ -238,13 +239,13 @@ class ChatRunner:
                                       timeout=None if rule is None else rule.timeout)
         rec.record_attempts(fwd.attempts)
         await self.breaker_hub.drain()  # transitions the attempts caused: metrics, events, other replicas
-        t5 = times.add("forward", t4, perf()) if times is not None else 0.0
+        t5 = times.add("forward", t4, times.clock()) if times is not None else 0.0
         if (fwd.spec is None or fwd.response is None) and (target := decision.degraded) is not None:
             gw = self.config.gateway  # a rule chain's non-LLM end answers
             answer = await answer_from(target, body, rec.request_id, forwarder.pool,
                                        timeout_s=gw.upstream_timeout_s, connect_timeout_s=gw.connect_timeout_s)
             if times is not None:
-                times.add("degrade", t5, perf())
+                times.add("degrade", t5, times.clock())
             if answer.error is not None:
                 raise AttemptsExhausted(f"the degraded target {target.name} failed ({answer.error})",
                                         last_error=answer.error)
@@ -262,9 +263,9 @@ class ChatRunner:
         if times is None:
             self.finish(rec, call.t0, relayed.status, relayed.error, **relayed.usage)
             return relayed.response
-        t6 = times.add("respond", t5, perf())
+        t6 = times.add("respond", t5, times.clock())
         self.finish(rec, call.t0, relayed.status, relayed.error, **relayed.usage)
-        times.add("finish", t6, perf())
+        times.add("finish", t6, times.clock())
         return relayed.response
 
     async def _served(self, call: Call, ctx: DecisionContext, spec: InstanceSpec) -> None:

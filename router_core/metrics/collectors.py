@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -124,31 +125,49 @@ class ModesMetrics:
 
 
 class StageTimes(Collector):
-    """Time spent in each stage of the chat route, summed in memory, exported as a summary (``_sum``, ``_count``).
+    """CPU time of the event loop's thread in each stage of the chat route, exported as a summary.
 
-    The runner calls :meth:`add` once per stage per request: two dict updates, no lock and no
-    histogram bucket search on the request path (the event loop is the only writer).
+    ``routelens_gateway_stage_cpu_seconds{stage}`` (``_sum``, ``_count``): the stage's cost budget.
+    :attr:`clock` is the calling thread's CPU time, so waiting (for the body, for an instance)
+    costs nothing. One request at a time, a stage's figure is its own work; with requests
+    interleaved, the work of others that runs while one awaits is counted to the stage it awaits
+    in (``forward``, ``respond``). The runner calls :meth:`add` once per stage per request: one
+    dict lookup and two additions, no lock (the event loop is the only writer).
 
     Args:
         registry: Where it is registered (None: not exported).
     """
 
+    clock = staticmethod(time.thread_time)
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.seconds: dict[str, float] = {}
-        self.count: dict[str, int] = {}
+        self._cells: dict[str, list[float]] = {}  # stage -> [CPU seconds, count]
         if registry is not None:
             registry.register(self)
 
+    @property
+    def seconds(self) -> dict[str, float]:
+        """CPU seconds summed per stage."""
+        return {stage: cell[0] for stage, cell in list(self._cells.items())}
+
+    @property
+    def count(self) -> dict[str, int]:
+        """Requests timed, per stage."""
+        return {stage: int(cell[1]) for stage, cell in list(self._cells.items())}
+
     def add(self, stage: str, start: float, end: float) -> float:
         """Count ``end - start`` seconds for ``stage``; return ``end`` (the next stage's start)."""
-        self.seconds[stage] = self.seconds.get(stage, 0.0) + (end - start)
-        self.count[stage] = self.count.get(stage, 0) + 1
+        cell = self._cells.get(stage)
+        if cell is None:
+            cell = self._cells[stage] = [0.0, 0]
+        cell[0] += end - start
+        cell[1] += 1
         return end
 
     def collect(self) -> Iterator[SummaryMetricFamily]:
         """The summary, one series per stage seen."""
-        family = SummaryMetricFamily("routelens_gateway_stage_seconds", "Time spent in each stage of the chat route.",
-                                     labels=["stage"])
-        for stage, total in list(self.seconds.items()):
-            family.add_metric([stage], self.count.get(stage, 0), total)
+        family = SummaryMetricFamily("routelens_gateway_stage_cpu_seconds",
+                                     "CPU time of the event loop in each stage of the chat route.", labels=["stage"])
+        for stage, (total, n) in list(self._cells.items()):
+            family.add_metric([stage], int(n), total)
         yield family

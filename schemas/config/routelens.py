@@ -65,7 +65,8 @@ class GatewaySettings(ContractModel):
     max_connections: int = Field(512, ge=1)
     stage_timers: bool = Field(
         False,
-        description="Time each stage of the chat route into routelens_gateway_stage_seconds{stage} (a cost "
+        description="Count the event loop's CPU time in each stage of the chat route into "
+        "routelens_gateway_stage_cpu_seconds{stage} (a cost "
         "budget to read; off in production, where the per-request timing costs more than it tells).",
     )
     workers: Literal["auto"] | int = Field(

@@ -34,11 +34,11 @@ async def metrics_after(requests: int, timers: bool) -> str:
 @pytest.mark.parametrize("timers", [True, False])
 def test_stage_timers_count_every_stage_only_when_on(timers: bool) -> None:
     text = asyncio.run(metrics_after(3, timers))
-    counts = dict(re.findall(r'^routelens_gateway_stage_seconds_count\{stage="(\w+)"\} (\S+)$', text, re.M))
+    counts = dict(re.findall(r'^routelens_gateway_stage_cpu_seconds_count\{stage="(\w+)"\} (\S+)$', text, re.M))
     if not timers:
         assert counts == {}
         return
     stages = ("screen", "analyse", "admit", "decide", "forward", "respond", "finish")
     assert {k: float(v) for k, v in counts.items()} == dict.fromkeys(stages, 3.0)
-    sums = dict(re.findall(r'^routelens_gateway_stage_seconds_sum\{stage="(\w+)"\} (\S+)$', text, re.M))
+    sums = dict(re.findall(r'^routelens_gateway_stage_cpu_seconds_sum\{stage="(\w+)"\} (\S+)$', text, re.M))
     assert all(float(sums[s]) > 0 for s in stages)
