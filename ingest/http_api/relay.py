@@ -74,8 +74,8 @@ class RelaySink:
         if resp.status != 200:
             raise SinkUnavailable(f"the store answered HTTP {resp.status}: {answer[:200]!r}")
         result = WriteResult()
-        for kind, items in prepared.batch.payloads.items():
-            result.count(kind, len(items), 0)  # duplicates are the store's to count
+        for kind, items in prepared.batch.payloads.items():  # duplicates are the store's to count
+            result.count(Kind.TRACE if kind is Kind.TRACE_UNCHECKED else kind, len(items), 0)  # stored as traces
         return result
 
     def idle(self) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
 
 from app.run.procs import free_port
 from bench.synthetic import TraceFactory
@@ -17,6 +18,7 @@ from ingest.errors import SinkUnavailable
 from ingest.http_api.relay import RelaySink, add_relay_route, parse_relayed
 from ingest.kinds import Kind
 from ingest.pipeline.emitter import TraceEmitter
+from ingest.pipeline.metrics import EmitterCollector
 from ingest.pipeline.quarantine import Quarantine
 from ingest.record_sink import RecordBatch
 from schemas.config.storage import StorageSettings
@@ -57,6 +59,12 @@ class StoreServer:
         self.emitter.close()
 
 
+def registry_of(emitter: TraceEmitter) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(EmitterCollector(emitter))
+    return registry
+
+
 @pytest.fixture
 def store_server(tmp_path: Path) -> Iterator[StoreServer]:
     server = StoreServer(tmp_path)
@@ -90,6 +98,9 @@ def test_a_workers_unvalidated_traces_are_validated_by_the_store(tmp_path: Path,
     assert store_server.emitter.flush(30)
     assert store_server.store.count(Kind.TRACE) == 10 and store_server.store.get("r-bad") is None
     assert store_server.emitter.stats.quarantined == 1 and gateway.stats.quarantined == 0  # judged by the store
+    # relayed, they count as traces in the worker's own /metrics (the unchecked kind has no table: a 500 before)
+    text = generate_latest(registry_of(gateway)).decode()
+    assert 'routelens_records_written_total{kind="trace"} 11.0' in text
     back = store_server.store.get(traces[3].request_id)
     assert back is not None and back.model_dump() == traces[3].model_dump()
 
