@@ -15,7 +15,7 @@ def _run(args: argparse.Namespace) -> int:
     workers = args.workers if args.workers is not None else config.gateway.worker_count(os.cpu_count())
     run_server(config, config_path=args.config, host=args.host, port=args.port, db=args.db,
                workers=workers, store_url=args.store_url, worker=args.worker,
-               separate_store=args.separate_store, probe_url=args.probe_url)
+               separate_store=args.separate_store, probe_url=args.probe_url, shared_url=args.shared_url)
     return 0
 
 
@@ -33,4 +33,5 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--store-url", help="relay to this running `routelens store` instead of starting one")
     p.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)  # set for the workers serve starts
     p.add_argument("--probe-url", help=argparse.SUPPRESS)  # the prober serve started, for its workers
+    p.add_argument("--shared-url", help=argparse.SUPPRESS)  # the Redis serve started, for its workers
     p.set_defaults(func=_run)

@@ -14,6 +14,7 @@ import os
 import secrets
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import uvloop
@@ -22,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from app.run.access import access_notices, read_token_of
 from app.run.gc_tuning import tame_gc
+from app.run.local_redis import start_local_redis, with_shared_url
 from app.run.probe_child import probe_source, start_prober, wants_prober
 from app.run.procs import Child, free_port
 from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, worker_paths
@@ -167,7 +169,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
 def run_server(
     config: RouteLensConfig, *, config_path: str | None = None, host: str | None = None, port: int | None = None,
     db: str | None = None, workers: int = 1, store_url: str | None = None, worker: int = 0,
-    separate_store: bool = False, probe_url: str | None = None,
+    separate_store: bool = False, probe_url: str | None = None, shared_url: str | None = None,
 ) -> None:
     """Serve until SIGINT, SIGTERM or SIGHUP; print ``gateway ready http://HOST:PORT`` once listening.
 
@@ -179,6 +181,11 @@ def run_server(
     others its children), each with its own spool relaying to the store. With probes on, a prober
     process (``routelens probes run``, one per host) is started too; every gateway process follows
     its verdicts and it relays its results to the store (see :mod:`app.run.probe_child`).
+
+    Workers share their state (throttles, rule buckets, budgets, breakers, bindings) through
+    ``shared``; with ``shared.backend: memory`` and more than one worker, a Redis of their own is
+    started on a Unix socket in the data folder (:mod:`app.run.local_redis`), or, where it cannot
+    be, one worker runs and says why. ``shared_url``: that Redis, for the workers serve starts.
     """
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host = host or config.gateway.host
@@ -186,11 +193,24 @@ def run_server(
     for notice in access_notices(config, host):  # raises before binding when either would be open off loopback
         print(f"notice: {notice}", file=sys.stderr, flush=True)
     db = db or config.storage.duckdb_path
+    if shared_url is not None:
+        config = with_shared_url(config, shared_url)
     children: list[Child] = []
     first: list[Child] = []  # stopped while the gateway still listens: the prober relays its last results here
     if config_path is not None and worker == 0:  # the relay between this serve's processes takes a token of its own
         os.environ.setdefault(RELAY_TOKEN_ENV, secrets.token_hex(16))
     try:
+        if workers > 1 and worker == 0 and config.shared.backend == "memory":
+            redis, found = start_local_redis(Path(db).parent)
+            if redis is None:
+                print(f"notice: running 1 worker, not {workers}: workers share their limits and learned state "
+                      f"through Redis, and {found}; set shared.backend: redis and shared.url to run more",
+                      file=sys.stderr, flush=True)
+                workers = 1
+            else:
+                children.append(redis)  # stopped last: after the workers and the store
+                shared_url, config = found, with_shared_url(config, found)
+                print(f"shared state: a local redis-server on {found} for {workers} workers", flush=True)
         if config_path is not None and store_url is None and (workers > 1 or separate_store):
             store_port = free_port()
             children.append(_child("store", config_path, ["store", "--port", str(store_port), "--db", db],
@@ -202,7 +222,8 @@ def run_server(
         for i in range(1, workers if config_path is not None and worker == 0 else 1):
             children.append(_child(f"gateway-{i}", config_path or "", [
                 "serve", "--host", host, "--port", str(port), "--db", db, "--store-url", store_url or "",
-                "--worker", str(i), "--workers", str(workers), *(["--probe-url", probe_url] if probe_url else [])],
+                "--worker", str(i), "--workers", str(workers), *(["--probe-url", probe_url] if probe_url else []),
+                *(["--shared-url", shared_url] if shared_url else [])],
                 "gateway ready"))
         app = build_gateway_app(config, db, store_url=store_url, worker=worker, probe_url=probe_url,
                                 config_path=config_path)
@@ -220,7 +241,7 @@ def run_server(
             loop=uvloop.new_event_loop(),
         )
     finally:
-        _stop_all([*first, *reversed(children)])  # the store (children[0] when separate) last
+        _stop_all([*first, *reversed(children)])  # the store, then the local Redis (children[0]), last
 
 
 def _child(name: str, config_path: str, argv: list[str], ready: str) -> Child:

@@ -1,0 +1,71 @@
+"""A Redis for one ``routelens serve``'s workers, when they would otherwise each keep their own state.
+
+With more than one gateway process and ``shared.backend: memory``, every worker would keep its own
+throttles, rule buckets, budgets, breakers and bindings (a rule's ``max_rps`` becoming N times
+itself). ``serve`` then starts Debian's ``redis-server`` on a Unix socket in the data folder (no
+TCP port, no persistence, permissions 700), points every worker's ``shared`` section at it, and ends
+it last, after the workers. The child dies with ``serve`` however ``serve`` ends (``kill -9``
+included: :class:`app.run.procs.Child`'s parent-death signal). Where it cannot start, ``serve`` runs
+one worker and says why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from pathlib import Path
+
+from app.run.procs import Child
+from schemas.config import RouteLensConfig
+
+__all__ = ["SOCKET_NAME", "start_local_redis", "with_shared_url"]
+
+SOCKET_NAME = "redis.sock"
+_MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes; leave room
+
+
+def start_local_redis(folder: Path) -> tuple[Child | None, str]:
+    """Start ``redis-server`` on ``folder/redis.sock``: ``(child, unix:// URL)``, or ``(None, why not)``."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        return None, "redis-server is not installed (apt-get install redis-server)"
+    folder.mkdir(parents=True, exist_ok=True)
+    sock = folder.resolve() / SOCKET_NAME
+    if len(str(sock)) > _MAX_SOCKET_PATH:
+        return None, f"the socket path {sock} is longer than a Unix socket allows"
+    sock.unlink(missing_ok=True)
+    argv = [exe, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700", "--save", "",
+            "--appendonly", "no", "--daemonize", "no", "--dir", str(folder.resolve()), "--loglevel", "warning",
+            "--logfile", ""]
+    child = Child("redis", argv, dict(os.environ), ready_marker=None, death_signal=signal.SIGTERM)
+    if not _wait_socket(sock, child):
+        child.stop()
+        return None, f"redis-server did not start on {sock}: {child.tail() or 'no output'}"
+    return child, f"unix://{sock}"
+
+
+def _wait_socket(sock: Path, child: Child, timeout_s: float = 10.0) -> bool:
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and child.alive():
+        if sock.exists():
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                    s.settimeout(1.0)
+                    s.connect(str(sock))
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        return True
+            except OSError:
+                pass
+        time.sleep(0.05)
+    return False
+
+
+def with_shared_url(config: RouteLensConfig, url: str) -> RouteLensConfig:
+    """``config`` with its shared state in the Redis at ``url``."""
+    shared = config.shared.model_copy(update={"backend": "redis", "url": url})
+    return config.model_copy(update={"shared": shared})
