@@ -12,9 +12,9 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from router_core.errors import InvalidRequest
-from router_core.gateway.callers import SeenIds
 from router_core.gateway.errors import error_response
 from router_core.gateway.hooks import TraceHooks
+from router_core.gateway.verdicts import Verdicts
 from router_core.metrics import GatewayMetrics
 from router_core.resilience.router_modes import RouterModes
 from router_core.state.quality import QualityTable
@@ -29,7 +29,7 @@ class FeedbackParts(Protocol):
 
     wall: Callable[[], datetime]
     classes: frozenset[str]
-    verdicts: SeenIds
+    verdicts: Verdicts
     hooks: TraceHooks
     metrics: GatewayMetrics
     router_modes: RouterModes
@@ -39,11 +39,12 @@ class FeedbackParts(Protocol):
 async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
     """``POST /v1/feedback``: ``{request_id, correct, expected_class?, expected_model?, source?, ts?}``.
 
-    One verdict per request id, for a request that has a trace: a second one is a 409 and is
-    neither stored nor learned, an unknown id a 404. ``expected_class`` must be a configured
-    class. Which ids have a verdict is kept in memory, like what was learned from them: both
-    start again after a restart (the stored feedback records stay). The verdict is learned for
-    the trace's ``selected_model`` and ``selected_instance``; the 202 body says what was learned
+    One verdict per request id, for a request that has a trace: a second one (through any worker,
+    see :mod:`router_core.gateway.verdicts`) is a 409 and is neither stored nor learned, an
+    unknown id a 404. ``expected_class`` must be a configured class. Which ids have a verdict is
+    kept in memory (and in the shared Redis), like what was learned from them: both start again
+    after a restart (the stored feedback records stay). The verdict is learned, by every worker,
+    for the trace's ``selected_model`` and ``selected_instance``; the 202 body says what was learned
     (``learned``: model, instance, class, ``p_model``, ``p_instance``, ``divergent``).
     """
     try:
@@ -63,27 +64,27 @@ async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
     if item.expected_class is not None and item.expected_class not in gw.classes:
         return error_response(400, f"expected_class must be one of {', '.join(sorted(gw.classes))}",
                               param="expected_class", code="invalid_value")
-    if item.request_id in gw.verdicts:
+    if not await gw.verdicts.claim(item.request_id):  # here or through another worker
         return error_response(409, f"request '{item.request_id}' already has a verdict",
                               param="request_id", code="feedback_exists")
-    gw.verdicts.add(item.request_id)  # before any wait: a concurrent second verdict is a 409 too
     trace: DecisionTrace | None = None
     try:
         trace = await asyncio.to_thread(gw.hooks.lookup, item.request_id)
     finally:
         if trace is None:
-            gw.verdicts.discard(item.request_id)
+            await gw.verdicts.release(item.request_id)
     if trace is None:
         return error_response(404, f"no trace for request_id '{item.request_id}'", param="request_id",
                               code="trace_not_found")
     gw.metrics.record_feedback(item.correct)
-    gw.router_modes.observe_feedback(item.correct)  # the misroute share behind the router's safe mode
     await asyncio.to_thread(gw.hooks.record_feedback, item)
     body: dict[str, object] = {"status": "accepted"}
-    if trace.selected_model and (cls := item.expected_class or trace.intent):
-        # What the router learns: how often this model, and this instance of it, answers this class well.
-        model, instance = trace.selected_model, trace.selected_instance
-        gw.quality.update(model, cls, item.correct, instance=instance)
+    cls = item.expected_class or trace.intent
+    model, instance = trace.selected_model, trace.selected_instance
+    # What every replica learns (this one at once): the misroute share behind the router's safe mode, and how
+    # often this model, and this instance of it, answers this class well.
+    await gw.verdicts.learn(model if cls else None, instance, cls, item.correct)
+    if model and cls:
         snap = gw.quality.snapshot()
         body["learned"] = {"model": model, "instance": instance, "class": cls,
                            "p_model": round(snap.models[(model, cls)], 4),

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -27,7 +28,7 @@ from router_core.experiments import ConfigWatcher, Experiment, build_experiment
 from router_core.gateway import dry_run, ops_routes
 from router_core.gateway.arm_gates import SHADOW, arm_gates
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
-from router_core.gateway.callers import RequestIds, SeenIds, feedback_classes
+from router_core.gateway.callers import RequestIds, feedback_classes
 from router_core.gateway.chat import ChatRunner
 from router_core.gateway.errors import errors_middleware
 from router_core.gateway.feedback import feedback
@@ -39,6 +40,7 @@ from router_core.gateway.policy_book import PolicyBook
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.probe_source import ProbeSource
 from router_core.gateway.stages.analyse import Lane
+from router_core.gateway.verdicts import Verdicts
 from router_core.metrics import GatewayMetrics, ModesMetrics, StageTimes
 from router_core.resilience.affinity import AffinityBinder
 from router_core.resilience.answer_cache import AnswerCache
@@ -112,7 +114,6 @@ class Gateway:
         self.inflight = InflightCounter()  # requests sent since each instance's scrape, for the pickers
         self._hash_key = hash_key
         self.request_ids = RequestIds(new_id)  # a trace id per request (see router_core.gateway.callers)
-        self.verdicts = SeenIds()  # request ids with a feedback verdict (one each)
         self.classes = feedback_classes(config)
         self.wall = wall
         self._perf = perf
@@ -134,6 +135,8 @@ class Gateway:
         self.router_modes = RouterModes(econ.router_modes, clock=clock, wall=wall, on_event=self._router_event,
                                         router_version=config.router.version)
         self.modes_metrics.record_mode(RoutingMode.NORMAL.value, _MODES, False)
+        # Feedback: one verdict per request id, learned by every replica (router_core.gateway.verdicts).
+        self.verdicts = Verdicts(self.shared, self._learn)
         self.budgets = BudgetTracker(econ.budgets, self.shared)
         self.affinity = AffinityBinder(econ.affinity, self.shared) if econ.affinity.is_enabled else None
         self.answers = AnswerCache(econ.degraded.cache, hash_key=hash_key)  # memory only, off by default
@@ -207,6 +210,15 @@ class Gateway:
         self._hash_shadow(experiment)
         self.experiment = experiment
         self.config = merged
+
+    def _learn(self, verdict: dict[str, Any]) -> None:
+        """One feedback verdict, from this replica or another: the misroute share, and the quality table."""
+        correct = bool(verdict.get("correct"))
+        self.router_modes.observe_feedback(correct)
+        model, cls = verdict.get("model"), verdict.get("class")
+        if isinstance(model, str) and isinstance(cls, str):
+            instance = verdict.get("instance")
+            self.quality.update(model, cls, correct, instance=instance if isinstance(instance, str) else None)
 
     def apply_probe(self, status: ProbeStatus, instance: str) -> None:
         """Take a probe verdict into the state view (the ``probe`` filter reads it from the snapshot).

@@ -13,11 +13,14 @@ this process's own state and says so (``healthy``, ``problem``).
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 __all__ = ["Handler", "MemoryShared", "SharedState"]
+
+_MAX_CLAIMS = 200_000  # claims a process remembers (each about 150 bytes)
 
 Handler = Callable[[dict[str, Any]], None]
 
@@ -59,6 +62,18 @@ class SharedState(Protocol):
         """Set ``key`` to ``value`` whatever it holds."""
         ...
 
+    async def claim(self, key: str, ttl_s: float) -> bool:
+        """Take ``key`` once among all replicas (set if absent, awaited): True for the one that took it.
+
+        Unlike :meth:`bind` (a mirror written in the background, for hot paths), the answer is
+        the shared store's own; while it is unreachable, this replica's alone.
+        """
+        ...
+
+    async def unclaim(self, key: str) -> None:
+        """Give ``key`` back: the next :meth:`claim` takes it."""
+        ...
+
     async def publish(self, channel: str, message: dict[str, Any]) -> None:
         """Send ``message`` to every replica's handlers of ``channel`` (this one's too)."""
         ...
@@ -82,6 +97,7 @@ class MemoryShared:
         self._buckets: dict[str, tuple[float, float]] = {}  # bucket -> (tokens, at)
         self._counters: dict[str, tuple[float, float]] = {}  # counter -> (value, expires at)
         self._bindings: dict[str, tuple[str, float]] = {}  # key -> (value, expires at)
+        self._claims: dict[str, float] = {}  # key -> expires at (the newest last; at most _MAX_CLAIMS)
         self._handlers: dict[str, list[Handler]] = {}
 
     @property
@@ -139,6 +155,22 @@ class MemoryShared:
     async def rebind(self, key: str, value: str, ttl_s: float) -> None:
         """Overwrite."""
         self._bindings[key] = (value, self._clock() + ttl_s)
+
+    async def claim(self, key: str, ttl_s: float) -> bool:
+        """Set if absent (or expired)."""
+        now = self._clock()
+        held = self._claims.get(key)
+        if held is not None and held > now:
+            return False
+        self._claims[key] = now + ttl_s
+        if len(self._claims) > _MAX_CLAIMS:  # the oldest go first (insertion order)
+            for old in list(itertools.islice(self._claims, len(self._claims) - _MAX_CLAIMS)):
+                del self._claims[old]
+        return True
+
+    async def unclaim(self, key: str) -> None:
+        """Forget."""
+        self._claims.pop(key, None)
 
     async def publish(self, channel: str, message: dict[str, Any]) -> None:
         """Deliver to this process's handlers at once."""

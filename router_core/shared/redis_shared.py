@@ -218,6 +218,25 @@ class RedisShared:
             self.fallbacks += 1
         self.bindings.rebind(key, value, ttl_s)
 
+    async def claim(self, key: str, ttl_s: float) -> bool:
+        """``SET key NX PX`` in Redis, awaited (within ``timeout_s``); while Redis is down, this replica's own."""
+        if not await self.local.claim(key, ttl_s):  # claimed here already: no round trip
+            return False
+        name, ms = self.store.key("claim", key), max(1, int(ttl_s * 1e3))
+        took = await self.store.call(lambda: self.store.client.set(name, self.store.replica_id, nx=True, px=ms))
+        if took is None and not self.store.healthy:
+            self.fallbacks += 1
+            return True  # Redis unreachable: this replica's claim stands
+        if not took:  # another replica's: Redis keeps the answer (and gives it back on unclaim)
+            await self.local.unclaim(key)
+        return bool(took)
+
+    async def unclaim(self, key: str) -> None:
+        """Delete the claim here and in Redis."""
+        await self.local.unclaim(key)
+        name = self.store.key("claim", key)
+        await self.store.call(lambda: self.store.client.delete(name))
+
     async def publish(self, channel: str, message: dict[str, Any]) -> None:
         """Apply ``message`` here at once; send it to the other replicas in the background (now)."""
         self._dispatch(channel, message)

@@ -116,3 +116,69 @@ def test_the_local_redis_ends_when_serve_is_killed(tmp_path: Path) -> None:
             os.kill(pid, signal.SIGKILL)
         subprocess.run(["pkill", "-f", f"--config {tmp_path}"], check=False)
         fleet.stop()
+
+
+def send(url: str, method: str, path: str, body: object = None) -> tuple[int, str | None, object]:
+    """One request on a new connection: status, the worker that answered, the JSON answer."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{url}{path}", data=data, method=method,
+                                 headers={"Content-Type": "application/json", "Connection": "close"})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as resp:
+            return resp.status, resp.headers.get("x-routelens-worker"), json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("x-routelens-worker"), json.loads(exc.read())
+
+
+def test_one_verdict_per_request_across_workers_and_the_same_learned_quality(tmp_path: Path) -> None:
+    fleet, gateway, url, _ = start(tmp_path)
+    try:
+        rids = []
+        for _ in range(6):  # under the rule's 20/s
+            rids.append(send_id(url))
+            time.sleep(0.15)
+        assert all(rids), rids
+        for rid in rids:
+            verdict = {"request_id": rid, "correct": rid[-1] in "01234567"}
+            first = wait_until(lambda v=verdict: (lambda r: r if r[0] == 202 else None)(
+                send(url, "POST", "/v1/feedback", v)), 10)
+            assert first, rid
+            # again, on new connections until the other worker has answered too: always a 409
+            answered = {first[1]}
+            for _ in range(40):
+                status, worker, _ = send(url, "POST", "/v1/feedback", verdict)
+                assert status == 409, (rid, worker)
+                answered.add(worker)
+                if len(answered) == 2:
+                    break
+            assert answered == {"0", "1"}
+
+        def quality_by_worker() -> dict[str | None, object]:
+            seen: dict[str | None, object] = {}
+            for _ in range(40):
+                status, worker, state = send(url, "GET", "/v1/router/state")
+                assert status == 200 and isinstance(state, dict)
+                seen[worker] = state["quality"]
+                if len(seen) == 2:
+                    break
+            return seen
+
+        def agree() -> bool:
+            seen = quality_by_worker()
+            return len(seen) == 2 and seen["0"] == seen["1"] and bool(seen["0"])
+
+        assert wait_until(agree, 10), quality_by_worker()
+    finally:
+        gateway.stop()
+        fleet.stop()
+
+
+def send_id(url: str) -> str | None:
+    """A chat request's request id (what feedback names)."""
+    req = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(BODY).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "Connection": "close"})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as resp:
+            return resp.headers.get("x-request-id")
+    except urllib.error.HTTPError:
+        return None

@@ -169,6 +169,32 @@ def test_bindings_are_mirrored_and_written_in_the_background(redis_server: Redis
     _with(redis_server, body)
 
 
+def test_a_claim_is_taken_once_among_replicas_and_given_back(redis_server: RedisServer) -> None:
+    async def body(a: RedisShared, b: RedisShared) -> None:
+        assert await a.claim("verdict:r1", 60) and not await b.claim("verdict:r1", 60)  # Redis answered b
+        assert not await a.claim("verdict:r1", 60)  # a remembers its own
+        got = await asyncio.gather(*(s.claim("verdict:r2", 60) for s in (a, b, a, b)))
+        assert sorted(got) == [False, False, False, True]  # concurrent: exactly one
+        await a.unclaim("verdict:r1")
+        assert await b.claim("verdict:r1", 60) and not await a.claim("verdict:r1", 60)
+
+    _with(redis_server, body)
+
+
+def test_memory_claims_are_this_process_s_and_expire() -> None:
+    now = [0.0]
+    m = MemoryShared(lambda: now[0])
+
+    async def body() -> None:
+        assert await m.claim("k", 10) and not await m.claim("k", 10)
+        now[0] = 11.0
+        assert await m.claim("k", 10)  # expired
+        await m.unclaim("k")
+        assert await m.claim("k", 10)
+
+    asyncio.run(body())
+
+
 def test_a_replica_that_starts_reads_the_bindings_into_its_mirror(redis_server: RedisServer) -> None:
     async def body(a: RedisShared, b: RedisShared) -> None:
         for i in range(3):
