@@ -1,4 +1,4 @@
-"""The gateway under load, side by side: the instance directly, RouteLens (1 and N workers), LiteLLM's proxy.
+"""The gateway under load, side by side: the instance directly, RouteLens (1, 2, 4 workers), LiteLLM's proxy.
 
 Every path runs as real processes on loopback in front of the same zero-delay simulated instance
 (so the figures measure the gateways, not a model), with full tracing on. The load comes from
@@ -49,7 +49,8 @@ forward, respond, finish), of the loop outside the stages, and of the storage th
 ``routelens.stages_run`` is that run's own figures.
 
 Last line: ``{"machine": {...}, "direct": {"c1": {"p50_ms", "p99_ms", "rps", "cpu_us_per_request"}, "c16": {...}},
-"bare_proxy": {...}, "routelens": {..., "stages": {NAME: {"cpu_us_per_request"}}}, "routelens_workers": {...},
+"bare_proxy": {...}, "routelens": {..., "stages": {NAME: {"cpu_us_per_request"}}},
+"routelens_workers": {"1": {...}, "2": {...}, "4": {...}},
 "litellm": {...}, "litellm_workers": {...}, "ratio_rps_c16": ..., "ratio_rps_c16_workers": ...}`` (the ratios
 compare the same number of workers).
 """
@@ -238,7 +239,10 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench gateway")
     p.add_argument("--seconds", type=int, default=10, help="load per path and concurrency, in total")
     p.add_argument("--rounds", type=int, default=5, help="interleaved slices the seconds are cut into")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="RouteLens workers for the N run")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="LiteLLM's workers for its N run "
+                   "(compared with RouteLens at the same count)")
+    p.add_argument("--worker-counts", type=lambda v: [int(x) for x in v.split(",")], default=[2, 4],
+                   help="RouteLens worker counts measured beside 1 (default: 2,4)")
     p.add_argument("--no-litellm", action="store_true", help="skip LiteLLM's proxy")
     p.add_argument("--awake", action="store_true", help="keep idle CPUs from halting (idle-priority spinners)")
     p.add_argument("--vs", metavar="DIR", help="another checkout of RouteLens (git worktree add DIR REV), served with "
@@ -268,7 +272,8 @@ def main(argv: list[str]) -> int:
     with awake_cpus(args.awake) as spinners:
         result["awake_spinners"] = spinners
         try:
-            ports = {"routelens": free_port(), "routelens_workers": free_port(),
+            counts = [n for n in args.worker_counts if n > 1]
+            ports = {"routelens": free_port(), **{f"routelens_w{n}": free_port() for n in counts},
                      **({"routelens_vs": free_port()} if args.vs else {})}
             configs = {key: _routelens_config(tmp, key, port, base) for key, port in ports.items()}
             sim = start("sim", [sys.executable, "-m", "app", "--config", str(configs["routelens"]),
@@ -281,7 +286,7 @@ def main(argv: list[str]) -> int:
             paths = {"direct": Target(f"{base}/v1/chat/completions", script, sim.proc.pid),
                      "bare_proxy": Target(f"http://127.0.0.1:{floor}/v1/chat/completions", script, bare.proc.pid)}
             dbs: dict[str, Path] = {}
-            gateways = (("routelens", 1), ("routelens_workers", args.workers),
+            gateways = (("routelens", 1), *((f"routelens_w{n}", n) for n in counts),
                         *((("routelens_vs", 1),) if args.vs else ()))
             for key, n in gateways:
                 gw = ports[key]
@@ -311,6 +316,9 @@ def main(argv: list[str]) -> int:
                 stop_last()
             for key, _ in gateways:
                 result[key]["traces"] = lost_check(result[key].pop("answered"), stored_traces(dbs[key]))
+            result["routelens_workers"] = {  # the same gateway at 1, 2, 4... workers (in the same rounds)
+                "1": {k: result["routelens"][k] for k in ("c1", "c16", "traces")},
+                **{str(n): result.pop(f"routelens_w{n}") for n in counts}}
             stop_last()  # the bare proxy
             if not args.no_litellm:
                 for key, n in (("litellm", 1), ("litellm_workers", args.workers)):
@@ -321,9 +329,10 @@ def main(argv: list[str]) -> int:
         finally:
             while children:
                 stop_last()
-    for ours, theirs, key in (("routelens", "litellm", "ratio_rps_c16"),
-                              ("routelens_workers", "litellm_workers", "ratio_rps_c16_workers")):
-        if "c16" in result.get(theirs, {}):  # the same number of workers on both sides
-            result[key] = round(result[ours]["c16"]["rps"] / max(result[theirs]["c16"]["rps"], 1e-9), 1)
+    same = result.get("routelens_workers", {}).get(str(args.workers), {})
+    for ours, theirs, key in ((result.get("routelens", {}), "litellm", "ratio_rps_c16"),
+                              (same, "litellm_workers", "ratio_rps_c16_workers")):
+        if "c16" in result.get(theirs, {}) and "c16" in ours:  # the same number of workers on both sides
+            result[key] = round(ours["c16"]["rps"] / max(result[theirs]["c16"]["rps"], 1e-9), 1)
     print(json.dumps(result))
     return 0

@@ -170,14 +170,13 @@ class ChatRunner:
         if times is not None:
             t2 = times.add("analyse", t1, times.clock())
         try:
-            route = u.choice
-            if not admit.unthrottled(route):
+            route, throttled = u.choice, None
+            if not admit.unthrottled(route):  # only a rule's throttle can make the request wait
                 admitted = await admit.admit(gate, route)
-                route = admitted.route
-                if admitted.refusal is not None:
-                    rec.record_policy(route, u.extra)
-                    raise admitted.refusal
+                route, throttled = admitted.route, admitted.refusal
             rec.record_policy(route, u.extra)
+            if throttled is not None:
+                raise throttled
             bound = None if self.affinity is None else await admit.bind(
                 self.affinity, lane.router, http, call.body, rec.features, route, self._state)
             ctx = admit.context(
