@@ -108,6 +108,9 @@ class Router:
         self._scorer_obs = {n: observer("scorer", s) for n, s in policy.scorers.items()}
         self._picker_obs = observer("picker", policy.picker)
         self._picker_name = typed_name(policy.picker)
+        # What the steps name each plugin (and its step), computed once, not per decision.
+        self._filter_steps = [(f"filter/{f.name}", typed_name(f)) for f in policy.filters]
+        self._scorer_names = {n: typed_name(s) for n, s in policy.scorers.items()}
         self._weights_by_hour: dict[int, dict[str, float]] = {}  # rank(): the weights read the UTC hour alone
 
     @property
@@ -181,7 +184,8 @@ class Router:
             took = self._perf() - t0
             if (observe := self._filter_obs[i]) is not None:
                 observe(took)
-            steps.add(f"filter/{flt.name}", StepKind.FILTER, value=float(len(alive)), plugin=typed_name(flt),
+            step, typed = self._filter_steps[i]
+            steps.add(step, StepKind.FILTER, value=float(len(alive)), plugin=typed,
                       reason=f"kept {len(alive)}, rejected {len(rejected)}", rejected=rejected, duration_us=took * 1e6)
         return alive, violations, factors
 
@@ -438,8 +442,8 @@ class Router:
             if (observe := self._scorer_obs[name]) is not None:
                 observe(took)
             if weights_out is not None:
-                weights_out.append({"name": name, "weight": weight, "scorer": typed_name(scorer)})
-            steps.add(f"score/{name}", StepKind.SCORE, value=weight, plugin=typed_name(scorer),
+                weights_out.append({"name": name, "weight": weight, "scorer": self._scorer_names[name]})
+            steps.add(f"score/{name}", StepKind.SCORE, value=weight, plugin=self._scorer_names[name],
                       reason=f"weight {weight:g} ({profile})", duration_us=took * 1e6)
         if factors:
             totals = [t * factors.get(c.spec.id, 1.0) for t, c in zip(totals, candidates, strict=True)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import SummaryMetricFamily
 from prometheus_client.registry import Collector
 
@@ -29,12 +29,11 @@ class GatewayMetrics:
         self.attempts = Counter(
             "routelens_gateway_attempts", "Forwarding attempts by result.", ["instance", "status"], registry=registry
         )
-        self.decision = Histogram(
-            "routelens_router_decision_duration_seconds",
-            "Time spent in Router.decide.",
-            buckets=(5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2),
-            registry=registry,
-        )
+        # One observation per request: appended to a list, counted when scraped (see BufferedHistogram).
+        self._decision = BufferedHistogram(
+            "routelens_router_decision_duration_seconds", "Time spent in Router.decide.", [],
+            buckets=(5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2), registry=registry,
+        ).observer()
         self.fallbacks = Counter("routelens_router_fallbacks", "Decisions that fell back.", registry=registry)
         self.feedback = Counter(
             "routelens_gateway_feedback", "Feedback received, by verdict.", ["correct"], registry=registry
@@ -60,7 +59,7 @@ class GatewayMetrics:
 
     def record_decision(self, seconds: float, fallback: bool) -> None:
         """Observe one decision."""
-        self.decision.observe(seconds)
+        self._decision(seconds)
         if fallback:
             self.fallbacks.inc()
 
