@@ -214,7 +214,7 @@ def _measure_litellm(tmp: Path, base: str, seconds: int, rounds: int, start: Any
 
 def _routelens_config(tmp: Path, name: str, port: int, base: str, *, stage_timers: bool = False) -> Path:
     cfg = {
-        "gateway": {"port": port, "stage_timers": stage_timers},
+        "gateway": {"port": port, **({"stage_timers": True} if stage_timers else {})},  # --vs trees may predate it
         "storage": {"duckdb_path": str(tmp / f"{name}.duckdb")},
         "fleet": {"instances": [{"id": "sim-0", "model": "m", "url": base}]},
         "constraints": [{"name": "queue", "metric": "queue", "op": "<=", "threshold": 1e9}],
