@@ -8,15 +8,17 @@ its picker. Whatever ``rank`` does not cover (a rule, the router's modes, nothin
 decided by ``Router.decide`` itself. This module only turns a stored row into the router's inputs,
 exactly those :func:`router_core.decide.replay` gives it: the stored states, never-scraped snapshots for
 instances the trace has none for, the policy's quality priors overridden by the stored quality
-terms (``tests/app/experiments/test_engine.py`` checks the choices against ``replay`` trace by
-trace). :mod:`app.experiments.replay_memo` shares ``rank``'s work between rows.
+terms, and what the gateway settled (the rule, looked up by name in this policy's rule set, the
+router's mode, the session's instance, the budget, the blocked instances: ``row.settled``)
+(``tests/app/experiments/test_engine.py`` checks the choices against ``replay`` trace by trace).
+:mod:`app.experiments.replay_memo` shares ``rank``'s work between rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from app.experiments.rows import ReplayRow, Settled
@@ -41,7 +43,6 @@ from schemas.fleet import InstanceSnapshot, InstanceSpec
 __all__ = ["Replayed", "Replayer"]
 
 _DEFAULT_PROFILE = ModelProfile()
-_HOURLESS = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(slots=True)

@@ -156,8 +156,8 @@ def _verify(db: Path, started: datetime) -> None:
         print(f"replay --verify: not run ({type(exc).__name__}: {exc})", flush=True)
         return
     print(f"replay --verify (the last {int((until - since).total_seconds())} s): {summary_line(report)}", flush=True)
-    print(f"  again: {routelens_command()} replay --verify --since {since.isoformat()} --until {until.isoformat()} "
-          f"--db {db}", flush=True)
+    print(f"  the whole run: {routelens_command()} replay --verify --since {started.isoformat()} "
+          f"--until {until.isoformat()} --db {db}", flush=True)
 
 
 def run_demo(
