@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -212,10 +213,7 @@ def _verify(args: argparse.Namespace) -> int:
     except BadInput as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
-    if not (args.json and args.quiet):
-        verify_summary(report)
-    if args.json:
-        sys.stdout.write(report.model_dump_json() + "\n")
+    _report(args, report, verify_summary)
     return 1 if report.mismatched else 0
 
 
@@ -235,11 +233,16 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         err.print(f"[red]error:[/red] the policy does not load: {exc}")
         return 2
+    _report(args, report, _summary)
+    return 0
+
+
+def _report(args: argparse.Namespace, report: Any, summary: Callable[[Any], None]) -> None:
+    """The summary on stderr (unless ``--json --quiet``), then, with ``--json``, the report as one line last."""
     if not (args.json and args.quiet):
-        _summary(report)
+        summary(report)
     if args.json:
         sys.stdout.write(report.model_dump_json() + "\n")
-    return 0
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]

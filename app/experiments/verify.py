@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from app.experiments.rows import SAMPLED_OUT
 from ingest import TraceStore
 from router_core import (
     NotReplayable,
@@ -37,7 +38,6 @@ from schemas.trace import DecisionTrace
 __all__ = ["MAX_LISTED", "PolicyShelf", "summary_line", "verify_file", "verify_range", "verify_trace"]
 
 MAX_LISTED = 100  # mismatches listed in the report (all are counted)
-SAMPLED_OUT = "candidate detail sampled out"
 NOT_STORED = "its policy is not stored"
 REFUSED = "refused before any decision (nothing to re-decide)"
 
@@ -94,7 +94,7 @@ def verify_trace(trace: DecisionTrace, shelf: PolicyShelf) -> Mismatch | str | N
             return None
         return Mismatch(request_id=trace.request_id, first_differing_step="throttle", live="reject",
                         replayed=None if rule is None else "no throttle")
-    if any(c.state is None for c in trace.candidates) and trace.candidates:
+    if any(c.state is None for c in trace.candidates):
         return SAMPLED_OUT
     try:
         decision = redecide(trace, policy, rules)

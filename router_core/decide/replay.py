@@ -15,7 +15,7 @@ What cannot be re-decided raises :class:`NotReplayable` with its reason, never a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from router_core.decide.builtin import builtin_registry
@@ -26,20 +26,17 @@ from router_core.decide.router import Router
 from router_core.framework import Blocked
 from router_core.resilience.budgets import BudgetView
 from router_core.resilience.router_modes import ModeChoice
-from router_core.rules.ir import ClauseVerdict, Match, Origin, Rule, RuleSet
+from router_core.rules.ir import ClauseVerdict, Match, Rule, RuleSet
 from router_core.rules.load import load_policy
-from router_core.rules.route import RouteChoice
+from router_core.rules.route import KEYWORDS_RULE, NO_RULES, RouteChoice, keyword_rule
 from router_core.state.quality import QualityTable
 from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import DecisionTrace
 from schemas.trace_inputs import DecisionInputs
 
-__all__ = ["KEYWORDS_RULE", "NotReplayable", "Replay", "context_of", "redecide", "replay", "route_of", "settled"]
+__all__ = ["NotReplayable", "Replay", "context_of", "redecide", "replay", "route_of", "settled"]
 
-KEYWORDS_RULE = "keywords"  # the rule the keyword score routes by (router_core.gateway.policy_gate)
-_KEYWORDS_ORIGIN = Origin("routing.keywords", 1)
-_NO_RULES = RuleSet(rules=(), source="routing")
 
 
 class NotReplayable(Exception):
@@ -65,13 +62,13 @@ def route_of(rule_name: str | None, target: str | None, throttled: str | None, i
     """
     rule: Rule | None = None
     if rule_name == KEYWORDS_RULE and (rules is None or all(r.name != KEYWORDS_RULE for r in rules.rules)):
-        rule = Rule(name=KEYWORDS_RULE, origin=_KEYWORDS_ORIGIN, primary=target)
+        rule = keyword_rule(target)
     elif rule_name is not None:
         rule = next((r for r in (rules.rules if rules is not None else ()) if r.name == rule_name), None)
         if rule is None:
             raise NotReplayable("the rule it matched is not in the policy")
     hour = inputs.local_hour if inputs.local_hour is not None else ts.hour
-    return RouteChoice(rules or _NO_RULES, Match(rule, tried), hour, skip_primary=inputs.skip_primary,
+    return RouteChoice(rules or NO_RULES, Match(rule, tried), hour, skip_primary=inputs.skip_primary,
                        throttled=throttled)
 
 
@@ -136,9 +133,7 @@ def redecide(trace: DecisionTrace, policy: Policy, rules: RuleSet | None = None)
                 and "still no feasible" not in s.reason), None)
     if cap is not None and not decision.targets:
         feats = trace.features.model_copy(update={"max_tokens": int(cap.value or 0)})
-        again = DecisionContext(request_id=ctx.request_id, features=feats, intent=ctx.intent, now=ctx.now,
-                                quality=ctx.quality, blocked=ctx.blocked, route=ctx.route, mode=ctx.mode,
-                                affinity=ctx.affinity, budget=ctx.budget)
+        again = replace(ctx, features=feats)
         decision = router.decide(again, state)
     return decision
 

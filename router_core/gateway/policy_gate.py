@@ -23,11 +23,11 @@ from router_core.decide.attachments import attachment_infos
 from router_core.errors import PolicyError
 from router_core.resilience.client_throttle import ClientThrottle
 from router_core.resilience.prefilter import Prefilter, Refusal
-from router_core.rules.ir import ClauseVerdict, Match, Origin, Rule, RuleSet
+from router_core.rules.ir import ClauseVerdict, Match, RuleSet
 from router_core.rules.keywords import KeywordScorer
 from router_core.rules.load import load_policy
 from router_core.rules.request import RequestView
-from router_core.rules.route import RouteChoice
+from router_core.rules.route import KEYWORDS_RULE, NO_RULES, RouteChoice, keyword_rule
 from router_core.rules.throttle import Admission, Throttles
 from router_core.shared.base import MemoryShared, SharedState
 from schemas.config import RouteLensConfig
@@ -51,8 +51,6 @@ class Understood:
     extra: dict[str, Any]
 
 
-_KEYWORDS_ORIGIN = Origin("routing.keywords", 1)
-_NO_RULES = RuleSet(rules=(), source="routing")
 
 
 def policy_path(config: RouteLensConfig) -> Path | None:
@@ -150,7 +148,7 @@ class PolicyGate:
             extra["intent"] = verdict.model_dump()
             if verdict.label is not None:  # abstained: the rule layer's intent stands, and the trace says so
                 intent, confidence = verdict.label, verdict.confidence
-        score, keyword_rule = None, None
+        score, by_keywords = None, None
         if self.keywords is not None:
             kw = self.keywords
             target = self.config.routing.keywords.target if self.config.routing.keywords else ""
@@ -161,18 +159,18 @@ class PolicyGate:
             extra["keywords"] = [m.model_dump() for m in res.matches]
             extra["keyword_score"] = res.score
             if res.routed_to is not None:
-                keyword_rule = Rule(name="keywords", origin=_KEYWORDS_ORIGIN, primary=res.routed_to)
+                by_keywords = keyword_rule(res.routed_to)
         view = self.view(analysis, body, headers, now.astimezone(zone), intent=intent, intent_confidence=confidence,
                          keyword_score=score)
         choice = self.choose(view, rules=rules, explain=explain)
         del view  # it holds the prompt
-        if keyword_rule is not None and (choice is None or choice.rule is None):
-            rules = choice.rules if choice is not None else _NO_RULES
+        if by_keywords is not None and (choice is None or choice.rule is None):
+            rules = choice.rules if choice is not None else NO_RULES
             tried = choice.match.tried if choice is not None else ()
-            choice = RouteChoice(rules, Match(keyword_rule, (*tried, ClauseVerdict("keywords", True))),
+            choice = RouteChoice(rules, Match(by_keywords, (*tried, ClauseVerdict(KEYWORDS_RULE, True))),
                                  local_hour=now.astimezone(zone).hour)
         if choice is None and extra:  # no policy file: the step still records intent and keywords
-            choice = RouteChoice(_NO_RULES, Match(None, ()), local_hour=now.astimezone(zone).hour)
+            choice = RouteChoice(NO_RULES, Match(None, ()), local_hour=now.astimezone(zone).hour)
         return Understood(intent, confidence, choice, extra)
 
     async def screen(self, body: Mapping[str, Any], headers: Mapping[str, str], remote: str | None,

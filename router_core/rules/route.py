@@ -12,10 +12,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from router_core.framework.types import Candidate
-from router_core.rules.ir import DegradedTarget, Match, Rule, RuleSet
+from router_core.rules.ir import DegradedTarget, Match, Origin, Rule, RuleSet
 from schemas.trace import Attempt, Violation
 
-__all__ = ["RouteChoice", "guarantee_violation"]
+__all__ = ["KEYWORDS_RULE", "NO_RULES", "RouteChoice", "guarantee_violation", "keyword_rule"]
+
+KEYWORDS_RULE = "keywords"  # the rule the keyword score routes by (routing.keywords)
+NO_RULES = RuleSet(rules=(), source="routing")  # what a request is matched against without a policy file
+_KEYWORDS_ORIGIN = Origin("routing.keywords", 1)
+
+
+def keyword_rule(target: str | None) -> Rule:
+    """The rule a keyword score past its threshold routes by: to ``target``, without chain or throttle."""
+    return Rule(name=KEYWORDS_RULE, origin=_KEYWORDS_ORIGIN, primary=target)
 
 
 @dataclass(frozen=True, slots=True)

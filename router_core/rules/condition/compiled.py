@@ -31,21 +31,19 @@ class Atom:
 
     def explain(self, req: RequestView) -> str:
         """Return ``atom: true|false (feature=value, ...)``."""
-        line = f"{self.text}: {'true' if self.pred(req) else 'false'}"
-        if not self.reads:
-            return line
-        shown = ", ".join(f"{v.label}={'<redacted>' if v.secret else show(v.get(req) if v.get else None)}"
-                          for v in self.reads)
-        return f"{line} ({shown})"
+        return self._with_values(f"{self.text}: {'true' if self.pred(req) else 'false'}", req, "=")
 
     def against(self, req: RequestView, held: bool) -> str:
         """The fact that held instead of what the rule needed (``held``: the atom was true, under a ``!``)."""
         if self.fact is not None:
             return self.fact.line(req, held)
-        line = f"{self.text} is {'true' if held else 'false'}"
+        return self._with_values(f"{self.text} is {'true' if held else 'false'}", req, " = ")
+
+    def _with_values(self, line: str, req: RequestView, eq: str) -> str:
+        """``line``, then the values the atom read (``label<eq>value``; secrets redacted)."""
         if not self.reads:
             return line
-        shown = ", ".join(f"{v.label} = {'<redacted>' if v.secret else show(v.get(req) if v.get else None)}"
+        shown = ", ".join(f"{v.label}{eq}{'<redacted>' if v.secret else show(v.get(req) if v.get else None)}"
                           for v in self.reads)
         return f"{line} ({shown})"
 

@@ -20,7 +20,6 @@ from ingest.duckdb.store import DuckDBTraceStore
 from router_core.config_file import read_config
 from router_core.decide.builtin import build_router
 from router_core.gateway import Gateway
-from schemas.policy_record import PolicyRecord
 from schemas.queries import TraceFilter
 from tests.router_core.gateway.test_forwarding import MemoryHooks, reply, upstream
 
@@ -37,16 +36,7 @@ routing_matrix:
 PROMPTS = ["hi", "write some code please", "a long question " * 20, "what is the capital of France?"]
 
 
-class Hooks(MemoryHooks):
-    def __init__(self) -> None:
-        super().__init__()
-        self.policies: dict[str, PolicyRecord] = {}
-
-    def record_policy(self, record: PolicyRecord) -> None:
-        self.policies[record.policy_hash] = record
-
-
-async def traffic(tmp_path: Path, n: int) -> tuple[Hooks, Path]:
+async def traffic(tmp_path: Path, n: int) -> tuple[MemoryHooks, Path]:
     kv = {"big-a": 0.2, "big-b": 0.4, "small-a": 0.3, "small-b": 0.1}
     servers = {iid: TestServer(upstream(reply(200), load)) for iid, load in kv.items()}
     for server in servers.values():
@@ -64,7 +54,7 @@ routing: {{policy: rules.yaml}}
 economics: {{affinity: {{header: x-session}}}}
 """)
     config = read_config(tmp_path / "routelens.yaml")
-    hooks = Hooks()
+    hooks = MemoryHooks()
     gateway = Gateway(config, build_router(config), hooks)
     async with TestClient(TestServer(gateway.build_app())) as client:
         for i in range(n):

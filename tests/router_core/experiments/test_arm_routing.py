@@ -12,7 +12,6 @@ from app.experiments.verify import PolicyShelf, verify_trace
 from router_core.config_file import read_config
 from router_core.decide.builtin import build_router
 from router_core.gateway import Gateway
-from schemas.policy_record import PolicyRecord
 from tests.router_core.gateway.test_forwarding import MemoryHooks, reply, upstream
 
 CHAT = {"model": "auto", "messages": [{"role": "user", "content": "hello there, route me"}]}
@@ -22,15 +21,6 @@ routing_matrix:
     condition: "input_length > 0"
     primary_target: small
 """
-
-
-class Hooks(MemoryHooks):
-    def __init__(self) -> None:
-        super().__init__()
-        self.policies: dict[str, PolicyRecord] = {}
-
-    def record_policy(self, record: PolicyRecord) -> None:
-        self.policies[record.policy_hash] = record
 
 
 ARMS = """
@@ -45,7 +35,8 @@ SHADOWED = """
 """
 
 
-async def serve(tmp_path: Path, users: list[str], arms: str = ARMS) -> tuple[list[tuple[str, str]], Hooks, Gateway]:
+async def serve(tmp_path: Path, users: list[str], arms: str = ARMS,
+                ) -> tuple[list[tuple[str, str]], MemoryHooks, Gateway]:
     servers = {"big-a": TestServer(upstream(reply(200), 0.1)), "small-a": TestServer(upstream(reply(200), 0.5))}
     for server in servers.values():
         await server.start_server()
@@ -60,7 +51,7 @@ scrape: {{interval_s: 60}}
 experiments:
   key: header:x-user-id{arms}""")
     config = read_config(tmp_path / "routelens.yaml")
-    hooks = Hooks()
+    hooks = MemoryHooks()
     gateway = Gateway(config, build_router(config), hooks)
     out = []
     async with TestClient(TestServer(gateway.build_app())) as client:

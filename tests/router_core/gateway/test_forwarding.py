@@ -15,6 +15,7 @@ from router_core.gateway import Gateway
 from schemas import AttemptStatus, DecisionTrace, Feedback, OutcomeStatus
 from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSnapshot
+from schemas.policy_record import PolicyRecord
 
 # Instances are ranked by the seed score: "a" (KV 10%) always before "b" (KV 20%).
 KV = {"a": 0.1, "b": 0.2}
@@ -27,6 +28,7 @@ class MemoryHooks:
         self.traces: dict[str, DecisionTrace] = {}
         self.feedback: list[Feedback] = []
         self.rounds: list[list[InstanceSnapshot]] = []
+        self.policies: dict[str, PolicyRecord] = {}  # the effective policies, by hash
 
     def emit(self, trace: DecisionTrace) -> bool:
         self.traces[trace.request_id] = trace
@@ -40,6 +42,9 @@ class MemoryHooks:
 
     def record_snapshots(self, snapshots: list[InstanceSnapshot]) -> None:
         self.rounds.append(snapshots)
+
+    def record_policy(self, record: PolicyRecord) -> None:
+        self.policies[record.policy_hash] = record
 
 
 def upstream(chat: Handler, kv: float) -> web.Application:
