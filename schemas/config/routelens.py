@@ -153,6 +153,11 @@ class AppSettings(ContractModel):
     host: str = "127.0.0.1"
     port: int = Field(8501, ge=0, le=65535)
     health: HealthThresholds = HealthThresholds()
+    cost_unit: str = Field(
+        "cost units", min_length=1, max_length=40,
+        description="What one unit of fleet.instances[].cost.base is called on the app's pages "
+        "(e.g. 'USD', 'credits').",
+    )
 
 
 def _default_constraints() -> list[ConstraintSpec]:
