@@ -100,9 +100,11 @@ def read_newest(
     return sorted(out.values(), key=lambda r: r.ts), complete_from
 
 
-def instance_link(instance: str | None) -> str | None:
-    """The query-param link to what is behind an instance (``?instance=<id>``), None without one."""
-    return None if not instance else "?" + urllib.parse.urlencode({"instance": instance})
+def instance_link(instance: str | None, at: datetime | None = None) -> str | None:
+    """The query-param link to what is behind an instance (``?instance=<id>``, ``&at=`` a moment), None without one."""
+    if not instance:
+        return None
+    return "?" + urllib.parse.urlencode({"instance": instance, **({"at": at.isoformat()} if at else {})})
 
 
 def held_verdicts(state: Mapping[str, Any] | None) -> dict[tuple[str, str], ProbeStatus]:
@@ -239,5 +241,5 @@ def recent_alerts(events: Sequence[RouterEvent]) -> pd.DataFrame:
         found = _ALERT_MESSAGE.match(e.message)
         action, rule = found.groups() if found else ("", "")
         rows.append({"ts": e.ts, "action": action, "rule": rule, "instance": e.instance, "model": e.model,
-                     "severity": e.severity, "message": e.message, "link": instance_link(e.instance)})
+                     "severity": e.severity, "message": e.message, "link": instance_link(e.instance, e.ts)})
     return pd.DataFrame(rows, columns=list(RECENT_ALERT_COLUMNS))

@@ -9,7 +9,7 @@ from typing import Any
 import streamlit as st
 
 from app import reader
-from app.ui import resources
+from app.ui import probe_traffic, resources
 from app.ui.charts import probes as charts
 from app.ui.data import probes as data
 from ingest import MAX_LIMIT, SinkError
@@ -140,6 +140,7 @@ else:
             st.plotly_chart(charts.latency_chart(latency, instance))
     with st.expander(f"Probe results of {instance}"):
         st.dataframe([r.model_dump(mode="json") for r in reversed(series)], hide_index=True)
+    probe_traffic.bad_window_section(instance, series)
 
 st.subheader("Recent alerts")
 recent = data.recent_alerts([RouterEvent.model_validate(e) for e in raw_events])

@@ -5,7 +5,7 @@ import urllib.parse
 import streamlit as st
 
 from app import explain
-from app.ui import resources, widgets
+from app.ui import probe_traffic, resources, widgets
 from app.ui.charts.attempts import attempts_chart
 from app.ui.charts.score_terms import score_terms_chart
 from app.ui.charts.waterfall import waterfall_chart
@@ -69,6 +69,8 @@ if losers := why_not.reasons_rows(trace):
 st.subheader("State snapshot")
 st.caption("The gauges each candidate was judged on, as scraped before the decision.")
 st.dataframe(trace_tables.state_frame(trace), hide_index=True)
+
+probe_traffic.verdicts_section(trace.selected_instance, trace.ts)
 
 st.subheader("Attempts")
 attempts = trace_tables.attempts_frame(trace)

@@ -61,13 +61,15 @@ def test_grid_alerts_and_the_worst_instance(monkeypatch: pytest.MonkeyPatch, pro
     assert f"**{stub.ALERT_RULE}** (critical) on {link}" in text
     assert at.selectbox(key="instance").value == stub.DRIFTING_INSTANCE
     assert at.query_params["window"] == "1h" and at.query_params["instance"] == stub.DRIFTING_INSTANCE
-    assert [s.value for s in at.subheader] == ["Active alerts", "Recent alerts"]
+    assert [s.value for s in at.subheader] == [
+        "Active alerts", f"When {stub.DRIFTING_INSTANCE} was bad, and the requests it served", "Recent alerts"]
+    assert any(f"{stub.DRIFTING_INSTANCE} served no request in this window" in s.value for s in at.success)
 
     verdicts = at.dataframe[0].value.set_index(["instance", "kind"])
     assert verdicts.loc[(stub.DRIFTING_INSTANCE, "semantic"), "held"] == "failed"
     recent = at.dataframe[-1].value
     assert recent["rule"].tolist() == [stub.ALERT_RULE, "LatencyCreep", "LatencyCreep"]
-    assert recent["link"].iloc[0] == f"?instance={stub.DRIFTING_INSTANCE}"
+    assert recent["link"].iloc[0].startswith(f"?instance={stub.DRIFTING_INSTANCE}&at=")
     assert any(p.startswith("/v1/alerts") for p in probe_api.requests)
     assert any("kind=alert" in p for p in probe_api.requests if p.startswith("/v1/events"))
 

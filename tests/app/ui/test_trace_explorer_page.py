@@ -44,7 +44,8 @@ def test_found_trace_reads_sentence_first_then_pictures(
     assert [w.value for w in at.warning] == [f"Fallback: {stub.FALLBACK_REASON}"]
     assert {m.label: m.value for m in at.metric}["Total time"] == "3,890 ms"
     assert [s.value for s in at.subheader] == ["Elimination", "Scores", "Why not the others", "State snapshot",
-                                               "Attempts", "Policy"]
+                                               f"Probes of {stub.SELECTED_INSTANCE} at that moment", "Attempts",
+                                               "Policy"]
 
     waterfall, terms, attempts = charts(at)
     assert waterfall["data"][0]["type"] == "waterfall"
