@@ -131,6 +131,17 @@ class Limits:
         lim = self.limit(metric, model, instance)
         return fmt(value, metric_unit(metric)) if lim is None else lim.text(value)
 
+    def constraint(self, name: str) -> ConstraintSpec | None:
+        """The constraint called ``name`` (a latch or a filter step names it), None when the config has none."""
+        return next((c for c in self.constraints if c.name == name), None)
+
+    def latch_text(self, name: str, value: float | None) -> str:
+        """A constraint's measured value against its threshold, ``92% / 85%`` (the value alone when unknown)."""
+        spec = self.constraint(name)
+        if spec is None:
+            return fmt(value, "n") if value is None or value >= 10 else f"{value:.3g}"
+        return over_limit(value, spec.threshold, metric_unit(spec.metric))
+
     def cost(self, value: float | None) -> str:
         """A cost in the configured unit."""
         return fmt(value, "cost", self.cost_unit)

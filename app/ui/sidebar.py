@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import streamlit as st
 
+from app.ui.timeseries import bucket_for
 from schemas.queries import TraceFilter
 
 __all__ = ["WINDOWS", "Scope", "scope", "sync_param"]
@@ -22,7 +23,6 @@ WINDOWS: dict[str, timedelta] = {
     "15m": timedelta(minutes=15), "1h": timedelta(hours=1), "6h": timedelta(hours=6),
     "24h": timedelta(hours=24), "7d": timedelta(days=7),
 }
-BUCKET_OF: dict[str, str] = {"15m": "1m", "1h": "1m", "6h": "15m", "24h": "1h", "7d": "6h"}
 FIELDS = ("router_version", "experiment_arm", "model", "instance")
 LABELS = {"router_version": "router version", "experiment_arm": "arm", "model": "model", "instance": "instance"}
 
@@ -41,8 +41,8 @@ class Scope:
 
     @property
     def bucket(self) -> str:
-        """A time bucket that gives a readable number of points over the window."""
-        return BUCKET_OF[self.window]
+        """A bucket giving a readable number of points over the window (:func:`app.ui.timeseries.bucket_for`)."""
+        return bucket_for(self.end - self.start)
 
     def trace_filter(self, **extra: object) -> TraceFilter:
         """The store filter of this scope (``extra`` adds rule, fallback, outcome, ...)."""

@@ -9,8 +9,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.ui.data.fleet import METRICS, STATUSES
-from schemas.config import HealthThresholds
+from app.ui.data.fleet import METRICS, SHORT, STATUSES
+from app.ui.limits import Limits
+from app.ui.units import METRIC_NAMES, fmt, metric_unit
 
 __all__ = [
     "MAX_COLUMNS", "STATUS_COLOURS", "grid_rows", "health_grid_chart", "instance_at", "instance_metrics_chart",
@@ -20,8 +21,9 @@ STATUS_COLOURS: dict[str, str] = {"green": "#2e9e44", "yellow": "#f0a202", "red"
 MAX_COLUMNS = 8
 _CODES = {status: code for code, status in enumerate(STATUSES)}
 _MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
-_TITLES = {"kv_cache_usage": "KV-cache usage", "queue": "queue (waiting)", "error_rate": "error rate",
+_TITLES = {"kv_cache_usage": "KV-cache usage (%)", "queue": "queue (requests waiting)", "error_rate": "error rate (%)",
            "ttft_p95_ms": "p95 TTFT (ms)"}
+_AXIS = {"%": {"tickformat": ".0%"}, "ms": {"ticksuffix": " ms"}}
 
 
 def _scale() -> list[list[float | str]]:
@@ -34,12 +36,12 @@ def _scale() -> list[list[float | str]]:
 
 def _hover(row: dict[str, Any]) -> str:
     parts = [f"<b>{row['instance']}</b> ({row['model']}): {row['status']}"]
-    for metric, (short, fmt) in METRICS.items():
-        value = row.get(metric)
-        parts.append(f"{short}: {'—' if value is None or pd.isna(value) else fmt(float(value))}")
+    for metric in METRICS:
+        text = row.get(f"{metric}_text")
+        parts.append(f"{SHORT[metric]}: {text if isinstance(text, str) else '—'}")
     age = row.get("age_s")
     if age is not None and not pd.isna(age):
-        parts.append(f"state age {float(age):.1f} s")
+        parts.append(f"state age {fmt(float(age), 's')}")
     if row.get("latched"):
         parts.append(f"latched out: {row['latched']}")
     return "<br>".join(parts)
@@ -105,25 +107,36 @@ def health_grid_chart(cells: pd.DataFrame, title: str = "Fleet health") -> go.Fi
 
 
 def instance_metrics_chart(
-    series: pd.DataFrame, thresholds: HealthThresholds, instance: str, transitions: pd.DataFrame | None = None,
+    series: pd.DataFrame, limits: Limits, instance: str, transitions: pd.DataFrame | None = None,
+    model: str | None = None,
 ) -> go.Figure:
-    """One instance's KV-cache, queue, error rate and p95 TTFT over time, each with its yellow and red lines.
+    """One instance's KV-cache, queue, error rate and p95 TTFT over time, each with its limit's lines.
 
     Args:
         series: Rows of :func:`app.ui.data.fleet.instance_series`.
-        thresholds: The grid's bands (drawn as dashed lines).
+        limits: The running configuration's limits: the threshold a red dashed line, the warning
+            bound (soft threshold or re-entry bound) a yellow one, each labelled with its source.
         instance: Named in the title.
+        model: The instance's model (a constraint may apply to some models only).
         transitions: Rows of :func:`app.ui.data.fleet.latch_transitions`: latch changes become vertical lines.
     """
     fig = make_subplots(rows=len(METRICS), cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=[_TITLES[m] for m in METRICS])
     for i, metric in enumerate(METRICS, start=1):
-        fig.add_trace(go.Scatter(x=series["ts"], y=series[metric], name=_TITLES[metric], mode="lines+markers",
-                                 marker={"size": 4}, line={"color": "#1f77b4"}, showlegend=False), row=i, col=1)
-        band = getattr(thresholds, metric)
-        for status in ("yellow", "red"):
-            fig.add_hline(y=getattr(band, status), line={"color": STATUS_COLOURS[status], "dash": "dash", "width": 1},
-                          row=i, col=1)
+        fig.add_trace(go.Scatter(x=series["ts"], y=series[metric], name=METRIC_NAMES[metric], mode="lines+markers",
+                                 marker={"size": 4}, line={"color": "#1f77b4"}, showlegend=False,
+                                 connectgaps=False), row=i, col=1)
+        lim = limits.limit(metric, model, instance)
+        unit = metric_unit(metric)
+        if lim is not None:
+            for status, bound in (("red", lim.threshold), ("yellow", lim.warn)):
+                if bound is None:
+                    continue
+                note = f"{lim.source} {fmt(bound, unit)}" if status == "red" else fmt(bound, unit)
+                fig.add_hline(y=bound, line={"color": STATUS_COLOURS[status], "dash": "dash", "width": 1},
+                              annotation_text=note, annotation_position="top left",
+                              annotation_font={"size": 10, "color": STATUS_COLOURS[status]}, row=i, col=1)
+        fig.update_yaxes(title=None, rangemode="tozero", **_AXIS.get(unit, {}), row=i, col=1)
     latch: list[dict[str, Any]] = []
     if transitions is not None and not transitions.empty:
         latch = [{str(k): v for k, v in r.items()}

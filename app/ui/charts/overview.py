@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from app.ui.charts.series import bars, line, mark_partial
+from app.ui.timeseries import bucket_label
 
 __all__ = ["SERIES_COLOURS", "busiest_chart", "overview_chart"]
 
@@ -23,37 +28,42 @@ _MARGIN = {"l": 10, "r": 10, "t": 60, "b": 10}
 _LEGEND = {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1}
 
 
-def overview_chart(frame: pd.DataFrame, bucket: str) -> go.Figure:
+def overview_chart(frame: pd.DataFrame, bucket: str, start: datetime, end: datetime,
+                   cost_unit: str = "cost units") -> go.Figure:
     """Four panels sharing the time axis: requests (bars), error and fallback rate, latency p50/p95/p99, cost.
 
     Args:
-        frame: Rows of :func:`app.ui.data.overview.series`.
+        frame: Rows of :func:`app.ui.data.overview.series` over the whole window (``partial`` marked).
         bucket: The bucket width, named in the title (``1m``, ``1h``, ...).
+        start: The window's start (the x axis begins at its bucket).
+        end: The window's end (the x axis ends there).
+        cost_unit: The cost panel's unit.
 
     Returns:
-        Seven traces named as in the legend (requests, error rate, fallback rate, p50, p95, p99, cost).
+        Seven named traces (requests, error rate, fallback rate, p50, p95, p99, cost), lines broken
+        at empty buckets, plus a dotted stub per line into a still-filling last bucket, which is shaded.
     """
     fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.05,
-                        subplot_titles=["requests", "error / fallback rate", "latency (ms)", "cost"])
+                        subplot_titles=["requests", "error / fallback rate (%)", "latency (ms)",
+                                        f"cost ({cost_unit})"])
     for row, column, name in _PANELS:
-        colour = SERIES_COLOURS[column]
         if column == "requests":
-            trace: go.Bar | go.Scatter = go.Bar(x=frame["start"], y=frame[column], name=name,
-                                                marker={"color": colour})
+            bars(fig, frame, column, name, SERIES_COLOURS[column], row=row)
         else:
-            trace = go.Scatter(x=frame["start"], y=frame[column], name=name, mode="lines+markers",
-                               line={"color": colour}, marker={"size": 4}, connectgaps=False)
-        fig.add_trace(trace, row=row, col=1)
-    fig.update_yaxes(tickformat=".1%", rangemode="tozero", row=2, col=1)
+            line(fig, frame, column, name, SERIES_COLOURS[column], row=row)
     fig.update_yaxes(rangemode="tozero")
-    fig.update_layout(title=f"Per {bucket} bucket", height=720, margin=_MARGIN, legend=_LEGEND)
+    fig.update_yaxes(tickformat=".1%", row=2, col=1)
+    fig.update_yaxes(ticksuffix=" ms", row=3, col=1)
+    mark_partial(fig, frame, bucket, start, end)
+    fig.update_layout(title=f"Per {bucket_label(bucket)} bucket", height=720, margin=_MARGIN, legend=_LEGEND)
     return fig
 
 
 def busiest_chart(table: pd.DataFrame, by: str) -> go.Figure:
-    """Horizontal bars of :func:`app.ui.data.overview.busiest` (busiest on top)."""
+    """Horizontal bars of :func:`app.ui.data.overview.busiest` (busiest on top), each labelled ``count (share)``."""
     fig = go.Figure(go.Bar(x=table["requests"], y=table[by], orientation="h", marker={"color": "#3182bd"},
-                           text=[f"{s:.0%}" for s in table["share"]], textposition="auto", name=by))
+                           text=[f"{n:,} ({s:.0%})" for n, s in zip(table["requests"], table["share"], strict=True)],
+                           textposition="auto", name=by))
     fig.update_layout(title=f"Busiest {by}s", height=80 + 32 * max(len(table), 1), margin=_MARGIN,
                       yaxis={"autorange": "reversed", "title": None}, xaxis={"title": "requests"})
     return fig

@@ -8,16 +8,20 @@ are shares (0-1); a bucket without requests has no rate (None), not a zero.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
 
+from app.ui.timeseries import complete
+from app.ui.units import DASH, Unit, count, fmt, fmt_delta
 from schemas.experiments import METRICS
 from schemas.queries import BucketStats
 
 __all__ = [
-    "BY_FIELD", "METRIC_COLUMNS", "METRIC_LABELS", "NO_EXPERIMENT", "SERIES_COLUMNS", "flip_matrix", "metric_table",
-    "pick_sides", "series", "shadow_pairs", "shadow_summary", "srm_status",
+    "BY_FIELD", "METRIC_COLUMNS", "METRIC_LABELS", "METRIC_UNITS", "NO_EXPERIMENT", "SERIES_COLUMNS",
+    "first_start", "flip_counts", "flip_matrix", "metric_table", "pick_sides", "series", "shadow_pairs",
+    "shadow_summary", "srm_status",
 ]
 
 BY_FIELD: dict[str, str] = {"arm": "experiment_arm", "version": "router_version"}
@@ -25,9 +29,13 @@ SERIES_COLUMNS: tuple[str, ...] = ("side", "start", "requests", "error_rate", "l
                                    "cost_per_request")
 METRIC_COLUMNS: tuple[str, ...] = ("metric", "A", "B", "B - A", "CI low", "CI high", "p (Holm)", "moved", "note")
 METRIC_LABELS: dict[str, str] = {
-    "error_rate": "error rate", "fallback_rate": "fallback rate", "latency_p50_ms": "latency p50 (ms)",
-    "latency_p95_ms": "latency p95 (ms)", "cost_per_request": "cost per request", "misroute_rate": "misroute rate",
+    "error_rate": "error rate", "fallback_rate": "fallback rate", "latency_p50_ms": "latency p50",
+    "latency_p95_ms": "latency p95", "cost_per_request": "cost per request", "misroute_rate": "misroute rate",
     "quality_score": "quality score",
+}
+METRIC_UNITS: dict[str, Unit] = {
+    "error_rate": "%", "fallback_rate": "%", "latency_p50_ms": "ms", "latency_p95_ms": "ms",
+    "cost_per_request": "cost", "misroute_rate": "%", "quality_score": "%",
 }
 NO_EXPERIMENT = ("No two arms or versions in this window. Declare `experiments.arms` in routelens.yaml "
                  "(`routelens demo` runs one: balanced against the seed's instance score), send traffic, "
@@ -43,18 +51,26 @@ def pick_sides(groups: Mapping[str, int], a: str | None, b: str | None) -> tuple
     return options, side_a, side_b
 
 
-def metric_table(report: Mapping[str, Any]) -> pd.DataFrame:
-    """One row per metric of a :class:`schemas.experiments.CompareReport` (JSON), in report order."""
+def metric_table(report: Mapping[str, Any], cost_unit: str = "cost units") -> pd.DataFrame:
+    """One row per metric of a :class:`schemas.experiments.CompareReport` (JSON), in report order.
+
+    Every figure reads in its metric's unit (shares as %, differences of shares in pp, latencies
+    in ms, cost in ``cost_unit``); a missing one reads ``—``.
+    """
     rows = []
     metrics = report.get("metrics", {})
     for name in [m for m in METRICS if m in metrics] + [m for m in metrics if m not in METRICS]:
         m = metrics[name]
         ci = m.get("ci") or (None, None)
         note = m.get("note") or ("" if m.get("enough_data", True) else "not enough data")
+        unit = METRIC_UNITS.get(name, "n")
+        p = m.get("p_adjusted")
         rows.append({
-            "metric": METRIC_LABELS.get(name, name), "A": m.get("a"), "B": m.get("b"), "B - A": m.get("delta"),
-            "CI low": ci[0], "CI high": ci[1], "p (Holm)": m.get("p_adjusted"),
-            "moved": bool(m.get("significant_after_correction")), "note": note,
+            "metric": METRIC_LABELS.get(name, name), "A": fmt(m.get("a"), unit, cost_unit),
+            "B": fmt(m.get("b"), unit, cost_unit), "B - A": fmt_delta(m.get("delta"), unit, cost_unit) or DASH,
+            "CI low": fmt_delta(ci[0], unit, cost_unit) or DASH, "CI high": fmt_delta(ci[1], unit, cost_unit) or DASH,
+            "p (Holm)": DASH if p is None else f"{p:.2g}",
+            "moved": "yes" if m.get("significant_after_correction") else "", "note": note,
         })
     return pd.DataFrame(rows, columns=list(METRIC_COLUMNS))
 
@@ -73,15 +89,35 @@ def srm_status(report: Mapping[str, Any]) -> tuple[str, str]:
     return "ok", f"Split as designed: p = {p:.2g} ({split})."
 
 
-def series(per_side: Mapping[str, Iterable[BucketStats]]) -> pd.DataFrame:
-    """One row per side and time bucket (:data:`SERIES_COLUMNS`), oldest first."""
-    rows = [{
-        "side": side, "start": b.start, "requests": b.requests,
-        "error_rate": b.errors / b.requests if b.requests else None, "latency_p95_ms": b.latency_p95_ms,
-        "cost": b.cost, "cost_per_request": b.cost / b.requests if b.requests else None,
-    } for side, buckets in per_side.items() for b in buckets]
-    frame = pd.DataFrame(rows, columns=list(SERIES_COLUMNS))
-    return frame.sort_values(["side", "start"], kind="stable").reset_index(drop=True)
+def series(per_side: Mapping[str, Iterable[BucketStats]], start: datetime | None = None,
+           end: datetime | None = None, bucket: str | None = None) -> pd.DataFrame:
+    """One row per side and time bucket (:data:`SERIES_COLUMNS`), oldest first.
+
+    Given the window and bucket, each side has every bucket of it (:func:`app.ui.timeseries.complete`:
+    an empty one has no rate, so its line breaks; ``partial`` marks the still-filling last one).
+    """
+    parts = []
+    for side, buckets in per_side.items():
+        rows = [{
+            "side": side, "start": b.start, "requests": b.requests,
+            "error_rate": b.errors / b.requests if b.requests else None, "latency_p95_ms": b.latency_p95_ms,
+            "cost": b.cost, "cost_per_request": b.cost / b.requests if b.requests else None,
+        } for b in buckets]
+        frame = pd.DataFrame(rows, columns=list(SERIES_COLUMNS))
+        if start is not None and end is not None and bucket is not None:
+            frame = complete(frame.drop(columns="side"), start, end, bucket, counts=("requests",), zeros=("cost",))
+            frame.insert(0, "side", side)
+        parts.append(frame)
+    if not parts:
+        return pd.DataFrame(columns=list(SERIES_COLUMNS))
+    out = pd.concat(parts, ignore_index=True)
+    return out.sort_values(["side", "start"], kind="stable").reset_index(drop=True)
+
+
+def first_start(per_side: Mapping[str, Iterable[BucketStats]]) -> datetime | None:
+    """The start of the earliest bucket with requests on either side (None: no traffic)."""
+    starts = [b.start for buckets in per_side.values() for b in buckets if b.requests]
+    return min(starts) if starts else None
 
 
 def shadow_pairs(traces: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -111,12 +147,28 @@ def flip_matrix(pairs: pd.DataFrame, level: str = "model") -> pd.DataFrame:
     return table
 
 
-def shadow_summary(pairs: pd.DataFrame, sampled: int) -> str:
-    """One sentence: how many of the sampled traces had a shadow decision and how many flipped."""
+def flip_counts(pairs: pd.DataFrame) -> dict[str, int]:
+    """How many sampled pairs changed model, changed only instance, and kept both (they sum to the pairs)."""
     if pairs.empty:
-        return (f"None of the {sampled:,} newest traces carries a shadow decision; declare "
+        return {"model": 0, "instance": 0, "same": 0}
+    model = pairs["live_model"] != pairs["shadow_model"]
+    instance = ~model & (pairs["live_instance"] != pairs["shadow_instance"])
+    return {"model": int(model.sum()), "instance": int(instance.sum()), "same": int((~model & ~instance).sum())}
+
+
+def shadow_summary(pairs: pd.DataFrame, sampled: int) -> str:
+    """One sentence whose counts are the grids': pairs with a shadow decision, model changes, instance-only changes.
+
+    The model grid's off-diagonal cells sum to the model changes; the instance grid's to both kinds.
+    """
+    if pairs.empty:
+        return (f"None of the {count(sampled, 'newest trace')} carries a shadow decision; declare "
                 "`experiments.shadow` in routelens.yaml to decide a candidate policy beside the live one.")
-    flips = int(pairs["flipped"].sum())
-    versions = ", ".join(sorted({str(v) for v in pairs["shadow_version"].dropna()})) or "?"
-    return (f"{len(pairs):,} of the {sampled:,} newest traces carry a shadow decision ({versions}); "
-            f"{flips:,} flipped ({flips / len(pairs):.1%}).")
+    flips = flip_counts(pairs)
+    n = len(pairs)
+    versions = ", ".join(sorted({str(v) for v in pairs["shadow_version"].dropna()})) or DASH
+    changed = flips["model"] + flips["instance"]
+    return (f"{n:,} of the {count(sampled, 'newest trace')} carry a shadow decision ({versions}): "
+            f"{changed:,} would have gone elsewhere ({changed / n:.1%}): {count(flips['model'], 'model change')} "
+            f"(off the diagonal of the model grid) and {count(flips['instance'], 'instance-only change')} "
+            f"(same model, another instance); {flips['same']:,} the same.")

@@ -18,29 +18,28 @@ import pandas as pd
 from pydantic import ValidationError
 
 from app.reader import READ_TOKEN_ENV, api_from_env
+from app.ui.limits import STATUS_RANK, Limits
+from app.ui.units import DASH, METRIC_NAMES, fmt
 from schemas.config import AppSettings, HealthBand, HealthThresholds
 from schemas.fleet import InstanceSnapshot
 
 __all__ = [
-    "CELL_COLUMNS", "LIVE_ENV", "METRICS", "SERIES_COLUMNS", "SETTINGS_ENV", "STATUSES", "TRANSITION_COLUMNS",
-    "at_moment", "band_of", "cells", "floor_time", "instance_series", "latch_transitions", "live_api", "live_snapshots",
-    "offset_label", "offsets", "read_back", "read_spread", "served_rows", "thresholds_from_env", "trace_link",
+    "CELL_COLUMNS", "LIVE_ENV", "METRICS", "SERIES_COLUMNS", "SETTINGS_ENV", "SHORT", "STATUSES",
+    "TRANSITION_COLUMNS", "at_moment", "band_of", "cells", "elsewhere", "floor_time", "instance_series",
+    "latch_transitions", "live_api", "live_snapshots", "offset_label", "offsets", "read_back", "read_spread",
+    "served_rows", "table", "thresholds_from_env", "trace_link",
 ]
 
 SETTINGS_ENV = "ROUTELENS_APP_SETTINGS"  # AppSettings as JSON, handed over by ``routelens app``
 LIVE_ENV = "ROUTELENS_LIVE_URL"  # a gateway's live views while the store is a file
 STATUSES = ("green", "yellow", "red", "grey")
-# Metric -> its short name in a cell and how its value reads.
-METRICS: dict[str, tuple[str, Callable[[float], str]]] = {
-    "kv_cache_usage": ("kv", lambda v: f"{v:.0%}"),
-    "queue": ("queue", lambda v: f"{v:.0f}"),
-    "error_rate": ("errors", lambda v: f"{v:.1%}"),
-    "ttft_p95_ms": ("p95 ttft", lambda v: f"{v:,.0f} ms"),
-}
+# The metrics a tile can show, each judged against its limit (app.ui.limits).
+METRICS: tuple[str, ...] = ("kv_cache_usage", "queue", "error_rate", "ttft_p95_ms")
+SHORT: dict[str, str] = {"kv_cache_usage": "kv", "queue": "queue", "error_rate": "errors", "ttft_p95_ms": "p95 TTFT"}
 CELL_COLUMNS: tuple[str, ...] = (
-    "model", "instance", "status", "worst", "label", "age_s", *METRICS, "p95_latency_ms", "latched", "link",
+    "model", "instance", "status", "shown", "label", "worst", "worst_status", "age_s", *METRICS,
+    *(f"{m}_text" for m in METRICS), "p95_latency_ms", "latched", "link",
 )
-_RANK = {"green": 0, "yellow": 1, "red": 2}
 
 
 def thresholds_from_env(environ: Mapping[str, str] | None = None) -> tuple[HealthThresholds, str | None]:
@@ -138,48 +137,82 @@ def _age(snap: InstanceSnapshot, moment: datetime | None) -> float | None:
     return max(0.0, (moment - snap.scraped_at).total_seconds())
 
 
-def _cell(snap: InstanceSnapshot, th: HealthThresholds, moment: datetime | None) -> dict[str, Any]:
+def _cell(snap: InstanceSnapshot, limits: Limits, metric: str, moment: datetime | None) -> dict[str, Any]:
     age = _age(snap, moment)
     values = {m: getattr(snap, m) for m in METRICS}
-    graded = {m: (b, v / getattr(th, m).red if getattr(th, m).red else v)
-              for m, v in values.items() if (b := band_of(v, getattr(th, m))) is not None}
-    worst = max(graded, key=lambda m: (_RANK[graded[m][0]], graded[m][1]), default=None)
-    stale = snap.stale or snap.scraped_at is None or (age is not None and age > th.stale_after_s)
-    status = "grey" if stale or worst is None else graded[worst][0]
-    if stale:
-        label = "no scrape" if snap.scraped_at is None else f"stale {age:.0f} s" if age is not None else "stale"
-    elif worst is None:
-        label = "no metrics"
-    else:
-        short, fmt = METRICS[worst]
-        label = f"{short} {fmt(values[worst])}"
+    texts = {f"{m}_text": limits.text(m, v, snap.model, snap.instance) for m, v in values.items()}
+    graded = {m: (st, _ratio(limits, m, v, snap)) for m, v in values.items()
+              if (st := limits.status(m, v, snap.model, snap.instance)) is not None}
+    worst = max(graded, key=lambda m: (STATUS_RANK[graded[m][0]], graded[m][1]), default=None)
     latched = ", ".join(latch.constraint for latch in snap.latches if latch.out)
-    return {"model": snap.model, "instance": snap.instance, "status": status, "worst": worst, "label": label,
-            "age_s": age, **values, "p95_latency_ms": snap.p95_latency_ms, "latched": latched,
-            "link": "?" + urllib.parse.urlencode({"instance": snap.instance})}
+    stale = snap.stale or snap.scraped_at is None or (age is not None and age > limits.health.stale_after_s)
+    shown = graded.get(metric, (None, 0.0))[0]
+    if stale:
+        status = "grey"
+        label = "no scrape" if snap.scraped_at is None else f"stale {age:.0f} s" if age is not None else "stale"
+    else:
+        # Held out by the router: red whatever the shown metric says (the tile must not read green).
+        status = "red" if latched else shown or "grey"
+        label = f"{SHORT[metric]} {texts[metric + '_text']}" + (f"<br>out: {latched}" if latched else "")
+    return {"model": snap.model, "instance": snap.instance, "status": status, "shown": metric, "label": label,
+            "worst": worst, "worst_status": graded[worst][0] if worst else None, "age_s": age, **values, **texts,
+            "p95_latency_ms": snap.p95_latency_ms,
+            "latched": latched, "link": "?" + urllib.parse.urlencode({"instance": snap.instance})}
+
+
+def _ratio(limits: Limits, metric: str, value: float | None, snap: InstanceSnapshot) -> float:
+    """How far ``value`` is towards its threshold (ties between colours go to the furthest)."""
+    lim = limits.limit(metric, snap.model, snap.instance)
+    if lim is None or value is None or not lim.threshold:
+        return 0.0
+    return value / lim.threshold if lim.op in ("<=", "<") else lim.threshold / value if value else float("inf")
 
 
 def cells(
-    snapshots: Iterable[InstanceSnapshot], thresholds: HealthThresholds, *,
+    snapshots: Iterable[InstanceSnapshot], limits: Limits, *, metric: str = METRICS[0],
     moment: datetime | None = None, known: Iterable[tuple[str, str]] = (),
 ) -> pd.DataFrame:
-    """One row per (model, instance) with its colour, worst metric and values (:data:`CELL_COLUMNS`).
+    """One row per (model, instance): its colour and label for ``metric``, and every metric against its limit.
+
+    A tile shows one metric (``metric``, as ``value / limit``) and takes that metric's colour
+    against the limit the configuration sets (:class:`app.ui.limits.Limits`: the constraint the
+    router removes by, else ``app.health``); an instance a latch holds out is red whatever the
+    metric, and a stale one grey. ``worst`` names the metric furthest past its limit.
 
     Args:
         snapshots: One per instance (live state, or :func:`at_moment`'s choice).
-        thresholds: The bands per metric and the staleness bound.
+        limits: The running configuration's limits.
+        metric: The metric the tiles show (one of :data:`METRICS`).
         moment: When the grid is shown: ages are counted to it (None: the snapshots' own ``age_s``).
         known: ``(model, instance)`` pairs to show grey when no snapshot names them.
     """
-    rows = [_cell(s, thresholds, moment) for s in snapshots]
+    rows = [_cell(s, limits, metric, moment) for s in snapshots]
     seen = {r["instance"] for r in rows}
     for model, instance in known:
         if instance not in seen:
             seen.add(instance)
-            rows.append({"model": model, "instance": instance, "status": "grey", "worst": None,
-                         "label": "no snapshot", "link": "?" + urllib.parse.urlencode({"instance": instance})})
+            rows.append({"model": model, "instance": instance, "status": "grey", "shown": metric, "worst": None,
+                         "label": "no snapshot", "latched": "",
+                         "link": "?" + urllib.parse.urlencode({"instance": instance})})
     frame = pd.DataFrame(rows, columns=list(CELL_COLUMNS))
     return frame.sort_values(["model", "instance"], ignore_index=True)
+
+
+def elsewhere(grid: pd.DataFrame) -> list[str]:
+    """Fresh instances red on a metric other than the one the tiles show, as ``inst (queue 12 / 10 requests)``."""
+    if grid.empty:
+        return []
+    other = grid[(grid["worst_status"] == "red") & (grid["worst"] != grid["shown"]) & (grid["status"] != "grey")]
+    return [f"{r['instance']} ({SHORT[r['worst']]} {r[r['worst'] + '_text']})" for _, r in other.iterrows()]
+
+
+def table(grid: pd.DataFrame) -> pd.DataFrame:
+    """The grid as a table an operator reads: each metric as ``value / limit``, no raw floats, no None."""
+    out = grid[["model", "instance", "status", "latched", *(f"{m}_text" for m in METRICS), "age_s", "link"]].copy()
+    out = out.rename(columns={f"{m}_text": METRIC_NAMES[m] for m in METRICS})
+    out["age_s"] = [fmt(a, "s") for a in grid["age_s"]]
+    out["latched"] = grid["latched"].fillna("")
+    return out.rename(columns={"age_s": "state age", "latched": "held out by"}).fillna(DASH)
 
 
 SERIES_COLUMNS: tuple[str, ...] = ("ts", "kv_cache_usage", "queue", "error_rate", "ttft_p95_ms", "p95_latency_ms")
@@ -210,18 +243,23 @@ def instance_series(snapshots: Iterable[InstanceSnapshot]) -> pd.DataFrame:
     return frame.drop_duplicates("ts").sort_values("ts", ignore_index=True)
 
 
-def latch_transitions(snapshots: Iterable[InstanceSnapshot], events: Iterable[Any] = ()) -> pd.DataFrame:
+def latch_transitions(
+    snapshots: Iterable[InstanceSnapshot], events: Iterable[Any] = (), limits: Limits | None = None,
+) -> pd.DataFrame:
     """When each latch went out or came back (from the snapshots' latches), with the instance's router events.
 
     A latch's ``since`` is when it last changed, so each distinct ``(constraint, since, out)`` is one
-    transition. Events are anything with ``ts``, ``kind``, ``message`` (``RouterEvent``).
+    transition. Events are anything with ``ts``, ``kind``, ``message`` (``RouterEvent``). A value
+    reads against its constraint's threshold when ``limits`` knows the constraint (``92% / 85%``).
     """
     seen: dict[tuple[str, datetime, bool], dict[str, Any]] = {}
     for snap in snapshots:
         for latch in snap.latches:
             if latch.since is None:
                 continue
-            value = "" if latch.value is None else f" (value {latch.value:.3g})"
+            value = "" if latch.value is None else (
+                f" ({limits.latch_text(latch.constraint, latch.value)})" if limits
+                else f" (value {latch.value:.3g})")
             seen.setdefault((latch.constraint, latch.since, latch.out), {
                 "ts": latch.since, "source": "latch", "what": f"{latch.constraint} {'out' if latch.out else 'back in'}",
                 "detail": f"held out of the feasible set{value}" if latch.out else f"feasible again{value}"})
@@ -234,10 +272,11 @@ def latch_transitions(snapshots: Iterable[InstanceSnapshot], events: Iterable[An
 def served_rows(items: Iterable[Any]) -> pd.DataFrame:
     """Search results (``TraceSummary``) as rows linked to their drill-down."""
     rows = [{"ts": t.ts, "request_id": t.request_id, "model": t.selected_model, "rule": t.rule,
-             "outcome": str(t.outcome_status), "http": t.http_status, "total_ms": t.total_ms,
-             "fallback": t.fallback_triggered, "open": trace_link(t.request_id)} for t in items]
-    return pd.DataFrame(rows, columns=["ts", "request_id", "model", "rule", "outcome", "http", "total_ms",
-                                       "fallback", "open"])
+             "outcome": t.outcome_status.value, "http": t.http_status, "total": fmt(t.total_ms, "ms"),
+             "fallback": "yes" if t.fallback_triggered else "", "open": trace_link(t.request_id)} for t in items]
+    frame = pd.DataFrame(rows, columns=["ts", "request_id", "model", "rule", "outcome", "http", "total",
+                                        "fallback", "open"])
+    return frame.fillna({"model": DASH, "rule": DASH})
 
 
 def offsets(span: timedelta, steps: int = 30) -> list[int]:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import pandas as pd
 
 from app.ui.data.fleet import trace_link
+from app.ui.timeseries import complete
+from app.ui.units import DASH, Unit, fmt, fmt_delta
 from schemas.queries import BucketStats, Misroute, TrafficEdge
 
 __all__ = [
@@ -35,20 +38,28 @@ raw = client.chat.completions.with_raw_response.create(
 print(raw.headers["x-request-id"], raw.headers["x-routelens-instance"])'''
 
 
-def series(buckets: Iterable[BucketStats]) -> pd.DataFrame:
-    """One row per time bucket (:data:`SERIES_COLUMNS`), oldest first; rates of empty buckets are None."""
+def series(buckets: Iterable[BucketStats], start: datetime | None = None, end: datetime | None = None,
+           bucket: str | None = None) -> pd.DataFrame:
+    """One row per time bucket (:data:`SERIES_COLUMNS`), oldest first; rates of empty buckets are None.
+
+    Given the window and bucket, every bucket of the window is there (:func:`app.ui.timeseries.complete`:
+    empty ones with no rate, so lines break; ``partial`` marks the still-filling last one).
+    """
     rows = [{
         "start": b.start, "requests": b.requests, "errors": b.errors,
         "error_rate": b.errors / b.requests if b.requests else None, "fallbacks": b.fallbacks,
         "fallback_rate": b.fallbacks / b.requests if b.requests else None, "latency_p50_ms": b.latency_p50_ms,
         "latency_p95_ms": b.latency_p95_ms, "latency_p99_ms": b.latency_p99_ms, "cost": b.cost,
     } for b in buckets]
-    return pd.DataFrame(rows, columns=list(SERIES_COLUMNS)).sort_values("start", ignore_index=True)
+    frame = pd.DataFrame(rows, columns=list(SERIES_COLUMNS)).sort_values("start", ignore_index=True)
+    if start is None or end is None or bucket is None:
+        return frame
+    return complete(frame, start, end, bucket, counts=("requests", "errors", "fallbacks"), zeros=("cost",))
 
 
 @dataclass(frozen=True)
 class Headline:
-    """One headline number, its change against the previous window, and how to read it.
+    """One headline number, its value in the previous window, and how to read it.
 
     ``delta`` is None when either window has no value; ``worse_up``: a rise is bad (errors, latency).
     """
@@ -56,34 +67,29 @@ class Headline:
     label: str
     value: float | None
     delta: float | None
-    unit: str
+    unit: Unit
     worse_up: bool
     help: str = ""
+    previous: float | None = None
+    cost_unit: str = "cost units"
 
     @property
     def text(self) -> str:
-        """The value as shown (``—`` without one)."""
-        return "—" if self.value is None else _fmt(self.value, self.unit)
+        """The value as shown, with its unit (``—`` without one)."""
+        return fmt(self.value, self.unit, self.cost_unit)
 
     @property
     def delta_text(self) -> str | None:
-        """The change as shown (percentage points for shares), None without one."""
-        if self.delta is None:
+        """The change and the value it is against: ``+1.2 pp (was 3.4%)``; None without one."""
+        change = fmt_delta(self.delta, self.unit, self.cost_unit)
+        if change is None:
             return None
-        sign = "+" if self.delta >= 0 else "−"
-        if self.unit == "%":
-            return f"{sign}{abs(self.delta) * 100:.1f} pp"
-        return f"{sign}{_fmt(abs(self.delta), self.unit)}"
+        return f"{change} (was {fmt(self.previous, self.unit, self.cost_unit)})"
 
-
-def _fmt(value: float, unit: str) -> str:
-    if unit == "%":
-        return f"{value:.1%}"
-    if unit == "ms":
-        return f"{value:,.0f} ms"
-    if unit == "cost":
-        return f"{value:,.2f}"
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+    @property
+    def previous_text(self) -> str:
+        """The previous window's value (``—`` without one)."""
+        return DASH if self.previous is None else fmt(self.previous, self.unit, self.cost_unit)
 
 
 def _totals(frame: pd.DataFrame) -> dict[str, float | None]:
@@ -101,18 +107,18 @@ def _totals(frame: pd.DataFrame) -> dict[str, float | None]:
     return out
 
 
-_HEADLINES: tuple[tuple[str, str, str, bool, str], ...] = (
-    ("requests", "Requests", "", False, ""),
+_HEADLINES: tuple[tuple[str, str, Unit, bool, str], ...] = (
+    ("requests", "Requests", "n", False, ""),
     ("error_rate", "Error rate", "%", True, "requests whose outcome was an error"),
     ("fallback_rate", "Fallback rate", "%", True, "requests served after a fallback"),
     ("latency_p50_ms", "Latency p50", "ms", True, "request-weighted mean of the buckets' p50"),
     ("latency_p95_ms", "Latency p95", "ms", True, "request-weighted mean of the buckets' p95"),
     ("latency_p99_ms", "Latency p99", "ms", True, "request-weighted mean of the buckets' p99"),
-    ("cost", "Cost", "cost", True, "sum of the requests' cost"),
+    ("cost", "Cost", "cost", True, "sum of the requests' cost (fleet.instances[].cost, in app.cost_unit)"),
 )
 
 
-def headlines(current: pd.DataFrame, previous: pd.DataFrame) -> list[Headline]:
+def headlines(current: pd.DataFrame, previous: pd.DataFrame, cost_unit: str = "cost units") -> list[Headline]:
     """The window's totals (from :func:`series` frames) with their change against the previous window.
 
     Latency quantiles of a window are the request-weighted mean of its buckets' quantiles (the
@@ -124,7 +130,7 @@ def headlines(current: pd.DataFrame, previous: pd.DataFrame) -> list[Headline]:
         value, old = now[key], before[key]
         has_before = bool(before["requests"])
         delta = value - old if value is not None and old is not None and has_before else None
-        out.append(Headline(label, value, delta, unit, worse_up, help_text))
+        out.append(Headline(label, value, delta, unit, worse_up, help_text, old if has_before else None, cost_unit))
     return out
 
 
@@ -144,4 +150,5 @@ def misroute_rows(misroutes: Sequence[Misroute]) -> pd.DataFrame:
     """Misroutes newest first (:data:`MISROUTE_COLUMNS`), each linked to its drill-down (``/trace?request_id=``)."""
     rows = [{**m.model_dump(include=set(MISROUTE_COLUMNS)), "open": trace_link(m.request_id)}
             for m in sorted(misroutes, key=lambda m: m.ts, reverse=True)]
-    return pd.DataFrame(rows, columns=list(MISROUTE_COLUMNS))
+    frame = pd.DataFrame(rows, columns=list(MISROUTE_COLUMNS))
+    return frame.fillna({c: DASH for c in MISROUTE_COLUMNS if c not in ("ts", "trace_ts")})

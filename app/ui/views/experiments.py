@@ -13,6 +13,8 @@ from app.ui import resources, sidebar
 from app.ui.charts import experiments as charts
 from app.ui.data import experiments as data
 from app.ui.data.topology import parse_end
+from app.ui.limits import load_limits
+from app.ui.timeseries import bucket_label, finer_bucket
 from ingest import SinkError, SinkUnavailable
 from schemas.queries import AggregateQuery, BucketStats, TraceFilter
 
@@ -86,17 +88,29 @@ def metric_section(a: str, b: str, by: str, sc: sidebar.Scope) -> None:
     {"error": st.error, "warning": st.warning, "ok": st.success}[level](sentence)
     st.markdown(f"**{report.get('verdict', '')}** — A = `{a}`, B = `{b}`; intervals at "
                 f"{report.get('confidence', 0.95):.0%}, Holm-corrected across the metrics.")
-    st.dataframe(data.metric_table(report), hide_index=True, key="metric_table")
+    st.dataframe(data.metric_table(report, load_limits().cost_unit), hide_index=True, key="metric_table")
 
 
 def series_section(a: str, b: str, by: str, sc: sidebar.Scope) -> None:
     st.subheader("Over time")
     field = data.BY_FIELD[by]
-    per_side = {}
-    for side in (a, b):
-        flt = sc.trace_filter(**{field: side})
-        per_side[side] = [BucketStats.model_validate(x) for x in fetch_buckets(flt.model_dump_json(), sc.bucket)]
-    st.plotly_chart(charts.series_chart(data.series(per_side), sc.bucket), key="series")
+    filters = {side: sc.trace_filter(**{field: side}) for side in (a, b)}
+    per_side = {side: [BucketStats.model_validate(x) for x in fetch_buckets(f.model_dump_json(), sc.bucket)]
+                for side, f in filters.items()}
+    first = data.first_start(per_side)
+    if first is None:
+        st.info(f"Neither side served a request in the last {sc.window}.")
+        return
+    # The bucket follows the span that holds data: a 24 h window over an hour of traffic gets minutes.
+    start = max(sc.start, first)
+    bucket = finer_bucket(sc.bucket, sc.end - start)
+    if bucket != sc.bucket:
+        per_side = {side: [BucketStats.model_validate(x) for x in fetch_buckets(
+            f.model_copy(update={"start": start}).model_dump_json(), bucket)] for side, f in filters.items()}
+        st.caption(f"No traffic on either side before {start:%Y-%m-%d %H:%M} UTC: the chart starts there, in "
+                   f"{bucket_label(bucket)} buckets.")
+    frame = data.series(per_side, start, sc.end, bucket)
+    st.plotly_chart(charts.series_chart(frame, bucket, start, sc.end, load_limits().cost_unit), key="series")
 
 
 def shadow_section(sc: sidebar.Scope) -> None:
@@ -110,7 +124,9 @@ def shadow_section(sc: sidebar.Scope) -> None:
     pairs = data.shadow_pairs(traces)
     st.caption(data.shadow_summary(pairs, len(traces)))
     if not pairs.empty:
-        st.plotly_chart(charts.flip_heatmap(data.flip_matrix(pairs)), key="flips")
+        level = str(st.radio("grid by", ["model", "instance"], key="flip_level", horizontal=True))
+        st.plotly_chart(charts.flip_heatmap(data.flip_matrix(pairs, level), f"Live → shadow, by {level}"),
+                        key="flips")
         st.caption("For the whole window under any policy file: `routelens replay --since … --until … --policy FILE`.")
 
 

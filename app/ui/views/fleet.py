@@ -15,6 +15,9 @@ from app.ui import resources, sidebar
 from app.ui.charts import fleet as charts
 from app.ui.data import fleet as data
 from app.ui.data import probes as probe_data
+from app.ui.limits import Limits, load_limits
+from app.ui.timeseries import gap_breaks
+from app.ui.units import METRIC_NAMES, count, fmt
 from ingest import MAX_LIMIT, SinkError
 from schemas.fleet import InstanceSnapshot
 from schemas.queries import TraceFilter, TracePage
@@ -61,7 +64,7 @@ def fetch_detail(instance: str, start: datetime, end: datetime, flt: str) -> dic
             "events": [e.model_dump(mode="json") for e in events], "page": page.model_dump(mode="json")}
 
 
-def grid_now(sc: sidebar.Scope, back_s: int, th: Any) -> tuple[Any, str]:
+def grid_now(sc: sidebar.Scope, back_s: int, lim: Limits, metric: str) -> tuple[Any, str]:
     """The cells to show and a caption saying where they come from."""
     moment = sc.end - timedelta(seconds=back_s)
     state, problem = None, None
@@ -74,23 +77,23 @@ def grid_now(sc: sidebar.Scope, back_s: int, th: Any) -> tuple[Any, str]:
     pairs += fetch_served(sc.trace_filter().model_copy(update={"instance": None}).model_dump_json())
     known = tuple(sorted({i for _, i in pairs}))
     if back_s == 0 and live:
-        return data.cells(live, th, known=pairs), "Live state (GET /v1/router/state)"
+        return data.cells(live, lim, metric=metric, known=pairs), "Live state (GET /v1/router/state)"
     stored = data.at_moment((InstanceSnapshot.model_validate(s) for s in fetch_at(moment, known)), moment)
     why = f"; live state unavailable: {problem}" if problem else ""
     where = f"Stored snapshots at {moment:%Y-%m-%d %H:%M:%S} UTC{why}"
-    return data.cells(stored, th, moment=moment, known=pairs), where
+    return data.cells(stored, lim, metric=metric, moment=moment, known=pairs), where
 
 
 @st.fragment(run_every=REFRESH_S)
-def body(scope: sidebar.Scope, back_s: int) -> None:
+def body(scope: sidebar.Scope, back_s: int, metric: str) -> None:
     """The grid and the chosen instance, refreshed every few seconds over a window ending now."""
-    th, th_problem = data.thresholds_from_env()
+    lim = load_limits()
     end = data.floor_time(datetime.now(UTC), REFRESH_S)  # reruns within a refresh share the cache
     sc = dataclasses.replace(scope, start=end - (scope.end - scope.start), end=end)
-    if th_problem:
-        st.warning(f"Default thresholds in use: {th_problem}.")
+    if lim.problem:
+        st.warning(f"Default limits in use: {lim.problem}.")
     try:
-        grid, where = grid_now(sc, back_s, th)
+        grid, where = grid_now(sc, back_s, lim, metric)
     except SinkError as exc:
         st.error(f"Trace store unreachable: {exc}")
         return
@@ -100,10 +103,13 @@ def body(scope: sidebar.Scope, back_s: int) -> None:
         st.info("No instance state at this moment: no gateway answers `GET /v1/router/state` and the store "
                 "holds no snapshot. Start `routelens serve` (it scrapes every instance each second).")
         return
-    st.caption(f"{where}. Thresholds (yellow / red): KV {th.kv_cache_usage.yellow:.0%} / "
-               f"{th.kv_cache_usage.red:.0%}, queue {th.queue.yellow:g} / {th.queue.red:g}, errors "
-               f"{th.error_rate.yellow:.0%} / {th.error_rate.red:.0%}, p95 TTFT {th.ttft_p95_ms.yellow:,.0f} / "
-               f"{th.ttft_p95_ms.red:,.0f} ms; grey: state older than {th.stale_after_s:g} s.")
+    limit = lim.limit(metric)
+    st.caption(f"{where}. Each tile: {METRIC_NAMES[metric]} as value / limit; "
+               + (f"limit {limit.describe()}" if limit else "no limit configured")
+               + f"; red also when a latch holds the instance out; grey: state older than "
+               f"{fmt(lim.health.stale_after_s, 's')} (app.health.stale_after_s). Limits from {lim.source}.")
+    if off := data.elsewhere(grid):
+        st.warning("Over a limit on another metric: " + "; ".join(off) + ". Pick that metric above to see it.")
     event = st.plotly_chart(charts.health_grid_chart(grid), on_select="rerun", selection_mode="points",
                             key="fleet_grid")
     points = list(getattr(getattr(event, "selection", None), "points", None) or [])
@@ -113,19 +119,21 @@ def body(scope: sidebar.Scope, back_s: int) -> None:
             grid, str(points[0].get("y")), int(points[0].get("x", -1)))
         if clicked and clicked != st.session_state.get("fleet_clicked"):
             st.session_state["fleet_clicked"] = st.session_state["fleet_instance"] = clicked
-    order = grid.sort_values("status", key=lambda s: s.map({"red": 0, "yellow": 1, "grey": 2, "green": 3}),
-                             kind="stable")["instance"].tolist()
+    rank = {"red": 0, "yellow": 1, "grey": 2, "green": 3}
+    order = grid.assign(_r=grid["status"].map(rank), _w=grid["worst_status"].map(rank).fillna(4)).sort_values(
+        ["_r", "_w"], kind="stable")["instance"].tolist()  # worst first, then worst on any metric
     if "fleet_instance" not in st.session_state or st.session_state["fleet_instance"] not in [*order, None]:
         st.session_state["fleet_instance"] = sc.instance if sc.instance in order else None
-    with st.expander("Grid as a table"):
-        st.dataframe(grid, hide_index=True, column_config=LINKS)
+    with st.expander("Grid as a table (every metric against its limit)"):
+        st.dataframe(data.table(grid), hide_index=True, column_config=LINKS)
     instance = st.selectbox("Instance (worst first; or click a cell)", order, key="fleet_instance",
                             index=None, placeholder="pick an instance")
     if instance:
-        detail(sc, str(instance), th)
+        model = grid.loc[grid["instance"] == instance, "model"]
+        detail(sc, str(instance), lim, str(model.iloc[0]) if len(model) else None)
 
 
-def detail(sc: sidebar.Scope, instance: str, th: Any) -> None:
+def detail(sc: sidebar.Scope, instance: str, lim: Limits, model: str | None) -> None:
     """The chosen instance over the window: metrics with thresholds, latch transitions, requests served."""
     st.subheader(instance)
     flt = sc.trace_filter().model_copy(update={"instance": instance})
@@ -135,19 +143,19 @@ def detail(sc: sidebar.Scope, instance: str, th: Any) -> None:
         st.error(f"Trace store unreachable: {exc}")
         return
     snaps = [InstanceSnapshot.model_validate(s) for s in found["snapshots"]]
-    transitions = data.latch_transitions(snaps, [RouterEvent.model_validate(e) for e in found["events"]])
-    series = data.instance_series(snaps)
+    transitions = data.latch_transitions(snaps, [RouterEvent.model_validate(e) for e in found["events"]], lim)
+    series = gap_breaks(data.instance_series(snaps))
     if series.empty:
         st.info(f"No stored snapshot of `{instance}` in the window.")
     else:
-        st.plotly_chart(charts.instance_metrics_chart(series, th, instance, transitions))
+        st.plotly_chart(charts.instance_metrics_chart(series, lim, instance, transitions, model), key="fleet_detail")
     st.markdown("**Latch transitions and router events**")
     if transitions.empty:
         st.caption("No latch changed and no router event named this instance in the window.")
     else:
         st.dataframe(transitions, hide_index=True)
     page = TracePage.model_validate(found["page"])
-    st.markdown(f"**Requests it served** (latest {len(page.items)})")
+    st.markdown(f"**Requests it served** (latest {count(len(page.items), 'request')})")
     if page.items:
         st.dataframe(data.served_rows(page.items), hide_index=True, column_config=LINKS)
     else:
@@ -160,6 +168,12 @@ stops = data.offsets(scope.end - scope.start)
 if st.session_state.get("fleet_at") not in stops:  # first run, or another window: the URL's stop, else now
     asked = st.query_params.get("at", "0")
     st.session_state["fleet_at"] = int(asked) if asked.isdigit() and int(asked) in stops else 0
-back = int(st.select_slider("Moment", stops, key="fleet_at", format_func=data.offset_label))
+left, right = st.columns([3, 1])
+back = int(left.select_slider("Moment", stops, key="fleet_at", format_func=data.offset_label))
 sidebar.sync_param("at", str(back) if back else None)
-body(scope, back)
+if st.session_state.get("fleet_metric") not in data.METRICS:
+    asked_metric = st.query_params.get("metric", data.METRICS[0])
+    st.session_state["fleet_metric"] = asked_metric if asked_metric in data.METRICS else data.METRICS[0]
+shown = str(right.selectbox("Tiles show", data.METRICS, key="fleet_metric", format_func=lambda m: METRIC_NAMES[m]))
+sidebar.sync_param("metric", None if shown == data.METRICS[0] else shown)
+body(scope, back, shown)

@@ -15,6 +15,7 @@ from app.ui.charts import overview as charts
 from app.ui.data import fleet as fleet_data
 from app.ui.data import overview as data
 from app.ui.data import probes as probe_data
+from app.ui.limits import load_limits
 from ingest import SinkError, SinkUnavailable
 from schemas.queries import AggregateQuery, BucketStats, Misroute, TraceFilter, TrafficEdge
 
@@ -95,8 +96,10 @@ def live(scope: sidebar.Scope) -> None:
     span = scope.end - scope.start
     sc = dataclasses.replace(scope, start=end - span, end=end)
     flt, before = sc.trace_filter(), sc.trace_filter().model_copy(update={"start": sc.start - span, "end": sc.start})
+    lim = load_limits()
     try:
-        current = data.series(BucketStats.model_validate(b) for b in fetch_buckets(flt.model_dump_json(), sc.bucket))
+        current = data.series((BucketStats.model_validate(b) for b in fetch_buckets(flt.model_dump_json(), sc.bucket)),
+                              sc.start, sc.end, sc.bucket)
         previous = data.series(BucketStats.model_validate(b) for b in fetch_buckets(before.model_dump_json(),
                                                                                      sc.bucket))
         edges = [TrafficEdge.model_validate(e) for e in fetch_traffic(flt.model_dump_json())]
@@ -106,20 +109,23 @@ def live(scope: sidebar.Scope) -> None:
     except SinkError as exc:
         st.error(f"The trace store could not answer: {exc}")
         return
-    if current.empty and previous.empty:
+    if not current["requests"].sum() and previous.empty:
         st.info("No traffic in this window yet. Point any OpenAI client at the gateway (model `auto`); "
                 "every request gets a trace:")
         st.code(data.SEND_TRAFFIC, language="python")
         show_alerts()
         return
-    st.caption(f"{sc.start:%Y-%m-%d %H:%M} – {sc.end:%H:%M} UTC, against the {sc.window} before")
-    heads = data.headlines(current, previous)
+    was = f"{sc.start - span:%H:%M} – {sc.start:%H:%M}"
+    st.caption(f"{sc.start:%Y-%m-%d %H:%M} – {sc.end:%H:%M} UTC. " + (
+        f"Beside each figure: its change against the {sc.window} before ({was}) and the value then."
+        if not previous.empty else f"The {sc.window} before ({was}) had no traffic: there is nothing to compare with."))
+    heads = data.headlines(current, previous, lim.cost_unit)
     # Two rows: traffic, errors, fallbacks and cost; then latency (seven across truncate the values).
     cols = [*st.columns(4), *st.columns(4)[:3]]
     for col, h in zip(cols, [*heads[:3], heads[6], *heads[3:6]], strict=True):
         col.metric(h.label, h.text, h.delta_text, delta_color="inverse" if h.worse_up else "normal",
                    help=h.help or None)
-    st.plotly_chart(charts.overview_chart(current, sc.bucket))
+    st.plotly_chart(charts.overview_chart(current, sc.bucket, sc.start, sc.end, lim.cost_unit), key="overview_chart")
     left, right = st.columns(2)
     for column, by in ((left, "rule"), (right, "model")):
         with column:

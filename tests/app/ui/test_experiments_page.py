@@ -51,13 +51,21 @@ def test_two_arms_metric_table_series_and_flips(monkeypatch: pytest.MonkeyPatch,
     table = at.dataframe[0].value  # type: ignore[attr-defined]
     assert list(table["metric"])[:2] == ["error rate", "fallback rate"]
     cost = table[table["metric"] == "cost per request"].iloc[0]
-    assert cost["CI high"] < 0  # b is 20% cheaper: the interval excludes zero
+    assert str(cost["CI high"]).startswith("−")  # b is 20% cheaper: the interval excludes zero
+    assert str(cost["A"]).endswith(" cost units") and "None" not in table.to_string()
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]  # type: ignore[attr-defined]
     series, heat = charts
     names = {t["name"] for t in series["data"]}
     assert {"a · requests", "b · requests", "a · cost", "b · latency p95 (ms)"} <= names
+    assert "range" in series["layout"]["xaxis"]  # the axis spans the data, not a millisecond around one point
+    requests_a = next(t for t in series["data"] if t["name"] == "a · requests")
+    assert len(requests_a["x"]) >= 20  # the bucket follows the span that holds data: a line, not a dot
     assert heat["data"][0]["type"] == "heatmap" and "qwen3-8b" in heat["data"][0]["x"]
-    assert any("carry a shadow decision" in c.value and "flipped" in c.value for c in at.caption)  # type: ignore[attr-defined]
+    # The sentence's model changes are the grid's off-diagonal cells, counted the same way.
+    grid = heat["data"][0]
+    off = sum(v for i, row in enumerate(grid["z"]) for j, v in enumerate(row) if grid["y"][i] != grid["x"][j])
+    summary = next(c.value for c in at.caption if "carry a shadow decision" in c.value)  # type: ignore[attr-defined]
+    assert f"{off:,} model change" in summary and off > 0
 
 
 def test_the_choice_is_kept_in_the_url(monkeypatch: pytest.MonkeyPatch, db: Path) -> None:

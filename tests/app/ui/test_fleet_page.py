@@ -12,11 +12,11 @@ from streamlit.testing.v1 import AppTest
 
 from app.reader import API_ENV, DB_ENV
 from app.ui.charts.fleet import STATUS_COLOURS
-from app.ui.data.fleet import LIVE_ENV, SETTINGS_ENV
+from app.ui.data.fleet import LIVE_ENV, STATUSES
+from app.ui.limits import CONFIG_ENV
 from bench.synthetic import TraceFactory
 from ingest.duckdb.store import DuckDBTraceStore
 from schemas import DecisionTrace
-from schemas.config import AppSettings, HealthBand, HealthThresholds
 from schemas.fleet import InstanceSnapshot, LatchState
 from schemas.records import RouterEvent
 from tests.app import stub_trace_api as stub
@@ -51,7 +51,8 @@ def live_state(now: datetime) -> dict[str, Any]:
 
     return {"instances": [snap(HOT, "deepseek-v4-32k", kv_cache_usage=0.5, queue=1),
                           snap("inst-1", "deepseek-coder-6b-fp16", queue=60, kv_cache_usage=0.2),
-                          snap("inst-2", "qwen-72b", kv_cache_usage=0.92, stale=True, age_s=8.0)],
+                          snap("inst-2", "qwen-72b", kv_cache_usage=0.92, stale=True, age_s=8.0),
+                          snap("inst-3", "qwen-72b", kv_cache_usage=0.88, queue=2)],
             "models": {}, "cluster": {}}
 
 
@@ -67,14 +68,33 @@ def seeded(tmp_path: Path) -> tuple[Path, list[DecisionTrace], datetime]:
     return tmp_path / "fleet.duckdb", traces, now
 
 
+# The router removes an instance above 85% KV-cache (back in below 80%) or past 10 waiting requests.
+CONFIG = """
+fleet:
+  instances: [{id: inst-0, model: deepseek-v4-32k, url: "http://127.0.0.1:9"}]
+constraints:
+  - {name: kv-cache, metric: kv_cache_usage, op: "<=", threshold: 0.85, enter_below: 0.80}
+  - {name: queue, metric: queue, op: "<=", threshold: 10}
+"""
+
+
 def open_page(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], **params: str) -> AppTest:
-    return open_app_page(PAGE, monkeypatch, env, **params)
+    config = Path(env.get(DB_ENV) or env.get(API_ENV, "x")).with_name("routelens-test.yaml")
+    if DB_ENV in env:
+        config.write_text(CONFIG, encoding="utf-8")
+    return open_app_page(PAGE, monkeypatch, {CONFIG_ENV: str(config), **env}, **params)
 
 
 def grid_cells(at: AppTest) -> dict[str, str]:
-    """instance -> its cell text's second line (the worst metric), from the grid table."""
-    table = at.dataframe[0].value.set_index("instance")
-    return {str(i): f"{row['status']}: {row['label']}" for i, row in table.iterrows()}
+    """instance -> ``status: label`` of its tile, read from the grid figure (colour code and text)."""
+    (heat,) = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
+    out = {}
+    for zs, texts in zip(heat["z"], heat["text"], strict=True):
+        for z, text in zip(zs, texts, strict=True):
+            if text:
+                instance, label = text.split("<br>", 1)
+                out[instance] = f"{STATUSES[int(z)]}: {label}"
+    return out
 
 
 def test_live_grid_colours_and_worst_first(monkeypatch: pytest.MonkeyPatch, seeded: tuple) -> None:
@@ -83,13 +103,19 @@ def test_live_grid_colours_and_worst_first(monkeypatch: pytest.MonkeyPatch, seed
         at = open_page(monkeypatch, {DB_ENV: str(path), LIVE_ENV: api.url})
         assert "/v1/router/state" in api.requests
 
-    assert not at.error and not at.warning
-    assert grid_cells(at) == {HOT: "green: kv 50%", "inst-1": "red: queue 60", "inst-2": "grey: stale 8 s"}
+    assert not at.error
+    # One metric per tile, as value / limit, coloured by the constraint the router removes by: 88% is red
+    # (the old fixed 90% / 95% bands showed it green while the router excluded the instance).
+    assert grid_cells(at) == {HOT: "green: kv 50% / 85%", "inst-1": "green: kv 20% / 85%",
+                              "inst-2": "grey: stale 8 s", "inst-3": "red: kv 88% / 85%"}
     (heat,) = json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
     assert heat["y"] == ["deepseek-coder-6b-fp16", "deepseek-v4-32k", "qwen-72b"]
-    assert heat["text"][0] == ["inst-1<br>queue 60"] and STATUS_COLOURS["red"] in json.dumps(heat["colorscale"])
-    assert any("Live state" in c.value for c in at.caption)
-    assert at.selectbox(key="fleet_instance").options == ["inst-1", "inst-2", HOT]
+    assert heat["text"][0][0] == "inst-1<br>kv 20% / 85%" and STATUS_COLOURS["red"] in json.dumps(heat["colorscale"])
+    assert any("Live state" in c.value and "constraint kv-cache" in c.value for c in at.caption)
+    # The queue over its limit on a tile showing KV is said, not hidden.
+    assert [w.value for w in at.warning] == ["Over a limit on another metric: inst-1 (queue 60 / 10 requests). "
+                                             "Pick that metric above to see it."]
+    assert at.selectbox(key="fleet_instance").options == ["inst-3", "inst-2", "inst-1", HOT]
     assert at.selectbox(key="fleet_instance").value is None
 
 
@@ -99,12 +125,15 @@ def test_slider_shows_a_past_moment_from_snapshots(monkeypatch: pytest.MonkeyPat
         at = open_page(monkeypatch, {DB_ENV: str(path), LIVE_ENV: api.url}, at="1800")
         assert at.select_slider(key="fleet_at").value == 1800
         cells = grid_cells(at)
-        assert cells[HOT] == "red: kv 97%" and cells["inst-1"] == "green: kv 30%"
+        assert cells[HOT] == "red: kv 97% / 85%<br>out: kv-cache" and cells["inst-1"] == "green: kv 30% / 85%"
         assert cells["inst-2"] == "grey: no snapshot"  # live names it, the store has none
         assert any("Stored snapshots at" in c.value for c in at.caption)
 
         at.select_slider(key="fleet_at").set_value(0).run()
-        assert grid_cells(at)[HOT] == "green: kv 50%" and "at" not in at.query_params
+        assert grid_cells(at)[HOT] == "green: kv 50% / 85%" and "at" not in at.query_params
+
+        at.selectbox(key="fleet_metric").set_value("queue").run()
+        assert grid_cells(at)["inst-1"] == "red: queue 60 / 10 requests" and at.query_params["metric"] == "queue"
 
 
 def test_deep_link_opens_an_instance(monkeypatch: pytest.MonkeyPatch, seeded: tuple) -> None:
@@ -119,6 +148,9 @@ def test_deep_link_opens_an_instance(monkeypatch: pytest.MonkeyPatch, seeded: tu
     assert f"{HOT} over the window" in metrics.proto.spec
     _, transitions, served = (d.value for d in at.dataframe)
     assert transitions["what"].tolist() == ["kv-cache out", "kv-cache back in", "breaker"]
+    assert transitions["detail"].iloc[0] == "held out of the feasible set (97% / 85%)"
+    spec = json.loads(metrics.proto.spec)
+    assert {a["text"] for a in spec["layout"]["annotations"]} >= {"constraint kv-cache 85%", "80%"}
     mine = [t for t in traces if t.selected_instance == HOT]
     assert mine and served["request_id"].tolist() == [t.request_id for t in reversed(mine)]
     assert served["open"].iloc[0] == f"/trace?request_id={mine[-1].request_id}"
@@ -134,13 +166,18 @@ def test_picking_an_instance_opens_it(monkeypatch: pytest.MonkeyPatch, seeded: t
     assert any("No latch changed" in c.value for c in at.caption)
 
 
-def test_thresholds_come_from_the_app_settings(monkeypatch: pytest.MonkeyPatch, seeded: tuple) -> None:
+def test_a_metric_no_constraint_bounds_uses_the_app_settings(monkeypatch: pytest.MonkeyPatch,
+                                                               seeded: tuple) -> None:
     path, _, now = seeded
-    loose = AppSettings(health=HealthThresholds(queue=HealthBand(yellow=100, red=200)))
-    with stub.StubTraceApi([], router_state=live_state(now)) as api:
-        at = open_page(monkeypatch, {DB_ENV: str(path), LIVE_ENV: api.url, SETTINGS_ENV: loose.model_dump_json()})
-    assert grid_cells(at)["inst-1"] == "green: queue 60"
-    assert any("queue 100 / 200" in c.value for c in at.caption)
+    config = path.with_name("tight-ttft.yaml")
+    config.write_text(CONFIG + "app:\n  health: {ttft_p95_ms: {yellow: 10, red: 20}}\n", encoding="utf-8")
+    state = live_state(now)
+    state["instances"][1]["ttft_p95_ms"] = 39.0
+    with stub.StubTraceApi([], router_state=state) as api:
+        at = open_page(monkeypatch, {DB_ENV: str(path), LIVE_ENV: api.url, CONFIG_ENV: str(config)},
+                       metric="ttft_p95_ms")
+    assert grid_cells(at)["inst-1"] == "red: p95 TTFT 39 ms / 20 ms"
+    assert any("app.health.ttft_p95_ms" in c.value for c in at.caption)
 
 
 def test_empty_store_and_no_gateway_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

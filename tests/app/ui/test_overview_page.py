@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.reader import API_ENV, DB_ENV
 from app.ui.data.fleet import LIVE_ENV
+from app.ui.units import fmt
 from bench.synthetic import TraceFactory
 from ingest.duckdb.store import DuckDBTraceStore
 from schemas import DecisionTrace, Feedback
@@ -64,8 +65,10 @@ def test_numbers_charts_misroutes_and_alerts(monkeypatch: pytest.MonkeyPatch, st
                          "Latency p99"]
     assert got["Requests"] == str(len(recent))
     errors = sum(t.outcome.status == "error" for t in recent)
-    assert got["Error rate"] == f"{errors / len(recent):.1%}"
-    assert {m.label: m.proto.delta for m in at.metric}["Requests"] == f"+{len(recent) - len(earlier)}"
+    assert got["Error rate"] == fmt(errors / len(recent), "%")
+    deltas = {m.label: m.proto.delta for m in at.metric}
+    assert deltas["Requests"] == f"+{len(recent) - len(earlier)} (was {len(earlier)})"
+    assert all("None" not in v and "nan" not in v for v in got.values())
 
     (series, *busiest) = [c for c in at.get("plotly_chart")]
     assert len(busiest) == 2

@@ -21,7 +21,20 @@ def test_series_chart_has_a_line_per_side_and_panel() -> None:
     assert len(names) == 8 and names[0] == "a · requests" and names[-1] == "b · cost"
     colours = {t.name.split(" · ")[0]: t.line.color for t in fig.data}
     assert colours == {"a": charts.SIDE_COLOURS[0], "b": charts.SIDE_COLOURS[1]}
-    assert sum(bool(t.showlegend) for t in fig.data) == 2 and fig.layout.title.text == "Per 1h bucket"
+    assert sum(bool(t.showlegend) for t in fig.data) == 2 and fig.layout.title.text == "Per 1-hour bucket"
+
+
+def test_the_filling_bucket_is_a_dotted_stub_under_a_shaded_band() -> None:
+    b = [BucketStats(start=T + timedelta(minutes=k), requests=10, errors=1, fallbacks=0, fallback_rate=0.0,
+                     latency_p95_ms=100.0, cost=3.0) for k in range(3)]
+    end = T + timedelta(minutes=2, seconds=20)
+    fig = charts.series_chart(data.series({"a": b}, T, end, "1m"), "1m", T, end)
+    solid = next(t for t in fig.data if t.name == "a · requests")
+    stub = next(t for t in fig.data if t.name == "a · requests (filling)")
+    assert pd.isna(solid.y[-1]) and list(stub.y) == [10, 10] and stub.line.dash == "dot"
+    assert {s.x0 for s in fig.layout.shapes} == {T + timedelta(minutes=2)}  # one band across the panels
+    assert fig.layout.annotations[-1].text == "filling"
+    assert list(fig.layout.xaxis.range) == [T, end]
 
 
 def test_flip_heatmap_cells() -> None:

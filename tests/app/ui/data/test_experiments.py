@@ -40,8 +40,12 @@ def test_metric_table_in_report_order_with_intervals() -> None:
     assert list(table.columns) == list(data.METRIC_COLUMNS)
     assert list(table["metric"]) == ["error rate", "cost per request", "misroute rate"]
     cost = table.iloc[1]
-    assert (cost["B - A"], cost["CI low"], cost["CI high"], cost["moved"]) == (-0.4, -0.45, -0.35, True)
-    assert table.iloc[2]["note"] == "not enough data" and pd.isna(table.iloc[2]["CI low"])
+    assert (cost["A"], cost["B - A"], cost["CI low"], cost["CI high"], cost["moved"]) == (
+        "2.00 cost units", "−0.40 cost units", "−0.45 cost units", "−0.35 cost units", "yes")
+    assert (table.iloc[0]["A"], table.iloc[0]["CI high"], table.iloc[0]["p (Holm)"]) == ("5%", "+2.0 pp", "1")
+    assert table.iloc[2]["note"] == "not enough data" and table.iloc[2]["CI low"] == "—"
+    assert data.metric_table(REPORT, "credits").iloc[1]["B"] == "1.60 credits"
+    assert "None" not in table.to_string()
 
 
 @pytest.mark.parametrize(("p", "flag", "level", "says"), [
@@ -51,6 +55,16 @@ def test_metric_table_in_report_order_with_intervals() -> None:
 def test_srm_status(p: float | None, flag: bool, level: str, says: str) -> None:
     got_level, sentence = data.srm_status({**REPORT, "srm_p": p, "srm_flag": flag})
     assert got_level == level and says in sentence and "500 / 430" in sentence
+
+
+def test_series_over_the_window_breaks_at_empty_buckets_and_marks_the_filling_one() -> None:
+    b = [BucketStats(start=T + timedelta(minutes=k), requests=5, errors=1, fallbacks=0, fallback_rate=0.0,
+                     cost=1.0) for k in (0, 1, 4)]
+    frame = data.series({"a": b}, T, T + timedelta(minutes=4, seconds=30), "1m")
+    assert list(frame["requests"]) == [5, 5, 0, 0, 5]
+    assert frame["error_rate"].isna().tolist() == [False, False, True, True, False]  # a gap, not a zero
+    assert frame["partial"].tolist() == [False, False, False, False, True]  # the last minute is half over
+    assert data.first_start({"a": b, "b": []}) == T and data.first_start({"a": []}) is None
 
 
 def test_series_has_one_row_per_side_and_bucket() -> None:
@@ -78,6 +92,12 @@ def test_shadow_pairs_matrix_and_summary() -> None:
     assert matrix.loc["m", "n"] == 1 and matrix.loc["m", "m"] == 1 and matrix.loc["n", "n"] == 1
     assert (matrix.index.name, matrix.columns.name) == ("live", "shadow")
     assert data.flip_matrix(pairs, "instance").loc["m-a", "n-a"] == 1
-    assert data.shadow_summary(pairs, 4) == "3 of the 4 newest traces carry a shadow decision (v2); 1 flipped (33.3%)."
+    assert data.flip_counts(pairs) == {"model": 1, "instance": 0, "same": 2}
+    assert data.shadow_summary(pairs, 4) == (
+        "3 of the 4 newest traces carry a shadow decision (v2): 1 would have gone elsewhere (33.3%): 1 model change "
+        "(off the diagonal of the model grid) and 0 instance-only changes (same model, another instance); 2 the same.")
+    moved = data.shadow_pairs([*traces, {**_trace("5", "m", "m"), "shadow": {"selected_model": "m",
+                                                                             "selected_instance": "m-b"}}])
+    assert data.flip_counts(moved) == {"model": 1, "instance": 1, "same": 2}
     empty = data.shadow_pairs([_trace("4", "n", None)])
     assert data.flip_matrix(empty).empty and "experiments.shadow" in data.shadow_summary(empty, 1)

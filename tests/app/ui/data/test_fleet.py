@@ -7,12 +7,18 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.ui.data import fleet as data
-from schemas.config import AppSettings, HealthBand, HealthThresholds
+from app.ui.limits import Limits
+from schemas.config import AppSettings, ConstraintSpec, HealthBand, HealthThresholds
 from schemas.fleet import InstanceSnapshot, LatchState
 from schemas.records import RouterEvent
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 TH = HealthThresholds()
+# The router removes above 85% KV-cache (back below 80%) and past 10 waiting; errors and TTFT: app.health's bands.
+LIM = Limits(constraints=(
+    ConstraintSpec(name="kv-cache", metric="kv_cache_usage", threshold=0.85, enter_below=0.80),
+    ConstraintSpec(name="queue", metric="queue", threshold=10),
+))
 
 
 def snap(instance: str = "a-1", model: str = "m", at: datetime = NOW, **gauges: object) -> InstanceSnapshot:
@@ -20,55 +26,70 @@ def snap(instance: str = "a-1", model: str = "m", at: datetime = NOW, **gauges: 
                                             **gauges})
 
 
-@pytest.mark.parametrize(("metric", "value", "status"), [
-    ("kv_cache_usage", 0.5, "green"), ("kv_cache_usage", 0.899, "green"), ("kv_cache_usage", 0.90, "yellow"),
-    ("kv_cache_usage", 0.94, "yellow"), ("kv_cache_usage", 0.95, "red"), ("kv_cache_usage", 1.0, "red"),
-    ("queue", 9, "green"), ("queue", 10, "yellow"), ("queue", 49, "yellow"), ("queue", 50, "red"),
-    ("error_rate", 0.0, "green"), ("error_rate", 0.01, "yellow"), ("error_rate", 0.05, "red"),
-    ("ttft_p95_ms", 1999, "green"), ("ttft_p95_ms", 2000, "yellow"), ("ttft_p95_ms", 5000, "red"),
+@pytest.mark.parametrize(("metric", "value", "status", "label"), [
+    ("kv_cache_usage", 0.5, "green", "kv 50% / 85%"), ("kv_cache_usage", 0.80, "yellow", "kv 80% / 85%"),
+    ("kv_cache_usage", 0.85, "yellow", "kv 85% / 85%"), ("kv_cache_usage", 0.86, "red", "kv 86% / 85%"),
+    ("queue", 10, "green", "queue 10 / 10 requests"), ("queue", 11, "red", "queue 11 / 10 requests"),
+    ("error_rate", 0.0, "green", "errors 0% / 5%"), ("error_rate", 0.01, "yellow", "errors 1% / 5%"),
+    ("error_rate", 0.05, "red", "errors 5% / 5%"),
+    ("ttft_p95_ms", 1999, "green", "p95 TTFT 1,999 ms / 5,000 ms"), ("ttft_p95_ms", 5000, "red",
+                                                                      "p95 TTFT 5,000 ms / 5,000 ms"),
 ])
-def test_each_band_has_its_colour(metric: str, value: float, status: str) -> None:
-    assert data.band_of(value, getattr(TH, metric)) == status
-    row = data.cells([snap(**{metric: value})], TH).iloc[0]
-    assert row["status"] == status and row["worst"] == metric
+def test_a_tile_shows_one_metric_against_its_limit(metric: str, value: float, status: str, label: str) -> None:
+    row = data.cells([snap(**{metric: value})], LIM, metric=metric).iloc[0]
+    assert (row["status"], row["label"], row["worst"]) == (status, label, metric)
 
 
-def test_missing_value_has_no_band() -> None:
+def test_band_of_still_grades_app_health_bands() -> None:
+    assert [data.band_of(v, TH.queue) for v in (9, 10, 50)] == ["green", "yellow", "red"]
     assert data.band_of(None, HealthBand(yellow=1, red=2)) is None
-    assert data.cells([snap()], TH).iloc[0][["status", "label"]].tolist() == ["grey", "no metrics"]
 
 
-def test_worst_metric_is_named_and_ties_go_to_the_furthest_past_red() -> None:
-    row = data.cells([snap(kv_cache_usage=0.92, queue=60, error_rate=0.0)], TH).iloc[0]
-    assert (row["status"], row["worst"], row["label"]) == ("red", "queue", "queue 60")
-    row = data.cells([snap(kv_cache_usage=0.97, queue=100)], TH).iloc[0]
-    assert row["worst"] == "queue"  # 100/50 beats 0.97/0.95
-    row = data.cells([snap(kv_cache_usage=0.3, queue=2, error_rate=0.004)], TH).iloc[0]
-    assert (row["status"], row["worst"], row["label"]) == ("green", "kv_cache_usage", "kv 30%")
+def test_missing_value_is_grey_and_reads_a_dash() -> None:
+    row = data.cells([snap()], LIM).iloc[0]
+    assert row[["status", "label"]].tolist() == ["grey", "kv — / 85%"]
+
+
+def test_a_latched_instance_is_red_whatever_the_shown_metric() -> None:
+    out = LatchState(constraint="queue", out=True, since=NOW)
+    row = data.cells([snap(kv_cache_usage=0.3, queue=4, latches=[out])], LIM).iloc[0]
+    assert (row["status"], row["label"]) == ("red", "kv 30% / 85%<br>out: queue")
+
+
+def test_worst_metric_is_named_and_other_red_metrics_are_listed() -> None:
+    grid = data.cells([snap(kv_cache_usage=0.5, queue=60, error_rate=0.0), snap("a-2", kv_cache_usage=0.3)], LIM)
+    assert grid[["status", "worst", "worst_status"]].values.tolist() == [["green", "queue", "red"],
+                                                                          ["green", "kv_cache_usage", "green"]]
+    assert data.elsewhere(grid) == ["a-1 (queue 60 / 10 requests)"]
+    row = data.cells([snap(kv_cache_usage=0.97, queue=100)], LIM).iloc[0]
+    assert row["worst"] == "queue"  # 100/10 beats 0.97/0.85
+    table = data.table(grid)
+    assert table.loc[0, "queue"] == "60 / 10 requests" and table.loc[0, "KV-cache"] == "50% / 85%"
+    assert "None" not in table.to_string() and "nan" not in table.to_string()
 
 
 def test_stale_is_grey_whatever_the_values() -> None:
     flagged = snap(kv_cache_usage=0.99, stale=True, age_s=9.0)
     old = snap("a-2", at=NOW - timedelta(seconds=30), kv_cache_usage=0.2)
     never = InstanceSnapshot(instance="a-3", model="m")
-    grid = data.cells([flagged, old, never], TH, moment=NOW).set_index("instance")
+    grid = data.cells([flagged, old, never], LIM, moment=NOW).set_index("instance")
     assert grid["status"].tolist() == ["grey", "grey", "grey"]
     assert grid.loc["a-2", "label"] == "stale 30 s" and grid.loc["a-3", "label"] == "no scrape"
-    fresh = data.cells([old], TH, moment=NOW - timedelta(seconds=28)).iloc[0]
+    fresh = data.cells([old], LIM, moment=NOW - timedelta(seconds=28)).iloc[0]
     assert fresh["status"] == "green" and fresh["age_s"] == 2.0
 
 
 def test_known_instances_without_a_snapshot_are_grey_and_rows_are_sorted() -> None:
-    grid = data.cells([snap("b-1", model="z", queue=1)], TH, known=[("m", "a-9"), ("z", "b-1")])
+    grid = data.cells([snap("b-1", model="z", queue=1)], LIM, known=[("m", "a-9"), ("z", "b-1")])
     assert grid[["model", "instance", "status", "label"]].values.tolist() == [
-        ["m", "a-9", "grey", "no snapshot"], ["z", "b-1", "green", "queue 1"]]
+        ["m", "a-9", "grey", "no snapshot"], ["z", "b-1", "grey", "kv — / 85%"]]
     assert grid["link"].tolist() == ["?instance=a-9", "?instance=b-1"]
 
 
 def test_latched_constraints_are_listed() -> None:
     latches = [LatchState(constraint="kv-cache", out=True, since=NOW), LatchState(constraint="queue", out=False)]
     s = snap(latches=latches)
-    assert data.cells([s], TH).iloc[0]["latched"] == "kv-cache"
+    assert data.cells([s], LIM).iloc[0]["latched"] == "kv-cache"
 
 
 def test_snapshot_at_moment_is_the_latest_at_or_before_it() -> None:

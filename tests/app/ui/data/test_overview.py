@@ -34,12 +34,14 @@ def test_headlines_totals_and_deltas() -> None:
     got = {h.label: h for h in data.headlines(current, previous)}
     assert got["Requests"].value == 40 and got["Requests"].delta == 20 and got["Requests"].text == "40"
     assert got["Error rate"].value == pytest.approx(0.1) and got["Error rate"].delta == pytest.approx(0.1)
-    assert got["Error rate"].text == "10.0%" and got["Error rate"].delta_text == "+10.0 pp"
+    assert got["Error rate"].text == "10%" and got["Error rate"].delta_text == "+10.0 pp (was 0%)"
     assert got["Fallback rate"].delta == pytest.approx(0.075 - 0.1)
-    assert got["Fallback rate"].delta_text == "−2.5 pp"
+    assert got["Fallback rate"].delta_text == "−2.5 pp (was 10%)"
     assert got["Latency p95"].value == pytest.approx(150.0)  # (30*100 + 10*300) / 40
-    assert got["Latency p95"].text == "150 ms" and got["Latency p95"].delta_text == "+50 ms"
+    assert got["Latency p95"].text == "150 ms" and got["Latency p95"].delta_text == "+50 ms (was 100 ms)"
     assert got["Cost"].value == 3.0 and got["Cost"].delta == pytest.approx(1.5)
+    assert got["Cost"].text == "3.00 cost units" and got["Requests"].delta_text == "+20 (was 20)"
+    assert data.headlines(current, previous, "credits")[-1].text == "3.00 credits"
     assert got["Error rate"].worse_up and not got["Requests"].worse_up
 
 
