@@ -12,6 +12,7 @@ from app.ui.charts.waterfall import waterfall_chart
 from app.ui.data import policy_step, trace_tables, why, why_not
 from app.ui.data.ids import request_id_problem
 from app.ui.data.waterfall import waterfall_stages
+from app.ui.misroute_form import misroute_section
 from ingest import SinkError
 
 st.title("Why this model")
@@ -112,3 +113,5 @@ with st.expander("Request features"):
     st.json(explain.features_summary(trace))
 with st.expander("Raw trace JSON"):
     st.json(trace.model_dump(mode="json"), expanded=False)
+
+misroute_section(trace)

@@ -68,8 +68,9 @@ def test_found_trace_reads_sentence_first_then_pictures(
     assert policy["weights"] == "queue-depth 0.3, kv-cache 0.4, latency 0.3"
     assert policy["policy and pick steps"] == "rule code-default matched · max score, margin 0.132"
 
-    assert at.expander[-1].label == "Raw trace JSON"
-    assert at.expander[-1].json[0].value.count(stub.SAMPLE_REQUEST_ID) >= 1
+    assert at.expander[-1].label == "Mark as misroute: make it a regression case"
+    assert at.expander[-2].label == "Raw trace JSON"
+    assert at.expander[-2].json[0].value.count(stub.SAMPLE_REQUEST_ID) >= 1
     assert [r for r in stub_api.requests if r.startswith("/v1/traces")] == [f"/v1/traces/{stub.SAMPLE_REQUEST_ID}"]
 
 
