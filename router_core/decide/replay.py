@@ -7,7 +7,8 @@ router's mode and turn, the session's instance, the budget, the breakers that bl
 The matched rule is taken from the trace's policy step and looked up, by name, in the rule set
 given (the query that matched it is never stored): rules, chains, guarantees, degraded targets and
 ``cost_params`` then run as they did live. Learned quality is state too: the values the trace
-scored with are reused, and the policy's priors fill in what the trace did not score. Instances
+scored with are reused, per instance (an instance its feedback flagged divergent scores apart from
+its siblings), and the policy's priors fill in what the trace did not score. Instances
 the policy knows but the trace has no state for count as never scraped.
 
 What cannot be re-decided raises :class:`NotReplayable` with its reason, never a guess.
@@ -29,7 +30,7 @@ from router_core.resilience.router_modes import ModeChoice
 from router_core.rules.ir import ClauseVerdict, Match, Rule, RuleSet
 from router_core.rules.load import load_policy
 from router_core.rules.route import KEYWORDS_RULE, NO_RULES, RouteChoice, keyword_rule
-from router_core.state.quality import QualityTable
+from router_core.state.quality import QualitySnapshot, QualityTable
 from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import DecisionTrace
@@ -91,13 +92,15 @@ def context_of(trace: DecisionTrace, policy: Policy, rules: RuleSet | None = Non
         NotReplayable: The trace's rule is not in ``rules``.
     """
     inputs = trace.inputs or DecisionInputs()
-    quality = dict(QualityTable(policy.models).snapshot())
+    models = dict(QualityTable(policy.models).snapshot())
+    scored: dict[tuple[str, str], float] = {}  # per instance: siblings flagged divergent score apart
     names = [w.name for w in trace.score_weights]
     if "quality" in names and trace.intent:
         at = names.index("quality")
         for cand in trace.candidates:
             if len(cand.score_terms) > at:
-                quality[(cand.model, trace.intent)] = cand.score_terms[at]
+                models[(cand.model, trace.intent)] = scored[(cand.instance, trace.intent)] = cand.score_terms[at]
+    quality = QualitySnapshot(models, scored)
     step = trace.policy
     route = None if step is None else route_of(
         step.rule, step.target, step.throttled, inputs, rules, trace.ts,

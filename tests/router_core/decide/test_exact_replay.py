@@ -26,7 +26,7 @@ from router_core.resilience.budgets import BudgetView
 from router_core.resilience.router_modes import ModeChoice
 from router_core.rules.load import compile_policy
 from router_core.rules.route import RouteChoice
-from router_core.state.quality import QualityTable
+from router_core.state.quality import QualitySnapshot, QualityTable
 from schemas import LatchState, OutcomeStatus, RoutingMode
 from schemas.config import RouteLensConfig
 from schemas.trace import DecisionTrace, Outcome
@@ -80,6 +80,21 @@ def test_a_difference_is_named_at_its_first_step() -> None:
     diff = first_difference(trace, redecide(trace, build_router(stricter).policy))
     assert diff is not None and diff.step.startswith("step ") and "filter/kv-cache" in diff.step
     assert replay(trace, config).selected_instance == trace.selected_instance
+
+
+def test_an_instance_flagged_divergent_replays_with_its_own_quality() -> None:
+    # Seen in the demo: feedback flagged big-a worse than its sibling for "chat", so the two instances of one
+    # model scored different quality terms; keyed by model, the replay gave both the same one and picked again.
+    config = make_config(scoring={"preset": "balanced"})
+    models = QualityTable(config.models).snapshot()
+    learned = QualitySnapshot(dict(models), {("big-a", "chat"): 0.2}, frozenset({("big-a", "chat")}))
+    ctx = DecisionContext(request_id="r3", features=features(), intent="chat", now=NOW, quality=learned)
+    trace = live(config, healthy(), ctx)
+    at = [w.name for w in trace.score_weights].index("quality")
+    terms = {c.instance: c.score_terms[at] for c in trace.candidates if c.score_terms}
+    assert terms["big-a"] == 0.2 and terms["big-b"] != 0.2
+    diff = first_difference(trace, redecide(trace, build_router(config).policy))
+    assert diff is None, f"{diff.step}: live {diff.live!r}, replayed {diff.replayed!r}"
 
 
 # -- every path, generated ------------------------------------------------------------------------
