@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import os
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.ui.units import DASH
 from schemas.hashing import query_hash
 from schemas.queries import TraceFilter, TracePage
-from schemas.trace import QUERY_HASH_PATTERN
+from schemas.trace import QUERY_HASH_PATTERN, DecisionTrace
 
 __all__ = [
-    "CONFIG_ENV", "MAX_TEXT", "PAGE_SIZE", "ROW_COLUMNS", "URL_KEYS", "SearchParams", "hash_key", "hash_text",
-    "parse_search", "rows_frame", "scope_problems", "search_filter", "to_query",
+    "CONFIG_ENV", "MAX_TEXT", "OUTCOME_COLOURS", "PAGE_SIZE", "ROW_COLUMNS", "URL_KEYS", "SearchParams", "hash_key",
+    "hash_text", "keep_violation", "key_note", "outcome_colour", "parse_search", "rows_frame", "scope_problems",
+    "search_filter", "to_query", "violations_of",
 ]
 
 CONFIG_ENV = "ROUTELENS_CONFIG"  # the configuration whose router.hash_key_env names the HMAC key
@@ -32,11 +34,12 @@ MAX_PAGES = 100
 PAGE_SIZE = 50
 # field -> URL parameter (the sidebar owns window, router_version, experiment_arm, model, instance)
 URL_KEYS: dict[str, str] = {"rule": "rule", "fallback": "fallback", "outcome": "outcome", "min_ms": "min_ms",
-                            "max_ms": "max_ms", "qhash": "qh", "pages": "pages"}
-ROW_COLUMNS: tuple[str, ...] = ("open", "request_id", "ts", "rule", "model", "instance", "arm", "fallback",
-                                "outcome", "http", "total_ms", "decision_ms", "cost")
+                            "max_ms": "max_ms", "qhash": "qh", "violation": "violation", "pages": "pages"}
+ROW_COLUMNS: tuple[str, ...] = ("open", "ts", "outcome", "rule", "model", "instance", "arm", "fallback",
+                                "violations", "http", "total_ms", "decision_ms", "cost", "request_id")
+OUTCOME_COLOURS: dict[str, str] = {"ok": "#d4edda", "error": "#f8d7da", "fallback": "#fff3cd"}
 _LABELS = {"rule": "rule", "fallback": "fallback", "outcome": "outcome", "min_ms": "min latency",
-           "max_ms": "max latency", "qhash": "query hash", "pages": "page"}
+           "max_ms": "max latency", "qhash": "query hash", "violation": "violation", "pages": "page"}
 
 
 class SearchParams(BaseModel):
@@ -50,6 +53,8 @@ class SearchParams(BaseModel):
     min_ms: float | None = Field(None, ge=0, allow_inf_nan=False)
     max_ms: float | None = Field(None, ge=0, allow_inf_nan=False)
     qhash: str | None = Field(None, pattern=QUERY_HASH_PATTERN)
+    violation: str | None = Field(None, min_length=1, max_length=MAX_TEXT,
+                                  description="Rows whose decision removed a candidate for this constraint.")
     pages: list[Annotated[str, Field(max_length=512)]] = Field(
         [], max_length=MAX_PAGES, description="The store cursors that led to this page (last: this page's)."
     )
@@ -90,7 +95,7 @@ def to_query(params: SearchParams) -> dict[str, str]:
     out = {"rule": params.rule, "fallback": None if params.fallback == "any" else params.fallback,
            "outcome": None if params.outcome == "any" else params.outcome,
            "min_ms": _num(params.min_ms), "max_ms": _num(params.max_ms), "qhash": params.qhash,
-           "pages": ",".join(params.pages) or None}
+           "violation": params.violation, "pages": ",".join(params.pages) or None}
     return {URL_KEYS[k]: v for k, v in out.items() if v}
 
 
@@ -138,12 +143,58 @@ def hash_text(text: str, environ: Mapping[str, str] | None = None) -> str:
     return query_hash(text, hash_key(environ)[0])
 
 
-def rows_frame(page: TracePage) -> pd.DataFrame:
-    """One row per summary, newest first; ``open`` links the drill-down (``trace?request_id=``)."""
+def key_note(key: str | None, key_env: str | None, hashes: Sequence[str]) -> tuple[str, str]:
+    """``(level, sentence)``: whether a typed query can match the stored hashes, judged by the hashes themselves.
+
+    The gateway keys its hashes only when the variable is set where it runs; the traces say which it
+    did (``hmac-sha256:`` or ``sha256:``). A key missing here matters only when the stored hashes are keyed.
+    """
+    keyed = [h.startswith("hmac-sha256:") for h in hashes]
+    if key:
+        if keyed and not any(keyed):
+            return "warning", (f"Typed queries are hashed with the key in ${key_env}, but the traces here were "
+                               "hashed without one (sha256:): unset it here to match them.")
+        return "info", f"Typed queries are hashed with the HMAC key from ${key_env}, as the gateway hashes them."
+    if keyed and any(keyed):
+        where = f"${key_env} is not set here" if key_env else "the configuration names no router.hash_key_env"
+        return "warning", (f"The traces here are keyed (hmac-sha256:) and {where}: typed queries will not match "
+                           "them; search by a hash copied from a trace instead.")
+    return "info", ("Typed queries are hashed without a key, as the traces here were (sha256:)." if keyed else
+                    "Typed queries are hashed without a key" + (f" (${key_env} is not set here)." if key_env else "."))
+
+
+def violations_of(trace: DecisionTrace) -> list[str]:
+    """The constraints that removed a candidate of this decision (hard violations), each once, by name."""
+    return sorted({v.constraint for c in trace.candidates for v in c.violations if v.severity == "hard"})
+
+
+def rows_frame(page: TracePage, violations: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
+    """One row per summary, newest first; ``open`` links the drill-down (``trace?request_id=``).
+
+    ``violations`` (request id -> constraint names, :func:`violations_of`) fills the column of that
+    name; a row without an entry reads ``—`` (not read), one with none reads empty. Missing text
+    (no rule, no arm) is ``—``; numbers stay numbers, so the table sorts on them.
+    """
     rows = [{
         "open": "trace?request_id=" + urllib.parse.quote(s.request_id, safe=""), "request_id": s.request_id,
-        "ts": s.ts, "rule": s.rule, "model": s.selected_model, "instance": s.selected_instance,
-        "arm": s.experiment_arm, "fallback": s.fallback_triggered, "outcome": s.outcome_status.value,
-        "http": s.http_status, "total_ms": s.total_ms, "decision_ms": s.latency_ms, "cost": s.cost,
+        "ts": s.ts, "rule": s.rule or DASH, "model": s.selected_model or DASH, "instance": s.selected_instance or DASH,
+        "arm": s.experiment_arm or DASH, "fallback": "yes" if s.fallback_triggered else "",
+        "violations": DASH if violations is None or s.request_id not in violations
+        else ", ".join(violations[s.request_id]),
+        "outcome": s.outcome_status.value, "http": s.http_status, "total_ms": s.total_ms,
+        "decision_ms": s.latency_ms, "cost": s.cost,
     } for s in page.items]
     return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+
+
+def keep_violation(frame: pd.DataFrame, violation: str | None) -> pd.DataFrame:
+    """The rows whose decision removed a candidate for ``violation`` (all rows when None)."""
+    if violation is None or frame.empty:
+        return frame
+    return frame[frame["violations"].str.split(", ").apply(lambda names: violation in names)].reset_index(drop=True)
+
+
+def outcome_colour(value: object) -> str:
+    """The cell style of an outcome (green ok, red error) or a fallback (amber)."""
+    colour = OUTCOME_COLOURS.get("fallback" if value == "yes" else str(value))
+    return f"background-color: {colour}" if colour else ""

@@ -4,15 +4,34 @@ import streamlit as st
 
 from app.ui import resources, widgets
 from app.ui.data import decisions as dec
+from app.ui.limits import load_limits
 from app.ui.sidebar import scope, sync_param
+from app.ui.units import count
 from ingest import BadCursor, SinkError
 
-sc = scope()
-st.title("Decisions")
-st.caption("Every routing decision in the scope, newest first. Open a row to see why its model was chosen.")
+ROW_PX, HEAD_PX = 35, 38
 
-FIELDS = ("rule", "fallback", "outcome", "min_ms", "max_ms", "qhash")
+
+@st.cache_data(ttl=10, max_entries=32, show_spinner=False)
+def fetch_violations(request_ids: tuple[str, ...]) -> dict[str, list[str]]:
+    """The constraints that removed a candidate in each decision of the page (one trace read per row)."""
+    store, out = resources.get_store(), {}
+    for rid in request_ids:
+        trace = store.get(rid)
+        if trace is not None:
+            out[rid] = dec.violations_of(trace)
+    return out
+
+
+sc = scope()
+lim = load_limits()
+st.title("Decisions")
+st.caption("Every routing decision in the scope, newest first (arm, model and instance in the sidebar). Click a "
+           "column to sort the page; open a row to see why its model was chosen.")
+
+FIELDS = ("rule", "fallback", "outcome", "violation", "min_ms", "max_ms", "qhash")
 CHOICES = {"fallback": ["", "yes", "no"], "outcome": ["", "ok", "error"]}
+VIOLATIONS = ["", *sorted({c.name for c in lim.constraints} | {st.query_params.get("violation", "")} - {""})]
 for field in FIELDS:  # the URL wins on the first run of a session, the widgets after that
     if f"dec_{field}" not in st.session_state:
         given = st.query_params.get(dec.URL_KEYS[field], "")
@@ -33,23 +52,21 @@ def _hash_typed_query() -> None:
     st.session_state.dec_qtext = ""
 
 
-c1, c2, c3, c4, c5 = st.columns([2, 1, 1, 1, 1])
+c1, c2, c3, c4, c5, c6 = st.columns([2, 1, 1, 2, 1, 1])
 c1.text_input("rule", key="dec_rule", placeholder="any")
 c2.selectbox("fallback", CHOICES["fallback"], key="dec_fallback", format_func=lambda v: v or "any")
 c3.selectbox("outcome", CHOICES["outcome"], key="dec_outcome", format_func=lambda v: v or "any")
-c4.text_input("min latency (ms)", key="dec_min_ms", placeholder="0")
-c5.text_input("max latency (ms)", key="dec_max_ms", placeholder="∞")
+c4.selectbox("violation (a constraint removed a candidate)", VIOLATIONS, key="dec_violation",
+             format_func=lambda v: v or "any")
+c5.text_input("min latency (ms)", key="dec_min_ms", placeholder="0")
+c6.text_input("max latency (ms)", key="dec_max_ms", placeholder="∞")
 with st.form("dec_query_form", border=False):
     q1, q2 = st.columns([4, 1], vertical_alignment="bottom")
     q1.text_input("query text (hashed here as the gateway hashes it; only the hash is sent)", key="dec_qtext",
                   type="password")
     q2.form_submit_button("Search by query", on_click=_hash_typed_query)
 st.text_input("query hash", key="dec_qhash", placeholder="sha256:… or hmac-sha256:…")
-key, key_env = dec.hash_key()
-st.caption(widgets.plain(
-    f"Typed queries are hashed with the HMAC key from ${key_env}." if key else
-    f"${key_env} is not set here: typed queries hash without the key and will not match." if key_env else
-    "Typed queries are hashed without a key (the configuration sets no router.hash_key_env)."))
+key_note = st.empty()
 
 raw = {f: str(st.session_state[f"dec_{f}"]) for f in FIELDS}
 signature = repr(sorted(raw.items())) + sc.window + repr(sc.trace_filter(start=None, end=None))
@@ -80,14 +97,37 @@ except SinkError as exc:
     st.error(widgets.plain(f"Trace source unreachable: {exc}"))
     st.stop()
 
+key, key_env = dec.hash_key()
+level, sentence = dec.key_note(key, key_env, [s.query_hash for s in page.items])
+(key_note.warning if level == "warning" else key_note.caption)(widgets.plain(sentence))
+
 number = len(params.pages) + 1
 if not page.items:
     st.info("No decisions match." if number == 1 else "No more decisions on this page.")
 else:
-    more = ", more on the next page." if page.next_cursor else "."
-    st.caption(f"Page {number}: {len(page.items)} decisions{more}")
-    st.dataframe(dec.rows_frame(page), hide_index=True, key="dec_rows", column_config={
-        "open": st.column_config.LinkColumn("open", display_text="why?"),
+    more = ", more on the next page" if page.next_cursor else ""
+    try:
+        found = fetch_violations(tuple(s.request_id for s in page.items))
+    except SinkError as exc:
+        st.caption(widgets.plain(f"Violations not shown: {exc}"))
+        found = None
+    rows = dec.keep_violation(dec.rows_frame(page, found), params.violation)
+    shown = (f"{len(rows)} of {count(len(page.items), 'decision')} removed a candidate for {params.violation}"
+             if params.violation else count(len(page.items), "decision"))
+    st.caption(f"Page {number}: {shown}{more}.")
+    styled = rows.style.map(dec.outcome_colour, subset=["outcome", "fallback"])
+    st.dataframe(styled, hide_index=True, key="dec_rows", width="stretch",
+                 height=HEAD_PX + ROW_PX * max(len(rows), 1), column_config={
+        "open": st.column_config.LinkColumn("open", display_text="why?", width="small"),
+        "ts": st.column_config.DatetimeColumn("time (UTC)", format="MMM D HH:mm:ss", width="small"),
+        "outcome": st.column_config.TextColumn("outcome", width="small"),
+        "fallback": st.column_config.TextColumn("fallback", width="small"),
+        "arm": st.column_config.TextColumn("arm", width="small"),
+        "http": st.column_config.NumberColumn("http", format="%d", width="small"),
+        "total_ms": st.column_config.NumberColumn("total", format="%.0f ms", width="small"),
+        "decision_ms": st.column_config.NumberColumn("decision", format="%.2f ms", width="small"),
+        "cost": st.column_config.NumberColumn(f"cost ({lim.cost_unit})", format="%.3f", width="small"),
+        "request_id": st.column_config.TextColumn("request_id", width="medium"),
     })
 
 

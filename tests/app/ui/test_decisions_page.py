@@ -22,9 +22,12 @@ SECRET = "hello world"
 def seeded(i: int, now: datetime) -> object:
     status = OutcomeStatus.ERROR if i % 7 == 0 else OutcomeStatus.OK
     out = Outcome(status=status, http_status=500 if i % 7 == 0 else 200, total_ms=100.0 + 10 * i)
-    return make_trace(f"req-{i:03d}", ts=now - timedelta(minutes=30) + timedelta(seconds=i),
-                      rule="code" if i % 3 == 0 else "chat", fallback_triggered=i % 5 == 0,
-                      query_hash=query_hash(SECRET if i == 7 else f"q{i}"), outcome=out)
+    trace = make_trace(f"req-{i:03d}", ts=now - timedelta(minutes=30) + timedelta(seconds=i),
+                       rule="code" if i % 3 == 0 else "chat", fallback_triggered=i % 5 == 0,
+                       query_hash=query_hash(SECRET if i == 7 else f"q{i}"), outcome=out)
+    if i % 4 == 0:  # nothing removed: only the selected candidate
+        trace = trace.model_copy(update={"candidates": trace.candidates[1:]})
+    return trace
 
 
 @pytest.fixture
@@ -150,3 +153,38 @@ def test_unreachable_store(monkeypatch: pytest.MonkeyPatch, closed_port_url: str
     monkeypatch.setenv("ROUTELENS_API_URL", closed_port_url)
     at = open_page()
     assert "Trace source unreachable" in at.error[0].value
+
+
+@pytest.mark.usefixtures("db")
+def test_the_table_is_full_height_coloured_and_filters_by_violation() -> None:
+    at = open_page()
+    table = at.dataframe[0]
+    frame = table.value
+    assert frame.loc[frame["request_id"] == "req-056", "violations"].item() == ""
+    assert frame.loc[frame["request_id"] == "req-057", "violations"].item() == "kv-cache"
+    assert "None" not in frame.astype(str).to_string()
+    styles = table.proto.arrow_data.styler.styles
+    assert "#f8d7da" in styles and "#d4edda" in styles  # error red, ok green
+    assert any(c.value == "Page 1: 50 decisions, more on the next page." for c in at.caption)
+
+    at.selectbox(key="dec_violation").set_value("kv-cache").run()
+    kept = ids(at)
+    assert kept and all(int(r[-3:]) % 4 for r in kept) and at.query_params["violation"] == "kv-cache"
+    assert any(c.value == f"Page 1: {len(kept)} of 50 decisions removed a candidate for kv-cache, more on the "
+                          "next page." for c in at.caption)
+
+
+def test_an_unset_key_is_no_warning_when_the_traces_are_unkeyed(db: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # The configuration names a key variable that is set neither here nor at the gateway: the gateway
+    # hashed without it (sha256:), so a typed query matches and nothing may say otherwise.
+    config = tmp_path / "keyed.yaml"
+    config.write_text("router: {hash_key_env: ROUTELENS_HASH_KEY}\n"
+                      "fleet: {instances: [{id: a, model: m, url: 'http://127.0.0.1:9'}]}\n", encoding="utf-8")
+    monkeypatch.setenv("ROUTELENS_CONFIG", str(config))
+    monkeypatch.delenv("ROUTELENS_HASH_KEY", raising=False)
+    at = open_page()
+    at.text_input(key="dec_qtext").input(SECRET)
+    at.button[0].click().run()
+    assert ids(at) == ["req-007"] and not at.warning
+    assert any("hashed without a key, as the traces here were" in c.value for c in at.caption)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import make_trace
+
 from app.ui.data import decisions as dec
 from schemas import OutcomeStatus, query_hash
 from schemas.queries import TraceFilter, TracePage, TraceSummary
@@ -97,3 +99,35 @@ def test_rows_frame_links_each_row_to_the_drilldown() -> None:
     assert frame.loc[0, "open"] == "trace?request_id=req%2F1%20%C3%BC"
     assert frame.loc[0, "total_ms"] == 42.0
     assert dec.rows_frame(TracePage(items=[])).empty
+
+
+KEYED, PLAIN = "hmac-sha256:" + "a" * 64, "sha256:" + "b" * 64
+
+
+@pytest.mark.parametrize(("key", "env", "hashes", "level", "says"), [
+    (None, "K", [PLAIN], "info", "as the traces here were"),  # issue 33: this was a false warning
+    (None, "K", [KEYED], "warning", "$K is not set here"),
+    (None, None, [KEYED], "warning", "names no router.hash_key_env"),
+    ("s", "K", [KEYED], "info", "with the HMAC key from $K"),
+    ("s", "K", [PLAIN], "warning", "unset it here"),
+    (None, "K", [], "info", "($K is not set here)"),
+])
+def test_the_key_note_follows_the_stored_hashes(key: str | None, env: str | None, hashes: list[str], level: str,
+                                                says: str) -> None:
+    got_level, sentence = dec.key_note(key, env, hashes)
+    assert got_level == level and says in sentence
+
+
+def test_violations_are_listed_kept_and_coloured() -> None:
+    trace = make_trace("r-1")
+    assert dec.violations_of(trace) == ["kv-cache"]
+    items = [TraceSummary(request_id=r, ts=T, router_version="v", query_hash=H, outcome_status=status,
+                          http_status=200, latency_ms=0.1, total_ms=1.0) for r, status in
+             (("r-1", OutcomeStatus.OK), ("r-2", OutcomeStatus.ERROR), ("r-3", OutcomeStatus.OK))]
+    frame = dec.rows_frame(TracePage(items=items), {"r-1": ["kv-cache", "queue"], "r-2": []})
+    assert frame["violations"].tolist() == ["kv-cache, queue", "", "—"]
+    assert frame["rule"].tolist() == ["—"] * 3 and "None" not in frame.astype(str).to_string()
+    assert dec.keep_violation(frame, "queue")["request_id"].tolist() == ["r-1"]
+    assert dec.keep_violation(frame, None).equals(frame)
+    assert [dec.outcome_colour(v) for v in ("ok", "error", "yes", "")] == [
+        "background-color: #d4edda", "background-color: #f8d7da", "background-color: #fff3cd", ""]
