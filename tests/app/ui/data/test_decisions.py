@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.factories import make_trace
-
 from app.ui.data import decisions as dec
 from schemas import OutcomeStatus, query_hash
 from schemas.queries import TraceFilter, TracePage, TraceSummary
+from tests.factories import make_trace
 
 T = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 H = "sha256:" + "ab" * 32
