@@ -32,10 +32,12 @@ def _cell(row: pd.Series | None) -> tuple[int, str, str]:
     """Colour code, cell text and hover of one latch (None: the instance has no such latch)."""
     if row is None:
         return _CODES["n/a"], "n/a", "no latch"
-    value = "" if pd.isna(row["value"]) else f"{row['value']:.3g}"
-    since = "" if row["since"] is None or pd.isna(row["since"]) else f" since {row['since']}"
+    value = str(row["reading"]) if "reading" in row and isinstance(row["reading"], str) else (
+        "—" if pd.isna(row["value"]) else f"{row['value']:.3g}")
+    since = "" if row["since"] is None or pd.isna(row["since"]) else f" since {row['since']:%H:%M:%S}"
     state = str(row["state"])
-    return _CODES[state], f"{state} {value}".strip(), f"{state}{since}<br>value {value or '—'}"
+    shown = f"{state} {value}" if value != "—" else state
+    return _CODES[state], shown, f"{state}{since}<br>value / threshold: {value}"
 
 
 def state_chart(rows: pd.DataFrame) -> go.Figure:

@@ -14,16 +14,18 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
+from app.ui.limits import Limits
+from app.ui.units import DASH, fmt
 from schemas.fleet import InstanceSnapshot, LatchState
 from schemas.queries import ConstraintStat
 from schemas.records import RouterEvent
 
 __all__ = [
     "BINDING_COLUMNS", "EVENT_COLUMNS", "INTERVAL_COLUMNS", "STATE_COLUMNS", "binding_counts", "chunk_spans",
-    "latch_events", "latch_intervals", "state_rows",
+    "interval_table", "latch_events", "latch_intervals", "state_rows",
 ]
 
-STATE_COLUMNS: tuple[str, ...] = ("instance", "model", "constraint", "state", "value", "since", "stale")
+STATE_COLUMNS: tuple[str, ...] = ("instance", "model", "constraint", "state", "value", "reading", "since", "stale")
 INTERVAL_COLUMNS: tuple[str, ...] = (
     "instance", "constraint", "start", "end", "is_open", "began_before", "duration_s", "peak",
 )
@@ -45,8 +47,11 @@ def chunk_spans(start: datetime, end: datetime, n: int) -> list[tuple[datetime, 
     return [(start + step * i, end if i == n - 1 else start + step * (i + 1)) for i in range(n)]
 
 
-def state_rows(payload: Mapping[str, Any] | None) -> pd.DataFrame:
+def state_rows(payload: Mapping[str, Any] | None, limits: Limits | None = None) -> pd.DataFrame:
     """One row per (instance, constraint) latch of ``GET /v1/router/state``: ``state`` "out" or "in".
+
+    ``reading`` is the value against the constraint's threshold in the metric's unit (``1.2% / 15%``)
+    when ``limits`` names the constraint, else the value alone (``—`` without one).
 
     Takes ``{"instances": [snapshot, ...]}`` and an object keyed by instance id alike; entries that
     are not snapshots and latches that do not validate are skipped (a newer gateway never breaks
@@ -63,9 +68,11 @@ def state_rows(payload: Mapping[str, Any] | None) -> pd.DataFrame:
                 latch = LatchState.model_validate(raw)
             except ValidationError:
                 continue
+            reading = (limits.latch_text(latch.constraint, latch.value) if limits is not None
+                       else DASH if latch.value is None else f"{latch.value:.3g}")
             rows.append({"instance": snap["instance"], "model": snap.get("model"), "constraint": latch.constraint,
-                         "state": "out" if latch.out else "in", "value": latch.value, "since": latch.since,
-                         "stale": bool(snap.get("stale"))})
+                         "state": "out" if latch.out else "in", "value": latch.value, "reading": reading,
+                         "since": latch.since, "stale": bool(snap.get("stale"))})
     frame = pd.DataFrame(rows, columns=list(STATE_COLUMNS)).astype({"value": "float64"})
     return frame.sort_values(["instance", "constraint"], kind="stable").reset_index(drop=True)
 
@@ -124,6 +131,17 @@ def latch_events(events: Sequence[RouterEvent], constraints: Iterable[str] = ())
         rows.append({"ts": e.ts, "instance": e.instance, "constraint": found, "severity": e.severity,
                      "message": e.message})
     return pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
+
+
+def interval_table(intervals: pd.DataFrame, limits: Limits) -> pd.DataFrame:
+    """Out-intervals as read: times, ``still out`` instead of an empty end, duration in s, peak against its threshold."""
+    out = intervals.copy()
+    out["start"] = [f"{s:%Y-%m-%d %H:%M:%S}" for s in intervals["start"]]
+    out["end"] = ["still out" if e is None or pd.isna(e) else f"{e:%H:%M:%S}" for e in intervals["end"]]
+    out["duration"] = [fmt(d, "s") for d in intervals["duration_s"]]
+    out["peak"] = [limits.latch_text(c, None if pd.isna(p) else float(p))
+                   for c, p in zip(intervals["constraint"], intervals["peak"], strict=True)]
+    return out[["instance", "constraint", "start", "end", "duration", "peak"]]
 
 
 def binding_counts(stats: Sequence[ConstraintStat]) -> pd.DataFrame:

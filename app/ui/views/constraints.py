@@ -15,6 +15,8 @@ from app.ui import resources, sidebar
 from app.ui.charts import constraints as charts
 from app.ui.data import constraints as data
 from app.ui.data.topology import parse_end
+from app.ui.limits import load_limits
+from app.ui.units import DASH, count, fmt
 from ingest import MAX_LIMIT, SinkError
 from schemas.fleet import InstanceSnapshot
 from schemas.queries import ConstraintStat, TraceFilter
@@ -86,18 +88,18 @@ def state_now() -> None:
     if payload is None:
         st.info("Live latch state needs a server: the app reads a trace file (`routelens app --api URL`).")
         return
-    rows = data.state_rows(payload if isinstance(payload, dict) else None)
+    rows = data.state_rows(payload if isinstance(payload, dict) else None, load_limits())
     if scope.instance:
         rows = rows[rows["instance"] == scope.instance]
     if rows.empty:
         st.info("The gateway reports no latches yet (no instance scraped, or no hard constraint configured).")
         return
     out = rows[rows["state"] == "out"]
-    st.caption(f"{len(out)} of {len(rows)} latches out on {out['instance'].nunique()} of "
-               f"{rows['instance'].nunique()} instances.")
+    st.caption(f"{len(out)} of {count(len(rows), 'latch', 'latches')} out on {out['instance'].nunique()} of "
+               f"{count(rows['instance'].nunique(), 'instance')}.")
     st.plotly_chart(charts.state_chart(rows), key="state_chart")
     with st.expander("Latch table"):
-        st.dataframe(rows, hide_index=True)
+        st.dataframe(rows.drop(columns="value").fillna({"model": DASH}), hide_index=True)
 
 
 @st.fragment(run_every=None if pinned else HISTORY_EVERY_S)
@@ -126,10 +128,10 @@ def history() -> None:
                        "transitions there may show late; name an instance or shorten the window.")
         st.plotly_chart(charts.timeline_chart(intervals, sc.start, sc.end, marks), key="timeline_chart")
         with st.expander("Intervals"):
-            st.dataframe(intervals, hide_index=True)
+            st.dataframe(data.interval_table(intervals, load_limits()), hide_index=True)
     if not marks.empty:
         with st.expander(f"Latch events ({len(marks)})"):
-            st.dataframe(marks, hide_index=True)
+            st.dataframe(marks.fillna(DASH), hide_index=True)
 
     st.subheader("Binding counts")
     if raw_stats is None:
@@ -144,13 +146,12 @@ def history() -> None:
     if sc.model or sc.instance:
         st.caption("Counted on the removed candidate's model and instance (the sidebar's choice).")
     undecided = int(counts["undecided"].sum())
-    st.caption(f"{int(counts['removed'].sum()):,} removals, {int(counts['decisive'].sum()):,} decisive (the removed "
-               "candidate would have won)" + (f"; {undecided:,} undecided: no score terms were recorded for "
-                                              "the removed candidate" if undecided else "") + ".")
+    st.caption(f"{count(int(counts['removed'].sum()), 'removal')}, {int(counts['decisive'].sum()):,} decisive (the "
+               "removed candidate would have won)" + (f"; {undecided:,} undecided: no score terms were recorded for "
+                                                      "the removed candidate" if undecided else "") + ".")
     st.plotly_chart(charts.binding_chart(counts), key="binding_chart")
     with st.expander("Per constraint and instance"):
-        st.dataframe(counts, hide_index=True,
-                     column_config={"decisive_share": st.column_config.NumberColumn(format="percent")})
+        st.dataframe(counts.assign(decisive_share=[fmt(v, "%") for v in counts["decisive_share"]]), hide_index=True)
         st.dataframe([s.model_dump() for s in stats], hide_index=True)
 
 

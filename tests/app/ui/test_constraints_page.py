@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.reader import DB_ENV
+from app.ui.limits import CONFIG_ENV
 from ingest import DuckDBTraceStore
 from tests.app import stub_trace_api as stub
 from tests.app.ui import routing_seed as seed
@@ -35,6 +36,23 @@ def served(db: Path) -> Iterator[stub.StubTraceApi]:
         store.close()
 
 
+# The thresholds the values read against: the router's constraints (the page takes them from this file).
+CONFIG = """
+fleet: {instances: [{id: c-a, model: m, url: "http://127.0.0.1:9"}]}
+constraints:
+  - {name: kv-cache, metric: kv_cache_usage, op: "<=", threshold: 0.85, enter_below: 0.80}
+  - {name: error-rate, metric: error_rate, op: "<=", threshold: 0.15}
+"""
+
+
+@pytest.fixture(autouse=True)
+def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "routelens.yaml"
+    path.write_text(CONFIG, encoding="utf-8")
+    monkeypatch.setenv(CONFIG_ENV, str(path))
+    return path
+
+
 def open_page(monkeypatch: pytest.MonkeyPatch, *, db: Path | None = None, api: str | None = None,
               **params: str) -> AppTest:
     env = ({DB_ENV: str(db)} if db is not None else {}) | ({"ROUTELENS_API_URL": api} if api is not None else {})
@@ -57,15 +75,18 @@ def test_state_timeline_and_binding_counts(monkeypatch: pytest.MonkeyPatch, serv
     figs = figures(at)
     heat = figs["Latches now"]["data"][0]
     assert heat["y"] == ["c-a", "c-hot", "l-hot (stale)"] and heat["x"] == ["error-rate", "kv-cache"]
-    assert heat["text"] == [["n/a", "in 0.3"], ["in 0", "out 0.96"], ["out 0.2", "n/a"]]
+    # Every value against its threshold, in the metric's unit (issue 33: "in 0.0122" read as nothing).
+    assert heat["text"] == [["n/a", "in 30% / 85%"], ["in 0% / 15%", "out 96% / 85%"], ["out 20% / 15%", "n/a"]]
     assert "2 of 4 latches out on 2 of 3 instances." in [c.value for c in at.caption]
+    latches = at.dataframe[0].value
+    assert "value" not in latches and "None" not in latches.astype(str).to_string()
 
     closed, still = figs["Out-intervals per instance and constraint"]["data"]
     assert closed["y"] == ["c-hot · kv-cache"] and closed["x"] == [20 * 60_000]  # out 50 → 30 min ago
     assert sorted(still["y"]) == ["c-hot · kv-cache", "l-hot · error-rate"]  # open at the end
     intervals = at.dataframe[1].value
-    assert intervals["is_open"].tolist() == [False, True, True]
-    assert intervals.set_index("instance").loc["l-hot", "began_before"]
+    assert intervals["end"].tolist()[1:] == ["still out", "still out"] and intervals["end"].iloc[0] != "still out"
+    assert intervals["duration"].iloc[0] == "1,200 s" and intervals["peak"].str.contains(" / ").all()
 
     bars = figs["How often each constraint bound"]["data"]
     assert [b["y"] for b in bars][0] == ["kv-cache", "error-rate"]
