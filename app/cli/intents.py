@@ -1,11 +1,14 @@
 """``routelens intents eval|add``: measure the semantic-intent classifier; add examples to a route.
 
 ``eval --routes ROUTES.yaml --cases CASES.jsonl`` classifies each case (``{"text": ..., "expected":
-ROUTE or null}``; null: out of scope, should abstain) on the path the router takes (fast, escalating
-to MiniLM when unsure unless ``--no-escalate``) and prints a table or, with ``--json``, one JSON line
-last: ``{"n", "accuracy", "abstain_recall", "false_abstain", "p50_ms", "p99_ms", "per_route", ...}``.
-accuracy: share of cases with an expected route that got it; abstain_recall: share of null cases
-that abstained; false_abstain: share of cases with an expected route that abstained.
+ROUTE or null}``; null: out of scope, should abstain) on the path the router takes (fast, then the
+embedding path when unsure unless ``--no-escalate``) and prints a table or, with ``--json``, one JSON
+line last: ``{"n", "accuracy", "abstain_recall", "false_abstain", "p50_ms", "p99_ms", "per_route",
+"paths", "paths_p99_ms", "calibration", ...}``. accuracy: share of cases with an expected route that
+got it; abstain_recall: share of null cases that abstained; false_abstain: share of cases with an
+expected route that abstained; calibration: the thresholds and held-out figures the classifier
+fitted from the routes file alone (also stored with the gateway's policy). ``--method centroids``
+measures the seed's method (nearest K-means centroid on MiniLM) on the same cases.
 
 ``add ROUTE FILE [--routes ROUTES.yaml]`` appends FILE's utterances (one a line) to ROUTE, creating
 it if new, and refreshes the centroid cache beside the routes file: only ROUTE is re-clustered.
@@ -60,27 +63,50 @@ def _quantile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def run_eval(routes: str, cases_path: str, *, escalate: bool = True, max_tokens: int = 512) -> dict[str, Any]:
-    """Fit on ``routes``, classify every case, return the report (the command without its output)."""
+def _classifier(routes: str, method: str, escalate: bool, max_tokens: int) -> tuple[Any, dict[str, Any]]:
+    """The classifier ``method`` names, fitted, and what the report says of it."""
     from router_core import IntentClassifier
     from schemas.config.intents import IntentSettings
 
-    cases = read_cases(cases_path)
-    settings = IntentSettings(routes=routes, max_tokens=max_tokens, escalate=escalate)
-    t0 = time.perf_counter()
+    settings = IntentSettings(routes=routes, max_tokens=max_tokens, escalate=escalate and method != "fast")
     clf = IntentClassifier.from_settings(settings)
-    if escalate:
+    if method == "centroids":
+        from router_core.intents.baseline import CentroidBaseline
+        from router_core.intents.minilm import MiniLMEncoder
+
+        if clf.embedding_status is not None:
+            raise BadInput(f"--method centroids needs the embedding model ({clf.embedding_status})")
+        base = CentroidBaseline(clf.routes, settings, MiniLMEncoder(settings.embedding_precision))
+        return base, {"method": method, "embedding_threshold": round(base.threshold, 4)}
+    if settings.escalate:
         clf.fit_embedding()  # the router fits at startup; keep it out of the per-case times
+    return clf, {"method": method, "fast_threshold": round(clf.fast_threshold, 4),
+                 "embedding_threshold": None if clf.embedding_threshold is None else round(clf.embedding_threshold, 4),
+                 "embedding": clf.embedding_status or ("on" if settings.escalate else "off"),
+                 "calibration": clf.calibration}
+
+
+def run_eval(routes: str, cases_path: str, *, escalate: bool = True, max_tokens: int = 512,
+             method: str = "joint") -> dict[str, Any]:
+    """Fit on ``routes``, classify every case, return the report (the command without its output).
+
+    ``method``: ``joint`` (the router's classifier), ``fast`` (its fast path alone) or ``centroids``
+    (the seed's nearest K-means centroid on MiniLM, the baseline).
+    """
+    cases = read_cases(cases_path)
+    t0 = time.perf_counter()
+    clf, about = _classifier(routes, method, escalate, max_tokens)
     fit_s = time.perf_counter() - t0
     times: list[float] = []
+    by_path: dict[str, list[float]] = {}
     per_route: dict[str, dict[str, int]] = {}
     ok = abstain_in = abstain_oos = n_in = n_oos = 0
-    paths: dict[str, int] = {}
     for text, expected in cases:
         s = time.perf_counter()
         v = clf.classify(text)
-        times.append((time.perf_counter() - s) * 1e3)
-        paths[v.path] = paths.get(v.path, 0) + 1
+        ms = (time.perf_counter() - s) * 1e3
+        times.append(ms)
+        by_path.setdefault(v.path, []).append(ms)
         if expected is None:
             n_oos += 1
             abstain_oos += v.abstained
@@ -92,13 +118,15 @@ def run_eval(routes: str, cases_path: str, *, escalate: bool = True, max_tokens:
         row["n"] += 1
         row["correct"] += v.label == expected
         row["abstained"] += v.abstained
+    answered = n_in - abstain_in
     return {"n": len(cases), "accuracy": round(ok / n_in, 4) if n_in else None,
             "abstain_recall": round(abstain_oos / n_oos, 4) if n_oos else None,
             "false_abstain": round(abstain_in / n_in, 4) if n_in else None,
+            "answered_accuracy": round(ok / answered, 4) if answered else None,
             "p50_ms": round(statistics.median(times), 3), "p99_ms": round(_quantile(times, 0.99), 3),
-            "paths": paths, "fast_threshold": round(clf.fast_threshold, 4),
-            "embedding_threshold": None if clf.embedding_threshold is None else round(clf.embedding_threshold, 4),
-            "embedding": clf.embedding_status or ("on" if escalate else "off"), "fit_s": round(fit_s, 2),
+            "paths": {p: len(ts) for p, ts in by_path.items()},
+            "paths_p99_ms": {p: round(_quantile(ts, 0.99), 3) for p, ts in by_path.items()},
+            **about, "fit_s": round(fit_s, 2),
             "per_route": {r: {**c, "accuracy": round(c["correct"] / c["n"], 4)} for r, c in sorted(per_route.items())}}
 
 
@@ -116,14 +144,19 @@ def _print_table(report: dict[str, Any]) -> None:
     pct = {k: "-" if report[k] is None else f"{report[k]:.1%}" for k in ("accuracy", "abstain_recall", "false_abstain")}
     console.print(f"cases {report['n']}: accuracy {pct['accuracy']}, abstain recall {pct['abstain_recall']}, "
                   f"false abstain {pct['false_abstain']}; p50 {report['p50_ms']} ms, p99 {report['p99_ms']} ms; "
-                  f"paths {report['paths']}; embedding: {report['embedding']}")
+                  f"paths {report['paths']} (p99 ms {report['paths_p99_ms']}); method {report['method']}, "
+                  f"embedding: {report.get('embedding', 'on')}")
+    if report.get("calibration"):
+        console.print("calibration (held-out folds of the routes' examples): "
+                      + ", ".join(f"{k} {v}" for k, v in report["calibration"].items()))
 
 
 def _eval(args: argparse.Namespace) -> int:
     from schemas.errors import ConfigError
 
     try:
-        report = run_eval(args.routes, args.cases, escalate=not args.no_escalate, max_tokens=args.max_tokens)
+        report = run_eval(args.routes, args.cases, escalate=not args.no_escalate, max_tokens=args.max_tokens,
+                          method=args.method)
     except (BadInput, ConfigError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
@@ -164,7 +197,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     e = isub.add_parser("eval", parents=[common], help="accuracy, abstention and latency on labelled cases")
     e.add_argument("--routes", required=True, help="routes YAML (route -> example utterances)")
     e.add_argument("--cases", required=True, help="JSONL: {\"text\": ..., \"expected\": ROUTE or null}")
-    e.add_argument("--no-escalate", action="store_true", help="fast path only")
+    e.add_argument("--no-escalate", action="store_true", help="fast path only (as --method fast)")
+    e.add_argument("--method", choices=("joint", "fast", "centroids"), default="joint",
+                   help="joint: the router's classifier (default); fast: its fast path alone; centroids: the seed's "
+                        "nearest K-means centroid on MiniLM (the baseline)")
     e.add_argument("--max-tokens", type=int, default=512, help="cut input here (default: %(default)s)")
     e.add_argument("--json", action="store_true", help="print the report as JSON (one line, last)")
     e.set_defaults(func=_eval)

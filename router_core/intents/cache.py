@@ -1,8 +1,9 @@
 """The centroid cache next to the routes file: per-route embeddings and centroids, keyed by content hash.
 
 ``<routes file>.intents-cache.npz`` holds, per route, its example embeddings and centroids with the
-hash of its examples (:func:`router_core.intents.routes.route_hash`), plus calibrated thresholds
-keyed by the whole route set's hash. A route whose hash still matches is reused as stored, so
+hash of its examples (:func:`router_core.intents.routes.route_hash`), plus the calibration's
+figures (thresholds and held-out rates) keyed by the whole route set's hash. A route whose hash
+still matches is reused as stored, so
 adding examples to one route re-embeds and re-clusters that route only.
 """
 
@@ -41,7 +42,7 @@ class CentroidCache:
 
     model: str
     routes: dict[str, CacheEntry] = field(default_factory=dict)
-    thresholds: dict[str, float] = field(default_factory=dict)
+    thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path, model: str) -> CentroidCache:
@@ -53,8 +54,10 @@ class CentroidCache:
                     return cls(model)
                 routes = {name: CacheEntry(h, z[f"e{i}"].astype(np.float32), z[f"c{i}"].astype(np.float32))
                           for i, (name, h) in enumerate(index["routes"])}
-                return cls(model, routes, {str(k): float(v) for k, v in index.get("thresholds", {}).items()})
-        except (OSError, KeyError, ValueError):
+                figures = {str(k): {str(n): float(x) for n, x in v.items()}
+                           for k, v in index.get("thresholds", {}).items() if isinstance(v, dict)}
+                return cls(model, routes, figures)
+        except (OSError, KeyError, ValueError, TypeError, AttributeError):
             return cls(model)
 
     def save(self, path: Path) -> None:

