@@ -134,7 +134,7 @@ def latch_events(events: Sequence[RouterEvent], constraints: Iterable[str] = ())
 
 
 def interval_table(intervals: pd.DataFrame, limits: Limits) -> pd.DataFrame:
-    """Out-intervals as read: times, ``still out`` instead of an empty end, duration in s, peak against its threshold."""
+    """Out-intervals as read: times, ``still out`` for an open end, duration in s, peak against its threshold."""
     out = intervals.copy()
     out["start"] = [f"{s:%Y-%m-%d %H:%M:%S}" for s in intervals["start"]]
     out["end"] = ["still out" if e is None or pd.isna(e) else f"{e:%H:%M:%S}" for e in intervals["end"]]
