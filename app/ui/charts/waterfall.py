@@ -11,20 +11,28 @@ REMOVED_COLOUR = "#d62728"
 TOTAL_COLOUR = "#1f77b4"
 
 
+def _label(measure: str, change: int, removed: str, left: int) -> str:
+    if measure != "relative":
+        return str(change)
+    return f"−{-change}: {removed} · {left} left" if change else f"removed none · {left} left"
+
+
 def waterfall_chart(frame: pd.DataFrame) -> go.Figure:
     """One plotly Waterfall trace over :func:`app.ui.data.waterfall.waterfall_stages`.
 
-    Absolute stages (all candidates, ranked, selected) are blue totals; each filter is a red drop
-    labelled with the instances it removed; hovering shows the constraint, value and threshold.
+    Absolute stages (all candidates, ranked, selected) are blue totals labelled with their count;
+    each filter is a red drop labelled with what it removed and how many are left (``−1: a-1 · 2 left``),
+    and a filter that removed nothing says so at the level it left untouched (``removed none · 3 left``),
+    never a bar that reads as zero candidates. Hovering shows the constraint, value and threshold.
     """
-    labels = [f"−{-int(c)}: {r}" if m == "relative" and c else ("" if m == "relative" else str(int(c)))
-              for m, c, r in zip(frame["measure"], frame["change"], frame["removed"], strict=True)]
+    labels = [_label(m, int(c), str(r), int(n)) for m, c, r, n in
+              zip(frame["measure"], frame["change"], frame["removed"], frame["count"], strict=True)]
     fig = go.Figure(go.Waterfall(
         x=frame["stage"], y=frame["change"], measure=frame["measure"], text=labels, textposition="outside",
         hovertext=frame["detail"], hovertemplate="%{x}<br>%{hovertext}<extra></extra>",
         decreasing={"marker": {"color": REMOVED_COLOUR}}, increasing={"marker": {"color": TOTAL_COLOUR}},
         totals={"marker": {"color": TOTAL_COLOUR}}, connector={"line": {"color": "#888", "dash": "dot"}},
     ))
-    fig.update_layout(yaxis_title="candidates", showlegend=False, height=320,
+    fig.update_layout(yaxis={"title": "candidates", "rangemode": "tozero", "dtick": 1}, showlegend=False, height=320,
                       margin={"l": 10, "r": 10, "t": 30, "b": 10})
     return fig
