@@ -72,7 +72,8 @@ def sankey_frames(
 
     Returns:
         ``(nodes, links)``: nodes (:data:`NODE_COLUMNS`, rules then models, instances, constraints,
-        each by name; ``requests`` is what flows through, removals for a constraint; ``share`` of all
+        each by name, labelled with its count: ``code · 120``, ``✕ kv-cache · 4 removed``;
+        ``requests`` is what flows through, removals for a constraint; ``share`` of all
         requests), and links (:data:`LINK_COLUMNS`, ``source``/``target`` index the nodes; no link
         of zero value).
     """
@@ -96,7 +97,7 @@ def sankey_frames(
     total = sum(e.requests for e in edges)
     nodes = [
         {"node": f"{kind}:{name}", "kind": kind, "name": name,
-         "label": f"✕ {name}" if kind == "constraint" else name, "requests": n,
+         "label": f"✕ {name} · {n:,} removed" if kind == "constraint" else f"{name} · {n:,}", "requests": n,
          "share": n / total if total and kind != "constraint" else None,
          "link": None if kind == "constraint" else decisions_link(
              base or {}, **{kind: None if name == _BLANK[kind] else name})}

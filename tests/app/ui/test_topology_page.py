@@ -45,9 +45,14 @@ def sankeys(at: AppTest) -> list[dict[str, Any]]:
     return [json.loads(c.proto.spec)["data"][0] for c in at.get("plotly_chart")]
 
 
+def name(label: str) -> str:
+    """A node's name from its label (``code · 4`` -> ``code``)."""
+    return label.rsplit(" · ", 1)[0]
+
+
 def flows(sankey: dict[str, Any], flow: str | None = None) -> dict[tuple[str, str], float]:
-    """(source label, target label) -> value of the links of one flow (None: summed over flows)."""
-    labels, link, out = sankey["node"]["label"], sankey["link"], {}
+    """(source name, target name) -> value of the links of one flow (None: summed over flows)."""
+    labels, link, out = [name(x) for x in sankey["node"]["label"]], sankey["link"], {}
     for s, t, v, f in zip(link["source"], link["target"], link["value"], link["label"], strict=True):
         if flow in (None, f):
             out[(labels[s], labels[t])] = out.get((labels[s], labels[t]), 0) + v
@@ -68,6 +73,11 @@ def test_sankey_of_the_window_from_a_file(monkeypatch: pytest.MonkeyPatch, db: P
     assert set(colours) == {"served", "fallback", "rejected"} and colours["fallback"] != colours["served"]
     assert "6 requests, 1 with a fallback (amber); 6 candidate removals (red)" in [c.value for c in at.caption]
     assert "code → coder: 3 requests<br>50.0% of all · 75.0% of code" in sankey["link"]["customdata"]
+    # Counts on the nodes, and on the flows wide enough to hold one; labels dark on a white ground.
+    assert {"code · 4", "coder · 4", "c-a · 3", "✕ kv-cache · 4 removed"} <= set(sankey["node"]["label"])
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert {"3", "4"} <= {a["text"] for a in spec["layout"]["annotations"]}
+    assert sankey["textfont"]["color"] == "#1a1a1a" and spec["layout"]["paper_bgcolor"] == "#ffffff"
 
 
 def test_a_sidebar_filter_changes_the_numbers(monkeypatch: pytest.MonkeyPatch, db: Path) -> None:

@@ -27,3 +27,21 @@ def test_sankey_colours_and_hover() -> None:
 def test_empty_sankey_has_no_trace() -> None:
     nodes, links = tp.sankey_frames([], [], [])
     assert not ch.sankey_chart(nodes, links).data
+
+
+def test_nodes_are_placed_in_columns_and_flows_carry_their_counts() -> None:
+    nodes, links = tp.sankey_frames(EDGES, FALLBACK, REJECTED)
+    where = ch.place(nodes, links, 400)
+    kinds = nodes["kind"].tolist()
+    assert {x for x, k in zip(where.x, kinds, strict=True) if k == "rule"} == {ch.COLUMN_X["rule"]}
+    assert {x for x, k in zip(where.x, kinds, strict=True) if k == "instance"} == {ch.COLUMN_X["instance"]}
+    assert all(0 < y < 1 for y in where.y) and all(0 < y < 1 for y in where.mid_y)
+    # Within a column the nodes are stacked without overlap, in the frame's order.
+    rules = [y for y, k in zip(where.y, kinds, strict=True) if k == "rule"]
+    assert rules == sorted(rules)
+    fig = ch.sankey_chart(nodes, links)
+    (sankey,) = fig.data
+    drawn = ch.place(nodes, links, fig.layout.height - fig.layout.margin.t - fig.layout.margin.b)
+    assert sankey.arrangement == "fixed" and list(sankey.node.y) == drawn.y
+    wide = [str(int(v)) for v, w in zip(links["value"], drawn.widths_px, strict=True) if w >= ch.MIN_LABEL_PX]
+    assert sorted(a.text for a in fig.layout.annotations) == sorted(wide) and wide

@@ -35,7 +35,9 @@ def test_nodes_columns_and_shares() -> None:
     by = nodes.set_index("node")
     assert by.loc["rule:code", "requests"] == 8 and by.loc["rule:code", "share"] == 0.8
     assert by.loc["instance:c-z", "requests"] == 0  # only ever rejected
-    assert by.loc["constraint:kv-cache", "requests"] == 4 and by.loc["constraint:kv-cache", "label"] == "✕ kv-cache"
+    assert by.loc["constraint:kv-cache", "requests"] == 4 and by.loc["constraint:kv-cache", "label"] == (
+        "✕ kv-cache · 4 removed")
+    assert by.loc["rule:code", "label"] == "code · 8" and by.loc["instance:c-z", "label"] == "c-z · 0"
     assert by.loc["constraint:kv-cache", "share"] != by.loc["constraint:kv-cache", "share"]  # NaN: not requests
 
 
