@@ -32,7 +32,7 @@ class SimEngine:
         settings: Simulator knobs: ``time_scale`` and ``zero_delay``.
         clock: Wall clock; model time is wall time times ``time_scale``.
         slow_factor: Current latency multiplier from faults (1 when healthy).
-        leak_fraction: Current share of the KV cache lost to a leak.
+        leak_fraction: Current share of the KV cache held outside routed requests (leak, kv-pressure).
     """
 
     def __init__(self, profile: SimModelProfile, settings: SimSettings, clock: Clock,
@@ -68,7 +68,7 @@ class SimEngine:
 
     @property
     def leaked_blocks(self) -> int:
-        """KV blocks held by a leak."""
+        """KV blocks held by a leak or kv-pressure."""
         return int(self._leak_fraction() * self.total_blocks)
 
     @property

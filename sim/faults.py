@@ -18,11 +18,16 @@ from pydantic import Field, model_validator
 from schemas.common import ContractModel
 from sim.clock import Clock
 
-__all__ = ["DEFAULT_LEAK_RATE", "FaultBook", "FaultKind", "FaultRecord", "FaultSpec", "PROCESS_STATE_KINDS"]
+__all__ = ["DEFAULT_LEAK_RATE", "DEFAULT_PRESSURE", "PROCESS_STATE_KINDS", "FaultBook", "FaultKind", "FaultRecord",
+           "FaultSpec"]
 
 
 class FaultKind(StrEnum):
     """The ways an instance can misbehave (``flap`` is the drills' oscillating KV usage).
+
+    ``kv-pressure`` is load the router does not send: a neighbour (a batch job on the same GPU, a
+    tenant calling the instance directly) holds KV blocks, rising to ``rate`` of the cache and
+    falling back, so the routed requests queue behind it and the gauges show it.
 
     ``invalid-utf8-metrics`` serves ``/metrics`` with a byte that is not UTF-8 in every label
     set; ``out-of-range-metrics`` serves impossible gauges (a negative queue, a NaN running count,
@@ -42,11 +47,15 @@ class FaultKind(StrEnum):
     FLAP = "flap"
     INVALID_UTF8_METRICS = "invalid-utf8-metrics"
     OUT_OF_RANGE_METRICS = "out-of-range-metrics"
+    KV_PRESSURE = "kv-pressure"
 
 
-_PROBABILITY_KINDS = {FaultKind.ERROR, FaultKind.RATELIMIT, FaultKind.DRIFT, FaultKind.GARBAGE, FaultKind.FLAP}
+_PROBABILITY_KINDS = {FaultKind.ERROR, FaultKind.RATELIMIT, FaultKind.DRIFT, FaultKind.GARBAGE, FaultKind.FLAP,
+                      FaultKind.KV_PRESSURE}
 PROCESS_STATE_KINDS = frozenset({FaultKind.LEAK, FaultKind.FREEZE_METRICS})  # a restart cures these
 DEFAULT_LEAK_RATE = 0.2  # share of the KV cache leaked per minute
+DEFAULT_PRESSURE = 0.95  # kv-pressure: the share of the KV cache the neighbour holds at its peak
+_MAX_HELD = 0.98  # leak and pressure together never hold the whole cache
 
 
 class FaultSpec(ContractModel):
@@ -54,9 +63,12 @@ class FaultSpec(ContractModel):
 
     ``rate``: probability per request for error, ratelimit, drift and garbage (default 1); share of
     the KV cache leaked per minute for leak (default 0.2); KV usage reported in the high half of
-    each period for flap (default 0.95). ``factor``: latency multiplier for slow (default 5).
+    each period for flap (default 0.95); peak share of the KV cache held for kv-pressure
+    (default 0.95). ``factor``: latency multiplier for slow (default 5).
     ``duration_s``: wall seconds until it ends by itself (None: until cleared); for restart, the
     downtime (default 0.5). ``lag_s``: freeze-metrics serves metrics this old instead of frozen.
+    ``period_s``: for kv-pressure, the seconds it takes to rise to its peak and, before
+    ``duration_s`` ends, to fall back (a gradual fall shows the KV constraint's hysteresis).
     """
 
     kind: FaultKind
@@ -64,7 +76,7 @@ class FaultSpec(ContractModel):
     factor: float | None = Field(None, ge=1)
     duration_s: float | None = Field(None, gt=0)
     lag_s: float | None = Field(None, gt=0)
-    period_s: float = Field(10.0, gt=0, description="flap: seconds per high+low cycle.")
+    period_s: float = Field(10.0, gt=0, description="flap: seconds per high+low cycle; kv-pressure: rise and fall.")
     retry_after_s: int = Field(1, ge=0, description="ratelimit: the Retry-After header.")
 
     @model_validator(mode="after")
@@ -172,6 +184,22 @@ class FaultBook:
         leaked = sum((r.spec.rate if r.spec.rate is not None else DEFAULT_LEAK_RATE) * (now - r.started_mono) / 60.0
                      for r in self.active(FaultKind.LEAK))
         return min(0.9, leaked)
+
+    def pressure_fraction(self) -> float:
+        """Share of the KV cache kv-pressure faults hold now: up over ``period_s``, held, down before the end."""
+        now, held = self.clock.now(), 0.0
+        for r in self.active(FaultKind.KV_PRESSURE):
+            peak, ramp = (r.spec.rate if r.spec.rate is not None else DEFAULT_PRESSURE), r.spec.period_s
+            age = now - r.started_mono
+            level = min(1.0, age / ramp)
+            if r.spec.duration_s is not None:
+                level = min(level, max(0.0, (r.spec.duration_s - age) / ramp))
+            held += peak * level
+        return held
+
+    def held_fraction(self) -> float:
+        """Share of the KV cache held by leaks and kv-pressure (what routed requests cannot use)."""
+        return min(_MAX_HELD, self.leak_fraction() + self.pressure_fraction())
 
     def flap_level(self) -> float | None:
         """KV usage a flap fault reports now (its high half-period), or None."""

@@ -213,7 +213,7 @@ class LifecycleMixin:
         if request.path == "/v1/chat/completions":
             for r in active:
                 r.requests_seen += 1
-                if r.kind in (FaultKind.SLOW, FaultKind.LEAK):
+                if r.kind in (FaultKind.SLOW, FaultKind.LEAK, FaultKind.KV_PRESSURE):
                     r.requests_affected += 1
         hang = self.faults.active(FaultKind.HANG)
         if self.is_down() or hang:

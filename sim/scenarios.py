@@ -183,7 +183,8 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 async def run_timeline(scenario: Scenario, inject: Callable[[str, FaultSpec], Awaitable[None]],
-                       elapsed: Callable[[], float], sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                       elapsed: Callable[[], float], sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                       instance_of: Callable[[FaultEvent], str] | None = None) -> None:
     """Inject each timeline fault when ``elapsed()`` reaches its ``at_s``.
 
     Args:
@@ -191,9 +192,12 @@ async def run_timeline(scenario: Scenario, inject: Callable[[str, FaultSpec], Aw
         inject: ``inject(instance_id, spec)`` starts one fault.
         elapsed: Seconds since the timeline's origin (traffic start).
         sleep: Waits (injected in tests).
+        instance_of: The instance an entry names (default: :meth:`Scenario.instance_of`, the drill
+            fleet's; the demo maps an index to its own fleet's instance).
     """
+    where = scenario.instance_of if instance_of is None else instance_of
     for event in sorted(scenario.faults, key=lambda f: f.at_s):
         wait = event.at_s - elapsed()
         if wait > 0:
             await sleep(wait)
-        await inject(scenario.instance_of(event), event.spec())
+        await inject(where(event), event.spec())

@@ -49,7 +49,7 @@ class SimInstance(LifecycleMixin):
         self.settings = settings
         self.rng = rng if rng is not None else random.Random(f"{settings.seed}\x1f{spec.id}")
         self.setup_lifecycle(clock or RealClock(), lifecycle, on_fault)
-        self.engine = SimEngine(profile, settings, self.clock, self.faults.slow_factor, self.faults.leak_fraction)
+        self.engine = SimEngine(profile, settings, self.clock, self.faults.slow_factor, self.faults.held_fraction)
         self.metrics = self.new_metrics()
 
     def _envelope(self, obj: str) -> dict[str, object]:

@@ -1,4 +1,10 @@
-"""``routelens demo``: simulated fleet, gateway, app and a little traffic, until Ctrl-C.
+"""``routelens demo``: simulated fleet, gateway, app and a scripted day of traffic and faults, until Ctrl-C.
+
+The day (``data/demo/day.yaml``, a drill file; ``--script`` another) is played in a loop: a loaded
+fleet, KV pressure on one instance, a semantic drift on another, a crash, two experiment arms and a
+shadow, feedback marking misroutes. Each event is printed as the gateway sees it, with the page of
+the app that shows it (:mod:`app.run.narrator`); the configuration is paced for a day of minutes
+(:func:`app.run.demo_day.demo_config`), ``--speed`` times faster again.
 
 Ports come from the configuration; any that is taken is replaced by a free one (and said so), and
 the derived configuration is written next to the trace file so the children share it.
@@ -14,7 +20,6 @@ result is printed, with the command that verifies the whole run.
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import os
 import shlex
@@ -30,8 +35,13 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from app.run.demo_day import DEFAULT_SCRIPT, DayThread, demo_config, load_day
+from app.run.narrator import Narrator
 from app.run.procs import Child, free_port, port_is_free, wait_http
+from schemas import RoutelensError
 from schemas.config import RouteLensConfig
+from sim.scenarios import Scenario
+from sim.traffic import TrafficResult
 
 VERIFY_LAST = timedelta(minutes=2)  # the decisions verified at the end: Ctrl-C stays quick however long it ran
 
@@ -110,40 +120,6 @@ def _holder(work: Path) -> str:
         return "?"
 
 
-def _traffic(gateway: str, rps: float, stop: threading.Event, first_id: list[str]) -> None:
-    from sim.traffic import TrafficResult, run_traffic
-
-    def on_result(result: TrafficResult) -> None:
-        if result.request_id and not first_id:
-            first_id.append(result.request_id)
-
-    async def loop() -> None:
-        while not stop.is_set():
-            await run_traffic(gateway, rps=rps, count=max(int(rps * 5), 1), seed=len(first_id), on_result=on_result)
-
-    asyncio.run(loop())
-
-
-def _watch_probes(gateway: str, stop: threading.Event, every_s: float = 2.0) -> None:
-    """Print each probe verdict as it changes (the first round, then drift, recovery...)."""
-    from ingest import HttpTraceStore, SinkError
-
-    api = HttpTraceStore(gateway, timeout_s=5)
-    seen: dict[tuple[str, str], str] = {}
-    while not stop.wait(every_s):
-        try:
-            feed = api.get_json("/v1/probes/verdicts")
-        except SinkError:
-            continue
-        for instance, statuses in sorted(feed.get("verdicts", {}).items()):
-            for st in statuses:
-                key = (instance, st["kind"])
-                if seen.get(key) != st["verdict"]:
-                    seen[key] = st["verdict"]
-                    why = f" ({st['reason']})" if st["verdict"] != "ok" and st.get("reason") else ""
-                    print(f"  probe    {instance:<12} {st['kind']:<8} {st['verdict']}{why}", flush=True)
-
-
 def _verify(db: Path, started: datetime) -> None:
     """The demo's last minutes of decisions, re-decided under their own stored policy (``replay --verify``)."""
     from app.experiments.verify import summary_line, verify_file
@@ -161,10 +137,16 @@ def _verify(db: Path, started: datetime) -> None:
 
 
 def run_demo(
-    config: RouteLensConfig, *, with_app: bool = True, duration_s: float | None = None, rps: float = 2.0
+    config: RouteLensConfig, *, with_app: bool = True, duration_s: float | None = None, rps: float | None = None,
+    speed: float = 1.0, script: Path = DEFAULT_SCRIPT,
 ) -> int:
-    """Run the demo; return 0 after a clean stop, 1 when a part failed to start."""
-    cfg = _with_free_ports(config)
+    """Run the demo; return 0 after a clean stop, 1 when a part failed to start, 2 for a bad script."""
+    try:
+        day = load_day(script, speed, rps)
+    except (OSError, RoutelensError) as exc:
+        print(f"error: the demo's script {script}: {exc}", file=sys.stderr)
+        return 2
+    cfg = _with_free_ports(demo_config(config, speed))
     work = Path(cfg.storage.duckdb_path).parent
     work.mkdir(parents=True, exist_ok=True)
     lock = _lock_folder(work)
@@ -177,9 +159,11 @@ def run_demo(
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     py = [sys.executable, "-m", "app", "--config", str(cfg_path)]
     gateway = f"http://{cfg.gateway.host}:{cfg.gateway.port}"
+    app_url = f"http://{cfg.app.host}:{cfg.app.port}"
     children: list[Child] = []
     stop = threading.Event()
     started, verify = datetime.now(UTC), False
+    player: DayThread | None = None
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
@@ -198,7 +182,6 @@ def run_demo(
         if not serve.wait_ready(60):
             print("error: the gateway did not start", file=sys.stderr)
             return 1
-        app_url = f"http://{cfg.app.host}:{cfg.app.port}"
         if with_app:
             # SIGKILL when the demo dies unstopped: the app keeps no state, and Streamlit's own shutdown on
             # SIGTERM took over 15 s once under load (tests/e2e/test_demo_kill.py)
@@ -209,38 +192,80 @@ def run_demo(
                 print("error: the app did not start", file=sys.stderr)
                 return 1
 
+        out = _HeldLines()
+        narrator = Narrator(cfg, gateway, app_url if with_app else None, speed=speed, day_s=day.duration_s,
+                            say=out.say)
         first_id: list[str] = []
-        traffic = threading.Thread(target=_traffic, args=(gateway, rps, stop, first_id), daemon=True)
-        traffic.start()
+
+        def on_result(result: TrafficResult) -> None:
+            if result.request_id and not first_id:
+                first_id.append(result.request_id)
+            narrator.on_result(result)
+
+        player = DayThread(day, cfg, gateway, on_result=on_result, on_inject=narrator.on_inject,
+                           on_day=narrator.on_day)
+        player.start()
         while not first_id and not stop.wait(0.2):
             pass
-        print("\nRouteLens demo is running", flush=True)
-        for spec in cfg.fleet.instances:
-            print(f"  instance {spec.id:<12} {spec.url}")
-        print(f"  gateway  {gateway}   (OpenAI base_url {gateway}/v1, model \"auto\")")
-        if with_app:
-            print(f"  app      {app_url}")
-        if first_id:
-            rid = first_id[0]
-            print(f"  example request_id: {rid}")
-            print(f"    {routelens_command()} trace {rid} --api {gateway}")
-            if with_app:
-                print(f"    {app_url}/trace?request_id={rid}")
-        if cfg.probes.enabled:
-            print(f"  probes   every {cfg.probes.interval_s:g} s per instance (syntax, latency, semantic); verdicts "
-                  f"below as they change, alerts at {gateway}/v1/alerts" + (f", page {app_url}/probes" if with_app
-                                                                           else ""))
-            threading.Thread(target=_watch_probes, args=(gateway, stop), daemon=True).start()
+        _banner(cfg, gateway, app_url if with_app else None, first_id[0] if first_id else None, day, speed)
+        out.release()
+        threading.Thread(target=narrator.watch, args=(stop,), daemon=True).start()
         print("Press Ctrl-C to stop.", flush=True)
         stop.wait(duration_s)
         stop.set()
-        traffic.join(15)
+        player.stop()
         verify = True
         return 0
     finally:
+        stop.set()
+        if player is not None:
+            player.stop(5)
         for child in reversed(children):
             child.stop()
         if verify:  # the trace file is free once the gateway has stopped
             _verify(Path(cfg.storage.duckdb_path), started)
         lock.close()
         print("demo stopped", flush=True)
+
+
+class _HeldLines:
+    """The narrator's lines, held back until the banner is out, then printed as they come."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: list[str] | None = []
+
+    def say(self, line: str) -> None:
+        with self._lock:
+            if self._held is not None:
+                self._held.append(line)
+                return
+        print(line, flush=True)
+
+    def release(self) -> None:
+        with self._lock:
+            held, self._held = self._held or [], None
+        for line in held:
+            print(line, flush=True)
+
+
+def _banner(cfg: RouteLensConfig, gateway: str, app_url: str | None, rid: str | None, day: Scenario,
+            speed: float) -> None:
+    print("\nRouteLens demo is running", flush=True)
+    for spec in cfg.fleet.instances:
+        print(f"  instance {spec.id:<12} {spec.url}")
+    print(f"  gateway  {gateway}   (OpenAI base_url {gateway}/v1, model \"auto\")")
+    if app_url is not None:
+        print(f"  app      {app_url}")
+    if rid is not None:
+        print(f"  example request_id: {rid}")
+        print(f"    {routelens_command()} trace {rid} --api {gateway}")
+        if app_url is not None:
+            print(f"    {app_url}/trace?request_id={rid}")
+    pace = "" if speed == 1 else f" (x{speed:g})"
+    print(f"  day      {day.name}: {day.description}; {day.duration_s:g} s a day{pace}, played until stopped; "
+          f"each event below with the page that shows it")
+    if cfg.probes.enabled:
+        print(f"  probes   every {cfg.probes.interval_s:g} s per instance (syntax, latency, semantic: the demo's pace; "
+              f"serve keeps the configured interval); alerts at {gateway}/v1/alerts"
+              + (f", page {app_url}/probes" if app_url is not None else ""))

@@ -1,0 +1,321 @@
+"""What the demo prints as its day unfolds: each event as the gateway sees it, with the app page that shows it.
+
+One line per event, ``HH:MM:SS <what happened>: <page URL>``. The events come from the gateway as
+they happen, not from the script: the constraint latches, probe verdicts and breaker transitions
+of ``GET /v1/router/state``, the alerts of ``GET /v1/alerts``, and from the store the rules, arms
+and shadow that decided the day's traffic; the script's own faults and the feedback that marks a
+misroute come from the day's thread. Without the app, the line names the gateway's API route.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from schemas.config import ConstraintSpec, RouteLensConfig
+from sim.day import Injected
+from sim.traffic import TrafficResult
+
+__all__ = ["Narrator"]
+
+NO_RULE = "auto"  # the rule of a trace no rule of the policy matched (the scores decided)
+_SHADOW_LOOKUPS = 8  # traces read per store check to find a shadow decision (one suffices)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _describe(inj: Injected, seconds: Callable[[float], str]) -> str:
+    spec = inj.spec
+    lasting = f" for {seconds(spec.duration_s)}" if spec.duration_s is not None else ""
+    match spec.kind.value:
+        case "kv-pressure":
+            peak = 0.95 if spec.rate is None else spec.rate
+            return (f"script: a neighbour's batch job takes up to {peak:.0%} of {inj.instance}'s KV cache{lasting} "
+                    f"(load the router does not send)")
+        case "drift":
+            return f"script: {inj.instance} starts answering off topic (semantic drift){lasting}; HTTP stays 200"
+        case "crash":
+            return f"script: {inj.instance}'s process crashes{lasting}"
+        case kind:
+            return f"script: {kind} on {inj.instance}{lasting}"
+
+
+class Narrator:
+    """Prints the day's events with links to the pages that show them.
+
+    Args:
+        config: The demo's configuration (constraint thresholds, the experiment's arms).
+        gateway: The gateway's base URL.
+        app: The app's base URL, or None when the demo runs without it.
+        speed: How much faster than written the day runs (only to say durations in day time).
+        day_s: How long a (sped-up) day lasts: the arms are compared at its noon.
+        say: Where lines go (``print`` by default).
+        now: Wall clock (UTC).
+    """
+
+    def __init__(self, config: RouteLensConfig, gateway: str, app: str | None, *, speed: float = 1.0,
+                 day_s: float = 240.0, say: Callable[[str], None] | None = None,
+                 now: Callable[[], datetime] | None = None) -> None:
+        from ingest import HttpTraceStore
+
+        self.config, self.gateway, self.app, self.speed, self.day_s = config, gateway, app, speed, day_s
+        self._say = say or (lambda line: print(line, flush=True))
+        self._now = now or (lambda: datetime.now(UTC))
+        self._api = HttpTraceStore(gateway, timeout_s=5)
+        self._lock = threading.Lock()
+        self._constraints: dict[str, ConstraintSpec] = {c.name: c for c in config.constraints}
+        self._latch: dict[tuple[str, str], bool] = {}
+        self._held: set[tuple[str, str]] = set()
+        self._verdict: dict[tuple[str, str], str] = {}
+        self._breaker_events: set[str] = set()
+        self._alerts: dict[str, dict[str, Any]] = {}
+        self._day, self._day_start = -1, self._now()
+        self._firsts: set[str] = set()
+        self._recent: deque[str] = deque(maxlen=64)
+        self._requests = self._misroutes = self._shadows_seen = 0
+
+    # -- lines ------------------------------------------------------------------------------------
+    def page(self, path: str, api: str, **params: str) -> str:
+        """The app page ``path`` with ``params``, or the gateway's ``api`` route without the app."""
+        query = urlencode({k: v for k, v in params.items() if v})
+        if self.app is None:
+            return f"{self.gateway}{api}"
+        return f"{self.app}/{path}" + (f"?{query}" if query else "")
+
+    def line(self, what: str, url: str) -> None:
+        """Print ``HH:MM:SS what: url`` (local time)."""
+        with self._lock:
+            self._say(f"{datetime.now().strftime('%H:%M:%S')} {what}: {url}")
+
+    def seconds(self, day_s: float) -> str:
+        """A duration of the sped-up day, said in the day's own seconds (``--speed 8``: 0.25 s is 2 s)."""
+        return f"{day_s * self.speed:g} s"
+
+    def _fleet(self, instance: str) -> str:
+        return self.page("fleet", "/v1/router/state", instance=instance, window="15m")
+
+    # -- the day's thread -------------------------------------------------------------------------
+    def on_day(self, n: int) -> None:
+        """A day begins: summarise the last one, then start counting afresh."""
+        if n > 0:
+            self.summarise_day()
+        with self._lock:
+            self._day, self._day_start = n, self._now()
+            self._firsts.clear()
+            self._requests = self._misroutes = self._shadows_seen = 0
+        self.line(f"day {n + 1} begins (the script again, another draw of the traffic)",
+                  self.page("overview", "/v1/analytics/buckets", window="15m"))
+
+    def on_inject(self, inj: Injected) -> None:
+        """The script started a fault (or failed to)."""
+        if inj.error is not None:
+            self.line(f"script: {inj.spec.kind.value} on {inj.instance} NOT injected ({inj.error})",
+                      self._fleet(inj.instance))
+            return
+        self.line(_describe(inj, self.seconds), self._fleet(inj.instance))
+
+    def on_result(self, result: TrafficResult) -> None:
+        """One request answered: count it, and its feedback; the day's first misroute is shown.
+
+        A misroute is what the store counts as one: feedback saying the answer was not right. The
+        line shows one that the model it should have gone to would have avoided.
+        """
+        first = False
+        with self._lock:
+            self._requests += 1
+            if result.request_id:
+                self._recent.append(result.request_id)
+            if result.status == "ok" and result.feedback_status in (200, 201, 202) and result.grade != "correct":
+                self._misroutes += 1
+                if result.expected_model is not None and result.model not in (None, result.expected_model):
+                    first = "misroute" not in self._firsts
+                    self._firsts.add("misroute")
+        if first and result.request_id:
+            self.line(f"feedback marks {result.request_id} a misroute (answer {result.grade}; served by "
+                      f"{result.model}, should have gone to {result.expected_model})",
+                      self.page("trace", f"/v1/traces/{quote(result.request_id)}", request_id=result.request_id))
+
+    # -- watching the gateway ---------------------------------------------------------------------
+    def watch(self, stop: threading.Event) -> None:
+        """Poll the gateway until ``stop`` is set (run on a thread of its own)."""
+        from ingest import SinkError
+
+        poll_s = max(0.1, 0.5 / self.speed)
+        store_every = max(1, round(max(1.0, 4.0 / self.speed) / poll_s))
+        n = 0
+        while not stop.wait(poll_s):
+            n += 1
+            try:
+                self.check_state(self._api.get_json("/v1/router/state"))
+                self.check_alerts(self._api.get_json("/v1/alerts").get("alerts", []))
+                if n % store_every == 0:
+                    self.check_store()
+            except (SinkError, KeyError, TypeError, ValueError):
+                continue  # the gateway is busy or going down: the next poll tells
+
+    def check_state(self, state: dict[str, Any]) -> None:
+        """Latch, probe-verdict and breaker transitions in one ``/v1/router/state`` body."""
+        for snap in state.get("instances", []):
+            inst = snap["instance"]
+            for latch in snap.get("latches", []):
+                self._latch_seen(inst, latch)
+            for probe in snap.get("probes", []):
+                self._probe_seen(inst, probe)
+        for event in (state.get("breakers") or {}).get("events", []):
+            eid = event.get("event_id", "")
+            if eid in self._breaker_events:
+                continue
+            self._breaker_events.add(eid)
+            who = event.get("instance") or event.get("model") or ""
+            self.line(str(event.get("message", "breaker")), self._fleet(who) if event.get("instance") else
+                      self.page("fleet", "/v1/router/state", window="15m"))
+
+    def _latch_seen(self, inst: str, latch: dict[str, Any]) -> None:
+        key, out, value = (inst, latch["constraint"]), bool(latch["out"]), latch.get("value")
+        spec = self._constraints.get(latch["constraint"])
+        before = self._latch.get(key, False)
+        self._latch[key] = out
+        if spec is None:
+            return
+        limit = f"{spec.metric} {_fmt(value)} {spec.op} {spec.threshold:g}"
+        if out and not before:
+            self._held.discard(key)
+            self.line(f"{inst} broke {spec.name} ({limit} failed for {self.seconds(spec.exit_for)}) -> out of the "
+                      f"feasible set", self.page("constraints", "/v1/analytics/constraints", instance=inst,
+                                                 window="15m"))
+        elif out and key not in self._held and value is not None and spec.enter_bound != spec.threshold \
+                and _between(value, spec):
+            self._held.add(key)
+            self.line(f"{inst} {spec.metric} {_fmt(value)} is back within {spec.threshold:g} but stays out until it "
+                      f"holds {spec.enter_bound:g} for {self.seconds(spec.enter_for)} (hysteresis)", self._fleet(inst))
+        elif before and not out:
+            self.line(f"{inst} {spec.metric} {_fmt(value)} held {spec.op} {spec.enter_bound:g} for "
+                      f"{self.seconds(spec.enter_for)} -> back in the feasible set ({spec.name})", self._fleet(inst))
+
+    def _probe_seen(self, inst: str, probe: dict[str, Any]) -> None:
+        key, verdict = (inst, probe["kind"]), probe["verdict"]
+        before = self._verdict.get(key, "ok")
+        self._verdict[key] = verdict
+        if verdict == before:
+            return
+        url = self.page("probes", "/v1/probes/verdicts", instance=inst)
+        if verdict == "ok":
+            self.line(f"{inst} {probe['kind']} probe passes again -> back in routing", url)
+            return
+        why = f" ({probe['reason']})" if probe.get("reason") else ""
+        effect = " -> excluded from routing" if verdict == "failed" and probe["kind"] != "latency" else ""
+        self.line(f"{inst} {probe['kind']} probe {verdict}{why}{effect}", url)
+
+    def check_alerts(self, alerts: list[dict[str, Any]]) -> None:
+        """Alerts that started firing, and those that stopped."""
+        firing = {a["fingerprint"]: a for a in alerts if a.get("state") == "firing"}
+        for fp, a in firing.items():
+            if fp not in self._alerts:
+                where = f" on {a['instance']}" if a.get("instance") else ""
+                self.line(f"alert {a['name']} firing{where}: {a.get('summary', '')}",
+                          self.page("probes", "/v1/alerts", instance=a.get("instance") or ""))
+        for fp, a in self._alerts.items():
+            if fp not in firing:
+                where = f" on {a['instance']}" if a.get("instance") else ""
+                self.line(f"alert {a['name']} resolved{where}",
+                          self.page("probes", "/v1/alerts", instance=a.get("instance") or ""))
+        self._alerts = firing
+
+    # -- the store: rules, the shadow, the arms ---------------------------------------------------
+    def check_store(self) -> None:
+        """The day's firsts that only the store knows: a rule's route, a shadow decision; the arms at noon."""
+        start = self._day_start
+        since = start.isoformat()
+        state_rules = self._rules()
+        for rule in state_rules:
+            tag = f"rule:{rule}"
+            if tag in self._firsts:
+                continue
+            found = self._api.get_json("/v1/traces?" + urlencode({"rule": rule, "start": since, "limit": 1}))
+            items = found.get("items", [])
+            if items:
+                self._firsts.add(tag)
+                top = items[0]
+                self.line(f"rule {rule} routes {top['request_id']} to {top.get('selected_model')} (the policy, "
+                          f"before any scoring)", self.page("decisions", "/v1/traces", rule=rule, window="15m"))
+        if "shadow" not in self._firsts:
+            self._find_shadow()
+        if "arms" not in self._firsts and self._now() - start >= self._half_day():
+            self._firsts.add("arms")
+            self.compare_arms(start, self._now())
+
+    def _half_day(self) -> timedelta:
+        return timedelta(seconds=self.day_s / 2)
+
+    def _rules(self) -> list[str]:
+        state = self._api.get_json("/v1/router/state")
+        return [r["name"] for r in (state.get("policy") or {}).get("rules", [])]
+
+    def _find_shadow(self) -> None:
+        """Show a shadow decision of the day: one that would have routed elsewhere, else any (once a few agreed)."""
+        with self._lock:
+            ids = list(self._recent)[-_SHADOW_LOOKUPS:]
+        for rid in ids:
+            shadow = self._api.get_json(f"/v1/traces/{quote(rid)}").get("shadow")
+            if not shadow:
+                continue
+            self._shadows_seen += 1
+            if shadow.get("flipped") or self._shadows_seen >= _SHADOW_LOOKUPS:
+                self._firsts.add("shadow")
+                flip = (f"would have sent it to {shadow.get('selected_instance')}" if shadow.get("flipped")
+                        else "agrees with the live choice")
+                self.line(f"shadow {shadow['router_version']} decided {rid} beside the live policy and {flip}",
+                          self.page("experiments", "/v1/traces", window="15m"))
+                return
+
+    def compare_arms(self, start: datetime, end: datetime) -> None:
+        """One line comparing the experiment's first two arms between ``start`` and ``end``."""
+        exp = self.config.experiments
+        if exp is None or len(exp.arms) < 2:
+            return
+        a, b = exp.arms[0].name, exp.arms[1].name
+        report = self._api.get_json("/v1/analytics/compare?" + urlencode(
+            {"a": a, "b": b, "by": "arm", "start": start.isoformat(), "end": end.isoformat()}))
+        metrics = report.get("metrics", {})
+        shown = []
+        for name in ("misroute_rate", "cost_per_request", "error_rate"):
+            m = metrics.get(name) or {}
+            if m.get("a") is not None and m.get("b") is not None:
+                shown.append(f"{name} {m['a']:.3g} vs {m['b']:.3g}")
+        self.line(f"arms {a} vs {b} so far today ({report.get('n_a', 0)} vs {report.get('n_b', 0)} requests): "
+                  + ("; ".join(shown) or "no figures yet"),
+                  self.page("experiments", "/v1/analytics/compare", a=a, b=b, by="arm", window="15m"))
+
+    def summarise_day(self) -> None:
+        """The day that just ended: requests, misroutes, the rules' share; then the arms over the whole day."""
+        with self._lock:
+            requests, misroutes, start = self._requests, self._misroutes, self._day_start
+        end = self._now()
+        ruled = ""
+        try:
+            edges = self._api.get_json("/v1/analytics/traffic?" + urlencode(
+                {"start": start.isoformat(), "end": end.isoformat()})).get("edges", [])
+            total = sum(int(e["requests"]) for e in edges)
+            by_rule = sum(int(e["requests"]) for e in edges if e.get("rule") not in (None, "", NO_RULE))
+            if total:
+                ruled = f", {by_rule} ({by_rule / total:.0%}) routed by a rule of the policy"
+        except Exception:  # noqa: BLE001  (a summary line is not worth stopping the day for)
+            pass
+        self.line(f"day {self._day + 1} over: {requests} requests answered{ruled}, {misroutes} marked misroutes "
+                  f"by feedback", self.page("topology", "/v1/analytics/traffic", window="15m"))
+        try:
+            self.compare_arms(start, end)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _between(value: float, spec: ConstraintSpec) -> bool:
+    """True when ``value`` meets the threshold again but not yet the re-entry bound (the hysteresis band)."""
+    low, high = sorted((spec.enter_bound, spec.threshold))
+    return low < value <= high if spec.op in ("<=", "<") else low <= value < high
