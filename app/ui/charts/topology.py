@@ -139,12 +139,12 @@ def sankey_chart(nodes: pd.DataFrame, links: pd.DataFrame, title: str = "Traffic
             "hovertemplate": "%{customdata}<extra></extra>",
         },
     ))
-    for k, row in enumerate(links.itertuples()):
+    for k, (s, t, v) in enumerate(zip(links["source"], links["target"], links["value"], strict=True)):
         if where.widths_px[k] < MIN_LABEL_PX:
             continue
-        x = (where.x[int(row.source)] + where.x[int(row.target)]) / 2
+        x = (where.x[int(s)] + where.x[int(t)]) / 2
         fig.add_annotation(x=x, y=1 - where.mid_y[k], xref="paper", yref="paper", showarrow=False,
-                           text=f"{int(row.value):,}", font={"size": 11, "color": TEXT_COLOUR},
+                           text=f"{int(v):,}", font={"size": 11, "color": TEXT_COLOUR},
                            bgcolor="rgba(255,255,255,0.85)", borderpad=1)
     fig.update_layout(title=title, height=height, margin=_MARGIN, font={"size": 12, "color": TEXT_COLOUR},
                       paper_bgcolor="#ffffff", plot_bgcolor="#ffffff")
