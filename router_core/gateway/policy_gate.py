@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -117,7 +118,9 @@ class PolicyGate:
         if intents is not None and "intents" not in kw:
             from router_core.intents import IntentClassifier
 
-            kw["intents"] = IntentClassifier.from_settings(intents)
+            kw["intents"] = clf = IntentClassifier.from_settings(intents)
+            if clf.has_embedding and intents.escalate:  # load and fit now, not on the first unsure request
+                threading.Thread(target=clf.fit_embedding, name="intents-fit", daemon=True).start()
         return cls(config, None if path is None else load_policy(path, config), path=path, **kw)
 
     @property
@@ -131,7 +134,7 @@ class PolicyGate:
                          ) -> Understood:
         """Intent (semantic, else the rule layer's), keyword score, and the rule the request matches.
 
-        The embedding path, when the fast path abstains, runs on a worker thread: the event loop
+        The embedding path, when the fast path is unsure, runs on a worker thread: the event loop
         never waits on a model. ``rules`` replaces the live rule set (a dry run's own policy);
         ``explain="all"`` records every tried rule's atoms, not only the matching one's.
         """
@@ -141,10 +144,10 @@ class PolicyGate:
         if analysis.attachments:
             extra["attachments"] = attachment_infos(analysis.attachments)
         if self.intents is not None:
-            verdict = self.intents.classify(analysis.query_text, escalate=False)
-            if verdict.abstained and self.intents.has_embedding and self.intents.settings.escalate:
+            verdict = self.intents.fast_verdict(analysis.query_text)
+            if verdict is None:  # the slow path (and, before the model is fitted, the fit) off the event loop
                 verdict = await asyncio.get_running_loop().run_in_executor(
-                    None, partial(self.intents.classify, analysis.query_text, escalate=True))
+                    None, partial(self.intents.classify, analysis.query_text))
             extra["intent"] = verdict.model_dump()
             if verdict.label is not None:  # abstained: the rule layer's intent stands, and the trace says so
                 intent, confidence = verdict.label, verdict.confidence

@@ -79,6 +79,7 @@ class IntentClassifier:
         self._background: Vectors | None = None
         self._vocabulary: frozenset[str] = frozenset()
         self.embedding_threshold: float | None = None
+        self._slow_threshold = 0.0
         self.calibration: dict[str, float] = {}
         self.reclustered: list[str] = []
         self._lock = threading.RLock()  # fit_embedding checks itself through classify
@@ -102,7 +103,7 @@ class IntentClassifier:
     @property
     def is_fitted(self) -> bool:
         """Whether the slow path is fitted (:meth:`fit_embedding` ran)."""
-        return self._joint is not None
+        return self.embedding_threshold is not None
 
     def _slow(self, escalate: bool | None) -> bool:
         return self._embedder is not None and (self.settings.escalate if escalate is None else escalate)
@@ -147,13 +148,16 @@ class IntentClassifier:
             figures = {k: v for k, v in cache.thresholds.items() if k == set_hash}
             if set_hash not in figures:
                 figures[set_hash] = self._calibrate(vectors)
-            self.calibration = dict(figures[set_hash])
-            if not self.calibration.get("background_guard", 1.0):
+            calibration = dict(figures[set_hash])
+            if not calibration.get("background_guard", 1.0):
                 self._background = None
-            self.fast_threshold = self.calibration["fast_threshold"]
-            self.embedding_threshold = self.calibration["embedding_threshold"]
             self._joint = JointModel(self.settings.seed).fit(self._texts, vectors, self._labels)
-            self.calibration.update(self._gibberish_check())
+            self._slow_threshold = calibration["embedding_threshold"]
+            self.fast_threshold = calibration["fast_threshold"]
+            calibration.update(self._gibberish_check())
+            self.calibration = calibration
+            # Last: the gateway's fast path and its policy book read it as "fitted" (their figures are final).
+            self.embedding_threshold = calibration["embedding_threshold"]
             if path is not None and (self.reclustered or figures != cache.thresholds
                                      or list(fresh) != list(cache.routes)):
                 CentroidCache(self.model_id, fresh, figures).save(path)
@@ -222,7 +226,7 @@ class IntentClassifier:
         """The fast path's verdict, or None when the query needs the slow path (never blocks on the model)."""
         text, cut = cut_to_tokens(text, self.settings.max_tokens)
         nearest, conf = self._fast.score_one(text)
-        if conf >= self.fast_threshold and (self._joint is not None or self._embedder is None
+        if conf >= self.fast_threshold and (self.embedding_threshold is not None or self._embedder is None
                                             or not self.settings.escalate):
             return _verdict(nearest, conf, self.fast_threshold, "fast", cut)
         if self._slow(None):
@@ -243,10 +247,10 @@ class IntentClassifier:
         self.fit_embedding()
         if conf >= self.fast_threshold:
             return _verdict(nearest, conf, self.fast_threshold, "fast", cut)
-        assert self._embedder is not None and self._joint is not None and self.embedding_threshold is not None
+        assert self._embedder is not None and self._joint is not None
         vec = np.asarray(self._embedder.embed([text]), dtype=np.float32)[0]
         name, joint_conf, _, _ = self._joint.score_one(text, vec)
-        verdict = _verdict(name, joint_conf, self.embedding_threshold, "embedding", cut)
+        verdict = _verdict(name, joint_conf, self._slow_threshold, "embedding", cut)
         if verdict.label is not None and self._guarded(text, vec, self._background, self._joint.examples_of(name)):
             return verdict.model_copy(update={"label": None, "abstained": True})
         return verdict
