@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
 import streamlit as st
 
-__all__ = ["plain", "request_id_input"]
+from app.ui.units import DASH
+
+__all__ = ["plain", "readable", "request_id_input"]
 
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]<>#|~$])")
 
@@ -35,3 +38,20 @@ def request_id_input(key: str = "request_id", label: str = "request_id") -> str:
         else:
             del st.query_params[key]
     return value
+
+
+def readable(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """``frame`` as an operator reads it: floats rounded to ``digits``, a missing value ``—`` (never None or nan).
+
+    Booleans and integers are kept (a Styler can still test them); only display changes.
+    """
+    out = frame.copy()
+    for name in out.columns:
+        column = out[name]
+        if pd.api.types.is_bool_dtype(column) or pd.api.types.is_integer_dtype(column):
+            continue
+        if pd.api.types.is_float_dtype(column):
+            out[name] = [DASH if pd.isna(v) else f"{v:.{digits}f}" for v in column]
+        else:
+            out[name] = [DASH if v is None or (isinstance(v, float) and pd.isna(v)) else v for v in column]
+    return out

@@ -9,6 +9,7 @@ from app.ui.data import diff, trace_tables, why
 from app.ui.data.diff_verdict import diff_verdict
 from app.ui.data.ids import request_id_problem
 from app.ui.sidebar import sync_param
+from app.ui.units import count
 from ingest import SinkError
 from schemas import ConfigError, DecisionTrace, RoutelensError
 
@@ -94,9 +95,9 @@ for col, side, trace in ((col_a, "A", a), (col_b, "B" if mode == MODES[0] else "
 
 cands = diff.align(a, b)
 st.subheader("Candidates")
-st.caption(f"{int(cands['differs'].sum())} of {len(cands)} candidates differ.")
-st.dataframe(_highlight(cands), hide_index=True)
+st.caption(f"{int(cands['differs'].sum())} of {count(len(cands), 'candidate')} differ.")
+st.dataframe(_highlight(widgets.readable(cands)), hide_index=True)
 st.subheader("Score terms")
-st.dataframe(_highlight(diff.terms_diff(a, b)), hide_index=True)
+st.dataframe(_highlight(widgets.readable(diff.terms_diff(a, b))), hide_index=True)
 st.subheader("Facts")
-st.dataframe(_highlight(diff.facts_diff(a, b)), hide_index=True)
+st.dataframe(_highlight(widgets.readable(diff.facts_diff(a, b))), hide_index=True)

@@ -43,6 +43,10 @@ def test_two_requests_side_by_side(api: stub.StubTraceApi) -> None:
     assert f.loc["request_id", "a"] == "r1" and f.loc["request_id", "b"] == "r2"
     assert f.loc["policy_hash", "differs"]
     assert len(at.text) == 3 and len(at.get("plotly_chart")) == 2
+    for table in (cands, terms, facts):  # rounded, no None or nan in any cell
+        shown = table.astype(str)
+        assert not shown.isin(["None", "nan", "<NA>"]).any().any()
+        assert not shown.apply(lambda c: c.str.fullmatch(r"-?\d+\.\d{4,}")).any().any()
     assert at.text[0].value.startswith("A chose big-b, B chose small-a: another policy (")  # the verdict opens it
     assert "a score term: in B, big-b: outscored by small-a on cost" in at.text[0].value  # B weighs cost alone
 
