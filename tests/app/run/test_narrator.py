@@ -1,0 +1,98 @@
+"""What the demo prints as its day unfolds: one line per transition, each naming the page that shows it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.config import load_config
+from app.run.narrator import Narrator
+from schemas.config import RouteLensConfig
+from sim.day import Injected
+from sim.faults import FaultSpec
+from sim.traffic import TrafficResult
+
+ROOT = Path(__file__).resolve().parents[3]
+APP = "http://127.0.0.1:8501"
+
+
+@pytest.fixture(scope="module")
+def config() -> RouteLensConfig:
+    return load_config(ROOT / "routelens.yaml")
+
+
+def narrator(config: RouteLensConfig, app: str | None = APP) -> tuple[Narrator, list[str]]:
+    lines: list[str] = []
+    return Narrator(config, "http://127.0.0.1:8080", app, say=lines.append,
+                    now=lambda: datetime(2026, 12, 4, 12, tzinfo=UTC)), lines
+
+
+def state(kv: float, out: bool, *, semantic: str = "ok", events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    snap = {"instance": "coder-6b-a", "latches": [{"constraint": "kv-cache", "out": out, "value": kv}],
+            "probes": [{"kind": "semantic", "verdict": semantic, "reason": "drifted" if semantic != "ok" else ""}]}
+    return {"instances": [snap], "breakers": {"events": events or []}}
+
+
+def test_a_kv_latch_out_held_by_hysteresis_and_back_in(config) -> None:
+    n, lines = narrator(config)
+    for kv, out in [(0.5, False), (0.9, False), (0.93, True), (0.93, True), (0.82, True), (0.81, True),
+                    (0.3, True), (0.3, False)]:
+        n.check_state(state(kv, out))
+    said = [line.split(" ", 1)[1] for line in lines]
+    assert len(said) == 3, said
+    assert said[0].startswith("coder-6b-a broke kv-cache (kv_cache_usage 0.93 <= 0.85 failed for 2 s) -> out")
+    assert said[0].endswith(f": {APP}/constraints?instance=coder-6b-a&window=15m")
+    assert "0.82 is back within 0.85 but stays out until it holds 0.8 for 5 s (hysteresis)" in said[1]
+    assert "back in the feasible set" in said[2] and said[2].endswith(f"{APP}/fleet?instance=coder-6b-a&window=15m")
+
+
+def test_a_probe_exclusion_and_recovery_link_the_probes_page(config) -> None:
+    n, lines = narrator(config)
+    for verdict in ["ok", "failed", "failed", "ok"]:
+        n.check_state(state(0.1, False, semantic=verdict))
+    assert len(lines) == 2
+    assert "semantic probe failed (drifted) -> excluded from routing" in lines[0]
+    assert lines[1].endswith(f"passes again -> back in routing: {APP}/probes?instance=coder-6b-a")
+
+
+def test_each_breaker_event_once(config) -> None:
+    n, lines = narrator(config)
+    ev = [{"event_id": "e1", "instance": "coder-6b-b", "message": "instance breaker coder-6b-b: closed -> open (x)"}]
+    n.check_state(state(0.1, False, events=ev))
+    n.check_state(state(0.1, False, events=[*ev, {"event_id": "e2", "instance": "coder-6b-b",
+                                                  "message": "instance breaker coder-6b-b: open -> half_open"}]))
+    assert [line.split(": ", 1)[0][9:] for line in lines] == ["instance breaker coder-6b-b",
+                                                             "instance breaker coder-6b-b"]
+    assert all(line.endswith(f"{APP}/fleet?instance=coder-6b-b&window=15m") for line in lines)
+
+
+def test_alerts_fire_and_resolve(config) -> None:
+    n, lines = narrator(config)
+    alert = {"fingerprint": "f", "state": "firing", "name": "RouteLensProbeSemanticDrift", "instance": "v4-32k-b",
+             "summary": "drifted"}
+    n.check_alerts([alert])
+    n.check_alerts([alert])
+    n.check_alerts([])
+    assert len(lines) == 2 and "firing on v4-32k-b" in lines[0] and "resolved on v4-32k-b" in lines[1]
+
+
+def test_the_script_and_the_first_misroute_of_the_day(config) -> None:
+    n, lines = narrator(config)
+    n.on_inject(Injected(0, "coder-6b-b", FaultSpec(kind="crash", duration_s=20), {"id": "f1"}))
+    base = dict(index=0, cls="code", lang="en", query_hash="sha256:0", status="ok", http_status=200, latency_ms=1.0,
+                feedback_status=200, expected_model="deepseek-coder-6b-fp16")
+    n.on_result(TrafficResult(**base, request_id="r1", model="deepseek-coder-6b-fp16", grade="correct"))
+    n.on_result(TrafficResult(**base, request_id="r2", model="deepseek-v4-32k", grade="wrong"))
+    n.on_result(TrafficResult(**base, request_id="r3", model="deepseek-v4-32k", grade="wrong"))
+    assert len(lines) == 2 and "coder-6b-b's process crashes for 20 s" in lines[0]
+    assert "feedback marks r2 a misroute" in lines[1] and lines[1].endswith(f"{APP}/trace?request_id=r2")
+    assert n._misroutes == 2 and n._requests == 3
+
+
+def test_without_the_app_a_line_names_the_gateway_route(config) -> None:
+    n, lines = narrator(config, app=None)
+    n.check_state(state(0.95, True))
+    assert lines[0].endswith(": http://127.0.0.1:8080/v1/analytics/constraints")
