@@ -50,6 +50,7 @@ from router_core.resilience.hub import BreakerHub
 from router_core.resilience.router_modes import RouterModes
 from router_core.shared.base import MemoryShared, SharedState
 from router_core.state.inflight import InflightCounter
+from router_core.state.inflight_share import InflightShare
 from router_core.state.quality import QualityTable
 from router_core.state.scrape_metrics import ScrapeMetrics
 from router_core.state.scraper import MetricsScraper
@@ -141,6 +142,7 @@ class Gateway:
         self.affinity = AffinityBinder(econ.affinity, self.shared) if econ.affinity.is_enabled else None
         self.answers = AnswerCache(econ.degraded.cache, hash_key=hash_key)  # memory only, off by default
         self._budget_task: asyncio.Task[None] | None = None
+        self._inflight_task: asyncio.Task[None] | None = None  # with workers: in-flight counts shared
         self._session: aiohttp.ClientSession | None = None
         self._forwarder: Forwarder | None = None
         self.scrape_task: asyncio.Task[None] | None = None
@@ -271,6 +273,8 @@ class Gateway:
                                     inflight=self.inflight, breakers=self.breakers,
                                     resilience=self.config.resilience)
         self._breaker_task = asyncio.create_task(self.breaker_hub.run())
+        if (replica := getattr(self.shared, "replica_id", None)) is not None:  # workers sharing a Redis
+            self._inflight_task = asyncio.create_task(InflightShare(self.inflight, self.shared, replica).run())
         sc = self.config.scrape
         self.scraper = scraper = MetricsScraper(
             self.config.fleet.instances, self.view, self._session, interval_s=sc.interval_s, timeout_s=sc.timeout_s,
@@ -307,7 +311,8 @@ class Gateway:
         self.finisher.flush()  # before the hooks' storage closes
         if self.probes is not None:
             await self.probes.stop()
-        await cancel_all((self.scrape_task, self._watch_task, self._policy_task, self._breaker_task, self._budget_task))
+        await cancel_all((self.scrape_task, self._watch_task, self._policy_task, self._breaker_task, self._budget_task,
+                          self._inflight_task))
         if self._forwarder is not None:
             await self._forwarder.close()
         if self._session is not None:

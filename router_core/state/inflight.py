@@ -16,6 +16,9 @@ the gateway's own requests), so a stored decision replays the same way. Adjusted
 memoised per (scrape, count), every count seen since the scrape: under concurrency the count moves
 up and down with every request, and one object per count keeps the router's per-snapshot memos
 and the trace encoder's snapshot cache hitting (a new object per request missed all three).
+
+With several gateway workers, the other workers' counts arrive in :attr:`InflightCounter.remote`
+(:mod:`router_core.state.inflight_share`) and are added the same way.
 """
 
 from __future__ import annotations
@@ -41,9 +44,13 @@ class InflightCounter:
     """Per-instance count of attempts sent since the last scrape and not yet completed.
 
     Not thread-safe: the gateway uses it from its event loop only.
+
+    Attributes:
+        remote: The other gateway workers' counts per instance (empty with one worker).
     """
 
     def __init__(self) -> None:
+        self.remote: dict[str, int] = {}
         self._fresh: dict[str, int] = {}
         self._epoch: dict[str, int] = {}
         self._seen: dict[str, datetime | None] = {}
@@ -60,8 +67,12 @@ class InflightCounter:
             self._fresh[ticket.instance] = max(self._fresh.get(ticket.instance, 0) - 1, 0)
 
     def count(self, instance: str) -> int:
-        """Attempts sent to ``instance`` since its last scrape and still open."""
+        """Attempts sent to ``instance`` since its last scrape and still open (by this worker)."""
         return self._fresh.get(instance, 0)
+
+    def local_counts(self) -> dict[str, int]:
+        """This worker's open counts, instances with none left out (what it tells the other workers)."""
+        return {iid: n for iid, n in self._fresh.items() if n > 0}
 
     def landed(self, instance: str, scraped_at: datetime | None) -> None:
         """Note the scrape time of ``instance``'s state; a new one restarts its count."""
@@ -71,7 +82,7 @@ class InflightCounter:
         self._seen[instance] = scraped_at
 
     def adjust(self, state: Mapping[str, InstanceSnapshot]) -> dict[str, InstanceSnapshot]:
-        """Return ``state`` with each instance's open attempts added to its ``queue``.
+        """Return ``state`` with each instance's open attempts (this worker's and the others') added to its ``queue``.
 
         Instances with nothing open keep their very snapshot object; missing gauges stay missing
         (the router already treats them as saturated).
@@ -79,7 +90,7 @@ class InflightCounter:
         out: dict[str, InstanceSnapshot] = {}
         for iid, snap in state.items():
             self.landed(iid, snap.scraped_at)
-            n = self._fresh.get(iid, 0)
+            n = self._fresh.get(iid, 0) + self.remote.get(iid, 0) if self.remote else self._fresh.get(iid, 0)
             if n == 0 or snap.queue is None:
                 out[iid] = snap
                 continue

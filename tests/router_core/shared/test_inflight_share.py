@@ -1,0 +1,94 @@
+"""In-flight counts across workers, over a real redis-server: one worker's open requests reach the other's picker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from router_core.shared.base import MemoryShared
+from router_core.shared.redis_shared import RedisShared
+from router_core.state.inflight import InflightCounter
+from router_core.state.inflight_share import InflightShare
+from schemas.fleet import InstanceSnapshot
+from tests.redis_server import RedisServer, redis_server
+
+__all__ = ["redis_server"]  # the fixture, imported for pytest
+
+SCRAPED = datetime(2026, 12, 1, tzinfo=UTC)
+STATE = {"x": InstanceSnapshot(instance="x", model="m", queue=2, scraped_at=SCRAPED),
+         "y": InstanceSnapshot(instance="y", model="m", queue=0, scraped_at=SCRAPED)}
+
+
+async def _until(cond: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    async def wait() -> None:
+        while not cond():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(wait(), timeout_s)
+
+
+def _queues(counter: InflightCounter) -> dict[str, float | None]:
+    return {iid: s.queue for iid, s in counter.adjust(STATE).items()}
+
+
+def test_one_worker_s_open_requests_are_in_the_other_s_state(redis_server: RedisServer) -> None:
+    async def run() -> None:
+        kw: dict[str, Any] = {"key_prefix": "t:", "timeout_s": 0.5, "presence_s": 0.0}
+        a, b = RedisShared(redis_server.url, replica_id="a", **kw), RedisShared(redis_server.url, replica_id="b", **kw)
+        await a.start()
+        await b.start()
+        try:
+            ca, cb = InflightCounter(), InflightCounter()
+            sa, sb = InflightShare(ca, a, "a"), InflightShare(cb, b, "b")
+            for c in (ca, cb):
+                c.adjust(STATE)  # each has seen the scrape
+            tickets = [ca.begin("x") for _ in range(3)]
+            cb.begin("y")
+            await sa.tick()
+            await sb.tick()
+            await _until(lambda: _queues(cb) == {"x": 5, "y": 1} and _queues(ca) == {"x": 5, "y": 1})
+            for t in tickets:
+                ca.end(t)
+            await sa.tick()
+            await _until(lambda: _queues(cb) == {"x": 2, "y": 1})
+            assert _queues(ca) == {"x": 2, "y": 1}
+        finally:
+            await a.close()
+            await b.close()
+
+    asyncio.run(run())
+
+
+def test_a_silent_worker_counts_for_nothing_after_expiry() -> None:
+    now = [0.0]
+    shared = MemoryShared()
+    mine, other = InflightCounter(), InflightCounter()
+    share = InflightShare(mine, shared, "mine", clock=lambda: now[0], expire_s=1.0)
+    loud = InflightShare(other, shared, "other", clock=lambda: now[0])
+    other.adjust(STATE)
+    other.begin("x")
+
+    async def run() -> None:
+        await loud.tick()
+        assert mine.remote == {"x": 1} and other.remote == {}  # its own message is not counted twice
+        now[0] = 1.5
+        await share.tick()
+        assert mine.remote == {}
+
+    asyncio.run(run())
+
+
+def test_bad_messages_are_ignored() -> None:
+    shared = MemoryShared()
+    counter = InflightCounter()
+    InflightShare(counter, shared, "me")
+
+    async def run() -> None:
+        for msg in ({"replica": 3, "counts": {"x": 1}}, {"replica": "z", "counts": ["x"]},
+                    {"replica": "z", "counts": {"x": "many", "y": -2, "w": 2}}):
+            await shared.publish("inflight", msg)
+        assert counter.remote == {"w": 2}
+
+    asyncio.run(run())
