@@ -162,7 +162,7 @@ def shadow_summary(pairs: pd.DataFrame, sampled: int) -> str:
     The model grid's off-diagonal cells sum to the model changes; the instance grid's to both kinds.
     """
     if pairs.empty:
-        return (f"None of the {count(sampled, 'newest trace')} carries a shadow decision; declare "
+        return (f"No shadow decision in the {count(sampled, 'newest trace')}; declare "
                 "`experiments.shadow` in routelens.yaml to decide a candidate policy beside the live one.")
     flips = flip_counts(pairs)
     n = len(pairs)

@@ -6,7 +6,7 @@ from app.ui import resources, widgets
 from app.ui.data import decisions as dec
 from app.ui.limits import load_limits
 from app.ui.sidebar import scope, sync_param
-from app.ui.units import count
+from app.ui.units import DASH, count
 from ingest import BadCursor, SinkError
 
 ROW_PX, HEAD_PX = 35, 38
@@ -116,18 +116,15 @@ else:
              if params.violation else count(len(page.items), "decision"))
     st.caption(f"Page {number}: {shown}{more}.")
     styled = rows.style.map(dec.outcome_colour, subset=["outcome", "fallback"])
-    st.dataframe(styled, hide_index=True, key="dec_rows", width="stretch",
-                 height=HEAD_PX + ROW_PX * max(len(rows), 1), column_config={
-        "open": st.column_config.LinkColumn("open", display_text="why?", width="small"),
-        "ts": st.column_config.DatetimeColumn("time (UTC)", format="MMM D HH:mm:ss", width="small"),
-        "outcome": st.column_config.TextColumn("outcome", width="small"),
-        "fallback": st.column_config.TextColumn("fallback", width="small"),
-        "arm": st.column_config.TextColumn("arm", width="small"),
-        "http": st.column_config.NumberColumn("http", format="%d", width="small"),
-        "total_ms": st.column_config.NumberColumn("total", format="%.0f ms", width="small"),
-        "decision_ms": st.column_config.NumberColumn("decision", format="%.2f ms", width="small"),
-        "cost": st.column_config.NumberColumn(f"cost ({lim.cost_unit})", format="%.3f", width="small"),
-        "request_id": st.column_config.TextColumn("request_id", width="medium"),
+    # Columns size to their content (no fixed widths to clip them); the height holds every row.
+    st.dataframe(styled, hide_index=True, key="dec_rows", width="stretch", placeholder=DASH,
+                 height=HEAD_PX + ROW_PX * max(len(rows), 1), row_height=ROW_PX, column_config={
+        "open": st.column_config.LinkColumn("open", display_text="why?"),
+        "ts": st.column_config.DatetimeColumn("time (UTC)", format="HH:mm:ss"),
+        "http": st.column_config.NumberColumn("http", format="%d"),
+        "total_ms": st.column_config.NumberColumn("total", format="%.0f ms"),
+        "decision_ms": st.column_config.NumberColumn("decision", format="%.2f ms"),
+        "cost": st.column_config.NumberColumn("cost", format="%.3f", help=f"in {lim.cost_unit}"),
     })
 
 
