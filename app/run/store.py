@@ -19,6 +19,7 @@ from app.run.access import read_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths
 from ingest import EmitterCollector, IngestApi, Quarantine, TraceEmitter, add_relay_route
+from router_core.gateway.errors import ParseErrorsQuiet
 from schemas.config import RouteLensConfig
 
 __all__ = ["build_store_app", "run_store"]
@@ -63,6 +64,7 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
 def run_store(config: RouteLensConfig, *, host: str = "127.0.0.1", port: int, db: str | None = None) -> None:
     """Serve until SIGINT or SIGTERM; print ``store ready http://HOST:PORT`` once listening."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ParseErrorsQuiet.install()  # a request aiohttp cannot parse is one warning line, not a traceback
     app = build_store_app(config, db or config.storage.duckdb_path)
     web.run_app(app, host=host, port=port, access_log=None, loop=uvloop.new_event_loop(),
                 print=lambda _msg: print(f"store ready http://{host}:{port}", flush=True))

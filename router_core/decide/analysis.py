@@ -107,7 +107,7 @@ def analyse_request(body: Any, *, max_chars: int = 20_000, attachments: Attachme
     user = last_user_index(messages)
     budget = max_chars
     for i, msg in enumerate(messages):
-        if not isinstance(msg, dict) or msg.get("role") not in _ROLES:
+        if not isinstance(msg, dict) or not isinstance(role := msg.get("role"), str) or role not in _ROLES:
             raise InvalidRequest(f"messages[{i}] must be an object with a valid 'role'", param=f"messages[{i}]")
         text, has_part = _text_of(msg.get("content"), i)
         if i == user:

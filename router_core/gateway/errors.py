@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from router_core.errors import (
     AttemptsExhausted,
@@ -22,7 +23,8 @@ from router_core.errors import (
 )
 from schemas.errors import RoutelensError
 
-__all__ = ["ERROR_STATUS", "ERROR_TYPES", "error_for", "error_response", "errors_middleware", "status_of"]
+__all__ = ["ERROR_STATUS", "ERROR_TYPES", "ParseErrorsQuiet", "error_for", "error_response", "errors_middleware",
+           "status_of"]
 
 log = logging.getLogger(__name__)
 
@@ -102,3 +104,30 @@ async def errors_middleware(
     except Exception:  # the last line of defence: never crash, answer 500
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(500, "internal error in the RouteLens gateway", code="internal_error")
+
+
+class ParseErrorsQuiet(logging.Filter):
+    """A request aiohttp cannot parse (a NUL in a header, a bad request line) is the client's fault.
+
+    aiohttp answers it 400 itself and logs it on ``aiohttp.server`` as an ERROR with a traceback,
+    which reads as a gateway fault. This filter makes it one WARNING line naming the problem;
+    everything else that logger says passes as it is. Install it with :meth:`install` (once).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite a parse error's record in place; keep every record."""
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError) and (exc.code or 0) < 500:
+            first = str(exc.message).strip().splitlines()[0] if exc.message else type(exc).__name__
+            record.msg, record.args = "refused a malformed HTTP request (%s %s): %s", (exc.code, type(exc).__name__,
+                                                                                        first)
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info, record.exc_text = None, None
+        return True
+
+    @classmethod
+    def install(cls) -> None:
+        """Add the filter to ``aiohttp.server`` unless it is there."""
+        server = logging.getLogger("aiohttp.server")
+        if not any(isinstance(f, cls) for f in server.filters):
+            server.addFilter(cls())

@@ -30,7 +30,7 @@ from router_core.gateway.arm_gates import SHADOW, arm_gates
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
 from router_core.gateway.callers import RequestIds, feedback_classes
 from router_core.gateway.chat import ChatRunner
-from router_core.gateway.errors import errors_middleware
+from router_core.gateway.errors import ParseErrorsQuiet, errors_middleware
 from router_core.gateway.feedback import feedback
 from router_core.gateway.finisher import TraceFinisher
 from router_core.gateway.forward import Forwarder
@@ -246,6 +246,7 @@ class Gateway:
         gw = self.config.gateway
         keys = keys_from_env(gw.api_keys_env, os.environ, "gateway.api_keys_env")
         self._upstream_keys = upstream_keys(self.config.fleet.instances, os.environ)
+        ParseErrorsQuiet.install()  # a request aiohttp cannot parse is one warning line, not a traceback
         app = web.Application(middlewares=[errors_middleware], client_max_size=32 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat.run)
         app.router.add_post("/v1/feedback", partial(feedback, self))
