@@ -90,3 +90,10 @@ def test_cjk_and_latin_counts_match_a_character_loop_on_short_and_long_texts(pie
     text = piece * times + "边界 Edge \u3400\u4dbf\u4e00\u9fff\u4dc0 Zz@[`{" * (times * 3)
     assert count_cjk_latin(text) == _counted_one_by_one(text)
     assert count_cjk_latin(piece) == _counted_one_by_one(piece)
+
+
+@pytest.mark.parametrize("role", [{}, [], 3, None, "robot"])
+def test_a_role_that_is_not_one_of_the_names_is_a_400_not_a_crash(role: object) -> None:
+    # schemathesis found {"role": {}} reaching a set lookup: unhashable, a 500 with a traceback
+    with pytest.raises(InvalidRequest, match=r"messages\[0\] must be an object with a valid 'role'"):
+        analyse_request({"model": "auto", "messages": [{"role": role, "content": None}]})
