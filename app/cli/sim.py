@@ -183,11 +183,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     fault.add_argument("instance", help="the instance's base URL, e.g. http://127.0.0.1:9100")
     fault.add_argument("kind", choices=KINDS, help="what goes wrong")
     fault.add_argument("--rate", type=float, help="probability per request (error, ratelimit, drift, garbage); "
-                                                  "KV share leaked per minute (leak)")
+                                                  "KV share leaked per minute (leak); peak KV share held "
+                                                  "(kv-pressure)")
     fault.add_argument("--factor", type=float, help="latency multiplier (slow)")
     fault.add_argument("--duration", type=float, help="seconds until it ends by itself (default: until cleared)")
     fault.add_argument("--lag", type=float, help="freeze-metrics: serve metrics this many seconds old")
-    fault.add_argument("--period", type=float, help="flap: seconds per high+low cycle")
+    fault.add_argument("--period", type=float, help="flap: seconds per high+low cycle; kv-pressure: "
+                                                                         "seconds to rise and to fall")
     fault.add_argument("--retry-after", type=int, help="ratelimit: Retry-After seconds")
     fault.add_argument("--json", action="store_true", help="print the fault record as JSON")
     fault.set_defaults(func=_fault)

@@ -109,8 +109,8 @@ class Narrator:
             self._day, self._day_start = n, self._now()
             self._firsts.clear()
             self._requests = self._misroutes = self._shadows_seen = 0
-        self.line(f"day {n + 1} begins (the script again, another draw of the traffic)",
-                  self.page("overview", "/v1/analytics/buckets", window="15m"))
+        again = " (the script again, another draw of the traffic)" if n else ""
+        self.line(f"day {n + 1} begins{again}", self.page("overview", "/v1/analytics/buckets", window="15m"))
 
     def on_inject(self, inj: Injected) -> None:
         """The script started a fault (or failed to)."""
@@ -200,13 +200,19 @@ class Narrator:
 
     def _probe_seen(self, inst: str, probe: dict[str, Any]) -> None:
         key, verdict = (inst, probe["kind"]), probe["verdict"]
-        before = self._verdict.get(key, "ok")
+        before = self._verdict.get(key)
         self._verdict[key] = verdict
+        if before is None:  # the first round: one line per instance and kind, as the demo has always printed it
+            why = f" ({probe['reason']})" if verdict != "ok" and probe.get("reason") else ""
+            with self._lock:
+                self._say(f"  probe    {inst:<12} {probe['kind']:<8} {verdict}{why}")
+            before = "ok"
         if verdict == before:
             return
         url = self.page("probes", "/v1/probes/verdicts", instance=inst)
         if verdict == "ok":
-            self.line(f"{inst} {probe['kind']} probe passes again -> back in routing", url)
+            back = " -> back in routing" if before == "failed" and probe["kind"] != "latency" else ""
+            self.line(f"{inst} {probe['kind']} probe passes again{back}", url)
             return
         why = f" ({probe['reason']})" if probe.get("reason") else ""
         effect = " -> excluded from routing" if verdict == "failed" and probe["kind"] != "latency" else ""

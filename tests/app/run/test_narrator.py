@@ -30,9 +30,12 @@ def narrator(config: RouteLensConfig, app: str | None = APP) -> tuple[Narrator, 
                     now=lambda: datetime(2026, 12, 4, 12, tzinfo=UTC)), lines
 
 
-def state(kv: float, out: bool, *, semantic: str = "ok", events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def state(kv: float, out: bool, *, semantic: str | None = None,
+          events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    probes = [] if semantic is None else [{"kind": "semantic", "verdict": semantic,
+                                           "reason": "drifted" if semantic != "ok" else ""}]
     snap = {"instance": "coder-6b-a", "latches": [{"constraint": "kv-cache", "out": out, "value": kv}],
-            "probes": [{"kind": "semantic", "verdict": semantic, "reason": "drifted" if semantic != "ok" else ""}]}
+            "probes": probes}
     return {"instances": [snap], "breakers": {"events": events or []}}
 
 
@@ -53,9 +56,10 @@ def test_a_probe_exclusion_and_recovery_link_the_probes_page(config) -> None:
     n, lines = narrator(config)
     for verdict in ["ok", "failed", "failed", "ok"]:
         n.check_state(state(0.1, False, semantic=verdict))
-    assert len(lines) == 2
-    assert "semantic probe failed (drifted) -> excluded from routing" in lines[0]
-    assert lines[1].endswith(f"passes again -> back in routing: {APP}/probes?instance=coder-6b-a")
+    assert len(lines) == 3
+    assert lines[0] == "  probe    coder-6b-a   semantic ok"  # the first round, as the demo always printed it
+    assert "semantic probe failed (drifted) -> excluded from routing" in lines[1]
+    assert lines[2].endswith(f"passes again -> back in routing: {APP}/probes?instance=coder-6b-a")
 
 
 def test_each_breaker_event_once(config) -> None:
