@@ -13,6 +13,7 @@ one untimed pass (a server's store is open and warm):
   ``snapshots(t - 1 h, t, instance)`` (one instance's metrics over time);
 - topology: traffic; constraints: ``constraint_stats``;
 - decisions: a filtered search (model, latency range) page 1, then page 2 from its cursor;
+  decisions_violations: page 1 and the 50 traces of its rows (its violations column, when on);
 - drilldown: ``get(request_id)`` of ``--lookups`` random ids (p99 over the lookups).
 """
 
@@ -111,11 +112,11 @@ def pages(store: DuckDBTraceStore) -> dict[str, list[tuple[str, Callable[[], Any
     day = TraceFilter(start=T0, end=T0 + DAY)
     moment = T0 + timedelta(hours=17, minutes=3)
     hot = TraceFilter(start=T0, end=T0 + DAY, model="qwen-72b", min_latency_ms=500.0, max_latency_ms=1200.0)
-    cursor: dict[str, str | None] = {}
+    cursor: dict[str, Any] = {}
 
     def page1() -> Any:
         page = store.search(hot, limit=50)
-        cursor["next"] = page.next_cursor
+        cursor["next"], cursor["ids"] = page.next_cursor, [s.request_id for s in page.items]
         return page
 
     return {
@@ -126,6 +127,9 @@ def pages(store: DuckDBTraceStore) -> dict[str, list[tuple[str, Callable[[], Any
         "topology": [("traffic", lambda: store.traffic(day))],
         "constraints": [("constraint_stats", lambda: store.constraint_stats(day))],
         "decisions": [("search_page1", page1), ("search_page2", lambda: store.search(hot, 50, cursor["next"]))],
+        # With its violations column on (or a violation filter), the page reads each row's trace.
+        "decisions_violations": [("search_page1", page1),
+                                 ("violations_page1", lambda: [store.get(i) for i in cursor["ids"]])],
     }
 
 
@@ -187,7 +191,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-RENDERED = ["overview", "fleet", "topology", "constraints", "decisions", "trace_explorer", "probes"]
+RENDERED = ["overview", "fleet", "topology", "constraints", "decisions", "trace_explorer", "experiments", "probes"]
 
 
 def render_times(path: Path, runs: int, rid: str) -> dict[str, dict[str, float]]:

@@ -66,7 +66,7 @@ def fmt(value: float | None, unit: Unit, cost_unit: str = "cost units") -> str:
         return f"{v:,.2f} {cost_unit}" if abs(v) >= 0.01 or v == 0 else f"{v:.2g} {cost_unit}"
     if unit == "score":
         return f"{v:.3f}"
-    return f"{v:,.0f}" if v == round(v) else f"{v:,.2f}"
+    return f"{v:,.0f}" if v == round(v) else f"{v:,.1f}" if abs(v) >= 1 else f"{v:.2g}"
 
 
 def fmt_delta(delta: float | None, unit: Unit, cost_unit: str = "cost units") -> str | None:

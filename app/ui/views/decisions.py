@@ -106,15 +106,23 @@ if not page.items:
     st.info("No decisions match." if number == 1 else "No more decisions on this page.")
 else:
     more = ", more on the next page" if page.next_cursor else ""
-    try:
-        found = fetch_violations(tuple(s.request_id for s in page.items))
-    except SinkError as exc:
-        st.caption(widgets.plain(f"Violations not shown: {exc}"))
-        found = None
+    found = None
+    # Reading the rows' traces costs a lookup per row: on demand, and whenever a violation filters the page.
+    if "dec_viol" not in st.session_state:
+        st.session_state.dec_viol = st.query_params.get("violations") == "1"
+    show = st.toggle("violations column (reads each row's trace)", key="dec_viol") or params.violation is not None
+    sync_param("violations", "1" if st.session_state.dec_viol else None)
+    if show:
+        try:
+            found = fetch_violations(tuple(s.request_id for s in page.items))
+        except SinkError as exc:
+            st.caption(widgets.plain(f"Violations not shown: {exc}"))
     rows = dec.keep_violation(dec.rows_frame(page, found), params.violation)
     shown = (f"{len(rows)} of {count(len(page.items), 'decision')} removed a candidate for {params.violation}"
              if params.violation else count(len(page.items), "decision"))
     st.caption(f"Page {number}: {shown}{more}.")
+    if found is None:
+        rows = rows.drop(columns="violations")
     styled = rows.style.map(dec.outcome_colour, subset=["outcome", "fallback"])
     # Columns size to their content (no fixed widths to clip them); the height holds every row.
     st.dataframe(styled, hide_index=True, key="dec_rows", width="stretch", placeholder=DASH,

@@ -107,6 +107,7 @@ def series_section(a: str, b: str, by: str, sc: sidebar.Scope) -> None:
     if bucket != sc.bucket:
         per_side = {side: [BucketStats.model_validate(x) for x in fetch_buckets(
             f.model_copy(update={"start": start}).model_dump_json(), bucket)] for side, f in filters.items()}
+        start = max(start, data.first_start(per_side) or start)  # the first fine bucket with traffic
         st.caption(f"No traffic on either side before {start:%Y-%m-%d %H:%M} UTC: the chart starts there, in "
                    f"{bucket_label(bucket)} buckets.")
     frame = data.series(per_side, start, sc.end, bucket)

@@ -4,7 +4,7 @@ the busiest rules and models, recent misroutes and active alerts (thin page: app
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import streamlit as st
@@ -20,6 +20,8 @@ from ingest import SinkError, SinkUnavailable
 from schemas.queries import AggregateQuery, BucketStats, Misroute, TraceFilter, TrafficEdge
 
 REFRESH_S = 5
+LAG_S = 3
+ROW_PX, HEAD_PX = 35, 38
 OPEN = {"open": st.column_config.LinkColumn("open", display_text="why ›")}
 
 
@@ -86,13 +88,16 @@ def show_misroutes(flt: TraceFilter) -> None:
     if rows.empty:
         st.caption("No feedback marked a request of the window as misrouted.")
     else:
-        st.dataframe(rows, hide_index=True, column_config=OPEN)
+        st.dataframe(rows, hide_index=True, column_config=OPEN, height=HEAD_PX + ROW_PX * len(rows),
+                     row_height=ROW_PX)
 
 
 @st.fragment(run_every=REFRESH_S)
 def live(scope: sidebar.Scope) -> None:
     """Everything below the title, refreshed every few seconds over a window ending now."""
-    end = fleet_data.floor_time(datetime.now(UTC), REFRESH_S)  # reruns within a refresh share the cache
+    # Reruns within a refresh share the cache; the window ends LAG_S back, so traces still on their
+    # way to the store (the emitter batches them) land in the next window, not between two queries.
+    end = fleet_data.floor_time(datetime.now(UTC) - timedelta(seconds=LAG_S), REFRESH_S)
     span = scope.end - scope.start
     sc = dataclasses.replace(scope, start=end - span, end=end)
     flt, before = sc.trace_filter(), sc.trace_filter().model_copy(update={"start": sc.start - span, "end": sc.start})

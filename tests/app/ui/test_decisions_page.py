@@ -157,7 +157,9 @@ def test_unreachable_store(monkeypatch: pytest.MonkeyPatch, closed_port_url: str
 
 @pytest.mark.usefixtures("db")
 def test_the_table_is_full_height_coloured_and_filters_by_violation() -> None:
-    at = open_page()
+    assert "violations" not in open_page().dataframe[0].value  # a lookup per row: on demand only
+    at = open_page(violations="1")
+    assert at.toggle(key="dec_viol").value
     table = at.dataframe[0]
     frame = table.value
     assert frame.loc[frame["request_id"] == "req-056", "violations"].item() == ""

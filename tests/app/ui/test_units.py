@@ -26,6 +26,7 @@ def test_fmt(value: float | None, unit: str, text: str) -> None:
 def test_value_over_limit_in_one_unit() -> None:
     assert over_limit(0.92, 0.85, "%") == "92% / 85%"
     assert over_limit(12, 10, "requests") == "12 / 10 requests"
+    assert over_limit(6.0912, 10, "requests") == "6.1 / 10 requests"  # a gauge averaged over a scrape
     assert over_limit(None, 10, "requests") == f"{DASH} / 10 requests"
     assert over_limit(840.4, 3000, "ms") == "840 ms / 3,000 ms"
     assert over_limit(0.5, None, "%") == "50%"
