@@ -5,10 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-__all__ = ["REMOVED_COLOUR", "TOTAL_COLOUR", "waterfall_chart"]
+__all__ = ["LEFT_COLOUR", "REMOVED_COLOUR", "TOTAL_COLOUR", "waterfall_chart"]
 
 REMOVED_COLOUR = "#d62728"
 TOTAL_COLOUR = "#1f77b4"
+LEFT_COLOUR = "rgba(31,119,180,0.25)"
 
 
 def _label(measure: str, change: int, removed: str, left: int) -> str:
@@ -21,6 +22,7 @@ def waterfall_chart(frame: pd.DataFrame) -> go.Figure:
     """One plotly Waterfall trace over :func:`app.ui.data.waterfall.waterfall_stages`.
 
     Absolute stages (all candidates, ranked, selected) are blue totals labelled with their count;
+    each filter also has a pale column as tall as the candidates it left (a second, ``bar`` trace);
     each filter is a red drop labelled with what it removed and how many are left (``−1: a-1 · 2 left``),
     and a filter that removed nothing says so at the level it left untouched (``removed none · 3 left``),
     never a bar that reads as zero candidates. Hovering shows the constraint, value and threshold.
@@ -33,6 +35,12 @@ def waterfall_chart(frame: pd.DataFrame) -> go.Figure:
         decreasing={"marker": {"color": REMOVED_COLOUR}}, increasing={"marker": {"color": TOTAL_COLOUR}},
         totals={"marker": {"color": TOTAL_COLOUR}}, connector={"line": {"color": "#888", "dash": "dot"}},
     ))
-    fig.update_layout(yaxis={"title": "candidates", "rangemode": "tozero", "dtick": 1}, showlegend=False, height=320,
+    # Under each filter, a pale column of the candidates it left: a filter that removed nothing
+    # stands as tall as the set it kept instead of an empty slot.
+    left = [int(c) if m == "relative" else None for m, c in zip(frame["measure"], frame["count"], strict=True)]
+    fig.add_trace(go.Bar(x=frame["stage"], y=left, marker={"color": LEFT_COLOUR}, name="left",
+                         hovertemplate="%{x}: %{y} left<extra></extra>"))
+    fig.update_layout(barmode="overlay", waterfallmode="overlay", showlegend=False, height=320,
+                      yaxis={"title": "candidates", "rangemode": "tozero", "dtick": 1},
                       margin={"l": 10, "r": 10, "t": 30, "b": 10})
     return fig
