@@ -9,6 +9,8 @@ from __future__ import annotations
 import pandas as pd
 
 from app.explain import DASH, fmt_num, ordered_candidates, outcome_text, selection_text, violation_text
+from app.ui.limits import Limits
+from app.ui.units import fmt
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import DecisionTrace
 
@@ -25,6 +27,7 @@ __all__ = [
     "score_columns",
     "score_terms_frame",
     "state_frame",
+    "state_table",
     "steps_frame",
     "summary",
 ]
@@ -164,6 +167,28 @@ def ranking_frame(trace: DecisionTrace) -> pd.DataFrame:
 def state_frame(trace: DecisionTrace) -> pd.DataFrame:
     """The state snapshot each candidate was judged on (one compact row per candidate, best first)."""
     rows = [{"instance": c.instance, **_gauges(c.state)} for c in ordered_candidates(trace.candidates)]
+    return pd.DataFrame(rows, columns=["instance", *GAUGE_COLUMNS])
+
+
+def state_table(trace: DecisionTrace, limits: Limits) -> pd.DataFrame:
+    """:func:`state_frame` as an operator reads it: each gauge against the limit it is judged by, in its unit.
+
+    ``92% / 85%`` for a gauge a constraint (or ``app.health``) bounds for that candidate's model and
+    instance, the value with its unit otherwise, ``—`` when the gauge was not known; age in s.
+    """
+    rows = []
+    for c in ordered_candidates(trace.candidates):
+        state = c.state
+        row: dict[str, object] = {"instance": c.instance}
+        for name in GAUGE_COLUMNS:
+            value = None if state is None else getattr(state, name)
+            if name == "stale":
+                row[name] = DASH if state is None else ("yes" if value else "no")
+            elif name == "age_s":
+                row[name] = fmt(value, "s")
+            else:
+                row[name] = limits.text(name, value, c.model, c.instance)
+        rows.append(row)
     return pd.DataFrame(rows, columns=["instance", *GAUGE_COLUMNS])
 
 

@@ -119,3 +119,16 @@ def test_score_terms_frame_empty_keeps_columns_and_types(trace: DecisionTrace) -
     frame = tt.score_terms_frame(trace.model_copy(update={"candidates": []}))
     assert frame.empty and list(frame.columns) == list(tt.SCORE_TERM_COLUMNS)
     assert frame["weighted"].dtype == "float64"
+
+
+def test_state_table_reads_each_gauge_against_its_limit() -> None:
+    from app.ui.limits import Limits
+    from schemas.config import ConstraintSpec
+    from tests.factories import make_trace
+
+    limits = Limits(constraints=(ConstraintSpec(name="kv-cache", metric="kv_cache_usage", threshold=0.85),))
+    table = tt.state_table(make_trace(), limits)  # v4-b selected (kv 0.2, queue 1), v4-a ruled out (0.93, 3)
+    assert table.values.tolist() == [
+        ["v4-b", "1 / 50 requests", "—", "20% / 85%", "—", "— / 5%", "0.3 s", "no"],
+        ["v4-a", "3 / 50 requests", "—", "93% / 85%", "—", "— / 5%", "0.4 s", "no"],
+    ]
