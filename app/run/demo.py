@@ -40,6 +40,7 @@ from app.run.narrator import Narrator
 from app.run.procs import Child, free_port, port_is_free, wait_http
 from schemas import RoutelensError
 from schemas.config import RouteLensConfig
+from sim.day import fleet_instance_of
 from sim.scenarios import Scenario
 from sim.traffic import TrafficResult
 
@@ -143,7 +144,8 @@ def run_demo(
     """Run the demo; return 0 after a clean stop, 1 when a part failed to start, 2 for a bad script."""
     try:
         day = load_day(script, speed, rps)
-    except (OSError, RoutelensError) as exc:
+        fleet_instance_of(day, [spec.id for spec in config.fleet.instances])  # before anything starts
+    except (OSError, RoutelensError, ValueError) as exc:
         print(f"error: the demo's script {script}: {exc}", file=sys.stderr)
         return 2
     cfg = _with_free_ports(demo_config(config, speed))

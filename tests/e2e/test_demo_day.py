@@ -11,6 +11,8 @@ these was printed as it happened, with a page of the app that shows it.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -153,3 +155,13 @@ def test_the_two_arms_differ_and_feedback_marked_misroutes(day) -> None:
     assert lines(day, "arms balanced vs seed-score") and all(
         page_of(u, day["app"]) == "experiments" for _, u in lines(day, "arms balanced vs seed-score"))
 
+
+
+def test_a_script_that_names_an_instance_the_fleet_lacks_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    script = tmp_path / "day.yaml"
+    script.write_text("name: d\nduration_s: 10\nfaults: [{at_s: 1, instance: v4-32k-0, kind: crash}]\n")
+    done = subprocess.run([sys.executable, "-m", "app", "demo", "--config", str(ROOT / "routelens.yaml"),
+                           "--data-dir", str(tmp_path), "--script", str(script), "--no-app"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "no instance 'v4-32k-0' in the fleet" in done.stderr, done.stderr
+    assert not (tmp_path / "demo-config.yaml").exists() and not (tmp_path / "traces.duckdb").exists()
