@@ -78,6 +78,7 @@ class Narrator(StoreChecks):
         self._firsts: set[str] = set()
         self._recent: deque[str] = deque(maxlen=64)
         self._requests = self._misroutes = self._shadows_seen = 0
+        self._state: dict[str, Any] = {}
 
     # -- lines ------------------------------------------------------------------------------------
     def page(self, path: str, api: str, **params: str) -> str:
@@ -160,6 +161,7 @@ class Narrator(StoreChecks):
 
     def check_state(self, state: dict[str, Any]) -> None:
         """Latch, probe-verdict and breaker transitions in one ``/v1/router/state`` body."""
+        self._state = state
         for snap in state.get("instances", []):
             inst = snap["instance"]
             for latch in snap.get("latches", []):

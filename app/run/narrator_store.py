@@ -40,6 +40,7 @@ class StoreChecks:
     _misroutes: int
     _shadows_seen: int
     _now: Callable[[], datetime]
+    _state: dict[str, Any]  # the last GET /v1/router/state body
 
     def page(self, path: str, api: str, **params: str) -> str:
         """The app page (see :meth:`app.run.narrator.Narrator.page`)."""
@@ -67,6 +68,9 @@ class StoreChecks:
                           f"before any scoring)", self.page("decisions", "/v1/traces", rule=rule, window="15m"))
         if "shadow" not in self._firsts:
             self._find_shadow()
+        if "peak" not in self._firsts and self._now() - start >= self._half_day() / 2:
+            self._firsts.add("peak")
+            self._peak()
         if "arms" not in self._firsts and self._now() - start >= self._half_day():
             self._firsts.add("arms")
             self.compare_arms(start, self._now())
@@ -75,8 +79,18 @@ class StoreChecks:
         return timedelta(seconds=self.day_s / 2)
 
     def _rules(self) -> list[str]:
-        state = self._api.get_json("/v1/router/state")
-        return [r["name"] for r in (state.get("policy") or {}).get("rules", [])]
+        return [r["name"] for r in (self._state.get("policy") or {}).get("rules", [])]
+
+    def _peak(self) -> None:
+        """The load at the day's busiest hour, instance by instance: why the candidates' scores differ."""
+        shown = []
+        for snap in self._state.get("instances", []):
+            kv = snap.get("kv_cache_usage")
+            shown.append(f"{snap['instance']} {snap.get('running') or 0:g} running, {snap.get('queue') or 0:g} "
+                         f"waiting, KV {'-' if kv is None else f'{kv:.0%}'}")
+        if shown:
+            self.line("noon, the traffic's peak: " + "; ".join(shown) + " (the scores differ with the load)",
+                      self.page("fleet", "/v1/router/state", window="15m"))
 
     def _find_shadow(self) -> None:
         """Show a shadow decision of the day: one that would have routed elsewhere, else any (once a few agreed)."""

@@ -100,3 +100,38 @@ def test_without_the_app_a_line_names_the_gateway_route(config) -> None:
     n, lines = narrator(config, app=None)
     n.check_state(state(0.95, True))
     assert lines[0].endswith(": http://127.0.0.1:8080/v1/analytics/constraints")
+
+
+class FakeStore:
+    """The gateway's query API as the narrator reads it: one rule-routed trace, a flipped shadow, two arms."""
+
+    def get_json(self, path: str) -> Any:
+        if path.startswith("/v1/traces?"):
+            return {"items": [{"request_id": "r9", "selected_model": "big"}]}
+        if path.startswith("/v1/traces/"):
+            return {"shadow": {"router_version": "rc1", "selected_instance": "coder-6b-b", "flipped": True}}
+        if path.startswith("/v1/analytics/compare"):
+            return {"n_a": 50, "n_b": 60, "metrics": {"cost_per_request": {"a": 1.17, "b": 1.44}}}
+        raise AssertionError(path)
+
+
+def test_the_store_tells_the_first_rule_route_the_shadow_the_peak_and_the_arms_at_noon(config) -> None:
+    clock = [datetime(2026, 12, 4, 12, tzinfo=UTC)]
+    lines: list[str] = []
+    n = Narrator(config, "http://127.0.0.1:8080", APP, day_s=240, say=lines.append, now=lambda: clock[0])
+    n._api = FakeStore()
+    n.on_day(0)
+    n.on_result(TrafficResult(index=0, cls="code", lang="en", query_hash="sha256:0", status="ok", http_status=200,
+                              latency_ms=1.0, request_id="r1", model="m", grade="correct"))
+    n.check_state({"instances": [{"instance": "v4-32k-a", "running": 7, "queue": 3, "kv_cache_usage": 0.12}],
+                   "policy": {"rules": [{"name": "long_context_priority"}]}})
+    n.check_store()
+    assert [line.split(" ", 2)[1] for line in lines[1:]] == ["rule", "shadow"]
+    assert lines[1].endswith(f"{APP}/decisions?rule=long_context_priority&window=15m")
+    assert "would have sent it to coder-6b-b" in lines[2]
+    clock[0] = clock[0].replace(minute=2)  # noon of a 4-minute day: the peak and the arms
+    n.check_store()
+    n.check_store()
+    assert "v4-32k-a 7 running, 3 waiting, KV 12%" in lines[3] and lines[3].endswith(f"{APP}/fleet?window=15m")
+    assert "arms balanced vs seed-score" in lines[4] and "cost_per_request 1.17 vs 1.44" in lines[4]
+    assert len(lines) == 5
