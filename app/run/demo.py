@@ -195,8 +195,10 @@ def run_demo(
                 return 1
 
         out = _HeldLines()
+        curve = day.traffic.curve
+        peak_s = max((day.duration_s * i / 100 for i in range(100)), key=curve.rate)
         narrator = Narrator(cfg, gateway, app_url if with_app else None, speed=speed, day_s=day.duration_s,
-                            say=out.say)
+                            peak_s=peak_s, say=out.say)
         first_id: list[str] = []
 
         def on_result(result: TrafficResult) -> None:

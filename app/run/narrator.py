@@ -54,16 +54,18 @@ class Narrator(StoreChecks):
         app: The app's base URL, or None when the demo runs without it.
         speed: How much faster than written the day runs (only to say durations in day time).
         day_s: How long a (sped-up) day lasts: the arms are compared at its noon.
+        peak_s: When in the day its traffic peaks (the load is shown then).
         say: Where lines go (``print`` by default).
         now: Wall clock (UTC).
     """
 
     def __init__(self, config: RouteLensConfig, gateway: str, app: str | None, *, speed: float = 1.0,
-                 day_s: float = 240.0, say: Callable[[str], None] | None = None,
+                 day_s: float = 240.0, peak_s: float = 60.0, say: Callable[[str], None] | None = None,
                  now: Callable[[], datetime] | None = None) -> None:
         from ingest import HttpTraceStore
 
         self.config, self.gateway, self.app, self.speed, self.day_s = config, gateway, app, speed, day_s
+        self.peak_s = peak_s
         self._say = say or (lambda line: print(line, flush=True))
         self._now = now or (lambda: datetime.now(UTC))
         self._api = HttpTraceStore(gateway, timeout_s=5)

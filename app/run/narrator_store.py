@@ -30,6 +30,7 @@ class StoreChecks:
 
     config: RouteLensConfig
     day_s: float
+    peak_s: float
     _api: _Api
     _lock: threading.Lock
     _firsts: set[str]
@@ -68,7 +69,7 @@ class StoreChecks:
                           f"before any scoring)", self.page("decisions", "/v1/traces", rule=rule, window="15m"))
         if "shadow" not in self._firsts:
             self._find_shadow()
-        if "peak" not in self._firsts and self._now() - start >= self._half_day() / 2:
+        if "peak" not in self._firsts and self._now() - start >= timedelta(seconds=self.peak_s):
             self._firsts.add("peak")
             self._peak()
         if "arms" not in self._firsts and self._now() - start >= self._half_day():
@@ -89,7 +90,7 @@ class StoreChecks:
             shown.append(f"{snap['instance']} {snap.get('running') or 0:g} running, {snap.get('queue') or 0:g} "
                          f"waiting, KV {'-' if kv is None else f'{kv:.0%}'}")
         if shown:
-            self.line("noon, the traffic's peak: " + "; ".join(shown) + " (the scores differ with the load)",
+            self.line("the traffic's peak: " + "; ".join(shown) + " (the scores differ with the load)",
                       self.page("fleet", "/v1/router/state", window="15m"))
 
     def _find_shadow(self) -> None:

@@ -129,7 +129,7 @@ def test_the_store_tells_the_first_rule_route_the_shadow_the_peak_and_the_arms_a
     assert [line.split(" ", 2)[1] for line in lines[1:]] == ["rule", "shadow"]
     assert lines[1].endswith(f"{APP}/decisions?rule=long_context_priority&window=15m")
     assert "would have sent it to coder-6b-b" in lines[2]
-    clock[0] = clock[0].replace(minute=2)  # noon of a 4-minute day: the peak and the arms
+    clock[0] = clock[0].replace(minute=2)  # noon of a 4-minute day: past the peak (at 60 s), the arms
     n.check_store()
     n.check_store()
     assert "v4-32k-a 7 running, 3 waiting, KV 12%" in lines[3] and lines[3].endswith(f"{APP}/fleet?window=15m")
