@@ -88,7 +88,8 @@ def metric_section(a: str, b: str, by: str, sc: sidebar.Scope) -> None:
     {"error": st.error, "warning": st.warning, "ok": st.success}[level](sentence)
     st.markdown(f"**{report.get('verdict', '')}** — A = `{a}`, B = `{b}`; intervals at "
                 f"{report.get('confidence', 0.95):.0%}, Holm-corrected across the metrics.")
-    st.dataframe(data.metric_table(report, load_limits().cost_unit), hide_index=True, key="metric_table")
+    st.dataframe(data.metric_table(report, load_limits().cost_unit), hide_index=True, key="metric_table",
+                 column_config={"note": st.column_config.TextColumn("note", width="large")})
 
 
 def series_section(a: str, b: str, by: str, sc: sidebar.Scope) -> None:

@@ -22,7 +22,8 @@ from schemas.queries import AggregateQuery, BucketStats, Misroute, TraceFilter, 
 REFRESH_S = 5
 LAG_S = 3
 ROW_PX, HEAD_PX = 35, 38
-OPEN = {"open": st.column_config.LinkColumn("open", display_text="why ›")}
+OPEN = {"open": st.column_config.LinkColumn("open", display_text="why ›"),
+        "ts": st.column_config.DatetimeColumn("feedback at (UTC)", format="YYYY-MM-DD HH:mm:ss")}
 
 
 @st.cache_data(ttl=REFRESH_S, max_entries=64, show_spinner=False)
