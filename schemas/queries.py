@@ -41,6 +41,8 @@ class TraceFilter(ContractModel):
     fallback: bool | None = None
     outcome: OutcomeStatus | None = None
     query_hash: str | None = None
+    otel_trace_id: str | None = Field(None, pattern=r"^[0-9a-f]{32}$",
+                                      description="The W3C trace id the request carried or began (32 hex).")
     min_latency_ms: float | None = Field(None, ge=0, description="Gateway latency at least this (ms).")
     max_latency_ms: float | None = Field(None, ge=0, description="Gateway latency below this (ms).")
 

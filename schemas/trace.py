@@ -36,6 +36,8 @@ __all__ = [
 ]
 
 QUERY_HASH_PATTERN = r"^(sha256|hmac-sha256):[0-9a-f]{64}$"
+OTEL_TRACE_ID_PATTERN = r"^[0-9a-f]{32}$"  # W3C trace context: 16 bytes, lower-case hex, not all zero
+OTEL_SPAN_ID_PATTERN = r"^[0-9a-f]{16}$"  # 8 bytes
 
 
 class RequestFeatures(ContractModel):
@@ -124,6 +126,8 @@ class Attempt(ContractModel):
     http_status: int | None = None
     error_class: str | None = None
     latency_ms: float = Field(ge=0)
+    span_id: str | None = Field(None, pattern=OTEL_SPAN_ID_PATTERN,
+                                description="The attempt's OpenTelemetry span id, sent upstream in traceparent.")
 
 
 class Outcome(ContractModel):
@@ -185,6 +189,12 @@ class DecisionTrace(ContractModel):
                                                             "features and states (None: nothing).")
     latency_ms: float = Field(ge=0, description="Time spent deciding, not forwarding.")
     outcome: Outcome
+    otel_trace_id: str | None = Field(None, pattern=OTEL_TRACE_ID_PATTERN,
+                                      description="W3C trace id: the client's traceparent's, or one the gateway began.")
+    otel_span_id: str | None = Field(None, pattern=OTEL_SPAN_ID_PATTERN, description="The request's span id.")
+    otel_parent_span_id: str | None = Field(None, pattern=OTEL_SPAN_ID_PATTERN,
+                                            description="The client's span (traceparent's parent id); None when "
+                                                        "the gateway began the trace.")
 
     def terms_of(self, candidate: CandidateEval) -> list[tuple[str, float, float, float]]:
         """Return ``(name, raw, weight, weighted)`` for each score term of ``candidate``."""

@@ -51,6 +51,7 @@ class SimInstance(LifecycleMixin):
         self.setup_lifecycle(clock or RealClock(), lifecycle, on_fault)
         self.engine = SimEngine(profile, settings, self.clock, self.faults.slow_factor, self.faults.held_fraction)
         self.metrics = self.new_metrics()
+        self.traceparents: dict[str, str] = {}  # x-request-id -> the traceparent it came with (the latest 1000)
 
     def _envelope(self, obj: str) -> dict[str, object]:
         return {"id": f"chatcmpl-{self.rng.getrandbits(96):024x}", "object": obj,
@@ -100,6 +101,10 @@ class SimInstance(LifecycleMixin):
                  "total_tokens": parsed.prompt_tokens + answer.tokens}
         envelope = self._envelope("chat.completion.chunk" if parsed.stream else "chat.completion")
         headers = {"x-request-id": request.headers.get("x-request-id") or str(envelope["id"])}
+        if (traceparent := request.headers.get("traceparent")) is not None:
+            if len(self.traceparents) >= 1000:
+                del self.traceparents[next(iter(self.traceparents))]
+            self.traceparents[headers["x-request-id"]] = traceparent
         engine, scale = self.engine, self.settings.time_scale
         arrived = self.clock.now()
         itl: list[float] = []
@@ -137,6 +142,10 @@ class SimInstance(LifecycleMixin):
         """``GET /health``: healthy while the process is up (hang and crash act before this)."""
         return json_response({"status": "ok"})
 
+    async def received_traceparents(self, request: web.Request) -> web.Response:
+        """``GET /admin/traceparents``: the W3C ``traceparent`` each recent request came with, by request id."""
+        return json_response(self.traceparents)
+
     async def metrics_text(self, request: web.Request) -> web.Response:
         """``GET /metrics``: Prometheus text with vLLM's names (frozen or lagging under freeze-metrics)."""
         return web.Response(body=self.scrape(), headers={"Content-Type": CONTENT_TYPE})
@@ -171,5 +180,6 @@ def build_instance_app(spec: InstanceSpec, profile: SimModelProfile, settings: S
     app.router.add_get("/v1/models", inst.models)
     app.router.add_get("/health", inst.health)
     app.router.add_get("/metrics", inst.metrics_text)
+    app.router.add_get("/admin/traceparents", inst.received_traceparents)
     add_admin_routes(app, inst)
     return app

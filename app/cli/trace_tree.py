@@ -78,6 +78,10 @@ def _header(trace: DecisionTrace) -> Text:
         text.append(value, style="yellow" if name == "mode" and value != "normal" else "")
     text.append("\nquery ", style=_DIM)
     text.append(trace.query_hash)
+    if trace.otel_trace_id:
+        text.append("\ntrace id ", style=_DIM)
+        text.append(trace.otel_trace_id)
+        text.append(f"  span {trace.otel_span_id or '-'}", style=_DIM)
     return text
 
 

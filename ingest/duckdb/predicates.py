@@ -27,6 +27,7 @@ PREDICATES: dict[str, str] = {
     "fallback": "fallback_triggered = ?",
     "outcome": "outcome.status = ?",
     "query_hash": "query_hash = ?",
+    "otel_trace_id": "otel_trace_id = ?",
     "min_latency_ms": "outcome.total_ms >= ?",
     "max_latency_ms": "outcome.total_ms < ?",
 }

@@ -36,7 +36,8 @@ __all__ = ["ElasticsearchReader", "filter_query", "term"]
 
 _TERMS = {"router_version": "router_version", "experiment_arm": "experiment_arm", "rule": "rule",
           "model": "selected_model", "instance": "selected_instance", "fallback": "fallback_triggered",
-          "outcome": "outcome.status", "query_hash": "query_hash"}
+          "outcome": "outcome.status", "query_hash": "query_hash",
+          "otel_trace_id": "otel_trace_id"}
 _SUMMARY = ["request_id", "ts", "router_version", "experiment_arm", "rule", "query_hash", "selected_model",
             "selected_instance", "fallback_triggered", "mode", "outcome", "latency_ms", "detail"]
 _NONE = "\u0000none"

@@ -36,6 +36,7 @@ from router_core.gateway.policy_book import PolicyBook
 from router_core.gateway.policy_gate import PolicyGate, Understood
 from router_core.gateway.stages import admit, analyse, decide, degrade, respond, screen
 from router_core.gateway.streaming import ask_for_usage
+from router_core.gateway.trace_context import TraceContext, TraceIds
 from router_core.metrics import GatewayMetrics, StageTimes
 from router_core.resilience.affinity import AffinityBinder, session_key
 from router_core.resilience.answer_cache import AnswerCache
@@ -63,6 +64,13 @@ class Call:
     rec: TraceRecorder | None = None
     answer_key: str | None = None  # its key in the recent-answers cache (memory only)
     shadow: Understood | None = None  # what a shadow with rules of its own made of it (None: not needed)
+    trace: TraceContext | None = None  # W3C trace context: the client's trace, or one begun here
+
+    @property
+    def otel(self) -> tuple[str, str, str | None] | None:
+        """The trace's ids as the recorder takes them (None: no context)."""
+        t = self.trace
+        return None if t is None else (t.trace_id, t.span_id, t.parent_id)
 
 
 class ChatRunner:
@@ -79,7 +87,7 @@ class ChatRunner:
                  breaker_hub: BreakerHub, forwarder: Callable[[], Forwarder], finisher: TraceFinisher,
                  book: PolicyBook, metrics: GatewayMetrics, times: StageTimes | None, request_ids: RequestIds,
                  hash_key: str | None,
-                 wall: Callable[[], datetime], perf: Callable[[], float]) -> None:
+                 wall: Callable[[], datetime], perf: Callable[[], float], trace_ids: TraceIds | None = None) -> None:
         self.config = config
         self._base = base
         self._experiment = experiment
@@ -102,6 +110,7 @@ class ChatRunner:
         self._hash_key = hash_key
         self.wall = wall
         self.perf = perf
+        self.trace_ids = trace_ids or TraceIds()
 
     def lane(self, request_id: str, headers: Mapping[str, str], body: Any) -> analyse.Lane:
         """Who decides this request: its experiment arm's router, or the base one (see :func:`.stages.analyse.lane`).
@@ -131,7 +140,7 @@ class ChatRunner:
         t0 = perf()
         c0 = times.clock() if times is not None else 0.0
         request_id, refused = self.request_ids.of(http.headers.get("X-Request-Id", ""))
-        call = Call(http, request_id, t0)
+        call = Call(http, request_id, t0, trace=self.trace_ids.context(http.headers))
         try:
             if refused is not None:
                 raise refused
@@ -162,7 +171,7 @@ class ChatRunner:
             request_id=request_id, ts=ts, router_version=lane.version,
             policy_hash=self.book.hash_of(lane.router.policy, lane.arm, gate),
             query_hash=query_hash(analysis.query_text, self._hash_key), features=analysis.features,
-            intent=u.intent, intent_confidence=u.confidence, experiment_arm=lane.arm,
+            intent=u.intent, intent_confidence=u.confidence, experiment_arm=lane.arm, otel=call.otel,
         )
         call.answer_key = self.answers.key(analysis.features.requested_model, analysis.query_text)
         attachments = analysis.attachments  # their types and sizes: no bytes are kept
@@ -235,7 +244,7 @@ class ChatRunner:
         forwarder = self._forwarder()
         fwd = await forwarder.forward(body, decision.targets, rec.request_id, self.config.gateway.max_attempts,
                                       authorization=call.http.headers.get("Authorization"),
-                                      timeout=None if rule is None else rule.timeout)
+                                      timeout=None if rule is None else rule.timeout, trace=call.trace)
         rec.record_attempts(fwd.attempts)
         await self.breaker_hub.drain()  # transitions the attempts caused: metrics, events, other replicas
         t5 = times.add("forward", t4, times.clock()) if times is not None else 0.0
@@ -289,7 +298,7 @@ class ChatRunner:
         rec = TraceRecorder(request_id=call.request_id, ts=self.wall(), router_version=self.config.router.version,
                             policy_hash=self.book.hash_of(self._base.router.policy, None, self._base.gate),
                             query_hash=query_hash("", self._hash_key),
-                            features=rejected_features(call.body))
+                            features=rejected_features(call.body), otel=call.otel)
         self.finish(rec, call.t0, status, code)
         return error_response(status, message, param=param, code=code,
                               headers={**(headers or {}), "x-request-id": call.request_id})

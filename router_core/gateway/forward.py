@@ -24,6 +24,7 @@ import orjson
 
 from router_core.gateway.encoding import UPSTREAM_ACCEPT
 from router_core.gateway.http1 import Http1Pool, UpstreamError, UpstreamResponse
+from router_core.gateway.trace_context import TraceContext
 from router_core.resilience.breakers import AttemptOutcome, BreakerBoard
 from router_core.resilience.fallbacks import Abort, classify, next_target
 from router_core.rules.ir import TimeoutPolicy
@@ -124,7 +125,7 @@ class Forwarder:
 
     async def forward(
         self, body: dict[str, Any], targets: Sequence[InstanceSpec], request_id: str, max_attempts: int,
-        *, authorization: str | None = None, timeout: TimeoutPolicy | None = None,
+        *, authorization: str | None = None, timeout: TimeoutPolicy | None = None, trace: TraceContext | None = None,
     ) -> Forwarded:
         """Try ``targets`` in order until one answers (a stream: until its first chunk arrives).
 
@@ -136,6 +137,8 @@ class Forwarder:
             authorization: The client's ``Authorization`` header (sent on with ``forward_authorization``).
             timeout: A rule's ``timeout_policy``: its timeout per attempt (the total of a whole
                 answer, the first byte of a stream) and the pause before each retry.
+            trace: The request's trace context: each attempt gets a span id of its own, sent
+                upstream as ``traceparent`` (with the client's ``tracestate``).
         """
         attempts: list[Attempt] = []
         last_error: str | None = None
@@ -171,13 +174,20 @@ class Forwarder:
             got = Forwarded([], spec)
             answered = False  # an error status that is an answer: passed on, not retried, but not ok
             ticket = None if self._inflight is None else self._inflight.begin(spec.id)
+            headers = self._headers(spec, request_id, stream, authorization)
+            span_id = None
+            if trace is not None:
+                span_id = trace.new_span_id()
+                headers["traceparent"] = trace.traceparent(span_id)
+                if trace.tracestate is not None:
+                    headers["tracestate"] = trace.tracestate
             try:
                 # A stream: no total, the first byte is timed here and the idle gaps by the relay.
                 async with asyncio.timeout(limit if left is None else min(limit, left)) as abort.cm:
                     resp = await self._pool.post(
                         f"{spec.url}/v1/chat/completions",
                         orjson.dumps(body),
-                        self._headers(spec, request_id, stream, authorization),
+                        headers,
                         connect_timeout_s=self._settings.connect_timeout_s,
                     )
                     http_status = resp.status
@@ -219,7 +229,8 @@ class Forwarder:
             if not ok and not answered and resp is not None:
                 resp.close()
             attempt = Attempt(seq=len(attempts), instance=spec.id, model=spec.model, status=status,
-                              http_status=http_status, error_class=error, latency_ms=(self._perf() - started) * 1e3)
+                              http_status=http_status, error_class=error, latency_ms=(self._perf() - started) * 1e3,
+                              span_id=span_id)
             attempts.append(attempt)
             self._view.observe(spec.id, attempt.latency_ms, (ok or answered) and (http_status or 0) < 500)
             if board is not None and adm is not None:

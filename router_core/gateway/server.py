@@ -40,6 +40,7 @@ from router_core.gateway.policy_book import PolicyBook
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.probe_source import ProbeSource
 from router_core.gateway.stages.analyse import Lane
+from router_core.gateway.trace_context import TraceIds
 from router_core.gateway.verdicts import Verdicts
 from router_core.metrics import GatewayMetrics, ModesMetrics, StageTimes
 from router_core.resilience.affinity import AffinityBinder
@@ -77,6 +78,7 @@ class Gateway:
         new_id: Request id factory (injected for tests).
         wall: UTC clock for trace timestamps; perf: monotonic clock.
         clock: Monotonic seconds of the router's own modes (injected for tests).
+        random_bytes: Source of trace and span ids (W3C trace context; tests seed it).
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class Gateway:
         policy: PolicyGate | None = None,
         shared: SharedState | None = None,
         clock: Callable[[], float] = time.monotonic,
+        random_bytes: Callable[[int], bytes] = os.urandom,
     ) -> None:
         self.config = config
         # The routing policy file (routing.policy): rules, chains, throttles; reloaded when the file changes.
@@ -163,7 +166,7 @@ class Gateway:
             quality=self.quality, modes=self.router_modes, affinity=self.affinity, budgets=self.budgets,
             answers=self.answers, breaker_hub=self.breaker_hub, forwarder=self._started_forwarder,
             finisher=self.finisher, book=self.book, metrics=self.metrics, times=self.stage_times,
-            request_ids=self.request_ids, hash_key=hash_key, wall=wall, perf=perf)
+            request_ids=self.request_ids, hash_key=hash_key, wall=wall, perf=perf, trace_ids=TraceIds(random_bytes))
 
     @property
     def perf(self) -> Callable[[], float]:

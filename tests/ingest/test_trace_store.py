@@ -53,7 +53,7 @@ class Data:
                 over = {"fallback_triggered": True, "fallback_reason": "no feasible instance", "rule": "legal"}
             if i == 13:
                 over["request_id"] = EVIL
-            self.traces.append(_scored(f.trace(**over), i))
+            self.traces.append(_traced(_scored(f.trace(**over), i), i))
         self.feedback = [Feedback(request_id=t.request_id, ts=t.ts + timedelta(seconds=5), correct=i % 3 != 0)
                          for i, t in enumerate(self.traces) if i % 2 == 0]
         self.probes = [ProbeResult(probe_id=f"p{i}", ts=T0 + timedelta(minutes=5 * i), instance=f"inst-{i % 2}",
@@ -62,6 +62,16 @@ class Data:
                        for i in range(8)]
         self.events = [RouterEvent(event_id=f"e{i}", ts=T0 + timedelta(minutes=7 * i), kind="breaker" if i % 2 else
                                    "latch", instance="inst-1", message=f"event {i}") for i in range(5)]
+
+
+def _traced(t: DecisionTrace, i: int) -> DecisionTrace:
+    """W3C trace context on every fourth trace (two by two from one client trace), a span id on each attempt."""
+    if i % 4:
+        return t
+    trace_id = f"{max(i, 4) // 8:02x}" + "4bf92f3577b34da6a3ce929d0e0e47"
+    attempts = [a.model_copy(update={"span_id": f"{i:08x}{a.seq:08x}"}) for a in t.attempts]
+    return t.model_copy(update={"otel_trace_id": trace_id, "otel_span_id": f"{i + 1:016x}",
+                                "otel_parent_span_id": "00f067aa0ba902b7", "attempts": attempts})
 
 
 WEIGHTS = [ScoreWeight(name="latency", weight=0.6, scorer="latency/latency-scorer"),
@@ -182,6 +192,7 @@ FILTERS: list[tuple[str, Any, Any]] = [
     ("fallback", True, lambda t: t.fallback_triggered),
     ("outcome", "error", lambda t: t.outcome.status == "error"),
     ("query_hash", DATA.traces[4].query_hash, lambda t: t.query_hash == DATA.traces[4].query_hash),
+    ("otel_trace_id", DATA.traces[4].otel_trace_id, lambda t: t.otel_trace_id == DATA.traces[4].otel_trace_id),
     ("start", T0 + timedelta(minutes=10), lambda t: t.ts >= T0 + timedelta(minutes=10)),
     ("end", T0 + timedelta(minutes=10), lambda t: t.ts < T0 + timedelta(minutes=10)),
     ("min_latency_ms", 700.0, lambda t: t.outcome.total_ms >= 700.0),

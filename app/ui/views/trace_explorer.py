@@ -42,6 +42,8 @@ for column, (label, value) in zip(st.columns(5), trace_tables.headline(trace).it
 if trace.fallback_triggered:
     st.warning(widgets.plain(f"Fallback: {trace.fallback_reason or 'no reason recorded'}"))
 st.markdown(f"[Compare with another request or policy](diff?a={urllib.parse.quote(trace.request_id, safe='')})")
+if trace.otel_trace_id:
+    st.caption(f"OpenTelemetry trace id: `{trace.otel_trace_id}` (the request span: `{trace.otel_span_id}`)")
 
 st.subheader("Elimination")
 st.plotly_chart(waterfall_chart(waterfall_stages(trace)), key="waterfall")

@@ -137,3 +137,11 @@ def test_minimal_trace(trace: DecisionTrace) -> None:
     assert "no instance selected" in text
     assert "fallback no" in text
     assert "arm " not in text.splitlines()[1]
+
+
+def test_header_shows_the_opentelemetry_trace_id(trace: DecisionTrace) -> None:
+    assert "trace id" not in as_text(render_trace(trace))  # none recorded: no line
+    traced = trace.model_copy(update={"otel_trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+                                      "otel_span_id": "b7ad6b7169203331"})
+    head = as_text(render_trace(traced)).splitlines()[:4]
+    assert "trace id 4bf92f3577b34da6a3ce929d0e0e4736  span b7ad6b7169203331" in head

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -192,3 +193,12 @@ def test_every_rule_tried_shows_the_atom_that_failed_it_with_its_value(monkeypat
     flip = next(t.value for t in at.text if "would have matched" in t.value)
     assert flip == "Had input_length been 1001, rule to-small would have matched instead of roomy: the smallest " \
                    "single change."
+
+
+def test_the_opentelemetry_trace_id_is_shown(monkeypatch: pytest.MonkeyPatch, trace: Any) -> None:
+    traced = trace.model_copy(update={"request_id": "req-otel-page", "otel_span_id": "b7ad6b7169203331",
+                                      "otel_trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"})
+    with stub.StubTraceApi([trace, traced]) as api:
+        plain, shown = run_app(monkeypatch, api.url, trace.request_id), run_app(monkeypatch, api.url, "req-otel-page")
+    assert not any("OpenTelemetry" in c.value for c in plain.caption)
+    assert any("4bf92f3577b34da6a3ce929d0e0e4736" in c.value and "b7ad6b7169203331" in c.value for c in shown.caption)
