@@ -15,7 +15,7 @@ from app.ui.limits import CONFIG_ENV
 from ingest import DuckDBTraceStore
 from tests.app import stub_trace_api as stub
 from tests.app.ui import routing_seed as seed
-from tests.app.ui.pages import open_app_page
+from tests.app.ui.pages import assert_clean, open_app_page
 
 PAGE = "views/constraints.py"
 pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
@@ -71,6 +71,7 @@ def test_state_timeline_and_binding_counts(monkeypatch: pytest.MonkeyPatch, serv
     at = open_page(monkeypatch, api=served.url)
 
     assert not at.error and not at.warning
+    assert_clean(at)
     assert [s.value for s in at.subheader] == ["Now", "Out-intervals · last 1h", "Binding counts"]
     figs = figures(at)
     heat = figs["Latches now"]["data"][0]

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.app import stub_trace_api as stub
 from tests.app.ui.data.test_diff import CHEAP_FIRST
-from tests.app.ui.pages import open_app_page
+from tests.app.ui.pages import assert_clean, open_app_page
 from tests.router_core.conftest import decide, healthy, make_config
 
 pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
@@ -33,6 +33,7 @@ def open_diff(**params: str) -> AppTest:
 def test_two_requests_side_by_side(api: stub.StubTraceApi) -> None:
     at = open_diff(a="r1", b="r2")
     assert not at.warning and not at.error
+    assert_clean(at)
     assert at.text_input(key="a").value == "r1" and at.text_input(key="b").value == "r2"
     assert [s.value for s in at.subheader] == ["Candidates", "Score terms", "Facts"]
     cands, terms, facts = (d.value for d in at.dataframe)

@@ -11,7 +11,7 @@ from app.reader import DB_ENV
 from ingest import DuckDBTraceStore
 from schemas import ShadowDecision
 from schemas.trace import DecisionTrace
-from tests.app.ui.pages import open_app_page
+from tests.app.ui.pages import assert_clean, open_app_page
 from tests.ingest.experiments.experiment_data import END, experiment
 
 PAGE = "views/experiments.py"
@@ -46,6 +46,7 @@ def open_page(monkeypatch: pytest.MonkeyPatch, db: Path, **params: str) -> objec
 def test_two_arms_metric_table_series_and_flips(monkeypatch: pytest.MonkeyPatch, db: Path) -> None:
     at = open_page(monkeypatch, db)
     assert not at.error  # type: ignore[attr-defined]
+    assert_clean(at)  # type: ignore[arg-type]
     assert (at.selectbox(key="side_a").value, at.selectbox(key="side_b").value) == ("a", "b")  # type: ignore[attr-defined]
     assert any("Split as designed" in s.value for s in at.success)  # type: ignore[attr-defined]
     table = at.dataframe[0].value  # type: ignore[attr-defined]

@@ -20,7 +20,7 @@ from schemas import DecisionTrace
 from schemas.fleet import InstanceSnapshot, LatchState
 from schemas.records import RouterEvent
 from tests.app import stub_trace_api as stub
-from tests.app.ui.pages import open_app_page
+from tests.app.ui.pages import assert_clean, open_app_page
 
 PAGE = "views/fleet.py"
 pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
@@ -104,6 +104,7 @@ def test_live_grid_colours_and_worst_first(monkeypatch: pytest.MonkeyPatch, seed
         assert "/v1/router/state" in api.requests
 
     assert not at.error
+    assert_clean(at)
     # One metric per tile, as value / limit, coloured by the constraint the router removes by: 88% is red
     # (the old fixed 90% / 95% bands showed it green while the router excluded the instance).
     assert grid_cells(at) == {HOT: "green: kv 50% / 85%", "inst-1": "green: kv 20% / 85%",
@@ -146,6 +147,7 @@ def test_deep_link_opens_an_instance(monkeypatch: pytest.MonkeyPatch, seeded: tu
     assert [s.value for s in at.subheader] == [HOT]
     grid, metrics = at.get("plotly_chart")
     assert f"{HOT} over the window" in metrics.proto.spec
+    assert_clean(at)
     _, transitions, served = (d.value for d in at.dataframe)
     assert transitions["what"].tolist() == ["kv-cache out", "kv-cache back in", "breaker"]
     assert transitions["detail"].iloc[0] == "held out of the feasible set (97% / 85%)"

@@ -16,7 +16,7 @@ from bench.synthetic import TraceFactory
 from ingest.duckdb.store import DuckDBTraceStore
 from schemas import DecisionTrace, Feedback
 from tests.app import stub_trace_api as stub
-from tests.app.ui.pages import open_app_page
+from tests.app.ui.pages import assert_clean, open_app_page
 
 PAGE = "views/overview.py"
 pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
@@ -60,6 +60,7 @@ def test_numbers_charts_misroutes_and_alerts(monkeypatch: pytest.MonkeyPatch, st
         assert any(p.startswith("/v1/alerts") for p in api.requests)
 
     assert not at.error
+    assert_clean(at)
     got = metrics(at)
     assert list(got) == ["Requests", "Error rate", "Fallback rate", "Cost", "Latency p50", "Latency p95",
                          "Latency p99"]

@@ -14,7 +14,7 @@ from app.reader import DB_ENV
 from ingest import DuckDBTraceStore
 from tests.app import stub_trace_api as stub
 from tests.app.ui import routing_seed as seed
-from tests.app.ui.pages import open_app_page
+from tests.app.ui.pages import assert_clean, open_app_page
 
 PAGE = "views/topology.py"
 pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
@@ -63,6 +63,7 @@ def test_sankey_of_the_window_from_a_file(monkeypatch: pytest.MonkeyPatch, db: P
     at = open_page(monkeypatch, db=db)
 
     assert not at.error and not at.warning
+    assert_clean(at)
     (sankey,) = sankeys(at)
     assert flows(sankey, "fallback") == {("code", "coder"): 1, ("coder", "c-b"): 1}
     assert flows(sankey, "served") == {("code", "coder"): 3, ("coder", "c-a"): 3,
