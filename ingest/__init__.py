@@ -20,6 +20,7 @@ Behind them, by concern; each part imports only parts listed before it:
   queues (exporters), counters, quarantine (its docstring follows one frame and lists the threads
   and locks);
 - ``duckdb/``, ``elasticsearch/``: the two backends, each a sink and a reader;
+- ``otel/``: the OpenTelemetry exporter, a sink beside the store (each trace as spans over OTLP);
 - ``intake/``: traces from outside (HTTP bodies, files, other routers' field names);
 - ``http_api/``: the store's HTTP API and its client.
 """
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
     from ingest.http_api.routes import SERVER_LIMITS, IngestApi
     from ingest.intake.field_mapping import GENERIC, MAPPINGS
     from ingest.intake.file_import import import_file
+    from ingest.otel.build import EXPORTER_NAME as OTEL_EXPORTER
+    from ingest.otel.build import build_otel_sink
+    from ingest.otel.metrics import OtelCollector
     from ingest.pipeline.emitter import TraceEmitter
     from ingest.pipeline.metrics import EmitterCollector
     from ingest.pipeline.quarantine import Quarantine
@@ -61,6 +65,8 @@ _EXPORTS: dict[str, str] = {
     "IngestApi": "ingest.http_api.routes",
     "MAPPINGS": "ingest.intake.field_mapping",
     "MAX_LIMIT": "ingest.trace_store",
+    "OTEL_EXPORTER": "ingest.otel.build:EXPORTER_NAME",
+    "OtelCollector": "ingest.otel.metrics",
     "PreparedBatch": "ingest.record_sink",
     "Quarantine": "ingest.pipeline.quarantine",
     "RecordBatch": "ingest.record_sink",
@@ -77,6 +83,7 @@ _EXPORTS: dict[str, str] = {
     "WriteResult": "ingest.record_sink",
     "add_relay_route": "ingest.http_api.relay",
     "add_store_proxy": "ingest.http_api.proxy",
+    "build_otel_sink": "ingest.otel.build",
     "clean_row": "ingest.codec.stored_rows:clean",
     "duckdb_where": "ingest.duckdb.predicates:where",
     "import_file": "ingest.intake.file_import",
@@ -95,6 +102,8 @@ __all__ = [
     "IngestApi",
     "MAPPINGS",
     "MAX_LIMIT",
+    "OTEL_EXPORTER",
+    "OtelCollector",
     "PreparedBatch",
     "Quarantine",
     "RecordBatch",
@@ -111,6 +120,7 @@ __all__ = [
     "WriteResult",
     "add_relay_route",
     "add_store_proxy",
+    "build_otel_sink",
     "clean_row",
     "duckdb_where",
     "import_file",

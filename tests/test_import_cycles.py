@@ -186,7 +186,7 @@ def test_every_kind_of_import_is_an_edge(tmp_path: Path) -> None:
 
 # ingest/__init__.py lists its parts in this order: each imports only parts listed before it.
 INGEST_LAYERS = [{"errors", "kinds"}, {"record_sink", "trace_store"}, {"analytics", "experiments"}, {"codec"},
-                 {"spool"}, {"pipeline"}, {"duckdb", "elasticsearch"}, {"intake"}, {"http_api"}]
+                 {"spool"}, {"pipeline"}, {"duckdb", "elasticsearch", "otel"}, {"intake"}, {"http_api"}]
 
 
 def test_each_part_of_ingest_imports_only_the_parts_before_it() -> None:

@@ -28,16 +28,19 @@ from app.run.probe_child import probe_source, start_prober, wants_prober
 from app.run.procs import Child, free_port
 from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, worker_paths
 from ingest import (
+    OTEL_EXPORTER,
     SERVER_LIMITS,
     EmitterCollector,
     HttpTraceStore,
     IngestApi,
+    OtelCollector,
     Quarantine,
     RelaySink,
     TraceEmitter,
     TraceStore,
     add_relay_route,
     add_store_proxy,
+    build_otel_sink,
 )
 from router_core import Gateway, PolicyGate, RedisShared, SharedCollector, build_router, build_shared
 from schemas.config import RouteLensConfig
@@ -105,20 +108,26 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     """
     st = config.storage
     store: TraceStore
+    # otel: each gateway process exports its own decisions as spans (best-effort, beside the store)
+    otel = build_otel_sink(config.otel, public_url=config.app.public_url, version=config.router.version)
+    exporters = {} if otel is None else {OTEL_EXPORTER: otel}
     if store_url is None:
         store = open_store(st, db_path)
         spool_dir, quarantine_dir = pipeline_paths(st, db_path)
-        emitter = TraceEmitter(store, st, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir)).start()
+        emitter = TraceEmitter(store, st, exporters=exporters, spool_dir=spool_dir,
+                               quarantine=Quarantine(quarantine_dir)).start()
     else:
         store = HttpTraceStore(store_url, token=read_token_of(st))
         spool_dir, quarantine_dir = worker_paths(st, db_path, worker)
         emitter = TraceEmitter(RelaySink(store_url, token=os.environ.get(RELAY_TOKEN_ENV) or None), st,
-                               spool_dir=spool_dir,
+                               exporters=exporters, spool_dir=spool_dir,
                                quarantine=Quarantine(quarantine_dir)).start()
     key_env = config.router.hash_key_env
     hash_key = os.environ.get(key_env) if key_env else None
     registry = CollectorRegistry()
     registry.register(EmitterCollector(emitter))
+    if otel is not None:
+        registry.register(OtelCollector(otel.stats))
     shared = build_shared(config.shared)  # shared.backend: redis -> the replicas' buckets, breakers, bindings
     registry.register(SharedCollector(shared))
     gateway = Gateway(

@@ -3,7 +3,7 @@
 Layers, each importing only those above it (``tests/test_import_cycles.py`` holds it)::
 
     decision      router, constraints, scoring, models: the sections a policy may replace
-    storage  sim  probes  shared (and throttles)  resilience  economics
+    storage  sim  probes  shared (and throttles)  resilience  economics  otel
     attachments  intents  keywords  ->  routing
     experiments   (an arm's inline policy is the decision sections)
     routelens     RouteLensConfig: gateway, fleet, scrape, app, and every section above

@@ -16,6 +16,7 @@ from schemas.common import ContractModel
 from schemas.config.decision import ConstraintSpec, ModelProfile, RouterSettings, ScoringSettings
 from schemas.config.economics import EconomicsSettings
 from schemas.config.experiments import ExperimentsSettings
+from schemas.config.otel import OtelSettings
 from schemas.config.probes import ProbeSettings
 from schemas.config.resilience import ResilienceSettings
 from schemas.config.routing import RoutingSettings
@@ -158,6 +159,9 @@ class AppSettings(ContractModel):
         description="What one unit of fleet.instances[].cost.base is called on the app's pages "
         "(e.g. 'USD', 'credits').",
     )
+    public_url: str | None = Field(
+        None, description="The app's address as operators reach it (e.g. 'https://routelens.example.com'): "
+        "exported spans link to each request's 'Why this model' page with it (routelens.trace_url).")
 
 
 def _default_constraints() -> list[ConstraintSpec]:
@@ -196,4 +200,7 @@ class RouteLensConfig(ContractModel):
     economics: EconomicsSettings = Field(
         default_factory=EconomicsSettings,
         description="Router breakers, degraded modes, affinity, budgets (schemas.config.economics).")
+    otel: OtelSettings = Field(
+        default_factory=OtelSettings,
+        description="OpenTelemetry export of every decision over OTLP/HTTP (schemas.config.otel).")
 

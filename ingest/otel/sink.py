@@ -1,0 +1,141 @@
+"""The OTLP exporter: one more sink of the trace pipeline, beside the store.
+
+The emitter offers it every record it spools (:mod:`ingest.pipeline.export_queue`: a bounded
+queue and a thread of its own, so the request path never waits for it); it gets validated
+traces as JSON. ``prepare`` samples each trace and builds its span tree
+(:class:`ingest.otel.spans.SpanBuilder`); ``write`` sends a batch's spans in one OTLP/HTTP
+request through the OpenTelemetry SDK's ``OTLPSpanExporter``, which retries transient failures
+within its timeout. A batch it could not send is dropped and counted
+(``routelens_otel_spans_dropped_total``): the store has every trace, and replaying spans to a
+tracing backend hours late helps no one.
+
+Sampling is decided on the trace id, as OpenTelemetry's ``TraceIdRatioBased`` sampler decides it
+(its lower 64 bits below ``ratio * 2**64``), so services sampling at the same ratio keep the same
+traces; a request that ended in an error or a fallback is exported whatever its draw.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from ingest.kinds import Kind
+from ingest.otel.spans import SpanBuilder, ids_of
+from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult
+
+__all__ = ["OtelStats", "OtlpSink", "SpanExporter", "is_sampled"]
+
+log = logging.getLogger(__name__)
+_MASK = (1 << 64) - 1
+
+
+class SpanExporter(Protocol):
+    """What the sink needs of an exporter (``OTLPSpanExporter``, or an in-memory one in tests)."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Send the spans."""
+        ...
+
+    def shutdown(self) -> None:
+        """Release the exporter."""
+        ...
+
+
+@dataclass
+class OtelStats:
+    """What the exporter did (read by :class:`ingest.otel.metrics.OtelCollector`).
+
+    Attributes:
+        exported: Spans the receiver accepted.
+        dropped: Spans built but not delivered (the receiver down, refusing, or too slow).
+        traces_sampled: Traces turned into spans.
+        traces_unsampled: Traces the ratio left out (neither an error nor a fallback).
+        failed_exports: Export requests that failed.
+    """
+
+    exported: int = 0
+    dropped: int = 0
+    traces_sampled: int = 0
+    traces_unsampled: int = 0
+    failed_exports: int = 0
+
+
+def is_sampled(trace_id: str, ratio: float) -> bool:
+    """Whether the ratio keeps this trace (``TraceIdRatioBased``'s rule on its lower 64 bits)."""
+    if ratio >= 1.0:
+        return True
+    return int(trace_id, 16) & _MASK < round(ratio * (1 << 64))
+
+
+def wanted(trace: dict[str, Any], ratio: float) -> bool:
+    """Errors and fallbacks always; the rest by the ratio on the trace id."""
+    if trace["outcome"]["status"] != "ok" or trace["fallback_triggered"]:
+        return True
+    return is_sampled(ids_of(trace)[0], ratio)
+
+
+class OtlpSink:
+    """A :class:`~ingest.record_sink.RecordSink` that exports traces as spans.
+
+    Args:
+        exporter: Sends spans (``OTLPSpanExporter`` in production).
+        builder: Turns a trace into spans.
+        sample_ratio: Share of ordinary requests exported (see :func:`wanted`).
+        stats: Its counters (a fresh set when None).
+    """
+
+    def __init__(self, exporter: SpanExporter, builder: SpanBuilder, *, sample_ratio: float = 1.0,
+                 stats: OtelStats | None = None) -> None:
+        self.exporter = exporter
+        self.builder = builder
+        self.sample_ratio = sample_ratio
+        self.stats = stats or OtelStats()
+
+    def prepare(self, batch: RecordBatch) -> PreparedBatch:
+        """Sample the batch's traces and build their spans (other kinds of records are ignored)."""
+        out = PreparedBatch(batch)
+        spans: list[ReadableSpan] = []
+        for payload in batch.payloads.get(Kind.TRACE, ()):
+            try:
+                trace = orjson.loads(payload)
+                if not wanted(trace, self.sample_ratio):
+                    self.stats.traces_unsampled += 1
+                    continue
+                spans += self.builder.spans(trace)
+                self.stats.traces_sampled += 1
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                out.rejected.append(Rejected(Kind.TRACE, payload, f"no spans: {type(exc).__name__}: {exc}"))
+        out.tables[Kind.TRACE] = spans
+        return out
+
+    def write(self, prepared: PreparedBatch) -> WriteResult:
+        """Export the batch's spans in one request; when that fails they are dropped, counted."""
+        spans = prepared.tables.get(Kind.TRACE) or []
+        result = WriteResult(rejected=list(prepared.rejected))
+        if not spans:
+            return result
+        try:
+            ok = self.exporter.export(spans) is SpanExportResult.SUCCESS
+        except Exception as exc:  # noqa: BLE001  (the exporter's fault must not stop the pipeline's thread)
+            log.warning("OTLP export failed (%s: %s)", type(exc).__name__, exc)
+            ok = False
+        if ok:
+            self.stats.exported += len(spans)
+        else:
+            self.stats.failed_exports += 1
+            self.stats.dropped += len(spans)
+            log.warning("OTLP export failed: %d spans dropped (%d so far)", len(spans), self.stats.dropped)
+        return result
+
+    def idle(self) -> None:
+        """Nothing is deferred."""
+
+    def close(self) -> None:
+        """Shut the exporter down."""
+        self.exporter.shutdown()

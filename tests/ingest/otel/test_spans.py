@@ -1,0 +1,177 @@
+"""A decision trace as spans: the tree, the ids recorded and sent upstream, attributes, events, sampling."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanKind, StatusCode
+from prometheus_client import CollectorRegistry, generate_latest
+
+from ingest.codec.encoder import Encoder
+from ingest.kinds import Kind
+from ingest.otel import OtelCollector, OtlpSink, SpanBuilder, is_sampled
+from ingest.record_sink import RecordBatch
+from schemas import Attempt, AttemptStatus, DecisionTrace, Outcome, OutcomeStatus
+from tests.factories import make_trace
+
+QUERY = "合同第3条的违约责任是什么？"  # make_trace's query: only its hash may appear
+TRACE_ID, REQUEST_SPAN, PARENT = "4bf92f3577b34da6a3ce929d0e0e4736", "b7ad6b7169203331", "00f067aa0ba902b7"
+ATTEMPT_SPANS = ("1111111111111111", "2222222222222222")
+
+
+def traced(request_id: str = "req-otel-1", **overrides: Any) -> DecisionTrace:
+    """make_trace with trace context and a failed attempt before the one that served."""
+    attempts = [Attempt(seq=0, instance="v4-c", model="deepseek-v4-32k", status=AttemptStatus.HTTP_ERROR,
+                        http_status=503, error_class="HTTP 503", latency_ms=12.0, span_id=ATTEMPT_SPANS[0]),
+                Attempt(seq=1, instance="v4-b", model="deepseek-v4-32k", status=AttemptStatus.OK,
+                        http_status=200, latency_ms=41.5, span_id=ATTEMPT_SPANS[1])]
+    fields: dict[str, Any] = {"otel_trace_id": TRACE_ID, "otel_span_id": REQUEST_SPAN, "otel_parent_span_id": PARENT,
+                              "attempts": attempts, "fallback_triggered": True,
+                              "fallback_reason": "attempt on v4-c failed: HTTP 503", "intent": "legal",
+                              "experiment_arm": "b"}
+    return make_trace(request_id, **(fields | overrides))
+
+
+def stored(*traces: DecisionTrace) -> RecordBatch:
+    """The batch an exporter receives: the traces in their stored form, as the encoder writes them."""
+    batch = RecordBatch()
+    enc = Encoder(1.0)
+    for trace in traces:
+        for kind, payload in enc.encode(trace):
+            batch.add(kind, payload)
+    return batch
+
+
+def export(*traces: DecisionTrace, ratio: float = 1.0, public_url: str | None = None,
+           ) -> tuple[list[ReadableSpan], OtlpSink]:
+    memory = InMemorySpanExporter()
+    sink = OtlpSink(memory, SpanBuilder(Resource.create({"service.name": "rl-test"}), InstrumentationScope("t"),
+                                        public_url), sample_ratio=ratio)
+    result = sink.write(sink.prepare(stored(*traces)))
+    assert result.rejected == []
+    return list(memory.get_finished_spans()), sink
+
+
+def hexid(value: int, size: int) -> str:
+    return format(value, f"0{size}x")
+
+
+def test_the_span_tree_carries_the_recorded_ids() -> None:
+    spans, sink = export(traced())
+    request, decision, *attempts = spans
+    assert {hexid(s.context.trace_id, 32) for s in spans} == {TRACE_ID}
+    assert hexid(request.context.span_id, 16) == REQUEST_SPAN
+    assert request.parent is not None and hexid(request.parent.span_id, 16) == PARENT and request.parent.is_remote
+    assert request.kind is SpanKind.SERVER and decision.kind is SpanKind.INTERNAL
+    assert decision.parent is not None and decision.parent.span_id == request.context.span_id
+    assert [hexid(a.context.span_id, 16) for a in attempts] == list(ATTEMPT_SPANS)  # what went upstream
+    assert all(a.parent is not None and a.parent.span_id == request.context.span_id for a in attempts)
+    assert [a.kind for a in attempts] == [SpanKind.CLIENT] * 2
+    assert [a.status.status_code for a in attempts] == [StatusCode.ERROR, StatusCode.UNSET]
+    assert sink.stats.exported == 4 and sink.stats.traces_sampled == 1
+
+
+def test_request_and_decision_attributes() -> None:
+    spans, _ = export(traced(), public_url="https://rl.example.com/")
+    request, decision, failed, served = spans
+    assert request.name == "chat auto"
+    r = dict(request.attributes or {})
+    assert r["gen_ai.operation.name"] == "chat" and r["gen_ai.request.model"] == "auto"
+    assert r["gen_ai.response.model"] == "deepseek-v4-32k"
+    assert (r["gen_ai.usage.input_tokens"], r["gen_ai.usage.output_tokens"]) == (14, 20)
+    assert r["routelens.trace_url"] == "https://rl.example.com/trace?request_id=req-otel-1"
+    d = dict(decision.attributes or {})
+    assert d["openinference.span.kind"] == "DECISION"
+    assert (d["routelens.rule"], d["routelens.intent"], d["routelens.arm"]) == ("auto", "legal", "b")
+    assert d["routelens.router_version"] == "routelens-test" and d["routelens.policy_hash"].startswith("sha256:")
+    assert (d["routelens.selected_instance"], d["routelens.selected_model"]) == ("v4-b", "deepseek-v4-32k")
+    assert d["routelens.mode"] == "normal" and d["routelens.fallback"] is True
+    assert d["routelens.fallback_reason"] == "attempt on v4-c failed: HTTP 503"
+    assert d["routelens.trace_url"] == r["routelens.trace_url"]
+    assert "routelens.margin" not in d  # one ranked candidate: no runner-up
+    assert dict(failed.attributes or {})["http.response.status_code"] == 503
+    assert dict(served.attributes or {})["routelens.attempt.status"] == "ok"
+
+
+def test_an_event_per_step_and_per_eliminated_candidate() -> None:
+    _, decision, *_ = export(traced())[0]
+    names = [e.name for e in decision.events]
+    assert names == ["filter/kv-cache", "pick", "eliminated"]  # analyse is not an event
+    filt = dict(decision.events[0].attributes or {})
+    assert filt["routelens.step.kind"] == "filter" and list(filt["routelens.step.rejected"]) == ["v4-a"]
+    out = dict(decision.events[2].attributes or {})
+    assert out["routelens.candidate.instance"] == "v4-a" and out["routelens.constraint"] == "kv-cache"
+    assert (out["routelens.metric"], out["routelens.value"], out["routelens.threshold"]) == \
+        ("kv_cache_usage", 0.93, 0.85)
+    assert out["routelens.reason"] == "kv_cache_usage 0.93 breaks <= 0.85"
+
+
+def test_margin_is_the_winner_over_the_runner_up() -> None:
+    base = make_trace()
+    second = base.candidates[1].model_copy(update={"instance": "v4-z", "total": 0.2, "rank": 2})
+    _, decision, *_ = export(traced(candidates=[*base.candidates, second]))[0]
+    assert abs(dict(decision.attributes or {})["routelens.margin"] - 0.12) < 1e-9
+
+
+def test_no_span_carries_the_query_text() -> None:
+    spans, _ = export(traced())
+    text = repr([(s.name, dict(s.attributes or {}), [(e.name, dict(e.attributes or {})) for e in s.events])
+                 for s in spans])
+    assert QUERY not in text and "合同" not in text
+    assert traced().query_hash in text
+
+
+def test_a_trace_without_context_gets_ids_derived_from_its_request_id() -> None:
+    plain = make_trace("req-intake-7")
+    first, _ = export(plain)
+    again, _ = export(plain)
+    assert [(s.context.trace_id, s.context.span_id) for s in first] == \
+        [(s.context.trace_id, s.context.span_id) for s in again]
+    assert first[0].parent is None and len({s.context.span_id for s in first}) == 3
+
+
+def test_sampling_keeps_what_the_sdk_ratio_sampler_keeps() -> None:
+    rng = random.Random(5)
+    for ratio in (0.0, 0.1, 0.5, 0.9):
+        sampler = TraceIdRatioBased(ratio)
+        for _ in range(300):
+            trace_id = rng.getrandbits(128) or 1
+            expected = sampler.should_sample(None, trace_id, "x").decision.is_sampled()
+            assert is_sampled(format(trace_id, "032x"), ratio) is expected
+
+
+def test_errors_and_fallbacks_are_exported_whatever_the_ratio() -> None:
+    ok = make_trace("req-ok", otel_trace_id="f" * 32)
+    failed = make_trace("req-err", outcome=Outcome(status=OutcomeStatus.ERROR, http_status=503, total_ms=5.0,
+                                                   error_class="AttemptsExhausted"))
+    fell_back = traced("req-fb")
+    spans, sink = export(ok, failed, fell_back, ratio=0.0)
+    exported = {dict(s.attributes or {})["routelens.request_id"] for s in spans if s.kind is SpanKind.SERVER}
+    assert exported == {"req-err", "req-fb"}
+    assert (sink.stats.traces_sampled, sink.stats.traces_unsampled) == (2, 1)
+    error_span = next(s for s in spans if dict(s.attributes or {}).get("routelens.request_id") == "req-err")
+    assert error_span.status.status_code is StatusCode.ERROR
+
+
+class Refusing(InMemorySpanExporter):
+    def export(self, spans: Any) -> SpanExportResult:
+        return SpanExportResult.FAILURE
+
+
+def test_a_failed_export_is_dropped_and_counted() -> None:
+    sink = OtlpSink(Refusing(), SpanBuilder(Resource.create({}), InstrumentationScope("t")))
+    prepared = sink.prepare(stored(traced("r1"), traced("r2")))
+    assert len(prepared.tables[Kind.TRACE]) == 8
+    sink.write(prepared)
+    assert (sink.stats.exported, sink.stats.dropped, sink.stats.failed_exports) == (0, 8, 1)
+    registry = CollectorRegistry()
+    registry.register(OtelCollector(sink.stats))
+    text = generate_latest(registry).decode()
+    assert "routelens_otel_spans_dropped_total 8.0" in text and "routelens_otel_spans_exported_total 0.0" in text
