@@ -128,6 +128,8 @@ else:
     st.dataframe(styled, hide_index=True, key="dec_rows", width="stretch", placeholder=DASH,
                  height=HEAD_PX + ROW_PX * max(len(rows), 1), row_height=ROW_PX, column_config={
         "open": st.column_config.LinkColumn("open", display_text="why?"),
+        # Sized from the first rows otherwise: a long rule further down would be cut.
+        "rule": st.column_config.TextColumn("rule", width="medium"),
         "ts": st.column_config.DatetimeColumn("time (UTC)", format="HH:mm:ss"),
         "http": st.column_config.NumberColumn("http", format="%d"),
         "total_ms": st.column_config.NumberColumn("total", format="%.0f ms"),
