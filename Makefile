@@ -3,6 +3,10 @@ PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# Arize Phoenix, the real OTLP receiver of the OpenTelemetry end-to-end test (tests/e2e/test_otel_phoenix.py),
+# in a virtualenv of its own: its dependencies conflict with ours. Pinned; nothing downloads at run time.
+PHOENIX_VENV  := .venv-phoenix
+PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
 
 .PHONY: demo test lint install clean
 
@@ -25,12 +29,18 @@ $(STAMP): pyproject.toml setup.py ingest/codec/_ndjson_arrow.c
 	  else echo "note: not installed:$$missing; the tests that need them will be skipped"; fi; fi
 	@touch $(STAMP)
 
-install: $(STAMP)
+$(PHOENIX_STAMP):
+	@test -x $(PHOENIX_VENV)/bin/python || $(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PHOENIX_VENV)/bin/python -m pip install --quiet 'arize-phoenix==20.26.1'
+	@touch $(PHOENIX_STAMP)
+
+install: $(STAMP) $(PHOENIX_STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/routelens demo --config routelens.yaml
 
-test: lint
+test: lint $(PHOENIX_STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
@@ -39,4 +49,4 @@ lint: $(STAMP)
 	$(VENV)/bin/deptry .
 
 clean:
-	rm -rf $(VENV) .routelens .pytest_cache
+	rm -rf $(VENV) $(PHOENIX_VENV) .routelens .pytest_cache
