@@ -1,16 +1,19 @@
 """Request analysis cost of semantic intents: p99 per path with 20 routes x 50 examples, and fit times.
 
 Routes are synthetic from the vendored Home Assistant sets (data/intents): the English and Chinese
-training routes, 50 examples each, the first 20 routes. Queries are the held-out cases. The fast
-path (char n-gram TF-IDF + logistic regression) and the embedding path (MiniLM, one torch thread,
-nearest centroid; int8 unless ``--precision fp32``) are timed per query, separately. Targets: fast
-p99 <= 2 ms, embedding p99 <= 25 ms.
+training routes, 50 examples each, the first 20 routes. Queries are the held-out cases. Each query
+is classified as the router classifies it (``classify``) and timed under the path it took: the
+fast path (char n-gram TF-IDF + logistic regression, when it clears its calibrated accept
+threshold) or the embedding path (MiniLM, one torch thread, int8 unless ``--precision fp32``, and
+the joint linear model over the embedding and the n-grams). Then every query is also timed on
+each path alone (``*_all_*``), whatever path it would take. Targets: fast p99 <= 2 ms, embedding
+p99 <= 25 ms.
 
 With it, what a 50-rule routing matrix adds to ``decide()`` p99 (target <= 0.1 ms; :mod:`bench.matrix`).
 
-Last line: ``{"routes", "examples", "fast_p50_ms", "fast_p99_ms", "embedding_precision", "embedding_p50_ms",
-"embedding_p99_ms",
-"fit_fast_s", "fit_embedding_s", ..., "decide_p99_ms", "matrix_none_added_p99_ms", "matrix_last_added_p99_ms"}``.
+Last line: ``{"routes", "examples", "paths", "fast_p50_ms", "fast_p99_ms", "embedding_precision", "embedding_p50_ms",
+"embedding_p99_ms", "fast_all_p99_ms", "embedding_all_p99_ms", "fit_fast_s", "fit_embedding_s", "calibration", ...,
+"decide_p99_ms", "matrix_none_added_p99_ms", "matrix_last_added_p99_ms"}``.
 """
 
 from __future__ import annotations
@@ -46,10 +49,17 @@ def _p(xs: list[float], q: float) -> float:
     return round(xs[min(len(xs) - 1, int(q * len(xs)))], 3)
 
 
-def analysis_figures(n_routes: int, per_route: int, n_queries: int, precision: str = "int8") -> dict[str, Any]:
-    """Fit both paths and time each on ``n_queries`` queries (the per-path request cost)."""
-    import numpy as np
+def _timed(fn: Any, queries: list[str]) -> tuple[list[float], list[Any]]:
+    times, out = [], []
+    for q in queries:
+        s = time.perf_counter()
+        out.append(fn(q))
+        times.append((time.perf_counter() - s) * 1e3)
+    return times, out
 
+
+def analysis_figures(n_routes: int, per_route: int, n_queries: int, precision: str = "int8") -> dict[str, Any]:
+    """Fit both paths and time each query on the path it takes, then on each path alone."""
     from router_core.intents import IntentClassifier
     from schemas.config.intents import IntentSettings
 
@@ -62,22 +72,25 @@ def analysis_figures(n_routes: int, per_route: int, n_queries: int, precision: s
     t0 = time.perf_counter()
     clf.fit_embedding()
     fit_emb = time.perf_counter() - t0
-    fast, emb = [], []
-    for q in queries:
-        s = time.perf_counter()
-        clf.classify(q, escalate=False)
-        fast.append((time.perf_counter() - s) * 1e3)
-    assert clf._embedder is not None and clf._centroids is not None
-    for q in queries:
-        s = time.perf_counter()
-        clf._centroids.score_vectors(np.asarray(clf._embedder.embed([q])))
-        emb.append((time.perf_counter() - s) * 1e3)
+    times, verdicts = _timed(clf.classify, queries)
+    by_path: dict[str, list[float]] = {"fast": [], "embedding": []}
+    for ms, v in zip(times, verdicts, strict=True):
+        by_path[v.path].append(ms)
+    fast_all, _ = _timed(lambda q: clf.classify(q, escalate=False), queries)
+    threshold = clf.fast_threshold
+    clf.fast_threshold = 1.01  # every query on the embedding path
+    emb_all, _ = _timed(clf.classify, queries)
+    clf.fast_threshold = threshold
+    fast, emb = by_path["fast"] or [0.0], by_path["embedding"] or [0.0]
     return {"routes": len(routes), "examples": sum(map(len, routes.values())), "queries": len(queries),
+            "paths": {p: len(ts) for p, ts in by_path.items()},
             "fast_p50_ms": round(statistics.median(fast), 3), "fast_p99_ms": _p(fast, 0.99),
             "embedding_precision": settings.embedding_precision,
             "embedding_p50_ms": round(statistics.median(emb), 3), "embedding_p99_ms": _p(emb, 0.99),
+            "fast_all_p99_ms": _p(fast_all, 0.99), "embedding_all_p99_ms": _p(emb_all, 0.99),
             "fit_fast_s": round(fit_fast, 3), "fit_embedding_s": round(fit_emb, 3),
-            "fast_threshold": round(clf.fast_threshold, 4), "embedding_threshold": clf.embedding_threshold}
+            "fast_threshold": round(clf.fast_threshold, 4), "embedding_threshold": clf.embedding_threshold,
+            "calibration": clf.calibration}
 
 
 def main(argv: list[str]) -> int:

@@ -29,6 +29,8 @@ _KEYBOARD = ("asdf", "qwer", "zxcv", "hjkl", "uiop", "jkl;", "qwerty", "asdfgh",
 
 
 _WORD = re.compile(r"[a-z]+")
+# Short words count only from this list: the vocabulary's two-letter entries are mostly fragments ("bs", "nu").
+_SHORT = frozenset("a i am an as at be by do go he hi if in is it me my no of ok on or so to up us we ya yo".split())
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
@@ -46,7 +48,7 @@ def is_gibberish(text: str, vocabulary: Collection[str]) -> bool:
     if not vocabulary or has_cjk(text):  # no word list (a test's fake encoder): nothing is gibberish
         return False
     words = _WORD.findall(text.lower())
-    return bool(words) and not any(w in vocabulary for w in words)
+    return bool(words) and not any(w in _SHORT if len(w) < 3 else w in vocabulary for w in words)
 
 
 def gibberish(n: int, seed: int) -> list[str]:

@@ -41,7 +41,7 @@ from schemas.trace_policy import IntentVerdict
 __all__ = ["IntentClassifier"]
 
 _COVER = 0.7  # a background text this close (cosine) to a route example is what the route set is about
-_CALIBRATION = "joint-5"  # bump when the calibration changes: cached figures of another version are not reused
+_CALIBRATION = "joint-7"  # bump when the calibration changes: cached figures of another version are not reused
 
 
 class IntentClassifier:
@@ -71,10 +71,13 @@ class IntentClassifier:
         self._texts = [t for ts in routes.values() for t in ts]
         self._labels = [r for r, ts in routes.items() for _ in ts]
         self._fast = FastModel(settings.seed).fit(self._texts, self._labels)
-        # Fast path alone: abstain below the held-out quantile. fit_embedding replaces it by the accept threshold.
-        self.fast_threshold = self._threshold(settings.fast_threshold, lambda: calibrated_threshold(
-            self._texts, self._labels, fit_fast(settings.seed), folds=settings.folds,
-            quantile=settings.calibration_quantile, seed=settings.seed))
+        # Fast path alone: abstain below the held-out quantile. With the slow path, fit_embedding sets the
+        # accept threshold (until then every query takes the slow path, which fits first).
+        self.fast_threshold = 1.0
+        if not self._slow(None):
+            self.fast_threshold = self._threshold(settings.fast_threshold, lambda: calibrated_threshold(
+                self._texts, self._labels, fit_fast(settings.seed), folds=settings.folds,
+                quantile=settings.calibration_quantile, seed=settings.seed))
         self._joint: JointModel | None = None
         self._background: Vectors | None = None
         self._vocabulary: frozenset[str] = frozenset()
@@ -111,8 +114,8 @@ class IntentClassifier:
     def _set_hash(self) -> str:
         s = self.settings
         key = [[r, route_hash(ts)] for r, ts in self.routes.items()] + [
-            _CALIBRATION, s.fast_threshold, s.embedding_threshold, s.fast_precision, s.folds, s.calibration_quantile,
-            s.seed]
+            _CALIBRATION, s.fast_threshold, s.embedding_threshold, s.fast_precision, s.fast_unseen_share, s.folds,
+            s.calibration_quantile, s.seed]
         return hashlib.sha256(repr(key).encode()).hexdigest()[:16]
 
     def _embed_routes(self, cache: CentroidCache) -> dict[str, CacheEntry]:
@@ -188,7 +191,7 @@ class IntentClassifier:
         # A route left out stands for the out-of-scope query nearest to the set: the fast path may not
         # accept most of those (they would never reach the abstaining slow path).
         unseen = _left_out_confidences(texts, labels, s.seed)
-        floor = max([*gib, float(np.quantile(unseen, 1 - s.calibration_quantile)) if unseen else 0.0])
+        floor = max([*gib, float(np.quantile(unseen, 1 - s.fast_unseen_share)) if unseen else 0.0])
         accept = self._threshold(s.fast_threshold, lambda: accept_threshold(
             [labels[i] == n for i, n in zip(f_idx, f_names, strict=True)], f_conf, s.fast_precision, floor))
         slow = [k for k, i in enumerate(j_idx) if fast_by[i][1] < accept]
@@ -205,6 +208,9 @@ class IntentClassifier:
         right = abstained = 0
         for k, i in enumerate(j_idx):
             name, conf = fast_by[i]
+            if is_gibberish(texts[i], self._vocabulary):
+                abstained += 1
+                continue
             if conf < accept:
                 name = j_names[k]
                 if guard[i] or j_conf[k] < threshold:
@@ -226,8 +232,10 @@ class IntentClassifier:
         """The fast path's verdict, or None when the query needs the slow path (never blocks on the model)."""
         text, cut = cut_to_tokens(text, self.settings.max_tokens)
         nearest, conf = self._fast.score_one(text)
-        if conf >= self.fast_threshold and (self.embedding_threshold is not None or self._embedder is None
-                                            or not self.settings.escalate):
+        fitted = self.embedding_threshold is not None
+        if fitted and is_gibberish(text, self._vocabulary):
+            return _verdict(nearest, 0.0, self.fast_threshold, "fast", cut)
+        if conf >= self.fast_threshold and (fitted or self._embedder is None or not self.settings.escalate):
             return _verdict(nearest, conf, self.fast_threshold, "fast", cut)
         if self._slow(None):
             return None
@@ -245,6 +253,8 @@ class IntentClassifier:
         if not self._slow(escalate):
             return _verdict(nearest, conf, self.fast_threshold, "fast", cut)
         self.fit_embedding()
+        if is_gibberish(text, self._vocabulary):  # no word the encoder knows: abstain at once
+            return _verdict(nearest, 0.0, self.fast_threshold, "fast", cut)
         if conf >= self.fast_threshold:
             return _verdict(nearest, conf, self.fast_threshold, "fast", cut)
         assert self._embedder is not None and self._joint is not None

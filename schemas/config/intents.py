@@ -38,6 +38,11 @@ class IntentSettings(ContractModel):
         0.98, gt=0.5, le=1.0,
         description="Fast path: a calibrated accept threshold keeps held-out verdicts above it right this share "
                     "of the time; the rest take the embedding path.")
+    fast_unseen_share: float = Field(
+        0.1, ge=0, lt=1,
+        description="Fast path: the share of a left-out route's examples (the nearest out-of-scope queries) whose "
+                    "confidence may reach its accept threshold. Lower: more abstentions, more queries on the "
+                    "embedding path.")
     k_min: int = Field(3, ge=1, description="Fewest capability centroids per route (K-means; the seed's method, "
                                             "which `routelens intents eval --method centroids` measures).")
     k_max: int = Field(5, ge=1, description="Most capability centroids per route.")

@@ -111,6 +111,6 @@ def test_an_abstention_leaves_the_rule_layers_intent(gateway: tuple[str, Path]) 
     for trace, (text, rule_intent) in zip(traces, ABSTAIN, strict=True):
         verdict = trace["policy"]["intent"]
         assert verdict["abstained"] and verdict["label"] is None and verdict["nearest"] in ROUTES, (text, verdict)
-        assert verdict["path"] == "embedding"  # the fast path never accepts what it is unsure of
+        assert verdict["path"] in ("fast", "embedding")  # gibberish abstains on the fast path, the rest below it
         assert classify_intent(text).cls == rule_intent
         assert trace["intent"] == rule_intent, (text, trace["intent"])

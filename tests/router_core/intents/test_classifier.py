@@ -12,7 +12,7 @@ DEMO = ROOT / "data/intents/routelens_routes.yaml"
 
 
 def _fast_only(**kw: object) -> IntentClassifier:
-    clf = IntentClassifier(load_routes(DEMO), IntentSettings(routes=str(DEMO), **kw), cache_path=None)
+    clf = IntentClassifier(load_routes(DEMO), IntentSettings(routes=str(DEMO), escalate=False, **kw), cache_path=None)
     clf._embedder = None  # as when sentence-transformers is not installed
     return clf
 

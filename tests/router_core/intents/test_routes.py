@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_shipped_routes_load() -> None:
     routes = load_routes(ROOT / "data/intents/routelens_routes.yaml")
     assert list(routes) == ["contract", "ticket", "code", "math", "chat"]
-    assert all(len(v) == 10 for v in routes.values())
+    assert all(len(v) == 24 for v in routes.values())  # 12 Chinese, 12 English
 
 
 @pytest.mark.parametrize(("text", "line", "needle"), [
