@@ -41,7 +41,7 @@ def day(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("demo-day")
     script = load_scenario(DEFAULT_SCRIPT)
     length = script.duration_s / SPEED
-    run = start_demo(tmp, "--speed", str(SPEED), "--duration", str(length + 6))
+    run = start_demo(tmp, "--speed", str(SPEED), "--duration", str(length + 3))
     try:
         assert run.proc.proc.wait(length + 150) == 0, run.output
     finally:
@@ -125,7 +125,9 @@ def test_the_crashed_instance_breaker_opened_half_opened_and_closed(day) -> None
     events = [e for e in store.events(datetime.now(UTC) - timedelta(hours=1), datetime.now(UTC), kind="breaker")
               if e.instance == inst]
     moves = [re.search(r": (\w+) -> (\w+)", e.message).groups() for e in sorted(events, key=lambda e: e.ts)]
-    assert moves[0] == ("closed", "open") and ("open", "half_open") in moves and moves[-1] == ("half_open", "closed")
+    assert ("half_open", "closed") in moves, moves
+    first_day = moves[:moves.index(("half_open", "closed")) + 1]  # the next day's crash may have begun at the end
+    assert first_day[0] == ("closed", "open") and ("open", "half_open") in first_day, moves
     printed = lines(day, f"instance breaker {inst}")
     assert [w.split(": ", 1)[1].split(" (")[0] for w, _ in printed][:1] == ["closed -> open"]
     assert {page_of(u, day["app"]) for _, u in printed} == {"fleet"} and len(printed) >= 3
