@@ -134,7 +134,7 @@ else:
         "http": st.column_config.NumberColumn("http", format="%d"),
         "total_ms": st.column_config.NumberColumn("total", format="%.0f ms"),
         "decision_ms": st.column_config.NumberColumn("decision", format="%.2f ms"),
-        "cost": st.column_config.NumberColumn("cost", format="%.3f", help=f"in {lim.cost_unit}"),
+        "cost": st.column_config.NumberColumn(f"cost ({lim.cost_unit})", format="%.3f"),
     })
 
 
