@@ -42,6 +42,7 @@ from ingest import (
     add_store_proxy,
     build_otel_sink,
 )
+from ingest.http_api.openapi import STORE_OPERATIONS
 from router_core import Gateway, PolicyGate, RedisShared, SharedCollector, build_router, build_shared
 from schemas.config import RouteLensConfig
 from schemas.feedback import Feedback
@@ -143,6 +144,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     )
     app = gateway.build_app()
     app[GATEWAY] = gateway
+    gateway.openapi.operations.extend(STORE_OPERATIONS)  # served here in-process, or forwarded to the store
     if isinstance(shared, RedisShared):  # connects (or says why not) and listens to the other replicas
         app.on_startup.append(lambda _: shared.start())
         app.on_cleanup.append(lambda _: shared.close())

@@ -18,11 +18,19 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from app.run.access import read_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths
-from ingest import EmitterCollector, IngestApi, Quarantine, TraceEmitter, add_relay_route
+from ingest import SERVER_LIMITS, EmitterCollector, IngestApi, Quarantine, TraceEmitter, add_relay_route
+from ingest.http_api.openapi import STORE_OPERATIONS
 from router_core.gateway.errors import ParseErrorsQuiet
+from router_core.gateway.openapi import OpenApi
 from schemas.config import RouteLensConfig
+from schemas.openapi import Answer, Operation
 
 __all__ = ["build_store_app", "run_store"]
+
+_OWN = (Operation("GET", "/health", "Liveness, and the records waiting to be stored", {200: Answer("Status")},
+                  tag="store"),
+        Operation("GET", "/metrics", "Prometheus exposition", {200: Answer("Metrics", content_type="text/plain")},
+                  tag="store"))
 
 
 def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
@@ -57,6 +65,7 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
 
     app.on_startup.append(settle_gc)
     app.router.add_get("/health", health)
+    OpenApi("RouteLens store", config.router.version, (*STORE_OPERATIONS, *_OWN)).add_route(app)
     app.on_cleanup.append(close_emitter)
     return app
 
@@ -67,4 +76,5 @@ def run_store(config: RouteLensConfig, *, host: str = "127.0.0.1", port: int, db
     ParseErrorsQuiet.install()  # a request aiohttp cannot parse is one warning line, not a traceback
     app = build_store_app(config, db or config.storage.duckdb_path)
     web.run_app(app, host=host, port=port, access_log=None, loop=uvloop.new_event_loop(),
+                **SERVER_LIMITS,  # a long URL or header reaches the routes (an OpenAI-shaped 400), as on the gateway
                 print=lambda _msg: print(f"store ready http://{host}:{port}", flush=True))

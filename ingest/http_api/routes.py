@@ -39,18 +39,40 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import orjson
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from ingest.http_api.openapi import (
+    BucketsAnswer,
+    ConstraintsAnswer,
+    EventsAnswer,
+    GroupsAnswer,
+    MisroutesAnswer,
+    ProbesAnswer,
+    QuarantineAnswer,
+    SnapshotsAnswer,
+    TrafficAnswer,
+)
+from ingest.http_api.params import (
+    BadParam,
+    BucketsQuery,
+    EventsQuery,
+    GroupsQuery,
+    MisroutesQuery,
+    ProbesQuery,
+    QuarantineQuery,
+    SearchQuery,
+    SnapshotsQuery,
+    query_of,
+)
 from ingest.intake.lines import LineResult, split_records, take_records
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import describe_validation_error
-from ingest.trace_store import MAX_LIMIT, BadCursor, TraceStore
-from schemas.common import ProbeKind
-from schemas.experiments import COMPARE_BY, CompareBy, CompareQuery
+from ingest.trace_store import BadCursor, TraceStore
+from schemas.experiments import CompareQuery
 from schemas.queries import AggregateQuery, TraceFilter
 from schemas.trace import DecisionTrace
 
@@ -115,10 +137,9 @@ def _json(data: Any, status: int = 200) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(data, default=plain), content_type="application/json")
 
 
-class _BadParam(ValueError):
-    def __init__(self, param: str, message: str) -> None:
-        super().__init__(message)
-        self.param = param
+def _trace_filter(q: TraceFilter) -> TraceFilter:
+    """The trace filter a route's query model carries (its own extra fields left out)."""
+    return TraceFilter.model_validate(q.model_dump(include=_FILTERS, exclude_unset=True))
 
 
 def _filter(request: web.Request) -> TraceFilter:
@@ -127,10 +148,9 @@ def _filter(request: web.Request) -> TraceFilter:
         return TraceFilter.model_validate(raw)
     except ValidationError as exc:
         loc = exc.errors()[0]["loc"]
-        raise _BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
+        raise BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
 
 
-_PROBE_KINDS = frozenset(k.value for k in ProbeKind)
 _COMPARE = {"a", "b", "by", "min_samples", "confidence", "alpha", "replicates", "seed"}
 
 
@@ -138,24 +158,14 @@ def _time(request: web.Request, name: str) -> datetime:
     """Return the required ISO 8601 time ``name`` (``start`` or ``end``); it must carry a zone."""
     value = request.query.get(name)
     if value is None:
-        raise _BadParam(name, f"{name} is required")
+        raise BadParam(name, f"{name} is required")
     try:
         ts = datetime.fromisoformat(value)
     except ValueError as exc:
-        raise _BadParam(name, f"{name} is not an ISO 8601 time") from exc
+        raise BadParam(name, f"{name} is not an ISO 8601 time") from exc
     if ts.tzinfo is None:
-        raise _BadParam(name, f"{name} must carry a time zone")
+        raise BadParam(name, f"{name} must carry a time zone")
     return ts
-
-
-def _limit(request: web.Request) -> int:
-    try:
-        value = int(request.query.get("limit", "100"))
-    except ValueError as exc:
-        raise _BadParam("limit", "limit must be an integer") from exc
-    if not 1 <= value <= MAX_LIMIT:
-        raise _BadParam("limit", f"limit must be between 1 and {MAX_LIMIT}")
-    return value
 
 
 class IngestApi:
@@ -196,7 +206,7 @@ class IngestApi:
                               "invalid_api_key")
             try:
                 return await handler(request)
-            except _BadParam as exc:
+            except BadParam as exc:
                 return error_response(400, str(exc), "invalid_parameter", exc.param)
             except BadCursor as exc:
                 return error_response(400, str(exc), "invalid_cursor", "cursor")
@@ -264,30 +274,32 @@ class IngestApi:
 
     async def search(self, request: web.Request) -> web.Response:
         """``GET /v1/traces``: one page of summaries, newest first."""
-        flt, limit, cursor = _filter(request), _limit(request), request.query.get("cursor")
-        return _json(await asyncio.to_thread(self.store.search, flt, limit, cursor))
+        q = query_of(SearchQuery, request)
+        return _json(await asyncio.to_thread(self.store.search, _trace_filter(q), q.limit, q.cursor))
 
     async def buckets(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/buckets``: aggregates per time bucket."""
-        flt = _filter(request)
+        q = query_of(BucketsQuery, request)
         try:
-            query = AggregateQuery.model_validate({"filter": flt, "bucket": request.query.get("bucket", "1h")})
+            query = AggregateQuery.model_validate({"filter": _trace_filter(q), "bucket": q.bucket})
         except ValidationError as exc:
-            raise _BadParam("bucket", describe_validation_error(exc)) from exc
-        return _json({"buckets": await asyncio.to_thread(self.store.aggregate, query)})
+            raise BadParam("bucket", describe_validation_error(exc)) from exc
+        return _json(BucketsAnswer(buckets=await asyncio.to_thread(self.store.aggregate, query)))
 
     async def traffic(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/traffic``: rule -> model -> instance counts."""
-        return _json({"edges": await asyncio.to_thread(self.store.traffic, _filter(request))})
+        return _json(TrafficAnswer(edges=await asyncio.to_thread(self.store.traffic, _filter(request))))
 
     async def constraints(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/constraints``: how often each constraint removed each instance."""
-        return _json({"constraints": await asyncio.to_thread(self.store.constraint_stats, _filter(request))})
+        return _json(ConstraintsAnswer(
+            constraints=await asyncio.to_thread(self.store.constraint_stats, _filter(request))))
 
     async def misroutes(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/misroutes``: feedback with ``correct=false``, newest first (``limit``)."""
-        flt, limit = _filter(request), _limit(request)
-        return _json({"misroutes": await asyncio.to_thread(self.store.misroutes, flt, limit)})
+        q = query_of(MisroutesQuery, request)
+        found = await asyncio.to_thread(self.store.misroutes, _trace_filter(q), q.limit)
+        return _json(MisroutesAnswer(misroutes=found))
 
     async def compare(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/compare``: ``a`` against ``b`` metric by metric, with intervals and the SRM check."""
@@ -299,37 +311,34 @@ class IngestApi:
             query = CompareQuery.model_validate(raw)
         except ValidationError as exc:
             loc = exc.errors()[0]["loc"]
-            raise _BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
+            raise BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
         return _json(await asyncio.to_thread(self.store.compare, query))
 
     async def groups(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/groups``: requests per arm, router version or policy hash (``by``) in a window."""
-        by = request.query.get("by", "arm")
-        if by not in COMPARE_BY:
-            raise _BadParam("by", f"by must be one of {', '.join(COMPARE_BY)}")
-        start, end = _time(request, "start"), _time(request, "end")
-        groups = await asyncio.to_thread(self.store.experiment_groups, cast(CompareBy, by), start, end)
-        return _json({"by": by, "groups": groups})
+        q = query_of(GroupsQuery, request)
+        groups = await asyncio.to_thread(self.store.experiment_groups, q.by, q.start, q.end)
+        return _json(GroupsAnswer(by=q.by, groups=groups))
 
     async def probes(self, request: web.Request) -> web.Response:
         """``GET /v1/probes``: the probe timeline (``instance`` and ``kind`` narrow it)."""
-        kind = request.query.get("kind")
-        if kind is not None and kind not in _PROBE_KINDS:
-            raise _BadParam("kind", f"kind must be one of {', '.join(sorted(_PROBE_KINDS))}")
-        args = (_time(request, "start"), _time(request, "end"), request.query.get("instance"), _limit(request), kind)
-        return _json({"results": await asyncio.to_thread(self.store.probe_timeline, *args)})
+        q = query_of(ProbesQuery, request)
+        kind = None if q.kind is None else q.kind.value
+        args = (q.start, q.end, q.instance, q.limit, kind)
+        return _json(ProbesAnswer(results=await asyncio.to_thread(self.store.probe_timeline, *args)))
 
     async def events(self, request: web.Request) -> web.Response:
         """``GET /v1/events``: router events."""
-        args = (_time(request, "start"), _time(request, "end"), request.query.get("kind"), _limit(request))
-        return _json({"events": await asyncio.to_thread(self.store.events, *args)})
+        q = query_of(EventsQuery, request)
+        return _json(EventsAnswer(events=await asyncio.to_thread(self.store.events, q.start, q.end, q.kind, q.limit)))
 
     async def snapshots(self, request: web.Request) -> web.Response:
         """``GET /v1/snapshots``: instance snapshots."""
-        args = (_time(request, "start"), _time(request, "end"), request.query.get("instance"), _limit(request))
-        return _json({"snapshots": await asyncio.to_thread(self.store.snapshots, *args)})
+        q = query_of(SnapshotsQuery, request)
+        snaps = await asyncio.to_thread(self.store.snapshots, q.start, q.end, q.instance, q.limit)
+        return _json(SnapshotsAnswer(snapshots=snaps))
 
     async def quarantined(self, request: web.Request) -> web.Response:
         """``GET /v1/quarantine``: quarantined records."""
-        args = (_time(request, "start"), _time(request, "end"), _limit(request))
-        return _json({"records": await asyncio.to_thread(self.store.quarantined, *args)})
+        q = query_of(QuarantineQuery, request)
+        return _json(QuarantineAnswer(records=await asyncio.to_thread(self.store.quarantined, q.start, q.end, q.limit)))

@@ -36,6 +36,7 @@ from router_core.gateway.finisher import TraceFinisher
 from router_core.gateway.forward import Forwarder
 from router_core.gateway.hooks import TraceHooks
 from router_core.gateway.http1 import Http1Pool
+from router_core.gateway.openapi import GATEWAY_OPERATIONS, OpenApi
 from router_core.gateway.policy_book import PolicyBook
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.probe_source import ProbeSource
@@ -159,6 +160,7 @@ class Gateway:
         self.book = PolicyBook(self.policy, wall=wall, router_version=config.router.version,
                                record=getattr(hooks, "record_policy", None))
         self._hash_shadow(self.experiment)
+        self.openapi = OpenApi("RouteLens gateway", config.router.version, GATEWAY_OPERATIONS)
         self.chat = ChatRunner(
             config, base=Lane(router, config.router.version, None, self.policy),
             experiment=lambda: self.experiment, gates=lambda: self.arm_gates, policy=self.policy, view=self.view,
@@ -260,6 +262,7 @@ class Gateway:
         app.router.add_get("/metrics", partial(ops_routes.prometheus, self))
         app.router.add_get("/v1/alerts", partial(ops_routes.alerts, self))
         app.router.add_get("/v1/probes/verdicts", partial(ops_routes.probe_verdicts, self))
+        self.openapi.add_route(app)  # GET /openapi.json (a server mounting more routes adds their operations)
         app.router.add_post("/v1/router/breakers/{scope}/{name}/close", partial(ops_routes.close_breaker, self))
         if keys is not None:
             # The gateway's own routes; the store's API, mounted later by app/, checks its own tokens.

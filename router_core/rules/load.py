@@ -113,7 +113,30 @@ def _text_start(node: yaml.Node | None, text: str) -> tuple[int, int]:
     return line, col
 
 
+_MAX_NESTING = 100  # flow collections ([ and {) open at once: PyYAML would recurse, slowly, into a RecursionError
+
+
+def _too_deep(text: str) -> tuple[int, int] | None:
+    """Where ``text`` first opens more than :data:`_MAX_NESTING` flow collections (line, column), else None."""
+    if text.count("[") + text.count("{") <= _MAX_NESTING:
+        return None
+    depth = line = 0
+    start = -1
+    for i, ch in enumerate(text):
+        if ch == "\n":
+            line, start = line + 1, i
+        elif ch in "[{":
+            depth += 1
+            if depth > _MAX_NESTING:
+                return line + 1, i - start
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return None
+
+
 def _parse(text: str, source: str) -> tuple[yaml.Node | None, PolicyFileSpec]:
+    if (where := _too_deep(text)) is not None:
+        raise PolicyError(source, [(*where, f"collections nest deeper than {_MAX_NESTING} levels")])
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -121,6 +144,8 @@ def _parse(text: str, source: str) -> tuple[yaml.Node | None, PolicyFileSpec]:
         mark = getattr(exc, "problem_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         raise PolicyError(source, [(line, col, f"YAML syntax error: {getattr(exc, 'problem', None) or exc}")]) from exc
+    except RecursionError as exc:  # PyYAML composes nested collections recursively ("[[[[..." thousands deep)
+        raise PolicyError(source, [(1, 1, "the YAML nests too deeply to read")]) from exc
     if not isinstance(data, dict):
         raise PolicyError(source, [(1, 1, "expected a mapping with routing_matrix and/or routing_dsl")])
     try:

@@ -1,0 +1,112 @@
+"""The query parameters of the store's read routes, as the models that validate them (and describe them).
+
+Each read route validates its whole query string with one model here (:func:`query_of`), and the
+store's OpenAPI description (:mod:`ingest.http_api.openapi`) lists the same models' fields as its
+parameters. Trace filters are :class:`schemas.queries.TraceFilter`'s; a window is a required
+``start`` and ``end`` with a zone.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeVar
+
+from aiohttp import web
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+
+from ingest.pipeline.quarantine import describe_validation_error
+from ingest.trace_store import MAX_LIMIT
+from schemas.common import ProbeKind
+from schemas.experiments import CompareBy
+from schemas.queries import TraceFilter
+
+__all__ = ["BadParam", "BucketsQuery", "EventsQuery", "GroupsQuery", "MisroutesQuery", "ProbesQuery",
+           "QuarantineQuery", "SearchQuery", "SnapshotsQuery", "query_of"]
+
+Q = TypeVar("Q", bound=BaseModel)
+
+
+class BadParam(ValueError):
+    """A query parameter the route's model refused (a 400 ``invalid_parameter`` naming it)."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class _Query(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _Limit(_Query):
+    limit: int = Field(100, ge=1, le=MAX_LIMIT, description="Items at most.")
+
+
+class _Window(_Limit):
+    start: AwareDatetime = Field(description="Inclusive, ISO 8601 with a zone.")
+    end: AwareDatetime = Field(description="Exclusive, ISO 8601 with a zone.")
+
+
+class SearchQuery(TraceFilter, _Limit):
+    """``GET /v1/traces``: the filters, a page size and the cursor of the previous page."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    cursor: str | None = Field(None, max_length=4096, description="The previous page's next_cursor.")
+
+
+class MisroutesQuery(TraceFilter, _Limit):
+    """``GET /v1/analytics/misroutes``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class BucketsQuery(TraceFilter):
+    """``GET /v1/analytics/buckets``: the filters (``start`` and ``end`` needed) and the bucket size."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    bucket: Literal["1m", "5m", "15m", "1h", "6h", "1d"] = "1h"
+
+
+class ProbesQuery(_Window):
+    """``GET /v1/probes``."""
+
+    instance: str | None = None
+    kind: ProbeKind | None = None
+
+
+class EventsQuery(_Window):
+    """``GET /v1/events``."""
+
+    kind: str | None = None
+
+
+class SnapshotsQuery(_Window):
+    """``GET /v1/snapshots``."""
+
+    instance: str | None = None
+
+
+class QuarantineQuery(_Window):
+    """``GET /v1/quarantine``."""
+
+
+class GroupsQuery(_Query):
+    """``GET /v1/analytics/groups``."""
+
+    by: CompareBy = "arm"
+    start: AwareDatetime
+    end: AwareDatetime
+
+
+def query_of(model: type[Q], request: web.Request) -> Q:
+    """The request's query string validated by ``model``.
+
+    Raises:
+        BadParam: A parameter is missing or invalid (the first one, named).
+    """
+    try:
+        return model.model_validate(dict(request.query))
+    except ValidationError as exc:
+        loc = exc.errors()[0]["loc"]
+        raise BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
