@@ -45,6 +45,9 @@ class TraceFilter(ContractModel):
                                       description="The W3C trace id the request carried or began (32 hex).")
     min_latency_ms: float | None = Field(None, ge=0, description="Gateway latency at least this (ms).")
     max_latency_ms: float | None = Field(None, ge=0, description="Gateway latency below this (ms).")
+    violation: str | None = Field(
+        None, pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=200,
+        description="A constraint (its name) that a candidate of the decision violated, hard or soft.")
 
     @model_validator(mode="after")
     def _aware_times(self) -> TraceFilter:

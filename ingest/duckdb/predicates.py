@@ -30,6 +30,10 @@ PREDICATES: dict[str, str] = {
     "otel_trace_id": "otel_trace_id = ?",
     "min_latency_ms": "outcome.total_ms >= ?",
     "max_latency_ms": "outcome.total_ms < ?",
+    # constraint_hits is the JSON [[constraint, instance, model, verdict], ...] the sink derives; the
+    # name's pattern (TraceFilter) holds no LIKE wildcard or quote. A row written around the sink
+    # has none until derive_missing fills it.
+    "violation": "constraint_hits LIKE '%[\"' || ? || '\",%'",
 }
 
 

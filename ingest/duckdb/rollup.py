@@ -46,7 +46,7 @@ _DIMS = ("router_version", "experiment_arm", "rule", "model", "instance")
 # TraceFilter field -> predicate on traffic_minutes; a filter setting any other field reads the traces.
 _PREDICATES = {"router_version": "router_version = ?", "experiment_arm": "experiment_arm = ?", "rule": "rule = ?",
                "model": "model = ?", "instance": "instance = ?"}
-_UNANSWERABLE = ("fallback", "outcome", "query_hash", "min_latency_ms", "max_latency_ms")
+_UNANSWERABLE = ("fallback", "outcome", "query_hash", "min_latency_ms", "max_latency_ms", "violation")
 Fetch = Callable[[str, list[Any]], list[dict[str, Any]]]
 
 

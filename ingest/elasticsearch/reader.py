@@ -65,6 +65,9 @@ def filter_query(flt: TraceFilter, prefix: str = "") -> dict[str, Any]:
                if getattr(flt, name) is not None}
     if latency:
         clauses.append({"range": {(prefix + "total_ms") if prefix else "outcome.total_ms": latency}})
+    if flt.violation is not None and not prefix:  # feedback documents carry no candidates
+        clauses.append({"nested": {"path": "candidates",
+                                   "query": term("candidates.violations.constraint", flt.violation)}})
     return {"bool": {"filter": clauses}}
 
 

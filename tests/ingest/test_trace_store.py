@@ -197,6 +197,7 @@ FILTERS: list[tuple[str, Any, Any]] = [
     ("end", T0 + timedelta(minutes=10), lambda t: t.ts < T0 + timedelta(minutes=10)),
     ("min_latency_ms", 700.0, lambda t: t.outcome.total_ms >= 700.0),
     ("max_latency_ms", 700.0, lambda t: t.outcome.total_ms < 700.0),
+    ("violation", "queue", lambda t: any(v.constraint == "queue" for c in t.candidates for v in c.violations)),
 ]
 
 
@@ -270,6 +271,14 @@ def test_probe_timeline_events_snapshots_and_quarantine(store: Any) -> None:
 def test_latency_range_narrows_buckets_and_traffic(store: Any) -> None:
     flt = TraceFilter(start=T0, end=T0 + timedelta(hours=1), min_latency_ms=300.0, max_latency_ms=900.0)
     inside = [t for t in DATA.traces if 300.0 <= t.outcome.total_ms < 900.0]
+    assert 0 < len(inside) < len(DATA.traces)
+    assert sum(b.requests for b in store.aggregate(AggregateQuery(filter=flt, bucket="1h"))) == len(inside)
+    assert sum(e.requests for e in store.traffic(flt)) == len(inside)
+
+
+def test_a_violation_narrows_buckets_and_traffic(store: Any) -> None:
+    flt = TraceFilter(start=T0, end=T0 + timedelta(hours=1), violation="queue")
+    inside = [t for t in DATA.traces if any(v.constraint == "queue" for c in t.candidates for v in c.violations)]
     assert 0 < len(inside) < len(DATA.traces)
     assert sum(b.requests for b in store.aggregate(AggregateQuery(filter=flt, bucket="1h"))) == len(inside)
     assert sum(e.requests for e in store.traffic(flt)) == len(inside)

@@ -113,6 +113,9 @@ class Engine:
             if unknown:
                 raise Unsupported(f"bool.{sorted(unknown)}")
             return all(self._matches(stream, doc, q) for q in body.get("filter", []))
+        if kind == "nested":  # one element of the nested list must match the whole inner query
+            path = body["path"]
+            return any(self._matches(stream, {path: item}, body["query"]) for item in _get(doc, path) or [])
         (field, arg), = body.items()
         value = _get(doc, field)
         values = value if isinstance(value, list) else [value]
