@@ -23,7 +23,7 @@ from schemas.trace import QUERY_HASH_PATTERN, DecisionTrace
 
 __all__ = [
     "CONFIG_ENV", "MAX_TEXT", "OUTCOME_COLOURS", "PAGE_SIZE", "ROW_COLUMNS", "URL_KEYS", "SearchParams", "hash_key",
-    "hash_text", "keep_violation", "key_note", "outcome_colour", "parse_search", "rows_frame", "scope_problems",
+    "hash_text", "key_note", "outcome_colour", "parse_search", "rows_frame", "scope_problems",
     "search_filter", "to_query", "violations_of",
 ]
 
@@ -53,8 +53,8 @@ class SearchParams(BaseModel):
     min_ms: float | None = Field(None, ge=0, allow_inf_nan=False)
     max_ms: float | None = Field(None, ge=0, allow_inf_nan=False)
     qhash: str | None = Field(None, pattern=QUERY_HASH_PATTERN)
-    violation: str | None = Field(None, min_length=1, max_length=MAX_TEXT,
-                                  description="Rows whose decision removed a candidate for this constraint.")
+    violation: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=MAX_TEXT,
+                                  description="Decisions in which a candidate broke this constraint.")
     pages: list[Annotated[str, Field(max_length=512)]] = Field(
         [], max_length=MAX_PAGES, description="The store cursors that led to this page (last: this page's)."
     )
@@ -108,7 +108,7 @@ def search_filter(base: TraceFilter, params: SearchParams) -> TraceFilter:
     return base.model_copy(update={
         "rule": params.rule, "fallback": None if params.fallback == "any" else params.fallback == "yes",
         "outcome": None if params.outcome == "any" else params.outcome, "query_hash": params.qhash,
-        "min_latency_ms": params.min_ms, "max_latency_ms": params.max_ms,
+        "min_latency_ms": params.min_ms, "max_latency_ms": params.max_ms, "violation": params.violation,
     })
 
 
@@ -164,8 +164,8 @@ def key_note(key: str | None, key_env: str | None, hashes: Sequence[str]) -> tup
 
 
 def violations_of(trace: DecisionTrace) -> list[str]:
-    """The constraints that removed a candidate of this decision (hard violations), each once, by name."""
-    return sorted({v.constraint for c in trace.candidates for v in c.violations if v.severity == "hard"})
+    """The constraints a candidate of this decision broke (hard: removed, soft: scaled), each once, by name."""
+    return sorted({v.constraint for c in trace.candidates for v in c.violations})
 
 
 def rows_frame(page: TracePage, violations: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
@@ -185,13 +185,6 @@ def rows_frame(page: TracePage, violations: Mapping[str, Sequence[str]] | None =
         "decision_ms": s.latency_ms, "cost": s.cost,
     } for s in page.items]
     return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
-
-
-def keep_violation(frame: pd.DataFrame, violation: str | None) -> pd.DataFrame:
-    """The rows whose decision removed a candidate for ``violation`` (all rows when None)."""
-    if violation is None or frame.empty:
-        return frame
-    return frame[frame["violations"].str.split(", ").apply(lambda names: violation in names)].reset_index(drop=True)
 
 
 def outcome_colour(value: object) -> str:

@@ -56,7 +56,7 @@ c1, c2, c3, c4, c5, c6 = st.columns([2, 1, 1, 2, 1, 1])
 c1.text_input("rule", key="dec_rule", placeholder="any")
 c2.selectbox("fallback", CHOICES["fallback"], key="dec_fallback", format_func=lambda v: v or "any")
 c3.selectbox("outcome", CHOICES["outcome"], key="dec_outcome", format_func=lambda v: v or "any")
-c4.selectbox("violation (a constraint removed a candidate)", VIOLATIONS, key="dec_violation",
+c4.selectbox("violation (a constraint a candidate broke)", VIOLATIONS, key="dec_violation",
              format_func=lambda v: v or "any")
 c5.text_input("min latency (ms)", key="dec_min_ms", placeholder="0")
 c6.text_input("max latency (ms)", key="dec_max_ms", placeholder="∞")
@@ -107,20 +107,19 @@ if not page.items:
 else:
     more = ", more on the next page" if page.next_cursor else ""
     found = None
-    # Reading the rows' traces costs a lookup per row: on demand, and whenever a violation filters the page.
+    # Reading the rows' traces costs a lookup per row: on demand (the store filters by violation itself).
     if "dec_viol" not in st.session_state:
         st.session_state.dec_viol = st.query_params.get("violations") == "1"
-    show = st.toggle("violations column (reads each row's trace)", key="dec_viol") or params.violation is not None
-    sync_param("violations", "1" if st.session_state.dec_viol else None)
+    show = st.toggle("violations column (reads each row's trace)", key="dec_viol")
+    sync_param("violations", "1" if show else None)
     if show:
         try:
             found = fetch_violations(tuple(s.request_id for s in page.items))
         except SinkError as exc:
             st.caption(widgets.plain(f"Violations not shown: {exc}"))
-    rows = dec.keep_violation(dec.rows_frame(page, found), params.violation)
-    shown = (f"{len(rows)} of {count(len(page.items), 'decision')} removed a candidate for {params.violation}"
-             if params.violation else count(len(page.items), "decision"))
-    st.caption(f"Page {number}: {shown}{more}.")
+    rows = dec.rows_frame(page, found)
+    broke = f" in which a candidate broke {params.violation}" if params.violation else ""
+    st.caption(f"Page {number}: {count(len(page.items), 'decision')}{broke}{more}.")
     if found is None:
         rows = rows.drop(columns="violations")
     styled = rows.style.map(dec.outcome_colour, subset=["outcome", "fallback"])

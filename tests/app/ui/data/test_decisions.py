@@ -18,13 +18,13 @@ H = "sha256:" + "ab" * 32
 
 def test_parse_round_trips_through_the_url() -> None:
     raw = {"rule": " code ", "fallback": "yes", "outcome": "error", "min_ms": "100", "max_ms": "250.5",
-           "qhash": H, "pages": "c1,c2"}
+           "qhash": H, "violation": "kv-cache", "pages": "c1,c2"}
     params, problems = dec.parse_search(raw)
     assert problems == [] and params is not None
     assert params.rule == "code" and params.cursor == "c2"
     url = dec.to_query(params)
     assert url == {"rule": "code", "fallback": "yes", "outcome": "error", "min_ms": "100", "max_ms": "250.5",
-                   "qh": H, "pages": "c1,c2"}
+                   "qh": H, "violation": "kv-cache", "pages": "c1,c2"}
     back, _ = dec.parse_search({f: url[k] for f, k in dec.URL_KEYS.items() if k in url})
     assert back == params
 
@@ -36,12 +36,13 @@ def test_defaults_leave_the_url_empty() -> None:
 
 def test_params_narrow_the_scope_filter() -> None:
     base = TraceFilter(start=T, end=T.replace(hour=10), model="coder")
-    params, _ = dec.parse_search({"rule": "code", "fallback": "no", "outcome": "ok", "min_ms": "5", "qhash": H})
+    params, _ = dec.parse_search({"rule": "code", "fallback": "no", "outcome": "ok", "min_ms": "5", "qhash": H,
+                                  "violation": "queue"})
     assert params is not None
     flt = dec.search_filter(base, params)
     assert flt.model == "coder" and flt.start == T
-    assert (flt.rule, flt.fallback, flt.outcome, flt.min_latency_ms, flt.max_latency_ms, flt.query_hash) == (
-        "code", False, OutcomeStatus.OK, 5.0, None, H)
+    assert (flt.rule, flt.fallback, flt.outcome, flt.min_latency_ms, flt.max_latency_ms, flt.query_hash,
+            flt.violation) == ("code", False, OutcomeStatus.OK, 5.0, None, H, "queue")
     any_params, _ = dec.parse_search({})
     assert any_params is not None and dec.search_filter(base, any_params) == base
 
@@ -54,6 +55,7 @@ def test_params_narrow_the_scope_filter() -> None:
     ({"qhash": "' OR 1=1 --"}, "query hash: not a query hash"),
     ({"rule": "r" * 10_000}, "rule: String should have at most 200 characters"),
     ({"outcome": "maybe"}, "outcome: choose one of the offered values"),
+    ({"violation": "kv%' OR 1=1"}, "violation"),
     ({"pages": "x" * 10_000}, "page"),
 ])
 def test_bad_values_are_messages_not_exceptions(raw: dict[str, str], says: str) -> None:
@@ -117,7 +119,7 @@ def test_the_key_note_follows_the_stored_hashes(key: str | None, env: str | None
     assert got_level == level and says in sentence
 
 
-def test_violations_are_listed_kept_and_coloured() -> None:
+def test_violations_are_listed_and_outcomes_coloured() -> None:
     trace = make_trace("r-1")
     assert dec.violations_of(trace) == ["kv-cache"]
     items = [TraceSummary(request_id=r, ts=T, router_version="v", query_hash=H, outcome_status=status,
@@ -126,7 +128,5 @@ def test_violations_are_listed_kept_and_coloured() -> None:
     frame = dec.rows_frame(TracePage(items=items), {"r-1": ["kv-cache", "queue"], "r-2": []})
     assert frame["violations"].tolist() == ["kv-cache, queue", "", "—"]
     assert frame["rule"].tolist() == ["—"] * 3 and "None" not in frame.astype(str).to_string()
-    assert dec.keep_violation(frame, "queue")["request_id"].tolist() == ["r-1"]
-    assert dec.keep_violation(frame, None).equals(frame)
     assert [dec.outcome_colour(v) for v in ("ok", "error", "yes", "")] == [
         "background-color: #d4edda", "background-color: #f8d7da", "background-color: #fff3cd", ""]
