@@ -32,7 +32,7 @@ LINK_COLUMNS: tuple[str, ...] = (
     "source", "target", "flow", "value", "share_of_total", "share_of_source", "source_name", "target_name",
 )
 _KINDS = ("rule", "model", "instance", "constraint")
-_BLANK = {"rule": NO_RULE, "model": NO_MODEL, "instance": NO_INSTANCE}
+_BLANK = {"rule": NO_RULE, "model": NO_MODEL, "instance": NO_INSTANCE, "constraint": ""}
 
 
 def parse_end(value: str | None) -> datetime | None:
@@ -99,7 +99,7 @@ def sankey_frames(
         {"node": f"{kind}:{name}", "kind": kind, "name": name,
          "label": f"✕ {name} · {n:,} removed" if kind == "constraint" else f"{name} · {n:,}", "requests": n,
          "share": n / total if total and kind != "constraint" else None,
-         "link": None if kind == "constraint" else decisions_link(
+         "link": decisions_link(base or {}, violation=name) if kind == "constraint" else decisions_link(
              base or {}, **{kind: None if name == _BLANK[kind] else name})}
         for kind in _KINDS for name, n in sorted(seen[kind].items())
     ]

@@ -78,10 +78,10 @@ def draw(sc: sidebar.Scope, title: str, key: str, show_rejected: bool, **overrid
     st.caption(f"{total:,} requests, {back:,} with a fallback (amber)"
                + (f"; {sum(s.removed for s in stats):,} candidate removals (red)" if stats else ""))
     st.plotly_chart(charts.sankey_chart(nodes, links, title), key=f"sankey_{key}")
-    picks = nodes[nodes["kind"] != "constraint"]
+    picks = nodes
     options = [f"{r.kind}: {r.name}" for r in picks.itertuples()]
     chosen = st.selectbox("Open the decisions behind", options, index=None, key=f"node_{key}",
-                          placeholder="a rule, model or instance")
+                          placeholder="a rule, model, instance or constraint")
     if chosen is not None:
         row = picks.iloc[options.index(chosen)]
         st.markdown(f"[Decisions behind {row['kind']} `{row['name']}` ›]({row['link']})")
