@@ -67,8 +67,8 @@ def test_decisions_links_keep_scope() -> None:
     assert by["rule:code"] == "/decisions?window=6h&experiment_arm=b&model=coder&rule=code"
     assert by["instance:c-a"] == "/decisions?window=6h&experiment_arm=b&model=coder&instance=c-a"
     assert by["model:llama"] == "/decisions?window=6h&experiment_arm=b&model=llama"
-    with_rejected = tp.sankey_frames(EDGES, rejected=REJECTED, base=base)[0].set_index("node")["link"]
-    assert with_rejected["constraint:kv-cache"] == "/decisions?window=6h&experiment_arm=b&model=coder&violation=kv-cache"
+    rejected = tp.sankey_frames(EDGES, rejected=REJECTED, base=base)[0].set_index("node")["link"]
+    assert rejected["constraint:kv-cache"] == "/decisions?window=6h&experiment_arm=b&model=coder&violation=kv-cache"
     nodes, _ = tp.sankey_frames([TrafficEdge(rule=None, model=None, instance=None, requests=1)], base=base)
     assert nodes["link"].tolist() == ["/decisions?window=6h&experiment_arm=b&model=coder"] * 3
     assert nodes["name"].tolist() == [tp.NO_RULE, tp.NO_MODEL, tp.NO_INSTANCE]
