@@ -209,12 +209,13 @@ def run_demo(
         player = DayThread(day, cfg, gateway, on_result=on_result, on_inject=narrator.on_inject,
                            on_day=narrator.on_day)
         player.start()
+        # watching from the day's first second: what happens before the banner is printed after it
+        threading.Thread(target=narrator.watch, args=(stop,), daemon=True).start()
         while not first_id and not stop.wait(0.2):
             pass
         _banner(cfg, gateway, app_url if with_app else None, first_id[0] if first_id else None, day, speed)
-        out.release()
-        threading.Thread(target=narrator.watch, args=(stop,), daemon=True).start()
         print("Press Ctrl-C to stop.", flush=True)
+        out.release()
         stop.wait(duration_s)
         stop.set()
         player.stop()
