@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from schemas.errors import RoutelensError
 
-__all__ = ["SinkError", "SinkUnavailable", "SpoolFull", "SpoolUnavailable"]
+__all__ = ["SinkError", "SinkUnavailable", "SpoolDiskFull", "SpoolFull", "SpoolUnavailable"]
 
 
 class SinkError(RoutelensError):
@@ -30,3 +30,11 @@ class SpoolFull(SinkError):
 
 class SpoolUnavailable(SpoolFull):
     """The spool folder cannot be created or written (permissions, read-only file system)."""
+
+
+class SpoolDiskFull(SpoolUnavailable):
+    """The disk under the spool is full: like an unwritable folder, an outage, not the spool's own limit.
+
+    The records are held in memory (``storage.queue_size``) and the spool is tried again, so the
+    request path never waits on a disk that nothing the pipeline does will free.
+    """

@@ -71,6 +71,10 @@ class StoreHooks:
         """Queue a trace given as plain values; validated by the store (see ``TraceEmitter.emit_plain``)."""
         return self.emitter.emit_plain(values)
 
+    def storage_state(self) -> dict[str, Any]:
+        """The trace pipeline's state, for ``/health``."""
+        return self.emitter.storage_state()
+
     def lookup(self, request_id: str) -> DecisionTrace | None:
         """Read-your-writes lookup."""
         return self.emitter.pending(request_id) or self.store.get(request_id)

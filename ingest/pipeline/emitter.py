@@ -280,6 +280,16 @@ class TraceEmitter:
         """Return how many records are queued but not yet stored."""
         return self.backlog.pending() + self.batcher.in_hand
 
+    def storage_state(self) -> dict[str, Any]:
+        """What ``/health`` says of storage: the spool's state, the records waiting, how many only in memory."""
+        backlog = self.backlog
+        spool = "ok" if backlog.spool is not None and backlog.spool_ok else "unavailable: records held in memory"
+        if backlog.blocked:
+            spool = "full: emit() waits for room"
+        store = self.stats.sinks[STORE]
+        return {"spool": spool, "pending": self.backlog_size(), "in_memory": len(backlog.memory),
+                "store_failed_writes": store.failed}
+
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until every record queued so far is stored (or quarantined) by the store; False on timeout.
 

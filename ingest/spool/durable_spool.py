@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from ingest.errors import SpoolFull, SpoolUnavailable
+from ingest.errors import SpoolDiskFull, SpoolFull, SpoolUnavailable
 from ingest.spool.mirror import Mirror
 from ingest.spool.segment import FILE_HEADER, Frame, Segment, fits_after
 
@@ -137,8 +137,8 @@ class DurableSpool:
         """Append record number ``seq`` (at least :attr:`next_seq`; the caller serialises calls).
 
         Raises:
-            SpoolFull: No room: the size limit is reached or the disk is full.
-            SpoolUnavailable: The folder cannot be written.
+            SpoolFull: No room: the spool's size limit is reached.
+            SpoolUnavailable: The folder cannot be written (:class:`SpoolDiskFull`: its disk is full).
         """
         if seq < self.next_seq:  # the reader relies on file order being sequence order
             raise ValueError(f"spool frame {seq} appended after frame {self.next_seq - 1}")
@@ -168,7 +168,7 @@ class DurableSpool:
         except OSError as exc:
             if seg is not None:
                 self._delete(seg)
-            kind = SpoolFull if exc.errno in _FULL_ERRNOS else SpoolUnavailable
+            kind = SpoolDiskFull if exc.errno in _FULL_ERRNOS else SpoolUnavailable
             raise kind(f"cannot create spool segment {path}: {exc.strerror or exc}") from exc
         self._prefaulted = (None, 0)
         if self._writer is not None:

@@ -149,16 +149,20 @@ async def prometheus(gw: OpsParts, request: web.Request) -> web.Response:
 
 
 async def health(gw: OpsParts, request: web.Request) -> web.Response:
-    """200 ``{"status": "ok"}``, or 503 ``{"status": "degraded", "reason": ...}``.
+    """200 ``{"status": "ok"}``, or 503 ``{"status": "degraded", "reason": ...}``, with the storage state.
 
-    Degraded while the scrape loop has stopped or stalled, or while the hooks report a
+    ``storage`` (the spool's state, the records waiting) is there when the hooks tell it: a full
+    spool disk is reported in it, not as a 503 (the gateway still answers, the traces are held in
+    memory). Degraded while the scrape loop has stopped or stalled, or while the hooks report a
     problem: hooks may have an optional ``health() -> str | None`` (a reason, or None when
     fine), which must not block (e.g. storage stalled).
     """
     reasons = [r for r in (scrape_problem(gw), hooks_problem(gw)) if r]
+    state = getattr(gw.hooks, "storage_state", None)  # the trace pipeline's, when the hooks have one
+    storage = {"storage": state()} if callable(state) else {}
     if not reasons:
-        return web.Response(body=b'{"status":"ok"}', content_type="application/json")
-    body = orjson.dumps({"status": "degraded", "reason": "; ".join(reasons)})
+        return web.Response(body=orjson.dumps({"status": "ok", **storage}), content_type="application/json")
+    body = orjson.dumps({"status": "degraded", "reason": "; ".join(reasons), **storage})
     return web.Response(status=503, body=body, content_type="application/json")
 
 

@@ -112,7 +112,8 @@ def hostile_phase(pair: Pair, kind: str, reason: str) -> None:
     assert out, state(pair)[BAD]
     now = state(pair)
     assert now[STEADY]["scraped_at"] > before and not now[STEADY]["stale"] and now[STEADY]["scrape_error"] is None
-    assert call("GET", f"{pair.gateway}/health") == (200, {"status": "ok"})  # one instance's trouble, not the loop's
+    status, body = call("GET", f"{pair.gateway}/health")
+    assert (status, body["status"], body["storage"]["spool"]) == (200, "ok", "ok")  # one instance, not the loop
     assert failures(pair, reason) > 0
     assert set(routed(pair, 4, kind)) == {STEADY}
     trace = state_of_answer(pair, f"{kind}-0")

@@ -142,7 +142,8 @@ def test_bad_requests_get_openai_style_errors(stack: Stack, body: Any, status: i
     assert code == status
     assert set(payload["error"]) == {"message", "type", "param", "code"}
     assert payload["error"]["type"] == "invalid_request_error" and payload["error"]["param"] == param
-    assert call("GET", f"{stack.gateway}/health") == (200, {"status": "ok"})  # still serving
+    status, body = call("GET", f"{stack.gateway}/health")
+    assert (status, body["status"], body["storage"]["spool"]) == (200, "ok", "ok")  # still serving
 
 
 def test_feedback_is_accepted_validated_and_counted(stack: Stack) -> None:
