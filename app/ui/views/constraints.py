@@ -14,7 +14,7 @@ from app import reader
 from app.ui import resources, sidebar
 from app.ui.charts import constraints as charts
 from app.ui.data import constraints as data
-from app.ui.data.topology import parse_end
+from app.ui.data.topology import SCOPE_PARAMS, decisions_link, parse_end
 from app.ui.limits import load_limits
 from app.ui.units import DASH, count, fmt
 from ingest import MAX_LIMIT, SinkError
@@ -150,8 +150,12 @@ def history() -> None:
                "removed candidate would have won)" + (f"; {undecided:,} undecided: no score terms were recorded for "
                                                       "the removed candidate" if undecided else "") + ".")
     st.plotly_chart(charts.binding_chart(counts), key="binding_chart")
+    base = {k: st.query_params.get(k) for k in SCOPE_PARAMS}
     with st.expander("Per constraint and instance"):
-        st.dataframe(counts.assign(decisive_share=[fmt(v, "%") for v in counts["decisive_share"]]), hide_index=True)
+        st.dataframe(counts.assign(decisive_share=[fmt(v, "%") for v in counts["decisive_share"]],
+                                   decisions=[decisions_link(base, violation=c) for c in counts["constraint"]]),
+                     hide_index=True, column_config={
+                         "decisions": st.column_config.LinkColumn("decisions", display_text="decisions ›")})
         st.dataframe([s.model_dump() for s in stats], hide_index=True)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,9 @@ def test_state_timeline_and_binding_counts(monkeypatch: pytest.MonkeyPatch, serv
     assert [b["y"] for b in bars][0] == ["kv-cache", "error-rate"]
     assert [b["x"] for b in bars] == [[0, 2], [0, 0], [4, 0], [0, 0]]  # decisive, not decisive, undecided, soft
     assert any("4 undecided" in c.value for c in at.caption)
+    counts = at.dataframe[2].value.set_index("constraint")
+    link = "/decisions?" + urllib.parse.urlencode({"end": seed.AT_PARAM, "violation": "kv-cache"})
+    assert counts.loc["kv-cache", "decisions"] == link  # the decisions in which a candidate broke it
     assert any(p.startswith("/v1/router/state") for p in served.requests)
 
 
