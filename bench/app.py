@@ -12,8 +12,9 @@ one untimed pass (a server's store is open and warm):
 - fleet: ``snapshots(t - 30 s, t)`` (the grid: the last snapshot per instance before ``t``) and
   ``snapshots(t - 1 h, t, instance)`` (one instance's metrics over time);
 - topology: traffic; constraints: ``constraint_stats``;
-- decisions: a filtered search (model, latency range) page 1, then page 2 from its cursor;
-  decisions_violations: page 1 and the 50 traces of its rows (its violations column, when on);
+- decisions: a filtered search (model, latency range) page 1, its violations column (the window's
+  constraint counts, then one search per constraint over the page's span), then page 2 from its
+  cursor; decisions_by_violation: page 1 of the decisions in which a candidate broke kv-cache;
 - drilldown: ``get(request_id)`` of ``--lookups`` random ids (p99 over the lookups).
 """
 
@@ -116,8 +117,15 @@ def pages(store: DuckDBTraceStore) -> dict[str, list[tuple[str, Callable[[], Any
 
     def page1() -> Any:
         page = store.search(hot, limit=50)
-        cursor["next"], cursor["ids"] = page.next_cursor, [s.request_id for s in page.items]
+        cursor["next"], cursor["page"] = page.next_cursor, page
         return page
+
+    def violations() -> Any:  # as app.ui.views.decisions.fetch_violations: one search per constraint name
+        from app.ui.data.decisions import page_violations
+
+        names = {s.constraint for s in store.constraint_stats(hot)}
+        return page_violations(lambda f: [s.request_id for s in store.search(f, limit=1000).items], hot,
+                               cursor["page"], names)
 
     return {
         "overview": [("buckets_1h", lambda: store.aggregate(AggregateQuery(filter=day, bucket="1h"))),
@@ -126,10 +134,10 @@ def pages(store: DuckDBTraceStore) -> dict[str, list[tuple[str, Callable[[], Any
                   ("instance_snapshots", lambda: store.snapshots(moment - timedelta(hours=1), moment, "inst-3"))],
         "topology": [("traffic", lambda: store.traffic(day))],
         "constraints": [("constraint_stats", lambda: store.constraint_stats(day))],
-        "decisions": [("search_page1", page1), ("search_page2", lambda: store.search(hot, 50, cursor["next"]))],
-        # With its violations column on (or a violation filter), the page reads each row's trace.
-        "decisions_violations": [("search_page1", page1),
-                                 ("violations_page1", lambda: [store.get(i) for i in cursor["ids"]])],
+        "decisions": [("search_page1", page1), ("violations_page1", violations),
+                      ("search_page2", lambda: store.search(hot, 50, cursor["next"]))],
+        "decisions_by_violation": [("search_violation", lambda: store.search(
+            TraceFilter(start=T0, end=T0 + DAY, violation="kv-cache"), limit=50))],
     }
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -23,7 +24,7 @@ from schemas.trace import QUERY_HASH_PATTERN, DecisionTrace
 
 __all__ = [
     "CONFIG_ENV", "MAX_TEXT", "OUTCOME_COLOURS", "PAGE_SIZE", "ROW_COLUMNS", "URL_KEYS", "SearchParams", "hash_key",
-    "hash_text", "key_note", "outcome_colour", "parse_search", "rows_frame", "scope_problems",
+    "hash_text", "key_note", "page_violations", "outcome_colour", "parse_search", "rows_frame", "scope_problems",
     "search_filter", "to_query", "violations_of",
 ]
 
@@ -104,12 +105,12 @@ def _num(value: float | None) -> str | None:
 
 
 def search_filter(base: TraceFilter, params: SearchParams) -> TraceFilter:
-    """The sidebar's filter narrowed by the page's own choices."""
-    return base.model_copy(update={
+    """The sidebar's filter narrowed by the page's own choices (validated: the outcome becomes its enum)."""
+    return TraceFilter.model_validate({**base.model_dump(), **{
         "rule": params.rule, "fallback": None if params.fallback == "any" else params.fallback == "yes",
         "outcome": None if params.outcome == "any" else params.outcome, "query_hash": params.qhash,
         "min_latency_ms": params.min_ms, "max_latency_ms": params.max_ms, "violation": params.violation,
-    })
+    }})
 
 
 def scope_problems(flt: TraceFilter) -> list[str]:
@@ -161,6 +162,29 @@ def key_note(key: str | None, key_env: str | None, hashes: Sequence[str]) -> tup
                            "them; search by a hash copied from a trace instead.")
     return "info", ("Typed queries are hashed without a key, as the traces here were (sha256:)." if keyed else
                     "Typed queries are hashed without a key" + (f" (${key_env} is not set here)." if key_env else "."))
+
+
+def page_violations(
+    search: Callable[[TraceFilter], Sequence[str]], flt: TraceFilter, page: TracePage, names: Iterable[str],
+) -> dict[str, list[str]]:
+    """Request id -> the constraints a candidate broke, for every row of ``page``, by one search per name.
+
+    Each search is the page's own filter narrowed to the page's time span and one violation
+    (``search`` returns the matching request ids); reading each row's trace instead costs a lookup
+    per row. Names not among ``names`` (constraints not configured and not seen in the window) are
+    not listed.
+    """
+    if not page.items:
+        return {}
+    lo, hi = min(s.ts for s in page.items), max(s.ts for s in page.items) + timedelta(microseconds=1)
+    span = flt.model_copy(update={"start": max(lo, flt.start) if flt.start else lo,
+                                  "end": min(hi, flt.end) if flt.end else hi})
+    out: dict[str, list[str]] = {s.request_id: [] for s in page.items}
+    for name in sorted(set(names)):
+        for rid in search(span.model_copy(update={"violation": name})):
+            if rid in out:
+                out[rid].append(name)
+    return out
 
 
 def violations_of(trace: DecisionTrace) -> list[str]:

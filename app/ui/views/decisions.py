@@ -7,20 +7,21 @@ from app.ui.data import decisions as dec
 from app.ui.limits import load_limits
 from app.ui.sidebar import scope, sync_param
 from app.ui.units import DASH, count
-from ingest import BadCursor, SinkError
+from ingest import MAX_LIMIT, BadCursor, SinkError
+from schemas.queries import TraceFilter, TracePage
 
 ROW_PX, HEAD_PX = 35, 38
 
 
 @st.cache_data(ttl=10, max_entries=32, show_spinner=False)
-def fetch_violations(request_ids: tuple[str, ...]) -> dict[str, list[str]]:
-    """The constraints that removed a candidate in each decision of the page (one trace read per row)."""
-    store, out = resources.get_store(), {}
-    for rid in request_ids:
-        trace = store.get(rid)
-        if trace is not None:
-            out[rid] = dec.violations_of(trace)
-    return out
+def fetch_violations(flt: str, page: str, configured: tuple[str, ...]) -> dict[str, list[str]]:
+    """The constraints a candidate broke in each decision of the page: one store search per constraint name
+    (the configured ones and those the window's constraint counts name)."""
+    store = resources.get_store()
+    window = TraceFilter.model_validate_json(flt)
+    seen = {s.constraint for s in store.constraint_stats(window)}
+    return dec.page_violations(lambda f: [s.request_id for s in store.search(f, limit=MAX_LIMIT).items], window,
+                               TracePage.model_validate_json(page), {*configured, *seen})
 
 
 sc = scope()
@@ -107,16 +108,11 @@ if not page.items:
 else:
     more = ", more on the next page" if page.next_cursor else ""
     found = None
-    # Reading the rows' traces costs a lookup per row: on demand (the store filters by violation itself).
-    if "dec_viol" not in st.session_state:
-        st.session_state.dec_viol = st.query_params.get("violations") == "1"
-    show = st.toggle("violations column (reads each row's trace)", key="dec_viol")
-    sync_param("violations", "1" if show else None)
-    if show:
-        try:
-            found = fetch_violations(tuple(s.request_id for s in page.items))
-        except SinkError as exc:
-            st.caption(widgets.plain(f"Violations not shown: {exc}"))
+    try:
+        found = fetch_violations(dec.search_filter(flt, params).model_dump_json(), page.model_dump_json(),
+                                 tuple(sorted(c.name for c in lim.constraints)))
+    except SinkError as exc:
+        st.caption(widgets.plain(f"Violations not shown: {exc}"))
     rows = dec.rows_frame(page, found)
     broke = f" in which a candidate broke {params.violation}" if params.violation else ""
     st.caption(f"Page {number}: {count(len(page.items), 'decision')}{broke}{more}.")

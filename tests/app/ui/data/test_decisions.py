@@ -130,3 +130,22 @@ def test_violations_are_listed_and_outcomes_coloured() -> None:
     assert frame["rule"].tolist() == ["—"] * 3 and "None" not in frame.astype(str).to_string()
     assert [dec.outcome_colour(v) for v in ("ok", "error", "yes", "")] == [
         "background-color: #d4edda", "background-color: #f8d7da", "background-color: #fff3cd", ""]
+
+
+def test_page_violations_one_search_per_name_within_the_page() -> None:
+    items = [TraceSummary(request_id=f"r-{i}", ts=T.replace(minute=i), router_version="v", query_hash=H,
+                          outcome_status=OutcomeStatus.OK, http_status=200, latency_ms=0.1, total_ms=1.0)
+             for i in (5, 3, 1)]
+    asked: list[TraceFilter] = []
+
+    def search(flt: TraceFilter) -> list[str]:
+        asked.append(flt)
+        return {"kv-cache": ["r-5", "r-1", "r-outside"], "queue": ["r-1"]}.get(flt.violation or "", [])
+
+    base = TraceFilter(start=T, end=T.replace(hour=10), rule="code")
+    got = dec.page_violations(search, base, TracePage(items=items), ["queue", "kv-cache", "health"])
+    assert got == {"r-5": ["kv-cache"], "r-3": [], "r-1": ["kv-cache", "queue"]}
+    assert [f.violation for f in asked] == ["health", "kv-cache", "queue"]
+    assert all(f.rule == "code" and f.start == T.replace(minute=1) and f.end is not None
+               and f.end > T.replace(minute=5) for f in asked)  # the page's own span and filter
+    assert dec.page_violations(search, base, TracePage(items=[]), ["queue"]) == {}
