@@ -247,10 +247,16 @@ def main(argv: list[str]) -> int:
     p.add_argument("--awake", action="store_true", help="keep idle CPUs from halting (idle-priority spinners)")
     p.add_argument("--vs", metavar="DIR", help="another checkout of RouteLens (git worktree add DIR REV), served with "
                                                 "1 worker as path 'routelens_vs' in the same run: before and after")
+    p.add_argument("--otel", action="store_true", help="only the gateway's CPU per request with OpenTelemetry "
+                   "export on (ratio 1.0) versus off, interleaved (bench.gateway_otel)")
     args = p.parse_args(argv)
     if shutil.which("wrk") is None:
         print(json.dumps({"error": "wrk is not installed (apt-get install wrk)"}))
         return 2
+    if args.otel:
+        from bench.gateway_otel import main as otel_main
+
+        return otel_main(args.seconds, args.rounds)
     tmp = Path(tempfile.mkdtemp(prefix="routelens-bench-"))
     inst = free_port()
     base = f"http://127.0.0.1:{inst}"

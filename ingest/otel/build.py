@@ -5,19 +5,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from ingest.otel.sink import OtlpSink
 from ingest.otel.spans import SpanBuilder
+from ingest.otel.transport import OtlpHttp
 from schemas.config.otel import OtelSettings
 
 __all__ = ["EXPORTER_NAME", "build_otel_sink", "traces_endpoint"]
 
 EXPORTER_NAME = "otel"  # its name among the pipeline's sinks (the `sink` label of routelens_sink_*)
 _DEFAULT_ENDPOINT = "http://localhost:4318"
-_SCOPE = InstrumentationScope("routelens")
 
 
 def traces_endpoint(settings: OtelSettings, environ: Mapping[str, str]) -> str:
@@ -47,6 +45,6 @@ def build_otel_sink(settings: OtelSettings, *, public_url: str | None = None, ve
     attrs["service.name"] = name
     if version is not None:
         attrs.setdefault("service.version", version)
-    resource = Resource.create(attrs)  # merges OTEL_RESOURCE_ATTRIBUTES; ours win
-    exporter = OTLPSpanExporter(endpoint=traces_endpoint(settings, env), timeout=settings.timeout_s)
-    return OtlpSink(exporter, SpanBuilder(resource, _SCOPE, public_url), sample_ratio=settings.sample_ratio)
+    resource = Resource.create(attrs)  # the SDK's defaults and OTEL_RESOURCE_ATTRIBUTES; ours win
+    transport = OtlpHttp(traces_endpoint(settings, env), timeout_s=settings.timeout_s, environ=env)
+    return OtlpSink(transport, SpanBuilder(public_url), dict(resource.attributes), sample_ratio=settings.sample_ratio)

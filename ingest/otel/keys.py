@@ -59,7 +59,6 @@ STEP_VALUE = "routelens.step.value"
 STEP_REASON = "routelens.step.reason"
 STEP_KEPT = "routelens.step.kept"
 STEP_REJECTED = "routelens.step.rejected"
-STEP_DURATION_US = "routelens.step.duration_us"
 
 # RouteLens: an eliminated candidate's event
 ELIMINATED = "eliminated"  # the event's name

@@ -3,9 +3,9 @@
 The emitter offers it every record it spools (:mod:`ingest.pipeline.export_queue`: a bounded
 queue and a thread of its own, so the request path never waits for it); it gets validated
 traces as JSON. ``prepare`` samples each trace and builds its span tree
-(:class:`ingest.otel.spans.SpanBuilder`); ``write`` sends a batch's spans in one OTLP/HTTP
-request through the OpenTelemetry SDK's ``OTLPSpanExporter``, which retries transient failures
-within its timeout. A batch it could not send is dropped and counted
+(:class:`ingest.otel.spans.SpanBuilder`); ``write`` encodes a batch's spans as one OTLP protobuf
+body (:mod:`ingest.otel.wire`) and sends it in one request (:mod:`ingest.otel.transport`, which
+retries transient failures within its timeout). A batch it could not send is dropped and counted
 (``routelens_otel_spans_dropped_total``): the store has every trace, and replaying spans to a
 tracing backend hours late helps no one.
 
@@ -17,33 +17,32 @@ traces; a request that ended in an error or a fallback is exported whatever its 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExportResult
 
 from ingest.kinds import Kind
-from ingest.otel.spans import SpanBuilder, ids_of
+from ingest.otel.spans import PlainSpan, SpanBuilder, ids_of
+from ingest.otel.wire import encode_request
 from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult
 
-__all__ = ["OtelStats", "OtlpSink", "SpanExporter", "is_sampled"]
+__all__ = ["OtelStats", "OtlpSink", "Transport", "is_sampled"]
 
 log = logging.getLogger(__name__)
 _MASK = (1 << 64) - 1
 
 
-class SpanExporter(Protocol):
-    """What the sink needs of an exporter (``OTLPSpanExporter``, or an in-memory one in tests)."""
+class Transport(Protocol):
+    """What the sink sends bodies with (:class:`ingest.otel.transport.OtlpHttp`, or a memory one in tests)."""
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """Send the spans."""
+    def send(self, body: bytes) -> bool:
+        """Send one ``ExportTraceServiceRequest``; True when the receiver took it."""
         ...
 
-    def shutdown(self) -> None:
-        """Release the exporter."""
+    def close(self) -> None:
+        """Release the connection."""
         ...
 
 
@@ -84,23 +83,28 @@ class OtlpSink:
     """A :class:`~ingest.record_sink.RecordSink` that exports traces as spans.
 
     Args:
-        exporter: Sends spans (``OTLPSpanExporter`` in production).
+        transport: Sends the encoded bodies.
         builder: Turns a trace into spans.
+        resource: The resource's attributes (service.name and the rest).
+        scope: The instrumentation scope's name and version.
         sample_ratio: Share of ordinary requests exported (see :func:`wanted`).
         stats: Its counters (a fresh set when None).
     """
 
-    def __init__(self, exporter: SpanExporter, builder: SpanBuilder, *, sample_ratio: float = 1.0,
+    def __init__(self, transport: Transport, builder: SpanBuilder, resource: Mapping[str, Any], *,
+                 scope: tuple[str, str | None] = ("routelens", None), sample_ratio: float = 1.0,
                  stats: OtelStats | None = None) -> None:
-        self.exporter = exporter
+        self.transport = transport
         self.builder = builder
+        self.resource = dict(resource)
+        self.scope = scope
         self.sample_ratio = sample_ratio
         self.stats = stats or OtelStats()
 
     def prepare(self, batch: RecordBatch) -> PreparedBatch:
         """Sample the batch's traces and build their spans (other kinds of records are ignored)."""
         out = PreparedBatch(batch)
-        spans: list[ReadableSpan] = []
+        spans: list[PlainSpan] = []
         for payload in batch.payloads.get(Kind.TRACE, ()):
             try:
                 trace = orjson.loads(payload)
@@ -121,7 +125,7 @@ class OtlpSink:
         if not spans:
             return result
         try:
-            ok = self.exporter.export(spans) is SpanExportResult.SUCCESS
+            ok = self.transport.send(encode_request(self.resource, self.scope, spans))
         except Exception as exc:  # noqa: BLE001  (the exporter's fault must not stop the pipeline's thread)
             log.warning("OTLP export failed (%s: %s)", type(exc).__name__, exc)
             ok = False
@@ -137,5 +141,5 @@ class OtlpSink:
         """Nothing is deferred."""
 
     def close(self) -> None:
-        """Shut the exporter down."""
-        self.exporter.shutdown()
+        """Close the transport."""
+        self.transport.close()

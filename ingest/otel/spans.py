@@ -19,7 +19,10 @@ length, not when each attempt began; the request span runs ``outcome.total_ms`` 
 the decision span its ``latency_ms``, and the attempts follow the decision one after another.
 
 Built from the stored JSON (already validated by the pipeline), not from models: this runs for
-every exported request on the exporter's thread. Nothing here reads the query: only its hash.
+every exported request on the exporter's thread. The spans are plain values (:class:`PlainSpan`),
+which :mod:`ingest.otel.wire` encodes as OTLP protobuf straight away and :func:`to_readable`
+turns into the SDK's ``ReadableSpan`` (for an SDK exporter, and to check the two agree). Nothing
+here reads the query: only its hash.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from opentelemetry.sdk.resources import Resource
@@ -37,13 +40,37 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from ingest.otel import keys
 
-__all__ = ["SpanBuilder", "ids_of", "trace_url"]
+__all__ = ["PlainEvent", "PlainSpan", "SpanBuilder", "ids_of", "to_readable", "trace_url"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _EVENT_STEPS = {"policy", "filter", "score", "pick", "fallback"}  # analyse and attempts have spans or attributes
 Attrs = dict[str, Any]
+
+
+class PlainEvent(NamedTuple):
+    """A span event: its name, time (ns since the epoch) and attributes."""
+
+    name: str
+    time_ns: int
+    attributes: Attrs
+
+
+class PlainSpan(NamedTuple):
+    """One span as plain values; ids in lower-case hex."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    parent_remote: bool
+    name: str
+    kind: SpanKind
+    start_ns: int
+    end_ns: int
+    attributes: Attrs
+    events: list[PlainEvent]
+    error: str | None  # None: status unset; a string (maybe empty): ERROR with that message
 
 
 def _derived(*parts: str, size: int) -> str:
@@ -83,54 +110,40 @@ def margin_of(candidates: list[dict[str, Any]]) -> float | None:
 
 
 class SpanBuilder:
-    """Turns stored traces into spans for one process (its resource and instrumentation scope).
+    """Turns stored traces into span trees.
 
     Args:
-        resource: The process's resource (service.name and the rest).
-        scope: The instrumentation scope named on every span.
         public_url: The app's address; each request and decision span links to its page (None: no link).
     """
 
-    def __init__(self, resource: Resource, scope: InstrumentationScope, public_url: str | None = None) -> None:
-        self._resource = resource
-        self._scope = scope
+    def __init__(self, public_url: str | None = None) -> None:
         self._public_url = public_url
 
-    def spans(self, trace: Mapping[str, Any]) -> list[ReadableSpan]:
+    def spans(self, trace: Mapping[str, Any]) -> list[PlainSpan]:
         """The span tree of one stored trace: the request, the decision, then the attempts in order."""
         trace_id, request_span = ids_of(trace)
         start = _ns(trace["ts"])
         outcome = trace["outcome"]
         decision_end = start + int(trace["latency_ms"] * 1e6)
         end = max(start + int(outcome["total_ms"] * 1e6), decision_end)
-        parent_id = trace.get("otel_parent_span_id")
-        request = self._span(
-            f"chat {trace['features']['requested_model']}", _ctx(trace_id, request_span),
-            None if parent_id is None else _ctx(trace_id, parent_id, remote=True), SpanKind.SERVER,
-            self._request_attrs(trace), (), start, end, outcome["status"] != "ok", outcome.get("error_class"))
-        decision = self._span(
-            keys.DECISION_SPAN, _ctx(trace_id, _derived("decision", request_span, size=8)),
-            request.context, SpanKind.INTERNAL, self._decision_attrs(trace), self._events(trace, start),
-            start, decision_end, False, None)
-        out = [request, decision]
+        failed = outcome["status"] != "ok"
+        out = [
+            PlainSpan(trace_id, request_span, trace.get("otel_parent_span_id"), True,
+                      f"chat {trace['features']['requested_model']}", SpanKind.SERVER, start, end,
+                      self._request_attrs(trace), [], (outcome.get("error_class") or "") if failed else None),
+            PlainSpan(trace_id, _derived("decision", request_span, size=8), request_span, False, keys.DECISION_SPAN,
+                      SpanKind.INTERNAL, start, decision_end, self._decision_attrs(trace), self._events(trace, start),
+                      None),
+        ]
         t = decision_end
         for attempt in trace["attempts"]:
             span_id = attempt.get("span_id") or _derived("attempt", request_span, str(attempt["seq"]), size=8)
             t_end = t + int(attempt["latency_ms"] * 1e6)
-            out.append(self._span(
-                f"{keys.ATTEMPT_SPAN} {attempt['instance']}", _ctx(trace_id, span_id), request.context,
-                SpanKind.CLIENT, _attempt_attrs(attempt), (), t, t_end, attempt["status"] != "ok",
-                attempt.get("error_class")))
+            out.append(PlainSpan(trace_id, span_id, request_span, False, f"{keys.ATTEMPT_SPAN} {attempt['instance']}",
+                                 SpanKind.CLIENT, t, t_end, _attempt_attrs(attempt), [],
+                                 (attempt.get("error_class") or "") if attempt["status"] != "ok" else None))
             t = t_end
         return out
-
-    def _span(self, name: str, ctx: SpanContext, parent: SpanContext | None, kind: SpanKind, attrs: Attrs,
-              events: tuple[Event, ...] | list[Event], start: int, end: int, failed: bool,
-              error: str | None) -> ReadableSpan:
-        status = Status(StatusCode.ERROR, error or "") if failed else Status(StatusCode.UNSET)
-        return ReadableSpan(name=name, context=ctx, parent=parent, resource=self._resource, attributes=attrs,
-                            events=events, kind=kind, status=status, start_time=start, end_time=end,
-                            instrumentation_scope=self._scope)
 
     def _link(self, attrs: Attrs, request_id: str) -> None:
         if self._public_url is not None:
@@ -178,9 +191,9 @@ class SpanBuilder:
         return attrs
 
     @staticmethod
-    def _events(trace: Mapping[str, Any], start: int) -> list[Event]:
+    def _events(trace: Mapping[str, Any], start: int) -> list[PlainEvent]:
         """An event per policy, filter, scorer, pick or fallback step, then per eliminated candidate violation."""
-        events: list[Event] = []
+        events: list[PlainEvent] = []
         t = start
         for step in trace["decision_trace"]:
             if step.get("duration_us") is not None:
@@ -190,14 +203,13 @@ class SpanBuilder:
             attrs: Attrs = {keys.STEP_SEQ: step["seq"], keys.STEP_KIND: step["kind"]}
             _put(attrs, keys.STEP_PLUGIN, step.get("plugin"))
             _put(attrs, keys.STEP_VALUE, step.get("value"))
-            _put(attrs, keys.STEP_DURATION_US, step.get("duration_us"))
             if step.get("reason"):
                 attrs[keys.STEP_REASON] = step["reason"]
             if step.get("instances"):
                 attrs[keys.STEP_KEPT] = list(step["instances"])
             if step.get("rejected"):
                 attrs[keys.STEP_REJECTED] = list(step["rejected"])
-            events.append(Event(step["step"], attrs, timestamp=t))
+            events.append(PlainEvent(step["step"], t, attrs))
         end = max(t, start)
         for cand in trace["candidates"]:
             if cand["feasible"]:
@@ -205,12 +217,12 @@ class SpanBuilder:
             violations = [v for v in cand.get("violations") or () if v.get("severity", "hard") == "hard"]
             base: Attrs = {keys.CANDIDATE_INSTANCE: cand["instance"], keys.CANDIDATE_MODEL: cand["model"]}
             if not violations:
-                events.append(Event(keys.ELIMINATED, {**base, keys.REASON: "not feasible"}, timestamp=end))
+                events.append(PlainEvent(keys.ELIMINATED, end, {**base, keys.REASON: "not feasible"}))
             for v in violations:
                 attrs = {**base, keys.CONSTRAINT: v["constraint"], keys.REASON: v["reason"], keys.METRIC: v["metric"],
                          keys.OP: v["op"], keys.THRESHOLD: v["threshold"], keys.SEVERITY: v.get("severity", "hard")}
                 _put(attrs, keys.VALUE, v.get("value"))
-                events.append(Event(keys.ELIMINATED, attrs, timestamp=end))
+                events.append(PlainEvent(keys.ELIMINATED, end, attrs))
         return events
 
 
@@ -221,3 +233,14 @@ def _attempt_attrs(attempt: Mapping[str, Any]) -> Attrs:
     _put(attrs, keys.HTTP_STATUS, attempt.get("http_status"))
     _put(attrs, keys.ERROR_TYPE, attempt.get("error_class"))
     return attrs
+
+
+def to_readable(span: PlainSpan, resource: Resource, scope: InstrumentationScope) -> ReadableSpan:
+    """The SDK's ``ReadableSpan`` of a plain span (what an SDK exporter takes)."""
+    parent = None if span.parent_id is None else _ctx(span.trace_id, span.parent_id, remote=span.parent_remote)
+    status = Status(StatusCode.UNSET) if span.error is None else Status(StatusCode.ERROR, span.error)
+    return ReadableSpan(name=span.name, context=_ctx(span.trace_id, span.span_id), parent=parent, resource=resource,
+                        attributes=span.attributes, events=[Event(e.name, e.attributes, timestamp=e.time_ns)
+                                                             for e in span.events],
+                        kind=span.kind, status=status, start_time=span.start_ns, end_time=span.end_ns,
+                        instrumentation_scope=scope)

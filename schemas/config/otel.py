@@ -5,8 +5,9 @@ With ``enabled``, each gateway process sends its decision traces, as a span tree
 the trace pipeline beside the store, best-effort and off the request path. Unset fields fall
 back to the standard variables: ``endpoint`` to ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (taken as
 the full URL) then ``OTEL_EXPORTER_OTLP_ENDPOINT`` (``/v1/traces`` appended), ``service_name`` to
-``OTEL_SERVICE_NAME``; headers, timeout, compression and certificates to the
-``OTEL_EXPORTER_OTLP_*`` variables the OpenTelemetry SDK reads.
+``OTEL_SERVICE_NAME``; headers, compression and the CA certificate are read from the
+``OTEL_EXPORTER_OTLP_{TRACES_,}{HEADERS,COMPRESSION,CERTIFICATE}`` variables, as the OpenTelemetry
+SDK's exporter reads them.
 """
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ class OtelSettings(ContractModel):
         "as an OpenTelemetry TraceIdRatioBased sampler keeps); errors and fallbacks are always exported.")
     service_name: str | None = Field(None, min_length=1, description="The spans' service.name; default: "
                                      "OTEL_SERVICE_NAME, then 'routelens'.")
-    timeout_s: float | None = Field(None, gt=0, description="One export request's time limit, retries "
-                                    "included; default: OTEL_EXPORTER_OTLP_TIMEOUT, then 10 s.")
+    timeout_s: float = Field(10.0, gt=0, description="One export request's time limit, retries included.")
     resource_attributes: dict[str, str] = Field(
         default={}, description="Extra resource attributes (e.g. openinference.project.name for Phoenix); "
         "OTEL_RESOURCE_ATTRIBUTES is read too.")

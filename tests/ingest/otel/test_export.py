@@ -126,3 +126,46 @@ def test_endpoint_falls_back_to_the_standard_variables(endpoint: str | None, env
 
 def test_disabled_builds_nothing() -> None:
     assert build_otel_sink(OtelSettings(), environ={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:1"}) is None
+
+
+class Flaky(BaseHTTPRequestHandler):
+    """Answers 503 to the first two posts, then 200; keeps what it received."""
+
+    received: list[tuple[dict[str, str], bytes]] = []
+
+    def do_POST(self) -> None:  # noqa: N802  (http.server's name)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        Flaky.received.append((dict(self.headers), body))
+        self.send_response(503 if len(Flaky.received) <= 2 else 200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_transport_retries_a_503_and_honours_the_headers_and_compression_variables() -> None:
+    import gzip
+    import random
+
+    from ingest.otel import OtlpHttp
+
+    Flaky.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    slept: list[float] = []
+    try:
+        env = {"OTEL_EXPORTER_OTLP_HEADERS": "x-team=router,authorization=Bearer%20k",
+               "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip"}
+        http = OtlpHttp(f"http://127.0.0.1:{server.server_address[1]}/v1/traces", timeout_s=30, environ=env,
+                        rand=random.Random(1).random, sleep=slept.append)
+        assert http.send(b"\x0a\x00payload")
+        http.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(Flaky.received) == 3 and len(slept) == 2 and slept[1] > slept[0]  # backed off, doubling
+    headers, body = Flaky.received[-1]
+    assert gzip.decompress(body) == b"\x0a\x00payload" and headers["Content-Encoding"] == "gzip"
+    assert headers["x-team"] == "router" and headers["authorization"] == "Bearer k"
+    assert headers["Content-Type"] == "application/x-protobuf"

@@ -5,18 +5,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExportResult
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ingest.codec.encoder import Encoder
 from ingest.kinds import Kind
-from ingest.otel import OtelCollector, OtlpSink, SpanBuilder, is_sampled
+from ingest.otel import OtelCollector, OtlpSink, PlainSpan, SpanBuilder, is_sampled
 from ingest.record_sink import RecordBatch
 from schemas import Attempt, AttemptStatus, DecisionTrace, Outcome, OutcomeStatus
 from tests.factories import make_trace
@@ -49,32 +45,47 @@ def stored(*traces: DecisionTrace) -> RecordBatch:
     return batch
 
 
+class Memory:
+    """A transport that keeps each body (or refuses them all)."""
+
+    def __init__(self, *, refuse: bool = False) -> None:
+        self.bodies: list[bytes] = []
+        self.refuse = refuse
+
+    def send(self, body: bytes) -> bool:
+        self.bodies.append(body)
+        return not self.refuse
+
+    def close(self) -> None:
+        pass
+
+
 def export(*traces: DecisionTrace, ratio: float = 1.0, public_url: str | None = None,
-           ) -> tuple[list[ReadableSpan], OtlpSink]:
-    memory = InMemorySpanExporter()
-    sink = OtlpSink(memory, SpanBuilder(Resource.create({"service.name": "rl-test"}), InstrumentationScope("t"),
-                                        public_url), sample_ratio=ratio)
-    result = sink.write(sink.prepare(stored(*traces)))
+           ) -> tuple[list[PlainSpan], OtlpSink]:
+    """The spans of ``traces`` as the sink built them; checks they are what it sent."""
+    memory = Memory()
+    sink = OtlpSink(memory, SpanBuilder(public_url), {"service.name": "rl-test"}, sample_ratio=ratio)
+    prepared = sink.prepare(stored(*traces))
+    spans: list[PlainSpan] = prepared.tables[Kind.TRACE]
+    result = sink.write(prepared)
     assert result.rejected == []
-    return list(memory.get_finished_spans()), sink
-
-
-def hexid(value: int, size: int) -> str:
-    return format(value, f"0{size}x")
+    sent = [ExportTraceServiceRequest.FromString(b) for b in memory.bodies]
+    assert [s.span_id.hex() for m in sent for s in m.resource_spans[0].scope_spans[0].spans] == \
+        [s.span_id for s in spans]
+    return spans, sink
 
 
 def test_the_span_tree_carries_the_recorded_ids() -> None:
     spans, sink = export(traced())
     request, decision, *attempts = spans
-    assert {hexid(s.context.trace_id, 32) for s in spans} == {TRACE_ID}
-    assert hexid(request.context.span_id, 16) == REQUEST_SPAN
-    assert request.parent is not None and hexid(request.parent.span_id, 16) == PARENT and request.parent.is_remote
+    assert {s.trace_id for s in spans} == {TRACE_ID}
+    assert request.span_id == REQUEST_SPAN and request.parent_id == PARENT and request.parent_remote
     assert request.kind is SpanKind.SERVER and decision.kind is SpanKind.INTERNAL
-    assert decision.parent is not None and decision.parent.span_id == request.context.span_id
-    assert [hexid(a.context.span_id, 16) for a in attempts] == list(ATTEMPT_SPANS)  # what went upstream
-    assert all(a.parent is not None and a.parent.span_id == request.context.span_id for a in attempts)
+    assert decision.parent_id == REQUEST_SPAN and not decision.parent_remote
+    assert [a.span_id for a in attempts] == list(ATTEMPT_SPANS)  # what went upstream
+    assert all(a.parent_id == REQUEST_SPAN for a in attempts)
     assert [a.kind for a in attempts] == [SpanKind.CLIENT] * 2
-    assert [a.status.status_code for a in attempts] == [StatusCode.ERROR, StatusCode.UNSET]
+    assert [a.error for a in attempts] == ["HTTP 503", None]
     assert sink.stats.exported == 4 and sink.stats.traces_sampled == 1
 
 
@@ -82,12 +93,12 @@ def test_request_and_decision_attributes() -> None:
     spans, _ = export(traced(), public_url="https://rl.example.com/")
     request, decision, failed, served = spans
     assert request.name == "chat auto"
-    r = dict(request.attributes or {})
+    r = request.attributes
     assert r["gen_ai.operation.name"] == "chat" and r["gen_ai.request.model"] == "auto"
     assert r["gen_ai.response.model"] == "deepseek-v4-32k"
     assert (r["gen_ai.usage.input_tokens"], r["gen_ai.usage.output_tokens"]) == (14, 20)
     assert r["routelens.trace_url"] == "https://rl.example.com/trace?request_id=req-otel-1"
-    d = dict(decision.attributes or {})
+    d = decision.attributes
     assert d["openinference.span.kind"] == "DECISION"
     assert (d["routelens.rule"], d["routelens.intent"], d["routelens.arm"]) == ("auto", "legal", "b")
     assert d["routelens.router_version"] == "routelens-test" and d["routelens.policy_hash"].startswith("sha256:")
@@ -96,17 +107,17 @@ def test_request_and_decision_attributes() -> None:
     assert d["routelens.fallback_reason"] == "attempt on v4-c failed: HTTP 503"
     assert d["routelens.trace_url"] == r["routelens.trace_url"]
     assert "routelens.margin" not in d  # one ranked candidate: no runner-up
-    assert dict(failed.attributes or {})["http.response.status_code"] == 503
-    assert dict(served.attributes or {})["routelens.attempt.status"] == "ok"
+    assert failed.attributes["http.response.status_code"] == 503
+    assert served.attributes["routelens.attempt.status"] == "ok"
 
 
 def test_an_event_per_step_and_per_eliminated_candidate() -> None:
     _, decision, *_ = export(traced())[0]
     names = [e.name for e in decision.events]
     assert names == ["filter/kv-cache", "pick", "eliminated"]  # analyse is not an event
-    filt = dict(decision.events[0].attributes or {})
+    filt = decision.events[0].attributes
     assert filt["routelens.step.kind"] == "filter" and list(filt["routelens.step.rejected"]) == ["v4-a"]
-    out = dict(decision.events[2].attributes or {})
+    out = decision.events[2].attributes
     assert out["routelens.candidate.instance"] == "v4-a" and out["routelens.constraint"] == "kv-cache"
     assert (out["routelens.metric"], out["routelens.value"], out["routelens.threshold"]) == \
         ("kv_cache_usage", 0.93, 0.85)
@@ -117,13 +128,12 @@ def test_margin_is_the_winner_over_the_runner_up() -> None:
     base = make_trace()
     second = base.candidates[1].model_copy(update={"instance": "v4-z", "total": 0.2, "rank": 2})
     _, decision, *_ = export(traced(candidates=[*base.candidates, second]))[0]
-    assert abs(dict(decision.attributes or {})["routelens.margin"] - 0.12) < 1e-9
+    assert abs(decision.attributes["routelens.margin"] - 0.12) < 1e-9
 
 
 def test_no_span_carries_the_query_text() -> None:
     spans, _ = export(traced())
-    text = repr([(s.name, dict(s.attributes or {}), [(e.name, dict(e.attributes or {})) for e in s.events])
-                 for s in spans])
+    text = repr(spans)
     assert QUERY not in text and "合同" not in text
     assert traced().query_hash in text
 
@@ -132,9 +142,8 @@ def test_a_trace_without_context_gets_ids_derived_from_its_request_id() -> None:
     plain = make_trace("req-intake-7")
     first, _ = export(plain)
     again, _ = export(plain)
-    assert [(s.context.trace_id, s.context.span_id) for s in first] == \
-        [(s.context.trace_id, s.context.span_id) for s in again]
-    assert first[0].parent is None and len({s.context.span_id for s in first}) == 3
+    assert [(s.trace_id, s.span_id) for s in first] == [(s.trace_id, s.span_id) for s in again]
+    assert first[0].parent_id is None and len({s.span_id for s in first}) == 3
 
 
 def test_sampling_keeps_what_the_sdk_ratio_sampler_keeps() -> None:
@@ -153,20 +162,15 @@ def test_errors_and_fallbacks_are_exported_whatever_the_ratio() -> None:
                                                    error_class="AttemptsExhausted"))
     fell_back = traced("req-fb")
     spans, sink = export(ok, failed, fell_back, ratio=0.0)
-    exported = {dict(s.attributes or {})["routelens.request_id"] for s in spans if s.kind is SpanKind.SERVER}
+    exported = {s.attributes["routelens.request_id"] for s in spans if s.kind is SpanKind.SERVER}
     assert exported == {"req-err", "req-fb"}
     assert (sink.stats.traces_sampled, sink.stats.traces_unsampled) == (2, 1)
-    error_span = next(s for s in spans if dict(s.attributes or {}).get("routelens.request_id") == "req-err")
-    assert error_span.status.status_code is StatusCode.ERROR
-
-
-class Refusing(InMemorySpanExporter):
-    def export(self, spans: Any) -> SpanExportResult:
-        return SpanExportResult.FAILURE
+    error_span = next(s for s in spans if s.attributes.get("routelens.request_id") == "req-err")
+    assert error_span.error == "AttemptsExhausted"
 
 
 def test_a_failed_export_is_dropped_and_counted() -> None:
-    sink = OtlpSink(Refusing(), SpanBuilder(Resource.create({}), InstrumentationScope("t")))
+    sink = OtlpSink(Memory(refuse=True), SpanBuilder(), {})
     prepared = sink.prepare(stored(traced("r1"), traced("r2")))
     assert len(prepared.tables[Kind.TRACE]) == 8
     sink.write(prepared)

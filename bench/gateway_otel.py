@@ -1,0 +1,150 @@
+"""``python -m bench gateway --otel``: the gateway's CPU per request with OpenTelemetry export on and off.
+
+Two RouteLens gateways (1 worker each) run at once in front of the same zero-delay simulated
+instance: ``otel_off`` and ``otel_on`` (``otel: {enabled: true, sample_ratio: 1.0}``, every
+request exported). Their c=1 and c=16 wrk slices are interleaved round by round as in
+:mod:`bench.gateway` (the machine's speed changes from minute to minute; both sides see the same
+minutes), and each side's ``cpu_us_per_request`` is the CPU of the gateway's whole process tree
+over its runs per answered request: the exporter's thread (span building, protobuf encoding,
+the HTTP request) included, the receiver not. The receiver is a loopback OTLP/HTTP endpoint in
+this process that reads each request and answers 200 without decoding it (what a collector's
+cost is, is not ours); ``spans`` is what the gateway says it exported and dropped.
+
+The difference of two gateways' CPU moves by more than 10% from run to run on a busy machine, so
+``export_thread`` also gives the CPU of the exporter's own thread (``trace-export-otel``: the
+validation, span building, encoding and the HTTP request, read from ``/proc``) per request of the
+``otel_on`` gateway, and ``share_pct``: that against ``otel_off``'s CPU per request at c=1 and c=16.
+
+Last line: ``{"otel_off": {"c1": {...}, "c16": {...}}, "otel_on": {...}, "cpu_rise_pct": {"c1": x, "c16": y},
+"spans": {"exported": n, "dropped": m}, "receiver": {"requests": r, "bytes": b},
+"export_thread": {"cpu_us_per_request": e, "share_pct": {"c1": p, "c16": q}}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.run.procs import Child, free_port
+
+__all__ = ["run_otel"]
+
+
+class _Receiver:
+    """Answers every OTLP/HTTP export with 200 and counts them (no decoding)."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.bytes = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802  (http.server's name)
+                size = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(size)
+                outer.requests += 1
+                outer.bytes += size
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def _export_thread_cpu(pid: int) -> float:
+    """CPU seconds of the exporter's thread so far (its system name: the first 15 characters of its name)."""
+    total = 0.0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        if name == "trace-export-otel"[:15]:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _counter(metrics_url: str, name: str) -> float:
+    with urllib.request.urlopen(metrics_url, timeout=10) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def run_otel(seconds: int, rounds: int) -> dict[str, Any]:
+    """Measure both gateways interleaved; the figures of the module docstring."""
+    from bench.gateway import Target, measure, post_script  # the interleaved runs of the gateway benchmark
+
+    tmp = Path(tempfile.mkdtemp(prefix="routelens-bench-otel-"))
+    inst = free_port()
+    base = f"http://127.0.0.1:{inst}"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    receiver = _Receiver()
+    script = post_script(tmp)
+    children: list[Child] = []
+    ports = {"otel_off": free_port(), "otel_on": free_port()}
+    configs: dict[str, Path] = {}
+    for key, port in ports.items():
+        cfg = {"gateway": {"port": port}, "storage": {"duckdb_path": str(tmp / f"{key}.duckdb")},
+               "fleet": {"instances": [{"id": "sim-0", "model": "m", "url": base}]},
+               "constraints": [{"name": "queue", "metric": "queue", "op": "<=", "threshold": 1e9}],
+               "probes": {"enabled": False},
+               "otel": {"enabled": key == "otel_on", "endpoint": receiver.url, "sample_ratio": 1.0}}
+        configs[key] = tmp / f"{key}.yaml"
+        configs[key].write_text(yaml.safe_dump(cfg))
+
+    def start(name: str, argv: list[str], marker: str) -> Child:
+        child = Child(name, argv, env, marker)
+        children.append(child)
+        assert child.wait_ready(120), f"{name} did not start: {child.tail()}"
+        return child
+
+    try:
+        start("sim", [sys.executable, "-m", "app", "--config", str(configs["otel_off"]), "sim", "fleet",
+                      "--instances", "1", "--base-port", str(inst), "--zero-delay"], "fleet ready")
+        paths = {}
+        for key, port in ports.items():
+            child = start(key, [sys.executable, "-m", "app", "--config", str(configs[key]), "serve", "--port",
+                                str(port), "--workers", "1"], "gateway ready")
+            paths[key] = Target(f"http://127.0.0.1:{port}/v1/chat/completions", script, child.proc.pid)
+        before = _export_thread_cpu(paths["otel_on"].pid)
+        result: dict[str, Any] = {"seconds": seconds, "rounds": rounds, **measure(paths, seconds, rounds)}
+        export_s = _export_thread_cpu(paths["otel_on"].pid) - before
+        metrics = f"http://127.0.0.1:{ports['otel_on']}/metrics"
+        result["spans"] = {"exported": _counter(metrics, "routelens_otel_spans_exported_total"),
+                           "dropped": _counter(metrics, "routelens_otel_spans_dropped_total")}
+    finally:
+        while children:
+            children.pop().stop()
+        receiver.server.shutdown()
+    result["receiver"] = {"requests": receiver.requests, "bytes": receiver.bytes}
+    per_request = export_s * 1e6 / max(1, result["otel_on"]["answered"])
+    result["export_thread"] = {"cpu_us_per_request": round(per_request, 1), "share_pct": {
+        c: round(100 * per_request / result["otel_off"][c]["cpu_us_per_request"], 1) for c in ("c1", "c16")}}
+    result["cpu_rise_pct"] = {
+        c: round(100 * (result["otel_on"][c]["cpu_us_per_request"] / result["otel_off"][c]["cpu_us_per_request"] - 1),
+                 1) for c in ("c1", "c16")}
+    return result
+
+
+def main(seconds: int, rounds: int) -> int:
+    """Print the figures as one JSON line."""
+    print(json.dumps(run_otel(seconds, rounds)))
+    return 0

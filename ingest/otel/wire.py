@@ -1,0 +1,116 @@
+"""Plain spans to the OTLP protobuf body (``ExportTraceServiceRequest``), written directly.
+
+The SDK's encoder builds a protobuf object per attribute through a chain of Python calls: about
+90 µs of CPU per exported request on a quiet machine, more than the 10% of the gateway's own CPU
+per request that export may cost. A request's attributes mostly repeat from one request to the
+next (keys always; models, instances, rules, kinds, statuses usually), so each encoded
+key-value is kept in a bounded cache and most of a span is joined from bytes already made.
+``tests/ingest/otel/test_wire.py`` holds the result equal, message for message, to the SDK's
+encoding of the same spans as ``ReadableSpan`` objects (:func:`ingest.otel.spans.to_readable`).
+
+Wire format: https://protobuf.dev/programming-guides/encoding/; the messages of
+``opentelemetry/proto/trace/v1/trace.proto`` (span flags as the SDK sets them: the parent's
+remoteness is known).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ingest.otel.spans import PlainSpan
+
+__all__ = ["encode_request"]
+
+_CACHE_MAX = 65_536
+_kv_cache: dict[tuple[int, str, type, Any], bytes] = {}  # (tag, key, type, value) -> the whole field
+_HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200
+_pack_q = struct.Struct("<Q").pack
+_pack_d = struct.Struct("<d").pack
+_pack_i = struct.Struct("<I").pack
+
+
+_SMALL = tuple(bytes((i,)) for i in range(128))  # one-byte varints (short lengths, tags)
+
+
+def _varint(n: int) -> bytes:
+    if 0 <= n < 0x80:
+        return _SMALL[n]
+    if n < 0:
+        n += 1 << 64  # int64: two's complement, ten bytes
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(tag: int, payload: bytes) -> bytes:
+    """A length-delimited field (``tag`` is the field's first byte, wire type 2)."""
+    n = len(payload)
+    return _SMALL[tag] + _SMALL[n] + payload if n < 0x80 and tag < 0x80 else bytes((tag,)) + _varint(n) + payload
+
+
+def _any(value: Any) -> bytes:
+    """An ``AnyValue``."""
+    if isinstance(value, str):
+        return _field(0x0A, value.encode())
+    if isinstance(value, bool):
+        return b"\x10" + (b"\x01" if value else b"\x00")
+    if isinstance(value, int):
+        return b"\x18" + _varint(value)
+    if isinstance(value, float):
+        return b"\x21" + _pack_d(value)
+    if isinstance(value, list | tuple):
+        return _field(0x2A, b"".join(_field(0x0A, _any(v)) for v in value))  # ArrayValue.values
+    raise TypeError(f"attribute value of type {type(value).__name__}")
+
+
+def _kv_field(tag: int, key: str, value: Any, token: tuple[int, str, type, Any]) -> bytes:
+    """One ``KeyValue`` as field ``tag`` of its parent, made and kept in the cache."""
+    found = _field(tag, _field(0x0A, key.encode()) + _field(0x12, _any(value)))
+    if len(_kv_cache) >= _CACHE_MAX:
+        _kv_cache.clear()
+    _kv_cache[token] = found
+    return found
+
+
+def _attributes(tag: int, attrs: Mapping[str, Any]) -> bytes:
+    cache = _kv_cache
+    out = []
+    for key, value in attrs.items():
+        cls = value.__class__
+        if cls is float:  # measurements seldom repeat: not worth a cache entry
+            out.append(_field(tag, _field(0x0A, key.encode()) + _field(0x12, b"\x21" + _pack_d(value))))
+            continue
+        token = (tag, key, cls, tuple(value) if cls is list else value)
+        found = cache.get(token)
+        out.append(_kv_field(tag, key, value, token) if found is None else found)
+    return b"".join(out)
+
+
+def _span(span: PlainSpan) -> bytes:
+    parts = [b"\x0a\x10", bytes.fromhex(span.trace_id), b"\x12\x08", bytes.fromhex(span.span_id)]
+    if span.parent_id is not None:
+        parts += (b"\x22\x08", bytes.fromhex(span.parent_id))
+    parts += (_field(0x2A, span.name.encode()), b"\x30", _varint(span.kind.value + 1),
+              b"\x39", _pack_q(span.start_ns), b"\x41", _pack_q(span.end_ns), _attributes(0x4A, span.attributes))
+    for event in span.events:
+        parts.append(_field(0x5A, b"\x09" + _pack_q(event.time_ns) + _field(0x12, event.name.encode())
+                            + _attributes(0x1A, event.attributes)))
+    status = b"" if span.error is None else (_field(0x12, span.error.encode()) if span.error else b"") + b"\x18\x02"
+    parts.append(_field(0x7A, status))
+    flags = _HAS_IS_REMOTE | (_IS_REMOTE if span.parent_id is not None and span.parent_remote else 0)
+    parts += (b"\x85\x01", _pack_i(flags))
+    return b"".join(parts)
+
+
+def encode_request(resource: Mapping[str, Any], scope: tuple[str, str | None], spans: Sequence[PlainSpan]) -> bytes:
+    """The ``ExportTraceServiceRequest`` of ``spans``, all of one resource and one instrumentation scope."""
+    name, version = scope
+    scope_msg = _field(0x0A, name.encode()) + (_field(0x12, version.encode()) if version else b"")
+    scope_spans = _field(0x0A, scope_msg) + b"".join(_field(0x12, _span(s)) for s in spans)
+    resource_spans = _field(0x0A, _attributes(0x0A, resource)) + _field(0x12, scope_spans)
+    return _field(0x0A, resource_spans)
