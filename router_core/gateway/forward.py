@@ -16,23 +16,25 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import orjson
 
 from router_core.gateway.encoding import UPSTREAM_ACCEPT
+from router_core.gateway.hedge import HEDGED_OUT, race
 from router_core.gateway.http1 import Http1Pool, UpstreamError, UpstreamResponse
 from router_core.gateway.trace_context import TraceContext
-from router_core.resilience.breakers import AttemptOutcome, BreakerBoard
+from router_core.resilience.breakers import Admission, AttemptOutcome, BreakerBoard
 from router_core.resilience.fallbacks import Abort, classify, next_target
 from router_core.rules.ir import TimeoutPolicy
 from router_core.state.inflight import InflightCounter, Ticket
 from router_core.state.view import StateView
 from schemas.common import AttemptStatus
 from schemas.config import GatewaySettings
-from schemas.config.resilience import NextTarget, ResilienceSettings
+from schemas.config.resilience import ErrorClass, NextTarget, ResilienceSettings
 from schemas.fleet import InstanceSpec
 from schemas.trace import Attempt
 
@@ -60,6 +62,31 @@ class Forwarded:
     first_chunk: bytes = b""
     first_byte_at: float | None = None
     open_stream: Ticket | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What every attempt of one request shares."""
+
+    body: dict[str, Any]
+    request_id: str
+    stream: bool
+    authorization: str | None
+    limit: float
+    trace: TraceContext | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Tried:
+    """One attempt's record and what it brought back."""
+
+    attempt: Attempt
+    got: Forwarded
+    resp: UpstreamResponse | None
+    ok: bool
+    answered: bool
+    cls: ErrorClass | None
+    error: str | None
 
 
 class _EmptyStream(Exception):
@@ -151,6 +178,7 @@ class Forwarder:
         tried: set[str] = set()
         steps: tuple[NextTarget, ...] = ("any",)
         backoff, last = 0.0, None
+        call = _Call(body, request_id, stream, authorization, limit, trace)
         while len(attempts) < max_attempts:
             abort = Abort()
             spec, adm = next_target(targets, tried, last, steps, board, abort.fire)
@@ -167,87 +195,124 @@ class Forwarder:
                 await asyncio.sleep(wait)
             tried.add(spec.id)
             last = spec
-            body["model"] = spec.model
-            started = self._perf()
-            status, http_status, error = AttemptStatus.OK, None, None
-            resp: UpstreamResponse | None = None
-            got = Forwarded([], spec)
-            answered = False  # an error status that is an answer: passed on, not retried, but not ok
-            ticket = None if self._inflight is None else self._inflight.begin(spec.id)
-            headers = self._headers(spec, request_id, stream, authorization)
-            span_id = None
-            if trace is not None:
-                span_id = trace.new_span_id()
-                headers["traceparent"] = trace.traceparent(span_id)
-                if trace.tracestate is not None:
-                    headers["tracestate"] = trace.tracestate
-            try:
-                # A stream: no total, the first byte is timed here and the idle gaps by the relay.
-                async with asyncio.timeout(limit if left is None else min(limit, left)) as abort.cm:
-                    resp = await self._pool.post(
-                        f"{spec.url}/v1/chat/completions",
-                        orjson.dumps(body),
-                        headers,
-                        connect_timeout_s=self._settings.connect_timeout_s,
-                    )
-                    http_status = resp.status
-                    if resp.status in _RETRYABLE:
-                        await resp.read()
-                        resp.release()
-                        status, error = AttemptStatus.HTTP_ERROR, f"HTTP {resp.status}"
-                    elif stream and resp.status == 200:
-                        got.first_chunk = await resp.content.readany()
-                        got.first_byte_at = self._perf()
-                        if not got.first_chunk:
-                            raise _EmptyStream
-                    else:
-                        got.body = await resp.read()
-                        if resp.status >= 400:
-                            status, error, answered = AttemptStatus.HTTP_ERROR, f"HTTP {resp.status}", True
-            except TimeoutError:
-                status, error = AttemptStatus.TIMEOUT, "first_byte_timeout" if stream else "timeout"
-                if abort.fired:
-                    error = "breaker_open"
-                elif left is not None and left < limit:
-                    error = "deadline_exceeded"
-            except _EmptyStream:
-                status, error = AttemptStatus.CONNECT_ERROR, "empty_stream"
-            except (UpstreamError, OSError) as exc:
-                status, error = AttemptStatus.CONNECT_ERROR, type(exc).__name__
-            except BaseException:  # cancelled (the client went away): the connection is not reused
-                if resp is not None:
-                    resp.close()
-                if ticket is not None:
-                    self._inflight.end(ticket)  # type: ignore[union-attr]
-                if board is not None and adm is not None:
-                    board.done(adm, "aborted")
-                raise
-            cls = classify(status, http_status, stream, got.body if answered else b"")
-            if answered and cls is not None and res.rule_for(cls)[1]:
-                answered = False  # a context overflow or content filter answer with a fallback chain: retried
-            ok = status is AttemptStatus.OK
-            if not ok and not answered and resp is not None:
-                resp.close()
-            attempt = Attempt(seq=len(attempts), instance=spec.id, model=spec.model, status=status,
-                              http_status=http_status, error_class=error, latency_ms=(self._perf() - started) * 1e3,
-                              span_id=span_id)
-            attempts.append(attempt)
-            self._view.observe(spec.id, attempt.latency_ms, (ok or answered) and (http_status or 0) < 500)
-            if board is not None and adm is not None:
-                board.done(adm, _outcome(status, http_status, abort.fired))
-            if ticket is not None:
-                if ok and stream:
-                    got.open_stream = ticket
-                else:
-                    self._inflight.end(ticket)  # type: ignore[union-attr]
-            if ok or answered:
-                got.attempts, got.response = attempts, resp
-                return got
-            last_error = error
-            if cls is None:
+            first = self._attempt(call, len(attempts), spec, adm, abort, left)
+            hedge = res.hedging
+            if attempts or stream or not hedge.enabled or len(attempts) + 1 >= max_attempts:
+                results = [await first]
+            else:  # the first whole-answer attempt: a twin goes out if it is still out past its expected latency
+                delay = hedge.delay_s(self._view.p95_ms(spec.id))
+                results = await race(first, delay, partial(self._twin, call, targets, tried, spec, left),
+                                     lambda r: r.ok or r.answered)
+            for r in results:
+                attempts.append(r.attempt)
+            won = next((r for r in results if r.ok or r.answered), None)
+            if won is not None:
+                won.got.attempts, won.got.response = attempts, won.resp
+                return won.got
+            final = results[-1]
+            last_error = final.error
+            if final.cls is None:
                 break
-            backoff, steps = res.rule_for(cls)
+            backoff, steps = res.rule_for(final.cls)
         return Forwarded(attempts, last_error=last_error)
+
+    def _twin(self, call: _Call, targets: Sequence[InstanceSpec], tried: set[str], first: InstanceSpec,
+              left: float | None) -> Awaitable[_Tried] | None:
+        """The hedge of ``first``'s attempt: the next instance the breakers let through, else None."""
+        abort = Abort()
+        spec, adm = next_target(targets, tried, first, ("any",), self._breakers, abort.fire)
+        if spec is None:
+            return None
+        tried.add(spec.id)
+        return self._attempt(call, 1, spec, adm, abort, left)
+
+    def _attempt(self, call: _Call, seq: int, spec: InstanceSpec, adm: Admission | None, abort: Abort,
+                 left: float | None) -> Awaitable[_Tried]:
+        """One attempt on ``spec``, counted in flight now (before any await: a burst of decisions sees it)."""
+        call.body["model"] = spec.model
+        payload = orjson.dumps(call.body)  # now: a hedge sets another model on the same body
+        ticket = None if self._inflight is None else self._inflight.begin(spec.id)
+        headers = self._headers(spec, call.request_id, call.stream, call.authorization)
+        span_id = None
+        if call.trace is not None:
+            span_id = call.trace.new_span_id()
+            headers["traceparent"] = call.trace.traceparent(span_id)
+            if call.trace.tracestate is not None:
+                headers["tracestate"] = call.trace.tracestate
+        return self._exchange(call, seq, spec, adm, abort, left, payload, headers, ticket, span_id)
+
+    async def _exchange(self, call: _Call, seq: int, spec: InstanceSpec, adm: Admission | None, abort: Abort,
+                        left: float | None, payload: bytes, headers: dict[str, str], ticket: Ticket | None,
+                        span_id: str | None) -> _Tried:
+        """Send, read (a stream: its first chunk), count and record one attempt.
+
+        Cancelled (the client went away), it lets go of what it holds and raises; cancelled with
+        :data:`~router_core.gateway.hedge.HEDGED_OUT` (its twin answered first), it returns its record.
+        """
+        stream, board, limit = call.stream, self._breakers, call.limit
+        started = self._perf()
+        status, http_status, error = AttemptStatus.OK, None, None
+        resp: UpstreamResponse | None = None
+        got = Forwarded([], spec)
+        answered = False  # an error status that is an answer: passed on, not retried, but not ok
+        try:
+            # A stream: no total, the first byte is timed here and the idle gaps by the relay.
+            async with asyncio.timeout(limit if left is None else min(limit, left)) as abort.cm:
+                resp = await self._pool.post(f"{spec.url}/v1/chat/completions", payload, headers,
+                                             connect_timeout_s=self._settings.connect_timeout_s)
+                http_status = resp.status
+                if resp.status in _RETRYABLE:
+                    await resp.read()
+                    resp.release()
+                    status, error = AttemptStatus.HTTP_ERROR, f"HTTP {resp.status}"
+                elif stream and resp.status == 200:
+                    got.first_chunk = await resp.content.readany()
+                    got.first_byte_at = self._perf()
+                    if not got.first_chunk:
+                        raise _EmptyStream
+                else:
+                    got.body = await resp.read()
+                    if resp.status >= 400:
+                        status, error, answered = AttemptStatus.HTTP_ERROR, f"HTTP {resp.status}", True
+        except TimeoutError:
+            status, error = AttemptStatus.TIMEOUT, "first_byte_timeout" if stream else "timeout"
+            if abort.fired:
+                error = "breaker_open"
+            elif left is not None and left < limit:
+                error = "deadline_exceeded"
+        except _EmptyStream:
+            status, error = AttemptStatus.CONNECT_ERROR, "empty_stream"
+        except (UpstreamError, OSError) as exc:
+            status, error = AttemptStatus.CONNECT_ERROR, type(exc).__name__
+        except BaseException as exc:  # cancelled: the connection is not reused
+            if resp is not None:
+                resp.close()
+            if ticket is not None:
+                self._inflight.end(ticket)  # type: ignore[union-attr]
+            if board is not None and adm is not None:
+                board.done(adm, "aborted")
+            if not (isinstance(exc, asyncio.CancelledError) and exc.args[:1] == (HEDGED_OUT,)):
+                raise
+            attempt = Attempt(seq=seq, instance=spec.id, model=spec.model, status=AttemptStatus.TIMEOUT,
+                              error_class=HEDGED_OUT, latency_ms=(self._perf() - started) * 1e3, span_id=span_id)
+            return _Tried(attempt, got, None, False, False, None, HEDGED_OUT)
+        cls = classify(status, http_status, stream, got.body if answered else b"")
+        if answered and cls is not None and self._resilience.rule_for(cls)[1]:
+            answered = False  # a context overflow or content filter answer with a fallback chain: retried
+        ok = status is AttemptStatus.OK
+        if not ok and not answered and resp is not None:
+            resp.close()
+        attempt = Attempt(seq=seq, instance=spec.id, model=spec.model, status=status, http_status=http_status,
+                          error_class=error, latency_ms=(self._perf() - started) * 1e3, span_id=span_id)
+        self._view.observe(spec.id, attempt.latency_ms, (ok or answered) and (http_status or 0) < 500)
+        if board is not None and adm is not None:
+            board.done(adm, _outcome(status, http_status, abort.fired))
+        if ticket is not None:
+            if ok and stream:
+                got.open_stream = ticket
+            else:
+                self._inflight.end(ticket)  # type: ignore[union-attr]
+        return _Tried(attempt, got, resp, ok, answered, cls, error)
 
 
 def _outcome(status: AttemptStatus, http_status: int | None, aborted: bool) -> AttemptOutcome:

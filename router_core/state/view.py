@@ -111,6 +111,11 @@ class StateView:
         inst.snap = inst.snap.model_copy(update={"probes": sorted([*kept, status], key=lambda p: p.kind)})
         return True
 
+    def p95_ms(self, instance: str) -> float | None:
+        """The router's observed p95 latency of ``instance`` as of the last tick (None: nothing observed)."""
+        found = self._by_id.get(instance)
+        return None if found is None else found.snap.p95_latency_ms
+
     def observe(self, instance: str, latency_ms: float, ok: bool) -> None:
         """Record the result of a request the router sent to ``instance``."""
         self._by_id[instance].window.add(self._clock(), latency_ms, ok)

@@ -10,6 +10,7 @@
         first_byte: {like: timeout}        # the same chain as another class
         http_429: {backoff_ms: 200, next: [same_model]}
         context_overflow: {next: [other_model]}
+      hedging: {p95_multiple: 3, min_delay_ms: 250, max_delay_ms: 5000}   # a slow first attempt gets a twin
       breakers:
         instance: {consecutive_failures: 3, open_s: 5, close_after: 3}
         model:    {threshold: 0.15, for_s: 120, close_after: 10}   # seed 003: 5xx > 15% for 2 min
@@ -31,8 +32,8 @@ from pydantic import Field, field_validator, model_validator
 
 from schemas.common import ContractModel
 
-__all__ = ["ERROR_CLASSES", "BreakerSettings", "ErrorClass", "FallbackRule", "InstanceBreakerSettings",
-           "NextTarget", "RateBreakerSettings", "ResilienceSettings"]
+__all__ = ["ERROR_CLASSES", "BreakerSettings", "ErrorClass", "FallbackRule", "HedgeSettings",
+           "InstanceBreakerSettings", "NextTarget", "RateBreakerSettings", "ResilienceSettings"]
 
 ErrorClass = Literal["connect", "timeout", "first_byte", "http_429", "http_5xx", "context_overflow", "content_filter"]
 ERROR_CLASSES: tuple[ErrorClass, ...] = ("connect", "timeout", "first_byte", "http_429", "http_5xx",
@@ -97,13 +98,41 @@ class BreakerSettings(ContractModel):
     zone: RateBreakerSettings = Field(default_factory=_zone_default)
 
 
+class HedgeSettings(ContractModel):
+    """Hedged requests: a whole-answer attempt still out past its instance's expected latency gets a twin.
+
+    The delay is ``p95_multiple`` times the router's observed p95 latency of that instance (its
+    window), within ``[min_delay_ms, max_delay_ms]`` (``max_delay_ms`` while nothing is observed).
+    The twin goes to the next instance the fallbacks would try; the first answer wins and the other
+    attempt is cancelled (recorded as ``timeout``/``hedged_out``). Streams are not hedged.
+    """
+
+    enabled: bool = True
+    p95_multiple: float = Field(3.0, ge=1, le=100, description="The delay, in multiples of the observed p95.")
+    min_delay_ms: float = Field(250.0, ge=1, le=600_000)
+    max_delay_ms: float = Field(5000.0, ge=1, le=600_000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.min_delay_ms > self.max_delay_ms:
+            raise ValueError("min_delay_ms must not exceed max_delay_ms")
+        return self
+
+    def delay_s(self, p95_ms: float | None) -> float:
+        """Seconds the first attempt runs alone, given its instance's observed p95 (None: not known yet)."""
+        ms = self.max_delay_ms if p95_ms is None else min(max(p95_ms * self.p95_multiple, self.min_delay_ms),
+                                                          self.max_delay_ms)
+        return ms / 1e3
+
+
 class ResilienceSettings(ContractModel):
-    """Breakers and typed fallbacks (see the module docstring)."""
+    """Breakers, typed fallbacks and hedging (see the module docstring)."""
 
     enabled: bool = Field(True, description="False: no breaker opens (fallbacks still apply).")
     deadline_s: float | None = Field(None, gt=0, le=3600, description="Whole-request bound on the attempt chain.")
     fallbacks: dict[ErrorClass, FallbackRule] = {}
     breakers: BreakerSettings = BreakerSettings()
+    hedging: HedgeSettings = HedgeSettings()
 
     @field_validator("fallbacks")
     @classmethod
