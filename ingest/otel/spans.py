@@ -205,10 +205,10 @@ class SpanBuilder:
             _put(attrs, keys.STEP_VALUE, step.get("value"))
             if step.get("reason"):
                 attrs[keys.STEP_REASON] = step["reason"]
-            if step.get("instances"):
-                attrs[keys.STEP_KEPT] = list(step["instances"])
+            if step.get("instances"):  # tuples: an event's attributes stay hashable (ingest.otel.wire caches them)
+                attrs[keys.STEP_KEPT] = tuple(step["instances"])
             if step.get("rejected"):
-                attrs[keys.STEP_REJECTED] = list(step["rejected"])
+                attrs[keys.STEP_REJECTED] = tuple(step["rejected"])
             events.append(PlainEvent(step["step"], t, attrs))
         end = max(t, start)
         for cand in trace["candidates"]:
