@@ -41,7 +41,7 @@ from schemas.trace_policy import IntentVerdict
 __all__ = ["IntentClassifier"]
 
 _COVER = 0.7  # a background text this close (cosine) to a route example is what the route set is about
-_CALIBRATION = "joint-7"  # bump when the calibration changes: cached figures of another version are not reused
+_CALIBRATION = "joint-8"  # bump when the calibration changes: cached figures of another version are not reused
 
 
 class IntentClassifier:

@@ -7,6 +7,12 @@ word boundaries) add the surface cues an English-centric encoder misses (Chinese
 codes). Measured on held-out label subsets of BANKING77 and on the Home Assistant sets
 (``docs/intents.md``), it beats the centroids everywhere, and beats either feature set alone.
 
+MiniLM is English-centric: its vocabulary splits Chinese into single characters, and on a Chinese
+route set its embedding alone is little better than chance. Each text's embedding therefore enters
+the model scaled by ``1 - 0.5 x`` its share of CJK characters among its letters (:func:`embedding_weight`),
+so the n-grams carry Chinese text (on the Chinese Home Assistant set, 8 examples a route: 88.4% with
+the embedding at full weight, 91.2% at half, 90.9% without it).
+
 The confidence is the model's top probability times the cosine of the query to the nearest example
 of that route: a query far from every example (out of scope, gibberish) has a low cosine even when
 the linear model, which only ever compares routes, is sure of its pick.
@@ -22,10 +28,19 @@ import scipy.sparse as sp  # type: ignore[import-untyped]
 from sklearn.feature_extraction.text import TfidfVectorizer  # type: ignore[import-untyped]
 from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyped]
 
-__all__ = ["JointModel", "JointScore"]
+__all__ = ["JointModel", "JointScore", "embedding_weight"]
 
 Vectors = npt.NDArray[np.float32]
 JointScore = tuple[str, float, float, float]  # (route, confidence, probability, cosine to its nearest example)
+
+
+def embedding_weight(text: str) -> float:
+    """``1 - 0.5 x`` the share of CJK ideographs among ``text``'s ideographs and ASCII letters (1.0 for neither)."""
+    cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf")
+    if not cjk:
+        return 1.0
+    latin = sum(1 for ch in text if ch.isascii() and ch.isalpha())
+    return 1.0 - 0.5 * cjk / (cjk + latin)
 
 
 class JointModel:
@@ -46,7 +61,8 @@ class JointModel:
     def fit(self, texts: Sequence[str], vectors: Vectors, labels: Sequence[str]) -> JointModel:
         """Fit on ``texts`` with their embedding rows ``vectors``, labelled ``labels`` (two routes or more)."""
         grams = self._vec.fit_transform(list(texts))
-        x = sp.hstack([sp.csr_matrix(vectors), grams]).tocsr()
+        weights = np.array([embedding_weight(t) for t in texts], dtype=np.float32)[:, None]
+        x = sp.hstack([sp.csr_matrix(vectors * weights), grams]).tocsr()
         clf = LogisticRegression(C=self.c, max_iter=3000, random_state=self.seed).fit(x, list(labels))
         self.labels = [str(c) for c in clf.classes_]
         dim = vectors.shape[1]
@@ -82,7 +98,7 @@ class JointModel:
     def score_one(self, text: str, vector: Vectors) -> JointScore:
         """Route, confidence (probability x nearest-example cosine), probability and cosine for one query."""
         v = np.asarray(vector, dtype=np.float64).reshape(-1)
-        z = v @ self._w_emb + self._gram_logits(text) + self._intercept
+        z = embedding_weight(text) * (v @ self._w_emb) + self._gram_logits(text) + self._intercept
         e = np.exp(z - z.max())
         proba = e / e.sum()
         best = int(proba.argmax())

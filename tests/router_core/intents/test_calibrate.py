@@ -18,3 +18,25 @@ def test_threshold_is_deterministic_with_a_seed() -> None:
     t1 = calibrated_threshold(TEXTS, LABELS, fit_fast(0), folds=3, seed=7)
     t2 = calibrated_threshold(TEXTS, LABELS, fit_fast(0), folds=3, seed=7)
     assert t1 == t2 and 0.0 < t1 <= 1.0
+
+
+def test_accept_threshold_is_the_lowest_confidence_keeping_the_precision_above_the_floor() -> None:
+    from router_core.intents.calibrate import accept_threshold
+
+    conf = [0.9, 0.8, 0.7, 0.6, 0.5]
+    right = [True, True, True, False, False]
+    assert accept_threshold(right, conf, precision=1.0, floor=0.0) == 0.7
+    assert accept_threshold(right, conf, precision=0.75, floor=0.0) == 0.6
+    assert accept_threshold(right, conf, precision=1.0, floor=0.75) == 0.8
+    assert accept_threshold([False] * 5, conf, precision=0.9, floor=0.0) == 1.0
+
+
+def test_abstain_threshold_spends_the_budget_on_the_guard_first() -> None:
+    from router_core.intents.calibrate import abstain_threshold
+
+    conf = [0.1, 0.2, 0.3, 0.4, 0.5]
+    assert abstain_threshold(conf, [False] * 5, budget=2) == 0.3  # 0.1 and 0.2 abstain
+    assert abstain_threshold(conf, [True, False, False, False, False], budget=2) == 0.3  # guard + 0.2
+    assert abstain_threshold(conf, [False, False, False, True, True], budget=2) == 0.1  # spent: no other abstains
+    assert abstain_threshold(conf, [False, False, True, True, True], budget=2) == 0.0  # overspent
+    assert abstain_threshold(conf, [False] * 5, budget=0) == 0.1
