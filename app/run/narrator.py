@@ -9,6 +9,7 @@ misroute come from the day's thread. Without the app, the line names the gateway
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -43,6 +44,23 @@ def _describe(inj: Injected, seconds: Callable[[float], str]) -> str:
             return f"script: {inj.instance}'s process crashes{lasting}"
         case kind:
             return f"script: {kind} on {inj.instance}{lasting}"
+
+
+_BREAKER = re.compile(r"^(?P<scope>\w+) breaker (?P<name>\S+): (?P<was>\w+) -> (?P<now>\w+)(?: \((?P<why>.*)\))?$")
+_BREAKER_EFFECT = {"open": "its requests go elsewhere", "half_open": "trial requests test it",
+                   "closed": "back in rotation"}
+
+
+def _breaker_line(event: dict[str, Any]) -> str:
+    """``coder-6b-b breaker closed -> open (3 consecutive connect errors): its requests go elsewhere``."""
+    message = str(event.get("message", "breaker"))
+    m = _BREAKER.match(message)
+    if m is None:
+        return message
+    scope = "" if m["scope"] == "instance" else f"{m['scope']} "
+    why = f" ({m['why']})" if m["why"] else ""
+    effect = _BREAKER_EFFECT.get(m["now"])
+    return f"{m['name']} {scope}breaker {m['was']} -> {m['now']}{why}" + (f" -> {effect}" if effect else "")
 
 
 class Narrator(StoreChecks):
@@ -175,8 +193,7 @@ class Narrator(StoreChecks):
             if eid in self._breaker_events:
                 continue
             self._breaker_events.add(eid)
-            who = event.get("instance") or event.get("model") or ""
-            self.line(str(event.get("message", "breaker")), self._fleet(who) if event.get("instance") else
+            self.line(_breaker_line(event), self._fleet(event["instance"]) if event.get("instance") else
                       self.page("fleet", "/v1/router/state", window="15m"))
 
     def _latch_seen(self, inst: str, latch: dict[str, Any]) -> None:

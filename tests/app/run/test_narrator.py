@@ -68,8 +68,9 @@ def test_each_breaker_event_once(config) -> None:
     n.check_state(state(0.1, False, events=ev))
     n.check_state(state(0.1, False, events=[*ev, {"event_id": "e2", "instance": "coder-6b-b",
                                                   "message": "instance breaker coder-6b-b: open -> half_open"}]))
-    assert [line.split(": ", 1)[0][9:] for line in lines] == ["instance breaker coder-6b-b",
-                                                             "instance breaker coder-6b-b"]
+    assert [line.split(": ", 1)[0][9:] for line in lines] == [
+        "coder-6b-b breaker closed -> open (x) -> its requests go elsewhere",
+        "coder-6b-b breaker open -> half_open -> trial requests test it"]
     assert all(line.endswith(f"{APP}/fleet?instance=coder-6b-b&window=15m") for line in lines)
 
 
