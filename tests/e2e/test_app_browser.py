@@ -229,7 +229,8 @@ def test_the_decisions_table_in_chromium(db_app_url: str, tmp_path: Path) -> Non
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 1400})
             page.goto(f"{db_app_url}/decisions")
-            expect(page.get_by_text("Page 1: 12 decisions.")).to_be_visible(timeout=UI_TIMEOUT_MS)
+            caption = page.get_by_text("Page 1: 12 decisions. Cost in cost units, latencies in ms.")
+            expect(caption).to_be_visible(timeout=UI_TIMEOUT_MS)
             check_page(page, tmp_path / "decisions.png")
             # Full height and every column in view: the table scrolls neither way.
             width, shown_width, height, shown_height = page.evaluate(SCROLLER_JS)

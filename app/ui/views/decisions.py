@@ -115,7 +115,8 @@ else:
         st.caption(widgets.plain(f"Violations not shown: {exc}"))
     rows = dec.rows_frame(page, found)
     broke = f" in which a candidate broke {params.violation}" if params.violation else ""
-    st.caption(f"Page {number}: {count(len(page.items), 'decision')}{broke}{more}.")
+    st.caption(f"Page {number}: {count(len(page.items), 'decision')}{broke}{more}. Cost in {lim.cost_unit}, "
+               "latencies in ms.")
     if found is None:
         rows = rows.drop(columns="violations")
     styled = rows.style.map(dec.outcome_colour, subset=["outcome", "fallback"])
@@ -129,7 +130,7 @@ else:
         "http": st.column_config.NumberColumn("http", format="%d"),
         "total_ms": st.column_config.NumberColumn("total", format="%.0f ms"),
         "decision_ms": st.column_config.NumberColumn("decision", format="%.2f ms"),
-        "cost": st.column_config.NumberColumn(f"cost ({lim.cost_unit})", format="%.3f"),
+        "cost": st.column_config.NumberColumn("cost", format="%.3f", help=f"in {lim.cost_unit}"),
     })
 
 

@@ -166,14 +166,15 @@ def test_the_table_is_full_height_coloured_and_filters_by_violation() -> None:
     assert "None" not in frame.astype(str).to_string()
     styles = table.proto.arrow_data.styler.styles
     assert "#f8d7da" in styles and "#d4edda" in styles  # error red, ok green
-    assert any(c.value == "Page 1: 50 decisions, more on the next page." for c in at.caption)
+    assert any(c.value == "Page 1: 50 decisions, more on the next page. Cost in cost units, latencies in ms."
+               for c in at.caption)
 
     # The store filters by violation: the pages hold only such decisions, all of them across pages.
     at.selectbox(key="dec_violation").set_value("kv-cache").run()
     kept = ids(at)
     assert kept == [f"req-{i:03d}" for i in range(N - 1, -1, -1) if i % 4][:50]
     assert at.query_params["violation"] == "kv-cache"
-    assert any(c.value == "Page 1: 45 decisions in which a candidate broke kv-cache." for c in at.caption)
+    assert any(c.value.startswith("Page 1: 45 decisions in which a candidate broke kv-cache.") for c in at.caption)
 
 
 def test_an_unset_key_is_no_warning_when_the_traces_are_unkeyed(db: Path, tmp_path: Path,
