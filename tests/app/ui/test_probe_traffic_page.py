@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.ui import ENTRYPOINT
 from ingest.duckdb.store import DuckDBTraceStore
 from router_core.decide.decision import DecisionContext
 from router_core.decide.policy_doc import canonical, document_hash, policy_document
@@ -18,7 +19,6 @@ from router_core.state.quality import QualityTable
 from schemas.common import ProbeKind, ProbeVerdict
 from schemas.policy_record import PolicyRecord
 from schemas.probe import ProbeResult
-from app.ui import ENTRYPOINT
 from tests.app.ui.pages import open_app_page
 from tests.router_core.conftest import features, healthy, make_config
 from tests.router_core.decide.test_exact_replay import live

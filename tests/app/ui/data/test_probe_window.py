@@ -1,4 +1,4 @@
-"""Probes linked to traffic: bad windows from probe results, verdicts at a moment, where a request goes without its instance."""
+"""Probes linked to traffic: bad windows, verdicts at a moment, where a request goes without its instance."""
 
 from __future__ import annotations
 
