@@ -91,9 +91,10 @@ def demo_config(config: RouteLensConfig, speed: float = 1.0) -> RouteLensConfig:
     hysteresis = pr.hysteresis.model_copy(update={"recover_m": min(pr.hysteresis.recover_m, RECOVER_AFTER)})
     latency = pr.latency.model_copy(update={"tolerance": max(pr.latency.tolerance, LATENCY_TOLERANCE),
                                             "trend_min_rise": max(pr.latency.trend_min_rise, LATENCY_TOLERANCE / 2)})
-    if speed != 1 and pr.latency.state_path is None:  # answers are `speed` times faster: a baseline of their own
+    if pr.latency.state_path is None:  # the demo's load, `speed` times faster: baselines of its own, not serve's
+        pace = "" if speed == 1 else f"-x{speed:g}"
         latency = latency.model_copy(update={
-            "state_path": f"{config.storage.duckdb_path}.probe-baselines-x{speed:g}.json"})
+            "state_path": f"{config.storage.duckdb_path}.probe-baselines-demo{pace}.json"})
     probes = pr.model_copy(update={"interval_s": max(min(pr.interval_s, PROBE_EVERY_S) / speed, 0.1),
                                    "alerts": alerts, "hysteresis": hysteresis, "latency": latency})
     update: dict[str, object] = {

@@ -43,9 +43,10 @@ def test_speed_divides_every_timer_the_day_depends_on(shipped) -> None:
     assert cfg.scrape.interval_s == shipped.scrape.interval_s / 5
     # a crash is for the breaker to find: metrics are not stale sooner than 2 s, whatever the speed
     assert cfg.scrape.stale_after_s == 2.0 and cfg.scrape.suspect_after_s <= cfg.scrape.stale_after_s
-    # latency baselines learned at x5 would make the answers at x1 look five times slow: kept apart
-    assert cfg.probes.latency.state_path == f"{shipped.storage.duckdb_path}.probe-baselines-x5.json"
-    assert demo_config(shipped).probes.latency.state_path is None
+    # latency baselines learned at x5 would make the answers at x1 look five times slow: kept apart, and
+    # apart from serve's (learned on another load)
+    assert cfg.probes.latency.state_path == f"{shipped.storage.duckdb_path}.probe-baselines-demo-x5.json"
+    assert demo_config(shipped).probes.latency.state_path == f"{shipped.storage.duckdb_path}.probe-baselines-demo.json"
 
 
 def test_a_config_without_an_experiment_gets_two_arms_and_a_shadow(shipped) -> None:
