@@ -99,7 +99,8 @@ def recent_traces(n: int = 12) -> list[Any]:
     from tests.factories import make_trace
 
     now = datetime.now(UTC)
-    return [make_trace(f"req-recent-{i:02d}", ts=now - timedelta(minutes=i + 1),
+    # Ids as long as the gateway's (req_ and 20 hex digits), so the table is as wide as in production.
+    return [make_trace(f"req_{i:020x}", ts=now - timedelta(minutes=i + 1),
                        rule="long_context_priority" if i == 9 else "chat",
                        outcome=Outcome(status=OutcomeStatus.ERROR if i % 4 == 0 else OutcomeStatus.OK,
                                        http_status=500 if i % 4 == 0 else 200, total_ms=120.0 + i))

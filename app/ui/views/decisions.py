@@ -122,8 +122,10 @@ else:
     styled = rows.style.map(dec.outcome_colour, subset=["outcome", "fallback"])
     # Columns size to their content (no fixed widths to clip them); the height holds every row.
     st.dataframe(styled, hide_index=True, key="dec_rows", width="stretch", placeholder=DASH,
+                 column_order=[c for c in rows.columns if c != "request_id"],
                  height=HEAD_PX + ROW_PX * max(len(rows), 1), row_height=ROW_PX, column_config={
-        "open": st.column_config.LinkColumn("open", display_text="why?"),
+        # The request id is the link's text (one column for both): the table fits without scrolling.
+        "open": st.column_config.LinkColumn("request (why?)", display_text=r"request_id=(.+)$"),
         # Sized from the first rows otherwise: a long rule further down would be cut.
         "rule": st.column_config.TextColumn("rule", width="medium"),
         "ts": st.column_config.DatetimeColumn("time (UTC)", format="HH:mm:ss"),
