@@ -25,6 +25,14 @@ SOCKET_NAME = "redis.sock"
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes; leave room
 
 
+def redis_argv(exe: str, folder: Path) -> list[str]:
+    """The command line of the local Redis of ``folder``: its socket there, no TCP port, no persistence."""
+    sock = folder.resolve() / SOCKET_NAME
+    return [exe, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700", "--save", "",
+            "--appendonly", "no", "--daemonize", "no", "--dir", str(folder.resolve()), "--loglevel", "warning",
+            "--logfile", ""]
+
+
 def start_local_redis(folder: Path) -> tuple[Child | None, str]:
     """Start ``redis-server`` on ``folder/redis.sock``: ``(child, unix:// URL)``, or ``(None, why not)``."""
     exe = shutil.which("redis-server")
@@ -35,10 +43,7 @@ def start_local_redis(folder: Path) -> tuple[Child | None, str]:
     if len(str(sock)) > _MAX_SOCKET_PATH:
         return None, f"the socket path {sock} is longer than a Unix socket allows"
     sock.unlink(missing_ok=True)
-    argv = [exe, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700", "--save", "",
-            "--appendonly", "no", "--daemonize", "no", "--dir", str(folder.resolve()), "--loglevel", "warning",
-            "--logfile", ""]
-    child = Child("redis", argv, dict(os.environ), ready_marker=None, death_signal=signal.SIGTERM)
+    child = Child("redis", redis_argv(exe, folder), dict(os.environ), ready_marker=None, death_signal=signal.SIGTERM)
     if not _wait_socket(sock, child):
         child.stop()
         return None, f"redis-server did not start on {sock}: {child.tail() or 'no output'}"
