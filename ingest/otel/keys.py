@@ -1,7 +1,8 @@
 """Span and attribute names of the exported span tree, in one place.
 
-``gen_ai.*`` are the OpenTelemetry GenAI semantic conventions, ``openinference.*`` and ``llm.*``
-OpenInference's (what Phoenix and Arize read), ``routelens.*`` our own.
+``gen_ai.*`` are the OpenTelemetry GenAI semantic conventions, ``openinference.*``
+OpenInference's (what Phoenix and Arize read), ``routelens.*`` our own. Each value is said once:
+the request id and query hash on the request span, an attempt's latency in its span's times.
 """
 
 from __future__ import annotations
@@ -18,12 +19,8 @@ GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 HTTP_STATUS = "http.response.status_code"
 ERROR_TYPE = "error.type"
 
-# OpenInference
+# OpenInference (Phoenix reads the GenAI attributes above as its own llm.* ones)
 SPAN_KIND = "openinference.span.kind"
-LLM_MODEL = "llm.model_name"
-LLM_PROMPT_TOKENS = "llm.token_count.prompt"
-LLM_COMPLETION_TOKENS = "llm.token_count.completion"
-LLM_TOTAL_TOKENS = "llm.token_count.total"
 
 # RouteLens: the request
 REQUEST_ID = "routelens.request_id"
@@ -52,7 +49,6 @@ FEASIBLE = "routelens.feasible"
 DECISION_MS = "routelens.decision_ms"
 
 # RouteLens: a step's event
-STEP_SEQ = "routelens.step.seq"
 STEP_KIND = "routelens.step.kind"
 STEP_PLUGIN = "routelens.step.plugin"
 STEP_VALUE = "routelens.step.value"
@@ -76,7 +72,6 @@ SEVERITY = "routelens.severity"
 ATTEMPT_SEQ = "routelens.attempt.seq"
 ATTEMPT_STATUS = "routelens.attempt.status"
 INSTANCE = "routelens.instance"
-LATENCY_MS = "routelens.latency_ms"
 
 # span names
 DECISION_SPAN = "routelens.decide"

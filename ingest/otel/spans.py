@@ -153,19 +153,14 @@ class SpanBuilder:
         features, outcome = trace["features"], trace["outcome"]
         attrs: Attrs = {
             keys.GEN_AI_OPERATION: "chat", keys.GEN_AI_REQUEST_MODEL: features["requested_model"],
-            keys.SPAN_KIND: "LLM", keys.REQUEST_ID: trace["request_id"], keys.QUERY_HASH: trace["query_hash"],
+            keys.REQUEST_ID: trace["request_id"], keys.QUERY_HASH: trace["query_hash"],
             keys.OUTCOME: outcome["status"], keys.HTTP_STATUS: outcome["http_status"],
         }
         _put(attrs, keys.GEN_AI_RESPONSE_MODEL, trace.get("selected_model"))
-        _put(attrs, keys.LLM_MODEL, trace.get("selected_model"))
         _put(attrs, keys.GEN_AI_REQUEST_MAX_TOKENS, features.get("max_tokens"))
         prompt, completion = outcome.get("prompt_tokens"), outcome.get("completion_tokens")
         _put(attrs, keys.GEN_AI_INPUT_TOKENS, prompt)
         _put(attrs, keys.GEN_AI_OUTPUT_TOKENS, completion)
-        _put(attrs, keys.LLM_PROMPT_TOKENS, prompt)
-        _put(attrs, keys.LLM_COMPLETION_TOKENS, completion)
-        if prompt is not None and completion is not None:
-            attrs[keys.LLM_TOTAL_TOKENS] = prompt + completion
         _put(attrs, keys.ERROR_TYPE, outcome.get("error_class"))
         _put(attrs, keys.COST, outcome.get("cost"))
         _put(attrs, keys.TTFT_MS, outcome.get("ttft_ms"))
@@ -177,8 +172,7 @@ class SpanBuilder:
         attrs: Attrs = {
             keys.SPAN_KIND: "DECISION", keys.ROUTER_VERSION: trace["router_version"],
             keys.POLICY_HASH: trace["policy_hash"], keys.MODE: trace["mode"],
-            keys.FALLBACK: trace["fallback_triggered"], keys.REQUEST_ID: trace["request_id"],
-            keys.QUERY_HASH: trace["query_hash"], keys.CANDIDATES: len(candidates),
+            keys.FALLBACK: trace["fallback_triggered"], keys.CANDIDATES: len(candidates),
             keys.FEASIBLE: sum(1 for c in candidates if c["feasible"]), keys.DECISION_MS: trace["latency_ms"],
         }
         for key, field in ((keys.RULE, "rule"), (keys.INTENT, "intent"), (keys.INTENT_CONFIDENCE, "intent_confidence"),
@@ -200,7 +194,7 @@ class SpanBuilder:
                 t += int(step["duration_us"] * 1000)
             if step["kind"] not in _EVENT_STEPS:
                 continue
-            attrs: Attrs = {keys.STEP_SEQ: step["seq"], keys.STEP_KIND: step["kind"]}
+            attrs: Attrs = {keys.STEP_KIND: step["kind"]}
             _put(attrs, keys.STEP_PLUGIN, step.get("plugin"))
             _put(attrs, keys.STEP_VALUE, step.get("value"))
             if step.get("reason"):
@@ -228,8 +222,7 @@ class SpanBuilder:
 
 def _attempt_attrs(attempt: Mapping[str, Any]) -> Attrs:
     attrs: Attrs = {keys.ATTEMPT_SEQ: attempt["seq"], keys.INSTANCE: attempt["instance"],
-                    keys.GEN_AI_REQUEST_MODEL: attempt["model"], keys.ATTEMPT_STATUS: attempt["status"],
-                    keys.LATENCY_MS: attempt["latency_ms"]}
+                    keys.GEN_AI_REQUEST_MODEL: attempt["model"], keys.ATTEMPT_STATUS: attempt["status"]}
     _put(attrs, keys.HTTP_STATUS, attempt.get("http_status"))
     _put(attrs, keys.ERROR_TYPE, attempt.get("error_class"))
     return attrs
