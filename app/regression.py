@@ -20,8 +20,7 @@ from typing import Any
 
 import yaml
 
-from router_core.rules.cases import CaseResult, run_cases
-from router_core.rules.load import compile_policy
+from router_core import CaseResult, compile_policy, run_cases
 from schemas.config import RouteLensConfig
 from schemas.policy_file import CaseExpect, CaseRequest, PolicyCase
 from schemas.trace import DecisionTrace

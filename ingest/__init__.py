@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ingest.experiments.ips import ips_report
     from ingest.experiments.stats import wilson_interval
     from ingest.http_api.client import HttpTraceStore
+    from ingest.http_api.openapi import STORE_OPERATIONS
     from ingest.http_api.proxy import add_store_proxy
     from ingest.http_api.relay import RelaySink, add_relay_route
     from ingest.http_api.routes import SERVER_LIMITS, IngestApi
@@ -73,6 +74,7 @@ _EXPORTS: dict[str, str] = {
     "RecordSink": "ingest.record_sink",
     "Rejected": "ingest.record_sink",
     "RelaySink": "ingest.http_api.relay",
+    "STORE_OPERATIONS": "ingest.http_api.openapi",
     "SERVER_LIMITS": "ingest.http_api.routes",
     "SinkError": "ingest.errors",
     "SinkUnavailable": "ingest.errors",
@@ -111,6 +113,7 @@ __all__ = [
     "Rejected",
     "RelaySink",
     "SERVER_LIMITS",
+    "STORE_OPERATIONS",
     "SinkError",
     "SinkUnavailable",
     "SpoolFull",

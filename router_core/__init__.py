@@ -41,18 +41,23 @@ if TYPE_CHECKING:
     from router_core.experiments import arm_config
     from router_core.gateway import Gateway
     from router_core.gateway.auth import keys_from_env, open_notice, upstream_keys
+    from router_core.gateway.errors import ParseErrorsQuiet
+    from router_core.gateway.openapi import OpenApi
     from router_core.gateway.policy_gate import PolicyGate
     from router_core.gateway.probe_source import ProbeSource, VerdictFollower
     from router_core.gateway.probe_source import feed_body as probe_feed_body
     from router_core.intents import IntentClassifier, append_examples
+    from router_core.intents.baseline import CentroidBaseline
     from router_core.intents.embedding import embedder_missing
+    from router_core.intents.minilm import MiniLMEncoder
     from router_core.intents.rules import classify_intent
     from router_core.pickers.max_score import MaxScorePicker
+    from router_core.rules.cases import CaseResult, run_cases
     from router_core.rules.cases import explain as explain_case
-    from router_core.rules.cases import run_cases
     from router_core.rules.cases import view_of as case_view
     from router_core.rules.ir import Match as RuleMatch
     from router_core.rules.ir import RuleSet
+    from router_core.rules.load import compile_policy
     from router_core.rules.load import load_policy as load_rules
     from router_core.scorers.cost import CostScorer
     from router_core.scorers.quality import QualityScorer
@@ -61,11 +66,16 @@ if TYPE_CHECKING:
 
 # public name loaded on first use -> its module ("module:name" when defined there under another name)
 _LAZY: dict[str, str] = {
+    "CaseResult": "router_core.rules.cases",
+    "CentroidBaseline": "router_core.intents.baseline",
     "CostScorer": "router_core.scorers.cost",
     "Gateway": "router_core.gateway",
     "IntentClassifier": "router_core.intents",
     "MaxScorePicker": "router_core.pickers.max_score",
     "MetricsParseError": "router_core.state.parse",
+    "MiniLMEncoder": "router_core.intents.minilm",
+    "OpenApi": "router_core.gateway.openapi",
+    "ParseErrorsQuiet": "router_core.gateway.errors",
     "PolicyGate": "router_core.gateway.policy_gate",
     "ProbeSource": "router_core.gateway.probe_source",
     "QualityScorer": "router_core.scorers.quality",
@@ -81,6 +91,7 @@ _LAZY: dict[str, str] = {
     "cancel_all": "router_core.aio",
     "case_view": "router_core.rules.cases:view_of",
     "classify_intent": "router_core.intents.rules",
+    "compile_policy": "router_core.rules.load",
     "embedder_missing": "router_core.intents.embedding",
     "explain_case": "router_core.rules.cases:explain",
     "keys_from_env": "router_core.gateway.auth",
@@ -97,6 +108,8 @@ __all__ = [
     "AUTO_MODEL",
     "AttemptsExhausted",
     "Candidate",
+    "CaseResult",
+    "CentroidBaseline",
     "CostScorer",
     "Decision",
     "DecisionContext",
@@ -106,8 +119,11 @@ __all__ = [
     "InvalidRequest",
     "MaxScorePicker",
     "MetricsParseError",
+    "MiniLMEncoder",
     "NoFeasibleInstance",
     "NotReplayable",
+    "OpenApi",
+    "ParseErrorsQuiet",
     "PluginConfigError",
     "PluginError",
     "PluginRegistry",
@@ -141,6 +157,7 @@ __all__ = [
     "cancel_all",
     "case_view",
     "classify_intent",
+    "compile_policy",
     "embedder_missing",
     "explain_case",
     "first_difference",

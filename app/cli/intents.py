@@ -71,8 +71,7 @@ def _classifier(routes: str, method: str, escalate: bool, max_tokens: int) -> tu
     settings = IntentSettings(routes=routes, max_tokens=max_tokens, escalate=escalate and method != "fast")
     clf = IntentClassifier.from_settings(settings)
     if method == "centroids":
-        from router_core.intents.baseline import CentroidBaseline
-        from router_core.intents.minilm import MiniLMEncoder
+        from router_core import CentroidBaseline, MiniLMEncoder
 
         if clf.embedding_status is not None:
             raise BadInput(f"--method centroids needs the embedding model ({clf.embedding_status})")

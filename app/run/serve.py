@@ -30,6 +30,7 @@ from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, worker_
 from ingest import (
     OTEL_EXPORTER,
     SERVER_LIMITS,
+    STORE_OPERATIONS,
     EmitterCollector,
     HttpTraceStore,
     IngestApi,
@@ -42,7 +43,6 @@ from ingest import (
     add_store_proxy,
     build_otel_sink,
 )
-from ingest.http_api.openapi import STORE_OPERATIONS
 from router_core import Gateway, PolicyGate, RedisShared, SharedCollector, build_router, build_shared
 from schemas.config import RouteLensConfig
 from schemas.feedback import Feedback

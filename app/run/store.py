@@ -18,10 +18,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from app.run.access import read_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths
-from ingest import SERVER_LIMITS, EmitterCollector, IngestApi, Quarantine, TraceEmitter, add_relay_route
-from ingest.http_api.openapi import STORE_OPERATIONS
-from router_core.gateway.errors import ParseErrorsQuiet
-from router_core.gateway.openapi import OpenApi
+from ingest import (
+    SERVER_LIMITS,
+    STORE_OPERATIONS,
+    EmitterCollector,
+    IngestApi,
+    Quarantine,
+    TraceEmitter,
+    add_relay_route,
+)
+from router_core import OpenApi, ParseErrorsQuiet
 from schemas.config import RouteLensConfig
 from schemas.openapi import Answer, Operation
 

@@ -19,7 +19,7 @@ from app.config import load_config
 from app.ui import widgets
 from app.ui.data.decisions import hash_text
 from app.ui.data.misroute import config_path, default_target, post_feedback, target_options
-from router_core.errors import PolicyError
+from router_core import PolicyError
 from schemas.config import RouteLensConfig
 from schemas.errors import ConfigError
 from schemas.trace import DecisionTrace

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from app.experiments.verify import PolicyShelf
-from router_core.decide.replay import NotReplayable, redecide
-from router_core.errors import UnknownModel
+from router_core import NotReplayable, UnknownModel, redecide
 from schemas.common import ProbeVerdict
 from schemas.probe import ProbeResult
 from schemas.trace import DecisionTrace

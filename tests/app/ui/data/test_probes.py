@@ -25,6 +25,7 @@ def test_window_span_and_unknown_key() -> None:
 
 def test_instance_link() -> None:
     assert pd_.instance_link("vllm a/1") == "?instance=vllm+a%2F1"
+    assert pd_.instance_link("a", NOW) == "?instance=a&at=" + NOW.isoformat().replace(":", "%3A").replace("+", "%2B")
     assert pd_.instance_link(None) is None and pd_.instance_link("") is None
 
 
@@ -126,7 +127,9 @@ def test_recent_alerts_newest_first_and_split() -> None:
     assert list(frame.columns) == list(pd_.RECENT_ALERT_COLUMNS)
     assert frame["action"].tolist() == ["firing", "resolved", "firing"]
     assert frame["rule"].tolist() == [stub.ALERT_RULE, "LatencyCreep", "LatencyCreep"]
-    assert frame["link"].iloc[0] == f"?instance={stub.DRIFTING_INSTANCE}"
+    newest = max(e.ts for e in stub.sample_events(NOW) if e.kind == "alert")  # an alert links to its moment
+    assert frame["link"].iloc[0] == pd_.instance_link(stub.DRIFTING_INSTANCE, newest)
+    assert frame["link"].iloc[0].startswith(f"?instance={stub.DRIFTING_INSTANCE}&at=")
     odd = stub.sample_events(NOW)[0].model_copy(update={"message": "no colon here"})
     assert pd_.recent_alerts([odd])[["action", "rule"]].iloc[0].tolist() == ["", ""]
 
