@@ -47,14 +47,17 @@ _US = timedelta(microseconds=1)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _EVENT_STEPS = {"policy", "filter", "score", "pick", "fallback"}  # analyse and attempts have spans or attributes
 Attrs = dict[str, Any]
+_STEP_ATTRS: dict[tuple[Any, ...], Attrs] = {}  # a step's identity -> its event's attributes (shared)
+_STEP_ATTRS_MAX = 16_384
 
 
 class PlainEvent(NamedTuple):
-    """A span event: its name, time (ns since the epoch) and attributes."""
+    """A span event: its name, time (ns since the epoch) and attributes (``shared``: a dict many events share)."""
 
     name: str
     time_ns: int
     attributes: Attrs
+    shared: bool = False
 
 
 class PlainSpan(NamedTuple):
@@ -192,18 +195,8 @@ class SpanBuilder:
         for step in trace["decision_trace"]:
             if step.get("duration_us") is not None:
                 t += int(step["duration_us"] * 1000)
-            if step["kind"] not in _EVENT_STEPS:
-                continue
-            attrs: Attrs = {keys.STEP_KIND: step["kind"]}
-            _put(attrs, keys.STEP_PLUGIN, step.get("plugin"))
-            _put(attrs, keys.STEP_VALUE, step.get("value"))
-            if step.get("reason"):
-                attrs[keys.STEP_REASON] = step["reason"]
-            if step.get("instances"):  # tuples: an event's attributes stay hashable (ingest.otel.wire caches them)
-                attrs[keys.STEP_KEPT] = tuple(step["instances"])
-            if step.get("rejected"):
-                attrs[keys.STEP_REJECTED] = tuple(step["rejected"])
-            events.append(PlainEvent(step["step"], t, attrs))
+            if step["kind"] in _EVENT_STEPS:
+                events.append(PlainEvent(step["step"], t, _step_attrs(step), shared=True))
         end = max(t, start)
         for cand in trace["candidates"]:
             if cand["feasible"]:
@@ -218,6 +211,33 @@ class SpanBuilder:
                 _put(attrs, keys.VALUE, v.get("value"))
                 events.append(PlainEvent(keys.ELIMINATED, end, attrs))
         return events
+
+
+def _step_attrs(step: Mapping[str, Any]) -> Attrs:
+    """A step event's attributes: one shared dict per distinct step, never changed once made.
+
+    Steps repeat from request to request (the same filters keeping the same instances, the same
+    weights), so the dict is made once and :mod:`ingest.otel.wire` encodes it once (it keys its
+    cache on the dict itself).
+    """
+    sig = (step["kind"], step.get("plugin"), step.get("value"), step.get("reason"), tuple(step.get("instances") or ()),
+           tuple(step.get("rejected") or ()))
+    found = _STEP_ATTRS.get(sig)
+    if found is None:
+        kind, plugin, value, reason, kept, rejected = sig
+        found = {keys.STEP_KIND: kind}
+        _put(found, keys.STEP_PLUGIN, plugin)
+        _put(found, keys.STEP_VALUE, value)
+        if reason:
+            found[keys.STEP_REASON] = reason
+        if kept:
+            found[keys.STEP_KEPT] = kept
+        if rejected:
+            found[keys.STEP_REJECTED] = rejected
+        if len(_STEP_ATTRS) >= _STEP_ATTRS_MAX:
+            _STEP_ATTRS.clear()
+        _STEP_ATTRS[sig] = found
+    return found
 
 
 def _attempt_attrs(attempt: Mapping[str, Any]) -> Attrs:

@@ -4,8 +4,9 @@ The SDK's encoder builds a protobuf object per attribute through a chain of Pyth
 90 µs of CPU per exported request on a quiet machine, more than the 10% of the gateway's own CPU
 per request that export may cost. A request's attributes mostly repeat from one request to the
 next (keys always; models, instances, rules, kinds, statuses usually; a step's event entirely), so
-each encoded key-value and each event's name and attributes are kept in bounded caches, and most
-of a span is joined from bytes already made.
+each encoded key-value and each event's name and attributes (by the attribute dict, which the span
+builder shares between equal steps and never changes) are kept in bounded caches, and most of a
+span is joined from bytes already made.
 ``tests/ingest/otel/test_wire.py`` holds the result equal, message for message, to the SDK's
 encoding of the same spans as ``ReadableSpan`` objects (:func:`ingest.otel.spans.to_readable`).
 
@@ -25,8 +26,11 @@ from ingest.otel.spans import PlainEvent, PlainSpan
 __all__ = ["encode_request"]
 
 _CACHE_MAX = 65_536
+_EVENTS_MAX = 16_384
 _kv_cache: dict[tuple[int, str, type, Any], bytes] = {}  # (tag, key, type, value) -> the whole field
-_event_cache: dict[tuple[Any, ...], bytes] = {}  # (name, attribute items, their types) -> name and attributes
+# id of an event's attribute dict -> (that dict, the event's name, the encoded name and attributes). The entry
+# holds the dict, so the id cannot be reused while it is cached; the builder shares one dict per distinct step.
+_event_cache: dict[int, tuple[Mapping[str, Any], str, bytes]] = {}
 _HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200
 _pack_q = struct.Struct("<Q").pack
 _pack_d = struct.Struct("<d").pack
@@ -96,17 +100,15 @@ def _attributes(tag: int, attrs: Mapping[str, Any]) -> bytes:
 def _event(event: PlainEvent) -> bytes:
     """One ``Span.Event`` as a field of its span."""
     attrs = event.attributes
-    try:
-        token: tuple[Any, ...] | None = (event.name, tuple(attrs.items()), tuple(map(type, attrs.values())))
-        body = _event_cache.get(token)  # type: ignore[arg-type]
-    except TypeError:  # an unhashable value (a list): encoded each time
-        token, body = None, None
-    if body is None:
+    hit = _event_cache.get(id(attrs)) if event.shared else None
+    if hit is not None and hit[0] is attrs and hit[1] == event.name:
+        body = hit[2]
+    else:
         body = _field(0x12, event.name.encode()) + _attributes(0x1A, attrs)
-        if token is not None:
-            if len(_event_cache) >= _CACHE_MAX:
+        if event.shared:  # one-off attribute dicts are not kept
+            if len(_event_cache) >= _EVENTS_MAX:
                 _event_cache.clear()
-            _event_cache[token] = body
+            _event_cache[id(attrs)] = (attrs, event.name, body)
     return _field(0x5A, b"\x09" + _pack_q(event.time_ns) + body)
 
 
