@@ -31,9 +31,10 @@ $(STAMP): pyproject.toml setup.py ingest/codec/_ndjson_arrow.c
 
 $(PHOENIX_STAMP):
 	@test -x $(PHOENIX_VENV)/bin/python || $(PYTHON) -m venv $(PHOENIX_VENV)
-	$(PHOENIX_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(PHOENIX_VENV)/bin/python -m pip install --quiet 'arize-phoenix==20.26.1'
-	@touch $(PHOENIX_STAMP)
+	@# Not fatal: without Phoenix only its end-to-end test is skipped (and the install is tried again next time).
+	@$(PHOENIX_VENV)/bin/python -m pip install --quiet --upgrade pip && \
+	  $(PHOENIX_VENV)/bin/python -m pip install --quiet 'arize-phoenix==20.26.1' && touch $(PHOENIX_STAMP) || \
+	  echo "note: Arize Phoenix could not be installed; tests/e2e/test_otel_phoenix.py will be skipped"
 
 install: $(STAMP) $(PHOENIX_STAMP)
 
