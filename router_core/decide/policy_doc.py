@@ -40,6 +40,8 @@ def policy_document(config: RouteLensConfig, rules: RuleSet | None,
     sections["router"].pop("version", None)  # a label of the traces, not of the decision
     for instance in sections["fleet"]["instances"]:
         instance.pop("api_key_env", None)  # credentials never change a decision
+    # probes: only whether verdicts are followed (it puts the probe filter in the plugin list: plugin_specs.py)
+    sections["probes"] = {"enabled": bool(config.probes.enabled or config.probes.follow_url)}
     routing = sections["routing"]
     routing["policy"] = _name(routing.get("policy"))
     if isinstance(routing.get("intents"), dict):
