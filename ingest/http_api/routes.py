@@ -19,7 +19,8 @@
 
 Filters: ``start``/``end`` (ISO 8601 with a zone), ``router_version``, ``experiment_arm``,
 ``rule``, ``model``, ``instance``, ``fallback`` (true/false), ``outcome`` (ok/error),
-``query_hash``, ``min_latency_ms``/``max_latency_ms`` (the gateway's total time, ms; the
+``query_hash``, ``otel_trace_id`` (the W3C trace id the request carried or began, 32 hex),
+``min_latency_ms``/``max_latency_ms`` (the gateway's total time, ms; the
 maximum is exclusive). Errors are OpenAI-shaped ``{"error": {"message", "type", "param", "code"}}``; an
 unknown trace id is a 404 with the code ``trace_not_found``, and an id longer than the contract's
 128 characters a 400 ``invalid_request_id``. An intake request logs one line, however many of its
