@@ -35,8 +35,13 @@ from typing import Any
 import yaml
 
 from app.run.procs import Child, free_port
+from bench import wrk
+from bench.wrk import body_script
 
 __all__ = ["run_otel"]
+
+# the gateway benchmark's request (bench.gateway.BODY), which this module does not import: bench.gateway runs it
+BODY = {"model": "auto", "messages": [{"role": "user", "content": "classify: 紧急 refund failed"}], "max_tokens": 16}
 
 
 class _Receiver:
@@ -88,16 +93,28 @@ def _counter(metrics_url: str, name: str) -> float:
     return 0.0
 
 
+def _interleaved(paths: dict[str, tuple[str, int]], script: Path, seconds: int, rounds: int) -> dict[str, Any]:
+    """``bench.gateway.measure`` for ``paths`` (name -> URL, server pid): a warm-up, then c=1 and c=16 slices."""
+    slice_s = max(1.0, seconds / rounds)
+    tallies = {name: {c: wrk.Tally() for c in (1, 16)} for name in paths}
+    warm = {name: wrk.run(url, script, 4, 2).requests for name, (url, _) in paths.items()}
+    for _ in range(rounds):
+        for name, (url, pid) in paths.items():
+            for c in (1, 16):
+                wrk.run(url, script, c, slice_s, tallies[name][c], pid)
+    return {name: {"c1": tallies[name][1].figures(), "c16": tallies[name][16].figures(),
+                   "answered": warm[name] + tallies[name][1].requests + tallies[name][16].requests}
+            for name in paths}
+
+
 def run_otel(seconds: int, rounds: int) -> dict[str, Any]:
     """Measure both gateways interleaved; the figures of the module docstring."""
-    from bench.gateway import Target, measure, post_script  # the interleaved runs of the gateway benchmark
-
     tmp = Path(tempfile.mkdtemp(prefix="routelens-bench-otel-"))
     inst = free_port()
     base = f"http://127.0.0.1:{inst}"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     receiver = _Receiver()
-    script = post_script(tmp)
+    script = body_script(tmp, "post-auto", BODY, {"Content-Type": "application/json"})
     children: list[Child] = []
     ports = {"otel_off": free_port(), "otel_on": free_port()}
     configs: dict[str, Path] = {}
@@ -119,14 +136,15 @@ def run_otel(seconds: int, rounds: int) -> dict[str, Any]:
     try:
         start("sim", [sys.executable, "-m", "app", "--config", str(configs["otel_off"]), "sim", "fleet",
                       "--instances", "1", "--base-port", str(inst), "--zero-delay"], "fleet ready")
-        paths = {}
+        paths: dict[str, tuple[str, int]] = {}
         for key, port in ports.items():
             child = start(key, [sys.executable, "-m", "app", "--config", str(configs[key]), "serve", "--port",
                                 str(port), "--workers", "1"], "gateway ready")
-            paths[key] = Target(f"http://127.0.0.1:{port}/v1/chat/completions", script, child.proc.pid)
-        before = _export_thread_cpu(paths["otel_on"].pid)
-        result: dict[str, Any] = {"seconds": seconds, "rounds": rounds, **measure(paths, seconds, rounds)}
-        export_s = _export_thread_cpu(paths["otel_on"].pid) - before
+            paths[key] = (f"http://127.0.0.1:{port}/v1/chat/completions", child.proc.pid)
+        before = _export_thread_cpu(paths["otel_on"][1])
+        result: dict[str, Any] = {"seconds": seconds, "rounds": rounds,
+                                  **_interleaved(paths, script, seconds, rounds)}
+        export_s = _export_thread_cpu(paths["otel_on"][1]) - before
         metrics = f"http://127.0.0.1:{ports['otel_on']}/metrics"
         result["spans"] = {"exported": _counter(metrics, "routelens_otel_spans_exported_total"),
                            "dropped": _counter(metrics, "routelens_otel_spans_dropped_total")}
