@@ -4,8 +4,13 @@
 
     rules.py        classify_intent: weighted zh/en patterns per class (the seed's rule-enhanced routing)
     routes.py       routes from labelled example utterances (load, hash, append)
-    classifier.py   IntentClassifier: the semantic classifier the router calls (fast path, MiniLM path)
-    fast.py  minilm.py  embedding.py  calibrate.py  cache.py  cut.py  _pooled.py   its parts
+    classifier.py   IntentClassifier: the semantic classifier the router calls (fast path, embedding path)
+    fast.py         the fast path: character n-gram TF-IDF + logistic regression
+    joint.py        the embedding path: MiniLM and the n-grams in one logistic regression
+    background.py   small talk and gibberish: what no route set is about (abstention guards)
+    calibrate.py    thresholds from held-out folds of the routes' examples
+    baseline.py     the seed's nearest K-means centroid, which `intents eval --method centroids` measures
+    minilm.py  embedding.py  cache.py  cut.py  _pooled.py   the model, centroids, cache, input bound
 
 The router calls :func:`classify_intent` on every request and :meth:`IntentClassifier.classify`
 when semantic intents are configured; the rest is for the CLI, the bench and tests. The rule table

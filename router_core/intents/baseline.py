@@ -3,7 +3,7 @@
 Each route's MiniLM embeddings are clustered by K-means into capability centroids; a query goes to
 the nearest centroid by cosine, and abstains below the ``calibration_quantile`` of held-out
 in-scope cosines. The router does not use it: :class:`~router_core.intents.classifier.IntentClassifier`
-beats it on every set measured (``docs/intents.md``).
+beats it or ties on every set measured (``docs/policies.md``, Intents).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ centroid is the average of a few points and says nothing about which directions 
 routes; a multinomial logistic regression learns them, and the character n-grams (TF-IDF, within
 word boundaries) add the surface cues an English-centric encoder misses (Chinese, product names,
 codes). Measured on held-out label subsets of BANKING77 and on the Home Assistant sets
-(``docs/intents.md``), it beats the centroids everywhere, and beats either feature set alone.
+(``docs/policies.md``, Intents), it beats the centroids or ties, and beats either feature set alone.
 
 MiniLM is English-centric: its vocabulary splits Chinese into single characters, and on a Chinese
 route set its embedding alone is little better than chance. Each text's embedding therefore enters
