@@ -27,6 +27,8 @@ from router_core.intents.rules import classify_intent
 from schemas.config.intents import IntentSettings
 from sim.behaviour import builtin_config
 from tests.e2e.fleet_and_gateway import fleet_and_gateway
+from tests.e2e.net import stored_policy
+from tests.polling import wait_until
 from tests.router_core.intents.test_generalisation import banking_routes
 
 pytestmark = pytest.mark.e2e
@@ -103,6 +105,17 @@ def test_labelled_requests_carry_the_classifiers_verdict_and_path(gateway: tuple
             right += verdict["label"] == expected
     assert right / len(LABELLED) >= 0.9, right
     assert {t["policy"]["intent"]["path"] for t in traces} == {"fast", "embedding"}
+    # the calibration the verdicts were made under is stored with the policy their traces name
+    policy = wait_until(lambda: stored_policy(url, traces[-1]["policy_hash"]), timeout_s=30)
+    assert policy is not None
+    stored = json.loads(policy["document"])["intents"]
+    assert stored["calibration"] == local.calibration
+    assert stored["fast_threshold"] == local.fast_threshold
+    assert stored["embedding_threshold"] == local.embedding_threshold
+    for trace in traces:  # each verdict was made under those thresholds (the first waited for the fit)
+        verdict = trace["policy"]["intent"]
+        key = "fast_threshold" if verdict["path"] == "fast" else "embedding_threshold"
+        assert verdict["threshold"] == stored[key]
 
 
 def test_an_abstention_leaves_the_rule_layers_intent(gateway: tuple[str, Path]) -> None:

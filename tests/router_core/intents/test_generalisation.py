@@ -8,12 +8,14 @@ K-means centroid on MiniLM) on accuracy, with abstention. Needs MiniLM (skipped 
 
 import csv
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from router_core.intents.classifier import IntentClassifier
 from schemas.config.intents import IntentSettings
+from schemas.trace_policy import IntentVerdict
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "banking77" / "subset.csv"
 FAR = ["what is the capital of australia", "how tall is mount everest", "recommend a good sci-fi movie",
@@ -45,7 +47,8 @@ def banking_routes(n_routes: int, per_route: int, seed: int, n_test: int = 10,
     return routes, cases
 
 
-def _score(classify, cases):  # type: ignore[no-untyped-def]
+def _score(classify: Callable[[str], IntentVerdict], cases: list[tuple[str, str | None]],
+           ) -> tuple[float, float, float, float]:
     inscope = [(t, e) for t, e in cases if e is not None]
     verdicts = [classify(t) for t, _ in inscope]
     accuracy = sum(v.label == e for v, (_, e) in zip(verdicts, inscope, strict=True)) / len(inscope)
