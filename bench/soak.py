@@ -37,7 +37,7 @@ from app.run.local_redis import redis_argv
 from app.run.procs import Child, free_port
 from sim.behaviour import builtin_config
 
-__all__ = ["main"]
+__all__ = ["fill_disk", "main"]
 
 CLIENT_TIMEOUT_S = 30.0
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "Summarise the main risks in this contract."}],
@@ -179,7 +179,7 @@ class Soak:
         self.events.append(f"{time.monotonic() - origin:.1f}s redis restarted")
         if self.tmpfs:
             await at(0.70)
-            filler = _fill(self.disk)
+            filler = fill_disk(self.disk)
             self.events.append(f"{time.monotonic() - origin:.1f}s spool disk full")
             await at(0.80)
             filler.unlink()
@@ -205,7 +205,8 @@ def _free(port: int) -> bool:
     return True
 
 
-def _fill(folder: Path) -> Path:
+def fill_disk(folder: Path) -> Path:
+    """Fill the disk under ``folder`` with one file (written unbuffered until the disk says no); return it."""
     filler = folder / "filler"
     with filler.open("wb", buffering=0) as out:
         try:

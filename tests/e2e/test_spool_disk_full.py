@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from app.run.procs import free_port
+from bench.soak import fill_disk
 from tests.e2e.conftest import Proc
 from tests.polling import wait_until
 
@@ -64,17 +65,6 @@ def _gauge(gateway: str, name: str) -> float:
     return float(found.group(1))
 
 
-def _fill(folder: Path) -> Path:
-    filler = folder / "filler"
-    with filler.open("wb", buffering=0) as out:  # unbuffered: the write that finds the disk full raises here
-        try:
-            while True:
-                out.write(b"\0" * 4096)
-        except OSError:
-            pass
-    return filler
-
-
 def test_a_full_spool_disk_loses_nothing_and_stalls_nothing(tmp_path: Path, tmpfs: Path) -> None:
     inst, port = free_port(), free_port()
     cfg = tmp_path / "routelens.yaml"
@@ -94,7 +84,7 @@ def test_a_full_spool_disk_loses_nothing_and_stalls_nothing(tmp_path: Path, tmpf
         gateway_proc.wait_for("gateway ready")
         gateway, chat = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port}/v1/chat/completions"
         answered = [_post(chat) for _ in range(20)]
-        filler = _fill(tmpfs)
+        filler = fill_disk(tmpfs)
         with ThreadPoolExecutor(16) as pool:  # faster than the store takes them: new segments are needed
             answered += list(pool.map(lambda _: _post(chat), range(400)))
         assert answered == [200] * 420
