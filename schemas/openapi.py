@@ -11,7 +11,7 @@ its body says only its content type.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -37,9 +37,8 @@ class Operation:
 
     Attributes:
         body: The model its handler validates the JSON body with (None: no JSON body).
-        body_type: The body's content type when there is no model for it (an NDJSON intake, say).
         query: A model whose fields are the query parameters (the handler validates with it).
-        path: A model whose fields are the path parameters.
+        path_params: A model whose fields are the path parameters.
         answers: HTTP status -> :class:`Answer`.
         security: Names of the security schemes that guard it (any one of them suffices).
     """
@@ -50,11 +49,9 @@ class Operation:
     answers: Mapping[int, Answer]
     tag: str = "gateway"
     body: type[BaseModel] | None = None
-    body_type: str | None = None
     query: type[BaseModel] | None = None
     path_params: type[BaseModel] | None = None
     security: tuple[str, ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _params(model: type[BaseModel] | None, where: str) -> list[dict[str, Any]]:
@@ -100,15 +97,12 @@ def openapi_document(title: str, version: str, operations: Iterable[Operation], 
         if op.body is not None:
             entry["requestBody"] = {"required": True,
                                     "content": {"application/json": {"schema": keys[(op.body, "validation")]}}}
-        elif op.body_type is not None:
-            entry["requestBody"] = {"required": True, "content": {op.body_type: {"schema": _free(op.body_type)}}}
         entry["responses"] = {
             str(status): {"description": a.description, "content": {a.content_type: {
                 "schema": keys[(a.model, "serialization")] if a.model is not None else _free(a.content_type)}}}
             for status, a in sorted(op.answers.items())}
         if op.security:
             entry["security"] = [{name: []} for name in op.security]
-        entry.update(op.extra)
         paths.setdefault(op.path, {})[op.method.lower()] = entry
     doc: dict[str, Any] = {"openapi": "3.1.0", "info": {"title": title, "version": version, "description": description},
                            "paths": paths, "components": {"schemas": defs.get("$defs", {})}}

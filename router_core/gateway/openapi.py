@@ -9,6 +9,7 @@ state views) or text (``/metrics``). A server that mounts more routes (the store
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 import orjson
@@ -39,8 +40,7 @@ class FeedbackAccepted(BaseModel):
 
 
 def _guarded(*ops: Operation) -> tuple[Operation, ...]:
-    return tuple(Operation(op.method, op.path, op.summary, {**op.answers, 401: _KEY}, tag=op.tag, body=op.body,
-                           query=op.query, path_params=op.path_params, security=("gateway_key",)) for op in ops)
+    return tuple(replace(op, answers={**op.answers, 401: _KEY}, security=("gateway_key",)) for op in ops)
 
 
 GATEWAY_OPERATIONS: tuple[Operation, ...] = (
