@@ -91,3 +91,19 @@ def test_when_both_fail_both_are_in_the_trace_and_the_client_gets_the_error() ->
             assert [a.http_status for a in trace_of(hooks, resp.headers).attempts] == [500, 503]
 
     asyncio.run(main())
+
+
+def test_the_trace_and_its_feedback_name_the_instance_that_answered() -> None:
+    events: list[str] = []
+
+    async def main() -> None:
+        async with gateway_client({"a": hung(events), "b": reply(200)}, sections=HEDGE) as (client, hooks):
+            resp = await client.post("/v1/chat/completions", json=CHAT)
+            trace = trace_of(hooks, resp.headers)
+            assert trace.selected_instance == "b"  # decided for a, answered by b's twin: the trace says b
+            verdict = {"request_id": trace.request_id, "correct": False, "expected_class": trace.intent or "chat"}
+            answer = await client.post("/v1/feedback", json=verdict)
+            body = await answer.json()
+            assert answer.status == 202 and body["learned"]["instance"] == "b", body
+
+    asyncio.run(main())
