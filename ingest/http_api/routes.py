@@ -21,10 +21,12 @@ Filters: ``start``/``end`` (ISO 8601 with a zone), ``router_version``, ``experim
 ``rule``, ``model``, ``instance``, ``fallback`` (true/false), ``outcome`` (ok/error),
 ``query_hash``, ``otel_trace_id`` (the W3C trace id the request carried or began, 32 hex),
 ``min_latency_ms``/``max_latency_ms`` (the gateway's total time, ms; the
-maximum is exclusive). Errors are OpenAI-shaped ``{"error": {"message", "type", "param", "code"}}``; an
-unknown trace id is a 404 with the code ``trace_not_found``, and an id longer than the contract's
-128 characters a 400 ``invalid_request_id``. An intake request logs one line, however many of its
-records are quarantined (the quarantine's own per-record lines are held back for it).
+maximum is exclusive), ``violation`` (a constraint a candidate violated). Each route validates its
+query string with its model in :mod:`ingest.http_api.params` (also its ``/openapi.json``).
+Errors are OpenAI-shaped ``{"error": {"message", "type", "param", "code"}}``; an unknown trace id
+is a 404 with the code ``trace_not_found``, and an id longer than the contract's 128 characters a
+400 ``invalid_request_id``. An intake request logs one line, however many of its records are
+quarantined (the quarantine's own per-record lines are held back for it).
 
 Tokens: ``POST /v1/traces`` requires ``Authorization: Bearer <storage.intake_token_env>`` and every
 GET route ``Bearer <storage.read_token_env>`` when one is set (401 ``invalid_api_key`` otherwise);
