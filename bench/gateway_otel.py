@@ -36,6 +36,7 @@ import yaml
 
 from app.run.procs import Child, free_port
 from bench import wrk
+from bench.stage_budget import thread_cpu
 from bench.wrk import body_script
 
 __all__ = ["run_otel"]
@@ -69,20 +70,6 @@ class _Receiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
-def _export_thread_cpu(pid: int) -> float:
-    """CPU seconds of the exporter's thread so far (its system name: the first 15 characters of its name)."""
-    total = 0.0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
-            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:  # the thread ended meanwhile
-            continue
-        if name == "trace-export-otel"[:15]:
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
 
 
 def _counter(metrics_url: str, name: str) -> float:
@@ -141,10 +128,10 @@ def run_otel(seconds: int, rounds: int) -> dict[str, Any]:
             child = start(key, [sys.executable, "-m", "app", "--config", str(configs[key]), "serve", "--port",
                                 str(port), "--workers", "1"], "gateway ready")
             paths[key] = (f"http://127.0.0.1:{port}/v1/chat/completions", child.proc.pid)
-        before = _export_thread_cpu(paths["otel_on"][1])
+        before = thread_cpu(paths["otel_on"][1]).get("otel_export", 0.0)
         result: dict[str, Any] = {"seconds": seconds, "rounds": rounds,
                                   **_interleaved(paths, script, seconds, rounds)}
-        export_s = _export_thread_cpu(paths["otel_on"][1]) - before
+        export_s = thread_cpu(paths["otel_on"][1]).get("otel_export", 0.0) - before
         metrics = f"http://127.0.0.1:{ports['otel_on']}/metrics"
         result["spans"] = {"exported": _counter(metrics, "routelens_otel_spans_exported_total"),
                            "dropped": _counter(metrics, "routelens_otel_spans_dropped_total")}

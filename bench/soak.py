@@ -34,7 +34,7 @@ import duckdb
 import yaml
 
 from app.run.local_redis import redis_argv
-from app.run.procs import Child, free_port
+from app.run.procs import Child, free_port, port_is_free
 from sim.behaviour import builtin_config
 
 __all__ = ["fill_disk", "main"]
@@ -86,7 +86,7 @@ class Soak:
         self.tmpfs = mounted.returncode == 0
         base = free_port()
         for _ in range(20):  # four consecutive free ports for the fleet
-            if all(_free(base + i) for i in range(4)):
+            if all(port_is_free("127.0.0.1", base + i) for i in range(4)):
                 break
             base = free_port()
         self.fleet = builtin_config(4, base, seed=7)
@@ -192,17 +192,6 @@ class Soak:
         self.launcher.shutdown()
         if self.tmpfs:
             subprocess.run(["umount", "-l", str(self.disk)], check=False)
-
-
-def _free(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def fill_disk(folder: Path) -> Path:

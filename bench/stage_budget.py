@@ -24,7 +24,8 @@ from bench import wrk
 __all__ = ["THREADS", "stage_budget", "stage_cpu", "thread_cpu"]
 
 # system thread name -> what it does for a request (threads without a name of ours: DuckDB's, executors)
-THREADS = {"trace-preparer": "encode", "trace-writer": "store_write", "spool-keeper": "spool"}
+THREADS = {"trace-preparer": "encode", "trace-writer": "store_write", "spool-keeper": "spool",
+           "trace-export-otel"[:15]: "otel_export"}  # the OTLP exporter's thread (system names: 15 characters)
 _TICK = os.sysconf("SC_CLK_TCK")
 _LINE = re.compile(r'^routelens_gateway_stage_cpu_seconds_(sum|count)\{stage="(\w+)"\} (\S+)$', re.M)
 
