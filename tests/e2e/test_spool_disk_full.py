@@ -90,8 +90,10 @@ def test_a_full_spool_disk_loses_nothing_and_stalls_nothing(tmp_path: Path, tmpf
         assert answered == [200] * 420
         status, body = _get(f"{gateway}/health")
         storage = json.loads(body)["storage"]
-        assert status == 200 and storage["spool"].startswith("unavailable") and storage["in_memory"] > 0, storage
+        assert status == 200 and storage["spool"].startswith("unavailable"), storage
         assert _gauge(gateway, "routelens_spool_available") == 0
+        # Records went to memory, not the spool (how many are still there depends on how fast the store is).
+        assert _gauge(gateway, "routelens_traces_spooled_total") < _gauge(gateway, "routelens_traces_queued_total")
         filler.unlink()  # room again: the spool is tried again (every 5 s) and the backlog drains
         assert wait_until(lambda: _gauge(gateway, "routelens_spool_available") == 1
                           and _gauge(gateway, "routelens_traces_pending") == 0, 30)
