@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import binascii
 import ctypes
-import ctypes.util
 import mmap
 import os
 import struct
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,8 +39,11 @@ END_OF_SEGMENT = 0xFFFFFFFF
 _ZERO = bytes(4)
 _MADV_POPULATE_WRITE = 23  # linux/mman.h; not in Python's mmap module before 3.13
 # madvise through ctypes: a foreign call releases the GIL, ``mmap.madvise`` does not (populating
-# a megabyte takes about half a millisecond, which would stall every other thread).
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+# a megabyte takes about half a millisecond, which would stall every other thread). The symbols are
+# resolved in the process's global scope (libc's own, as the C library would call them), not in
+# libc's handle: an LD_PRELOAD library that interposes ``msync`` then applies to the spool too
+# (tests/e2e/test_slow_disk.py makes the disk slow that way).
+_LIBC = ctypes.CDLL(None, use_errno=True)
 _LIBC.msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 _MS_SYNC = 4  # linux/mman.h
 
@@ -106,6 +109,11 @@ class Segment:
         self.end = FILE_HEADER.size  # first free byte (writer) or end of valid data (after scan)
         # Checks frames on replay: the format this process writes, until read_header() learns the file's.
         self._verify: Callable[[int, int, bytes], int] = _checksum
+        # Background calls on the mapping by address (msync, madvise) pin it: close() leaves the
+        # unmapping to the last of them (see close()).
+        self._pin_lock = threading.Lock()
+        self._pins = 0
+        self._closing = False
 
     def fits(self, payload_len: int) -> bool:
         """Return True when a frame of ``payload_len`` still fits, leaving room for the end marker."""
@@ -175,15 +183,18 @@ class Segment:
         """Fault pages in for writing ahead of the writer, so ``append`` takes no page fault.
 
         Uses ``MADV_POPULATE_WRITE`` (Linux 5.14+), which maps the pages without changing a byte,
-        so it is safe while the writer appends. Returns False where the kernel lacks it. Must not
-        run concurrently with :meth:`close`.
+        so it is safe while the writer appends. Returns False where the kernel lacks it. A closed
+        segment is left alone (True).
         """
         page = mmap.PAGESIZE
         start -= start % page
         length = min(length, self.size - start)
-        if length <= 0 or self._map.closed:
+        if length <= 0 or not self._pin():
             return True
-        done = _LIBC.madvise(ctypes.c_void_p(self._addr + start), ctypes.c_size_t(length), _MADV_POPULATE_WRITE)
+        try:
+            done = _LIBC.madvise(ctypes.c_void_p(self._addr + start), ctypes.c_size_t(length), _MADV_POPULATE_WRITE)
+        finally:
+            self._unpin()
         return bool(done == 0)
 
     def read_fresh(self, off: int, below: int, max_records: int, max_bytes: int, out: list[Frame]) -> int:
@@ -210,14 +221,45 @@ class Segment:
 
         Through ctypes, like ``madvise`` above: ``mmap.flush`` holds the GIL for the whole
         ``msync`` (a millisecond or more per dirty megabyte), stalling the request thread; a
-        foreign call releases it.
+        foreign call releases it. A closed segment (retired: every frame delivered) is not flushed.
         """
-        if _LIBC.msync(self._addr, self.size, _MS_SYNC) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"msync {self.path}: {os.strerror(err)}")
+        if not self._pin():
+            return
+        try:
+            if _LIBC.msync(self._addr, self.size, _MS_SYNC) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"msync {self.path}: {os.strerror(err)}")
+        finally:
+            self._unpin()
+
+    def _pin(self) -> bool:
+        """Keep the mapping until :meth:`_unpin`; False when the segment is closed or closing."""
+        with self._pin_lock:
+            if self._closing or self._map.closed:
+                return False
+            self._pins += 1
+            return True
+
+    def _unpin(self) -> None:
+        with self._pin_lock:
+            self._pins -= 1
+            last = self._pins == 0 and self._closing
+        if last:
+            self._map.close()
 
     def close(self) -> None:
-        """Unmap the file."""
+        """Unmap the file, now or, while a flush or prefault is using the mapping, when it ends.
+
+        Never waits: segments are retired (closed) on the batcher's thread, and on the emitting
+        one too (``drop_oldest``, a spare that cannot be reused), while the spool keeper's
+        ``msync`` of one may take seconds on a slow disk. Unmapping under that ``msync`` made it
+        fail (``ENOMEM``) and ended the keeper thread, and with it the ``interval`` flushes and
+        the prefaulting.
+        """
+        with self._pin_lock:
+            self._closing = True
+            if self._pins:
+                return  # the last user unmaps it
         self._map.close()
 
     def read_header(self) -> int:
