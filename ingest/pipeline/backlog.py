@@ -239,15 +239,21 @@ class Backlog:
         """Return how many records wait for the batcher."""
         return (self.spool.pending() if self.spool is not None else 0) + len(self.memory)
 
-    def prefault(self) -> None:
-        """Fault in the spool pages the next records will be written to (background thread)."""
-        if self.spool is not None:
-            self.spool.prefault()
+    def keep(self, *, flush: bool) -> None:
+        """The spool keeper's round (background thread): fault in the pages the next records go to, flush if asked.
 
-    def flush(self) -> None:
-        """Flush the spool's newest segment to disk."""
-        if self.spool is not None:
-            self.spool.flush()
+        A disk error (``EIO`` from ``msync``, say) is counted and said, and the keeper goes on: a
+        thread that died of it would silently stop every later flush.
+        """
+        spool = self.spool
+        if spool is None:
+            return
+        try:
+            spool.prefault()
+            if flush:
+                spool.flush()
+        except OSError as exc:
+            self._complain(f"keeping the spool on disk failed ({exc})")
 
     def close(self) -> None:
         """Release waiting emitters and close the spool."""

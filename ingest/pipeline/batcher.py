@@ -181,10 +181,10 @@ class Batcher:
         lower_priority()
         backlog = self._backlog
         while not self._abort.wait(0.02):
-            backlog.prefault()
-            if self.fsync_interval_s is not None and time.monotonic() - self._last_fsync >= self.fsync_interval_s:
+            due = self.fsync_interval_s is not None and time.monotonic() - self._last_fsync >= self.fsync_interval_s
+            if due:
                 self._last_fsync = time.monotonic()
-                backlog.flush()
+            backlog.keep(flush=due)
             if self._closing.is_set() and not self._preparer.is_alive():
                 return
 

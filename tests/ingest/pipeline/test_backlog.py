@@ -81,3 +81,21 @@ def test_records_held_in_memory_while_the_spool_failed_are_taken_in_sequence_ord
     assert [[p.split(b'"')[3].decode() for _, _, p in t.frames] for t in taken] == [["s0", "m1"], ["m2", "s3", "s4"]]
     assert [(t.spool_last, t.from_memory) for t in taken] == [(0, 1), (4, 1)]
     backlog.close()
+
+
+def test_a_disk_error_in_the_keepers_round_is_counted_not_raised(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    stats = PipelineStats()
+    backlog = Backlog(lambda: DurableSpool(tmp_path, segment_bytes=SEG), stats)
+    backlog.append(int(Kind.TRACE), payload("a"))
+    assert backlog.spool is not None
+
+    def eio() -> None:
+        raise OSError(5, "msync: Input/output error")
+
+    monkeypatch.setattr(backlog.spool, "flush", eio)
+    backlog.keep(flush=False)  # no flush asked: nothing fails
+    assert stats.spool_errors == 0
+    backlog.keep(flush=True)  # the keeper's thread would have died of this
+    assert stats.spool_errors == 1
+    backlog.close()
