@@ -1,8 +1,9 @@
 """The OTLP exporter: one more sink of the trace pipeline, beside the store.
 
 The emitter offers it every record it spools (:mod:`ingest.pipeline.export_queue`: a bounded
-queue and a thread of its own, so the request path never waits for it); it gets validated
-traces as JSON. ``prepare`` samples each trace and builds its span tree
+queue and a thread of its own, so the request path never waits for it); it gets traces as JSON,
+the gateway's own unvalidated (the store validates them), and refuses (counted) one it cannot
+build spans from. ``prepare`` samples each trace and builds its span tree
 (:class:`ingest.otel.spans.SpanBuilder`); ``write`` encodes a batch's spans as one OTLP protobuf
 body (:mod:`ingest.otel.wire`) and sends it in one request (:mod:`ingest.otel.transport`, which
 retries transient failures within its timeout). A batch it could not send is dropped and counted
@@ -79,6 +80,14 @@ def wanted(trace: dict[str, Any], ratio: float) -> bool:
     return is_sampled(ids_of(trace)[0], ratio)
 
 
+def _encodes(span: PlainSpan) -> bool:
+    try:
+        encode_request({}, ("", None), [span])
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
+
+
 class OtlpSink:
     """A :class:`~ingest.record_sink.RecordSink` that exports traces as spans.
 
@@ -105,7 +114,7 @@ class OtlpSink:
         """Sample the batch's traces and build their spans (other kinds of records are ignored)."""
         out = PreparedBatch(batch)
         spans: list[PlainSpan] = []
-        for payload in batch.payloads.get(Kind.TRACE, ()):
+        for payload in (*batch.payloads.get(Kind.TRACE, ()), *batch.payloads.get(Kind.TRACE_UNCHECKED, ())):
             try:
                 trace = orjson.loads(payload)
                 if not wanted(trace, self.sample_ratio):
@@ -125,7 +134,8 @@ class OtlpSink:
         if not spans:
             return result
         try:
-            ok = self.transport.send(encode_request(self.resource, self.scope, spans))
+            body, spans = self._encode(spans)
+            ok = self.transport.send(body)
         except Exception as exc:  # noqa: BLE001  (the exporter's fault must not stop the pipeline's thread)
             log.warning("OTLP export failed (%s: %s)", type(exc).__name__, exc)
             ok = False
@@ -136,6 +146,15 @@ class OtlpSink:
             self.stats.dropped += len(spans)
             log.warning("OTLP export failed: %d spans dropped (%d so far)", len(spans), self.stats.dropped)
         return result
+
+    def _encode(self, spans: list[PlainSpan]) -> tuple[bytes, list[PlainSpan]]:
+        """The request body and the spans in it: one whose values cannot be encoded is left out, counted."""
+        try:
+            return encode_request(self.resource, self.scope, spans), spans
+        except (TypeError, ValueError, OverflowError):
+            kept = [span for span in spans if _encodes(span)]
+            self.stats.dropped += len(spans) - len(kept)
+            return encode_request(self.resource, self.scope, kept), kept
 
     def idle(self) -> None:
         """Nothing is deferred."""

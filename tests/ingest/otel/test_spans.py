@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 from opentelemetry.trace import SpanKind
@@ -179,3 +180,23 @@ def test_a_failed_export_is_dropped_and_counted() -> None:
     registry.register(OtelCollector(sink.stats))
     text = generate_latest(registry).decode()
     assert "routelens_otel_spans_dropped_total 8.0" in text and "routelens_otel_spans_exported_total 0.0" in text
+
+
+def test_unchecked_traces_are_exported_and_what_cannot_be_built_or_encoded_is_left_out_counted() -> None:
+    # The gateway's own traces reach the exporter unvalidated (the store validates them): the sink
+    # builds spans from what it can read and leaves out, counted, what it cannot.
+    good, broken, odd = (orjson.loads(stored(traced(rid)).payloads[Kind.TRACE][0]) for rid in ("r1", "r2", "r3"))
+    del broken["outcome"]  # no span tree without an outcome
+    odd["selected_model"] = {"not": "a string"}  # an attribute value OTLP has no type for
+    batch = RecordBatch()
+    for trace in (good, broken, odd):
+        batch.add(Kind.TRACE_UNCHECKED, orjson.dumps(trace))
+    memory = Memory()
+    sink = OtlpSink(memory, SpanBuilder(), {})
+    prepared = sink.prepare(batch)
+    result = sink.write(prepared)
+    assert [r.reason.split(":")[0] for r in result.rejected] == ["no spans"]
+    sent = ExportTraceServiceRequest.FromString(memory.bodies[0]).resource_spans[0].scope_spans[0].spans
+    by_request = {a.value.string_value for s in sent for a in s.attributes if a.key == "routelens.request_id"}
+    assert by_request == {"r1"}  # r3's request and decision spans carry the bad value; its two attempts go
+    assert (len(sent), sink.stats.exported, sink.stats.dropped) == (6, 6, 2)

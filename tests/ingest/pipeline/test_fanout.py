@@ -95,7 +95,8 @@ def test_a_store_that_is_down_does_not_hold_back_an_exporter(tmp_path: Path, fac
     for t in traces:
         em.emit(t)
     assert wait_until(lambda: len(exporter.ids) == 100, 30, every=0.02)
-    assert em.stats.sinks["store"].failed >= 1 and em.stats.sinks["store"].delivered == 0
+    assert wait_until(lambda: em.stats.sinks["store"].failed >= 1, 30, every=0.02)  # it tried, and failed
+    assert em.stats.sinks["store"].delivered == 0
     store.down = False
     assert em.flush(30)
     em.close()
@@ -141,8 +142,8 @@ def test_failing_sinks_lose_nothing_of_the_store_across_a_restart(tmp_path: Path
     store.close()
 
 
-def test_an_exporter_gets_unchecked_traces_validated_and_never_the_invalid_one(tmp_path: Path,
-                                                                              factory: TraceFactory) -> None:
+def test_the_store_alone_validates_unchecked_traces_an_exporter_gets_them_as_they_are(
+        tmp_path: Path, factory: TraceFactory) -> None:
     store = DuckDBTraceStore(tmp_path / "t.duckdb")
     exporter = Exporter()
     em = TraceEmitter(store, SETTINGS, spool_dir=tmp_path / "spool", quarantine=Quarantine(tmp_path / "q"),
@@ -158,9 +159,8 @@ def test_an_exporter_gets_unchecked_traces_validated_and_never_the_invalid_one(t
     em.close()
     assert store.count(Kind.TRACE) == 20 and store.get("r-invalid") is None
     store.close()
-    assert exporter.ids == [t.request_id for t in traces]
-    assert Kind.TRACE_UNCHECKED not in exporter.kinds and Kind.QUARANTINE in exporter.kinds
-    assert em.stats.sinks["otel"].rejected == em.stats.sinks["store"].rejected == 1
+    assert exporter.kinds.count(Kind.TRACE_UNCHECKED) == 21  # not validated a second time on the export thread
+    assert em.stats.sinks["store"].rejected == 1 and em.stats.sinks["otel"].rejected == 0
 
 
 def test_per_sink_counters_are_exported_with_a_sink_label(tmp_path: Path, factory: TraceFactory) -> None:
