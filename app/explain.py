@@ -2,7 +2,9 @@
 
 Pure functions over :mod:`schemas` models returning ``str`` (no rich, pandas or Streamlit):
 :mod:`app.cli.trace_tree` and :mod:`app.ui.data.trace_tables` both format through here, so a
-violation or a number reads the same everywhere.
+violation or a number reads the same everywhere. A violation's numbers read in its metric's
+unit (:func:`app.units.metric_unit`): ``kv_cache_usage 93% > 85%``, ``p95_latency_ms 1,240 ms > 800 ms``,
+``queue 12 > 10``.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable
 
+from app.units import fmt, fmt_apart, metric_unit
 from schemas.trace import CandidateEval, DecisionTrace, Violation
 
 __all__ = [
@@ -78,33 +81,43 @@ def _extra_reason(violation: Violation) -> str:
     return "; ".join(kept)
 
 
+def _breach(violation: Violation) -> str:
+    """``93% > 85%``: the value, the broken relation and the threshold in the metric's unit (counts plain)."""
+    unit = metric_unit(violation.metric)
+    value, threshold = fmt_apart(violation.value, violation.threshold, "n" if unit == "requests" else unit)
+    return f"{value} {breach_op(violation)} {threshold}"
+
+
+def _bound(violation: Violation) -> str:
+    """The threshold alone in the metric's unit: ``15%``."""
+    unit = metric_unit(violation.metric)
+    return fmt(violation.threshold, "n" if unit == "requests" else unit)
+
+
 def violation_text(violation: Violation) -> str:
     """Render a violation as ``constraint: metric value op threshold — reason`` without repetition.
 
-    ``op`` is the breach (``kv_cache_usage 0.93 > 0.85``); a value-less comparison reads
-    ``error_rate has no data (needs <= 0.15)``; a non-numeric rule (zone, probe) reads its reason.
+    ``op`` is the breach (``kv_cache_usage 93% > 85%``); a value-less comparison reads
+    ``error_rate has no data (needs <= 15%)``; a non-numeric rule (zone, probe) reads its reason.
     """
     extra = _extra_reason(violation)
     if violation.op not in _NEGATE:
         return f"{violation.constraint}: {violation.reason or violation.metric}"
     if violation.value is None:
-        text = f"{violation.constraint}: {violation.metric} has no data (needs {violation.op} " \
-               f"{fmt_num(violation.threshold)})"
+        text = f"{violation.constraint}: {violation.metric} has no data (needs {violation.op} {_bound(violation)})"
     else:
-        text = f"{violation.constraint}: {violation.metric} {fmt_num(violation.value)} " \
-               f"{breach_op(violation)} {fmt_num(violation.threshold)}"
+        text = f"{violation.constraint}: {violation.metric} {_breach(violation)}"
     return f"{text} — {extra}" if extra else text
 
 
 def violation_short(violation: Violation) -> str:
-    """A violation in a few words for a sentence: ``kv-cache 0.91 > 0.85 since 10:02:03``."""
+    """A violation in a few words for a sentence: ``kv-cache 91% > 85% since 10:02:03``."""
     if violation.op not in _NEGATE:
         text = f"{violation.constraint} ({violation.reason or violation.metric})"
     elif violation.value is None:
         text = f"{violation.constraint} (no {violation.metric} data)"
     else:
-        bound = f"{breach_op(violation)} {fmt_num(violation.threshold)}"
-        text = f"{violation.constraint} {fmt_num(violation.value)} {bound}"
+        text = f"{violation.constraint} {_breach(violation)}"
     if violation.since is not None:
         text += f" since {violation.since.strftime('%H:%M:%S')}"
     return text

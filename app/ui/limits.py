@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from app.ui.units import DASH, METRIC_NAMES, Unit, fmt, metric_unit, over_limit
+from app.units import DASH, METRIC_NAMES, Unit, fmt, metric_unit, over_limit
 from schemas.config import AppSettings, ConstraintSpec, HealthThresholds, RouteLensConfig
 from schemas.config.probes import ProbeSettings
 

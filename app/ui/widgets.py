@@ -7,7 +7,7 @@ import re
 import pandas as pd
 import streamlit as st
 
-from app.ui.units import DASH
+from app.units import DASH
 
 __all__ = ["plain", "readable", "request_id_input"]
 

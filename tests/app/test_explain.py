@@ -11,17 +11,31 @@ from tests.app import stub_trace_api as stub
 
 def test_violation_without_data() -> None:
     v = Violation(constraint="health", metric="error_rate", op=">", value=None, threshold=0.5, reason="")
-    assert ex.violation_text(v) == "health: error_rate has no data (needs > 0.5)"
+    assert ex.violation_text(v) == "health: error_rate has no data (needs > 50%)"
 
 
 def test_violation_text_is_not_garbled_by_a_restating_reason() -> None:
     """The issue's 'error_rate no data ≤ 0.15 — no data broke ≤ 0.15' reads once, with the latch kept."""
     v = Violation(constraint="health", metric="error_rate", op="<=", value=None, threshold=0.15,
                   reason="no data broke <= 0.15; latched out until 0.1 holds for 30s")
-    expected = "health: error_rate has no data (needs <= 0.15) — latched out until 0.1 holds for 30s"
+    expected = "health: error_rate has no data (needs <= 15%) — latched out until 0.1 holds for 30s"
     assert ex.violation_text(v) == expected
     plain = v.model_copy(update={"reason": "no data broke <= 0.15"})
-    assert ex.violation_text(plain) == "health: error_rate has no data (needs <= 0.15)"
+    assert ex.violation_text(plain) == "health: error_rate has no data (needs <= 15%)"
+
+
+@pytest.mark.parametrize(("metric", "value", "threshold", "text", "short"), [
+    ("kv_cache_usage", 0.93, 0.85, "kv_cache_usage 93% > 85%", "93% > 85%"),
+    ("p95_latency_ms", 1240.0, 800.0, "p95_latency_ms 1,240 ms > 800 ms", "1,240 ms > 800 ms"),
+    ("queue", 12.0, 10.0, "queue 12 > 10", "12 > 10"),
+    ("kv_cache_usage", 0.8512, 0.85, "kv_cache_usage 85.1% > 85.0%", "85.1% > 85.0%"),
+    ("tokens", 12000.0, 8192.0, "tokens 12,000 > 8,192", "12,000 > 8,192"),
+], ids=["share", "latency", "count", "close-to-the-bound", "unlisted-metric"])
+def test_violation_reads_in_the_metric_unit(metric: str, value: float, threshold: float, text: str,
+                                            short: str) -> None:
+    v = Violation(constraint="c", metric=metric, op="<=", value=value, threshold=threshold, reason="")
+    assert ex.violation_text(v) == f"c: {text}"
+    assert ex.violation_short(v) == f"c {short}"
 
 
 @pytest.mark.parametrize(("op", "value", "shown"), [("<=", 0.91, ">"), (">", 0.97, ">"), (">=", 0.2, "<"),
@@ -41,7 +55,7 @@ def test_non_numeric_rule_reads_its_reason() -> None:
 
 def test_violation_short_with_since(trace: DecisionTrace) -> None:
     rejected = next(c for c in trace.candidates if not c.feasible)
-    assert ex.violation_short(rejected.violations[0]) == "kv-cache 0.97 > 0.9 since 12:00:00"
+    assert ex.violation_short(rejected.violations[0]) == "kv-cache 97% > 90% since 12:00:00"
 
 
 def test_ordered_candidates_puts_unranked_feasible_before_rejected() -> None:
@@ -99,4 +113,4 @@ def test_selection_text(trace: DecisionTrace) -> None:
 
 def test_violation_with_reason(trace: DecisionTrace) -> None:
     rejected = next(c for c in trace.candidates if not c.feasible)
-    assert ex.violation_text(rejected.violations[0]) == f"kv-cache: kv_cache_usage 0.97 > 0.9 — {stub.KV_REASON}"
+    assert ex.violation_text(rejected.violations[0]) == f"kv-cache: kv_cache_usage 97% > 90% — {stub.KV_REASON}"

@@ -174,7 +174,7 @@ def test_trace_explorer_in_chromium(app_url: str, tmp_path: Path) -> None:
 
             sentence = page.get_by_text(re.compile(f"^{stub.SELECTED_INSTANCE} served the request after a fallback"))
             expect(sentence).to_be_visible(timeout=UI_TIMEOUT_MS)
-            expect(sentence).to_contain_text(f"{stub.REJECTED_INSTANCE} was ruled out by kv-cache 0.97 > 0.9")
+            expect(sentence).to_contain_text(f"{stub.REJECTED_INSTANCE} was ruled out by kv-cache 97% > 90%")
             expect(page.get_by_text(re.compile("smallest single change"))).to_be_visible()
 
             for name in ("Elimination", "Scores", "Why not the others", "State snapshot", "Attempts", "Policy"):

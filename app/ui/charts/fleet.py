@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from app.ui.data.fleet import METRICS, SHORT, STATUSES
 from app.ui.limits import Limits
-from app.ui.units import METRIC_NAMES, fmt, metric_unit
+from app.units import METRIC_NAMES, fmt, metric_unit
 
 __all__ = [
     "MAX_COLUMNS", "STATUS_COLOURS", "grid_rows", "health_grid_chart", "instance_at", "instance_metrics_chart",

@@ -15,7 +15,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from app.ui.limits import Limits
-from app.ui.units import DASH, fmt
+from app.units import DASH, fmt
 from schemas.fleet import InstanceSnapshot, LatchState
 from schemas.queries import ConstraintStat
 from schemas.records import RouterEvent

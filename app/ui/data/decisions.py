@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.ui.units import DASH
+from app.units import DASH
 from schemas.hashing import query_hash
 from schemas.queries import TraceFilter, TracePage
 from schemas.trace import QUERY_HASH_PATTERN, DecisionTrace

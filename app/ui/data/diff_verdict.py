@@ -11,7 +11,7 @@ Examples::
 
     A chose small-a, B chose big-b: another rule: A matched to-small, B matched none (in B, to-small
     failed on request_time.hour = 17 not in [9, 11, 14, 16]).
-    A chose big-a, B chose big-b: a constraint verdict: in B, big-a: removed by kv-cache 0.91 > 0.85.
+    A chose big-a, B chose big-b: a constraint verdict: in B, big-a: removed by kv-cache 91% > 85%.
 """
 
 from __future__ import annotations

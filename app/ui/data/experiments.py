@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from app.ui.timeseries import complete
-from app.ui.units import DASH, Unit, count, fmt, fmt_delta
+from app.units import DASH, Unit, count, fmt, fmt_delta
 from schemas.experiments import METRICS
 from schemas.queries import BucketStats
 

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from app.reader import READ_TOKEN_ENV, api_from_env
 from app.ui.limits import STATUS_RANK, Limits
-from app.ui.units import DASH, METRIC_NAMES, fmt
+from app.units import DASH, METRIC_NAMES, fmt
 from schemas.config import AppSettings, HealthBand, HealthThresholds
 from schemas.fleet import InstanceSnapshot
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from app.ui.data.fleet import trace_link
 from app.ui.timeseries import complete
-from app.ui.units import DASH, Unit, fmt, fmt_delta
+from app.units import DASH, Unit, fmt, fmt_delta
 from schemas.queries import BucketStats, Misroute, TrafficEdge
 
 __all__ = [

@@ -10,7 +10,7 @@ import pandas as pd
 
 from app.explain import DASH, fmt_num, ordered_candidates, outcome_text, selection_text, violation_text
 from app.ui.limits import Limits
-from app.ui.units import fmt
+from app.units import fmt
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import DecisionTrace
 

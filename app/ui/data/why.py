@@ -2,7 +2,7 @@
 
 Examples::
 
-    coder-6b-b won by 0.04 on latency over coder-6b-a; v4-32k-a was ruled out by kv-cache 0.91 > 0.85
+    coder-6b-b won by 0.04 on latency over coder-6b-a; v4-32k-a was ruled out by kv-cache 91% > 85%
     since 10:02:03.
 
 Pure: a :class:`schemas.trace.DecisionTrace` in, a ``str`` out.
@@ -22,7 +22,7 @@ _MAX_LISTED = 3
 
 
 def ruled_out_clause(trace: DecisionTrace) -> str:
-    """``a was ruled out by kv-cache 0.91 > 0.85; b by ...`` for the rejected candidates ('' when none)."""
+    """``a was ruled out by kv-cache 91% > 85%; b by ...`` for the rejected candidates ('' when none)."""
     rejected = [c for c in trace.candidates if not c.feasible]
     parts = []
     for i, cand in enumerate(rejected[:_MAX_LISTED]):

@@ -16,7 +16,7 @@ from app.ui.charts import constraints as charts
 from app.ui.data import constraints as data
 from app.ui.data.topology import SCOPE_PARAMS, decisions_link, parse_end
 from app.ui.limits import load_limits
-from app.ui.units import DASH, count, fmt
+from app.units import DASH, count, fmt
 from ingest import MAX_LIMIT, SinkError
 from schemas.fleet import InstanceSnapshot
 from schemas.queries import ConstraintStat, TraceFilter

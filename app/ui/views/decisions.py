@@ -6,7 +6,7 @@ from app.ui import resources, widgets
 from app.ui.data import decisions as dec
 from app.ui.limits import load_limits
 from app.ui.sidebar import scope, sync_param
-from app.ui.units import DASH, count
+from app.units import DASH, count
 from ingest import MAX_LIMIT, BadCursor, SinkError
 from schemas.queries import TraceFilter, TracePage
 

@@ -9,7 +9,7 @@ from app.ui.data import diff, trace_tables, why
 from app.ui.data.diff_verdict import diff_verdict
 from app.ui.data.ids import request_id_problem
 from app.ui.sidebar import sync_param
-from app.ui.units import count
+from app.units import count
 from ingest import SinkError
 from schemas import ConfigError, DecisionTrace, RoutelensError
 

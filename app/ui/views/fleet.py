@@ -17,7 +17,7 @@ from app.ui.data import fleet as data
 from app.ui.data import probes as probe_data
 from app.ui.limits import Limits, load_limits
 from app.ui.timeseries import gap_breaks
-from app.ui.units import METRIC_NAMES, count, fmt
+from app.units import METRIC_NAMES, count, fmt
 from ingest import MAX_LIMIT, SinkError
 from schemas.fleet import InstanceSnapshot
 from schemas.queries import TraceFilter, TracePage

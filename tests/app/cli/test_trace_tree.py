@@ -74,7 +74,7 @@ def test_candidates_ranked_then_rejected(text: str) -> None:
 
 def test_rejected_candidate_shows_violation(text: str) -> None:
     assert f"{stub.REJECTED_INSTANCE} (qwen2.5-7b, local-a)  REJECTED" in text
-    assert f"violation kv-cache: kv_cache_usage 0.97 > 0.9 — {stub.KV_REASON}" in text
+    assert f"violation kv-cache: kv_cache_usage 97% > 90% — {stub.KV_REASON}" in text
     assert "state queue 14  running 8  kv 97%  warmup 100%  err 0%  age 1.2 s" in text
 
 

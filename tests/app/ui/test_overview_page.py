@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.reader import API_ENV, DB_ENV
 from app.ui.data.fleet import LIVE_ENV
-from app.ui.units import fmt
+from app.units import fmt
 from bench.synthetic import TraceFactory
 from ingest.duckdb.store import DuckDBTraceStore
 from schemas import DecisionTrace, Feedback

@@ -40,7 +40,7 @@ def test_found_trace_reads_sentence_first_then_pictures(
     assert not at.error and not at.info
     sentence = at.text[0].value
     assert sentence.startswith(f"{stub.SELECTED_INSTANCE} served the request after a fallback")
-    assert f"{stub.REJECTED_INSTANCE} was ruled out by kv-cache 0.97 > 0.9 since 12:00:00" in sentence
+    assert f"{stub.REJECTED_INSTANCE} was ruled out by kv-cache 97% > 90% since 12:00:00" in sentence
     assert "Lowering vllm-qwen-a's kv-cache from 0.58 to 0.25" in at.text[1].value
     assert [w.value for w in at.warning] == [f"Fallback: {stub.FALLBACK_REASON}"]
     assert {m.label: m.value for m in at.metric}["Total time"] == "3,890 ms"
@@ -56,14 +56,14 @@ def test_found_trace_reads_sentence_first_then_pictures(
 
     frames = [df.value for df in at.dataframe]
     rejected, ranking, losers, state = frames[0], frames[1], frames[3], frames[4]
-    assert rejected["ruled out by"].tolist() == [f"kv-cache: kv_cache_usage 0.97 > 0.9 — {stub.KV_REASON}"]
+    assert rejected["ruled out by"].tolist() == [f"kv-cache: kv_cache_usage 97% > 90% — {stub.KV_REASON}"]
     assert ranking["verdict"].tolist() == ["feasible", "selected", "ruled out"]
     assert len(ranking.columns) <= 7  # narrow: no sideways scrolling
     assert state.set_index("instance").loc[stub.REJECTED_INSTANCE, "kv_cache_usage"] == 0.97
     assert losers.set_index("instance")["why not"].to_dict() == {
         stub.TOP_RANKED: f"picked first, but its attempt failed (timeout, ReadTimeout); {stub.SELECTED_INSTANCE} "
                          "served",
-        stub.REJECTED_INSTANCE: "removed by kv-cache 0.97 > 0.9 since 12:00:00"}
+        stub.REJECTED_INSTANCE: "removed by kv-cache 97% > 90% since 12:00:00"}
     policy = frames[6].set_index("field")["value"]
     assert policy["rule"] == "code-default" and policy["intent"] == "code (82%)"
     assert policy["weights"] == "queue-depth 0.3, kv-cache 0.4, latency 0.3"

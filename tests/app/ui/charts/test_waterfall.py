@@ -16,7 +16,7 @@ def test_one_waterfall_trace_with_stages_drops_and_hover() -> None:
     assert list(trace.y) == [3, -1, 2, 1]
     assert list(trace.measure) == ["absolute", "relative", "absolute", "absolute"]
     assert list(trace.text) == ["3", f"−1: {stub.REJECTED_INSTANCE} · 2 left", "2", "1"]
-    assert "kv_cache_usage 0.97 > 0.9" in trace.hovertext[1]
+    assert "kv_cache_usage 97% > 90%" in trace.hovertext[1]
     assert trace.decreasing.marker.color == REMOVED_COLOUR and trace.totals.marker.color == TOTAL_COLOUR
     assert left.type == "bar" and list(left.y) == [None, 2, None, None]  # the filter's kept set, pale
 

@@ -37,7 +37,7 @@ def test_alignment_by_instance_with_absent_sides() -> None:
                                           "coder-6b-b", "coder-6b-a", "v4-32k-a"]
     row = frame.set_index("instance")
     assert row.loc[stub.TOP_RANKED, "verdict_b"] == "absent" and row.loc["coder-6b-b", "verdict_a"] == "absent"
-    assert row.loc["v4-32k-a", "why_b"] == "removed by kv-cache 0.91 > 0.85 since 10:02:03"
+    assert row.loc["v4-32k-a", "why_b"] == "removed by kv-cache 91% > 85% since 10:02:03"
     assert row.loc["coder-6b-b", "why_b"] == "" and row.loc["coder-6b-a", "why_b"].startswith("outscored by coder-6b-b")
     assert frame["differs"].all()
 

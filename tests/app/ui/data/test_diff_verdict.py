@@ -34,8 +34,8 @@ def test_a_constraint_verdict_in_b() -> None:
     b = changed(a, "coder-6b-b", feasible=False, violations=[cases.KV], total=None, rank=None)
     b = changed(b, "coder-6b-a", rank=1).model_copy(update={"selected_instance": "coder-6b-a"})
     assert diff_verdict(a, b) == ("A chose coder-6b-b, B chose coder-6b-a: a constraint verdict: in B, coder-6b-b: "
-                                  "removed by kv-cache 0.91 > 0.85 since 10:02:03.")
-    assert diff_verdict(b, a).endswith("a constraint verdict: in A, coder-6b-b: removed by kv-cache 0.91 > 0.85 "
+                                  "removed by kv-cache 91% > 85% since 10:02:03.")
+    assert diff_verdict(b, a).endswith("a constraint verdict: in A, coder-6b-b: removed by kv-cache 91% > 85% "
                                        "since 10:02:03.")
 
 

@@ -102,7 +102,7 @@ def test_empty_lists_give_empty_frames_with_columns(trace: DecisionTrace) -> Non
 
 
 def test_rejections(trace: DecisionTrace) -> None:
-    assert tt.rejections(trace) == {stub.REJECTED_INSTANCE: f"kv-cache: kv_cache_usage 0.97 > 0.9 — {stub.KV_REASON}"}
+    assert tt.rejections(trace) == {stub.REJECTED_INSTANCE: f"kv-cache: kv_cache_usage 97% > 90% — {stub.KV_REASON}"}
 
 
 def test_score_terms_frame_long_form_best_first(trace: DecisionTrace) -> None:

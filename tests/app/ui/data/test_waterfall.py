@@ -16,14 +16,14 @@ def test_stages_of_the_sample() -> None:
     assert frame["measure"].tolist() == ["absolute", "relative", "absolute", "absolute"]
     kv = frame.iloc[1]
     assert kv["removed"] == stub.REJECTED_INSTANCE
-    assert f"{stub.REJECTED_INSTANCE}: kv-cache: kv_cache_usage 0.97 > 0.9" in kv["detail"]
+    assert f"{stub.REJECTED_INSTANCE}: kv-cache: kv_cache_usage 97% > 90%" in kv["detail"]
 
 
 def test_without_filter_steps_removals_are_grouped_by_constraint() -> None:
     frame = waterfall_stages(cases.normal_win())
     assert frame["stage"].tolist() == ["all candidates", "filter/kv-cache", "ranked", "selected"]
     assert frame["count"].tolist() == [3, 2, 2, 1]
-    assert "kv_cache_usage 0.91 > 0.85 — latched out until 0.8 holds for 10s" in frame.iloc[1]["detail"]
+    assert "kv_cache_usage 91% > 85% — latched out until 0.8 holds for 10s" in frame.iloc[1]["detail"]
 
 
 def test_unknown_model_has_empty_stages() -> None:

@@ -10,7 +10,7 @@ from tests.app.ui.data import why_cases as cases
 def test_normal_win_names_margin_term_runner_up_and_the_latched_out() -> None:
     assert decision_sentence(cases.normal_win()) == (
         "coder-6b-b won by 0.04 on latency over coder-6b-a; "
-        "v4-32k-a was ruled out by kv-cache 0.91 > 0.85 since 10:02:03."
+        "v4-32k-a was ruled out by kv-cache 91% > 85% since 10:02:03."
     )
 
 
@@ -22,13 +22,13 @@ def test_fallback_says_who_served_and_who_ranked_first() -> None:
     text = decision_sentence(stub.sample_trace())
     assert text.startswith(f"{stub.SELECTED_INSTANCE} served the request after a fallback ({stub.FALLBACK_REASON})")
     assert f"{stub.TOP_RANKED} won by 0.13 on queue-depth over {stub.SELECTED_INSTANCE} in the ranking" in text
-    assert text.endswith(f"{stub.REJECTED_INSTANCE} was ruled out by kv-cache 0.97 > 0.9 since 12:00:00.")
+    assert text.endswith(f"{stub.REJECTED_INSTANCE} was ruled out by kv-cache 97% > 90% since 12:00:00.")
 
 
 def test_no_feasible_instance() -> None:
     assert decision_sentence(cases.no_feasible()) == (
         "No instance was feasible and the request failed with HTTP 503 (no_feasible_instance): "
-        "v4-32k-a was ruled out by kv-cache 0.91 > 0.85 since 10:02:03."
+        "v4-32k-a was ruled out by kv-cache 91% > 85% since 10:02:03."
     )
     assert decision_sentence(cases.fail_open()).startswith(
         "No instance was feasible, so v4-32k-a was used anyway (fail open): v4-32k-a was ruled out"
@@ -46,7 +46,7 @@ def test_single_feasible_candidate() -> None:
     from tests.factories import make_trace
 
     assert decision_sentence(make_trace()) == "v4-b was the only feasible candidate; v4-a was ruled out by " \
-                                              "kv-cache 0.93 > 0.85."
+                                              "kv-cache 93% > 85%."
 
 
 def test_many_rejections_are_capped() -> None:

@@ -40,7 +40,7 @@ def test_a_soft_constraint_s_scaling_is_said_with_the_term() -> None:
 def test_removed_by_the_first_hard_constraint_at_its_value() -> None:
     got = reasons(cases.normal_win())["v4-32k-a"]
     assert (got.kind, got.term, got.amount) == ("constraint", "kv-cache", 0.91)
-    assert got.text == "removed by kv-cache 0.91 > 0.85 since 10:02:03"
+    assert got.text == "removed by kv-cache 91% > 85% since 10:02:03"
 
 
 def test_lost_the_tie_break() -> None:

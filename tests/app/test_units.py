@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from app.ui.units import DASH, count, fmt, fmt_delta, over_limit
+from app.units import DASH, count, fmt, fmt_apart, fmt_delta, over_limit
 
 CASES = [
     (0.123, "%", "12%"), (0.0123, "%", "1.2%"), (0.0, "%", "0%"), (0.85, "%", "85%"),
@@ -39,3 +39,13 @@ def test_deltas_and_plurals() -> None:
     assert count(1, "decision") == "1 decision"
     assert count(0, "decision") == "0 decisions"
     assert count(2400, "removal") == "2,400 removals"
+
+
+@pytest.mark.parametrize(("a", "b", "unit", "expected"), [
+    (0.93, 0.85, "%", ("93%", "85%")), (0.8512, 0.85, "%", ("85.1%", "85.0%")), (0.85, 0.85, "%", ("85%", "85%")),
+    (800.4, 800.0, "ms", ("800.4 ms", "800.0 ms")), (None, 0.85, "%", (DASH, "85%")),
+    (10.04, 10.01, "n", ("10.04", "10.01")),
+])
+def test_fmt_apart_never_reads_two_numbers_the_same(a: float | None, b: float, unit: str,
+                                                    expected: tuple[str, str]) -> None:
+    assert fmt_apart(a, b, unit) == expected  # type: ignore[arg-type]

@@ -1,6 +1,7 @@
-"""How every number on the app's pages reads: one formatter per unit, ``value / limit``, counts with plurals.
+"""How every number in the app reads: one formatter per unit, ``value / limit``, counts with plurals.
 
-Pure, no Streamlit. A missing value reads :data:`DASH`, never ``None``; shares (0-1) read as
+Pure (stdlib only), below both the pages and the terminal: :mod:`app.explain` reads violations
+through it too. A missing value reads :data:`DASH`, never ``None``; shares (0-1) read as
 percentages, latencies as whole milliseconds (one decimal below 10 ms), rates in requests/s,
 and cost in the unit the configuration names (``app.cost_unit``).
 """
@@ -11,8 +12,8 @@ import math
 from typing import Literal
 
 __all__ = [
-    "DASH", "METRIC_NAMES", "METRIC_UNITS", "Unit", "count", "fmt", "fmt_delta", "metric_unit", "over_limit",
-    "plural",
+    "DASH", "METRIC_NAMES", "METRIC_UNITS", "Unit", "count", "fmt", "fmt_apart", "fmt_delta", "metric_unit",
+    "over_limit", "plural",
 ]
 
 Unit = Literal["%", "ms", "s", "req/s", "requests", "cost", "score", "n"]
@@ -21,7 +22,7 @@ DASH = "—"
 METRIC_UNITS: dict[str, Unit] = {
     "kv_cache_usage": "%", "queue": "requests", "running": "requests", "error_rate": "%",
     "warmup_progress": "%", "p50_latency_ms": "ms", "p95_latency_ms": "ms", "ttft_p95_ms": "ms",
-    "e2e_p95_ms": "ms",
+    "e2e_p95_ms": "ms", "state_age_s": "s", "budget_use": "%",
 }
 # The same metrics as a tile or an axis names them.
 METRIC_NAMES: dict[str, str] = {
@@ -67,6 +68,29 @@ def fmt(value: float | None, unit: Unit, cost_unit: str = "cost units") -> str:
     if unit == "score":
         return f"{v:.3f}"
     return f"{v:,.0f}" if v == round(v) else f"{v:,.1f}" if abs(v) >= 1 else f"{v:.2g}"
+
+
+def fmt_apart(a: float | None, b: float | None, unit: Unit,
+              cost_unit: str = "cost units") -> tuple[str, str]:
+    """``a`` and ``b`` as :func:`fmt` reads them, never two different numbers alike.
+
+    Where :func:`fmt`'s rounding would read them the same, both get the fewest decimals that
+    tell them apart: ``85.1% > 85.0%``, not ``85% > 85%``.
+    """
+    pair = fmt(a, unit, cost_unit), fmt(b, unit, cost_unit)
+    if pair[0] != pair[1] or _missing(a) or _missing(b) or a == b:
+        return pair
+    assert a is not None and b is not None
+    scale = 100.0 if unit == "%" else 1.0
+    suffix = _SUFFIX.get(unit, f" {cost_unit}" if unit == "cost" else "")
+    for digits in range(1, 10):
+        x, y = f"{a * scale:,.{digits}f}", f"{b * scale:,.{digits}f}"
+        if x != y:
+            return x + suffix, y + suffix
+    return pair
+
+
+_SUFFIX: dict[str, str] = {"%": "%", "ms": " ms", "s": " s", "req/s": " requests/s", "requests": " requests"}
 
 
 def fmt_delta(delta: float | None, unit: Unit, cost_unit: str = "cost units") -> str | None:
