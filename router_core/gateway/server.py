@@ -240,7 +240,7 @@ class Gateway:
             self.quality.forget(instance)
         spec = self._specs.get(instance)
         if spec is not None:  # seed 003's recovery: consecutive probe passes close the instance's and model's breakers
-            self.breakers.probe_passed(spec, status.verdict is ProbeVerdict.OK)
+            self.breakers.probe_verdict(spec, status)
 
     def build_app(self) -> web.Application:
         """Return the aiohttp application with routes and lifecycle hooks.

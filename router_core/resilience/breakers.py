@@ -28,8 +28,10 @@ from typing import Any, Literal
 
 from router_core.framework.types import Blocked
 from router_core.resilience.breaker import Breaker, BreakerState, Scope, Transition
+from schemas.common import ProbeVerdict
 from schemas.config.resilience import BreakerSettings, RateBreakerSettings
 from schemas.fleet import InstanceSpec
+from schemas.probe import ProbeStatus
 
 __all__ = ["Admission", "AttemptOutcome", "BreakerBoard"]
 
@@ -125,6 +127,9 @@ class BreakerBoard:
         # Breakers not closed, per scope: the filter's per-candidate check is three dict lookups, none when all closed.
         self._hot: dict[Scope, dict[str, Breaker]] = {"instance": {}, "model": {}, "zone": {}}
         self._probe_passes: dict[str, int] = {}  # instance -> passing probe verdicts in a row
+        self._members: dict[str, list[str]] = {}  # model -> its instances (whose probe counts its opening resets)
+        for s in specs:
+            self._members.setdefault(s.model, []).append(s.id)
 
     # -- reads (the breaker filter, the state route, metrics) ------------------------------------
 
@@ -275,13 +280,19 @@ class BreakerBoard:
             self._queue(b.move(BreakerState.CLOSED, reason, self._clock()))
         return b
 
-    def probe_passed(self, spec: InstanceSpec, passed: bool) -> list[Breaker]:
-        """Count a probe verdict of ``spec``: ``close_after`` passes in a row close its open breakers.
+    def probe_verdict(self, spec: InstanceSpec, status: ProbeStatus) -> list[Breaker]:
+        """Count a new probe verdict of ``spec``: ``close_after`` passes in a row close its open breakers.
 
         Seed 003's recovery rule ("探针连续10次通过"): the instance's breaker and its model's close
-        after their own ``close_after`` consecutive passing probe verdicts of the instance; any
-        failing verdict starts the count again. Returns the breakers closed.
+        after their own ``close_after`` consecutive passing probe verdicts of the instance since
+        they opened; any failing verdict starts the count again. A pass is an ``ok`` verdict the
+        probes moved to (a recovery, ``flaps`` > 0): an instance's first verdict is ``ok`` until
+        ``fail_k`` of its probes have failed, so it says nothing about whether the instance
+        answers (a crashed instance's first probes give it). Returns the breakers closed.
         """
+        if status.verdict is ProbeVerdict.OK and not status.flaps:
+            return []
+        passed = status.verdict is ProbeVerdict.OK
         n = self._probe_passes[spec.id] = self._probe_passes.get(spec.id, 0) + 1 if passed else 0
         closed = []
         for scope, name in (("instance", spec.id), ("model", spec.model)):
@@ -329,6 +340,9 @@ class BreakerBoard:
             return
         if t.to_state is BreakerState.CLOSED and (b := self.get(t.scope, t.name)) is not None:
             self._reset(b)  # a closed breaker starts counting afresh (the old errors led to the opening)
+        if t.to_state is BreakerState.OPEN and t.scope != "zone":  # passes before the failures are no recovery
+            for inst in [t.name] if t.scope == "instance" else self._members.get(t.name, []):
+                self._probe_passes.pop(inst, None)
         hot = self._hot[t.scope]
         if t.to_state is BreakerState.CLOSED:
             hot.pop(t.name, None)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from router_core.resilience.breaker import BreakerState
 from router_core.resilience.breakers import AttemptOutcome, BreakerBoard
+from schemas.common import ProbeKind, ProbeVerdict
 from schemas.config.resilience import BreakerSettings
 from schemas.fleet import InstanceSpec
+from schemas.probe import ProbeStatus
 
 
 class Clock:
@@ -161,12 +164,13 @@ def test_operator_close_and_replica_messages() -> None:
     assert b.take_transitions()[0].reason == "closed by an operator"
 
 
-def test_consecutive_probe_passes_close_the_instance_and_model_breakers() -> None:
-    from router_core.resilience.breaker import BreakerState
-    from router_core.resilience.breakers import BreakerBoard
-    from schemas.config.resilience import BreakerSettings
-    from schemas.fleet import InstanceSpec
+def verdict(ok: bool, flaps: int = 1) -> ProbeStatus:
+    """A new probe verdict as the prober publishes it (``flaps`` > 0: the probes moved it there)."""
+    return ProbeStatus(kind=ProbeKind.SYNTAX, verdict=ProbeVerdict.OK if ok else ProbeVerdict.FAILED,
+                       since=datetime(2026, 1, 1, tzinfo=UTC), flaps=flaps)
 
+
+def test_consecutive_probe_passes_close_the_instance_and_model_breakers() -> None:
     spec = InstanceSpec(id="a", model="m", url="http://127.0.0.1:1")
     other = InstanceSpec(id="b", model="m", url="http://127.0.0.1:2", zone="z2")
     board = BreakerBoard(BreakerSettings(), [spec, other], clock=lambda: 0.0)
@@ -176,10 +180,53 @@ def test_consecutive_probe_passes_close_the_instance_and_model_breakers() -> Non
         board._open(b, "test", 0.0)
     need = board.get("model", "m").close_after  # type: ignore[union-attr]
     for _ in range(need - 1):
-        board.probe_passed(spec, True)
+        board.probe_verdict(spec, verdict(True))
     assert board.get("model", "m").state is not BreakerState.CLOSED  # type: ignore[union-attr]
-    board.probe_passed(spec, False)  # a failing verdict starts the count again
-    closed = [board.probe_passed(spec, True) for _ in range(need)]
+    board.probe_verdict(spec, verdict(False))  # a failing verdict starts the count again
+    closed = [board.probe_verdict(spec, verdict(True)) for _ in range(need)]
     assert [b.scope for b in closed[-1]] == ["model"]
     assert board.get("instance", "a").state is BreakerState.CLOSED  # closed earlier, after its own close_after passes
     assert board.get("model", "m").state is BreakerState.CLOSED  # type: ignore[union-attr]
+
+
+def test_first_verdicts_are_no_probe_passes() -> None:
+    """An instance's first verdict is ok until enough probes failed: a crashed instance's first probes give it."""
+    clock = Clock()
+    b, specs = board(clock)
+    for _ in range(3):
+        attempt(b, specs[0], "connect")
+    assert b.get("instance", "i0").state is BreakerState.OPEN  # type: ignore[union-attr]
+    for _ in range(5):
+        assert b.probe_verdict(specs[0], verdict(True, flaps=0)) == []
+    assert b.get("instance", "i0").state is BreakerState.OPEN  # type: ignore[union-attr]
+    assert b.admit(specs[0]) is None
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "from-replica"])
+def test_probe_passes_before_an_opening_do_not_count_toward_closing_it(remote: bool) -> None:
+    clock = Clock()
+    b, specs = board(clock)
+    close_after = b.get("instance", "i0").close_after  # type: ignore[union-attr]
+    for _ in range(close_after - 1):  # the instance recovered from an earlier fault: passes in a row, nothing open
+        b.probe_verdict(specs[0], verdict(True))
+    if remote:
+        assert b.apply({"origin": "r2", "scope": "instance", "name": "i0", "to": "open", "reason": "3 connect"})
+    else:
+        for _ in range(3):
+            attempt(b, specs[0], "connect")
+    assert b.get("instance", "i0").state is BreakerState.OPEN  # type: ignore[union-attr]
+    assert b.probe_verdict(specs[0], verdict(True)) == []  # one pass since it opened, not close_after
+    for _ in range(close_after - 1):
+        b.probe_verdict(specs[0], verdict(True))
+    assert b.get("instance", "i0").state is BreakerState.CLOSED  # type: ignore[union-attr]
+
+
+def test_a_model_opening_resets_the_probe_passes_of_its_instances() -> None:
+    clock = Clock()
+    b, specs = board(clock, model={"close_after": 2})
+    b.probe_verdict(specs[1], verdict(True))
+    model = b.get("model", "m")
+    assert model is not None
+    b._open(model, "5xx share", clock())
+    assert b.probe_verdict(specs[1], verdict(True)) == []
+    assert [x.scope for x in b.probe_verdict(specs[1], verdict(True))] == ["model"]
