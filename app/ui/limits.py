@@ -4,8 +4,9 @@ A metric that a hard constraint bounds (``constraints:``) is judged against that
 red past its threshold (the router removes the instance there), yellow from its soft threshold
 or re-entry bound (the score ramps down, or a latched-out instance stays out), green below. A
 metric no constraint bounds falls back to the fleet grid's bands (``app.health``). Probe
-thresholds (``probes.semantic.threshold``, ``probes.latency.tolerance``), the scoring's
-``latency_slo_ms`` and the cost unit (``app.cost_unit``) come from the same file.
+thresholds (``probes.semantic.threshold`` and the references' own, ``probes.latency.tolerance``;
+:meth:`Limits.probe`, see :mod:`app.ui.probe_limit`), the scoring's ``latency_slo_ms`` and the
+cost unit (``app.cost_unit``) come from the same file.
 
 The file is :data:`CONFIG_ENV` (``routelens app`` sets it), else ``routelens.yaml`` in the working
 folder; without one, the configuration's defaults with the app settings of
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from app.ui.probe_limit import ProbeLimit, build_probe_limit, reference_thresholds
 from app.units import DASH, METRIC_NAMES, Unit, fmt, metric_unit, over_limit
 from schemas.config import AppSettings, ConstraintSpec, HealthThresholds, RouteLensConfig
 from schemas.config.probes import ProbeSettings
@@ -96,6 +98,7 @@ class Limits:
     probes: ProbeSettings = ProbeSettings()
     latency_slo_ms: float = 3000.0
     cost_unit: str = "cost units"
+    references: str | None = None  # probes.semantic.references (None: the packaged file)
     source: str = "defaults"
     problem: str | None = None
     _memo: dict[tuple[str, str | None, str | None], Limit | None] = field(default_factory=dict, compare=False)
@@ -142,6 +145,11 @@ class Limits:
             return fmt(value, "n") if value is None or value >= 10 else f"{value:.3g}"
         return over_limit(value, spec.threshold, metric_unit(spec.metric))
 
+    def probe(self, kind: str, baseline: float | None = None, reference: str | None = None) -> ProbeLimit | None:
+        """The bound a ``kind`` probe's value is judged against (``baseline``: latency's; ``reference``: semantic's)."""
+        return build_probe_limit(kind, self.probes, reference_thresholds(self.references) if kind == "semantic"
+                                 else {}, baseline=baseline, reference=reference)
+
     def cost(self, value: float | None) -> str:
         """A cost in the configured unit."""
         return fmt(value, "cost", self.cost_unit)
@@ -155,8 +163,8 @@ class Limits:
 
 def _from_config(config: RouteLensConfig, source: str) -> Limits:
     return Limits(constraints=tuple(config.constraints), health=config.app.health, probes=config.probes,
-                  latency_slo_ms=config.scoring.latency_slo_ms,
-                  cost_unit=config.app.cost_unit, source=source)
+                  latency_slo_ms=config.scoring.latency_slo_ms, cost_unit=config.app.cost_unit,
+                  references=config.probes.semantic.references, source=source)
 
 
 @lru_cache(maxsize=8)

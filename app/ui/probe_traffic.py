@@ -14,8 +14,11 @@ import streamlit as st
 
 from app.experiments.verify import PolicyShelf
 from app.ui import resources, widgets
+from app.ui.data import probe_reading as reading
 from app.ui.data.fleet import trace_link
 from app.ui.data.probe_window import VERDICT_LOOKBACK, BadWindow, bad_windows, verdicts_at, window_at, without
+from app.ui.limits import load_limits
+from app.units import DASH
 from ingest import SinkError
 from schemas.probe import ProbeResult
 from schemas.queries import TraceFilter
@@ -97,9 +100,11 @@ def verdicts_section(instance: str | None, at: datetime) -> None:
     if not found:
         st.caption(f"No probe result of {instance} in the {minutes} minutes before the decision.")
         return
-    rows = [{"kind": r.kind.value, "verdict": r.verdict.value, "seconds before": round((at - r.ts).total_seconds()),
-             "value": r.value, "threshold": r.threshold, "reason": r.reason or "-"} for r in found]
+    lim = load_limits()
+    rows = [{"kind": r.kind.value, "verdict": reading.verdict_of(r, lim),
+             "seconds before": round((at - r.ts).total_seconds()), "value / limit": reading.reading_of(r, lim),
+             "reason": r.reason or DASH} for r in found]
     st.dataframe(rows, hide_index=True)
-    if any(r.verdict.value != "ok" for r in found):
+    if any(row["verdict"] != "ok" for row in rows):
         link = f"probes?instance={instance}&at={at.isoformat()}"
         st.markdown(f"[The window {instance} was bad in, and the other requests it served]({link})")

@@ -71,9 +71,8 @@ def verdict_grid_chart(grid: pd.DataFrame, order: list[str] | None = None) -> go
 def _hover(row: pd.Series) -> str:
     parts = []
     if pd.notna(row.get("value")):
-        parts.append(f"value {row['value']:.3g}")
-    if pd.notna(row.get("threshold")):
-        parts.append(f"threshold {row['threshold']:.3g}")
+        limit = row.get("limit")
+        parts.append(str(row["reading"]) + (f" ({limit})" if isinstance(limit, str) and limit else ""))
     if row.get("held"):
         parts.append(f"router: {row['held']}")
     if row.get("reason"):
@@ -82,12 +81,12 @@ def _hover(row: pd.Series) -> str:
 
 
 def _points(frame: pd.DataFrame, name: str) -> go.Scatter:
-    """The measured values, each marker coloured by its verdict."""
+    """The measured values, each marker coloured by its verdict against the running configuration."""
     colours = [VERDICT_COLOURS.get(v, VERDICT_COLOURS["no data"]) for v in frame["verdict"]]
     return go.Scatter(
         x=frame["ts"], y=frame["value"], name=name, mode="lines+markers", line={"color": "#4c78a8"},
-        marker={"color": colours, "size": 8}, customdata=frame[["verdict", "reason"]].to_numpy(),
-        hovertemplate="%{x}<br>%{y:.3f} · %{customdata[0]}<br>%{customdata[1]}<extra></extra>",
+        marker={"color": colours, "size": 8}, customdata=frame[["verdict", "reading", "reason"]].to_numpy(),
+        hovertemplate="%{x}<br>%{customdata[1]} · %{customdata[0]}<br>%{customdata[2]}<extra></extra>",
     )
 
 
@@ -109,6 +108,7 @@ def similarity_chart(frame: pd.DataFrame, instance: str) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=frame["ts"], y=frame["threshold"], name="threshold", mode="lines",
             line={"color": VERDICT_COLOURS["failed"], "dash": "dash", "shape": "hv"},
+            hovertemplate="threshold %{y:.3f}<extra></extra>",
         ))
     fig.update_layout(
         title=f"Semantic similarity · {instance}", yaxis={"title": "cosine", "range": [0, 1.05]},
@@ -141,6 +141,7 @@ def latency_chart(frame: pd.DataFrame, instance: str) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=frame["ts"], y=frame["baseline"], name="baseline", mode="lines",
             line={"color": "#555555", "dash": "dot", "shape": "hv"},
+            hovertemplate="baseline %{y:,.0f} ms<extra></extra>",
         ))
     fig.add_trace(_points(frame, "p95"))
     fig.update_layout(

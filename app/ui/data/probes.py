@@ -1,7 +1,8 @@
 """Probe results, router state, alerts and events as plain data for the "Probes & alerts" page.
 
 Pure functions, no Streamlit, no I/O: the page fetches, these shape. Verdicts are strings
-(``ok``, ``degraded``, ``failed``, and :data:`NO_DATA` for a kind never probed in the window).
+(``ok``, ``degraded``, ``failed``, and :data:`NO_DATA` for a kind never probed in the window), read
+against the running configuration's probe thresholds (``limits``, :mod:`app.ui.data.probe_reading`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from typing import Any, Protocol, TypeVar
 import pandas as pd
 from pydantic import ValidationError
 
+from app.ui.data.probe_reading import limit_of, reading_of, verdict_of
+from app.ui.limits import Limits
+from app.units import DASH
 from schemas.common import ProbeKind
-from schemas.config.probes import LatencyProbeSettings
 from schemas.probe import ProbeResult, ProbeStatus
 from schemas.records import RouterEvent
 
@@ -33,15 +36,14 @@ WINDOWS: dict[str, timedelta] = {
 DEFAULT_WINDOW = "1h"
 NO_DATA = "no data"
 KINDS: tuple[str, ...] = tuple(k.value for k in ProbeKind)
-DEFAULT_TOLERANCE = LatencyProbeSettings().tolerance
 _ALERT_MESSAGE = re.compile(r"^(firing|resolved):\s*(\S+)")
 
 GRID_COLUMNS: tuple[str, ...] = (
-    "instance", "model", "kind", "verdict", "value", "threshold", "ts", "reason", "held", "held_since", "link",
+    "instance", "model", "kind", "verdict", "value", "reading", "limit", "ts", "reason", "held", "held_since", "link",
 )
-SIMILARITY_COLUMNS: tuple[str, ...] = ("ts", "value", "threshold", "verdict", "reference", "reason")
+SIMILARITY_COLUMNS: tuple[str, ...] = ("ts", "value", "threshold", "verdict", "reading", "reference", "reason")
 LATENCY_COLUMNS: tuple[str, ...] = (
-    "ts", "value", "baseline", "band_low", "band_high", "threshold", "verdict", "reason",
+    "ts", "value", "baseline", "band_low", "band_high", "threshold", "verdict", "reading", "reason",
 )
 ACTIVE_ALERT_COLUMNS: tuple[str, ...] = (
     "severity", "state", "name", "instance", "model", "kind", "since", "value", "summary", "link",
@@ -132,12 +134,13 @@ def held_verdicts(state: Mapping[str, Any] | None) -> dict[tuple[str, str], Prob
 
 
 def last_verdicts(
-    results: Sequence[ProbeResult], held: Mapping[tuple[str, str], ProbeStatus] | None = None
+    results: Sequence[ProbeResult], held: Mapping[tuple[str, str], ProbeStatus] | None = None, *, limits: Limits
 ) -> pd.DataFrame:
     """One row per (instance, kind): the latest result's verdict, or :data:`NO_DATA`; instances by name.
 
-    ``held`` (from :func:`held_verdicts`) adds the router's verdict and since when it holds; an
-    instance the router knows but no result names still gets its rows.
+    The verdict and ``reading`` (``value / limit``) are against ``limits``' probe thresholds, and
+    ``limit`` names the setting. ``held`` (from :func:`held_verdicts`) adds the router's verdict and
+    since when it holds; an instance the router knows but no result names still gets its rows.
     """
     held = held or {}
     latest: dict[tuple[str, str], ProbeResult] = {}
@@ -151,16 +154,18 @@ def last_verdicts(
     for name in names:
         for kind in KINDS:
             last, status = latest.get((name, kind)), held.get((name, kind))
+            bound = limit_of(last, limits) if last else None
             rows.append({
                 "instance": name, "model": models.get(name), "kind": kind,
-                "verdict": last.verdict.value if last else NO_DATA,
-                "value": last.value if last else None, "threshold": last.threshold if last else None,
+                "verdict": verdict_of(last, limits, bound) if last else NO_DATA,
+                "value": last.value if last else None, "reading": reading_of(last, limits, bound) if last else DASH,
+                "limit": bound.source if bound else None,
                 "ts": last.ts if last else None, "reason": last.reason if last else "",
                 "held": status.verdict.value if status else None, "held_since": status.since if status else None,
                 "link": instance_link(name),
             })
     frame = pd.DataFrame(rows, columns=list(GRID_COLUMNS))
-    return frame.astype({"value": "float64", "threshold": "float64"})
+    return frame.astype({"value": "float64"})
 
 
 def instances_worst_first(grid: pd.DataFrame) -> list[str]:
@@ -177,33 +182,31 @@ def _series(results: Sequence[ProbeResult], instance: str, kind: ProbeKind) -> l
     return sorted((r for r in results if r.instance == instance and r.kind == kind), key=lambda r: r.ts)
 
 
-def similarity_series(results: Sequence[ProbeResult], instance: str) -> pd.DataFrame:
-    """The semantic probe of ``instance`` over time: lowest cosine per round and the threshold it met."""
-    rows = [
-        {"ts": r.ts, "value": r.value, "threshold": r.threshold, "verdict": r.verdict.value,
-         "reference": r.reference, "reason": r.reason}
-        for r in _series(results, instance, ProbeKind.SEMANTIC)
-    ]
+def similarity_series(results: Sequence[ProbeResult], instance: str, *, limits: Limits) -> pd.DataFrame:
+    """The semantic probe of ``instance`` over time: lowest-margin cosine per round and its threshold in ``limits``."""
+    rows = []
+    for r in _series(results, instance, ProbeKind.SEMANTIC):
+        bound = limit_of(r, limits)
+        rows.append({"ts": r.ts, "value": r.value, "threshold": bound.low if bound else None,
+                     "verdict": verdict_of(r, limits, bound), "reading": reading_of(r, limits, bound),
+                     "reference": r.reference or DASH, "reason": r.reason})
     return pd.DataFrame(rows, columns=list(SIMILARITY_COLUMNS)).astype({"value": "float64", "threshold": "float64"})
 
 
-def latency_series(
-    results: Sequence[ProbeResult], instance: str, tolerance: float = DEFAULT_TOLERANCE
-) -> pd.DataFrame:
+def latency_series(results: Sequence[ProbeResult], instance: str, *, limits: Limits) -> pd.DataFrame:
     """The latency probe of ``instance`` over time: window p95 (ms), learned baseline and its ±band.
 
-    The band is ``baseline × (1 ± t)``, ``t`` read from the result (``threshold / baseline - 1``)
-    when it carries both, else ``tolerance`` (the probe's default ±20%).
+    The band is ``baseline × (1 ± probes.latency.tolerance)`` of the running configuration
+    (``limits``); none while the baseline is still learned.
     """
     rows = []
     for r in _series(results, instance, ProbeKind.LATENCY):
-        base = r.baseline
-        tol = abs(r.threshold / base - 1) if base and r.threshold else tolerance
+        bound = limit_of(r, limits)
+        low, high = (bound.low, bound.high) if bound else (None, None)
         rows.append({
-            "ts": r.ts, "value": r.value, "baseline": base,
-            "band_low": base * (1 - tol) if base is not None else None,
-            "band_high": base * (1 + tol) if base is not None else None,
-            "threshold": r.threshold, "verdict": r.verdict.value, "reason": r.reason,
+            "ts": r.ts, "value": r.value, "baseline": r.baseline, "band_low": low, "band_high": high,
+            "threshold": high, "verdict": verdict_of(r, limits, bound), "reading": reading_of(r, limits, bound),
+            "reason": r.reason,
         })
     floats = {c: "float64" for c in ("value", "baseline", "band_low", "band_high", "threshold")}
     return pd.DataFrame(rows, columns=list(LATENCY_COLUMNS)).astype(floats)

@@ -1,5 +1,6 @@
 """Probes & alerts: the last verdict of each probe per instance, similarity and latency against their
-bounds, active and recent alerts (thin page; data from app.ui.data.probes, pictures from app.ui.charts.probes)."""
+bounds in the running configuration, active and recent alerts (thin page; data from app.ui.data.probes
+and probe_reading, pictures from app.ui.charts.probes)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import streamlit as st
 from app import reader
 from app.ui import probe_traffic, resources
 from app.ui.charts import probes as charts
+from app.ui.data import probe_reading as reading
 from app.ui.data import probes as data
+from app.ui.limits import load_limits
+from app.units import count
 from ingest import MAX_LIMIT, SinkError
 from schemas.probe import ProbeResult
 from schemas.records import RouterEvent
@@ -83,8 +87,11 @@ except SinkError as exc:
     st.error(f"Probe source unreachable: {exc}")
     st.stop()
 results = [ProbeResult.model_validate(r) for r in raw_results]
+lim = load_limits()
+if lim.problem:
+    st.warning(f"Default limits in use: {lim.problem}.")
 state, state_problem = live_or_problem("/v1/router/state")
-grid = data.last_verdicts(results, data.held_verdicts(state if isinstance(state, dict) else None))
+grid = data.last_verdicts(results, data.held_verdicts(state if isinstance(state, dict) else None), limits=lim)
 order = data.instances_worst_first(grid)
 
 alerts, alerts_problem = live_or_problem("/v1/alerts")
@@ -103,14 +110,14 @@ if grid.empty:
             "Probes run inside `routelens serve` (or `routelens probes run`) every 30 s.")
 else:
     st.caption(f"Last verdict of each probe in the last {lookback} minutes, worst instance first; "
-               "grey: no result (silence is not health).")
+               "grey: no result (silence is not health). " + reading.limits_caption(lim))
     if grid_cut:
         st.caption("Too many results to read them all: the grid shows the newest part of the lookback.")
     st.plotly_chart(charts.verdict_grid_chart(grid, order))
     if state_problem:
         st.caption(f"Router verdicts (hysteresis) unavailable: {state_problem}.")
     with st.expander("Verdict table"):
-        st.dataframe(grid, hide_index=True, column_config=LINK)
+        st.dataframe(reading.verdict_table(grid), hide_index=True, column_config=LINK)
 
     asked = st.query_params.get("instance")
     options = order + ([asked] if asked and asked not in order else [])
@@ -125,8 +132,10 @@ else:
         st.stop()
     series = [ProbeResult.model_validate(r) for r in series_raw]
     if series_cut:
-        st.caption(f"Showing the latest {len(series)} results of the window only; pick a shorter one for all.")
-    similarity, latency = data.similarity_series(series, instance), data.latency_series(series, instance)
+        st.caption(f"Showing the latest {count(len(series), 'result')} of the window only; pick a shorter one "
+                   "for all.")
+    similarity = data.similarity_series(series, instance, limits=lim)
+    latency = data.latency_series(series, instance, limits=lim)
     left, right = st.columns(2)
     with left:
         if similarity.empty:
@@ -139,14 +148,14 @@ else:
         else:
             st.plotly_chart(charts.latency_chart(latency, instance))
     with st.expander(f"Probe results of {instance}"):
-        st.dataframe([r.model_dump(mode="json") for r in reversed(series)], hide_index=True)
-    probe_traffic.bad_window_section(instance, series)
+        st.dataframe(reading.results_table(series, lim), hide_index=True)
+    probe_traffic.bad_window_section(instance, reading.judged(series, lim))
 
 st.subheader("Recent alerts")
 recent = data.recent_alerts([RouterEvent.model_validate(e) for e in raw_events])
 if recent.empty:
     st.caption("No alert fired or resolved in the window.")
 else:
-    st.caption(f"{len(recent)} alert events in the window" + (" (the latest only)" if events_cut else ""))
+    st.caption(f"{count(len(recent), 'alert event')} in the window" + (" (the latest only)" if events_cut else ""))
     with st.expander("Alert events", expanded=True):
         st.dataframe(recent, hide_index=True, column_config=LINK)

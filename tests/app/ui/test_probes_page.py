@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.ui.limits import CONFIG_ENV
 from tests.app import stub_trace_api as stub
-from tests.app.ui.pages import open_app_page
+from tests.app.ui.pages import assert_clean, open_app_page
 
 PAGE = "views/probes.py"
 pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
@@ -49,6 +51,7 @@ def test_grid_alerts_and_the_worst_instance(monkeypatch: pytest.MonkeyPatch, pro
     at = open_page(monkeypatch, probe_api.url)
 
     assert not at.error and not at.warning
+    assert_clean(at)
     grid, similarity, latency = charts(at)
     heat = grid["data"][0]
     assert heat["type"] == "heatmap" and heat["y"][0] == stub.DRIFTING_INSTANCE
@@ -66,12 +69,34 @@ def test_grid_alerts_and_the_worst_instance(monkeypatch: pytest.MonkeyPatch, pro
     assert any(f"{stub.DRIFTING_INSTANCE} served no request in this window" in s.value for s in at.success)
 
     verdicts = at.dataframe[0].value.set_index(["instance", "kind"])
-    assert verdicts.loc[(stub.DRIFTING_INSTANCE, "semantic"), "held"] == "failed"
+    assert verdicts.loc[(stub.DRIFTING_INSTANCE, "semantic"), "router verdict"] == "failed"
+    assert verdicts.loc[(stub.DRIFTING_INSTANCE, "semantic"), "value / limit"] == "0.310 / 0.650"
+    assert verdicts.loc[(stub.DRIFTING_INSTANCE, "latency"), "value / limit"] == "1,275 ms / 640–960 ms"
+    results = at.dataframe[1].value
+    assert results.iloc[0]["probe took"] == "50 ms" and "value / limit" in results.columns
     recent = at.dataframe[-1].value
     assert recent["rule"].tolist() == [stub.ALERT_RULE, "LatencyCreep", "LatencyCreep"]
     assert recent["link"].iloc[0].startswith(f"?instance={stub.DRIFTING_INSTANCE}&at=")
     assert any(p.startswith("/v1/alerts") for p in probe_api.requests)
     assert any("kind=alert" in p for p in probe_api.requests if p.startswith("/v1/events"))
+
+
+def test_the_running_config_sets_the_colours(monkeypatch: pytest.MonkeyPatch, probe_api: stub.StubTraceApi,
+                                             tmp_path: Path) -> None:
+    """Under a semantic threshold of 0.9 the healthy instance's 0.86 is red, and the page says whose limit it is."""
+    config = tmp_path / "routelens.yaml"
+    config.write_text("fleet:\n  instances:\n    - {id: a-0, model: big, url: 'http://127.0.0.1:9'}\n"
+                      "probes:\n  semantic: {threshold: 0.9}\n", encoding="utf-8")
+    monkeypatch.setenv(CONFIG_ENV, str(config))
+    at = open_page(monkeypatch, probe_api.url)
+
+    assert_clean(at)
+    heat = charts(at)[0]["data"][0]
+    cells = {(y, x): heat["text"][i][j] for i, y in enumerate(heat["y"]) for j, x in enumerate(heat["x"])}
+    assert cells[(stub.HEALTHY_INSTANCE, "semantic")] == "failed"
+    verdicts = at.dataframe[0].value.set_index(["instance", "kind"])
+    assert verdicts.loc[(stub.HEALTHY_INSTANCE, "semantic"), "value / limit"] == "0.860 / 0.900"
+    assert any(f"Judged against {config.resolve()}: semantic similarity ≥ 0.900" in c.value for c in at.caption)
 
 
 def test_no_results_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

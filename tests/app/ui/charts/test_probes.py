@@ -7,10 +7,12 @@ import pytest
 
 from app.ui.charts import probes as charts
 from app.ui.data import probes as data
+from app.ui.limits import Limits
 from schemas.probe import ProbeResult
 from tests.app import stub_trace_api as stub
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+LIMITS = Limits(constraints=())  # the configuration's defaults: semantic 0.65, latency ±20%
 
 
 @pytest.fixture
@@ -27,7 +29,7 @@ def colour_of(fig_json: dict, code: float) -> str:
 
 
 def test_verdict_grid_cells_and_colours(results: list[ProbeResult]) -> None:
-    grid = data.last_verdicts(results, data.held_verdicts(stub.sample_router_state(NOW)))
+    grid = data.last_verdicts(results, data.held_verdicts(stub.sample_router_state(NOW)), limits=LIMITS)
     order = data.instances_worst_first(grid)
     fig = json.loads(charts.verdict_grid_chart(grid, order).to_json())
 
@@ -41,17 +43,18 @@ def test_verdict_grid_cells_and_colours(results: list[ProbeResult]) -> None:
     codes = {t: heat["z"][i][j] for i, row in enumerate(heat["text"]) for j, t in enumerate(row)}
     assert {t: colour_of(fig, z) for t, z in codes.items()} == charts.VERDICT_COLOURS
     i, j = order.index(stub.DRIFTING_INSTANCE), heat["x"].index("semantic")
-    assert "router: failed" in heat["customdata"][i][j] and "threshold 0.65" in heat["customdata"][i][j]
+    hover = heat["customdata"][i][j]
+    assert "router: failed" in hover and "0.310 / 0.650 (probes.semantic.threshold)" in hover
 
 
 def test_verdict_grid_default_order_and_empty(results: list[ProbeResult]) -> None:
-    grid = data.last_verdicts(results)
+    grid = data.last_verdicts(results, limits=LIMITS)
     assert json.loads(charts.verdict_grid_chart(grid).to_json())["data"][0]["y"] == sorted(set(grid["instance"]))
-    assert charts.verdict_grid_chart(data.last_verdicts([])).data == ()
+    assert charts.verdict_grid_chart(data.last_verdicts([], limits=LIMITS)).data == ()
 
 
 def test_similarity_chart_has_threshold_line(results: list[ProbeResult]) -> None:
-    frame = data.similarity_series(results, stub.DRIFTING_INSTANCE)
+    frame = data.similarity_series(results, stub.DRIFTING_INSTANCE, limits=LIMITS)
     fig = charts.similarity_chart(frame, stub.DRIFTING_INSTANCE)
 
     assert [t.name for t in fig.data] == ["similarity", "threshold"]
@@ -63,12 +66,12 @@ def test_similarity_chart_has_threshold_line(results: list[ProbeResult]) -> None
 
 
 def test_similarity_chart_without_threshold(results: list[ProbeResult]) -> None:
-    frame = data.similarity_series(results, stub.HEALTHY_INSTANCE).assign(threshold=float("nan"))
+    frame = data.similarity_series(results, stub.HEALTHY_INSTANCE, limits=LIMITS).assign(threshold=float("nan"))
     assert [t.name for t in charts.similarity_chart(frame, "x").data] == ["similarity"]
 
 
 def test_latency_chart_band_baseline_and_p95(results: list[ProbeResult]) -> None:
-    frame = data.latency_series(results, stub.DRIFTING_INSTANCE)
+    frame = data.latency_series(results, stub.DRIFTING_INSTANCE, limits=LIMITS)
     fig = charts.latency_chart(frame, stub.DRIFTING_INSTANCE)
 
     assert [t.name for t in fig.data] == ["band_low", "±tolerance", "baseline", "p95"]
@@ -81,13 +84,13 @@ def test_latency_chart_band_baseline_and_p95(results: list[ProbeResult]) -> None
 
 
 def test_latency_chart_without_baseline_shows_only_p95(results: list[ProbeResult]) -> None:
-    frame = data.latency_series(results, stub.HEALTHY_INSTANCE).assign(baseline=float("nan"))
+    frame = data.latency_series(results, stub.HEALTHY_INSTANCE, limits=LIMITS).assign(baseline=float("nan"))
     assert [t.name for t in charts.latency_chart(frame, "x").data] == ["p95"]
 
 
 def test_verdict_grid_of_a_big_fleet_is_dense(results: list[ProbeResult]) -> None:
     many = [r.model_copy(update={"instance": f"i{n:03d}"}) for n in range(charts.DENSE_ROWS + 1) for r in results[:3]]
-    fig = charts.verdict_grid_chart(data.last_verdicts(many))
+    fig = charts.verdict_grid_chart(data.last_verdicts(many, limits=LIMITS))
     assert fig.data[0].texttemplate == "" and fig.layout.height == 120 + 14 * (charts.DENSE_ROWS + 1)
-    few = charts.verdict_grid_chart(data.last_verdicts(results))
+    few = charts.verdict_grid_chart(data.last_verdicts(results, limits=LIMITS))
     assert few.data[0].texttemplate == "%{text}" and few.layout.height == 120 + 36 * 3

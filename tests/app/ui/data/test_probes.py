@@ -5,11 +5,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.ui.data import probes as pd_
+from app.ui.limits import Limits
 from schemas.common import ProbeKind, ProbeVerdict
+from schemas.config.probes import LatencyProbeSettings, ProbeSettings
 from schemas.probe import ProbeResult
 from tests.app import stub_trace_api as stub
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+LIMITS = Limits(constraints=())  # the configuration's defaults: semantic 0.65, latency ±20%
 
 
 @pytest.fixture
@@ -30,13 +33,18 @@ def test_instance_link() -> None:
 
 
 def test_last_verdicts_one_row_per_instance_and_kind(results: list[ProbeResult]) -> None:
-    grid = pd_.last_verdicts(results)
+    grid = pd_.last_verdicts(results, limits=LIMITS)
 
     assert list(grid.columns) == list(pd_.GRID_COLUMNS)
     assert len(grid) == 3 * 3
     cell = grid.set_index(["instance", "kind"])
     assert cell.loc[(stub.DRIFTING_INSTANCE, "semantic"), "verdict"] == "failed"
     assert cell.loc[(stub.DRIFTING_INSTANCE, "semantic"), "value"] == pytest.approx(0.31)
+    assert cell.loc[(stub.DRIFTING_INSTANCE, "semantic"), "reading"] == "0.310 / 0.650"
+    assert cell.loc[(stub.DRIFTING_INSTANCE, "semantic"), "limit"] == "probes.semantic.threshold"
+    assert cell.loc[(stub.DRIFTING_INSTANCE, "latency"), "reading"] == "1,275 ms / 640–960 ms"
+    assert cell.loc[(stub.DRIFTING_INSTANCE, "syntax"), "reading"] == "valid"
+    assert cell.loc[(stub.SYNTAX_ONLY_INSTANCE, "semantic"), "reading"] == "—"
     assert cell.loc[(stub.DRIFTING_INSTANCE, "latency"), "verdict"] == "degraded"
     assert cell.loc[(stub.DRIFTING_INSTANCE, "syntax"), "verdict"] == "ok"
     assert cell.loc[(stub.SYNTAX_ONLY_INSTANCE, "semantic"), "verdict"] == pd_.NO_DATA
@@ -46,7 +54,7 @@ def test_last_verdicts_one_row_per_instance_and_kind(results: list[ProbeResult])
 
 
 def test_last_verdicts_takes_the_latest_whatever_the_input_order(results: list[ProbeResult]) -> None:
-    assert pd_.last_verdicts(list(reversed(results))).equals(pd_.last_verdicts(results))
+    assert pd_.last_verdicts(list(reversed(results)), limits=LIMITS).equals(pd_.last_verdicts(results, limits=LIMITS))
 
 
 def test_held_verdicts_from_the_gateway_shape_and_an_id_keyed_object() -> None:
@@ -69,40 +77,46 @@ def test_held_verdicts_skip_invalid_statuses() -> None:
 def test_router_only_instance_gets_rows_and_held_columns(results: list[ProbeResult]) -> None:
     held = pd_.held_verdicts(stub.sample_router_state(NOW))
     held[("vllm-z-9", "syntax")] = held[(stub.DRIFTING_INSTANCE, "semantic")].model_copy(update={"kind": "syntax"})
-    grid = pd_.last_verdicts(results, held).set_index(["instance", "kind"])
+    grid = pd_.last_verdicts(results, held, limits=LIMITS).set_index(["instance", "kind"])
     assert grid.loc[(stub.DRIFTING_INSTANCE, "semantic"), "held"] == "failed"
     assert grid.loc[(stub.DRIFTING_INSTANCE, "semantic"), "held_since"] == NOW - timedelta(minutes=1)
     assert grid.loc[("vllm-z-9", "syntax"), "verdict"] == pd_.NO_DATA
 
 
 def test_instances_worst_first(results: list[ProbeResult]) -> None:
-    order = pd_.instances_worst_first(pd_.last_verdicts(results))
+    order = pd_.instances_worst_first(pd_.last_verdicts(results, limits=LIMITS))
     assert order == [stub.DRIFTING_INSTANCE, stub.SYNTAX_ONLY_INSTANCE, stub.HEALTHY_INSTANCE]
-    assert pd_.instances_worst_first(pd_.last_verdicts([])) == []
+    assert pd_.instances_worst_first(pd_.last_verdicts([], limits=LIMITS)) == []
 
 
 def test_similarity_series(results: list[ProbeResult]) -> None:
-    frame = pd_.similarity_series(list(reversed(results)), stub.DRIFTING_INSTANCE)
+    frame = pd_.similarity_series(list(reversed(results)), stub.DRIFTING_INSTANCE, limits=LIMITS)
     assert list(frame.columns) == list(pd_.SIMILARITY_COLUMNS)
     assert len(frame) == 20 and frame["ts"].is_monotonic_increasing
     assert frame["threshold"].eq(0.65).all()
     assert frame["verdict"].tolist()[-4:] == ["failed"] * 4
-    assert pd_.similarity_series(results, stub.SYNTAX_ONLY_INSTANCE).empty
+    assert pd_.similarity_series(results, stub.SYNTAX_ONLY_INSTANCE, limits=LIMITS).empty
 
 
-def test_latency_series_band_from_threshold_or_default(results: list[ProbeResult]) -> None:
-    frame = pd_.latency_series(results, stub.DRIFTING_INSTANCE)
+def test_latency_series_band_from_the_running_tolerance(results: list[ProbeResult]) -> None:
+    frame = pd_.latency_series(results, stub.DRIFTING_INSTANCE, limits=LIMITS)
     assert list(frame.columns) == list(pd_.LATENCY_COLUMNS)
     first = frame.iloc[0]
     assert (first["baseline"], first["band_low"], first["band_high"]) == pytest.approx((800, 640, 960))
     assert frame["verdict"].iloc[-1] == "degraded"
+    assert frame["reading"].iloc[-1] == "1,275 ms / 640–960 ms"
 
+    # The result's own threshold (from the prober's tolerance then) does not set the band: the configuration does.
     bare = ProbeResult(probe_id="p", ts=NOW, instance="i", model="m", kind=ProbeKind.LATENCY,
-                       verdict=ProbeVerdict.OK, value=100.0, baseline=100.0)
-    row = pd_.latency_series([bare], "i", tolerance=0.5).iloc[0]
+                       verdict=ProbeVerdict.OK, value=140.0, baseline=100.0, threshold=120.0)
+    wide = Limits(constraints=(), probes=ProbeSettings(latency=LatencyProbeSettings(tolerance=0.5)))
+    row = pd_.latency_series([bare], "i", limits=wide).iloc[0]
     assert (row["band_low"], row["band_high"]) == pytest.approx((50, 150))
+    assert row["verdict"] == "ok" and row["reading"] == "140 ms / 50–150 ms"
+    tight = pd_.latency_series([bare], "i", limits=LIMITS).iloc[0]
+    assert tight["verdict"] == "degraded" and tight["reading"] == "140 ms / 80–120 ms"
     unlearned = bare.model_copy(update={"baseline": None})
-    row = pd_.latency_series([unlearned], "i").iloc[0]
+    row = pd_.latency_series([unlearned], "i", limits=LIMITS).iloc[0]
     assert row.isna()[["baseline", "band_low", "band_high"]].all()
 
 
