@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -108,7 +109,7 @@ def health_grid_chart(cells: pd.DataFrame, title: str = "Fleet health") -> go.Fi
 
 def instance_metrics_chart(
     series: pd.DataFrame, limits: Limits, instance: str, transitions: pd.DataFrame | None = None,
-    model: str | None = None,
+    model: str | None = None, span: tuple[datetime, datetime] | None = None,
 ) -> go.Figure:
     """One instance's KV-cache, queue, error rate and p95 TTFT over time, each with its limit's lines.
 
@@ -119,15 +120,17 @@ def instance_metrics_chart(
         instance: Named in the title.
         model: The instance's model (a constraint may apply to some models only).
         transitions: Rows of :func:`app.ui.data.fleet.latch_transitions`: latch changes become vertical lines.
+        span: The window shown: the x axis runs over all of it (a stretch without data stays empty).
     """
     fig = make_subplots(rows=len(METRICS), cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=[_TITLES[m] for m in METRICS])
     for i, metric in enumerate(METRICS, start=1):
+        unit = metric_unit(metric)
         fig.add_trace(go.Scatter(x=series["ts"], y=series[metric], name=METRIC_NAMES[metric], mode="lines+markers",
                                  marker={"size": 4}, line={"color": "#1f77b4"}, showlegend=False,
-                                 connectgaps=False), row=i, col=1)
+                                 connectgaps=False, text=[fmt(v, unit) for v in series[metric]],
+                                 hovertemplate="%{x}<br>%{text}<extra></extra>"), row=i, col=1)
         lim = limits.limit(metric, model, instance)
-        unit = metric_unit(metric)
         if lim is not None:
             for status, bound in (("red", lim.threshold), ("yellow", lim.warn)):
                 if bound is None:
@@ -144,5 +147,7 @@ def instance_metrics_chart(
     for t in latch:
         colour = STATUS_COLOURS["red"] if str(t["what"]).endswith(" out") else STATUS_COLOURS["green"]
         fig.add_vline(x=t["ts"], line={"color": colour, "width": 1, "dash": "dot"})
+    if span is not None:  # as the data's times read: UTC without an offset (plotly.js has no time zones)
+        fig.update_xaxes(range=[t.astimezone(UTC).replace(tzinfo=None) for t in span])
     fig.update_layout(title=f"{instance} over the window", height=160 * len(METRICS) + 60, margin=_MARGIN)
     return fig

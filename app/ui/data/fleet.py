@@ -26,7 +26,7 @@ from schemas.fleet import InstanceSnapshot
 __all__ = [
     "CELL_COLUMNS", "LIVE_ENV", "METRICS", "SERIES_COLUMNS", "SETTINGS_ENV", "SHORT", "STATUSES",
     "TRANSITION_COLUMNS", "at_moment", "band_of", "cells", "elsewhere", "floor_time", "instance_series",
-    "latch_transitions", "live_api", "live_snapshots", "offset_label", "offsets", "read_back", "read_spread",
+    "latch_transitions", "live_api", "live_snapshots", "offset_label", "offsets", "read_back",
     "served_rows", "table", "thresholds_from_env", "trace_link",
 ]
 
@@ -217,22 +217,6 @@ def table(grid: pd.DataFrame) -> pd.DataFrame:
 
 SERIES_COLUMNS: tuple[str, ...] = ("ts", "kv_cache_usage", "queue", "error_rate", "ttft_p95_ms", "p95_latency_ms")
 TRANSITION_COLUMNS: tuple[str, ...] = ("ts", "source", "what", "detail")
-
-
-def read_spread(
-    fetch: Callable[[datetime, datetime], Sequence[InstanceSnapshot]], start: datetime, end: datetime, *,
-    pieces: int = 24,
-) -> list[InstanceSnapshot]:
-    """A window's snapshots read in ``pieces`` equal spans (each a bounded page, oldest first).
-
-    One instance scraped every second has 3,600 snapshots an hour: reading the window piece by
-    piece gives points over all of it instead of only its oldest page.
-    """
-    step = (end - start) / max(pieces, 1)
-    out: list[InstanceSnapshot] = []
-    for i in range(max(pieces, 1)):
-        out.extend(fetch(start + step * i, start + step * (i + 1)))
-    return out
 
 
 def instance_series(snapshots: Iterable[InstanceSnapshot]) -> pd.DataFrame:

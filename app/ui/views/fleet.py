@@ -14,14 +14,13 @@ from app import reader
 from app.ui import resources, sidebar
 from app.ui.charts import fleet as charts
 from app.ui.data import fleet as data
+from app.ui.data import instance_window as window
 from app.ui.data import probes as probe_data
 from app.ui.limits import Limits, load_limits
-from app.ui.timeseries import gap_breaks
 from app.units import METRIC_NAMES, count, fmt
 from ingest import MAX_LIMIT, SinkError
 from schemas.fleet import InstanceSnapshot
 from schemas.queries import TraceFilter, TracePage
-from schemas.records import RouterEvent
 
 REFRESH_S = 5
 LINKS = {"open": st.column_config.LinkColumn("open", display_text="why ›"),
@@ -52,16 +51,30 @@ def fetch_served(flt: str) -> list[tuple[str, str]]:
 
 @st.cache_data(ttl=REFRESH_S, max_entries=32, show_spinner=False)
 def fetch_detail(instance: str, start: datetime, end: datetime, flt: str) -> dict[str, Any]:
-    """One instance's snapshots over the window, the window's router events naming it, and its requests."""
+    """One instance over the whole window: its metrics as a chart draws them, latch changes and events, requests."""
     store = resources.get_store()
-    snaps = data.read_spread(lambda s, e: store.snapshots(s, e, instance=instance, limit=50), start, end)
+    got = window.read_window(lambda s, e, n: store.snapshots(s, e, instance=instance, limit=n), start, end,
+                             page=MAX_LIMIT)
+    series, width = window.bucketed(data.instance_series(got.snapshots), start, end)
     # The newest events first: a busy window has more than one page, oldest first.
     read, _ = probe_data.read_newest(lambda s, e: store.events(s, e), start, end, key=lambda e: e.event_id,
                                      page=MAX_LIMIT, max_pages=4, chunks=4)
     events = [e for e in read if e.instance == instance]
     page = store.search(TraceFilter.model_validate_json(flt), limit=50)
-    return {"snapshots": [s.model_dump(mode="json") for s in snaps],
-            "events": [e.model_dump(mode="json") for e in events], "page": page.model_dump(mode="json")}
+    return {"series": series, "bucket_s": width.total_seconds() if width else None, "read": len(got.snapshots),
+            "per_span": got.per_span, "transitions": data.latch_transitions(got.snapshots, events, load_limits()),
+            "page": page.model_dump(mode="json")}
+
+
+def series_caption(found: dict[str, Any]) -> str:
+    """How the chart's points stand for the window's snapshots."""
+    text = f"{count(found['read'], 'snapshot')} of the window"
+    if found["per_span"]:
+        text += (f" (too many to read all: the oldest {count(found['per_span'], 'snapshot')} of each of "
+                 f"{window.SAMPLE_SPANS} equal spans)")
+    if found["bucket_s"]:
+        text += f"; each point is the highest value in {fmt(found['bucket_s'], 's')}"
+    return text + "; a break in a line: no snapshot there."
 
 
 def grid_now(sc: sidebar.Scope, back_s: int, lim: Limits, metric: str) -> tuple[Any, str]:
@@ -142,13 +155,13 @@ def detail(sc: sidebar.Scope, instance: str, lim: Limits, model: str | None) -> 
     except SinkError as exc:
         st.error(f"Trace store unreachable: {exc}")
         return
-    snaps = [InstanceSnapshot.model_validate(s) for s in found["snapshots"]]
-    transitions = data.latch_transitions(snaps, [RouterEvent.model_validate(e) for e in found["events"]], lim)
-    series = gap_breaks(data.instance_series(snaps))
-    if series.empty:
+    series, transitions = found["series"], found["transitions"]
+    if not found["read"]:
         st.info(f"No stored snapshot of `{instance}` in the window.")
     else:
-        st.plotly_chart(charts.instance_metrics_chart(series, lim, instance, transitions, model), key="fleet_detail")
+        st.plotly_chart(charts.instance_metrics_chart(series, lim, instance, transitions, model,
+                                                      span=(sc.start, sc.end)), key="fleet_detail")
+        st.caption(series_caption(found))
     st.markdown("**Latch transitions and router events**")
     if transitions.empty:
         st.caption("No latch changed and no router event named this instance in the window.")

@@ -138,7 +138,7 @@ def test_slider_shows_a_past_moment_from_snapshots(monkeypatch: pytest.MonkeyPat
 
 
 def test_deep_link_opens_an_instance(monkeypatch: pytest.MonkeyPatch, seeded: tuple) -> None:
-    path, traces, _ = seeded
+    path, traces, now = seeded
     at = open_page(monkeypatch, {DB_ENV: str(path)}, instance=HOT)
 
     assert not at.error
@@ -153,6 +153,13 @@ def test_deep_link_opens_an_instance(monkeypatch: pytest.MonkeyPatch, seeded: tu
     assert transitions["detail"].iloc[0] == "held out of the feasible set (97% / 85%)"
     spec = json.loads(metrics.proto.spec)
     assert {a["text"] for a in spec["layout"]["annotations"]} >= {"constraint kv-cache 85%", "80%"}
+    # The whole window: every stored snapshot (the dense two minutes too, not a page of 50), on an axis over it.
+    stored = len([s for s in stored_snapshots(now) if s.instance == HOT])
+    kv = spec["data"][0]
+    assert stored == 168 and sum(text != "—" for text in kv["text"]) == stored and kv["text"][0] == "50%"
+    assert any(c.value.startswith(f"{stored} snapshots of the window") for c in at.caption)
+    first, last = (datetime.fromisoformat(t) for t in spec["layout"]["xaxis"]["range"])
+    assert last - first == timedelta(hours=1) and first < datetime.fromisoformat(kv["x"][0])
     mine = [t for t in traces if t.selected_instance == HOT]
     assert mine and served["request_id"].tolist() == [t.request_id for t in reversed(mine)]
     assert served["open"].iloc[0] == f"/trace?request_id={mine[-1].request_id}"

@@ -116,12 +116,6 @@ def test_read_back_widens_only_while_an_instance_is_missing() -> None:
     assert calls[1] == (NOW - timedelta(minutes=2), NOW - timedelta(seconds=15))
 
 
-def test_read_spread_reads_every_piece() -> None:
-    spans: list[tuple[datetime, datetime]] = []
-    data.read_spread(lambda s, e: spans.append((s, e)) or [], NOW - timedelta(hours=1), NOW, pieces=4)
-    assert spans[0][0] == NOW - timedelta(hours=1) and spans[-1][1] == NOW and len(spans) == 4
-
-
 def test_live_snapshots_skip_what_does_not_validate() -> None:
     state = {"instances": [snap("a").model_dump(mode="json"), {"instance": "x"}], "models": {}}
     assert [s.instance for s in data.live_snapshots(state)] == ["a"]
