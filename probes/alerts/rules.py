@@ -2,7 +2,11 @@
 
 A rule's condition is kept per (rule, instance, kind) as a window of its last ``n`` observations:
 a verdict rule holds for an observation when the instance's hysteresis status for that kind is
-the rule's verdict or worse, a metric rule when ``value``/``latency_ms`` ``op`` ``threshold``. The
+the rule's verdict or worse, a metric rule when ``value``/``latency_ms`` ``op`` ``threshold``. A
+verdict rule on a kind that judges answers (semantic, latency) holds only while the latest failure
+of that kind is such a judgement (:func:`probes.evidence.is_evidence`): an instance that crashed
+(refused connections, 5xx) fails its semantic probe too, but that is no drift and raises no drift
+alert; its syntax probe (and a kindless rule) reports it, and the router's breaker acts on it. The
 condition holds when it held in at least ``k`` of the window. An alert whose condition holds is
 ``pending`` and turns ``firing`` once it has held for ``for_s`` (evaluated every tick); it resolves
 when the condition stops holding. A watchdog rule holds when the prober has produced nothing for
@@ -20,7 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from probes.evidence import is_evidence
 from probes.verdicts import RANK
+from schemas.common import ProbeVerdict
 from schemas.config.probes import AlertRule
 from schemas.probe import ProbeResult, ProbeStatus
 
@@ -92,6 +98,7 @@ class RuleBook:
         self._windows: dict[Key, deque[bool]] = {}
         self._latest: dict[Key, ProbeResult] = {}
         self._status: dict[tuple[str, str], ProbeStatus] = {}
+        self._judged: dict[tuple[str, str], bool] = {}  # the latest failure judged what its kind is about
         self._alerts: dict[Key, Alert] = {}
 
     def observe(self, result: ProbeResult, status: ProbeStatus | None) -> None:
@@ -100,12 +107,15 @@ class RuleBook:
         if status is not None:
             self._status[skey] = status
         current = self._status.get(skey)
+        if result.verdict is not ProbeVerdict.OK:
+            self._judged[skey] = is_evidence(result)
+        judged = self._judged.get(skey, True)
         for rule in self._rules.values():
             if rule.kind == WATCHDOG or (rule.kind is not None and rule.kind != result.kind):
                 continue
             key = (rule.name, result.instance, result.kind.value)
             window = self._windows.setdefault(key, deque(maxlen=rule.n))
-            window.append(_holds(rule, result, current))
+            window.append(_holds(rule, result, current, judged))
             self._latest[key] = result
 
     def forget(self, instance: str) -> None:
@@ -115,6 +125,8 @@ class RuleBook:
             self._latest.pop(key, None)
         for skey in [k for k in self._status if k[0] == instance]:
             del self._status[skey]
+        for skey in [k for k in self._judged if k[0] == instance]:
+            del self._judged[skey]
 
     def active(self) -> list[Alert]:
         """Pending and firing alerts, by rule then instance."""
@@ -160,8 +172,10 @@ def _value(rule: AlertRule, result: ProbeResult) -> float | None:
     return result.latency_ms if rule.metric == "latency_ms" else result.value
 
 
-def _holds(rule: AlertRule, result: ProbeResult, status: ProbeStatus | None) -> bool:
+def _holds(rule: AlertRule, result: ProbeResult, status: ProbeStatus | None, judged: bool) -> bool:
     if rule.verdict is not None:
+        if rule.kind is not None and not judged:
+            return False  # the verdict failed because the instance gave no answer: not this kind's fault
         return status is not None and RANK[status.verdict] >= RANK[rule.verdict]
     value = _value(rule, result)
     if value is None or rule.op is None or rule.threshold is None:

@@ -131,6 +131,12 @@ def test_the_crashed_instance_breaker_opened_half_opened_and_closed(day) -> None
     printed = lines(day, f"{inst} breaker ")
     assert printed and printed[0][0].startswith(f"{inst} breaker closed -> open ("), printed
     assert {page_of(u, day["app"]) for _, u in printed} == {"fleet"} and len(printed) >= 3
+    # A crash is no drift (issue 33): its failed semantic probes raise the health probe's alert, not drift's.
+    alerts = [e.message for e in store.events(datetime.now(UTC) - timedelta(hours=1), datetime.now(UTC),
+                                              kind="alert") if e.instance == inst]
+    assert any(m.startswith("firing: RouteLensProbeSyntaxFailed") for m in alerts), alerts
+    assert not [m for m in alerts if "SemanticDrift" in m], alerts
+    assert not lines(day, f"alert RouteLensProbeSemanticDrift firing on {inst}")
 
 
 def test_a_rule_routed_a_share_and_the_shadow_decided(day) -> None:
