@@ -224,7 +224,7 @@ class ChatRunner:
             out = await degrade.degrade(self.config.economics.degraded, decision, body, ctx, got.state,
                                         router.decide, answers=self.answers, answer_key=call.answer_key,
                                         request_id=rec.request_id, pool=lambda: self._forwarder().pool,
-                                        gateway=self.config.gateway)
+                                        gateway=self.config.gateway, trace=call.trace)
             if times is not None:
                 times.add("degrade", t4, times.clock())
             if out.recorded is not None:
@@ -251,7 +251,8 @@ class ChatRunner:
         if (fwd.spec is None or fwd.response is None) and (target := decision.degraded) is not None:
             gw = self.config.gateway  # a rule chain's non-LLM end answers
             answer = await answer_from(target, body, rec.request_id, forwarder.pool,
-                                       timeout_s=gw.upstream_timeout_s, connect_timeout_s=gw.connect_timeout_s)
+                                       timeout_s=gw.upstream_timeout_s, connect_timeout_s=gw.connect_timeout_s,
+                                       trace=call.trace)
             if times is not None:
                 times.add("degrade", t5, times.clock())
             if answer.error is not None:

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from router_core.gateway.http1 import Http1Pool, UpstreamError
+from router_core.gateway.trace_context import TraceContext
 from router_core.rules.ir import DegradedTarget
 
 __all__ = ["DegradedAnswer", "answer_from"]
@@ -51,19 +52,26 @@ def _shaped(completion: dict[str, Any], stream: bool) -> DegradedAnswer:
 
 
 async def answer_from(target: DegradedTarget, body: dict[str, Any], request_id: str, pool: Http1Pool, *,
-                      timeout_s: float, connect_timeout_s: float) -> DegradedAnswer:
-    """Answer ``body`` from ``target``; a responder that fails gives a 502 with ``error`` set."""
+                      timeout_s: float, connect_timeout_s: float, trace: TraceContext | None = None) -> DegradedAnswer:
+    """Answer ``body`` from ``target``; a responder that fails gives a 502 with ``error`` set.
+
+    A responder gets the request's ``traceparent`` (its parent: the gateway's request span, as no
+    attempt span stands for this call) and the client's ``tracestate``, so its spans join the trace.
+    """
     stream = bool(body.get("stream"))
     if target.canned is not None:
         return _shaped(_completion(request_id, target.name, target.canned), stream)
     assert target.url is not None
     sent = {**body, "stream": False}
     sent.pop("stream_options", None)
+    headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
+    if trace is not None:
+        headers["traceparent"] = trace.traceparent(trace.span_id)
+        if trace.tracestate is not None:
+            headers["tracestate"] = trace.tracestate
     try:
         async with asyncio.timeout(timeout_s):
-            resp = await pool.post(target.url, orjson.dumps(sent),
-                                   {"Content-Type": "application/json", "X-Request-Id": request_id},
-                                   connect_timeout_s=connect_timeout_s)
+            resp = await pool.post(target.url, orjson.dumps(sent), headers, connect_timeout_s=connect_timeout_s)
             payload = await resp.read()
     except (TimeoutError, UpstreamError, OSError) as exc:
         return DegradedAnswer(502, b"", "application/json", error=f"degraded_{type(exc).__name__}")

@@ -19,6 +19,7 @@ from typing import Any
 from router_core.decide.decision import Decision, DecisionContext, Steps
 from router_core.gateway.degraded import DegradedAnswer, answer_from
 from router_core.gateway.http1 import Http1Pool
+from router_core.gateway.trace_context import TraceContext
 from router_core.resilience.answer_cache import AnswerCache
 from router_core.resilience.degrade import cap_max_tokens, load_of, max_tokens_cap, shed_features
 from router_core.rules.ir import DegradedTarget
@@ -67,7 +68,7 @@ def _with_steps(decision: Decision, steps: Steps, reason: str, mode: RoutingMode
 async def degrade(settings: DegradedSettings, decision: Decision, body: dict[str, Any], ctx: DecisionContext,
                   state: Mapping[str, InstanceSnapshot], decide: Decide, *, answers: AnswerCache,
                   answer_key: str | None, request_id: str, pool: Callable[[], Http1Pool],
-                  gateway: GatewaySettings) -> Degraded:
+                  gateway: GatewaySettings, trace: TraceContext | None = None) -> Degraded:
     """Try each configured degraded step in order; the first that answers (or finds a target) ends the walk.
 
     Args:
@@ -82,6 +83,7 @@ async def degrade(settings: DegradedSettings, decision: Decision, body: dict[str
         request_id: The request's id (sent to the responder).
         pool: The upstream connection pool (asked for only when a responder is called).
         gateway: The gateway's timeouts, for the responder.
+        trace: The request's trace context, sent on to the responder (``traceparent``).
     """
     steps, why = Steps(), f"no feasible instance for {decision.rule} ({decision.fallback_reason})"
 
@@ -126,7 +128,7 @@ async def degrade(settings: DegradedSettings, decision: Decision, body: dict[str
             r = settings.responder
             answer = await answer_from(DegradedTarget(r.name, r.url, r.canned), body, request_id, pool(),
                                        timeout_s=gateway.upstream_timeout_s,
-                                       connect_timeout_s=gateway.connect_timeout_s)
+                                       connect_timeout_s=gateway.connect_timeout_s, trace=trace)
             if answer.error is not None:
                 steps.add("degrade/responder", StepKind.FALLBACK, reason=f"responder {r.name} failed ({answer.error})")
                 continue

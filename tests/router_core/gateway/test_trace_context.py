@@ -13,7 +13,10 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from router_core.decide.builtin import build_router
 from router_core.gateway import Gateway
+from router_core.gateway.degraded import answer_from
+from router_core.gateway.http1 import Http1Pool
 from router_core.gateway.trace_context import TraceIds, parse_traceparent
+from router_core.rules.ir import DegradedTarget
 from schemas.config import RouteLensConfig
 from schemas.trace import DecisionTrace
 from tests.router_core.gateway.test_forwarding import KV, OK_BODY, MemoryHooks, upstream
@@ -122,3 +125,30 @@ def test_refused_request_is_traced_with_its_trace_id() -> None:
                                            body=b"{not json"))
     assert status == 400 and seen == {"a": [], "b": []}
     assert trace.otel_trace_id == TRACE and trace.otel_parent_span_id == PARENT
+
+
+def test_a_degraded_responder_gets_the_request_span_as_its_parent() -> None:
+    # A rule chain's responder is called with no attempt span of its own: its spans hang under the request's.
+    seen: list[Any] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        seen.append(request.headers.copy())  # case-insensitive
+        return web.json_response(OK_BODY)
+
+    async def go() -> int:
+        app = web.Application()
+        app.router.add_post("/answer", answer)
+        async with TestServer(app) as server:
+            ctx = TraceIds(random.Random(5).randbytes).context(
+                {"traceparent": f"00-{TRACE}-{PARENT}-01", "tracestate": "vendor=abc"})
+            pool = Http1Pool()
+            got = await answer_from(DegradedTarget("rules-engine", str(server.make_url("/answer")), None), dict(CHAT),
+                                    "r-1", pool, timeout_s=5, connect_timeout_s=1, trace=ctx)
+            await pool.close()
+            assert (ctx.trace_id, ctx.parent_id) == (TRACE, PARENT)
+            (headers,) = seen
+            assert headers["traceparent"] == f"00-{TRACE}-{ctx.span_id}-01"
+            assert headers["tracestate"] == "vendor=abc" and headers["X-Request-Id"] == "r-1"
+            return got.status
+
+    assert asyncio.run(go()) == 200
