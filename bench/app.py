@@ -11,11 +11,17 @@ one untimed pass (a server's store is open and warm):
 - overview: hourly buckets + traffic + the 20 newest misroutes;
 - fleet: ``snapshots(t - 30 s, t)`` (the grid: the last snapshot per instance before ``t``) and
   ``snapshots(t - 1 h, t, instance)`` (one instance's metrics over time);
-- topology: traffic; constraints: ``constraint_stats``;
+- topology: traffic;
+- constraints: the window's snapshots read in 24 spans of one page each (the latch intervals), the
+  latch events, ``constraint_stats``;
 - decisions: a filtered search (model, latency range) page 1, its violations column (the window's
   constraint counts, then one search per constraint over the page's span), then page 2 from its
   cursor; decisions_by_violation: page 1 of the decisions in which a candidate broke kv-cache;
+- experiments: the arms of the window, ``compare`` of the two, each arm's hourly buckets, and the
+  200 newest traces' shadow decisions (one search);
 - drilldown: ``get(request_id)`` of ``--lookups`` random ids (p99 over the lookups).
+
+``--pages`` names the pages to time and render (default: all).
 """
 
 from __future__ import annotations
@@ -34,8 +40,9 @@ from typing import Any
 import duckdb
 
 from bench.lookup import T0, generate, holds, request_id
-from ingest import DuckDBTraceStore
+from ingest import MAX_LIMIT, DuckDBTraceStore
 from ingest.duckdb.derived import derive_missing
+from schemas.experiments import CompareQuery
 from schemas.queries import AggregateQuery, TraceFilter
 
 CACHE = Path.home() / ".cache" / "routelens-bench"
@@ -127,17 +134,33 @@ def pages(store: DuckDBTraceStore) -> dict[str, list[tuple[str, Callable[[], Any
         return page_violations(lambda f: [s.request_id for s in store.search(f, limit=1000).items], hot,
                                cursor["page"], names)
 
+    def snapshot_spans() -> Any:  # as app.ui.views.constraints.fetch_intervals: 24 spans, one page each
+        from app.ui.data.constraints import chunk_spans
+
+        return [store.snapshots(lo, hi, limit=MAX_LIMIT) for lo, hi in chunk_spans(T0, T0 + DAY, 24)]
+
+    def arm_buckets(arm: str) -> Callable[[], Any]:
+        return lambda: store.aggregate(AggregateQuery(filter=TraceFilter(start=T0, end=T0 + DAY, experiment_arm=arm),
+                                                      bucket="1h"))
+
+    arms = list(store.experiment_groups("arm", T0, T0 + DAY))[:2]  # A and B as the page picks them: busiest first
     return {
         "overview": [("buckets_1h", lambda: store.aggregate(AggregateQuery(filter=day, bucket="1h"))),
                      ("traffic", lambda: store.traffic(day)), ("misroutes", lambda: store.misroutes(day, 20))],
         "fleet": [("grid_snapshots", lambda: store.snapshots(moment - timedelta(seconds=30), moment)),
                   ("instance_snapshots", lambda: store.snapshots(moment - timedelta(hours=1), moment, "inst-3"))],
         "topology": [("traffic", lambda: store.traffic(day))],
-        "constraints": [("constraint_stats", lambda: store.constraint_stats(day))],
+        "constraints": [("snapshots_24_spans", snapshot_spans),
+                        ("latch_events", lambda: store.events(T0, T0 + DAY, kind="latch")),
+                        ("constraint_stats", lambda: store.constraint_stats(day))],
         "decisions": [("search_page1", page1), ("violations_page1", violations),
                       ("search_page2", lambda: store.search(hot, 50, cursor["next"]))],
         "decisions_by_violation": [("search_violation", lambda: store.search(
             TraceFilter(start=T0, end=T0 + DAY, violation="kv-cache"), limit=50))],
+        "experiments": [("experiment_groups", lambda: store.experiment_groups("arm", T0, T0 + DAY)),
+                        ("compare", lambda: store.compare(CompareQuery(a=arms[0], b=arms[1], start=T0, end=T0 + DAY))),
+                        ("buckets_1h_a", arm_buckets(arms[0])), ("buckets_1h_b", arm_buckets(arms[1])),
+                        ("shadow_sample", lambda: store.search(day, limit=200))],
     }
 
 
@@ -152,7 +175,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--render-runs", type=int, default=3, help="AppTest runs of each page (Streamlit's render time)")
     p.add_argument("--no-render", action="store_true", help="skip the AppTest render times")
+    p.add_argument("--pages", help="comma-separated pages to time and render (default: all)")
     args = p.parse_args(argv)
+    chosen = set(args.pages.split(",")) if args.pages else None
     path = Path(args.db) if args.db else CACHE / f"app-{args.traces}.duckdb"
     if not ready(path, args.traces, args.scrape_s):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -170,6 +195,8 @@ def main(argv: list[str]) -> int:
     out: dict[str, Any] = {}
     try:
         for name, queries in pages(store).items():
+            if chosen is not None and name not in chosen:
+                continue
             runs: list[float] = []
             per_query: dict[str, list[float]] = {q: [] for q, _ in queries}
             for _q, fn in queries:  # one untimed pass: the server's store is open and warm
@@ -193,7 +220,8 @@ def main(argv: list[str]) -> int:
         print(f"drilldown    p99 {p99(lat):8.2f} ms over {args.lookups} lookups", flush=True)
     finally:
         store.close()
-    render = {} if args.no_render else render_times(path, args.render_runs, request_id(0))
+    rendered = [p for p in RENDERED if chosen is None or p in chosen]
+    render = {} if args.no_render else render_times(path, args.render_runs, request_id(0), rendered)
     print(json.dumps({"traces": args.traces, "pages": out, "drilldown_p99_ms": round(p99(lat), 2),
                       "render": render}))
     return 0
@@ -202,7 +230,7 @@ def main(argv: list[str]) -> int:
 RENDERED = ["overview", "fleet", "topology", "constraints", "decisions", "trace_explorer", "experiments", "probes"]
 
 
-def render_times(path: Path, runs: int, rid: str) -> dict[str, dict[str, float]]:
+def render_times(path: Path, runs: int, rid: str, rendered: list[str] = RENDERED) -> dict[str, dict[str, float]]:
     """Each page run whole by Streamlit's ``AppTest`` over the store file: the script's render time, p50/p99 ms.
 
     Queries included (the page's own, through its caches' first miss: each run is a fresh AppTest),
@@ -223,7 +251,7 @@ def render_times(path: Path, runs: int, rid: str) -> dict[str, dict[str, float]]
     os.environ.pop("ROUTELENS_API_URL", None)
     out: dict[str, dict[str, float]] = {}
     with time_machine.travel(T0 + DAY - timedelta(minutes=1), tick=True):
-        for page in RENDERED:
+        for page in rendered:
             samples = []
             for _ in range(runs):
                 at = AppTest.from_file(str(ENTRYPOINT), default_timeout=120)

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from schemas.common import ContractModel, OutcomeStatus, RoutingMode
+from schemas.trace import ShadowDecision
 
 __all__ = [
     "BUCKETS",
@@ -77,6 +78,8 @@ class TraceSummary(ContractModel):
     total_ms: float
     cost: float | None = None
     detail: bool = Field(True, description="False when candidate detail was sampled out.")
+    shadow: ShadowDecision | None = Field(None, description="What the shadow policy decided beside the live "
+                                                             "one (``experiments.shadow``), when one did.")
 
 
 class TracePage(ContractModel):

@@ -1,8 +1,8 @@
 """The experiment reads of the DuckDB store: each side of a comparison reduced to an ``ArmStats``.
 
-Three scans of the window's two sides (named queries of ``sql/experiments.sql``): counts and cost
-sums per (side, latency bin), the exact cost mean and variance, and the feedback joined on
-``rid_hash``. At most ``2 × (k + 2)`` rows reach Python, whatever the number of traces.
+Two scans of the window's two sides (named queries of ``sql/experiments.sql``): counts per (side,
+latency bin) with each side's exact cost mean and variance (two grouping sets of one scan), and the
+feedback joined on ``rid_hash``. At most ``2 × (k + 3)`` rows reach Python, whatever the number of traces.
 """
 
 from __future__ import annotations
@@ -59,11 +59,12 @@ class DuckDBExperiments:
         for r in self._rows(_sql("arm_bins", query.by),
                             [bins.lo, bins.lo, bins.lo, math.log(bins.ratio), bins.k + 1, *span]):
             f = figures[r["grp"]]
+            if r["side_row"]:  # the side's own grouping set: its cost moments
+                f.update(cost_mean=r["mean"], cost_var=r["var"])
+                continue
             for key in ("n", "errors", "fallbacks", "cost_n"):
                 f[key] = f.get(key, 0) + int(r[key])
             hist[r["grp"]][int(r["bin"])] = int(r["n"])
-        for r in self._rows(_sql("arm_cost", query.by), span):
-            figures[r["grp"]].update(cost_mean=r["mean"], cost_var=r["var"])
         try:
             feedback = self._rows(_sql("arm_feedback", query.by), span)
         except duckdb.BinderException:  # a read-only file from before the derived rid_hash

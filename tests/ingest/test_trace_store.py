@@ -34,7 +34,7 @@ from schemas.config.storage import StorageSettings
 from schemas.policy_record import PolicyRecord
 from schemas.queries import AggregateQuery, ConstraintStat, Misroute, TraceFilter
 from schemas.records import RouterEvent
-from schemas.trace import ScoreWeight, Violation
+from schemas.trace import ScoreWeight, ShadowDecision, Violation
 from tests.ingest.conftest import es_client, real_es_url
 from tests.ingest.es_contract.server import ContractServer
 
@@ -53,7 +53,7 @@ class Data:
                 over = {"fallback_triggered": True, "fallback_reason": "no feasible instance", "rule": "legal"}
             if i == 13:
                 over["request_id"] = EVIL
-            self.traces.append(_traced(_scored(f.trace(**over), i), i))
+            self.traces.append(_shadowed(_traced(_scored(f.trace(**over), i), i), i))
         self.feedback = [Feedback(request_id=t.request_id, ts=t.ts + timedelta(seconds=5), correct=i % 3 != 0)
                          for i, t in enumerate(self.traces) if i % 2 == 0]
         self.probes = [ProbeResult(probe_id=f"p{i}", ts=T0 + timedelta(minutes=5 * i), instance=f"inst-{i % 2}",
@@ -72,6 +72,18 @@ def _traced(t: DecisionTrace, i: int) -> DecisionTrace:
     attempts = [a.model_copy(update={"span_id": f"{i:08x}{a.seq:08x}"}) for a in t.attempts]
     return t.model_copy(update={"otel_trace_id": trace_id, "otel_span_id": f"{i + 1:016x}",
                                 "otel_parent_span_id": "00f067aa0ba902b7", "attempts": attempts})
+
+
+def _shadowed(t: DecisionTrace, i: int) -> DecisionTrace:
+    """A shadow decision on every fifth trace, flipped on every other one of those."""
+    if i % 5 != 2:
+        return t
+    flipped = i % 10 == 2
+    return t.model_copy(update={"shadow": ShadowDecision(
+        router_version="v2-shadow", policy_hash="sha256:cccccccccccccccc", arm="b",
+        selected_model="other-model" if flipped else t.selected_model,
+        selected_instance="other-inst" if flipped else t.selected_instance, live_rank=2 if flipped else 1,
+        flipped=flipped, latency_ms=0.25)})
 
 
 WEIGHTS = [ScoreWeight(name="latency", weight=0.6, scorer="latency/latency-scorer"),
@@ -219,6 +231,8 @@ def test_pages_cover_everything_once_newest_first(store: Any) -> None:
     assert seen == ids(DATA.traces)
     summary = store.search(TraceFilter(query_hash=DATA.traces[4].query_hash), limit=1).items[0]
     assert summary.total_ms == DATA.traces[4].outcome.total_ms and summary.detail is True
+    shadows = {i.request_id: i.shadow for i in store.search(TraceFilter(), limit=1000).items}
+    assert shadows == {t.request_id: t.shadow for t in DATA.traces} and any(shadows.values())
     with pytest.raises(BadCursor):
         store.search(TraceFilter(), cursor="not-a-cursor")
 

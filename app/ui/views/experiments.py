@@ -52,16 +52,13 @@ def fetch_buckets(flt: str, bucket: str) -> list[dict[str, Any]]:
 
 @st.cache_data(ttl=REFRESH_S, show_spinner=False)
 def fetch_shadow_sample(flt: str, limit: int) -> list[dict[str, Any]]:
-    """The newest ``limit`` traces of one filter, reduced to their live choice and shadow decision."""
-    store = resources.get_store()
-    page = store.search(TraceFilter.model_validate_json(flt), limit=limit)
-    out = []
-    for item in page.items:
-        trace = store.get(item.request_id)
-        if trace is not None:
-            out.append(trace.model_dump(mode="json", include={"request_id", "selected_model", "selected_instance",
-                                                              "shadow"}))
-    return out
+    """The newest ``limit`` traces of one filter, reduced to their live choice and shadow decision.
+
+    One search: its summaries carry the shadow decision (a ``get`` per trace took 2-3 s for 200 at 10M traces).
+    """
+    page = resources.get_store().search(TraceFilter.model_validate_json(flt), limit=limit)
+    return [item.model_dump(mode="json", include={"request_id", "selected_model", "selected_instance", "shadow"})
+            for item in page.items]
 
 
 def synced(key: str, default: str) -> str:

@@ -11,29 +11,27 @@ ORDER BY n DESC, grp
 LIMIT 1000;
 
 -- name: arm_bins
--- One scan for both sides: per (side, latency bin) the requests, errors, fallbacks and costed
--- requests, added up per side in Python. The bin is ingest.experiments.stats.LogBins.index in SQL: 0 below
--- lo, then floor(ln(x / lo) / ln(ratio)) + 1, capped at k + 1. Parameters: lo, lo, lo, ln(ratio), k + 1,
--- start, end, a, b.
+-- One scan for both sides, two grouping sets: per (side, latency bin) the requests, errors,
+-- fallbacks and costed requests, added up per side in Python; per side (side_row = 1) the cost's
+-- mean and sample variance (DuckDB's own streaming var_samp, not sums of squares, which lose digits
+-- when the mean dwarfs the spread; favg, compensated, so that the mean does not depend on the order
+-- the grouping sets add rows in: a side compared by arm and by version has the same figures). The bin is ingest.experiments.stats.LogBins.index in SQL: 0
+-- below lo, then floor(ln(x / lo) / ln(ratio)) + 1, capped at k + 1. Parameters: lo, lo, lo,
+-- ln(ratio), k + 1, start, end, a, b.
 SELECT {col} AS grp,
        CASE WHEN outcome.total_ms < ?::DOUBLE THEN 0
             ELSE least(CAST(floor(ln(greatest(outcome.total_ms, ?::DOUBLE) / ?::DOUBLE) / ?::DOUBLE) AS BIGINT) + 1, ?::BIGINT)
        END AS bin,
+       GROUPING(bin) AS side_row,
        count(*) AS n,
        count(*) FILTER (WHERE outcome.status = 'error') AS errors,
        count(*) FILTER (WHERE fallback_triggered) AS fallbacks,
-       count(outcome.cost) AS cost_n
+       count(outcome.cost) AS cost_n,
+       favg(outcome.cost) AS mean,
+       var_samp(outcome.cost) AS var
 FROM traces
 WHERE ts >= ? AND ts < ? AND {col} IN (?, ?)
-GROUP BY grp, bin;
-
--- name: arm_cost
--- Each side's cost mean and sample variance (DuckDB's own streaming var_samp, not sums of
--- squares, which lose digits when the mean dwarfs the spread). Parameters: start, end, a, b.
-SELECT {col} AS grp, avg(outcome.cost) AS mean, var_samp(outcome.cost) AS var
-FROM traces
-WHERE ts >= ? AND ts < ? AND {col} IN (?, ?)
-GROUP BY grp;
+GROUP BY GROUPING SETS ((grp, bin), (grp));
 
 -- name: arm_feedback
 -- Feedback on each side's traces: all of it, the misroutes (correct = false, as the buckets count
