@@ -36,9 +36,10 @@ GROUP BY GROUPING SETS ((grp, bin), (grp));
 -- name: arm_feedback
 -- Feedback on each side's traces: all of it, the misroutes (correct = false, as the buckets count
 -- them), and the graded feedback naming an expected model, with how much of it went there.
--- Joined on rid_hash as the buckets join (a MATERIALIZED fence keeps the trace filter first).
--- Parameters: start, end, a, b.
-WITH t AS MATERIALIZED (
+-- Joined on rid_hash as the buckets join. NOT MATERIALIZED: the window's traces stream into the
+-- join, the small feedback table is the build side and its keys filter the scan (a MATERIALIZED
+-- CTE copied the window's 10M rows first: 300 -> 100 ms at 10M traces). Parameters: start, end, a, b.
+WITH t AS NOT MATERIALIZED (
     SELECT rid_hash, {col} AS grp, selected_model
     FROM traces
     WHERE ts >= ? AND ts < ? AND {col} IN (?, ?)
