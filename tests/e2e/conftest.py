@@ -70,6 +70,15 @@ class Stack:
     solo_fleet: Proc
 
 
+def one_instance_config(path: Path, port: int, inst: int, storage: dict[str, object]) -> list[str]:
+    """Write a config of one gateway on ``port`` over one instance ``a`` on ``inst`` (probes off); its argv prefix."""
+    path.write_text(yaml.safe_dump({
+        "gateway": {"port": port}, "storage": storage, "probes": {"enabled": False},
+        "fleet": {"instances": [{"id": "a", "model": "m", "url": f"http://127.0.0.1:{inst}"}]},
+    }))
+    return [sys.executable, "-m", "app", "--config", str(path)]
+
+
 def _instance(iid: str, model: str, window: int = 32768) -> dict[str, object]:
     return {"id": iid, "model": model, "url": f"http://127.0.0.1:{free_port()}", "context_window": window}
 

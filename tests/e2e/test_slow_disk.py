@@ -23,7 +23,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -32,10 +31,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-import yaml
 
 from app.run.procs import free_port
-from tests.e2e.conftest import Proc
+from tests.e2e.conftest import Proc, one_instance_config
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -126,16 +124,9 @@ def test_a_slow_disk_stalls_no_request(tmp_path: Path, slow_sync: Path, monkeypa
     inst, port = free_port(), free_port()
     db, quarantine, log = tmp_path / "traces.duckdb", tmp_path / "quarantine", tmp_path / "stalls.log"
     gate, spool = tmp_path / "disk-is-slow", tmp_path / "spool"
-    cfg = tmp_path / "routelens.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "gateway": {"port": port},
-        "storage": {"duckdb_path": str(db), "quarantine_dir": str(quarantine), "flush_interval_ms": 200,
-                    "spool": {"dir": str(spool), "segment_bytes": 65536, "fsync": "interval",
-                              "fsync_interval_ms": 200}},
-        "fleet": {"instances": [{"id": "a", "model": "m", "url": f"http://127.0.0.1:{inst}"}]},
-        "probes": {"enabled": False},
-    }))
-    py = [sys.executable, "-m", "app", "--config", str(cfg)]
+    py = one_instance_config(tmp_path / "routelens.yaml", port, inst, {
+        "duckdb_path": str(db), "quarantine_dir": str(quarantine), "flush_interval_ms": 200,
+        "spool": {"dir": str(spool), "segment_bytes": 65536, "fsync": "interval", "fsync_interval_ms": 200}})
     fleet = Proc([*py, "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"])
     gateway_proc: Proc | None = None
     try:

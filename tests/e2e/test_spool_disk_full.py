@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,11 +20,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
-import yaml
 
 from app.run.procs import free_port
 from bench.soak import fill_disk
-from tests.e2e.conftest import Proc
+from tests.e2e.conftest import Proc, one_instance_config
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -67,15 +65,9 @@ def _gauge(gateway: str, name: str) -> float:
 
 def test_a_full_spool_disk_loses_nothing_and_stalls_nothing(tmp_path: Path, tmpfs: Path) -> None:
     inst, port = free_port(), free_port()
-    cfg = tmp_path / "routelens.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "gateway": {"port": port},
-        "storage": {"duckdb_path": str(tmp_path / "traces.duckdb"), "quarantine_dir": str(tmp_path / "quarantine"),
-                    "flush_interval_ms": 200, "spool": {"dir": str(tmpfs), "segment_bytes": 65536}},
-        "fleet": {"instances": [{"id": "a", "model": "m", "url": f"http://127.0.0.1:{inst}"}]},
-        "probes": {"enabled": False},
-    }))
-    py = [sys.executable, "-m", "app", "--config", str(cfg)]
+    py = one_instance_config(tmp_path / "routelens.yaml", port, inst, {
+        "duckdb_path": str(tmp_path / "traces.duckdb"), "quarantine_dir": str(tmp_path / "quarantine"),
+        "flush_interval_ms": 200, "spool": {"dir": str(tmpfs), "segment_bytes": 65536}})
     fleet = Proc([*py, "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"])
     gateway_proc: Proc | None = None
     try:
