@@ -7,14 +7,17 @@ be mounted. An open-loop client sends R requests/s (each with a 30 s client time
 spread over the run crashes an instance, hangs another, drifts a third, kills (``-9``) and restarts
 the store and Redis, and fills the spool's disk then frees it. At the end the answered requests,
 the stored traces and ``replay --verify`` are reconciled, and every process's memory after
-warm-up (a fifth of the run) is compared with its memory at the end. The last line is
-``{"answered", "traces", "lost", "duplicates", "client_timeouts", "verify", "rss_growth_mb": {...}}``.
+warm-up (a fifth of the run) is compared with its memory at the end, and its memory's slope over
+the second half (sampled 40 times a run, every 5 to 30 s) says whether it is flat. The last line is
+``{"answered", "traces", "lost", "duplicates", "client_timeouts", "verify", "rss_growth_mb": {...},
+"rss_slope_mb_per_min": {...}, "rss_mb": {PROCESS: [11 points, start to end]}}``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import shutil
@@ -35,6 +38,7 @@ import yaml
 
 from app.run.local_redis import redis_argv
 from app.run.procs import Child, free_port, port_is_free
+from bench.rss import RssCurve, tree
 from sim.behaviour import builtin_config
 
 __all__ = ["fill_disk", "main"]
@@ -42,30 +46,6 @@ __all__ = ["fill_disk", "main"]
 CLIENT_TIMEOUT_S = 30.0
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "Summarise the main risks in this contract."}],
         "max_tokens": 64}
-
-
-def _rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def _tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (serve's worker processes)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
-        except OSError:
-            kids = []
-        todo.extend(int(k) for k in kids)
-    return out
 
 
 class Soak:
@@ -145,7 +125,7 @@ class Soak:
         child.stop()
 
     def pids(self) -> dict[str, list[int]]:
-        return {name: _tree(c.proc.pid) for name, c in self.children.items() if c.proc.poll() is None}
+        return {name: tree(c.proc.pid) for name, c in self.children.items() if c.proc.poll() is None}
 
     async def script(self, http: aiohttp.ClientSession, origin: float) -> None:
         """The faults, at fixed shares of the run."""
@@ -236,23 +216,29 @@ async def _run(soak: Soak, rps: float) -> dict[str, Any]:
     timeouts: list[float] = []
     origin = time.monotonic()
     began = datetime.now(UTC)
-    rss_warm: dict[str, float] = {}
+    rss = RssCurve()
+    step = min(30.0, max(5.0, soak.seconds / 40))  # 40 samples a run, every 5 to 30 s
 
-    async def sample_warm() -> None:
-        await asyncio.sleep(0.2 * soak.seconds)
-        rss_warm.update({name: sum(_rss_mb(p) for p in pids) for name, pids in soak.pids().items()})
+    async def sample() -> None:
+        for i in itertools.count():
+            rss.sample(time.monotonic() - origin, soak.pids())
+            if i * step >= soak.seconds:
+                return
+            await asyncio.sleep(max(0.0, origin + (i + 1) * step - time.monotonic()))
 
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
-        warm = asyncio.create_task(sample_warm())
+        sampler = asyncio.create_task(sample())
         script = asyncio.create_task(soak.script(http, origin))
         await _traffic(f"http://127.0.0.1:{soak.port}/v1/chat/completions", rps, soak.seconds, answered, statuses,
                        timeouts)
         await script
-        await warm
-    rss_end = {name: sum(_rss_mb(p) for p in pids) for name, pids in soak.pids().items()}
+        await sampler
+    rss.sample(time.monotonic() - origin, soak.pids())
     return {"answered_ids": answered, "statuses": statuses, "timeouts": len(timeouts), "began": began,
-            "rss_growth_mb": {k: round(rss_end.get(k, 0.0) - v, 1) for k, v in rss_warm.items()
-                              if k not in ("store", "redis")}}  # restarted mid-run: not comparable
+            # from warm-up (a fifth of the run) to the end; the store and Redis, restarted since, left out
+            "rss_growth_mb": rss.growth(0.2 * soak.seconds),
+            # flat or not: the slope over the second half (the store and Redis: from their restart on)
+            "rss_slope_mb_per_min": rss.slopes(0.5 * soak.seconds), "rss_mb": rss.curve()}
 
 
 def _drain(gateway: str, timeout_s: float) -> bool:
@@ -333,6 +319,7 @@ def main(argv: list[str]) -> int:
                    "first": None if not report.mismatches else report.mismatches[0].model_dump(mode="json")},
         "lost_ids": [rid for rid in answered if rid not in by_id][:10],
         "drained": run["drained"], "stuck": run.get("stuck"), "rss_growth_mb": run["rss_growth_mb"],
+        "rss_slope_mb_per_min": run["rss_slope_mb_per_min"], "rss_mb": run["rss_mb"],
         "spool_disk_full": soak.tmpfs, "events": soak.events,
     }
     if args.keep:
