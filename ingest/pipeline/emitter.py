@@ -103,7 +103,7 @@ class TraceEmitter:
         # traces not stored yet, for read-your-writes: validated ones, or the plain values of emit_plain()
         self._pending: dict[str, DecisionTrace | dict[str, Any]] = {}
         self._pending_seq: dict[int, str] = {}
-        self._pending_cap = st.queue_size
+        self._pending_cap = st.pending_traces  # the newest; while the store is down each holds its decision
         sp = st.spool
 
         def open_spool() -> DurableSpool:
@@ -194,10 +194,12 @@ class TraceEmitter:
                 self.stats.queued += 1
                 for offer in offers:
                     offer(kind, payload)
-                if trace is not None and kind in _TRACES and len(self._pending) < self._pending_cap:
+                if trace is not None and kind in _TRACES and self._pending_cap:
                     assert request_id is not None
                     self._pending[request_id] = trace
                     self._pending_seq[seq] = request_id
+                    if len(self._pending_seq) > self._pending_cap:  # the store is behind: forget the oldest
+                        self._pending.pop(self._pending_seq.pop(next(iter(self._pending_seq))), None)
         if self.batcher.urgent or self.backlog.pending() >= self.batcher.piece:
             self.batcher.wake()
         for kind, payload in bad:

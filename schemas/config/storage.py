@@ -64,6 +64,12 @@ class StorageSettings(ContractModel):
         50_000, ge=1,
         description="Records held in memory: the spool's read-ahead mirror, or all of them while the spool is down.",
     )
+    pending_traces: int = Field(
+        4096, ge=0,
+        description="Traces emitted but not stored yet that a process keeps to answer reads of them at once "
+        "(read-your-writes): the newest this many. Each holds its decision (about 35 kB with four candidates), "
+        "and while the store is down nothing is stored: this bounds what a long outage holds.",
+    )
     batch_size: int = Field(
         32_768, ge=1, description="Records per sink write at most; batches grow toward it under load (cheaper inserts)."
     )

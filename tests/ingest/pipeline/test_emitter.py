@@ -181,6 +181,21 @@ def test_a_trace_is_visible_until_it_is_stored(tmp_path: Path, factory: TraceFac
     em.close()
 
 
+def test_while_the_store_is_down_only_the_newest_pending_traces_are_kept(tmp_path: Path,
+                                                                         factory: TraceFactory) -> None:
+    sink = FlakySink(down=True)
+    st = settings().model_copy(update={"pending_traces": 3})
+    em = fast(sink, tmp_path, st)
+    traces = list(factory.traces(10))
+    assert all(em.emit(t) for t in traces)
+    assert [t.request_id for t in traces if em.pending(t.request_id) is not None] == [
+        t.request_id for t in traces[-3:]]  # the newest three; the older ones wait in the spool alone
+    sink.down = False
+    em.close()
+    assert sink.ids == [t.request_id for t in traces]  # nothing lost: the bound is on what is held in memory
+    assert all(em.pending(t.request_id) is None for t in traces)
+
+
 def test_sink_failures_are_retried_not_lost(tmp_path: Path, factory: TraceFactory) -> None:
     sink = FlakySink(failures=3)
     em = fast(sink, tmp_path)
