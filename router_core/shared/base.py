@@ -21,6 +21,7 @@ from typing import Any, Protocol
 __all__ = ["Handler", "MemoryShared", "SharedState"]
 
 _MAX_CLAIMS = 200_000  # claims a process remembers (each about 150 bytes)
+_MAX_BINDINGS = 100_000  # bindings (session affinity) a process holds, the least recently bound dropped first
 
 Handler = Callable[[dict[str, Any]], None]
 
@@ -92,11 +93,12 @@ class MemoryShared:
 
     backend = "memory"
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *, max_bindings: int = _MAX_BINDINGS) -> None:
         self._clock = clock
+        self._max_bindings = max_bindings  # as the Redis backend's mirror: one per session seen, else unbounded
         self._buckets: dict[str, tuple[float, float]] = {}  # bucket -> (tokens, at)
         self._counters: dict[str, tuple[float, float]] = {}  # counter -> (value, expires at)
-        self._bindings: dict[str, tuple[str, float]] = {}  # key -> (value, expires at)
+        self._bindings: dict[str, tuple[str, float]] = {}  # key -> (value, expires at), least recently bound first
         self._claims: dict[str, float] = {}  # key -> expires at (the newest last; at most _MAX_CLAIMS)
         self._handlers: dict[str, list[Handler]] = {}
 
@@ -149,12 +151,19 @@ class MemoryShared:
         now = self._clock()
         held = self._bindings.get(key)
         current = held[0] if held is not None and held[1] > now else value
-        self._bindings[key] = (current, now + ttl_s)
+        self._hold(key, current, now + ttl_s)
         return current
 
     async def rebind(self, key: str, value: str, ttl_s: float) -> None:
         """Overwrite."""
-        self._bindings[key] = (value, self._clock() + ttl_s)
+        self._hold(key, value, self._clock() + ttl_s)
+
+    def _hold(self, key: str, value: str, expires: float) -> None:
+        """Hold a binding as the most recent; past ``max_bindings``, the least recently bound goes."""
+        self._bindings.pop(key, None)
+        self._bindings[key] = (value, expires)
+        if len(self._bindings) > self._max_bindings:
+            del self._bindings[next(iter(self._bindings))]
 
     async def claim(self, key: str, ttl_s: float) -> bool:
         """Set if absent (or expired)."""
