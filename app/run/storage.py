@@ -50,4 +50,4 @@ def open_store(st: StorageSettings, db_path: str, *, lazy: bool = True) -> DuckD
         from ingest import ElasticsearchStore
 
         return ElasticsearchStore.from_settings(st.elasticsearch)
-    return DuckDBTraceStore(db_path, lazy=lazy, retention_days=st.retention_days)
+    return DuckDBTraceStore(db_path, lazy=lazy, retention_days=st.retention_days, memory_limit=st.duckdb_memory_limit)

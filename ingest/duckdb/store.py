@@ -45,6 +45,7 @@ class DuckDBTraceStore(DuckDBReader):
         lazy: Do not fail when the file is locked now; connect on first use.
         retention_days: Delete records older than this, checked at most hourly.
         idle_checkpoint_bytes: Checkpoint when the pipeline is idle and the WAL holds this much.
+        memory_limit: DuckDB's ``memory_limit`` (``"1GB"``); None leaves DuckDB's default (80% of RAM).
         clock: UTC wall clock (retention, migration timestamps).
 
     Raises:
@@ -60,9 +61,11 @@ class DuckDBTraceStore(DuckDBReader):
         lazy: bool = False,
         retention_days: int | None = None,
         idle_checkpoint_bytes: int = 256 << 20,
+        memory_limit: str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.path = Path(path)
+        self.memory_limit = memory_limit
         self.idle_checkpoint_bytes = idle_checkpoint_bytes
         self.read_only = read_only
         self.retention_days = retention_days
@@ -83,7 +86,10 @@ class DuckDBTraceStore(DuckDBReader):
             if self._con_or_none is not None:
                 return self._con_or_none
             try:
-                con = duckdb.connect(str(self.path), read_only=self.read_only)
+                # memory_limit: DuckDB's cache of table blocks grows with the table up to it
+                config: dict[str, str | bool | int | float | list[str]] = (
+                    {} if self.memory_limit is None else {"memory_limit": self.memory_limit})
+                con = duckdb.connect(str(self.path), read_only=self.read_only, config=config)
             except duckdb.IOException as exc:
                 raise SinkUnavailable(f"cannot open {self.path}: {exc}") from exc
             except duckdb.Error as exc:

@@ -60,6 +60,12 @@ class StorageSettings(ContractModel):
     duckdb_path: OutputPath = Field(
         ".routelens/traces.duckdb", description="The DuckDB trace file; relative to the config file."
     )
+    duckdb_memory_limit: str | None = Field(
+        "1GB", pattern=r"^[0-9]+(\.[0-9]+)? ?([KMGT]i?B)$",
+        description="DuckDB's memory_limit for the process that writes and serves the trace file (e.g. "
+        "'512MB', '2GiB'): its cache of table blocks grows with the table up to it. Null: DuckDB's own "
+        "default, 80% of RAM. Every page's queries at 10M traces ran as fast under 512MB (docs/benchmarks.md).",
+    )
     queue_size: int = Field(
         50_000, ge=1,
         description="Records held in memory: the spool's read-ahead mirror, or all of them while the spool is down.",

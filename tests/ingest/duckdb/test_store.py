@@ -5,6 +5,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
+from app.run.storage import open_store
 from bench.synthetic import TraceFactory
 from ingest.codec.storage_schema import storage_schema, strip_not_null
 from ingest.duckdb.derived import DERIVED
@@ -13,6 +14,7 @@ from ingest.duckdb.store import DuckDBTraceStore
 from ingest.errors import SinkUnavailable
 from ingest.kinds import Kind
 from schemas import Feedback, ProbeKind, ProbeResult
+from schemas.config.storage import StorageSettings
 from schemas.derive import arrow_schema
 from schemas.version import SCHEMA_VERSION
 from tests.duckdb_lock import duckdb_held_elsewhere
@@ -189,3 +191,22 @@ def test_a_candidate_s_draw_probability_round_trips_on_the_fast_path(tmp_path: P
     assert got == drawn and got is not None and [c.probability for c in got.candidates] == [None, 0.625]
     assert [c.probability for c in store.get("req_deterministic").candidates] == [None, None]  # type: ignore[union-attr]
     store.close()
+
+
+def test_the_configured_memory_limit_reaches_duckdb_and_the_default_bounds_the_writing_store(tmp_path: Path) -> None:
+    # the store as the server opens it (app.run.storage.open_store), with the shipped default
+    def limit(store: DuckDBTraceStore) -> str:
+        ((value,),) = store._connect().execute("SELECT current_setting('memory_limit')").fetchall()
+        return str(value)
+
+    store = DuckDBTraceStore(tmp_path / "a.duckdb", memory_limit="256MiB")
+    assert limit(store) == "256.0 MiB"
+    store.close()
+    served = open_store(StorageSettings(), str(tmp_path / "b.duckdb"))
+    assert isinstance(served, DuckDBTraceStore) and limit(served) == "953.6 MiB"  # 1GB, DuckDB's reading of it
+    served.close()
+    unbounded = open_store(StorageSettings(duckdb_memory_limit=None), str(tmp_path / "c.duckdb"))
+    assert isinstance(unbounded, DuckDBTraceStore) and limit(unbounded) not in ("953.6 MiB", "256.0 MiB")
+    unbounded.close()
+    with pytest.raises(ValueError, match="duckdb_memory_limit"):
+        StorageSettings(duckdb_memory_limit="lots")
