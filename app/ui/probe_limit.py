@@ -10,7 +10,7 @@
 A result without a value (its request failed: the reason says why; the latency baseline still
 learning) cannot be judged by a bound: the prober's verdict stands. So does a latency verdict that
 the p95 does not show (a creeping trend, an off-baseline p50): a p95 inside the band does not clear it.
-Pure apart from reading the references file (cached by its mtime).
+Pure apart from reading the references file (the prober's loader, cached by its mtime).
 """
 
 from __future__ import annotations
@@ -18,13 +18,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from app.units import DASH, Unit, fmt, over_limit
+from probes.references import DEFAULT_REFERENCES, load_references
 from schemas.config.probes import ProbeSettings
+from schemas.errors import ConfigError
 
 __all__ = ["VERDICT_RANK", "ProbeLimit", "build_probe_limit", "reference_thresholds"]
 
@@ -97,21 +96,17 @@ def build_probe_limit(kind: str, settings: ProbeSettings, thresholds: dict[str, 
 def reference_thresholds(path: str | None) -> dict[str, float]:
     """Reference id -> its own threshold, from the references file at ``path`` (None: the packaged one).
 
-    Only ids and thresholds are read (the prober validates the file); an unreadable file gives
-    none, so every reference is judged by ``probes.semantic.threshold``.
+    Read with the prober's own loader (:func:`probes.references.load_references`), cached by the
+    file's mtime; a file it refuses gives none, so every reference is judged by
+    ``probes.semantic.threshold``.
     """
-    file = Path(path) if path else Path(str(resources.files("probes") / "references.yaml"))
+    file = Path(path) if path else DEFAULT_REFERENCES
     try:
         return dict(_read(str(file), file.stat().st_mtime_ns))
-    except OSError:
+    except (OSError, ConfigError):
         return {}
 
 
 @lru_cache(maxsize=4)
 def _read(path: str, mtime_ns: int) -> tuple[tuple[str, float], ...]:
-    try:
-        items = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return ()
-    return tuple((str(i["id"]), float(i["threshold"])) for i in items or ()
-                 if isinstance(i, dict) and "id" in i and isinstance(i.get("threshold"), int | float))
+    return tuple((r.id, r.threshold) for r in load_references(path) if r.threshold is not None)
