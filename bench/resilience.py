@@ -43,6 +43,7 @@ from typing import Any
 import yaml
 
 from app.run.procs import Child, free_ports, wait_http
+from bench.openloop import open_loop
 from bench.redis_bench import redis_bench
 
 RPS = 200
@@ -67,13 +68,7 @@ def _load(url: str, seconds: float, out: str) -> None:
                 except (aiohttp.ClientError, TimeoutError):
                     results.append((at, 0))
 
-            start, tasks = time.time(), []
-            for i in range(int(seconds * RPS)):
-                delay = start + i / RPS - time.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                tasks.append(asyncio.create_task(one(time.time())))
-            await asyncio.gather(*tasks)
+            await open_loop(RPS, lambda: one(time.time()), count=int(seconds * RPS))
         return results
 
     Path(out).write_text(json.dumps(asyncio.run(run())))

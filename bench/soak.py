@@ -38,6 +38,7 @@ import yaml
 
 from app.run.local_redis import redis_argv
 from app.run.procs import Child, free_port, port_is_free
+from bench.openloop import open_loop
 from bench.rss import RssCurve, tree
 from sim.behaviour import builtin_config
 
@@ -188,7 +189,7 @@ def fill_disk(folder: Path) -> Path:
 
 async def _traffic(url: str, rps: float, seconds: float, answered: list[str], statuses: dict[int, int],
                    timeouts: list[float]) -> None:
-    """Open loop: one request every 1/rps seconds, each on its own task, whatever the others do."""
+    """Open-loop traffic (:func:`bench.openloop.open_loop`) for ``seconds``."""
     timeout = aiohttp.ClientTimeout(total=CLIENT_TIMEOUT_S)
     async with aiohttp.ClientSession(timeout=timeout) as http:
         async def one() -> None:
@@ -203,11 +204,7 @@ async def _traffic(url: str, rps: float, seconds: float, answered: list[str], st
             except aiohttp.ClientError:
                 statuses[0] = statuses.get(0, 0) + 1
 
-        start, tasks = time.monotonic(), []
-        for i in range(int(seconds * rps)):
-            await asyncio.sleep(max(0.0, start + i / rps - time.monotonic()))
-            tasks.append(asyncio.create_task(one()))
-        await asyncio.gather(*tasks)
+        await open_loop(rps, one, count=int(seconds * rps))
 
 
 async def _run(soak: Soak, rps: float) -> dict[str, Any]:

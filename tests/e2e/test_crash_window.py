@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from app.run.procs import free_ports
+from bench.openloop import open_loop
 from sim.corpus_data import QUERIES
 from tests.e2e.conftest import Proc
 from tests.polling import wait_until
@@ -80,12 +81,7 @@ def _load(url: str, stop: threading.Event, sent: list[tuple[float, int]]) -> Non
                 except (aiohttp.ClientError, TimeoutError):
                     sent.append((at, 0))
 
-            start, tasks, i = time.monotonic(), [], 0
-            while not stop.is_set():
-                await asyncio.sleep(max(0.0, start + i / RPS - time.monotonic()))
-                tasks.append(asyncio.create_task(one()))
-                i += 1
-            await asyncio.gather(*tasks)
+            await open_loop(RPS, one, stop=stop)
 
     asyncio.run(run())
 
