@@ -241,8 +241,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rounds", type=int, default=5, help="interleaved slices the seconds are cut into")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="LiteLLM's workers for its N run "
                    "(compared with RouteLens at the same count)")
-    p.add_argument("--worker-counts", type=lambda v: [int(x) for x in v.split(",")], default=[2, 4],
-                   help="RouteLens worker counts measured beside 1 (default: 2,4)")
+    p.add_argument("--worker-counts", type=lambda v: [int(x) for x in v.split(",") if x], default=[2, 4],
+                   help="RouteLens worker counts measured beside 1 (default: 2,4; '': none)")
     p.add_argument("--no-litellm", action="store_true", help="skip LiteLLM's proxy")
     p.add_argument("--awake", action="store_true", help="keep idle CPUs from halting (idle-priority spinners)")
     p.add_argument("--vs", metavar="DIR", help="another checkout of RouteLens (git worktree add DIR REV), served with "

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from ingest.codec.encoder import Encoder
 from ingest.kinds import Kind
 from ingest.otel import OtelCollector, OtlpSink, PlainSpan, SpanBuilder, is_sampled
+from ingest.otel.sink import CHUNK, wanted
 from ingest.record_sink import RecordBatch
 from schemas import Attempt, AttemptStatus, DecisionTrace, Outcome, OutcomeStatus
 from tests.factories import make_trace
@@ -63,17 +64,24 @@ class Memory:
 
 def export(*traces: DecisionTrace, ratio: float = 1.0, public_url: str | None = None,
            ) -> tuple[list[PlainSpan], OtlpSink]:
-    """The spans of ``traces`` as the sink built them; checks they are what it sent."""
+    """The spans of ``traces`` as the sink's builder builds them; checks they are what it sent, in order."""
     memory = Memory()
-    sink = OtlpSink(memory, SpanBuilder(public_url), {"service.name": "rl-test"}, sample_ratio=ratio)
-    prepared = sink.prepare(stored(*traces))
-    spans: list[PlainSpan] = prepared.tables[Kind.TRACE]
-    result = sink.write(prepared)
+    builder = SpanBuilder(public_url)
+    sink = OtlpSink(memory, builder, {"service.name": "rl-test"}, sample_ratio=ratio)
+    batch = stored(*traces)
+    result = sink.write(sink.prepare(batch))
     assert result.rejected == []
-    sent = [ExportTraceServiceRequest.FromString(b) for b in memory.bodies]
-    assert [s.span_id.hex() for m in sent for s in m.resource_spans[0].scope_spans[0].spans] == \
-        [s.span_id for s in spans]
+    built = [orjson.loads(p) for p in batch.payloads[Kind.TRACE]]
+    spans = [s for t in built if wanted(t, ratio) for s in builder.spans(t)]
+    assert [s.span_id.hex() for s in sent_spans(memory)] == [s.span_id for s in spans]
+    assert sink.stats.exported == len(spans)
     return spans, sink
+
+
+def sent_spans(memory: Memory) -> list[Any]:
+    """Every span of every body sent, in order (a body holds one ``ResourceSpans`` per chunk of traces)."""
+    return [s for b in memory.bodies for r in ExportTraceServiceRequest.FromString(b).resource_spans
+            for scope in r.scope_spans for s in scope.spans]
 
 
 def test_the_span_tree_carries_the_recorded_ids() -> None:
@@ -172,9 +180,7 @@ def test_errors_and_fallbacks_are_exported_whatever_the_ratio() -> None:
 
 def test_a_failed_export_is_dropped_and_counted() -> None:
     sink = OtlpSink(Memory(refuse=True), SpanBuilder(), {})
-    prepared = sink.prepare(stored(traced("r1"), traced("r2")))
-    assert len(prepared.tables[Kind.TRACE]) == 8
-    sink.write(prepared)
+    sink.write(sink.prepare(stored(traced("r1"), traced("r2"))))
     assert (sink.stats.exported, sink.stats.dropped, sink.stats.failed_exports) == (0, 8, 1)
     registry = CollectorRegistry()
     registry.register(OtelCollector(sink.stats))
@@ -196,7 +202,18 @@ def test_unchecked_traces_are_exported_and_what_cannot_be_built_or_encoded_is_le
     prepared = sink.prepare(batch)
     result = sink.write(prepared)
     assert [r.reason.split(":")[0] for r in result.rejected] == ["no spans"]
-    sent = ExportTraceServiceRequest.FromString(memory.bodies[0]).resource_spans[0].scope_spans[0].spans
+    sent = sent_spans(memory)
     by_request = {a.value.string_value for s in sent for a in s.attributes if a.key == "routelens.request_id"}
     assert by_request == {"r1"}  # r3's request and decision spans carry the bad value; its two attempts go
     assert (len(sent), sink.stats.exported, sink.stats.dropped) == (6, 6, 2)
+
+
+def test_a_batch_larger_than_a_chunk_goes_in_one_request_of_one_resource_spans_per_chunk() -> None:
+    traces = [traced(f"r{i}") for i in range(CHUNK * 2 + 5)]
+    spans, sink = export(*traces)  # every span sent, in order
+    assert len(spans) == 4 * len(traces)
+    memory = sink.transport
+    assert isinstance(memory, Memory) and len(memory.bodies) == 1
+    request = ExportTraceServiceRequest.FromString(memory.bodies[0])
+    assert len(request.resource_spans) == 3  # 32 + 32 + 5 traces
+    assert {a.value.string_value for r in request.resource_spans for a in r.resource.attributes} == {"rl-test"}
