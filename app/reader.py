@@ -15,6 +15,7 @@ Everything here imports ``ingest`` on first use, so the command line starts fast
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_ENV", "DB_ENV", "DEFAULT_API_URL", "READ_TIMEOUT_S", "READ_TOKEN_ENV", "api_from_env", "fetch_json",
-    "open_reader", "read_trace", "reader_from_env", "token_from_config",
+    "find_trace", "is_otel_trace_id", "open_reader", "read_trace", "reader_from_env", "token_from_config",
 ]
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
@@ -111,6 +112,33 @@ def read_trace(store: TraceStore, request_id: str) -> DecisionTrace | None:
         raise
     except ValueError as exc:  # pydantic's ValidationError and orjson's JSONDecodeError included
         raise SinkError(f"{_where(store)} holds an invalid trace for {request_id!r}: {exc}") from exc
+
+
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def is_otel_trace_id(value: str) -> bool:
+    """Whether ``value`` is a W3C trace id (32 lower-case hex, not all zeros): what a tracing backend shows."""
+    return _TRACE_ID.fullmatch(value) is not None and value != "0" * 32
+
+
+def find_trace(store: TraceStore, key: str) -> DecisionTrace | None:
+    """The trace of request ``key``; else, when ``key`` is a W3C trace id, the decision of that trace.
+
+    An operator pastes the trace id their tracing backend (Jaeger, Tempo) shows for a slow request;
+    it is found with ``GET /v1/traces?otel_trace_id=`` (the newest decision, should a client have
+    sent several requests in one trace).
+
+    Raises:
+        SinkError: The store is unreachable or gave an unusable answer.
+    """
+    trace = read_trace(store, key)
+    if trace is not None or not is_otel_trace_id(key):
+        return trace
+    from schemas.queries import TraceFilter
+
+    found = store.search(TraceFilter(otel_trace_id=key), limit=1).items
+    return read_trace(store, found[0].request_id) if found else None
 
 
 def _where(store: TraceStore) -> str:

@@ -80,6 +80,8 @@ class TraceSummary(ContractModel):
     detail: bool = Field(True, description="False when candidate detail was sampled out.")
     shadow: ShadowDecision | None = Field(None, description="What the shadow policy decided beside the live "
                                                              "one (``experiments.shadow``), when one did.")
+    otel_trace_id: str | None = Field(None, description="The request's W3C trace id (32 hex): the client's, or "
+                                                        "one the gateway began.")
 
 
 class TracePage(ContractModel):

@@ -1,4 +1,8 @@
-"""``routelens trace REQUEST_ID``: one decision as a tree (exit 1 unknown id, 2 no source)."""
+"""``routelens trace REQUEST_ID``: one decision as a tree (exit 1 unknown id, 2 no source).
+
+A W3C trace id (32 hex, from a tracing backend) finds the decision of that trace
+(:func:`app.reader.find_trace`).
+"""
 
 from __future__ import annotations
 
@@ -37,7 +41,7 @@ def _openers(args: argparse.Namespace) -> list[Opener]:
 
 def _lookup(request_id: str, openers: list[Opener]) -> tuple[bool, DecisionTrace | None, list[str]]:
     """Return (answered, trace, errors): the first store that answers decides."""
-    from app.reader import read_trace
+    from app.reader import find_trace
     from ingest import SinkError
 
     errors: list[str] = []
@@ -45,7 +49,7 @@ def _lookup(request_id: str, openers: list[Opener]) -> tuple[bool, DecisionTrace
         try:
             store = opener()
             try:
-                return True, read_trace(store, request_id), errors
+                return True, find_trace(store, request_id), errors
             finally:
                 store.close()
         except SinkError as exc:
@@ -73,7 +77,7 @@ def _run(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
     """Add ``trace``."""
     p = sub.add_parser("trace", parents=[common], help="print one request's decision trace")
-    p.add_argument("request_id")
+    p.add_argument("request_id", help="a request id (x-request-id), or a W3C trace id (32 hex) to find its decision")
     p.add_argument("--api", help="gateway URL (default: from the config, else http://127.0.0.1:8080)")
     p.add_argument("--db", help="read a DuckDB file that no process writes, instead of the API")
     p.add_argument("--json", action="store_true", help="print the trace as JSON")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from app.reader import read_trace, reader_from_env
+from app.reader import find_trace, reader_from_env
 from schemas.trace import DecisionTrace
 
 if TYPE_CHECKING:
@@ -33,10 +33,13 @@ def get_store() -> TraceStore:
 def fetch_trace_json(request_id: str) -> dict[str, Any] | None:
     """Fetch one trace as ``model_dump(mode="json")``, or None when unknown; cached for 2 s.
 
+    An id that is no request's but is a W3C trace id finds the decision of that trace
+    (:func:`app.reader.find_trace`).
+
     Raises:
         SinkError: The store is unreachable or answered an invalid trace (errors are not cached).
     """
-    trace = read_trace(get_store(), request_id)
+    trace = find_trace(get_store(), request_id)
     return None if trace is None else trace.model_dump(mode="json")
 
 

@@ -39,7 +39,8 @@ _TERMS = {"router_version": "router_version", "experiment_arm": "experiment_arm"
           "outcome": "outcome.status", "query_hash": "query_hash",
           "otel_trace_id": "otel_trace_id"}
 _SUMMARY = ["request_id", "ts", "router_version", "experiment_arm", "rule", "query_hash", "selected_model",
-            "selected_instance", "fallback_triggered", "mode", "outcome", "latency_ms", "detail", "shadow"]
+            "selected_instance", "fallback_triggered", "mode", "outcome", "latency_ms", "detail", "shadow",
+            "otel_trace_id"]
 _NONE = "\u0000none"
 
 

@@ -144,7 +144,8 @@ def _dump(items: Iterable[Any]) -> list[Any]:
 def from_store(store: Any, route: str, query: Mapping[str, list[str]]) -> tuple[int, bytes] | None:
     """Answer a store query route from a real ``TraceStore`` (``StubTraceApi(store=...)``); None: not such a route.
 
-    Traffic, constraint stats, snapshots, events and one trace, shaped as ``ingest.http_api.routes`` shapes them.
+    Traffic, constraint stats, snapshots, events, a search and one trace, shaped as ``ingest.http_api.routes``
+    shapes them.
     """
     one = {k: v[0] for k, v in query.items()}
     if route in ("/v1/analytics/traffic", "/v1/analytics/constraints"):
@@ -158,6 +159,9 @@ def from_store(store: Any, route: str, query: Mapping[str, list[str]]) -> tuple[
         if route == "/v1/snapshots":
             return _json({"snapshots": _dump(store.snapshots(*span, instance=one.get("instance"), limit=limit))})
         return _json({"events": _dump(store.events(*span, kind=one.get("kind"), limit=limit))})
+    if route == "/v1/traces":
+        flt = TraceFilter.model_validate({k: v for k, v in one.items() if k in TraceFilter.model_fields})
+        return _json(store.search(flt, limit=int(one.get("limit", "50"))).model_dump(mode="json"))
     if route.startswith("/v1/traces/"):
         found = store.get(urllib.parse.unquote(route[len("/v1/traces/"):]))
         return (200, found.model_dump_json().encode()) if found else (404, not_found(route.rsplit("/", 1)[-1]))

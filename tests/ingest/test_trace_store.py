@@ -231,8 +231,11 @@ def test_pages_cover_everything_once_newest_first(store: Any) -> None:
     assert seen == ids(DATA.traces)
     summary = store.search(TraceFilter(query_hash=DATA.traces[4].query_hash), limit=1).items[0]
     assert summary.total_ms == DATA.traces[4].outcome.total_ms and summary.detail is True
-    shadows = {i.request_id: i.shadow for i in store.search(TraceFilter(), limit=1000).items}
+    rows = store.search(TraceFilter(), limit=1000).items
+    shadows = {i.request_id: i.shadow for i in rows}
     assert shadows == {t.request_id: t.shadow for t in DATA.traces} and any(shadows.values())
+    otel = {i.request_id: i.otel_trace_id for i in rows}  # a search row names the request's W3C trace
+    assert otel == {t.request_id: t.otel_trace_id for t in DATA.traces} and any(otel.values())
     with pytest.raises(BadCursor):
         store.search(TraceFilter(), cursor="not-a-cursor")
 

@@ -20,7 +20,8 @@ st.caption("One routing decision: what the router saw, ruled out, scored and cho
 
 request_id = widgets.request_id_input()
 if not request_id:
-    st.info("Enter the request_id of a decision (the x-request-id the gateway returned), or open one from Decisions.")
+    st.info("Enter the request_id of a decision (the x-request-id the gateway returned) or its OpenTelemetry "
+            "trace id, or open one from Decisions.")
     st.stop()
 if (problem := request_id_problem(request_id)) is not None:
     st.warning(problem)
@@ -31,7 +32,7 @@ except SinkError as exc:
     st.error(widgets.plain(f"Trace source unreachable: {exc}"))
     st.stop()
 if trace is None:
-    st.warning("No trace found for this request_id. Check the id, or wait for the trace to be written.")
+    st.warning("No trace found for this request_id or trace id. Check the id, or wait for the trace to be written.")
     st.code(request_id, language=None)
     st.stop()
 

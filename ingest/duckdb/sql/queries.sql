@@ -14,7 +14,7 @@ SELECT * FROM instance_snapshots WHERE snapshot_id IN ({marks});
 SELECT request_id, ts, router_version, experiment_arm, rule, query_hash, selected_model,
        selected_instance, fallback_triggered, mode, outcome.status AS outcome_status,
        outcome.http_status AS http_status, latency_ms, outcome.total_ms AS total_ms,
-       outcome.cost AS cost, detail, shadow
+       outcome.cost AS cost, detail, shadow, otel_trace_id
 FROM traces
 WHERE {where}
 ORDER BY ts DESC, request_id DESC

@@ -39,6 +39,21 @@ def test_from_a_file_known_and_unknown(trace_file: Path, capsys: pytest.CaptureF
     DuckDBTraceStore(trace_file).close()  # the command closed the file again
 
 
+def test_a_w3c_trace_id_finds_its_decision(tmp_path: Path, trace: DecisionTrace,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"  # what Jaeger or Tempo shows for the request
+    path = tmp_path / "otel.duckdb"
+    store = DuckDBTraceStore(path)
+    try:
+        store.write_records([trace.model_copy(update={"request_id": "req-traced", "otel_trace_id": trace_id,
+                                                      "otel_span_id": "b7ad6b7169203331"})])
+    finally:
+        store.close()
+    assert main(["trace", trace_id, "--db", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["request_id"] == "req-traced"
+    assert main(["trace", "0af7651916cd43dd8448eb211c80319c", "--db", str(path)]) == 1  # no such trace
+
+
 def test_from_the_api_prints_the_tree(stub_api: stub.StubTraceApi, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", stub.SAMPLE_REQUEST_ID, "--api", stub_api.url]) == 0
     out = capsys.readouterr().out

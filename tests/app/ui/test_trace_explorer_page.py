@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.ui import ENTRYPOINT
+from ingest.duckdb.store import DuckDBTraceStore
 from tests.app import stub_trace_api as stub
 from tests.app.ui.data import why_cases as cases
 
@@ -202,3 +204,24 @@ def test_the_opentelemetry_trace_id_is_shown(monkeypatch: pytest.MonkeyPatch, tr
         plain, shown = run_app(monkeypatch, api.url, trace.request_id), run_app(monkeypatch, api.url, "req-otel-page")
     assert not any("OpenTelemetry" in c.value for c in plain.caption)
     assert any("4bf92f3577b34da6a3ce929d0e0e4736" in c.value and "b7ad6b7169203331" in c.value for c in shown.caption)
+
+
+def test_an_opentelemetry_trace_id_opens_its_decision(monkeypatch: pytest.MonkeyPatch, trace: Any,
+                                                     tmp_path: Path) -> None:
+    # An operator pastes the trace id their tracing backend shows: the page finds the decision by it.
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    traced = trace.model_copy(update={"request_id": "req-from-jaeger", "otel_trace_id": trace_id,
+                                      "otel_span_id": "b7ad6b7169203331"})
+    store = DuckDBTraceStore(tmp_path / "t.duckdb")
+    store.write_records([trace, traced])
+    try:
+        with stub.StubTraceApi([], store=store) as api:
+            found = run_app(monkeypatch, api.url, trace_id)
+            missing = run_app(monkeypatch, api.url, "0af7651916cd43dd8448eb211c80319c")
+    finally:
+        store.close()
+    assert not any("No trace found" in w.value for w in found.warning)
+    assert any("diff?a=req-from-jaeger" in m.value for m in found.markdown)  # the page holds that request's decision
+    assert any(trace_id in c.value for c in found.caption)
+    assert [w.value for w in missing.warning] == [
+        "No trace found for this request_id or trace id. Check the id, or wait for the trace to be written."]
