@@ -12,7 +12,7 @@ cost is, is not ours); ``spans`` is what the gateway says it exported and droppe
 
 The difference of two gateways' CPU moves by more than 10% from run to run on a busy machine, so
 ``export_thread`` also gives the CPU of the exporter's own thread (``trace-export-otel``: the
-validation, span building, encoding and the HTTP request, read from ``/proc``) per request of the
+parsing, span building, encoding and the HTTP request, read from ``/proc``) per request of the
 ``otel_on`` gateway, and ``share_pct``: that against ``otel_off``'s CPU per request at c=1 and c=16.
 
 Last line: ``{"otel_off": {"c1": {...}, "c16": {...}}, "otel_on": {...}, "cpu_rise_pct": {"c1": x, "c16": y},
