@@ -195,6 +195,10 @@ class DecisionTrace(ContractModel):
     otel_parent_span_id: str | None = Field(None, pattern=OTEL_SPAN_ID_PATTERN,
                                             description="The client's span (traceparent's parent id); None when "
                                                         "the gateway began the trace.")
+    otel_trace_flags: str | None = Field(None, pattern=r"^[0-9a-f]{2}$",
+                                         description="The W3C trace flags (2 hex) the request carried and passed "
+                                                     "upstream: the client's, ``01`` (sampled) for a trace begun "
+                                                     "here. The exporter honours a client's unsampled ``00``.")
 
     def terms_of(self, candidate: CandidateEval) -> list[tuple[str, float, float, float]]:
         """Return ``(name, raw, weight, weighted)`` for each score term of ``candidate``."""

@@ -15,9 +15,12 @@ whole batch no longer fit the CPU's caches). A batch it could not send is droppe
 (``routelens_otel_spans_dropped_total``): the store has every trace, and replaying spans to a
 tracing backend hours late helps no one.
 
-Sampling is decided on the trace id, as OpenTelemetry's ``TraceIdRatioBased`` sampler decides it
-(its lower 64 bits below ``ratio * 2**64``), so services sampling at the same ratio keep the same
-traces; a request that ended in an error or a fallback is exported whatever its draw.
+Sampling follows OpenTelemetry's ``ParentBased(TraceIdRatioBased)``: a request in a client's trace
+is exported when the client's ``traceparent`` says it sampled the trace (flag ``01``) and not when
+it says it did not (``00``); a trace the gateway began is decided on its trace id, as
+``TraceIdRatioBased`` decides it (its lower 64 bits below ``ratio * 2**64``), so services sampling
+at the same ratio keep the same traces. A request that ended in an error or a fallback is exported
+whatever the draw.
 """
 
 from __future__ import annotations
@@ -87,9 +90,17 @@ def is_sampled(trace_id: str, ratio: float) -> bool:
 
 
 def wanted(trace: dict[str, Any], ratio: float) -> bool:
-    """Errors and fallbacks always; the rest by the ratio on the trace id."""
+    """Errors and fallbacks always; a request in a client's trace as the client sampled it; the rest by the ratio.
+
+    The client's choice is its ``traceparent``'s sampled flag, as OpenTelemetry's ``ParentBased``
+    sampler takes it: a client that records its trace gets the gateway's spans in it, one that
+    does not gets no spans hanging from a parent its backend never receives.
+    """
     if trace["outcome"]["status"] != "ok" or trace["fallback_triggered"]:
         return True
+    flags = trace.get("otel_trace_flags")
+    if flags is not None and trace.get("otel_parent_span_id") is not None:
+        return int(flags, 16) & 1 == 1
     return is_sampled(ids_of(trace)[0], ratio)
 
 

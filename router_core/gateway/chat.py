@@ -67,10 +67,10 @@ class Call:
     trace: TraceContext | None = None  # W3C trace context: the client's trace, or one begun here
 
     @property
-    def otel(self) -> tuple[str, str, str | None] | None:
-        """The trace's ids as the recorder takes them (None: no context)."""
+    def otel(self) -> tuple[str, str, str | None, str] | None:
+        """The trace's ids and flags as the recorder takes them (None: no context)."""
         t = self.trace
-        return None if t is None else (t.trace_id, t.span_id, t.parent_id)
+        return None if t is None else (t.trace_id, t.span_id, t.parent_id, t.flags)
 
 
 class ChatRunner:

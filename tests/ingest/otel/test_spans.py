@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
-from opentelemetry.trace import SpanKind
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags, set_span_in_context
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ingest.codec.encoder import Encoder
@@ -163,6 +163,31 @@ def test_sampling_keeps_what_the_sdk_ratio_sampler_keeps() -> None:
             trace_id = rng.getrandbits(128) or 1
             expected = sampler.should_sample(None, trace_id, "x").decision.is_sampled()
             assert is_sampled(format(trace_id, "032x"), ratio) is expected
+
+
+def test_a_client_trace_is_exported_as_the_client_sampled_it_as_the_sdk_parent_based_sampler_decides() -> None:
+    rng = random.Random(7)
+    for ratio in (0.0, 0.3, 1.0):
+        sampler = ParentBased(TraceIdRatioBased(ratio))
+        for i in range(120):
+            trace_id, flags = rng.getrandbits(128) or 1, rng.choice(("00", "01"))
+            parent = None if i % 3 == 0 else PARENT  # a third begun here, the rest in a client's trace
+            ctx = None if parent is None else set_span_in_context(NonRecordingSpan(SpanContext(
+                trace_id, int(parent, 16), is_remote=True, trace_flags=TraceFlags(int(flags, 16)))))
+            expected = sampler.should_sample(ctx, trace_id, "x").decision.is_sampled()
+            trace = make_trace(f"req-{i}", otel_trace_id=format(trace_id, "032x"), otel_span_id=REQUEST_SPAN,
+                               otel_parent_span_id=parent, otel_trace_flags=flags)
+            as_stored = orjson.loads(stored(trace).payloads[Kind.TRACE][0])
+            assert wanted(as_stored, ratio) is expected, (ratio, flags, parent)
+
+
+def test_an_unsampled_client_trace_is_still_exported_on_an_error_or_a_fallback() -> None:
+    failed = traced("req-err", otel_trace_flags="00", fallback_triggered=False, fallback_reason=None,
+                    outcome=Outcome(status=OutcomeStatus.ERROR, http_status=503, total_ms=5.0))
+    quiet = traced("req-quiet", otel_trace_flags="00", fallback_triggered=False, fallback_reason=None)
+    spans, sink = export(failed, quiet, traced("req-fb", otel_trace_flags="00"), ratio=1.0)
+    assert {s.attributes["routelens.request_id"] for s in spans if s.kind is SpanKind.SERVER} == {"req-err", "req-fb"}
+    assert sink.stats.traces_unsampled == 1
 
 
 def test_errors_and_fallbacks_are_exported_whatever_the_ratio() -> None:

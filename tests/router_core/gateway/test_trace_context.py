@@ -103,6 +103,15 @@ def test_client_trace_is_joined_and_each_attempt_sends_its_own_span() -> None:
         assert headers["tracestate"] == "vendor=abc,other=1"
     # the JSON every store and exporter receives carries the ids
     assert trace.model_dump(mode="json")["otel_trace_id"] == TRACE
+    assert trace.otel_trace_flags == "01"
+
+
+def test_a_client_unsampled_trace_keeps_its_flags_in_the_trace_and_upstream() -> None:
+    # The exporter reads the flags back from the trace (ingest.otel.sink.wanted): 00 exports nothing.
+    status, trace, seen = asyncio.run(send({"a": 200, "b": 200}, {"traceparent": f"00-{TRACE}-{PARENT}-00"}))
+    assert status == 200 and trace.otel_trace_flags == "00"
+    (attempt,) = trace.attempts
+    assert seen["a"][0]["traceparent"] == f"00-{TRACE}-{attempt.span_id}-00"
 
 
 @pytest.mark.parametrize("header", [None, f"00-{TRACE.upper()}-{PARENT}-01", "00-zz"])
@@ -113,7 +122,7 @@ def test_missing_or_invalid_traceparent_begins_a_trace(header: str | None) -> No
     source = random.Random(11)  # the gateway's seeded source: the trace id first, then the request span
     assert trace.otel_trace_id == source.randbytes(16).hex() != TRACE
     assert trace.otel_span_id == source.randbytes(8).hex()
-    assert trace.otel_parent_span_id is None
+    assert trace.otel_parent_span_id is None and trace.otel_trace_flags == "01"  # begun here: sampled
     (attempt,) = trace.attempts
     (sent,) = seen["a"]
     assert sent["traceparent"] == f"00-{trace.otel_trace_id}-{attempt.span_id}-01"
