@@ -128,6 +128,9 @@ class Attempt(ContractModel):
     latency_ms: float = Field(ge=0)
     span_id: str | None = Field(None, pattern=OTEL_SPAN_ID_PATTERN,
                                 description="The attempt's OpenTelemetry span id, sent upstream in traceparent.")
+    start_ms: float | None = Field(None, ge=0, description="When it was sent: ms after the trace's ts (a hedge's "
+                                                           "twin starts before its first attempt ends). None: not "
+                                                           "recorded (traces from before it was, or from intake).")
 
 
 class Outcome(ContractModel):

@@ -14,9 +14,11 @@ attempt that called it and the client's span is the request span's parent. A tra
 them (from another router, through the intake) gets ids derived from its request id, so
 exporting it twice gives the same spans. The decision span's id is derived from the request's.
 
-Times: the trace stores when the decision began (``ts``), how long it took and each attempt's
-length, not when each attempt began; the request span runs ``outcome.total_ms`` from ``ts``,
-the decision span its ``latency_ms``, and the attempts follow the decision one after another.
+Times: the trace stores when the decision began (``ts``), how long it took, and each attempt's
+start (``start_ms`` after ``ts``) and length; the request span runs ``outcome.total_ms`` from
+``ts``, the decision span its ``latency_ms``, and each attempt span from its start (a hedge's twin
+overlaps the attempt it races). An attempt without a start (an older trace) follows the one
+before it, the first the decision.
 
 Built from the stored JSON (already validated by the pipeline), not from models: this runs for
 every exported request on the exporter's thread. The spans are plain values (:class:`PlainSpan`),
@@ -141,6 +143,8 @@ class SpanBuilder:
         t = decision_end
         for attempt in trace["attempts"]:
             span_id = attempt.get("span_id") or _derived("attempt", request_span, str(attempt["seq"]), size=8)
+            sent = attempt.get("start_ms")
+            t = t if sent is None else start + int(sent * 1e6)
             t_end = t + int(attempt["latency_ms"] * 1e6)
             out.append(PlainSpan(trace_id, span_id, request_span, False, f"{keys.ATTEMPT_SPAN} {attempt['instance']}",
                                  SpanKind.CLIENT, t, t_end, _attempt_attrs(attempt), [],

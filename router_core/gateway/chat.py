@@ -65,6 +65,7 @@ class Call:
     answer_key: str | None = None  # its key in the recent-answers cache (memory only)
     shadow: Understood | None = None  # what a shadow with rules of its own made of it (None: not needed)
     trace: TraceContext | None = None  # W3C trace context: the client's trace, or one begun here
+    origin: float | None = None  # the perf clock at the trace's ts (attempts' start_ms count from it)
 
     @property
     def otel(self) -> tuple[str, str, str | None, str] | None:
@@ -160,7 +161,7 @@ class ChatRunner:
         except InvalidRequest as exc:
             status, code = status_of(exc)
             return self._refuse(call, status, str(exc), code, exc.param)
-        ts = self.wall()
+        ts, call.origin = self.wall(), perf()
         gate = lane.gate
         u = await analyse.understand(gate, analysis, call.body, http.headers, ts, self.view.snapshot) \
             if analyse.runs(gate, analysis) else analyse.unruled(analysis)
@@ -244,7 +245,8 @@ class ChatRunner:
         forwarder = self._forwarder()
         fwd = await forwarder.forward(body, decision.targets, rec.request_id, self.config.gateway.max_attempts,
                                       authorization=call.http.headers.get("Authorization"),
-                                      timeout=None if rule is None else rule.timeout, trace=call.trace)
+                                      timeout=None if rule is None else rule.timeout, trace=call.trace,
+                                      origin=call.origin)
         rec.record_attempts(fwd.attempts)
         await self.breaker_hub.drain()  # transitions the attempts caused: metrics, events, other replicas
         t5 = times.add("forward", t4, times.clock()) if times is not None else 0.0

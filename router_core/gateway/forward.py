@@ -74,6 +74,7 @@ class _Call:
     authorization: str | None
     limit: float
     trace: TraceContext | None
+    origin: float | None  # perf time of the trace's ts: an attempt's start_ms counts from it
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +154,7 @@ class Forwarder:
     async def forward(
         self, body: dict[str, Any], targets: Sequence[InstanceSpec], request_id: str, max_attempts: int,
         *, authorization: str | None = None, timeout: TimeoutPolicy | None = None, trace: TraceContext | None = None,
+        origin: float | None = None,
     ) -> Forwarded:
         """Try ``targets`` in order until one answers (a stream: until its first chunk arrives).
 
@@ -166,6 +168,8 @@ class Forwarder:
                 answer, the first byte of a stream) and the pause before each retry.
             trace: The request's trace context: each attempt gets a span id of its own, sent
                 upstream as ``traceparent`` (with the client's ``tracestate``).
+            origin: The injected clock's time at the trace's ``ts``: each attempt records when it
+                was sent after it (``start_ms``; None: not recorded).
         """
         attempts: list[Attempt] = []
         last_error: str | None = None
@@ -178,7 +182,7 @@ class Forwarder:
         tried: set[str] = set()
         steps: tuple[NextTarget, ...] = ("any",)
         backoff, last = 0.0, None
-        call = _Call(body, request_id, stream, authorization, limit, trace)
+        call = _Call(body, request_id, stream, authorization, limit, trace, origin)
         while len(attempts) < max_attempts:
             abort = Abort()
             spec, adm = next_target(targets, tried, last, steps, board, abort.fire)
@@ -251,6 +255,7 @@ class Forwarder:
         """
         stream, board, limit = call.stream, self._breakers, call.limit
         started = self._perf()
+        start_ms = None if call.origin is None else max(0.0, (started - call.origin) * 1e3)
         status, http_status, error = AttemptStatus.OK, None, None
         resp: UpstreamResponse | None = None
         got = Forwarded([], spec)
@@ -294,7 +299,8 @@ class Forwarder:
             if not (isinstance(exc, asyncio.CancelledError) and exc.args[:1] == (HEDGED_OUT,)):
                 raise
             attempt = Attempt(seq=seq, instance=spec.id, model=spec.model, status=AttemptStatus.TIMEOUT,
-                              error_class=HEDGED_OUT, latency_ms=(self._perf() - started) * 1e3, span_id=span_id)
+                              error_class=HEDGED_OUT, latency_ms=(self._perf() - started) * 1e3, span_id=span_id,
+                              start_ms=start_ms)
             return _Tried(attempt, got, None, False, False, None, HEDGED_OUT)
         cls = classify(status, http_status, stream, got.body if answered else b"")
         if answered and cls is not None and self._resilience.rule_for(cls)[1]:
@@ -303,7 +309,8 @@ class Forwarder:
         if not ok and not answered and resp is not None:
             resp.close()
         attempt = Attempt(seq=seq, instance=spec.id, model=spec.model, status=status, http_status=http_status,
-                          error_class=error, latency_ms=(self._perf() - started) * 1e3, span_id=span_id)
+                          error_class=error, latency_ms=(self._perf() - started) * 1e3, span_id=span_id,
+                          start_ms=start_ms)
         self._view.observe(spec.id, attempt.latency_ms, (ok or answered) and (http_status or 0) < 500)
         if board is not None and adm is not None:
             board.done(adm, _outcome(status, http_status, abort.fired))

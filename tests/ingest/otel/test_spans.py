@@ -96,6 +96,19 @@ def test_the_span_tree_carries_the_recorded_ids() -> None:
     assert [a.kind for a in attempts] == [SpanKind.CLIENT] * 2
     assert [a.error for a in attempts] == ["HTTP 503", None]
     assert sink.stats.exported == 4 and sink.stats.traces_sampled == 1
+    # no start recorded (an older trace): the attempts follow the decision, one after the other
+    assert attempts[0].start_ns == decision.end_ns and attempts[1].start_ns == attempts[0].end_ns
+
+
+def test_attempt_spans_start_when_the_attempts_were_sent_so_a_hedge_overlaps_its_race() -> None:
+    first = Attempt(seq=0, instance="v4-c", model="deepseek-v4-32k", status=AttemptStatus.TIMEOUT,
+                    error_class="hedged_out", latency_ms=300.0, span_id=ATTEMPT_SPANS[0], start_ms=2.5)
+    twin = Attempt(seq=1, instance="v4-b", model="deepseek-v4-32k", status=AttemptStatus.OK, http_status=200,
+                   latency_ms=41.5, span_id=ATTEMPT_SPANS[1], start_ms=252.5)  # sent 250 ms into the first
+    (request, _, a, b), _ = export(traced(attempts=[first, twin]))
+    assert (a.start_ns - request.start_ns, a.end_ns - request.start_ns) == (2_500_000, 302_500_000)
+    assert (b.start_ns - request.start_ns, b.end_ns - request.start_ns) == (252_500_000, 294_000_000)
+    assert b.start_ns < a.end_ns  # the twin raced the first attempt
 
 
 def test_request_and_decision_attributes() -> None:

@@ -39,6 +39,9 @@ def test_a_hung_instance_costs_the_client_a_hedging_delay_not_a_timeout() -> Non
             assert (first.instance, first.status, first.error_class) == ("a", AttemptStatus.TIMEOUT, "hedged_out")
             assert (twin.instance, twin.status, twin.seq) == ("b", AttemptStatus.OK, 1)
             assert first.span_id != twin.span_id
+            # when each was sent, after the trace's ts: the twin 50 ms into the first, which ran until the twin won
+            assert first.start_ms is not None and twin.start_ms is not None
+            assert twin.start_ms - first.start_ms >= 49.0 and twin.start_ms < first.start_ms + first.latency_ms
             for _ in range(100):  # the hung attempt's connection is closed: the instance sees it go
                 if "cancelled" in events:
                     break
