@@ -79,13 +79,7 @@ class StorageSettings(ContractModel):
     batch_size: int = Field(
         32_768, ge=1, description="Records per sink write at most; batches grow toward it under load (cheaper inserts)."
     )
-    flush_interval_ms: int = Field(
-        2000, ge=1,
-        description="Longest wait for a batch to fill before it is written. Each write has a fixed cost (about 20 ms "
-        "of CPU in DuckDB), so fewer, larger writes cost less per trace: at 500 the storage threads took 206-224 µs "
-        "per request at one request at a time, at 2000 114-119. A trace reaches the store (and an exporter's "
-        "batch) this much later; lookups by request id see it at once (the gateway's pending traces).",
-    )
+    flush_interval_ms: int = Field(500, ge=1, description="Longest wait for a batch to fill before it is written.")
     gil_switch_interval_ms: float | None = Field(
         1.0, gt=0,
         description="Python's thread switch interval while the pipeline runs (lowered, never raised; null: "
