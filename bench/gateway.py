@@ -22,7 +22,9 @@ would start and during the runs.
 
 **CPU.** Each figure has ``cpu_us_per_request``: the CPU time of the server's whole process tree
 (the instance for ``direct``; the gateway, its workers and its store for RouteLens) over its wrk
-runs, per answered request. It moves less with the machine's speed than latency does.
+runs, per answered request, read once the gateway has stored the slice's traces (:mod:`bench.drain`:
+its pipeline writes up to ``storage.flush_interval_ms`` after the answers; read at once, that work
+would land in the next path's slice). It moves less with the machine's speed than latency does.
 ``machine_idle_share`` and ``machine_steal_share`` are the shares of all CPUs' time, over the same
 runs, that were idle and that the hypervisor gave to someone else (``/proc/stat``). Idle CPU while a
 gateway is at c=16 means one of its threads is the limit, not the machine; steal is what makes this
@@ -69,6 +71,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +82,7 @@ import yaml
 from app.run.procs import Child, free_port
 from bench import wrk
 from bench.awake import awake_cpus
+from bench.drain import drained
 from bench.loopback import ping_pong
 from bench.stage_budget import stage_budget
 from bench.wrk import body_script
@@ -90,11 +94,16 @@ _KEY = "sk-bench-key-not-secret"  # LiteLLM's proxy refuses to start without a m
 
 @dataclass(frozen=True)
 class Target:
-    """One path under load: its URL, the wrk script for it and the server process whose CPU is counted."""
+    """One path under load: its URL, the wrk script, the server process whose CPU is counted, and its settle.
+
+    ``settle`` (a RouteLens gateway's: :func:`bench.drain.drained`) runs after each slice, before
+    the CPU is read, so the storing of the slice's traces is counted in the slice.
+    """
 
     url: str
     script: Path
     pid: int
+    settle: Callable[[], object] | None = None
 
 
 def post_script(tmp: Path, model: str = "auto") -> Path:
@@ -139,7 +148,7 @@ def measure(paths: dict[str, Target], seconds: int, rounds: int) -> dict[str, di
     for _ in range(rounds):
         for name, t in paths.items():
             for c in (1, 16):
-                wrk.run(t.url, t.script, c, slice_s, tallies[name][c], t.pid)
+                wrk.run(t.url, t.script, c, slice_s, tallies[name][c], t.pid, t.settle)
     return {name: {"c1": tallies[name][1].figures(), "c16": tallies[name][16].figures(),
                    "answered": warm[name] + tallies[name][1].requests + tallies[name][16].requests}
             for name in paths}
@@ -151,7 +160,7 @@ def over_time(target: Target, seconds: int) -> dict[str, Any]:
     stop = threading.Event()
     sampler = threading.Thread(target=_sampler, args=(target.url, stop, samples), daemon=True)
     sampler.start()
-    beside = wrk.run(target.url, target.script, 1, seconds, server_pid=target.pid)
+    beside = wrk.run(target.url, target.script, 1, seconds, server_pid=target.pid, settle=target.settle)
     stop.set()
     sampler.join(30)
     return {"sampled_every_ms": 20, "p99_ms_per_second": per_second_p99(samples),
@@ -299,7 +308,8 @@ def main(argv: list[str]) -> int:
                 dbs[key] = tmp / f"{key}.duckdb"
                 serve = ["--config", str(configs[key]), "serve", "--port", str(gw), "--workers", str(n)]
                 child = start(key, [*_app(args.vs if key == "routelens_vs" else None), *serve], "gateway ready")
-                paths[key] = Target(f"http://127.0.0.1:{gw}/v1/chat/completions", script, child.proc.pid)
+                paths[key] = Target(f"http://127.0.0.1:{gw}/v1/chat/completions", script, child.proc.pid,
+                                    drained(f"http://127.0.0.1:{gw}/metrics", confirm=2 * n))
             result.update(measure(paths, args.seconds, args.rounds))
             for key in ("direct", "bare_proxy"):
                 result[key].pop("answered")
@@ -313,7 +323,8 @@ def main(argv: list[str]) -> int:
                                                "--workers", "1"], "gateway ready")
             wrk.run(f"http://127.0.0.1:{sp}/v1/chat/completions", script, 4, 2)  # warm-up
             budget = stage_budget(f"http://127.0.0.1:{sp}/v1/chat/completions", script, timed.proc.pid,
-                                  f"http://127.0.0.1:{sp}/metrics", max(5.0, args.seconds / 2))
+                                  f"http://127.0.0.1:{sp}/metrics", max(5.0, args.seconds / 2),
+                                  settle=drained(f"http://127.0.0.1:{sp}/metrics"))
             result["routelens"]["stages"] = budget["stages"]
             result["routelens"]["stages_run"] = {"c1": budget["c1"],
                                                  "process_cpu_us_per_request": budget["process_cpu_us_per_request"]}

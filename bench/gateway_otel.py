@@ -36,6 +36,7 @@ import yaml
 
 from app.run.procs import Child, free_port
 from bench import wrk
+from bench.drain import drained
 from bench.stage_budget import thread_cpu
 from bench.wrk import body_script
 
@@ -81,14 +82,19 @@ def _counter(metrics_url: str, name: str) -> float:
 
 
 def _interleaved(paths: dict[str, tuple[str, int]], script: Path, seconds: int, rounds: int) -> dict[str, Any]:
-    """``bench.gateway.measure`` for ``paths`` (name -> URL, server pid): a warm-up, then c=1 and c=16 slices."""
+    """``bench.gateway.measure`` for ``paths`` (name -> URL, server pid): a warm-up, then c=1 and c=16 slices.
+
+    Each slice's CPU is read once the gateway has stored and exported what the slice emitted
+    (:func:`bench.drain.drained`): the exporter works behind the answers.
+    """
     slice_s = max(1.0, seconds / rounds)
     tallies = {name: {c: wrk.Tally() for c in (1, 16)} for name in paths}
     warm = {name: wrk.run(url, script, 4, 2).requests for name, (url, _) in paths.items()}
+    settle = {name: drained(url.replace("/v1/chat/completions", "/metrics")) for name, (url, _) in paths.items()}
     for _ in range(rounds):
         for name, (url, pid) in paths.items():
             for c in (1, 16):
-                wrk.run(url, script, c, slice_s, tallies[name][c], pid)
+                wrk.run(url, script, c, slice_s, tallies[name][c], pid, settle[name])
     return {name: {"c1": tallies[name][1].figures(), "c16": tallies[name][16].figures(),
                    "answered": warm[name] + tallies[name][1].requests + tallies[name][16].requests}
             for name in paths}

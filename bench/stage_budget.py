@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +54,15 @@ def stage_cpu(metrics_url: str) -> dict[str, list[float]]:
     return out
 
 
-def stage_budget(url: str, script: Path, pid: int, metrics_url: str, seconds: float) -> dict[str, Any]:
-    """A c=1 run against a gateway with stage timers on: CPU per request of each stage and each thread role."""
+def stage_budget(url: str, script: Path, pid: int, metrics_url: str, seconds: float,
+                 settle: Callable[[], object] | None = None) -> dict[str, Any]:
+    """A c=1 run against a gateway with stage timers on: CPU per request of each stage and each thread role.
+
+    ``settle`` waits for the run's traces to be stored before the threads' CPU is read (:mod:`bench.drain`).
+    """
     stages0, threads0 = stage_cpu(metrics_url), thread_cpu(pid)
     tally = wrk.Tally()
-    wrk.run(url, script, 1, seconds, tally, pid)
+    wrk.run(url, script, 1, seconds, tally, pid, settle)
     stages1, threads1 = stage_cpu(metrics_url), thread_cpu(pid)
     n = max(tally.requests, 1)
 

@@ -17,6 +17,7 @@ import re
 import subprocess
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,8 +84,12 @@ class Tally:
 
 
 def run(url: str, script: Path, connections: int, seconds: float, tally: Tally | None = None,
-        server_pid: int | None = None) -> Tally:
-    """One ``wrk -t1 -cC`` run against ``url``, added to ``tally`` (a new one by default)."""
+        server_pid: int | None = None, settle: Callable[[], object] | None = None) -> Tally:
+    """One ``wrk -t1 -cC`` run against ``url``, added to ``tally`` (a new one by default).
+
+    ``settle`` runs after the load and before the server's CPU is read: a gateway that stores its
+    traces after answering counts that work in this run (:func:`bench.drain.drained`).
+    """
     tally = tally if tally is not None else Tally()
     with tempfile.NamedTemporaryFile(prefix="wrk-hist-", suffix=".txt", delete=False) as f:
         hist_path = Path(f.name)
@@ -100,9 +105,11 @@ def run(url: str, script: Path, connections: int, seconds: float, tally: Tally |
             tally.hist[int(value)] += int(count)
     finally:
         hist_path.unlink(missing_ok=True)
+    tally.machine.update(machine_times() - machine0)
+    if settle is not None:
+        settle()
     if server_pid:
         tally.cpu_s += tree_cpu_s(server_pid) - cpu0
-    tally.machine.update(machine_times() - machine0)
     requests, seconds, non_2xx = summary(out, url)
     tally.requests += requests
     tally.seconds += seconds

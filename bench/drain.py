@@ -1,0 +1,48 @@
+"""Wait for a RouteLens gateway's trace pipeline to drain: the CPU of a load includes the storing of its traces.
+
+A gateway answers first and stores the request's trace afterwards, on its pipeline's threads,
+up to ``storage.flush_interval_ms`` later (and exports it, on the exporter's). A benchmark that
+reads a gateway's CPU as soon as its load ends misses the last batch's work, and one that
+interleaves paths hands that work to whichever path runs next. :func:`drained` waits until the
+gateway's ``/metrics`` say nothing is left (``routelens_traces_pending`` and every
+``routelens_sink_queued_records`` at 0) before the CPU is read. With several workers behind one
+port a scrape reaches one of them: it waits for ``confirm`` zero readings in a row.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+from collections.abc import Callable
+
+__all__ = ["drained", "left_in_pipeline"]
+
+_LINE = re.compile(r"^(routelens_traces_pending|routelens_sink_queued_records)(?:\{[^}]*\})? (\S+)$", re.M)
+
+
+def left_in_pipeline(metrics_text: str) -> float:
+    """Records emitted and not yet stored or exported, from a gateway's ``/metrics`` text (0 when none is said)."""
+    return sum(float(value) for _, value in _LINE.findall(metrics_text))
+
+
+def drained(metrics_url: str, *, timeout_s: float = 10.0, confirm: int = 1, poll_s: float = 0.05,
+            ) -> Callable[[], bool]:
+    """A ``settle`` for :func:`bench.wrk.run`: it returns True once the pipeline is empty, False at the timeout."""
+
+    def wait() -> bool:
+        deadline, zeros = time.monotonic() + timeout_s, 0
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(metrics_url, timeout=5) as resp:
+                    text = resp.read().decode()
+            except OSError:
+                zeros = 0
+            else:
+                zeros = zeros + 1 if left_in_pipeline(text) == 0 else 0
+                if zeros >= confirm:
+                    return True
+            time.sleep(poll_s)
+        return False
+
+    return wait
