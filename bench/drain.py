@@ -6,7 +6,9 @@ reads a gateway's CPU as soon as its load ends misses the last batch's work, and
 interleaves paths hands that work to whichever path runs next. :func:`drained` waits until the
 gateway's ``/metrics`` say nothing is left (``routelens_traces_pending`` and every
 ``routelens_sink_queued_records`` at 0) before the CPU is read. With several workers behind one
-port a scrape reaches one of them: it waits for ``confirm`` zero readings in a row.
+port a scrape reaches one of them: it waits for ``confirm`` zero readings in a row. Workers relay
+their records to the store process, whose own last batch is not waited for (its metrics are not
+on the gateway's port): with workers the figure can still miss up to one flush interval's writes.
 """
 
 from __future__ import annotations
