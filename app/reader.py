@@ -114,12 +114,11 @@ def read_trace(store: TraceStore, request_id: str) -> DecisionTrace | None:
         raise SinkError(f"{_where(store)} holds an invalid trace for {request_id!r}: {exc}") from exc
 
 
-_TRACE_ID = re.compile(r"[0-9a-f]{32}")
-
-
 def is_otel_trace_id(value: str) -> bool:
     """Whether ``value`` is a W3C trace id (32 lower-case hex, not all zeros): what a tracing backend shows."""
-    return _TRACE_ID.fullmatch(value) is not None and value != "0" * 32
+    from schemas.trace import OTEL_TRACE_ID_PATTERN
+
+    return re.fullmatch(OTEL_TRACE_ID_PATTERN, value) is not None and value != "0" * 32
 
 
 def find_trace(store: TraceStore, key: str) -> DecisionTrace | None:

@@ -15,19 +15,21 @@ charged to the slice, a few percent more at c=1 with a long flush interval.
 
 from __future__ import annotations
 
-import re
 import time
 import urllib.request
 from collections.abc import Callable
 
+from prometheus_client.parser import text_string_to_metric_families
+
 __all__ = ["drained", "left_in_pipeline"]
 
-_LINE = re.compile(r"^(routelens_traces_pending|routelens_sink_queued_records)(?:\{[^}]*\})? (\S+)$", re.M)
+_LEFT = {"routelens_traces_pending", "routelens_sink_queued_records"}  # the backlog, and each sink's queue
 
 
 def left_in_pipeline(metrics_text: str) -> float:
     """Records emitted and not yet stored or exported, from a gateway's ``/metrics`` text (0 when none is said)."""
-    return sum(float(value) for _, value in _LINE.findall(metrics_text))
+    return sum(sample.value for family in text_string_to_metric_families(metrics_text)
+               for sample in family.samples if sample.name in _LEFT)
 
 
 def drained(metrics_url: str, *, timeout_s: float = 10.0, confirm: int = 1, poll_s: float = 0.05,

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from schemas.common import ContractModel, OutcomeStatus, RoutingMode
-from schemas.trace import ShadowDecision
+from schemas.trace import OTEL_TRACE_ID_PATTERN, ShadowDecision
 
 __all__ = [
     "BUCKETS",
@@ -42,7 +42,7 @@ class TraceFilter(ContractModel):
     fallback: bool | None = None
     outcome: OutcomeStatus | None = None
     query_hash: str | None = None
-    otel_trace_id: str | None = Field(None, pattern=r"^[0-9a-f]{32}$",
+    otel_trace_id: str | None = Field(None, pattern=OTEL_TRACE_ID_PATTERN,
                                       description="The W3C trace id the request carried or began (32 hex).")
     min_latency_ms: float | None = Field(None, ge=0, description="Gateway latency at least this (ms).")
     max_latency_ms: float | None = Field(None, ge=0, description="Gateway latency below this (ms).")
