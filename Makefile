@@ -10,7 +10,8 @@ PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
 
 .PHONY: demo test lint install clean
 
-$(STAMP): pyproject.toml setup.py ingest/codec/_ndjson_arrow.c ingest/otel/_otlp_wire.c
+$(STAMP): pyproject.toml setup.py ingest/codec/_ndjson_arrow.c ingest/otel/_otlp_wire.c ingest/otel/_otlp_traces.c \
+          ingest/otel/_otlp_wire.h
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# The CPU build of torch first, so the embedding model does not pull a CUDA build.

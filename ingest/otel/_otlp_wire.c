@@ -15,8 +15,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <stdint.h>
-#include <string.h>
+#include "_otlp_wire.h"
 
 #define MAX_DEPTH 32 /* arrays of arrays */
 
@@ -24,83 +23,7 @@
 enum { S_TRACE, S_SPAN, S_PARENT, S_REMOTE, S_NAME, S_KIND, S_START, S_END, S_ATTRS, S_EVENTS, S_ERROR, S_N };
 enum { E_NAME, E_TIME, E_ATTRS, E_N_MIN = 3 };
 
-typedef struct {
-    uint8_t *p;
-    size_t len, cap;
-} Buf;
-
-static int grow(Buf *b, size_t extra) {
-    if (b->len + extra <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 16384;
-    while (cap < b->len + extra) cap *= 2;
-    uint8_t *p = PyMem_Realloc(b->p, cap);
-    if (!p) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static int put(Buf *b, const void *src, size_t n) {
-    if (grow(b, n)) return -1;
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-    return 0;
-}
-
-static int put_byte(Buf *b, uint8_t c) {
-    if (grow(b, 1)) return -1;
-    b->p[b->len++] = c;
-    return 0;
-}
-
-static int put_varint(Buf *b, uint64_t n) {
-    if (grow(b, 10)) return -1;
-    while (n >= 0x80) {
-        b->p[b->len++] = (uint8_t)(n | 0x80);
-        n >>= 7;
-    }
-    b->p[b->len++] = (uint8_t)n;
-    return 0;
-}
-
-static int put_fixed(Buf *b, uint64_t v, int size) { /* little-endian fixed32 or fixed64 */
-    if (grow(b, size)) return -1;
-    for (int i = 0; i < size; i++) b->p[b->len++] = (uint8_t)(v >> (8 * i));
-    return 0;
-}
-
-/* A length-delimited field: open() writes its tag and a one-byte length and returns where its body
- * starts (-1: out of memory); close() writes the body's length there. */
-static Py_ssize_t open_field(Buf *b, uint8_t tag) {
-    if (grow(b, 2)) return -1;
-    b->p[b->len++] = tag;
-    b->p[b->len++] = 0;
-    return (Py_ssize_t)b->len;
-}
-
-static int close_field(Buf *b, Py_ssize_t start) {
-    size_t n = b->len - (size_t)start;
-    if (n < 0x80) {
-        b->p[start - 1] = (uint8_t)n;
-        return 0;
-    }
-    uint8_t len[10];
-    int k = 0;
-    for (size_t m = n; ; m >>= 7) {
-        len[k++] = (uint8_t)(m >= 0x80 ? (m | 0x80) : m);
-        if (m < 0x80) break;
-    }
-    if (grow(b, (size_t)k - 1)) return -1;
-    memmove(b->p + start + k - 1, b->p + start, n);
-    memcpy(b->p + start - 1, len, (size_t)k);
-    b->len += (size_t)k - 1;
-    return 0;
-}
-
-static int str_field(Buf *b, uint8_t tag, PyObject *s) {
+int str_field(Buf *b, uint8_t tag, PyObject *s) {
     if (!PyUnicode_Check(s)) {
         PyErr_Format(PyExc_TypeError, "expected a str, not %.100s", Py_TYPE(s)->tp_name);
         return -1;
@@ -119,7 +42,7 @@ static int hex_digit(char c) {
 }
 
 /* An id's field: its tag, its length, and the bytes its hex names (exactly 2 * size digits) */
-static int id_field(Buf *b, uint8_t tag, PyObject *s, int size) {
+int id_field(Buf *b, uint8_t tag, PyObject *s, int size) {
     Py_ssize_t n;
     const char *u = PyUnicode_Check(s) ? PyUnicode_AsUTF8AndSize(s, &n) : NULL;
     if (!u) {
@@ -149,7 +72,7 @@ static int time_field(Buf *b, uint8_t tag, PyObject *v) { /* a fixed64 time in n
 }
 
 /* An AnyValue's body: string_value, bool_value, int_value, double_value or array_value */
-static int any_value(Buf *b, PyObject *v, int depth) {
+int any_value(Buf *b, PyObject *v, int depth) {
     if (PyUnicode_Check(v)) return str_field(b, 0x0A, v);
     if (PyBool_Check(v)) return put(b, v == Py_True ? "\x10\x01" : "\x10\x00", 2);
     if (PyLong_Check(v)) {
@@ -188,7 +111,7 @@ static int any_value(Buf *b, PyObject *v, int depth) {
 }
 
 /* Each (key, value) of a dict as a KeyValue, field `tag` of its parent */
-static int attributes(Buf *b, uint8_t tag, PyObject *attrs) {
+int attributes(Buf *b, uint8_t tag, PyObject *attrs) {
     if (!PyDict_Check(attrs)) {
         PyObject *copy = PyDict_New();
         if (!copy) return -1;
@@ -250,7 +173,7 @@ static int span_kind(PyObject *kind, unsigned long long *out) { /* SpanKind (or 
     return 0;
 }
 
-static int span(Buf *b, PyObject *s) {
+int span(Buf *b, PyObject *s) {
     if (!field_of(s, S_N, "PlainSpan")) return -1;
     PyObject *parent = PyTuple_GET_ITEM(s, S_PARENT), *error = PyTuple_GET_ITEM(s, S_ERROR);
     unsigned long long kind;
@@ -283,13 +206,9 @@ static int span(Buf *b, PyObject *s) {
     return put(b, "\x85\x01", 2) || put_fixed(b, 0x100 | (remote ? 0x200 : 0), 4) ? -1 : 0; /* flags */
 }
 
-static int request(Buf *b, PyObject *resource, PyObject *scope, PyObject *spans) {
+int open_request(Buf *b, PyObject *resource, PyObject *scope, Py_ssize_t open[2]) {
     if (!PyTuple_Check(scope) || PyTuple_GET_SIZE(scope) != 2) {
         PyErr_SetString(PyExc_TypeError, "scope must be a (name, version) tuple");
-        return -1;
-    }
-    if (!PyList_Check(spans) && !PyTuple_Check(spans)) {
-        PyErr_Format(PyExc_TypeError, "spans must be a list, not %.100s", Py_TYPE(spans)->tp_name);
         return -1;
     }
     PyObject *version = PyTuple_GET_ITEM(scope, 1);
@@ -301,11 +220,27 @@ static int request(Buf *b, PyObject *resource, PyObject *scope, PyObject *spans)
     if (scope_spans < 0 || scope_msg < 0 || str_field(b, 0x0A, PyTuple_GET_ITEM(scope, 0)) ||
         (versioned && str_field(b, 0x12, version)) || close_field(b, scope_msg))
         return -1;
+    open[0] = resource_spans;
+    open[1] = scope_spans;
+    return 0;
+}
+
+int close_request(Buf *b, const Py_ssize_t open[2]) {
+    return close_field(b, open[1]) || close_field(b, open[0]) ? -1 : 0;
+}
+
+static int request(Buf *b, PyObject *resource, PyObject *scope, PyObject *spans) {
+    Py_ssize_t open[2];
+    if (open_request(b, resource, scope, open)) return -1;
+    if (!PyList_Check(spans) && !PyTuple_Check(spans)) {
+        PyErr_Format(PyExc_TypeError, "spans must be a list, not %.100s", Py_TYPE(spans)->tp_name);
+        return -1;
+    }
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(spans); i++) {
         Py_ssize_t at = open_field(b, 0x12);
         if (at < 0 || span(b, PySequence_Fast_GET_ITEM(spans, i)) || close_field(b, at)) return -1;
     }
-    return close_field(b, scope_spans) || close_field(b, resource_spans) ? -1 : 0;
+    return close_request(b, open);
 }
 
 PyDoc_STRVAR(encode_request_doc,
@@ -325,6 +260,7 @@ static PyObject *encode_request(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"encode_request", encode_request, METH_VARARGS, encode_request_doc},
+    {"encode_traces", encode_traces, METH_VARARGS, encode_traces_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -333,4 +269,4 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__otlp_wire(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__otlp_wire(void) { return traces_init() ? NULL : PyModule_Create(&module); }

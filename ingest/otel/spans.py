@@ -30,8 +30,9 @@ here reads the query: only its hash.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
@@ -124,10 +125,30 @@ class SpanBuilder:
     def __init__(self, public_url: str | None = None) -> None:
         self._public_url = public_url
 
+    @property
+    def link(self) -> Callable[[str], str] | None:
+        """A request id's link to its page in the app (None: no ``public_url``, no link)."""
+        url = self._public_url
+        return None if url is None else partial(trace_url, url)
+
+    @staticmethod
+    def heads(trace: Mapping[str, Any]) -> tuple[str, str, str, int]:
+        """A trace's ids (its own or derived: the trace's, the request span's, the decision span's) and start (ns).
+
+        What the C path (:data:`ingest.otel.wire.encode_traces`) asks of Python, with
+        :attr:`link`, :meth:`attempt_id`, and :meth:`spans` for a trace of a shape it does not know.
+        """
+        trace_id, request_span = ids_of(trace)
+        return trace_id, request_span, _derived("decision", request_span, size=8), _ns(trace["ts"])
+
+    @staticmethod
+    def attempt_id(request_span: str, seq: Any) -> str:
+        """The span id of an attempt recorded without one (a trace from before trace context, or the intake)."""
+        return _derived("attempt", request_span, str(seq), size=8)
+
     def spans(self, trace: Mapping[str, Any]) -> list[PlainSpan]:
         """The span tree of one stored trace: the request, the decision, then the attempts in order."""
-        trace_id, request_span = ids_of(trace)
-        start = _ns(trace["ts"])
+        trace_id, request_span, decision_span, start = self.heads(trace)
         outcome = trace["outcome"]
         decision_end = start + int(trace["latency_ms"] * 1e6)
         end = max(start + int(outcome["total_ms"] * 1e6), decision_end)
@@ -136,13 +157,13 @@ class SpanBuilder:
             PlainSpan(trace_id, request_span, trace.get("otel_parent_span_id"), True,
                       f"chat {trace['features']['requested_model']}", SpanKind.SERVER, start, end,
                       self._request_attrs(trace), [], (outcome.get("error_class") or "") if failed else None),
-            PlainSpan(trace_id, _derived("decision", request_span, size=8), request_span, False, keys.DECISION_SPAN,
+            PlainSpan(trace_id, decision_span, request_span, False, keys.DECISION_SPAN,
                       SpanKind.INTERNAL, start, decision_end, self._decision_attrs(trace), self._events(trace, start),
                       None),
         ]
         t = decision_end
         for attempt in trace["attempts"]:
-            span_id = attempt.get("span_id") or _derived("attempt", request_span, str(attempt["seq"]), size=8)
+            span_id = attempt.get("span_id") or self.attempt_id(request_span, attempt["seq"])
             sent = attempt.get("start_ms")
             t = t if sent is None else start + int(sent * 1e6)
             t_end = t + int(attempt["latency_ms"] * 1e6)
@@ -224,11 +245,12 @@ def _step_attrs(step: Mapping[str, Any]) -> Attrs:
     weights), so the dict is made once and :mod:`ingest.otel.wire` encodes it once (it keys its
     cache on the dict itself).
     """
-    sig = (step["kind"], step.get("plugin"), step.get("value"), step.get("reason"), tuple(step.get("instances") or ()),
-           tuple(step.get("rejected") or ()))
+    value = step.get("value")  # with its type: 1, 1.0 and True are equal keys, and encode apart
+    sig = (step["kind"], step.get("plugin"), type(value), value, step.get("reason"),
+           tuple(step.get("instances") or ()), tuple(step.get("rejected") or ()))
     found = _STEP_ATTRS.get(sig)
     if found is None:
-        kind, plugin, value, reason, kept, rejected = sig
+        kind, plugin, _, value, reason, kept, rejected = sig
         found = {keys.STEP_KIND: kind}
         _put(found, keys.STEP_PLUGIN, plugin)
         _put(found, keys.STEP_VALUE, value)

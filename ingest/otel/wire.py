@@ -30,7 +30,7 @@ from typing import Any
 
 from ingest.otel.spans import PlainEvent, PlainSpan
 
-__all__ = ["FAST", "encode_request", "encode_request_py"]
+__all__ = ["FAST", "EncodeTraces", "encode_request", "encode_request_py", "encode_traces"]
 
 _CACHE_MAX = 65_536
 _EVENTS_MAX = 16_384
@@ -46,6 +46,7 @@ _pack_i = struct.Struct("<I").pack
 
 _SMALL = tuple(bytes((i,)) for i in range(128))  # one-byte varints (short lengths, tags)
 _INT64 = range(-(1 << 63), 1 << 63)
+_UINT64 = range(1 << 64)
 
 
 def _varint(n: int) -> bytes:
@@ -118,12 +119,28 @@ def _event(event: PlainEvent) -> bytes:
     if hit is not None and hit[0] is attrs and hit[1] == event.name:
         body = hit[2]
     else:
-        body = _field(0x12, event.name.encode()) + _attributes(0x1A, attrs)
+        body = _field(0x12, _text(event.name)) + _attributes(0x1A, attrs)
         if event.shared:  # one-off attribute dicts are not kept
             if len(_event_cache) >= _EVENTS_MAX:
                 _event_cache.clear()
             _event_cache[id(attrs)] = (attrs, event.name, body)
-    return _field(0x5A, b"\x09" + _pack_q(event.time_ns) + body)
+    return _field(0x5A, b"\x09" + _time(event.time_ns) + body)
+
+
+def _text(s: str) -> bytes:
+    """A name's or a message's UTF-8 (TypeError for another type, as the C encoder)."""
+    if not isinstance(s, str):
+        raise TypeError(f"expected a str, not {type(s).__name__}")
+    return s.encode()
+
+
+def _time(ns: int) -> bytes:
+    """A fixed64 time (OverflowError outside uint64, as the C encoder)."""
+    if not isinstance(ns, int):
+        raise TypeError(f"a time must be an int, not {type(ns).__name__}")
+    if ns not in _UINT64:
+        raise OverflowError("a time outside uint64")
+    return _pack_q(ns)
 
 
 def _id(hex_id: str, size: int) -> bytes:
@@ -136,10 +153,10 @@ def _span(span: PlainSpan) -> bytes:
     parts = [b"\x0a\x10", _id(span.trace_id, 16), b"\x12\x08", _id(span.span_id, 8)]
     if span.parent_id is not None:
         parts += (b"\x22\x08", _id(span.parent_id, 8))
-    parts += (_field(0x2A, span.name.encode()), b"\x30", _varint(span.kind.value + 1),
-              b"\x39", _pack_q(span.start_ns), b"\x41", _pack_q(span.end_ns), _attributes(0x4A, span.attributes))
+    parts += (_field(0x2A, _text(span.name)), b"\x30", _varint(span.kind.value + 1),
+              b"\x39", _time(span.start_ns), b"\x41", _time(span.end_ns), _attributes(0x4A, span.attributes))
     parts += map(_event, span.events)
-    status = b"" if span.error is None else (_field(0x12, span.error.encode()) if span.error else b"") + b"\x18\x02"
+    status = b"" if span.error is None else (_field(0x12, _text(span.error)) if span.error else b"") + b"\x18\x02"
     parts.append(_field(0x7A, status))
     flags = _HAS_IS_REMOTE | (_IS_REMOTE if span.parent_id is not None and span.parent_remote else 0)
     parts += (b"\x85\x01", _pack_i(flags))
@@ -156,9 +173,13 @@ def encode_request_py(resource: Mapping[str, Any], scope: tuple[str, str | None]
     return _field(0x0A, resource_spans)
 
 
+# (resource, scope, traces, builder) -> (body, spans, rejected: [(index, exception)], dropped)
+EncodeTraces = Callable[[Mapping[str, Any], tuple[str, str | None], list[Any], Any],
+                        tuple[bytes, int, list[tuple[int, Exception]], int]]
 encode_request: Callable[[Mapping[str, Any], tuple[str, str | None], Sequence[PlainSpan]], bytes]
+encode_traces: EncodeTraces | None  # stored traces straight to spans (ingest/otel/_otlp_traces.c); None: not built
 try:
-    from ingest.otel._otlp_wire import encode_request
+    from ingest.otel._otlp_wire import encode_request, encode_traces
 except ImportError:  # not built (no C compiler): the same bytes, ten times the CPU
-    encode_request = encode_request_py
+    encode_request, encode_traces = encode_request_py, None
 FAST = encode_request is not encode_request_py
