@@ -5,7 +5,8 @@ queue and a thread of its own, so the request path never waits for it); it gets 
 the gateway's own unvalidated (the store validates them), and refuses (counted) one it cannot
 build spans from. ``prepare`` samples each trace, builds its span tree
 (:class:`ingest.otel.spans.SpanBuilder`) and encodes the spans as OTLP protobuf
-(:mod:`ingest.otel.wire`) :data:`CHUNK` traces at a time; ``write`` sends the batch in one request
+(:mod:`ingest.otel.wire`) :data:`CHUNK` traces at a time, both in one C call where the extension
+is built (:data:`ingest.otel.wire.encode_traces`); ``write`` sends the batch in one request
 (:mod:`ingest.otel.transport`, which retries transient failures within its timeout): the chunks'
 bodies joined, which protobuf reads as one ``ExportTraceServiceRequest`` holding every chunk's
 ``ResourceSpans`` (a message's encodings concatenated are the message merged, its repeated

@@ -20,11 +20,14 @@ start (``start_ms`` after ``ts``) and length; the request span runs ``outcome.to
 overlaps the attempt it races). An attempt without a start (an older trace) follows the one
 before it, the first the decision.
 
-Built from the stored JSON (already validated by the pipeline), not from models: this runs for
-every exported request on the exporter's thread. The spans are plain values (:class:`PlainSpan`),
-which :mod:`ingest.otel.wire` encodes as OTLP protobuf straight away and :func:`to_readable`
-turns into the SDK's ``ReadableSpan`` (for an SDK exporter, and to check the two agree). Nothing
-here reads the query: only its hash.
+Built from the stored JSON, not from models: this runs for every exported request on the
+exporter's thread. The spans are plain values (:class:`PlainSpan`), which :mod:`ingest.otel.wire`
+encodes as OTLP protobuf and :func:`to_readable` turns into the SDK's ``ReadableSpan`` (for an SDK
+exporter, and to check the two agree). Where the C extension is built, the exporter does not call
+:meth:`SpanBuilder.spans` for a trace of the contract's shape: ``encode_traces``
+(``ingest/otel/_otlp_traces.c``) writes the same spans' bytes from the JSON directly, and hands
+any other shape back to it; this module is the reference it is tested against. Nothing here reads
+the query: only its hash.
 """
 
 from __future__ import annotations
