@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.run.procs import Child, free_port
 from bench import wrk
@@ -40,26 +41,32 @@ from bench.drain import drained
 from bench.stage_budget import thread_cpu
 from bench.wrk import body_script
 
-__all__ = ["run_otel"]
+__all__ = ["OtlpReceiver", "run_otel"]
 
 # the gateway benchmark's request (bench.gateway.BODY), which this module does not import: bench.gateway runs it
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "classify: 紧急 refund failed"}], "max_tokens": 16}
 
 
-class _Receiver:
-    """Answers every OTLP/HTTP export with 200 and counts them (no decoding)."""
+class OtlpReceiver:
+    """A loopback OTLP/HTTP receiver: answers every export with 200 and counts them, decoding nothing.
 
-    def __init__(self) -> None:
+    ``keep``: each request's path, content type and body are kept in ``received`` (the tests decode them).
+    """
+
+    def __init__(self, *, keep: bool = False) -> None:
         self.requests = 0
         self.bytes = 0
+        self.received: list[tuple[str, str, bytes]] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802  (http.server's name)
                 size = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(size)
+                body = self.rfile.read(size)
                 outer.requests += 1
                 outer.bytes += size
+                if keep:
+                    outer.received.append((self.path, self.headers.get("Content-Type", ""), body))
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
@@ -72,29 +79,39 @@ class _Receiver:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-
-def _counter(metrics_url: str, name: str) -> float:
-    with urllib.request.urlopen(metrics_url, timeout=10) as resp:
-        for line in resp.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    return 0.0
+    def close(self) -> None:
+        """Stop serving and free the port."""
+        self.server.shutdown()
+        self.server.server_close()
 
 
-def _interleaved(paths: dict[str, tuple[str, int]], script: Path, seconds: int, rounds: int) -> dict[str, Any]:
-    """``bench.gateway.measure`` for ``paths`` (name -> URL, server pid): a warm-up, then c=1 and c=16 slices.
+def _counter(port: int, name: str) -> float:
+    """A counter's value on a gateway's ``/metrics`` (0 when it is not there)."""
+    with urllib.request.urlopen(_url(port, "/metrics"), timeout=10) as resp:
+        text = resp.read().decode()
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == name)
+
+
+def _url(port: int, path: str) -> str:
+    return f"http://127.0.0.1:{port}{path}"
+
+
+def _interleaved(paths: dict[str, tuple[int, int]], script: Path, seconds: int, rounds: int) -> dict[str, Any]:
+    """``bench.gateway.measure`` for ``paths`` (name -> port, server pid): a warm-up, then c=1 and c=16 slices.
 
     Each slice's CPU is read once the gateway has stored and exported what the slice emitted
     (:func:`bench.drain.drained`): the exporter works behind the answers.
     """
     slice_s = max(1.0, seconds / rounds)
     tallies = {name: {c: wrk.Tally() for c in (1, 16)} for name in paths}
-    warm = {name: wrk.run(url, script, 4, 2).requests for name, (url, _) in paths.items()}
-    settle = {name: drained(url.replace("/v1/chat/completions", "/metrics")) for name, (url, _) in paths.items()}
+    chat = {name: _url(port, "/v1/chat/completions") for name, (port, _) in paths.items()}
+    warm = {name: wrk.run(chat[name], script, 4, 2).requests for name in paths}
+    settle = {name: drained(_url(port, "/metrics")) for name, (port, _) in paths.items()}
     for _ in range(rounds):
-        for name, (url, pid) in paths.items():
+        for name, (_, pid) in paths.items():
             for c in (1, 16):
-                wrk.run(url, script, c, slice_s, tallies[name][c], pid, settle[name])
+                wrk.run(chat[name], script, c, slice_s, tallies[name][c], pid, settle[name])
     return {name: {"c1": tallies[name][1].figures(), "c16": tallies[name][16].figures(),
                    "answered": warm[name] + tallies[name][1].requests + tallies[name][16].requests}
             for name in paths}
@@ -106,7 +123,7 @@ def run_otel(seconds: int, rounds: int) -> dict[str, Any]:
     inst = free_port()
     base = f"http://127.0.0.1:{inst}"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    receiver = _Receiver()
+    receiver = OtlpReceiver()
     script = body_script(tmp, "post-auto", BODY, {"Content-Type": "application/json"})
     children: list[Child] = []
     ports = {"otel_off": free_port(), "otel_on": free_port()}
@@ -129,22 +146,21 @@ def run_otel(seconds: int, rounds: int) -> dict[str, Any]:
     try:
         start("sim", [sys.executable, "-m", "app", "--config", str(configs["otel_off"]), "sim", "fleet",
                       "--instances", "1", "--base-port", str(inst), "--zero-delay"], "fleet ready")
-        paths: dict[str, tuple[str, int]] = {}
+        paths: dict[str, tuple[int, int]] = {}
         for key, port in ports.items():
             child = start(key, [sys.executable, "-m", "app", "--config", str(configs[key]), "serve", "--port",
                                 str(port), "--workers", "1"], "gateway ready")
-            paths[key] = (f"http://127.0.0.1:{port}/v1/chat/completions", child.proc.pid)
+            paths[key] = (port, child.proc.pid)
         before = thread_cpu(paths["otel_on"][1]).get("otel_export", 0.0)
         result: dict[str, Any] = {"seconds": seconds, "rounds": rounds,
                                   **_interleaved(paths, script, seconds, rounds)}
         export_s = thread_cpu(paths["otel_on"][1]).get("otel_export", 0.0) - before
-        metrics = f"http://127.0.0.1:{ports['otel_on']}/metrics"
-        result["spans"] = {"exported": _counter(metrics, "routelens_otel_spans_exported_total"),
-                           "dropped": _counter(metrics, "routelens_otel_spans_dropped_total")}
+        result["spans"] = {"exported": _counter(ports["otel_on"], "routelens_otel_spans_exported_total"),
+                           "dropped": _counter(ports["otel_on"], "routelens_otel_spans_dropped_total")}
     finally:
         while children:
             children.pop().stop()
-        receiver.server.shutdown()
+        receiver.close()
     result["receiver"] = {"requests": receiver.requests, "bytes": receiver.bytes}
     per_request = export_s * 1e6 / max(1, result["otel_on"]["answered"])
     result["export_thread"] = {"cpu_us_per_request": round(per_request, 1), "share_pct": {

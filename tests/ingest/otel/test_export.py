@@ -12,6 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from prometheus_client import CollectorRegistry, generate_latest
 
 from app.run.procs import free_port
+from bench.gateway_otel import OtlpReceiver
 from bench.synthetic import TraceFactory
 from ingest.duckdb.store import DuckDBTraceStore
 from ingest.kinds import Kind
@@ -25,44 +26,24 @@ from tests.polling import wait_until
 SETTINGS = StorageSettings(batch_size=16, flush_interval_ms=5)
 
 
-class Receiver:
-    """A loopback OTLP/HTTP receiver: keeps each request's path, content type and decoded body."""
+class Receiver(OtlpReceiver):
+    """The benchmark's loopback receiver, keeping what it gets."""
 
     def __init__(self) -> None:
-        self.requests: list[tuple[str, str, ExportTraceServiceRequest]] = []
-        received = self.requests
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802  (http.server's name)
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                msg = ExportTraceServiceRequest()
-                msg.ParseFromString(body)
-                received.append((self.path, self.headers["Content-Type"], msg))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        super().__init__(keep=True)
 
     def spans(self) -> list[tuple[str, str, str]]:
         """``(trace id, span id, name)`` of every span received."""
-        return [(s.trace_id.hex(), s.span_id.hex(), s.name) for _, _, msg in self.requests
-                for rs in msg.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        return [(s.trace_id.hex(), s.span_id.hex(), s.name) for _, _, body in self.received
+                for rs in ExportTraceServiceRequest.FromString(body).resource_spans for ss in rs.scope_spans
+                for s in ss.spans]
 
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     rec = Receiver()
-    thread = threading.Thread(target=rec.server.serve_forever, daemon=True)
-    thread.start()
     yield rec
-    rec.server.shutdown()
-    rec.server.server_close()
+    rec.close()
 
 
 def test_spans_reach_the_receiver_at_endpoint_v1_traces(tmp_path: Path, factory: TraceFactory,
@@ -76,13 +57,13 @@ def test_spans_reach_the_receiver_at_endpoint_v1_traces(tmp_path: Path, factory:
         assert em.emit(t)
     assert em.flush(30) and em.flush_exporters(30)
     em.close()
-    assert {path for path, _, _ in receiver.requests} == {"/v1/traces"}
-    assert {ctype for _, ctype, _ in receiver.requests} == {"application/x-protobuf"}
+    assert {path for path, _, _ in receiver.received} == {"/v1/traces"}
+    assert {ctype for _, ctype, _ in receiver.received} == {"application/x-protobuf"}
     got = receiver.spans()
     assert {trace_id for trace_id, _, _ in got} == {ids_of({"request_id": t.request_id})[0] for t in traces}
     assert sum(1 for _, _, name in got if name == "routelens.decide") == 40
     assert sink.stats.exported == len(got) and sink.stats.dropped == 0
-    resource = receiver.requests[0][2].resource_spans[0].resource
+    resource = ExportTraceServiceRequest.FromString(receiver.received[0][2]).resource_spans[0].resource
     assert {a.key: a.value.string_value for a in resource.attributes}["service.name"] == "routelens"
     assert store.count(Kind.TRACE) == 40
     store.close()
