@@ -312,7 +312,7 @@ static int is_event_step(PyObject *kind) {
     return 0;
 }
 
-/* An eliminated candidate's event: its instance and model, then `what` (a violation, or NULL: "not feasible") */
+/* An eliminated candidate's event: its instance and model, then the violation v (NULL: "not feasible") */
 static int eliminated(Buf *b, PyObject *instance, PyObject *model, PyObject *v, int64_t end) {
     Py_ssize_t at = open_field(b, 0x5A);
     if (at < 0 || put_byte(b, 0x09) || put_fixed(b, (uint64_t)end, 8) || put(b, "\x12\x0a" "eliminated", 12)) return -1;

@@ -6,16 +6,14 @@
  * its time in the Python encoder (python -m bench gateway --otel).
  *
  * Each length-delimited field is opened with its tag and one byte for its length, written into, and
- * closed: a length over 127 moves the field's body up by the varint's extra bytes. The input is the
+ * closed: a length over 127 moves the field's body up by the varint's extra bytes (_otlp_wire.h,
+ * shared with _otlp_traces.c, which writes spans straight from stored traces). The input is the
  * PlainSpan and PlainEvent tuples of ingest/otel/spans.py, read by position. What cannot be encoded
  * raises as the Python encoder does: TypeError (an attribute value of another type), OverflowError
  * (an int outside int64, a time outside uint64), ValueError (an id that is not hex of its length),
  * UnicodeEncodeError (a string with a lone surrogate).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include "_otlp_wire.h"
+#include "_otlp_wire.h" /* Python.h, the output buffer and its helpers */
 
 #define MAX_DEPTH 32 /* arrays of arrays */
 
