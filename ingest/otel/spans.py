@@ -26,8 +26,9 @@ encodes as OTLP protobuf and :func:`to_readable` turns into the SDK's ``Readable
 exporter, and to check the two agree). Where the C extension is built, the exporter does not call
 :meth:`SpanBuilder.spans` for a trace of the contract's shape: ``encode_traces``
 (``ingest/otel/_otlp_traces.c``) writes the same spans' bytes from the JSON directly, and hands
-any other shape back to it; this module is the reference it is tested against. Nothing here reads
-the query: only its hash.
+any other shape back to it. This module is the reference it is tested against: a change to the
+span tree here needs the same change there (``tests/ingest/otel/test_traces_fast.py`` fails until
+both agree). Nothing here reads the query: only its hash.
 """
 
 from __future__ import annotations
