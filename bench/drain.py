@@ -21,15 +21,20 @@ from collections.abc import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["drained", "left_in_pipeline"]
+__all__ = ["drained", "left_in_pipeline", "metric_total"]
 
 _LEFT = {"routelens_traces_pending", "routelens_sink_queued_records"}  # the backlog, and each sink's queue
 
 
+def metric_total(metrics_text: str, names: set[str] | frozenset[str]) -> float:
+    """The sum of every sample named one of ``names`` (any labels) in a ``/metrics`` text (0 when none is)."""
+    return sum(sample.value for family in text_string_to_metric_families(metrics_text)
+               for sample in family.samples if sample.name in names)
+
+
 def left_in_pipeline(metrics_text: str) -> float:
     """Records emitted and not yet stored or exported, from a gateway's ``/metrics`` text (0 when none is said)."""
-    return sum(sample.value for family in text_string_to_metric_families(metrics_text)
-               for sample in family.samples if sample.name in _LEFT)
+    return metric_total(metrics_text, _LEFT)
 
 
 def drained(metrics_url: str, *, timeout_s: float = 10.0, confirm: int = 1, poll_s: float = 0.05,

@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from app.run.procs import Child, free_port
 from bench import wrk
-from bench.drain import drained
+from bench.drain import drained, metric_total
 from bench.stage_budget import thread_cpu
 from bench.wrk import body_script
 
@@ -88,9 +87,7 @@ class OtlpReceiver:
 def _counter(port: int, name: str) -> float:
     """A counter's value on a gateway's ``/metrics`` (0 when it is not there)."""
     with urllib.request.urlopen(_url(port, "/metrics"), timeout=10) as resp:
-        text = resp.read().decode()
-    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
-               if sample.name == name)
+        return metric_total(resp.read().decode(), {name})
 
 
 def _url(port: int, path: str) -> str:

@@ -336,7 +336,48 @@ static int eliminated(Buf *b, PyObject *instance, PyObject *model, PyObject *v, 
     return close_field(b, at);
 }
 
-/* The decision span (spans.SpanBuilder._decision_attrs and _events) */
+/* The decision span's events (spans.SpanBuilder._events): one per policy, filter, scorer, pick or fallback
+ * step, at its time; then one per eliminated candidate's hard violation (or "not feasible"), at the end */
+static int events(Buf *b, PyObject *steps, PyObject *candidates, int64_t start) {
+    PyObject *v;
+    int64_t at = start;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(steps); i++) {
+        PyObject *step = PyList_GET_ITEM(steps, i), *kind;
+        if (!PyDict_CheckExact(step)) return DECLINED;
+        GET(v, step, duration_us);
+        if (v != Py_None) TRY(after(at, v, 1000, &at));
+        NEED(kind, step, kind);
+        if (!PyUnicode_Check(kind)) return DECLINED;
+        if (is_event_step(kind)) TRY(step_event(b, step, kind, at));
+    }
+    int64_t last = at > start ? at : start;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(candidates); i++) {
+        PyObject *c = PyList_GET_ITEM(candidates, i), *f, *violations, *instance, *model;
+        NEED(f, c, feasible);
+        int yes = PyObject_IsTrue(f);
+        if (yes < 0) return -1;
+        if (yes) continue;
+        GET(violations, c, violations);
+        if (violations != Py_None && !PyList_CheckExact(violations)) return DECLINED;
+        NEED(instance, c, instance);
+        NEED(model, c, model);
+        int hard = 0;
+        for (Py_ssize_t j = 0; violations != Py_None && j < PyList_GET_SIZE(violations); j++) {
+            PyObject *viol = PyList_GET_ITEM(violations, j), *severity;
+            if (!PyDict_CheckExact(viol)) return DECLINED;
+            severity = PyDict_GetItemWithError(viol, k_severity);
+            if (!severity && PyErr_Occurred()) return -1;
+            if (severity && severity != Py_None && !PyUnicode_Check(severity)) return DECLINED;
+            if (severity && (severity == Py_None || PyUnicode_Compare(severity, s_hard) != 0)) continue;
+            hard++;
+            TRY(eliminated(b, instance, model, viol, last));
+        }
+        if (!hard) TRY(eliminated(b, instance, model, NULL, last));
+    }
+    return 0;
+}
+
+/* The decision span (spans.SpanBuilder._decision_attrs), then its events */
 static int decision_span(Buf *b, PyObject *t, PyObject *trace_id, PyObject *request_span, PyObject *decision_id,
                          int64_t start, int64_t end, PyObject *url) {
     PyObject *candidates, *steps, *v;
@@ -378,40 +419,7 @@ static int decision_span(Buf *b, PyObject *t, PyObject *trace_id, PyObject *requ
     TRY(margin(candidates, &has_margin, &m));
     if (has_margin) TRY(kv_double(b, 0x4A, "routelens.margin", m));
     if (url) TRY(kv(b, 0x4A, "routelens.trace_url", url));
-    int64_t at = start;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(steps); i++) {
-        PyObject *step = PyList_GET_ITEM(steps, i), *kind;
-        if (!PyDict_CheckExact(step)) return DECLINED;
-        GET(v, step, duration_us);
-        if (v != Py_None) TRY(after(at, v, 1000, &at));
-        NEED(kind, step, kind);
-        if (!PyUnicode_Check(kind)) return DECLINED;
-        if (is_event_step(kind)) TRY(step_event(b, step, kind, at));
-    }
-    int64_t last = at > start ? at : start;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(candidates); i++) {
-        PyObject *c = PyList_GET_ITEM(candidates, i), *f, *violations, *instance, *model;
-        NEED(f, c, feasible);
-        int yes = PyObject_IsTrue(f);
-        if (yes < 0) return -1;
-        if (yes) continue;
-        GET(violations, c, violations);
-        if (violations != Py_None && !PyList_CheckExact(violations)) return DECLINED;
-        NEED(instance, c, instance);
-        NEED(model, c, model);
-        int hard = 0;
-        for (Py_ssize_t j = 0; violations != Py_None && j < PyList_GET_SIZE(violations); j++) {
-            PyObject *viol = PyList_GET_ITEM(violations, j), *severity;
-            if (!PyDict_CheckExact(viol)) return DECLINED;
-            severity = PyDict_GetItemWithError(viol, k_severity);
-            if (!severity && PyErr_Occurred()) return -1;
-            if (severity && severity != Py_None && !PyUnicode_Check(severity)) return DECLINED;
-            if (severity && (severity == Py_None || PyUnicode_Compare(severity, s_hard) != 0)) continue;
-            hard++;
-            TRY(eliminated(b, instance, model, viol, last));
-        }
-        if (!hard) TRY(eliminated(b, instance, model, NULL, last));
-    }
+    TRY(events(b, steps, candidates, start));
     return span_tail(b, NULL, 0);
 }
 
