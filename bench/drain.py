@@ -6,23 +6,26 @@ reads a gateway's CPU as soon as its load ends misses the last batch's work, and
 interleaves paths hands that work to whichever path runs next. :func:`drained` waits until the
 gateway's ``/metrics`` say nothing is left (``routelens_traces_pending`` and every
 ``routelens_sink_queued_records`` at 0) before the CPU is read. With several workers behind one
-port a scrape reaches one of them: it waits for ``confirm`` zero readings in a row. Workers relay
-their records to the store process, whose own last batch is not waited for (its metrics are not
-on the gateway's port): with workers the figure can still miss up to one flush interval's writes.
+port a scrape reaches one of them: it waits for ``confirm`` zero readings in a row. A gateway
+relays its records to a store process (``serve`` starts one unless ``storage.separate_process`` is
+false): given that store's URL, read from the gateway's output (:func:`store_url_of`), the wait
+covers the store's own pipeline too.
 The wait itself is counted: what the gateway spends meanwhile (its scrape and upkeep loops) is
 charged to the slice, a few percent more at c=1 with a long flush interval.
 """
 
 from __future__ import annotations
 
+import re
 import time
 import urllib.request
 from collections.abc import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["drained", "left_in_pipeline", "metric_total"]
+__all__ = ["drained", "left_in_pipeline", "metric_total", "store_url_of"]
 
+_STORE_READY = re.compile(r"\[store\] store ready (http://\S+)")
 _LEFT = {"routelens_traces_pending", "routelens_sink_queued_records"}  # the backlog, and each sink's queue
 
 
@@ -37,15 +40,25 @@ def left_in_pipeline(metrics_text: str) -> float:
     return metric_total(metrics_text, _LEFT)
 
 
-def drained(metrics_url: str, *, timeout_s: float = 10.0, confirm: int = 1, poll_s: float = 0.05,
-            ) -> Callable[[], bool]:
-    """A ``settle`` for :func:`bench.wrk.run`: it returns True once the pipeline is empty, False at the timeout."""
+def store_url_of(output: str) -> str | None:
+    """The store process a ``serve`` started, from its output (its ``[store] store ready URL`` line; None: none)."""
+    found = _STORE_READY.search(output)
+    return found.group(1) if found else None
 
-    def wait() -> bool:
-        deadline, zeros = time.monotonic() + timeout_s, 0
+
+def drained(metrics_url: str, *, timeout_s: float = 10.0, confirm: int = 1, poll_s: float = 0.05,
+            store_url: str | None = None) -> Callable[[], bool]:
+    """A ``settle`` for :func:`bench.wrk.run`: it returns True once the pipeline is empty, False at the timeout.
+
+    ``store_url``: the store process the gateway relays to (:func:`store_url_of`); its own pipeline
+    is waited for too, once the gateway's is empty (the store has then been handed every record).
+    """
+
+    def empty(url: str, deadline: float, confirm: int) -> bool:
+        zeros = 0
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(metrics_url, timeout=5) as resp:
+                with urllib.request.urlopen(url, timeout=5) as resp:
                     text = resp.read().decode()
             except OSError:
                 zeros = 0
@@ -55,5 +68,11 @@ def drained(metrics_url: str, *, timeout_s: float = 10.0, confirm: int = 1, poll
                     return True
             time.sleep(poll_s)
         return False
+
+    def wait() -> bool:
+        deadline = time.monotonic() + timeout_s
+        if not empty(metrics_url, deadline, confirm):
+            return False
+        return store_url is None or empty(f"{store_url}/metrics", deadline, 1)
 
     return wait

@@ -30,6 +30,11 @@ runs, that were idle and that the hypervisor gave to someone else (``/proc/stat`
 gateway is at c=16 means one of its threads is the limit, not the machine; steal is what makes this
 VM slow from one minute to the next (6-20% of the time during single runs here).
 
+**The store.** ``serve`` runs the trace store in a process of its own by default
+(``storage.separate_process``): the gateway appends each trace to its spool and relays it there.
+With ``--store-in-process``, one more path, ``routelens_store_in_process``, is the same gateway
+keeping the store in its own process (``serve --store-in-process``), measured in the same rounds.
+
 ``bare_proxy`` is the same hop through aiohttp, uvloop and RouteLens's upstream client with no
 routing and no tracing (:mod:`bench.bare_proxy`): what any Python gateway pays here before doing
 anything. RouteLens's own work is the difference between it and ``routelens``.
@@ -46,8 +51,10 @@ the others, the same way.
 **Stage budget.** Last, one more RouteLens gateway (1 worker) with ``gateway.stage_timers: true``
 runs alone at c=1 for half the ``--seconds`` (at least 5): ``routelens.stages`` gives the CPU per
 request of each stage of the chat route (the event loop's own CPU: screen, analyse, admit, decide,
-forward, respond, finish), of the loop outside the stages, and of the storage threads (``encode``,
-``spool``, ``store_write``), read from ``/proc`` by thread (:mod:`bench.stage_budget`);
+forward, respond, finish), of the loop outside the stages, of the gateway's storage threads
+(``encode``, ``spool``, ``relay``: posting batches to the store) and of the store process's
+(``store_receive``, ``store_encode``, ``store_spool``, ``store_write``), read from ``/proc`` by
+thread (:mod:`bench.stage_budget`);
 ``routelens.stages_run`` is that run's own figures.
 
 Last line: ``{"machine": {...}, "direct": {"c1": {"p50_ms", "p99_ms", "rps", "cpu_us_per_request"}, "c16": {...}},
@@ -82,7 +89,7 @@ import yaml
 from app.run.procs import Child, free_port
 from bench import wrk
 from bench.awake import awake_cpus
-from bench.drain import drained
+from bench.drain import drained, store_url_of
 from bench.loopback import ping_pong
 from bench.stage_budget import stage_budget
 from bench.wrk import body_script
@@ -256,6 +263,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--awake", action="store_true", help="keep idle CPUs from halting (idle-priority spinners)")
     p.add_argument("--vs", metavar="DIR", help="another checkout of RouteLens (git worktree add DIR REV), served with "
                                                 "1 worker as path 'routelens_vs' in the same run: before and after")
+    p.add_argument("--store-in-process", action="store_true", help="also RouteLens with 1 worker and its store in "
+                   "the gateway's process (serve --store-in-process), as path 'routelens_store_in_process'")
     p.add_argument("--otel", action="store_true", help="only the gateway's CPU per request with OpenTelemetry "
                    "export on (ratio 1.0) versus off, interleaved (bench.gateway_otel)")
     args = p.parse_args(argv)
@@ -289,7 +298,8 @@ def main(argv: list[str]) -> int:
         try:
             counts = [n for n in args.worker_counts if n > 1]
             ports = {"routelens": free_port(), **{f"routelens_w{n}": free_port() for n in counts},
-                     **({"routelens_vs": free_port()} if args.vs else {})}
+                     **({"routelens_vs": free_port()} if args.vs else {}),
+                     **({"routelens_store_in_process": free_port()} if args.store_in_process else {})}
             configs = {key: _routelens_config(tmp, key, port, base) for key, port in ports.items()}
             sim = start("sim", [sys.executable, "-m", "app", "--config", str(configs["routelens"]),
                                 "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"],
@@ -302,14 +312,17 @@ def main(argv: list[str]) -> int:
                      "bare_proxy": Target(f"http://127.0.0.1:{floor}/v1/chat/completions", script, bare.proc.pid)}
             dbs: dict[str, Path] = {}
             gateways = (("routelens", 1), *((f"routelens_w{n}", n) for n in counts),
-                        *((("routelens_vs", 1),) if args.vs else ()))
+                        *((("routelens_vs", 1),) if args.vs else ()),
+                        *((("routelens_store_in_process", 1),) if args.store_in_process else ()))
             for key, n in gateways:
                 gw = ports[key]
                 dbs[key] = tmp / f"{key}.duckdb"
-                serve = ["--config", str(configs[key]), "serve", "--port", str(gw), "--workers", str(n)]
+                serve = ["--config", str(configs[key]), "serve", "--port", str(gw), "--workers", str(n),
+                         *(["--store-in-process"] if key == "routelens_store_in_process" else [])]
                 child = start(key, [*_app(args.vs if key == "routelens_vs" else None), *serve], "gateway ready")
                 paths[key] = Target(f"http://127.0.0.1:{gw}/v1/chat/completions", script, child.proc.pid,
-                                    drained(f"http://127.0.0.1:{gw}/metrics", confirm=2 * n))
+                                    drained(f"http://127.0.0.1:{gw}/metrics", confirm=2 * n,
+                                            store_url=store_url_of(child.tail())))
             result.update(measure(paths, args.seconds, args.rounds))
             for key in ("direct", "bare_proxy"):
                 result[key].pop("answered")
@@ -324,7 +337,8 @@ def main(argv: list[str]) -> int:
             wrk.run(f"http://127.0.0.1:{sp}/v1/chat/completions", script, 4, 2)  # warm-up
             budget = stage_budget(f"http://127.0.0.1:{sp}/v1/chat/completions", script, timed.proc.pid,
                                   f"http://127.0.0.1:{sp}/metrics", max(5.0, args.seconds / 2),
-                                  settle=drained(f"http://127.0.0.1:{sp}/metrics"))
+                                  settle=drained(f"http://127.0.0.1:{sp}/metrics",
+                                                 store_url=store_url_of(timed.tail())))
             result["routelens"]["stages"] = budget["stages"]
             result["routelens"]["stages_run"] = {"c1": budget["c1"],
                                                  "process_cpu_us_per_request": budget["process_cpu_us_per_request"]}

@@ -36,7 +36,7 @@ import yaml
 
 from app.run.procs import Child, free_port
 from bench import wrk
-from bench.drain import drained, metric_total
+from bench.drain import drained, metric_total, store_url_of
 from bench.stage_budget import thread_cpu
 from bench.wrk import body_script
 
@@ -94,17 +94,19 @@ def _url(port: int, path: str) -> str:
     return f"http://127.0.0.1:{port}{path}"
 
 
-def _interleaved(paths: dict[str, tuple[int, int]], script: Path, seconds: int, rounds: int) -> dict[str, Any]:
+def _interleaved(paths: dict[str, tuple[int, int]], script: Path, seconds: int, rounds: int,
+                 stores: dict[str, str | None]) -> dict[str, Any]:
     """``bench.gateway.measure`` for ``paths`` (name -> port, server pid): a warm-up, then c=1 and c=16 slices.
 
-    Each slice's CPU is read once the gateway has stored and exported what the slice emitted
-    (:func:`bench.drain.drained`): the exporter works behind the answers.
+    Each slice's CPU is read once the gateway has exported what the slice emitted and its store
+    (``stores``: name -> the store process's URL) has stored it (:func:`bench.drain.drained`): the
+    exporter and the store work behind the answers.
     """
     slice_s = max(1.0, seconds / rounds)
     tallies = {name: {c: wrk.Tally() for c in (1, 16)} for name in paths}
     chat = {name: _url(port, "/v1/chat/completions") for name, (port, _) in paths.items()}
     warm = {name: wrk.run(chat[name], script, 4, 2).requests for name in paths}
-    settle = {name: drained(_url(port, "/metrics")) for name, (port, _) in paths.items()}
+    settle = {name: drained(_url(port, "/metrics"), store_url=stores[name]) for name, (port, _) in paths.items()}
     for _ in range(rounds):
         for name, (_, pid) in paths.items():
             for c in (1, 16):
@@ -144,13 +146,14 @@ def run_otel(seconds: int, rounds: int) -> dict[str, Any]:
         start("sim", [sys.executable, "-m", "app", "--config", str(configs["otel_off"]), "sim", "fleet",
                       "--instances", "1", "--base-port", str(inst), "--zero-delay"], "fleet ready")
         paths: dict[str, tuple[int, int]] = {}
+        stores: dict[str, str | None] = {}
         for key, port in ports.items():
             child = start(key, [sys.executable, "-m", "app", "--config", str(configs[key]), "serve", "--port",
                                 str(port), "--workers", "1"], "gateway ready")
-            paths[key] = (port, child.proc.pid)
+            paths[key], stores[key] = (port, child.proc.pid), store_url_of(child.tail())
         before = thread_cpu(paths["otel_on"][1]).get("otel_export", 0.0)
         result: dict[str, Any] = {"seconds": seconds, "rounds": rounds,
-                                  **_interleaved(paths, script, seconds, rounds)}
+                                  **_interleaved(paths, script, seconds, rounds, stores)}
         export_s = thread_cpu(paths["otel_on"][1]).get("otel_export", 0.0) - before
         result["spans"] = {"exported": _counter(ports["otel_on"], "routelens_otel_spans_exported_total"),
                            "dropped": _counter(ports["otel_on"], "routelens_otel_spans_dropped_total")}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from app.cli._common import config_of
 
@@ -12,7 +13,12 @@ def _run(args: argparse.Namespace) -> int:
     from app.run.serve import run_server
 
     config = config_of(args)
+    if args.separate_store is False and (args.workers or 1) > 1:
+        print("error: --store-in-process runs one worker: more workers relay to a store process", file=sys.stderr)
+        return 2
     workers = args.workers if args.workers is not None else config.gateway.worker_count(os.cpu_count())
+    if args.separate_store is False:
+        workers = 1
     run_server(config, config_path=args.config, host=args.host, port=args.port, db=args.db,
                workers=workers, store_url=args.store_url, worker=args.worker,
                separate_store=args.separate_store, probe_url=args.probe_url, shared_url=args.shared_url)
@@ -28,8 +34,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--workers", type=int, metavar="N",
                    help="gateway processes sharing the port (SO_REUSEPORT), each with its own spool "
                    "(default: gateway.workers, 'auto' = one per core, at most 8)")
-    p.add_argument("--separate-store", action="store_true",
-                   help="run the trace store in a process of its own even with one worker (implied by --workers N>1)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--separate-store", action="store_const", const=True, dest="separate_store",
+                       help="run the trace store in a process of its own (default: storage.separate_process, true; "
+                       "implied by --workers N>1)")
+    where.add_argument("--store-in-process", action="store_const", const=False, dest="separate_store",
+                       help="keep the trace store in the gateway's process (one worker only)")
     p.add_argument("--store-url", help="relay to this running `routelens store` instead of starting one")
     p.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)  # set for the workers serve starts
     p.add_argument("--probe-url", help=argparse.SUPPRESS)  # the prober serve started, for its workers

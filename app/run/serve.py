@@ -184,14 +184,15 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
 def run_server(
     config: RouteLensConfig, *, config_path: str | None = None, host: str | None = None, port: int | None = None,
     db: str | None = None, workers: int = 1, store_url: str | None = None, worker: int = 0,
-    separate_store: bool = False, probe_url: str | None = None, shared_url: str | None = None,
+    separate_store: bool | None = None, probe_url: str | None = None, shared_url: str | None = None,
 ) -> None:
     """Serve until SIGINT, SIGTERM or SIGHUP; print ``gateway ready http://HOST:PORT`` once listening.
 
-    One worker keeps the trace store in this process. With ``workers`` > 1 (the CLI's default
-    is ``gateway.workers``: one per core, at most 8),
-    ``separate_store`` or ``store_url``, the store runs in a process of its own (``routelens
-    store``, started here from ``config_path`` unless ``store_url`` names a running one) and the
+    The trace store runs in a process of its own (``routelens store``, started here from
+    ``config_path`` unless ``store_url`` names a running one): always with ``workers`` > 1 (the
+    CLI's default is ``gateway.workers``: one per core, at most 8), and with one worker unless
+    ``separate_store`` is False (None: ``storage.separate_process``, true by default), which keeps
+    it in this process. The
     ``workers`` gateway processes share the port (``SO_REUSEPORT``; this process is worker 0, the
     others its children), each with its own spool relaying to the store. With probes on, a prober
     process (``routelens probes run``, one per host) is started too; every gateway process follows
@@ -226,10 +227,14 @@ def run_server(
                 children.append(redis)  # stopped last: after the workers and the store
                 shared_url, config = found, with_shared_url(config, found)
                 print(f"shared state: a local redis-server on {found} for {workers} workers", flush=True)
+        if separate_store is None:
+            separate_store = config.storage.separate_process
+        store: Child | None = None
         if config_path is not None and store_url is None and (workers > 1 or separate_store):
-            store_port = free_port()
-            children.append(_child("store", config_path, ["store", "--port", str(store_port), "--db", db],
-                                   "store ready"))
+            store_port = free_port()  # started now, waited for once this process's gateway is built
+            store = _child("store", config_path, ["store", "--port", str(store_port), "--db", db], "store ready",
+                           wait=False)
+            children.append(store)
             store_url = f"http://127.0.0.1:{store_port}"
         if probe_url is None and config_path is not None and worker == 0 and wants_prober(config):
             child, probe_url = start_prober(config_path, db, store_url or f"http://127.0.0.1:{port}")
@@ -242,6 +247,8 @@ def run_server(
                 "gateway ready"))
         app = build_gateway_app(config, db, store_url=store_url, worker=worker, probe_url=probe_url,
                                 config_path=config_path)
+        if store is not None:
+            _ready(store)
         app.on_startup.append(functools.partial(_stop_in_order, first))
         web.run_app(
             app,
@@ -259,13 +266,21 @@ def run_server(
         _stop_all([*first, *reversed(children)])  # the store, then the local Redis (children[0]), last
 
 
-def _child(name: str, config_path: str, argv: list[str], ready: str) -> Child:
-    """Start ``routelens --config CONFIG ARGV...`` as a child that ends with us; wait for its ready line."""
+def _child(name: str, config_path: str, argv: list[str], ready: str, *, wait: bool = True) -> Child:
+    """Start ``routelens --config CONFIG ARGV...`` as a child that ends with us; wait for its ready line.
+
+    Not ``wait``: the caller waits with :func:`_ready`.
+    """
     child = Child(name, [sys.executable, "-m", "app", "--config", config_path, *argv], dict(os.environ),
                   ready_marker=ready, echo=True)
+    return _ready(child) if wait else child
+
+
+def _ready(child: Child) -> Child:
+    """Wait up to 60 s for ``child``'s ready line; stop it and exit with an error when it does not come."""
     if not child.wait_ready(60):
         child.stop()
-        raise SystemExit(f"error: the {name} process did not start (see its output above)")
+        raise SystemExit(f"error: the {child.name} process did not start (see its output above)")
     return child
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from bench.drain import drained, left_in_pipeline
+from bench.drain import drained, left_in_pipeline, store_url_of
 
 METRICS = """# HELP routelens_traces_pending Records emitted, not yet stored.
 # TYPE routelens_traces_pending gauge
@@ -69,3 +69,19 @@ def test_with_several_workers_it_wants_zero_readings_in_a_row() -> None:
     with gateway_metrics([(0.0, 0.0), (4.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)]) as (url, scrapes):
         assert drained(url, confirm=3, poll_s=0.001)() is True
         assert scrapes[0] == 5
+
+
+def test_with_a_store_process_it_waits_for_the_store_once_the_gateway_is_empty() -> None:
+    with gateway_metrics([(0.0, 0.0)]) as (gateway, at_gateway), \
+            gateway_metrics([(9.0, 0.0), (2.0, 0.0), (0.0, 0.0)]) as (store, at_store):
+        assert drained(gateway, poll_s=0.001, store_url=store.removesuffix("/metrics"))() is True
+        assert at_gateway[0] == 1 and at_store[0] == 3  # the store had not written its last batch yet
+    with gateway_metrics([(0.0, 0.0)]) as (gateway, _), gateway_metrics([(5.0, 0.0)]) as (store, _):
+        assert drained(gateway, timeout_s=0.2, poll_s=0.01, store_url=store.removesuffix("/metrics"))() is False
+
+
+def test_the_store_url_is_read_from_what_serve_printed() -> None:
+    printed = ("notice: the gateway is open\n[store] store ready http://127.0.0.1:41234\n"
+               "gateway ready http://127.0.0.1:8080\n")
+    assert store_url_of(printed) == "http://127.0.0.1:41234"
+    assert store_url_of("gateway ready http://127.0.0.1:8080\n") is None  # the store in the gateway's process

@@ -55,8 +55,12 @@ def gateway_config(tmp: Path, fleet: dict[str, Any], **storage: Any) -> tuple[Pa
     return path, f"http://127.0.0.1:{port}"
 
 
-def start(cfg: Path) -> Proc:
-    proc = Proc([*PY, "serve", "--config", str(cfg), "--workers", "1"])  # the spool in this process
+def start(cfg: Path, *flags: str) -> Proc:
+    """``serve`` with one worker; by default with the store in its process: the spool and the sink these tests read.
+
+    ``flags`` replace ``--store-in-process`` (none: the store in a process of its own, serve's default).
+    """
+    proc = Proc([*PY, "serve", "--config", str(cfg), "--workers", "1", *(flags or ("--store-in-process",))])
     proc.wait_for("gateway ready")
     return proc
 
@@ -74,9 +78,11 @@ def stored(url: str, rid: str) -> bool:
     return ok(f"{url}/v1/traces/{rid}")
 
 
-def test_kill_9_under_load_loses_no_answered_request(fleet: dict[str, Any], tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", ["in_process", "separate"])
+def test_kill_9_under_load_loses_no_answered_request(fleet: dict[str, Any], tmp_path: Path, store: str) -> None:
+    flags = ("--store-in-process",) if store == "in_process" else ("--separate-store",)
     cfg, url = gateway_config(tmp_path, fleet, flush_interval_ms=1000)
-    gw = start(cfg)
+    gw = start(cfg, *flags)
     answered: list[str] = []
     stop = threading.Event()
 
@@ -98,7 +104,7 @@ def test_kill_9_under_load_loses_no_answered_request(fleet: dict[str, Any], tmp_
     for t in threads:
         t.join(30)
     gw.stop()
-    again = start(cfg)
+    again = start(cfg, *flags)
     try:
         m = drained(url, 60)
         missing = [rid for rid in answered if not stored(url, rid)]
