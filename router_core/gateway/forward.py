@@ -205,7 +205,7 @@ class Forwarder:
                 results = [await first]
             else:  # the first whole-answer attempt: a twin goes out if it is still out past its expected latency
                 delay = hedge.delay_s(self._view.p95_ms(spec.id))
-                results = await race(first, delay, partial(self._twin, call, targets, tried, spec, left),
+                results = await race(first, abort, delay, partial(self._twin, call, targets, tried, spec, left),
                                      lambda r: r.ok or r.answered)
             for r in results:
                 attempts.append(r.attempt)
@@ -251,7 +251,8 @@ class Forwarder:
         """Send, read (a stream: its first chunk), count and record one attempt.
 
         Cancelled (the client went away), it lets go of what it holds and raises; cancelled with
-        :data:`~router_core.gateway.hedge.HEDGED_OUT` (its twin answered first), it returns its record.
+        :data:`~router_core.gateway.hedge.HEDGED_OUT`, or ended by ``abort`` with it (its twin, or
+        the attempt it is the twin of, answered first), it returns its record as hedged out.
         """
         stream, board, limit = call.stream, self._breakers, call.limit
         started = self._perf()
@@ -282,7 +283,7 @@ class Forwarder:
         except TimeoutError:
             status, error = AttemptStatus.TIMEOUT, "first_byte_timeout" if stream else "timeout"
             if abort.fired:
-                error = "breaker_open"
+                error = abort.reason
             elif left is not None and left < limit:
                 error = "deadline_exceeded"
         except _EmptyStream:
@@ -290,18 +291,13 @@ class Forwarder:
         except (UpstreamError, OSError) as exc:
             status, error = AttemptStatus.CONNECT_ERROR, type(exc).__name__
         except BaseException as exc:  # cancelled: the connection is not reused
-            if resp is not None:
-                resp.close()
-            if ticket is not None:
-                self._inflight.end(ticket)  # type: ignore[union-attr]
-            if board is not None and adm is not None:
-                board.done(adm, "aborted")
+            self._let_go(resp, ticket, adm)
             if not (isinstance(exc, asyncio.CancelledError) and exc.args[:1] == (HEDGED_OUT,)):
                 raise
-            attempt = Attempt(seq=seq, instance=spec.id, model=spec.model, status=AttemptStatus.TIMEOUT,
-                              error_class=HEDGED_OUT, latency_ms=(self._perf() - started) * 1e3, span_id=span_id,
-                              start_ms=start_ms)
-            return _Tried(attempt, got, None, False, False, None, HEDGED_OUT)
+            return self._hedged_out(seq, spec, got, started, span_id, start_ms)
+        if error == HEDGED_OUT:  # ended by its abort: the attempt it is racing answered first
+            self._let_go(resp, ticket, adm)
+            return self._hedged_out(seq, spec, got, started, span_id, start_ms)
         cls = classify(status, http_status, stream, got.body if answered else b"")
         if answered and cls is not None and self._resilience.rule_for(cls)[1]:
             answered = False  # a context overflow or content filter answer with a fallback chain: retried
@@ -320,6 +316,23 @@ class Forwarder:
             else:
                 self._inflight.end(ticket)  # type: ignore[union-attr]
         return _Tried(attempt, got, resp, ok, answered, cls, error)
+
+    def _let_go(self, resp: UpstreamResponse | None, ticket: Ticket | None, adm: Admission | None) -> None:
+        """An attempt given up on: its connection closed (not reused), its in-flight count ended, its breaker told."""
+        if resp is not None:
+            resp.close()
+        if ticket is not None:
+            self._inflight.end(ticket)  # type: ignore[union-attr]
+        if self._breakers is not None and adm is not None:
+            self._breakers.done(adm, "aborted")
+
+    def _hedged_out(self, seq: int, spec: InstanceSpec, got: Forwarded, started: float, span_id: str | None,
+                    start_ms: float | None) -> _Tried:
+        """The record of an attempt another one outran: a timeout whose error class is ``hedged_out``."""
+        attempt = Attempt(seq=seq, instance=spec.id, model=spec.model, status=AttemptStatus.TIMEOUT,
+                          error_class=HEDGED_OUT, latency_ms=(self._perf() - started) * 1e3, span_id=span_id,
+                          start_ms=start_ms)
+        return _Tried(attempt, got, None, False, False, None, HEDGED_OUT)
 
 
 def _outcome(status: AttemptStatus, http_status: int | None, aborted: bool) -> AttemptOutcome:

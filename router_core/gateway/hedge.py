@@ -1,11 +1,15 @@
 """Hedged requests: the first attempt alone for a while, then a twin; the first answer wins.
 
-:func:`race` runs the first attempt for ``delay`` seconds; still out by then, it starts the twin
-(:class:`router_core.gateway.forward.Forwarder` sends it to the next instance the fallbacks and
-breakers allow) and returns as soon as either has settled the request (an answer, or an error
-status that is one). The other is cancelled with :data:`HEDGED_OUT`, which an attempt takes as
-"record me as hedged out" (a ``timeout`` whose error class is ``hedged_out``), so both attempts
-are in the trace in the order they were sent. When neither settles, both are returned, failed.
+:func:`race` awaits the first attempt in the request's own task; a timer starts the twin after
+``delay`` seconds if the first is still out (:class:`router_core.gateway.forward.Forwarder` sends
+it to the next instance the fallbacks and breakers allow), as a task of its own. Whichever settles
+the request first (an answer, or an error status that is one) wins. The first attempt, outrun, is
+ended through its own timeout (:meth:`router_core.resilience.fallbacks.Abort.fire` with
+:data:`HEDGED_OUT`, as an opening breaker ends it); the twin, outrun, is cancelled with
+:data:`HEDGED_OUT`. Either takes it as "record me as hedged out" (a ``timeout`` whose error class
+is ``hedged_out``), so both attempts are in the trace in the order they were sent. When neither
+settles, both are returned, failed. A request answered before the delay (nearly every one) pays
+for one timer: no task, no extra turn of the event loop.
 Settings: ``resilience.hedging`` (:class:`schemas.config.resilience.HedgeSettings`).
 """
 
@@ -15,39 +19,52 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from router_core.resilience.fallbacks import Abort
+
 __all__ = ["HEDGED_OUT", "race"]
 
 HEDGED_OUT = "hedged_out"
 T = TypeVar("T")
 
 
-async def race(first: Awaitable[T], delay_s: float, twin: Callable[[], Awaitable[T] | None],
+async def race(first: Awaitable[T], abort: Abort, delay_s: float, twin: Callable[[], Awaitable[T] | None],
                settled: Callable[[T], bool]) -> list[T]:
     """The results of ``first`` and, if it outlasts ``delay_s``, of its twin (``twin()``; None: no instance left).
 
-    The loser of a race is cancelled with :data:`HEDGED_OUT` and its own record returned; the
-    client going away cancels both.
+    ``abort`` ends ``first`` (its timeout) when the twin settles first. The client going away
+    (the request's task cancelled) cancels both.
     """
-    a = asyncio.ensure_future(first)
-    tasks = [a]
+    second: asyncio.Future[T] | None = None
+    first_out = True
+
+    def twin_done(done: asyncio.Future[T]) -> None:
+        if first_out and not done.cancelled() and done.exception() is None and settled(done.result()):
+            abort.fire(HEDGED_OUT)
+
+    def start_twin() -> None:
+        nonlocal second
+        made = twin()
+        if made is not None:
+            second = asyncio.ensure_future(made)
+            second.add_done_callback(twin_done)
+
+    timer = asyncio.get_running_loop().call_later(delay_s, start_twin)
     try:
-        done, _ = await asyncio.wait(tasks, timeout=delay_s)
-        if done:
-            return [a.result()]
-        second = twin()
-        if second is None:
-            return [await a]
-        tasks.append(asyncio.ensure_future(second))
-        pending = set(tasks)
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            if any(settled(t.result()) for t in done) and pending:
-                for t in pending:
-                    t.cancel(HEDGED_OUT)
-                await asyncio.wait(pending)
-                break
-        return [t.result() for t in tasks]
+        a = await first
+    except BaseException:
+        if second is not None:  # the request itself was cancelled: its attempts go with it
+            second.cancel()
+        raise
     finally:
-        for t in tasks:
-            if not t.done():  # the request itself was cancelled: its attempts go with it
-                t.cancel()
+        first_out = False
+        timer.cancel()
+    if second is None:
+        return [a]
+    if settled(a) and not second.done():
+        second.cancel(HEDGED_OUT)
+    try:
+        await asyncio.wait([second])
+    except BaseException:
+        second.cancel()
+        raise
+    return [a, second.result()]

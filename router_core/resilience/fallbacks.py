@@ -24,20 +24,28 @@ _FILTERED = (b"content_filter", b"content filter", b"content_policy", b"content 
 
 
 class Abort:
-    """Ends one attempt's timeout now (when its instance's breaker opens while it is outstanding)."""
+    """Ends one attempt's timeout now: its instance's breaker opened, or its hedge's twin answered first.
 
-    __slots__ = ("cm", "fired")
+    ``reason`` is what the attempt records as its error class (``breaker_open`` or ``hedged_out``).
+    """
+
+    __slots__ = ("cm", "fired", "reason")
 
     def __init__(self) -> None:
         self.cm: asyncio.Timeout | None = None
         self.fired = False
+        self.reason = "breaker_open"
 
-    def fire(self) -> None:
+    def fire(self, reason: str = "breaker_open") -> None:
         """Make the attempt time out at once (no-op before it started or after it ended)."""
         cm = self.cm
-        if cm is not None and not cm.expired():
-            self.fired = True
+        if cm is None or cm.expired() or self.fired:
+            return
+        try:
             cm.reschedule(asyncio.get_running_loop().time())
+        except RuntimeError:  # its timeout has been left: the attempt has ended
+            return
+        self.fired, self.reason = True, reason
 
 
 def classify(status: AttemptStatus, http_status: int | None, stream: bool, body: bytes = b"") -> ErrorClass | None:

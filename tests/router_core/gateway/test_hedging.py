@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -12,6 +13,14 @@ from tests.router_core.gateway.gateway_kit import CHAT, gateway_client, trace_of
 from tests.router_core.gateway.test_forwarding import reply
 
 HEDGE = {"resilience": {"hedging": {"min_delay_ms": 50, "max_delay_ms": 50}}}  # 50 ms whatever the p95
+
+
+async def until(condition: Callable[[], bool], seconds: float = 2.0) -> None:
+    """Return once ``condition()`` holds, or after ``seconds`` (the assertion after it says which)."""
+    for _ in range(int(seconds / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
 
 
 def hung(events: list[str]) -> Any:
@@ -42,10 +51,7 @@ def test_a_hung_instance_costs_the_client_a_hedging_delay_not_a_timeout() -> Non
             # when each was sent, after the trace's ts: the twin 50 ms into the first, which ran until the twin won
             assert first.start_ms is not None and twin.start_ms is not None
             assert twin.start_ms - first.start_ms >= 49.0 and twin.start_ms < first.start_ms + first.latency_ms
-            for _ in range(100):  # the hung attempt's connection is closed: the instance sees it go
-                if "cancelled" in events:
-                    break
-                await asyncio.sleep(0.02)
+            await until(lambda: "cancelled" in events)  # the hung attempt's connection is closed: the instance sees it
             assert events == ["sent", "cancelled"]
 
     asyncio.run(main())
@@ -108,5 +114,64 @@ def test_the_trace_and_its_feedback_name_the_instance_that_answered() -> None:
             answer = await client.post("/v1/feedback", json=verdict)
             body = await answer.json()
             assert answer.status == 202 and body["learned"]["instance"] == "b", body
+
+    asyncio.run(main())
+
+
+def test_an_answer_after_the_twin_went_out_wins_and_the_twin_is_hedged_out() -> None:
+    events: list[str] = []
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(0.25)  # past the 50 ms delay: the twin is out by then
+        return await reply(200)(request)
+
+    async def main() -> None:
+        async with gateway_client({"a": slow, "b": hung(events)}, sections=HEDGE) as (client, hooks):
+            resp = await client.post("/v1/chat/completions", json=CHAT)
+            assert resp.status == 200 and resp.headers["x-routelens-instance"] == "a"
+            first, twin = trace_of(hooks, resp.headers).attempts
+            assert (first.instance, first.status, first.seq) == ("a", AttemptStatus.OK, 0)
+            assert (twin.instance, twin.status, twin.error_class) == ("b", AttemptStatus.TIMEOUT, "hedged_out")
+            await until(lambda: "cancelled" in events)  # the twin's connection is closed: its instance sees it go
+            assert events == ["sent", "cancelled"]
+
+    asyncio.run(main())
+
+
+def test_a_request_cancelled_mid_race_ends_both_attempts() -> None:
+    from aiohttp.test_utils import TestServer
+
+    from router_core.gateway.forward import Forwarder
+    from router_core.state.inflight import InflightCounter
+    from router_core.state.view import StateView
+    from schemas.config import GatewaySettings
+    from schemas.config.resilience import ResilienceSettings
+    from schemas.fleet import InstanceSpec
+    from tests.router_core.gateway.test_forwarding import KV, upstream
+
+    seen: dict[str, list[str]] = {"a": [], "b": []}
+
+    async def main() -> None:
+        servers = {iid: TestServer(upstream(hung(seen[iid]), KV[iid])) for iid in seen}
+        for server in servers.values():
+            await server.start_server()
+        specs = [InstanceSpec(id=iid, model="m", url=str(s.make_url("")).rstrip("/")) for iid, s in servers.items()]
+        inflight = InflightCounter()
+        forwarder = Forwarder(None, StateView(specs, clock=lambda: 0.0), GatewaySettings(), inflight=inflight,
+                              resilience=ResilienceSettings.model_validate(HEDGE["resilience"]))
+        try:
+            task = asyncio.ensure_future(forwarder.forward(dict(CHAT), specs, "req-1", 2))
+            await until(lambda: bool(seen["a"] and seen["b"]))  # both out: the first, then its twin 50 ms later
+            assert inflight.count("a") == inflight.count("b") == 1
+            task.cancel()  # the request goes away
+            await asyncio.wait([task])
+            assert task.cancelled()
+            assert inflight.count("a") == inflight.count("b") == 0  # both attempts ended
+            await until(lambda: all("cancelled" in ev for ev in seen.values()))
+            assert seen == {"a": ["sent", "cancelled"], "b": ["sent", "cancelled"]}  # both connections closed
+        finally:
+            await forwarder.close()
+            for server in servers.values():
+                await server.close()
 
     asyncio.run(main())
