@@ -244,10 +244,15 @@ def _routelens_config(tmp: Path, name: str, port: int, base: str, *, stage_timer
 
 
 def _app(tree: str | None) -> list[str]:
-    """``python -m app`` of this checkout, or of ``tree`` (its folder first on the path, before the working one)."""
+    """``python -m app`` of this checkout, or of ``tree``.
+
+    ``tree`` becomes the working folder and the first on the path: the processes ``serve`` starts
+    itself (``python -m app store``, workers, the prober) then run that checkout's code too.
+    """
     if tree is None:
         return [sys.executable, "-m", "app"]
-    code = "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); runpy.run_module('app', run_name='__main__')"
+    code = ("import os, runpy, sys; tree = sys.argv.pop(1); os.chdir(tree); sys.path.insert(0, tree); "
+            "runpy.run_module('app', run_name='__main__')")
     return [sys.executable, "-c", code, str(Path(tree).resolve())]
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.run.procs import descendants, free_port
+from app.run.procs import free_port
 from bench.drain import store_url_of
+from bench.stage_budget import store_pid
 from tests.e2e.conftest import ROOT, Proc
 from tests.e2e.net import call
 from tests.polling import wait_until
@@ -21,19 +22,6 @@ from tests.polling import wait_until
 pytestmark = pytest.mark.e2e
 PY = [sys.executable, "-m", "app"]
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "classify: refund failed"}], "max_tokens": 8}
-
-
-def _store_pids(pid: int) -> set[int]:
-    """The ``routelens store`` processes below ``pid``."""
-    found = set()
-    for child in descendants(pid):
-        try:
-            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"store" in argv and b"serve" not in argv:
-            found.add(child)
-    return found
 
 
 def _alive(pid: int) -> bool:
@@ -78,7 +66,8 @@ def test_one_worker_relays_to_a_store_process_it_starts_and_ends(fleet: tuple[Pa
         gateway.wait_for("gateway ready http")
         store_url = store_url_of("".join(gateway.lines))
         assert store_url is not None, "".join(gateway.lines)
-        (store,) = _store_pids(gateway.proc.pid)
+        store = store_pid(gateway.proc.pid)
+        assert store is not None
         url = f"http://127.0.0.1:{port}"
         ids = [_post(url) for _ in range(5)]
         for rid in ids:  # the store process holds each trace, and the gateway's port answers for it
@@ -96,7 +85,7 @@ def test_store_in_process_keeps_one_process(fleet: tuple[Path, int]) -> None:
     try:
         gateway.wait_for("gateway ready http")
         assert store_url_of("".join(gateway.lines)) is None
-        assert _store_pids(gateway.proc.pid) == set()
+        assert store_pid(gateway.proc.pid) is None
         url = f"http://127.0.0.1:{port}"
         rid = _post(url)
         assert wait_until(lambda: call("GET", f"{url}/v1/traces/{rid}")[0] == 200, 20)
