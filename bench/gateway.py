@@ -33,7 +33,7 @@ VM slow from one minute to the next (6-20% of the time during single runs here).
 **The store.** ``serve`` runs the trace store in a process of its own by default
 (``storage.separate_process``): the gateway appends each trace to its spool and relays it there.
 With ``--store-in-process``, one more path, ``routelens_store_in_process``, is the same gateway
-keeping the store in its own process (``serve --store-in-process``), measured in the same rounds.
+keeping the store in the gateway's process (``serve --store-in-process``), measured in the same rounds.
 
 ``bare_proxy`` is the same hop through aiohttp, uvloop and RouteLens's upstream client with no
 routing and no tracing (:mod:`bench.bare_proxy`): what any Python gateway pays here before doing
