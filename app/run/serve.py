@@ -27,6 +27,7 @@ from app.run.local_redis import start_local_redis, with_shared_url
 from app.run.probe_child import probe_source, start_prober, wants_prober
 from app.run.procs import Child, free_port
 from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, worker_paths
+from app.run.supervise import Supervised
 from ingest import (
     OTEL_EXPORTER,
     SERVER_LIMITS,
@@ -211,7 +212,7 @@ def run_server(
     db = db or config.storage.duckdb_path
     if shared_url is not None:
         config = with_shared_url(config, shared_url)
-    children: list[Child] = []
+    children: list[Child | Supervised] = []
     first: list[Child] = []  # stopped while the gateway still listens: the prober relays its last results here
     if config_path is not None and worker == 0:  # the relay between this serve's processes takes a token of its own
         os.environ.setdefault(RELAY_TOKEN_ENV, secrets.token_hex(16))
@@ -229,11 +230,12 @@ def run_server(
                 print(f"shared state: a local redis-server on {found} for {workers} workers", flush=True)
         if separate_store is None:
             separate_store = config.storage.separate_process
-        store: Child | None = None
+        store: Supervised | None = None
         if config_path is not None and store_url is None and (workers > 1 or separate_store):
             store_port = free_port()  # started now, waited for once this process's gateway is built
-            store = _child("store", config_path, ["store", "--port", str(store_port), "--db", db], "store ready",
-                           wait=False)
+            argv = ["store", "--port", str(store_port), "--db", db]
+            store = Supervised("store", functools.partial(_child, "store", config_path, argv, "store ready",
+                                                          wait=False))  # started again if it dies
             children.append(store)
             store_url = f"http://127.0.0.1:{store_port}"
         if probe_url is None and config_path is not None and worker == 0 and wants_prober(config):
@@ -273,15 +275,16 @@ def _child(name: str, config_path: str, argv: list[str], ready: str, *, wait: bo
     """
     child = Child(name, [sys.executable, "-m", "app", "--config", config_path, *argv], dict(os.environ),
                   ready_marker=ready, echo=True)
-    return _ready(child) if wait else child
+    if wait:
+        _ready(child)
+    return child
 
 
-def _ready(child: Child) -> Child:
+def _ready(child: Child | Supervised) -> None:
     """Wait up to 60 s for ``child``'s ready line; stop it and exit with an error when it does not come."""
     if not child.wait_ready(60):
         child.stop()
         raise SystemExit(f"error: the {child.name} process did not start (see its output above)")
-    return child
 
 
 async def _stop_in_order(first: list[Child], app: web.Application) -> None:
@@ -314,7 +317,7 @@ async def _stop_in_order(first: list[Child], app: web.Application) -> None:
         loop.add_signal_handler(sig, stop_then_exit)
 
 
-def _stop_all(children: list[Child]) -> None:
+def _stop_all(children: list[Child] | list[Child | Supervised]) -> None:
     for child in children:
         child.stop()
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -30,6 +32,14 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] != "Z"
+
+
+def _holds(store_url: str, rid: str) -> bool:
+    """Whether the store at ``store_url`` answers for ``rid`` (False while nothing listens there)."""
+    try:
+        return call("GET", f"{store_url}/v1/traces/{rid}")[0] == 200
+    except OSError:
+        return False
 
 
 def _post(url: str) -> str:
@@ -77,6 +87,26 @@ def test_one_worker_relays_to_a_store_process_it_starts_and_ends(fleet: tuple[Pa
     finally:
         assert gateway.stop() == 0
     assert wait_until(lambda: not _alive(store), 10), "the store process outlived serve"
+
+
+def test_a_store_process_that_dies_is_started_again(fleet: tuple[Path, int]) -> None:
+    cfg, port = fleet
+    gateway = Proc([*PY, "serve", "--config", str(cfg), "--workers", "1"])
+    try:
+        gateway.wait_for("gateway ready http")
+        store_url = store_url_of("".join(gateway.lines))
+        first = store_pid(gateway.proc.pid)
+        assert store_url is not None and first is not None
+        os.kill(first, signal.SIGKILL)  # an OOM kill, say
+        assert wait_until(lambda: store_pid(gateway.proc.pid) not in (None, first), 30), "".join(gateway.lines)
+        url = f"http://127.0.0.1:{port}"
+        rid = _post(url)  # answered whatever the store's state, and stored once it is back (on the same port)
+        assert wait_until(lambda: _holds(store_url, rid), 30), "".join(gateway.lines)
+        assert any("the store process exited (code -9); starting it again" in line for line in gateway.lines)
+        again = store_pid(gateway.proc.pid)
+    finally:
+        assert gateway.stop() == 0
+    assert again is not None and wait_until(lambda: not _alive(again), 10), "the new store outlived serve"
 
 
 def test_store_in_process_keeps_one_process(fleet: tuple[Path, int]) -> None:
