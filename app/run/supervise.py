@@ -17,9 +17,16 @@ from collections.abc import Callable
 
 from app.run.procs import Child
 
-__all__ = ["Supervised"]
+__all__ = ["Supervised", "next_pause"]
 
 _FIRST_PAUSE_S, _LONGEST_PAUSE_S, _STEADY_S = 1.0, 30.0, 60.0
+
+
+def next_pause(previous: float, lived_s: float) -> float:
+    """The pause before starting a child again: 1 s, doubling up to 30 s while each lived under a minute."""
+    if not previous or lived_s > _STEADY_S:
+        return _FIRST_PAUSE_S
+    return min(previous * 2, _LONGEST_PAUSE_S)
 
 
 class Supervised:
@@ -54,13 +61,13 @@ class Supervised:
         child.stop()
 
     def _watch(self) -> None:
-        pause = _FIRST_PAUSE_S
+        pause = 0.0
         while True:
             born = self._clock()
             code = self.child.proc.wait()
             if self._stopping.is_set():
                 return
-            pause = _FIRST_PAUSE_S if self._clock() - born > _STEADY_S else min(pause * 2, _LONGEST_PAUSE_S)
+            pause = next_pause(pause, self._clock() - born)
             print(f"warning: the {self.name} process exited (code {code}); starting it again in {pause:g} s",
                   file=sys.stderr, flush=True)
             if self._stopping.wait(pause):

@@ -1,0 +1,41 @@
+"""A child serve supervises is started again after a pause that grows while it keeps dying."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from app.run.procs import Child
+from app.run.supervise import Supervised, next_pause
+
+
+def test_the_pause_doubles_while_the_child_keeps_dying_and_starts_over_after_a_steady_minute() -> None:
+    pauses, pause = [], 0.0
+    for lived in (0.5, 3.0, 10.0, 1.0, 1.0, 1.0, 59.0, 61.0, 2.0):
+        pause = next_pause(pause, lived)
+        pauses.append(pause)
+    assert pauses == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 1.0, 2.0]
+
+
+def test_a_dead_child_is_started_again_and_a_stopped_one_is_not() -> None:
+    started: list[Child] = []
+
+    def start() -> Child:
+        child = Child("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], {}, None)
+        started.append(child)
+        return child
+
+    sup = Supervised("sleeper", start)
+    try:
+        started[0].proc.kill()  # dies: started again after 1 s
+        deadline = time.monotonic() + 10
+        while len(started) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(started) == 2 and sup.child is started[1] and sup.restarts == 1
+        assert started[1].alive()
+    finally:
+        sup.stop()
+    assert sup.child.proc.wait(10) is not None
+    time.sleep(1.5)  # past the pause: a stopped child stays stopped
+    assert len(started) == 2
+    assert all(c.proc.poll() is not None for c in started)
