@@ -72,7 +72,11 @@ class Supervised:
                   file=sys.stderr, flush=True)
             if self._stopping.wait(pause):
                 return
-            child = self._start()
+            try:
+                child = self._start()
+            except OSError as exc:  # no process to be had now (file descriptors, memory): the next pause, again
+                print(f"warning: the {self.name} process could not be started: {exc}", file=sys.stderr, flush=True)
+                continue
             with self._lock:
                 late = self._stopping.is_set()
                 if not late:

@@ -39,3 +39,25 @@ def test_a_dead_child_is_started_again_and_a_stopped_one_is_not() -> None:
     time.sleep(1.5)  # past the pause: a stopped child stays stopped
     assert len(started) == 2
     assert all(c.proc.poll() is not None for c in started)
+
+
+def test_a_child_that_cannot_be_started_is_tried_again_at_the_next_pause() -> None:
+    started: list[Child] = []
+    refusals = [OSError(24, "Too many open files")]
+
+    def start() -> Child:
+        if started and refusals:
+            raise refusals.pop()
+        child = Child("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], {}, None)
+        started.append(child)
+        return child
+
+    sup = Supervised("sleeper", start)
+    try:
+        started[0].proc.kill()  # dies; the first start again fails, the next one (2 s later) works
+        deadline = time.monotonic() + 15
+        while len(started) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(started) == 2 and not refusals and sup.child is started[1] and started[1].alive()
+    finally:
+        sup.stop()
