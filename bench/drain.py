@@ -54,7 +54,7 @@ def drained(metrics_url: str, *, timeout_s: float = 10.0, confirm: int = 1, poll
     is waited for too, once the gateway's is empty (the store has then been handed every record).
     """
 
-    def empty(url: str, deadline: float, confirm: int) -> bool:
+    def empty(url: str, deadline: float, in_a_row: int) -> bool:
         zeros = 0
         while time.monotonic() < deadline:
             try:
@@ -64,7 +64,7 @@ def drained(metrics_url: str, *, timeout_s: float = 10.0, confirm: int = 1, poll
                 zeros = 0
             else:
                 zeros = zeros + 1 if left_in_pipeline(text) == 0 else 0
-                if zeros >= confirm:
+                if zeros >= in_a_row:
                     return True
             time.sleep(poll_s)
         return False

@@ -47,18 +47,25 @@ class Supervised:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.child = start()
-        threading.Thread(target=self._watch, name=f"supervise-{name}", daemon=True).start()
+        self._watcher = threading.Thread(target=self._watch, name=f"supervise-{name}", daemon=True)
+        self._watcher.start()
+
+    @property
+    def watching(self) -> bool:
+        """Whether a child that exits would be started again (until :meth:`stop`)."""
+        return self._watcher.is_alive()
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait for the current child's ready line; False on timeout or exit."""
         return self.child.wait_ready(timeout_s)
 
     def stop(self) -> None:
-        """End the watch, then the child."""
+        """End the watch, then the child; once this returns, no child is started again."""
         with self._lock:
             self._stopping.set()
             child = self.child
         child.stop()
+        self._watcher.join(15)  # it returns once it sees the exit (or stops a child it was starting)
 
     def _watch(self) -> None:
         pause = 0.0

@@ -35,10 +35,9 @@ async def race(first: Awaitable[T], abort: Abort, delay_s: float, twin: Callable
     (the request's task cancelled) cancels both.
     """
     second: asyncio.Future[T] | None = None
-    first_out = True
 
-    def twin_done(done: asyncio.Future[T]) -> None:
-        if first_out and not done.cancelled() and done.exception() is None and settled(done.result()):
+    def twin_done(done: asyncio.Future[T]) -> None:  # after the first has returned, fire() is a no-op
+        if not done.cancelled() and done.exception() is None and settled(done.result()):
             abort.fire(HEDGED_OUT)
 
     def start_twin() -> None:
@@ -56,7 +55,6 @@ async def race(first: Awaitable[T], abort: Abort, delay_s: float, twin: Callable
             second.cancel()
         raise
     finally:
-        first_out = False
         timer.cancel()
     if second is None:
         return [a]

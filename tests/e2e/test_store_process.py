@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.run.procs import free_port
+from app.run.procs import free_port, stat_fields
 from bench.drain import store_url_of
 from bench.stage_budget import store_pid
 from tests.e2e.conftest import ROOT, Proc
@@ -27,11 +27,7 @@ BODY = {"model": "auto", "messages": [{"role": "user", "content": "classify: ref
 
 
 def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
+    return (fields := stat_fields(pid)) is not None and fields[0] != "Z"
 
 
 def _holds(store_url: str, rid: str) -> bool:
@@ -81,7 +77,7 @@ def test_one_worker_relays_to_a_store_process_it_starts_and_ends(fleet: tuple[Pa
         url = f"http://127.0.0.1:{port}"
         ids = [_post(url) for _ in range(5)]
         for rid in ids:  # the store process holds each trace, and the gateway's port answers for it
-            assert wait_until(lambda rid=rid: call("GET", f"{store_url}/v1/traces/{rid}")[0] == 200, 20), rid
+            assert wait_until(lambda rid=rid: _holds(store_url, rid), 20), rid
             status, trace = call("GET", f"{url}/v1/traces/{rid}")
             assert status == 200 and trace["request_id"] == rid
     finally:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
-import time
 
 from app.run.procs import Child
 from app.run.supervise import Supervised, next_pause
+from tests.polling import wait_until
 
 
 def test_the_pause_doubles_while_the_child_keeps_dying_and_starts_over_after_a_steady_minute() -> None:
@@ -28,17 +28,12 @@ def test_a_dead_child_is_started_again_and_a_stopped_one_is_not() -> None:
     sup = Supervised("sleeper", start)
     try:
         started[0].proc.kill()  # dies: started again after 1 s
-        deadline = time.monotonic() + 10
-        while len(started) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(started) == 2 and sup.child is started[1] and sup.restarts == 1
-        assert started[1].alive()
+        assert wait_until(lambda: len(started) == 2, 10, 0.05)
+        assert sup.child is started[1] and sup.restarts == 1 and started[1].alive()
     finally:
         sup.stop()
-    assert sup.child.proc.wait(10) is not None
-    time.sleep(1.5)  # past the pause: a stopped child stays stopped
-    assert len(started) == 2
-    assert all(c.proc.poll() is not None for c in started)
+    assert not sup.watching  # the watch has ended: nothing is started again
+    assert len(started) == 2 and all(c.proc.poll() is not None for c in started)
 
 
 def test_a_child_that_cannot_be_started_is_tried_again_at_the_next_pause() -> None:
@@ -55,9 +50,7 @@ def test_a_child_that_cannot_be_started_is_tried_again_at_the_next_pause() -> No
     sup = Supervised("sleeper", start)
     try:
         started[0].proc.kill()  # dies; the first start again fails, the next one (2 s later) works
-        deadline = time.monotonic() + 15
-        while len(started) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(started) == 2 and not refusals and sup.child is started[1] and started[1].alive()
+        assert wait_until(lambda: len(started) == 2, 15, 0.05)
+        assert not refusals and sup.child is started[1] and started[1].alive()
     finally:
         sup.stop()

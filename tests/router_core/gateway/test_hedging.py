@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from schemas.common import AttemptStatus
+from tests.polling import wait_until_async as until
 from tests.router_core.gateway.gateway_kit import CHAT, gateway_client, trace_of
 from tests.router_core.gateway.test_forwarding import reply
 
 HEDGE = {"resilience": {"hedging": {"min_delay_ms": 50, "max_delay_ms": 50}}}  # 50 ms whatever the p95
-
-
-async def until(condition: Callable[[], bool], seconds: float = 2.0) -> None:
-    """Return once ``condition()`` holds, or after ``seconds`` (the assertion after it says which)."""
-    for _ in range(int(seconds / 0.02)):
-        if condition():
-            return
-        await asyncio.sleep(0.02)
 
 
 def hung(events: list[str]) -> Any:
