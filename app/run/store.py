@@ -44,7 +44,8 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
     st = config.storage
     store = open_store(st, db_path)
     spool_dir, quarantine_dir = pipeline_paths(st, db_path)
-    emitter = TraceEmitter(store, st, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir)).start()
+    own = st.model_copy(update={"flush_interval_ms": st.store_flush_interval_ms})  # its writes, not the relay's
+    emitter = TraceEmitter(store, own, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir)).start()
     app = web.Application(client_max_size=max(st.intake_max_bytes, 64 << 20))
     intake_token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
     api = IngestApi(emitter, store, token=intake_token or None, max_body=st.intake_max_bytes,

@@ -2,16 +2,20 @@ r"""Relaying records from a serving process to the store process, over loopback 
 
 A gateway keeps no database of its own: its pipeline's sink is a :class:`RelaySink`, which posts
 each batch of already-encoded records to the store process (``routelens store``). The store
-appends them to its own durable spool and answers once they are written, so the gateway's spool
-holds every record until the store has it (nothing is lost when the store restarts), and a trace
-the gateway stops calling pending is readable from the store. The store's writer (DuckDB, and its
-Arrow registration, which holds the GIL for milliseconds per batch) runs in another process than
-the requests.
+appends them to its own durable spool and answers then, so the gateway's spool holds every record
+until the store's spool has it (nothing is lost when either restarts: each replays its spool).
+The store writes on its own interval (``storage.store_flush_interval_ms``): DuckDB's fixed cost per
+insert is paid once per larger batch, and the gateway's cadence is not tied to the store's writes.
+A trace the gateway stops calling pending is readable from the store at once: a lookup of one not
+written yet writes what waits first (:meth:`ingest.http_api.routes.IngestApi.trace`). The store's
+writer (DuckDB, and its Arrow registration, which holds the GIL for milliseconds per batch) runs in
+another process than the requests.
 
 Wire format: ``POST /v1/internal/records``; the body holds one record per line,
 ``<kind number>\t<payload JSON>\n`` (payloads are single-line JSON); the answer is
-``{"accepted": {"<kind>": n, ...}}`` with status 200, or 503 when the store could not write them in
-time (the gateway retries; ids make the retry idempotent).
+``{"accepted": {"<kind>": n, ...}}`` with status 200 once they are spooled (a full spool makes the
+post wait, which holds the gateway's records in its own spool; a post that fails is retried, and
+ids make the retry idempotent).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ class RelaySink:
     Args:
         base_url: The store process, e.g. ``http://127.0.0.1:8090``.
         token: Bearer token the store's relay route requires (None: none).
-        timeout_s: Bound on one post (the store answers once the batch is written).
+        timeout_s: Bound on one post (the store answers once the batch is in its spool).
     """
 
     def __init__(self, base_url: str, *, token: str | None = None, timeout_s: float = 30.0) -> None:
@@ -102,8 +106,7 @@ def parse_relayed(body: bytes) -> list[tuple[Kind, bytes]]:
     return out
 
 
-def add_relay_route(app: web.Application, emitter: TraceEmitter, *, token: str | None = None,
-                    write_timeout_s: float = 20.0) -> None:
+def add_relay_route(app: web.Application, emitter: TraceEmitter, *, token: str | None = None) -> None:
     """Mount ``POST /v1/internal/records`` on the store's application."""
 
     async def relay(request: web.Request) -> web.Response:
@@ -113,13 +116,7 @@ def add_relay_route(app: web.Application, emitter: TraceEmitter, *, token: str |
             records = parse_relayed(await request.read())
         except ValueError as exc:
             return error_response(400, str(exc), "invalid_relay_body")
-
-        def store() -> bool:
-            emitter.emit_encoded(records)
-            return emitter.flush(write_timeout_s)
-
-        if not await asyncio.to_thread(store):
-            return error_response(503, "the store is not writing; retry later", "store_stalled")
+        await asyncio.to_thread(emitter.emit_encoded, records)  # durable in the store's spool once it returns
         counts: dict[str, int] = {}
         for kind, _ in records:
             counts[kind.name.lower()] = counts.get(kind.name.lower(), 0) + 1

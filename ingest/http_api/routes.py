@@ -98,6 +98,7 @@ READ_ROUTES = (
 )
 _FILTERS = set(TraceFilter.model_fields)
 _MAX_ID = 128  # DecisionTrace.request_id's max_length: no longer id can have a trace
+_LOOKUP_FLUSH_S = 10.0  # a trace lookup waits this long at most for the records waiting to be written
 log = logging.getLogger(__name__)
 
 
@@ -272,8 +273,16 @@ class IngestApi:
         return web.Response(body=found.model_dump_json(), content_type="application/json")
 
     def _lookup(self, request_id: str) -> DecisionTrace | None:
-        """Read your writes: a trace emitted a moment ago is found before the store has it."""
-        return self.emitter.pending(request_id) or self.store.get(request_id)
+        """Read your writes: a trace emitted or relayed a moment ago is found before the store wrote it.
+
+        Traces emitted here wait as pending traces. Those relayed from a gateway wait in the spool
+        as its bytes: when the store has not got the id and records wait, they are written first
+        (at once, not at the end of the flush interval) and the store asked again.
+        """
+        found = self.emitter.pending(request_id) or self.store.get(request_id)
+        if found is None and self.emitter.backlog_size() and self.emitter.flush(_LOOKUP_FLUSH_S):
+            found = self.store.get(request_id)
+        return found
 
     async def search(self, request: web.Request) -> web.Response:
         """``GET /v1/traces``: one page of summaries, newest first."""

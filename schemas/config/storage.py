@@ -86,7 +86,16 @@ class StorageSettings(ContractModel):
     batch_size: int = Field(
         32_768, ge=1, description="Records per sink write at most; batches grow toward it under load (cheaper inserts)."
     )
-    flush_interval_ms: int = Field(500, ge=1, description="Longest wait for a batch to fill before it is written.")
+    flush_interval_ms: int = Field(
+        500, ge=1, description="Longest wait for a batch to fill before it is written (by serve's gateways: "
+        "relayed to the store process).")
+    store_flush_interval_ms: int = Field(
+        2000, ge=1,
+        description="The store process's longest wait for a batch to fill before DuckDB writes it. The relay "
+        "answers once records are in the store's spool, so this sets only how often the store writes: each "
+        "DuckDB insert costs about 13 ms of CPU whatever its size (docs/benchmarks.md). A trace looked up by "
+        "request_id is written at once when it is still waiting.",
+    )
     gil_switch_interval_ms: float | None = Field(
         1.0, gt=0,
         description="Python's thread switch interval while the pipeline runs (lowered, never raised; null: "

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
@@ -16,6 +17,7 @@ from bench.synthetic import TraceFactory
 from ingest.duckdb.store import DuckDBTraceStore
 from ingest.errors import SinkUnavailable
 from ingest.http_api.relay import RelaySink, add_relay_route, parse_relayed
+from ingest.http_api.routes import IngestApi
 from ingest.kinds import Kind
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.metrics import EmitterCollector
@@ -30,9 +32,9 @@ SETTINGS = StorageSettings(batch_size=64, flush_interval_ms=5)
 class StoreServer:
     """The store's side: an emitter into DuckDB behind the relay route, on 127.0.0.1 in a thread."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, settings: StorageSettings = SETTINGS) -> None:
         self.store = DuckDBTraceStore(tmp / "store.duckdb")
-        self.emitter = TraceEmitter(self.store, SETTINGS, spool_dir=tmp / "store.spool",
+        self.emitter = TraceEmitter(self.store, settings, spool_dir=tmp / "store.spool",
                                     quarantine=Quarantine(tmp / "store.q")).start()
         self.port = free_port()
         self._loop = asyncio.new_event_loop()
@@ -45,6 +47,7 @@ class StoreServer:
         asyncio.set_event_loop(self._loop)
         app = web.Application()
         add_relay_route(app, self.emitter)
+        IngestApi(self.emitter, self.store).add_routes(app)
         self._runner = web.AppRunner(app)
         self._loop.run_until_complete(self._runner.setup())
         self._loop.run_until_complete(web.TCPSite(self._runner, "127.0.0.1", self.port).start())
@@ -80,10 +83,33 @@ def test_a_gateway_pipeline_relays_everything_into_the_store(tmp_path: Path, sto
         gateway.emit(trace)
     assert gateway.flush(30)
     gateway.close()
-    # the store answered only once it had written them: each is readable, candidate states joined back
-    assert store_server.store.count(Kind.TRACE) == 40
+    assert store_server.emitter.flush(30)  # the store answered once they were in its spool; now written
+    assert store_server.store.count(Kind.TRACE) == 40  # each readable, candidate states joined back
     back = store_server.store.get(traces[7].request_id)
     assert back is not None and back.model_dump() == traces[7].model_dump()
+
+
+def test_the_relay_answers_once_spooled_and_a_lookup_writes_what_waits(tmp_path: Path) -> None:
+    # a store that would write only once a minute: the gateway's flush returns all the same, and
+    # a lookup by id finds a relayed trace at once (the store writes what waits, then looks)
+    server = StoreServer(tmp_path, StorageSettings(batch_size=64, flush_interval_ms=60_000))
+    try:
+        gateway = TraceEmitter(RelaySink(f"http://127.0.0.1:{server.port}"), SETTINGS,
+                               spool_dir=tmp_path / "gw.spool", quarantine=Quarantine(tmp_path / "gw.q")).start()
+        traces = list(TraceFactory(seed=5, n_candidates=3).traces(12))
+        for trace in traces:
+            gateway.emit_plain(plain_of(trace))
+        assert gateway.flush(20)
+        gateway.close()
+        # spooled (with their snapshots), not written
+        assert server.store.count(Kind.TRACE) == 0 and server.emitter.backlog_size() >= 12
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=20) as client:
+            found = client.get(f"/v1/traces/{traces[4].request_id}")
+            missing = client.get("/v1/traces/no-such-id")
+        assert found.status_code == 200 and found.json() == traces[4].model_dump(mode="json")
+        assert server.store.count(Kind.TRACE) == 12 and missing.status_code == 404
+    finally:
+        server.close()
 
 
 def test_a_workers_unvalidated_traces_are_validated_by_the_store(tmp_path: Path, store_server: StoreServer) -> None:
