@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app.run.procs import descendants
+from app.run.procs import descendant_running
 from bench import wrk
 
 __all__ = ["THREADS", "stage_budget", "stage_cpu", "thread_cpu"]
@@ -53,14 +53,7 @@ def thread_cpu(pid: int) -> dict[str, float]:
 
 def store_pid(pid: int) -> int | None:
     """The ``routelens store`` process that the ``serve`` at ``pid`` started (None: it keeps the store itself)."""
-    for child in sorted(descendants(pid)):
-        try:
-            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"store" in argv and b"serve" not in argv:
-            return child
-    return None
+    return descendant_running(pid, lambda argv: b"store" in argv and b"serve" not in argv)
 
 
 def stage_cpu(metrics_url: str) -> dict[str, list[float]]:

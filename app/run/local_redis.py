@@ -5,18 +5,22 @@ throttles, rule buckets, budgets, breakers and bindings (a rule's ``max_rps`` be
 itself). ``serve`` then starts Debian's ``redis-server`` on a Unix socket in the data folder (no
 TCP port, no persistence, permissions 700), points every worker's ``shared`` section at it, and ends
 it last, after the workers. The child dies with ``serve`` however ``serve`` ends (``kill -9``
-included: :class:`app.run.procs.Child`'s parent-death signal). Where it cannot start, ``serve`` runs
-one worker and says why.
+included: :class:`app.run.procs.Child`'s parent-death signal), and is started again on the same
+socket when it dies before (:class:`app.run.supervise.Supervised`; it starts empty: the workers
+reconnect, and what they shared builds up again). Where it cannot start, ``serve`` runs one worker
+and says why.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
 from pathlib import Path
 
 from app.run.procs import Child
+from app.run.supervise import Supervised
 from schemas.config import RouteLensConfig
 
 __all__ = ["SOCKET_NAME", "start_local_redis", "with_shared_url"]
@@ -33,8 +37,11 @@ def redis_argv(exe: str, folder: Path) -> list[str]:
             "--logfile", ""]
 
 
-def start_local_redis(folder: Path) -> tuple[Child | None, str]:
-    """Start ``redis-server`` on ``folder/redis.sock``: ``(child, unix:// URL)``, or ``(None, why not)``."""
+def start_local_redis(folder: Path) -> tuple[Supervised | None, str]:
+    """Start ``redis-server`` on ``folder/redis.sock``: ``(child, unix:// URL)``, or ``(None, why not)``.
+
+    Once it has answered, it is started again whenever it dies, until ``serve`` stops it.
+    """
     exe = shutil.which("redis-server")
     if exe is None:
         return None, "redis-server is not installed (apt-get install redis-server)"
@@ -42,12 +49,18 @@ def start_local_redis(folder: Path) -> tuple[Child | None, str]:
     sock = folder.resolve() / SOCKET_NAME
     if len(str(sock)) > _MAX_SOCKET_PATH:
         return None, f"the socket path {sock} is longer than a Unix socket allows"
-    sock.unlink(missing_ok=True)
-    child = Child("redis", redis_argv(exe, folder), dict(os.environ), ready_marker=None, death_signal=signal.SIGTERM)
+    start = functools.partial(_redis_child, exe, folder)
+    child = start()
     if not _wait_socket(sock, child):
         child.stop()
         return None, f"redis-server did not start on {sock}: {child.tail() or 'no output'}"
-    return child, f"unix://{sock}"
+    return Supervised("redis", start, child=child), f"unix://{sock}"
+
+
+def _redis_child(exe: str, folder: Path) -> Child:
+    """``redis-server`` on ``folder/redis.sock``, the socket file of a dead one removed first."""
+    (folder.resolve() / SOCKET_NAME).unlink(missing_ok=True)
+    return Child("redis", redis_argv(exe, folder), dict(os.environ), ready_marker=None, death_signal=signal.SIGTERM)
 
 
 def _wait_socket(sock: Path, child: Child, timeout_s: float = 10.0) -> bool:

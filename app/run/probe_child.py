@@ -14,6 +14,7 @@ child, so the prober runs in the gateway process instead.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import signal
@@ -24,6 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from app.run.procs import Child, free_port
 from app.run.storage import RELAY_TOKEN_ENV
+from app.run.supervise import Supervised
 from ingest import TraceEmitter
 from router_core import Gateway, ProbeSource, VerdictFollower
 from schemas.config import RouteLensConfig
@@ -36,23 +38,25 @@ def wants_prober(config: RouteLensConfig) -> bool:
     return config.probes.enabled and config.probes.follow_url is None
 
 
-def start_prober(config_path: str, db: str, store_url: str) -> tuple[Child, str]:
+def start_prober(config_path: str, db: str, store_url: str) -> tuple[Supervised, str]:
     """Start ``routelens probes run`` relaying to ``store_url``; return it and its URL once it is ready.
 
     The relay token is made here and handed to the prober and (through the environment this
     process's own store reads) to the gateway's relay route; it lives as long as this ``serve``.
+    A prober that dies later is started again on the same port (the gateways follow that URL).
     """
     token = os.environ.setdefault(RELAY_TOKEN_ENV, secrets.token_hex(16))
     port = free_port()
     argv = [sys.executable, "-m", "app", "--config", config_path, "probes", "run", "--port", str(port),
             "--store-url", store_url, "--db", db]
     # Its results are relayed as they come and its baselines saved as they change: nothing to lose to SIGKILL.
-    child = Child("prober", argv, {**os.environ, RELAY_TOKEN_ENV: token}, ready_marker="prober ready", echo=True,
-                  death_signal=signal.SIGKILL)
+    start = functools.partial(Child, "prober", argv, {**os.environ, RELAY_TOKEN_ENV: token},
+                              ready_marker="prober ready", echo=True, death_signal=signal.SIGKILL)
+    child = start()
     if not child.wait_ready(60):
         child.stop()
         raise SystemExit("error: the prober process did not start (see its output above)")
-    return child, f"http://127.0.0.1:{port}"
+    return Supervised("prober", start, child=child), f"http://127.0.0.1:{port}"
 
 
 def probe_source(config: RouteLensConfig, db_path: str, emitter: TraceEmitter, registry: CollectorRegistry,

@@ -24,8 +24,8 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["Child", "descendants", "die_with_parent", "free_port", "free_ports", "port_is_free", "stat_fields",
-           "wait_http"]
+__all__ = ["Child", "descendant_running", "descendants", "die_with_parent", "free_port", "free_ports", "port_is_free",
+           "stat_fields", "wait_http"]
 
 _PR_SET_PDEATHSIG = 1
 TAIL_LINES = 20  # output lines a child keeps for the message when it fails to start
@@ -66,6 +66,18 @@ def descendants(pid: int) -> set[int]:
         frontier = {child for child, parent in parents.items() if parent in frontier} - found
         found |= frontier
     return found
+
+
+def descendant_running(pid: int, match: Callable[[list[bytes]], bool]) -> int | None:
+    """The first live process below ``pid`` (lowest pid) whose command line (its argv) ``match`` accepts."""
+    for child in sorted(descendants(pid)):
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if match(argv):
+            return child
+    return None
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:

@@ -213,7 +213,7 @@ def run_server(
     if shared_url is not None:
         config = with_shared_url(config, shared_url)
     children: list[Child | Supervised] = []
-    first: list[Child] = []  # stopped while the gateway still listens: the prober relays its last results here
+    first: list[Child | Supervised] = []  # stopped while the gateway listens: the prober relays its last results here
     if config_path is not None and worker == 0:  # the relay between this serve's processes takes a token of its own
         os.environ.setdefault(RELAY_TOKEN_ENV, secrets.token_hex(16))
     try:
@@ -242,11 +242,13 @@ def run_server(
             child, probe_url = start_prober(config_path, db, store_url or f"http://127.0.0.1:{port}")
             first.append(child)
         for i in range(1, workers if config_path is not None and worker == 0 else 1):
-            children.append(_child(f"gateway-{i}", config_path or "", [
+            gateway = Supervised(f"gateway-{i}", functools.partial(_child, f"gateway-{i}", config_path or "", [
                 "serve", "--host", host, "--port", str(port), "--db", db, "--store-url", store_url or "",
                 "--worker", str(i), "--workers", str(workers), *(["--probe-url", probe_url] if probe_url else []),
                 *(["--shared-url", shared_url] if shared_url else [])],
-                "gateway ready"))
+                "gateway ready", wait=False))  # started again if it dies: it replays its own spool
+            children.append(gateway)
+            _ready(gateway)
         app = build_gateway_app(config, db, store_url=store_url, worker=worker, probe_url=probe_url,
                                 config_path=config_path)
         if store is not None:
@@ -287,7 +289,7 @@ def _ready(child: Child | Supervised) -> None:
         raise SystemExit(f"error: the {child.name} process did not start (see its output above)")
 
 
-async def _stop_in_order(first: list[Child], app: web.Application) -> None:
+async def _stop_in_order(first: list[Child | Supervised], app: web.Application) -> None:
     """Ctrl-C, SIGTERM and SIGHUP stop ``first`` (the prober) before the gateway stops listening.
 
     aiohttp's own handlers stop the sites at once; the prober, still running, would then fail to
@@ -317,7 +319,7 @@ async def _stop_in_order(first: list[Child], app: web.Application) -> None:
         loop.add_signal_handler(sig, stop_then_exit)
 
 
-def _stop_all(children: list[Child] | list[Child | Supervised]) -> None:
+def _stop_all(children: list[Child | Supervised]) -> None:
     for child in children:
         child.stop()
 

@@ -1,11 +1,14 @@
-"""A child of ``serve`` that is started again when it dies: the store process.
+"""The children of ``serve`` that are started again when they die: the store, the workers, the prober, the Redis.
 
-With the trace store in a process of its own (``serve``'s default), a store that crashes (an OOM
-kill, ``kill -9``) would leave the gateway answering and spooling for ever with nothing stored. A
-:class:`Supervised` child is started again after a pause (1 s, doubling to 30 s while it keeps
-dying within a minute), with the same command line (the same port: the gateway's relay reaches
-it again and delivers what its spool held), and says so on stderr. :meth:`Supervised.stop` ends
-the watch first, so a child stopped on purpose is not started again.
+A child that crashes (an OOM kill, ``kill -9``) and stays dead leaves ``serve`` running without
+it: a dead store stores nothing while the gateway spools for ever, a dead worker halves the
+capacity behind the port, a dead prober freezes every verdict at its last value, a dead local Redis
+leaves the workers on local state (each its own limits). A :class:`Supervised` child is started
+again after a pause (1 s, doubling to 30 s while it keeps dying within a minute), with the same
+command line (the same port or socket: the gateway's relay reaches the store again and delivers
+what its spool held; a worker replays its own spool; the workers reconnect to the Redis), and
+``serve`` says so on stderr. :meth:`Supervised.stop` ends the watch first, so a child stopped on
+purpose is not started again.
 """
 
 from __future__ import annotations
@@ -36,17 +39,19 @@ class Supervised:
         name: Names the child in what is said.
         start: Starts the child and returns it (without waiting for its ready line).
         clock: Monotonic clock (injected), for how long a child lived.
+        child: The first child, already started and ready (None: ``start()`` now). A caller that
+            must see the first start succeed (and give up, not retry, when it does not) starts it.
     """
 
     def __init__(self, name: str, start: Callable[[], Child], *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, child: Child | None = None) -> None:
         self.name = name
         self.restarts = 0
         self._start = start
         self._clock = clock
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self.child = start()
+        self.child = child if child is not None else start()
         self._watcher = threading.Thread(target=self._watch, name=f"supervise-{name}", daemon=True)
         self._watcher.start()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.run.procs import free_port
+from app.run.procs import descendant_running, free_port
 from tests.e2e.conftest import Proc
 from tests.polling import wait_until
 from tests.redis_server import REDIS_SERVER
@@ -182,3 +182,73 @@ def send_id(url: str) -> str | None:
             return resp.headers.get("x-request-id")
     except urllib.error.HTTPError:
         return None
+
+
+def worker_pid(serve: int, number: int) -> int | None:
+    """The pid of ``serve``'s worker ``number`` (the child whose command line has ``--worker NUMBER``)."""
+    return descendant_running(serve, lambda argv: b"--worker" in argv
+                              and argv[argv.index(b"--worker") + 1:][:1] == [str(number).encode()])
+
+
+def shared_gauges(url: str) -> dict[str | None, tuple[float, float]]:
+    """Each worker's ``(routelens_shared_healthy, routelens_shared_replicas)``, read on new connections."""
+    seen: dict[str | None, tuple[float, float]] = {}
+    for _ in range(40):
+        req = urllib.request.Request(f"{url}/metrics", headers={"Connection": "close"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            text = resp.read().decode()
+            worker = resp.headers.get("x-routelens-worker")
+        values = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                  if line.startswith(("routelens_shared_healthy{", "routelens_shared_replicas{"))}
+        seen[worker] = (values["routelens_shared_healthy"], values["routelens_shared_replicas"])
+        if len(seen) == 2:
+            break
+    return seen
+
+
+def test_a_worker_that_dies_is_started_again(tmp_path: Path) -> None:
+    fleet, gateway, url, _ = start(tmp_path)
+    try:
+        first = worker_pid(gateway.proc.pid, 1)
+        assert first is not None
+        os.kill(first, signal.SIGKILL)  # an OOM kill, say (what was queued on its socket is reset)
+        assert wait_until(lambda: not Path(f"/proc/{first}").exists(), 10)  # reaped by serve
+        answers = []
+        for _ in range(10):  # worker 0 answers meanwhile (under the rule's 20/s)
+            answers.append(post(url)[:2])
+            time.sleep(0.1)
+        assert all(status == 200 for status, _ in answers), answers
+        assert wait_until(lambda: worker_pid(gateway.proc.pid, 1) not in (None, first), 30), "".join(gateway.lines)
+        assert any("the gateway-1 process exited (code -9); starting it again" in line for line in gateway.lines)
+
+        def both_answer() -> bool:
+            workers = set()
+            for _ in range(20):
+                status, worker, _ = post(url)
+                assert status in (200, 429)
+                workers.add(worker)
+                time.sleep(0.06)
+            return workers == {"0", "1"}
+
+        assert wait_until(both_answer, 30), "".join(gateway.lines[-20:])
+        again = worker_pid(gateway.proc.pid, 1)
+    finally:
+        gateway.stop()
+        fleet.stop()
+    assert again is not None and wait_until(lambda: not Path(f"/proc/{again}").exists(), 10), "worker outlived serve"
+
+
+def test_the_local_redis_is_started_again_and_the_workers_come_back_to_it(tmp_path: Path) -> None:
+    fleet, gateway, url, sock = start(tmp_path)
+    try:
+        assert wait_until(lambda: shared_gauges(url) == {"0": (1.0, 2.0), "1": (1.0, 2.0)}, 20), shared_gauges(url)
+        [first] = redis_on(sock)
+        os.kill(first, signal.SIGKILL)
+        assert wait_until(lambda: redis_on(sock) not in ([], [first]), 30), "".join(gateway.lines)
+        assert any("the redis process exited (code -9); starting it again" in line for line in gateway.lines)
+        # The new Redis starts empty: two replicas beating into it means both workers reconnected.
+        assert wait_until(lambda: shared_gauges(url) == {"0": (1.0, 2.0), "1": (1.0, 2.0)}, 30), shared_gauges(url)
+    finally:
+        gateway.stop()
+        fleet.stop()
+    assert wait_until(lambda: not redis_on(sock), 10), "the new redis-server outlived serve"

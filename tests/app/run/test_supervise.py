@@ -54,3 +54,24 @@ def test_a_child_that_cannot_be_started_is_tried_again_at_the_next_pause() -> No
         assert not refusals and sup.child is started[1] and started[1].alive()
     finally:
         sup.stop()
+
+
+def test_a_child_started_by_the_caller_is_watched_and_started_again_by_start() -> None:
+    # the caller starts the first child itself (to give up when it does not come up), then hands it over
+    first = Child("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], {}, None)
+    started: list[Child] = []
+
+    def start() -> Child:
+        child = Child("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], {}, None)
+        started.append(child)
+        return child
+
+    sup = Supervised("sleeper", start, child=first)
+    try:
+        assert sup.child is first and not started  # not started twice
+        first.proc.kill()
+        assert wait_until(lambda: len(started) == 1, 10, 0.05)
+        assert sup.child is started[0] and sup.restarts == 1
+    finally:
+        sup.stop()
+    assert all(c.proc.poll() is not None for c in (first, *started))
