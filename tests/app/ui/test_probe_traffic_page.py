@@ -24,26 +24,31 @@ from tests.router_core.conftest import features, healthy, make_config
 from tests.router_core.decide.test_exact_replay import live
 
 pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
-# The pages read windows ending at the wall clock: the data is placed in the minutes before it.
-START = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=8)
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, list[str]]]:
+def start() -> datetime:
+    """The pages read windows ending at the wall clock: the data is placed in the minutes before the
+    module's first test (not before the suite's collection, which may be many minutes earlier)."""
+    return datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=8)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory, start: datetime) -> Iterator[tuple[Path, str, list[str]]]:
     """The file, the drifting instance, and the requests it served (its own, in time order)."""
     config = make_config()
     doc = policy_document(config, None)
-    record = PolicyRecord(policy_hash=document_hash(doc), ts=START, router_version="t", document=canonical(doc))
+    record = PolicyRecord(policy_hash=document_hash(doc), ts=start, router_version="t", document=canonical(doc))
     traces = []
-    for i in range(12):  # two a minute from START; the instance drifts from minute 2 to minute 4
-        now = START + timedelta(seconds=5 + 30 * i)
+    for i in range(12):  # two a minute from start; the instance drifts from minute 2 to minute 4
+        now = start + timedelta(seconds=5 + 30 * i)
         state = {k: v.model_copy(update={"scraped_at": now - timedelta(seconds=0.5)}) for k, v in healthy().items()}
         ctx = DecisionContext(request_id=f"req_w{i}", features=features(), intent="chat", now=now,
                               quality=QualityTable(config.models).snapshot())
         traces.append(live(config, state, ctx).model_copy(update={"policy_hash": record.policy_hash}))
     chosen = traces[4].selected_instance  # the first request of minute 2
     assert chosen is not None and not any(t.fallback_triggered for t in traces)
-    probes = [ProbeResult(probe_id=f"p{m}", ts=START + timedelta(minutes=m), instance=chosen, model="big",
+    probes = [ProbeResult(probe_id=f"p{m}", ts=start + timedelta(minutes=m), instance=chosen, model="big",
                           kind=ProbeKind.SEMANTIC, verdict=ProbeVerdict.FAILED if m in (2, 3) else ProbeVerdict.OK,
                           value=0.5 if m in (2, 3) else 0.95, threshold=0.8,
                           reason="cosine 0.50 below 0.80" if m in (2, 3) else "") for m in range(6)]
@@ -71,11 +76,11 @@ def _trace_page(monkeypatch: pytest.MonkeyPatch, path: Path, request_id: str) ->
 
 
 def test_the_bad_window_lists_what_the_instance_served_and_where_it_would_have_gone(
-        monkeypatch: pytest.MonkeyPatch, db: tuple[Path, str, list[str]]) -> None:
+        monkeypatch: pytest.MonkeyPatch, db: tuple[Path, str, list[str]], start: datetime) -> None:
     path, chosen, ids = db
     at = _page(monkeypatch, path, "views/probes.py", instance=chosen)
     assert f"When {chosen} was bad, and the requests it served" in [s.value for s in at.subheader]
-    assert at.selectbox(key="bad_window").value.startswith(f"{START + timedelta(minutes=2):%Y-%m-%d %H:%M:%S} to ")
+    assert at.selectbox(key="bad_window").value.startswith(f"{start + timedelta(minutes=2):%Y-%m-%d %H:%M:%S} to ")
     served = next(d.value for d in at.dataframe if "without it" in d.value.columns)
     inside = [i for i in ids if 4 <= int(i.removeprefix("req_w")) < 8]  # served in minutes 2 and 3
     assert sorted(served["request"].str.extract(r"request_id=(\w+)")[0]) == sorted(inside) and inside
