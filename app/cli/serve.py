@@ -21,7 +21,8 @@ def _run(args: argparse.Namespace) -> int:
         workers = 1
     run_server(config, config_path=args.config, host=args.host, port=args.port, db=args.db,
                workers=workers, store_url=args.store_url, worker=args.worker,
-               separate_store=args.separate_store, probe_url=args.probe_url, shared_url=args.shared_url)
+               separate_store=args.separate_store, probe_url=args.probe_url, shared_url=args.shared_url,
+               own_store=args.own_store)
     return 0
 
 
@@ -44,4 +45,5 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)  # set for the workers serve starts
     p.add_argument("--probe-url", help=argparse.SUPPRESS)  # the prober serve started, for its workers
     p.add_argument("--shared-url", help=argparse.SUPPRESS)  # the Redis serve started, for its workers
+    p.add_argument("--own-store", action="store_true", help=argparse.SUPPRESS)  # --store-url is serve's own store
     p.set_defaults(func=_run)

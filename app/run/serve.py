@@ -100,7 +100,7 @@ class StoreHooks:
 
 def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str | None = None,
                       worker: int = 0, probe_url: str | None = None, config_path: str | None = None,
-                      ) -> web.Application:
+                      own_store: bool = False) -> web.Application:
     """Build the gateway application with its trace pipeline and the store's query API.
 
     Args:
@@ -111,6 +111,8 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         worker: This gateway's number among the workers (names its spool).
         probe_url: The prober process to follow (``serve`` starts it); None probes here when enabled.
         config_path: The file ``config`` came from: watched, its ``experiments`` section reloaded on change.
+        own_store: ``store_url`` is the store ``serve`` started: its series are republished on this
+            gateway's ``/metrics`` (``routelens_store_*``). A store of your own is scraped itself.
     """
     st = config.storage
     store: TraceStore
@@ -160,7 +162,9 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         if (relay_token := os.environ.get(RELAY_TOKEN_ENV)) and probe_url is not None:
             add_relay_route(app, emitter, token=relay_token)  # the prober's results reach the store here
     else:
-        add_store_proxy(app, store_url, emitter.pending, read_token=read_token_of(st))
+        store_metrics = add_store_proxy(app, store_url, emitter.pending, read_token=read_token_of(st))
+        if own_store:
+            gateway.metrics_sources.append(store_metrics)
 
     async def close_emitter(_: web.Application) -> None:
         # Stores what it can in 2 s; the rest is durable in the spool and replayed at the next start, and a
@@ -186,6 +190,7 @@ def run_server(
     config: RouteLensConfig, *, config_path: str | None = None, host: str | None = None, port: int | None = None,
     db: str | None = None, workers: int = 1, store_url: str | None = None, worker: int = 0,
     separate_store: bool | None = None, probe_url: str | None = None, shared_url: str | None = None,
+    own_store: bool = False,
 ) -> None:
     """Serve until SIGINT, SIGTERM or SIGHUP; print ``gateway ready http://HOST:PORT`` once listening.
 
@@ -203,6 +208,8 @@ def run_server(
     ``shared``; with ``shared.backend: memory`` and more than one worker, a Redis of their own is
     started on a Unix socket in the data folder (:mod:`app.run.local_redis`), or, where it cannot
     be, one worker runs and says why. ``shared_url``: that Redis, for the workers serve starts.
+    ``own_store``: ``store_url`` is the store the serve that started this worker started (its
+    series are republished on ``/metrics``, as the first worker's are).
     """
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host = host or config.gateway.host
@@ -237,7 +244,7 @@ def run_server(
             store = Supervised("store", functools.partial(_child, "store", config_path, argv, "store ready",
                                                           wait=False))  # started again if it dies
             children.append(store)
-            store_url = f"http://127.0.0.1:{store_port}"
+            store_url, own_store = f"http://127.0.0.1:{store_port}", True
         if probe_url is None and config_path is not None and worker == 0 and wants_prober(config):
             child, probe_url = start_prober(config_path, db, store_url or f"http://127.0.0.1:{port}")
             first.append(child)
@@ -245,12 +252,12 @@ def run_server(
             gateway = Supervised(f"gateway-{i}", functools.partial(_child, f"gateway-{i}", config_path or "", [
                 "serve", "--host", host, "--port", str(port), "--db", db, "--store-url", store_url or "",
                 "--worker", str(i), "--workers", str(workers), *(["--probe-url", probe_url] if probe_url else []),
-                *(["--shared-url", shared_url] if shared_url else [])],
+                *(["--shared-url", shared_url] if shared_url else []), *(["--own-store"] if own_store else [])],
                 "gateway ready", wait=False))  # started again if it dies: it replays its own spool
             children.append(gateway)
             _ready(gateway)
         app = build_gateway_app(config, db, store_url=store_url, worker=worker, probe_url=probe_url,
-                                config_path=config_path)
+                                config_path=config_path, own_store=own_store)
         if store is not None:
             _ready(store)
         app.on_startup.append(functools.partial(_stop_in_order, first))

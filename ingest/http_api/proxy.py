@@ -2,13 +2,15 @@
 
 Clients keep one address (the gateway's) for chat, feedback and the trace API alike. A lookup of
 one trace answers from the gateway's own pending traces first (read-your-writes before the relay
-has delivered them), then from the store.
+has delivered them), then from the store. The store's own pipeline series (what it wrote,
+quarantined, failed to write, holds in its spool) can be republished on the gateway's
+``/metrics`` as ``routelens_store_*`` (:func:`store_series`): Prometheus scrapes the gateway only.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 from aiohttp import web
@@ -16,15 +18,32 @@ from aiohttp import web
 from ingest.http_api.routes import INTAKE_PATH, READ_ROUTES, error_response
 from schemas.trace import DecisionTrace
 
-__all__ = ["STORE_ROUTES", "add_store_proxy"]
+__all__ = ["STORE_ROUTES", "add_store_proxy", "store_series"]
 
 # (method, path) of every route of ingest.http_api.routes.IngestApi
 STORE_ROUTES = (("POST", INTAKE_PATH), *(("GET", path) for path, _ in READ_ROUTES))
 _PASSED_HEADERS = ("Authorization", "Content-Type", "Accept")
 
 
+def store_series(text: bytes) -> bytes:
+    """The store's exposition with each ``routelens_*`` family renamed ``routelens_store_*``.
+
+    The store's pipeline series have the gateway's own names (``routelens_records_written_total``
+    is both what a gateway relayed and what the store wrote); renamed, they sit beside them in one
+    exposition. Other lines (comments, other families) are left out.
+    """
+    out = []
+    for line in text.splitlines(keepends=True):
+        head = line[:7] if line.startswith((b"# HELP ", b"# TYPE ")) else b""
+        name = line[len(head):]
+        if name.startswith(b"routelens_"):
+            out.append(head + b"routelens_store_" + name[len(b"routelens_"):])
+    return b"".join(out)
+
+
 def add_store_proxy(app: web.Application, store_url: str,
-                    pending: Callable[[str], DecisionTrace | None], *, read_token: str | None = None) -> None:
+                    pending: Callable[[str], DecisionTrace | None], *,
+                    read_token: str | None = None) -> Callable[[], Awaitable[bytes]]:
     """Mount the store's routes on ``app``, forwarded to ``store_url``.
 
     Args:
@@ -33,6 +52,10 @@ def add_store_proxy(app: web.Application, store_url: str,
         pending: The gateway's own not-yet-delivered traces by request id.
         read_token: The store's read token: a pending trace is answered here only to a caller that
             sends it (the store checks every forwarded request itself).
+
+    Returns:
+        A reader of the store's series for the gateway's ``/metrics`` (:func:`store_series`;
+        empty when the store does not answer within a second).
     """
     base = store_url.rstrip("/")
     session: dict[str, aiohttp.ClientSession] = {}
@@ -58,7 +81,17 @@ def add_store_proxy(app: web.Application, store_url: str,
         except (aiohttp.ClientError, TimeoutError) as exc:
             return error_response(503, f"the trace store is unreachable: {exc}", "store_unavailable")
 
+    async def metrics() -> bytes:
+        if "s" not in session:
+            return b""
+        try:
+            async with session["s"].get(f"{base}/metrics", timeout=aiohttp.ClientTimeout(total=1.0)) as up:
+                return store_series(await up.read()) if up.status == 200 else b""
+        except (aiohttp.ClientError, TimeoutError):
+            return b""
+
     for method, path in STORE_ROUTES:
         app.router.add_route(method, path, forward)
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
+    return metrics

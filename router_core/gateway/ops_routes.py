@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Protocol
 
@@ -51,6 +51,7 @@ class OpsParts(Protocol):
     breaker_hub: BreakerHub
     shared: SharedState
     probes: ProbeSource | None
+    metrics_sources: list[Callable[[], Awaitable[bytes]]]
     registry: CollectorRegistry
     scraper: MetricsScraper | None
     scrape_task: asyncio.Task[None] | None
@@ -139,12 +140,16 @@ async def probe_verdicts(gw: OpsParts, request: web.Request) -> web.Response:
 
 
 async def prometheus(gw: OpsParts, request: web.Request) -> web.Response:
-    """Prometheus text exposition of the gateway's registry, and of the prober it republishes (if any)."""
+    """Prometheus text exposition of the gateway's registry, and of the processes it republishes (if any).
+
+    Those are the prober and the store process that ``serve`` started: they listen on ports of
+    their own that nobody is told about.
+    """
     gw.modes_metrics.record_budgets(gw.budgets.state(gw.wall()))
     body = generate_latest(gw.registry)
     extra = getattr(gw.probes, "metrics_text", None)
-    if extra is not None:
-        body += await extra()
+    for source in (*([extra] if extra is not None else []), *gw.metrics_sources):
+        body += await source()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

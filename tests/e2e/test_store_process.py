@@ -38,6 +38,14 @@ def _holds(store_url: str, rid: str) -> bool:
         return False
 
 
+def _store_written(url: str) -> float | None:
+    """``routelens_store_records_written_total{kind="trace"}`` on the gateway's ``/metrics`` (None: absent)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return next((float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                 if line.startswith('routelens_store_records_written_total{kind="trace"}')), None)
+
+
 def _post(url: str) -> str:
     req = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(BODY).encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
@@ -80,6 +88,8 @@ def test_one_worker_relays_to_a_store_process_it_starts_and_ends(fleet: tuple[Pa
             assert wait_until(lambda rid=rid: _holds(store_url, rid), 20), rid
             status, trace = call("GET", f"{url}/v1/traces/{rid}")
             assert status == 200 and trace["request_id"] == rid
+        # the store's own series, on the gateway's /metrics (Prometheus scrapes the gateway only)
+        assert (_store_written(url) or 0) >= 5
     finally:
         assert gateway.stop() == 0
     assert wait_until(lambda: not _alive(store), 10), "the store process outlived serve"
@@ -117,6 +127,7 @@ def test_store_in_process_keeps_one_process(fleet: tuple[Path, int]) -> None:
         assert wait_until(lambda: call("GET", f"{url}/v1/traces/{rid}")[0] == 200, 20)
         status, trace = call("GET", f"{url}/v1/traces/{rid}")
         assert status == 200 and trace["request_id"] == rid
+        assert _store_written(url) is None  # no store process to republish
     finally:
         assert gateway.stop() == 0
 

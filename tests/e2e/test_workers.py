@@ -61,6 +61,20 @@ def test_two_workers_share_the_port_and_one_store(tmp_path: Path) -> None:
 
         assert wait_until(all_stored, 30)
 
+        def store_written_by_worker() -> dict[str, float]:  # the store's own series, republished by each worker
+            seen: dict[str, float] = {}
+            for _ in range(20):
+                req = urllib.request.Request(f"{url}/metrics", headers={"Connection": "close"})
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    lines = resp.read().decode().splitlines()
+                    seen[resp.headers["x-routelens-worker"]] = next(
+                        (float(line.rsplit(" ", 1)[1]) for line in lines
+                         if line.startswith('routelens_store_records_written_total{kind="trace"}')), -1.0)
+            return seen
+
+        written = store_written_by_worker()
+        assert set(written) == {"0", "1"} and min(written.values()) >= len(ids), written
+
         # One prober per host (in the store process); every worker follows its verdicts.
         def syntax_verdicts() -> set[tuple[str, str]]:
             seen = set()

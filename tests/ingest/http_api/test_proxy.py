@@ -6,10 +6,17 @@ from pathlib import Path
 
 import aiohttp
 from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
-from ingest.http_api.proxy import STORE_ROUTES, add_store_proxy
+from bench.synthetic import TraceFactory
+from ingest.duckdb.store import DuckDBTraceStore
+from ingest.http_api.proxy import STORE_ROUTES, add_store_proxy, store_series
 from ingest.http_api.routes import IngestApi
 from ingest.pipeline.emitter import TraceEmitter
+from ingest.pipeline.metrics import EmitterCollector
+from ingest.pipeline.quarantine import Quarantine
+from schemas.config.storage import StorageSettings
 from tests.ingest.http_api.test_read_token import run_with_api
 
 
@@ -47,3 +54,31 @@ def test_an_analytics_query_through_the_proxy_answers_as_the_store_does(tmp_path
             await runner.cleanup()
 
     run_with_api(tmp_path, None, check)
+
+
+def test_the_stores_series_are_renamed_to_sit_beside_the_gateways_own(tmp_path: Path) -> None:
+    # Two pipelines' expositions, as a gateway and its store process give them: the same family names.
+    def exposition(name: str, traces: int) -> bytes:
+        em = TraceEmitter(DuckDBTraceStore(tmp_path / f"{name}.duckdb"), StorageSettings(flush_interval_ms=5),
+                          spool_dir=tmp_path / f"{name}.spool", quarantine=Quarantine(tmp_path / f"{name}.q")).start()
+        try:
+            for trace in TraceFactory(seed=1, n_candidates=2).traces(traces):
+                em.emit(trace)
+            assert em.flush(20)
+            registry = CollectorRegistry()
+            registry.register(EmitterCollector(em))
+            return generate_latest(registry)
+        finally:
+            em.close()
+
+    gateway, store = exposition("gateway", 3), exposition("store", 5)
+    both = gateway + store_series(store + b"# a comment\nother_metric 1.0\n")
+    families = {f.name: f for f in text_string_to_metric_families(both.decode())}  # one valid exposition
+    written = {s.labels["kind"]: s.value for s in families["routelens_records_written"].samples
+               if s.name.endswith("_total")}
+    store_written = {s.labels["kind"]: s.value for s in families["routelens_store_records_written"].samples
+                     if s.name.endswith("_total")}
+    assert written["trace"] == 3 and store_written["trace"] == 5
+    assert {name.removeprefix("routelens_store_") for name in families if name.startswith("routelens_store_")} == {
+        name.removeprefix("routelens_") for name in families if not name.startswith("routelens_store_")}
+    assert "other_metric" not in families
