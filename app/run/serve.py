@@ -249,13 +249,13 @@ def run_server(
             child, probe_url = start_prober(config_path, db, store_url or f"http://127.0.0.1:{port}")
             first.append(child)
         for i in range(1, workers if config_path is not None and worker == 0 else 1):
-            gateway = Supervised(f"gateway-{i}", functools.partial(_child, f"gateway-{i}", config_path or "", [
+            peer = Supervised(f"gateway-{i}", functools.partial(_child, f"gateway-{i}", config_path or "", [
                 "serve", "--host", host, "--port", str(port), "--db", db, "--store-url", store_url or "",
                 "--worker", str(i), "--workers", str(workers), *(["--probe-url", probe_url] if probe_url else []),
                 *(["--shared-url", shared_url] if shared_url else []), *(["--own-store"] if own_store else [])],
                 "gateway ready", wait=False))  # started again if it dies: it replays its own spool
-            children.append(gateway)
-            _ready(gateway)
+            children.append(peer)
+            _ready(peer)
         app = build_gateway_app(config, db, store_url=store_url, worker=worker, probe_url=probe_url,
                                 config_path=config_path, own_store=own_store)
         if store is not None:

@@ -93,8 +93,8 @@ class StorageSettings(ContractModel):
         2000, ge=1,
         description="The store process's longest wait for a batch to fill before DuckDB writes it. The relay "
         "answers once records are in the store's spool, so this sets only how often the store writes: each "
-        "DuckDB insert costs about 13 ms of CPU whatever its size (docs/benchmarks.md). A trace looked up by "
-        "request_id is written at once when it is still waiting.",
+        "DuckDB insert has a fixed cost whatever its size (planning it, committing: milliseconds of CPU; "
+        "docs/benchmarks.md). A trace looked up by request_id is written at once when it is still waiting.",
     )
     gil_switch_interval_ms: float | None = Field(
         1.0, gt=0,
