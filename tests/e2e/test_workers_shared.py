@@ -68,6 +68,17 @@ def post(url: str) -> tuple[int, str | None, float]:
         return exc.code, exc.headers.get("x-routelens-worker"), time.monotonic()
 
 
+def post_id(url: str) -> tuple[int, str | None, str | None]:
+    """One chat request on a new connection: status, the worker that answered, the request id."""
+    req = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(BODY).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "Connection": "close"})
+    try:
+        with urllib.request.urlopen(req, timeout=20) as resp:
+            return resp.status, resp.headers.get("x-routelens-worker"), resp.headers.get("x-request-id")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("x-routelens-worker"), None
+
+
 def test_two_workers_share_a_local_redis_and_one_rule_bucket(tmp_path: Path) -> None:
     fleet, gateway, url, sock = start(tmp_path)
     try:
@@ -211,6 +222,15 @@ def test_a_worker_that_dies_is_started_again(tmp_path: Path) -> None:
     try:
         first = worker_pid(gateway.proc.pid, 1)
         assert first is not None
+        served_by_1: list[str] = []  # answered by worker 1 just before its death: some still in its spool
+        for _ in range(40):
+            status, worker, rid = post_id(url)
+            if status == 200 and worker == "1" and rid:
+                served_by_1.append(rid)
+            if len(served_by_1) == 3:
+                break
+            time.sleep(0.06)  # under the rule's 20/s
+        assert served_by_1
         os.kill(first, signal.SIGKILL)  # an OOM kill, say (what was queued on its socket is reset)
         assert wait_until(lambda: not Path(f"/proc/{first}").exists(), 10)  # reaped by serve
         answers = []
@@ -231,6 +251,9 @@ def test_a_worker_that_dies_is_started_again(tmp_path: Path) -> None:
             return workers == {"0", "1"}
 
         assert wait_until(both_answer, 30), "".join(gateway.lines[-20:])
+        # nothing it served was lost: the new worker 1 replayed its spool into the store
+        for rid in served_by_1:
+            assert wait_until(lambda rid=rid: send(url, "GET", f"/v1/traces/{rid}")[0] == 200, 30), rid
         again = worker_pid(gateway.proc.pid, 1)
     finally:
         gateway.stop()
