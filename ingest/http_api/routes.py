@@ -276,11 +276,12 @@ class IngestApi:
         """Read your writes: a trace emitted or relayed a moment ago is found before the store wrote it.
 
         Traces emitted here wait as pending traces. Those relayed from a gateway wait in the spool
-        as its bytes: when the store has not got the id and records wait, they are written first
-        (at once, not at the end of the flush interval) and the store asked again.
+        as its bytes: when the store has not got the id, what waits is written first (at once, not
+        at the end of the flush interval) and the store asked again. Asked again even when nothing
+        waits any more: the write that held the trace may have ended between the two looks.
         """
         found = self.emitter.pending(request_id) or self.store.get(request_id)
-        if found is None and self.emitter.backlog_size() and self.emitter.flush(_LOOKUP_FLUSH_S):
+        if found is None and (not self.emitter.backlog_size() or self.emitter.flush(_LOOKUP_FLUSH_S)):
             found = self.store.get(request_id)
         return found
 

@@ -177,6 +177,34 @@ def test_one_trace_by_id_stored_or_still_pending(tmp_path: Path, factory: TraceF
     serve(tmp_path, check, started=False)
 
 
+def test_a_lookup_looks_again_when_the_write_that_held_the_trace_ends_between_its_looks(factory: TraceFactory) -> None:
+    # A relayed trace waits in the store's spool, not as a pending trace. The first look misses it;
+    # by the time the lookup asks what waits, the write holding it has ended: nothing waits, and the
+    # trace is stored. (Before, that lookup answered 404: seen once as a drill's lost feedback.)
+    trace = factory.trace()
+
+    class Store:
+        looks = 0
+
+        def get(self, request_id: str) -> DecisionTrace | None:
+            self.looks += 1
+            return trace if self.looks > 1 and request_id == trace.request_id else None
+
+    class Emitter:
+        def pending(self, request_id: str) -> None:
+            return None
+
+        def backlog_size(self) -> int:
+            return 0
+
+        def flush(self, timeout_s: float) -> bool:
+            raise AssertionError("nothing waits: nothing to write")
+
+    api = IngestApi(Emitter(), Store())  # type: ignore[arg-type]
+    assert api._lookup(trace.request_id) == trace
+    assert api._lookup("req-missing") is None
+
+
 def test_an_unknown_trace_id_is_the_openai_shaped_404(tmp_path: Path) -> None:
     async def check(call: Call, em: TraceEmitter, store: DuckDBTraceStore) -> None:
         status, body = await call("GET", "/v1/traces/req-missing")
