@@ -71,7 +71,14 @@ def probe_source(config: RouteLensConfig, db_path: str, emitter: TraceEmitter, r
     if follow is not None:
         token = os.environ.get(config.storage.read_token_env) if config.storage.read_token_env else None
         mine = pr.follow_url is None  # the prober serve started: its metrics appear on the gateway's /metrics
-        return lambda gw: VerdictFollower(follow, gw.apply_probe, token=token or None, republish_metrics=mine)
+
+        def follower(gw: Gateway) -> VerdictFollower:
+            found = VerdictFollower(follow, gw.apply_probe, token=token or None)
+            if mine:
+                gw.metrics_sources.append(found.metrics_text)
+            return found
+
+        return follower
     if not pr.enabled:
         return None
     from app.run.prober import Prober  # the probes room (and its embedding model) only when probing here

@@ -147,8 +147,7 @@ async def prometheus(gw: OpsParts, request: web.Request) -> web.Response:
     """
     gw.modes_metrics.record_budgets(gw.budgets.state(gw.wall()))
     body = generate_latest(gw.registry)
-    extra = getattr(gw.probes, "metrics_text", None)
-    for source in (*([extra] if extra is not None else []), *gw.metrics_sources):
+    for source in gw.metrics_sources:
         body += await source()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

@@ -70,12 +70,10 @@ class VerdictFollower:
         interval_s: Seconds between polls.
         token: Bearer token for the feed (the prober's read token), if any.
         clock: Monotonic seconds (injected).
-        republish_metrics: Append the prober's ``/metrics`` to this gateway's (the prober ``serve``
-            started listens on a port of its own that nobody is told about).
     """
 
     def __init__(self, url: str, apply: Apply, *, interval_s: float = 1.0, token: str | None = None,
-                 clock: Callable[[], float] = time.monotonic, republish_metrics: bool = False) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.url = url.rstrip("/")
         self._apply = apply
         self._interval_s = interval_s
@@ -89,8 +87,6 @@ class VerdictFollower:
         self._error: str | None = None
         self._task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
-        if republish_metrics:
-            self.metrics_text = self._metrics_text
 
     async def start(self) -> None:
         """Start polling in the background."""
@@ -130,8 +126,12 @@ class VerdictFollower:
         self._error, self._last_ok = None, self._clock()
         return changed
 
-    async def _metrics_text(self) -> bytes:
-        """The prober's exposition text (empty when it does not answer within a second)."""
+    async def metrics_text(self) -> bytes:
+        """The prober's probe series, for a gateway's ``/metrics`` (empty when it does not answer within a second).
+
+        The prober ``serve`` started listens on a port of its own that nobody is told about, so the
+        gateway republishes them (:attr:`router_core.gateway.server.Gateway.metrics_sources`).
+        """
         if self._session is None:
             return b""
         try:

@@ -152,10 +152,10 @@ class Gateway:
         self.scrape_task: asyncio.Task[None] | None = None
         self.scraper: MetricsScraper | None = None
         self.scrape_metrics = ScrapeMetrics(self.registry)
+        # More exposition text for /metrics, read at each scrape: the prober and the store process serve started.
+        self.metrics_sources: list[Callable[[], Awaitable[bytes]]] = []
         # Probe verdicts (a prober here, or a follower of one); built with this gateway's state view.
         self.probes: ProbeSource | None = None if probes is None else probes(self)
-        # More exposition text for /metrics, read at each scrape (the store process serve started).
-        self.metrics_sources: list[Callable[[], Awaitable[bytes]]] = []
         # POST /v1/chat/completions: the stages of router_core.gateway.stages, run over these parts
         self.stage_times = StageTimes(self.registry) if config.gateway.stage_timers else None
         # The effective policies decided with, each stored once under the hash its traces carry.
