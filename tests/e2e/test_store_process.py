@@ -18,7 +18,7 @@ from app.run.procs import free_port, stat_fields
 from bench.drain import store_url_of
 from bench.stage_budget import store_pid
 from tests.e2e.conftest import ROOT, Proc
-from tests.e2e.net import call
+from tests.e2e.net import call, metrics
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -40,10 +40,7 @@ def _holds(store_url: str, rid: str) -> bool:
 
 def _store_written(url: str) -> float | None:
     """``routelens_store_records_written_total{kind="trace"}`` on the gateway's ``/metrics`` (None: absent)."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    return next((float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                 if line.startswith('routelens_store_records_written_total{kind="trace"}')), None)
+    return metrics(url).get(("routelens_store_records_written_total", frozenset({("kind", "trace")})))
 
 
 def _post(url: str) -> str:

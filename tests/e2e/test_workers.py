@@ -15,6 +15,7 @@ from app.run.procs import free_port
 from tests.e2e.conftest import Proc
 from tests.e2e.net import call
 from tests.polling import wait_until
+from tests.promtext import samples
 
 pytestmark = pytest.mark.e2e
 BODY = {"model": "auto", "messages": [{"role": "user", "content": "classify: refund failed"}], "max_tokens": 8}
@@ -66,10 +67,10 @@ def test_two_workers_share_the_port_and_one_store(tmp_path: Path) -> None:
             for _ in range(20):
                 req = urllib.request.Request(f"{url}/metrics", headers={"Connection": "close"})
                 with urllib.request.urlopen(req, timeout=10) as resp:
-                    lines = resp.read().decode().splitlines()
-                    seen[resp.headers["x-routelens-worker"]] = next(
-                        (float(line.rsplit(" ", 1)[1]) for line in lines
-                         if line.startswith('routelens_store_records_written_total{kind="trace"}')), -1.0)
+                    seen[resp.headers["x-routelens-worker"]] = samples(resp.read().decode()).value(
+                        "routelens_store_records_written_total", default=-1.0, kind="trace")
+                if len(seen) == 2:
+                    break
             return seen
 
         written = store_written_by_worker()

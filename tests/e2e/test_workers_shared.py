@@ -19,6 +19,7 @@ import yaml
 from app.run.procs import descendant_running, free_port
 from tests.e2e.conftest import Proc
 from tests.polling import wait_until
+from tests.promtext import samples
 from tests.redis_server import REDIS_SERVER
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
@@ -59,13 +60,8 @@ def start(tmp_path: Path) -> tuple[Proc, Proc, str, Path]:
 
 def post(url: str) -> tuple[int, str | None, float]:
     """One request on a new connection: status, the worker that answered, when."""
-    req = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(BODY).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", "Connection": "close"})
-    try:
-        with urllib.request.urlopen(req, timeout=20) as resp:
-            return resp.status, resp.headers.get("x-routelens-worker"), time.monotonic()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers.get("x-routelens-worker"), time.monotonic()
+    status, worker, _ = post_id(url)
+    return status, worker, time.monotonic()
 
 
 def post_id(url: str) -> tuple[int, str | None, str | None]:
@@ -185,14 +181,8 @@ def test_one_verdict_per_request_across_workers_and_the_same_learned_quality(tmp
 
 
 def send_id(url: str) -> str | None:
-    """A chat request's request id (what feedback names)."""
-    req = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(BODY).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", "Connection": "close"})
-    try:
-        with urllib.request.urlopen(req, timeout=20) as resp:
-            return resp.headers.get("x-request-id")
-    except urllib.error.HTTPError:
-        return None
+    """A chat request's request id (what feedback names; None when it was refused)."""
+    return post_id(url)[2]
 
 
 def worker_pid(serve: int, number: int) -> int | None:
@@ -207,11 +197,10 @@ def shared_gauges(url: str) -> dict[str | None, tuple[float, float]]:
     for _ in range(40):
         req = urllib.request.Request(f"{url}/metrics", headers={"Connection": "close"})
         with urllib.request.urlopen(req, timeout=10) as resp:
-            text = resp.read().decode()
+            scrape = samples(resp.read().decode())
             worker = resp.headers.get("x-routelens-worker")
-        values = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                  if line.startswith(("routelens_shared_healthy{", "routelens_shared_replicas{"))}
-        seen[worker] = (values["routelens_shared_healthy"], values["routelens_shared_replicas"])
+        seen[worker] = (scrape.value("routelens_shared_healthy", backend="redis"),
+                        scrape.value("routelens_shared_replicas", backend="redis"))
         if len(seen) == 2:
             break
     return seen

@@ -7,7 +7,6 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from bench.synthetic import TraceFactory
 from ingest.duckdb.store import DuckDBTraceStore
@@ -18,6 +17,7 @@ from ingest.pipeline.metrics import EmitterCollector
 from ingest.pipeline.quarantine import Quarantine
 from schemas.config.storage import StorageSettings
 from tests.ingest.http_api.test_read_token import run_with_api
+from tests.promtext import samples
 
 
 def _routes(app: web.Application) -> set[tuple[str, str]]:
@@ -73,12 +73,10 @@ def test_the_stores_series_are_renamed_to_sit_beside_the_gateways_own(tmp_path: 
 
     gateway, store = exposition("gateway", 3), exposition("store", 5)
     both = gateway + store_series(store + b"# a comment\nother_metric 1.0\n")
-    families = {f.name: f for f in text_string_to_metric_families(both.decode())}  # one valid exposition
-    written = {s.labels["kind"]: s.value for s in families["routelens_records_written"].samples
-               if s.name.endswith("_total")}
-    store_written = {s.labels["kind"]: s.value for s in families["routelens_store_records_written"].samples
-                     if s.name.endswith("_total")}
-    assert written["trace"] == 3 and store_written["trace"] == 5
-    assert {name.removeprefix("routelens_store_") for name in families if name.startswith("routelens_store_")} == {
-        name.removeprefix("routelens_") for name in families if not name.startswith("routelens_store_")}
-    assert "other_metric" not in families
+    scrape = samples(both.decode())  # one valid exposition: no series twice
+    assert scrape.value("routelens_records_written_total", kind="trace") == 3
+    assert scrape.value("routelens_store_records_written_total", kind="trace") == 5
+    names = {name for name, _ in scrape}
+    assert {n.removeprefix("routelens_store_") for n in names if n.startswith("routelens_store_")} == {
+        n.removeprefix("routelens_") for n in names if not n.startswith("routelens_store_")}
+    assert "other_metric" not in names
