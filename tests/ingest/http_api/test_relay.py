@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +23,7 @@ from ingest.pipeline.metrics import EmitterCollector
 from ingest.pipeline.quarantine import Quarantine
 from ingest.record_sink import RecordBatch
 from schemas.config.storage import StorageSettings
+from tests.e2e.net import call
 from tests.ingest.plain_values import plain_of
 
 SETTINGS = StorageSettings(batch_size=64, flush_interval_ms=5)
@@ -91,15 +89,6 @@ def test_a_gateway_pipeline_relays_everything_into_the_store(tmp_path: Path, sto
     assert back is not None and back.model_dump() == traces[7].model_dump()
 
 
-def _get(url: str) -> tuple[int, object]:
-    """A GET's status and JSON answer."""
-    try:
-        with urllib.request.urlopen(url, timeout=20) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
 def test_the_relay_answers_once_spooled_and_a_lookup_writes_what_waits(tmp_path: Path) -> None:
     # a store that would write only once a minute: the gateway's flush returns all the same, and
     # a lookup by id finds a relayed trace at once (the store writes what waits, then looks)
@@ -114,8 +103,8 @@ def test_the_relay_answers_once_spooled_and_a_lookup_writes_what_waits(tmp_path:
         gateway.close()
         # spooled (with their snapshots), not written
         assert server.store.count(Kind.TRACE) == 0 and server.emitter.backlog_size() >= 12
-        found = _get(f"http://127.0.0.1:{server.port}/v1/traces/{traces[4].request_id}")
-        missing = _get(f"http://127.0.0.1:{server.port}/v1/traces/no-such-id")
+        found = call("GET", f"http://127.0.0.1:{server.port}/v1/traces/{traces[4].request_id}")
+        missing = call("GET", f"http://127.0.0.1:{server.port}/v1/traces/no-such-id")
         assert found == (200, traces[4].model_dump(mode="json"))
         assert server.store.count(Kind.TRACE) == 12 and missing[0] == 404
     finally:
