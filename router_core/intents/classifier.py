@@ -5,7 +5,8 @@ and logistic regression, well under a millisecond). Its verdict stands when its 
 the fast path's *accept* threshold, calibrated so that held-out verdicts above it are right at least
 ``fast_precision`` of the time and no background text (:mod:`router_core.intents.background`)
 reaches it. Every other query takes the slow path (``path="embedding"``): MiniLM's embedding and
-the character n-grams in one linear model (:mod:`router_core.intents.joint`), which abstains
+the character n-grams in one linear model, with each route's nearest example as much as held-out
+folds say helps (:mod:`router_core.intents.joint`), which abstains
 (``label`` None, ``nearest`` kept; the rule layer decides) below its calibrated threshold, or when
 the query lies nearer to a background text than to any example of the route it picked.
 
@@ -31,7 +32,7 @@ from router_core.intents.calibrate import abstain_threshold, accept_threshold, c
 from router_core.intents.cut import cut_to_tokens
 from router_core.intents.embedding import Embedder, Vectors, cluster_route, embedder_missing, k_for
 from router_core.intents.fast import FastModel, fit_fast
-from router_core.intents.joint import JointModel
+from router_core.intents.joint import JointModel, choose_neighbour_weight
 from router_core.intents.minilm import MODEL_NAME, MiniLMEncoder
 from router_core.intents.routes import load_routes, route_hash
 from schemas.config.intents import IntentSettings
@@ -41,7 +42,7 @@ from schemas.trace_policy import IntentVerdict
 __all__ = ["IntentClassifier"]
 
 _COVER = 0.7  # a background text this close (cosine) to a route example is what the route set is about
-_CALIBRATION = "joint-8"  # bump when the calibration changes: cached figures of another version are not reused
+_CALIBRATION = "joint-9"  # bump when the calibration changes: cached figures of another version are not reused
 
 
 class IntentClassifier:
@@ -154,7 +155,8 @@ class IntentClassifier:
             calibration = dict(figures[set_hash])
             if not calibration.get("background_guard", 1.0):
                 self._background = None
-            self._joint = JointModel(self.settings.seed).fit(self._texts, vectors, self._labels)
+            self._joint = JointModel(self.settings.seed, neighbour_weight=calibration["neighbour_weight"]).fit(
+                self._texts, vectors, self._labels)
             self._slow_threshold = calibration["embedding_threshold"]
             self.fast_threshold = calibration["fast_threshold"]
             calibration.update(self._gibberish_check())
@@ -174,18 +176,26 @@ class IntentClassifier:
             return FastModel(s.seed).fit([texts[i] for i in train], [labels[i] for i in train]).score(
                 [texts[i] for i in test])
 
-        guard: dict[int, bool] = {}
+        fold_of: dict[int, tuple[JointModel, list[int]]] = {}  # held-out example -> its fold's model, training part
 
         def joint(train: list[int], test: list[int]) -> tuple[list[str], list[float]]:
             m = JointModel(s.seed).fit([texts[i] for i in train], vectors[train], [labels[i] for i in train])
-            names, conf = m.score([texts[i] for i in test], vectors[test])
-            for i, name in zip(test, names, strict=True):
-                guard[i] = self._guarded(texts[i], vectors[i], background,
-                                         vectors[[j for j in train if labels[j] == name]])
-            return names, conf
+            fold_of.update(dict.fromkeys(test, (m, train)))
+            return [labels[i] for i in test], [0.0] * len(test)  # scored below, once the weight is chosen
 
         f_idx, f_names, f_conf = held_out(labels, s.folds, s.seed, fast)
-        j_idx, j_names, j_conf = held_out(labels, s.folds, s.seed, joint)
+        j_idx = held_out(labels, s.folds, s.seed, joint)[0]
+        weight = choose_neighbour_weight([(fold_of[i][0], texts[i], vectors[i], labels[i]) for i in j_idx])
+        j_names: list[str] = []
+        j_conf: list[float] = []
+        guard: dict[int, bool] = {}
+        for i in j_idx:
+            m, train = fold_of[i]
+            m.neighbour_weight = weight
+            name, conf, _, _ = m.score_one(texts[i], vectors[i])
+            j_names.append(name)
+            j_conf.append(conf)
+            guard[i] = self._guarded(texts[i], vectors[i], background, vectors[[j for j in train if labels[j] == name]])
         fast_by = {i: (n, c) for i, n, c in zip(f_idx, f_names, f_conf, strict=True)}
         gib = self._fast.score(gibberish(50, s.seed + 1))[1]
         # A route left out stands for the out-of-scope query nearest to the set: the fast path may not
@@ -217,7 +227,8 @@ class IntentClassifier:
                     abstained += 1
                     continue
             right += name == labels[i]
-        return {"fast_threshold": accept, "embedding_threshold": threshold, "fast_floor": round(floor, 4),
+        return {"fast_threshold": accept, "embedding_threshold": threshold, "neighbour_weight": weight,
+                "fast_floor": round(floor, 4),
                 "background_guard": float(use_guard), "held_out_guard_fired": float(fired),
                 "held_out": float(len(j_idx)), "held_out_fast_share": round(1 - len(slow) / n, 4),
                 "held_out_accuracy": round(right / n, 4), "held_out_false_abstain": round(abstained / n, 4),

