@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["Scorer", "calibrated_threshold", "fold_indices"]
+__all__ = ["Scorer", "calibrated_threshold", "fold_indices", "fold_splits", "held_out"]
 
 
 class Scorer(Protocol):
@@ -49,13 +49,8 @@ def calibrated_threshold(texts: Sequence[str], labels: Sequence[str], fit: Calla
         quantile: Share of in-scope held-out examples allowed below the threshold.
         seed: Seeds the fold assignment.
     """
-    assignment = fold_indices(labels, folds, seed)
     confidences: list[float] = []
-    for f in range(folds):
-        train = [i for i, a in enumerate(assignment) if a != f]
-        test = [i for i, a in enumerate(assignment) if a == f]
-        if not test or len({labels[i] for i in train}) < 2:
-            continue
+    for train, test in fold_splits(labels, folds, seed):
         model = fit([texts[i] for i in train], [labels[i] for i in train])
         _, conf = model.score([texts[i] for i in test])
         confidences += conf
@@ -64,23 +59,29 @@ def calibrated_threshold(texts: Sequence[str], labels: Sequence[str], fit: Calla
     return float(np.clip(np.quantile(np.asarray(confidences), quantile), 0.0, 1.0))
 
 
+def fold_splits(labels: Sequence[str], folds: int, seed: int) -> list[tuple[list[int], list[int]]]:
+    """``(train, test)`` indexes of each fold; a fold whose training part has fewer than two routes is skipped."""
+    assignment = fold_indices(labels, folds, seed)
+    out = []
+    for f in range(folds):
+        train = [i for i, a in enumerate(assignment) if a != f]
+        test = [i for i, a in enumerate(assignment) if a == f]
+        if test and len({labels[i] for i in train}) >= 2:
+            out.append((train, test))
+    return out
+
+
 def held_out(labels: Sequence[str], folds: int, seed: int,
              predict: Callable[[list[int], list[int]], tuple[list[str], list[float]]]) -> tuple[list[int], list[str],
                                                                                                 list[float]]:
     """Held-out predictions over ``folds`` folds: ``(indexes, route, confidence)`` for every held-out example.
 
-    ``predict(train, test)`` fits on the ``train`` indexes and scores the ``test`` ones. A fold whose
-    training part has fewer than two routes is skipped.
+    ``predict(train, test)`` fits on the ``train`` indexes and scores the ``test`` ones (folds as :func:`fold_splits`).
     """
-    assignment = fold_indices(labels, folds, seed)
     idx: list[int] = []
     names: list[str] = []
     conf: list[float] = []
-    for f in range(folds):
-        train = [i for i, a in enumerate(assignment) if a != f]
-        test = [i for i, a in enumerate(assignment) if a == f]
-        if not test or len({labels[i] for i in train}) < 2:
-            continue
+    for train, test in fold_splits(labels, folds, seed):
         got, c = predict(train, test)
         idx += test
         names += got

@@ -28,7 +28,13 @@ import numpy as np
 
 from router_core.intents.background import background_texts, gibberish, has_cjk, is_gibberish, uncovered
 from router_core.intents.cache import CacheEntry, CentroidCache, cache_path_for
-from router_core.intents.calibrate import abstain_threshold, accept_threshold, calibrated_threshold, held_out
+from router_core.intents.calibrate import (
+    abstain_threshold,
+    accept_threshold,
+    calibrated_threshold,
+    fold_splits,
+    held_out,
+)
 from router_core.intents.cut import cut_to_tokens
 from router_core.intents.embedding import Embedder, Vectors, cluster_route, embedder_missing, k_for
 from router_core.intents.fast import FastModel, fit_fast
@@ -176,26 +182,24 @@ class IntentClassifier:
             return FastModel(s.seed).fit([texts[i] for i in train], [labels[i] for i in train]).score(
                 [texts[i] for i in test])
 
-        fold_of: dict[int, tuple[JointModel, list[int]]] = {}  # held-out example -> its fold's model, training part
-
-        def joint(train: list[int], test: list[int]) -> tuple[list[str], list[float]]:
-            m = JointModel(s.seed).fit([texts[i] for i in train], vectors[train], [labels[i] for i in train])
-            fold_of.update(dict.fromkeys(test, (m, train)))
-            return [labels[i] for i in test], [0.0] * len(test)  # scored below, once the weight is chosen
-
         f_idx, f_names, f_conf = held_out(labels, s.folds, s.seed, fast)
-        j_idx = held_out(labels, s.folds, s.seed, joint)[0]
-        weight = choose_neighbour_weight([(fold_of[i][0], texts[i], vectors[i], labels[i]) for i in j_idx])
+        # The joint model's folds are fitted once; the neighbour weight is chosen on them, then they are scored with it.
+        folds = [(JointModel(s.seed).fit([texts[i] for i in train], vectors[train], [labels[i] for i in train]), train,
+                  test) for train, test in fold_splits(labels, s.folds, s.seed)]
+        weight = choose_neighbour_weight([(m, texts[i], vectors[i], labels[i]) for m, _, test in folds for i in test])
+        j_idx: list[int] = []
         j_names: list[str] = []
         j_conf: list[float] = []
         guard: dict[int, bool] = {}
-        for i in j_idx:
-            m, train = fold_of[i]
+        for m, train, test in folds:
             m.neighbour_weight = weight
-            name, conf, _, _ = m.score_one(texts[i], vectors[i])
-            j_names.append(name)
-            j_conf.append(conf)
-            guard[i] = self._guarded(texts[i], vectors[i], background, vectors[[j for j in train if labels[j] == name]])
+            for i in test:
+                name, conf, _, _ = m.score_one(texts[i], vectors[i])
+                j_idx.append(i)
+                j_names.append(name)
+                j_conf.append(conf)
+                guard[i] = self._guarded(texts[i], vectors[i], background,
+                                         vectors[[j for j in train if labels[j] == name]])
         fast_by = {i: (n, c) for i, n, c in zip(f_idx, f_names, f_conf, strict=True)}
         gib = self._fast.score(gibberish(50, s.seed + 1))[1]
         # A route left out stands for the out-of-scope query nearest to the set: the fast path may not
