@@ -1,9 +1,13 @@
 """``Router.decide``: analyse -> policy -> filter -> score -> pick (-> fallback). Orchestration only.
 
+The filter step is :mod:`router_core.decide.filtering`, the score step :mod:`router_core.decide.scoring`;
+here are the order of the steps, a rule's levels, the fallbacks, the pick and the decision's record.
+
 ``decide`` touches no I/O and returns a :class:`router_core.decide.decision.Decision`: given the same
 context, snapshots and policy it gives the same decision, which is what makes a stored decision
-replayable (see :mod:`router_core.decide.replay`). The router is the runner of the plugins: it times each
-call, records its step, clamps scores, and observes ``routelens_router_plugin_duration_seconds``.
+replayable (see :mod:`router_core.decide.replay`). The router and its two runners are the runners of the
+plugins: they time each call, record its step, clamp scores, and observe
+``routelens_router_plugin_duration_seconds``.
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from router_core.decide.decision import Decision, DecisionContext, Steps
+from router_core.decide.filtering import Filters
 from router_core.decide.policy import Policy
 from router_core.decide.prepared import Prepared, PreparedCache
+from router_core.decide.scoring import Scores
 from router_core.errors import UnknownModel
-from router_core.framework import clamp_unit, typed_name
+from router_core.framework import typed_name
 from router_core.metrics import PluginMetrics
 from router_core.resilience.affinity import affine
-from router_core.resilience.budgets import budget_violation
 from router_core.resilience.router_modes import static_pick
 from router_core.rules.ir import Rule
 from router_core.rules.route import RouteChoice, guarantee_violation
@@ -95,22 +100,17 @@ class Router:
                  metrics: PluginMetrics | None = None) -> None:
         self.policy = policy
         self._perf = perf
-        self._state_filters = {i: f for i, f in enumerate(policy.filters) if f.STATE_ONLY}
-        self._slot = {i: n for n, i in enumerate(self._state_filters)}  # filter index -> memoised verdict position
-        self._prepared = PreparedCache(list(self._state_filters.values()),
+        self._prepared = PreparedCache([f for f in policy.filters if f.STATE_ONLY],
                                        [s for s in policy.scorers.values() if s.STATE_ONLY], policy.scrape,
                                        policy.queue_norm)
 
         def observer(point: str, plugin: Any) -> Observe:
             return None if metrics is None else metrics.observer(point, plugin.TYPE, plugin.name)
 
-        self._filter_obs = [observer("filter", f) for f in policy.filters]
-        self._scorer_obs = {n: observer("scorer", s) for n, s in policy.scorers.items()}
+        self._filters = Filters(policy, self._prepared, perf, observer)
+        self._scores = Scores(policy, self._prepared, perf, observer)
         self._picker_obs = observer("picker", policy.picker)
         self._picker_name = typed_name(policy.picker)
-        # What the steps name each plugin (and its step), computed once, not per decision.
-        self._filter_steps = [(f"filter/{f.name}", typed_name(f)) for f in policy.filters]
-        self._scorer_names = {n: typed_name(s) for n, s in policy.scorers.items()}
         self._weights_by_hour: dict[int, dict[str, float]] = {}  # rank(): the weights read the UTC hour alone
 
     @property
@@ -126,68 +126,6 @@ class Router:
         if specs is None:
             raise UnknownModel(f"The model '{model}' does not exist", param="model", code="model_not_found")
         return specs
-
-    def _prepare(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot], ctx: DecisionContext,
-                 ages: dict[str, float | None]) -> list[Prepared]:
-        """Each candidate prepared at ``ctx.now``; its state's age (seconds) goes into ``ages``."""
-        out = []
-        for spec in specs:
-            snap = state[spec.id]
-            ages[spec.id] = age = None if snap.scraped_at is None else (ctx.now - snap.scraped_at).total_seconds()
-            out.append(self._prepared.get(spec, snap, age, ctx))
-        return out
-
-    def _filter(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot], ctx: DecisionContext,
-                steps: Steps | None, ages: dict[str, float | None], removed: dict[str, str] | None = None,
-                prepared: list[Prepared] | None = None,
-                ) -> tuple[list[Prepared], dict[str, list[Violation]], dict[str, float]]:
-        """The candidates every filter keeps, the verdicts, the soft factors (``steps`` None: not recorded).
-
-        ``removed`` (when given) gets, for each candidate a filter removed, that filter's name;
-        ``prepared``: ``specs`` already prepared.
-        """
-        alive = self._prepare(specs, state, ctx, ages) if prepared is None else prepared
-        violations: dict[str, list[Violation]] = {}
-        factors: dict[str, float] = {}
-        if (budget := ctx.budget) is not None and budget.use >= 1.0:  # a spent budget stops its models
-            stop = [p.candidate.spec.id for p in alive if budget.is_stopped(p.candidate.spec.model)]
-            for iid in stop:
-                violations[iid] = [budget_violation(budget)]
-            alive = [p for p in alive if p.candidate.spec.id not in violations]
-            if steps is not None and stop:
-                steps.add("filter/budget", StepKind.FILTER, value=float(len(alive)), reason=budget.reason,
-                          rejected=stop)
-        slot = self._slot
-        for i, flt in enumerate(self.policy.filters):
-            t0 = self._perf() if steps is not None else 0.0
-            rejected: list[str] = []
-            if i in slot:  # memoised verdicts: only flagged candidates can be affected
-                judged = [(p, p.verdicts[slot[i]]) for p in alive if p.flagged]
-            else:
-                judged = [(p, flt.check(p.candidate, ctx)) for p in alive]
-            for p, v in judged:
-                if v is None:
-                    continue
-                iid = p.candidate.spec.id
-                violations.setdefault(iid, []).append(v)
-                if v.severity == "soft":
-                    factors[iid] = factors.get(iid, 1.0) * (v.score_factor or 0.0)
-                else:
-                    rejected.append(iid)
-                    if removed is not None:
-                        removed.setdefault(iid, flt.name or v.constraint)
-            if rejected:
-                out = set(rejected)
-                alive = [p for p in alive if p.candidate.spec.id not in out]
-            if steps is None:
-                continue
-            took = self._perf() - t0
-            if (observe := self._filter_obs[i]) is not None:
-                observe(took)
-            step, typed = self._filter_steps[i]
-            steps.add(step, StepKind.FILTER, value=float(len(alive)), plugin=typed,
-                      reason=f"kept {len(alive)}, rejected {len(rejected)}", rejected=rejected, duration_us=took * 1e6)
-        return alive, violations, factors
 
     def decide(self, ctx: DecisionContext, state: Mapping[str, InstanceSnapshot]) -> Decision:
         """Decide which instances to try for one request, best first, and record every step.
@@ -213,7 +151,7 @@ class Router:
             route, rule, specs = None, f"safe:{safe}", list(safe_specs)  # the router's safe mode overrides rules
             fb.note(mc.reason, RoutingMode.SAFE)
             steps.add("policy", StepKind.POLICY, reason=f"rule {rule}: {mc.reason}", instances=[s.id for s in specs])
-            pool, violations, factors = self._filter(specs, state, ctx, steps, ages)
+            pool, violations, factors = self._filters.run(specs, state, ctx, steps, ages)
         elif route is not None and route.rule is not None:
             rule = route.rule.name
             specs, pool, violations, factors, spill = self._by_rule(route, state, ctx, steps, fb, ages)
@@ -222,7 +160,7 @@ class Router:
             rule = rule_of(feats.requested_model)
             tried = f" (no policy rule matched of {len(route.match.tried)})" if route is not None else ""
             steps.add("policy", StepKind.POLICY, reason=f"rule {rule}{tried}", instances=[s.id for s in specs])
-            pool, violations, factors = self._filter(specs, state, ctx, steps, ages)
+            pool, violations, factors = self._filters.run(specs, state, ctx, steps, ages)
         degraded = route.degraded() if route is not None and route.rule is not None else None
         if not pool and degraded is None:
             pool, specs = self._when_empty(specs, state, ctx, steps, fb, rule, violations, factors, ages)
@@ -241,9 +179,9 @@ class Router:
         if static:  # the router's static mode: no scoring, preset weights in round robin
             totals, terms = [0.0] * len(pool), [[] for _ in pool]
         else:
-            totals, terms = self._score(pool, factors, ctx, steps, weights, scale)
+            totals, terms = self._scores.score(pool, factors, ctx, steps, weights, scale)
         scored = [(p.candidate.spec.id, t) for p, t in zip(pool, totals, strict=True)]
-        removed = self._counterfactual(specs, state, pool, violations, ctx, ages, weights)
+        removed = self._scores.counterfactual(specs, state, pool, violations, ctx, ages, weights)
         t0 = self._perf()
         if mc is not None and static:
             fb.note(mc.reason, RoutingMode.STATIC)
@@ -293,8 +231,8 @@ class Router:
         specs = self.candidates_for(feats.requested_model)
         removed: dict[str, str] = {}
         ages: dict[str, float | None] = {}
-        prepared = self._prepare(specs, state, ctx, ages)
-        pool, _, factors = self._filter(specs, state, ctx, None, ages, removed, prepared)
+        prepared = self._filters.prepare(specs, state, ctx, ages)
+        pool, _, factors = self._filters.run(specs, state, ctx, None, ages, removed, prepared)
         rule = rule_of(feats.requested_model)
         by_id = {p.candidate.spec.id: p for p in prepared}
         if not pool:
@@ -302,7 +240,7 @@ class Router:
         weights = self._weights_by_hour.get(ctx.now.hour)
         if weights is None:
             weights = self._weights_by_hour[ctx.now.hour] = self.policy.weights_at(ctx.now)[1]
-        totals, columns, used = self._columns(pool, factors, ctx, weights, None)
+        totals, columns, used = self._scores.columns(pool, factors, ctx, weights, None)
         ids = [p.candidate.spec.id for p in pool]
         return Ranked(rule, by_id, removed, used, ids, columns, list(zip(ids, totals, strict=True)))
 
@@ -337,13 +275,13 @@ class Router:
             specs += [s for s in level if s.id not in seen]
             seen.update(s.id for s in level)
             if pool:  # a later level: its feasible instances follow the pool when attempts fail, best state first
-                more, _, _ = self._filter(level, state, ctx, None, ages)
+                more, _, _ = self._filters.run(level, state, ctx, None, ages)
                 weights = self.policy.base_weights
                 more.sort(key=lambda p: -sum(w * p.terms.get(name, 0.0) for name, w in weights.items()))
                 spill += [p.candidate.spec.id for p in self._guarantee(more, rule, {})]
                 continue
             fb.levels += (model or "*",)
-            found, v, f = self._filter(level, state, ctx, steps, ages)
+            found, v, f = self._filters.run(level, state, ctx, steps, ages)
             violations.update(v)
             factors.update(f)
             pool = self._guarantee(found, rule, violations)
@@ -385,96 +323,19 @@ class Router:
             fb.note(f"no feasible instance of {rule}; trying fallback model {name}")
             steps.add("fallback", StepKind.FALLBACK, reason=fb.reason or "", instances=[s.id for s in extra])
             specs = specs + [s for s in extra if s not in specs]
-            pool, more, more_factors = self._filter(extra, state, ctx, steps, ages)
+            pool, more, more_factors = self._filters.run(extra, state, ctx, steps, ages)
             violations.update(more)
             factors.update(more_factors)
             if pool:
                 return pool, specs
         if pol.on_empty == "fail_open":
-            pool = self._prepare(specs, state, ctx, ages)
+            pool = self._filters.prepare(specs, state, ctx, ages)
             fb.note("no feasible instance; failing open over all candidates", RoutingMode.FAIL_OPEN)
         else:
             pool = []
             fb.note("no feasible instance; rejecting (on_empty: reject)", RoutingMode.SAFE)
         steps.add("fallback", StepKind.FALLBACK, reason=fb.reason or "", instances=[p.candidate.spec.id for p in pool])
         return pool, specs
-
-    def _score(self, pool: list[Prepared], factors: dict[str, float], ctx: DecisionContext, steps: Steps,
-               weights_out: list[dict[str, Any]], scale: dict[str, float] | None = None,
-               ) -> tuple[list[float], list[list[float]]]:
-        """Weighted terms per candidate (clamped to [0, 1]) and totals scaled by soft-constraint ramps.
-
-        ``scale`` multiplies named weights (a rule's ``cost_params``).
-        """
-        profile, weights = self.policy.weights_at(ctx.now)
-        for name, factor in (scale or {}).items():
-            if name in weights:
-                weights[name] *= factor
-        totals, columns, _ = self._columns(pool, factors, ctx, weights, steps, profile, weights_out)
-        terms = [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in pool]
-        return totals, terms
-
-    def _columns(self, pool: list[Prepared], factors: dict[str, float], ctx: DecisionContext,
-                 weights: Mapping[str, float], steps: Steps | None, profile: str = "",
-                 weights_out: list[dict[str, Any]] | None = None,
-                 ) -> tuple[list[float], list[list[float]], dict[str, float]]:
-        """Totals, a column of clamped terms per weighted scorer, the weights used (``steps`` None: not recorded)."""
-        candidates = [p.candidate for p in pool]
-        columns: list[list[float]] = []
-        used: dict[str, float] = {}
-        totals = [0.0] * len(pool)
-        scorers = self.policy.scorers
-        for name, weight in weights.items():
-            if weight <= 0 or name not in scorers:
-                continue
-            scorer = scorers[name]
-            t0 = self._perf() if steps is not None else 0.0
-            if scorer.STATE_ONLY:
-                col = [p.terms[name] for p in pool]  # clamped when memoised
-            else:
-                col = clamp_unit(scorer.score(candidates, ctx))
-            columns.append(col)
-            used[name] = weight
-            totals = [t + weight * x for t, x in zip(totals, col, strict=True)]
-            if steps is None:
-                continue
-            took = self._perf() - t0
-            if (observe := self._scorer_obs[name]) is not None:
-                observe(took)
-            if weights_out is not None:
-                weights_out.append({"name": name, "weight": weight, "scorer": self._scorer_names[name]})
-            steps.add(f"score/{name}", StepKind.SCORE, value=weight, plugin=self._scorer_names[name],
-                      reason=f"weight {weight:g} ({profile})", duration_us=took * 1e6)
-        if factors:
-            totals = [t * factors.get(c.spec.id, 1.0) for t, c in zip(totals, candidates, strict=True)]
-        return totals, columns, used
-
-    def _counterfactual(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot],
-                        pool: list[Prepared], violations: dict[str, list[Violation]], ctx: DecisionContext,
-                        ages: dict[str, float | None], weights: list[dict[str, Any]]) -> dict[str, list[float]]:
-        """The terms each candidate a hard constraint removed would have scored, had it stayed.
-
-        What makes a removal *decisive* (the removed candidate would have beaten the winner) readable
-        from the trace. State-only terms come from the per-snapshot memo; the others are scored with
-        the removed candidates beside the feasible ones, so relative terms (cost) see the same set.
-        Nothing here changes the decision: totals and ranks stay those of the feasible pool.
-        """
-        if not pool or not weights:
-            return {}
-        kept = {p.candidate.spec.id for p in pool}
-        out = [s for s in specs if s.id not in kept and s.id in violations]
-        if not out:
-            return {}
-        gone = [self._prepared.get(s, state[s.id], ages.get(s.id), ctx) for s in out]
-        scorers, columns = self.policy.scorers, []
-        for w in weights:
-            scorer = scorers[w["name"]]
-            if scorer.STATE_ONLY:
-                columns.append([p.terms[w["name"]] for p in gone])
-            else:
-                both = [p.candidate for p in pool] + [p.candidate for p in gone]
-                columns.append(clamp_unit(scorer.score(both, ctx))[len(pool):])
-        return {p.candidate.spec.id: list(row) for p, row in zip(gone, zip(*columns, strict=True), strict=True)}
 
     @staticmethod
     def _candidates(specs: list[InstanceSpec], state: Mapping[str, InstanceSnapshot],

