@@ -61,7 +61,8 @@ if TYPE_CHECKING:
     from router_core.rules.load import load_policy as load_rules
     from router_core.scorers.cost import CostScorer
     from router_core.scorers.quality import QualityScorer
-    from router_core.shared.redis_shared import RedisShared, SharedCollector, build_shared
+    from router_core.shared.redis_shared import RedisShared
+    from router_core.shared.wiring import SharedCollector, build_shared
     from router_core.state.parse import MetricsParseError, parse_engine_metrics
 
 # public name loaded on first use -> its module ("module:name" when defined there under another name)
@@ -82,12 +83,12 @@ _LAZY: dict[str, str] = {
     "RedisShared": "router_core.shared.redis_shared",
     "RuleMatch": "router_core.rules.ir:Match",
     "RuleSet": "router_core.rules.ir",
-    "SharedCollector": "router_core.shared.redis_shared",
+    "SharedCollector": "router_core.shared.wiring",
     "VerdictFollower": "router_core.gateway.probe_source",
     "analyse_request": "router_core.decide.analysis",
     "append_examples": "router_core.intents",
     "arm_config": "router_core.experiments",
-    "build_shared": "router_core.shared.redis_shared",
+    "build_shared": "router_core.shared.wiring",
     "cancel_all": "router_core.aio",
     "case_view": "router_core.rules.cases:view_of",
     "classify_intent": "router_core.intents.rules",

@@ -8,6 +8,7 @@
     redis_lease.py     token-bucket leases taken ahead of need
     redis_counters.py  counter adds batched between flushes
     redis_bindings.py  the local mirror of set-if-absent bindings
+    wiring.py          build_shared (the configured state) and SharedCollector (its series)
 
 The state machines that keep their state here (breakers, budgets, affinity, throttles) are in
 :mod:`router_core.resilience` and :mod:`router_core.rules`; nothing here knows them. The Redis
@@ -21,9 +22,11 @@ from router_core.lazy import lazy_getattr
 from router_core.shared.base import Handler, MemoryShared, SharedState
 
 if TYPE_CHECKING:
-    from router_core.shared.redis_shared import RedisShared, SharedCollector, build_shared
+    from router_core.shared.redis_shared import RedisShared
+    from router_core.shared.wiring import SharedCollector, build_shared
 
-_LAZY = dict.fromkeys(("RedisShared", "SharedCollector", "build_shared"), "router_core.shared.redis_shared")
+_LAZY = {"RedisShared": "router_core.shared.redis_shared", "SharedCollector": "router_core.shared.wiring",
+         "build_shared": "router_core.shared.wiring"}
 
 __all__ = ["Handler", "MemoryShared", "RedisShared", "SharedCollector", "SharedState", "build_shared"]
 

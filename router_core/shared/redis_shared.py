@@ -29,22 +29,19 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
 from redis.asyncio.client import Pipeline
 
 from router_core.aio import cancel_all
-from router_core.shared.base import Handler, MemoryShared, SharedState
+from router_core.shared.base import Handler, MemoryShared
 from router_core.shared.redis_bindings import BindingMirror
 from router_core.shared.redis_counters import CounterBatch
 from router_core.shared.redis_lease import BucketLeases, Refill
 from router_core.shared.redis_store import RedisStore
-from schemas.config.shared import SharedSettings
 
-__all__ = ["RedisShared", "SharedCollector", "build_shared"]
+__all__ = ["RedisShared"]
 
 log = logging.getLogger(__name__)
 _BIND_CHANNEL = "_bind"  # the bindings' own channel (not handed to subscribers)
@@ -366,43 +363,3 @@ class RedisShared:
                 "rounds": self.rounds, "waits": self.waits, "flushes": self.counters.flushes,
                 "bind_conflicts": self.bindings.conflicts, "fallbacks": self.fallbacks,
                 "dropped_messages": self.dropped}
-
-
-class SharedCollector(Collector):
-    """``routelens_shared_healthy``, ``_fallbacks_total``, ``_replicas``, ``_credit_total`` of a shared state."""
-
-    def __init__(self, shared: SharedState) -> None:
-        self._shared = shared
-
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        """Read the state's health and counts at scrape time."""
-        backend = str(getattr(self._shared, "backend", "memory"))
-        healthy = GaugeMetricFamily("routelens_shared_healthy",
-                                    "1 while the shared state store is reachable (0: routing on local state).",
-                                    labels=["backend"])
-        healthy.add_metric([backend], 1.0 if self._shared.healthy else 0.0)
-        yield healthy
-        fallbacks = CounterMetricFamily("routelens_shared_fallbacks",
-                                        "Shared-state calls answered by local state (Redis failed or down).",
-                                        labels=["backend"])
-        fallbacks.add_metric([backend], float(getattr(self._shared, "fallbacks", 0)))
-        yield fallbacks
-        if isinstance(self._shared, RedisShared):
-            stats = self._shared.stats()
-            replicas = GaugeMetricFamily("routelens_shared_replicas", "Gateway replicas alive on the shared store.",
-                                         labels=["backend"])
-            replicas.add_metric([backend], float(stats["replicas"]))
-            yield replicas
-            credit = CounterMetricFamily("routelens_shared_credit",
-                                         "Bucket tokens admitted on credit (lease empty, refill not back yet).",
-                                         labels=["backend"])
-            credit.add_metric([backend], float(stats["credited"]))
-            yield credit
-
-
-def build_shared(settings: SharedSettings, *, clock: Callable[[], float] = time.monotonic) -> SharedState:
-    """The configured :class:`SharedState`: a :class:`MemoryShared`, or a :class:`RedisShared` (call its ``start``)."""
-    if settings.backend == "redis":
-        return RedisShared(settings.url, key_prefix=settings.key_prefix, timeout_s=settings.timeout_ms / 1e3,
-                           clock=clock)
-    return MemoryShared(clock)
