@@ -15,7 +15,7 @@ the embedding at full weight, 91.2% at half, 90.9% without it).
 
 A linear model cannot carve a route that is a union of scattered topics (a domain such as
 "travel" spans bookings, visas and lost luggage): on BANKING77 routes made of 5-9 intents each it
-picks 47-70% right where the nearest example alone picks 53-81%. So each route's logit also gets
+picks 42-70% right where the nearest example alone picks 48-81%. So each route's logit also gets
 ``neighbour_weight x`` the cosine of the query to that route's nearest example, weighted by the
 query's non-CJK share (MiniLM's neighbours are noise on Chinese). The weight is chosen per route set
 on held-out folds of its own examples (:func:`choose_neighbour_weight`): 0 where the routes are
