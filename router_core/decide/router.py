@@ -5,9 +5,9 @@ here are the order of the steps, a rule's levels, the fallbacks, the pick and th
 
 ``decide`` touches no I/O and returns a :class:`router_core.decide.decision.Decision`: given the same
 context, snapshots and policy it gives the same decision, which is what makes a stored decision
-replayable (see :mod:`router_core.decide.replay`). The router and its two runners are the runners of the
-plugins: they time each call, record its step, clamp scores, and observe
-``routelens_router_plugin_duration_seconds``.
+replayable (see :mod:`router_core.decide.replay`). The router runs the plugins (the filters and scorers
+through :class:`Filters` and :class:`Scores`): each call is timed, recorded as a step and observed in
+``routelens_router_plugin_duration_seconds``, and scores are clamped.
 """
 
 from __future__ import annotations
