@@ -6,13 +6,16 @@ is classified as the router classifies it (``classify``) and timed under the pat
 fast path (char n-gram TF-IDF + logistic regression, when it clears its calibrated accept
 threshold) or the embedding path (MiniLM, one torch thread, int8 unless ``--precision fp32``, and
 the joint linear model over the embedding and the n-grams). Then every query is also timed on
-each path alone (``*_all_*``), whatever path it would take. Targets: fast p99 <= 2 ms, embedding
-p99 <= 25 ms.
+each path alone (``*_all_*``), whatever path it would take, and 40 long queries (30 English cases
+joined, about 180 words: a question with its context) on the embedding path (``embedding_long_*``),
+where MiniLM reads ``routing.intents.embedding_max_tokens`` WordPiece tokens (``--max-tokens``).
+Targets: fast p99 <= 2 ms, embedding p99 <= 25 ms.
 
 With it, what a 50-rule routing matrix adds to ``decide()`` p99 (target <= 0.1 ms; :mod:`bench.matrix`).
 
 Last line: ``{"routes", "examples", "paths", "fast_p50_ms", "fast_p99_ms", "embedding_precision", "embedding_p50_ms",
-"embedding_p99_ms", "fast_all_p99_ms", "embedding_all_p99_ms", "fit_fast_s", "fit_embedding_s", "calibration", ...,
+"embedding_p99_ms", "fast_all_p99_ms", "embedding_all_p99_ms", "embedding_long_p50_ms", "embedding_long_p99_ms",
+"embedding_max_tokens", "fit_fast_s", "fit_embedding_s", "calibration", ...,
 "decide_p99_ms", "matrix_none_added_p99_ms", "matrix_last_added_p99_ms"}``.
 """
 
@@ -58,7 +61,8 @@ def _timed(fn: Any, queries: list[str]) -> tuple[list[float], list[Any]]:
     return times, out
 
 
-def analysis_figures(n_routes: int, per_route: int, n_queries: int, precision: str = "int8") -> dict[str, Any]:
+def analysis_figures(n_routes: int, per_route: int, n_queries: int, precision: str = "int8",
+                     max_tokens: int | None = None) -> dict[str, Any]:
     """Fit both paths and time each query on the path it takes, then on each path alone."""
     from router_core.intents import IntentClassifier
     from schemas.config.intents import IntentSettings
@@ -66,7 +70,8 @@ def analysis_figures(n_routes: int, per_route: int, n_queries: int, precision: s
     routes, queries = synthetic_routes(n_routes, per_route)
     queries = queries[:n_queries]
     t0 = time.perf_counter()
-    settings = IntentSettings.model_validate({"routes": "<bench>", "embedding_precision": precision})
+    settings = IntentSettings.model_validate({"routes": "<bench>", "embedding_precision": precision}
+                                             | ({} if max_tokens is None else {"embedding_max_tokens": max_tokens}))
     clf = IntentClassifier(routes, settings, cache_path=None)
     fit_fast = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -80,6 +85,10 @@ def analysis_figures(n_routes: int, per_route: int, n_queries: int, precision: s
     threshold = clf.fast_threshold
     clf.fast_threshold = 1.0  # every query on the embedding path (a probability of exactly 1 never comes)
     emb_all, _ = _timed(clf.classify, queries)
+    # Long queries (a question with its context): 30 English cases in one, past MiniLM's cut.
+    english = [q for q in queries if q.isascii()]
+    long_queries = [". ".join(english[i:i + 30]) for i in range(0, max(len(english) - 30, 1), 7)][:40]
+    emb_long, _ = _timed(clf.classify, long_queries)
     clf.fast_threshold = threshold
     fast, emb = by_path["fast"] or [0.0], by_path["embedding"] or [0.0]
     return {"routes": len(routes), "examples": sum(map(len, routes.values())), "queries": len(queries),
@@ -88,6 +97,11 @@ def analysis_figures(n_routes: int, per_route: int, n_queries: int, precision: s
             "embedding_precision": settings.embedding_precision,
             "embedding_p50_ms": round(statistics.median(emb), 3), "embedding_p99_ms": _p(emb, 0.99),
             "fast_all_p99_ms": _p(fast_all, 0.99), "embedding_all_p99_ms": _p(emb_all, 0.99),
+            "long_queries": len(long_queries), "long_query_words": round(statistics.mean(
+                len(q.split()) for q in long_queries), 1) if long_queries else 0,
+            "embedding_long_p50_ms": round(statistics.median(emb_long), 3) if emb_long else 0.0,
+            "embedding_long_p99_ms": _p(emb_long, 0.99) if emb_long else 0.0,
+            "embedding_max_tokens": settings.embedding_max_tokens,
             "fit_fast_s": round(fit_fast, 3), "fit_embedding_s": round(fit_emb, 3),
             "fast_threshold": round(clf.fast_threshold, 4), "embedding_threshold": clf.embedding_threshold,
             "calibration": clf.calibration}
@@ -99,8 +113,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--per-route", type=int, default=50)
     p.add_argument("--queries", type=int, default=400)
     p.add_argument("--precision", choices=("int8", "fp32"), default="int8", help="MiniLM's weights")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="routing.intents.embedding_max_tokens (default: the setting's default)")
     args = p.parse_args(argv)
-    figures = analysis_figures(args.routes, args.per_route, args.queries, args.precision)
+    figures = analysis_figures(args.routes, args.per_route, args.queries, args.precision, args.max_tokens)
     figures.update(matrix_figures())
     print(json.dumps(figures))
     return 0

@@ -71,7 +71,7 @@ class IntentClassifier:
         self.cache_path = cache_path
         self.embedding_status = None if embedder is not None else embedder_missing()
         if embedder is None and self.embedding_status is None:
-            embedder = MiniLMEncoder(settings.embedding_precision)
+            embedder = MiniLMEncoder(settings.embedding_precision, max_seq_length=settings.embedding_max_tokens)
         self._embedder = embedder
         # The cache's model key: vectors of another model or precision are never mixed with these.
         self.model_id: str = getattr(embedder, "model_id", MODEL_NAME)

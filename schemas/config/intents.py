@@ -33,6 +33,11 @@ class IntentSettings(ContractModel):
     embedding_precision: Literal["int8", "fp32"] = Field(
         "int8", description="MiniLM's Linear layers as dynamically quantised int8 (about 4x less weight memory per "
                             "query, same evaluation figures) or the published fp32 weights.")
+    embedding_max_tokens: int = Field(
+        128, ge=8, le=256,
+        description="MiniLM reads at most this many WordPiece tokens of a query (the length it was trained on); "
+                    "256, its published cut, takes about twice the time on a long query (31 against 15 ms on one "
+                    "thread here). The character n-grams read up to max_tokens.")
     escalate: bool = Field(True, description="Run the embedding path when the fast path is below its threshold.")
     fast_precision: float = Field(
         0.98, gt=0.5, le=1.0,

@@ -49,3 +49,14 @@ def test_int8_stays_near_fp32_and_a_vector_does_not_depend_on_its_batch(fp32: np
 def test_empty_input_needs_no_model() -> None:
     enc = MiniLMEncoder()
     assert enc.embed([]).shape == (0, 384) and enc.model_id == MODEL_NAME
+
+
+def test_a_cut_reads_only_the_first_tokens_and_keys_its_own_cache(fp32: np.ndarray) -> None:
+    enc = MiniLMEncoder("fp32", trace=False, max_seq_length=16)
+    assert enc.model_id == f"{MODEL_NAME}/16"
+    head = "turn off the kitchen lights please and then lock the front door before you go to bed tonight"
+    long, short = enc.embed([head + " and also " * 50, head])
+    assert enc.max_seq_length == 16
+    assert np.abs(long - short).max() < 1e-5  # past 16 tokens nothing is read
+    uncut = MiniLMEncoder("fp32", trace=False).embed([head + " and also " * 50])[0]
+    assert float(uncut @ long) < 0.99  # the model's own cut (256) reads the rest
