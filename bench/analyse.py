@@ -7,7 +7,7 @@ fast path (char n-gram TF-IDF + logistic regression, when it clears its calibrat
 threshold) or the embedding path (MiniLM, one torch thread, int8 unless ``--precision fp32``, and
 the joint linear model over the embedding and the n-grams). Then every query is also timed on
 each path alone (``*_all_*``), whatever path it would take, and 40 long queries (30 English cases
-joined, about 180 words: a question with its context) on the embedding path (``embedding_long_*``),
+joined, about 190 words: a question with its context) on the embedding path (``embedding_long_*``),
 where MiniLM reads ``routing.intents.embedding_max_tokens`` WordPiece tokens (``--max-tokens``).
 Targets: fast p99 <= 2 ms, embedding p99 <= 25 ms.
 
