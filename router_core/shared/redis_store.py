@@ -225,8 +225,18 @@ class RedisStore:
         self._problem = problem
 
     async def _listen_start(self) -> None:
-        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        """Subscribe and start the listener; returns once Redis has confirmed the subscription (callers bound it).
+
+        ``psubscribe`` only sends the command. Without the confirmation, a message this replica's peers
+        publish right after ``start()`` returned (a breaker's transition, in-flight counts) could reach
+        Redis before the subscription does, and be lost: Redis keeps no message for a later subscriber.
+        """
+        pubsub = self.client.pubsub()  # not ignore_subscribe_messages: it would hide the confirmation too
         await pubsub.psubscribe(self.key("ch", "*"))
+        while True:
+            msg = await pubsub.get_message(ignore_subscribe_messages=False, timeout=None)
+            if msg is not None and msg.get("type") == "psubscribe":
+                break
         self._pubsub = pubsub
         self._tasks.append(asyncio.create_task(self._listen(pubsub), name="redis-shared-listen"))
 
