@@ -19,6 +19,7 @@ import yaml
 
 from app.run.procs import free_port
 from tests.e2e.conftest import Proc
+from tests.e2e.net import metrics
 from tests.polling import wait_until
 from tests.redis_server import REDIS_SERVER, RedisServer
 
@@ -46,6 +47,11 @@ def shared_of(url: str) -> dict[str, Any]:
     with urllib.request.urlopen(url + "/v1/router/state", timeout=10) as resp:
         state: dict[str, Any] = json.loads(resp.read())["shared"]
     return state
+
+
+def fallbacks(url: str) -> float:
+    """Shared-state calls this replica answered from its own state (Redis down or late)."""
+    return metrics(url).value("routelens_shared_fallbacks_total", backend="redis")
 
 
 def until(cond: Callable[[], bool], timeout_s: float = 15.0) -> None:
@@ -106,10 +112,18 @@ def test_two_gateways_share_one_client_bucket_and_route_on_when_redis_is_down(re
     # (at 50 ms, a full test run on two cores once let a fifth request through a local bucket): 250 ms, and
     # wait for both to be healthy, then check they share
     assert wait_until(lambda: shared_of(a) == healthy == shared_of(b), 30, 0.1), (shared_of(a), shared_of(b))
-    # burst 4 for the client across both processes: 2 + 2 pass, then each refuses
-    assert [post(url, "sk-one")[0] for url in (a, b, a, b)] == [200] * 4
-    for url in (a, b):
-        status, headers, body = post(url, "sk-one")
+    # burst 4 for the client across both processes: 2 + 2 pass, then each refuses. A take whose refill is not
+    # back within the 250 ms is decided by the replica's own bucket (the design's "Redis down" rule) and counted
+    # as a fallback: a burst during which one happened is played again with a fresh key, at most three times;
+    # a fifth request through with no fallback fails at once.
+    for attempt in range(3):
+        key, before = f"sk-one-{attempt}", fallbacks(a) + fallbacks(b)
+        first = [post(url, key)[0] for url in (a, b, a, b)]
+        refused = [post(url, key) for url in (a, b)]
+        if fallbacks(a) + fallbacks(b) == before:
+            break
+    assert first == [200] * 4
+    for status, headers, body in refused:
         assert status == 429 and int(headers["retry-after"]) >= 1
         assert body["error"]["code"] == "client_rate_limited"
     assert post(b, "sk-two")[0] == 200  # another key: its own bucket
