@@ -14,32 +14,23 @@ from collections.abc import Callable, Mapping, Sequence
 from router_core.decide.decision import DecisionContext, Steps
 from router_core.decide.policy import Policy
 from router_core.decide.prepared import Prepared, PreparedCache
+from router_core.decide.runner import Observer, Runner
 from router_core.framework import typed_name
 from router_core.resilience.budgets import budget_violation
 from schemas.common import StepKind
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import Violation
 
-__all__ = ["Filtered", "Filters", "Observer"]
+__all__ = ["Filtered", "Filters"]
 
-Observer = Callable[[str, object], Callable[[float], None] | None]  # (extension point, plugin) -> observe or None
 Filtered = tuple[list[Prepared], dict[str, list[Violation]], dict[str, float]]  # kept, verdicts, soft factors
 
 
-class Filters:
-    """The policy's filters, run over prepared candidates.
-
-    Args:
-        policy: Its filters, in order.
-        prepared: The per-snapshot memo (its state-only filters are the policy's, in order).
-        perf: Monotonic clock for step durations.
-        observer: The duration observer of a plugin (None: not observed).
-    """
+class Filters(Runner):
+    """The policy's filters, run over prepared candidates (the memo's state-only filters are the policy's, in order)."""
 
     def __init__(self, policy: Policy, prepared: PreparedCache, perf: Callable[[], float], observer: Observer) -> None:
-        self.policy = policy
-        self._prepared = prepared
-        self._perf = perf
+        super().__init__(policy, prepared, perf, observer)
         state_only = [i for i, f in enumerate(policy.filters) if f.STATE_ONLY]
         self._slot = {i: n for n, i in enumerate(state_only)}  # filter index -> memoised verdict position
         self._obs = [observer("filter", f) for f in policy.filters]

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from router_core.decide.decision import DecisionContext, Steps
-from router_core.decide.filtering import Observer
 from router_core.decide.policy import Policy
 from router_core.decide.prepared import Prepared, PreparedCache
+from router_core.decide.runner import Observer, Runner
 from router_core.framework import clamp_unit, typed_name
 from schemas.common import StepKind
 from schemas.fleet import InstanceSnapshot, InstanceSpec
@@ -24,20 +24,11 @@ from schemas.trace import Violation
 __all__ = ["Scores"]
 
 
-class Scores:
-    """The policy's scorers, run over a feasible pool.
-
-    Args:
-        policy: Its scorers and weights.
-        prepared: The per-snapshot memo (the state-only terms).
-        perf: Monotonic clock for step durations.
-        observer: The duration observer of a plugin (None: not observed).
-    """
+class Scores(Runner):
+    """The policy's scorers and weights, run over a feasible pool."""
 
     def __init__(self, policy: Policy, prepared: PreparedCache, perf: Callable[[], float], observer: Observer) -> None:
-        self.policy = policy
-        self._prepared = prepared
-        self._perf = perf
+        super().__init__(policy, prepared, perf, observer)
         self._obs = {n: observer("scorer", s) for n, s in policy.scorers.items()}
         self._names = {n: typed_name(s) for n, s in policy.scorers.items()}
 

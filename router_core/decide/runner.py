@@ -1,0 +1,28 @@
+"""What the decision's plugin runners share (:mod:`router_core.decide.filtering`, :mod:`router_core.decide.scoring`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from router_core.decide.policy import Policy
+from router_core.decide.prepared import PreparedCache
+
+__all__ = ["Observer", "Runner"]
+
+Observer = Callable[[str, object], Callable[[float], None] | None]  # (extension point, plugin) -> observe or None
+
+
+class Runner:
+    """Runs one kind of the policy's plugins over a request's candidates, timing each call.
+
+    Args:
+        policy: The plugins, in order.
+        prepared: The per-snapshot memo of state-only verdicts and terms.
+        perf: Monotonic clock for step durations.
+        observer: The duration observer of a plugin (None: not observed).
+    """
+
+    def __init__(self, policy: Policy, prepared: PreparedCache, perf: Callable[[], float], observer: Observer) -> None:
+        self.policy = policy
+        self._prepared = prepared
+        self._perf = perf
