@@ -8,7 +8,8 @@ import sys
 BENCHMARKS = {"decide": "bench.decide", "gateway": "bench.gateway", "sim": "bench.sim", "ingest": "bench.ingest",
               "lookup": "bench.lookup", "probes": "bench.probes", "app": "bench.app",
               "shadow": "bench.shadow", "compare": "bench.compare", "replay": "bench.replay",
-              "analyse": "bench.analyse", "resilience": "bench.resilience", "soak": "bench.soak"}
+              "analyse": "bench.analyse", "intents": "bench.intent_sets", "resilience": "bench.resilience",
+              "soak": "bench.soak"}
 
 
 def main(argv: list[str]) -> int:
