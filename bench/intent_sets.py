@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["clinc_set", "mmlu_set", "tnews_set"]
+__all__ = ["clinc_set", "main", "mmlu_set", "tnews_set", "write_set"]
 
 Cases = list[tuple[str, str | None]]
 Built = tuple[dict[str, list[str]], Cases]
