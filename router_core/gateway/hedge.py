@@ -7,7 +7,8 @@ the request first (an answer, or an error status that is one) wins. The first at
 ended through its own timeout (:meth:`router_core.resilience.fallbacks.Abort.fire` with
 :data:`HEDGED_OUT`, as an opening breaker ends it); the twin, outrun, is cancelled with
 :data:`HEDGED_OUT`. Either takes it as "record me as hedged out" (a ``timeout`` whose error class
-is ``hedged_out``), so both attempts are in the trace in the order they were sent. When neither
+is ``hedged_out``), so both attempts are in the trace in the order they were sent (a twin started in
+the turn the first answered in runs its first step before it is cancelled). When neither
 settles, both are returned, failed. A request answered before the delay (nearly every one) pays
 for one timer: no task, no extra turn of the event loop.
 Settings: ``resilience.hedging`` (:class:`schemas.config.resilience.HedgeSettings`).
@@ -59,10 +60,16 @@ async def race(first: Awaitable[T], abort: Abort, delay_s: float, twin: Callable
     if second is None:
         return [a]
     if settled(a) and not second.done():
-        second.cancel(HEDGED_OUT)
+        # One turn first: a twin started in this turn has not run yet, and a task cancelled before its first
+        # step runs none of its code (neither its record as hedged out nor the release of its in-flight count).
+        await asyncio.sleep(0)
+        if not second.done():
+            second.cancel(HEDGED_OUT)
     try:
         await asyncio.wait([second])
     except BaseException:
         second.cancel()
         raise
+    if second.cancelled():  # it did not take HEDGED_OUT as "record me": better an attempt untold than a request lost
+        return [a]
     return [a, second.result()]

@@ -167,3 +167,41 @@ def test_a_request_cancelled_mid_race_ends_both_attempts() -> None:
                 await server.close()
 
     asyncio.run(main())
+
+
+def test_a_twin_started_in_the_turn_the_first_answered_is_hedged_out_not_raised_into_the_request() -> None:
+    """The twin's timer fires in the turn of the event loop the first answers in, so it is cancelled before its
+    first step would run. A surge drill lost such requests: ``CancelledError('hedged_out')`` out of the handler,
+    no answer, no trace, and the twin's in-flight count never let go.
+    """
+    from router_core.gateway.hedge import HEDGED_OUT, race
+    from router_core.resilience.fallbacks import Abort
+
+    held: list[str] = []
+
+    async def first() -> str:
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the twin's timer (0 s) fires between these two turns
+        return "answer"
+
+    def twin() -> Any:  # as Forwarder._attempt: counts itself in flight now, lets go in its coroutine
+        held.append("in flight")
+
+        async def exchange() -> str:
+            try:
+                await asyncio.sleep(3600)
+                return "twin's answer"
+            except asyncio.CancelledError as exc:
+                if exc.args == (HEDGED_OUT,):
+                    return "hedged out"
+                raise
+            finally:
+                held.remove("in flight")
+
+        return exchange()
+
+    async def main() -> list[str]:
+        return await race(first(), Abort(), 0.0, twin, lambda _: True)
+
+    assert asyncio.run(main()) == ["answer", "hedged out"]
+    assert held == []
