@@ -59,15 +59,15 @@ async def race(first: Awaitable[T], abort: Abort, delay_s: float, twin: Callable
         timer.cancel()
     if second is None:
         return [a]
-    if settled(a) and not second.done():
-        # One turn first: a twin started in this turn has not run yet, and a task cancelled before its first
-        # step runs none of its code (neither its record as hedged out nor the release of its in-flight count).
-        await asyncio.sleep(0)
-        if not second.done():
-            second.cancel(HEDGED_OUT)
     try:
+        if settled(a) and not second.done():
+            # One turn first: a twin started in this turn has not run yet, and a task cancelled before its first
+            # step runs none of its code (neither its record as hedged out nor the release of its in-flight count).
+            await asyncio.sleep(0)
+            if not second.done():
+                second.cancel(HEDGED_OUT)
         await asyncio.wait([second])
-    except BaseException:
+    except BaseException:  # the request itself was cancelled
         second.cancel()
         raise
     if second.cancelled():  # it did not take HEDGED_OUT as "record me": better an attempt untold than a request lost
