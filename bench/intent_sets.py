@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
+from router_core.intents.routes import dump_routes
 
 __all__ = ["clinc_set", "main", "mmlu_set", "tnews_set", "write_set"]
 
@@ -96,7 +96,7 @@ def write_set(folder: Path, name: str, built: Built) -> tuple[Path, Path]:
     """Write ``name``'s routes YAML and cases JSONL into ``folder``; return their paths."""
     routes, cases = built
     routes_path, cases_path = folder / f"{name}_routes.yaml", folder / f"{name}_cases.jsonl"
-    routes_path.write_text(yaml.safe_dump(routes, allow_unicode=True), "utf-8")
+    routes_path.write_text(dump_routes(routes), "utf-8")
     cases_path.write_text("".join(json.dumps({"text": t, "expected": e}, ensure_ascii=False) + "\n"
                                   for t, e in cases), "utf-8")
     return routes_path, cases_path

@@ -30,7 +30,7 @@ class Filters(Runner):
     """The policy's filters, run over prepared candidates (the memo's state-only filters are the policy's, in order)."""
 
     def __init__(self, policy: Policy, prepared: PreparedCache, perf: Callable[[], float], observer: Observer) -> None:
-        super().__init__(policy, prepared, perf, observer)
+        super().__init__(policy, prepared, perf)
         state_only = [i for i, f in enumerate(policy.filters) if f.STATE_ONLY]
         self._slot = {i: n for n, i in enumerate(state_only)}  # filter index -> memoised verdict position
         self._obs = [observer("filter", f) for f in policy.filters]

@@ -19,10 +19,9 @@ class Runner:
         policy: The plugins, in order.
         prepared: The per-snapshot memo of state-only verdicts and terms.
         perf: Monotonic clock for step durations.
-        observer: The duration observer of a plugin (None: not observed).
     """
 
-    def __init__(self, policy: Policy, prepared: PreparedCache, perf: Callable[[], float], observer: Observer) -> None:
+    def __init__(self, policy: Policy, prepared: PreparedCache, perf: Callable[[], float]) -> None:
         self.policy = policy
         self._prepared = prepared
         self._perf = perf

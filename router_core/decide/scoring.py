@@ -28,7 +28,7 @@ class Scores(Runner):
     """The policy's scorers and weights, run over a feasible pool."""
 
     def __init__(self, policy: Policy, prepared: PreparedCache, perf: Callable[[], float], observer: Observer) -> None:
-        super().__init__(policy, prepared, perf, observer)
+        super().__init__(policy, prepared, perf)
         self._obs = {n: observer("scorer", s) for n, s in policy.scorers.items()}
         self._names = {n: typed_name(s) for n, s in policy.scorers.items()}
 
