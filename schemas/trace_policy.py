@@ -31,7 +31,9 @@ class IntentVerdict(ContractModel):
     confidence: float = Field(ge=0, le=1)
     threshold: float | None = Field(None, ge=0, le=1, description="The calibrated abstain threshold.")
     abstained: bool = False
-    path: Literal["fast", "embedding", "rules"] = "fast"
+    path: Literal["fast", "early", "embedding", "rules"] = Field(
+        "fast", description="What gave it: fast (character n-grams), early (MiniLM's first layers), embedding (all "
+                            "of MiniLM), rules.")
     cut_tokens: int | None = Field(None, ge=0, description="Input was cut at this many tokens (None: not cut).")
 
 

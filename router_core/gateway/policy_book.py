@@ -76,4 +76,5 @@ def _intents(gate: PolicyGate) -> dict[str, Any] | None:
     if intents is None:
         return None
     return {"routes": intents.routes, "fast_threshold": intents.fast_threshold,
-            "embedding_threshold": intents.embedding_threshold, "calibration": intents.calibration}
+            "early_threshold": intents.early_threshold, "embedding_threshold": intents.embedding_threshold,
+            "calibration": intents.calibration}

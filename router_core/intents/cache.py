@@ -1,7 +1,8 @@
 """The centroid cache next to the routes file: per-route embeddings and centroids, keyed by content hash.
 
 ``<routes file>.intents-cache.npz`` holds, per route, its example embeddings and centroids with the
-hash of its examples (:func:`router_core.intents.routes.route_hash`), plus the calibration's
+hash of its examples (:func:`router_core.intents.routes.route_hash`) and, with an early exit, their
+rows after the encoder's first layers, plus the calibration's
 figures (thresholds and held-out rates) keyed by the whole route set's hash. A route whose hash
 still matches is reused as stored, so
 adding examples to one route re-embeds and re-clusters that route only.
@@ -34,6 +35,7 @@ class CacheEntry:
     hash: str
     embeddings: Vectors
     centroids: Vectors
+    early: Vectors | None = None  # the examples' rows after the encoder's first layers (an early exit's)
 
 
 @dataclass
@@ -52,7 +54,8 @@ class CentroidCache:
                 index = json.loads(str(z["index"]))
                 if index.get("model") != model:
                     return cls(model)
-                routes = {name: CacheEntry(h, z[f"e{i}"].astype(np.float32), z[f"c{i}"].astype(np.float32))
+                routes = {name: CacheEntry(h, z[f"e{i}"].astype(np.float32), z[f"c{i}"].astype(np.float32),
+                                           z[f"x{i}"].astype(np.float32) if f"x{i}" in z.files else None)
                           for i, (name, h) in enumerate(index["routes"])}
                 figures = {str(k): {str(n): float(x) for n, x in v.items()}
                            for k, v in index.get("thresholds", {}).items() if isinstance(v, dict)}
@@ -68,6 +71,8 @@ class CentroidCache:
         for i, entry in enumerate(self.routes.values()):
             arrays[f"e{i}"] = entry.embeddings
             arrays[f"c{i}"] = entry.centroids
+            if entry.early is not None:
+                arrays[f"x{i}"] = entry.early
         tmp = path.with_name(path.name + ".tmp.npz")
         np.savez(tmp, **arrays)  # type: ignore[arg-type]
         tmp.replace(path)

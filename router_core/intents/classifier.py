@@ -4,13 +4,16 @@
 and logistic regression, well under a millisecond). Its verdict stands when its confidence reaches
 the fast path's *accept* threshold, calibrated so that held-out verdicts above it are right at least
 ``fast_precision`` of the time and no background text (:mod:`router_core.intents.background`)
-reaches it. Every other query takes the slow path (``path="embedding"``): MiniLM's embedding and
-the character n-grams in one linear model, with each route's nearest example as much as held-out
-folds say helps (:mod:`router_core.intents.joint`), which abstains
-(``label`` None, ``nearest`` kept; the rule layer decides) below its calibrated threshold, or when
-the query lies nearer to a background text than to any example of the route it picked.
+reaches it. Every other query takes the slow path: MiniLM's embedding and the character n-grams
+in one linear model, with each route's nearest example as much as held-out folds say helps
+(:mod:`router_core.intents.joint`). It first reads the query with MiniLM's first layers only
+(``early_exit_layers``), and a verdict the calibration says the whole model would not better
+stands there (``path="early"``, :mod:`router_core.intents.early`); the rest go on through the
+remaining layers (``path="embedding"``), where the model abstains (``label`` None, ``nearest``
+kept; the rule layer decides) below its calibrated threshold, or when the query lies nearer to a
+background text than to any example of the route it picked.
 
-Both thresholds are calibrated per route set on held-out folds of the examples
+The thresholds are calibrated per route set on held-out folds of the examples
 (:meth:`IntentClassifier.fit_embedding`); :attr:`IntentClassifier.calibration` holds the figures.
 Without torch, transformers or the model package the classifier runs the fast path only, which
 then abstains below its own held-out quantile, and :attr:`embedding_status` says why.
@@ -36,6 +39,7 @@ from router_core.intents.calibrate import (
     held_out,
 )
 from router_core.intents.cut import cut_to_tokens
+from router_core.intents.early import EarlyExit, exit_threshold, held_out_early, left_out_confidences
 from router_core.intents.embedding import Embedder, Vectors, cluster_route, embedder_missing, k_for
 from router_core.intents.fast import FastModel, fit_fast
 from router_core.intents.joint import JointModel, choose_neighbour_weight
@@ -48,7 +52,7 @@ from schemas.trace_policy import IntentVerdict
 __all__ = ["IntentClassifier"]
 
 _COVER = 0.7  # a background text this close (cosine) to a route example is what the route set is about
-_CALIBRATION = "joint-9"  # bump when the calibration changes: cached figures of another version are not reused
+_CALIBRATION = "joint-10"  # bump when the calibration changes: cached figures of another version are not reused
 
 
 class IntentClassifier:
@@ -71,8 +75,11 @@ class IntentClassifier:
         self.cache_path = cache_path
         self.embedding_status = None if embedder is not None else embedder_missing()
         if embedder is None and self.embedding_status is None:
-            embedder = MiniLMEncoder(settings.embedding_precision, max_seq_length=settings.embedding_max_tokens)
+            embedder = MiniLMEncoder(settings.embedding_precision, max_seq_length=settings.embedding_max_tokens,
+                                     early_layers=settings.early_exit_layers)
         self._embedder = embedder
+        # An early exit needs an encoder that can stop after its first layers (MiniLMEncoder(early_layers=K)).
+        self._early_layers = int(getattr(embedder, "early_layers", 0) or 0)
         # The cache's model key: vectors of another model or precision are never mixed with these.
         self.model_id: str = getattr(embedder, "model_id", MODEL_NAME)
         self._texts = [t for ts in routes.values() for t in ts]
@@ -86,6 +93,7 @@ class IntentClassifier:
                 self._texts, self._labels, fit_fast(settings.seed), folds=settings.folds,
                 quantile=settings.calibration_quantile, seed=settings.seed))
         self._joint: JointModel | None = None
+        self._exit: EarlyExit | None = None
         self._background: Vectors | None = None
         self._vocabulary: frozenset[str] = frozenset()
         self.embedding_threshold: float | None = None
@@ -111,6 +119,11 @@ class IntentClassifier:
         return self._embedder is not None
 
     @property
+    def early_threshold(self) -> float | None:
+        """The early exit's calibrated threshold; None when there is none (off, not fitted, or never worth it)."""
+        return None if self._exit is None else self._exit.threshold
+
+    @property
     def is_fitted(self) -> bool:
         """Whether the slow path is fitted (:meth:`fit_embedding` ran)."""
         return self.embedding_threshold is not None
@@ -122,7 +135,7 @@ class IntentClassifier:
         s = self.settings
         key = [[r, route_hash(ts)] for r, ts in self.routes.items()] + [
             _CALIBRATION, s.fast_threshold, s.embedding_threshold, s.fast_precision, s.fast_unseen_share, s.folds,
-            s.calibration_quantile, s.seed]
+            s.calibration_quantile, s.seed, self._early_layers]
         return hashlib.sha256(repr(key).encode()).hexdigest()[:16]
 
     def _embed_routes(self, cache: CentroidCache) -> dict[str, CacheEntry]:
@@ -133,13 +146,21 @@ class IntentClassifier:
         for route, texts in self.routes.items():
             h = route_hash(texts)
             entry = cache.routes.get(route)
-            if entry is None or entry.hash != h:
-                vectors = self._embedder.embed(texts)
+            if entry is None or entry.hash != h or (self._early_layers and entry.early is None):
+                early, vectors = self._embed(texts)
                 k = k_for(len(texts), s.k_min, s.k_max, s.examples_per_centroid)
-                entry = CacheEntry(h, vectors, cluster_route(vectors, k, s.seed))
+                entry = CacheEntry(h, vectors, cluster_route(vectors, k, s.seed), early)
                 self.reclustered.append(route)
             fresh[route] = entry
         return fresh
+
+    def _embed(self, texts: list[str]) -> tuple[Vectors | None, Vectors]:
+        """The texts' rows after the early exit's layers (None without one) and their final rows."""
+        assert self._embedder is not None
+        if self._early_layers:
+            early, final = self._embedder.embed_both(texts)  # type: ignore[attr-defined]
+            return np.asarray(early, dtype=np.float32), np.asarray(final, dtype=np.float32)
+        return None, np.asarray(self._embedder.embed(texts), dtype=np.float32)
 
     def fit_embedding(self) -> None:
         """Embed the routes whose cache entry is stale, fit the joint model, calibrate, save the cache."""
@@ -150,19 +171,29 @@ class IntentClassifier:
             cache = CentroidCache.load(path, self.model_id) if path is not None else CentroidCache(self.model_id)
             fresh = self._embed_routes(cache)
             vectors = np.concatenate([e.embeddings for e in fresh.values()]).astype(np.float32)
+            rows = None if not self._early_layers else np.concatenate(
+                [e.early for e in fresh.values() if e.early is not None]).astype(np.float32)
             vocabulary = getattr(self._embedder, "vocabulary", None)
             self._vocabulary = frozenset(vocabulary()) if callable(vocabulary) else frozenset()
-            background = np.asarray(self._embedder.embed(background_texts(self.settings.seed)), dtype=np.float32)
-            self._background = background[uncovered(background, vectors, _COVER)]
+            bg_rows, background = self._embed(background_texts(self.settings.seed))
+            keep = uncovered(background, vectors, _COVER)
+            self._background = background[keep]
             set_hash = self._set_hash()
             figures = {k: v for k, v in cache.thresholds.items() if k == set_hash}
             if set_hash not in figures:
-                figures[set_hash] = self._calibrate(vectors)
+                figures[set_hash] = self._calibrate(vectors, rows, None if bg_rows is None else bg_rows[keep])
             calibration = dict(figures[set_hash])
-            if not calibration.get("background_guard", 1.0):
+            guard = bool(calibration.get("background_guard", 1.0))
+            if not guard:
                 self._background = None
-            self._joint = JointModel(self.settings.seed, neighbour_weight=calibration["neighbour_weight"]).fit(
+            seed = self.settings.seed
+            self._joint = JointModel(seed, neighbour_weight=calibration["neighbour_weight"]).fit(
                 self._texts, vectors, self._labels)
+            if rows is not None and bg_rows is not None and calibration.get("early_threshold", 1.0) < 1.0:
+                early = JointModel(seed, neighbour_weight=calibration["early_neighbour_weight"]).fit(
+                    self._texts, rows, self._labels)
+                assert early.vocabulary == self._joint.vocabulary  # same texts, same n-grams: classify shares them
+                self._exit = EarlyExit(early, calibration["early_threshold"], bg_rows[keep] if guard else None)
             self._slow_threshold = calibration["embedding_threshold"]
             self.fast_threshold = calibration["fast_threshold"]
             calibration.update(self._gibberish_check())
@@ -173,8 +204,13 @@ class IntentClassifier:
                                      or list(fresh) != list(cache.routes)):
                 CentroidCache(self.model_id, fresh, figures).save(path)
 
-    def _calibrate(self, vectors: Vectors) -> dict[str, float]:
-        """Both thresholds from the same held-out folds; the figures :attr:`calibration` reports."""
+    def _calibrate(self, vectors: Vectors, rows: Vectors | None = None, bg_rows: Vectors | None = None,
+                   ) -> dict[str, float]:
+        """The thresholds from the same held-out folds; the figures :attr:`calibration` reports.
+
+        ``rows``: the examples' rows after the early exit's layers (None: no early exit), ``bg_rows``
+        the background's at that depth.
+        """
         s, texts, labels = self.settings, self._texts, self._labels
         background = self._background
 
@@ -219,24 +255,53 @@ class IntentClassifier:
         threshold = self._threshold(s.embedding_threshold, lambda: min(1.0, abstain_threshold(
             [j_conf[k] for k in slow], [guard[j_idx[k]] for k in slow], budget)))
         n = len(j_idx) or 1
+        exits, early = ({}, {}) if rows is None else self._calibrate_exit(
+            rows, bg_rows if use_guard else None, [j_idx[k] for k in slow], dict(zip(j_idx, j_names, strict=True)))
         right = abstained = 0
         for k, i in enumerate(j_idx):
             name, conf = fast_by[i]
             if is_gibberish(texts[i], self._vocabulary):
                 abstained += 1
                 continue
-            if conf < accept:
+            if i in exits:
+                name = exits[i]
+            elif conf < accept:
                 name = j_names[k]
                 if guard[i] or j_conf[k] < threshold:
                     abstained += 1
                     continue
             right += name == labels[i]
-        return {"fast_threshold": accept, "embedding_threshold": threshold, "neighbour_weight": weight,
+        return {**early, "held_out_early_share": round(len(exits) / n, 4),
+                "fast_threshold": accept, "embedding_threshold": threshold, "neighbour_weight": weight,
                 "fast_floor": round(floor, 4),
                 "background_guard": float(use_guard), "held_out_guard_fired": float(fired),
                 "held_out": float(len(j_idx)), "held_out_fast_share": round(1 - len(slow) / n, 4),
                 "held_out_accuracy": round(right / n, 4), "held_out_false_abstain": round(abstained / n, 4),
                 "folds": float(s.folds), "quantile": s.calibration_quantile}
+
+    def _calibrate_exit(self, rows: Vectors, bg_rows: Vectors | None, slow: list[int], full: dict[int, str],
+                        ) -> tuple[dict[int, str], dict[str, float]]:
+        """The early exit's threshold on the held-out examples that reach it (``slow``), and their early verdicts.
+
+        ``full``: the full model's held-out pick of each example. Returns the held-out examples that
+        exit early (index -> route) and the figures (threshold, neighbour weight, floor).
+        """
+        s, texts, labels = self.settings, self._texts, self._labels
+        held = held_out_early(texts, labels, rows, s.folds, s.seed)
+        unseen = left_out_confidences(texts, labels, rows, s.seed, held.weight)
+        floor = float(np.quantile(unseen, 1 - s.fast_unseen_share)) if unseen else 0.0
+        t = exit_threshold([held.names[i] == labels[i] for i in slow], [full[i] == labels[i] for i in slow],
+                           [held.confidences[i] for i in slow], floor)
+        exits: dict[int, str] = {}
+        for i in slow:
+            name = held.names[i]
+            if held.confidences[i] < t:
+                continue
+            own = rows[[j for j, lab in enumerate(labels) if lab == name and j != i]]
+            if bg_rows is None or not _nearer_background(rows[i], bg_rows, own):
+                exits[i] = name
+        return exits, {"early_threshold": t, "early_neighbour_weight": held.weight, "early_floor": round(floor, 4),
+                       "early_layers": float(self._early_layers)}
 
     def _gibberish_check(self) -> dict[str, float]:
         probe = gibberish(50, self.settings.seed + 2)
@@ -273,8 +338,17 @@ class IntentClassifier:
         if conf >= self.fast_threshold:
             return _verdict(nearest, conf, self.fast_threshold, "fast", cut)
         assert self._embedder is not None and self._joint is not None
-        vec = np.asarray(self._embedder.embed([text]), dtype=np.float32)[0]
-        name, joint_conf, _, _ = self._joint.score_one(text, vec)
+        grams = None
+        if self._exit is not None:
+            grams = self._joint.gram_row(text)  # the two joint models read the same n-grams: once
+            row, state = self._embedder.embed_early(text)  # type: ignore[attr-defined]
+            settled = self._exit.verdict(text, row, grams)
+            if settled is not None:
+                return _verdict(settled[0], settled[1], self._exit.threshold, "early", cut)
+            vec = self._embedder.finish(state)  # type: ignore[attr-defined]
+        else:
+            vec = np.asarray(self._embedder.embed([text]), dtype=np.float32)[0]
+        name, joint_conf, _, _ = self._joint.score_one(text, vec, grams)
         verdict = _verdict(name, joint_conf, self._slow_threshold, "embedding", cut)
         if verdict.label is not None and self._guarded(text, vec, self._background, self._joint.examples_of(name)):
             return verdict.model_copy(update={"label": None, "abstained": True})
@@ -312,7 +386,7 @@ def _nearer_background(vec: Vectors, background: Vectors, own: Vectors) -> bool:
     return float((background @ vec).max()) > float((own @ vec).max())
 
 
-def _verdict(nearest: str, conf: float, threshold: float, path: Literal["fast", "embedding"],
+def _verdict(nearest: str, conf: float, threshold: float, path: Literal["fast", "early", "embedding"],
              cut: int | None) -> IntentVerdict:
     abstained = conf < threshold
     return IntentVerdict(label=None if abstained else nearest, nearest=nearest,

@@ -36,10 +36,11 @@ import scipy.sparse as sp  # type: ignore[import-untyped]
 from sklearn.feature_extraction.text import TfidfVectorizer  # type: ignore[import-untyped]
 from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyped]
 
-__all__ = ["NEIGHBOUR_WEIGHTS", "JointModel", "JointScore", "choose_neighbour_weight", "embedding_weight"]
+__all__ = ["NEIGHBOUR_WEIGHTS", "GramRow", "JointModel", "JointScore", "choose_neighbour_weight", "embedding_weight"]
 
 Vectors = npt.NDArray[np.float32]
 JointScore = tuple[str, float, float, float]  # (route, confidence, probability, cosine to its nearest example)
+GramRow = tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]  # a text's TF-IDF row: its columns and values
 NEIGHBOUR_WEIGHTS = (0.0, 5.0, 10.0, 15.0, 20.0, 30.0)  # the candidates choose_neighbour_weight tries
 
 
@@ -96,17 +97,28 @@ class JointModel:
         self._starts = np.searchsorted(self._owner, np.arange(len(self.labels)))
         return self
 
-    def _gram_logits(self, text: str) -> npt.NDArray[np.float64]:
+    @property
+    def vocabulary(self) -> dict[str, int]:
+        """The fitted n-gram columns (models fitted on the same texts have the same: they can share a gram row)."""
+        return self._vocab
+
+    def gram_row(self, text: str) -> GramRow:
+        """``text``'s sublinear TF-IDF row over the fitted n-grams, L2-normalised (no columns: no known n-gram)."""
         counts: dict[int, int] = {}
         for gram in self._analyse(text):
             j = self._vocab.get(gram)
             if j is not None:
                 counts[j] = counts.get(j, 0) + 1
-        if not counts:
-            return np.zeros(len(self.labels))
         cols = np.fromiter(counts, dtype=np.intp, count=len(counts))
         vals = (1.0 + np.log(np.fromiter(counts.values(), dtype=np.float64, count=len(counts)))) * self._idf[cols]
-        vals /= np.sqrt(vals @ vals)
+        if len(cols):
+            vals /= np.sqrt(vals @ vals)
+        return cols, vals
+
+    def _gram_logits(self, text: str, grams: GramRow | None) -> npt.NDArray[np.float64]:
+        cols, vals = self.gram_row(text) if grams is None else grams
+        if not len(cols):
+            return np.zeros(len(self.labels))
         return np.asarray(vals @ self._w_gram[cols])
 
     def parts(self, text: str, vector: Vectors) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -115,19 +127,23 @@ class JointModel:
         The cosine is weighted by the text's non-CJK share (``2 x embedding_weight - 1``); the logit
         :meth:`score_one` takes is ``linear + neighbour_weight x neighbour``.
         """
-        linear, nearest, w = self._parts(text, vector)
+        linear, nearest, w = self._parts(text, vector, None)
         return linear, (2.0 * w - 1.0) * nearest
 
-    def _parts(self, text: str, vector: Vectors) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]:
+    def _parts(self, text: str, vector: Vectors, grams: GramRow | None,
+               ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]:
         v = np.asarray(vector, dtype=np.float32).reshape(-1)
         w = embedding_weight(text)
-        linear = w * (v.astype(np.float64) @ self._w_emb) + self._gram_logits(text) + self._intercept
+        linear = w * (v.astype(np.float64) @ self._w_emb) + self._gram_logits(text, grams) + self._intercept
         nearest = np.maximum.reduceat(self._examples @ v, self._starts).astype(np.float64)
         return linear, nearest, w
 
-    def score_one(self, text: str, vector: Vectors) -> JointScore:
-        """Route, confidence (probability x nearest-example cosine), probability and cosine for one query."""
-        linear, nearest, w = self._parts(text, vector)
+    def score_one(self, text: str, vector: Vectors, grams: GramRow | None = None) -> JointScore:
+        """Route, confidence (probability x nearest-example cosine), probability and cosine for one query.
+
+        ``grams``: the text's :meth:`gram_row` from a model with the same :attr:`vocabulary` (None: computed here).
+        """
+        linear, nearest, w = self._parts(text, vector, grams)
         z = linear + (self.neighbour_weight * (2.0 * w - 1.0)) * nearest
         e = np.exp(z - z.max())
         proba = e / e.sum()

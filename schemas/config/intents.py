@@ -39,15 +39,21 @@ class IntentSettings(ContractModel):
                     "256, its published cut, takes about twice the time on a long query (31 against 15 ms on one "
                     "thread here). The character n-grams read up to max_tokens.")
     escalate: bool = Field(True, description="Run the embedding path when the fast path is below its threshold.")
+    early_exit_layers: int = Field(
+        2, ge=0, le=5,
+        description="Embedding path: first read the query with only this many of MiniLM's six layers; a verdict "
+                    "the calibration says the whole model would not better (and no nearer to out-of-scope text "
+                    "than the fast path allows) stands as path `early`, at about a third of the cost; the rest "
+                    "go on through the remaining layers. 0: always all six.")
     fast_precision: float = Field(
         0.98, gt=0.5, le=1.0,
         description="Fast path: a calibrated accept threshold keeps held-out verdicts above it right this share "
                     "of the time; the rest take the embedding path.")
     fast_unseen_share: float = Field(
         0.1, ge=0, lt=1,
-        description="Fast path: the share of a left-out route's examples (the nearest out-of-scope queries) whose "
-                    "confidence may reach its accept threshold. Lower: more abstentions, more queries on the "
-                    "embedding path.")
+        description="Fast path and early exit: the share of a left-out route's examples (the nearest out-of-scope "
+                    "queries) whose confidence may reach the accept (exit) threshold. Lower: more abstentions, more "
+                    "queries on the embedding path.")
     k_min: int = Field(3, ge=1, description="Fewest capability centroids per route (K-means; the seed's method, "
                                             "which `routelens intents eval --method centroids` measures).")
     k_max: int = Field(5, ge=1, description="Most capability centroids per route.")

@@ -3,8 +3,8 @@
 A real fleet and gateway (``serve``) with ``routing.intents`` on routes it has never seen (six
 BANKING77 intents from the vendored subset, 20 examples each), requests through the official
 ``openai`` client. Each trace's policy step carries the classifier's verdict (route, confidence,
-threshold, path); the trace's intent is the verdict's route, or the rule layer's intent when the
-classifier abstained (gibberish, small talk, a maths question no route is about). The gateway's
+threshold, path: fast, early or embedding); the trace's intent is the verdict's route, or the rule
+layer's intent when the classifier abstained (gibberish, small talk, a maths question no route is about). The gateway's
 verdicts are the classifier's own, computed in this process from the same routes file.
 """
 
@@ -97,14 +97,14 @@ def test_labelled_requests_carry_the_classifiers_verdict_and_path(gateway: tuple
         mine = local.classify(text)
         assert verdict["path"] == mine.path and verdict["label"] == mine.label, (text, verdict, mine)
         assert verdict["confidence"] == pytest.approx(mine.confidence, abs=1e-6)
-        assert verdict["path"] in ("fast", "embedding") and verdict["threshold"] is not None
+        assert verdict["path"] in ("fast", "early", "embedding") and verdict["threshold"] is not None
         if verdict["abstained"]:
             assert trace["intent"] == classify_intent(text).cls
         else:
             assert trace["intent"] == verdict["label"] and trace["intent_confidence"] == verdict["confidence"]
             right += verdict["label"] == expected
     assert right / len(LABELLED) >= 0.9, right
-    assert {t["policy"]["intent"]["path"] for t in traces} == {"fast", "embedding"}
+    assert {t["policy"]["intent"]["path"] for t in traces} == {"fast", "early", "embedding"}
     # the calibration the verdicts were made under is stored with the policy their traces name
     policy = wait_until(lambda: stored_policy(url, traces[-1]["policy_hash"]), timeout_s=30)
     assert policy is not None
@@ -112,10 +112,10 @@ def test_labelled_requests_carry_the_classifiers_verdict_and_path(gateway: tuple
     assert stored["calibration"] == local.calibration
     assert stored["fast_threshold"] == local.fast_threshold
     assert stored["embedding_threshold"] == local.embedding_threshold
+    assert stored["early_threshold"] == local.early_threshold == local.calibration["early_threshold"]
     for trace in traces:  # each verdict was made under those thresholds (the first waited for the fit)
         verdict = trace["policy"]["intent"]
-        key = "fast_threshold" if verdict["path"] == "fast" else "embedding_threshold"
-        assert verdict["threshold"] == stored[key]
+        assert verdict["threshold"] == stored[f"{verdict['path']}_threshold"]
 
 
 def test_an_abstention_leaves_the_rule_layers_intent(gateway: tuple[str, Path]) -> None:
@@ -124,6 +124,6 @@ def test_an_abstention_leaves_the_rule_layers_intent(gateway: tuple[str, Path]) 
     for trace, (text, rule_intent) in zip(traces, ABSTAIN, strict=True):
         verdict = trace["policy"]["intent"]
         assert verdict["abstained"] and verdict["label"] is None and verdict["nearest"] in ROUTES, (text, verdict)
-        assert verdict["path"] in ("fast", "embedding")  # gibberish abstains on the fast path, the rest below it
+        assert verdict["path"] in ("fast", "embedding")  # gibberish abstains on the fast path, the rest on the last
         assert classify_intent(text).cls == rule_intent
         assert trace["intent"] == rule_intent, (text, trace["intent"])

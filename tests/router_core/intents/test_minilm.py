@@ -60,3 +60,24 @@ def test_a_cut_reads_only_the_first_tokens_and_keys_its_own_cache(fp32: np.ndarr
     assert np.abs(long - short).max() < 1e-5  # past 16 tokens nothing is read
     uncut = MiniLMEncoder("fp32", trace=False).embed([head + " and also " * 50])[0]
     assert float(uncut @ long) < 0.99  # the model's own cut (256) reads the rest
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp32"])
+def test_an_encoder_cut_in_two_gives_the_whole_models_rows(precision: str) -> None:
+    whole = MiniLMEncoder(precision, max_seq_length=128).embed(TEXTS)
+    cut = MiniLMEncoder(precision, max_seq_length=128, early_layers=2)
+    early, final = cut.embed_both(TEXTS)
+    assert cut.model_id.endswith("/128/exit2") and cut.batch_size == 1
+    tolerance = 0.0 if precision == "int8" else 1e-5  # int8 runs one text a pass either way: bit for bit
+    assert np.abs(final - whole).max() <= tolerance and np.abs(cut.embed(TEXTS) - whole).max() <= tolerance
+    assert np.allclose(np.linalg.norm(early, axis=1), 1.0, atol=1e-4)
+    assert (early * final).sum(axis=1).max() < 0.9  # two layers in, a text is not yet where six take it
+    row, state = cut.embed_early(TEXTS[0])
+    assert np.array_equal(row, early[0]) and np.array_equal(cut.finish(state), final[0])
+
+
+def test_an_early_exit_needs_layers_left_to_go_on_with() -> None:
+    with pytest.raises(ValueError, match="early_layers"):
+        MiniLMEncoder(early_layers=6)
+    with pytest.raises(ValueError, match="early_layers"):
+        MiniLMEncoder().embed_early("a query")
