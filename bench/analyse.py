@@ -87,7 +87,7 @@ def analysis_figures(n_routes: int, per_route: int, n_queries: int, precision: s
         by_path[v.path].append(ms)
     fast_all, _ = _timed(lambda q: clf.classify(q, escalate=False), queries)
     threshold = clf.fast_threshold
-    clf.fast_threshold = 1.0  # every query on the embedding path (a probability of exactly 1 never comes)
+    clf.fast_threshold = 1.0  # every query on the slow path (a probability of exactly 1 never comes)
     emb_all, _ = _timed(clf.classify, queries)
     # Long queries (a question with its context): 30 English cases in one, past MiniLM's cut.
     english = [q for q in queries if q.isascii()]
