@@ -94,6 +94,7 @@ class IntentClassifier:
                 quantile=settings.calibration_quantile, seed=settings.seed))
         self._joint: JointModel | None = None
         self._exit: EarlyExit | None = None
+        self._shared_grams = False  # the fast and joint models read the same n-grams: classify computes them once
         self._background: Vectors | None = None
         self._vocabulary: frozenset[str] = frozenset()
         self.embedding_threshold: float | None = None
@@ -192,8 +193,10 @@ class IntentClassifier:
             if rows is not None and bg_rows is not None and calibration.get("early_threshold", 1.0) < 1.0:
                 early = JointModel(seed, neighbour_weight=calibration["early_neighbour_weight"]).fit(
                     self._texts, rows, self._labels)
-                assert early.vocabulary == self._joint.vocabulary  # same texts, same n-grams: classify shares them
                 self._exit = EarlyExit(early, calibration["early_threshold"], bg_rows[keep] if guard else None)
+            # Fitted on the same texts with the same n-gram settings, the models have one vocabulary.
+            self._shared_grams = self._fast.vocabulary == self._joint.vocabulary and (
+                self._exit is None or self._exit.model.vocabulary == self._joint.vocabulary)
             self._slow_threshold = calibration["embedding_threshold"]
             self.fast_threshold = calibration["fast_threshold"]
             calibration.update(self._gibberish_check())
@@ -329,7 +332,8 @@ class IntentClassifier:
             escalate: Override the settings' ``escalate`` for this call (False: the fast path only).
         """
         text, cut = cut_to_tokens(text, self.settings.max_tokens)
-        nearest, conf = self._fast.score_one(text)
+        grams = self._fast.gram_row(text)
+        nearest, conf = self._fast.score_one(text, grams)
         if not self._slow(escalate):
             return _verdict(nearest, conf, self.fast_threshold, "fast", cut)
         self.fit_embedding()
@@ -338,17 +342,16 @@ class IntentClassifier:
         if conf >= self.fast_threshold:
             return _verdict(nearest, conf, self.fast_threshold, "fast", cut)
         assert self._embedder is not None and self._joint is not None
-        grams = None
+        shared = grams if self._shared_grams else None
         if self._exit is not None:
-            grams = self._joint.gram_row(text)  # the two joint models read the same n-grams: once
             row, state = self._embedder.embed_early(text)  # type: ignore[attr-defined]
-            settled = self._exit.verdict(text, row, grams)
+            settled = self._exit.verdict(text, row, shared)
             if settled is not None:
                 return _verdict(settled[0], settled[1], self._exit.threshold, "early", cut)
             vec = self._embedder.finish(state)  # type: ignore[attr-defined]
         else:
             vec = np.asarray(self._embedder.embed([text]), dtype=np.float32)[0]
-        name, joint_conf, _, _ = self._joint.score_one(text, vec, grams)
+        name, joint_conf, _, _ = self._joint.score_one(text, vec, shared)
         verdict = _verdict(name, joint_conf, self._slow_threshold, "embedding", cut)
         if verdict.label is not None and self._guarded(text, vec, self._background, self._joint.examples_of(name)):
             return verdict.model_copy(update={"label": None, "abstained": True})

@@ -27,7 +27,8 @@ import numpy as np
 import numpy.typing as npt
 
 from router_core.intents.calibrate import fold_splits
-from router_core.intents.joint import GramRow, JointModel, choose_neighbour_weight
+from router_core.intents.fast import GramRow
+from router_core.intents.joint import JointModel, choose_neighbour_weight
 
 __all__ = ["EarlyExit", "HeldOutEarly", "exit_threshold", "held_out_early", "left_out_confidences"]
 

@@ -6,13 +6,35 @@ MiniLM embedding separates classes poorly. Confidence is the linear model's top 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 from sklearn.feature_extraction.text import TfidfVectorizer  # type: ignore[import-untyped]
 from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyped]
 
-__all__ = ["FastModel"]
+__all__ = ["FastModel", "GramRow", "tfidf_row"]
+
+GramRow = tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]  # a text's TF-IDF row: its columns and values
+
+
+def tfidf_row(analyse: Callable[[str], list[str]], vocab: dict[str, int], idf: npt.NDArray[np.float64],
+              text: str) -> GramRow:
+    """``text``'s sublinear TF-IDF row (1 + log count, times IDF, L2-normalised) over a fitted vocabulary.
+
+    What scikit-learn's ``transform`` computes for one text, without its per-call validation and
+    sparse-matrix building. No columns: no known n-gram.
+    """
+    counts: dict[int, int] = {}
+    for gram in analyse(text):
+        j = vocab.get(gram)
+        if j is not None:
+            counts[j] = counts.get(j, 0) + 1
+    cols = np.fromiter(counts, dtype=np.intp, count=len(counts))
+    vals = (1.0 + np.log(np.fromiter(counts.values(), dtype=np.float64, count=len(counts)))) * idf[cols]
+    if len(cols):
+        vals /= np.sqrt(vals @ vals)
+    return cols, vals
 
 
 class FastModel:
@@ -54,22 +76,24 @@ class FastModel:
         best = proba.argmax(axis=1)
         return [self.labels[i] for i in best], [float(proba[r, i]) for r, i in enumerate(best)]
 
-    def score_one(self, text: str) -> tuple[str, float]:
+    @property
+    def vocabulary(self) -> dict[str, int]:
+        """The fitted n-gram columns (models fitted on the same texts have the same: they can share a gram row)."""
+        return self._vocab
+
+    def gram_row(self, text: str) -> GramRow:
+        """``text``'s TF-IDF row over the fitted n-grams (:func:`tfidf_row`)."""
+        return tfidf_row(self._analyse, self._vocab, self._idf, text)
+
+    def score_one(self, text: str, grams: GramRow | None = None) -> tuple[str, float]:
         """The most probable route of one text and its probability, as ``predict_proba`` computes them.
 
         Sublinear TF (1 + log count) times IDF, L2-normalised, then the linear model: a softmax over
         the classes (multinomial), or the logistic of the one decision value for two routes.
+        ``grams``: the text's :meth:`gram_row` (None: computed here).
         """
-        counts: dict[int, int] = {}
-        vocab = self._vocab
-        for gram in self._analyse(text):
-            j = vocab.get(gram)
-            if j is not None:
-                counts[j] = counts.get(j, 0) + 1
-        if counts:
-            cols = np.fromiter(counts, dtype=np.intp, count=len(counts))
-            vals = (1.0 + np.log(np.fromiter(counts.values(), dtype=np.float64, count=len(counts)))) * self._idf[cols]
-            vals /= np.sqrt(vals @ vals)
+        cols, vals = self.gram_row(text) if grams is None else grams
+        if len(cols):
             z = vals @ self._coef[cols] + self._intercept
         else:
             z = self._intercept.copy()

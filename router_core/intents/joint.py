@@ -36,11 +36,12 @@ import scipy.sparse as sp  # type: ignore[import-untyped]
 from sklearn.feature_extraction.text import TfidfVectorizer  # type: ignore[import-untyped]
 from sklearn.linear_model import LogisticRegression  # type: ignore[import-untyped]
 
-__all__ = ["NEIGHBOUR_WEIGHTS", "GramRow", "JointModel", "JointScore", "choose_neighbour_weight", "embedding_weight"]
+from router_core.intents.fast import GramRow, tfidf_row
+
+__all__ = ["NEIGHBOUR_WEIGHTS", "JointModel", "JointScore", "choose_neighbour_weight", "embedding_weight"]
 
 Vectors = npt.NDArray[np.float32]
 JointScore = tuple[str, float, float, float]  # (route, confidence, probability, cosine to its nearest example)
-GramRow = tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]  # a text's TF-IDF row: its columns and values
 NEIGHBOUR_WEIGHTS = (0.0, 5.0, 10.0, 15.0, 20.0, 30.0)  # the candidates choose_neighbour_weight tries
 
 
@@ -103,17 +104,8 @@ class JointModel:
         return self._vocab
 
     def gram_row(self, text: str) -> GramRow:
-        """``text``'s sublinear TF-IDF row over the fitted n-grams, L2-normalised (no columns: no known n-gram)."""
-        counts: dict[int, int] = {}
-        for gram in self._analyse(text):
-            j = self._vocab.get(gram)
-            if j is not None:
-                counts[j] = counts.get(j, 0) + 1
-        cols = np.fromiter(counts, dtype=np.intp, count=len(counts))
-        vals = (1.0 + np.log(np.fromiter(counts.values(), dtype=np.float64, count=len(counts)))) * self._idf[cols]
-        if len(cols):
-            vals /= np.sqrt(vals @ vals)
-        return cols, vals
+        """``text``'s TF-IDF row over the fitted n-grams (:func:`~router_core.intents.fast.tfidf_row`)."""
+        return tfidf_row(self._analyse, self._vocab, self._idf, text)
 
     def _gram_logits(self, text: str, grams: GramRow | None) -> npt.NDArray[np.float64]:
         cols, vals = self.gram_row(text) if grams is None else grams

@@ -95,3 +95,18 @@ def test_the_linear_model_alone_is_kept_where_it_is_already_right() -> None:
     held = [("pay the gas bill", "bill"), ("weather in rome", "weather"), ("play jazz music", "music")]
     assert all(model.score_one(t, emb.embed([t])[0])[0] == r for t, r in held)
     assert choose_neighbour_weight([(model, t, emb.embed([t])[0], r) for t, r in held]) == 0.0
+
+
+def test_models_fitted_on_the_same_texts_share_one_gram_row() -> None:
+    from router_core.intents.fast import FastModel
+
+    emb = FakeEmbedder()
+    joint = JointModel(seed=0).fit(TEXTS, emb.embed(TEXTS), LABELS)
+    fast = FastModel(0).fit(TEXTS, LABELS)
+    assert fast.vocabulary == joint.vocabulary
+    for query in ("pay the water bill", "北京明天天气", "zzz", ""):
+        grams = fast.gram_row(query)
+        v = emb.embed([query])[0]
+        assert joint.score_one(query, v, grams) == joint.score_one(query, v)
+        assert fast.score_one(query, grams) == fast.score_one(query)
+    assert len(fast.gram_row("")[0]) == 0  # no known n-gram: no columns
