@@ -8,7 +8,10 @@ line last: ``{"n", "accuracy", "abstain_recall", "false_abstain", "p50_ms", "p99
 got it; abstain_recall: share of null cases that abstained; false_abstain: share of cases with an
 expected route that abstained; calibration: the thresholds and held-out figures the classifier
 fitted from the routes file alone (also stored with the gateway's policy). ``--method centroids``
-measures the seed's method (nearest K-means centroid on MiniLM) on the same cases.
+measures the seed's method (nearest K-means centroid on MiniLM) on the same cases. The classifier
+runs with the ``routing.intents`` settings of ``--config`` (precision, token cut, early exit,
+thresholds, calibration) when that file has them, its routes replaced by ``--routes``; otherwise
+with the defaults. The report's ``settings`` says which.
 
 ``add ROUTE FILE [--routes ROUTES.yaml]`` appends FILE's utterances (one a line) to ROUTE, creating
 it if new, and refreshes the centroid cache beside the routes file: only ROUTE is re-clustered.
@@ -22,9 +25,12 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli._common import BadInput, err
+
+if TYPE_CHECKING:
+    from schemas.config.intents import IntentSettings
 
 __all__ = ["read_cases", "register", "run_eval"]
 
@@ -63,12 +69,18 @@ def _quantile(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def _classifier(routes: str, method: str, escalate: bool, max_tokens: int) -> tuple[Any, dict[str, Any]]:
-    """The classifier ``method`` names, fitted, and what the report says of it."""
+def _classifier(routes: str, method: str, escalate: bool, max_tokens: int | None,
+                configured: IntentSettings | None) -> tuple[Any, dict[str, Any]]:
+    """The classifier ``method`` names, fitted, and what the report says of it.
+
+    ``configured``: the configuration's intent settings (None: the defaults); ``routes`` replaces theirs.
+    """
     from router_core import IntentClassifier
     from schemas.config.intents import IntentSettings
 
-    settings = IntentSettings(routes=routes, max_tokens=max_tokens, escalate=escalate and method != "fast")
+    own = configured if configured is not None else IntentSettings(routes=routes)
+    settings = own.model_copy(update={"routes": routes, "max_tokens": own.max_tokens if max_tokens is None
+                                      else max_tokens, "escalate": own.escalate and escalate and method != "fast"})
     clf = IntentClassifier.from_settings(settings)
     if method == "centroids":
         from router_core import CentroidBaseline, MiniLMEncoder
@@ -86,16 +98,17 @@ def _classifier(routes: str, method: str, escalate: bool, max_tokens: int) -> tu
                  "calibration": clf.calibration}
 
 
-def run_eval(routes: str, cases_path: str, *, escalate: bool = True, max_tokens: int = 512,
-             method: str = "joint") -> dict[str, Any]:
+def run_eval(routes: str, cases_path: str, *, escalate: bool = True, max_tokens: int | None = None,
+             method: str = "joint", settings: IntentSettings | None = None) -> dict[str, Any]:
     """Fit on ``routes``, classify every case, return the report (the command without its output).
 
     ``method``: ``joint`` (the router's classifier), ``fast`` (its fast path alone) or ``centroids``
-    (the seed's nearest K-means centroid on MiniLM, the baseline).
+    (the seed's nearest K-means centroid on MiniLM, the baseline). ``settings``: the intent settings
+    to run with, routes aside (None: the defaults); ``max_tokens`` None keeps theirs.
     """
     cases = read_cases(cases_path)
     t0 = time.perf_counter()
-    clf, about = _classifier(routes, method, escalate, max_tokens)
+    clf, about = _classifier(routes, method, escalate, max_tokens, settings)
     fit_s = time.perf_counter() - t0
     times: list[float] = []
     by_path: dict[str, list[float]] = {}
@@ -155,16 +168,27 @@ def _eval(args: argparse.Namespace) -> int:
     from schemas.errors import ConfigError
 
     try:
+        settings = _configured(args.config)
         report = run_eval(args.routes, args.cases, escalate=not args.no_escalate, max_tokens=args.max_tokens,
-                          method=args.method)
+                          method=args.method, settings=settings)
     except (BadInput, ConfigError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
+    report["settings"] = "defaults" if settings is None else f"{args.config}: routing.intents"
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
     else:
         _print_table(report)
     return 0
+
+
+def _configured(config: str) -> IntentSettings | None:
+    """The ``routing.intents`` settings of the configuration file ``config``; None when it has none or is absent."""
+    if not Path(config).is_file():
+        return None
+    from app.config import load_config
+
+    return load_config(config).routing.intents
 
 
 def _add(args: argparse.Namespace) -> int:
@@ -201,7 +225,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     e.add_argument("--method", choices=("joint", "fast", "centroids"), default="joint",
                    help="joint: the router's classifier (default); fast: its fast path alone; centroids: the seed's "
                         "nearest K-means centroid on MiniLM (the baseline)")
-    e.add_argument("--max-tokens", type=int, default=512, help="cut input here (default: %(default)s)")
+    e.add_argument("--max-tokens", type=int, default=None,
+                   help="cut input here (default: the configuration's routing.intents.max_tokens, else 512)")
     e.add_argument("--json", action="store_true", help="print the report as JSON (one line, last)")
     e.set_defaults(func=_eval)
     a = isub.add_parser("add", parents=[common], help="append utterances (one a line) to a route")

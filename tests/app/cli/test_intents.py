@@ -25,8 +25,26 @@ def test_eval_json_last_line(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert set(report) >= {"n", "accuracy", "abstain_recall", "false_abstain", "p50_ms", "p99_ms", "per_route"}
-    assert report["n"] == 4 and report["paths"] == {"fast": 4}
+    assert report["n"] == 4 and report["paths"] == {"fast": 4} and report["settings"] == "defaults"
     print("demo eval:", report)
+
+
+def test_eval_runs_with_the_configurations_intent_settings(tmp_path: Path) -> None:
+    routes = tmp_path / "routes.yaml"
+    routes.write_text(DEMO.read_text("utf-8"), "utf-8")
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"text": "Review the warranty clause in this contract", "expected": "contract"}\n', "utf-8")
+    (tmp_path / "routelens.yaml").write_text(  # the router this config runs takes the fast path only
+        'fleet: {instances: [{id: a, model: m, url: "http://127.0.0.1:9"}]}\n'
+        "routing:\n  intents: {routes: routes.yaml, escalate: false}\n", "utf-8")
+    proc = _run("eval", "--routes", str(routes), "--cases", str(cases), "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["settings"] == "routelens.yaml: routing.intents" and report["embedding"] == "off"
+    assert report["paths"] == {"fast": 1}
+    (tmp_path / "routelens.yaml").write_text("routing: {}\n", "utf-8")  # a broken config names its file and field
+    proc = _run("eval", "--routes", str(routes), "--cases", str(cases), "--json", cwd=tmp_path)
+    assert proc.returncode == 2 and "routelens.yaml" in proc.stderr and "fleet" in proc.stderr
 
 
 def test_bad_json_line_exits_2(tmp_path: Path) -> None:
