@@ -158,7 +158,7 @@ def _print_table(report: dict[str, Any]) -> None:
     console.print(f"cases {report['n']}: accuracy {pct['accuracy']}, abstain recall {pct['abstain_recall']}, "
                   f"false abstain {pct['false_abstain']}; p50 {report['p50_ms']} ms, p99 {report['p99_ms']} ms; "
                   f"paths {report['paths']} (p99 ms {report['paths_p99_ms']}); method {report['method']}, "
-                  f"embedding: {report.get('embedding', 'on')}")
+                  f"embedding: {report.get('embedding', 'on')}; settings: {report.get('settings', 'defaults')}")
     if report.get("calibration"):
         console.print("calibration (held-out folds of the routes' examples): "
                       + ", ".join(f"{k} {v}" for k, v in report["calibration"].items()))
