@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli._common import BadInput, err
+from app.cli._common import BadInput, config_of, err
 
 if TYPE_CHECKING:
     from schemas.config.intents import IntentSettings
@@ -168,7 +168,7 @@ def _eval(args: argparse.Namespace) -> int:
     from schemas.errors import ConfigError
 
     try:
-        settings = _configured(args.config)
+        settings = config_of(args).routing.intents if Path(args.config).is_file() else None
         report = run_eval(args.routes, args.cases, escalate=not args.no_escalate, max_tokens=args.max_tokens,
                           method=args.method, settings=settings)
     except (BadInput, ConfigError) as exc:
@@ -180,15 +180,6 @@ def _eval(args: argparse.Namespace) -> int:
     else:
         _print_table(report)
     return 0
-
-
-def _configured(config: str) -> IntentSettings | None:
-    """The ``routing.intents`` settings of the configuration file ``config``; None when it has none or is absent."""
-    if not Path(config).is_file():
-        return None
-    from app.config import load_config
-
-    return load_config(config).routing.intents
 
 
 def _add(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["Scorer", "calibrated_threshold", "fold_indices", "fold_splits", "held_out"]
+__all__ = ["Scorer", "calibrated_threshold", "fold_indices", "fold_splits", "held_out", "left_out"]
 
 
 class Scorer(Protocol):
@@ -87,6 +87,26 @@ def held_out(labels: Sequence[str], folds: int, seed: int,
         names += got
         conf += c
     return idx, names, conf
+
+
+def left_out(labels: Sequence[str], score_without: Callable[[list[int], list[int]], list[float]], *,
+             most: int | None = None, seed: int = 0) -> list[float]:
+    """Confidences on each route's examples from a model fitted without that route: the nearest out-of-scope queries.
+
+    ``score_without(keep, out)`` fits on the ``keep`` indexes and returns the confidences of the
+    ``out`` ones. Fewer than three routes: none (a model of one route says nothing). With more routes
+    than ``most``, a sample of them drawn with ``seed`` is left out, one at a time (each costs a fit).
+    """
+    routes = sorted(set(labels))
+    if len(routes) < 3:
+        return []
+    if most is not None and len(routes) > most:
+        routes = sorted(np.random.default_rng(seed).choice(routes, size=most, replace=False).tolist())
+    out: list[float] = []
+    for r in routes:
+        keep = [i for i, lab in enumerate(labels) if lab != r]
+        out += score_without(keep, [i for i, lab in enumerate(labels) if lab == r])
+    return out
 
 
 def accept_threshold(correct: Sequence[bool], confidence: Sequence[float], precision: float, floor: float) -> float:

@@ -37,6 +37,7 @@ from router_core.intents.calibrate import (
     calibrated_threshold,
     fold_splits,
     held_out,
+    left_out,
 )
 from router_core.intents.cut import cut_to_tokens
 from router_core.intents.early import EarlyExit, exit_threshold, held_out_early, left_out_confidences
@@ -368,16 +369,13 @@ class IntentClassifier:
 
 
 def _left_out_confidences(texts: list[str], labels: list[str], seed: int) -> list[float]:
-    """Fast-path confidences on each route's examples from a model fitted without that route."""
-    out: list[float] = []
-    routes = sorted(set(labels))
-    if len(routes) < 3:
-        return out
-    for r in routes:
-        keep = [i for i, lab in enumerate(labels) if lab != r]
+    """Fast-path confidences on each route's examples from a model fitted without that route (every route)."""
+
+    def without(keep: list[int], out: list[int]) -> list[float]:
         model = FastModel(seed).fit([texts[i] for i in keep], [labels[i] for i in keep])
-        out += model.score([t for t, lab in zip(texts, labels, strict=True) if lab == r])[1]
-    return out
+        return model.score([texts[i] for i in out])[1]
+
+    return left_out(labels, without)
 
 
 def _nearer_background(vec: Vectors, background: Vectors, own: Vectors) -> bool:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from router_core.intents.calibrate import fold_splits
+from router_core.intents.calibrate import fold_splits, left_out
 from router_core.intents.fast import GramRow
 from router_core.intents.joint import JointModel, choose_neighbour_weight
 
@@ -84,21 +84,16 @@ def left_out_confidences(texts: Sequence[str], labels: Sequence[str], rows: Vect
                          most: int = 8) -> list[float]:
     """Early confidences on each route's examples from a model fitted without that route (at most ``most`` routes).
 
-    What the nearest out-of-scope queries look like to the early model. With more routes than
-    ``most``, a seeded sample of them is left out, one at a time (each costs one fit).
+    What the nearest out-of-scope queries look like to the early model
+    (:func:`~router_core.intents.calibrate.left_out`).
     """
-    routes = sorted(set(labels))
-    if len(routes) < 3:
-        return []
-    if len(routes) > most:
-        routes = sorted(np.random.default_rng(seed).choice(routes, size=most, replace=False).tolist())
-    out: list[float] = []
-    for r in routes:
-        keep = [i for i, lab in enumerate(labels) if lab != r]
+
+    def without(keep: list[int], out: list[int]) -> list[float]:
         model = JointModel(seed, neighbour_weight=weight).fit([texts[i] for i in keep], rows[keep],
                                                               [labels[i] for i in keep])
-        out += [model.score_one(texts[i], rows[i])[1] for i, lab in enumerate(labels) if lab == r]
-    return out
+        return [model.score_one(texts[i], rows[i])[1] for i in out]
+
+    return left_out(labels, without, most=most, seed=seed)
 
 
 def exit_threshold(early_right: Sequence[bool], full_right: Sequence[bool], confidence: Sequence[float],

@@ -40,3 +40,20 @@ def test_abstain_threshold_spends_the_budget_on_the_guard_first() -> None:
     assert abstain_threshold(conf, [False, False, False, True, True], budget=2) == 0.1  # spent: no other abstains
     assert abstain_threshold(conf, [False, False, True, True, True], budget=2) == 0.0  # overspent
     assert abstain_threshold(conf, [False] * 5, budget=0) == 0.1
+
+
+def test_left_out_fits_without_each_route_and_samples_at_most_most() -> None:
+    from router_core.intents.calibrate import left_out
+
+    labels = ["a", "a", "b", "c", "c", "d"]
+    seen: list[tuple[list[int], list[int]]] = []
+
+    def without(keep: list[int], out: list[int]) -> list[float]:
+        seen.append((keep, out))
+        return [float(i) for i in out]
+
+    assert left_out(labels, without) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert seen[0] == ([2, 3, 4, 5], [0, 1])  # route a left out: fitted on the rest, scored on a's examples
+    seen.clear()
+    assert len(left_out(labels, without, most=2, seed=3)) in (2, 3, 4) and len(seen) == 2
+    assert left_out(["a", "b", "a"], without) == []  # two routes: a model of one says nothing
