@@ -9,7 +9,7 @@ BENCHMARKS = {"decide": "bench.decide", "gateway": "bench.gateway", "sim": "benc
               "lookup": "bench.lookup", "probes": "bench.probes", "app": "bench.app",
               "shadow": "bench.shadow", "compare": "bench.compare", "replay": "bench.replay",
               "analyse": "bench.analyse", "intents": "bench.intent_sets", "resilience": "bench.resilience",
-              "soak": "bench.soak"}
+              "soak": "bench.soak", "store_check": "bench.store_check"}
 
 
 def main(argv: list[str]) -> int:

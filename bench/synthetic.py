@@ -16,7 +16,7 @@ from schemas.fleet import InstanceSnapshot
 from schemas.hashing import query_hash
 from schemas.trace import DecisionTrace
 
-__all__ = ["T0", "TraceFactory"]
+__all__ = ["T0", "TraceFactory", "plain_of"]
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 _MODELS = ["deepseek-v4-32k", "deepseek-coder-6b-fp16", "qwen-72b"]
@@ -113,3 +113,14 @@ class TraceFactory:
         """Yield the next ``n`` traces."""
         for _ in range(n):
             yield self.trace()
+
+
+def plain_of(trace: DecisionTrace) -> dict[str, Any]:
+    """``trace`` as the plain values a gateway's recorder hands to storage (``TraceRecorder.plain``).
+
+    Every field in order; the nested candidates, steps and weights as dicts, the rest as they are.
+    """
+    values = dict(trace.__dict__)
+    for key in ("candidates", "decision_trace", "score_weights"):
+        values[key] = [dict(item.__dict__) for item in values[key]]
+    return values

@@ -8,5 +8,7 @@
   the records Arrow cannot hold refused one by one.
 - :mod:`~ingest.codec.fast_decoder`: its fast path, the C decoder ``_ndjson_arrow.c`` (built by
   ``setup.py``; Arrow's JSON reader does the work where it is missing).
+- :mod:`~ingest.codec.contract`: a model's contract checked on those Arrow columns (the store's
+  check of the gateway's unvalidated traces, :mod:`~ingest.codec.unchecked`), not on Python objects.
 - :mod:`~ingest.codec.stored_rows`: rows read back from either backend to models again.
 """

@@ -26,6 +26,8 @@
 
 enum { T_BOOL, T_INT64, T_DOUBLE, T_STRING, T_TIMESTAMP, T_STRUCT, T_LIST };
 enum { OK = 0, MISMATCH = -1, NOMEM = -2 };
+/* A node's flags (the contract's part that belongs to a value's place: ingest/codec/contract.py). */
+enum { F_REQUIRED = 1, F_NOT_NULL = 2 }; /* the key must be there; its value may not be null */
 #define MAX_FIELDS 64
 #define MAX_DEPTH 32
 
@@ -35,7 +37,7 @@ typedef struct {
 } Buf;
 
 typedef struct Node {
-    int type;
+    int type, flags;
     const char *name;
     Py_ssize_t name_len;
     int nchild;
@@ -431,6 +433,7 @@ static int read_struct_body(Cursor *c, Node *n) { /* the cursor is on '{' */
     if (more < 0) return MISMATCH;
     for (int i = 0; i < n->nchild; i++) { /* missing fields are null */
         if (!((seen >> i) & 1)) {
+            if (n->child[i].flags & F_REQUIRED) return MISMATCH;
             int rc = append_null(&n->child[i]);
             if (rc) return rc;
         }
@@ -452,7 +455,7 @@ static int read_list(Cursor *c, Node *n) { /* the cursor is on '[' */
 static int read_value(Cursor *c, Node *n) {
     if (c->p >= c->end) return MISMATCH;
     uint8_t ch = *c->p;
-    if (ch == 'n') return literal(c, "null", 4) ? append_null(n) : MISMATCH;
+    if (ch == 'n') return !(n->flags & F_NOT_NULL) && literal(c, "null", 4) ? append_null(n) : MISMATCH;
     int rc;
     switch (n->type) {
     case T_BOOL:
@@ -512,13 +515,15 @@ static void free_tree(Node *n) {
     free(n->offsets.p);
 }
 
-/* spec: (type, name: bytes, children: tuple of specs) */
+/* spec: (type, name: bytes, children: tuple of specs[, flags]) */
 static int build_tree(PyObject *spec, Node *n) {
     PyObject *children, *name;
     int type;
     memset(n, 0, sizeof *n);
-    if (!PyArg_ParseTuple(spec, "iSO!", &type, &name, &PyTuple_Type, &children)) return -1;
+    int flags = 0;
+    if (!PyArg_ParseTuple(spec, "iSO!|i", &type, &name, &PyTuple_Type, &children, &flags)) return -1;
     n->type = type;
+    n->flags = flags;
     n->name = PyBytes_AS_STRING(name);
     n->name_len = PyBytes_GET_SIZE(name);
     Py_ssize_t k = PyTuple_GET_SIZE(children);
@@ -597,10 +602,11 @@ static int decode_all(Node *root, const uint8_t **ptrs, const Py_ssize_t *lens, 
 
 PyDoc_STRVAR(decode_doc,
              "decode(spec, payloads) -> list | None\n\n"
-             "Decode JSON objects (a list of bytes) against spec, a (type, name, children) tree whose root is\n"
-             "the record's struct. Returns each node's (length, null_count, validity, offsets, values) in\n"
-             "pre-order, each buffer as (address, size, owner) or None; or None when some payload is not in\n"
-             "the exact form this decoder reads.");
+             "Decode JSON objects (a list of bytes) against spec, a (type, name, children[, flags]) tree\n"
+             "whose root is the record's struct. Returns each node's (length, null_count, validity, offsets,\n"
+             "values) in pre-order, each buffer as (address, size, owner) or None; or None when some payload\n"
+             "is not in the exact form this decoder reads, or breaks a node's flags (REQUIRED: its key is\n"
+             "missing; NOT_NULL: its value is null).");
 
 static PyObject *decode(PyObject *self, PyObject *args) {
     (void)self;
@@ -678,7 +684,8 @@ PyMODINIT_FUNC PyInit__ndjson_arrow(void) {
     if (PyModule_AddIntConstant(m, "BOOL", T_BOOL) || PyModule_AddIntConstant(m, "INT64", T_INT64) ||
         PyModule_AddIntConstant(m, "DOUBLE", T_DOUBLE) || PyModule_AddIntConstant(m, "STRING", T_STRING) ||
         PyModule_AddIntConstant(m, "TIMESTAMP", T_TIMESTAMP) || PyModule_AddIntConstant(m, "STRUCT", T_STRUCT) ||
-        PyModule_AddIntConstant(m, "LIST", T_LIST) || PyModule_AddIntConstant(m, "MAX_FIELDS", MAX_FIELDS)) {
+        PyModule_AddIntConstant(m, "LIST", T_LIST) || PyModule_AddIntConstant(m, "MAX_FIELDS", MAX_FIELDS) ||
+        PyModule_AddIntConstant(m, "REQUIRED", F_REQUIRED) || PyModule_AddIntConstant(m, "NOT_NULL", F_NOT_NULL)) {
         Py_DECREF(m);
         return NULL;
     }

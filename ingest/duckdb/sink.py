@@ -64,10 +64,13 @@ class DuckDBSink:
     @staticmethod
     def prepare(batch: RecordBatch) -> PreparedBatch:
         """Parse each kind's payloads into one Arrow table (records Arrow refuses are set aside)."""
-        prepared = PreparedBatch(batch, rejected=check_traces(batch))
+        checked = check_traces(batch)
+        prepared = PreparedBatch(batch, rejected=checked.rejected)
+        if checked.table is not None:  # read already, by the traces' check
+            prepared.tables[Kind.TRACE] = [checked.table]
         for kind in _ORDER:
             payloads = batch.payloads.get(kind)
-            if payloads:
+            if payloads and kind not in prepared.tables:
                 table, rejected = parse_payloads(kind, payloads)
                 prepared.rejected += rejected
                 if table is not None:

@@ -86,7 +86,7 @@ class ElasticsearchSink:
     @staticmethod
     def prepare(batch: RecordBatch) -> PreparedBatch:
         """Decode the payloads into documents (``@timestamp`` added); no I/O."""
-        prepared = PreparedBatch(batch, rejected=check_traces(batch))
+        prepared = PreparedBatch(batch, rejected=check_traces(batch).rejected)
         for kind, payloads in batch.payloads.items():
             info = KINDS[kind]
             docs = []

@@ -45,6 +45,14 @@ def test_bench_ingest_prints_rates_and_emit_latency() -> None:
 
 
 @pytest.mark.slow
+def test_bench_store_check_prints_both_ways_per_size() -> None:
+    figures = figures_of("store_check", "--sizes", "24,100", "--rounds", "1")
+    assert set(figures["sizes"]) == {"24", "100"} and figures["trace_bytes"] > 0
+    for size in figures["sizes"].values():
+        assert size["pydantic_us_per_trace"] > 0 and size["columns_us_per_trace"] > 0 and size["ratio"] > 0
+
+
+@pytest.mark.slow
 def test_bench_lookup_prints_lookup_and_aggregate_times() -> None:
     figures = figures_of("lookup", "--traces", "3000", "--lookups", "40")
     keys = {"traces", "lookup_p99_ms", "agg_24h_ms"}

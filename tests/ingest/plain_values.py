@@ -2,14 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
+from bench.synthetic import plain_of
 
-from schemas.trace import DecisionTrace
-
-
-def plain_of(trace: DecisionTrace) -> dict[str, Any]:
-    """Every field in order; the nested candidates, steps and weights as dicts, the rest as they are."""
-    values = dict(trace.__dict__)
-    for key in ("candidates", "decision_trace", "score_weights"):
-        values[key] = [dict(item.__dict__) for item in values[key]]
-    return values
+__all__ = ["plain_of"]

@@ -84,7 +84,7 @@ def test_the_sink_side_check_passes_valid_traces_on_and_refuses_the_rest_with_th
     good, other = TraceFactory(seed=2, n_candidates=3).traces(2)
     bad = _unchecked(good, latency_ms=-1.0, request_id="bad")
     batch = RecordBatch({Kind.TRACE: [b"already-checked"], Kind.TRACE_UNCHECKED: [_unchecked(good), bad, b"{nope"]})
-    rejected = check_traces(batch)
+    rejected = check_traces(batch).rejected
     assert batch.payloads == {Kind.TRACE: [b"already-checked", _unchecked(good)]}
     assert [(r.kind, r.payload) for r in rejected] == [(Kind.TRACE, bad), (Kind.TRACE, b"{nope")]
     assert "latency_ms" in rejected[0].reason and "greater than or equal to 0" in rejected[0].reason
@@ -92,7 +92,7 @@ def test_the_sink_side_check_passes_valid_traces_on_and_refuses_the_rest_with_th
     assert stored_form_error(_unchecked(other)) is None
     assert "Input should be an object" in (stored_form_error(b"[1]") or "")
     only_bad = RecordBatch({Kind.TRACE_UNCHECKED: [bad]})
-    assert len(check_traces(only_bad)) == 1 and only_bad.payloads == {}
+    assert len(check_traces(only_bad).rejected) == 1 and only_bad.payloads == {}
 
 
 def test_plain_traces_are_stored_validated_read_back_and_the_invalid_one_is_quarantined(tmp_path: Path) -> None:
