@@ -84,6 +84,25 @@ def test_a_policy_file_goes_into_the_config_and_the_filter_narrows(db: Path, sam
     assert list(data["matrix"]) in ([], ["deepseek-v4-32k"])  # type: ignore[arg-type]
 
 
+def test_a_routing_policy_takes_the_place_of_the_configs(db: Path, same: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A routing matrix (as ``policies/seed000.yaml``) is the config's ``routing.policy``, checked as it loads."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("routing_matrix:\n  - rule_name: long\n    condition: 'input_length > 8000'\n"
+                     "    primary_target: qwen-72b\n", encoding="utf-8")
+    code = main(["replay", "--config", str(same), "--since", SINCE, "--until", UNTIL, "--policy", str(rules),
+                 "--db", str(db), "--json", "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 0 and captured.err == ""
+    data = _last_json(captured.out)
+    assert data["policy"] == str(rules) and data["n"] == data["replayed"] + data["not_replayable"] == 200
+    assert data["flips"] == 0  # the stored decisions named no rule: the new rule set leaves them as they were
+    rules.write_text("routing_matrix:\n  - rule_name: long\n    primary_target: no-such-model\n", encoding="utf-8")
+    code = main(["replay", "--config", str(same), "--since", SINCE, "--until", UNTIL, "--policy", str(rules),
+                 "--db", str(db)])
+    assert code == 2 and f"{rules}:3:" in _err(capsys)
+
+
 def test_through_the_api(traces: list, same: Path, tmp_path: Path,  # type: ignore[type-arg]
                          capsys: pytest.CaptureFixture[str]) -> None:
     store = DuckDBTraceStore(tmp_path / "served.duckdb")
