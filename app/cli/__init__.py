@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.metadata
+import os
+import sys
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,3 +71,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `routelens ... | head` closed its end: stop quietly (Python's recipe, see signal)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush must not fail too
+        return 1

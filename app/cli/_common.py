@@ -14,11 +14,18 @@ from app.config import load_config
 from app.reader import API_ENV, DEFAULT_API_URL
 from schemas.config import RouteLensConfig
 
-__all__ = ["BadInput", "Register", "api_url", "config_of", "err", "parse_time", "parse_window"]
+__all__ = ["BadInput", "Register", "api_url", "config_of", "err", "parse_time", "parse_window", "stdout_console"]
 
 Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]  # type: ignore[type-arg]
 
 err = Console(stderr=True, highlight=False)
+_PIPED_WIDTH = 200  # columns of a table written to a file or a pipe (rich's default there, 80, cuts cells to "…")
+
+
+def stdout_console(*, highlight: bool = True) -> Console:
+    """The console of a command's output: a terminal's width, or a wide one into a file or a pipe (COLUMNS rules)."""
+    wide = not os.isatty(1) and "COLUMNS" not in os.environ
+    return Console(highlight=highlight, width=_PIPED_WIDTH if wide else None)
 
 
 def config_of(args: argparse.Namespace) -> RouteLensConfig:

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from app.cli._common import BadInput, api_url, err, parse_window
+from app.cli._common import BadInput, api_url, err, parse_window, stdout_console
 from app.config import load_config
 
 if TYPE_CHECKING:
@@ -127,7 +127,6 @@ def _fmt(x: Any, digits: int = 4) -> str:
 
 
 def _print_table(report: CompareReport) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=f"{report.by} {report.a} (A) vs {report.b} (B), {report.start:%Y-%m-%d %H:%M} .. "
@@ -140,7 +139,7 @@ def _print_table(report: CompareReport) -> None:
             "[yellow]few[/]" if not m.enough_data else "")
         p = "-" if m.p_adjusted is None else ("<0.001" if m.p_adjusted < 0.001 else f"{m.p_adjusted:.2g}")
         t.add_row(name, _fmt(m.a, 3), _fmt(m.b, 3), _fmt(m.delta, 3), ci, p, mark)
-    console = Console()
+    console = stdout_console()
     console.print(t)
     srm = "-" if report.srm_p is None else f"{report.srm_p:.3g}"
     console.print(f"requests: A {report.n_a}, B {report.n_b} (designed {report.shares[0]:g}/{report.shares[1]:g}); "

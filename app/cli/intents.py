@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli._common import BadInput, config_of, err
+from app.cli._common import BadInput, config_of, err, stdout_console
 
 if TYPE_CHECKING:
     from schemas.config.intents import IntentSettings
@@ -144,7 +144,6 @@ def run_eval(routes: str, cases_path: str, *, escalate: bool = True, max_tokens:
 
 
 def _print_table(report: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title="intent eval per route", title_justify="left")
@@ -152,7 +151,7 @@ def _print_table(report: dict[str, Any]) -> None:
         t.add_column(col, justify="left" if col == "route" else "right")
     for route, row in report["per_route"].items():
         t.add_row(route, str(row["n"]), f"{row['accuracy']:.1%}", str(row["abstained"]))
-    console = Console()
+    console = stdout_console()
     console.print(t)
     pct = {k: "-" if report[k] is None else f"{report[k]:.1%}" for k in ("accuracy", "abstain_recall", "false_abstain")}
     console.print(f"cases {report['n']}: accuracy {pct['accuracy']}, abstain recall {pct['abstain_recall']}, "

@@ -21,7 +21,7 @@ import aiohttp
 from rich.console import Console
 from rich.markup import escape
 
-from app.cli._common import config_of, err
+from app.cli._common import config_of, err, stdout_console
 from probes.http import fetch
 from probes.syntax import upstream_error
 from probes.types import Target
@@ -93,7 +93,7 @@ async def _probe(args: argparse.Namespace) -> int:
         docs = [r.model_dump(mode="json") for r in results]
         print(json.dumps(docs[0] if args.kind else docs, ensure_ascii=False))
     else:
-        out = Console(highlight=False)
+        out = stdout_console(highlight=False)
         for result in results:
             _print(out, result)
     return 0 if all(r.verdict is ProbeVerdict.OK for r in results) else 1

@@ -18,11 +18,10 @@ import os
 from pathlib import Path
 
 import aiohttp
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from app.cli._common import err
+from app.cli._common import err, stdout_console
 from app.cli.probe import first_model, probe_settings
 from probes.references import Calibration, calibrate, dump_references, load_references
 from probes.types import Target
@@ -82,7 +81,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([dataclasses.asdict(c) for c in rows]))
     else:
-        Console(highlight=False).print(_table(rows))
+        stdout_console(highlight=False).print(_table(rows))
     if args.write:
         refs = load_references(args.references or probe_settings(args).semantic.references)
         suggested = {c.reference: c.suggested for c in rows}

@@ -11,9 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
-from app.cli._common import api_url, err
+from app.cli._common import api_url, err, stdout_console
 from app.config import load_config
 
 if TYPE_CHECKING:
@@ -70,7 +68,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print(trace.model_dump_json(indent=2))
     else:
-        Console().print(render_trace(trace))
+        stdout_console().print(render_trace(trace))
     return 0
 
 

@@ -148,14 +148,15 @@ def run_demo(
     except (OSError, RoutelensError, ValueError) as exc:
         print(f"error: the demo's script {script}: {exc}", file=sys.stderr)
         return 2
-    cfg = _with_free_ports(demo_config(config, speed))
+    cfg = demo_config(config, speed)
     work = Path(cfg.storage.duckdb_path).parent
     work.mkdir(parents=True, exist_ok=True)
     lock = _lock_folder(work)
     if lock is None:
         print(f"error: another routelens demo (pid {_holder(work)}) is running on {work}; stop it first, "
-              "or give this one another storage.duckdb_path", file=sys.stderr)
+              "or give this one a folder of its own (--data-dir DIR)", file=sys.stderr)
         return 1
+    cfg = _with_free_ports(cfg)  # once the folder is ours: a second demo says why it cannot run, nothing else
     cfg_path = work / "demo-config.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -47,7 +47,9 @@ def test_kill_9_of_the_demo_leaves_no_child_and_frees_the_ports(tmp_path: Path) 
                        "--data-dir", str(tmp_path), "--no-app"])
         assert second.proc.wait(60) == 1
         second.stop()
-        assert f"another routelens demo (pid {demo.proc.pid})" in "".join(second.lines)
+        said = "".join(second.lines)
+        assert f"another routelens demo (pid {demo.proc.pid})" in said and "--data-dir DIR" in said
+        assert "is taken" not in said  # the folder is checked before the ports: only the reason is printed
 
         os.kill(demo.proc.pid, signal.SIGKILL)
         demo.proc.wait(5)

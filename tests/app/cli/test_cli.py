@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -13,6 +15,17 @@ def test_schema_json_is_the_trace_contract(capsys: pytest.CaptureFixture[str]) -
     assert schema["title"] == "DecisionTrace"
     jsonschema.Draft202012Validator.check_schema(schema)
     assert "query_hash" in schema["properties"] and "query" not in schema["properties"]
+
+
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly() -> None:
+    """``routelens schema --arrow | head -1``: the reader is gone before the first write."""
+    with subprocess.Popen([sys.executable, "-m", "app", "schema", "--arrow"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parents[3]) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # the command still imports: its every write meets a closed pipe
+        err = proc.stderr.read().decode()
+        code = proc.wait(60)
+    assert code == 1 and "Traceback" not in err and "BrokenPipe" not in err, err
 
 
 def test_a_malformed_config_names_file_line_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

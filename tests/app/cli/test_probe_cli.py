@@ -116,3 +116,11 @@ def test_calibrate_prints_and_writes_thresholds(capsys: pytest.CaptureFixture[st
     for row, ref in zip(rows, refs, strict=True):
         assert row["healthy_n"] == 4 and row["drifted_n"] == 2 and row["separation"] > 0
         assert ref.threshold == row["suggested"] and row["drifted_max"] < ref.threshold < row["healthy_min"]
+
+
+def test_the_calibration_table_keeps_its_cells_whole_in_a_file(capsys: pytest.CaptureFixture[str]) -> None:
+    """Written to a file or a pipe (not a terminal), the table is wide enough for every reference and figure."""
+    with instance("sim-a") as a:
+        assert main(["probes", "calibrate", "--url", a, "--samples", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out and "separation" in out and "suggested" in out
