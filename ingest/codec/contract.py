@@ -109,9 +109,9 @@ def _only(core: Mapping[str, Any], allowed: set[str]) -> None:
 def _model(dtype: pa.DataType, core: Mapping[str, Any], name: str, flags: int) -> tuple[fast_decoder.Spec, _Check]:
     """A model as a struct: each stored field flagged (required, not null) and its values' tests."""
     _only(core, {"cls", "schema", "custom_init", "root_model", "config"})
-    if core.get("custom_init") or core.get("root_model") or not pa.types.is_struct(dtype) \
-            or dtype.num_fields > fast_decoder.MAX_FIELDS:
-        raise _Unsupported("model")
+    if core.get("custom_init") or core.get("root_model") or (core.get("config") or {}).get("strict") \
+            or not pa.types.is_struct(dtype) or dtype.num_fields > fast_decoder.MAX_FIELDS:
+        raise _Unsupported("model")  # strict: pydantic's own rules of its types, not the lax ones tested here
     inner = core["schema"]
     if inner["type"] != "model-fields":
         raise _Unsupported(inner["type"])

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pytest
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bench.synthetic import TraceFactory
 from ingest.codec import fast_decoder
@@ -216,6 +216,12 @@ class _Union(BaseModel):
     value: int | str
 
 
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True)
+
+    count: int
+
+
 class _Plain(BaseModel):
     count: int = Field(ge=0)
     when: str | None = None
@@ -224,6 +230,7 @@ class _Plain(BaseModel):
 def test_a_model_with_a_check_the_columns_cannot_express_has_no_contract() -> None:
     assert contract_for(_Validated, pa.schema([pa.field("name", pa.string())])) is None
     assert contract_for(_Union, pa.schema([pa.field("value", pa.string())])) is None
+    assert contract_for(_Strict, pa.schema([pa.field("count", pa.int64())])) is None
     assert contract_for(_Plain, pa.schema([pa.field("count", pa.string())])) is None  # stored as another type
     contract = contract_for(_Plain, pa.schema([pa.field("count", pa.int64()), pa.field("when", pa.string())]))
     assert contract is not None
