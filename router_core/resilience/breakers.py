@@ -50,30 +50,39 @@ class Admission:
 
 
 class _Rate:
-    """Attempts and errors per second over a sliding window, and since when the share is too high."""
+    """Attempts and errors per second over a sliding window, and since when the share is too high.
 
-    __slots__ = ("above_since", "buckets", "settings")
+    The window's sums are kept as buckets come and go (each attempt's check is constant time, not one
+    pass over the window's seconds).
+    """
+
+    __slots__ = ("above_since", "buckets", "errors", "settings", "total")
 
     def __init__(self, settings: RateBreakerSettings) -> None:
         self.settings = settings
-        self.buckets: deque[list[float]] = deque()  # [second, attempts, errors]
+        self.buckets: deque[list[int]] = deque()  # [second, attempts, errors]
+        self.total = self.errors = 0  # over the buckets
         self.above_since: float | None = None
 
     def add(self, now: float, error: bool) -> None:
-        sec = float(int(now))
+        sec = int(now)
         if not self.buckets or self.buckets[-1][0] != sec:
-            self.buckets.append([sec, 0.0, 0.0])
+            self.buckets.append([sec, 0, 0])
         last = self.buckets[-1]
         last[1] += 1
         last[2] += error
+        self.total += 1
+        self.errors += error
 
     def tripped(self, now: float) -> str | None:
         """The reason to open, once the share has stayed above the threshold ``for_s``."""
         s = self.settings
-        while self.buckets and self.buckets[0][0] <= now - s.window_s:
-            self.buckets.popleft()
-        total = sum(b[1] for b in self.buckets)
-        errors = sum(b[2] for b in self.buckets)
+        buckets = self.buckets
+        while buckets and buckets[0][0] <= now - s.window_s:
+            _, attempts, errors = buckets.popleft()
+            self.total -= attempts
+            self.errors -= errors
+        total, errors = self.total, self.errors
         if total < s.min_requests or errors / total <= s.threshold:
             self.above_since = None
             return None
@@ -209,9 +218,11 @@ class BreakerBoard:
         inst = self._instances.get(spec.id)
         chain = [b for b in (None if inst is None else inst.breaker, self._models.get(spec.model),
                              self._zones.get(spec.zone)) if b is not None]
-        if any(b.blocks() for b in chain):
-            return None
-        trials = tuple(b for b in chain if b.state is BreakerState.HALF_OPEN and b.take_trial())
+        trials: tuple[Breaker, ...] = ()
+        if any(b.state is not BreakerState.CLOSED for b in chain):  # all closed (the usual): nothing to take
+            if any(b.blocks() for b in chain):
+                return None
+            trials = tuple(b for b in chain if b.state is BreakerState.HALF_OPEN and b.take_trial())
         token = next(self._tokens)
         if inst is not None:
             inst.outstanding[token] = (self._clock(), abort)

@@ -134,6 +134,22 @@ def test_a_model_opens_when_its_5xx_share_stays_above_the_threshold(share: float
     assert b.blocking(specs[2]) is None  # model n is untouched
 
 
+def test_errors_that_left_the_window_no_longer_count() -> None:
+    clock = Clock()
+    b, specs = board(clock, model={"threshold": 0.15, "for_s": 0, "window_s": 10, "min_requests": 10})
+    for _ in range(9):  # too few to judge a share on
+        attempt(b, specs[0], "http_5xx")
+    clock.t += 10.5
+    for _ in range(30):
+        attempt(b, specs[0], "ok")
+    attempt(b, specs[0], "http_5xx")  # 1 of 31 in the window (with the 9 gone: 10 of 40, above 15%)
+    assert b.blocking(specs[0]) is None
+    for _ in range(5):
+        attempt(b, specs[0], "http_5xx")  # 6 of 36: above
+    blocked = b.blocking(specs[0])
+    assert blocked is not None and "error share 17% of 36 attempts" in blocked.reason
+
+
 def test_a_zone_opens_only_when_there_is_another_zone() -> None:
     clock = Clock()
     settings = {"zone": {"threshold": 0.05, "for_s": 0, "min_requests": 5}, "model": {"enabled": False},
