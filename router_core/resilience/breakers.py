@@ -74,6 +74,12 @@ class _Rate:
         self.total += 1
         self.errors += error
 
+    def reset(self) -> None:
+        """Forget the window (its breaker closed: it starts counting again)."""
+        self.buckets.clear()
+        self.total = self.errors = 0
+        self.above_since = None
+
     def tripped(self, now: float) -> str | None:
         """The reason to open, once the share has stayed above the threshold ``for_s``."""
         s = self.settings
@@ -343,8 +349,7 @@ class BreakerBoard:
             inst = self._instances[b.name]
             inst.failures, inst.kinds, inst.last_answer = 0, [], self._clock()
         elif (rate := self._rates.get((b.scope, b.name))) is not None:
-            rate.buckets.clear()
-            rate.above_since = None
+            rate.reset()
 
     def _queue(self, t: Transition | None) -> None:
         if t is None:

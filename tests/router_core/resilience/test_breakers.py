@@ -150,6 +150,20 @@ def test_errors_that_left_the_window_no_longer_count() -> None:
     assert blocked is not None and "error share 17% of 36 attempts" in blocked.reason
 
 
+def test_a_closed_model_breaker_counts_its_error_share_afresh() -> None:
+    clock = Clock()
+    b, specs = board(clock, model={"threshold": 0.15, "for_s": 0, "window_s": 10, "min_requests": 10})
+    for _ in range(20):
+        attempt(b, specs[0], "http_5xx")
+    opened = b.blocking(specs[0])
+    assert opened is not None and opened.scope == "model"
+    b.close("model", "m")  # the errors that opened it are forgotten with it
+    for _ in range(30):
+        attempt(b, specs[0], "ok")
+    attempt(b, specs[0], "http_5xx")  # 1 of 31 (with the 20 before: 21 of 51)
+    assert b.blocking(specs[0]) is None
+
+
 def test_a_zone_opens_only_when_there_is_another_zone() -> None:
     clock = Clock()
     settings = {"zone": {"threshold": 0.05, "for_s": 0, "min_requests": 5}, "model": {"enabled": False},
