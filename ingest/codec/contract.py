@@ -110,7 +110,7 @@ def _model(dtype: pa.DataType, core: Mapping[str, Any], name: str, flags: int) -
     """A model as a struct: each stored field flagged (required, not null) and its values' tests."""
     _only(core, {"cls", "schema", "custom_init", "root_model", "config"})
     if core.get("custom_init") or core.get("root_model") or (core.get("config") or {}).get("strict") \
-            or not pa.types.is_struct(dtype) or dtype.num_fields > fast_decoder.MAX_FIELDS:
+            or _code(dtype) != fast_decoder.STRUCT:
         raise _Unsupported("model")  # strict: pydantic's own rules of its types, not the lax ones tested here
     inner = core["schema"]
     if inner["type"] != "model-fields":
@@ -154,7 +154,7 @@ def _value(dtype: pa.DataType, core: Mapping[str, Any], name: str, flags: int) -
         return _model(dtype, core, name, flags)
     if kind == "list":
         _only(core, {"items_schema"})
-        if not pa.types.is_list(dtype):
+        if _code(dtype) != fast_decoder.LIST:
             raise _Unsupported("list")
         item = core["items_schema"]
         item_flags = fast_decoder.NOT_NULL
@@ -168,35 +168,49 @@ def _value(dtype: pa.DataType, core: Mapping[str, Any], name: str, flags: int) -
     return (code, name.encode(), (), flags), _Check(tests=tests)
 
 
+def _code(dtype: pa.DataType) -> int:
+    try:
+        return fast_decoder.code_of(dtype)
+    except TypeError as exc:
+        raise _Unsupported(str(exc)) from exc
+
+
+# What each scalar kind of the core schema must be stored as (one decoder node type each).
+_STORED_AS = {"str": fast_decoder.STRING, "enum": fast_decoder.STRING, "literal": fast_decoder.STRING,
+              "int": fast_decoder.INT64, "float": fast_decoder.DOUBLE, "bool": fast_decoder.BOOL,
+              "datetime": fast_decoder.TIMESTAMP}
+
+
 def _leaf(dtype: pa.DataType, core: Mapping[str, Any]) -> tuple[int, tuple[Test, ...]]:
     """The decoder's code for a scalar, and the tests of its values."""
-    kind = core["type"]
-    if kind == "str" and dtype == pa.string():
+    kind, code = core["type"], _code(dtype)
+    if _STORED_AS.get(kind) != code:
+        raise _Unsupported(f"{kind} stored as {dtype}")
+    if kind == "str":
         _only(core, {"pattern", "min_length", "max_length"})
         tests: list[Test] = []
         if "min_length" in core or "max_length" in core:
             tests.append(_lengths(core.get("min_length"), core.get("max_length")))
         if "pattern" in core:
             tests.append(_pattern(core["pattern"]))
-        return fast_decoder.STRING, tuple(tests)
-    if kind in ("int", "float") and dtype == (pa.int64() if kind == "int" else pa.float64()):
+        return code, tuple(tests)
+    if kind in ("int", "float"):
         _only(core, {"ge", "gt", "le", "lt"} | ({"allow_inf_nan"} if kind == "float" else set()))
         bounds = {k: core[k] for k in ("ge", "gt", "le", "lt") if k in core}
-        code = fast_decoder.INT64 if kind == "int" else fast_decoder.DOUBLE
         return code, (_bounds(**bounds),) if bounds else ()
-    if kind == "bool" and dtype == pa.bool_():
+    if kind == "bool":
         _only(core, set())
-        return fast_decoder.BOOL, ()
-    if kind == "datetime" and dtype == pa.timestamp("us", tz="UTC"):
+        return code, ()
+    if kind == "datetime":
         _only(core, {"microseconds_precision"})
-        return fast_decoder.TIMESTAMP, (_instants,)
-    if kind == "enum" and core.get("sub_type") == "str" and dtype == pa.string():
+        return code, (_instants,)
+    if kind == "enum" and core.get("sub_type") == "str":
         _only(core, {"cls", "members", "sub_type"})
-        return fast_decoder.STRING, (_member_of([m.value for m in core["members"]]),)
-    if kind == "literal" and dtype == pa.string() and all(type(v) is str for v in core["expected"]):
+        return code, (_member_of([m.value for m in core["members"]]),)
+    if kind == "literal" and all(type(v) is str for v in core["expected"]):
         _only(core, {"expected"})
-        return fast_decoder.STRING, (_member_of(core["expected"]),)
-    raise _Unsupported(f"{kind} stored as {dtype}")
+        return code, (_member_of(core["expected"]),)
+    raise _Unsupported(f"{kind}: {sorted(core)}")
 
 
 # -- the value tests: each passes an array whose non-null values all meet it (nulls are the flags' business)
@@ -233,7 +247,9 @@ def _member_of(allowed: Sequence[str]) -> Test:
     return lambda values: pc.all(pc.is_in(pc.drop_null(values), value_set=value_set)).as_py() is not False
 
 
+_IN_PYTHONS_YEARS = _bounds(ge=_EARLIEST, le=_LATEST)
+
+
 def _instants(values: pa.Array) -> bool:
     """Instants inside the years a Python datetime can hold."""
-    ints = values.cast(pa.int64())
-    return _bounds(ge=_EARLIEST, le=_LATEST)(ints)
+    return _IN_PYTHONS_YEARS(values.cast(pa.int64()))

@@ -25,7 +25,7 @@ try:
 except ImportError:  # not built (no C compiler): Arrow's reader does all the work
     _c = None
 
-__all__ = ["AVAILABLE", "Decoder", "decoder_for"]
+__all__ = ["AVAILABLE", "Decoder", "code_of", "decoder_for"]
 
 AVAILABLE = _c is not None
 CHUNK_ROWS = 2048
@@ -39,21 +39,33 @@ _Buffer = tuple[int, int, object]  # address, size, the owner that frees it
 _Node = tuple[int, int, _Buffer | None, _Buffer | None, _Buffer | None]
 
 
-def _node(name: str, dtype: pa.DataType) -> Spec:
-    assert _c is not None
+def code_of(dtype: pa.DataType) -> int:
+    """The decoder's node type for ``dtype``.
+
+    Raises:
+        TypeError: The fast path cannot decode it (or a struct has more than MAX_FIELDS fields).
+    """
     if pa.types.is_struct(dtype):
         if dtype.num_fields > MAX_FIELDS:
             raise TypeError(f"the fast path reads structs of {MAX_FIELDS} fields at most")
-        return STRUCT, name.encode(), tuple(_node(f.name, f.type) for f in dtype)
+        return STRUCT
     if pa.types.is_list(dtype):
-        return LIST, name.encode(), (_node("item", dtype.value_type),)
+        return LIST
     if pa.types.is_timestamp(dtype) and dtype.unit == "us" and dtype.tz == "UTC":
-        code = TIMESTAMP
-    else:
-        codes = {pa.bool_(): BOOL, pa.int64(): INT64, pa.float64(): DOUBLE, pa.string(): STRING}
-        if dtype not in codes:
-            raise TypeError(f"the fast path cannot decode {dtype}")
-        code = codes[dtype]
+        return TIMESTAMP
+    codes = {pa.bool_(): BOOL, pa.int64(): INT64, pa.float64(): DOUBLE, pa.string(): STRING}
+    if dtype not in codes:
+        raise TypeError(f"the fast path cannot decode {dtype}")
+    return codes[dtype]
+
+
+def _node(name: str, dtype: pa.DataType) -> Spec:
+    assert _c is not None
+    code = code_of(dtype)
+    if code == STRUCT:
+        return code, name.encode(), tuple(_node(f.name, f.type) for f in dtype)
+    if code == LIST:
+        return code, name.encode(), (_node("item", dtype.value_type),)
     return code, name.encode(), ()
 
 
