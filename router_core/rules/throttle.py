@@ -6,9 +6,10 @@ the chain, is refused with ``Retry-After``, or waits up to ``max_wait`` — and 
 one bucket (rules may share one), the higher ``priority`` gets the next token, then the earlier.
 The clock is injected; waiting uses the running event loop.
 
-With a :class:`SharedState` (``shared.backend: redis``) the buckets are the shared store's, so
-every gateway replica draws on the same one; a waiter then retries the shared bucket when a token
-is due (priority orders only the waiters of one process: across replicas, the first retry wins).
+With a :class:`SharedState` (``serve`` always passes one: in memory for one worker, Redis for
+several) the buckets are the shared store's, so every gateway replica draws on the same one. The
+waiters of one process queue the same way, by priority then arrival, and one task per bucket
+takes the shared tokens for them as they come due; across replicas, the first to take wins.
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ class Throttles:
         self._waiters: dict[str, list[tuple[int, int, asyncio.Future[None]]]] = {}
         self._seq = itertools.count()
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._pumps: dict[str, asyncio.Task[None]] = {}  # shared buckets: the task taking tokens for the waiters
+        self._due: dict[str, float] = {}  # shared buckets: when the pump expects the next token
 
     def _bucket(self, key: str, spec: Throttle) -> TokenBucket:
         bucket = self._buckets.get(key)
@@ -91,7 +94,9 @@ class Throttles:
         return bucket
 
     def tokens(self, key: str) -> float | None:
-        """Tokens left in a bucket (None: no such bucket yet)."""
+        """Tokens left in a bucket (None: not taken from yet; a shared bucket: as the shared store last said)."""
+        if self._shared is not None:
+            return self._shared.tokens("rule:" + key)
         bucket = self._buckets.get(key)
         return None if bucket is None else bucket.tokens
 
@@ -102,7 +107,7 @@ class Throttles:
             return Admission(True)
         key = spec.bucket or rule.name
         if self._shared is not None:
-            return await self._admit_shared(self._shared, key, spec)
+            return await self._admit_shared(self._shared, key, spec, rule.priority)
         bucket, now = self._bucket(key, spec), self._clock()
         if not self._waiters.get(key) and bucket.take(now):  # nobody queued ahead
             return Admission(True)
@@ -121,24 +126,49 @@ class Throttles:
             return Admission(False, "reject", retry_after_s=bucket.wait_s(self._clock()))
         return Admission(True, "wait", waited_s=self._clock() - now)
 
-    async def _admit_shared(self, shared: SharedState, key: str, spec: Throttle) -> Admission:
-        """:meth:`admit` on the shared bucket ``rule:<key>``: a waiter retries when a token is due."""
-        t0 = self._clock()
-        taken, wait = await shared.take("rule:" + key, spec.rate, spec.burst)
-        if taken:
-            return Admission(True)
+    async def _admit_shared(self, shared: SharedState, key: str, spec: Throttle, priority: int) -> Admission:
+        """:meth:`admit` on the shared bucket ``rule:<key>``; waiters queue here and :meth:`_pump` serves them."""
+        t0, heap = self._clock(), self._waiters.setdefault(key, [])
+        if not any(not w[2].done() for w in heap):  # nobody of this process queued ahead
+            taken, wait = await shared.take("rule:" + key, spec.rate, spec.burst)
+            if taken:
+                return Admission(True)
+        else:
+            wait = max(0.0, self._due.get(key, t0) - t0)
         if spec.overflow == "chain":
             return Admission(False, "chain", retry_after_s=wait)
         if spec.overflow == "reject" or wait > spec.max_wait_s:
             return Admission(False, "reject", retry_after_s=max(wait, 1e-3))
-        while True:
-            left = spec.max_wait_s - (self._clock() - t0)
-            if wait > left:
-                return Admission(False, "reject", retry_after_s=max(wait, 1e-3))
-            await asyncio.sleep(wait)
-            taken, wait = await shared.take("rule:" + key, spec.rate, spec.burst)
-            if taken:
-                return Admission(True, "wait", waited_s=self._clock() - t0)
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(heap, (-priority, next(self._seq), fut))
+        if key not in self._pumps:
+            self._pumps[key] = asyncio.create_task(self._pump(shared, key, spec))
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), max(0.0, spec.max_wait_s - (self._clock() - t0)))
+        except TimeoutError:
+            self._drop(key, fut)
+            return Admission(False, "reject", retry_after_s=max(0.0, self._due.get(key, 0.0) - self._clock()))
+        return Admission(True, "wait", waited_s=self._clock() - t0)
+
+    async def _pump(self, shared: SharedState, key: str, spec: Throttle) -> None:
+        """Take the shared bucket's tokens as they come due and hand each to the best waiter, until none waits."""
+        heap = self._waiters[key]
+        try:
+            while True:
+                while heap and heap[0][2].done():  # gave up waiting
+                    heapq.heappop(heap)
+                if not heap:
+                    return
+                taken, wait = await shared.take("rule:" + key, spec.rate, spec.burst)
+                while heap and heap[0][2].done():  # gave up during the take
+                    heapq.heappop(heap)
+                if taken and heap:
+                    heapq.heappop(heap)[2].set_result(None)
+                elif not taken:
+                    self._due[key] = self._clock() + wait
+                    await asyncio.sleep(wait)
+        finally:
+            self._pumps.pop(key, None)
 
     def _schedule(self, key: str, bucket: TokenBucket) -> None:
         if key in self._timers:

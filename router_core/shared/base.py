@@ -47,6 +47,10 @@ class SharedState(Protocol):
         """
         ...
 
+    def tokens(self, bucket: str) -> float | None:
+        """Tokens in ``bucket`` as this replica last saw them (None: not taken from yet); for state pages."""
+        ...
+
     async def add(self, counter: str, amount: float, ttl_s: float) -> float:
         """Add ``amount`` to ``counter`` (created with ``ttl_s``); return its new total (as this replica knows it)."""
         ...
@@ -61,6 +65,10 @@ class SharedState(Protocol):
 
     async def rebind(self, key: str, value: str, ttl_s: float) -> None:
         """Set ``key`` to ``value`` whatever it holds."""
+        ...
+
+    def held(self, key: str) -> str | None:
+        """The value ``key`` holds as :meth:`bind` reads it, nothing renewed or written (None: none held)."""
         ...
 
     async def claim(self, key: str, ttl_s: float) -> bool:
@@ -157,6 +165,11 @@ class MemoryShared:
     async def rebind(self, key: str, value: str, ttl_s: float) -> None:
         """Overwrite."""
         self._hold(key, value, self._clock() + ttl_s)
+
+    def held(self, key: str) -> str | None:
+        """The binding, unless expired."""
+        held = self._bindings.get(key)
+        return held[0] if held is not None and held[1] > self._clock() else None
 
     def _hold(self, key: str, value: str, expires: float) -> None:
         """Hold a binding as the most recent; past ``max_bindings``, the least recently bound goes."""

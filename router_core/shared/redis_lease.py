@@ -56,6 +56,7 @@ class Lease:
     empty_until: float = -math.inf
     in_flight: bool = False
     used_at: float = 0.0
+    left: float | None = None  # the shared bucket's tokens after the last refill (for state pages)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,11 @@ class BucketLeases:
             self._due[key] = lease
         return None
 
+    def tokens(self, bucket: str) -> float | None:
+        """The shared bucket's tokens as the last refill left them, plus those this lease holds (None: none yet)."""
+        lease = self.leases.get((bucket, 0.0))
+        return None if lease is None or lease.left is None else lease.left + lease.held
+
     def _check(self, lease: Lease, now: float) -> None:
         if not lease.in_flight and lease.held <= lease.size // 2 and now >= lease.empty_until:
             self._due[(lease.bucket, lease.floor)] = lease
@@ -138,6 +144,7 @@ class BucketLeases:
         lease.sending -= refill.debt
         lease.held += granted
         lease.in_flight, lease.short = False, 0  # the takes that came short meanwhile try again, and count again
+        lease.left = tokens_left
         if tokens_left < 0 and refill.debt > 0:
             self.overdrawn += 1
         if granted < refill.want:

@@ -182,6 +182,10 @@ class RedisShared:
                 return got
         return None
 
+    def tokens(self, bucket: str) -> float | None:
+        """Redis's tokens after this replica's last refill, plus its lease's (Redis down: the local fallback's)."""
+        return self.leases.tokens(bucket) if self.store.healthy else self.local.tokens(bucket)
+
     async def add(self, counter: str, amount: float, ttl_s: float) -> float:
         """Add locally (flushed in the background); the total as known: last flushed plus pending."""
         if not self.store.healthy:
@@ -214,6 +218,10 @@ class RedisShared:
         if not self.store.healthy:
             self.fallbacks += 1
         self.bindings.rebind(key, value, ttl_s)
+
+    def held(self, key: str) -> str | None:
+        """What the mirror holds for ``key`` (what :meth:`bind` answers from); nothing queued."""
+        return self.bindings.get(key)
 
     async def claim(self, key: str, ttl_s: float) -> bool:
         """``SET key NX PX`` in Redis, awaited (within ``timeout_s``); while Redis is down, this replica's own."""

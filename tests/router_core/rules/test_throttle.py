@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 
 import pytest
 
 from router_core.rules.ir import Origin, Rule, Throttle
 from router_core.rules.throttle import Throttles, TokenBucket
+from router_core.shared.base import MemoryShared
 
 AT = Origin("p.yaml", 1)
 
@@ -59,8 +62,10 @@ def test_rules_sharing_a_bucket_share_its_tokens_and_others_do_not() -> None:
     assert asyncio.run(run()) == [None, None, None, "chain", None, None, None]
 
 
-def test_waiters_get_tokens_by_priority_then_arrival_and_give_up_after_max_wait() -> None:
-    throttles = Throttles()  # real time: 20 tokens a second, one at a time
+@pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
+def test_waiters_get_tokens_by_priority_then_arrival_and_give_up_after_max_wait(shared: bool) -> None:
+    # real time: 20 tokens a second, one at a time; `serve` always passes a shared state (in memory for one worker)
+    throttles = Throttles(shared=MemoryShared() if shared else None)
     low, high = rule("low", 0, rate=20.0, burst=1.0, overflow="wait", max_wait_s=2.0, bucket="b"), \
         rule("high", 2, rate=20.0, burst=1.0, overflow="wait", max_wait_s=2.0, bucket="b")
     impatient = rule("impatient", 1, rate=20.0, burst=1.0, overflow="wait", max_wait_s=0.0, bucket="b")
@@ -84,3 +89,63 @@ def test_waiters_get_tokens_by_priority_then_arrival_and_give_up_after_max_wait(
 
     order, refused = asyncio.run(run())
     assert order == ["high", "low-1", "low-2"] and refused == "reject"
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
+def test_a_bucket_shows_its_tokens_once_taken_from(shared: bool) -> None:
+    clock = Clock()
+    throttles = Throttles(clock, shared=MemoryShared(clock) if shared else None)
+    r = rule("r", bucket="b")
+    assert throttles.tokens("b") is None
+
+    async def two() -> None:
+        await throttles.admit(r)
+        await throttles.admit(r)
+
+    asyncio.run(two())
+    assert throttles.tokens("b") == pytest.approx(1.0)  # a burst of 3, two taken
+
+
+def test_a_shared_waiter_that_gives_up_leaves_the_token_to_the_next() -> None:
+    throttles = Throttles(shared=MemoryShared())  # real time: 10 tokens a second, one at a time
+    patient = rule("patient", 0, rate=10.0, burst=1.0, overflow="wait", max_wait_s=2.0, bucket="b")
+    brief = rule("brief", 5, rate=10.0, burst=1.0, overflow="wait", max_wait_s=0.15, bucket="b")
+
+    async def run() -> tuple[str | None, str | None, str | None]:
+        assert (await throttles.admit(patient)).action is None  # takes the one token
+        first = asyncio.create_task(throttles.admit(brief))  # first in line (higher priority)...
+        await asyncio.sleep(0)
+        second = asyncio.create_task(throttles.admit(brief))
+        await asyncio.sleep(0)
+        third = asyncio.create_task(throttles.admit(patient))  # ...this one waits out the others
+        got = await asyncio.gather(first, second, third)
+        return got[0].action, got[1].action, got[2].action
+
+    assert asyncio.run(run()) == ("wait", "reject", "wait")
+
+
+def test_a_shared_bucket_serves_a_later_higher_priority_waiter_first() -> None:
+    # A shared store's clock is coarser than ours (Redis answers a lease refill, not each take): here
+    # 0.1 s ticks, so each waiter's own retry would come due by its arrival, the earliest first.
+    tick = 0.1
+    shared = MemoryShared(lambda: math.floor(time.monotonic() / tick) * tick)
+    throttles = Throttles(shared=shared)
+    low, high = rule("low", 0, rate=10.0, burst=1.0, overflow="wait", max_wait_s=2.0, bucket="b"), \
+        rule("high", 2, rate=10.0, burst=1.0, overflow="wait", max_wait_s=2.0, bucket="b")
+
+    async def run() -> list[str]:
+        await asyncio.sleep(tick - time.monotonic() % tick + 0.005)  # just past a tick: all arrive within one
+        assert (await throttles.admit(low)).action is None  # takes the one token
+        order: list[str] = []
+
+        async def one(r: Rule, tag: str) -> None:
+            assert (await throttles.admit(r)).action == "wait"
+            order.append(tag)
+
+        tasks = [asyncio.create_task(one(low, "low-1")), asyncio.create_task(one(low, "low-2"))]
+        await asyncio.sleep(0.03)
+        tasks.append(asyncio.create_task(one(high, "high")))
+        await asyncio.gather(*tasks)
+        return order
+
+    assert asyncio.run(run()) == ["high", "low-1", "low-2"]

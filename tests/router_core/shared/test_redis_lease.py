@@ -183,3 +183,14 @@ def test_replicas_together_overdraw_the_shared_bucket_by_at_most_lease_size_time
         assert bucket.level() - owed >= -size * replicas - 1e-9  # charged or not yet, credit is at most that
         assert admitted <= burst + rate * (clock.now - start) + size * replicas + 1e-9
     assert admitted > 0
+
+
+def test_a_lease_shows_the_shared_tokens_its_last_refill_left_plus_those_it_holds() -> None:
+    clock = Clock()
+    leases, bucket = BucketLeases(clock), Bucket(clock, 100, 100)
+    assert leases.tokens("b") is None  # nothing asked of Redis yet
+    leases.take("b", 100, 100, 0.0, 1)
+    refill(leases, bucket)  # charged 1, took 10: Redis has 89, the lease 10
+    assert leases.tokens("b") == pytest.approx(99)
+    leases.take("b", 100, 100, 0.0, 1)
+    assert leases.tokens("b") == pytest.approx(98)
