@@ -39,6 +39,7 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m)")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0}
 _PRIORITIES = {"high": 2, "normal": 1, "low": 0}
 _OVERFLOWS = ("chain", "reject", "wait")
+_MAX_WAIT_S = 60.0
 
 
 class _Bad(Exception):
@@ -87,6 +88,20 @@ def _positive(node: Tree[Token]) -> float:
     return value
 
 
+def _max_wait(node: Tree[Token]) -> float:
+    seconds = _duration(node)
+    if seconds > _MAX_WAIT_S:
+        raise _Bad(node, f"max_wait is at most {_MAX_WAIT_S:.0f}s (as in a routing matrix)")
+    return seconds
+
+
+def _bucket(node: Tree[Token]) -> str:
+    name = _scalar(node)
+    if not name.strip():
+        raise _Bad(node, "expected a bucket name")
+    return name
+
+
 def _targets(node: Tree[Token]) -> tuple[str, ...]:
     if node.data != "opt_list":
         return (_model(node),)
@@ -122,9 +137,11 @@ def _overflow(node: Tree[Token]) -> str:
 _OPTIONS: dict[str, Callable[[Tree[Token]], Any]] = {
     "timeout": _duration, "retry_backoff": _duration, "fallback": _targets, "compression": _model,
     "priority": _priority, "max_rps": _positive, "burst_window": _duration, "overflow": _overflow,
+    "max_wait": _max_wait, "bucket": _bucket,
 }
 # An option that means something only with another: (option, the option it needs).
-_NEEDS = [("retry_backoff", "timeout"), ("burst_window", "max_rps"), ("overflow", "max_rps")]
+_NEEDS = [("retry_backoff", "timeout"), ("burst_window", "max_rps"), ("overflow", "max_rps"),
+          ("max_wait", "max_rps"), ("bucket", "max_rps")]
 
 
 @dataclass
@@ -178,7 +195,9 @@ class _DslCompiler:
         if "max_rps" in o:
             rate = float(o["max_rps"])
             overflow = cast(Literal["chain", "reject", "wait"], o.get("overflow", "chain"))
-            throttle = Throttle(rate=rate, burst=rate * float(o.get("burst_window", 1.0)), overflow=overflow)
+            # As a routing matrix's throttle_config: at least one token held, a second's wait by default.
+            throttle = Throttle(rate=rate, burst=max(1.0, rate * float(o.get("burst_window", 1.0))),
+                                overflow=overflow, max_wait_s=o.get("max_wait", 1.0), bucket=o.get("bucket"))
         timeout = TimeoutPolicy(o["timeout"], o.get("retry_backoff", 0.0)) if "timeout" in o else None
         return Rule(name=name, origin=Origin(self.loc.source, *self.loc.at(keyword.line or 1, keyword.column or 1)),
                     condition=condition, primary=clause.primary, chain=o.get("fallback", ()),
