@@ -97,7 +97,7 @@ def _plan(root: Model) -> tuple[list[_Section], dict[Model, str]]:
                 if child not in anchors:
                     child_path = f"{path}.{info.alias or name}{suffix}"
                     anchors[child] = _slug(child_path)
-                    sections.append(_Section(child_path, 3, child))
+                    sections.append(_Section(child_path, 3, child, info))
                     visit(child, child_path)
 
     for name, info in root.model_fields.items():
@@ -221,11 +221,29 @@ def _bounds(info: FieldInfo) -> str:
     return f" *({', '.join(found)})*" if found else ""
 
 
-def _default(info: FieldInfo, anchors: dict[Model, str]) -> tuple[str, object]:
-    """The default's table cell, and the value to show below the table when it is too long for a cell."""
-    if info.is_required():
-        return "required", None
+def _held(section: _Section) -> BaseModel | None:
+    """The default a section's field holds its model with, where it is not the model's own (else None).
+
+    ``resilience.breakers.model`` is a ``RateBreakerSettings(close_after=10)``: its table shows 10,
+    not the class's 3 (another field holding the same model shows its own below its table).
+    """
+    info = section.field
+    if info is None or section.model is None or info.is_required():
+        return None
     value = info.get_default(call_default_factory=True, validated_data={})
+    return value if type(value) is section.model else None
+
+
+def _default(info: FieldInfo, anchors: dict[Model, str], held: BaseModel | None = None,
+             name: str = "") -> tuple[str, object]:
+    """The default's table cell, and the value to show below the table when it is too long for a cell.
+
+    ``held``: the instance the section's field holds by default; its ``name`` field is the default here.
+    """
+    if info.is_required() and held is None:
+        return "required", None
+    value = getattr(held, name) if held is not None else info.get_default(call_default_factory=True,
+                                                                           validated_data={})
     if isinstance(value, BaseModel):
         try:
             plain = type(value)() == value
@@ -252,12 +270,12 @@ def _summary(annotation: Any) -> str:
     return _markdown(inspect.cleandoc(doc).splitlines()[0]) if isinstance(doc, str) else ""
 
 
-def _table(model: Model, anchors: dict[Model, str]) -> list[str]:
+def _table(model: Model, anchors: dict[Model, str], held: BaseModel | None = None) -> list[str]:
     lines = ["| field | type | default | description |", "|---|---|---|---|"]
     long_defaults: list[str] = []
     for name, info in model.model_fields.items():
         key = info.alias or name
-        default, shown = _default(info, anchors)
+        default, shown = _default(info, anchors, held, name)
         text = _markdown(info.description) if info.description else _summary(info.annotation)
         description = _cell(text) + _bounds(info)
         lines.append(f"| `{key}` | {_type(info.annotation, anchors)} | {default} | {description.strip()} |")
@@ -306,7 +324,7 @@ def render(root: Model = RouteLensConfig) -> str:
         assert section.model is not None
         if doc := _docstring(section.model):
             out += [doc, ""]
-        out += _table(section.model, anchors)
+        out += _table(section.model, anchors, _held(section))
     return "\n".join(out) + "\n"
 
 

@@ -15,7 +15,7 @@ Threshold = Literal["calibrated"] | float
 
 
 class IntentSettings(ContractModel):
-    """Where the routes' examples are, how the two classifier paths run and when they abstain.
+    """Where the routes' examples are, how the three paths (fast, early, embedding) run and when they abstain.
 
     A threshold of ``"calibrated"`` is picked per route set from held-out folds of the training
     examples: the fast path's accept threshold for ``fast_precision``, the embedding path's so that

@@ -145,7 +145,7 @@ class HealthThresholds(ContractModel):
     queue: HealthBand = HealthBand(yellow=10, red=50)
     error_rate: HealthBand = HealthBand(yellow=0.01, red=0.05)
     ttft_p95_ms: HealthBand = HealthBand(yellow=2000, red=5000)
-    stale_after_s: float = Field(5.0, gt=0, description="Match fleet.scrape.stale_after_s.")
+    stale_after_s: float = Field(5.0, gt=0, description="Match scrape.stale_after_s.")
 
 
 class AppSettings(ContractModel):

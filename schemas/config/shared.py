@@ -154,7 +154,10 @@ class PrefilterSettings(ContractModel):
 
 
 class ThrottleSettings(ContractModel):
-    """Request guards that run before analysis: the prefilter, then the client and shedding buckets."""
+    """Request guards that run before analysis: the client and shedding buckets, then the prefilter.
+
+    A flood is refused for the price of a token take, and a refused request counts against its bucket too.
+    """
 
     client: ClientThrottle | None = None
     shedding: SheddingThrottle | None = None

@@ -70,3 +70,29 @@ def test_check_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--check", "--output", str(page)]) == 0
     page.write_text(page.read_text(encoding="utf-8") + "edited by hand\n", encoding="utf-8")
     assert main(["--check", "--output", str(page)]) == 1
+
+
+class _Bell(ContractModel):
+    """A bell."""
+
+    volume: int = Field(3, description="How loud.")
+
+
+class _Belfry(ContractModel):
+    """Two bells of one kind, each held with a default of its own."""
+
+    big: _Bell = _Bell(volume=10)
+    small: _Bell = _Bell(volume=1)
+
+
+class _BelfryConfig(RouteLensConfig):
+    belfry: _Belfry = _Belfry()
+
+
+def test_a_model_held_with_other_defaults_shows_them_where_its_table_is() -> None:
+    # resilience.breakers.model is a RateBreakerSettings(close_after=10): its table said the class's 3.
+    page = render(_BelfryConfig)
+    big = page.split("### `belfry.big`", 1)[1].split("\n#", 1)[0]
+    assert "| `volume` | integer | `10` | How loud. |" in big
+    belfry = page.split("## `belfry`", 1)[1].split("\n#", 1)[0]
+    assert '| `small` | [_Bell](#belfrybig) | `{"volume": 1}` |' in belfry  # the other holder says its own
