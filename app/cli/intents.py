@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = ["read_cases", "register", "run_eval"]
 
+_SHIPPED_ROUTES = "data/intents/routelens_routes.yaml"
+
 
 def read_cases(path: str) -> list[tuple[str, str | None]]:
     """Read the cases file: ``(text, expected)`` per non-blank line.
@@ -187,17 +189,23 @@ def _add(args: argparse.Namespace) -> int:
     from schemas.errors import ConfigError
 
     try:
+        # The configuration's routes and settings (the refit then fills the cache the gateway reads), unless
+        # --routes names a file; without a configuration, the shipped routes and the default settings.
+        settings = config_of(args).routing.intents if Path(args.config).is_file() else None
+        path = args.routes or (settings.routes if settings is not None else _SHIPPED_ROUTES)
+        settings = (IntentSettings(routes=path) if settings is None
+                    else settings.model_copy(update={"routes": path}))
         lines = Path(args.file).read_text("utf-8").splitlines()
-        routes = append_examples(args.routes, args.route, lines)
+        routes = append_examples(path, args.route, lines)
     except OSError as exc:
         err.print(f"[red]error:[/red] {args.file}: cannot read: {exc.strerror or exc}")
         return 2
     except ConfigError as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
-    err.print(f"{args.route}: {len(routes[args.route])} examples in {args.routes}")
-    if len(routes) >= 2 and embedder_missing() is None:
-        clf = IntentClassifier.from_settings(IntentSettings(routes=args.routes))
+    err.print(f"{args.route}: {len(routes[args.route])} examples in {path}")
+    if len(routes) >= 2 and embedder_missing() is None and settings.escalate:
+        clf = IntentClassifier.from_settings(settings)
         clf.fit_embedding()
         err.print(f"re-clustered: {', '.join(clf.reclustered) or 'none'}")
     return 0
@@ -222,5 +230,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     a = isub.add_parser("add", parents=[common], help="append utterances (one a line) to a route")
     a.add_argument("route", metavar="ROUTE")
     a.add_argument("file", metavar="FILE")
-    a.add_argument("--routes", default="data/intents/routelens_routes.yaml", help="routes YAML (default: %(default)s)")
+    a.add_argument("--routes", default=None,
+                   help=f"routes YAML (default: --config's routing.intents.routes, else {_SHIPPED_ROUTES})")
     a.set_defaults(func=_add)

@@ -70,3 +70,18 @@ def test_add_appends_to_a_route(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert '"b":' in routes.read_text() and "three" in routes.read_text()
     assert _run("add", "b", str(tmp_path / "missing.txt"), "--routes", str(routes), cwd=tmp_path).returncode == 2
+
+
+def test_add_without_routes_appends_to_the_configurations_routes(tmp_path: Path) -> None:
+    (tmp_path / "cfg").mkdir()
+    routes = tmp_path / "cfg" / "routes.yaml"
+    routes.write_text("a:\n  - one\n")
+    (tmp_path / "cfg" / "routelens.yaml").write_text(  # fast path only: nothing to refit
+        'fleet: {instances: [{id: a, model: m, url: "http://127.0.0.1:9"}]}\n'
+        "routing:\n  intents: {routes: routes.yaml, escalate: false}\n", "utf-8")
+    extra = tmp_path / "extra.txt"
+    extra.write_text("two\n")
+    proc = _run("add", "b", str(extra), "--config", "cfg/routelens.yaml", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "two" in routes.read_text() and str(routes) in proc.stderr
+    assert not (tmp_path / "data").exists()  # not the shipped routes' path, taken from the working folder
