@@ -25,7 +25,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from probes.latency import percentile
 from schemas.common import ContractModel
 from schemas.errors import ConfigError
-from schemas.yamlconf import field_name, locate
+from schemas.yamlconf import UniqueKeyLoader, field_name, locate
 
 __all__ = ["DEFAULT_REFERENCES", "Calibration", "Reference", "calibrate", "dump_references", "load_references"]
 
@@ -54,7 +54,7 @@ def load_references(path: str | Path | None = None) -> list[Reference]:
     source = Path(path) if path is not None else DEFAULT_REFERENCES
     try:
         text = source.read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=UniqueKeyLoader)  # a key given twice is an error, not the last one kept
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(str(source), [(None, "<file>", f"cannot read references: {exc}")]) from exc
     try:

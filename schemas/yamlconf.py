@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import yaml
@@ -9,9 +10,93 @@ from pydantic import BaseModel, ValidationError
 
 from schemas.errors import ConfigError
 
-__all__ = ["field_name", "locate", "node_at", "parse_yaml_model"]
+__all__ = [
+    "DuplicateKey",
+    "DuplicateKeyError",
+    "UniqueKeyLoader",
+    "field_name",
+    "locate",
+    "node_at",
+    "parse_yaml_model",
+]
 
 M = TypeVar("M", bound=BaseModel)
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+@dataclass(frozen=True)
+class DuplicateKey:
+    """A key a mapping names a second time.
+
+    Attributes:
+        path: Where the second one is, as a pydantic location (``("gateway", "port")``).
+        line: Its 1-based line.
+        col: Its 1-based column.
+        first_line: The 1-based line of the first one.
+    """
+
+    path: tuple[int | str, ...]
+    line: int
+    col: int
+    first_line: int
+
+    def message(self, *, column: bool = False) -> str:
+        """The message that follows the field (``column``: say the column, for errors that only print a line)."""
+        at = f" at column {self.col}" if column else ""
+        return f"duplicate key{at}, first at line {self.first_line} (YAML would silently keep only the last)"
+
+
+class DuplicateKeyError(yaml.MarkedYAMLError):
+    """A document names a key twice in one mapping; :attr:`duplicates` lists every such key in file order."""
+
+    def __init__(self, duplicates: list[DuplicateKey], first: yaml.Mark, second: yaml.Mark) -> None:
+        super().__init__("while composing a mapping", first, f"found duplicate key {duplicates[0].path[-1]!r}", second)
+        self.duplicates = duplicates
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that names a key twice (:class:`DuplicateKeyError`).
+
+    YAML itself keeps the last value without a word: a policy with two ``routing_matrix:`` blocks
+    or a config with two ``gateway:`` ones would run on half of what its author wrote. The check
+    runs on the composed tree, before construction flattens merge keys: a key that overrides one
+    merged in with ``<<`` is not a duplicate, and ``<<`` itself may repeat (each merge adds, none is lost).
+    Keys compare by tag and text as written (``port`` and ``"port"`` are the same key).
+    """
+
+    def compose_document(self) -> yaml.Node | None:
+        """Compose the document as PyYAML does, then refuse its duplicate keys."""
+        node = super().compose_document()
+        _refuse_duplicates(node)
+        return node
+
+
+def _refuse_duplicates(root: yaml.Node | None) -> None:
+    """Raise :class:`DuplicateKeyError` naming every key given twice in a mapping of ``root``."""
+    found: list[tuple[yaml.Mark, yaml.Mark, DuplicateKey]] = []
+    seen: set[int] = set()  # an alias shares its anchor's node: check it once
+    stack: list[tuple[yaml.Node, tuple[int | str, ...]]] = [] if root is None else [(root, ())]
+    while stack:  # not recursive: a deep document would hit the recursion limit here, not in PyYAML
+        node, path = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            firsts: dict[tuple[str, str], yaml.Node] = {}
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                if isinstance(key, yaml.ScalarNode) and key.tag != _MERGE:
+                    first = firsts.setdefault((key.tag, key.value), key)
+                    if first is not key:
+                        mark = key.start_mark
+                        found.append((first.start_mark, mark, DuplicateKey(
+                            (*path, name), mark.line + 1, mark.column + 1, first.start_mark.line + 1)))
+                stack.append((value, (*path, name)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, (*path, i)) for i, item in enumerate(node.value))
+    if found:
+        found.sort(key=lambda f: (f[1].line, f[1].column))
+        raise DuplicateKeyError([d for _, _, d in found], found[0][0], found[0][1])
 
 
 def node_at(root: yaml.Node | None, loc: tuple[int | str, ...], *, key: bool = False) -> yaml.Node | None:
@@ -90,11 +175,15 @@ def parse_yaml_model(
         The validated model.
 
     Raises:
-        ConfigError: On YAML syntax errors or validation errors, naming line and field.
+        ConfigError: On YAML syntax errors, a key given twice in a mapping, or validation errors,
+            naming line and field.
     """
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        root = yaml.compose(text, Loader=UniqueKeyLoader)
+        data = yaml.load(text, Loader=UniqueKeyLoader)
+    except DuplicateKeyError as exc:
+        raise ConfigError(source, [(d.line, field_name(d.path), d.message(column=True))
+                                   for d in exc.duplicates]) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

@@ -1,14 +1,16 @@
 """Load a policy file (routing matrix and/or DSL in YAML, or a bare ``.dsl``) into a :class:`RuleSet`.
 
 Every problem is a :class:`router_core.errors.PolicyError` naming file, line and column: YAML
-syntax, a field the router cannot act on, a condition or DSL error, a target no instance serves,
-a chain that loops, a guarantee the fleet cannot be checked against. All problems of a file are
-reported at once.
+syntax, a key given twice, a field the router cannot act on, a condition or DSL error, a target no
+instance serves, a chain that loops, a guarantee the fleet cannot be checked against. All problems
+of a file are reported at once.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -16,6 +18,7 @@ from pydantic import ValidationError
 
 from router_core.errors import PolicyError
 from router_core.rules.condition import compile_condition
+from router_core.rules.condition.locate import ScalarMap, scalar_map
 from router_core.rules.dsl import compile_dsl
 from router_core.rules.ir import (
     CostParams,
@@ -29,7 +32,7 @@ from router_core.rules.ir import (
 )
 from schemas.config import RouteLensConfig
 from schemas.policy_file import MatrixRule, PolicyFileSpec
-from schemas.yamlconf import field_name, node_at
+from schemas.yamlconf import DuplicateKeyError, UniqueKeyLoader, field_name, node_at
 
 __all__ = ["MAX_POLICY_BYTES", "compile_policy", "load_policy"]
 
@@ -66,20 +69,23 @@ def compile_policy(text: str, source: str, config: RouteLensConfig) -> RuleSet:
         return RuleSet(rules=clauses, source=source, text=text, timezone=routing.timezone,
                        peak_hours=tuple(routing.peak_hours))
     root, spec = _parse(text, source)
+    lines = _LINE_BREAK.split(text)
     terms = {**routing.terms(), **{k: tuple(v) for k, v in spec.term_lists.items()}}
     problems: Problems = []
     rules: list[Rule] = []
     for i, entry in enumerate(spec.routing_matrix):
         try:
-            rules.append(_matrix_rule(entry, i, root, text, source, terms))
+            rules.append(_matrix_rule(entry, i, root, lines, source, terms))
         except PolicyError as exc:
             problems.extend(exc.located)
     if spec.routing_dsl and spec.routing_dsl.strip():
-        line, col = _text_start(node_at(root, ("routing_dsl",)), text)
+        where = _scalar(node_at(root, ("routing_dsl",)), lines, spec.routing_dsl)
         try:
-            rules.extend(compile_dsl(spec.routing_dsl, source=source, line=line, col=col, term_lists=terms))
+            clauses = compile_dsl(spec.routing_dsl, source=source, line=where.line, col=where.col, term_lists=terms)
+            rules.extend(replace(r, origin=Origin(source, *where.to_file(r.origin.line, r.origin.col)))
+                         for r in clauses)
         except PolicyError as exc:
-            problems.extend(exc.located)
+            problems.extend(_relocated(exc, where))
     _raise(source, problems)
     degraded = {name: DegradedTarget(name, d.url, d.canned) for name, d in spec.degraded_targets.items()}
     fallbacks = {m: tuple(chain) for m, chain in spec.model_fallbacks.items()}
@@ -100,17 +106,23 @@ def _pos(node: yaml.Node | None) -> tuple[int, int]:
     return (1, 1) if node is None else (node.start_mark.line + 1, node.start_mark.column + 1)
 
 
-def _text_start(node: yaml.Node | None, text: str) -> tuple[int, int]:
-    """Where a scalar's text starts in the file: inside quotes, or on the line after a block indicator."""
-    line, col = _pos(node)
-    style = getattr(node, "style", None)
-    if style in ('"', "'"):
-        return line, col + 1
-    if style in ("|", ">"):
-        lines = text.splitlines()
-        nxt = lines[line] if line < len(lines) else ""
-        return line + 1, len(nxt) - len(nxt.lstrip()) + 1
-    return line, col
+_LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")  # the breaks PyYAML counts lines by
+
+
+def _scalar(node: yaml.Node | None, lines: list[str], value: str) -> ScalarMap:
+    """Where the characters of the scalar ``value`` (read from ``node``) are in the file.
+
+    The compilers place a text as if copied verbatim from the file; a block, folded or quoted YAML
+    value is not, so their positions go through this map (:func:`_relocated`).
+    """
+    if not isinstance(node, yaml.ScalarNode):
+        return ScalarMap(value)
+    start, end = node.start_mark, node.end_mark
+    return scalar_map(value, lines, node.style, (start.line, start.column), (end.line, end.column))
+
+
+def _relocated(exc: PolicyError, where: ScalarMap) -> Problems:
+    return [(*where.to_file(line, col), message) for line, col, message in exc.located]
 
 
 _MAX_NESTING = 100  # flow collections ([ and {) open at once: PyYAML would recurse, slowly, into a RecursionError
@@ -138,8 +150,11 @@ def _parse(text: str, source: str) -> tuple[yaml.Node | None, PolicyFileSpec]:
     if (where := _too_deep(text)) is not None:
         raise PolicyError(source, [(*where, f"collections nest deeper than {_MAX_NESTING} levels")])
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        root = yaml.compose(text, Loader=UniqueKeyLoader)
+        data = yaml.load(text, Loader=UniqueKeyLoader)
+    except DuplicateKeyError as exc:
+        raise PolicyError(source, [(d.line, d.col, f"{field_name(d.path)}: {d.message()}")
+                                   for d in exc.duplicates]) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
@@ -161,13 +176,17 @@ def _parse(text: str, source: str) -> tuple[yaml.Node | None, PolicyFileSpec]:
         raise PolicyError(source, problems) from exc
 
 
-def _matrix_rule(entry: MatrixRule, i: int, root: yaml.Node | None, text: str, source: str,
+def _matrix_rule(entry: MatrixRule, i: int, root: yaml.Node | None, lines: list[str], source: str,
                  terms: Mapping[str, Sequence[str]]) -> Rule:
     line, col = _pos(node_at(root, ("routing_matrix", i)))
     condition = None
     if entry.condition is not None:
-        c_line, c_col = _text_start(node_at(root, ("routing_matrix", i, "condition")), text)
-        condition = compile_condition(entry.condition, source=source, line=c_line, col=c_col, term_lists=terms)
+        where = _scalar(node_at(root, ("routing_matrix", i, "condition")), lines, entry.condition)
+        try:
+            condition = compile_condition(entry.condition, source=source, line=where.line, col=where.col,
+                                          term_lists=terms)
+        except PolicyError as exc:
+            raise PolicyError(source, _relocated(exc, where)) from None
     t = entry.throttle_config
     g = entry.resource_guarantee
     return Rule(

@@ -129,6 +129,9 @@ def test_references_file_errors_name_the_field(tmp_path) -> None:
     bad.write_text(dump_references([REFS[0], REFS[0]]))
     with pytest.raises(ConfigError, match="duplicate reference ids"):
         load_references(bad)
+    bad.write_text("- id: a\n  lang: en\n  prompt: p\n  answer: x\n  answer: y\n")  # YAML would keep y
+    with pytest.raises(ConfigError, match="duplicate key 'answer'"):
+        load_references(bad)
 
 
 def test_dump_and_load_round_trip(tmp_path) -> None:

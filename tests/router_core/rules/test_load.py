@@ -154,3 +154,75 @@ def test_an_unreadable_or_huge_file_is_a_policy_error(tmp_path: Path) -> None:
     big.write_text("# " + "x" * 2_100_000, encoding="utf-8")
     with pytest.raises(PolicyError, match="larger than"):
         load_policy(big, FIN)
+
+
+# Each case: the YAML, then (line, column, what the file holds there) per error. The compilers place a
+# text as if copied verbatim from the file; these values are not (YAML strips, folds, unescapes).
+YAML_POSITIONS = [
+    ("literal-2nd-and-3rd-lines", "routing_matrix:\n  - rule_name: a\n    condition: |\n      input_length > 3\n"
+     "        && foo > 1\n      && bar > 2\n", [(5, 12, "foo"), (6, 10, "bar")]),
+    ("literal-ends-too-early", "routing_matrix:\n  - rule_name: a\n    condition: |\n      input_length > 3\n"
+     "      &&\n", [(5, 9, "")]),
+    ("folded", "routing_matrix:\n  - rule_name: a\n    condition: >\n      input_length > 3 &&\n"
+     "      foo > 1\n", [(5, 7, "foo")]),
+    ("folded-after-a-blank-line", "routing_matrix:\n  - rule_name: a\n    condition: >-\n      input_length > 3\n\n"
+     "        || 2 > 1 && foo > 1\n", [(6, 21, "foo")]),
+    ("plain-one-line", "routing_matrix:\n  - rule_name: a\n    condition: input_length > 3 && foo > 1\n",
+     [(3, 36, "foo")]),
+    ("plain-two-lines", "routing_matrix:\n  - rule_name: a\n    condition: input_length > 3 &&\n      foo > 1\n",
+     [(4, 7, "foo")]),
+    ("double-quoted-with-escapes", 'routing_matrix:\n  - rule_name: a\n    condition: "intent == \\"x\\" && foo > 1"\n',
+     [(3, 36, "foo")]),
+    ("double-quoted-over-lines", 'routing_matrix:\n  - rule_name: a\n    condition: "intent ==\\\n'
+     "      \\ 'x' && foo > 1\"\n", [(4, 16, "foo")]),
+    ("single-quoted-with-escapes", "routing_matrix:\n  - rule_name: a\n    condition: 'intent == ''x'' && foo > 1'\n",
+     [(3, 36, "foo")]),
+    ("dsl-literal", 'routing_dsl: |\n  IF input_length > 3\n    THEN route_to("qwen-vl")\n'
+     "    WITH timeout=8000xs, burst_window=2s\n", [(4, 18, "8000xs"), (4, 26, "burst_window")]),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), [c[1:] for c in YAML_POSITIONS], ids=[c[0] for c in YAML_POSITIONS])
+def test_errors_in_yaml_values_point_at_the_file(text: str, expected: list[tuple[int, int, str]]) -> None:
+    with pytest.raises(PolicyError) as exc:
+        compile_policy(text, "m.yaml", FIN)
+    assert [(line, col) for line, col, _ in exc.value.located] == [(line, col) for line, col, _ in expected]
+    lines = text.splitlines()
+    for line, col, token in expected:  # the table itself is checked against the text ("": just after the line)
+        assert lines[line - 1][col - 1:].startswith(token) if token else col == len(lines[line - 1].rstrip()) + 1
+
+
+def test_an_error_in_the_shipped_dsl_points_at_the_file(tmp_path: Path) -> None:
+    text = (ROOT / "policies" / "seed003.yaml").read_text(encoding="utf-8")
+    assert "  ELSE IF query_length > 1024 \n" in text
+    bad = tmp_path / "seed003.yaml"
+    bad.write_text(text.replace("  ELSE IF query_length > 1024", "  ELSE ELSE query_length > 1024"), encoding="utf-8")
+    with pytest.raises(PolicyError) as exc:
+        load_policy(bad, FIN)
+    (line, col, message), = exc.value.located
+    assert (line, col) == (7, 8) and message.startswith("unexpected 'ELSE'")
+    assert text.splitlines()[line - 1][col - 1:].startswith("IF")  # where the second ELSE now stands
+
+
+def test_dsl_clauses_in_a_yaml_block_have_their_file_origin() -> None:
+    rules = load_policy(ROOT / "policies" / "seed003.yaml", FIN)
+    assert [(r.origin.line, r.origin.col) for r in rules.rules] == [(4, 3), (7, 8)]  # the IF of "  ELSE IF"
+
+
+def test_a_key_given_twice_in_a_policy_is_refused() -> None:
+    text = ("routing_matrix:\n  - rule_name: a\n    primary_target: qwen-vl\n"
+            "routing_matrix:\n  - rule_name: b\n    primary_target: llama3-8b\n    primary_target: qwen-vl\n")
+    with pytest.raises(PolicyError) as exc:
+        compile_policy(text, "m.yaml", FIN)
+    assert str(exc.value).splitlines() == [
+        "m.yaml:4:1: routing_matrix: duplicate key, first at line 1 (YAML would silently keep only the last)",
+        "m.yaml:7:5: routing_matrix[0].primary_target: duplicate key, first at line 6 "
+        "(YAML would silently keep only the last)",
+    ]
+
+
+def test_a_key_that_overrides_a_merge_is_not_a_duplicate() -> None:
+    text = ("x-base: &base {primary_target: qwen-vl, priority: high}\nrouting_matrix:\n"
+            "  - <<: *base\n    rule_name: a\n    primary_target: llama3-8b\n")
+    with pytest.raises(PolicyError, match="x-base: the router cannot act on this field"):
+        compile_policy(text, "m.yaml", FIN)  # the merge is read (no duplicate-key error), x-base is refused as usual
