@@ -4,15 +4,22 @@
 one ``FILE:LINE:COL: message`` line per problem (on stdout, as linters print). ``test`` runs the
 file's own ``tests:`` cases (exit 0 all pass, 1 some fail, 2 it does not load). ``explain FILE
 --request JSON`` shows which rules were tried and why the first match matched; JSON is either a
-chat-completions body (analysed as the gateway would) or a case's features
-(``{"input_length": 9000, "prompt": "...", "request_time": "..."}``). ``--json`` prints one JSON
-object last instead of the table.
+chat-completions body or a case's features (``{"input_length": 9000, "prompt": "...",
+"request_time": "..."}``). ``--json`` prints one JSON object last instead of the table.
+
+A chat body is understood by the gateway's own code (:class:`router_core.PolicyGate` built from
+``--config``, FILE's rules in place of the live ones), so ``query_length`` is the last user
+message's, ``intent`` is ``routing.intents``' verdict when it gives one, and ``keyword_score`` is
+``routing.keywords``' score (on no live state: never load-adjusted). Like a started gateway, it
+fits the semantic intents first when their embedding path is on (cached beside the routes file).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,15 +27,17 @@ from typing import TYPE_CHECKING, Any
 from app.cli._common import BadInput, config_of, err
 
 if TYPE_CHECKING:
-    from router_core import RuleMatch, RuleSet
+    from router_core import PolicyGate, RuleMatch, RuleSet
+    from schemas.config import RouteLensConfig
+    from schemas.fleet import InstanceSnapshot
 
 __all__ = ["register"]
 
 
-def _load(args: argparse.Namespace) -> RuleSet:
+def _load(args: argparse.Namespace, config: RouteLensConfig | None = None) -> RuleSet:
     from router_core import load_rules
 
-    return load_rules(args.file, config_of(args))
+    return load_rules(args.file, config or config_of(args))
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -56,23 +65,62 @@ def _test(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _request_match(rules: RuleSet, raw: Any) -> RuleMatch:
-    """Match a chat body (analysed) or a case's features."""
-    from router_core import case_view, explain_case
+def _gate(config: RouteLensConfig) -> PolicyGate:
+    """The gateway's policy gate for ``config`` (its intents and keyword scoring), without its own policy file.
+
+    The live file is left out: FILE's rules are matched instead, and a broken live file must not
+    stop FILE being explained. The embedding path is fitted before the first query, as a started
+    gateway's is (until it is, every query takes the slow path and would fit it anyway).
+    """
+    from router_core import PolicyGate
+
+    gate = PolicyGate.load(config.model_copy(update={"routing": config.routing.model_copy(update={"policy": None})}))
+    clf = gate.intents
+    if clf is not None and clf.has_embedding and clf.settings.escalate and not clf.is_fitted:
+        err.print(f"fitting the semantic intents of {clf.settings.routes} (routing.intents; cached beside it)...",
+                  markup=False, soft_wrap=True)
+        clf.fit_embedding()
+    return gate
+
+
+def _no_state() -> Mapping[str, InstanceSnapshot]:
+    return {}  # no gateway, no scraped state: the keyword score is never load-adjusted
+
+
+def _chat_match(rules: RuleSet, config: RouteLensConfig, body: dict[str, Any]) -> tuple[RuleMatch, dict[str, Any]]:
+    """Match a chat body as the gateway does (:meth:`PolicyGate.understand`); the view's intent and keyword score."""
+    from router_core import AUTO_MODEL, RuleMatch, analyse_request
+
+    analysis = analyse_request(body, max_chars=config.router.analyse_max_chars,
+                               attachments=config.routing.attachments)
+    if analysis.features.requested_model != AUTO_MODEL:  # the gateway routes it to that model, rules untried
+        return RuleMatch(None, ()), {"model": analysis.features.requested_model}
+    u = asyncio.run(_gate(config).understand(analysis, body, {}, datetime.now(UTC), _no_state, rules=rules,
+                                             explain="all"))
+    assert u.choice is not None  # rules given: always a choice
+    return u.choice.match, {"intent": u.intent, "intent_confidence": u.confidence,
+                            "keyword_score": u.extra.get("keyword_score")}
+
+
+def _request_match(rules: RuleSet, config: RouteLensConfig, raw: Any) -> tuple[RuleMatch, dict[str, Any]]:
+    """Match a chat body (as the gateway would) or a case's features."""
+    from router_core import explain_case
     from schemas.policy_file import CaseRequest
 
     if isinstance(raw, dict) and "messages" in raw:
-        from router_core import analyse_request, classify_intent
+        return _chat_match(rules, config, raw)
+    return explain_case(rules, CaseRequest.model_validate(raw)), {}
 
-        a = analyse_request(raw)
-        intent = classify_intent(a.query_text)
-        req = CaseRequest(input_length=a.features.est_input_tokens, language=a.features.language.value,
-                          intent=intent.cls, intent_confidence=intent.confidence,
-                          file_types=list(getattr(a.features, "file_types", []) or []),
-                          has_attachments=a.features.has_attachments, prompt=a.query_text,
-                          request_time=datetime.now(UTC), metadata=raw.get("metadata") or {})
-        return rules.match(case_view(req, rules.timezone), explain="all")
-    return explain_case(rules, CaseRequest.model_validate(raw))
+
+def _request_text(value: str) -> str:
+    """``--request``'s JSON: the value, or the file it names after ``@``."""
+    if not value.startswith("@"):
+        return value
+    try:
+        return Path(value[1:]).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise BadInput(f"--request: cannot read {value[1:]}: {why}") from exc
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -80,10 +128,11 @@ def _explain(args: argparse.Namespace) -> int:
 
     from router_core import InvalidRequest
 
-    rules = _load(args)
-    text = Path(args.request[1:]).read_text(encoding="utf-8") if args.request.startswith("@") else args.request
+    config = config_of(args)
+    rules = _load(args, config)
+    text = _request_text(args.request)
     try:
-        match = _request_match(rules, json.loads(text))
+        match, seen = _request_match(rules, config, json.loads(text))
     except (json.JSONDecodeError, ValidationError, InvalidRequest) as exc:
         raise BadInput(f"--request is not a chat request or a case's features: {exc}") from exc
     rule = match.rule
@@ -93,10 +142,18 @@ def _explain(args: argparse.Namespace) -> int:
         "chain": [] if rule is None else list(rules.chain_of(rule)),
         "origin": None if rule is None else str(rule.origin),
         "tried": [{"rule": t.rule, "matched": t.matched, "detail": t.detail} for t in match.tried],
+        **seen,
     }
     if args.json:
         print(json.dumps(out, ensure_ascii=False))
         return 0
+    if "model" in seen:
+        print(f"the request names model {seen['model']}: the gateway sends it there and tries no rule")
+        return 0
+    if "intent" in seen:
+        conf = seen["intent_confidence"]
+        print(f"intent {seen['intent']}" + ("" if conf is None else f" ({conf:.3f})")
+              + ("" if seen["keyword_score"] is None else f", keyword_score {seen['keyword_score']:g}"))
     for t in match.tried:
         print(f"{'MATCH' if t.matched else 'no   '} {t.rule}")
         for line in t.detail:
@@ -112,6 +169,8 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _run(fn: Any) -> Any:
     def wrapped(args: argparse.Namespace) -> int:
+        from rich.markup import escape
+
         from router_core import PolicyError
         from schemas.errors import ConfigError
 
@@ -123,8 +182,8 @@ def _run(fn: Any) -> Any:
         except ConfigError as exc:
             err.print(f"[red]error:[/red] {exc}", markup=True)
             return 2
-        except BadInput as exc:
-            err.print(f"[red]error:[/red] {exc}")
+        except BadInput as exc:  # one line, however narrow the terminal or pipe
+            err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
             return 2
     return wrapped
 

@@ -3,14 +3,21 @@
 The body is a chat-completions request (decided under the live policy), or
 ``{"request": {...}, "policy": "<policy file text>", "policy_format": "yaml" | "dsl"}`` to try a
 policy before rolling it out. The answer is ``{"decision": {...}, "trace": {...}}``; the trace is
-the one the request would be stored under, with the query only as its hash. Throttles are not
-applied (no token is taken) and no experiment arm is drawn: the live base router decides.
+the one the request would be stored under, with the query only as its hash.
+
+It runs the chat route's own stages (:mod:`router_core.gateway.stages`): the prefilter and the
+contract (their 400s), analysis and policy, then admit's context, so the router's mode, the
+budgets, the session's binding and the breakers weigh as they would, and an input no candidate
+holds or an attachment no model accepts is the chat route's 400. It changes nothing: no throttle
+or client-bucket token is taken, the session is not bound (its binding is read, or the instance
+it would be placed on), the mode is not ticked and takes no round-robin turn, no spend or
+decision time is counted. No experiment arm is drawn: the live base router decides.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -18,16 +25,19 @@ import orjson
 from aiohttp import web
 
 from router_core.decide.analysis import analyse_request
-from router_core.decide.decision import DecisionContext
 from router_core.decide.recorder import TraceRecorder
 from router_core.decide.router import Router
 from router_core.errors import InvalidRequest, PolicyError, UnknownModel
 from router_core.gateway.errors import error_response, status_of
 from router_core.gateway.policy_book import PolicyBook
 from router_core.gateway.policy_gate import PolicyGate
-from router_core.gateway.stages import analyse
+from router_core.gateway.stages import admit, analyse, screen
 from router_core.gateway.stages import decide as decide_stage
+from router_core.resilience.affinity import AffinityBinder
 from router_core.resilience.breakers import BreakerBoard
+from router_core.resilience.budgets import BudgetTracker
+from router_core.resilience.prefilter import Refusal
+from router_core.resilience.router_modes import RouterModes
 from router_core.rules.ir import RuleSet
 from router_core.rules.load import compile_policy
 from router_core.state.inflight import InflightCounter
@@ -35,6 +45,7 @@ from router_core.state.quality import QualityTable
 from router_core.state.view import StateView
 from schemas.common import OutcomeStatus
 from schemas.config import RouteLensConfig
+from schemas.fleet import InstanceSnapshot
 from schemas.hashing import query_hash
 from schemas.trace import Outcome
 
@@ -42,7 +53,7 @@ __all__ = ["DryRunParts", "decide"]
 
 
 class DryRunParts(Protocol):
-    """What a dry run reads: the live base router, its policy gate, state, quality and clocks."""
+    """What a dry run reads: the live base router, its policy gate, state, economics and clocks."""
 
     config: RouteLensConfig
     wall: Callable[[], datetime]
@@ -53,6 +64,9 @@ class DryRunParts(Protocol):
     inflight: InflightCounter
     breakers: BreakerBoard
     book: PolicyBook
+    router_modes: RouterModes
+    budgets: BudgetTracker
+    affinity: AffinityBinder | None
 
     @property
     def perf(self) -> Callable[[], float]:
@@ -87,11 +101,25 @@ def _unwrap(payload: Any, gw: DryRunParts) -> tuple[Any, RuleSet | None]:
         raise InvalidRequest(str(exc), param="policy", code="invalid_policy") from exc
 
 
+def _screened(policy: PolicyGate, body: Any) -> Refusal | None:
+    """The chat route's 400s before analysis: the prefilter, then the contract (the buckets take tokens: skipped)."""
+    if not isinstance(body, dict):
+        return None  # analysis refuses it with the contract's reason
+    refused = None if policy.prefilter is None else policy.prefilter.check(body)
+    return refused or screen.contract_refusal(body)
+
+
 async def decide(gw: DryRunParts, request: web.Request) -> web.Response:
     """Decide one request as the gateway would, and answer the decision and its trace."""
     t0 = gw.perf()
+
+    def state() -> Mapping[str, InstanceSnapshot]:
+        return gw.inflight.adjust(gw.view.snapshot())
+
     try:
         body, rules = _unwrap(orjson.loads(await request.read()), gw)
+        if (refusal := _screened(gw.policy, body)) is not None:
+            return error_response(refusal.status, refusal.message, param=refusal.param, code=refusal.code)
         analysis = analyse_request(body, max_chars=gw.config.router.analyse_max_chars,
                                    attachments=gw.config.routing.attachments)
         ts = gw.wall()
@@ -101,11 +129,15 @@ async def decide(gw: DryRunParts, request: web.Request) -> web.Response:
             request_id=f"dryrun-{uuid.uuid4().hex[:16]}", ts=ts, router_version=gw.config.router.version,
             policy_hash=gw.book.hash_of(gw.router.policy), query_hash=query_hash(analysis.query_text, gw.hash_key),
             features=analysis.features, intent=u.intent, intent_confidence=u.confidence)
+        attachments = analysis.attachments
         del analysis
         rec.record_policy(u.choice, u.extra)
-        ctx = DecisionContext(request_id=rec.request_id, features=rec.features, intent=rec.intent, now=ts,
-                              quality=gw.quality.snapshot(), blocked=gw.breakers.blocked(gw.router.policy.fleet),
-                              route=rec.route)
+        bound = None if gw.affinity is None else await admit.bind(
+            gw.affinity, gw.router, request, body, rec.features, u.choice, state, dry_run=True)
+        ctx = admit.context(
+            request_id=rec.request_id, features=rec.features, intent=rec.intent, now=ts, route=u.choice, bound=bound,
+            attachments=attachments, router=gw.router, modes=gw.router_modes, budgets=gw.budgets,
+            quality=gw.quality, breakers=gw.breakers, accepts=gw.config.routing.attachments, dry_run=True)
         decision = decide_stage.decide(gw.router, ctx, gw.view, gw.inflight, None).decision  # the gateway's stage
     except orjson.JSONDecodeError:
         return error_response(400, "request body is not valid JSON", code="invalid_json")

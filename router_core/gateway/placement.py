@@ -30,14 +30,15 @@ def context_candidates(router: Router, model: str, route: RouteChoice | None) ->
 
 async def bound_instance(affinity: AffinityBinder, router: Router, request: web.Request, body: Any,
                          features: RequestFeatures, route: RouteChoice | None,
-                         state: Callable[[], Mapping[str, InstanceSnapshot]]) -> str | None:
+                         state: Callable[[], Mapping[str, InstanceSnapshot]], *, dry_run: bool = False) -> str | None:
     """The instance the request's session is bound to (placed now, bounded load, if it has none).
 
     ``state`` gives the in-flight-adjusted state the load bound reads (asked only for a session key).
+    ``dry_run``: the binding is read, never made (a session without one gets the instance it would be placed on).
     """
     key = session_key(affinity.settings, request.headers, body)
     if key is None:
         return None
     ids = [s.id for s in context_candidates(router, features.requested_model, route)]
     loads = {i: (s.running or 0.0) + (s.queue or 0.0) for i, s in state().items()}
-    return await affinity.bound(key, ids, loads)
+    return affinity.peek(key, ids, loads) if dry_run else await affinity.bound(key, ids, loads)

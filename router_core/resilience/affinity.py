@@ -97,6 +97,13 @@ class AffinityBinder:
             return None
         return await self.shared.bind(f"affinity:{key}", placed, self.settings.ttl_s)
 
+    def peek(self, key: str, ids: Sequence[str], loads: Mapping[str, float]) -> str | None:
+        """What :meth:`bound` would answer, binding nothing (a dry run): the binding held, else the placement."""
+        placed = self.ring(ids).place(key, loads)
+        if placed is None:
+            return None
+        return self.shared.held(f"affinity:{key}") or placed
+
     async def move(self, key: str, instance: str) -> None:
         """Rebind ``key`` to ``instance`` (its bound instance was not feasible)."""
         self.moves += 1

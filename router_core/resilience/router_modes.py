@@ -93,13 +93,19 @@ class RouterModes:
 
     def choice(self) -> ModeChoice | None:
         """The mode for the next decision (None: normal); a static one takes the next round-robin turn."""
+        got = self.peek()
+        if got is not None and got.mode is RoutingMode.STATIC:
+            self.seq = got.seq
+        return got
+
+    def peek(self) -> ModeChoice | None:
+        """What :meth:`choice` would answer, the turn not taken: a dry run decides as the next request would."""
         if self.is_safe:
             return ModeChoice(RoutingMode.SAFE, safe_model=self.settings.safe_model,
                               reason=f"router in safe mode: every auto request to {self.settings.safe_model}")
         if not self.is_static:
             return None
-        self.seq += 1
-        return ModeChoice(RoutingMode.STATIC, seq=self.seq, weights=self.settings.static_weights,
+        return ModeChoice(RoutingMode.STATIC, seq=self.seq + 1, weights=self.settings.static_weights,
                           reason="router in static mode: preset weights, round robin")
 
     def observe_decision(self, ms: float) -> None:

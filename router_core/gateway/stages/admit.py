@@ -58,25 +58,30 @@ async def admit(policy: PolicyGate, choice: RouteChoice | None) -> Admitted:
 
 
 async def bind(affinity: AffinityBinder, router: Router, http: web.Request, body: Any, features: RequestFeatures,
-               route: RouteChoice | None, state: Callable[[], Mapping[str, InstanceSnapshot]]) -> str | None:
-    """The instance the request's session is bound to (bound now if it was not; None: no session)."""
-    return await bound_instance(affinity, router, http, body, features, route, state)
+               route: RouteChoice | None, state: Callable[[], Mapping[str, InstanceSnapshot]], *,
+               dry_run: bool = False) -> str | None:
+    """The instance the request's session is bound to (bound now if it was not, unless ``dry_run``; None: none)."""
+    return await bound_instance(affinity, router, http, body, features, route, state, dry_run=dry_run)
 
 
 def context(*, request_id: str, features: RequestFeatures, intent: str | None, now: datetime,
             route: RouteChoice | None, bound: str | None, attachments: tuple[Attachment, ...], router: Router,
             modes: RouterModes, budgets: BudgetTracker, quality: QualityTable, breakers: BreakerBoard,
-            accepts: AttachmentSettings) -> DecisionContext:
+            accepts: AttachmentSettings, dry_run: bool = False) -> DecisionContext:
     """The decision's context, once the request is known to fit somewhere (``bound``: see :func:`bind`).
+
+    ``dry_run``: change nothing; the router's mode is read as it stands (not ticked, no round-robin
+    turn taken), so the next live request still gets the turn a dry run showed.
 
     Raises:
         InvalidRequest: No candidate's context window holds the input (``context_length_exceeded``),
             or no candidate's model accepts an attachment's type.
     """
-    modes.tick()
+    if not dry_run:
+        modes.tick()
     ctx = DecisionContext(request_id=request_id, features=features, intent=intent, now=now,
                           quality=quality.snapshot(), blocked=breakers.blocked(router.policy.fleet), route=route,
-                          mode=modes.choice(), affinity=bound,
+                          mode=modes.peek() if dry_run else modes.choice(), affinity=bound,
                           budget=budgets.view(now) if budgets.is_enabled else None)
     ends = context_candidates(router, features.requested_model, route)
     check_context(features, ends)  # refused, not forwarded

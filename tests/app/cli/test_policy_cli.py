@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,3 +75,75 @@ def test_explain_shows_which_clauses_matched_and_why() -> None:
     assert "contains_legal_terms(prompt): true" in res.stdout
     bad = routelens("policy", "explain", str(SEED_000), "--request", "{not json")
     assert bad.returncode == 2 and "--request" in bad.stderr
+
+
+CHAT_CONFIG = """
+fleet:
+  instances:
+    - {id: a, model: m, url: "http://127.0.0.1:9201"}
+    - {id: b, model: n, url: "http://127.0.0.1:9202"}
+routing:
+  keywords: {target: n, threshold: 100, patterns: [{pattern: "annual report", weight: 3}]}
+"""
+EXPLAINED = """routing_matrix:
+  - {rule_name: long-question, condition: "query_length > 100", primary_target: n}
+  - {rule_name: contract, condition: "intent == 'contract' && intent_confidence > 0.5", primary_target: n}
+  - {rule_name: reports, condition: "keyword_score >= 3", primary_target: n}
+"""
+
+
+def explain(tmp_path: Path, config: str, body: object, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """``policy explain`` run through the CLI's main, its JSON line."""
+    from app.cli import main
+
+    (tmp_path / "routelens.yaml").write_text(config, encoding="utf-8")
+    (tmp_path / "p.yaml").write_text(EXPLAINED, encoding="utf-8")
+    code = main(["--config", str(tmp_path / "routelens.yaml"), "policy", "explain", str(tmp_path / "p.yaml"),
+                 "--json", "--request", json.dumps(body)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    got: dict[str, Any] = json.loads(out.splitlines()[-1])
+    return got
+
+
+def chat(*messages: tuple[str, str], model: str = "auto") -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": role, "content": text} for role, text in messages]}
+
+
+def test_explain_reads_the_query_length_of_the_question_not_of_the_whole_input(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    body = chat(("system", "You are a careful assistant. Answer briefly and cite sources. " * 40),
+                ("user", "Is this fine?"))
+    out = explain(tmp_path, CHAT_CONFIG, body, capsys)
+    assert out["rule"] is None and out["keyword_score"] == 0
+    assert out["tried"][0] == {"rule": "long-question", "matched": False, "detail": ["query_length = 4 <= 100"]}
+
+
+def test_explain_scores_the_keywords_as_the_gateway_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = explain(tmp_path, CHAT_CONFIG, chat(("user", "Summarise the annual report")), capsys)
+    assert out["rule"] == "reports" and out["keyword_score"] == 3
+    assert out["tried"][-1]["detail"] == ["keyword_score >= 3: true (keyword_score=3.0)"]
+    named = explain(tmp_path, CHAT_CONFIG, chat(("user", "Summarise the annual report"), model="m"), capsys)
+    assert named["rule"] is None and named["tried"] == [] and named["model"] == "m"  # the gateway tries no rule
+
+
+def test_explain_takes_the_semantic_intent_of_routing_intents(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "routes.yaml").write_text((ROOT / "data/intents/routelens_routes.yaml").read_text("utf-8"), "utf-8")
+    fast_only = CHAT_CONFIG + "  intents: {routes: routes.yaml, escalate: false, fast_threshold: 0.5}\n"
+    out = explain(tmp_path, fast_only, chat(("user", "Check whether this NDA is reasonable")), capsys)
+    assert out["rule"] == "contract" and out["intent"] == "contract" and out["intent_confidence"] > 0.6
+    assert out["tried"][1]["detail"][0] == "intent == 'contract': true (intent=\"contract\")"
+
+
+def test_explain_of_a_request_file_that_is_not_there_is_one_line_and_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli import main
+
+    (tmp_path / "routelens.yaml").write_text(CHAT_CONFIG, encoding="utf-8")
+    (tmp_path / "p.yaml").write_text(EXPLAINED, encoding="utf-8")
+    missing = tmp_path / "nofile.json"
+    assert main(["--config", str(tmp_path / "routelens.yaml"), "policy", "explain", str(tmp_path / "p.yaml"),
+                 "--request", f"@{missing}"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [f"error: --request: cannot read {missing}: No such file or directory"]

@@ -70,3 +70,14 @@ def test_bindings_are_shared_first_placement_wins_and_a_move_rebinds() -> None:
         assert await one.bound("T-9", IDS, {}) == "i3"
 
     asyncio.run(run())
+
+
+def test_peek_answers_as_bound_would_and_binds_nothing() -> None:
+    shared = MemoryShared(lambda: 0.0)
+    binder = AffinityBinder(AffinitySettings(header="x-ticket-id"), shared)
+    placed = binder.ring(IDS).place("T-1", {})
+    assert binder.peek("T-1", IDS, {}) == placed and shared.held("affinity:T-1") is None
+    other = next(i for i in IDS if i != placed)
+    asyncio.run(shared.rebind("affinity:T-1", other, 60))
+    assert binder.peek("T-1", IDS, {}) == other == asyncio.run(binder.bound("T-1", IDS, {}))
+    assert binder.peek("T-1", [], {}) is None  # as bound: no candidate, no instance

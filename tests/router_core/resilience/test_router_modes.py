@@ -107,3 +107,13 @@ def test_safe_mode_leaves_named_model_requests_alone() -> None:
                           quality=QualityTable({}).snapshot(), mode=ModeChoice(RoutingMode.SAFE, safe_model="small"))
     d = router.decide(ctx, healthy())
     assert d.mode is RoutingMode.NORMAL and {t.model for t in d.targets} == {"big"}
+
+
+def test_peek_shows_the_next_static_turn_without_taking_it() -> None:
+    modes = RouterModes(RouterModeSettings())
+    assert modes.peek() is None and modes.choice() is None
+    modes.is_static = True
+    seen = modes.peek()
+    assert seen is not None and seen.mode is RoutingMode.STATIC and seen.seq == 1 and modes.seq == 0
+    assert modes.peek() == seen and modes.choice() == seen and modes.seq == 1
+    assert (modes.peek() or seen).seq == 2

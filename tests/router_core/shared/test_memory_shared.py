@@ -33,3 +33,14 @@ def test_an_expired_binding_is_replaced() -> None:
         return first, await shared.bind("s", "i-2", 10)
 
     assert asyncio.run(run()) == ("i-1", "i-2")
+
+
+def test_held_reads_a_binding_without_renewing_or_making_one() -> None:
+    now = [0.0]
+    shared = MemoryShared(lambda: now[0])
+    assert shared.held("s") is None
+    asyncio.run(shared.bind("s", "i-1", 10))
+    now[0] = 9.0
+    assert shared.held("s") == "i-1"
+    now[0] = 11.0  # not renewed by the read: expired at 10
+    assert shared.held("s") is None and asyncio.run(shared.bind("s", "i-2", 10)) == "i-2"

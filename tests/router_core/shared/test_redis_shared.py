@@ -291,3 +291,14 @@ def test_memory_shared_keeps_a_floor_too() -> None:
     taken, wait = m.take_now("b", 1, 3, floor=1)
     assert not taken and wait == pytest.approx(1.0)
     assert m.tokens("b") == pytest.approx(1.0)
+
+
+def test_held_reads_the_mirror_and_queues_no_write(redis_server: RedisServer) -> None:
+    async def body(a: RedisShared, b: RedisShared) -> None:
+        assert a.held("s") is None
+        assert await a.bind("s", "inst-a", 5) == "inst-a" and a.held("s") == "inst-a"
+        await a.flush()  # set in Redis, published to b's mirror
+        await _until(lambda: b.held("s") == "inst-a")  # another replica's binding, as b's bind would answer
+        assert b.bindings.drain() == []  # the read owes Redis nothing (a bind would queue an nx write)
+
+    _with(redis_server, body)
