@@ -91,7 +91,7 @@ def _classifier(routes: str, method: str, escalate: bool, max_tokens: int | None
             raise BadInput(f"--method centroids needs the embedding model ({clf.embedding_status})")
         base = CentroidBaseline(clf.routes, settings, MiniLMEncoder(settings.embedding_precision,
                                                                      max_seq_length=settings.embedding_max_tokens))
-        return base, {"method": method, "embedding_threshold": round(base.threshold, 4)}
+        return base, {"method": method, "embedding_threshold": round(base.threshold, 4), "embedding": "on"}
     if settings.escalate:
         clf.fit_embedding()  # the router fits at startup; keep it out of the per-case times
     return clf, {"method": method, "fast_threshold": round(clf.fast_threshold, 4),
