@@ -15,7 +15,9 @@ __all__ = [
     "DuplicateKeyError",
     "UniqueKeyLoader",
     "field_name",
+    "in_document",
     "locate",
+    "one_per_place",
     "node_at",
     "parse_yaml_model",
 ]
@@ -143,6 +145,29 @@ def _in_document(data: Any, loc: tuple[int | str, ...]) -> tuple[int | str, ...]
     return loc
 
 
+def in_document(data: Any, loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """:func:`_in_document`, for other readers of YAML documents (the policy files' loader)."""
+    return _in_document(data, loc)
+
+
+K = TypeVar("K")
+
+
+def one_per_place(errors: list[tuple[K, str]]) -> list[tuple[K, str]]:
+    """One message per place, in first-seen order: a value no member of a union takes gets one line, not one a member.
+
+    ``priority: urgent`` fails both ``low|normal|high`` and an integer; the author reads
+    "Input should be 'low', 'normal' or 'high'; or input should be a valid integer".
+    """
+    merged: dict[K, list[str]] = {}
+    for place, message in errors:
+        said = merged.setdefault(place, [])
+        if message not in said:
+            said.append(message)
+    return [(place, "; or ".join([said[0], *(m[:1].lower() + m[1:] for m in said[1:])]))
+            for place, said in merged.items()]
+
+
 def field_name(loc: tuple[int | str, ...]) -> str:
     """Render a location as ``router.plugins[2].weight``."""
     out = ""
@@ -199,5 +224,5 @@ def parse_yaml_model(
         problems = []
         for err in exc.errors():
             loc = _in_document(data, tuple(p for p in err["loc"] if isinstance(p, (int, str))))
-            problems.append((_line_of(root, loc), field_name(loc), err["msg"]))
-        raise ConfigError(source, problems) from exc
+            problems.append(((_line_of(root, loc), field_name(loc)), err["msg"]))
+        raise ConfigError(source, [(line, name, msg) for (line, name), msg in one_per_place(problems)]) from exc

@@ -32,7 +32,7 @@ from router_core.rules.ir import (
 )
 from schemas.config import RouteLensConfig
 from schemas.policy_file import MatrixRule, PolicyFileSpec
-from schemas.yamlconf import DuplicateKeyError, UniqueKeyLoader, field_name, node_at
+from schemas.yamlconf import DuplicateKeyError, UniqueKeyLoader, field_name, in_document, node_at, one_per_place
 
 __all__ = ["MAX_POLICY_BYTES", "compile_policy", "load_policy"]
 
@@ -166,14 +166,14 @@ def _parse(text: str, source: str) -> tuple[yaml.Node | None, PolicyFileSpec]:
     try:
         return root, PolicyFileSpec.model_validate(data)
     except ValidationError as exc:
-        problems: Problems = []
+        found: list[tuple[tuple[int, int, str], str]] = []
         for err in exc.errors():
-            loc = tuple(p for p in err["loc"] if isinstance(p, (int, str)))
+            loc = in_document(data, tuple(p for p in err["loc"] if isinstance(p, (int, str))))
             extra = err["type"] == "extra_forbidden"
             line, col = _pos(node_at(root, loc, key=extra))
-            what = "the router cannot act on this field" if extra else err["msg"]
-            problems.append((line, col, f"{field_name(loc)}: {what}"))
-        raise PolicyError(source, problems) from exc
+            found.append(((line, col, field_name(loc)), "the router cannot act on this field" if extra else err["msg"]))
+        raise PolicyError(source, [(line, col, f"{name}: {msg}") for (line, col, name), msg in one_per_place(found)]
+                          ) from exc
 
 
 def _matrix_rule(entry: MatrixRule, i: int, root: yaml.Node | None, lines: list[str], source: str,

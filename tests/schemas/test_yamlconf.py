@@ -45,3 +45,12 @@ def test_the_loader_error_marks_both_keys() -> None:
     assert info.value.problem_mark is not None and info.value.context_mark is not None
     assert (info.value.problem_mark.line, info.value.context_mark.line) == (2, 0)
     assert [(d.path, d.line, d.col, d.first_line) for d in info.value.duplicates] == [(("a",), 3, 1, 1)]
+
+
+def test_a_value_no_member_of_a_union_takes_is_one_problem() -> None:
+    text = ('fleet: {instances: [{id: a, model: m, url: "http://127.0.0.1:9"}]}\n'
+            "routing: {intents: {routes: r.yaml, fast_threshold: high}}\n")  # "calibrated" or a number
+    with pytest.raises(ConfigError) as exc:
+        parse_yaml_model(RouteLensConfig, text, "c.yaml")
+    lines = [line for line in str(exc.value).splitlines() if "fast_threshold" in line]
+    assert len(lines) == 1 and "'calibrated'; or input should be a valid number" in lines[0], str(exc.value)

@@ -125,6 +125,10 @@ BAD = [
      "no instance of qwen-vl declares feature 'x'"),
     ("duplicate-rule", "routing_matrix:\n  - rule_name: a\n  - rule_name: a\n", "rule_name used twice: a"),
     ("no-rules", "tests: []\n", "a policy file needs routing_matrix or routing_dsl"),
+    # A value no member of a union takes: one line, the members' messages joined, no pydantic tags in the field.
+    ("union-value", "routing_matrix:\n  - rule_name: a\n    priority: urgent\n",
+     "m.yaml:3:15: routing_matrix[0].priority: Input should be 'low', 'normal' or 'high'; or input should be a "
+     "valid integer"),
     ("megabyte-condition", "routing_matrix:\n  - rule_name: a\n    condition: \"" + "input_length > 1 && " * 55_000
      + "true\"\n", "m.yaml:3:"),
 ]
@@ -137,6 +141,7 @@ def test_a_bad_policy_is_a_located_error(text: str, expected: str) -> None:
     assert expected in str(exc.value), str(exc.value)
     assert all(line.startswith("m.yaml:") and line.split(":")[1].isdigit() and line.split(":")[2].isdigit()
                for line in str(exc.value).splitlines())
+    assert len(exc.value.located) == len({(line, col, m.split(":")[0]) for line, col, m in exc.value.located})
 
 
 def test_every_problem_of_a_file_is_reported_at_once() -> None:
