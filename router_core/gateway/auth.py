@@ -2,7 +2,7 @@
 
 Gateway keys: ``gateway.api_keys_env`` names an environment variable holding comma-separated keys;
 every gateway route but ``/health`` and ``/metrics`` then requires ``Authorization: Bearer <key>``
-(401 in OpenAI's shape otherwise). Unset, the gateway is open, which :func:`open_notice` allows only
+(401 in OpenAI's shape otherwise); a GET takes the store's read token too. Unset, the gateway is open, which :func:`open_notice` allows only
 on a loopback address. The store's query API, mounted on the same application by ``app``, guards
 itself with its own tokens (``storage.read_token_env``, ``storage.intake_token_env``).
 
@@ -99,13 +99,22 @@ def bearer_ok(header: str | None, keys: Collection[str]) -> bool:
 
 
 def key_middleware(
-    keys: Collection[str], is_guarded: Callable[[web.Request], bool]
+    keys: Collection[str], is_guarded: Callable[[web.Request], bool], *, read_keys: Collection[str] = ()
 ) -> Middleware:
-    """An aiohttp middleware answering 401 ``invalid_api_key`` to guarded requests without a valid key."""
+    """An aiohttp middleware answering 401 ``invalid_api_key`` to guarded requests without a valid key.
+
+    ``read_keys`` (the store's read token) are taken too on a guarded GET: the app reads the live
+    views (``/v1/router/state``, ``/v1/alerts``) with the token it reads the traces with.
+    """
+
+    def allowed(request: web.Request) -> bool:
+        header = request.headers.get("Authorization")
+        return bearer_ok(header, keys) or (request.method == "GET" and bool(read_keys)
+                                           and bearer_ok(header, read_keys))
 
     @web.middleware
     async def check_key(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if is_guarded(request) and not bearer_ok(request.headers.get("Authorization"), keys):
+        if is_guarded(request) and not allowed(request):
             return error_response(401, "Incorrect API key provided: send 'Authorization: Bearer <key>' with a "
                                   "key the gateway accepts", code="invalid_api_key",
                                   headers={"WWW-Authenticate": "Bearer"})

@@ -269,7 +269,9 @@ class Gateway:
         if keys is not None:
             # The gateway's own routes; the store's API, mounted later by app/, checks its own tokens.
             guarded = {r for r in app.router.resources() if r.canonical not in ("/health", "/metrics")}
-            app.middlewares.append(key_middleware(keys, lambda req: req.match_info.route.resource in guarded))
+            read = keys_from_env(self.config.storage.read_token_env, os.environ, "storage.read_token_env")
+            app.middlewares.append(key_middleware(keys, lambda req: req.match_info.route.resource in guarded,
+                                                  read_keys=read or ()))
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app

@@ -62,6 +62,23 @@ def test_the_gateway_answers_401_in_openais_shape_without_one_of_its_keys(monkey
     assert seen == []
 
 
+def test_the_stores_read_token_reads_the_live_views_of_a_keyed_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The app reads /v1/router/state and /v1/alerts with the token it reads the traces with.
+    monkeypatch.setenv("RL_TEST_KEYS", "k-one")
+    monkeypatch.setenv("RL_TEST_READ", "r-token")
+
+    async def scenario() -> list[int]:
+        async with gateway_client({"a": keyed_upstream("unused", [])}, gateway={"api_keys_env": "RL_TEST_KEYS"},
+                                  sections={"storage": {"read_token_env": "RL_TEST_READ"}}) as (client, _):
+            read = {"Authorization": "Bearer r-token"}
+            return [(await client.get("/v1/router/state", headers=read)).status,
+                    (await client.get("/v1/alerts", headers=read)).status,
+                    (await client.post("/v1/chat/completions", json=CHAT, headers=read)).status,  # not a key
+                    (await client.post("/v1/router/breakers/instance/a/close", headers=read)).status]
+
+    assert asyncio.run(scenario()) == [200, 200, 401, 401]
+
+
 def test_a_named_but_unset_key_variable_fails_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RL_TEST_NO_SUCH_VAR", raising=False)
     base = {"fleet": {"instances": [{"id": "a", "model": "m", "url": "http://127.0.0.1:1"}]}}
