@@ -2,9 +2,10 @@
 
 Gateway keys: ``gateway.api_keys_env`` names an environment variable holding comma-separated keys;
 every gateway route but ``/health`` and ``/metrics`` then requires ``Authorization: Bearer <key>``
-(401 in OpenAI's shape otherwise); a GET takes the store's read token too. Unset, the gateway is open, which :func:`open_notice` allows only
-on a loopback address. The store's query API, mounted on the same application by ``app``, guards
-itself with its own tokens (``storage.read_token_env``, ``storage.intake_token_env``).
+(401 in OpenAI's shape otherwise); a GET takes the store's read token too. Unset, the gateway is
+open, which :func:`open_notice` allows only on a loopback address. The store's query API, mounted
+on the same application by ``app``, guards itself with its own tokens (``storage.read_token_env``,
+``storage.intake_token_env``).
 
 Upstream keys: each instance's ``api_key_env`` is sent as ``Authorization: Bearer``. With
 ``gateway.forward_authorization`` the client's own ``Authorization`` header goes upstream instead
