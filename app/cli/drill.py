@@ -16,7 +16,6 @@ import asyncio
 import dataclasses
 import json
 import os
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from app.cli._common import err
-from app.run.procs import Child, free_ports, wait_http
+from app.run.procs import Child, app_command, free_ports, wait_http
 
 __all__ = ["register"]
 
@@ -84,8 +83,8 @@ def _run(args: argparse.Namespace) -> int:
     cfg_path.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
     fault_log = out / "faults.jsonl"
     fault_log.unlink(missing_ok=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    py = [sys.executable, "-m", "app", "--config", str(cfg_path)]
+    py, env = app_command({**os.environ, "PYTHONUNBUFFERED": "1"})
+    py = [*py, "--config", str(cfg_path)]
     gateway = f"http://127.0.0.1:{gw_port}"
     children: list[Child] = []
     try:

@@ -37,7 +37,7 @@ import yaml
 
 from app.run.demo_day import DEFAULT_SCRIPT, DayThread, demo_config, load_day
 from app.run.narrator import Narrator
-from app.run.procs import Child, free_port, port_is_free, wait_http
+from app.run.procs import Child, app_command, free_port, port_is_free, wait_http
 from schemas import RoutelensError
 from schemas.config import RouteLensConfig
 from sim.day import fleet_instance_of
@@ -159,8 +159,8 @@ def run_demo(
     cfg = _with_free_ports(cfg)  # once the folder is ours: a second demo says why it cannot run, nothing else
     cfg_path = work / "demo-config.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    py = [sys.executable, "-m", "app", "--config", str(cfg_path)]
+    py, env = app_command({**os.environ, "PYTHONUNBUFFERED": "1"})
+    py = [*py, "--config", str(cfg_path)]
     gateway = f"http://{cfg.gateway.host}:{cfg.gateway.port}"
     app_url = f"http://{cfg.app.host}:{cfg.app.port}"
     children: list[Child] = []

@@ -18,12 +18,11 @@ import functools
 import os
 import secrets
 import signal
-import sys
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
-from app.run.procs import Child, free_port
+from app.run.procs import Child, app_command, free_port
 from app.run.storage import RELAY_TOKEN_ENV
 from app.run.supervise import Supervised
 from ingest import TraceEmitter
@@ -47,10 +46,10 @@ def start_prober(config_path: str, db: str, store_url: str) -> tuple[Supervised,
     """
     token = os.environ.setdefault(RELAY_TOKEN_ENV, secrets.token_hex(16))
     port = free_port()
-    argv = [sys.executable, "-m", "app", "--config", config_path, "probes", "run", "--port", str(port),
-            "--store-url", store_url, "--db", db]
+    py, env = app_command({**os.environ, RELAY_TOKEN_ENV: token})
+    argv = [*py, "--config", config_path, "probes", "run", "--port", str(port), "--store-url", store_url, "--db", db]
     # Its results are relayed as they come and its baselines saved as they change: nothing to lose to SIGKILL.
-    start = functools.partial(Child, "prober", argv, {**os.environ, RELAY_TOKEN_ENV: token},
+    start = functools.partial(Child, "prober", argv, env,
                               ready_marker="prober ready", echo=True, death_signal=signal.SIGKILL)
     child = start()
     if not child.wait_ready(60):

@@ -24,10 +24,26 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["Child", "descendant_running", "descendants", "die_with_parent", "free_port", "free_ports", "port_is_free",
-           "stat_fields", "wait_http"]
+__all__ = ["Child", "app_command", "descendant_running", "descendants", "die_with_parent", "free_port", "free_ports",
+           "port_is_free", "stat_fields", "wait_http"]
 
 _PR_SET_PDEATHSIG = 1
+_ROOT = Path(__file__).resolve().parents[2]  # the folder our packages (app, router_core, ...) were imported from
+
+
+def app_command(env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """``python -m app`` running the code this process runs, and ``env`` for it.
+
+    ``-m`` alone puts the working folder first on the path: a child started in a folder that holds
+    the sources beside an installed package (a container's ``/srv``) would import those sources,
+    without the compiled extensions the installed package has. ``-P`` leaves the working folder
+    out; when our own code is a source tree (a checkout, or another checkout a benchmark runs), it
+    goes first on ``PYTHONPATH``, so the child runs that tree; an installed package is found as installed.
+    """
+    if (_ROOT / "pyproject.toml").is_file():
+        old = env.get("PYTHONPATH")
+        env = {**env, "PYTHONPATH": str(_ROOT) if not old else f"{_ROOT}{os.pathsep}{old}"}
+    return [sys.executable, "-P", "-m", "app"], env
 TAIL_LINES = 20  # output lines a child keeps for the message when it fails to start
 
 

@@ -25,7 +25,7 @@ from app.run.access import access_notices, read_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.local_redis import start_local_redis, with_shared_url
 from app.run.probe_child import probe_source, start_prober, wants_prober
-from app.run.procs import Child, free_port
+from app.run.procs import Child, app_command, free_port
 from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, worker_paths
 from app.run.supervise import Supervised
 from ingest import (
@@ -282,8 +282,8 @@ def _child(name: str, config_path: str, argv: list[str], ready: str, *, wait: bo
 
     Not ``wait``: the caller waits with :func:`_ready`.
     """
-    child = Child(name, [sys.executable, "-m", "app", "--config", config_path, *argv], dict(os.environ),
-                  ready_marker=ready, echo=True)
+    py, env = app_command(dict(os.environ))
+    child = Child(name, [*py, "--config", config_path, *argv], env, ready_marker=ready, echo=True)
     if wait:
         _ready(child)
     return child

@@ -6,8 +6,9 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
-from app.run.procs import TAIL_LINES, Child, free_port, free_ports, port_is_free, stat_fields, wait_http
+from app.run.procs import TAIL_LINES, Child, app_command, free_port, free_ports, port_is_free, stat_fields, wait_http
 from tests.app import stub_trace_api as stub
 
 
@@ -70,3 +71,16 @@ def test_stat_fields_start_with_the_state_and_are_none_for_a_process_that_is_gon
         child.kill()
         child.wait()
     assert stat_fields(child.pid) is None  # reaped: no /proc entry
+
+
+def test_a_child_runs_our_code_not_the_working_folders(tmp_path: Path) -> None:
+    # A container's /srv holds the sources beside the installed package: `python -m app` there would
+    # import the sources (no compiled extensions). A child runs the code its parent runs.
+    decoy = tmp_path / "app"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("")
+    (decoy / "__main__.py").write_text('print("the working folder\'s app")\n')
+    py, env = app_command({"PATH": "/usr/bin:/bin"})
+    out = subprocess.run([*py, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "working folder" not in out.stdout and "routelens" in out.stdout
