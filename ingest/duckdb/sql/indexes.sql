@@ -6,3 +6,4 @@ CREATE UNIQUE INDEX IF NOT EXISTS probe_results_id_key ON probe_results (probe_i
 CREATE UNIQUE INDEX IF NOT EXISTS router_events_id_key ON router_events (event_id);
 CREATE UNIQUE INDEX IF NOT EXISTS feedback_id_key ON feedback (feedback_id);
 CREATE UNIQUE INDEX IF NOT EXISTS quarantine_id_key ON quarantine (quarantine_id);
+CREATE UNIQUE INDEX IF NOT EXISTS policies_hash_key ON policies (policy_hash);

@@ -210,3 +210,21 @@ def test_the_configured_memory_limit_reaches_duckdb_and_the_default_bounds_the_w
     unbounded.close()
     with pytest.raises(ValueError, match="duckdb_memory_limit"):
         StorageSettings(duckdb_memory_limit="lots")
+
+
+def test_every_record_table_has_its_unique_id_index_and_a_reopened_store_migrates_nothing(
+        tmp_path: Path, factory: TraceFactory) -> None:
+    # Without the index on policies, each open deduplicated them and logged it as a migration.
+    from ingest.kinds import KINDS
+
+    path = tmp_path / "t.duckdb"
+    store = DuckDBTraceStore(path)
+    store.write_records(list(factory.traces(2)))
+    store.close()
+    DuckDBTraceStore(path).close()
+    con = duckdb.connect(str(path), read_only=True)
+    unique = {r[0] for r in con.execute("SELECT table_name FROM duckdb_indexes() WHERE is_unique").fetchall()}
+    migrations = con.execute("SELECT count(*) FROM routelens_migrations").fetchone()
+    con.close()
+    assert {info.table for info in KINDS.values()} <= unique
+    assert migrations == (0,)
