@@ -6,13 +6,20 @@ at ``/metrics``, its schedule's health at ``GET /v1/probes/stats`` (slips, skips
 (503 while it produces no results). Results and events go to the
 trace store: relayed to a running store (``--store-url``, e.g. a ``routelens store``) through a
 spool of its own, or written to the configured backend directly when nothing else writes it.
+
+Its verdicts, alerts and stats take the store's read token (``storage.read_token_env``: the one
+a gateway following it sends), with or without ``--store-url``; owning the store, it serves the
+store's query API and intake too, each behind its token. Open, it starts on loopback only
+(:func:`app.run.access.prober_notices`).
 """
 
 from __future__ import annotations
 
 import argparse
+import hmac
 import logging
-import os
+import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import orjson
@@ -21,14 +28,32 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from app.config import load_config
-from app.run.access import read_token_of
+from app.run.access import intake_token_of, prober_notices, read_token_of, relay_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.prober import Prober
-from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths
+from app.run.storage import open_store, pipeline_paths
 from ingest import EmitterCollector, IngestApi, Quarantine, RelaySink, TraceEmitter
 from schemas.config import RouteLensConfig
 
 __all__ = ["build_probe_app", "run"]
+
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+_NO_TOKEN = {"error": {"message": "a valid read token is required: send 'Authorization: Bearer <token>'",
+                       "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}}
+
+
+def _behind(token: str | None, handler: Handler) -> Handler:
+    """``handler`` behind the read token (401 in OpenAI's shape, as the store's routes answer); None: open."""
+    if token is None:
+        return handler
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(request: web.Request) -> web.Response:
+        if not hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected):
+            return web.Response(status=401, body=orjson.dumps(_NO_TOKEN), content_type="application/json")
+        return await handler(request)
+
+    return guarded
 
 
 def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db: str | None = None) -> web.Application:
@@ -37,21 +62,23 @@ def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db
     db_path = db or st.duckdb_path
     spool_dir, quarantine_dir = pipeline_paths(st, db_path)
     registry = CollectorRegistry()
+    read_token = read_token_of(st)
     if store_url is not None:
         spool_dir = spool_dir.with_name(spool_dir.name + ".prober")
-        emitter = TraceEmitter(RelaySink(store_url, token=os.environ.get(RELAY_TOKEN_ENV) or None), st,
+        emitter = TraceEmitter(RelaySink(store_url, token=relay_token_of()), st,
                                spool_dir=spool_dir,
                                quarantine=Quarantine(quarantine_dir.with_name(quarantine_dir.name + ".prober")))
         api = None
     else:
         store = open_store(st, db_path)
         emitter = TraceEmitter(store, st, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir))
-        api = IngestApi(emitter, store, read_token=read_token_of(st))  # it owns the store: it answers its reads
+        # it owns the store: it answers its reads and takes intake, as routelens store would
+        api = IngestApi(emitter, store, token=intake_token_of(st), max_body=st.intake_max_bytes,
+                        read_token=read_token)
     emitter.start()
     registry.register(EmitterCollector(emitter))
     prober = Prober(config, db_path=db_path, emit=emitter.emit, apply=None, registry=registry, source="prober")
     app = web.Application()
-    guard = api.guarded if api is not None else (lambda handler: handler)
     if api is not None:
         api.add_routes(app)
 
@@ -82,9 +109,9 @@ def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db
         await prober.stop()
         emitter.close(timeout_s=1.0)  # the rest stays in the spool: a child told to stop must go at once
 
-    app.router.add_get("/v1/probes/verdicts", guard(verdicts))
-    app.router.add_get("/v1/alerts", guard(alerts))
-    app.router.add_get("/v1/probes/stats", guard(stats))
+    app.router.add_get("/v1/probes/verdicts", _behind(read_token, verdicts))
+    app.router.add_get("/v1/alerts", _behind(read_token, alerts))
+    app.router.add_get("/v1/probes/stats", _behind(read_token, stats))
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/health", health)
     app.on_startup.append(start)
@@ -93,7 +120,12 @@ def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve the standalone prober until SIGINT or SIGTERM; print ``prober ready http://HOST:PORT``."""
+    """Serve the standalone prober until SIGINT or SIGTERM; print ``prober ready http://HOST:PORT``.
+
+    Raises:
+        AccessRefused: A route would be open on an address other than loopback (before anything
+            is opened or bound; see :func:`app.run.access.prober_notices`).
+    """
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = load_config(args.config) if Path(args.config).is_file() else None
     if config is None:
@@ -101,7 +133,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     host = getattr(args, "host", None) or "127.0.0.1"
     port = getattr(args, "port", None) or 8092  # beside the store's 8090, on one host
-    app = build_probe_app(config, store_url=getattr(args, "store_url", None), db=getattr(args, "db", None))
+    store_url = getattr(args, "store_url", None)
+    for notice in prober_notices(config, host, owns_store=store_url is None):
+        print(f"notice: {notice}", file=sys.stderr, flush=True)
+    app = build_probe_app(config, store_url=store_url, db=getattr(args, "db", None))
     web.run_app(app, host=host, port=port, access_log=None, loop=uvloop.new_event_loop(), shutdown_timeout=1.0,
                 print=lambda _msg: print(f"prober ready http://{host}:{port}", flush=True))
     return 0

@@ -8,16 +8,16 @@ serve`` talk to it over loopback; DuckDB admits one writing process per file, an
 from __future__ import annotations
 
 import logging
-import os
+import sys
 
 import orjson
 import uvloop
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from app.run.access import read_token_of
+from app.run.access import intake_token_of, read_token_of, relay_token_of, store_notices
 from app.run.gc_tuning import tame_gc
-from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths
+from app.run.storage import open_store, pipeline_paths
 from ingest import (
     SERVER_LIMITS,
     STORE_OPERATIONS,
@@ -47,11 +47,10 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
     own = st.model_copy(update={"flush_interval_ms": st.store_flush_interval_ms})  # its writes, not the relay's
     emitter = TraceEmitter(store, own, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir)).start()
     app = web.Application(client_max_size=max(st.intake_max_bytes, 64 << 20))
-    intake_token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
-    api = IngestApi(emitter, store, token=intake_token or None, max_body=st.intake_max_bytes,
+    api = IngestApi(emitter, store, token=intake_token_of(st), max_body=st.intake_max_bytes,
                     read_token=read_token_of(st))
     api.add_routes(app)  # the gateways forward their callers' header
-    add_relay_route(app, emitter, token=os.environ.get(RELAY_TOKEN_ENV) or None)  # gateways and the prober
+    add_relay_route(app, emitter, token=relay_token_of())  # gateways and the prober
     registry = CollectorRegistry()
     registry.register(EmitterCollector(emitter))
 
@@ -78,7 +77,14 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
 
 
 def run_store(config: RouteLensConfig, *, host: str = "127.0.0.1", port: int, db: str | None = None) -> None:
-    """Serve until SIGINT or SIGTERM; print ``store ready http://HOST:PORT`` once listening."""
+    """Serve until SIGINT or SIGTERM; print ``store ready http://HOST:PORT`` once listening.
+
+    Raises:
+        AccessRefused: A route would be open on an address other than loopback (before anything
+            is opened or bound; see :func:`app.run.access.store_notices`).
+    """
+    for notice in store_notices(config, host):
+        print(f"notice: {notice}", file=sys.stderr, flush=True)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     ParseErrorsQuiet.install()  # a request aiohttp cannot parse is one warning line, not a traceback
     app = build_store_app(config, db or config.storage.duckdb_path)
