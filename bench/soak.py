@@ -239,24 +239,21 @@ async def _run(soak: Soak, rps: float) -> dict[str, Any]:
 
 
 def _drain(gateway: str, timeout_s: float) -> bool:
-    """Wait until both workers' backlogs are empty (each /metrics answers from one of them); False on timeout."""
-    deadline, empty = time.monotonic() + timeout_s, set[str]()
-    while time.monotonic() < deadline and len(empty) < 2:
-        req = urllib.request.Request(f"{gateway}/metrics", headers={"Connection": "close"})
+    """Wait until both workers' backlogs are empty (a /metrics holds every worker's); False on timeout."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                worker, text = resp.headers.get("x-routelens-worker", "0"), resp.read().decode()
+            with urllib.request.urlopen(f"{gateway}/metrics", timeout=10) as resp:
+                text = resp.read().decode()
         except OSError:
             time.sleep(0.5)
             continue
         pending = [float(line.split()[-1]) for line in text.splitlines()
-                   if line.startswith("routelens_traces_pending ")]
-        if pending and pending[0] == 0:
-            empty.add(worker)
-        else:
-            empty.discard(worker)
-            time.sleep(0.2)
-    return len(empty) == 2
+                   if line.startswith("routelens_traces_pending{")]  # {worker="N"}
+        if len(pending) == 2 and not any(pending):
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def _health(gateway: str) -> dict[str, Any]:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from router_core.gateway.auth import keys_from_env, open_notice, upstream_keys
     from router_core.gateway.errors import ParseErrorsQuiet
     from router_core.gateway.openapi import OpenApi
+    from router_core.gateway.ops_routes import add_worker_metrics
     from router_core.gateway.policy_gate import PolicyGate
     from router_core.gateway.probe_source import ProbeSource, VerdictFollower
     from router_core.gateway.probe_source import feed_body as probe_feed_body
@@ -85,6 +86,7 @@ _LAZY: dict[str, str] = {
     "RuleSet": "router_core.rules.ir",
     "SharedCollector": "router_core.shared.wiring",
     "VerdictFollower": "router_core.gateway.probe_source",
+    "add_worker_metrics": "router_core.gateway.ops_routes",
     "analyse_request": "router_core.decide.analysis",
     "append_examples": "router_core.intents",
     "arm_config": "router_core.experiments",
@@ -148,6 +150,7 @@ __all__ = [
     "UnknownModel",
     "UnknownPluginType",
     "VerdictFollower",
+    "add_worker_metrics",
     "analyse_request",
     "append_examples",
     "arm_config",

@@ -22,7 +22,7 @@ def _run(args: argparse.Namespace) -> int:
     run_server(config, config_path=args.config, host=args.host, port=args.port, db=args.db,
                workers=workers, store_url=args.store_url, worker=args.worker,
                separate_store=args.separate_store, probe_url=args.probe_url, shared_url=args.shared_url,
-               own_store=args.own_store)
+               own_store=args.own_store, metrics_ports=args.metrics_ports)
     return 0
 
 
@@ -46,4 +46,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--probe-url", help=argparse.SUPPRESS)  # the prober serve started, for its workers
     p.add_argument("--shared-url", help=argparse.SUPPRESS)  # the Redis serve started, for its workers
     p.add_argument("--own-store", action="store_true", help=argparse.SUPPRESS)  # --store-url is serve's own store
+    p.add_argument("--metrics-ports", type=_ports, default=(), help=argparse.SUPPRESS)  # each worker's own series
     p.set_defaults(func=_run)
+
+
+def _ports(text: str) -> list[int]:
+    """``--metrics-ports 8101,8102``: every worker's private metrics port, by worker number."""
+    return [int(p) for p in text.split(",")]

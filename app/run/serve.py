@@ -14,6 +14,7 @@ import os
 import secrets
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from app.run.access import access_notices, read_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.local_redis import start_local_redis, with_shared_url
 from app.run.probe_child import probe_source, start_prober, wants_prober
-from app.run.procs import Child, app_command, free_port
+from app.run.procs import Child, app_command, free_port, free_ports
 from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, worker_paths
 from app.run.supervise import Supervised
 from ingest import (
@@ -44,7 +45,15 @@ from ingest import (
     add_store_proxy,
     build_otel_sink,
 )
-from router_core import Gateway, PolicyGate, RedisShared, SharedCollector, build_router, build_shared
+from router_core import (
+    Gateway,
+    PolicyGate,
+    RedisShared,
+    SharedCollector,
+    add_worker_metrics,
+    build_router,
+    build_shared,
+)
 from schemas.config import RouteLensConfig
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
@@ -100,7 +109,7 @@ class StoreHooks:
 
 def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str | None = None,
                       worker: int = 0, probe_url: str | None = None, config_path: str | None = None,
-                      own_store: bool = False) -> web.Application:
+                      own_store: bool = False, metrics_ports: Sequence[int] = ()) -> web.Application:
     """Build the gateway application with its trace pipeline and the store's query API.
 
     Args:
@@ -113,6 +122,9 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         config_path: The file ``config`` came from: watched, its ``experiments`` section reloaded on change.
         own_store: ``store_url`` is the store ``serve`` started: its series are republished on this
             gateway's ``/metrics`` (``routelens_store_*``). A store of your own is scraped itself.
+        metrics_ports: Every worker's private metrics port, by worker number, when there are
+            several: this worker serves its own series on ``metrics_ports[worker]`` and its
+            ``/metrics`` answers for them all, labelled ``worker`` (see ``add_worker_metrics``).
     """
     st = config.storage
     store: TraceStore
@@ -151,6 +163,8 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     )
     app = gateway.build_app()
     app[GATEWAY] = gateway
+    if len(metrics_ports) > 1:  # a scrape of the shared port, whichever worker answers, shows every worker
+        add_worker_metrics(gateway, app, worker, metrics_ports)
     gateway.openapi.operations.extend(STORE_OPERATIONS)  # served here in-process, or forwarded to the store
     if isinstance(shared, RedisShared):  # connects (or says why not) and listens to the other replicas
         app.on_startup.append(lambda _: shared.start())
@@ -190,7 +204,7 @@ def run_server(
     config: RouteLensConfig, *, config_path: str | None = None, host: str | None = None, port: int | None = None,
     db: str | None = None, workers: int = 1, store_url: str | None = None, worker: int = 0,
     separate_store: bool | None = None, probe_url: str | None = None, shared_url: str | None = None,
-    own_store: bool = False,
+    own_store: bool = False, metrics_ports: Sequence[int] = (),
 ) -> None:
     """Serve until SIGINT, SIGTERM or SIGHUP; print ``gateway ready http://HOST:PORT`` once listening.
 
@@ -209,7 +223,8 @@ def run_server(
     started on a Unix socket in the data folder (:mod:`app.run.local_redis`), or, where it cannot
     be, one worker runs and says why. ``shared_url``: that Redis, for the workers serve starts.
     ``own_store``: ``store_url`` is the store the serve that started this worker started (its
-    series are republished on ``/metrics``, as the first worker's are).
+    series are republished on ``/metrics``, as the first worker's are). ``metrics_ports``: each
+    worker's private metrics port, chosen by the serve that started this worker.
     """
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host = host or config.gateway.host
@@ -248,16 +263,20 @@ def run_server(
         if probe_url is None and config_path is not None and worker == 0 and wants_prober(config):
             child, probe_url = start_prober(config_path, db, store_url or f"http://127.0.0.1:{port}")
             first.append(child)
-        for i in range(1, workers if config_path is not None and worker == 0 else 1):
+        starts_workers = config_path is not None and worker == 0
+        if starts_workers and workers > 1:  # each worker's own series, for the one that answers a scrape
+            metrics_ports = free_ports(workers)
+        for i in range(1, workers if starts_workers else 1):
             peer = Supervised(f"gateway-{i}", functools.partial(_child, f"gateway-{i}", config_path or "", [
                 "serve", "--host", host, "--port", str(port), "--db", db, "--store-url", store_url or "",
                 "--worker", str(i), "--workers", str(workers), *(["--probe-url", probe_url] if probe_url else []),
+                "--metrics-ports", ",".join(map(str, metrics_ports)),
                 *(["--shared-url", shared_url] if shared_url else []), *(["--own-store"] if own_store else [])],
                 "gateway ready", wait=False))  # started again if it dies: it replays its own spool
             children.append(peer)
             _ready(peer)
         app = build_gateway_app(config, db, store_url=store_url, worker=worker, probe_url=probe_url,
-                                config_path=config_path, own_store=own_store)
+                                config_path=config_path, own_store=own_store, metrics_ports=metrics_ports)
         if store is not None:
             _ready(store)
         app.on_startup.append(functools.partial(_stop_in_order, first))

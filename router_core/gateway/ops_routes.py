@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Protocol
 
 import orjson
@@ -18,6 +19,7 @@ from router_core.gateway.hooks import TraceHooks
 from router_core.gateway.policy_book import PolicyBook
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.probe_source import ProbeSource
+from router_core.gateway.worker_metrics import WORKER_METRICS, WorkerMetrics
 from router_core.metrics import ModesMetrics
 from router_core.resilience.affinity import AffinityBinder
 from router_core.resilience.breakers import BreakerBoard
@@ -29,8 +31,8 @@ from router_core.state.quality import QualityTable
 from router_core.state.scraper import MetricsScraper
 from router_core.state.view import StateView
 
-__all__ = ["OpsParts", "alerts", "close_breaker", "health", "hooks_problem", "list_models", "probe_verdicts",
-           "prometheus", "router_state", "scrape_problem"]
+__all__ = ["OpsParts", "add_worker_metrics", "alerts", "close_breaker", "health", "hooks_problem", "list_models",
+           "own_exposition", "probe_verdicts", "prometheus", "router_state", "scrape_problem"]
 
 
 class OpsParts(Protocol):
@@ -143,13 +145,29 @@ async def prometheus(gw: OpsParts, request: web.Request) -> web.Response:
     """Prometheus text exposition of the gateway's registry, and of the processes it republishes (if any).
 
     Those are the prober and the store process that ``serve`` started: they listen on ports of
-    their own that nobody is told about.
+    their own that nobody is told about. One of several workers (:func:`add_worker_metrics`)
+    answers for all of them, each worker's series labelled ``worker``; the republished series
+    appear once, unlabelled. The other workers and those processes are asked at once.
     """
+    republished = asyncio.gather(*(source() for source in gw.metrics_sources))
+    workers = request.app.get(WORKER_METRICS)
+    body = own_exposition(gw) if workers is None else await workers.exposition()
+    return web.Response(body=body + b"".join(await republished), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def own_exposition(gw: OpsParts) -> bytes:
+    """This gateway process's own series (its registry, the budgets' gauges brought up to date)."""
     gw.modes_metrics.record_budgets(gw.budgets.state(gw.wall()))
-    body = generate_latest(gw.registry)
-    for source in gw.metrics_sources:
-        body += await source()
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    return generate_latest(gw.registry)
+
+
+def add_worker_metrics(gw: OpsParts, app: web.Application, worker: int, ports: Sequence[int]) -> None:
+    """Make ``app``'s ``/metrics`` answer for every worker of ``serve --workers N`` (N = ``len(ports)``).
+
+    ``gw``'s own series are served on 127.0.0.1:``ports[worker]`` while ``app`` runs, and its
+    ``/metrics`` merges them with the other workers' (:mod:`router_core.gateway.worker_metrics`).
+    """
+    WorkerMetrics(worker, ports, partial(own_exposition, gw)).mount(app)
 
 
 async def health(gw: OpsParts, request: web.Request) -> web.Response:

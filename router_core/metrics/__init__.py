@@ -4,11 +4,13 @@
 
     collectors.py          GatewayMetrics, PluginMetrics, ModesMetrics, StageTimes
     buffered_histogram.py  BufferedHistogram: a histogram counted at scrape time, cheap on the request path
+    worker_merge.py        merge_workers: every worker's series in one exposition, labelled ``worker``
 
 The scraper's own metrics are beside it, in :mod:`router_core.state.scrape_metrics`.
 """
 
 from router_core.metrics.buffered_histogram import BufferedHistogram
 from router_core.metrics.collectors import GatewayMetrics, ModesMetrics, PluginMetrics, StageTimes
+from router_core.metrics.worker_merge import merge_workers
 
-__all__ = ["BufferedHistogram", "GatewayMetrics", "ModesMetrics", "PluginMetrics", "StageTimes"]
+__all__ = ["BufferedHistogram", "GatewayMetrics", "ModesMetrics", "PluginMetrics", "StageTimes", "merge_workers"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from app.run.local_redis import redis_argv
 from app.run.procs import free_port
 from tests.e2e.conftest import Proc
 from tests.polling import wait_until
+from tests.promtext import samples
 from tests.redis_server import REDIS_SERVER
 
 pytestmark = pytest.mark.e2e
@@ -73,15 +73,11 @@ def _pending(gateway: str) -> float:
 
 
 def _healthy_workers(gateway: str) -> set[str]:
-    """The workers that answered a /metrics saying their shared state is healthy (a few tries, new connections)."""
-    seen = set()
-    for _ in range(12):
-        req = urllib.request.Request(f"{gateway}/metrics", headers={"Connection": "close"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            worker, text = resp.headers.get("x-routelens-worker", "0"), resp.read().decode()
-        if re.search(r'^routelens_shared_healthy\{backend="redis"\} 1\.0$', text, re.M):
-            seen.add(worker)
-    return seen
+    """The workers whose shared state is healthy, says a /metrics (any worker answers for every worker)."""
+    with urllib.request.urlopen(f"{gateway}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return {dict(labels)["worker"] for (name, labels), v in samples(text).items()
+            if name == "routelens_shared_healthy" and ("backend", "redis") in labels and v == 1.0}
 
 
 def _config(tmp: Path, inst: int, port: int) -> Path:

@@ -192,18 +192,12 @@ def worker_pid(serve: int, number: int) -> int | None:
 
 
 def shared_gauges(url: str) -> dict[str | None, tuple[float, float]]:
-    """Each worker's ``(routelens_shared_healthy, routelens_shared_replicas)``, read on new connections."""
-    seen: dict[str | None, tuple[float, float]] = {}
-    for _ in range(40):
-        req = urllib.request.Request(f"{url}/metrics", headers={"Connection": "close"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            scrape = samples(resp.read().decode())
-            worker = resp.headers.get("x-routelens-worker")
-        seen[worker] = (scrape.value("routelens_shared_healthy", backend="redis"),
-                        scrape.value("routelens_shared_replicas", backend="redis"))
-        if len(seen) == 2:
-            break
-    return seen
+    """Each worker's ``(routelens_shared_healthy, routelens_shared_replicas)``: one scrape holds every worker's."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+        scrape = samples(resp.read().decode())
+    workers = {dict(labels)["worker"] for name, labels in scrape if name == "routelens_shared_healthy"}
+    return {w: (scrape.value("routelens_shared_healthy", backend="redis", worker=w),
+                scrape.value("routelens_shared_replicas", backend="redis", worker=w)) for w in sorted(workers)}
 
 
 def test_a_worker_that_dies_is_started_again(tmp_path: Path) -> None:
