@@ -28,6 +28,7 @@ from app.run.local_redis import start_local_redis, with_shared_url
 from app.run.probe_child import probe_source, start_prober, wants_prober
 from app.run.procs import Child, app_command, free_port, free_ports
 from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, worker_paths
+from app.run.stranded import Delivery, deliver_stranded
 from app.run.supervise import Supervised
 from ingest import (
     OTEL_EXPORTER,
@@ -235,6 +236,7 @@ def run_server(
     if shared_url is not None:
         config = with_shared_url(config, shared_url)
     children: list[Child | Supervised] = []
+    deliveries: list[Delivery] = []
     first: list[Child | Supervised] = []  # stopped while the gateway listens: the prober relays its last results here
     if config_path is not None and worker == 0:  # the relay between this serve's processes takes a token of its own
         os.environ.setdefault(RELAY_TOKEN_ENV, secrets.token_hex(16))
@@ -279,6 +281,12 @@ def run_server(
                                 config_path=config_path, own_store=own_store, metrics_ports=metrics_ports)
         if store is not None:
             _ready(store)
+        if starts_workers:  # spools of workers this serve does not run (it ran more before): to the store
+            token = os.environ.get(RELAY_TOKEN_ENV) or None
+            relay = None if store_url is None else functools.partial(RelaySink, store_url, token=token)
+            # the store in this process: worker 0 spools beside it, so every worker's spool is another's
+            deliveries = deliver_stranded(config.storage, db, workers if relay else 0, relay,
+                                          lambda msg: print(msg, file=sys.stderr, flush=True))
         app.on_startup.append(functools.partial(_stop_in_order, first))
         web.run_app(
             app,
@@ -293,6 +301,8 @@ def run_server(
             loop=uvloop.new_event_loop(),
         )
     finally:
+        for delivery in deliveries:  # what the store has not taken stays in the spool, for the next start
+            delivery.stop()
         _stop_all([*first, *reversed(children)])  # the store, then the local Redis (children[0]), last
 
 
