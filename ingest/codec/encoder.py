@@ -134,8 +134,20 @@ class Encoder:
             cands.append(out)
         body = fields.copy()
         body["candidates"], body["detail"] = cands, detail
-        self._out.append((kind, orjson.dumps(body, default=_fields_of, option=orjson.OPT_UTC_Z)))
+        try:
+            self._out.append((kind, orjson.dumps(body, default=_fields_of, option=orjson.OPT_UTC_Z)))
+        except TypeError:  # a value orjson refuses (a lone surrogate): the snapshots above go nowhere either,
+            self._unwrite()  # so the next trace that refers to one must give it again
+            raise
         return self._out
+
+    def _unwrite(self) -> None:
+        """Forget that the snapshots of ``_out`` were written (their trace failed to encode)."""
+        gone = {orjson.loads(payload)["snapshot_id"] for kind, payload in self._out if kind is Kind.SNAPSHOT}
+        for sid in gone:
+            self._written.pop(sid, None)
+        for key in [key for key, (_, sid) in self._by_object.items() if sid in gone]:
+            del self._by_object[key]  # a hit there skips the check of _written
 
     def _state_id(self, state: InstanceSnapshot) -> str:
         hit = self._by_object.get(id(state))

@@ -18,6 +18,7 @@ from typing import Any
 import mmh3
 
 from router_core.errors import InvalidRequest
+from router_core.wire_bytes import wire_bytes
 from schemas.config.experiments import ExperimentsSettings
 
 __all__ = ["ARM_SEED", "SESSION_HEADER", "Assigner", "Assignment", "bucket"]
@@ -28,8 +29,12 @@ _SPAN = float(1 << 32)
 
 
 def bucket(key: str, seed: int = ARM_SEED) -> float:
-    """The key's place in [0, 1): 32-bit MurmurHash3 (unsigned) over 2**32."""
-    return mmh3.hash(key, seed, signed=False) / _SPAN
+    """The key's place in [0, 1): 32-bit MurmurHash3 (unsigned) of its bytes, over 2**32.
+
+    Its bytes, not the string: mmh3 hashes a string's UTF-8 bytes (the same buckets), but crashed
+    the process on a header byte that is not UTF-8 (see :mod:`router_core.wire_bytes`).
+    """
+    return mmh3.hash(wire_bytes(key), seed, signed=False) / _SPAN
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,9 @@
 """OpenAI-style error bodies, and the one table mapping RouteLens errors to HTTP.
 
-Every error the gateway returns has the shape ``{"error": {"message", "type", "param", "code"}}``.
+Every error the gateway returns has the shape ``{"error": {"message", "type", "param", "code"}}``:
+those of its routes (:func:`errors_middleware`, which also refuses a header that is not UTF-8
+before any route reads it), and those of aiohttp's HTTP parser (:class:`ParseErrorsJson`). Neither
+the answer nor the log ever holds the bytes of the request (they may be a credential).
 """
 
 from __future__ import annotations
@@ -11,7 +14,14 @@ from collections.abc import Awaitable, Callable
 
 import orjson
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_exceptions import (
+    BadStatusLine,
+    HttpProcessingError,
+    InvalidURLError,
+    LineTooLong,
+    PayloadEncodingError,
+)
+from aiohttp.web_protocol import RequestHandler
 
 from router_core.errors import (
     AttemptsExhausted,
@@ -21,10 +31,11 @@ from router_core.errors import (
     Throttled,
     UnknownModel,
 )
+from router_core.gateway.header_check import HEADER_REFUSAL, invalid_header, refusal_of
 from schemas.errors import RoutelensError
 
-__all__ = ["ERROR_STATUS", "ERROR_TYPES", "ParseErrorsQuiet", "error_for", "error_response", "errors_middleware",
-           "status_of"]
+__all__ = ["ERROR_STATUS", "ERROR_TYPES", "ParseErrorsJson", "ParseErrorsQuiet", "error_for", "error_response",
+           "errors_middleware", "status_of"]
 
 log = logging.getLogger(__name__)
 
@@ -94,33 +105,60 @@ def error_response(
 async def errors_middleware(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    """Any HTTP error as an OpenAI-shaped body; an unhandled exception as a logged 500, never a crash."""
+    """Any HTTP error as an OpenAI-shaped body; an unhandled exception as a logged 500, never a crash.
+
+    First of all, a header whose value is not UTF-8 is refused (see
+    :mod:`router_core.gateway.header_check`): with a trace when the app registered a
+    :data:`~router_core.gateway.header_check.HEADER_REFUSAL` that takes the request, else plainly.
+    A client that goes away while its request is read is not the gateway's fault: a debug line.
+    """
     try:
+        if (name := invalid_header(request.headers)) is not None:
+            return _refuse_header(request, name)
         return await handler(request)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         return error_response(exc.status, exc.reason)
-    except Exception:  # the last line of defence: never crash, answer 500
+    except Exception as exc:  # the last line of defence: never crash, answer 500
+        if isinstance(exc, ConnectionResetError) and _client_gone(request):  # not an upstream's connection
+            log.debug("the client of %s %s went away before its answer", request.method, request.path)
+            return error_response(400, "the client closed the connection", code="client_disconnected")  # unread
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(500, "internal error in the RouteLens gateway", code="internal_error")
+
+
+def _client_gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+def _refuse_header(request: web.Request, name: str) -> web.StreamResponse:
+    exc = refusal_of(name)
+    traced = request.config_dict.get(HEADER_REFUSAL)
+    answer = traced(request, exc) if traced is not None else None
+    return answer if answer is not None else error_for(exc)
 
 
 class ParseErrorsQuiet(logging.Filter):
     """A request aiohttp cannot parse (a NUL in a header, a bad request line) is the client's fault.
 
-    aiohttp answers it 400 itself and logs it on ``aiohttp.server`` as an ERROR with a traceback,
-    which reads as a gateway fault. This filter makes it one WARNING line naming the problem;
-    everything else that logger says passes as it is. Install it with :meth:`install` (once).
+    aiohttp logs it on ``aiohttp.server`` as an ERROR with a traceback, which reads as a gateway
+    fault, and the exception's message quotes the offending bytes: the start of an over-long
+    ``Authorization`` header (a credential) or of a URL. This filter makes it one WARNING line of
+    the status, the exception's type and the peer, and nothing of the request; everything else that
+    logger says passes as it is. Install it with :meth:`install` (once).
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Rewrite a parse error's record in place; keep every record."""
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, HttpProcessingError) and (exc.code or 0) < 500:
-            first = str(exc.message).strip().splitlines()[0] if exc.message else type(exc).__name__
-            record.msg, record.args = "refused a malformed HTTP request (%s %s): %s", (exc.code, type(exc).__name__,
-                                                                                        first)
+            # aiohttp's own args are the peer address alone ("Error handling request from %s")
+            args = record.args if isinstance(record.args, tuple) else ()
+            peer = args[0] if len(args) == 1 and isinstance(args[0], str) else "an unknown peer"
+            record.msg, record.args = "refused a malformed HTTP request (%s %s) from %s", (exc.code,
+                                                                                          type(exc).__name__, peer)
             record.levelno, record.levelname = logging.WARNING, "WARNING"
             record.exc_info, record.exc_text = None, None
         return True
@@ -131,3 +169,48 @@ class ParseErrorsQuiet(logging.Filter):
         server = logging.getLogger("aiohttp.server")
         if not any(isinstance(f, cls) for f in server.filters):
             server.addFilter(cls())
+
+
+# What a parse error's answer says: by the exception's class, never its message (which quotes the request).
+_PARSE_ERRORS: tuple[tuple[type[HttpProcessingError], str], ...] = (
+    (LineTooLong, "the request line or a header line is longer than the gateway accepts"),
+    (BadStatusLine, "the request line is not HTTP/1.x (TLS sent to a plain-HTTP port?)"),
+    (InvalidURLError, "the request's target is not a valid URL"),
+    (PayloadEncodingError, "the request body's framing or encoding is malformed"),
+)
+_AIOHTTP_HANDLE_ERROR = RequestHandler.handle_error
+
+
+def _json_handle_error(
+    self: RequestHandler, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None,
+    message: str | None = None,
+) -> web.StreamResponse:
+    """The ``handle_error`` of aiohttp, answering a parse error in OpenAI's JSON (see :class:`ParseErrorsJson`)."""
+    answer = _AIOHTTP_HANDLE_ERROR(self, request, status, exc, message)  # logs as aiohttp does, closes the connection
+    if not isinstance(exc, HttpProcessingError) or not 400 <= status < 500:
+        return answer
+    what = next((text for cls, text in _PARSE_ERRORS if isinstance(exc, cls)),
+                "the request is not well-formed HTTP/1.1 (a malformed header or request line)")
+    response = error_response(status, what, code="invalid_http")
+    response.force_close()  # the stream's framing is lost: nothing more can be read from it
+    return response
+
+
+class ParseErrorsJson:
+    """Parse errors answered in OpenAI's shape: ``{"error": {..., "code": "invalid_http"}}``, no request bytes.
+
+    A request aiohttp's HTTP parser refuses (a control character in a header, a line over 64 KiB,
+    a duplicate ``Content-Type``, TLS bytes) never reaches the application or its middlewares:
+    ``RequestHandler.handle_error`` answers it, as ``text/plain`` echoing the offending bytes.
+    aiohttp has no per-application hook for that answer (aio-libs/aiohttp#3287, open since 2018),
+    so :meth:`install` replaces the method on the class, for every server of the process: the
+    gateway's process serves RouteLens applications only. Other errors keep aiohttp's answer,
+    and the logging stays aiohttp's (made one line by :class:`ParseErrorsQuiet`, installed too).
+    """
+
+    @staticmethod
+    def install() -> None:
+        """Answer parse errors as JSON from now on (idempotent), and log them as one line."""
+        ParseErrorsQuiet.install()
+        if RequestHandler.handle_error is not _json_handle_error:
+            setattr(RequestHandler, "handle_error", _json_handle_error)  # noqa: B010  (mypy: no method assignment)

@@ -9,6 +9,10 @@ its shadow decides once the answer is on its way (``call_soon``), then its trace
 Hooks that take plain values (``emit_plain``, the ingest pipeline's) get the recorder's values
 unvalidated, and the store validates them; other hooks get a validated ``DecisionTrace``.
 
+A trace that cannot be encoded because a string in it holds a lone surrogate (a header byte that
+was not UTF-8) is handed over again with those bytes escaped (:mod:`router_core.gateway.trace_repair`),
+and an ERROR says which trace and where: its decision is kept, never silently lost.
+
 Tried and reverted: deferring every trace to after the answer (``call_soon``) took the trace's
 validation, encoding and spool append off the latency path, but an answer could then reach the
 client without a durable trace, which the kill -9 test caught.
@@ -20,10 +24,11 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from router_core.decide.recorder import TraceRecorder
 from router_core.gateway.hooks import TraceHooks
+from router_core.gateway.trace_repair import escape_surrogates
 from router_core.metrics import GatewayMetrics
 from schemas.common import OutcomeStatus
 from schemas.trace import Outcome
@@ -31,6 +36,8 @@ from schemas.trace import Outcome
 log = logging.getLogger(__name__)
 
 __all__ = ["TraceFinisher"]
+
+_T = TypeVar("_T")
 
 
 class TraceFinisher:
@@ -85,9 +92,27 @@ class TraceFinisher:
             except Exception:  # noqa: BLE001  (never lose the live trace to its shadow)
                 log.exception("shadow decision of %s failed", rec.request_id)
         if (emit_plain := self._emit_plain()) is not None:  # a store that validates what it stores: no model here
-            emit_plain(rec.plain(outcome))
+            values = rec.plain(outcome)
+            try:
+                emit_plain(values)
+            except (TypeError, ValueError) as exc:  # orjson: "str is not valid UTF-8"
+                emit_plain(self._escaped(rec.request_id, values, exc))
         else:
-            self._hooks().emit(rec.finish(outcome))
+            trace = rec.finish(outcome)
+            try:
+                self._hooks().emit(trace)
+            except (TypeError, ValueError) as exc:  # pydantic's JSON: UnicodeEncodeError
+                self._hooks().emit(self._escaped(rec.request_id, trace, exc))
+
+    @staticmethod
+    def _escaped(request_id: str, trace: _T, exc: Exception) -> _T:
+        """``trace`` with its strings that are not UTF-8 escaped; ``exc`` again when it has none (another fault)."""
+        escaped, where = escape_surrogates(trace)
+        if not where:
+            raise exc
+        log.error("the trace of %s held text that is not UTF-8 (%s: %s); stored with those bytes escaped as \\xNN",
+                  request_id, ", ".join(where[:8]), type(exc).__name__)
+        return escaped  # type: ignore[no-any-return]
 
     def _emit_plain(self) -> Callable[[dict[str, Any]], bool] | None:
         return getattr(self._hooks(), "emit_plain", None)

@@ -30,10 +30,12 @@ from router_core.gateway.arm_gates import SHADOW, arm_gates
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
 from router_core.gateway.callers import RequestIds, feedback_classes
 from router_core.gateway.chat import ChatRunner
-from router_core.gateway.errors import ParseErrorsQuiet, errors_middleware
+from router_core.gateway.errors import ParseErrorsJson, errors_middleware
 from router_core.gateway.feedback import feedback
 from router_core.gateway.finisher import TraceFinisher
 from router_core.gateway.forward import Forwarder
+from router_core.gateway.header_check import HEADER_REFUSAL
+from router_core.gateway.header_refusal import ChatHeaderRefusal
 from router_core.gateway.hooks import TraceHooks
 from router_core.gateway.http1 import Http1Pool
 from router_core.gateway.openapi import GATEWAY_OPERATIONS, OpenApi
@@ -253,9 +255,10 @@ class Gateway:
         gw = self.config.gateway
         keys = keys_from_env(gw.api_keys_env, os.environ, "gateway.api_keys_env")
         self._upstream_keys = upstream_keys(self.config.fleet.instances, os.environ)
-        ParseErrorsQuiet.install()  # a request aiohttp cannot parse is one warning line, not a traceback
+        ParseErrorsJson.install()  # a request aiohttp cannot parse: OpenAI's JSON 400, one warning line
         app = web.Application(middlewares=[errors_middleware], client_max_size=32 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self.chat.run)
+        chat = app.router.add_post("/v1/chat/completions", self.chat.run)
+        app[HEADER_REFUSAL] = ChatHeaderRefusal(self.chat, chat, keys)  # a header not UTF-8: traced like a refusal
         app.router.add_post("/v1/feedback", partial(feedback, self))
         app.router.add_post("/v1/router/decide", partial(dry_run.decide, self))
         app.router.add_get("/v1/models", partial(ops_routes.list_models, self))

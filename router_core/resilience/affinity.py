@@ -17,6 +17,7 @@ from typing import Any
 import mmh3
 
 from router_core.shared.base import SharedState
+from router_core.wire_bytes import wire_bytes
 from schemas.config.economics import AffinitySettings
 from schemas.trace import Violation
 
@@ -62,7 +63,8 @@ class BoundedRing:
         if not self._owners:
             return None
         cap, n = self.capacity(loads), len(self._owners)
-        start = bisect.bisect_left(self._hashes, mmh3.hash(key, signed=False)) % n
+        # the key's bytes: a header byte that is not UTF-8 crashed mmh3 as a string (router_core.wire_bytes)
+        start = bisect.bisect_left(self._hashes, mmh3.hash(wire_bytes(key), signed=False)) % n
         for i in range(n):
             iid = self._owners[(start + i) % n]
             if loads.get(iid, 0.0) + 1 <= cap:

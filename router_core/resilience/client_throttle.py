@@ -17,13 +17,15 @@ from collections.abc import Mapping
 
 from router_core.resilience.prefilter import Refusal
 from router_core.shared.base import SharedState
+from router_core.wire_bytes import wire_bytes
 from schemas.config.shared import PRIORITIES, ThrottleSettings
 
 __all__ = ["ClientThrottle", "client_key"]
 
 
 def _digest(value: str) -> str:
-    return hashlib.blake2b(value.encode(), digest_size=12).hexdigest()
+    # its bytes: a header byte that is not UTF-8 made ``value.encode()`` a 500 (router_core.wire_bytes)
+    return hashlib.blake2b(wire_bytes(value), digest_size=12).hexdigest()
 
 
 def client_key(sources: list[str], headers: Mapping[str, str], remote: str | None) -> str:

@@ -59,6 +59,19 @@ def test_each_shared_state_is_written_once_and_referenced(factory: TraceFactory)
     assert stored == originals[0].candidates[0].state
 
 
+def test_a_trace_that_fails_to_encode_leaves_its_snapshots_to_the_next_trace(factory: TraceFactory) -> None:
+    # A lone surrogate (a header byte that was not UTF-8) makes orjson refuse the trace after its new
+    # snapshots were given: they went nowhere, so the trace that refers to them next must give them.
+    enc = Encoder()
+    trace = factory.trace()
+    bad = trace.model_copy(update={"router_version": "v\udcff"})
+    with pytest.raises(TypeError):
+        enc.encode(bad)
+    kinds = [k for k, _ in enc.encode(trace)]
+    assert kinds.count(Kind.SNAPSHOT) == len({c.state.instance for c in trace.candidates if c.state is not None}) > 0
+    assert kinds[-1] is Kind.TRACE
+
+
 def test_traces_outside_the_detail_sample_keep_a_summary_and_say_so(factory: TraceFactory) -> None:
     trace = factory.trace()
     kinds = Encoder(detail_share=0.0).encode(trace)

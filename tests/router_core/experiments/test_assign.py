@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import math
 import random
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
+import mmh3
 import pytest
 
 from router_core.errors import InvalidRequest
 from router_core.experiments import Assigner, bucket
+from router_core.experiments.assign import ARM_SEED
 from schemas.config.experiments import ExperimentsSettings
 
 N = 100_000
+ROOT = Path(__file__).resolve().parents[3]  # the repository: -c imports its tests package
 
 
 def settings(*shares: float, **kw: Any) -> ExperimentsSettings:
@@ -28,6 +34,22 @@ def keys(n: int = N, seed: int = 3) -> list[str]:
 def test_the_bucket_is_in_the_unit_interval_and_stable() -> None:
     assert all(0.0 <= bucket(k) < 1.0 for k in keys(1000))
     assert bucket("user-42") == bucket("user-42")  # no process salt (PYTHONHASHSEED) in it
+
+
+def test_a_key_with_a_byte_that_is_not_utf8_gets_the_bucket_of_its_bytes_and_never_crashes() -> None:
+    # x-session-id: \xff... as aiohttp decodes it; mmh3 5.3.1 segfaulted on such a str: run it where that can
+    # only fail this test
+    code = ("from router_core.experiments import Assigner, bucket; from tests.router_core.experiments.test_assign "
+            "import settings; key = b'sess-\\xff\\xfe'.decode('utf-8', 'surrogateescape'); "
+            "assigner = Assigner(settings(0.5, 0.5, key='session')); "
+            "print(bucket(key), assigner.assign('req-1', {'x-session-id': key}, {}).arm)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    value, arm = done.stdout.split()
+    assert float(value) == mmh3.hash(b"sess-\xff\xfe", ARM_SEED, signed=False) / 2**32 and arm in ("arm0", "arm1")
+    assert bucket("user-42") == mmh3.hash("user-42", ARM_SEED, signed=False) / 2**32  # valid keys: the same buckets
+    assert bucket("ünïcode") == mmh3.hash("ünïcode", ARM_SEED, signed=False) / 2**32
 
 
 def test_a_key_keeps_its_arm_across_requests_and_assigners() -> None:

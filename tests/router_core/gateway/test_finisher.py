@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from typing import Any
 
+import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
+from ingest.codec.encoder import Encoder
+from ingest.kinds import Kind
 from router_core.decide.recorder import TraceRecorder
 from router_core.gateway.finisher import TraceFinisher
 from router_core.metrics import GatewayMetrics
@@ -140,3 +145,44 @@ def test_hooks_that_take_plain_values_get_them_unvalidated_and_the_same_trace() 
     (values,) = plain_hooks.plain
     assert list(values) == list(DecisionTrace.model_fields)  # every field, in the contract's order
     assert DecisionTrace.model_validate(values) == hooks.traces[0]
+
+
+class EncodingHooks:
+    """Hooks that encode each trace as the trace pipeline does (the spool's encoder: orjson)."""
+
+    def __init__(self) -> None:
+        self.encoder = Encoder()
+        self.payloads: list[tuple[Kind, bytes]] = []
+
+    def emit(self, trace: DecisionTrace) -> bool:
+        self.payloads += self.encoder.encode(trace)
+        return True
+
+
+class PlainEncodingHooks(EncodingHooks):
+    def emit_plain(self, values: dict[str, Any]) -> bool:
+        self.payloads += self.encoder.plain_trace(values)
+        return True
+
+
+@pytest.mark.parametrize("hooks_class", [PlainEncodingHooks, EncodingHooks], ids=["plain", "validated"])
+def test_a_trace_holding_text_that_is_not_utf8_is_stored_escaped_and_said_never_lost(
+        hooks_class: type[EncodingHooks], caplog: pytest.LogCaptureFixture) -> None:
+    hooks, clock = hooks_class(), Clock()
+    fin, _ = finisher(hooks, clock)  # type: ignore[arg-type]  (encoding hooks, not the recording ones)
+    bad = TraceRecorder(request_id="r1", ts=NOW, router_version="v-\udcff", policy_hash="sha256:x",
+                        query_hash="sha256:" + "0" * 64, features=features())  # a header byte aiohttp could not decode
+
+    with caplog.at_level(logging.ERROR, logger="router_core.gateway.finisher"):
+        fin.finish(bad, 10.0, 200)  # before: orjson's TypeError, and the trace was lost
+    (stored,) = [orjson.loads(p) for k, p in hooks.payloads if k in (Kind.TRACE, Kind.TRACE_UNCHECKED)]
+    assert (stored["request_id"], stored["router_version"]) == ("r1", "v-\\xff")  # the byte, escaped as text
+    (said,) = caplog.records
+    assert "r1" in said.getMessage() and "router_version" in said.getMessage()
+
+    def broken(_: object) -> bool:
+        raise TypeError("a storage bug")
+
+    setattr(hooks, "emit_plain" if isinstance(hooks, PlainEncodingHooks) else "emit", broken)
+    with pytest.raises(TypeError, match="a storage bug"):  # not a string it could not encode: not hidden
+        fin.finish(rec("r2"), 10.0, 200)

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 from aiohttp import web
+from aiohttp.http_exceptions import LineTooLong
 
 from router_core.gateway.errors import ParseErrorsQuiet
 
@@ -49,6 +50,15 @@ def test_a_malformed_request_is_a_400_and_one_warning(raw: bytes, caplog: pytest
     records = [r for r in caplog.records if r.name == "aiohttp.server"]
     assert records and all(r.exc_info is None and r.levelno == logging.WARNING for r in records), records
     assert records[0].getMessage().startswith("refused a malformed HTTP request (400 BadHttpMessage")
+
+
+def test_the_line_holds_the_status_the_type_and_the_peer_and_nothing_of_the_request() -> None:
+    exc = LineTooLong(b"Bearer CANARY-secret" * 10, 65536)  # aiohttp quotes the start of the line
+    record = logging.LogRecord("aiohttp.server", logging.ERROR, __file__, 1, "Error handling request from %s",
+                               ("10.0.0.7",), (type(exc), exc, None))
+    assert ParseErrorsQuiet().filter(record)
+    assert record.getMessage() == "refused a malformed HTTP request (400 LineTooLong) from 10.0.0.7"
+    assert record.exc_info is None and record.levelno == logging.WARNING
 
 
 def test_other_records_of_the_server_pass_unchanged() -> None:

@@ -1,6 +1,9 @@
 import asyncio
 import math
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +17,7 @@ from schemas.config.economics import AffinitySettings
 from tests.router_core.conftest import NOW, features, healthy, make_config, snap
 
 IDS = [f"i{n}" for n in range(8)]
+ROOT = Path(__file__).resolve().parents[3]  # the repository: the child process imports from it
 
 
 @pytest.mark.parametrize("c", [1.0, 1.25, 2.0])
@@ -33,6 +37,21 @@ def test_placement_is_stable_and_uses_murmurhash() -> None:
     moved = sum(BoundedRing(IDS).place(f"t{k}", {}) != BoundedRing(IDS + ["i8"]).place(f"t{k}", {})
                 for k in range(500))
     assert moved < 500 * 0.25  # consistent hashing: adding one of nine moves about a ninth
+
+
+def test_a_session_key_with_a_byte_that_is_not_utf8_is_placed_by_its_bytes_and_never_crashes() -> None:
+    # economics.affinity.header read from a header aiohttp decoded with surrogateescape; mmh3 5.3.1 segfaulted on
+    # that str: run it where a crash can only fail this test
+    code = ("from router_core.resilience.affinity import BoundedRing; "
+            "ids = [f'i{n}' for n in range(8)]; ring = BoundedRing(ids); "
+            "print(ring.place(b'T-\\xff'.decode('utf-8', 'surrogateescape'), {}), ring.place(b'T-\\xff'.decode("
+            "'latin-1'), {}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    escaped, latin = done.stdout.split()
+    assert escaped in IDS and latin in IDS
+    assert BoundedRing(IDS).place("ticket-7", {}) == BoundedRing(IDS).place("ticket-7", {})
 
 
 def test_the_session_key_comes_from_the_header_then_the_metadata() -> None:

@@ -122,6 +122,16 @@ def test_client_keys_hash_secrets_and_fall_back_in_order() -> None:
     assert client_key(["authorization"], {}, None) == "anonymous"
 
 
+def test_a_header_value_that_is_not_utf8_is_a_key_of_its_own_bytes_not_an_error() -> None:
+    raw = [b"t-\xff", b"t-\xfe"]  # as aiohttp decodes them: strings holding lone surrogates
+    got = [client_key(["header:x-tenant"], {"x-tenant": v.decode("utf-8", "surrogateescape")}, None) for v in raw]
+    assert got[0] != got[1] and all(k.startswith("hdr:x-tenant:") and "t-" not in k for k in got)
+    assert client_key(["header:x-tenant"], {"x-tenant": "acme"}, None) == client_key(
+        ["header:x-tenant"], {"x-tenant": " acme "}, None)  # valid values: keys as before
+    bearer = client_key(["authorization"], {"Authorization": "Bearer sk-" + "\udcff"}, None)
+    assert bearer.startswith("key:")
+
+
 def test_retry_after_is_the_time_until_a_token() -> None:
     now = [0.0]
     throttle = ClientThrottle(ThrottleSettings.model_validate({"client": {"rate": 0.25, "burst": 1}}),
