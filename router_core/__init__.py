@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from router_core.experiments import arm_config
     from router_core.gateway import Gateway
     from router_core.gateway.auth import keys_from_env, open_notice, upstream_keys
-    from router_core.gateway.errors import ParseErrorsQuiet
+    from router_core.gateway.errors import ParseErrorsJson, ParseErrorsQuiet
     from router_core.gateway.openapi import OpenApi
     from router_core.gateway.ops_routes import add_worker_metrics
     from router_core.gateway.policy_gate import PolicyGate
@@ -77,6 +77,7 @@ _LAZY: dict[str, str] = {
     "MetricsParseError": "router_core.state.parse",
     "MiniLMEncoder": "router_core.intents.minilm",
     "OpenApi": "router_core.gateway.openapi",
+    "ParseErrorsJson": "router_core.gateway.errors",
     "ParseErrorsQuiet": "router_core.gateway.errors",
     "PolicyGate": "router_core.gateway.policy_gate",
     "ProbeSource": "router_core.gateway.probe_source",
@@ -126,6 +127,7 @@ __all__ = [
     "NoFeasibleInstance",
     "NotReplayable",
     "OpenApi",
+    "ParseErrorsJson",
     "ParseErrorsQuiet",
     "PluginConfigError",
     "PluginError",

@@ -33,6 +33,7 @@ from app.run.gc_tuning import tame_gc
 from app.run.prober import Prober
 from app.run.storage import open_store, pipeline_paths
 from ingest import EmitterCollector, IngestApi, Quarantine, RelaySink, TraceEmitter
+from router_core import ParseErrorsJson
 from schemas.config import RouteLensConfig
 
 __all__ = ["build_probe_app", "run"]
@@ -137,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     for notice in prober_notices(config, host, owns_store=store_url is None):
         print(f"notice: {notice}", file=sys.stderr, flush=True)
     app = build_probe_app(config, store_url=store_url, db=getattr(args, "db", None))
+    ParseErrorsJson.install()  # a request aiohttp cannot parse: OpenAI's JSON 400, one warning line
     web.run_app(app, host=host, port=port, access_log=None, loop=uvloop.new_event_loop(), shutdown_timeout=1.0,
                 print=lambda _msg: print(f"prober ready http://{host}:{port}", flush=True))
     return 0

@@ -27,7 +27,7 @@ from ingest import (
     TraceEmitter,
     add_relay_route,
 )
-from router_core import OpenApi, ParseErrorsQuiet
+from router_core import OpenApi, ParseErrorsJson
 from schemas.config import RouteLensConfig
 from schemas.openapi import Answer, Operation
 
@@ -86,7 +86,7 @@ def run_store(config: RouteLensConfig, *, host: str = "127.0.0.1", port: int, db
     for notice in store_notices(config, host):
         print(f"notice: {notice}", file=sys.stderr, flush=True)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    ParseErrorsQuiet.install()  # a request aiohttp cannot parse is one warning line, not a traceback
+    ParseErrorsJson.install()  # a request aiohttp cannot parse: OpenAI's JSON 400, one warning line
     app = build_store_app(config, db or config.storage.duckdb_path)
     web.run_app(app, host=host, port=port, access_log=None, loop=uvloop.new_event_loop(),
                 **SERVER_LIMITS,  # a long URL or header reaches the routes (an OpenAI-shaped 400), as on the gateway
