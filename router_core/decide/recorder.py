@@ -15,6 +15,16 @@ decision's candidates and steps are known once the router has decided. :meth:`Tr
 validates them early; the gateway runs it while the instance works on the request (scheduled just
 before it waits for the answer), so :meth:`TraceRecorder.finish`, between the answer's arrival and
 its relay, validates only the rest.
+
+Fallback, as the trace records it (``fallback_triggered``, ``fallback_reason``): the decision's own
+(nothing feasible, a degraded mode), or an attempt sent after the one before it *failed*: an error,
+a timeout, a retryable status. An attempt a hedge race ended (error class ``hedged_out``: the other
+one answered first) did not fail, and an attempt that ends in that state was not sent to replace a
+failed one, so a hedge race is not a fallback whichever attempt won; a twin that served after the
+first attempt really failed (a 503, say, while the twin was out) is one. The reason names the
+first failed attempt and its error class. A trace marks a hedge through its attempts alone (one of
+them ``hedged_out``); it has no field of its own for it. A stored trace's flag is an outcome, not
+part of the decision: replay (:mod:`router_core.decide.verify`) does not compare it.
 """
 
 from __future__ import annotations
@@ -31,6 +41,9 @@ from schemas.common import AttemptStatus, RoutingMode, StepKind
 from schemas.trace import Attempt, CandidateEval, DecisionStep, DecisionTrace, Outcome, RequestFeatures, ShadowDecision
 
 __all__ = ["TraceRecorder"]
+
+# router_core.gateway.hedge.HEDGED_OUT (not imported: the gateway builds on this package, not the reverse).
+_HEDGED_OUT = "hedged_out"
 
 _CANDIDATES = TypeAdapter(tuple[CandidateEval, ...])
 _STEPS = TypeAdapter(list[DecisionStep])
@@ -133,12 +146,16 @@ class TraceRecorder:
         self._steps.add("fallback", StepKind.FALLBACK, reason=reason)
 
     def record_attempts(self, attempts: Sequence[Attempt]) -> None:
-        """Take the forwarding attempts in order; each retry marks the decision as a fallback."""
+        """Take the forwarding attempts in order; each sent after a failed one is a fallback.
+
+        A hedge race's attempts are not: the one it ended (``hedged_out``) did not fail and was
+        not replaced (see the module docstring).
+        """
         self._attempts = tuple(attempts)
         for prev, attempt in zip((None, *attempts), attempts, strict=False):
-            if prev is not None:
+            if prev is not None and _failed(prev) and attempt.error_class != _HEDGED_OUT:
                 if self._fallback_reason is None:
-                    self._fallback_reason = f"attempt on {prev.instance} failed: {prev.error_class}"
+                    self._fallback_reason = f"attempt on {prev.instance} failed: {_error_of(prev)}"
                 self._steps.add("fallback", StepKind.FALLBACK, reason=f"retrying on {attempt.instance}",
                                 instances=[attempt.instance])
             ok = attempt.status is AttemptStatus.OK
@@ -200,3 +217,15 @@ class TraceRecorder:
         if d is None or d.selected is None or served != d.selected.id:
             return None
         return d.selection_probability
+
+
+def _failed(attempt: Attempt) -> bool:
+    """Whether ``attempt`` failed: not ok, and not ended by a hedge race (its twin answered first)."""
+    return attempt.status is not AttemptStatus.OK and attempt.error_class != _HEDGED_OUT
+
+
+def _error_of(attempt: Attempt) -> str:
+    """A failed attempt's error class; for a record without one (intake), its HTTP status or its status."""
+    if attempt.error_class:
+        return attempt.error_class
+    return f"HTTP {attempt.http_status}" if attempt.http_status else attempt.status.value

@@ -1,4 +1,4 @@
-"""TraceRecorder: the decision's steps, then one step per attempt (and a fallback step per retry), one seq."""
+"""TraceRecorder: the decision's steps, then a step per attempt (a fallback step per retry, none per hedge), one seq."""
 
 from __future__ import annotations
 
@@ -82,6 +82,41 @@ CASES = [
           ("fallback", StepKind.FALLBACK, None, "retrying on a", ["a"]),
           ("attempt/a", StepKind.ATTEMPT, 200.0, "ok", ["a"])], EMPTY, ("big", "a"),
          decision_fallback=EMPTY, mode=RoutingMode.FAIL_OPEN),
+    # Hedging (router_core/gateway/hedge.py): the attempt a race ended is hedged_out; no race is a fallback.
+    Case("hedge-first-won", ("a", "b"), [attempt(0, "a", OK, 200), attempt(1, "b", TIMEOUT, None, "hedged_out")],
+         [("attempt/a", StepKind.ATTEMPT, 200.0, "ok", ["a"]),
+          ("attempt/b", StepKind.ATTEMPT, None, "hedged_out", ["b"])], None, ("big", "a")),
+    Case("hedge-twin-won", ("a", "b"), [attempt(0, "a", TIMEOUT, None, "hedged_out"), attempt(1, "b", OK, 200)],
+         [("attempt/a", StepKind.ATTEMPT, None, "hedged_out", ["a"]),
+          ("attempt/b", StepKind.ATTEMPT, 200.0, "ok", ["b"])], None, ("small", "b")),
+    Case("hedge-twin-failed-first-won", ("a", "b"), [attempt(0, "a", OK, 200), attempt(1, "b", HTTP, 503, "HTTP 503")],
+         [("attempt/a", StepKind.ATTEMPT, 200.0, "ok", ["a"]),
+          ("attempt/b", StepKind.ATTEMPT, 503.0, "HTTP 503", ["b"])], None, ("big", "a")),
+    Case("hedge-answered-error-twin-hedged-out", ("a", "b"),
+         [attempt(0, "a", HTTP, 400, "HTTP 400"), attempt(1, "b", TIMEOUT, None, "hedged_out")],
+         [("attempt/a", StepKind.ATTEMPT, 400.0, "HTTP 400", ["a"]),
+          ("attempt/b", StepKind.ATTEMPT, None, "hedged_out", ["b"])], None, ("big", "a")),
+    Case("first-failed-during-race-twin-served", ("a", "b"), [attempt(0, "a", HTTP, 503, "HTTP 503"),
+                                                               attempt(1, "b", OK, 200)],
+         [("attempt/a", StepKind.ATTEMPT, 503.0, "HTTP 503", ["a"]),
+          ("fallback", StepKind.FALLBACK, None, "retrying on b", ["b"]),
+          ("attempt/b", StepKind.ATTEMPT, 200.0, "ok", ["b"])], "attempt on a failed: HTTP 503", ("small", "b")),
+    Case("race-both-failed-then-retry", ("a", "b", "c"),
+         [attempt(0, "a", TIMEOUT, None, "timeout"), attempt(1, "b", HTTP, 503, "HTTP 503"), attempt(2, "c", OK, 200)],
+         [("attempt/a", StepKind.ATTEMPT, None, "timeout", ["a"]),
+          ("fallback", StepKind.FALLBACK, None, "retrying on b", ["b"]),
+          ("attempt/b", StepKind.ATTEMPT, 503.0, "HTTP 503", ["b"]),
+          ("fallback", StepKind.FALLBACK, None, "retrying on c", ["c"]),
+          ("attempt/c", StepKind.ATTEMPT, 200.0, "ok", ["c"])], "attempt on a failed: timeout", ("big", "c")),
+    # A failed record without an error class (an imported trace): the reason names its status, never "None".
+    Case("failed-without-error-class", ("a", "b"), [attempt(0, "a", HTTP, 503), attempt(1, "b", OK, 200)],
+         [("attempt/a", StepKind.ATTEMPT, 503.0, "", ["a"]),
+          ("fallback", StepKind.FALLBACK, None, "retrying on b", ["b"]),
+          ("attempt/b", StepKind.ATTEMPT, 200.0, "ok", ["b"])], "attempt on a failed: HTTP 503", ("small", "b")),
+    Case("timed-out-without-error-class", ("a", "b"), [attempt(0, "a", TIMEOUT), attempt(1, "b", OK, 200)],
+         [("attempt/a", StepKind.ATTEMPT, None, "", ["a"]),
+          ("fallback", StepKind.FALLBACK, None, "retrying on b", ["b"]),
+          ("attempt/b", StepKind.ATTEMPT, 200.0, "ok", ["b"])], "attempt on a failed: timeout", ("small", "b")),
     Case("client-error-passed-through", ("a",), [attempt(0, "a", OK, 400)],
          [("attempt/a", StepKind.ATTEMPT, 400.0, "ok", ["a"])], None, ("big", "a")),
     Case("not-forwarded", ("a", "b"), [], [], None, ("big", "a")),
@@ -104,6 +139,30 @@ def test_record_decision_and_attempts(case: Case) -> None:
     assert (trace.fallback_reason, trace.fallback_triggered) == (case.fallback_reason, case.fallback_reason is not None)
     assert (trace.selected_model, trace.selected_instance) == (case.selected or (None, None))
     assert (trace.rule, trace.mode, trace.latency_ms, trace.attempts) == ("auto", case.mode, 0.25, case.attempts)
+
+
+def test_the_audited_hedge_is_not_a_fallback() -> None:
+    """The audit's trace: #0 on coder-6b-b answered 200, #1 on coder-6b-a was its twin, hedged out.
+
+    It was recorded ``fallback: true`` with "attempt on coder-6b-b failed: None".
+    """
+    rec = recorder()
+    rec.record_attempts([
+        Attempt(seq=0, instance="coder-6b-b", model="coder-6b", status=OK, http_status=200, latency_ms=900.0),
+        Attempt(seq=1, instance="coder-6b-a", model="coder-6b", status=TIMEOUT, error_class="hedged_out",
+                latency_ms=400.0),
+    ])
+    trace = rec.finish(OUTCOME)
+    assert (trace.fallback_triggered, trace.fallback_reason) == (False, None)
+    assert trace.selected_instance == "coder-6b-b"
+    assert [s.kind for s in trace.decision_trace] == [StepKind.ATTEMPT, StepKind.ATTEMPT]
+
+
+def test_the_recorders_hedged_out_is_the_forwarders() -> None:
+    from router_core.decide import recorder as module
+    from router_core.gateway.hedge import HEDGED_OUT
+
+    assert module._HEDGED_OUT == HEDGED_OUT
 
 
 def test_a_request_that_never_reached_the_router_is_still_traced() -> None:
