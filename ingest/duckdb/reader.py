@@ -20,6 +20,7 @@ from ingest.codec.stored_rows import assemble_trace, clean, state_ids, summary_o
 from ingest.duckdb import rollup
 from ingest.duckdb.analytics import DuckDBAnalytics
 from ingest.duckdb.experiments import DuckDBExperiments
+from ingest.duckdb.latches import DuckDBLatches
 from ingest.duckdb.predicates import named_queries
 from ingest.duckdb.predicates import where as _where
 from ingest.kinds import KINDS, Kind
@@ -42,7 +43,7 @@ def _fetch(cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[
     return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
 
 
-class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, WindowReader):
+class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, DuckDBLatches, WindowReader):
     """Answers the query API from one DuckDB connection (read-write or read-only)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from ingest.duckdb.latches import INTERVAL_LIMIT, LatchIntervals
 from ingest.errors import SinkError, SinkUnavailable
 from ingest.trace_store import MAX_LIMIT, BadCursor, clamp_limit
 from schemas.experiments import CompareBy, CompareQuery, CompareReport
@@ -188,6 +189,29 @@ class HttpTraceStore:
         """Return instance snapshots first seen in ``[start, end)``, oldest first."""
         data = self._get("/v1/snapshots", self._span(start, end, limit, instance=instance))
         return self._models(InstanceSnapshot, data["snapshots"])
+
+    def latch_intervals(self, start: datetime, end: datetime, instance: str | None = None,
+                        limit: int = INTERVAL_LIMIT) -> LatchIntervals | None:
+        """Return latch out-intervals of the snapshots in ``[start, end)``; None from a server without the route.
+
+        Raises:
+            SinkError: The server is unreachable or answered another error, or an invalid body.
+        """
+        params = {"start": start.isoformat(), "end": end.isoformat(), "instance": instance,
+                  "limit": max(1, min(limit, INTERVAL_LIMIT))}
+        try:
+            data = self._get("/v1/analytics/latches", params)
+        except SinkError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, urllib.error.HTTPError) and cause.code == 404:
+                return None  # an older server, or a store that does not compute them
+            raise
+        if data is None:  # a 404 that _get reads as "not found"
+            return None
+        try:
+            return LatchIntervals.model_validate(data)
+        except ValidationError as exc:
+            raise SinkError(f"the server answered invalid LatchIntervals: {exc}") from exc
 
     def quarantined(self, start: datetime, end: datetime, limit: int = MAX_LIMIT) -> list[QuarantinedRecord]:
         """Return quarantined records in ``[start, end)``, oldest first."""

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
+from ingest.duckdb.latches import LatchIntervals
 from ingest.http_api.params import (
     BucketsQuery,
     EventsQuery,
     GroupsQuery,
+    LatchesQuery,
     MisroutesQuery,
     ProbesQuery,
     QuarantineQuery,
@@ -139,6 +141,8 @@ STORE_OPERATIONS: tuple[Operation, ...] = (
           MisroutesQuery),
     _read("/v1/analytics/compare", "Two arms, versions or policies compared", CompareReport, _CompareParams),
     _read("/v1/analytics/groups", "Requests per arm, version or policy in a window", GroupsAnswer, GroupsQuery),
+    _read("/v1/analytics/latches", "When each latch held an instance out, from the snapshots of a window",
+          LatchIntervals, LatchesQuery, missing=True),
     _read("/v1/probes", "Probe results", ProbesAnswer, ProbesQuery),
     _read("/v1/events", "Router events", EventsAnswer, EventsQuery),
     _read("/v1/snapshots", "Instance snapshots", SnapshotsAnswer, SnapshotsQuery),

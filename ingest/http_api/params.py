@@ -13,13 +13,14 @@ from typing import Literal, TypeVar
 from aiohttp import web
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
+from ingest.duckdb.latches import INTERVAL_LIMIT
 from ingest.pipeline.quarantine import describe_validation_error
 from ingest.trace_store import MAX_LIMIT
 from schemas.common import ProbeKind
 from schemas.experiments import CompareBy
 from schemas.queries import TraceFilter
 
-__all__ = ["BadParam", "BucketsQuery", "EventsQuery", "GroupsQuery", "MisroutesQuery", "ProbesQuery",
+__all__ = ["BadParam", "BucketsQuery", "EventsQuery", "GroupsQuery", "LatchesQuery", "MisroutesQuery", "ProbesQuery",
            "QuarantineQuery", "SearchQuery", "SnapshotsQuery", "query_of"]
 
 Q = TypeVar("Q", bound=BaseModel)
@@ -85,6 +86,15 @@ class SnapshotsQuery(_Window):
     """``GET /v1/snapshots``."""
 
     instance: str | None = None
+
+
+class LatchesQuery(_Query):
+    """``GET /v1/analytics/latches``: a window, an instance, and how many intervals at most (the newest)."""
+
+    start: AwareDatetime = Field(description="Inclusive, ISO 8601 with a zone.")
+    end: AwareDatetime = Field(description="Exclusive, ISO 8601 with a zone.")
+    instance: str | None = None
+    limit: int = Field(INTERVAL_LIMIT, ge=1, le=INTERVAL_LIMIT, description="Intervals at most, the newest.")
 
 
 class QuarantineQuery(_Window):

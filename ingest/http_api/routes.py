@@ -11,6 +11,7 @@
 ``GET /v1/analytics/misroutes`` feedback saying the routing was wrong, with its trace (``limit``)
 ``GET /v1/analytics/compare`` two arms, versions or policies (``a``, ``b``, ``by``, ``start``, ``end``)
 ``GET /v1/analytics/groups`` requests per arm, version or policy in a window (``by``, ``start``, ``end``)
+``GET /v1/analytics/latches`` latch out-intervals from the snapshots (``start``, ``end``, ``instance``)
 ``GET /v1/probes``           probe results (``start``, ``end``, ``instance``)
 ``GET /v1/events``           router events (``start``, ``end``, ``kind``)
 ``GET /v1/snapshots``        instance snapshots (``start``, ``end``, ``instance``)
@@ -64,6 +65,7 @@ from ingest.http_api.params import (
     BucketsQuery,
     EventsQuery,
     GroupsQuery,
+    LatchesQuery,
     MisroutesQuery,
     ProbesQuery,
     QuarantineQuery,
@@ -93,6 +95,7 @@ READ_ROUTES = (
     ("/v1/analytics/buckets", "buckets"), ("/v1/analytics/traffic", "traffic"),
     ("/v1/analytics/constraints", "constraints"), ("/v1/analytics/misroutes", "misroutes"),
     ("/v1/analytics/compare", "compare"), ("/v1/analytics/groups", "groups"),
+    ("/v1/analytics/latches", "latches"),
     ("/v1/probes", "probes"), ("/v1/events", "events"), ("/v1/snapshots", "snapshots"),
     ("/v1/quarantine", "quarantined"), ("/v1/policies/{policy_hash}", "policy"),
 )
@@ -332,6 +335,15 @@ class IngestApi:
         q = query_of(GroupsQuery, request)
         groups = await asyncio.to_thread(self.store.experiment_groups, q.by, q.start, q.end)
         return _json(GroupsAnswer(by=q.by, groups=groups))
+
+    async def latches(self, request: web.Request) -> web.Response:
+        """``GET /v1/analytics/latches``: latch out-intervals; 404 ``not_supported`` from a store without them."""
+        q = query_of(LatchesQuery, request)
+        method = getattr(self.store, "latch_intervals", None)  # DuckDB computes them; Elasticsearch does not yet
+        if method is None:
+            return error_response(404, "this store does not compute latch intervals: read /v1/snapshots",
+                                  "not_supported")
+        return _json(await asyncio.to_thread(method, q.start, q.end, q.instance, q.limit))
 
     async def probes(self, request: web.Request) -> web.Response:
         """``GET /v1/probes``: the probe timeline (``instance`` and ``kind`` narrow it)."""

@@ -7,7 +7,7 @@ from datetime import datetime
 import pandas as pd
 import plotly.graph_objects as go
 
-__all__ = ["BINDING_COLOURS", "STATE_COLOURS", "binding_chart", "state_chart", "timeline_chart"]
+__all__ = ["BINDING_COLOURS", "MIN_BAR_SHARE", "STATE_COLOURS", "binding_chart", "state_chart", "timeline_chart"]
 
 STATE_COLOURS: dict[str, str] = {"in": "#2e9e44", "out": "#d62728", "n/a": "#e0e0e0"}
 BINDING_COLOURS: dict[str, str] = {
@@ -16,6 +16,9 @@ BINDING_COLOURS: dict[str, str] = {
 BINDING_NAMES = {"decisive": "decisive (removed the would-be winner)", "not_decisive": "removed, not decisive",
                  "undecided": "removed, undecided (no score terms)", "soft": "soft (score scaled, kept)"}
 OPEN_COLOUR, CLOSED_COLOUR = "#d62728", "rgba(214,39,40,0.55)"
+# The narrowest bar, as a share of the window: about 4 px of a 900 px plot. A 20 s interval is a
+# tenth of a pixel at 6 h; drawn at its width it vanishes, so it is drawn at this one (hover keeps the truth).
+MIN_BAR_SHARE = 4 / 900
 _CODES = {state: code for code, state in enumerate(STATE_COLOURS)}
 _MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
 _LEGEND = {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1}
@@ -81,13 +84,16 @@ def timeline_chart(
     """Out-intervals of :func:`app.ui.data.constraints.latch_intervals` as a Gantt, one row per (instance, constraint).
 
     Closed intervals are translucent red, intervals still open at the end solid red and drawn to
-    ``end``; the x axis spans the window. ``events`` (:func:`~app.ui.data.constraints.latch_events`)
-    add markers on their row when they name a constraint. Empty (no traces) without intervals.
+    ``end``; the x axis spans the window. A bar is at least :data:`MIN_BAR_SHARE` of the window
+    wide, so the shortest interval still shows at a long window (its hover gives the true times).
+    ``events`` (:func:`~app.ui.data.constraints.latch_events`) add markers on their row when they
+    name a constraint. Empty (no traces) without intervals.
     """
     fig = go.Figure()
     if intervals.empty:
         return fig
     frame = intervals.assign(row=intervals["instance"] + " · " + intervals["constraint"])
+    narrowest = (end - start).total_seconds() * 1000 * MIN_BAR_SHARE
     for is_open, name, colour in ((False, "out (closed again)", CLOSED_COLOUR), (True, "out (still)", OPEN_COLOUR)):
         part = frame[frame["is_open"] == is_open]
         if part.empty:
@@ -95,7 +101,7 @@ def timeline_chart(
         stop = [end if is_open else e for e in part["end"]]
         fig.add_trace(go.Bar(
             name=name, orientation="h", y=part["row"], base=part["start"].tolist(), marker={"color": colour},
-            x=[(b - a).total_seconds() * 1000 for a, b in zip(part["start"], stop, strict=True)],
+            x=[max((b - a).total_seconds() * 1000, narrowest) for a, b in zip(part["start"], stop, strict=True)],
             customdata=[[str(a), "now" if is_open else str(b), f"{d:.0f}"]
                         for a, b, d in zip(part["start"], stop, part["duration_s"], strict=True)],
             hovertemplate="%{y}<br>out %{customdata[0]} → %{customdata[1]} (%{customdata[2]} s)<extra></extra>",

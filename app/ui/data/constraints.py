@@ -6,10 +6,10 @@ feasible set; an interval runs from the latch going out to it coming back (``end
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
-from typing import Any
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 import pandas as pd
 from pydantic import ValidationError
@@ -22,8 +22,10 @@ from schemas.records import RouterEvent
 
 __all__ = [
     "BINDING_COLUMNS", "EVENT_COLUMNS", "INTERVAL_COLUMNS", "STATE_COLUMNS", "binding_counts", "chunk_spans",
-    "interval_table", "latch_events", "latch_intervals", "state_rows",
+    "interval_table", "intervals_frame", "latch_events", "latch_intervals", "read_whole", "state_rows",
 ]
+
+T = TypeVar("T")
 
 STATE_COLUMNS: tuple[str, ...] = ("instance", "model", "constraint", "state", "value", "reading", "since", "stale")
 INTERVAL_COLUMNS: tuple[str, ...] = (
@@ -45,6 +47,40 @@ def chunk_spans(start: datetime, end: datetime, n: int) -> list[tuple[datetime, 
     n = max(n, 1)
     step = (end - start) / n
     return [(start + step * i, end if i == n - 1 else start + step * (i + 1)) for i in range(n)]
+
+
+def read_whole(
+    read: Callable[[datetime, datetime], Sequence[T]], start: datetime, end: datetime, *, parts: int, page: int,
+    budget: int,
+) -> tuple[list[T], int]:
+    """Everything ``read`` holds in ``[start, end)``, read in spans of at most one page each.
+
+    The window is cut into ``parts`` spans (:func:`chunk_spans`); a span whose read fills a page
+    may hold more, so it is read again as two halves, until each read is whole or ``budget``
+    reads were made (a span that cannot be halved, under a millisecond, is kept as read).
+
+    Args:
+        read: ``(lo, hi)`` -> the records of ``[lo, hi)``, at most ``page`` of them.
+        start: The window's start (inclusive).
+        end: Its end (exclusive).
+        parts: Spans read first.
+        page: Most records one read returns.
+        budget: Most reads made (at least ``parts``).
+
+    Returns:
+        The records (in no particular order) and how many spans were kept cut short.
+    """
+    todo, out, cut, reads = deque(chunk_spans(start, end, parts)), list[T](), 0, 0
+    while todo:
+        lo, hi = todo.popleft()
+        got, reads = read(lo, hi), reads + 1
+        if len(got) >= page and reads + len(todo) + 2 <= budget and hi - lo >= timedelta(milliseconds=2):
+            mid = lo + (hi - lo) / 2
+            todo.extendleft([(mid, hi), (lo, mid)])
+            continue
+        cut += len(got) >= page
+        out += got
+    return out, cut
 
 
 def state_rows(payload: Mapping[str, Any] | None, limits: Limits | None = None) -> pd.DataFrame:
@@ -109,10 +145,25 @@ def latch_intervals(snapshots: Sequence[InstanceSnapshot], start: datetime, end:
                 cur["end"] = since if since is not None and cur["start"] <= since <= ts else ts
                 rows.append(opened.pop(key))
     rows.extend(opened.values())
-    for row in rows:
-        row["is_open"] = row["end"] is None
-        row["began_before"] = row["start"] < start
-        row["duration_s"] = ((row["end"] or end) - row["start"]).total_seconds()
+    return intervals_frame(rows, start, end)
+
+
+def intervals_frame(intervals: Iterable[Mapping[str, Any]], start: datetime, end: datetime) -> pd.DataFrame:
+    """Out-intervals (``instance``, ``constraint``, ``start``, ``end`` None while out, ``peak``) as the page's frame.
+
+    The store's ``latch_intervals`` answers them (dumped to dicts) as :func:`latch_intervals` computes them
+    here from snapshots; ``is_open``, ``began_before`` (before ``start``) and ``duration_s`` (an open
+    one to ``end``) are added.
+
+    Returns:
+        :data:`INTERVAL_COLUMNS`, by instance, constraint, start.
+    """
+    rows = []
+    for it in intervals:
+        began, stop = it["start"], it.get("end")
+        rows.append({"instance": it["instance"], "constraint": it["constraint"], "start": began, "end": stop,
+                     "is_open": stop is None, "began_before": began < start,
+                     "duration_s": ((stop or end) - began).total_seconds(), "peak": it.get("peak")})
     frame = pd.DataFrame(rows, columns=list(INTERVAL_COLUMNS)).astype({"duration_s": "float64", "peak": "float64"})
     return frame.sort_values(["instance", "constraint", "start"], kind="stable").reset_index(drop=True)
 

@@ -23,7 +23,8 @@ from schemas.queries import ConstraintStat, TraceFilter
 from schemas.records import RouterEvent
 
 STATE_EVERY_S, HISTORY_EVERY_S = 5, 15
-CHUNKS = 24  # snapshot reads per window (one page each)
+CHUNKS = 24  # spans a window's snapshots are first read in, when the store cannot compute intervals
+READ_BUDGET = 120  # snapshot pages read at most for one window (120,000 snapshots)
 SEND_TRAFFIC = ("Send traffic to see constraints bind: `routelens demo` runs a fleet with traffic, or point clients "
                 "at `routelens serve` (`POST /v1/chat/completions`).")
 
@@ -36,19 +37,28 @@ def fetch_state() -> Any:
 
 
 @st.cache_data(ttl=HISTORY_EVERY_S, show_spinner=False)
-def fetch_intervals(start: datetime, end: datetime, instance: str | None) -> tuple[pd.DataFrame, int, int]:
-    """Latch out-intervals of the window (:func:`app.ui.data.constraints.latch_intervals`), how many snapshots
-    they come from, and how many of the :data:`CHUNKS` spans the snapshots were read in were cut short.
+def fetch_intervals(start: datetime, end: datetime, instance: str | None) -> tuple[pd.DataFrame, int, str | None]:
+    """Latch out-intervals of the window, how many snapshots they come from, and a note when some are missing.
 
-    The intervals are cached, not the snapshots: dumping 24,000 snapshots to JSON for the cache and
-    validating them again on every rerun took longer than reading them (0.9 s at one per second per instance).
+    The store computes them (``latch_intervals``: one query over its snapshots, however many the
+    window holds). A store without it (Elasticsearch, an older server) is read snapshot by snapshot
+    (:func:`app.ui.data.constraints.read_whole`, at most :data:`READ_BUDGET` pages). The intervals are
+    cached, not the snapshots: dumping 24,000 snapshots to JSON for the cache and validating them
+    again on every rerun took longer than reading them.
     """
-    store, snaps, cut = resources.get_store(), [], 0
-    for lo, hi in data.chunk_spans(start, end, CHUNKS):
-        got = store.snapshots(lo, hi, instance=instance, limit=MAX_LIMIT)
-        cut += len(got) >= MAX_LIMIT
-        snaps += got
-    return data.latch_intervals(snaps, start, end), len(snaps), cut
+    store = resources.get_store()
+    compute = getattr(store, "latch_intervals", None)
+    answer = None if compute is None else compute(start, end, instance)
+    if answer is not None:
+        frame = data.intervals_frame([i.model_dump() for i in answer.intervals], start, end)
+        note = (f"Only the newest {count(len(frame), 'interval')} of the window are shown: name an instance or "
+                "shorten the window." if answer.truncated else None)
+        return frame, int(answer.snapshots), note
+    snaps, cut = data.read_whole(lambda lo, hi: store.snapshots(lo, hi, instance=instance, limit=MAX_LIMIT),
+                                 start, end, parts=CHUNKS, page=MAX_LIMIT, budget=READ_BUDGET)
+    note = (f"The window holds more snapshots than {READ_BUDGET} reads take in: intervals in {count(cut, 'part')} of "
+            "it may be missing; name an instance or shorten the window." if cut else None)
+    return data.latch_intervals(snaps, start, end), len(snaps), note
 
 
 @st.cache_data(ttl=HISTORY_EVERY_S, show_spinner=False)
@@ -113,7 +123,7 @@ def history() -> None:
     end = window_end(pinned, HISTORY_EVERY_S)
     sc = dataclasses.replace(scope, start=end - (scope.end - scope.start), end=end)
     try:
-        intervals, read, cut = fetch_intervals(sc.start, sc.end, sc.instance)
+        intervals, read, note = fetch_intervals(sc.start, sc.end, sc.instance)
         events = [RouterEvent.model_validate(e) for e in fetch_latch_events(sc.start, sc.end)]
         # The sidebar's model and instance name the removed candidate here, not the selected one.
         raw_stats = fetch_constraint_stats(sc.trace_filter(model=None, instance=None).model_dump_json())
@@ -127,9 +137,8 @@ def history() -> None:
     if intervals.empty:
         st.info("No latch went out in the window." if read else f"No instance snapshots in the window. {SEND_TRAFFIC}")
     else:
-        if cut:
-            st.caption(f"{cut} of {CHUNKS} parts of the window hold more snapshots than one read: "
-                       "transitions there may show late; name an instance or shorten the window.")
+        if note:
+            st.caption(note)
         st.plotly_chart(charts.timeline_chart(intervals, sc.start, sc.end, marks), key="timeline_chart")
         with st.expander("Intervals"):
             st.dataframe(data.interval_table(intervals, load_limits()), hide_index=True)
