@@ -7,6 +7,8 @@ model", the probe verdicts of the chosen instance at the moment of the decision.
 
 from __future__ import annotations
 
+import re
+import urllib.parse
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,9 +23,9 @@ from app.ui.limits import load_limits
 from app.units import DASH
 from ingest import SinkError
 from schemas.probe import ProbeResult
-from schemas.queries import TraceFilter
+from schemas.queries import TraceFilter, TraceSummary
 
-__all__ = ["bad_window_section", "verdicts_section"]
+__all__ = ["bad_window_section", "parse_at", "served_row", "verdicts_section", "window_link"]
 
 SERVED_SHOWN = 50  # requests listed per window
 REDECIDED = 20  # of them, re-decided without the instance (each reads its whole trace)
@@ -34,18 +36,42 @@ def _label(w: BadWindow) -> str:
     return f"{w.start:%Y-%m-%d %H:%M:%S} {end} UTC · {w.worst.value} · {', '.join(w.kinds)}"
 
 
-def _at_param() -> datetime | None:
-    raw = st.query_params.get("at")
+# A ``+hh:mm`` offset whose ``+`` a hand-written or older link left unencoded reads back as a space.
+_SPACED_OFFSET = re.compile(r" (\d{2}:?\d{2})$")
+
+
+def parse_at(raw: str | None) -> datetime | None:
+    """The moment an ``?at=`` gives (UTC when it names no zone), None when absent or not a time."""
+    if not raw:
+        return None
     try:
-        at = datetime.fromisoformat(raw) if raw else None
+        at = datetime.fromisoformat(_SPACED_OFFSET.sub(r"+\1", raw.strip()))
     except ValueError:
         return None
-    return None if at is None else (at if at.tzinfo else at.replace(tzinfo=UTC))
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def window_link(instance: str, at: datetime) -> str:
+    """The Probes page of ``instance`` at the bad window holding ``at`` (the time encoded: ``+`` kept)."""
+    return "probes?" + urllib.parse.urlencode({"instance": instance, "at": at.isoformat()})
+
+
+def served_row(item: TraceSummary, elsewhere: str) -> dict[str, Any]:
+    """One request of the "requests it served" table; its latency is the request's, not the decision's."""
+    return {"ts": item.ts, "request": trace_link(item.request_id), "model": item.selected_model,
+            "outcome": item.outcome_status.value, "latency ms": round(item.total_ms), "without it": elsewhere}
+
+
+def _at_param() -> datetime | None:
+    return parse_at(st.query_params.get("at"))
 
 
 def bad_window_section(instance: str, series: list[ProbeResult]) -> None:
     """The bad windows of ``instance`` in ``series`` and the traffic of the chosen one (``?at=`` picks it)."""
     st.subheader(f"When {instance} was bad, and the requests it served")
+    if not any(r.instance == instance for r in series):
+        st.caption(f"No probe results of {instance} in the window: nothing says whether it was bad.")
+        return
     windows = bad_windows(series, instance)
     if not windows:
         st.caption(f"Every probe of {instance} passed in the window.")
@@ -73,9 +99,7 @@ def bad_window_section(instance: str, series: list[ProbeResult]) -> None:
         elsewhere = "-"
         if i < REDECIDED and (trace := store.get(item.request_id)) is not None:
             elsewhere = without(trace, instance, shelf)
-        rows.append({"ts": item.ts, "request": trace_link(item.request_id), "model": item.selected_model,
-                     "outcome": item.outcome_status.value, "latency ms": round(item.latency_ms),
-                     "without it": elsewhere})
+        rows.append(served_row(item, elsewhere))
     more = " (the latest only)" if page.next_cursor else ""
     noun = "request" if len(rows) == 1 else "requests"
     st.caption(f"{len(rows)} {noun} served by {instance} while it was bad{more}; 'without it' is each decision "
@@ -106,5 +130,5 @@ def verdicts_section(instance: str | None, at: datetime) -> None:
              "reason": r.reason or DASH} for r in found]
     st.dataframe(rows, hide_index=True)
     if any(row["verdict"] != "ok" for row in rows):
-        link = f"probes?instance={instance}&at={at.isoformat()}"
-        st.markdown(f"[The window {instance} was bad in, and the other requests it served]({link})")
+        st.markdown(f"[The window {instance} was bad in, and the other requests it served]"
+                    f"({window_link(instance, at)})")

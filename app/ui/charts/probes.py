@@ -125,19 +125,21 @@ def latency_chart(frame: pd.DataFrame, instance: str) -> go.Figure:
         instance: The instance shown, for the title.
 
     Returns:
-        Band (``band_high`` filled down to ``band_low``), ``baseline`` and ``p95`` traces; the band
+        Band (``band_high`` filled down to ``band_low``, a pair of traces per run of rows with a band:
+        one fill across a gap would draw a wedge over it), ``baseline`` and ``p95`` traces; the band
         and baseline are left out while no baseline is learned; empty (no traces) without rows.
     """
     fig = go.Figure()
     if frame.empty:
         return fig
     if frame["baseline"].notna().any():
-        band = {"mode": "lines", "line": {"width": 0, "shape": "hv"}, "hoverinfo": "skip"}
-        fig.add_trace(go.Scatter(x=frame["ts"], y=frame["band_low"], name="band_low", showlegend=False, **band))
-        fig.add_trace(go.Scatter(
-            x=frame["ts"], y=frame["band_high"], name="±tolerance", fill="tonexty",
-            fillcolor="rgba(240,162,2,0.18)", **band,
-        ))
+        for i, run in enumerate(_band_runs(frame)):
+            band = {"mode": "lines", "line": {"width": 0, "shape": "hv"}, "hoverinfo": "skip", "legendgroup": "band"}
+            fig.add_trace(go.Scatter(x=run["ts"], y=run["band_low"], name="band_low", showlegend=False, **band))
+            fig.add_trace(go.Scatter(
+                x=run["ts"], y=run["band_high"], name="±tolerance", fill="tonexty", showlegend=i == 0,
+                fillcolor="rgba(240,162,2,0.18)", **band,
+            ))
         fig.add_trace(go.Scatter(
             x=frame["ts"], y=frame["baseline"], name="baseline", mode="lines",
             line={"color": "#555555", "dash": "dot", "shape": "hv"},
@@ -149,3 +151,10 @@ def latency_chart(frame: pd.DataFrame, instance: str) -> go.Figure:
         height=320, margin=_MARGIN, legend=_LEGEND,
     )
     return fig
+
+
+def _band_runs(frame: pd.DataFrame) -> list[pd.DataFrame]:
+    """The runs of consecutive rows that have both band edges, in order."""
+    has = frame["band_low"].notna() & frame["band_high"].notna()
+    run_id = (has != has.shift()).cumsum()
+    return [rows for _, rows in frame[has].groupby(run_id[has], sort=True)]

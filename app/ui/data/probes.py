@@ -26,12 +26,14 @@ from schemas.records import RouterEvent
 __all__ = [
     "ACTIVE_ALERT_COLUMNS", "DEFAULT_WINDOW", "GRID_COLUMNS", "KINDS", "LATENCY_COLUMNS", "NO_DATA",
     "RECENT_ALERT_COLUMNS", "SIMILARITY_COLUMNS", "WINDOWS", "active_alert_lines", "active_alerts",
-    "held_verdicts", "instance_link", "instances_worst_first", "last_verdicts", "latency_series", "read_newest",
-    "recent_alerts", "similarity_series", "window_span",
+    "held_verdicts", "instance_link", "instances_worst_first", "last_verdicts", "latency_series", "probes_link",
+    "read_newest", "recent_alerts", "similarity_series", "window_span",
 ]
 
+# The sidebar's windows (app.ui.sidebar.WINDOWS), so a scope carried here from another page is offered.
 WINDOWS: dict[str, timedelta] = {
     "15m": timedelta(minutes=15), "1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
 }
 DEFAULT_WINDOW = "1h"
 NO_DATA = "no data"
@@ -107,6 +109,11 @@ def instance_link(instance: str | None, at: datetime | None = None) -> str | Non
     if not instance:
         return None
     return "?" + urllib.parse.urlencode({"instance": instance, **({"at": at.isoformat()} if at else {})})
+
+
+def probes_link(instance: str, window: str | None = None) -> str:
+    """The link to the Probes page of ``instance`` from any page (``probes?instance=<id>&window=<w>``)."""
+    return "probes?" + urllib.parse.urlencode({"instance": instance, **({"window": window} if window else {})})
 
 
 def held_verdicts(state: Mapping[str, Any] | None) -> dict[tuple[str, str], ProbeStatus]:
@@ -224,12 +231,15 @@ def active_alerts(payload: Mapping[str, Any] | None) -> pd.DataFrame:
     return frame.assign(_k=keys).sort_values(["_k", "name"], kind="stable").drop(columns="_k").reset_index(drop=True)
 
 
-def active_alert_lines(frame: pd.DataFrame) -> list[str]:
-    """One markdown line per row of :func:`active_alerts`: state, rule, severity, linked instance, summary."""
+def active_alert_lines(frame: pd.DataFrame, window: str | None = None) -> list[str]:
+    """One markdown line per row of :func:`active_alerts`: state, rule, severity, linked instance, summary.
+
+    The instance links to its Probes page (:func:`probes_link`, keeping ``window``) from any page.
+    """
     lines = []
     for row in frame.to_dict("records"):
         inst = row["instance"] if isinstance(row["instance"], str) and row["instance"] else None
-        where = f" on [`{inst}`]({instance_link(inst)})" if inst else ""
+        where = f" on [`{inst}`]({probes_link(inst, window)})" if inst else ""
         colour = "red" if row["state"] == "firing" else "orange"
         summary = row["summary"] if isinstance(row["summary"], str) else ""
         lines.append(f"- :{colour}[**{str(row['state']).upper()}**] **{row['name']}** ({row['severity']}){where}"

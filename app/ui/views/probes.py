@@ -10,7 +10,7 @@ from typing import Any
 import streamlit as st
 
 from app import reader
-from app.ui import probe_traffic, resources
+from app.ui import probe_traffic, resources, sidebar
 from app.ui.charts import probes as charts
 from app.ui.data import probe_reading as reading
 from app.ui.data import probes as data
@@ -67,11 +67,12 @@ def live_or_problem(path: str) -> tuple[Any, str | None]:
 
 
 def synced_choice(label: str, options: list[str], key: str, default: str) -> str:
-    """A horizontal radio kept in ``?<key>=`` (a link opens the same view)."""
+    """A horizontal radio kept in ``?<key>=`` and the sidebar's scope (a link or another page opens the same view)."""
     if key not in st.session_state:
-        wanted = st.query_params.get(key, default)
+        wanted = sidebar.kept(key) or default
         st.session_state[key] = wanted if wanted in options else default
     value = str(st.radio(label, options, key=key, horizontal=True))
+    sidebar.keep(key, value if value != default else None)
     st.query_params[key] = value
     return value
 
@@ -101,7 +102,7 @@ if alerts_problem:
     st.warning(f"Active alerts unavailable ({alerts_problem}); recent alert events are below.")
 elif active.empty:
     st.success("No alert is firing or pending.")
-for line in data.active_alert_lines(active):
+for line in data.active_alert_lines(active, window):
     st.markdown(line)
 
 lookback = min(data.WINDOWS[window], GRID_LOOKBACK).seconds // 60
@@ -119,7 +120,7 @@ else:
     with st.expander("Verdict table"):
         st.dataframe(reading.verdict_table(grid), hide_index=True, column_config=LINK)
 
-    asked = st.query_params.get("instance")
+    asked = sidebar.kept("instance")  # the link's, else the scope of the page this one was entered from
     options = order + ([asked] if asked and asked not in order else [])
     if "instance" not in st.session_state:
         st.session_state["instance"] = asked if asked in options else order[0]

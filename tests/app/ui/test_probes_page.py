@@ -60,7 +60,7 @@ def test_grid_alerts_and_the_worst_instance(monkeypatch: pytest.MonkeyPatch, pro
     assert [t["name"] for t in latency["data"]] == ["band_low", "±tolerance", "baseline", "p95"]
 
     text = markdown_text(at)
-    link = f"[`{stub.DRIFTING_INSTANCE}`](?instance={stub.DRIFTING_INSTANCE})"
+    link = f"[`{stub.DRIFTING_INSTANCE}`](probes?instance={stub.DRIFTING_INSTANCE}&window=1h)"
     assert f"**{stub.ALERT_RULE}** (critical) on {link}" in text
     assert at.selectbox(key="instance").value == stub.DRIFTING_INSTANCE
     assert at.query_params["window"] == "1h" and at.query_params["instance"] == stub.DRIFTING_INSTANCE
@@ -123,6 +123,22 @@ def test_url_picks_instance_and_window(monkeypatch: pytest.MonkeyPatch, probe_ap
     at.selectbox(key="instance").set_value(stub.SYNTAX_ONLY_INSTANCE).run()
     assert at.query_params["instance"] == stub.SYNTAX_ONLY_INSTANCE
     assert any(f"No semantic probe results for `{stub.SYNTAX_ONLY_INSTANCE}`" in i.value for i in at.info)
+
+
+def test_an_instance_without_results_is_not_said_to_pass(monkeypatch: pytest.MonkeyPatch,
+                                                          probe_api: stub.StubTraceApi) -> None:
+    at = open_page(monkeypatch, probe_api.url, instance="nope")
+
+    assert at.selectbox(key="instance").value == "nope"
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("No probe results of nope in the window") for c in captions)
+    assert not any("Every probe of nope passed" in c for c in captions)
+
+
+def test_a_week_is_a_window(monkeypatch: pytest.MonkeyPatch, probe_api: stub.StubTraceApi) -> None:
+    at = open_page(monkeypatch, probe_api.url, window="7d")
+
+    assert at.radio(key="window").value == "7d" and at.query_params["window"] == "7d"
 
 
 def test_alerts_endpoint_missing_is_said_not_fatal(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import pandas as pd
 import pytest
 
 from app.ui.charts import probes as charts
@@ -94,3 +95,20 @@ def test_verdict_grid_of_a_big_fleet_is_dense(results: list[ProbeResult]) -> Non
     assert fig.data[0].texttemplate == "" and fig.layout.height == 120 + 14 * (charts.DENSE_ROWS + 1)
     few = charts.verdict_grid_chart(data.last_verdicts(results, limits=LIMITS))
     assert few.data[0].texttemplate == "%{text}" and few.layout.height == 120 + 36 * 3
+
+
+def test_latency_band_is_not_filled_across_a_gap(results: list[ProbeResult]) -> None:
+    """Rows without a band (baseline relearned) split it: no fill spans the gap as a wedge."""
+    frame = data.latency_series(results, stub.DRIFTING_INSTANCE, limits=LIMITS)
+    assert len(frame) >= 3
+    gap = frame.index[1]
+    frame.loc[gap, ["baseline", "band_low", "band_high"]] = float("nan")
+    fig = charts.latency_chart(frame, "x")
+
+    bands = [t for t in fig.data if t.name in ("band_low", "±tolerance")]
+    assert [t.name for t in bands] == ["band_low", "±tolerance"] * 2
+    assert [t.showlegend for t in bands if t.name == "±tolerance"] == [True, False]
+    shown = [pd.to_datetime(list(t.x), utc=True) for t in bands[::2]]
+    assert [list(x) for x in shown] == [list(frame["ts"].iloc[:1]), list(frame["ts"].iloc[2:])]
+    for trace in bands:  # each segment has only real edges
+        assert all(y == y for y in trace.y)

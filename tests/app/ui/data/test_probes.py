@@ -129,7 +129,7 @@ def test_active_alerts_firing_first() -> None:
     assert frame["link"].iloc[0] == f"?instance={stub.DRIFTING_INSTANCE}" and frame["link"].isna().iloc[1]
     assert pd_.active_alert_lines(frame) == [
         f"- :red[**FIRING**] **{stub.ALERT_RULE}** (critical) on [`{stub.DRIFTING_INSTANCE}`]"
-        f"(?instance={stub.DRIFTING_INSTANCE}): semantic similarity below 0.65",
+        f"(probes?instance={stub.DRIFTING_INSTANCE}): semantic similarity below 0.65",
         "- :orange[**PENDING**] **AAA** (critical): semantic similarity below 0.65",
     ]
     assert pd_.active_alerts(None).empty and pd_.active_alerts({"alerts": []}).empty
@@ -187,3 +187,20 @@ def test_read_newest_stops_when_one_timestamp_fills_a_page(results: list[ProbeRe
     calls: list[tuple[datetime, datetime]] = []
     got, since = read(paged(same, 25, calls), max_pages=10)
     assert since == NOW and len(got) == 25 and len(calls) == 2
+
+
+def test_an_active_alert_links_to_the_probes_page_keeping_the_window() -> None:
+    """On the overview a relative ``?instance=`` reopened the overview: the link names the Probes page."""
+    frame = pd_.active_alerts(stub.sample_alerts(NOW))
+    (line,) = pd_.active_alert_lines(frame, "15m")
+    assert f"[`{stub.DRIFTING_INSTANCE}`](probes?instance={stub.DRIFTING_INSTANCE}&window=15m)" in line
+    (bare,) = pd_.active_alert_lines(frame)
+    assert f"(probes?instance={stub.DRIFTING_INSTANCE})" in bare
+    assert pd_.probes_link("vllm a/1", "1h") == "probes?instance=vllm+a%2F1&window=1h"
+
+
+def test_the_probes_windows_include_the_sidebar_s() -> None:
+    from app.ui.sidebar import WINDOWS
+
+    assert list(pd_.WINDOWS) == list(WINDOWS)
+    assert pd_.window_span("7d", NOW) == (NOW - WINDOWS["7d"], NOW)
