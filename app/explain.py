@@ -10,6 +10,7 @@ unit (:func:`app.units.metric_unit`): ``kv_cache_usage 93% > 85%``, ``p95_latenc
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable, Iterable
 
 from app.units import fmt, fmt_apart, metric_unit
@@ -34,6 +35,10 @@ _HOLDS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq, "!=": operator.ne,
 }
 _NEGATE = {"<=": ">", "<": ">=", ">=": "<", ">": "<=", "==": "!=", "!=": "=="}
+_SIGN = {"<=": "≤", ">=": "≥"}
+# The latch's release written by the constraint filter: "...; latched out until 0.8 holds for 5s".
+_LATCH = re.compile(r"latched out until (?P<bound>[-+0-9.eE]+) holds for (?P<hold>[0-9.eE+]+)s")
+_BROKE = re.compile(r" broke (?P<op><=|>=|<|>|==|!=) ")
 
 
 def fmt_num(value: float | None, digits: int = 3) -> str:
@@ -81,8 +86,45 @@ def _extra_reason(violation: Violation) -> str:
     return "; ".join(kept)
 
 
+def _rule_op(violation: Violation) -> str:
+    """The rule that must hold: the op after ``broke`` in the reason, else the recorded op."""
+    broke = _BROKE.search(f" {violation.reason} ")
+    return broke["op"] if broke else violation.op
+
+
+def _latch(violation: Violation) -> tuple[float, float] | None:
+    """The release ``(bound, hold_s)`` when the value satisfies the rule and only the latch keeps it out.
+
+    The violation record carries the release in its reason (``latched out until 0.8 holds for 5s``);
+    the rule is the op after ``broke`` there (older traces wrote the breaking relation as ``op``).
+    """
+    latch = _LATCH.search(violation.reason)
+    if latch is None or violation.value is None or violation.op not in _NEGATE:
+        return None
+    if not _HOLDS[_rule_op(violation)](violation.value, violation.threshold):
+        return None
+    return float(latch["bound"]), float(latch["hold"])
+
+
+def _latched(violation: Violation, release: tuple[float, float], since: bool) -> str:
+    """``82% (latched out since 13:13:07 until ≤80% for 5 s)``: the value and what lets the instance back."""
+    unit = metric_unit(violation.metric)
+    unit = "n" if unit == "requests" else unit
+    op = _rule_op(violation)
+    when = f" since {violation.since.strftime('%H:%M:%S')}" if since and violation.since is not None else ""
+    bound, hold = release
+    return (f"{fmt(violation.value, unit)} (latched out{when} until {_SIGN.get(op, op)}{fmt(bound, unit)} "
+            f"for {hold:g} s)")
+
+
 def _breach(violation: Violation) -> str:
-    """``93% > 85%``: the value, the broken relation and the threshold in the metric's unit (counts plain)."""
+    """``93% > 85%``: the value, the broken relation and the threshold in the metric's unit (counts plain).
+
+    A value that satisfies the rule (the instance is only held out by the latch) reads
+    ``82% (latched out until ≤80% for 5 s)`` instead.
+    """
+    if (release := _latch(violation)) is not None:
+        return _latched(violation, release, since=False)
     unit = metric_unit(violation.metric)
     value, threshold = fmt_apart(violation.value, violation.threshold, "n" if unit == "requests" else unit)
     return f"{value} {breach_op(violation)} {threshold}"
@@ -107,6 +149,8 @@ def violation_text(violation: Violation) -> str:
         text = f"{violation.constraint}: {violation.metric} has no data (needs {violation.op} {_bound(violation)})"
     else:
         text = f"{violation.constraint}: {violation.metric} {_breach(violation)}"
+        if _latch(violation) is not None:  # the breach already says what the latch waits for
+            extra = "; ".join(p for p in extra.split("; ") if not _LATCH.search(p))
     return f"{text} — {extra}" if extra else text
 
 
@@ -116,6 +160,8 @@ def violation_short(violation: Violation) -> str:
         text = f"{violation.constraint} ({violation.reason or violation.metric})"
     elif violation.value is None:
         text = f"{violation.constraint} (no {violation.metric} data)"
+    elif (release := _latch(violation)) is not None:
+        return f"{violation.constraint} {_latched(violation, release, since=True)}"
     else:
         text = f"{violation.constraint} {_breach(violation)}"
     if violation.since is not None:

@@ -59,6 +59,10 @@ def _policy_change(trace: DecisionTrace, config: RouteLensConfig, model: str, ty
                         index=options.index(wanted) if wanted in options else len(names),
                         key=f"mis_rule:{model}")  # its default follows the model named
     name = st.text_input("Case name", value=f"{trace.request_id} should go to {model}", key=f"mis_case_name:{model}")
+    if name in {c.name for c in rules.cases}:  # written already (Write pressed twice, or an earlier visit)
+        st.info(widgets.plain(f"{path} already has a case named {name!r}: it is not added again. Name the case "
+                              "differently to add another."))
+        return
     expected_rule = None if rule == NO_RULE else rule
     target = next((r.primary for r in rules.rules if r.name == expected_rule), None)
     case = regression.case_from_trace(trace, name=name, rule=expected_rule, target=target, prompt=typed or None)

@@ -114,3 +114,19 @@ def test_selection_text(trace: DecisionTrace) -> None:
 def test_violation_with_reason(trace: DecisionTrace) -> None:
     rejected = next(c for c in trace.candidates if not c.feasible)
     assert ex.violation_text(rejected.violations[0]) == f"kv-cache: kv_cache_usage 97% > 90% — {stub.KV_REASON}"
+
+
+def test_an_instance_held_out_by_the_latch_says_so_not_a_satisfied_rule() -> None:
+    """The audit's 'kv-cache 82% <= 85% since 13:13:07': 82% satisfies <= 85%; only the latch keeps it out."""
+    since = stub.sample_trace().ts.replace(hour=13, minute=13, second=7)
+    v = Violation(constraint="kv-cache", metric="kv_cache_usage", op="<=", value=0.82, threshold=0.85, since=since,
+                  reason="kv_cache_usage 0.82 broke <= 0.85; latched out until 0.8 holds for 5s")
+    assert ex.violation_short(v) == "kv-cache 82% (latched out since 13:13:07 until ≤80% for 5 s)"
+    assert ex.violation_text(v) == "kv-cache: kv_cache_usage 82% (latched out until ≤80% for 5 s)"
+    broken = v.model_copy(update={"value": 0.91, "reason": "kv_cache_usage 0.91 broke <= 0.85; latched out until "
+                                                           "0.8 holds for 5s"})
+    assert ex.violation_short(broken) == "kv-cache 91% > 85% since 13:13:07"
+    assert ex.violation_text(broken) == "kv-cache: kv_cache_usage 91% > 85% — latched out until 0.8 holds for 5s"
+    old = v.model_copy(update={"op": ">", "value": 0.91, "reason": "kv_cache_usage 0.91 broke <= 0.85; latched out "
+                                                                   "until 0.8 holds for 5s"})
+    assert ex.violation_short(old) == "kv-cache 91% > 85% since 13:13:07"  # an older trace wrote the breach as op

@@ -1,23 +1,26 @@
 """Two decisions side by side: candidates aligned by instance, what differs flagged.
 
 Pure: two :class:`schemas.trace.DecisionTrace` in, frames out. The second trace is another
-request or the same request re-decided under another policy (:func:`replay_yaml`).
+request or the same request re-decided under another policy (:func:`replay_file`, :func:`replay_yaml`),
+read as ``routelens replay --policy`` reads it (:func:`app.experiments.policy_file.load_replay_policy`):
+a whole ``routelens.yaml``, a routing policy (``policies/seed000.yaml``) or a policy file of sections,
+the last two on top of the configuration the app runs with.
 """
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from app.explain import DASH, ordered_candidates, violation_short
 from app.ui.data.why_not import reason_for
-from schemas.config import RouteLensConfig
+from schemas.errors import ConfigError
 from schemas.trace import CandidateEval, DecisionTrace
-from schemas.yamlconf import parse_yaml_model
 
-__all__ = ["CANDIDATE_DIFF_COLUMNS", "TERM_DIFF_COLUMNS", "align", "facts_diff", "read_policy", "replay_yaml",
-           "terms_diff"]
+__all__ = ["CANDIDATE_DIFF_COLUMNS", "TERM_DIFF_COLUMNS", "align", "facts_diff", "policy_path", "read_policy",
+           "replay_file", "replay_yaml", "terms_diff"]
 
 CANDIDATE_DIFF_COLUMNS: tuple[str, ...] = (
     "instance", "verdict_a", "verdict_b", "rank_a", "rank_b", "total_a", "total_b", "delta", "why_a", "why_b",
@@ -26,7 +29,7 @@ CANDIDATE_DIFF_COLUMNS: tuple[str, ...] = (
 TERM_DIFF_COLUMNS: tuple[str, ...] = ("instance", "term", "raw_a", "raw_b", "weighted_a", "weighted_b", "differs")
 _EPS = 1e-9
 MAX_POLICY_BYTES = 1 << 20
-POLICY_SUFFIXES = (".yaml", ".yml", ".json")
+POLICY_SUFFIXES = (".yaml", ".yml", ".json", ".dsl")
 
 
 def _instances(a: DecisionTrace, b: DecisionTrace) -> list[str]:
@@ -111,22 +114,68 @@ def facts_diff(a: DecisionTrace, b: DecisionTrace) -> pd.DataFrame:
     return pd.DataFrame([{"field": k, "a": fa[k], "b": fb[k], "differs": fa[k] != fb[k]} for k in fa])
 
 
-def replay_yaml(trace: DecisionTrace, text: str, source: str = "<uploaded policy>") -> DecisionTrace:
-    """Re-decide ``trace`` under the policy written in YAML ``text`` (a ``routelens.yaml``).
+def replay_file(trace: DecisionTrace, path: str | Path, base: str | Path | None) -> DecisionTrace:
+    """Re-decide ``trace`` under the policy in file ``path``, as ``routelens replay --policy`` would.
+
+    Args:
+        trace: The decision to replay.
+        path: A whole ``routelens.yaml``, a routing policy or a policy file of sections.
+        base: The configuration a routing policy or sections go into (the app's ``routelens.yaml``).
 
     Raises:
-        ConfigError: The YAML is not a valid configuration (the message names line and field).
+        ConfigError: Either file is invalid (the message names file, line and field).
+        RoutelensError: The trace cannot be re-decided under it (e.g. its rule is not in the policy).
     """
+    from app.experiments.policy_file import load_replay_policy
     from router_core import replay
 
-    return replay(trace, parse_yaml_model(RouteLensConfig, text, source)).trace
+    return replay(trace, load_replay_policy(path, base)).trace
+
+
+def replay_yaml(trace: DecisionTrace, text: str, source: str = "<uploaded policy>",
+                base: str | Path | None = None) -> DecisionTrace:
+    """Re-decide ``trace`` under the policy written in ``text`` (an uploaded file named ``source``).
+
+    Read like a file (:func:`replay_file`): a whole configuration, a routing policy or sections on
+    top of ``base``. A relative path it names is taken from ``base``'s folder.
+
+    Raises:
+        ConfigError: The text is not a valid policy (the message names ``source``, line and field).
+    """
+    name = Path(source).name
+    name = name if Path(name).suffix.lower() in POLICY_SUFFIXES else "uploaded-policy.yaml"
+    with tempfile.TemporaryDirectory(prefix="routelens-policy-") as folder:
+        path = Path(folder) / name
+        path.write_text(text, encoding="utf-8")
+        try:
+            return replay_file(trace, path, base)
+        except ConfigError as exc:
+            raise ConfigError(source, exc.problems) from exc
+
+
+def policy_path(path: str, config: str | Path | None) -> Path:
+    """The policy file an operator named: a relative ``path`` is taken from ``config``'s folder.
+
+    ``routelens replay`` runs where its ``routelens.yaml`` is; the app may not, so a path such as
+    ``policies/seed000.yaml`` resolves next to the configuration, else in the working folder.
+
+    Raises:
+        ValueError: Not a policy file name, missing, unreadable, or over 1 MB (:func:`read_policy`).
+    """
+    if len(path) > 4096 or "\x00" in path:
+        raise ValueError("not a usable file path")
+    p = Path(path).expanduser()
+    if not p.is_absolute() and config is not None:
+        p = Path(config).resolve().parent / p
+    read_policy(str(p))
+    return p
 
 
 def read_policy(path: str) -> str:
-    """The text of a policy file named by the operator (a ``routelens.yaml``).
+    """The text of a policy file named by the operator (a ``routelens.yaml``, a routing policy...).
 
     Raises:
-        ValueError: Not a ``.yaml``/``.yml``/``.json`` file, missing, unreadable, or over 1 MB.
+        ValueError: Not a ``.yaml``/``.yml``/``.json``/``.dsl`` file, missing, unreadable, or over 1 MB.
     """
     if len(path) > 4096 or "\x00" in path:
         raise ValueError("not a usable file path")

@@ -24,6 +24,16 @@ def fetch_violations(flt: str, page: str, configured: tuple[str, ...]) -> dict[s
                                TracePage.model_validate_json(page), {*configured, *seen})
 
 
+@st.cache_data(ttl=30, max_entries=16, show_spinner=False)
+def fetch_violation_names(flt: str) -> tuple[str, ...]:
+    """The constraints the store reports a candidate broke in the scope's window (probe, breaker, freshness...)."""
+    try:
+        return tuple(sorted({s.constraint for s in resources.get_store().constraint_stats(
+            TraceFilter.model_validate_json(flt))}))
+    except SinkError:
+        return ()  # the search below says the source is unreachable
+
+
 sc = scope()
 lim = load_limits()
 st.title("Decisions")
@@ -32,7 +42,9 @@ st.caption("Every routing decision in the scope, newest first (arm, model and in
 
 FIELDS = ("rule", "fallback", "outcome", "violation", "min_ms", "max_ms", "qhash")
 CHOICES = {"fallback": ["", "yes", "no"], "outcome": ["", "ok", "error"]}
-VIOLATIONS = ["", *sorted({c.name for c in lim.constraints} | {st.query_params.get("violation", "")} - {""})]
+# The configured constraints, those the store saw broken in the window and the link's own choice.
+SEEN = fetch_violation_names(sc.trace_filter().model_dump_json())
+VIOLATIONS = ["", *sorted({c.name for c in lim.constraints} | {*SEEN} | {st.query_params.get("violation", "")} - {""})]
 for field in FIELDS:  # the URL wins on the first run of a session, the widgets after that
     if f"dec_{field}" not in st.session_state:
         given = st.query_params.get(dec.URL_KEYS[field], "")

@@ -8,6 +8,7 @@ from app.ui.charts.score_terms import score_terms_chart
 from app.ui.data import diff, trace_tables, why
 from app.ui.data.diff_verdict import diff_verdict
 from app.ui.data.ids import request_id_problem
+from app.ui.data.misroute import config_path
 from app.ui.sidebar import sync_param
 from app.units import count
 from ingest import SinkError
@@ -55,7 +56,9 @@ with right:
         sync_param("policy", None)
     else:
         st.session_state.setdefault("diff_policy", st.query_params.get("policy", ""))
-        path = st.text_input("policy file (routelens.yaml)", key="diff_policy").strip()
+        path = st.text_input("policy file (routelens.yaml or a routing policy)", key="diff_policy",
+                             help="As `routelens replay --policy` reads it; a relative path is taken from the "
+                                  "configuration's folder.").strip()
         sync_param("policy", path or None)
         upload = st.file_uploader("or upload a policy YAML", type=["yaml", "yml", "json"], key="diff_upload")
 
@@ -66,17 +69,17 @@ if mode == MODES[0]:
     b = _load("B", b_id)
 else:
     b = None
+    base = config_path()
     try:
         if upload is not None:
-            text, source = upload.getvalue().decode("utf-8"), upload.name
+            b = diff.replay_yaml(a, upload.getvalue().decode("utf-8"), upload.name, base)
         elif path:
-            text, source = diff.read_policy(path), path
+            b = diff.replay_file(a, diff.policy_path(path, base), base)
         else:
             st.info("Name a policy file or upload one to re-decide request A under it.")
             st.stop()
-        b = diff.replay_yaml(a, text, source)
     except ConfigError as exc:
-        st.warning(widgets.plain(f"That policy is not a valid configuration: {exc}"))
+        st.warning(widgets.plain(f"That policy is not valid: {exc}"))
     except (ValueError, UnicodeDecodeError, RoutelensError) as exc:
         st.warning(widgets.plain(f"Cannot use that policy: {exc}"))
 if b is None:

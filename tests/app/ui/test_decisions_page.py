@@ -191,3 +191,32 @@ def test_an_unset_key_is_no_warning_when_the_traces_are_unkeyed(db: Path, tmp_pa
     at.button[0].click().run()
     assert ids(at) == ["req-007"] and not at.warning
     assert any("hashed without a key, as the traces here were" in c.value for c in at.caption)
+
+
+def test_the_violation_choices_include_the_removals_the_store_reports(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Probe, breaker and freshness removals are not configured constraints; the store names them."""
+    from schemas import Violation
+
+    now = datetime.now(UTC)
+    traces = []
+    for i, name in enumerate(("probe", "breaker", "freshness")):
+        trace = make_trace(f"req-{i:03d}", ts=now - timedelta(minutes=5 + i))
+        out = [c.model_copy(update={"violations": [Violation(constraint=name, metric=name, op="ok", value=None,
+                                                              threshold=0.0, reason=f"{name} says no")]})
+               if not c.feasible else c for c in trace.candidates]
+        traces.append(trace.model_copy(update={"candidates": out}))
+    path = tmp_path / "traces.duckdb"
+    store = DuckDBTraceStore(path)
+    try:
+        store.write_records(traces)
+    finally:
+        store.close()
+    monkeypatch.setenv(DB_ENV, str(path))
+    monkeypatch.delenv("ROUTELENS_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    at = open_page()
+    options = at.selectbox(key="dec_violation").options
+    assert {"probe", "breaker", "freshness", "kv-cache"} <= set(options), options
+    at.selectbox(key="dec_violation").set_value("breaker").run()
+    assert ids(at) == ["req-001"] and at.query_params["violation"] == "breaker"

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app import stub_trace_api as stub
-from tests.app.ui.data.test_diff import CHEAP_FIRST
+from tests.app.ui.data.test_diff import CHEAP_FIRST, config_with_policies
 from tests.app.ui.pages import assert_clean, open_app_page
 from tests.router_core.conftest import decide, healthy, make_config
 
@@ -70,11 +70,24 @@ def test_replay_under_a_policy_file(api: stub.StubTraceApi, tmp_path: Path) -> N
     assert at.query_params["policy"] == str(policy)
 
 
+def test_a_routing_policy_relative_to_the_configuration(api: stub.StubTraceApi, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``?policy=policies/seed000.yaml``-style: a routing policy, named relative to the app's configuration."""
+    config = config_with_policies(tmp_path / "conf")
+    monkeypatch.setenv("ROUTELENS_CONFIG", str(config))
+    at = open_diff(a="r1", policy="policies/cheap.yaml")
+    assert not at.warning, [w.value for w in at.warning]
+    assert at.dataframe[0].value.set_index("instance").loc["small-a", "verdict_b"] == "selected"
+    at = open_diff(a="r1", policy="policies/rules.yaml")
+    assert not at.warning, [w.value for w in at.warning]
+    assert len(at.dataframe) == 3
+
+
 def test_a_bad_policy_file_gives_a_message(api: stub.StubTraceApi, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("fleet: [unclosed\n", encoding="utf-8")
     at = open_diff(a="r1", policy=str(bad))
-    assert "not a valid configuration" in at.warning[0].value and not at.dataframe
+    assert "That policy is not valid" in at.warning[0].value and not at.dataframe
     at = open_diff(a="r1", policy="/etc/passwd")
     assert "a policy file ends in" in at.warning[0].value
 

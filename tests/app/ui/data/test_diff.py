@@ -75,6 +75,49 @@ def test_bad_policy_yaml_names_the_problem() -> None:
         diff.replay_yaml(trace, "router: {}\n")
 
 
+RULES_FILE = "routing_matrix:\n  - {rule_name: to-small, condition: 'input_length > 0', primary_target: small}\n"
+
+
+def config_with_policies(folder: Path) -> Path:
+    """A ``routelens.yaml`` with the test fleet and, next to it, ``policies/`` with a routing policy and sections."""
+    (folder / "policies").mkdir(parents=True)
+    (folder / "policies" / "rules.yaml").write_text(RULES_FILE, encoding="utf-8")
+    sections = {k: v for k, v in CHEAP_FIRST.items() if k != "fleet"}
+    (folder / "policies" / "cheap.yaml").write_text(json.dumps(sections), encoding="utf-8")
+    config = folder / "routelens.yaml"
+    config.write_text(json.dumps({"fleet": {"instances": FLEET}}), encoding="utf-8")
+    return config
+
+
+def test_a_routing_policy_or_sections_replay_on_the_base_config_as_routelens_replay_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The audit's ``?policy=policies/seed000.yaml``: a routing policy is not a whole config ('fleet: Field
+    required'); like ``routelens replay --policy`` it goes into the app's configuration, found next to it."""
+    config = config_with_policies(tmp_path / "conf")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the app's working folder is not the configuration's
+    _, trace = decide(healthy())
+    rules = diff.policy_path("policies/rules.yaml", config)
+    assert rules == tmp_path / "conf" / "policies" / "rules.yaml"
+    assert diff.replay_file(trace, rules, config).request_id == trace.request_id
+    cheap = diff.replay_file(trace, diff.policy_path("policies/cheap.yaml", config), config)
+    assert cheap.selected_instance == "small-a"
+    uploaded = diff.replay_yaml(trace, json.dumps({k: v for k, v in CHEAP_FIRST.items() if k != "fleet"}),
+                                "cheap.yaml", config)
+    assert uploaded.selected_instance == "small-a"
+    with pytest.raises(ConfigError, match="base configuration"):
+        diff.replay_file(trace, rules, None)
+    with pytest.raises(ValueError, match="no policy file"):
+        diff.policy_path("policies/none.yaml", config)
+    assert diff.policy_path(str(rules), None) == rules  # an absolute path stays as it is
+
+
+def test_an_uploaded_bad_policy_names_the_upload_not_a_temporary_file() -> None:
+    _, trace = decide(healthy())
+    with pytest.raises(ConfigError, match=r"^invalid configuration\nmine\.yaml:1: "):
+        diff.replay_yaml(trace, "fleet: [unclosed", "mine.yaml")
+
+
 def test_read_policy(tmp_path: Path) -> None:
     ok = tmp_path / "p.yaml"
     ok.write_text("fleet: {}\n", encoding="utf-8")
