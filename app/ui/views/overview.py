@@ -56,8 +56,8 @@ def fetch_alerts() -> Any:
     return None if server is None else reader.fetch_json(server[0], "/v1/alerts", server[1])
 
 
-def show_alerts() -> None:
-    """Active alerts, or why they cannot be shown."""
+def show_alerts(window: str | None = None) -> None:
+    """Active alerts, or why they cannot be shown; each links to its instance's Probes page over ``window``."""
     st.subheader("Active alerts")
     try:
         payload = fetch_alerts()
@@ -70,7 +70,7 @@ def show_alerts() -> None:
     active = probe_data.active_alerts(payload)
     if active.empty:
         st.success("No alert is firing or pending.")
-    for line in probe_data.active_alert_lines(active):
+    for line in probe_data.active_alert_lines(active, window):
         st.markdown(line)
 
 
@@ -119,10 +119,11 @@ def live(scope: sidebar.Scope) -> None:
         st.info("No traffic in this window yet. Point any OpenAI client at the gateway (model `auto`); "
                 "every request gets a trace:")
         st.code(data.SEND_TRAFFIC, language="python")
-        show_alerts()
+        show_alerts(sc.window)
         return
-    was = f"{sc.start - span:%H:%M} – {sc.start:%H:%M}"
-    st.caption(f"{sc.start:%Y-%m-%d %H:%M} – {sc.end:%H:%M} UTC. " + (
+    clock = "%Y-%m-%d %H:%M" if span >= timedelta(days=1) else "%H:%M"  # 24h and 7d: the same hour, other days
+    was = f"{sc.start - span:{clock}} – {sc.start:{clock}}"
+    st.caption(f"{sc.start:%Y-%m-%d %H:%M} – {sc.end:{clock}} UTC. " + (
         f"Beside each figure: its change against the {sc.window} before ({was}) and the value then."
         if not previous.empty else f"The {sc.window} before ({was}) had no traffic: there is nothing to compare with."))
     heads = data.headlines(current, previous, lim.cost_unit)
@@ -141,7 +142,7 @@ def live(scope: sidebar.Scope) -> None:
             else:
                 st.plotly_chart(charts.busiest_chart(table, by))
     show_misroutes(flt)
-    show_alerts()
+    show_alerts(sc.window)
 
 
 scope = sidebar.scope()

@@ -80,6 +80,19 @@ def test_numbers_charts_misroutes_and_alerts(monkeypatch: pytest.MonkeyPatch, st
     assert any(stub.ALERT_RULE in str(m.value) for m in at.markdown)
 
 
+def test_a_window_of_days_dates_both_ends_and_alerts_link_to_the_probes_page_over_it(
+        monkeypatch: pytest.MonkeyPatch, store_file: tuple) -> None:
+    path, _, _ = store_file
+    with stub.StubTraceApi([], alerts=stub.sample_alerts(datetime.now(UTC))) as api:
+        at = open_page(monkeypatch, {DB_ENV: str(path), LIVE_ENV: api.url}, window="7d")
+    now = datetime.now(UTC)
+    caption = next(c.value for c in at.caption if "UTC." in c.value)
+    # "2026-11-29 13:24 – 13:24 UTC" said nothing of the week between
+    assert f"{now - timedelta(days=7):%Y-%m-%d}" in caption and f"– {now:%Y-%m-%d}" in caption, caption
+    alerts = [str(m.value) for m in at.markdown if stub.ALERT_RULE in str(m.value)]
+    assert alerts and all("probes?instance=" in a and "window=7d" in a for a in alerts), alerts
+
+
 def test_a_filter_changes_the_numbers(monkeypatch: pytest.MonkeyPatch, store_file: tuple) -> None:
     path, recent, _ = store_file
     at = open_page(monkeypatch, {DB_ENV: str(path)})
