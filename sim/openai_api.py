@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import orjson
@@ -11,8 +12,10 @@ from schemas.chat_text import MalformedContent, content_text
 from schemas.hashing import normalize_query
 from sim.corpus import estimate_tokens, topic_of
 
-__all__ = ["ApiError", "ChatRequest", "json_response", "parse_chat_request"]
+__all__ = ["ApiError", "ChatRequest", "api_errors", "json_response", "parse_chat_request"]
 
+# aiohttp's own refusals, with the ``code`` each gets (413's is the gateway's for the same refusal)
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
@@ -111,3 +114,22 @@ def parse_chat_request(body: object, context_window: int) -> ChatRequest | ApiEr
 def json_response(obj: object, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     """Serialise ``obj`` with orjson into a JSON response."""
     return web.Response(status=status, body=orjson.dumps(obj), content_type="application/json", headers=headers)
+
+
+@web.middleware
+async def api_errors(request: web.Request,
+                     handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    """Answer aiohttp's own HTTP errors (404, 405, 413...) as OpenAI-style JSON, as vLLM answers every error.
+
+    Left as aiohttp renders them they are text/plain, which no client of an OpenAI-compatible
+    server can read as an error object.
+    """
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        kind = "invalid_request_error" if exc.status < 500 else "server_error"
+        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return ApiError(exc.text or exc.reason, None, _HTTP_CODES.get(exc.status), status=exc.status,
+                        type=kind).response(headers=allow)

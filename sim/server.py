@@ -23,10 +23,15 @@ from sim.engine import SimEngine
 from sim.exposition import CONTENT_TYPE
 from sim.faults import FaultKind, FaultRecord
 from sim.lifecycle import Lifecycle, LifecycleMixin, Listener
-from sim.openai_api import ApiError, json_response, parse_chat_request
+from sim.openai_api import ApiError, api_errors, json_response, parse_chat_request
 from sim.render import Garble, pick_garble, render_json, stream_sse
 
-__all__ = ["INSTANCE_KEY", "SimEngine", "SimInstance", "build_instance_app"]
+__all__ = ["INSTANCE_KEY", "MAX_BODY_BYTES", "SimEngine", "SimInstance", "build_instance_app"]
+
+# vLLM sets no body limit of its own. aiohttp's default (1 MiB) refused valid requests the gateway
+# (32 MiB) forwards, as a 413 the trace blamed on the instance; twice the gateway's limit leaves room
+# for what the gateway adds when it re-serialises a body (stream_options, a degraded step's changes).
+MAX_BODY_BYTES = 64 << 20
 
 
 class SimInstance(LifecycleMixin):
@@ -174,7 +179,7 @@ def build_instance_app(spec: InstanceSpec, profile: SimModelProfile, settings: S
         The application; ``app[INSTANCE_KEY]`` is its :class:`SimInstance`.
     """
     inst = instance or SimInstance(spec, profile, settings, clock, rng, lifecycle, on_fault)
-    app = web.Application(middlewares=[inst.fault_middleware])
+    app = web.Application(middlewares=[api_errors, inst.fault_middleware], client_max_size=MAX_BODY_BYTES)
     app[INSTANCE_KEY] = inst
     app.router.add_post("/v1/chat/completions", inst.chat)
     app.router.add_get("/v1/models", inst.models)

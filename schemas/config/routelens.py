@@ -41,6 +41,11 @@ class GatewaySettings(ContractModel):
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
+    body_timeout_s: float = Field(
+        30.0, gt=0,
+        description="Longest wait for a request's body once its headers arrived; past it the gateway answers 408 "
+        "(request_timeout) and closes the connection.",
+    )
     connect_timeout_s: float = Field(1.0, gt=0, description="TCP connect to an instance, per attempt.")
     upstream_timeout_s: float = Field(
         60.0, gt=0, description="Total time of one non-stream attempt (streams use the three timeouts below)."

@@ -2,10 +2,18 @@
 
 The body is validated against :class:`schemas.openai_chat.ChatCompletionRequest` (the model the
 gateway's OpenAPI description is generated from) once the buckets let it through.
+
+Reading the body is where a client can hold the gateway: a ``Content-Length`` it never completes, or
+one over the limit that it starts to send. aiohttp bounds neither (its server has no read timeout and
+checks ``client_max_size`` only as the bytes arrive), so :func:`screen` refuses an announced size over
+the limit before reading (413), and bounds the read with ``gateway.body_timeout_s`` (408). Both cost
+only the request whose body is still on its way: an ordinary body has arrived with its headers, and is
+read without a timer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -17,7 +25,7 @@ from router_core.gateway.policy_gate import PolicyGate
 from router_core.resilience.prefilter import Refusal
 from schemas.openai_chat import ChatCompletionRequest
 
-__all__ = ["contract_refusal", "param_of", "screen"]
+__all__ = ["BodyTimeout", "contract_refusal", "param_of", "screen"]
 
 _VALIDATE = ChatCompletionRequest.__pydantic_validator__.validate_python
 # pydantic names the member of a union it tried in an error's location (``str``, ``list[ContentPart]``); fields never
@@ -32,14 +40,50 @@ def param_of(loc: tuple[int | str, ...]) -> str | None:
     return out or None
 
 
+class BodyTimeout(Refusal):
+    """408: the body did not arrive within ``gateway.body_timeout_s``.
+
+    Its rest may still come, and would read as the next request: the answer closes the connection.
+    """
+
+    __slots__ = ()
+
+    def headers(self) -> dict[str, str]:
+        """``Connection: close`` (RFC 9110 15.5.9)."""
+        return {"Connection": "close"}
+
+
+async def _read_arriving(http: web.Request, timeout_s: float) -> bytes | Refusal:
+    """The body of a request whose body is still on its way, within ``timeout_s``.
+
+    Raises:
+        web.HTTPRequestEntityTooLarge: Its ``Content-Length`` is over the server's limit (nothing is read).
+    """
+    size, limit = http.content_length, http.client_max_size
+    if size is not None and size > limit:
+        raise web.HTTPRequestEntityTooLarge(limit, size)
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await http.read()
+    except TimeoutError:
+        return BodyTimeout(408, f"the request body did not arrive within {timeout_s:g} s", "request_timeout")
+
+
 async def screen(http: web.Request, policy: PolicyGate) -> tuple[Any, Refusal | None]:
     """The parsed body, and the refusal of a request that goes no further (None: it goes on).
 
     Raises:
         orjson.JSONDecodeError: The body is not JSON.
-        web.HTTPRequestEntityTooLarge: The body is over the server's limit.
+        web.HTTPRequestEntityTooLarge: The body is, or is announced, over the server's limit.
     """
-    body = orjson.loads(await http.read())
+    if http.content.is_eof():  # the ordinary request: the whole body came with the headers
+        raw = await http.read()
+    else:
+        got = await _read_arriving(http, policy.config.gateway.body_timeout_s)
+        if isinstance(got, Refusal):
+            return None, got
+        raw = got
+    body = orjson.loads(raw)
     if not isinstance(body, dict):
         return body, None  # analysis refuses it with the contract's reason
     refusal = await policy.screen(body, http.headers, http.remote)
