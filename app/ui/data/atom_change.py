@@ -126,14 +126,17 @@ def _split_value(rest: str) -> tuple[str, str]:
                 return rest[:i + 1], rest[i + 1:]
             i += 1
         return rest, ""  # cut at 60 characters: no closing quote
+    if rest.startswith("<") and ">" in rest:  # <redacted>, or <withheld: 26 chars, sha256:…>: opaque
+        end_at = rest.index(">") + 1
+        return rest[:end_at], rest[end_at:]
     end = re.match(r"[^\s,]*", rest)
     token = end.group(0) if end else ""
     return token, rest[len(token):]
 
 
 def _decode(shown: str) -> Any:
-    if shown == "<redacted>":
-        return "<redacted>"
+    if shown.startswith("<") and shown.endswith(">"):  # a value the trace does not hold (redacted, withheld)
+        return shown
     try:
         return json.loads(shown)
     except ValueError:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from router_core.rules.condition.features import Value
 from router_core.rules.condition.guards import Guards
 from router_core.rules.condition.ops import Pred
-from router_core.rules.condition.why_not import MORE, Blame, Fact, First, Node, blame_of, first_of, show
+from router_core.rules.condition.why_not import MORE, Blame, Fact, First, Node, blame_of, first_of
 from router_core.rules.request import RequestView
 
 __all__ = ["Atom", "CompiledCondition"]
@@ -20,7 +21,8 @@ class Atom:
     Attributes:
         text: The atom as written (whitespace runs across lines folded to one space).
         pred: Its closure.
-        reads: The features it reads, shown with their values (the prompt is never among them).
+        reads: The features it reads, shown with their values as :mod:`.disclose` allows (the
+            prompt is never among them).
         fact: How it is told when it decided against its rule (None: as its verdict and values).
     """
 
@@ -28,6 +30,11 @@ class Atom:
     pred: Pred
     reads: tuple[Value, ...] = ()
     fact: Fact | None = None
+
+    def naming(self, named: Mapping[str, frozenset[Any]]) -> Atom:
+        """This atom, showing the header and metadata values ``named`` lists for their features."""
+        fact = None if self.fact is None else self.fact.naming(named)
+        return replace(self, reads=tuple(v.naming(named) for v in self.reads), fact=fact)
 
     def explain(self, req: RequestView) -> str:
         """Return ``atom: true|false (feature=value, ...)``."""
@@ -40,11 +47,10 @@ class Atom:
         return self._with_values(f"{self.text} is {'true' if held else 'false'}", req, " = ")
 
     def _with_values(self, line: str, req: RequestView, eq: str) -> str:
-        """``line``, then the values the atom read (``label<eq>value``; secrets redacted)."""
+        """``line``, then the values the atom read (``label<eq>value``; withheld or redacted as need be)."""
         if not self.reads:
             return line
-        shown = ", ".join(f"{v.label}{eq}{'<redacted>' if v.secret else show(v.get(req) if v.get else None)}"
-                          for v in self.reads)
+        shown = ", ".join(f"{v.label}{eq}{v.shown(v.get(req) if v.get else None)}" for v in self.reads)
         return f"{line} ({shown})"
 
 
@@ -79,15 +85,20 @@ class CompiledCondition:
         return self._pred(req)
 
     def explain(self, req: RequestView) -> list[str]:
-        """Return one line per atom, in the order written: its verdict and the values it read."""
+        """Return one line per atom, in the order written: its verdict and the values it read.
+
+        A header or metadata value is shown only when the condition compares it against that very
+        literal; otherwise its size and fingerprint (:mod:`.disclose`): the lines are stored.
+        """
         return [atom.explain(req) for atom in self._atoms]
 
     def why_not(self, req: RequestView, *, every: bool = False) -> list[str]:
         """Return, for a request it does not hold for, the atom that failed it first, with the value it read.
 
-        The line is the fact that held instead (:mod:`.why_not`). When other atoms failed too, a
-        second line says so (:data:`MORE`); without it, that atom alone turning would have made
-        the condition hold. ``every``: one line for each atom that failed, the first first.
+        The line is the fact that held instead (:mod:`.why_not`), its value shown as :meth:`explain`
+        shows it. When other atoms failed too, a second line says so (:data:`MORE`); without it,
+        that atom alone turning would have made the condition hold. ``every``: one line for each
+        atom that failed, the first first.
         """
         against = self._against
         if every:

@@ -6,7 +6,7 @@ goes on, so one :class:`PolicyError` lists every problem of a condition (or of a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, NoReturn
 
 from lark import Token, Tree
@@ -93,6 +93,7 @@ class ConditionCompiler:
         self._lists = {f"contains_{name}": prompt_matcher(terms) for name, terms in (term_lists or {}).items()}
         self._atoms: list[Atom] = []
         self._features: set[str] = set()
+        self._named: dict[str, set[Any]] = {}
 
     def error(self, node: Node, message: str) -> None:
         """Record a problem at ``node``."""
@@ -100,10 +101,19 @@ class ConditionCompiler:
 
     def compile(self, node: Node) -> CompiledCondition:
         """Return the condition of ``node`` (check :attr:`errors` before using it)."""
-        self._atoms, self._features = [], set()
+        self._atoms, self._features, self._named = [], set(), {}
         pred, guards, tree = self._expr(node, 0)
         text = self._text(node)
-        return CompiledCondition(text, pred, self._atoms, frozenset(self._features), guards, tree)
+        # A header or metadata value equal to a literal the condition compares it against is named by
+        # the policy: explanations may show it (any atom's, not only the one naming it).
+        named = {label: frozenset(values) for label, values in self._named.items()}
+        atoms = [atom.naming(named) for atom in self._atoms]
+        return CompiledCondition(text, pred, atoms, frozenset(self._features), guards, tree)
+
+    def _name(self, value: Value, literals: Iterable[Any]) -> None:
+        """Note the literals ``value`` (a feature) is compared against."""
+        if value.label is not None:
+            self._named.setdefault(value.label, set()).update(x for x in literals if x is not None)
 
     def _text(self, node: Node) -> str:
         if isinstance(node, Token):
@@ -157,7 +167,8 @@ class ConditionCompiler:
                 left, right, op = right, left, ops.MIRROR[op]
             fact = None
             if left.get is not None and left.label is not None and right.get is None:
-                fact = Fact.compare(left.label, left.get, op, right.const, secret=left.secret)
+                fact = Fact.compare(left, op, right.const)
+                self._name(left, (right.const,))
             if right.get is None and right.const is not None and op in _GUARD_OPS:
                 return pred, _guard(left, _GUARD_OPS[op], (right.const,)), fact
             return pred, None, fact
@@ -167,20 +178,22 @@ class ConditionCompiler:
             pred = self._member(node, value, children[1], negated=kind == "not_in")
             consts = tuple(self._value(item).const for item in children[1].children  # type: ignore[union-attr]
                            if item is not None)
-            fact = None if value.get is None or value.label is None else \
-                Fact.member(value.label, value.get, consts, negated=kind == "not_in", secret=value.secret)
+            fact = None
+            if value.get is not None and value.label is not None:
+                fact = Fact.member(value, consts, negated=kind == "not_in")
+                self._name(value, consts)
             return pred, _guard(value, "in", consts) if kind == "in_" else None, fact
         value = self._value(children[0])
         if value.type == "bool":
             if value.get is None:
                 return ops.constant(bool(value.const)), None, None
-            fact = Fact.pattern(self._text(node)) if value.label is None else Fact.boolean(value.label, value.get)
+            fact = Fact.pattern(self._text(node)) if value.label is None else Fact.boolean(value)
             return value.get, _guard(value, "in", (True,)), fact
         if value.type == "any":
             reads.append(value)
             assert value.get is not None and value.label is not None
             # `is True`; the guard's `== True` is wider
-            return ops.truthy(value.get), _guard(value, "in", (True,)), Fact.boolean(value.label, value.get)
+            return ops.truthy(value.get), _guard(value, "in", (True,)), Fact.boolean(value)
         _fail(node, f"{self._text(children[0])} is {_TYPE_NAMES[value.type]}, not true/false: compare it, "
                     f"as in {self._text(children[0])} == ...")
 

@@ -1,26 +1,26 @@
 """What a condition can read: the features of :class:`RequestView` and the functions over it.
 
-Each feature has a type the compiler checks comparisons against, and a getter built once. The
-prompt is never a feature: only ``prompt_contains('…')`` and the term-list functions read it, and
-they return a boolean.
+Each feature has a type the compiler checks comparisons against, a getter built once, and how an
+explanation may show what it read (:mod:`.disclose`): the router's own features as read, a
+header or metadata value only when the condition names it, a credential never. The prompt is
+never a feature: only ``prompt_contains('…')`` and the term-list functions read it, and they
+return a boolean.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Any, Literal
 
+from router_core.rules.condition.disclose import Exposure, disclose, is_secret_name
 from router_core.rules.request import RequestView
 
 __all__ = ["FEATURES", "Getter", "Type", "Value", "fold", "header_getter", "metadata_getter", "prompt_matcher"]
 
 Type = Literal["num", "str", "bool", "null", "any"]
 Getter = Callable[[RequestView], Any]
-
-# Headers whose values never appear in an explanation (they carry credentials).
-_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +33,9 @@ class Value:
         get: The getter (None for a literal).
         const: The literal's value.
         label: How an explanation names what was read (None: a literal, or not shown).
-        secret: The value is read but never shown (a credential header).
+        exposure: How an explanation shows what was read: as read (``shown``), only when it is
+            one of ``named`` (``named``: a header or metadata value), or never (``secret``).
+        named: The literals its condition compares it against (set when the condition compiles).
     """
 
     type: Type
@@ -41,7 +43,18 @@ class Value:
     get: Getter | None = None
     const: Any = None
     label: str | None = None
-    secret: bool = False
+    exposure: Exposure = "shown"
+    named: frozenset[Any] = frozenset()
+
+    def shown(self, value: Any) -> str:
+        """How an explanation shows ``value``, read from this feature (:func:`.disclose.disclose`)."""
+        return disclose(value, self.exposure, self.named)
+
+    def naming(self, named: Mapping[str, frozenset[Any]]) -> Value:
+        """This feature, showing the values ``named`` lists for its label (a header or metadata value)."""
+        if self.exposure != "named" or self.label is None:
+            return self
+        return replace(self, named=named.get(self.label, frozenset()))
 
 
 def _weekday(req: RequestView) -> int:
@@ -79,7 +92,7 @@ def metadata_getter(keys: Sequence[str]) -> Value:
         def get_one(req: RequestView) -> Any:
             return req.metadata.get(key)
 
-        return Value("any", True, get_one, label="metadata." + key)
+        return _metadata(get_one, key)
     path = tuple(keys)
 
     def get_path(req: RequestView) -> Any:
@@ -90,7 +103,12 @@ def metadata_getter(keys: Sequence[str]) -> Value:
             value = value.get(k)
         return value
 
-    return Value("any", True, get_path, label="metadata." + ".".join(path))
+    return _metadata(get_path, ".".join(path))
+
+
+def _metadata(get: Getter, path: str) -> Value:
+    """A metadata value: the caller's own, shown only when named; never when its key looks like a credential's."""
+    return Value("any", True, get, label="metadata." + path, exposure="secret" if is_secret_name(path) else "named")
 
 
 def header_getter(name: str) -> Value:
@@ -100,7 +118,7 @@ def header_getter(name: str) -> Value:
     def get(req: RequestView) -> str | None:
         return req.headers.get(key)
 
-    return Value("str", True, get, label=f"header('{key}')", secret=key in _SECRET_HEADERS)
+    return Value("str", True, get, label=f"header('{key}')", exposure="secret" if is_secret_name(key) else "named")
 
 
 def fold(text: str) -> str:

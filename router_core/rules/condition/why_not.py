@@ -1,4 +1,4 @@
-"""Why a condition did not hold: the atoms that decided against it, each with the value it read.
+"""Why a condition did not hold: the atoms that decided against it, each with what it read.
 
 A false condition is blamed on atoms, walking its tree the way it was evaluated: a false ``&&`` on
 its false sides (the first of them is where evaluation stopped), a false ``||`` on every side, a
@@ -10,23 +10,26 @@ already holds). Each blamed atom is told as the fact that held instead (:class:`
     input_length = 500 <= 8000
     intent = null != "legal"
     prompt_contains('紧急') did not match
+    header('x-tenant') = <withheld: 26 chars, sha256:1a2b3c4d> != "gold-tenant"
 
-The prompt is never shown: an atom over it says only whether its pattern matched.
+The prompt is never shown: an atom over it says only whether its pattern matched. A header or
+metadata value is shown only when the condition names it (:mod:`.disclose`): the lines are
+stored in every trace.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from router_core.rules.condition.features import Getter
+from router_core.rules.condition.disclose import REDACTED, show
+from router_core.rules.condition.features import Value
 from router_core.rules.condition.ops import Pred
 from router_core.rules.request import RequestView
 
 __all__ = ["MORE", "NEGATED", "Blame", "Fact", "First", "Node", "blame_of", "first_of", "show"]
 
-_MAX_SHOWN = 60  # characters of a feature value an explanation shows
 NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<", "in": "not in", "not in": "in"}
 _ORDERING = frozenset({"<", "<=", ">", ">="})
 MORE = "(other atoms failed too)"
@@ -56,19 +59,6 @@ class Node:
     atom: int = -1
 
 
-def show(value: Any) -> str:
-    """Render a feature value for an explanation: JSON-like, cut at 60 characters."""
-    if value is None:
-        text = "null"
-    elif isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, str):
-        text = '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    else:
-        text = repr(value)
-    return text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN - 3] + "..."
-
-
 @dataclass(frozen=True, slots=True)
 class Fact:
     """How an atom that decided against its rule is told, precomputed when the condition compiles.
@@ -76,66 +66,78 @@ class Fact:
     The line is ``prefix + value + suffix``: ``request_time.hour = `` + ``17`` + `` not in [9, 11]``.
 
     Attributes:
-        get: Reads the value shown (None: nothing is shown, as for a prompt test).
+        feature: The feature read, and how its value is shown (None: nothing is shown, as for a
+            prompt test).
         prefix: ``<feature> = `` (or the atom's text when no value is shown).
         failed: The suffix when the atom was false but had to hold (the negated relation).
         held: The suffix when the atom held but had to be false (under a ``!``).
-        secret: The value is never shown (a credential header).
         ordering: ``<op> <number>`` of an ordering: a value that is no number reads ``(not <op> <number>)``.
         bare: A boolean standing alone: the value is the whole fact.
     """
 
-    get: Getter | None
+    feature: Value | None
     prefix: str
     failed: str
     held: str
-    secret: bool = False
     ordering: str | None = None
     bare: bool = False
 
     @classmethod
-    def compare(cls, label: str, get: Getter, op: str, rhs: Any, *, secret: bool = False) -> Fact:
+    def compare(cls, feature: Value, op: str, rhs: Any) -> Fact:
         """``<feature> <op> <literal>`` (``rhs`` null: ``== null`` reads ``, not null``, ``!= null`` the null)."""
-        prefix = f"{label} = "
+        prefix = f"{feature.label} = "
         if rhs is None:
-            return cls(get, prefix, ", not null" if op == "==" else "", "" if op == "==" else ", not null", secret)
+            return cls(feature, prefix, ", not null" if op == "==" else "", "" if op == "==" else ", not null")
         shown = show(rhs)
-        return cls(get, prefix, f" {NEGATED[op]} {shown}", f" {op} {shown}", secret,
+        return cls(feature, prefix, f" {NEGATED[op]} {shown}", f" {op} {shown}",
                    f"{op} {shown}" if op in _ORDERING else None)
 
     @classmethod
-    def member(cls, label: str, get: Getter, items: Sequence[Any], *, negated: bool, secret: bool = False) -> Fact:
+    def member(cls, feature: Value, items: Sequence[Any], *, negated: bool) -> Fact:
         """``<feature> in [...]`` (``not in`` when ``negated``); the list as written, in order."""
         shown = "[" + ", ".join(show(i) for i in items) + "]"
         op = "not in" if negated else "in"
-        return cls(get, f"{label} = ", f" {NEGATED[op]} {shown}", f" {op} {shown}", secret)
+        return cls(feature, f"{feature.label} = ", f" {NEGATED[op]} {shown}", f" {op} {shown}")
 
     @classmethod
-    def boolean(cls, label: str, get: Getter) -> Fact:
+    def boolean(cls, feature: Value) -> Fact:
         """A boolean feature or metadata value standing alone (``has_attachments``, ``metadata.vip``)."""
-        return cls(get, f"{label} = ", "", "", bare=True)
+        return cls(feature, f"{feature.label} = ", "", "", bare=True)
 
     @classmethod
     def pattern(cls, text: str) -> Fact:
         """A test of the prompt (``prompt_contains('x')``, ``contains_legal_terms(prompt)``): matched or not."""
         return cls(None, text, " did not match", " matched")
 
+    def naming(self, named: Mapping[str, frozenset[Any]]) -> Fact:
+        """This fact, showing the values ``named`` lists for its feature (see :meth:`Value.naming`)."""
+        if self.feature is None:
+            return self
+        feature = self.feature.naming(named)
+        return self if feature is self.feature else replace(self, feature=feature)
+
     def line(self, req: RequestView, held: bool) -> str:
         """The fact for ``req``: the value read and the relation it had (``held``: the atom was true)."""
         suffix = self.held if held else self.failed
-        get = self.get
-        if get is None:
+        feature = self.feature
+        if feature is None or feature.get is None:
             return self.prefix + suffix
-        if self.secret:
-            return self.prefix + "<redacted>" + suffix
-        value = get(req)
-        if type(value) is int:  # the common case (lengths, hours): shown as is, ordered
+        if feature.exposure == "secret":
+            return self.prefix + REDACTED + suffix
+        value = feature.get(req)
+        if type(value) is int and feature.exposure == "shown":  # the common case (lengths, hours): as is, ordered
             return f"{self.prefix}{value}{suffix}"
-        if not held and self.ordering is not None and (type(value) is not float or value != value):
-            return f"{self.prefix}{show(value)} (not {self.ordering})"  # null, a string, NaN: no order to state
+        shown = feature.shown(value)
+        if not held and self.ordering is not None and not _is_number(value):
+            return f"{self.prefix}{shown} (not {self.ordering})"  # null, a string, NaN: no order to state
         if self.bare and not held and not isinstance(value, bool):
-            return f"{self.prefix}{show(value)}, not true"  # a metadata value holds only when exactly true
-        return self.prefix + show(value) + suffix
+            return f"{self.prefix}{shown}, not true"  # a metadata value holds only when exactly true
+        return self.prefix + shown + suffix
+
+
+def _is_number(value: Any) -> bool:
+    """An int or a float other than NaN (a bool is no number here: it has no order to state)."""
+    return type(value) is int or (type(value) is float and value == value)
 
 
 def blame_of(node: Node) -> Blame:

@@ -127,7 +127,9 @@ EXPLAIN_CASES = [
     ("urgent", URGENT, view(prompt="紧急", request_time=at(10)),
      ["prompt_contains('紧急'): true", "request_time.hour in [9,11,14,16]: false (request_time.hour=10)"]),
     ("none-and-metadata", 'intent == "legal" && metadata.tier != null', view(metadata={"tier": "gold"}),
-     ['intent == "legal": false (intent=null)', 'metadata.tier != null: true (metadata.tier="gold")']),
+     # a metadata value the condition does not name is stored as its size and fingerprint only
+     ['intent == "legal": false (intent=null)',
+      'metadata.tier != null: true (metadata.tier=<withheld: 4 chars, sha256:24d7f03d>)']),
     ("multiline-folded", "input_length >\n   10", view(), ["input_length > 10: true (input_length=120)"]),
     ("secret-header", "header('Authorization') != null", view(headers={"authorization": "Bearer x"}),
      ["header('Authorization') != null: true (header('authorization')=<redacted>)"]),

@@ -22,6 +22,7 @@ TURNS = [
     ("language == 'zh'", "language", "zh"),
     ("intent in ['legal', 'code']", "intent", "legal"),
     ("file_type in ['pdf']", "file_type", "pdf"),
+    # the router stores these values as <withheld: 6 chars, sha256:…> (rules/condition/disclose.py)
     ("metadata.tier == 'gold'", "metadata.tier", "gold"),
     ("header('X-Tier') == 'gold'", "header('x-tier')", "gold"),
     ("has_attachments == false", "has_attachments", False),
