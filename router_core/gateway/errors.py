@@ -119,13 +119,17 @@ async def errors_middleware(
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return error_response(exc.status, exc.reason)
+        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None  # a 405 names the methods allowed
+        return error_response(exc.status, exc.reason, code=_HTTP_CODES.get(exc.status), headers=allow)
     except Exception as exc:  # the last line of defence: never crash, answer 500
         if isinstance(exc, ConnectionResetError) and _client_gone(request):  # not an upstream's connection
             log.debug("the client of %s %s went away before its answer", request.method, request.path)
             return error_response(400, "the client closed the connection", code="client_disconnected")  # unread
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(500, "internal error in the RouteLens gateway", code="internal_error")
+
+
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}  # aiohttp's own answers
 
 
 def _client_gone(request: web.Request) -> bool:

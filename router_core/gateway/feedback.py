@@ -11,6 +11,7 @@ import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
+from router_core.decide.router import Router
 from router_core.errors import InvalidRequest
 from router_core.gateway.errors import error_response
 from router_core.gateway.hooks import TraceHooks
@@ -34,6 +35,7 @@ class FeedbackParts(Protocol):
     metrics: GatewayMetrics
     router_modes: RouterModes
     quality: QualityTable
+    router: Router
 
 
 async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
@@ -41,8 +43,9 @@ async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
 
     One verdict per request id, for a request that has a trace: a second one (through any worker,
     see :mod:`router_core.gateway.verdicts`) is a 409 and is neither stored nor learned, an
-    unknown id a 404. ``expected_class`` must be a configured class. Which ids have a verdict is
-    kept in memory (and in the shared Redis), like what was learned from them: both start again
+    unknown id a 404. ``expected_class`` must be a configured class, ``expected_model`` a model of
+    the fleet. Which ids have a verdict is kept in memory (and in the shared Redis), like what was
+    learned from them: both start again
     after a restart (the stored feedback records stay). The verdict is learned, by every worker,
     for the trace's ``selected_model`` and ``selected_instance``; the 202 body says what was learned
     (``learned``: model, instance, class, ``p_model``, ``p_instance``, ``divergent``).
@@ -64,6 +67,10 @@ async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
     if item.expected_class is not None and item.expected_class not in gw.classes:
         return error_response(400, f"expected_class must be one of {', '.join(sorted(gw.classes))}",
                               param="expected_class", code="invalid_value")
+    models = {spec.model for spec in gw.router.policy.fleet}  # as reloaded: the fleet that serves now
+    if item.expected_model is not None and item.expected_model not in models:  # a typo would count as a misroute
+        return error_response(400, f"expected_model must be a model of the fleet: {', '.join(sorted(models))}",
+                              param="expected_model", code="invalid_value")
     if not await gw.verdicts.claim(item.request_id):  # here or through another worker
         return error_response(409, f"request '{item.request_id}' already has a verdict",
                               param="request_id", code="feedback_exists")

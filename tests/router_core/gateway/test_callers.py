@@ -153,7 +153,9 @@ def test_feedback_takes_one_verdict_per_traced_request_and_known_classes() -> No
             verdict = {"request_id": "fb-1", "correct": False, "expected_class": "chat"}
             banana = await client.post("/v1/feedback", json={**verdict, "expected_class": "banana"})
             assert banana.status == 400 and openai_error(await banana.read())["param"] == "expected_class"
-            first = await client.post("/v1/feedback", json=verdict)
+            typo = await client.post("/v1/feedback", json={**verdict, "expected_model": "m-typo"})  # the fleet: "m"
+            assert typo.status == 400 and openai_error(await typo.read())["param"] == "expected_model"
+            first = await client.post("/v1/feedback", json={**verdict, "expected_model": "m"})
             assert first.status == 202
             learned = await quality(client)
             assert learned, "the first verdict is learned"
@@ -231,3 +233,15 @@ def test_the_gateway_spreads_a_burst_over_equal_instances_between_scrapes() -> N
                 await server.close()
 
     asyncio.run(main())
+
+
+def test_an_unknown_route_or_method_is_an_openai_error_with_its_code() -> None:
+    async def main() -> list[tuple[int, str | None, str | None]]:
+        async with gateway_client({"a": reply(200)}) as (client, _):
+            out = []
+            for method, path in (("GET", "/v1/chat/completions"), ("GET", "/v1/nope")):
+                resp = await client.request(method, path)
+                out.append((resp.status, openai_error(await resp.read())["code"], resp.headers.get("Allow")))
+            return out
+
+    assert asyncio.run(main()) == [(405, "method_not_allowed", "POST"), (404, "not_found", None)]
