@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import mmh3
@@ -16,9 +13,9 @@ from router_core.errors import InvalidRequest
 from router_core.experiments import Assigner, bucket
 from router_core.experiments.assign import ARM_SEED
 from schemas.config.experiments import ExperimentsSettings
+from tests.isolated import run_isolated
 
 N = 100_000
-ROOT = Path(__file__).resolve().parents[3]  # the repository: -c imports its tests package
 
 
 def settings(*shares: float, **kw: Any) -> ExperimentsSettings:
@@ -43,10 +40,7 @@ def test_a_key_with_a_byte_that_is_not_utf8_gets_the_bucket_of_its_bytes_and_nev
             "import settings; key = b'sess-\\xff\\xfe'.decode('utf-8', 'surrogateescape'); "
             "assigner = Assigner(settings(0.5, 0.5, key='session')); "
             "print(bucket(key), assigner.assign('req-1', {'x-session-id': key}, {}).arm)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          cwd=ROOT)
-    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
-    value, arm = done.stdout.split()
+    value, arm = run_isolated(code).split()
     assert float(value) == mmh3.hash(b"sess-\xff\xfe", ARM_SEED, signed=False) / 2**32 and arm in ("arm0", "arm1")
     assert bucket("user-42") == mmh3.hash("user-42", ARM_SEED, signed=False) / 2**32  # valid keys: the same buckets
     assert bucket("ünïcode") == mmh3.hash("ünïcode", ARM_SEED, signed=False) / 2**32

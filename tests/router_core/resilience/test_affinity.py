@@ -1,9 +1,6 @@
 import asyncio
 import math
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -14,10 +11,10 @@ from router_core.shared.base import MemoryShared
 from router_core.state.quality import QualityTable
 from schemas import LatchState
 from schemas.config.economics import AffinitySettings
+from tests.isolated import run_isolated
 from tests.router_core.conftest import NOW, features, healthy, make_config, snap
 
 IDS = [f"i{n}" for n in range(8)]
-ROOT = Path(__file__).resolve().parents[3]  # the repository: the child process imports from it
 
 
 @pytest.mark.parametrize("c", [1.0, 1.25, 2.0])
@@ -46,10 +43,7 @@ def test_a_session_key_with_a_byte_that_is_not_utf8_is_placed_by_its_bytes_and_n
             "ids = [f'i{n}' for n in range(8)]; ring = BoundedRing(ids); "
             "print(ring.place(b'T-\\xff'.decode('utf-8', 'surrogateescape'), {}), ring.place(b'T-\\xff'.decode("
             "'latin-1'), {}))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          cwd=ROOT)
-    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
-    escaped, latin = done.stdout.split()
+    escaped, latin = run_isolated(code).split()
     assert escaped in IDS and latin in IDS
     assert BoundedRing(IDS).place("ticket-7", {}) == BoundedRing(IDS).place("ticket-7", {})
 
