@@ -149,18 +149,18 @@ class ChatRunner:
             if times is not None:
                 t1 = times.add("screen", c0, times.clock())
             if refusal is not None:
-                return self._refuse(call, refusal.status, refusal.message, refusal.code, refusal.param,
+                return self.refuse(call, refusal.status, refusal.message, refusal.code, refusal.param,
                                     refusal.headers())
             analysis = analyse_request(call.body, max_chars=self.config.router.analyse_max_chars,
                                        attachments=self.config.routing.attachments)
             lane = self.lane(request_id, http.headers, call.body)
         except orjson.JSONDecodeError:
-            return self._refuse(call, 400, "request body is not valid JSON", "invalid_json")
+            return self.refuse(call, 400, "request body is not valid JSON", "invalid_json")
         except web.HTTPRequestEntityTooLarge:
-            return self._refuse(call, 413, "request body is too large", "request_too_large")
+            return self.refuse(call, 413, "request body is too large", "request_too_large")
         except InvalidRequest as exc:
             status, code = status_of(exc)
-            return self._refuse(call, status, str(exc), code, exc.param)
+            return self.refuse(call, status, str(exc), code, exc.param)
         ts, call.origin = self.wall(), perf()
         gate = lane.gate
         u = await analyse.understand(gate, analysis, call.body, http.headers, ts, self.view.snapshot) \
@@ -295,8 +295,8 @@ class ChatRunner:
         return web.Response(status=answer.status, body=answer.payload, content_type=answer.content_type,
                             headers=self.headers_of(call.rec) if headers is None else headers)
 
-    def _refuse(self, call: Call, status: int, message: str, code: str | None, param: str | None = None,
-                headers: dict[str, str] | None = None) -> web.Response:
+    def refuse(self, call: Call, status: int, message: str, code: str | None, param: str | None = None,
+               headers: dict[str, str] | None = None) -> web.Response:
         """Answer a request refused before routing, with its trace (the features known so far)."""
         rec = TraceRecorder(request_id=call.request_id, ts=self.wall(), router_version=self.config.router.version,
                             policy_hash=self.book.hash_of(self._base.router.policy, None, self._base.gate),

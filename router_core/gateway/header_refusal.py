@@ -49,4 +49,4 @@ class ChatHeaderRefusal:
         request_id, _ = chat.request_ids.of(request.headers.get("X-Request-Id", ""))  # a hostile id: a new one
         call = Call(request, request_id, chat.perf(), trace=chat.trace_ids.context(request.headers))
         # the runner's own refusal (private to it), so this trace is every refusal's kind of trace
-        return chat._refuse(call, 400, str(exc), exc.code, exc.param)
+        return chat.refuse(call, 400, str(exc), exc.code, exc.param)
