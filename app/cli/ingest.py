@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from rich.console import Console
@@ -25,6 +24,7 @@ def _mapping(name: str) -> dict[str, list[str]] | None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from app.run.access import hash_key_of
     from app.run.storage import open_store, pipeline_paths
     from ingest import Quarantine, SinkError, TraceEmitter, import_file
 
@@ -47,8 +47,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     quarantine = Quarantine(pipeline_paths(st, db)[1])
     emitter = TraceEmitter(store, st, quarantine=quarantine).start()
-    key_env = cfg.router.hash_key_env if cfg else None
-    hash_key = os.environ.get(key_env) if key_env else None
+    hash_key = hash_key_of(cfg)
     columns = (TextColumn("importing {task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(src.name, total=None)

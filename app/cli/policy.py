@@ -72,9 +72,11 @@ def _gate(config: RouteLensConfig) -> PolicyGate:
     stop FILE being explained. The embedding path is fitted before the first query, as a started
     gateway's is (until it is, every query takes the slow path and would fit it anyway).
     """
+    from app.run.access import hash_key_of
     from router_core import PolicyGate
 
-    gate = PolicyGate.load(config.model_copy(update={"routing": config.routing.model_copy(update={"policy": None})}))
+    gate = PolicyGate.load(config.model_copy(update={"routing": config.routing.model_copy(update={"policy": None})}),
+                           hash_key=hash_key_of(config))  # withheld values' fingerprints as the gateway's
     clf = gate.intents
     if clf is not None and clf.has_embedding and clf.settings.escalate and not clf.is_fitted:
         err.print(f"fitting the semantic intents of {clf.settings.routes} (routing.intents; cached beside it)...",
@@ -104,12 +106,14 @@ def _chat_match(rules: RuleSet, config: RouteLensConfig, body: dict[str, Any]) -
 
 def _request_match(rules: RuleSet, config: RouteLensConfig, raw: Any) -> tuple[RuleMatch, dict[str, Any]]:
     """Match a chat body (as the gateway would) or a case's features."""
+    from app.run.access import hash_key_of
     from router_core import explain_case
     from schemas.policy_file import CaseRequest
 
     if isinstance(raw, dict) and "messages" in raw:
         return _chat_match(rules, config, raw)
-    return explain_case(rules, CaseRequest.model_validate(raw)), {}
+    key = hash_key_of(config)  # a withheld value's fingerprint as the gateway's traces hold it
+    return explain_case(rules, CaseRequest.model_validate(raw), None if key is None else key.encode("utf-8")), {}
 
 
 def _request_text(value: str) -> str:

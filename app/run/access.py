@@ -29,7 +29,7 @@ from schemas.config import RouteLensConfig
 from schemas.config.storage import StorageSettings
 from schemas.errors import ConfigError
 
-__all__ = ["AccessRefused", "access_notices", "intake_token_of", "prober_notices", "read_token_of",
+__all__ = ["AccessRefused", "access_notices", "hash_key_of", "intake_token_of", "prober_notices", "read_token_of",
            "relay_token_of", "store_notices"]
 
 # (what is served, the setting or variable that guards it, its keys: None when open)
@@ -74,6 +74,12 @@ def intake_token_of(st: StorageSettings, environ: Mapping[str, str] | None = Non
         ConfigError: The variable is named but unset or empty.
     """
     return _token(st, "intake_token_env", environ)
+
+
+def hash_key_of(config: RouteLensConfig | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The HMAC key of query hashes and withheld values' fingerprints: ``router.hash_key_env``'s value, if set."""
+    name = None if config is None else config.router.hash_key_env
+    return (os.environ if environ is None else environ).get(name) if name else None
 
 
 def relay_token_of(environ: Mapping[str, str] | None = None) -> str | None:

@@ -22,7 +22,7 @@ import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from app.run.access import access_notices, read_token_of
+from app.run.access import access_notices, hash_key_of, read_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.local_redis import start_local_redis, with_shared_url
 from app.run.probe_child import probe_source, start_prober, wants_prober
@@ -143,8 +143,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         emitter = TraceEmitter(RelaySink(store_url, token=os.environ.get(RELAY_TOKEN_ENV) or None), st,
                                exporters=exporters, spool_dir=spool_dir,
                                quarantine=Quarantine(quarantine_dir)).start()
-    key_env = config.router.hash_key_env
-    hash_key = os.environ.get(key_env) if key_env else None
+    hash_key = hash_key_of(config)
     registry = CollectorRegistry()
     registry.register(EmitterCollector(emitter))
     if otel is not None:
@@ -159,7 +158,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         registry=registry,
         probes=probe_source(config, db_path, emitter, registry, probe_url),
         config_path=config_path,
-        policy=PolicyGate.load(config, shared=shared),
+        policy=PolicyGate.load(config, shared=shared, hash_key=hash_key),
         shared=shared,
     )
     app = gateway.build_app()

@@ -30,7 +30,7 @@ def arm_gates(experiment: Experiment | None, base: PolicyGate) -> dict[str, Poli
     for arm in experiment.arms:
         config = arm.router.policy.config
         if config is not None and config.routing != base.config.routing:
-            out[arm.name] = PolicyGate.load(config, shared=base.shared)
+            out[arm.name] = PolicyGate.load(config, shared=base.shared, hash_key=base.hash_key)
     shadow = experiment.shadow
     if shadow is not None:
         config = shadow.router.policy.config
@@ -38,5 +38,5 @@ def arm_gates(experiment: Experiment | None, base: PolicyGate) -> dict[str, Poli
             if shadow.arm in out:
                 out[SHADOW] = out[shadow.arm]
         elif config is not None and config.routing != base.config.routing:
-            out[SHADOW] = PolicyGate.load(config, shared=base.shared)
+            out[SHADOW] = PolicyGate.load(config, shared=base.shared, hash_key=base.hash_key)
     return out

@@ -85,12 +85,16 @@ class PolicyGate:
         path: The policy file, watched for changes when given.
         clock: Monotonic seconds for the throttles (injected).
         shared: Where replicas share the throttles' buckets (None: this process's own).
+        hash_key: The query hash's HMAC key (``router.hash_key_env``'s), which keys the fingerprints
+            of the header and metadata values an explanation withholds (None: plain SHA-256).
     """
 
     def __init__(self, config: RouteLensConfig, rules: RuleSet | None, *, path: Path | None = None,
                  clock: Callable[[], float] = time.monotonic, intents: IntentClassifier | None = None,
-                 shared: SharedState | None = None) -> None:
+                 shared: SharedState | None = None, hash_key: str | None = None) -> None:
         self.config = config
+        self.hash_key = hash_key
+        self._fingerprint_key = None if hash_key is None else hash_key.encode("utf-8")
         self.rules = rules
         self.path = path
         self.intents = intents
@@ -236,6 +240,7 @@ class PolicyGate:
             file_types=tuple(getattr(feats, "file_types", ()) or ()), has_attachments=feats.has_attachments,
             request_time=now, headers={k.lower(): v for k, v in headers.items()},
             metadata=meta if isinstance(meta, dict) else {}, prompt=analysis.query_text, keyword_score=keyword_score,
+            fingerprint_key=self._fingerprint_key,
         )
 
     def choose(self, view: RequestView, *, rules: RuleSet | None = None,

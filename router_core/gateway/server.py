@@ -104,7 +104,7 @@ class Gateway:
     ) -> None:
         self.config = config
         # The routing policy file (routing.policy): rules, chains, throttles; reloaded when the file changes.
-        self.policy = policy or PolicyGate.load(config)
+        self.policy = policy or PolicyGate.load(config, hash_key=hash_key)
         self._policy_task: asyncio.Task[None] | None = None
         self.router = router
         self.hooks = hooks

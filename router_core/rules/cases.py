@@ -13,8 +13,8 @@ from schemas.policy_file import CaseRequest, PolicyCase
 __all__ = ["CaseResult", "explain", "run_cases", "view_of"]
 
 
-def view_of(req: CaseRequest, timezone: str) -> RequestView:
-    """The :class:`RequestView` a case's features describe, its time read in ``timezone``."""
+def view_of(req: CaseRequest, timezone: str, key: bytes | None = None) -> RequestView:
+    """The :class:`RequestView` a case's features describe, its time read in ``timezone``, keyed by ``key``."""
     when = req.request_time.astimezone(ZoneInfo(timezone))
     return RequestView(
         input_length=req.input_length,
@@ -23,7 +23,7 @@ def view_of(req: CaseRequest, timezone: str) -> RequestView:
         file_types=tuple(req.file_types),
         has_attachments=bool(req.file_types) if req.has_attachments is None else req.has_attachments,
         request_time=when, headers={k.lower(): v for k, v in req.headers.items()}, metadata=req.metadata,
-        prompt=req.prompt, keyword_score=req.keyword_score,
+        prompt=req.prompt, keyword_score=req.keyword_score, fingerprint_key=key,
     )
 
 
@@ -53,9 +53,9 @@ class CaseResult:
         return "target" not in want.model_fields_set or self.target == want.target
 
 
-def explain(rules: RuleSet, req: CaseRequest) -> Match:
-    """Match one request's features, with every tried rule's atoms explained."""
-    return rules.match(view_of(req, rules.timezone), explain="all")
+def explain(rules: RuleSet, req: CaseRequest, key: bytes | None = None) -> Match:
+    """Match one request's features, with every tried rule's atoms explained (withheld values keyed by ``key``)."""
+    return rules.match(view_of(req, rules.timezone, key), explain="all")
 
 
 def run_cases(rules: RuleSet, cases: Sequence[PolicyCase] | None = None) -> list[CaseResult]:

@@ -33,6 +33,8 @@ class RequestView:
         metadata: The request body's ``metadata`` object (``metadata.tier``).
         prompt: The last user message's text; read in memory only, never stored.
         keyword_score: The rule-enhanced keyword score (None when no keyword scoring is configured).
+        fingerprint_key: The HMAC key of the fingerprints an explanation gives for header and
+            ``metadata`` values it withholds (``router.hash_key_env``'s; None: plain SHA-256).
     """
 
     input_length: int
@@ -47,6 +49,7 @@ class RequestView:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     prompt: str = field(default="", repr=False)
     keyword_score: float | None = None
+    fingerprint_key: bytes | None = field(default=None, repr=False)
     _folded: list[str] = field(default_factory=list, repr=False, compare=False)
 
     def folded_prompt(self) -> str:

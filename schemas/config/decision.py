@@ -115,7 +115,8 @@ class RouterSettings(ContractModel):
 
     version: str = "routelens-0.1.0"
     hash_key_env: str | None = Field(
-        None, description="Environment variable holding the HMAC key for query hashes."
+        None, description="Environment variable holding the HMAC key for query hashes (and the fingerprints of "
+        "header and metadata values a rule's explanation withholds)."
     )
     analyse_max_chars: int = Field(20_000, gt=0, description="Longer input is cut for analysis.")
     picker: Literal["max", "p2c", "softmax"] = Field(

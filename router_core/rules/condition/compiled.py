@@ -50,7 +50,8 @@ class Atom:
         """``line``, then the values the atom read (``label<eq>value``; withheld or redacted as need be)."""
         if not self.reads:
             return line
-        shown = ", ".join(f"{v.label}{eq}{v.shown(v.get(req) if v.get else None)}" for v in self.reads)
+        key = req.fingerprint_key
+        shown = ", ".join(f"{v.label}{eq}{v.shown(v.get(req) if v.get else None, key)}" for v in self.reads)
         return f"{line} ({shown})"
 
 

@@ -17,16 +17,19 @@ may keep:
   ``metadata.api_key``: :func:`is_secret_name`) is never shown, not even as a fingerprint
   (``secret``): ``<redacted>``.
 
-The fingerprint is the first 8 hex digits of the plain SHA-256 of the value (a string's UTF-8
-bytes; another value's compact JSON with sorted keys), so ``printf %s VALUE | sha256sum`` or
-``routelens policy explain`` with that value gives it. It is not keyed: the trace's HMAC key
-(``router.hash_key_env``) does not reach a compiled condition, so a short guessable value can be
-confirmed by hashing guesses, as an unkeyed ``sha256:`` query hash can.
+The fingerprint is the first 8 hex digits of the SHA-256 of the value (a string's UTF-8 bytes;
+another value's compact JSON with sorted keys), keyed as the query hash is: with the key
+``router.hash_key_env`` names it is an HMAC (``hmac-sha256:1a2b3c4d``), so a short guessable value
+cannot be confirmed by hashing guesses without the key; without one it is plain
+(``sha256:1a2b3c4d``: ``printf %s VALUE | sha256sum``). ``routelens policy explain`` with that value
+gives it either way (it reads the same key). The key reaches a condition on the request it reads
+(:attr:`RequestView.fingerprint_key`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Set
 from typing import Any, Literal
@@ -79,20 +82,25 @@ def _size(value: Any) -> str:
     return "a value"
 
 
-def withheld(value: Any) -> str:
-    """``<withheld: 9 chars, sha256:1a2b3c4d>``: the value's size and fingerprint, never the value."""
-    data = value if isinstance(value, str) else _canonical(value)
-    digest = hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    return f"<withheld: {_size(value)}, sha256:{digest}>"
+def withheld(value: Any, key: bytes | None = None) -> str:
+    """``<withheld: 9 chars, sha256:1a2b3c4d>``: the value's size and fingerprint, never the value.
+
+    With ``key`` the fingerprint is an HMAC-SHA256 under it: ``hmac-sha256:1a2b3c4d``.
+    """
+    data = (value if isinstance(value, str) else _canonical(value)).encode("utf-8", "surrogatepass")
+    if key is None:
+        return f"<withheld: {_size(value)}, sha256:{hashlib.sha256(data).hexdigest()[:8]}>"
+    return f"<withheld: {_size(value)}, hmac-sha256:{hmac.new(key, data, hashlib.sha256).hexdigest()[:8]}>"
 
 
-def disclose(value: Any, exposure: Exposure, named: Set[Any]) -> str:
+def disclose(value: Any, exposure: Exposure, named: Set[Any], key: bytes | None = None) -> str:
     """How an explanation shows ``value``, read from a feature of this ``exposure``.
 
     Args:
         value: What the feature read.
         exposure: ``shown``, ``named`` (shown when in ``named``) or ``secret``.
         named: The literals the condition compares the feature against.
+        key: The fingerprint's HMAC key (None: plain SHA-256); see :func:`withheld`.
     """
     if exposure == "secret":
         return REDACTED
@@ -100,4 +108,4 @@ def disclose(value: Any, exposure: Exposure, named: Set[Any]) -> str:
         return show(value)
     if isinstance(value, str | int | float) and value in named:
         return show(value)
-    return withheld(value)
+    return withheld(value, key)

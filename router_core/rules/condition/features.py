@@ -46,9 +46,9 @@ class Value:
     exposure: Exposure = "shown"
     named: frozenset[Any] = frozenset()
 
-    def shown(self, value: Any) -> str:
-        """How an explanation shows ``value``, read from this feature (:func:`.disclose.disclose`)."""
-        return disclose(value, self.exposure, self.named)
+    def shown(self, value: Any, key: bytes | None = None) -> str:
+        """How an explanation shows ``value``, read from this feature (:func:`.disclose.disclose`, keyed by ``key``)."""
+        return disclose(value, self.exposure, self.named, key)
 
     def naming(self, named: Mapping[str, frozenset[Any]]) -> Value:
         """This feature, showing the values ``named`` lists for its label (a header or metadata value)."""

@@ -127,7 +127,7 @@ class Fact:
         value = feature.get(req)
         if type(value) is int and feature.exposure == "shown":  # the common case (lengths, hours): as is, ordered
             return f"{self.prefix}{value}{suffix}"
-        shown = feature.shown(value)
+        shown = feature.shown(value, req.fingerprint_key)
         if not held and self.ordering is not None and not _is_number(value):
             return f"{self.prefix}{shown} (not {self.ordering})"  # null, a string, NaN: no order to state
         if self.bare and not held and not isinstance(value, bool):

@@ -147,3 +147,29 @@ def test_explain_of_a_request_file_that_is_not_there_is_one_line_and_exit_2(
                  "--request", f"@{missing}"]) == 2
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [f"error: --request: cannot read {missing}: No such file or directory"]
+
+
+def test_explain_gives_a_withheld_values_fingerprint_as_the_gateways_traces_keep_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """With router.hash_key_env's key set, the fingerprint is keyed, as the gateway keys it; without, plain."""
+    import hashlib
+    import hmac
+
+    from app.cli import main
+
+    (tmp_path / "routelens.yaml").write_text(CHAT_CONFIG + "router: {hash_key_env: EXPLAIN_TEST_KEY}\n", "utf-8")
+    (tmp_path / "p.yaml").write_text(
+        "routing_matrix:\n  - {rule_name: gold, condition: \"metadata.tier == 'gold'\", primary_target: n}\n", "utf-8")
+    case = json.dumps({"input_length": 10, "metadata": {"tier": "silver-7"}})
+
+    def detail() -> str:
+        assert main(["--config", str(tmp_path / "routelens.yaml"), "policy", "explain", str(tmp_path / "p.yaml"),
+                     "--json", "--request", case]) == 0
+        line: str = json.loads(capsys.readouterr().out.splitlines()[-1])["tried"][0]["detail"][0]
+        return line
+
+    plain = hashlib.sha256(b"silver-7").hexdigest()[:8]
+    assert detail() == f"metadata.tier = <withheld: 8 chars, sha256:{plain}> != \"gold\""
+    monkeypatch.setenv("EXPLAIN_TEST_KEY", "k-123")
+    keyed = hmac.new(b"k-123", b"silver-7", hashlib.sha256).hexdigest()[:8]
+    assert detail() == f"metadata.tier = <withheld: 8 chars, hmac-sha256:{keyed}> != \"gold\""

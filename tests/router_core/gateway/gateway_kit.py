@@ -30,11 +30,12 @@ async def gateway_client(
     perf: Callable[[], float] | None = None,
     policy: str | None = None,
     sections: dict[str, Any] | None = None,
+    hash_key: str | None = None,
 ) -> AsyncIterator[tuple[TestClient[Any, Any], MemoryHooks]]:
     """Yield a client of a gateway whose instances ("a" ranked before "b") run ``handlers``.
 
     ``policy`` is a routing policy file's text (YAML), compiled against the fleet; ``sections`` are
-    further configuration sections (``routing``, ``resilience``...).
+    further configuration sections (``routing``, ``resilience``...); ``hash_key`` the query hash's key.
     """
     async with AsyncExitStack() as stack:
         servers = {iid: TestServer(upstream(h, KV[iid])) for iid, h in handlers.items()}
@@ -50,8 +51,9 @@ async def gateway_client(
         })
         hooks = MemoryHooks()
         ids = iter(f"req-{i}" for i in range(100))
-        gate = None if policy is None else PolicyGate(config, compile_policy(policy, "policy.yaml", config))
-        gw = Gateway(config, build_router(config), hooks, new_id=lambda: next(ids), policy=gate,
+        gate = None if policy is None else PolicyGate(config, compile_policy(policy, "policy.yaml", config),
+                                                      hash_key=hash_key)
+        gw = Gateway(config, build_router(config), hooks, new_id=lambda: next(ids), policy=gate, hash_key=hash_key,
                      **({"perf": perf} if perf else {}))
         client = await stack.enter_async_context(TestClient(TestServer(gw.build_app())))
         yield client, hooks

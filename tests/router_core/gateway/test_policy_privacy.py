@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
+from typing import Any
 
 from ingest.codec.encoder import dumps
+from schemas import DecisionTrace
 from tests.router_core.gateway.gateway_kit import gateway_client, trace_of
 from tests.router_core.gateway.test_dry_run import dry_run
 from tests.router_core.gateway.test_forwarding import reply
@@ -76,3 +79,29 @@ def test_a_value_the_policy_names_is_stored_as_is() -> None:
                 'metadata.project == "alpha-project": true (metadata.project="alpha-project")']
 
     asyncio.run(run())
+
+
+def test_with_a_hash_key_the_stored_fingerprints_are_keyed() -> None:
+    """As the query hash: a guessed tenant cannot be confirmed against a stored trace without the key."""
+    key = "privacy-test-key"
+
+    def hmac8(value: str) -> str:
+        return hmac.new(key.encode(), value.encode(), hashlib.sha256).hexdigest()[:8]
+
+    async def run() -> tuple[DecisionTrace, dict[str, Any]]:
+        async with gateway_client({"a": reply(200), "b": reply(200)}, instances=TWO_MODELS,
+                                  policy=policy(GOLD, PRESENT), hash_key=key) as (client, hooks):
+            resp = await client.post("/v1/chat/completions", json=chat("hello", metadata={"project": PROJECT}),
+                                     headers={"x-tenant": TENANT})
+            return trace_of(hooks, resp.headers), await dry_run(client, chat("hello", metadata={"project": PROJECT}),
+                                                                {"x-tenant": TENANT})
+
+    trace, answer = asyncio.run(run())
+    assert trace.query_hash.startswith("hmac-sha256:") and trace.policy is not None
+    assert trace.policy.tried[0].detail == [
+        f"header('x-tenant') = <withheld: 26 chars, hmac-sha256:{hmac8(TENANT)}> != \"gold-tenant\"",
+        "(other atoms failed too)"]
+    assert answer["trace"]["policy"]["tried"][0]["detail"][1] == (
+        f"metadata.project = <withheld: 28 chars, hmac-sha256:{hmac8(PROJECT)}> != \"alpha-project\"")
+    text = dumps(trace)
+    assert sha8(TENANT).encode() not in text and sha8(PROJECT).encode() not in text

@@ -8,6 +8,7 @@ credential-like header or key not at all.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from typing import Any
 
@@ -181,3 +182,22 @@ def test_only_header_and_metadata_values_are_withheld() -> None:
         'language = "en" != "zh"', 'intent = "chat" not in ["legal"]', 'file_type = "docx" != "pdf"',
         "input_length = 500 <= 8000", f"header('x-tenant') = <withheld: 26 chars, sha256:{fingerprint(TENANT)}> "
                                       '!= "gold"']
+
+
+def test_with_the_hash_key_the_fingerprint_is_an_hmac_under_it() -> None:
+    """A short guessable value cannot be confirmed by hashing guesses without the query hash's key."""
+    key = b"routelens-test-key"
+    keyed = hmac.new(key, TENANT.encode(), hashlib.sha256).hexdigest()[:8]
+    withheld = f"header('x-tenant') = <withheld: 26 chars, hmac-sha256:{keyed}> != \"gold-tenant\""
+    lines = details(AUDITED, request(fingerprint_key=key))
+    assert lines and all(line.startswith(withheld) or line.startswith("metadata.project") or line.startswith("(")
+                         for line in lines)
+    assert withheld in lines and f"sha256:{fingerprint(TENANT)}" not in " ".join(lines)
+    other = details(AUDITED, request(fingerprint_key=b"another-key"))
+    assert withheld not in other and "hmac-sha256:" in other[0]
+    cond = compile_condition("header('x-tenant') != metadata.project")  # the fact path (why_not) keys it too
+    (line,) = cond.why_not(request(metadata={"project": TENANT}, fingerprint_key=key))
+    assert line.count(f"hmac-sha256:{keyed}") == 2
+    (line,) = compile_condition("metadata.project != null").explain(request(fingerprint_key=key))
+    keyed = hmac.new(key, PROJECT.encode(), hashlib.sha256).hexdigest()[:8]
+    assert line == f"metadata.project != null: true (metadata.project=<withheld: 28 chars, hmac-sha256:{keyed}>)"
