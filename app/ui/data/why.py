@@ -5,6 +5,8 @@ Examples::
     coder-6b-b won by 0.04 on latency over coder-6b-a; v4-32k-a was ruled out by kv-cache 91% > 85%
     since 10:02:03.
 
+    Rule code_tasks sent it to coder-6b: coder-6b-b won by 0.04 on latency over coder-6b-a.
+
 Pure: a :class:`schemas.trace.DecisionTrace` in, a ``str`` out.
 """
 
@@ -79,15 +81,34 @@ def _head(trace: DecisionTrace) -> str:
     return (f"{sel} served the request after a fallback{reason}; {_win_clause(m)} in the ranking")
 
 
+def _rule_clause(trace: DecisionTrace) -> str | None:
+    """``Rule long_context sent it to deepseek-v4-32k``: the policy step that chose the candidates (None: no rule)."""
+    policy = trace.policy
+    if policy is None or policy.rule is None:
+        return None
+    target = policy.target or "every model"
+    text = f"Rule {policy.rule} sent it to {target}"
+    if policy.throttled == "chain":
+        text = f"Rule {policy.rule} matched (target {target}) and its throttle sent it down its chain"
+    if len(policy.chain_used) > 1:
+        text += f" (tried {' -> '.join(policy.chain_used)})"
+    return text
+
+
 def decision_sentence(trace: DecisionTrace) -> str:
-    """One plain sentence: who won, by how much and on what, over whom, and who was ruled out and why."""
+    """One plain sentence: the rule that chose the candidates; who won, by how much, on what, over whom; who was out."""
     if not trace.candidates:
         return _refused(trace) + "."
     if not any(c.feasible for c in trace.candidates):
-        return _no_feasible(trace) + "."
-    head = _head(trace)
-    rest = ruled_out_clause(trace)
-    return f"{head}; {rest}." if rest else f"{head}."
+        sentence = _no_feasible(trace) + "."
+    else:
+        head = _head(trace)
+        rest = ruled_out_clause(trace)
+        sentence = f"{head}; {rest}." if rest else f"{head}."
+    rule = _rule_clause(trace)
+    if rule is None:
+        return sentence
+    return f"{rule}: {sentence[0].lower()}{sentence[1:]}" if sentence.startswith("No ") else f"{rule}: {sentence}"
 
 
 def flip_sentence(trace: DecisionTrace) -> str | None:

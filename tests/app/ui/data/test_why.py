@@ -55,3 +55,21 @@ def test_many_rejections_are_capped() -> None:
     clause = ruled_out_clause(base.model_copy(update={"candidates": many}))
     assert clause.startswith("x0 was ruled out by kv-cache") and "x2 by kv-cache" in clause
     assert clause.endswith("2 more were ruled out")
+
+
+def test_a_rule_routed_request_names_the_rule_that_chose_its_candidates() -> None:
+    """Only the rule's target was scored: the sentence says so before who won (the demo's rules)."""
+    from schemas.trace_policy import PolicyStep
+
+    step = PolicyStep(policy="policy.yaml@sha256:1", rule="code_tasks", target="coder-6b", chain_used=["coder-6b"])
+    routed = cases.tie_break().model_copy(update={"policy": step, "rule": "code_tasks"})
+    assert decision_sentence(routed) == ("Rule code_tasks sent it to coder-6b: coder-6b-b won a tie-break over "
+                                         "coder-6b-a (both scored 0.5).")
+    down = step.model_copy(update={"chain_used": ["v4-32k", "coder-6b"], "target": "v4-32k"})
+    text = decision_sentence(cases.no_feasible().model_copy(update={"policy": down}))
+    assert text.startswith("Rule code_tasks sent it to v4-32k (tried v4-32k -> coder-6b): no instance was feasible")
+    throttled = step.model_copy(update={"throttled": "chain"})
+    assert decision_sentence(routed.model_copy(update={"policy": throttled})).startswith(
+        "Rule code_tasks matched (target coder-6b) and its throttle sent it down its chain: coder-6b-b won")
+    unmatched = step.model_copy(update={"rule": None, "target": None})
+    assert decision_sentence(routed.model_copy(update={"policy": unmatched})).startswith("coder-6b-b won")
