@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from app.units import DASH
 
-__all__ = ["plain", "readable", "request_id_input"]
+__all__ = ["plain", "readable", "request_id_input", "table"]
 
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]<>#|~$])")
 
@@ -43,11 +44,14 @@ def request_id_input(key: str = "request_id", label: str = "request_id") -> str:
 def readable(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """``frame`` as an operator reads it: floats rounded to ``digits``, a missing value ``—`` (never None or nan).
 
-    Booleans and integers are kept (a Styler can still test them); only display changes.
+    Booleans and integers are kept (a Styler can still test them) unless a value is missing; only display changes.
     """
     out = frame.copy()
     for name in out.columns:
         column = out[name]
+        if pd.api.types.is_integer_dtype(column) and column.isna().any():  # nullable Int64: <NA> shown as None
+            out[name] = [DASH if pd.isna(v) else str(v) for v in column]
+            continue
         if pd.api.types.is_bool_dtype(column) or pd.api.types.is_integer_dtype(column):
             continue
         if pd.api.types.is_float_dtype(column):
@@ -55,3 +59,8 @@ def readable(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
         else:
             out[name] = [DASH if v is None or (isinstance(v, float) and pd.isna(v)) else v for v in column]
     return out
+
+
+def table(rows: pd.DataFrame | list[dict[str, Any]]) -> None:
+    """A table as an operator reads it (:func:`readable`), without the index."""
+    st.dataframe(readable(rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)), hide_index=True)

@@ -50,7 +50,7 @@ st.subheader("Elimination")
 st.plotly_chart(waterfall_chart(waterfall_stages(trace)), key="waterfall")
 rejected = trace_tables.rejections(trace)
 if rejected:
-    st.dataframe([{"instance": i, "ruled out by": why_} for i, why_ in rejected.items()], hide_index=True)
+    widgets.table([{"instance": i, "ruled out by": why_} for i, why_ in rejected.items()])
 
 st.subheader("Scores")
 terms = trace_tables.score_terms_frame(trace)
@@ -60,19 +60,19 @@ else:
     st.plotly_chart(score_terms_chart(terms), key="score_terms")
 if (flip := why.flip_sentence(trace)) is not None:
     st.text(flip)
-st.dataframe(trace_tables.ranking_frame(trace), hide_index=True)
+widgets.table(trace_tables.ranking_frame(trace))
 with st.expander("Score terms: raw value × weight"):
-    st.dataframe(terms, hide_index=True)
+    widgets.table(terms)
 
 if losers := why_not.reasons_rows(trace):
     st.subheader("Why not the others")
     st.caption("One reason for each candidate not chosen: its rule's target, a constraint, a failed attempt, "
                "the sampling draw, the tie-break, or the score term it lost most on.")
-    st.dataframe(losers, hide_index=True)
+    widgets.table(losers)
 
 st.subheader("State snapshot")
 st.caption("The gauges each candidate was judged on, as scraped before the decision.")
-st.dataframe(trace_tables.state_frame(trace), hide_index=True)
+widgets.table(trace_tables.state_frame(trace))
 
 probe_traffic.verdicts_section(trace.selected_instance, trace.ts)
 
@@ -82,7 +82,7 @@ if attempts.empty:
     st.text("The request was not forwarded.")
 else:
     st.plotly_chart(attempts_chart(attempts), key="attempts")
-    st.dataframe(attempts, hide_index=True)
+    widgets.table(attempts)
 
 if (step := trace.policy) is not None:
     st.subheader("Routing rule")
@@ -90,18 +90,18 @@ if (step := trace.policy) is not None:
     if step.tried:
         st.caption("Each rule tried, in order: the one that matched with every atom's verdict, the others with "
                    "the atom that failed them first and the value it read.")
-        st.dataframe(policy_step.clauses_rows(step), hide_index=True)
+        widgets.table(policy_step.clauses_rows(step))
     if (intent := policy_step.intent_sentence(step)) is not None:
         st.text(intent)
     if step.keyword_score is not None:
         st.text(f"Keyword score {explain.fmt_num(step.keyword_score)}"
                 + (":" if step.keywords else " (no pattern matched)."))
         if step.keywords:
-            st.dataframe(policy_step.keyword_rows(step), hide_index=True)
+            widgets.table(policy_step.keyword_rows(step))
     if step.attachments:
         if any(a.mismatch for a in step.attachments):
             st.warning("An attachment's bytes are not the type it was declared as: it was routed by its bytes.")
-        st.dataframe(policy_step.attachments_rows(step), hide_index=True)
+        widgets.table(policy_step.attachments_rows(step))
 
 st.subheader("Policy")
 facts = trace_tables.summary(trace)
@@ -109,9 +109,9 @@ policy = {k: facts[k] for k in ("rule", "intent", "experiment_arm", "router_vers
 policy_steps = [s.reason for s in trace.decision_trace if s.kind.value in ("policy", "pick") and s.reason]
 policy["policy and pick steps"] = " · ".join(policy_steps) or explain.DASH
 policy["weights"] = ", ".join(f"{w.name} {explain.fmt_num(w.weight)}" for w in trace.score_weights) or explain.DASH
-st.dataframe([{"field": k, "value": v} for k, v in policy.items()], hide_index=True)
+widgets.table([{"field": k, "value": v} for k, v in policy.items()])
 with st.expander("Decision steps"):
-    st.dataframe(trace_tables.steps_frame(trace), hide_index=True)
+    widgets.table(trace_tables.steps_frame(trace))
 with st.expander("Request features"):
     st.json(explain.features_summary(trace))
 with st.expander("Raw trace JSON"):

@@ -61,7 +61,10 @@ def test_found_trace_reads_sentence_first_then_pictures(
     assert rejected["ruled out by"].tolist() == [f"kv-cache: kv_cache_usage 97% > 90% — {stub.KV_REASON}"]
     assert ranking["verdict"].tolist() == ["feasible", "selected", "ruled out"]
     assert len(ranking.columns) <= 7  # narrow: no sideways scrolling
-    assert state.set_index("instance").loc[stub.REJECTED_INSTANCE, "kv_cache_usage"] == 0.97
+    assert state.set_index("instance").loc[stub.REJECTED_INSTANCE, "kv_cache_usage"] == "0.970"
+    assert ranking.set_index("instance").loc[stub.REJECTED_INSTANCE, "total"] == "—"  # not "None"
+    for frame in frames:  # a missing value reads as a dash in every table, never None or nan
+        assert not frame.isna().any().any() and "None" not in frame.astype(str).to_numpy()
     assert losers.set_index("instance")["why not"].to_dict() == {
         stub.TOP_RANKED: f"picked first, but its attempt failed (timeout, ReadTimeout); {stub.SELECTED_INSTANCE} "
                          "served",
