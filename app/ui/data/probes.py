@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from app.ui.data.probe_reading import limit_of, reading_of, verdict_of
 from app.ui.limits import Limits
 from app.units import DASH
+from probes.alerts.manager import EVENT_SEVERITY
 from schemas.common import ProbeKind
 from schemas.probe import ProbeResult, ProbeStatus
 from schemas.records import RouterEvent
@@ -39,6 +40,7 @@ DEFAULT_WINDOW = "1h"
 NO_DATA = "no data"
 KINDS: tuple[str, ...] = tuple(k.value for k in ProbeKind)
 _ALERT_MESSAGE = re.compile(r"^(firing|resolved):\s*(\S+)")
+_RULE_SEVERITY = {level: rule for rule, level in EVENT_SEVERITY.items()}  # an event's level -> its alert rule's
 
 GRID_COLUMNS: tuple[str, ...] = (
     "instance", "model", "kind", "verdict", "value", "reading", "limit", "ts", "reason", "held", "held_since", "link",
@@ -248,11 +250,22 @@ def active_alert_lines(frame: pd.DataFrame, window: str | None = None) -> list[s
 
 
 def recent_alerts(events: Sequence[RouterEvent]) -> pd.DataFrame:
-    """Alert events (kind ``alert``), newest first: ``firing: <Rule> ...`` / ``resolved: <Rule> ...`` split."""
+    """Alert events (kind ``alert``), newest first: ``firing: <Rule> ...`` / ``resolved: <Rule> ...`` split.
+
+    ``severity`` is the alert rule's (critical, warning, info), as the active alerts show it: a
+    firing event stores its rule's as an event level (critical as ``error``), read back here; a
+    resolved one stores ``info``, so it takes the severity of its alert's firing in the list (``—``
+    when that fell outside it).
+    """
     rows = []
-    for e in sorted((e for e in events if e.kind == "alert"), key=lambda e: e.ts, reverse=True):
+    fired: dict[tuple[str, str | None], str] = {}  # (rule, instance) -> the rule's severity, as last fired
+    for e in sorted((e for e in events if e.kind == "alert"), key=lambda e: e.ts):
         found = _ALERT_MESSAGE.match(e.message)
         action, rule = found.groups() if found else ("", "")
+        if action == "resolved":
+            severity = fired.pop((rule, e.instance), DASH)
+        else:
+            severity = fired[(rule, e.instance)] = _RULE_SEVERITY.get(e.severity, e.severity)
         rows.append({"ts": e.ts, "action": action, "rule": rule, "instance": e.instance, "model": e.model,
-                     "severity": e.severity, "message": e.message, "link": instance_link(e.instance, e.ts)})
-    return pd.DataFrame(rows, columns=list(RECENT_ALERT_COLUMNS))
+                     "severity": severity, "message": e.message, "link": instance_link(e.instance, e.ts)})
+    return pd.DataFrame(rows[::-1], columns=list(RECENT_ALERT_COLUMNS))

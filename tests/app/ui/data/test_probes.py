@@ -141,6 +141,10 @@ def test_recent_alerts_newest_first_and_split() -> None:
     assert list(frame.columns) == list(pd_.RECENT_ALERT_COLUMNS)
     assert frame["action"].tolist() == ["firing", "resolved", "firing"]
     assert frame["rule"].tolist() == [stub.ALERT_RULE, "LatencyCreep", "LatencyCreep"]
+    # the alert rule's severity, as the active alerts show it: not the event's level (error, info)
+    assert frame["severity"].tolist() == ["critical", "warning", "warning"]
+    resolved_alone = pd_.recent_alerts([e for e in stub.sample_events(NOW) if e.message.startswith("resolved")])
+    assert resolved_alone["severity"].tolist() == ["—"]  # its firing fell outside the list
     newest = max(e.ts for e in stub.sample_events(NOW) if e.kind == "alert")  # an alert links to its moment
     assert frame["link"].iloc[0] == pd_.instance_link(stub.DRIFTING_INSTANCE, newest)
     assert frame["link"].iloc[0].startswith(f"?instance={stub.DRIFTING_INSTANCE}&at=")
