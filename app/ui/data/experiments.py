@@ -20,8 +20,8 @@ from schemas.queries import BucketStats
 
 __all__ = [
     "BY_FIELD", "METRIC_COLUMNS", "METRIC_LABELS", "METRIC_UNITS", "NO_EXPERIMENT", "SERIES_COLUMNS",
-    "first_start", "flip_counts", "flip_matrix", "metric_table", "pick_sides", "series", "shadow_pairs",
-    "shadow_summary", "srm_status",
+    "first_start", "flip_counts", "flip_matrix", "metric_table", "missing_sides", "pick_sides", "series",
+    "shadow_pairs", "shadow_summary", "srm_status",
 ]
 
 BY_FIELD: dict[str, str] = {"arm": "experiment_arm", "version": "router_version"}
@@ -49,6 +49,15 @@ def pick_sides(groups: Mapping[str, int], a: str | None, b: str | None) -> tuple
     rest = [o for o in options if o != side_a]
     side_b = b if b in groups and b != side_a else (rest[0] if rest else None)
     return options, side_a, side_b
+
+
+def missing_sides(groups: Mapping[str, int], a: str | None, b: str | None, by: str = "arm") -> str | None:
+    """What a link's ``a``/``b`` named that the window has no requests of (None: both found, or not given)."""
+    gone = [f"`{name}`" for name in dict.fromkeys((a, b)) if name and name not in groups]
+    if not gone:
+        return None
+    return (f"No requests of {by} {' or '.join(gone)} in this window: showing the busiest {by}s instead "
+            "(widen the window, or check the name).")
 
 
 def metric_table(report: Mapping[str, Any], cost_unit: str = "cost units") -> pd.DataFrame:

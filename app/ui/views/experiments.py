@@ -157,6 +157,8 @@ except (SinkError, TypeError, KeyError, ValueError) as exc:  # a server from bef
     groups = {}
 
 options, default_a, default_b = data.pick_sides(groups, st.query_params.get("a"), st.query_params.get("b"))
+if groups and (missing := data.missing_sides(groups, st.query_params.get("a"), st.query_params.get("b"), by)):
+    st.warning(missing)
 if len(options) < 2:
     st.info(data.NO_EXPERIMENT)
     if groups:

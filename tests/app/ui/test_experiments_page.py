@@ -45,7 +45,7 @@ def open_page(monkeypatch: pytest.MonkeyPatch, db: Path, **params: str) -> objec
 
 def test_two_arms_metric_table_series_and_flips(monkeypatch: pytest.MonkeyPatch, db: Path) -> None:
     at = open_page(monkeypatch, db)
-    assert not at.error  # type: ignore[attr-defined]
+    assert not at.error and not at.warning  # type: ignore[attr-defined]
     assert_clean(at)  # type: ignore[arg-type]
     assert (at.selectbox(key="side_a").value, at.selectbox(key="side_b").value) == ("a", "b")  # type: ignore[attr-defined]
     assert any("Split as designed" in s.value for s in at.success)  # type: ignore[attr-defined]
@@ -75,6 +75,9 @@ def test_the_choice_is_kept_in_the_url(monkeypatch: pytest.MonkeyPatch, db: Path
     assert at.radio(key="by").value == "version"  # type: ignore[attr-defined]
     # versions are v2.3 / v2.4: the URL's a/b name arms, so the busiest versions are taken instead
     assert {at.selectbox(key="side_a").value, at.selectbox(key="side_b").value} == {"v2.3", "v2.4"}  # type: ignore[attr-defined]
+    warned = [w.value for w in at.warning]  # type: ignore[attr-defined]
+    assert warned == ["No requests of version `b` or `a` in this window: showing the busiest versions instead "
+                      "(widen the window, or check the name)."]  # said, not silently replaced
     at.selectbox(key="side_a").set_value("v2.4").run()  # type: ignore[attr-defined]
     assert at.query_params["a"] == "v2.4" and at.query_params["by"] == "version"  # type: ignore[attr-defined]
 
