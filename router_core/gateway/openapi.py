@@ -48,6 +48,7 @@ GATEWAY_OPERATIONS: tuple[Operation, ...] = (
         Operation("POST", "/v1/chat/completions", "Route one chat-completions request (OpenAI-compatible)", {
             200: Answer("The instance's answer (a stream is text/event-stream)", ChatCompletion),
             400: _BAD, 404: Answer("The model is not served", ErrorResponse),
+            408: Answer("The body did not arrive within gateway.body_timeout_s of its headers", ErrorResponse),
             413: Answer("The body is too large", ErrorResponse),
             429: Answer("Throttled (Retry-After says when to come back)", ErrorResponse),
             502: Answer("No instance could answer", ErrorResponse),
