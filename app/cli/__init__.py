@@ -20,7 +20,7 @@ import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.cli._common import err
+from app.cli._common import fail
 from schemas.errors import ConfigError
 
 __all__ = ["COMMANDS", "DEFAULT_CONFIG", "build_parser", "main", "version"]
@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except ConfigError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        fail(f"{exc}")
         return 2
     except KeyboardInterrupt:
         return 130

@@ -9,17 +9,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from app.config import load_config
 from app.reader import API_ENV, DEFAULT_API_URL
 from schemas.config import RouteLensConfig
 
-__all__ = ["BadInput", "Register", "api_url", "config_of", "err", "parse_time", "parse_window", "stdout_console"]
+__all__ = ["BadInput", "Register", "api_url", "config_of", "err", "fail", "parse_time", "parse_window",
+           "stdout_console"]
 
 Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]  # type: ignore[type-arg]
 
 err = Console(stderr=True, highlight=False)
 _PIPED_WIDTH = 200  # columns of a table written to a file or a pipe (rich's default there, 80, cuts cells to "…")
+
+
+def fail(message: str) -> None:
+    """Print ``error: MESSAGE`` on stderr as written: no markup read in it, no line broken at the terminal's width.
+
+    A pattern's ``[a-z0-9]`` was eaten as a tag; ``file:line: field`` stays one line to grep.
+    """
+    err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
 
 
 def stdout_console(*, highlight: bool = True) -> Console:

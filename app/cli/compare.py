@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from app.cli._common import BadInput, api_url, err, parse_window, stdout_console
+from app.cli._common import BadInput, api_url, fail, parse_window, stdout_console
 from app.config import load_config
 
 if TYPE_CHECKING:
@@ -154,15 +154,15 @@ def _run(args: argparse.Namespace) -> int:
     try:
         store = _open(args)
     except SinkError as exc:
-        err.print(f"[red]error:[/red] cannot read traces: {exc}")
+        fail(f"cannot read traces: {exc}")
         return 2
     try:
         report = run_compare(store, args)
     except BadInput as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        fail(f"{exc}")
         return 2
     except SinkError as exc:
-        err.print(f"[red]error:[/red] cannot read traces: {exc}")
+        fail(f"cannot read traces: {exc}")
         return 2
     finally:
         close = getattr(store, "close", None)

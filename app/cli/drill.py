@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from app.cli._common import err
+from app.cli._common import err, fail
 from app.run.procs import Child, app_command, free_ports, wait_http
 
 __all__ = ["register"]
@@ -52,7 +52,7 @@ def _read_fault_log(path: Path) -> list[dict[str, object]]:
 
 
 def _not_started(what: str, child: Child) -> int:
-    err.print(f"[red]error:[/red] the {what} did not start; its last output:")
+    fail(f"the {what} did not start; its last output:")
     err.print(child.tail() or "(none)", markup=False, highlight=False)
     return 1
 

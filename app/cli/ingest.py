@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
-from app.cli._common import err
+from app.cli._common import err, fail
 from app.config import load_config
 from schemas.config.storage import StorageSettings
 
@@ -30,7 +30,7 @@ def _run(args: argparse.Namespace) -> int:
 
     src = Path(args.file)
     if not src.is_file():
-        err.print(f"[red]error:[/red] no such file: {src}")
+        fail(f"no such file: {src}")
         return 2
     cfg = load_config(args.config) if Path(args.config).is_file() else None
     st = cfg.storage if cfg else StorageSettings()
@@ -38,12 +38,12 @@ def _run(args: argparse.Namespace) -> int:
     try:
         mapping = _mapping(args.mapping)
     except (OSError, ValueError) as exc:
-        err.print(f"[red]error:[/red] cannot read the mapping {args.mapping}: {exc}")
+        fail(f"cannot read the mapping {args.mapping}: {exc}")
         return 2
     try:  # the configured backend; a DuckDB file that another process writes is refused at once
         store = open_store(st, db, lazy=False)
     except SinkError as exc:
-        err.print(f"[red]error:[/red] {exc}\n(a running server writes this file? POST the traces to /v1/traces)")
+        fail(f"{exc}\n(a running server writes this file? POST the traces to /v1/traces)")
         return 2
     quarantine = Quarantine(pipeline_paths(st, db)[1])
     emitter = TraceEmitter(store, st, quarantine=quarantine).start()

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli._common import BadInput, config_of, err, stdout_console
+from app.cli._common import BadInput, config_of, err, fail, stdout_console
 
 if TYPE_CHECKING:
     from schemas.config.intents import IntentSettings
@@ -173,7 +173,7 @@ def _eval(args: argparse.Namespace) -> int:
         report = run_eval(args.routes, args.cases, escalate=not args.no_escalate, max_tokens=args.max_tokens,
                           method=args.method, settings=settings)
     except (BadInput, ConfigError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        fail(f"{exc}")
         return 2
     report["settings"] = "defaults" if settings is None else f"{args.config}: routing.intents"
     if args.json:
@@ -198,10 +198,10 @@ def _add(args: argparse.Namespace) -> int:
         lines = Path(args.file).read_text("utf-8").splitlines()
         routes = append_examples(path, args.route, lines)
     except OSError as exc:
-        err.print(f"[red]error:[/red] {args.file}: cannot read: {exc.strerror or exc}")
+        fail(f"{args.file}: cannot read: {exc.strerror or exc}")
         return 2
     except ConfigError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        fail(f"{exc}")
         return 2
     err.print(f"{args.route}: {len(routes[args.route])} examples in {path}")
     if len(routes) >= 2 and embedder_missing() is None and settings.escalate:

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli._common import BadInput, config_of, err
+from app.cli._common import BadInput, config_of, err, fail
 
 if TYPE_CHECKING:
     from router_core import PolicyGate, RuleMatch, RuleSet
@@ -173,7 +173,6 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _run(fn: Any) -> Any:
     def wrapped(args: argparse.Namespace) -> int:
-        from rich.markup import escape
 
         from router_core import PolicyError
         from schemas.errors import ConfigError
@@ -184,10 +183,10 @@ def _run(fn: Any) -> Any:
             print(str(exc))  # FILE:LINE:COL: message, one a line
             return 2
         except ConfigError as exc:
-            err.print(f"[red]error:[/red] {exc}", markup=True)
+            fail(str(exc))
             return 2
         except BadInput as exc:  # one line, however narrow the terminal or pipe
-            err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+            fail(str(exc))
             return 2
     return wrapped
 

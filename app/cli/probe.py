@@ -21,7 +21,7 @@ import aiohttp
 from rich.console import Console
 from rich.markup import escape
 
-from app.cli._common import config_of, err, stdout_console
+from app.cli._common import config_of, err, fail, stdout_console
 from probes.http import fetch
 from probes.syntax import upstream_error
 from probes.types import Target
@@ -82,7 +82,7 @@ async def _probe(args: argparse.Namespace) -> int:
         try:
             model = args.model or await first_model(session, args.url, settings.timeout_s, api_key)
         except ValueError as exc:
-            err.print(f"[red]error:[/red] {escape(args.url)}: {escape(str(exc))}")
+            fail(f"{args.url}: {exc}")
             return 2
         target = Target(instance=args.instance or args.url, model=model, url=args.url.rstrip("/"), api_key=api_key)
         embedder = MiniLMEmbedder() if ProbeKind.SEMANTIC in kinds and missing is None else None

@@ -21,7 +21,7 @@ import aiohttp
 from rich.markup import escape
 from rich.table import Table
 
-from app.cli._common import err, stdout_console
+from app.cli._common import err, fail, stdout_console
 from app.cli.probe import first_model, probe_settings
 from probes.references import Calibration, calibrate, dump_references, load_references
 from probes.types import Target
@@ -68,14 +68,14 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     missing = available()
     if missing is not None:
-        err.print(f"[red]error:[/red] calibration needs the embedding model: {missing}")
+        fail(f"calibration needs the embedding model: {missing}")
         return 2
     args.embedder = MiniLMEmbedder()
     try:
         healthy = asyncio.run(_sample(args, args.url))
         drifted = asyncio.run(_sample(args, args.drifted_url)) if args.drifted_url else None
     except ValueError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        fail(f"{exc}")
         return 2
     rows = calibrate(healthy, drifted)
     if args.json:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli._common import BadInput, api_url, err, parse_window
+from app.cli._common import BadInput, api_url, err, fail, parse_window
 
 if TYPE_CHECKING:
     from schemas.queries import TraceFilter
@@ -211,7 +211,7 @@ def _verify(args: argparse.Namespace) -> int:
     try:
         report = run_verify(args)
     except BadInput as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        fail(f"{exc}")
         return 2
     _report(args, report, verify_summary)
     return 1 if report.mismatched else 0
@@ -228,10 +228,10 @@ def _run(args: argparse.Namespace) -> int:
     try:
         report = run_replay(args)
     except BadInput as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        fail(f"{exc}")
         return 2
     except ConfigError as exc:
-        err.print(f"[red]error:[/red] the policy does not load: {exc}")
+        fail(f"the policy does not load: {exc}")
         return 2
     _report(args, report, _summary)
     return 0

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from app.cli._common import api_url, config_of, err
+from app.cli._common import api_url, config_of, fail
 from sim.faults import FaultKind
 
 __all__ = ["register"]
@@ -32,7 +32,7 @@ def _fleet(args: argparse.Namespace) -> int:
             config = builtin_config(args.instances, args.base_port, zero_delay=args.zero_delay,
                                     time_scale=args.time_scale or 1.0, seed=args.seed or 0)
         except ValueError as exc:
-            err.print(f"[red]error:[/red] {exc}")
+            fail(f"{exc}")
             return 2
     else:
         config = config_of(args)
@@ -47,7 +47,7 @@ def _fleet(args: argparse.Namespace) -> int:
         try:
             timeline = fleet_timeline(load_scenario(args.scenario), config)
         except (OSError, ValueError) as exc:
-            err.print(f"[red]error:[/red] {exc}")
+            fail(f"{exc}")
             return 2
     run_fleet(config, fault_log=args.fault_log, timeline=timeline)
     return 0
@@ -72,11 +72,11 @@ def _fault(args: argparse.Namespace) -> int:
     try:
         status, answer = _call("POST", f"{target}/admin/faults", body)
     except (OSError, ValueError) as exc:
-        err.print(f"[red]error:[/red] cannot reach the instance at {target}: {exc}")
+        fail(f"cannot reach the instance at {target}: {exc}")
         return 2
     if status != 201:
         message = answer.get("error", {}).get("message") if isinstance(answer, dict) else answer
-        err.print(f"[red]error:[/red] {target} refused the fault (HTTP {status}): {message}")
+        fail(f"{target} refused the fault (HTTP {status}): {message}")
         return 2
     if args.json:
         print(json.dumps(answer))
@@ -91,7 +91,7 @@ def _faults(args: argparse.Namespace) -> int:
     try:
         status, answer = _call("DELETE" if args.clear else "GET", f"{target}/admin/faults")
     except (OSError, ValueError) as exc:
-        err.print(f"[red]error:[/red] cannot reach the instance at {target}: {exc}")
+        fail(f"cannot reach the instance at {target}: {exc}")
         return 2
     print(json.dumps(answer, indent=2))
     return 0 if status == 200 else 2
@@ -132,7 +132,7 @@ def _traffic(args: argparse.Namespace) -> int:
                            max_requests=args.max_requests, feedback=not args.no_feedback,
                            **({"mix": mix} if mix else {}))
     except (ValueError, ValidationError) as exc:
-        err.print(f"[red]error:[/red] invalid traffic options: {exc}")
+        fail(f"invalid traffic options: {exc}")
         return 2
     plan = plan_workload(spec, args.duration, seed=args.seed)
     results = asyncio.run(run_workload(gateway, plan, spec, profiles=_profiles(args, gateway)))

@@ -13,9 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from rich.markup import escape
-
-from app.cli._common import err
+from app.cli._common import fail
 
 
 def _parse_metrics(args: argparse.Namespace) -> int:
@@ -24,12 +22,12 @@ def _parse_metrics(args: argparse.Namespace) -> int:
     try:
         body = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
     except OSError as exc:
-        err.print(f"[red]error:[/red] cannot read {args.file}: {exc}")
+        fail(f"cannot read {args.file}: {exc}")
         return 2
     try:
         g = parse_engine_metrics(body)
     except MetricsParseError as exc:
-        err.print(f"[red]error:[/red] {escape(args.file)}: {exc.reason}: {escape(str(exc))}")
+        fail(f"{args.file}: {exc.reason}: {exc}")
         return 2
     out: dict[str, object] = {"engine": g.engine, "queue": g.queue, "running": g.running,
                               "kv_cache_usage": g.kv_cache_usage, "warmup_progress": g.warmup_progress}

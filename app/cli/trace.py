@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.cli._common import api_url, err, stdout_console
+from app.cli._common import api_url, fail, stdout_console
 from app.config import load_config
 
 if TYPE_CHECKING:
@@ -60,10 +60,10 @@ def _run(args: argparse.Namespace) -> int:
 
     answered, trace, errors = _lookup(args.request_id, _openers(args))
     if not answered:
-        err.print(f"[red]error:[/red] cannot read traces: {'; '.join(errors)}")
+        fail(f"cannot read traces: {'; '.join(errors)}")
         return 2
     if trace is None:
-        err.print(f"[red]error:[/red] no trace for request_id '{args.request_id}'")
+        fail(f"no trace for request_id '{args.request_id}'")
         return 1
     if args.json:
         print(trace.model_dump_json(indent=2))

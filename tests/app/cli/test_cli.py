@@ -39,3 +39,14 @@ def test_a_malformed_config_names_file_line_and_field(tmp_path: Path, capsys: py
 def test_a_missing_config_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--config", str(tmp_path / "nope.yaml"), "sim", "fleet"]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_a_config_error_is_printed_as_written_one_line_each(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pattern's [a-z0-9] was read as console markup and dropped ('^*$'), and long lines were broken at 80."""
+    bad = tmp_path / ("a-long-folder-name-" * 4) / "bad.yaml"
+    bad.parent.mkdir()
+    bad.write_text("fleet: {instances: [{id: a, model: m, url: 'http://127.0.0.1:9'}]}\n"
+                   "storage:\n  elasticsearch: {url: 'http://127.0.0.1:9200', prefix: 'Bad Prefix'}\n")
+    assert main(["--config", str(bad), "store"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert f"{bad}:3: storage.elasticsearch.prefix: String should match pattern '^[a-z0-9][a-z0-9_-]*$'" in lines
