@@ -7,7 +7,7 @@ path) and registers :class:`OtelCollector` on its ``/metrics``.
 
 from ingest.otel.build import EXPORTER_NAME, build_otel_sink, traces_endpoint
 from ingest.otel.metrics import OtelCollector
-from ingest.otel.sink import OtelStats, OtlpSink, Transport, is_sampled
+from ingest.otel.sink import OtelStats, OtlpSink, Transport
 from ingest.otel.spans import PlainSpan, SpanBuilder, ids_of, to_readable, trace_url
 from ingest.otel.transport import OtlpHttp
 from ingest.otel.wire import encode_request
@@ -24,7 +24,6 @@ __all__ = [
     "build_otel_sink",
     "encode_request",
     "ids_of",
-    "is_sampled",
     "to_readable",
     "trace_url",
     "traces_endpoint",

@@ -37,11 +37,11 @@ from ingest.kinds import Kind
 from ingest.otel.spans import PlainSpan, SpanBuilder, ids_of
 from ingest.otel.wire import encode_request, encode_traces
 from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult
+from schemas.sampling import ratio_keeps
 
-__all__ = ["CHUNK", "EncodedSpans", "OtelStats", "OtlpSink", "Transport", "is_sampled"]
+__all__ = ["CHUNK", "EncodedSpans", "OtelStats", "OtlpSink", "Transport"]
 
 log = logging.getLogger(__name__)
-_MASK = (1 << 64) - 1
 CHUNK = 32  # traces built and encoded together
 # What a trace of another shape than the contract's makes the builder raise: the trace is refused, counted
 _SHAPE_ERRORS = (AttributeError, KeyError, TypeError, ValueError)
@@ -85,13 +85,6 @@ class OtelStats:
     failed_exports: int = 0
 
 
-def is_sampled(trace_id: str, ratio: float) -> bool:
-    """Whether the ratio keeps this trace (``TraceIdRatioBased``'s rule on its lower 64 bits)."""
-    if ratio >= 1.0:
-        return True
-    return int(trace_id, 16) & _MASK < round(ratio * (1 << 64))
-
-
 def wanted(trace: dict[str, Any], ratio: float) -> bool:
     """Errors and fallbacks always; a request in a client's trace as the client sampled it; the rest by the ratio.
 
@@ -104,7 +97,7 @@ def wanted(trace: dict[str, Any], ratio: float) -> bool:
     flags = trace.get("otel_trace_flags")
     if flags is not None and trace.get("otel_parent_span_id") is not None:
         return int(flags, 16) & 1 == 1
-    return is_sampled(ids_of(trace)[0], ratio)
+    return ratio_keeps(ids_of(trace)[0], ratio)
 
 
 def _no_spans(payload: bytes, exc: Exception) -> Rejected:

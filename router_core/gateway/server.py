@@ -172,7 +172,8 @@ class Gateway:
             quality=self.quality, modes=self.router_modes, affinity=self.affinity, budgets=self.budgets,
             answers=self.answers, breaker_hub=self.breaker_hub, forwarder=self._started_forwarder,
             finisher=self.finisher, book=self.book, metrics=self.metrics, times=self.stage_times,
-            request_ids=self.request_ids, hash_key=hash_key, wall=wall, perf=perf, trace_ids=TraceIds(random_bytes))
+            request_ids=self.request_ids, hash_key=hash_key, wall=wall, perf=perf,
+            trace_ids=TraceIds(random_bytes, config.otel.sample_ratio if config.otel.enabled else 1.0))
 
     @property
     def perf(self) -> Callable[[], float]:

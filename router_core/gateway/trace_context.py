@@ -7,6 +7,12 @@ all-zero id, version ``ff``) starts a new trace; it is never a reason to refuse 
 (the W3C recommendation). Every upstream attempt gets a span id of its own and is sent
 ``traceparent: 00-<trace id>-<attempt span id>-<flags>``, so the instance's spans hang under
 the attempt that called it. Ids come from an injected source of random bytes (tests seed it).
+
+A trace the gateway begins is flagged sampled (``01``) when the span exporter's ratio keeps it
+(OpenTelemetry's ``TraceIdRatioBased`` on its id: :func:`schemas.sampling.ratio_keeps`, the rule
+the exporter applies) and ``00`` otherwise, so an instance sampling ``ParentBased`` records its
+spans for exactly the traces whose parents reach the tracing backend. Without export every trace
+begun here is flagged sampled.
 """
 
 from __future__ import annotations
@@ -16,12 +22,14 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from schemas.sampling import ratio_keeps
+
 __all__ = ["TraceContext", "TraceIds", "parse_traceparent"]
 
 _HEX = re.compile(r"^[0-9a-f]+$")
 _ZERO_TRACE, _ZERO_SPAN = "0" * 32, "0" * 16
 _MAX_TRACESTATE = 512  # W3C: a vendor may drop a longer one rather than pass it on
-SAMPLED = "01"
+SAMPLED, NOT_SAMPLED = "01", "00"
 
 
 def _is_hex(value: str, size: int, zero: str) -> bool:
@@ -57,7 +65,7 @@ class TraceContext:
         trace_id: 32 hex: the client's, or a new one.
         span_id: The gateway's request span (16 hex).
         parent_id: The client's span (None: the gateway began the trace).
-        flags: Trace flags passed on (the client's; ``01``, sampled, for a trace begun here).
+        flags: Trace flags passed on (the client's; for a trace begun here, the sample ratio's verdict).
         tracestate: The client's ``tracestate``, passed on as it came (None: none or invalid).
         new_span_id: Gives the span id of each upstream attempt.
     """
@@ -79,10 +87,13 @@ class TraceIds:
 
     Args:
         random_bytes: ``n -> n`` random bytes (``os.urandom``; tests pass a seeded ``random.Random().randbytes``).
+        sample_ratio: The span exporter's ``otel.sample_ratio`` (1.0 when spans are not exported): a trace
+            begun here is flagged sampled when the ratio keeps it.
     """
 
-    def __init__(self, random_bytes: Callable[[int], bytes] = os.urandom) -> None:
+    def __init__(self, random_bytes: Callable[[int], bytes] = os.urandom, sample_ratio: float = 1.0) -> None:
         self._random = random_bytes
+        self._ratio = sample_ratio
 
     def span_id(self) -> str:
         """A new span id: 16 hex, never all zeros."""
@@ -100,7 +111,9 @@ class TraceIds:
         """The request's context: the client's trace when its ``traceparent`` is valid, else a new one."""
         parsed = parse_traceparent(headers.get("traceparent"))
         if parsed is None:
-            return TraceContext(self.trace_id(), self.span_id(), None, SAMPLED, None, self.span_id)
+            trace_id = self.trace_id()
+            flags = SAMPLED if ratio_keeps(trace_id, self._ratio) else NOT_SAMPLED
+            return TraceContext(trace_id, self.span_id(), None, flags, None, self.span_id)
         trace_id, parent_id, flags = parsed
         state = headers.get("tracestate")
         if state is not None and (len(state) > _MAX_TRACESTATE or not state.strip()):

@@ -13,10 +13,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from ingest.codec.encoder import Encoder
 from ingest.kinds import Kind
-from ingest.otel import OtelCollector, OtlpSink, PlainSpan, SpanBuilder, is_sampled
+from ingest.otel import OtelCollector, OtlpSink, PlainSpan, SpanBuilder
 from ingest.otel.sink import CHUNK, wanted
 from ingest.record_sink import RecordBatch
 from schemas import Attempt, AttemptStatus, DecisionTrace, Outcome, OutcomeStatus
+from schemas.sampling import ratio_keeps
 from tests.factories import make_trace
 
 QUERY = "合同第3条的违约责任是什么？"  # make_trace's query: only its hash may appear
@@ -175,7 +176,7 @@ def test_sampling_keeps_what_the_sdk_ratio_sampler_keeps() -> None:
         for _ in range(300):
             trace_id = rng.getrandbits(128) or 1
             expected = sampler.should_sample(None, trace_id, "x").decision.is_sampled()
-            assert is_sampled(format(trace_id, "032x"), ratio) is expected
+            assert ratio_keeps(format(trace_id, "032x"), ratio) is expected
 
 
 def test_a_client_trace_is_exported_as_the_client_sampled_it_as_the_sdk_parent_based_sampler_decides() -> None:

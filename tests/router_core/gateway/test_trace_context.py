@@ -18,6 +18,7 @@ from router_core.gateway.http1 import Http1Pool
 from router_core.gateway.trace_context import TraceIds, parse_traceparent
 from router_core.rules.ir import DegradedTarget
 from schemas.config import RouteLensConfig
+from schemas.sampling import ratio_keeps
 from schemas.trace import DecisionTrace
 from tests.router_core.gateway.test_forwarding import KV, OK_BODY, MemoryHooks, upstream
 
@@ -57,7 +58,7 @@ def test_context_begins_a_trace_from_the_injected_source() -> None:
 
 
 async def send(statuses: dict[str, int], headers: dict[str, str], body: bytes | None = None,
-               ) -> tuple[int, DecisionTrace, dict[str, list[dict[str, str]]]]:
+               otel: dict[str, Any] | None = None) -> tuple[int, DecisionTrace, dict[str, list[dict[str, str]]]]:
     """One request through a gateway over "a" (tried first) and "b" answering ``statuses``; what each received."""
     seen: dict[str, list[dict[str, str]]] = {iid: [] for iid in statuses}
 
@@ -76,6 +77,7 @@ async def send(statuses: dict[str, int], headers: dict[str, str], body: bytes | 
             "fleet": {"instances": [{"id": iid, "model": "m", "url": str(s.make_url("")).rstrip("/")}
                                     for iid, s in servers.items()]},
             "gateway": {"max_attempts": 2, "upstream_timeout_s": 5.0}, "scrape": {"interval_s": 60},
+            **({"otel": otel} if otel else {}),
         })
         hooks = MemoryHooks()
         gw = Gateway(config, build_router(config), hooks, random_bytes=random.Random(11).randbytes)
@@ -127,6 +129,23 @@ def test_missing_or_invalid_traceparent_begins_a_trace(header: str | None) -> No
     (sent,) = seen["a"]
     assert sent["traceparent"] == f"00-{trace.otel_trace_id}-{attempt.span_id}-01"
     assert "tracestate" not in sent  # a tracestate without a valid traceparent is not passed on
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.5, 1.0])
+def test_a_trace_begun_here_is_flagged_as_the_exporters_ratio_keeps_it(ratio: float) -> None:
+    """ParentBased instances record spans only for traces whose gateway spans are exported (the audit's 0.0 case
+    sent 01, so instances exported spans whose parents never reached the backend)."""
+    status, trace, seen = asyncio.run(send({"a": 200, "b": 200}, {}, otel={"enabled": True, "sample_ratio": ratio}))
+    assert status == 200 and trace.otel_trace_id is not None
+    flags = "01" if ratio_keeps(trace.otel_trace_id, ratio) else "00"
+    assert trace.otel_trace_flags == flags and seen["a"][0]["traceparent"].endswith(f"-{flags}")
+    assert flags == {0.0: "00", 1.0: "01"}.get(ratio, flags)
+    ids = TraceIds(random.Random(2).randbytes, sample_ratio=0.5)
+    kept = [ids.context({}) for _ in range(400)]
+    assert all((c.flags == "01") is ratio_keeps(c.trace_id, 0.5) for c in kept)
+    assert 150 < sum(c.flags == "01" for c in kept) < 250
+    joined = ids.context({"traceparent": f"00-{TRACE}-{PARENT}-01"})  # a client's choice is kept whatever the ratio
+    assert TraceIds(sample_ratio=0.0).context({"traceparent": f"00-{TRACE}-{PARENT}-01"}).flags == joined.flags == "01"
 
 
 def test_refused_request_is_traced_with_its_trace_id() -> None:
