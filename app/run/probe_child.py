@@ -72,7 +72,7 @@ def probe_source(config: RouteLensConfig, db_path: str, emitter: TraceEmitter, r
         mine = pr.follow_url is None  # the prober serve started: its metrics appear on the gateway's /metrics
 
         def follower(gw: Gateway) -> VerdictFollower:
-            found = VerdictFollower(follow, gw.apply_probe, token=token or None)
+            found = VerdictFollower(follow, gw.apply_probe, token=token or None, alert_rules=config.probes.alerts.rules)
             if mine:
                 gw.metrics_sources.append(found.metrics_text)
             return found

@@ -5,21 +5,28 @@ The prober (``probes/``, wired by ``app.run.prober``) publishes its verdicts at
 ``serve --workers N``, whose store process probes once per host, or any gateway with
 ``probes.follow_url``) runs a :class:`VerdictFollower`: it polls that feed and hands each changed
 verdict to the state view, so the ``probe`` filter sees the same verdicts in every process.
+
+Silence is not health, through a follower either: while the prober does not answer, the follower
+ages the newest result it knows of (the feed's ``last_result_age_s`` plus the time since it read
+the feed), lists the prober's last alerts as of that read, and raises the prober's own watchdog
+rule (``RouteLensProberSilent``) itself once that age reaches the rule's ``for_s``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
-from collections.abc import Callable, Mapping
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import aiohttp
 import orjson
 from pydantic import ValidationError
 
+from schemas.config.probes import AlertRule, AlertSettings
 from schemas.probe import ProbeStatus
 
 __all__ = ["ProbeSource", "VerdictFollower", "feed_body"]
@@ -27,6 +34,16 @@ __all__ = ["ProbeSource", "VerdictFollower", "feed_body"]
 log = logging.getLogger(__name__)
 
 Apply = Callable[[ProbeStatus, str], object]  # (verdict, instance id): StateView.set_probe
+WATCHDOG = "watchdog"  # the alert rule kind that fires on the prober's silence (schemas.config.probes.AlertRule)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _fingerprint(rule: str, instance: str, kind: str) -> str:
+    # probes.alerts.rules.fingerprint, which router_core may not import: the same alert keeps one identity.
+    return hashlib.sha256(f"{rule}\0{instance}\0{kind}".encode()).hexdigest()[:16]
 
 
 class ProbeSource(Protocol):
@@ -70,36 +87,51 @@ class VerdictFollower:
         interval_s: Seconds between polls.
         token: Bearer token for the feed (the prober's read token), if any.
         clock: Monotonic seconds (injected).
+        wall: Wall time, for the ``since`` and ``as of`` of alerts (injected).
+        alert_rules: The prober's alert rules (``probes.alerts.rules``); their watchdog rule, if
+            any, is what the follower raises while the prober does not answer. None: the defaults
+            (``RouteLensProberSilent``, critical, after 120 s, as the shipped Prometheus rule).
     """
 
     def __init__(self, url: str, apply: Apply, *, interval_s: float = 1.0, token: str | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], datetime] = _utcnow,
+                 alert_rules: Sequence[AlertRule] | None = None) -> None:
         self.url = url.rstrip("/")
         self._apply = apply
         self._interval_s = interval_s
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._clock = clock
+        self._clock, self._wall = clock, wall
+        rules = AlertSettings().rules if alert_rules is None else alert_rules
+        self._watchdog = next((r for r in rules if r.kind == WATCHDOG), None)
+        self._started, self._started_wall = clock(), wall()  # silence counts from here until a first answer
         self._seen: dict[tuple[str, str], tuple[str, datetime]] = {}
         self._statuses: dict[str, dict[str, ProbeStatus]] = {}
         self._alerts: list[dict[str, Any]] = []
-        self._last_ok: float | None = None
         self._last_feed: dict[str, Any] = {}
+        self._read_at: tuple[float, datetime] | None = None  # when the feed was last read (clock, wall)
         self._error: str | None = None
+        self._down_since: datetime | None = None  # wall time of the first failed poll since the last answer
         self._task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
         """Start polling in the background."""
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=max(self._interval_s, 1.0)))
+        self._open()
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        """Stop polling."""
+        """Stop polling (and close the HTTP session that :meth:`start` or :meth:`poll_once` opened)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         if self._session is not None:
             await self._session.close()
+            self._session = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=max(self._interval_s, 1.0)))
+        return self._session
 
     async def _run(self) -> None:
         while True:
@@ -107,10 +139,13 @@ class VerdictFollower:
             await asyncio.sleep(self._interval_s)
 
     async def poll_once(self) -> int:
-        """Fetch the feed once and apply what changed; return how many verdicts changed (never raises)."""
-        assert self._session is not None, "start() first"
+        """Fetch the feed once and apply what changed; return how many verdicts changed (never raises).
+
+        Without :meth:`start`, it opens the HTTP session itself (:meth:`stop` closes it).
+        """
+        session = self._open()
         try:
-            async with self._session.get(f"{self.url}/v1/probes/verdicts", headers=self._headers) as resp:
+            async with session.get(f"{self.url}/v1/probes/verdicts", headers=self._headers) as resp:
                 if resp.status != 200:
                     raise ValueError(f"HTTP {resp.status}")
                 body = orjson.loads(await resp.read())
@@ -119,11 +154,13 @@ class VerdictFollower:
             error = f"{type(exc).__name__}: {exc}"[:200]
             if error != self._error:
                 log.warning("probe verdicts from %s unavailable: %s", self.url, error)
+            if self._error is None:
+                self._down_since = self._wall()
             self._error = error
             return 0
         if self._error is not None:
             log.warning("probe verdicts from %s available again", self.url)
-        self._error, self._last_ok = None, self._clock()
+        self._error, self._down_since = None, None
         return changed
 
     async def metrics_text(self) -> bytes:
@@ -158,19 +195,68 @@ class VerdictFollower:
                     changed += 1
         self._alerts = list(body.get("alerts") or [])
         self._last_feed = {k: v for k, v in body.items() if k not in ("verdicts", "alerts")}
+        self._read_at = (self._clock(), self._wall())
         return changed
 
     def feed(self) -> dict[str, Any]:
         """What this follower knows, in the feed's shape (a follower can be followed)."""
         by_instance = {i: [by_kind[k] for k in sorted(by_kind)] for i, by_kind in self._statuses.items()}
-        return feed_body(by_instance, self._alerts, self._last_feed.get("last_result_age_s"), f"follow:{self.url}")
+        return feed_body(by_instance, self.alerts(), self.last_result_age_s(), f"follow:{self.url}")
+
+    def last_result_age_s(self) -> float | None:
+        """How old the prober's newest result is now: the feed's age plus the time since it was read.
+
+        None while no feed read so far had a result in it.
+        """
+        age = self._last_feed.get("last_result_age_s")
+        if self._read_at is None or not isinstance(age, int | float):
+            return None
+        return float(age) + max(self._clock() - self._read_at[0], 0.0)
 
     def alerts(self) -> list[dict[str, Any]]:
-        """The prober's active alerts, as of the last successful poll."""
-        return self._alerts
+        """The active alerts: the prober's, as it serves them, while it answers.
+
+        While it does not, its alerts of the last answer are listed with ``as_of`` (that answer's
+        wall time, also in their summary), and the watchdog rule fires here once the prober's
+        newest known result (with none known: the last answer, or the follower's creation) is
+        ``for_s`` old, in the shape of the prober's own watchdog alert, replacing a copy of it.
+        """
+        if self._error is None and self._read_at is not None:
+            return list(self._alerts)
+        listed = [self._as_of(a) for a in self._alerts]
+        rule = self._watchdog
+        if rule is None:
+            return listed
+        known = self.last_result_age_s()
+        silent = known if known is not None else self._clock() - (
+            self._read_at[0] if self._read_at is not None else self._started)
+        if silent < rule.for_s:
+            return listed
+        mine = self._silent_alert(rule, silent)
+        return [mine, *(a for a in listed if a.get("fingerprint") != mine["fingerprint"])]
 
     def problem(self) -> str | None:
         """Why the followed verdicts may be out of date, or None."""
         if self._error is not None:
-            return f"probe verdicts from {self.url} unavailable ({self._error})"
+            since = "" if self._down_since is None else f" since {self._down_since.isoformat()}"
+            return f"probe verdicts from {self.url} unavailable{since} ({self._error})"
         return None
+
+    def _as_of(self, alert: dict[str, Any]) -> dict[str, Any]:
+        if self._read_at is None:
+            return dict(alert)
+        at = self._read_at[1].isoformat()
+        summary = alert.get("summary") or alert.get("name") or ""
+        return {**alert, "summary": f"{summary} (as of {at}, the prober's last answer)", "as_of": at}
+
+    def _silent_alert(self, rule: AlertRule, silent: float) -> dict[str, Any]:
+        """The prober's watchdog alert (``probes.alerts.manager``'s shape), raised by this follower."""
+        down = self._down_since or (self._read_at[1] if self._read_at is not None else self._started_wall)
+        why = self._error or "no answer yet"
+        summary = (f"{rule.summary or rule.name}: the prober at {self.url} has not answered since "
+                   f"{down.isoformat()} ({why}); no probe result for {silent:.0f} s")
+        labels = {"alertname": rule.name, "kind": WATCHDOG, "severity": rule.severity, **rule.labels}
+        return {"name": rule.name, "severity": rule.severity, "state": "firing", "instance": None, "model": None,
+                "kind": WATCHDOG, "since": (self._wall() - timedelta(seconds=silent - rule.for_s)).isoformat(),
+                "value": round(silent, 3), "summary": summary, "labels": {k: v for k, v in labels.items() if v},
+                "fingerprint": _fingerprint(rule.name, "", WATCHDOG)}

@@ -17,7 +17,8 @@ def status(kind: str, verdict: str, seconds: int = 0) -> ProbeStatus:
 
 def test_the_follower_applies_only_verdicts_that_changed_and_republishes_them() -> None:
     applied: list[tuple[str, str, str]] = []
-    follower = VerdictFollower("http://127.0.0.1:1", lambda s, i: applied.append((i, s.kind.value, s.verdict.value)))
+    follower = VerdictFollower("http://127.0.0.1:1", lambda s, i: applied.append((i, s.kind.value, s.verdict.value)),
+                               clock=lambda: 0.0)  # time stands still: the feed's age is served as read
     first = feed_body({"a": [status("semantic", "ok"), status("syntax", "ok")], "b": [status("semantic", "ok")]},
                       [], 1.5, "store")
     assert follower.take(first) == 3 and len(applied) == 3
