@@ -4,11 +4,16 @@
   first time it is seen; a hostile one (too long, odd characters) is refused with a 400 that
   carries a gateway id. A repeated one never overwrites or loses a trace: the repeat is kept apart
   under ``<client id>~<8 hex>`` (``~`` is outside the client alphabet, so no client id can collide
-  with it) and answered in ``x-request-id`` as every trace id is. Repeats are recognised from a
-  bounded in-memory ledger (:class:`SeenIds`), not from the store: a read per client id would put
-  storage on every such request's path. So after a restart (or on another worker) an id used
-  before is not recognised, and the store keeps the first trace of that id (the later one counts
-  in ``routelens_records_duplicates_total{kind="trace"}``).
+  with it) and answered in ``x-request-id`` as every trace id is. An id of the gateway's own form
+  (``req_`` and 20 hex: :data:`GATEWAY_ID`) is a repeat whenever a client sends it: the gateway
+  made it for a request it has traced (a client retrying with the ``x-request-id`` it got back),
+  whichever worker or process made it. A client's own id is recognised as a repeat from a bounded
+  in-memory ledger (:class:`SeenIds`) and, when workers share their state (``shared.backend:
+  redis``), from a claim every worker sees for :data:`CLAIM_TTL_S` (one Redis round trip for a
+  request that names its own id; none for one that does not). Not from the store: a read per
+  client id would put storage on every such request's path. So an id of the client's reused after
+  a restart, or on another worker after the claim expired, is not recognised, and the store keeps
+  the first trace of that id (the later one counts in ``routelens_records_duplicates_total{kind="trace"}``).
 * **Context length.** A request larger than every candidate's context window (the requested model
   and the fallback model) is OpenAI's 400 ``context_length_exceeded`` and is not forwarded.
 * **Feedback.** One verdict per request id (:class:`SeenIds` again; a second is a 409), for a
@@ -24,13 +29,17 @@ from typing import Any
 
 from router_core.errors import InvalidRequest
 from router_core.intents.rules import CLASSES
+from router_core.shared.base import SharedState
 from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSpec
 from schemas.trace import RequestFeatures
 
-__all__ = ["CLIENT_ID", "RequestIds", "SeenIds", "check_context", "feedback_classes", "rejected_features", "repeat_id"]
+__all__ = ["CLAIM_TTL_S", "CLIENT_ID", "GATEWAY_ID", "RequestIds", "SeenIds", "check_context", "feedback_classes",
+           "rejected_features", "repeat_id"]
 
 CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+GATEWAY_ID = re.compile(r"^req_[0-9a-f]{20}$")  # the form of the ids the gateway makes (server.Gateway's new_id)
+CLAIM_TTL_S = 300.0  # how long a client's id is known to every worker (a retry comes within it)
 _MAX_MODEL = 200
 
 
@@ -109,13 +118,16 @@ class RequestIds:
 
     Args:
         new_id: The gateway's id factory (for requests without a usable client id).
+        shared: The state the gateway's workers share (None: this process is the only one): a client's
+            id is claimed there too, so a repeat through another worker is kept apart.
     """
 
-    def __init__(self, new_id: Callable[[], str]) -> None:
+    def __init__(self, new_id: Callable[[], str], shared: SharedState | None = None) -> None:
         self._new_id = new_id
-        # Kept apart in this process's memory only (bounded): a store lookup per client id would
-        # put a storage read on every such request's path (and an outage of the store on it).
+        # Kept apart in this process's memory (bounded), and across workers by a claim: a store lookup per
+        # client id would put a storage read on every such request's path (and an outage of the store on it).
         self._seen = SeenIds()
+        self.shared = shared
 
     def of(self, given: str) -> tuple[str, InvalidRequest | None]:
         """The trace id of a request whose ``X-Request-Id`` is ``given`` ("" if none), and a hostile id's refusal."""
@@ -124,7 +136,13 @@ class RequestIds:
         if not CLIENT_ID.match(given):
             return self._new_id(), InvalidRequest("X-Request-Id must be 1-128 characters of A-Z a-z 0-9 . _ : -",
                                                   param="X-Request-Id", code="invalid_request_id")
-        if given not in self._seen:
+        if given not in self._seen and not GATEWAY_ID.match(given):
             self._seen.add(given)
             return given, None
         return repeat_id(given), None
+
+    async def claimed(self, given: str) -> str:
+        """``given`` (a client's id :meth:`of` kept) unless another worker had it within :data:`CLAIM_TTL_S`."""
+        if self.shared is None or await self.shared.claim(f"request-id:{given}", CLAIM_TTL_S):
+            return given
+        return repeat_id(given)

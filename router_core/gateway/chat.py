@@ -140,7 +140,10 @@ class ChatRunner:
         perf, times = self.perf, self.times  # times None: stage timers off (gateway.stage_timers)
         t0 = perf()
         c0 = times.clock() if times is not None else 0.0
-        request_id, refused = self.request_ids.of(http.headers.get("X-Request-Id", ""))
+        given = http.headers.get("X-Request-Id", "")
+        request_id, refused = self.request_ids.of(given)
+        if request_id == given and self.request_ids.shared is not None:  # a client's id: another worker's?
+            request_id = await self.request_ids.claimed(given)
         call = Call(http, request_id, t0, trace=self.trace_ids.context(http.headers))
         try:
             if refused is not None:

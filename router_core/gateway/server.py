@@ -120,7 +120,8 @@ class Gateway:
         self.quality = QualityTable(config.models)
         self.inflight = InflightCounter()  # requests sent since each instance's scrape, for the pickers
         self._hash_key = hash_key
-        self.request_ids = RequestIds(new_id)  # a trace id per request (see router_core.gateway.callers)
+        # A trace id per request (see router_core.gateway.callers), client ids claimed across workers that share.
+        self.request_ids = RequestIds(new_id, None if shared is None or isinstance(shared, MemoryShared) else shared)
         self.classes = feedback_classes(config)
         self.wall = wall
         self._perf = perf

@@ -245,3 +245,29 @@ def test_an_unknown_route_or_method_is_an_openai_error_with_its_code() -> None:
             return out
 
     assert asyncio.run(main()) == [(405, "method_not_allowed", "POST"), (404, "not_found", None)]
+
+
+def test_an_id_of_the_gateways_own_form_is_always_a_repeat() -> None:
+    """The gateway made it for a request it traced: a client sending it back is retrying, whatever process made it."""
+    from router_core.gateway.callers import RequestIds
+
+    ids = RequestIds(lambda: "req_" + "0" * 20)
+    got, refused = ids.of("req_7a76cc5b78864208ac5f")  # made by another worker, or before a restart
+    assert refused is None and got.startswith("req_7a76cc5b78864208ac5f~") and len(got) == 24 + 9
+    assert ids.of("req_7a76cc5b78864208ac5")[0] == "req_7a76cc5b78864208ac5"  # 19 hex: a client's own form
+
+
+def test_a_client_id_another_worker_had_is_a_repeat_through_the_shared_claim() -> None:
+    from router_core.gateway.callers import RequestIds
+    from router_core.shared.base import MemoryShared
+
+    shared = MemoryShared()  # one store both "workers" see, as Redis is
+    first, second = RequestIds(lambda: "g", shared), RequestIds(lambda: "g", shared)
+
+    async def main() -> tuple[str, str, str]:
+        a = await first.claimed(first.of("ops-9")[0])
+        b = await second.claimed(second.of("ops-9")[0])  # new to this worker's ledger, not to the claim
+        return a, b, await RequestIds(lambda: "g").claimed("ops-9")  # no shared state: this process alone
+
+    a, b, alone = asyncio.run(main())
+    assert a == "ops-9" and b.startswith("ops-9~") and alone == "ops-9"
