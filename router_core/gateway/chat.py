@@ -50,7 +50,9 @@ from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.hashing import query_hash
 
-__all__ = ["Call", "ChatRunner"]
+__all__ = ["CLIENT_CLOSED", "Call", "ChatRunner"]
+
+CLIENT_CLOSED = 499  # a trace's status for a request whose client left before its body was read (nginx's)
 
 
 @dataclass(slots=True)
@@ -161,6 +163,8 @@ class ChatRunner:
             return self.refuse(call, 400, "request body is not valid JSON", "invalid_json")
         except web.HTTPRequestEntityTooLarge:
             return self.refuse(call, 413, "request body is too large", "request_too_large")
+        except ConnectionError:  # the client left before its body was read: traced, answered to no one
+            return self.refuse(call, CLIENT_CLOSED, "the client closed the connection", respond.CLIENT_GONE)
         except InvalidRequest as exc:
             status, code = status_of(exc)
             return self.refuse(call, status, str(exc), code, exc.param)

@@ -2,7 +2,11 @@
 
 A stream is decoded when the client cannot take the upstream's encoding, its usage chunk stripped
 when the client did not ask for it; a whole body is re-encoded for the client's
-``Accept-Encoding``. The gateway finishes the request's one trace with what :class:`Relayed` says.
+``Accept-Encoding``. The gateway finishes the request's one trace with what :class:`Relayed` says:
+a client that went away before its answer is recorded as such (``client_disconnected``; a stream's
+``stream_interrupted:client_disconnected``, before its first byte as after), never as delivered.
+The trace is finished before a whole answer is written (it is durable before the client can look
+it up), so a client that leaves during that write is not seen.
 """
 
 from __future__ import annotations
@@ -18,7 +22,10 @@ from router_core.gateway.streaming import relay_stream
 from router_core.resilience.answer_cache import AnswerCache
 from router_core.state.inflight import InflightCounter
 
-__all__ = ["Relayed", "relay_answer"]
+__all__ = ["CLIENT_GONE", "CLIENT_GONE_STREAM", "Relayed", "relay_answer"]
+
+CLIENT_GONE = "client_disconnected"  # the error of a whole answer whose client had gone when it was ready
+CLIENT_GONE_STREAM = "stream_interrupted:client_disconnected"  # as the stream relay names it mid-stream
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +55,18 @@ async def relay_answer(request: web.Request, fwd: Forwarded, headers: dict[str, 
             headers["Content-Encoding"] = upstream_coding  # cannot decode it: label it as it came
         out = web.StreamResponse(status=200, headers=headers)
         out.content_type = resp.content_type
-        await out.prepare(request)
+        ttft = None if fwd.first_byte_at is None else max(0.0, (fwd.first_byte_at - t0) * 1e3)
+        try:
+            await out.prepare(request)
+        except ConnectionError:  # the client left before its answer began: let go of the upstream, trace it
+            resp.close()
+            if fwd.open_stream is not None:
+                inflight.end(fwd.open_stream)
+            return Relayed(out, 200, CLIENT_GONE_STREAM, {"cost": spec.cost.base, "ttft_ms": ttft})
         end = await relay_stream(fwd.first_chunk, resp, out, idle_timeout_s=idle_timeout_s,
                                  strip_usage=not client_usage, decoder=decoder)
         if fwd.open_stream is not None:  # a cancelled relay leaves it counted until the next scrape
             inflight.end(fwd.open_stream)
-        ttft = None if fwd.first_byte_at is None else max(0.0, (fwd.first_byte_at - t0) * 1e3)
         return Relayed(out, 200, end.error, {"cost": spec.cost.base, "ttft_ms": ttft, **tokens_of(end.usage)})
     sent = for_client(fwd.body, upstream_coding, request.headers.get("Accept-Encoding"))
     if sent.encoding is not None:
@@ -62,5 +75,8 @@ async def relay_answer(request: web.Request, fwd: Forwarded, headers: dict[str, 
     if answer_key is not None and resp.status == 200 and sent.plain is not None:
         answers.put(answer_key, sent.plain, resp.content_type)  # memory only: never in a trace
     response = web.Response(status=resp.status, body=sent.payload, content_type=resp.content_type, headers=headers)
-    return Relayed(response, resp.status, None if resp.status < 400 else f"upstream_{resp.status}",
+    error = None if resp.status < 400 else f"upstream_{resp.status}"
+    if error is None and (request.transport is None or request.transport.is_closing()):
+        error = CLIENT_GONE  # it will not read this answer: the trace must not say it was delivered
+    return Relayed(response, resp.status, error,
                    {"cost": spec.cost.base if resp.status == 200 else None, **tokens_of(usage)})

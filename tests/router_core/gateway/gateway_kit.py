@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.web_runner import BaseRunner
 
 from router_core.decide.builtin import build_router
 from router_core.gateway import Gateway
@@ -31,11 +32,14 @@ async def gateway_client(
     policy: str | None = None,
     sections: dict[str, Any] | None = None,
     hash_key: str | None = None,
+    as_served: bool = False,
 ) -> AsyncIterator[tuple[TestClient[Any, Any], MemoryHooks]]:
     """Yield a client of a gateway whose instances ("a" ranked before "b") run ``handlers``.
 
     ``policy`` is a routing policy file's text (YAML), compiled against the fleet; ``sections`` are
     further configuration sections (``routing``, ``resilience``...); ``hash_key`` the query hash's key.
+    ``as_served``: a client that disconnects does not cancel its request's handler, as under ``serve``
+    (``web.run_app``'s default; aiohttp's test server cancels it).
     """
     async with AsyncExitStack() as stack:
         servers = {iid: TestServer(upstream(h, KV[iid])) for iid, h in handlers.items()}
@@ -55,8 +59,16 @@ async def gateway_client(
                                                       hash_key=hash_key)
         gw = Gateway(config, build_router(config), hooks, new_id=lambda: next(ids), policy=gate, hash_key=hash_key,
                      **({"perf": perf} if perf else {}))
-        client = await stack.enter_async_context(TestClient(TestServer(gw.build_app())))
+        server = (ServedTestServer if as_served else TestServer)(gw.build_app())
+        client = await stack.enter_async_context(TestClient(server))
         yield client, hooks
+
+
+class ServedTestServer(TestServer):
+    """aiohttp's test server, its handlers left running when their client goes (as ``serve`` runs them)."""
+
+    async def _make_runner(self, **kwargs: Any) -> BaseRunner:
+        return await super()._make_runner(**{**kwargs, "handler_cancellation": False})
 
 
 def trace_of(hooks: MemoryHooks, headers: Any) -> DecisionTrace:

@@ -121,34 +121,36 @@ def test_a_request_aiohttp_cannot_parse_is_a_json_400_and_the_log_holds_none_of_
     assert served.status == 200
 
 
-def test_a_client_that_leaves_mid_body_is_a_debug_line_not_an_error(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_client_that_leaves_mid_body_is_traced_not_an_error(caplog: pytest.LogCaptureFixture) -> None:
     config = RouteLensConfig.model_validate({  # no request reaches the instance (nothing listens there)
         "fleet": {"instances": [{"id": "a", "model": "m", "url": f"http://127.0.0.1:{free_port()}"}]},
         "scrape": {"interval_s": 60, "timeout_s": 0.5}})
+    hooks = MemoryHooks()
 
     async def run() -> None:
         # served as serve serves it: aiohttp's test server cancels the handler of a lost connection instead
-        runner = web.AppRunner(Gateway(config, build_router(config), MemoryHooks()).build_app(), access_log=None)
+        runner = web.AppRunner(Gateway(config, build_router(config), hooks).build_app(), access_log=None)
         await runner.setup()
         try:
             site = web.TCPSite(runner, "127.0.0.1", 0)
             await site.start()
             _, writer = await asyncio.open_connection("127.0.0.1", runner.addresses[0][1])
-            head = request([], body=b"").replace(b"Content-Length: 0", b"Content-Length: 100000")
+            head = request([(b"X-Request-Id", b"left-mid-body")], body=b"").replace(
+                b"Content-Length: 0", b"Content-Length: 100000")
             writer.write(head + CHAT[:10])  # then gives up
             await writer.drain()
             await asyncio.sleep(0.05)  # the gateway is reading the body
             writer.close()
             await writer.wait_closed()
-            await wait_until_async(lambda: gateway_records(caplog))
+            await wait_until_async(lambda: "left-mid-body" in hooks.traces)
         finally:
             await runner.cleanup()
 
     with caplog.at_level(logging.DEBUG, logger="router_core"):
         asyncio.run(run())
-    said = gateway_records(caplog)
-    assert said and all(r.levelno == logging.DEBUG for r in said), caplog.text  # no ERROR with a traceback
-    assert "went away" in said[0].getMessage()
+    assert all(r.levelno < logging.WARNING for r in gateway_records(caplog)), caplog.text  # no ERROR, no traceback
+    outcome = hooks.traces["left-mid-body"].outcome  # traced as every request the chat route refuses
+    assert (outcome.http_status, outcome.error_class) == (499, "client_disconnected")
 
 
 def gateway_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
