@@ -38,6 +38,7 @@ __all__ = [
     "Throttled",
     "UnknownModel",
     "UnknownPluginType",
+    "UnsupportedEncoding",
 ]
 
 Loc = tuple[int | str, ...]
@@ -107,6 +108,10 @@ class InvalidRequest(RoutelensError):
         super().__init__(message)
         self.param = param
         self.code = code
+
+
+class UnsupportedEncoding(InvalidRequest):
+    """A request body sent compressed (``Content-Encoding``), which the gateway does not inflate."""
 
 
 class UnknownModel(InvalidRequest):

@@ -86,7 +86,9 @@ __all__ = ["INTAKE_PATH", "READ_ROUTES", "SERVER_LIMITS", "IngestApi"]
 # The HTTP parser's line and header limits for the server that mounts these routes (aiohttp's
 # ``handler_args``). Its defaults (8 KiB) refuse a longer URL or header before any route runs,
 # in plain text and with a traceback in the log; up to these limits the routes answer themselves.
-SERVER_LIMITS: dict[str, Any] = {"max_line_size": 64 * 1024, "max_field_size": 64 * 1024}
+# Bodies are read as sent: aiohttp would inflate a compressed one on the event loop as it arrives (1 MB of gzip is
+# 1 GiB), before any route could refuse it; the gateway answers a compressed body 415 (router_core header_check).
+SERVER_LIMITS: dict[str, Any] = {"max_line_size": 64 * 1024, "max_field_size": 64 * 1024, "auto_decompress": False}
 
 INTAKE_PATH = "/v1/traces"  # POST: traces from other routers or other gateways
 # GET path -> the IngestApi method answering it: every read route, here once (the gateway's proxy forwards these)

@@ -30,8 +30,9 @@ from router_core.errors import (
     RoutingError,
     Throttled,
     UnknownModel,
+    UnsupportedEncoding,
 )
-from router_core.gateway.header_check import HEADER_REFUSAL, invalid_header, refusal_of
+from router_core.gateway.header_check import HEADER_REFUSAL, coded_body, invalid_header, refusal_of
 from schemas.errors import RoutelensError
 
 __all__ = ["ERROR_STATUS", "ERROR_TYPES", "ParseErrorsJson", "ParseErrorsQuiet", "error_for", "error_response",
@@ -45,6 +46,7 @@ ERROR_TYPES: dict[int, str] = {
     404: "invalid_request_error",
     405: "invalid_request_error",
     413: "invalid_request_error",
+    415: "invalid_request_error",
     429: "rate_limit_error",
     500: "server_error",
     502: "upstream_error",
@@ -54,6 +56,7 @@ ERROR_TYPES: dict[int, str] = {
 # Error class -> (HTTP status, default `error.code`); the most specific class of an error wins.
 ERROR_STATUS: dict[type[RoutelensError], tuple[int, str | None]] = {
     UnknownModel: (404, "model_not_found"),
+    UnsupportedEncoding: (415, "unsupported_content_encoding"),
     InvalidRequest: (400, "invalid_request"),
     NoFeasibleInstance: (503, "no_feasible_instance"),
     Throttled: (429, "rate_limit_exceeded"),
@@ -107,14 +110,16 @@ async def errors_middleware(
 ) -> web.StreamResponse:
     """Any HTTP error as an OpenAI-shaped body; an unhandled exception as a logged 500, never a crash.
 
-    First of all, a header whose value is not UTF-8 is refused (see
+    First of all, a header whose value is not UTF-8 is refused, and a compressed body (see
     :mod:`router_core.gateway.header_check`): with a trace when the app registered a
     :data:`~router_core.gateway.header_check.HEADER_REFUSAL` that takes the request, else plainly.
     A client that goes away while its request is read is not the gateway's fault: a debug line.
     """
     try:
         if (name := invalid_header(request.headers)) is not None:
-            return _refuse_header(request, name)
+            return _refuse_header(request, refusal_of(name))
+        if (coding := request.headers.get("Content-Encoding")) is not None and (refused := coded_body(coding)):
+            return _refuse_header(request, refused)
         return await handler(request)
     except web.HTTPException as exc:
         if exc.status < 400:
@@ -137,8 +142,7 @@ def _client_gone(request: web.Request) -> bool:
     return transport is None or transport.is_closing()
 
 
-def _refuse_header(request: web.Request, name: str) -> web.StreamResponse:
-    exc = refusal_of(name)
+def _refuse_header(request: web.Request, exc: InvalidRequest) -> web.StreamResponse:
     traced = request.config_dict.get(HEADER_REFUSAL)
     answer = traced(request, exc) if traced is not None else None
     return answer if answer is not None else error_for(exc)

@@ -18,6 +18,7 @@ from aiohttp import web
 from router_core.errors import InvalidRequest
 from router_core.gateway.auth import bearer_ok
 from router_core.gateway.chat import Call, ChatRunner
+from router_core.gateway.errors import status_of
 from router_core.gateway.header_check import is_utf8
 
 __all__ = ["ChatHeaderRefusal"]
@@ -38,7 +39,7 @@ class ChatHeaderRefusal:
         self.keys = keys
 
     def __call__(self, request: web.Request, exc: InvalidRequest) -> web.StreamResponse | None:
-        """The traced 400 of ``exc``; None when the request is not the chat route's or its caller is not admitted."""
+        """The traced refusal of ``exc``; None: the request is not the chat route's or its caller is not admitted."""
         if request.match_info.route is not self.route:
             return None
         if self.keys is not None:
@@ -49,4 +50,5 @@ class ChatHeaderRefusal:
         request_id, _ = chat.request_ids.of(request.headers.get("X-Request-Id", ""))  # a hostile id: a new one
         call = Call(request, request_id, chat.perf(), trace=chat.trace_ids.context(request.headers))
         # the runner's own refusal (private to it), so this trace is every refusal's kind of trace
-        return chat.refuse(call, 400, str(exc), exc.code, exc.param)
+        status, code = status_of(exc)
+        return chat.refuse(call, status, str(exc), code, exc.param)

@@ -50,6 +50,7 @@ GATEWAY_OPERATIONS: tuple[Operation, ...] = (
             400: _BAD, 404: Answer("The model is not served", ErrorResponse),
             408: Answer("The body did not arrive within gateway.body_timeout_s of its headers", ErrorResponse),
             413: Answer("The body is too large", ErrorResponse),
+            415: Answer("The body is compressed (Content-Encoding): bodies are read as sent", ErrorResponse),
             429: Answer("Throttled (Retry-After says when to come back)", ErrorResponse),
             502: Answer("No instance could answer", ErrorResponse),
             503: Answer("No instance is feasible", ErrorResponse)}, body=ChatCompletionRequest),
