@@ -100,8 +100,11 @@ def analyse_request(body: Any, *, max_chars: int = 20_000, attachments: Attachme
     if not isinstance(model, str) or not model:
         raise InvalidRequest("'model' must be a non-empty string", param="model")
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 0):
+    if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 0):  # a bool is no integer
         raise InvalidRequest("'max_tokens' must be a non-negative integer", param="max_tokens")
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):  # "false" would read as a stream
+        raise InvalidRequest("'stream' must be a boolean", param="stream")
 
     total_chars, cjk, latin, attached, query = 0, 0, 0, False, ""
     user = last_user_index(messages)
@@ -129,7 +132,7 @@ def analyse_request(body: Any, *, max_chars: int = 20_000, attachments: Attachme
         input_chars=total_chars,
         est_input_tokens=round(estimate_tokens(cjk, other) * scale),
         max_tokens=max_tokens,
-        stream=bool(body.get("stream", False)),
+        stream=stream is True,
         language=_language(cjk, latin),
         has_attachments=attached,
         file_types=[a.type for a in found],

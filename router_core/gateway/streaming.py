@@ -36,7 +36,7 @@ def ask_for_usage(body: dict[str, Any]) -> bool:
     """Set ``stream_options.include_usage`` on a stream request; return whether the client had set it."""
     options = body.get("stream_options")
     options = dict(options) if isinstance(options, dict) else {}
-    asked = bool(options.get("include_usage"))
+    asked = options.get("include_usage") is True  # the contract lets only a boolean through
     body["stream_options"] = options | {"include_usage": True}
     return asked
 

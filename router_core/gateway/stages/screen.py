@@ -1,7 +1,9 @@
 """Stage 1, screen: the request's body, the client and shedding buckets (429), the prefilter and the contract (400).
 
 The body is validated against :class:`schemas.openai_chat.ChatCompletionRequest` (the model the
-gateway's OpenAPI description is generated from) once the buckets let it through.
+gateway's OpenAPI description is generated from) once the buckets let it through. The model is strict:
+a value of the wrong JSON type (``"stream": "false"``, ``"n": "2"``, ``"max_tokens": true``) is the 400,
+so the stages after this one read ``stream`` or ``include_usage`` as the booleans they are.
 
 Reading the body is where a client can hold the gateway: a ``Content-Length`` it never completes, or
 one over the limit that it starts to send. aiohttp bounds neither (its server has no read timeout and
