@@ -3,7 +3,7 @@
 - :mod:`~ingest.elasticsearch.store`: :class:`ElasticsearchStore`, the pipeline's sink and the
   query API over one client.
 - :mod:`~ingest.elasticsearch.sink`: bulk ``create`` by id (re-delivery is a duplicate, not a
-  second copy), items refused for good returned for quarantine.
+  second copy); items refused for what they hold returned for quarantine, any other refusal retried.
 - :mod:`~ingest.elasticsearch.reader`: the query API (``bool.filter``, ``search_after``,
   aggregations).
 - :mod:`~ingest.elasticsearch.index_templates`: the index templates, their mappings derived from

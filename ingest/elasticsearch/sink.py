@@ -4,9 +4,12 @@ At the first write the sink puts one index template per kind (data stream, mappi
 ``schemas/``, lifecycle with ``data_retention``: :mod:`ingest.elasticsearch.index_templates`). Each record is a bulk
 ``create`` with ``_id`` = its id (``request_id`` for traces), so re-delivery answers 409 and is
 counted as a duplicate instead of being stored twice. The client's bulk helper retries items
-answered 429 with exponential backoff; items refused for good (a mapping conflict) are returned
-for quarantine; anything else (connection refused, 5xx, 429 after the retries) raises
-:class:`SinkUnavailable`, and the pipeline keeps the batch in the spool and tries again.
+answered 429 with exponential backoff. Only an item refused for what it holds (400: a value that
+does not fit the mapping, a document the parser cannot read) is returned for quarantine; an item
+refused for the sink's own reasons (401/403: the API key may not write, 404: no such index, 429
+after the retries, 5xx), like a whole request refused or a connection refused, raises
+:class:`SinkUnavailable`: the pipeline keeps the batch in the spool, counts a failed write and
+tries again, and the items already stored come back as duplicates.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ __all__ = ["ElasticsearchSink"]
 log = logging.getLogger(__name__)
 _CONTEXT_CACHE = 100_000
 _SEARCH_MAX = 10_000  # Elasticsearch's default index.max_result_window
-_RETRYABLE = {429, 500, 502, 503, 504}
+_DOCUMENT_FAULT = 400  # mapper_parsing_exception, document_parsing_exception, illegal_argument_exception
+_INDEX_FAULTS = frozenset({"index_closed_exception"})  # answered 400, but the index's state, not the document's
 
 
 def _stream_of(index: str) -> str:
@@ -43,6 +47,31 @@ def _stream_of(index: str) -> str:
         if parts and parts[-1].replace(".", "").isdigit() and "." in parts[-1]:
             parts.pop()
     return "-".join(parts)
+
+
+def _is_document_fault(info: dict[str, Any]) -> bool:
+    """Whether a failed bulk item was refused for what it holds (quarantine it), not for the sink's state (retry)."""
+    return info.get("status") == _DOCUMENT_FAULT and (info.get("error") or {}).get("type") not in _INDEX_FAULTS
+
+
+def _refusal(info: dict[str, Any]) -> str:
+    err = info.get("error") or {}
+    return f"Elasticsearch refused it ({info.get('status')}): {err.get('type')}: {err.get('reason')}"
+
+
+class _Unstored:
+    """Bulk items not stored for the sink's reasons: a count and the first reason of each (status, error type)."""
+
+    def __init__(self) -> None:
+        self.causes: dict[tuple[object, object], list[Any]] = {}
+
+    def add(self, status: object, error: dict[str, Any]) -> None:
+        self.causes.setdefault((status, error.get("type")), [0, error.get("reason")])[0] += 1
+
+    def error(self) -> SinkUnavailable:
+        total = sum(count for count, _ in self.causes.values())
+        why = "; ".join(f"{n} x {status} {kind}: {reason}" for (status, kind), (n, reason) in self.causes.items())
+        return SinkUnavailable(f"Elasticsearch did not store {total} items, not for what they hold ({why})")
 
 
 def _context(doc: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +149,7 @@ class ElasticsearchSink:
                 doc_id = str(doc[info.id_field])
                 payload_of.setdefault((stream, doc_id), (kind, payload))
                 actions.append({"_op_type": "create", "_index": stream, "_id": doc_id, "_source": doc})
-        result, retry = WriteResult(), 0
+        result, unstored = WriteResult(), _Unstored()
         for ok, item in helpers.streaming_bulk(
             self.client, actions, raise_on_error=False, max_retries=self.max_retries,
             initial_backoff=self.initial_backoff_s, max_backoff=30, chunk_size=1000,
@@ -130,21 +159,17 @@ class ElasticsearchSink:
             found = payload_of.get((_stream_of(info.get("_index", "")), str(info.get("_id"))))
             if found is None:  # an answer for a document we did not send: count it as retryable
                 log.warning("Elasticsearch answered for an unknown document %s", info.get("_id"))
-                retry += 1
-                continue
-            kind, payload = found
-            if ok:
-                result.count(kind, 1, 0)
-            elif info.get("status") == 409:
-                result.count(kind, 0, 1)
-            elif info.get("status") in _RETRYABLE:
-                retry += 1
-            else:
-                err = info.get("error") or {}
-                reason = f"Elasticsearch refused it ({info.get('status')}): {err.get('type')}: {err.get('reason')}"
-                result.rejected.append(Rejected(kind, payload, reason))
-        if retry:
-            raise SinkUnavailable(f"Elasticsearch answered {retry} items with a retryable status")
+                unstored.add(info.get("status"), {"type": "unknown_document", "reason": f"_id {info.get('_id')}"})
+            elif ok:
+                result.count(found[0], 1, 0)
+            elif info.get("status") == 409:  # already stored: a re-delivery
+                result.count(found[0], 0, 1)
+            elif _is_document_fault(info):
+                result.rejected.append(Rejected(*found, _refusal(info)))
+            else:  # 401/403 (the key may not write), 404 (no such index), 429 after the retries, 5xx
+                unstored.add(info.get("status"), info.get("error") or {})
+        if unstored.causes:  # the whole batch again, like a whole request refused; what was stored: duplicates
+            raise unstored.error()
         for _, doc in prepared.tables.get(Kind.TRACE, []):
             self._remember(doc)
         return result

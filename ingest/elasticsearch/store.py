@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from elasticsearch import Elasticsearch
 from pydantic import BaseModel
@@ -13,6 +13,7 @@ from ingest.elasticsearch.reader import ElasticsearchReader
 from ingest.elasticsearch.sink import ElasticsearchSink
 from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
 from schemas.config.storage import ElasticsearchSettings
+from schemas.errors import ConfigError
 
 __all__ = ["ElasticsearchStore"]
 
@@ -36,10 +37,28 @@ class ElasticsearchStore(ElasticsearchReader):
                                       initial_backoff_s=initial_backoff_s, refresh=refresh)
 
     @classmethod
-    def from_settings(cls, es: ElasticsearchSettings) -> ElasticsearchStore:
-        """Build the client and the store from the ``storage.elasticsearch`` settings."""
-        api_key = os.environ.get(es.api_key_env) if es.api_key_env else None
-        client = Elasticsearch(es.url, api_key=api_key or None, request_timeout=es.request_timeout_s, max_retries=1)
+    def from_settings(cls, es: ElasticsearchSettings, environ: Mapping[str, str] | None = None) -> ElasticsearchStore:
+        """Build the client and the store from the ``storage.elasticsearch`` settings.
+
+        Args:
+            es: The settings.
+            environ: Where ``api_key_env`` is looked up (default: ``os.environ``).
+
+        Raises:
+            ConfigError: ``api_key_env`` names a variable that is unset or empty (failing closed,
+                at startup: never connecting without the key), or the client cannot use ``url``.
+        """
+        api_key = None
+        if es.api_key_env is not None:
+            api_key = (os.environ if environ is None else environ).get(es.api_key_env, "").strip()
+            if not api_key:
+                raise ConfigError("<environment>", [(None, "storage.elasticsearch.api_key_env",
+                                                     f"names the environment variable {es.api_key_env}, "
+                                                     "which is unset or empty")])
+        try:
+            client = Elasticsearch(es.url, api_key=api_key, request_timeout=es.request_timeout_s, max_retries=1)
+        except ValueError as exc:  # what the pattern lets through (a port out of range, say)
+            raise ConfigError("<configuration>", [(None, "storage.elasticsearch.url", str(exc))]) from exc
         return cls(client, prefix=es.prefix, retention_days=es.retention_days, max_retries=es.max_retries,
                    refresh=es.refresh)
 

@@ -40,9 +40,15 @@ class SpoolSettings(ContractModel):
 class ElasticsearchSettings(ContractModel):
     """The Elasticsearch backend (data streams with a lifecycle in the index template)."""
 
-    url: str = "http://127.0.0.1:9200"
+    url: str = Field(
+        "http://127.0.0.1:9200", pattern=r"^https?://[^\s/?#]+\S*$",
+        description="The cluster: http:// or https://, a host, optionally :port and a path prefix.",
+    )
     prefix: str = Field("routelens", pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Names start with this.")
-    api_key_env: str | None = Field(None, description="Environment variable holding an API key.")
+    api_key_env: str | None = Field(
+        None,
+        description="Environment variable holding an API key (named but unset or empty: the store refuses to start).",
+    )
     retention_days: int = Field(30, ge=1, description="Data stream lifecycle data_retention.")
     request_timeout_s: float = Field(10.0, gt=0)
     max_retries: int = Field(5, ge=0, description="Bulk retries of 429 answers (exponential backoff).")

@@ -3,7 +3,7 @@
 Every request is checked by :class:`Contract` (and so is every answer it gives); problems are kept
 in :attr:`ContractServer.violations` for the test to assert on. Bulk answers follow the documented
 examples, per-item errors included; faults can be scripted: whole requests answered 503 or 429,
-single items answered 429, or refused as unparseable.
+single items answered 429, refused as unparseable, or every item refused with a given status.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class Faults:
     whole: list[int] = field(default_factory=list)  # statuses for the next requests (503, 429, ...)
     item_429: int = 0  # the next N bulk items answer 429
     refuse_ids: set[str] = field(default_factory=set)  # these _ids answer 400 mapper errors
+    item_refusal: tuple[int, str] | None = None  # while set, every bulk item answers (status, error type)
 
 
 class ContractServer:
@@ -107,6 +108,9 @@ class ContractServer:
             if self.faults.item_429:
                 self.faults.item_429 -= 1
                 status, err = 429, {"type": "es_rejected_execution_exception", "reason": "rejected execution"}
+            elif self.faults.item_refusal is not None:
+                status, kind = self.faults.item_refusal
+                err = {"type": kind, "reason": f"scripted {kind} for [{doc_id}]"}
             elif doc_id in self.faults.refuse_ids:
                 status, err = 400, {"type": "document_parsing_exception", "reason": f"[1:2] failed to parse [{doc_id}]"}
             else:
