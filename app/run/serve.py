@@ -27,6 +27,7 @@ from app.run.gc_tuning import tame_gc
 from app.run.local_redis import start_local_redis, with_shared_url
 from app.run.probe_child import probe_source, start_prober, wants_prober
 from app.run.procs import Child, app_command, free_port, free_ports
+from app.run.siblings import SIBLING_PORTS_ENV, SiblingTraces, sibling_ports
 from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, worker_paths
 from app.run.stranded import Delivery, deliver_stranded
 from app.run.supervise import Supervised
@@ -68,11 +69,16 @@ GATEWAY = web.AppKey("routelens.gateway", Gateway)  # the application's gateway 
 
 
 class StoreHooks:
-    """Trace hooks for the gateway: emit through the pipeline, look up pending then stored traces."""
+    """Trace hooks for the gateway: emit through the pipeline, look up pending then stored traces.
 
-    def __init__(self, emitter: TraceEmitter, store: TraceStore) -> None:
+    ``siblings``: the other workers of ``serve --workers N``, asked for a trace they have not
+    delivered yet when neither this worker nor the store has it (:meth:`lookup_elsewhere`).
+    """
+
+    def __init__(self, emitter: TraceEmitter, store: TraceStore, siblings: SiblingTraces | None = None) -> None:
         self.emitter = emitter
         self.store = store
+        self.siblings = siblings
 
     def emit(self, trace: DecisionTrace) -> bool:
         """Queue a trace for storage (durable once this returns)."""
@@ -89,6 +95,16 @@ class StoreHooks:
     def lookup(self, request_id: str) -> DecisionTrace | None:
         """Read-your-writes lookup."""
         return self.emitter.pending(request_id) or self.store.get(request_id)
+
+    async def lookup_elsewhere(self, request_id: str) -> DecisionTrace | None:
+        """After :meth:`lookup` missed: a sibling worker's pending trace, else the store's once more.
+
+        The store again, because a sibling may have delivered the trace between the store's answer
+        and its own (a worker forgets a pending trace only once the store has it).
+        """
+        if self.siblings is None:
+            return None
+        return await self.siblings.find(request_id) or await asyncio.to_thread(self.store.get, request_id)
 
     def record_feedback(self, feedback: Feedback) -> None:
         """Queue feedback through the same durable pipeline."""
@@ -110,7 +126,8 @@ class StoreHooks:
 
 def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str | None = None,
                       worker: int = 0, probe_url: str | None = None, config_path: str | None = None,
-                      own_store: bool = False, metrics_ports: Sequence[int] = ()) -> web.Application:
+                      own_store: bool = False, metrics_ports: Sequence[int] = (),
+                      sibling_ports: Sequence[int] = ()) -> web.Application:
     """Build the gateway application with its trace pipeline and the store's query API.
 
     Args:
@@ -126,6 +143,9 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         metrics_ports: Every worker's private metrics port, by worker number, when there are
             several: this worker serves its own series on ``metrics_ports[worker]`` and its
             ``/metrics`` answers for them all, labelled ``worker`` (see ``add_worker_metrics``).
+        sibling_ports: Every worker's private port for sibling lookups, by worker number, when
+            there are several (and a store process): a lookup by request id that misses here and
+            in the store asks the other workers for their pending trace (:mod:`app.run.siblings`).
     """
     st = config.storage
     store: TraceStore
@@ -150,10 +170,14 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         registry.register(OtelCollector(otel.stats))
     shared = build_shared(config.shared)  # shared.backend: redis -> the replicas' buckets, breakers, bindings
     registry.register(SharedCollector(shared))
+    relay_token = os.environ.get(RELAY_TOKEN_ENV)
+    siblings = None  # the other workers' pending traces: read-your-writes whichever worker a lookup reaches
+    if store_url is not None and len(sibling_ports) > 1 and relay_token:
+        siblings = SiblingTraces(worker, sibling_ports, emitter.pending, relay_token)
     gateway = Gateway(
         config,
         build_router(config, metrics=registry),  # plugin durations on the gateway's /metrics
-        StoreHooks(emitter, store),
+        StoreHooks(emitter, store, siblings),
         hash_key=hash_key,
         registry=registry,
         probes=probe_source(config, db_path, emitter, registry, probe_url),
@@ -165,6 +189,8 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     app[GATEWAY] = gateway
     if len(metrics_ports) > 1:  # a scrape of the shared port, whichever worker answers, shows every worker
         add_worker_metrics(gateway, app, worker, metrics_ports)
+    if siblings is not None:
+        siblings.mount(app)
     gateway.openapi.operations.extend(STORE_OPERATIONS)  # served here in-process, or forwarded to the store
     if isinstance(shared, RedisShared):  # connects (or says why not) and listens to the other replicas
         app.on_startup.append(lambda _: shared.start())
@@ -173,10 +199,12 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
         IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes,
                   read_token=read_token_of(st)).add_routes(app)
-        if (relay_token := os.environ.get(RELAY_TOKEN_ENV)) and probe_url is not None:
+        if relay_token and probe_url is not None:
             add_relay_route(app, emitter, token=relay_token)  # the prober's results reach the store here
     else:
-        store_metrics = add_store_proxy(app, store_url, emitter.pending, read_token=read_token_of(st))
+        store_metrics = add_store_proxy(app, store_url, emitter.pending, read_token=read_token_of(st),
+                                        elsewhere=None if siblings is None else siblings.find,
+                                        body_timeout_s=config.gateway.body_timeout_s)
         if own_store:
             gateway.metrics_sources.append(store_metrics)
 
@@ -266,7 +294,9 @@ def run_server(
             first.append(child)
         starts_workers = config_path is not None and worker == 0
         if starts_workers and workers > 1:  # each worker's own series, for the one that answers a scrape
-            metrics_ports = free_ports(workers)
+            ports = free_ports(2 * workers)  # and its pending traces, for a lookup another worker missed
+            metrics_ports = ports[:workers]
+            os.environ[SIBLING_PORTS_ENV] = ",".join(map(str, ports[workers:]))  # the workers it starts inherit it
         for i in range(1, workers if starts_workers else 1):
             peer = Supervised(f"gateway-{i}", functools.partial(_child, f"gateway-{i}", config_path or "", [
                 "serve", "--host", host, "--port", str(port), "--db", db, "--store-url", store_url or "",
@@ -277,7 +307,8 @@ def run_server(
             children.append(peer)
             _ready(peer)
         app = build_gateway_app(config, db, store_url=store_url, worker=worker, probe_url=probe_url,
-                                config_path=config_path, own_store=own_store, metrics_ports=metrics_ports)
+                                config_path=config_path, own_store=own_store, metrics_ports=metrics_ports,
+                                sibling_ports=sibling_ports(workers))
         if store is not None:
             _ready(store)
         if starts_workers:  # spools of workers this serve does not run (it ran more before): to the store

@@ -2,17 +2,23 @@
 
 Clients keep one address (the gateway's) for chat, feedback and the trace API alike. A lookup of
 one trace answers from the gateway's own pending traces first (read-your-writes before the relay
-has delivered them), then from the store. The store's own pipeline series (what it wrote,
-quarantined, failed to write, holds in its spool) can be republished on the gateway's
-``/metrics`` as ``routelens_store_*`` (:func:`store_series`): Prometheus scrapes the gateway only.
+has delivered them), then from the store, then (with several workers) from another worker's
+pending traces. A body is read as the gateway's own routes read theirs: within the gateway's
+body timeout (408), and refused at once when its ``Content-Length`` is over the gateway's limit
+(413), so a client cannot hold a connection and a handler by never finishing it. The store's own
+pipeline series (what it wrote, quarantined, failed to write, holds in its spool) can be
+republished on the gateway's ``/metrics`` as ``routelens_store_*`` (:func:`store_series`):
+Prometheus scrapes the gateway only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from collections.abc import Awaitable, Callable
 
 import aiohttp
+import orjson
 from aiohttp import web
 
 from ingest.http_api.routes import INTAKE_PATH, READ_ROUTES, error_response
@@ -41,9 +47,35 @@ def store_series(text: bytes) -> bytes:
     return b"".join(out)
 
 
+async def _read_body(request: web.Request, timeout_s: float) -> bytes | web.Response:
+    """The body, or the answer when it does not arrive within ``timeout_s`` (408, closing the connection).
+
+    The same rule as the gateway's own routes (``router_core.gateway.body_read``, which ingest
+    may not import).
+
+    Raises:
+        web.HTTPRequestEntityTooLarge: The body is over the application's limit; when its
+            ``Content-Length`` says so, before any of it is read.
+    """
+    size, limit = request.content_length, request.client_max_size
+    if size is not None and size > limit:
+        raise web.HTTPRequestEntityTooLarge(limit, size)
+    if request.content.is_eof():  # the ordinary request: the whole body came with the headers
+        return await request.read()
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await request.read()
+    except TimeoutError:
+        answer = error_response(408, f"the request body did not arrive within {timeout_s:g} s", "request_timeout")
+        answer.force_close()  # its rest may still come, and would read as the next request
+        return answer
+
+
 def add_store_proxy(app: web.Application, store_url: str,
                     pending: Callable[[str], DecisionTrace | None], *,
-                    read_token: str | None = None) -> Callable[[], Awaitable[bytes]]:
+                    read_token: str | None = None,
+                    elsewhere: Callable[[str], Awaitable[DecisionTrace | None]] | None = None,
+                    body_timeout_s: float = 30.0) -> Callable[[], Awaitable[bytes]]:
     """Mount the store's routes on ``app``, forwarded to ``store_url``.
 
     Args:
@@ -52,6 +84,11 @@ def add_store_proxy(app: web.Application, store_url: str,
         pending: The gateway's own not-yet-delivered traces by request id.
         read_token: The store's read token: a pending trace is answered here only to a caller that
             sends it (the store checks every forwarded request itself).
+        elsewhere: The other workers' not-yet-delivered traces by request id, asked only when
+            neither ``pending`` nor the store has the trace (the store is then asked once more:
+            a worker forgets a pending trace once the store has it).
+        body_timeout_s: How long a body may take to arrive once its headers have
+            (``gateway.body_timeout_s``).
 
     Returns:
         A reader of the store's series for the gateway's ``/metrics`` (:func:`store_series`;
@@ -67,15 +104,31 @@ def add_store_proxy(app: web.Application, store_url: str,
         await session["s"].close()
 
     async def forward(request: web.Request) -> web.Response:
-        if request.method == "GET" and (rid := request.match_info.get("request_id")) is not None:
+        rid = request.match_info.get("request_id") if request.method == "GET" else None
+        allowed = False
+        if rid is not None:
             given = request.headers.get("Authorization", "").encode()
             allowed = read_token is None or hmac.compare_digest(given, f"Bearer {read_token}".encode())
             if allowed and (trace := pending(rid)) is not None:
-                return web.Response(body=trace.model_dump_json(), content_type="application/json")
+                return _trace(trace)
+        data = None
+        if request.can_read_body:
+            got = await _read_body(request, body_timeout_s)
+            if isinstance(got, web.Response):
+                return got
+            data = got
+        answer = await relay(request, data)
+        if allowed and elsewhere is not None and rid is not None and _not_found(answer):
+            if (trace := await elsewhere(rid)) is not None:
+                return _trace(trace)
+            answer = await relay(request, data)
+        return answer
+
+    async def relay(request: web.Request, data: bytes | None) -> web.Response:
         headers = {h: request.headers[h] for h in _PASSED_HEADERS if h in request.headers}
         try:
             async with session["s"].request(request.method, base + request.rel_url.path_qs, headers=headers,
-                                            data=await request.read() if request.can_read_body else None) as up:
+                                            data=data) as up:
                 body = await up.read()
                 return web.Response(status=up.status, body=body, content_type=up.content_type)
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -95,3 +148,18 @@ def add_store_proxy(app: web.Application, store_url: str,
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
     return metrics
+
+
+def _trace(trace: DecisionTrace) -> web.Response:
+    return web.Response(body=trace.model_dump_json(), content_type="application/json")
+
+
+def _not_found(answer: web.Response) -> bool:
+    """The store's 404 for an unknown request id (not a 400 for a malformed one, nor a 503)."""
+    if answer.status != 404 or not isinstance(answer.body, bytes):
+        return False
+    try:
+        error = orjson.loads(answer.body).get("error")
+    except (orjson.JSONDecodeError, AttributeError):
+        return False
+    return isinstance(error, dict) and error.get("code") == "trace_not_found"

@@ -8,10 +8,12 @@ the one the request would be stored under, with the query only as its hash.
 It runs the chat route's own stages (:mod:`router_core.gateway.stages`): the prefilter and the
 contract (their 400s), analysis and policy, then admit's context, so the router's mode, the
 budgets, the session's binding and the breakers weigh as they would, and an input no candidate
-holds or an attachment no model accepts is the chat route's 400. It changes nothing: no throttle
-or client-bucket token is taken, the session is not bound (its binding is read, or the instance
-it would be placed on), the mode is not ticked and takes no round-robin turn, no spend or
-decision time is counted. No experiment arm is drawn: the live base router decides.
+holds, an attachment no model accepts or an ``x-routelens-arm`` that names no arm is the chat
+route's 400; its body is read as chat's (:mod:`router_core.gateway.body_read`: 408, 413). It
+changes nothing: no throttle or client-bucket token is taken, the session is not bound (its
+binding is read, or the instance it would be placed on), the mode is not ticked and takes no
+round-robin turn, no spend or decision time is counted. No experiment arm is drawn: the live
+base router decides.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from router_core.decide.analysis import analyse_request
 from router_core.decide.recorder import TraceRecorder
 from router_core.decide.router import Router
 from router_core.errors import InvalidRequest, PolicyError, UnknownModel
+from router_core.experiments import Experiment
+from router_core.gateway.body_read import read_body, refusal_response
 from router_core.gateway.errors import error_response, status_of
 from router_core.gateway.policy_book import PolicyBook
 from router_core.gateway.policy_gate import PolicyGate
@@ -67,6 +71,7 @@ class DryRunParts(Protocol):
     router_modes: RouterModes
     budgets: BudgetTracker
     affinity: AffinityBinder | None
+    experiment: Experiment | None
 
     @property
     def perf(self) -> Callable[[], float]:
@@ -109,6 +114,16 @@ def _screened(policy: PolicyGate, body: Any) -> Refusal | None:
     return refused or screen.contract_refusal(body)
 
 
+def _check_forced_arm(experiment: Experiment | None, request: web.Request, body: Any) -> None:
+    """Chat's 400 for a forcing header that names no arm (where chat checks it: after analysis); no arm is drawn.
+
+    Raises:
+        InvalidRequest: The header names no arm of the experiment (``unknown_arm``).
+    """
+    if experiment is not None and request.headers.get(experiment.arms.settings.force_header):
+        experiment.arms.pick("dry-run", request.headers, body)  # the check chat's lane makes; its arm is not used
+
+
 async def decide(gw: DryRunParts, request: web.Request) -> web.Response:
     """Decide one request as the gateway would, and answer the decision and its trace."""
     t0 = gw.perf()
@@ -116,12 +131,16 @@ async def decide(gw: DryRunParts, request: web.Request) -> web.Response:
     def state() -> Mapping[str, InstanceSnapshot]:
         return gw.inflight.adjust(gw.view.snapshot())
 
+    raw = await read_body(request, gw.config.gateway.body_timeout_s)
+    if not isinstance(raw, bytes):
+        return refusal_response(raw)
     try:
-        body, rules = _unwrap(orjson.loads(await request.read()), gw)
+        body, rules = _unwrap(orjson.loads(raw), gw)
         if (refusal := _screened(gw.policy, body)) is not None:
             return error_response(refusal.status, refusal.message, param=refusal.param, code=refusal.code)
         analysis = analyse_request(body, max_chars=gw.config.router.analyse_max_chars,
                                    attachments=gw.config.routing.attachments)
+        _check_forced_arm(gw.experiment, request, body)
         ts = gw.wall()
         u = await analyse.understand(gw.policy, analysis, body, request.headers, ts, gw.view.snapshot, rules=rules,
                                      explain="all")

@@ -1,4 +1,9 @@
-"""``POST /v1/feedback``: one verdict per traced request, learned into the quality table."""
+"""``POST /v1/feedback``: one verdict per traced request, learned into the quality table.
+
+The body is read as chat's is (:mod:`router_core.gateway.body_read`): within
+``gateway.body_timeout_s`` (408), and at most :data:`FEEDBACK_MAX_BYTES` (413, at once when the
+``Content-Length`` says so): a verdict is a few hundred bytes.
+"""
 
 from __future__ import annotations
 
@@ -9,25 +14,31 @@ from typing import Protocol
 
 import orjson
 from aiohttp import web
-from pydantic import ValidationError
+from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
 from router_core.decide.router import Router
 from router_core.errors import InvalidRequest
+from router_core.gateway.body_read import read_body, refusal_response
 from router_core.gateway.errors import error_response
 from router_core.gateway.hooks import TraceHooks
 from router_core.gateway.verdicts import Verdicts
 from router_core.metrics import GatewayMetrics
 from router_core.resilience.router_modes import RouterModes
 from router_core.state.quality import QualityTable
+from schemas.config import RouteLensConfig
 from schemas.feedback import Feedback
 from schemas.trace import DecisionTrace
 
-__all__ = ["FeedbackParts", "feedback"]
+__all__ = ["FEEDBACK_MAX_BYTES", "FeedbackParts", "feedback"]
+
+FEEDBACK_MAX_BYTES = 64 * 1024  # a verdict is a few hundred bytes; chat's 32 MiB would only let a client waste memory
+_AWARE = TypeAdapter(AwareDatetime)
 
 
 class FeedbackParts(Protocol):
     """What ``POST /v1/feedback`` reads and updates (the gateway has them)."""
 
+    config: RouteLensConfig
     wall: Callable[[], datetime]
     classes: frozenset[str]
     verdicts: Verdicts
@@ -44,25 +55,30 @@ async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
     One verdict per request id, for a request that has a trace: a second one (through any worker,
     see :mod:`router_core.gateway.verdicts`) is a 409 and is neither stored nor learned, an
     unknown id a 404. ``expected_class`` must be a configured class, ``expected_model`` a model of
-    the fleet. Which ids have a verdict is kept in memory (and in the shared Redis), like what was
-    learned from them: both start again
-    after a restart (the stored feedback records stay). The verdict is learned, by every worker,
+    the fleet. A trace that another worker of ``serve --workers N`` has not delivered to the store
+    yet is found through the hooks' optional ``lookup_elsewhere(request_id)`` (awaited only when
+    ``lookup`` misses). Which ids have a verdict is kept in memory (and in the shared Redis), like
+    what was learned from them: both start again after a restart (the stored feedback records
+    stay). The verdict is learned, by every worker,
     for the trace's ``selected_model`` and ``selected_instance``; the 202 body says what was learned
     (``learned``: model, instance, class, ``p_model``, ``p_instance``, ``divergent``).
     """
+    raw = await read_body(request, gw.config.gateway.body_timeout_s, limit=FEEDBACK_MAX_BYTES)
+    if not isinstance(raw, bytes):
+        return refusal_response(raw)
     try:
-        data = orjson.loads(await request.read())
+        data = orjson.loads(raw)
         if not isinstance(data, dict):
-            raise InvalidRequest("feedback must be a JSON object")
+            raise InvalidRequest("feedback must be a JSON object", code="invalid_request")
         data.setdefault("ts", gw.wall().isoformat())
         item = Feedback.model_validate(data)
     except orjson.JSONDecodeError:
         return error_response(400, "request body is not valid JSON", code="invalid_json")
     except InvalidRequest as exc:
-        return error_response(400, str(exc))
+        return error_response(400, str(exc), param=exc.param, code=exc.code)
     except ValidationError as exc:
         first = exc.errors()[0]
-        param = ".".join(str(p) for p in first["loc"]) or None
+        param = ".".join(str(p) for p in first["loc"]) or _model_level_param(data)
         return error_response(400, f"invalid feedback: {first['msg']}", param=param, code="invalid_value")
     if item.expected_class is not None and item.expected_class not in gw.classes:
         return error_response(400, f"expected_class must be one of {', '.join(sorted(gw.classes))}",
@@ -77,6 +93,9 @@ async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
     trace: DecisionTrace | None = None
     try:
         trace = await asyncio.to_thread(gw.hooks.lookup, item.request_id)
+        # not here nor stored: another worker's, not delivered yet (hooks may have lookup_elsewhere, see app.run.serve)
+        if trace is None and (elsewhere := getattr(gw.hooks, "lookup_elsewhere", None)) is not None:
+            trace = await elsewhere(item.request_id)
     finally:
         if trace is None:
             await gw.verdicts.release(item.request_id)
@@ -99,3 +118,11 @@ async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
                            "divergent": instance is not None and snap.is_divergent(instance, cls)}
     return web.Response(status=202, body=orjson.dumps(body), content_type="application/json")
 
+
+def _model_level_param(data: dict[str, object]) -> str | None:
+    """The field of an error without a location (:class:`Feedback`'s model-level rule): ``ts`` when it has no zone."""
+    try:
+        _AWARE.validate_python(data.get("ts"))
+    except ValidationError:
+        return "ts"
+    return None
