@@ -75,7 +75,7 @@ def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db
         emitter = TraceEmitter(store, st, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir))
         # it owns the store: it answers its reads and takes intake, as routelens store would
         api = IngestApi(emitter, store, token=intake_token_of(st), max_body=st.intake_max_bytes,
-                        read_token=read_token)
+                        read_token=read_token, body_timeout_s=config.gateway.body_timeout_s)
     emitter.start()
     registry.register(EmitterCollector(emitter))
     prober = Prober(config, db_path=db_path, emit=emitter.emit, apply=None, registry=registry, source="prober")

@@ -198,7 +198,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     if store_url is None:
         token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
         IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes,
-                  read_token=read_token_of(st)).add_routes(app)
+                  read_token=read_token_of(st), body_timeout_s=config.gateway.body_timeout_s).add_routes(app)
         if relay_token and probe_url is not None:
             add_relay_route(app, emitter, token=relay_token)  # the prober's results reach the store here
     else:

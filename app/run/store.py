@@ -48,7 +48,7 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
     emitter = TraceEmitter(store, own, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir)).start()
     app = web.Application(client_max_size=max(st.intake_max_bytes, 64 << 20))
     api = IngestApi(emitter, store, token=intake_token_of(st), max_body=st.intake_max_bytes,
-                    read_token=read_token_of(st))
+                    read_token=read_token_of(st), body_timeout_s=config.gateway.body_timeout_s)
     api.add_routes(app)  # the gateways forward their callers' header
     add_relay_route(app, emitter, token=relay_token_of())  # gateways and the prober
     registry = CollectorRegistry()

@@ -186,17 +186,20 @@ class IngestApi:
         token: Bearer token ``POST /v1/traces`` requires; None leaves it open.
         max_body: Largest intake body, in bytes.
         read_token: Bearer token the GET routes require; None leaves them open.
+        body_timeout_s: How long an intake body may take to arrive once its headers have (408 past it,
+            as the gateway's routes answer: a body that never completes would hold the connection).
     """
 
     def __init__(
         self, emitter: TraceEmitter, store: TraceStore, *, token: str | None = None, max_body: int = 64 << 20,
-        read_token: str | None = None,
+        read_token: str | None = None, body_timeout_s: float = 30.0,
     ) -> None:
         self.emitter = emitter
         self.store = store
         self.token = token
         self.read_token = read_token
         self.max_body = max_body
+        self.body_timeout_s = body_timeout_s
 
     def add_routes(self, app: web.Application) -> None:
         """Mount every route on ``app``."""
@@ -229,11 +232,20 @@ class IngestApi:
             given = request.headers.get("Authorization", "")
             if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
                 return error_response(401, "a valid bearer token is required", "unauthorized")
+        if (request.content_length or 0) > self.max_body:  # announced: refused before any of it is read
+            return error_response(413, f"body exceeds {self.max_body} bytes", "body_too_large")
         body = bytearray()
-        async for chunk in request.content.iter_chunked(1 << 16):
-            body += chunk
-            if len(body) > self.max_body:
-                return error_response(413, f"body exceeds {self.max_body} bytes", "body_too_large")
+        try:
+            async with asyncio.timeout(None if request.content.is_eof() else self.body_timeout_s):
+                async for chunk in request.content.iter_chunked(1 << 16):
+                    body += chunk
+                    if len(body) > self.max_body:
+                        return error_response(413, f"body exceeds {self.max_body} bytes", "body_too_large")
+        except TimeoutError:
+            late = error_response(408, f"the request body did not arrive within {self.body_timeout_s:g} s",
+                                  "request_timeout")
+            late.force_close()  # its rest may still come, and would read as the next request
+            return late
         if not body.strip():
             return error_response(400, "empty body: send NDJSON or a JSON array of traces", "empty_body")
         results = await asyncio.to_thread(self._take, bytes(body))

@@ -39,6 +39,9 @@ class FeedbackAccepted(BaseModel):
     learned: dict[str, object] | None = None
 
 
+_LATE = Answer("The body did not arrive within gateway.body_timeout_s of its headers", ErrorResponse)
+
+
 def _guarded(*ops: Operation) -> tuple[Operation, ...]:
     return tuple(replace(op, answers={**op.answers, 401: _KEY}, security=("gateway_key",)) for op in ops)
 
@@ -48,19 +51,20 @@ GATEWAY_OPERATIONS: tuple[Operation, ...] = (
         Operation("POST", "/v1/chat/completions", "Route one chat-completions request (OpenAI-compatible)", {
             200: Answer("The instance's answer (a stream is text/event-stream)", ChatCompletion),
             400: _BAD, 404: Answer("The model is not served", ErrorResponse),
-            408: Answer("The body did not arrive within gateway.body_timeout_s of its headers", ErrorResponse),
-            413: Answer("The body is too large", ErrorResponse),
+            408: _LATE, 413: Answer("The body is too large", ErrorResponse),
             415: Answer("The body is compressed (Content-Encoding): bodies are read as sent", ErrorResponse),
             429: Answer("Throttled (Retry-After says when to come back)", ErrorResponse),
             502: Answer("No instance could answer", ErrorResponse),
             503: Answer("No instance is feasible", ErrorResponse)}, body=ChatCompletionRequest),
         Operation("POST", "/v1/feedback", "A verdict on one routed request", {
-            202: Answer("Accepted, and learned by every worker", FeedbackAccepted), 400: _BAD,
+            202: Answer("Accepted, and learned by every worker", FeedbackAccepted), 400: _BAD, 408: _LATE,
+            413: Answer("The body is over 64 KiB", ErrorResponse),
             404: Answer("No trace for that request_id", ErrorResponse),
             409: Answer("The request already has a verdict", ErrorResponse)}, body=Feedback),
         Operation("POST", "/v1/router/decide", "Decide a request as the gateway would, without sending it", {
-            200: Answer("The decision and its trace"), 400: _BAD,
-            404: Answer("The model is not served", ErrorResponse)}, body=ChatCompletionRequest),
+            200: Answer("The decision and its trace"), 400: _BAD, 408: _LATE,
+            404: Answer("The model is not served", ErrorResponse),
+            413: Answer("The body is too large", ErrorResponse)}, body=ChatCompletionRequest),
         Operation("GET", "/v1/models", "The fleet's models, and auto", {200: Answer("OpenAI's model list", ModelList)}),
         Operation("GET", "/v1/router/state", "The live state: snapshots, modes, budgets, scraping", {200: _JSON}),
         Operation("GET", "/v1/alerts", "Active alerts", {200: _JSON}),

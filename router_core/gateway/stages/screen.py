@@ -7,15 +7,15 @@ so the stages after this one read ``stream`` or ``include_usage`` as the boolean
 
 Reading the body is where a client can hold the gateway: a ``Content-Length`` it never completes, or
 one over the limit that it starts to send. aiohttp bounds neither (its server has no read timeout and
-checks ``client_max_size`` only as the bytes arrive), so :func:`screen` refuses an announced size over
-the limit before reading (413), and bounds the read with ``gateway.body_timeout_s`` (408). Both cost
-only the request whose body is still on its way: an ordinary body has arrived with its headers, and is
-read without a timer.
+checks ``client_max_size`` only as the bytes arrive), so :func:`screen` reads a body still on its way
+with :func:`~router_core.gateway.body_read.read_body`, every route's read: an announced size over the
+limit is refused before reading (413), and the read is bounded by ``gateway.body_timeout_s`` (408).
+Both cost only the request whose body is still on its way: an ordinary body has arrived with its
+headers, and is read without a timer.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
@@ -23,6 +23,7 @@ import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
+from router_core.gateway.body_read import BodyTimeout, read_body
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.resilience.prefilter import Refusal
 from schemas.openai_chat import ChatCompletionRequest
@@ -42,35 +43,6 @@ def param_of(loc: tuple[int | str, ...]) -> str | None:
     return out or None
 
 
-class BodyTimeout(Refusal):
-    """408: the body did not arrive within ``gateway.body_timeout_s``.
-
-    Its rest may still come, and would read as the next request: the answer closes the connection.
-    """
-
-    __slots__ = ()
-
-    def headers(self) -> dict[str, str]:
-        """``Connection: close`` (RFC 9110 15.5.9)."""
-        return {"Connection": "close"}
-
-
-async def _read_arriving(http: web.Request, timeout_s: float) -> bytes | Refusal:
-    """The body of a request whose body is still on its way, within ``timeout_s``.
-
-    Raises:
-        web.HTTPRequestEntityTooLarge: Its ``Content-Length`` is over the server's limit (nothing is read).
-    """
-    size, limit = http.content_length, http.client_max_size
-    if size is not None and size > limit:
-        raise web.HTTPRequestEntityTooLarge(limit, size)
-    try:
-        async with asyncio.timeout(timeout_s):
-            return await http.read()
-    except TimeoutError:
-        return BodyTimeout(408, f"the request body did not arrive within {timeout_s:g} s", "request_timeout")
-
-
 async def screen(http: web.Request, policy: PolicyGate) -> tuple[Any, Refusal | None]:
     """The parsed body, and the refusal of a request that goes no further (None: it goes on).
 
@@ -81,7 +53,7 @@ async def screen(http: web.Request, policy: PolicyGate) -> tuple[Any, Refusal | 
     if http.content.is_eof():  # the ordinary request: the whole body came with the headers
         raw = await http.read()
     else:
-        got = await _read_arriving(http, policy.config.gateway.body_timeout_s)
+        got = await read_body(http, policy.config.gateway.body_timeout_s)
         if isinstance(got, Refusal):
             return None, got
         raw = got

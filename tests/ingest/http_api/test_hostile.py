@@ -101,3 +101,32 @@ def test_hostile_analytics_filters_are_parameters_or_named_400s(tmp_path: Path) 
     assert [(s, orjson.loads(b)) for s, _, b in out[:2]] == [(200, {"constraints": []}), (200, {"misroutes": []})]
     for (status, _, body), param in zip(out[2:], ["min_latency_ms", "max_latency_ms"], strict=True):
         assert status == 400 and _openai(body)["param"] == param
+
+
+def test_an_intake_body_that_never_completes_is_a_408_and_one_announced_too_large_a_413(tmp_path: Path) -> None:
+    """The store's own intake (routelens store, --store-in-process) read its body with no bound: a
+    Content-Length never completed held the connection for good, and an announced 5 GB was read until it overflowed."""
+    async def main() -> list[bytes]:
+        app = web.Application(client_max_size=8 << 20)
+        IngestApi(None, None, max_body=4 << 20, body_timeout_s=0.2).add_routes(app)  # type: ignore[arg-type]
+        runner = web.AppRunner(app, **SERVER_LIMITS)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        out = []
+        try:
+            for length in (100, 5_000_000_000):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(b"POST /v1/traces HTTP/1.1\r\nHost: s\r\nContent-Type: application/x-ndjson\r\n"
+                             b"Content-Length: %d\r\n\r\n{\"request" % length)
+                await writer.drain()
+                out.append(await asyncio.wait_for(reader.read(4096), 5.0))  # far above the 0.2 s timeout
+                writer.close()
+        finally:
+            await runner.cleanup()
+        return out
+
+    late, huge = asyncio.run(main())
+    assert late.startswith(b"HTTP/1.1 408") and b'"request_timeout"' in late and b"Connection: close" in late
+    assert huge.startswith(b"HTTP/1.1 413") and b'"body_too_large"' in huge
