@@ -6,6 +6,10 @@ Hooks may also have ``emit_plain(values: dict) -> bool``: the trace as
 :meth:`router_core.decide.recorder.TraceRecorder.plain` gives it, unvalidated, for a store that validates
 what it stores (the ingest pipeline does, and quarantines what fails). The gateway then builds no
 trace model on the request path; hooks without it get :meth:`TraceHooks.emit` and a validated trace.
+
+And ``async lookup_elsewhere(request_id: str) -> DecisionTrace | None``: where a trace is found
+that :meth:`TraceHooks.lookup` missed, awaited by feedback only then (``serve --workers N`` asks
+the other workers for a trace they have not delivered yet: ``app/run/siblings.py``).
 """
 
 from __future__ import annotations
