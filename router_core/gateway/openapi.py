@@ -17,7 +17,7 @@ from aiohttp import web
 from pydantic import BaseModel, Field
 
 from schemas.feedback import Feedback
-from schemas.openai_chat import ChatCompletion, ChatCompletionRequest, ErrorResponse, ModelList
+from schemas.openai_chat import ChatCompletion, ChatCompletionRequest, ErrorResponse, ModelCard, ModelList
 from schemas.openapi import Answer, Operation, openapi_document
 
 __all__ = ["GATEWAY_OPERATIONS", "OpenApi"]
@@ -30,6 +30,10 @@ _JSON = Answer("A JSON view")
 class _BreakerPath(BaseModel):
     scope: Literal["instance", "model", "zone"]
     name: str = Field(min_length=1)
+
+
+class _ModelPath(BaseModel):
+    model: str = Field(min_length=1)
 
 
 class FeedbackAccepted(BaseModel):
@@ -66,6 +70,9 @@ GATEWAY_OPERATIONS: tuple[Operation, ...] = (
             404: Answer("The model is not served", ErrorResponse),
             413: Answer("The body is too large", ErrorResponse)}, body=ChatCompletionRequest),
         Operation("GET", "/v1/models", "The fleet's models, and auto", {200: Answer("OpenAI's model list", ModelList)}),
+        Operation("GET", "/v1/models/{model}", "One model of the fleet, or auto", {
+            200: Answer("OpenAI's model card", ModelCard), 404: Answer("The model is not served", ErrorResponse)},
+            path_params=_ModelPath),
         Operation("GET", "/v1/router/state", "The live state: snapshots, modes, budgets, scraping", {200: _JSON}),
         Operation("GET", "/v1/alerts", "Active alerts", {200: _JSON}),
         Operation("GET", "/v1/probes/verdicts", "The prober's verdicts the router follows", {

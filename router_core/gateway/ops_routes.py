@@ -32,7 +32,7 @@ from router_core.state.scraper import MetricsScraper
 from router_core.state.view import StateView
 
 __all__ = ["OpsParts", "add_worker_metrics", "alerts", "close_breaker", "health", "hooks_problem", "list_models",
-           "own_exposition", "probe_verdicts", "prometheus", "router_state", "scrape_problem"]
+           "own_exposition", "probe_verdicts", "prometheus", "retrieve_model", "router_state", "scrape_problem"]
 
 
 class OpsParts(Protocol):
@@ -41,6 +41,7 @@ class OpsParts(Protocol):
     router: Router
     view: StateView
     wall: Callable[[], datetime]
+    started_at: int  # Unix seconds: the models' ``created``
     router_modes: RouterModes
     modes_metrics: ModesMetrics
     budgets: BudgetTracker
@@ -64,11 +65,22 @@ class OpsParts(Protocol):
         """The monotonic clock."""
 
 
+def _card(model: str, created: int) -> dict[str, object]:
+    return {"id": model, "object": "model", "created": created, "owned_by": "routelens"}
+
+
 async def list_models(gw: OpsParts, request: web.Request) -> web.Response:
-    """OpenAI model list: the fleet's models plus ``auto``."""
-    data = [{"id": m, "object": "model", "created": 0, "owned_by": "routelens"} for m in gw.router.models]
-    data.insert(0, {"id": AUTO_MODEL, "object": "model", "created": 0, "owned_by": "routelens"})
+    """OpenAI model list: ``auto`` and the fleet's models, ``created`` when this gateway started serving them."""
+    data = [_card(m, gw.started_at) for m in (AUTO_MODEL, *gw.router.models)]
     return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type="application/json")
+
+
+async def retrieve_model(gw: OpsParts, request: web.Request) -> web.Response:
+    """``GET /v1/models/{model}`` (the SDK's ``models.retrieve``): one card, or OpenAI's 404 ``model_not_found``."""
+    model = request.match_info["model"]
+    if model != AUTO_MODEL and model not in gw.router.models:
+        return error_response(404, f"The model '{model[:200]}' does not exist", param="model", code="model_not_found")
+    return web.Response(body=orjson.dumps(_card(model, gw.started_at)), content_type="application/json")
 
 
 async def router_state(gw: OpsParts, request: web.Request) -> web.Response:

@@ -124,6 +124,7 @@ class Gateway:
         self.request_ids = RequestIds(new_id, None if shared is None or isinstance(shared, MemoryShared) else shared)
         self.classes = feedback_classes(config)
         self.wall = wall
+        self.started_at = int(wall().timestamp())  # the models' created in /v1/models
         self._perf = perf
         self.registry = registry or CollectorRegistry()
         self.metrics = GatewayMetrics(self.registry)
@@ -264,6 +265,7 @@ class Gateway:
         app.router.add_post("/v1/feedback", partial(feedback, self))
         app.router.add_post("/v1/router/decide", partial(dry_run.decide, self))
         app.router.add_get("/v1/models", partial(ops_routes.list_models, self))
+        app.router.add_get("/v1/models/{model:.+}", partial(ops_routes.retrieve_model, self))
         app.router.add_get("/v1/router/state", partial(ops_routes.router_state, self))
         app.router.add_get("/health", partial(ops_routes.health, self))
         app.router.add_get("/metrics", partial(ops_routes.prometheus, self))

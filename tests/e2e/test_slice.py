@@ -181,3 +181,18 @@ def test_an_unreachable_instance_is_a_recorded_failed_attempt(stack: Stack) -> N
     assert [a.status for a in trace.attempts] == [AttemptStatus.CONNECT_ERROR]
     assert trace.attempts[0].instance == "solo-a"
     assert trace.outcome.http_status == 502 and trace.outcome.error_class == "all_attempts_failed"
+
+
+def test_the_sdk_lists_and_retrieves_the_models(stack: Stack) -> None:
+    """models.retrieve was a 404 for every model, and every model's created was 0 (the API audit)."""
+    import openai
+
+    sdk = client(stack)
+    listed = sdk.models.list().data
+    assert listed[0].id == "auto" and {m.created for m in listed} != {0}
+    for card in listed:
+        got = sdk.models.retrieve(card.id)
+        assert (got.id, got.created, got.owned_by) == (card.id, card.created, "routelens")
+    with pytest.raises(openai.NotFoundError) as exc:
+        sdk.models.retrieve("no-such-model")
+    assert exc.value.code == "model_not_found"
