@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ingest.http_api.openapi import STORE_OPERATIONS
     from ingest.http_api.proxy import add_store_proxy
     from ingest.http_api.relay import RelaySink, add_relay_route
-    from ingest.http_api.routes import SERVER_LIMITS, IngestApi
+    from ingest.http_api.routes import SERVER_LIMITS, IngestApi, http_errors
     from ingest.intake.field_mapping import GENERIC, MAPPINGS
     from ingest.intake.file_import import import_file
     from ingest.otel.build import EXPORTER_NAME as OTEL_EXPORTER
@@ -88,6 +88,7 @@ _EXPORTS: dict[str, str] = {
     "build_otel_sink": "ingest.otel.build",
     "clean_row": "ingest.codec.stored_rows:clean",
     "duckdb_where": "ingest.duckdb.predicates:where",
+    "http_errors": "ingest.http_api.routes",
     "import_file": "ingest.intake.file_import",
     "ips_report": "ingest.experiments.ips",
     "readable_state": "ingest.codec.stored_rows",
@@ -126,6 +127,7 @@ __all__ = [
     "build_otel_sink",
     "clean_row",
     "duckdb_where",
+    "http_errors",
     "import_file",
     "ips_report",
     "readable_state",

@@ -32,7 +32,7 @@ from app.run.access import intake_token_of, prober_notices, read_token_of, relay
 from app.run.gc_tuning import tame_gc
 from app.run.prober import Prober
 from app.run.storage import open_store, pipeline_paths
-from ingest import EmitterCollector, IngestApi, Quarantine, RelaySink, TraceEmitter
+from ingest import EmitterCollector, IngestApi, Quarantine, RelaySink, TraceEmitter, http_errors
 from router_core import ParseErrorsJson
 from schemas.config import RouteLensConfig
 
@@ -79,7 +79,7 @@ def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db
     emitter.start()
     registry.register(EmitterCollector(emitter))
     prober = Prober(config, db_path=db_path, emit=emitter.emit, apply=None, registry=registry, source="prober")
-    app = web.Application()
+    app = web.Application(middlewares=[http_errors])
     if api is not None:
         api.add_routes(app)
 

@@ -26,6 +26,7 @@ from ingest import (
     Quarantine,
     TraceEmitter,
     add_relay_route,
+    http_errors,
 )
 from router_core import OpenApi, ParseErrorsJson
 from schemas.config import RouteLensConfig
@@ -46,7 +47,7 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
     spool_dir, quarantine_dir = pipeline_paths(st, db_path)
     own = st.model_copy(update={"flush_interval_ms": st.store_flush_interval_ms})  # its writes, not the relay's
     emitter = TraceEmitter(store, own, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir)).start()
-    app = web.Application(client_max_size=max(st.intake_max_bytes, 64 << 20))
+    app = web.Application(client_max_size=max(st.intake_max_bytes, 64 << 20), middlewares=[http_errors])
     api = IngestApi(emitter, store, token=intake_token_of(st), max_body=st.intake_max_bytes,
                     read_token=read_token_of(st), body_timeout_s=config.gateway.body_timeout_s)
     api.add_routes(app)  # the gateways forward their callers' header

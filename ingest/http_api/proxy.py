@@ -127,7 +127,7 @@ def add_store_proxy(app: web.Application, store_url: str,
     async def relay(request: web.Request, data: bytes | None) -> web.Response:
         headers = {h: request.headers[h] for h in _PASSED_HEADERS if h in request.headers}
         try:
-            async with session["s"].request(request.method, base + request.rel_url.path_qs, headers=headers,
+            async with session["s"].request(request.method, base + request.rel_url.raw_path_qs, headers=headers,
                                             data=data) as up:
                 body = await up.read()
                 return web.Response(status=up.status, body=body, content_type=up.content_type)

@@ -81,7 +81,7 @@ from schemas.experiments import CompareQuery
 from schemas.queries import AggregateQuery, TraceFilter
 from schemas.trace import DecisionTrace
 
-__all__ = ["INTAKE_PATH", "READ_ROUTES", "SERVER_LIMITS", "IngestApi"]
+__all__ = ["INTAKE_PATH", "READ_ROUTES", "SERVER_LIMITS", "IngestApi", "http_errors"]
 
 # The HTTP parser's line and header limits for the server that mounts these routes (aiohttp's
 # ``handler_args``). Its defaults (8 KiB) refuse a longer URL or header before any route runs,
@@ -135,6 +135,27 @@ def error_response(status: int, message: str, code: str, param: str | None = Non
     body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
     return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
 
+
+
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}  # aiohttp's own answers
+
+
+@web.middleware
+async def http_errors(request: web.Request,
+                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    """The refusals aiohttp makes itself (an unknown route, a wrong method, a body too large) in the API's JSON.
+
+    A store process's routes answered them as ``text/plain``, which the gateway's proxy passed on.
+    """
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        answer = error_response(exc.status, exc.reason, _HTTP_CODES.get(exc.status, "http_error"))
+        if "Allow" in exc.headers:  # a 405 names the methods allowed
+            answer.headers["Allow"] = exc.headers["Allow"]
+        return answer
 
 
 def _json(data: Any, status: int = 200) -> web.Response:

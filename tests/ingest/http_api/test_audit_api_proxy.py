@@ -182,3 +182,36 @@ def test_the_other_workers_are_asked_only_for_a_caller_with_the_read_token() -> 
             assert asked == [trace.request_id]
 
     asyncio.run(main())
+
+
+def test_an_encoded_slash_in_an_id_reaches_the_store_as_sent() -> None:
+    """``GET /v1/traces/a%2Fb`` was forwarded decoded, ``/v1/traces/a/b``: no route of the store's, a text/plain 404."""
+    async def main() -> tuple[int, bytes]:
+        store = StubStore()
+        async with proxied(store) as port, aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{port}/v1/traces/a%2Fb?x=1") as resp:
+                assert store.asked == ["a/b"]  # the store's route took it, and answered for that id
+                return resp.status, await resp.read()
+
+    status, body = asyncio.run(main())
+    assert status == 404 and orjson.loads(body)["error"]["code"] == "trace_not_found"
+
+
+def test_the_stores_own_refusals_are_json() -> None:
+    """An unknown route or a wrong method on a store process answered text/plain, and the proxy passed it on."""
+    from ingest.http_api.routes import http_errors
+
+    async def main() -> list[tuple[int, str, dict[str, str], bytes]]:
+        app = web.Application(middlewares=[http_errors])
+        app.router.add_get("/v1/traces/{request_id}", StubStore().get)
+        out = []
+        async with TestServer(app) as server, aiohttp.ClientSession() as session:
+            for method, path in (("GET", "/v1/nowhere"), ("POST", "/v1/traces/x")):
+                async with session.request(method, f"http://127.0.0.1:{server.port}{path}") as resp:
+                    out.append((resp.status, resp.content_type, dict(resp.headers), await resp.read()))
+        return out
+
+    (missing, wrong) = asyncio.run(main())
+    assert missing[:2] == (404, "application/json") and orjson.loads(missing[3])["error"]["code"] == "not_found"
+    assert wrong[:2] == (405, "application/json") and orjson.loads(wrong[3])["error"]["code"] == "method_not_allowed"
+    assert "GET" in wrong[2]["Allow"]
