@@ -92,6 +92,9 @@ def _unwrap(payload: Any, gw: DryRunParts) -> tuple[Any, RuleSet | None]:
         raise InvalidRequest("the body must be a chat request or {\"request\": ..., \"policy\": ...}")
     if "messages" in payload:
         return payload, None
+    if "request" not in payload:  # {} or a body with neither: say what is missing
+        raise InvalidRequest("the body must be a chat request (with 'messages') or {\"request\": ..., "
+                             "\"policy\": ...}", param="messages")
     body, text = payload.get("request"), payload.get("policy")
     if text is None:
         return body, None

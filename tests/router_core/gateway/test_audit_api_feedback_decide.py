@@ -72,3 +72,10 @@ def test_decide_checks_the_contract_before_the_forced_arm_as_chat_does() -> None
                 assert resp.status == 400 and openai_error(await resp.read())["code"] == "invalid_request", path
 
     asyncio.run(main())
+
+
+def test_decide_with_an_empty_object_says_what_is_missing() -> None:
+    """``{}`` was told "request body must be a JSON object": it is one, without messages or request."""
+    status, error = asyncio.run(post("/v1/router/decide", b"{}"))
+    assert status == 400 and error["param"] == "messages" and "'messages'" in error["message"]
+    assert "must be a JSON object" not in error["message"]
