@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from schemas.common import ContractModel, OutcomeStatus, RoutingMode
 from schemas.trace import OTEL_TRACE_ID_PATTERN, ShadowDecision
@@ -50,13 +50,20 @@ class TraceFilter(ContractModel):
         None, pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=200,
         description="A constraint (its name) that a candidate of the decision violated, hard or soft.")
 
-    @model_validator(mode="after")
-    def _aware_times(self) -> TraceFilter:
-        for name in ("start", "end"):
-            value = getattr(self, name)
-            if value is not None and value.tzinfo is None:
-                raise ValueError(f"{name} must carry a time zone")
-        return self
+    @field_validator("start", "end")
+    @classmethod
+    def _aware(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError(f"{info.field_name} must carry a time zone")
+        return value
+
+    @field_validator("end")
+    @classmethod
+    def _not_before_start(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        start = info.data.get("start")  # absent when start itself was refused
+        if value is not None and start is not None and value < start:
+            raise ValueError("end must not be before start (a window from start, inclusive, to end, exclusive)")
+        return value
 
 
 class TraceSummary(ContractModel):

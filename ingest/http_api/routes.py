@@ -331,6 +331,9 @@ class IngestApi:
     async def buckets(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/buckets``: aggregates per time bucket."""
         q = query_of(BucketsQuery, request)
+        for bound in ("start", "end"):
+            if getattr(q, bound) is None:
+                raise BadParam(bound, f"{bound} is required: aggregates are over a window")
         try:
             query = AggregateQuery.model_validate({"filter": _trace_filter(q), "bucket": q.bucket})
         except ValidationError as exc:

@@ -130,7 +130,7 @@ def test_the_query_api_over_http(tmp_path: Path, factory: TraceFactory) -> None:
         for path, param in (("/v1/traces?fallback=maybe", "fallback"), ("/v1/traces?limit=0", "limit"),
                             ("/v1/traces?start=yesterday", "start"), ("/v1/probes?start=2026-01-01T00:00:00", "start"),
                             ("/v1/probes?start=2026-01-01T00:00:00Z&end=2026-01-02T00:00:00Z&kind=ping", "kind"),
-                            ("/v1/traces?cursor=xyz", "cursor"), ("/v1/analytics/buckets?bucket=1h", "bucket"),
+                            ("/v1/traces?cursor=xyz", "cursor"), ("/v1/analytics/buckets?bucket=1h", "start"),
                             ("/v1/traces?min_latency_ms=fast", "min_latency_ms"),
                             ("/v1/traces?max_latency_ms=-1", "max_latency_ms"),
                             ("/v1/analytics/traffic?min_latency_ms=" + quote("1' OR '1'='1"), "min_latency_ms"),
@@ -220,5 +220,26 @@ def test_an_empty_body_is_a_clear_error(tmp_path: Path, body: bytes) -> None:
     async def check(call: Call, em: TraceEmitter, store: DuckDBTraceStore) -> None:
         status, out = await call("POST", "/v1/traces", body)
         assert status == 400 and out["error"]["code"] == "empty_body"
+
+    serve(tmp_path, check)
+
+
+def test_a_window_s_bounds_are_named_when_wrong(tmp_path: Path) -> None:
+    """Without start/end the buckets named ``bucket``; a naive start was ``query`` with ``<record>:``; end before
+    start was a 200 with nothing in it (the API audit)."""
+    late, early = "2026-01-02T00:00:00Z", "2026-01-01T00:00:00Z"
+
+    async def check(call: Call, em: TraceEmitter, store: DuckDBTraceStore) -> None:
+        cases = [("/v1/analytics/buckets", "start"), (f"/v1/analytics/buckets?start={early}", "end"),
+                 (f"/v1/analytics/buckets?start={late}&end={early}", "end"),
+                 (f"/v1/traces?start={late}&end={early}", "end"),
+                 ("/v1/traces?start=2026-01-01T00:00:00", "start"),
+                 ("/v1/analytics/traffic?end=2026-01-01T00:00", "end")]
+        for path, param in cases:
+            status, body = await call("GET", path)
+            assert status == 400 and body["error"]["param"] == param, (path, body)
+            assert "<record>" not in body["error"]["message"], body
+        status, _ = await call("GET", f"/v1/traces?start={early}&end={early}")  # an empty window is no error
+        assert status == 200
 
     serve(tmp_path, check)
