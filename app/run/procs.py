@@ -202,6 +202,7 @@ class Child:
     ) -> None:
         self.name = name
         self._ready = threading.Event()
+        self.was_ready = ready_marker is None  # it said its ready line (it may have exited since)
         self._marker = ready_marker
         self._echo = echo
         self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
@@ -219,6 +220,7 @@ class Child:
             for line in self.proc.stdout:
                 self._tail.append(line.rstrip("\n"))
                 if self._marker and line.startswith(self._marker):
+                    self.was_ready = True
                     self._ready.set()
                 if self._echo:
                     print(f"[{self.name}] {line}", end="", flush=True)

@@ -8,7 +8,8 @@ again after a pause (1 s, doubling to 30 s while it keeps dying within a minute)
 command line (the same port or socket: the gateway's relay reaches the store again and delivers
 what its spool held; a worker replays its own spool; the workers reconnect to the Redis), and
 ``serve`` says so on stderr. :meth:`Supervised.stop` ends the watch first, so a child stopped on
-purpose is not started again.
+purpose is not started again. Nor is one that refused its configuration before it was ready (exit
+code 2: a variable a setting names unset, say): the same command line would be refused again.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from collections.abc import Callable
 
 from app.run.procs import Child
 
-__all__ = ["Supervised", "next_pause"]
+__all__ = ["CONFIG_REFUSED", "Supervised", "next_pause"]
+
+CONFIG_REFUSED = 2  # the exit code of a command that refused its configuration or arguments (app.cli)
 
 _FIRST_PAUSE_S, _LONGEST_PAUSE_S, _STEADY_S = 1.0, 30.0, 60.0
 
@@ -78,6 +81,11 @@ class Supervised:
             born = self._clock()
             code = self.child.proc.wait()
             if self._stopping.is_set():
+                return
+            self.child.wait_ready(1.0)  # its output read to the end: was_ready is final
+            if code == CONFIG_REFUSED and not self.child.was_ready:  # its configuration: starting again won't help
+                print(f"warning: the {self.name} process refused its configuration (code {code}); not started again",
+                      file=sys.stderr, flush=True)
                 return
             pause = next_pause(pause, self._clock() - born)
             print(f"warning: the {self.name} process exited (code {code}); starting it again in {pause:g} s",

@@ -75,3 +75,26 @@ def test_a_child_started_by_the_caller_is_watched_and_started_again_by_start() -
     finally:
         sup.stop()
     assert all(c.proc.poll() is not None for c in (first, *started))
+
+
+def test_a_child_that_refuses_its_configuration_before_it_is_ready_is_not_started_again() -> None:
+    """serve started the store again after it refused an unset api_key_env variable: the same refusal, then
+    'the store process did not start' (the telemetry audit). A child that was ready and then exits 2 is restarted."""
+    started: list[Child] = []
+
+    def start(code: str) -> Child:
+        child = Child("refuser", [sys.executable, "-c", code], {}, "ready")
+        started.append(child)
+        return child
+
+    refusing = Supervised("refuser", lambda: start("raise SystemExit(2)"))
+    assert wait_until(lambda: not refusing.watching, 10, 0.05)  # the watch ended without a second start
+    assert len(started) == 1 and refusing.restarts == 0
+    refusing.stop()
+    started.clear()
+    ready_then_2 = "print('ready', flush=True); import time; time.sleep(0.3); raise SystemExit(2)"
+    later = Supervised("refuser", lambda: start(ready_then_2))
+    try:
+        assert wait_until(lambda: len(started) == 2, 10, 0.05)
+    finally:
+        later.stop()
