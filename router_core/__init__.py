@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from router_core.gateway.errors import ParseErrorsJson, ParseErrorsQuiet
     from router_core.gateway.openapi import OpenApi
     from router_core.gateway.ops_routes import add_worker_metrics
+    from router_core.gateway.peers import WorkerPeers
     from router_core.gateway.policy_gate import PolicyGate
     from router_core.gateway.probe_source import ProbeSource, VerdictFollower
     from router_core.gateway.probe_source import feed_body as probe_feed_body
@@ -87,6 +88,7 @@ _LAZY: dict[str, str] = {
     "RuleSet": "router_core.rules.ir",
     "SharedCollector": "router_core.shared.wiring",
     "VerdictFollower": "router_core.gateway.probe_source",
+    "WorkerPeers": "router_core.gateway.peers",
     "add_worker_metrics": "router_core.gateway.ops_routes",
     "analyse_request": "router_core.decide.analysis",
     "append_examples": "router_core.intents",
@@ -152,6 +154,7 @@ __all__ = [
     "UnknownModel",
     "UnknownPluginType",
     "VerdictFollower",
+    "WorkerPeers",
     "add_worker_metrics",
     "analyse_request",
     "append_examples",

@@ -29,6 +29,7 @@ import aiohttp
 from aiohttp import web
 from pydantic import ValidationError
 
+from router_core import WorkerPeers
 from schemas.trace import DecisionTrace
 
 __all__ = ["SIBLING_PORTS_ENV", "SiblingTraces", "sibling_ports"]
@@ -63,47 +64,29 @@ class SiblingTraces:
 
     def __init__(self, worker: int, ports: Sequence[int], pending: Callable[[str], DecisionTrace | None],
                  token: str, *, timeout_s: float = 0.5, host: str = "127.0.0.1") -> None:
-        self.worker, self.ports, self.host = worker, list(ports), host
+        self.peers = WorkerPeers(worker, ports, what="its pending traces", timeout_s=timeout_s, host=host)
+        self.worker = worker
         self._pending = pending
         self._key = token.encode()
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
-        self._session: aiohttp.ClientSession | None = None
-        self._runner: web.AppRunner | None = None
 
     def mount(self, app: web.Application) -> None:
         """Serve this worker's pending traces, and ask the siblings, while ``app`` runs."""
-        app.on_startup.append(lambda _: self.start())
-        app.on_cleanup.append(lambda _: self.close())
+        self.peers.mount(app, self._routes)
 
     async def start(self) -> None:
-        """Listen on this worker's private port (a port taken is logged: the siblings then miss this worker)."""
-        self._session = aiohttp.ClientSession(timeout=self._timeout)
-        private = web.Application()
-        private.router.add_get(_PATH, self._serve)
-        runner = web.AppRunner(private, access_log=None, handle_signals=False)
-        await runner.setup()
-        port = self.ports[self.worker]
-        try:
-            await web.TCPSite(runner, self.host, port).start()
-        except OSError as exc:
-            await runner.cleanup()
-            log.warning("worker %d cannot serve its pending traces on %s:%d (%s): a lookup through another "
-                        "worker misses them until they are stored", self.worker, self.host, port, exc)
-            return
-        self._runner = runner
+        """Listen on this worker's private port, and open the client that asks the siblings."""
+        await self.peers.start(self._routes)
 
     async def close(self) -> None:
         """Stop the private endpoint and the client."""
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.peers.close()
+
+    def _routes(self, private: web.Application) -> None:
+        private.router.add_get(_PATH, self._serve)
 
     async def find(self, request_id: str) -> DecisionTrace | None:
         """The trace of ``request_id`` that a sibling has not delivered yet (None: none has it, or none answered)."""
-        asks = [asyncio.ensure_future(self._ask(w, request_id)) for w in range(len(self.ports)) if w != self.worker]
+        asks = [asyncio.ensure_future(self._ask(w, request_id)) for w in self.peers.others]
         try:
             for done in asyncio.as_completed(asks):
                 if (trace := await done) is not None:
@@ -120,11 +103,11 @@ class SiblingTraces:
         return hmac.new(self._key, msg, hashlib.sha256).hexdigest()
 
     async def _ask(self, worker: int, request_id: str) -> DecisionTrace | None:
-        if self._session is None:
+        session = self.peers.session
+        if session is None:
             return None
-        url = f"http://{self.host}:{self.ports[worker]}{_PATH}"
         try:
-            async with self._session.get(url, params={"request_id": request_id},
+            async with session.get(self.peers.url(worker, _PATH), params={"request_id": request_id},
                                          headers={_PROOF: self._mac(worker, request_id)}) as resp:
                 body = await resp.read()
                 if resp.status != 200 or not _same(resp.headers.get(_PROOF, ""), self._mac(worker, request_id, body)):

@@ -12,18 +12,17 @@ pays for this (the request path measures nothing more).
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable, Sequence
 
 import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from router_core.gateway.peers import WorkerPeers
 from router_core.metrics.worker_merge import merge_workers
 
 __all__ = ["WORKER_METRICS", "WorkerMetrics"]
 
-log = logging.getLogger(__name__)
 WORKER_HEADER = "x-routelens-worker"  # the gateway's answers say which worker answered; so does the private endpoint
 
 
@@ -40,56 +39,28 @@ class WorkerMetrics:
 
     def __init__(self, worker: int, ports: Sequence[int], own: Callable[[], bytes], *, timeout_s: float = 1.0,
                  host: str = "127.0.0.1") -> None:
-        self.worker, self.ports, self.host = worker, list(ports), host
+        self.peers = WorkerPeers(worker, ports, what="its series", timeout_s=timeout_s, host=host)
+        self.worker = worker
         self._own = own
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
-        self._session: aiohttp.ClientSession | None = None
-        self._runner: web.AppRunner | None = None
 
     def mount(self, app: web.Application) -> None:
         """Serve this worker's series while ``app`` runs; the gateway's ``/metrics`` finds the merge on ``app``."""
         app[WORKER_METRICS] = self
-        app.on_startup.append(lambda _: self.start())
-        app.on_cleanup.append(lambda _: self.close())
-
-    async def start(self) -> None:
-        """Listen on this worker's private port (a port taken is logged: the others then miss this worker)."""
-        self._session = aiohttp.ClientSession(timeout=self._timeout)
-        private = web.Application()
-        private.router.add_get("/metrics", self._serve_own)
-        runner = web.AppRunner(private, access_log=None, handle_signals=False)
-        await runner.setup()
-        port = self.ports[self.worker]
-        try:
-            await web.TCPSite(runner, self.host, port).start()
-        except OSError as exc:
-            await runner.cleanup()
-            log.warning("worker %d cannot serve its series on %s:%d (%s): the other workers' /metrics leave them out",
-                        self.worker, self.host, port, exc)
-            return
-        self._runner = runner
-
-    async def close(self) -> None:
-        """Stop the private endpoint and the client."""
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        self.peers.mount(app, lambda private: private.router.add_get("/metrics", self._serve_own))
 
     async def exposition(self) -> bytes:
         """Every worker's series, each labelled ``worker``: this one's, and the others' that answer in time."""
         own = self._own()
-        others = [w for w in range(len(self.ports)) if w != self.worker]
+        others = self.peers.others
         found = await asyncio.gather(*(self._fetch(w) for w in others))
         return merge_workers({self.worker: own.decode(), **dict(zip(others, found, strict=True))})
 
     async def _fetch(self, worker: int) -> str | None:
-        if self._session is None:
+        session = self.peers.session
+        if session is None:
             return None
         try:
-            async with self._session.get(f"http://{self.host}:{self.ports[worker]}/metrics") as resp:
+            async with session.get(self.peers.url(worker, "/metrics")) as resp:
                 # that worker's own endpoint, not another program on a port it could not bind
                 mine = resp.status == 200 and resp.headers.get(WORKER_HEADER) == str(worker)
                 return (await resp.read()).decode() if mine else None

@@ -59,7 +59,7 @@ def test_a_worker_answers_no_one_without_the_token() -> None:
     async def main() -> None:
         async with workers([{trace.request_id: trace}, {}], ["right", "wrong"]) as (w0, w1):
             assert await w1.find(trace.request_id) is None  # its proof is not w0's
-            url = f"http://127.0.0.1:{w0.ports[0]}/v1/internal/pending"
+            url = w0.peers.url(0, "/v1/internal/pending")
             async with aiohttp.ClientSession() as session:
                 for headers in ({}, {"x-routelens-proof": "00" * 32}, {"x-routelens-proof": "é"}):
                     async with session.get(url, params={"request_id": trace.request_id}, headers=headers) as resp:
