@@ -19,6 +19,7 @@ import sys
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from app.cli._common import fail
 from schemas.errors import ConfigError
@@ -46,15 +47,25 @@ def version() -> str:
         return str(tomllib.loads(pyproject.read_text("utf-8"))["project"]["version"])
 
 
+class _GivenConfig(argparse.Action):
+    """``--config FILE``, remembered as given: a file the user names must be there (the default may be absent)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.config_given = True
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the parser with every command of :data:`COMMANDS`."""
     p = argparse.ArgumentParser(prog="routelens", description="State-aware LLM routing with decision traces.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
-    p.add_argument("--config", default=DEFAULT_CONFIG, help="configuration file (default: %(default)s)")
+    p.add_argument("--config", default=DEFAULT_CONFIG, action=_GivenConfig,
+                   help="configuration file (default: %(default)s)")
     # --config is accepted before or after the subcommand (`routelens sim fleet --config F`).
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", default=argparse.SUPPRESS, help="configuration file")
+    common.add_argument("--config", default=argparse.SUPPRESS, action=_GivenConfig, help="configuration file")
     sub = p.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         importlib.import_module(f"app.cli.{name}").register(sub, common)
@@ -64,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args = build_parser().parse_args(argv)
+    if getattr(args, "config_given", False) and not Path(args.config).is_file():
+        # a command reading routelens.yaml only when it is there would go on without it, on defaults
+        fail(f"{args.config}: cannot read: no such configuration file (--config)")
+        return 2
     try:
         return int(args.func(args))
     except ConfigError as exc:

@@ -50,3 +50,17 @@ def test_a_config_error_is_printed_as_written_one_line_each(tmp_path: Path, caps
     assert main(["--config", str(bad), "store"]) == 2
     lines = capsys.readouterr().err.splitlines()
     assert f"{bad}:3: storage.elasticsearch.prefix: String should match pattern '^[a-z0-9][a-z0-9_-]*$'" in lines
+
+
+@pytest.mark.parametrize("argv", [["trace", "req_x"], ["probe", "http://127.0.0.1:9"], ["ingest", "import", "x.jsonl"],
+                                  ["sim", "traffic", "--duration", "1"]])
+def test_a_config_file_named_but_missing_is_refused_by_every_command(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """trace, replay, ingest, probe, intents and sim read routelens.yaml only when it is there: a --config naming a
+    file that is not went on without it, on defaults (ingest into .routelens/traces.duckdb of the working folder)."""
+    missing = tmp_path / "nope.yaml"
+    for order in (["--config", str(missing), *argv], [*argv, "--config", str(missing)]):
+        assert main(order) == 2
+        err = capsys.readouterr().err
+        assert f"{missing}: cannot read" in err and "(--config)" in err
+    assert not (tmp_path / ".routelens").exists()
