@@ -113,8 +113,10 @@ def run_compare(store: TraceStore, args: argparse.Namespace) -> CompareReport:
     try:
         query = CompareQuery(a=a, b=b, by=by, start=since, end=until, shares=_designed_shares(args, by, a, b),
                              min_samples=args.min_samples)
-    except ValidationError as exc:
-        raise BadInput(str(exc.errors()[0]["msg"])) from exc
+    except ValidationError as exc:  # name the flag: "Input should be greater than or equal to 1" said nothing of which
+        first = exc.errors()[0]
+        flag = {"min_samples": "--min-samples", "shares": "--shares"}.get(str(first["loc"][0]) if first["loc"] else "")
+        raise BadInput(f"{flag}: {first['msg']}" if flag else str(first["msg"])) from exc
     return store.compare(query)
 
 

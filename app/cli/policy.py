@@ -137,7 +137,11 @@ def _explain(args: argparse.Namespace) -> int:
     text = _request_text(args.request)
     try:
         match, seen = _request_match(rules, config, json.loads(text))
-    except (json.JSONDecodeError, ValidationError, InvalidRequest) as exc:
+    except ValidationError as exc:  # pydantic's four lines and a link: the first error, where it is, in one
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the request"
+        raise BadInput(f"--request is not a chat request or a case's features: {where}: {first['msg']}") from exc
+    except (json.JSONDecodeError, InvalidRequest) as exc:
         raise BadInput(f"--request is not a chat request or a case's features: {exc}") from exc
     rule = match.rule
     out = {

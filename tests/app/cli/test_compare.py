@@ -94,7 +94,7 @@ BAD = [
     (["a", "b", "--since", UNTIL, "--until", SINCE], "must be after --since"),
     (["a", "b", "--since", "2020-01-01", "--until", "2020-01-02"], "no traces between"),
     (["a", "b", "--shares", "half"], "--shares 'half' must be two numbers"),
-    (["a", "b", "--min-samples", "0"], "greater than or equal to 1"),
+    (["a", "b", "--min-samples", "0"], "--min-samples: Input should be greater than or equal to 1"),
 ]
 
 

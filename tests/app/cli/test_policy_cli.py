@@ -173,3 +173,16 @@ def test_explain_gives_a_withheld_values_fingerprint_as_the_gateways_traces_keep
     monkeypatch.setenv("EXPLAIN_TEST_KEY", "k-123")
     keyed = hmac.new(b"k-123", b"silver-7", hashlib.sha256).hexdigest()[:8]
     assert detail() == f"metadata.tier = <withheld: 8 chars, hmac-sha256:{keyed}> != \"gold\""
+
+
+@pytest.mark.parametrize(("request_json", "where"), [("[]", "the request"), ('{"input_length": "x"}', "input_length"),
+                                                     ('{"request_time": "notadate"}', "request_time")])
+def test_explain_names_a_bad_case_field_in_one_line(request_json: str, where: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """It printed pydantic's '1 validation error for CaseRequest' and three more lines, a link among them."""
+    from app.cli import main
+
+    assert main(["policy", "explain", str(SEED_000), "--request", request_json]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: --request is not a chat request or a case's features: {where}: ")
+    assert "pydantic" not in line
