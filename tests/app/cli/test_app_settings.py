@@ -46,7 +46,8 @@ def test_app_settings_reach_the_streamlit_process(monkeypatch: pytest.MonkeyPatc
 def test_no_config_file_no_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     seen: dict[str, Any] = {}
     monkeypatch.delenv(SETTINGS_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)  # no routelens.yaml where it is looked for by default (a --config named must exist)
     monkeypatch.setattr(os, "execve", lambda p, a, env: seen.update(env=env) or (_ for _ in ()).throw(Execed))
     with pytest.raises(Execed):
-        main(["app", "--config", str(tmp_path / "missing.yaml"), "--api", "http://127.0.0.1:9"])
+        main(["app", "--api", "http://127.0.0.1:9"])
     assert SETTINGS_ENV not in seen["env"]

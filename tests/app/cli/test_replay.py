@@ -130,7 +130,8 @@ def test_through_the_api(traces: list, same: Path, tmp_path: Path,  # type: igno
     (["--db", "nowhere.duckdb"], "does not exist"),
 ])
 def test_bad_input_exits_2_with_a_message(args: list[str], says: str, db: Path, same: Path, tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+                                          capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no routelens.yaml here: no base configuration (a --config named must exist)
     (tmp_path / "bad.yaml").write_text("fleet:\n  instances: []\nscoring:\n  preset: nope\n", encoding="utf-8")
     (tmp_path / "nofleet.yaml").write_text("scoring:\n  preset: balanced\n", encoding="utf-8")
     base = {"--since": SINCE, "--until": UNTIL, "--policy": str(same), "--db": str(db)}
@@ -143,7 +144,7 @@ def test_bad_input_exits_2_with_a_message(args: list[str], says: str, db: Path, 
             extra += [flag, value]
     if args == ["--filter", "model"]:
         extra = ["--filter", "model"]
-    argv = ["replay", "--config", str(tmp_path / "none.yaml"), *[x for kv in base.items() for x in kv], *extra]
+    argv = ["replay", *[x for kv in base.items() for x in kv], *extra]
     assert main(argv) == 2
     err = _err(capsys)
     assert says in err and "Traceback" not in err
