@@ -51,7 +51,10 @@ class Replayed:
 
     ``terms``: raw terms of the scored candidates under the new policy (``weights`` order);
     ``removed``: the first hard verdict of each candidate a filter removed; ``known``: the
-    instances the new policy considered; ``prepared``: each considered candidate as prepared.
+    instances the new policy considered; ``prepared``: each considered candidate as prepared (the
+    plain path only: ``Router.decide`` keeps no prepared candidates, so a rule-routed decision
+    names what it considered in ``considered``); ``target``: the primary target of the rule that
+    routed the new decision (None: every model, or no rule routed it).
     """
 
     rule: str | None
@@ -64,11 +67,13 @@ class Replayed:
     ids: list[str] = field(default_factory=list)
     cols: list[list[float]] = field(default_factory=list)
     _terms: dict[str, list[float]] | None = None
+    considered: frozenset[str] | None = None
+    target: str | None = None
 
     @property
-    def known(self) -> set[str] | dict[str, Prepared]:
+    def known(self) -> frozenset[str] | dict[str, Prepared]:
         """The instances the new policy considered."""
-        return self.prepared
+        return self.prepared if self.considered is None else self.considered
 
     @property
     def terms(self) -> dict[str, list[float]]:
@@ -195,8 +200,11 @@ class Replayer:
         scored = [c for c in decision.candidates if c["total"] is not None]
         removed = {c["instance"]: next((v.constraint for v in c["violations"] if v.severity == "hard"), "filter")
                    for c in decision.candidates if not c["feasible"]}
+        rule = ctx.route.rule if ctx.route is not None else None
         got = Replayed(decision.rule, first.id if first else None, first.model if first else None, weights, removed,
-                       prepared, note=decision.fallback_reason, ids=[c["instance"] for c in scored])
+                       prepared, note=decision.fallback_reason, ids=[c["instance"] for c in scored],
+                       considered=frozenset(c["instance"] for c in decision.candidates),
+                       target=rule.primary if rule is not None and rule.name == decision.rule else None)
         got._terms = {c["instance"]: list(c["score_terms"]) for c in scored}
         return got
 

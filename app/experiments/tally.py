@@ -2,7 +2,9 @@
 
 Attribution of one flip, first match wins: the new policy serves the request nowhere
 (``no_target``); another rule applies (``rule``); the stored winner's instance is not in the new
-fleet (``fleet``); a filter removed the stored winner (``filter``, named by the constraint); the new
+fleet (``fleet``); the stored rule still applies but now targets another model, or no longer
+takes the stored winner's instance among its candidates (``rule``, named by the rule and the
+change); a filter removed the stored winner (``filter``, named by the constraint); the new
 winner was not scored in the stored decision, so a filter held it out then (``filter``,
 ``released``); otherwise the score term whose weighted difference between the new and the stored
 winner grew most from the stored decision to the replayed one (``term``).
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from app.experiments.replayer import Replayed, Replayer
@@ -31,8 +33,23 @@ def _margins(weights: Iterable[tuple[str, float]], new: Sequence[float] | None,
     return {name: w * (new[k] - old[k]) if k < both else 0.0 for k, (name, w) in enumerate(weights)}
 
 
-def cause_of(row: ReplayRow, got: Replayed) -> tuple[str, str]:
-    """Return ``(kind, name)``: why ``row``'s decision flipped to ``got`` (see the module docstring)."""
+def _by_rule(row: ReplayRow, got: Replayed) -> str | None:
+    """How the stored rule, applying again, changed its candidates (None: it did not, or no rule routed ``row``)."""
+    st = row.settled
+    if st is None or st.rule is None or got.rule != st.rule:
+        return None
+    if got.target != st.target:
+        return f"{st.rule}: target {st.target or 'every model'} -> {got.target or 'every model'}"
+    if row.instance not in got.known:
+        return f"{st.rule}: {row.instance} no longer among its candidates"
+    return None
+
+
+def cause_of(row: ReplayRow, got: Replayed, fleet: Collection[str]) -> tuple[str, str]:
+    """Return ``(kind, name)``: why ``row``'s decision flipped to ``got`` (see the module docstring).
+
+    ``fleet``: the new policy's instances.
+    """
     new, old = got.instance, row.instance
     if new is None:
         return "no_target", got.note or "nothing feasible"
@@ -40,8 +57,10 @@ def cause_of(row: ReplayRow, got: Replayed) -> tuple[str, str]:
         return "rule", f"{row.rule} -> {got.rule}"
     if old is None:
         return "no_target", "the stored decision served nowhere"
-    if old not in got.known:
+    if old not in fleet:
         return "fleet", f"{old} not in the new fleet"
+    if (changed := _by_rule(row, got)) is not None:
+        return "rule", changed
     if old in got.removed:
         return "filter", got.removed[old]
     terms = row.terms
@@ -145,7 +164,7 @@ class Tally:
         if flipped:
             self.flips += 1
             self.model_flips += old_m != new_m
-            self.causes[cause_of(row, got)] += 1
+            self.causes[cause_of(row, got, replayer.specs)] += 1
             old_cost = replayer.cost_of(row.instance)
             self.cost.add(old_cost if old_cost is not None else row.cost, replayer.cost_of(got.instance), True)
             self.latency.add(replayer.latency_of(row.instance, got), replayer.latency_of(got.instance, got), True)
