@@ -58,18 +58,36 @@ def _not_started(what: str, child: Child) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from schemas.errors import ConfigError
     from sim.drill import build_report, format_summary
     from sim.drill_run import execute_drill
     from sim.scenarios import load_scenario
 
-    scenario = load_scenario(args.scenario)  # ConfigError -> exit 2 with file, line and field
     if args.speed <= 0:
-        err.print("[red]error:[/red] --speed must be positive")
+        fail(f"--speed must be positive, not {args.speed:g}")
+        return 2
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        fail(f"--out {args.out}: exists and is not a directory")
+        return 2
+    try:
+        scenario = load_scenario(args.scenario)
+    except OSError as exc:
+        fail(f"{args.scenario}: cannot read the scenario: {exc.strerror or exc}")
+        return 2
+    except UnicodeDecodeError as exc:
+        fail(f"{args.scenario}: not UTF-8 text (byte {exc.start}): a scenario is YAML")
+        return 2
+    except ConfigError as exc:  # file, line and field
+        fail(f"{exc}")
         return 2
     scenario = scenario.scaled(args.speed)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else Path(".routelens/drills") / f"{scenario.name}-{stamp}"
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a parent is a file, or cannot be written
+        fail(f"{'--out ' if args.out else ''}{out}: cannot create the directory: {exc.strerror or exc}")
+        return 2
     config = scenario.config(0)
     *ports, gw_port = free_ports(len(config.fleet.instances) + 1)
     instances = [spec.model_copy(update={"url": f"http://127.0.0.1:{port}"})

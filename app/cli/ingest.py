@@ -15,12 +15,26 @@ from schemas.config.storage import StorageSettings
 
 
 def _mapping(name: str) -> dict[str, list[str]] | None:
+    """The named mapping, or the JSON file ``name`` checked field by field over ``generic``.
+
+    Raises:
+        ValueError: The file is not JSON, not an object, names an unknown target, or a source list is
+            not a list of non-empty strings (the message names the key).
+    """
     from ingest import GENERIC, MAPPINGS
 
     if name in MAPPINGS:
         return MAPPINGS[name]
     custom = json.loads(Path(name).read_text(encoding="utf-8"))
-    return {**GENERIC, **{k: list(v) for k, v in custom.items()}}
+    if not isinstance(custom, dict):
+        raise ValueError('must be a JSON object {"target.field": ["source", ...]}, '
+                         f"not a {type(custom).__name__}")
+    for key, sources in custom.items():
+        if key not in GENERIC:
+            raise ValueError(f"{key!r}: unknown target field (known: {', '.join(GENERIC)})")
+        if not isinstance(sources, list) or not all(isinstance(s, str) and s for s in sources):
+            raise ValueError(f"{key!r}: must be a list of source field names, e.g. [{json.dumps(key)}]")
+    return {**GENERIC, **custom}
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -37,8 +51,11 @@ def _run(args: argparse.Namespace) -> int:
     db = args.db or st.duckdb_path
     try:
         mapping = _mapping(args.mapping)
-    except (OSError, ValueError) as exc:
-        fail(f"cannot read the mapping {args.mapping}: {exc}")
+    except OSError as exc:
+        fail(f"--mapping {args.mapping}: cannot read: {exc.strerror or exc}")
+        return 2
+    except ValueError as exc:  # json.JSONDecodeError too
+        fail(f"--mapping {args.mapping}: {exc}")
         return 2
     try:  # the configured backend; a DuckDB file that another process writes is refused at once
         store = open_store(st, db, lazy=False)
@@ -49,10 +66,15 @@ def _run(args: argparse.Namespace) -> int:
     emitter = TraceEmitter(store, st, quarantine=quarantine).start()
     hash_key = hash_key_of(cfg)
     columns = (TextColumn("importing {task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(src.name, total=None)
-        report = import_file(src, emitter, mapping=mapping, hash_key=hash_key,
-                             progress=lambda done, total: bar.update(task, completed=done, total=total))
+    try:
+        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task(src.name, total=None)
+            report = import_file(src, emitter, mapping=mapping, hash_key=hash_key,
+                                 progress=lambda done, total: bar.update(task, completed=done, total=total))
+    except ValueError as exc:  # UnreadableFile: a corrupt Parquet file (what was taken before is still stored)
+        emitter.close()
+        fail(f"{exc}")
+        return 2
     emitter.close()
     print(f"lines {report.lines}  accepted {report.accepted}  rejected {report.rejected}  "
           f"stored {report.stored}  already stored {report.duplicates}")

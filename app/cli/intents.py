@@ -188,6 +188,9 @@ def _add(args: argparse.Namespace) -> int:
     from schemas.config.intents import IntentSettings
     from schemas.errors import ConfigError
 
+    if not args.route.strip():
+        fail(f"ROUTE {args.route!r}: a route name must be a non-empty string")
+        return 2
     try:
         # The configuration's routes and settings (the refit then fills the cache the gateway reads), unless
         # --routes names a file; without a configuration, the shipped routes and the default settings.
@@ -199,6 +202,9 @@ def _add(args: argparse.Namespace) -> int:
         routes = append_examples(path, args.route, lines)
     except OSError as exc:
         fail(f"{args.file}: cannot read: {exc.strerror or exc}")
+        return 2
+    except UnicodeDecodeError as exc:
+        fail(f"{args.file}: not UTF-8 text (byte {exc.start}): FILE must hold utterances, one a line")
         return 2
     except ConfigError as exc:
         fail(f"{exc}")

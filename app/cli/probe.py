@@ -4,8 +4,10 @@
 ``kind``, ``instance``, ``verdict``, ``value``, ``threshold``, ``reason``, ...). Without
 ``--kind`` it runs syntax, latency and semantic (the last skipped, with a note, when the
 embedding model is not installed); ``--json`` then prints a list. Exit 0 when every result is
-``ok``, 1 otherwise, 2 when the instance cannot be asked for its model. The model defaults to the
-first id of the instance's ``GET /v1/models``. A single latency probe only learns (``learning
+``ok``, 1 otherwise: an instance that gives no answer (refused, timed out, a 5xx), even to ``GET
+/v1/models``, fails every probe. Exit 2 on bad input (``--timeout`` not above 0, ``--api-key-env``
+naming an unset variable) or when the instance answers ``GET /v1/models`` with no model id. The
+model defaults to the first id of the instance's ``GET /v1/models``. A single latency probe only learns (``learning
 baseline (1/n)``) unless ``--baselines FILE`` holds the instance's baseline.
 """
 
@@ -15,6 +17,7 @@ import argparse
 import asyncio
 import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
@@ -29,26 +32,58 @@ from schemas.common import ProbeKind, ProbeVerdict
 from schemas.config.probes import ProbeSettings
 from schemas.probe import ProbeResult
 
-__all__ = ["first_model", "probe_settings", "register"]
+__all__ = ["Unreachable", "api_key_of", "first_model", "probe_settings", "register"]
 
 _COLOURS = {ProbeVerdict.OK: "green", ProbeVerdict.DEGRADED: "yellow", ProbeVerdict.FAILED: "red"}
+
+
+class Unreachable(ValueError):
+    """The instance gave no answer to ``GET /v1/models`` (refused, timed out, a 5xx): every probe of it fails."""
+
+    def __init__(self, message: str, error_class: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+
+
+def api_key_of(args: argparse.Namespace) -> str | None:
+    """The API key held by ``--api-key-env VAR``, or None without it.
+
+    Raises:
+        ValueError: ``--timeout`` is not above 0, or VAR is not set (the message names the flag and the variable).
+    """
+    timeout = getattr(args, "timeout", None)
+    if timeout is not None and not timeout > 0:  # NaN too
+        raise ValueError(f"--timeout must be above 0 seconds, not {timeout:g}")
+    if not args.api_key_env:
+        return None
+    key = os.environ.get(args.api_key_env)
+    if not key:
+        raise ValueError(f"--api-key-env {args.api_key_env}: the environment variable is not set (or is empty)")
+    return key
 
 
 def probe_settings(args: argparse.Namespace) -> ProbeSettings:
     """The ``probes`` section of ``--config`` when that file exists (else defaults), ``--timeout`` applied."""
     settings = config_of(args).probes if Path(args.config).is_file() else ProbeSettings()
-    if getattr(args, "timeout", None):
+    if getattr(args, "timeout", None) is not None:
         settings = settings.model_copy(update={"timeout_s": float(args.timeout)})
     return settings
 
 
 async def first_model(session: aiohttp.ClientSession, url: str, timeout_s: float, api_key: str | None) -> str:
-    """The first model id of ``GET {url}/v1/models``; raises ValueError saying what went wrong."""
+    """The first model id of ``GET {url}/v1/models``.
+
+    Raises:
+        Unreachable: No answer (connection, timeout) or a 5xx.
+        ValueError: Another status, or no model id in the answer.
+    """
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
     call = await fetch(session, "GET", f"{url.rstrip('/')}/v1/models", timeout_s=timeout_s, max_bytes=1 << 20,
                        headers=headers)
     if call.error_class is not None:
-        raise ValueError(f"GET /v1/models: {call.error}")
+        raise Unreachable(f"GET /v1/models: {call.error}", call.error_class)
+    if call.status is not None and call.status >= 500:
+        raise Unreachable(f"GET /v1/models: HTTP {call.status}: {upstream_error(call.body)}", "http_status")
     if call.status != 200:
         raise ValueError(f"GET /v1/models: HTTP {call.status}: {upstream_error(call.body)}")
     try:
@@ -71,8 +106,12 @@ async def _probe(args: argparse.Namespace) -> int:
     from probes.embedder import MiniLMEmbedder, available
     from probes.runner import ProbeRunner
 
+    try:
+        api_key = api_key_of(args)
+    except ValueError as exc:
+        fail(f"{exc}")
+        return 2
     settings = probe_settings(args)
-    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     missing = available()
     kinds = [ProbeKind(args.kind)] if args.kind else list(ProbeKind)
     if ProbeKind.SEMANTIC in kinds and missing is not None and not args.kind:
@@ -81,6 +120,9 @@ async def _probe(args: argparse.Namespace) -> int:
     async with aiohttp.ClientSession() as session:
         try:
             model = args.model or await first_model(session, args.url, settings.timeout_s, api_key)
+        except Unreachable as exc:  # no answer: every probe fails, as the prober would judge it
+            results = [_unreachable(args, kind, exc) for kind in kinds]
+            return _report(args, results)
         except ValueError as exc:
             fail(f"{args.url}: {exc}")
             return 2
@@ -89,6 +131,18 @@ async def _probe(args: argparse.Namespace) -> int:
         runner = ProbeRunner(settings.model_copy(update={"kinds": kinds}), session, embedder=embedder,
                              baselines=BaselineStore(args.baselines))
         results = [await runner.run(kind, target) for kind in kinds]
+    return _report(args, results)
+
+
+def _unreachable(args: argparse.Namespace, kind: ProbeKind, exc: Unreachable) -> ProbeResult:
+    from probes.runner import new_probe_id
+
+    return ProbeResult(probe_id=new_probe_id(), ts=datetime.now(UTC), instance=args.instance or args.url,
+                       model=args.model or "unknown", kind=kind, verdict=ProbeVerdict.FAILED, reason=str(exc)[:2000],
+                       error_class=exc.error_class)
+
+
+def _report(args: argparse.Namespace, results: list[ProbeResult]) -> int:
     if args.json:
         docs = [r.model_dump(mode="json") for r in results]
         print(json.dumps(docs[0] if args.kind else docs, ensure_ascii=False))

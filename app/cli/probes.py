@@ -18,11 +18,12 @@ import os
 from pathlib import Path
 
 import aiohttp
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from app.cli._common import err, fail, stdout_console
-from app.cli.probe import first_model, probe_settings
+from app.cli.probe import api_key_of, first_model, probe_settings
 from probes.references import Calibration, calibrate, dump_references, load_references
 from probes.types import Target
 
@@ -35,7 +36,7 @@ async def _sample(args: argparse.Namespace, urls: list[str]) -> dict[str, list[f
     settings = probe_settings(args)
     refs = load_references(args.references or settings.semantic.references)
     check = SemanticCheck(settings, args.embedder, refs)
-    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    api_key = api_key_of(args)
     out: dict[str, list[float]] = {ref.id: [] for ref in refs}
     async with aiohttp.ClientSession() as session:
         for url in urls:
@@ -51,21 +52,55 @@ async def _sample(args: argparse.Namespace, urls: list[str]) -> dict[str, list[f
 
 
 def _table(rows: list[Calibration]) -> Table:
-    t = Table("reference", "healthy n", "mean", "std", "min", "p1", "drifted n", "max", "p99", "separation",
-              "suggested")
+    """The key figures, the suggested threshold first: readable at 80 columns (every figure is in ``--json``)."""
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("reference", overflow="fold")
+    for name in ("suggested", "separation", "healthy\nmin", "drifted\nmax", "healthy\nmean±std"):
+        t.add_column(name, justify="right", no_wrap=True)
 
     def f(x: float | None) -> str:
         return "-" if x is None else f"{x:.3f}"
 
     for c in rows:
-        t.add_row(c.reference, str(c.healthy_n), f(c.healthy_mean), f(c.healthy_std), f(c.healthy_min), f(c.healthy_p1),
-                  str(c.drifted_n), f(c.drifted_max), f(c.drifted_p99), f(c.separation), f(c.suggested))
+        t.add_row(c.reference, f(c.suggested), f(c.separation), f(c.healthy_min), f(c.drifted_max),
+                  f"{c.healthy_mean:.3f}±{c.healthy_std:.3f}")
     return t
+
+
+def _counts(rows: list[Calibration]) -> str:
+    healthy = sorted({c.healthy_n for c in rows})
+    drifted = sorted({c.drifted_n for c in rows})
+    return (f"samples per reference: healthy {'/'.join(map(str, healthy)) or '0'}, drifted "
+            f"{'/'.join(map(str, drifted)) or '0'}; p1, p99 and every figure: --json")
+
+
+def _check_write(dest: str) -> str | None:
+    """Why ``--write DEST`` cannot be written (checked before the work), or None."""
+    path = Path(dest)
+    if path.is_dir():
+        return f"--write {dest}: is a directory"
+    folder = path.parent
+    if not folder.is_dir():
+        return f"--write {dest}: no such directory: {folder}"
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"--write {dest}: cannot write there (permission denied)"
+    return None
 
 
 def _calibrate(args: argparse.Namespace) -> int:
     from probes.embedder import MiniLMEmbedder, available
 
+    if args.samples < 1:
+        fail(f"--samples must be at least 1, not {args.samples}")
+        return 2
+    problem = _check_write(args.write) if args.write else None
+    try:
+        api_key_of(args)
+    except ValueError as exc:
+        problem = problem or str(exc)
+    if problem:
+        fail(problem)
+        return 2
     missing = available()
     if missing is not None:
         fail(f"calibration needs the embedding model: {missing}")
@@ -81,13 +116,19 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([dataclasses.asdict(c) for c in rows]))
     else:
-        stdout_console(highlight=False).print(_table(rows))
+        console = stdout_console(highlight=False)
+        console.print(_table(rows))
+        console.print(_counts(rows))
     if args.write:
         refs = load_references(args.references or probe_settings(args).semantic.references)
         suggested = {c.reference: c.suggested for c in rows}
         refs = [r.model_copy(update={"threshold": suggested.get(r.id, r.threshold)}) for r in refs]
         header = f"routelens probes calibrate: {args.samples} rounds per instance of {', '.join(args.url)}"
-        Path(args.write).write_text(dump_references(refs, header), encoding="utf-8")
+        try:
+            Path(args.write).write_text(dump_references(refs, header), encoding="utf-8")
+        except OSError as exc:  # checked before the work; a disk that filled since still gets one line
+            fail(f"--write {args.write}: cannot write: {exc.strerror or exc}")
+            return 2
         err.print(f"wrote {escape(args.write)}")
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -17,9 +18,13 @@ from ingest.intake.lines import take_records
 from ingest.kinds import Kind
 from ingest.pipeline.emitter import TraceEmitter
 
-__all__ = ["ImportReport", "import_file", "read_records"]
+__all__ = ["ImportReport", "UnreadableFile", "import_file", "read_records"]
 
 Progress = Callable[[int, int], None]  # (done, total) in the file's unit (bytes or rows)
+
+
+class UnreadableFile(ValueError):
+    """The file cannot be read as its kind (a corrupt or truncated Parquet file); the message names it."""
 
 
 @dataclass
@@ -51,11 +56,28 @@ def _jsonl(path: Path, progress: Progress) -> Iterator[tuple[int, bytes]]:
 
 
 def _parquet(path: Path, progress: Progress) -> Iterator[tuple[int, bytes]]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pf = pq.ParquetFile(path)
+    try:  # opened here, before the first record is asked for: a file that is no Parquet is refused whole
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise UnreadableFile(f"{path}: not a readable Parquet file: {exc}") from exc
+    return _parquet_rows(path, pf, progress)
+
+
+def _parquet_rows(path: Path, pf: Any, progress: Progress) -> Iterator[tuple[int, bytes]]:
+    import pyarrow as pa
+
     total, line = pf.metadata.num_rows, 0
-    for batch in pf.iter_batches(batch_size=4096):
+    batches = pf.iter_batches(batch_size=4096)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            break
+        except (pa.ArrowException, OSError) as exc:
+            raise UnreadableFile(f"{path}: unreadable after row {line} (the rows before it were taken): {exc}") from exc
         for row in batch.to_pylist():
             line += 1
             yield line, orjson.dumps({k: v for k, v in row.items() if v is not None}, default=str)
@@ -64,7 +86,12 @@ def _parquet(path: Path, progress: Progress) -> Iterator[tuple[int, bytes]]:
 
 
 def read_records(path: Path, progress: Progress = lambda done, total: None) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(line or row number, raw JSON record)`` from a ``.parquet`` or JSONL file."""
+    """Yield ``(line or row number, raw JSON record)`` from a ``.parquet`` or JSONL file.
+
+    Raises:
+        UnreadableFile: A ``.parquet`` file is not Parquet (raised at once, before any record), or a
+            later part of it cannot be read (raised while iterating).
+    """
     return _parquet(path, progress) if path.suffix.lower() in (".parquet", ".pq") else _jsonl(path, progress)
 
 
@@ -77,7 +104,11 @@ def import_file(
     progress: Progress = lambda done, total: None,
     timeout_s: float = 3600.0,
 ) -> ImportReport:
-    """Import one file; return once every accepted record is stored (or the timeout passed)."""
+    """Import one file; return once every accepted record is stored (or the timeout passed).
+
+    Raises:
+        UnreadableFile: The file is no Parquet file (nothing is emitted), or turns unreadable midway.
+    """
     src = Path(path)
     report = ImportReport()
     written0, dup0 = emitter.stats.stored(Kind.TRACE)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -89,9 +91,12 @@ def append_examples(path: str | Path, route: str, examples: list[str]) -> Routes
         The routes as written.
 
     Raises:
-        ConfigError: The existing file is invalid, or no example is given.
+        ConfigError: The route name is empty, the existing file is invalid, or no example is given
+            (the file is then left untouched).
     """
     path = Path(path)
+    if not isinstance(route, str) or not route.strip():
+        raise _fail(path, None, "routes", "a route name must be a non-empty string")
     new = [e.strip() for e in examples if e.strip()]
     if not new:
         raise _fail(path, None, route, "no examples to add")
@@ -104,6 +109,23 @@ def append_examples(path: str | Path, route: str, examples: list[str]) -> Routes
             header.append(line)
     routes.setdefault(route, [])
     routes[route] = routes[route] + [e for e in new if e not in routes[route]]
-    body = dump_routes(routes)
-    path.write_text("\n".join(header) + ("\n" if header else "") + body, "utf-8")
+    _write_atomic(path, "\n".join(header) + ("\n" if header else "") + dump_routes(routes))
     return routes
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path`` (all or nothing)."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _fail(path, None, "routes", f"cannot write: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise _fail(path, None, "routes", f"cannot write: {exc.strerror or exc}") from exc
