@@ -8,6 +8,7 @@ crash closes that port and a recovery reopens it, the instance's state surviving
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import signal
 import sys
@@ -25,9 +26,24 @@ from sim.faults import FaultRecord, FaultSpec
 from sim.scenarios import Scenario, run_timeline
 from sim.server import SimInstance, build_instance_app
 
-__all__ = ["FaultLog", "FleetHandle", "FleetInstance", "fleet_timeline", "run_fleet", "start_fleet"]
+__all__ = ["FaultLog", "FleetHandle", "FleetInstance", "InstancePortError", "fleet_timeline", "run_fleet",
+           "start_fleet"]
 
 _TICK_S = 0.05
+_WHY = {errno.EADDRINUSE: "is in use", errno.EACCES: "needs privileges this process lacks",
+        errno.EADDRNOTAVAIL: "cannot be bound: the host is not an address of this machine"}
+
+
+class InstancePortError(OSError):
+    """An instance's port cannot be bound at start-up: in use (the fleet already runs?), privileged, or foreign.
+
+    ``strerror`` is one line naming the instance, the port and the host.
+    """
+
+    def __init__(self, instance: str, host: str, port: int, cause: OSError) -> None:
+        why = _WHY.get(cause.errno or 0, f"cannot be bound: {cause.strerror or cause}")
+        super().__init__(cause.errno, f"port {port} on {host} {why} (instance {instance})")
+        self.instance, self.host, self.port = instance, host, port
 
 
 class FleetInstance:
@@ -147,6 +163,9 @@ async def start_fleet(config: RouteLensConfig, *, clock: Clock | None = None,
 
     Returns:
         The running fleet. Close it with :meth:`FleetHandle.close`.
+
+    Raises:
+        InstancePortError: An instance's port cannot be bound (the ones started are stopped).
     """
     handle = FleetHandle()
     clock = clock or RealClock()
@@ -158,7 +177,10 @@ async def start_fleet(config: RouteLensConfig, *, clock: Clock | None = None,
             profile = config.sim.models.get(spec.model, SimModelProfile())
             member.instance = SimInstance(spec, profile, config.sim, clock, lifecycle=member, on_fault=on_fault)
             handle.members[spec.id] = member
-            await member.up()
+            try:
+                await member.up()
+            except OSError as exc:
+                raise InstancePortError(spec.id, member.host, port, exc) from exc
     except BaseException:
         await handle.close()
         raise
@@ -193,7 +215,11 @@ def fleet_timeline(scenario: Scenario,
 async def _serve(config: RouteLensConfig, fault_log: str | None,
                  timeline: Callable[[FleetHandle], Coroutine[Any, Any, None]] | None) -> None:
     log = FaultLog(fault_log, echo=sys.stdout)
-    handle = await start_fleet(config, on_fault=log)
+    try:
+        handle = await start_fleet(config, on_fault=log)
+    except BaseException:
+        log.close()
+        raise
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     task: asyncio.Task[None] | None = None
@@ -227,6 +253,10 @@ def run_fleet(config: RouteLensConfig, *, fault_log: str | None = None,
         config: The configuration whose ``fleet`` and ``sim`` sections are served.
         fault_log: Append fault starts and ends to this JSON-lines file.
         timeline: Run this against the fleet once it is ready (a scenario's fault timeline).
+
+    Raises:
+        InstancePortError: An instance's port cannot be bound (every instance started is stopped).
+        OSError: The fault log cannot be opened.
     """
     try:
         import uvloop

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,8 +17,8 @@ from app.config import load_config
 from app.reader import API_ENV, DEFAULT_API_URL
 from schemas.config import RouteLensConfig
 
-__all__ = ["BadInput", "Register", "api_url", "config_of", "err", "fail", "parse_time", "parse_window",
-           "stdout_console"]
+__all__ = ["BadInput", "Register", "api_url", "bind_problem", "check_bindable", "config_of", "err", "fail",
+           "parse_time", "parse_window", "port", "port_or_zero", "stdout_console"]
 
 Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]  # type: ignore[type-arg]
 
@@ -78,3 +80,61 @@ def parse_window(since: str, until: str) -> tuple[datetime, datetime]:
     if end <= start:
         raise BadInput(f"--until ({end.isoformat()}) must be after --since ({start.isoformat()})")
     return start, end
+
+
+def port(text: str) -> int:
+    """An argparse ``type=`` for a port flag: an integer 1-65535 (argparse names the flag in its error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (1-65535)")
+    return value
+
+
+def port_or_zero(text: str) -> int:
+    """Like :func:`port`, also admitting 0 (bind a free port)."""
+    if text.strip() == "0":
+        return 0
+    try:
+        return port(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535, or 0 for a free one)") from None
+
+
+_BIND_ERRORS = {errno.EADDRINUSE: "is in use", errno.EACCES: "needs privileges this process lacks",
+                errno.EADDRNOTAVAIL: "cannot be bound: the host is not an address of this machine"}
+
+
+def bind_problem(exc: OSError, host: str, port_: int, flag: str = "--port", *, binding: bool = False) -> str | None:
+    """The one-line message of a failed listen on ``host:port_`` (None: ``exc`` is not a bind failure).
+
+    ``binding``: ``exc`` is known to come from a bind; else only EADDRINUSE, or an error whose text
+    names the address (aiohttp's "error while attempting to bind on address ..."), is one.
+    """
+    if not (binding or exc.errno == errno.EADDRINUSE or "address" in str(exc).lower()):
+        return None
+    why = _BIND_ERRORS.get(exc.errno or 0)
+    if why is None and isinstance(exc, socket.gaierror):
+        why = "cannot be bound: the host name does not resolve"
+    return None if why is None else f"port {port_} on {host} {why} ({flag})"
+
+
+def check_bindable(host: str, port_: int, flag: str = "--port") -> None:
+    """Bind ``host:port_`` and let it go: refuse, before anything starts, a port another process listens on.
+
+    Raises:
+        BadInput: The port is in use, privileged, or ``host`` is not an address of this machine.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port_, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in infos[:1]:  # what the server binds first
+            with socket.socket(family, kind, proto) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does: TIME_WAIT is free
+                s.bind(address)
+    except OSError as exc:
+        message = bind_problem(exc, host, port_, flag, binding=True)
+        if message is None:
+            raise
+        raise BadInput(message) from exc

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from app.cli._common import config_of
+from app.cli._common import BadInput, bind_problem, check_bindable, config_of, fail, port
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -19,10 +19,25 @@ def _run(args: argparse.Namespace) -> int:
     workers = args.workers if args.workers is not None else config.gateway.worker_count(os.cpu_count())
     if args.separate_store is False:
         workers = 1
-    run_server(config, config_path=args.config, host=args.host, port=args.port, db=args.db,
-               workers=workers, store_url=args.store_url, worker=args.worker,
-               separate_store=args.separate_store, probe_url=args.probe_url, shared_url=args.shared_url,
-               own_store=args.own_store, metrics_ports=args.metrics_ports)
+    host = args.host or config.gateway.host
+    port_ = config.gateway.port if args.port is None else args.port
+    flag = "--port" if args.port is not None else "gateway.port"
+    try:
+        if args.worker == 0:  # before the store, the Redis and the prober start (the workers share the port)
+            check_bindable(host, port_, flag)
+        run_server(config, config_path=args.config, host=args.host, port=args.port, db=args.db,
+                   workers=workers, store_url=args.store_url, worker=args.worker,
+                   separate_store=args.separate_store, probe_url=args.probe_url, shared_url=args.shared_url,
+                   own_store=args.own_store, metrics_ports=args.metrics_ports)
+    except BadInput as exc:
+        fail(f"{exc}")
+        return 2
+    except OSError as exc:  # bound by another process after the check (run_server has stopped its children)
+        message = bind_problem(exc, host, port_, flag)
+        if message is None:
+            raise
+        fail(message)
+        return 2
     return 0
 
 
@@ -30,7 +45,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     """Add ``serve``."""
     p = sub.add_parser("serve", parents=[common], help="run the gateway")
     p.add_argument("--host")
-    p.add_argument("--port", type=int)
+    p.add_argument("--port", type=port)
     p.add_argument("--db", help="DuckDB trace file (default: storage.duckdb_path)")
     p.add_argument("--workers", type=int, metavar="N",
                    help="gateway processes sharing the port (SO_REUSEPORT), each with its own spool "
@@ -52,4 +67,4 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def _ports(text: str) -> list[int]:
     """``--metrics-ports 8101,8102``: every worker's private metrics port, by worker number."""
-    return [int(p) for p in text.split(",")]
+    return [port(p) for p in text.split(",")]

@@ -10,29 +10,65 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.cli._common import api_url, config_of, fail
+from app.cli._common import api_url, config_of, fail, port_or_zero
 from sim.faults import FaultKind
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 __all__ = ["register"]
 
 KINDS = [kind.value for kind in FaultKind]
+# the flag of each field a command's options fill (pydantic names the field, the user typed the flag)
+_TRAFFIC_FLAGS = {"rps": "--rps", "period_s": "--period", "amplitude": "--amplitude", "surge_start_s": "--surge-start",
+                  "surge_duration_s": "--surge-duration", "surge_multiplier": "--surge-multiplier",
+                  "session_share": "--sessions", "stream_share": "--stream", "max_requests": "--max-requests",
+                  "mix": "--mix", "kind": "--curve"}
+_FAULT_FLAGS = {"rate": "--rate", "factor": "--factor", "duration_s": "--duration", "lag_s": "--lag",
+                "period_s": "--period", "retry_after_s": "--retry-after", "kind": "KIND"}
+_BOUNDS = {"greater_than": "> {gt}", "greater_than_equal": ">= {ge}", "less_than": "< {lt}",
+           "less_than_equal": "<= {le}"}
+
+
+def _flag_error(exc: ValidationError, flags: dict[str, str]) -> str:
+    """The first error of ``exc`` as one line naming the flag (``--rps must be > 0``)."""
+    first = exc.errors(include_url=False)[0]
+    loc = [str(part) for part in first["loc"]]
+    flag = next((flags[part] for part in loc if part in flags), None)
+    ctx = first.get("ctx") or {}
+    if first["type"] in _BOUNDS:
+        what = "must be " + _BOUNDS[first["type"]].format(**{k: f"{v:g}" if isinstance(v, float) else v
+                                                              for k, v in ctx.items()})
+    elif first["type"] == "literal_error" and flag == "--mix":
+        return f"--mix: {loc[1]!r} is not a query class (expected {ctx.get('expected', '')})"
+    else:
+        what = str(first["msg"]).removeprefix("Value error, ")
+    if flag is None:  # a check across fields ("a surge curve needs surge_start_s"): name their flags
+        return re.sub(r"\b[a-z_]+\b", lambda m: flags.get(m.group(), m.group()), what)
+    return f"{flag} {what}"
 
 
 def _fleet(args: argparse.Namespace) -> int:
     from sim.behaviour import builtin_config
-    from sim.fleet import run_fleet
+    from sim.fleet import InstancePortError, run_fleet
 
     if args.instances is not None:
+        if args.base_port and args.base_port + args.instances - 1 > 65535:
+            fail(f"--base-port {args.base_port} leaves no port for instance {args.instances - 1} "
+                 f"(instance i listens on P+i, at most 65535)")
+            return 2
         try:
             config = builtin_config(args.instances, args.base_port, zero_delay=args.zero_delay,
                                     time_scale=args.time_scale or 1.0, seed=args.seed or 0)
         except ValueError as exc:
-            fail(f"{exc}")
+            fail(f"--instances: {exc}")
             return 2
     else:
         config = config_of(args)
@@ -49,7 +85,15 @@ def _fleet(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             fail(f"{exc}")
             return 2
-    run_fleet(config, fault_log=args.fault_log, timeline=timeline)
+    try:
+        run_fleet(config, fault_log=args.fault_log, timeline=timeline)
+    except InstancePortError as exc:
+        where = "--base-port" if args.instances is not None else f"fleet.instances in {args.config}"
+        fail(f"{exc.strerror}: is the fleet already running? ({where})")
+        return 2
+    except OSError as exc:
+        fail(f"cannot open the fault log {args.fault_log} (--fault-log): {exc.strerror or exc}")
+        return 2
     return 0
 
 
@@ -65,6 +109,10 @@ def _call(method: str, url: str, body: dict[str, Any] | None = None) -> tuple[in
 
 
 def _fault(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from sim.faults import FaultSpec
+
     body = {k: v for k, v in (("kind", args.kind), ("rate", args.rate), ("factor", args.factor),
                               ("duration_s", args.duration), ("lag_s", args.lag), ("period_s", args.period),
                               ("retry_after_s", args.retry_after)) if v is not None}
@@ -76,6 +124,10 @@ def _fault(args: argparse.Namespace) -> int:
         return 2
     if status != 201:
         message = answer.get("error", {}).get("message") if isinstance(answer, dict) else answer
+        try:  # the instance names the field it refused; the user typed a flag
+            FaultSpec.model_validate(body)
+        except ValidationError as exc:
+            message = _flag_error(exc, _FAULT_FLAGS)
         fail(f"{target} refused the fault (HTTP {status}): {message}")
         return 2
     if args.json:
@@ -122,25 +174,68 @@ def _traffic(args: argparse.Namespace) -> int:
     from sim.traffic_report import format_traffic, summarise
     from sim.workload import plan_workload, run_workload
 
-    gateway = api_url(args)
+    if not args.duration > 0:  # also NaN
+        fail(f"--duration must be > 0 (seconds of schedule), not {args.duration:g}")
+        return 2
+    if args.json and (problem := _unwritable(Path(args.json))):  # found now, not after the whole run
+        fail(f"cannot write the summary to {args.json} (--json): {problem}")
+        return 2
     try:
-        mix = {k: float(v) for k, v in (part.split("=", 1) for part in args.mix.split(","))} if args.mix else None
+        mix = _mix(args.mix) if args.mix else None
         curve = RateCurve(kind=args.curve, rps=args.rps, period_s=args.period, amplitude=args.amplitude,
                           surge_start_s=args.surge_start, surge_duration_s=args.surge_duration,
                           surge_multiplier=args.surge_multiplier)
         spec = TrafficSpec(curve=curve, session_share=args.sessions, stream_share=args.stream,
                            max_requests=args.max_requests, feedback=not args.no_feedback,
                            **({"mix": mix} if mix else {}))
-    except (ValueError, ValidationError) as exc:
-        fail(f"invalid traffic options: {exc}")
+    except ValidationError as exc:
+        fail(_flag_error(exc, _TRAFFIC_FLAGS))
         return 2
+    except ValueError as exc:
+        fail(f"{exc}")
+        return 2
+    gateway = api_url(args)
     plan = plan_workload(spec, args.duration, seed=args.seed)
     results = asyncio.run(run_workload(gateway, plan, spec, profiles=_profiles(args, gateway)))
     summary = summarise(results)
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2), encoding="utf-8")
     print(format_traffic(summary))
+    if args.json:
+        try:
+            Path(args.json).write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        except OSError as exc:
+            fail(f"cannot write the summary to {args.json} (--json): {exc.strerror or exc}")
+            return 2
     return 0
+
+
+def _mix(text: str) -> dict[str, float]:
+    """``--mix ticket=3,code=1`` as weights by class.
+
+    Raises:
+        ValueError: A part is not ``CLASS=WEIGHT`` with a number for the weight (the message names ``--mix``).
+    """
+    mix: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, weight = part.partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            mix[name.strip()] = float(weight)
+        except ValueError:
+            raise ValueError(f"--mix: {part!r} is not CLASS=WEIGHT (e.g. ticket=3,code=1)") from None
+    return mix
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why ``path`` cannot be written (None: it can, as far as can be told before writing)."""
+    folder = path.parent
+    if path.is_dir():
+        return "it is a folder"
+    if not folder.is_dir():
+        return f"no folder {folder}"
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return "permission denied"
+    return None
 
 
 def _add_traffic(sim: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -171,7 +266,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     fleet = sim.add_parser("fleet", parents=[common], help="serve simulated vLLM-like instances")
     fleet.add_argument("--instances", type=int, help="serve N instances of the built-in model mix (no config)")
-    fleet.add_argument("--base-port", type=int, default=9100, help="port of instance 0; instance i on P+i")
+    fleet.add_argument("--base-port", type=port_or_zero, default=9100,
+                       help="port of instance 0; instance i on P+i (0: each on a free port)")
     fleet.add_argument("--zero-delay", action="store_true", help="never sleep: the fastest mode")
     fleet.add_argument("--time-scale", type=float, help="model time runs this many times faster")
     fleet.add_argument("--seed", type=int, help="seeds answers and fault draws")

@@ -83,12 +83,18 @@ def run_store(config: RouteLensConfig, *, host: str = "127.0.0.1", port: int, db
     Raises:
         AccessRefused: A route would be open on an address other than loopback (before anything
             is opened or bound; see :func:`app.run.access.store_notices`).
+        SinkUnavailable: Another process writes the DuckDB file (a store that started anyway
+            would answer every read with a 500), before anything is bound.
+        OSError: ``host:port`` cannot be bound (in use, say).
     """
     for notice in store_notices(config, host):
         print(f"notice: {notice}", file=sys.stderr, flush=True)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     ParseErrorsJson.install()  # a request aiohttp cannot parse: OpenAI's JSON 400, one warning line
-    app = build_store_app(config, db or config.storage.duckdb_path)
+    db = db or config.storage.duckdb_path
+    if config.storage.backend == "duckdb":  # a file another process writes: refused now, not a 500 on every read
+        open_store(config.storage, db, lazy=False).close()
+    app = build_store_app(config, db)
     web.run_app(app, host=host, port=port, access_log=None, loop=uvloop.new_event_loop(),
                 **SERVER_LIMITS,  # a long URL or header reaches the routes (an OpenAI-shaped 400), as on the gateway
                 print=lambda _msg: print(f"store ready http://{host}:{port}", flush=True))
