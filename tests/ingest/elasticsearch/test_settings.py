@@ -16,6 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.cli import main
+from app.run.procs import free_port
 from ingest.elasticsearch.store import ElasticsearchStore
 from schemas.config.storage import ElasticsearchSettings
 from schemas.errors import ConfigError
@@ -45,7 +46,7 @@ def test_http_and_https_urls_are_accepted_and_open(url: str) -> None:
 
 def test_a_bad_url_names_file_line_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = es_config(tmp_path, "{url: 'not a url'}")
-    assert main(["--config", str(path), "store", "--port", "0"]) == 2
+    assert main(["--config", str(path), "store", "--port", str(free_port())]) == 2
     err = capsys.readouterr().err.replace("\n", "")
     assert f"{path}:6: storage.elasticsearch.url" in err and "Traceback" not in err
 
@@ -73,7 +74,7 @@ def test_the_api_key_named_is_sent() -> None:
 def test_the_store_process_does_not_start_without_its_api_key(tmp_path: Path) -> None:
     path = es_config(tmp_path, "{url: 'http://127.0.0.1:9', api_key_env: ROUTELENS_TEST_ES_KEY}")
     env = {k: v for k, v in os.environ.items() if k != "ROUTELENS_TEST_ES_KEY"}
-    done = subprocess.run([sys.executable, "-m", "app", "--config", str(path), "store", "--port", "0",
+    done = subprocess.run([sys.executable, "-m", "app", "--config", str(path), "store", "--port", str(free_port()),
                            "--db", str(tmp_path / "t.duckdb")], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
     err = done.stderr.replace("\n", "")
