@@ -22,8 +22,8 @@ from bench.synthetic import TraceFactory
 from ingest.http_api.proxy import add_store_proxy
 from ingest.http_api.routes import error_response
 from schemas.trace import DecisionTrace
+from tests.router_core.gateway.test_body_read import exchange_at as exchange
 
-PATIENCE_S = 5.0  # far above the timeouts set here, far below a hang
 TRACES = list(TraceFactory(seed=1, n_candidates=2).traces(3))
 Elsewhere = Callable[[str], Awaitable[DecisionTrace | None]]
 
@@ -66,24 +66,6 @@ async def proxied(store: StubStore, pending: dict[str, DecisionTrace] | None = N
         async with TestServer(app) as server:
             assert server.port is not None
             yield server.port
-
-
-async def exchange(port: int, *parts: bytes, pause_s: float = 0.0) -> tuple[int, dict[str, str], bytes]:
-    """Send ``parts`` on a new connection; the answer, or TimeoutError after PATIENCE_S."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        for i, part in enumerate(parts):
-            if i and pause_s:
-                await asyncio.sleep(pause_s)
-            writer.write(part)
-            await writer.drain()
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), PATIENCE_S)
-        status_line, *lines = head.decode().split("\r\n")
-        headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines if ln)}
-        body = await asyncio.wait_for(reader.readexactly(int(headers.get("content-length", "0"))), PATIENCE_S)
-        return int(status_line.split()[1]), headers, body
-    finally:
-        writer.close()
 
 
 def intake_head(length: int) -> bytes:

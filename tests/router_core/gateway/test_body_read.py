@@ -19,8 +19,14 @@ HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: ap
 
 
 async def exchange(client: Any, *parts: bytes, pause_s: float = 0.0) -> tuple[int, dict[str, str], bytes]:
+    """Send ``parts`` to the test client's server (see :func:`exchange_at`)."""
+    return await exchange_at(client.server.port, *parts, pause_s=pause_s, host=client.server.host)
+
+
+async def exchange_at(port: int, *parts: bytes, pause_s: float = 0.0,
+                      host: str = "127.0.0.1") -> tuple[int, dict[str, str], bytes]:
     """Send ``parts`` on a new connection (``pause_s`` between them); the answer, or TimeoutError after PATIENCE_S."""
-    reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
+    reader, writer = await asyncio.open_connection(host, port)
     try:
         for i, part in enumerate(parts):
             if i and pause_s:
@@ -30,7 +36,7 @@ async def exchange(client: Any, *parts: bytes, pause_s: float = 0.0) -> tuple[in
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), PATIENCE_S)
         status_line, *lines = head.decode().split("\r\n")
         headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines if ln)}
-        body = await asyncio.wait_for(reader.readexactly(int(headers["content-length"])), PATIENCE_S)
+        body = await asyncio.wait_for(reader.readexactly(int(headers.get("content-length", "0"))), PATIENCE_S)
         return int(status_line.split()[1]), headers, body
     finally:
         writer.close()
