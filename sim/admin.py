@@ -1,6 +1,7 @@
 """The admin endpoints of a simulated instance: fault injection and forced gauge values.
 
-- ``GET /admin/faults``: ``{"active": [...], "history": [...]}``, each a fault record.
+- ``GET /admin/faults``: ``{"active": [...], "history": [...]}``, each a fault record: a fault still in
+  force is under ``active`` only, ``history`` lists those that ended (cleared, expired, restarted).
 - ``POST /admin/faults`` with a :class:`sim.faults.FaultSpec` body: starts it, answers 201 and the record.
 - ``DELETE /admin/faults`` ends every active fault; ``DELETE /admin/faults/{id}`` ends one (404 if unknown).
 - ``GET``/``POST /admin/overrides``: gauge values forced regardless of load (null clears one).
@@ -50,7 +51,7 @@ def add_admin_routes(app: web.Application, instance: LifecycleMixin) -> None:
         instance.faults.expire()
         return json_response({"instance": instance.spec.id,
                               "active": [r.to_json() for r in instance.faults.active()],
-                              "history": [r.to_json() for r in instance.faults.history]})
+                              "history": [r.to_json() for r in instance.faults.ended()]})
 
     async def post_fault(request: web.Request) -> web.Response:
         spec = _parse(FaultSpec, await request.read(), "fault")

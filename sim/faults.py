@@ -117,7 +117,7 @@ Listener = Callable[[Literal["start", "end"], FaultRecord], None]
 
 
 class FaultBook:
-    """Active and past faults of one instance.
+    """Active and past faults of one instance (``history`` holds every fault started, active or ended).
 
     Args:
         instance: The instance id, copied into records.
@@ -166,6 +166,10 @@ class FaultBook:
     def active(self, kind: FaultKind | None = None) -> list[FaultRecord]:
         """Active faults, all or of one kind (call :meth:`expire` first)."""
         return [r for r in self._active if kind is None or r.kind is kind]
+
+    def ended(self) -> list[FaultRecord]:
+        """Faults that have ended, in the order they started (an active one is in :meth:`active` only)."""
+        return [r for r in self.history if r.ended_at is not None]
 
     def by_id(self, fault_id: str) -> FaultRecord | None:
         """The record with ``fault_id``, active or past."""

@@ -83,6 +83,17 @@ class Sent:
     answer: str | None
 
 
+def _described(exc: Exception) -> str:
+    """``Class: message``, and under a connection error the transport's error class (``(ConnectError)``: none made).
+
+    Only the class of the cause: its message could name more than the request's fate.
+    """
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, openai.APIConnectionError) and exc.__cause__ is not None:
+        text += f" ({type(exc.__cause__).__name__})"
+    return text[:_MAX_ERROR_CHARS]
+
+
 async def send_chat(client: AsyncOpenAI, index: int, query: Query, messages: list[dict[str, str]],
                     clock: Callable[[], float], *, sent_at_s: float = 0.0, stream: bool = False,
                     session: str | None = None, turn: int = 0) -> Sent:
@@ -131,7 +142,7 @@ async def send_chat(client: AsyncOpenAI, index: int, query: Query, messages: lis
     except Exception as exc:  # connection errors, timeouts, and bodies the SDK cannot read (garbage)
         return Sent(TrafficResult(**base, status="error", http_status=None, latency_ms=(clock() - started) * 1000,
                                   request_id=headers.get("x-request-id") if headers else None,
-                                  error=f"{type(exc).__name__}: {exc}"[:_MAX_ERROR_CHARS],
+                                  error=_described(exc),
                                   instance=headers.get("x-routelens-instance") if headers else None,
                                   model=headers.get("x-routelens-model") if headers else None), None)
     return Sent(TrafficResult(**base, status="ok", http_status=status, latency_ms=(clock() - started) * 1000,

@@ -9,7 +9,10 @@ from typing import Any
 
 from sim.traffic import TrafficResult
 
-__all__ = ["format_traffic", "percentile", "summarise"]
+__all__ = ["UNREACHABLE", "error_kind", "failure", "format_traffic", "percentile", "summarise"]
+
+UNREACHABLE = "no connection"  # the kind of an error where no connection to the gateway was made
+_KINDS = {"APITimeoutError": "timeout"}
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -20,13 +23,25 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))], 3)
 
 
+def error_kind(result: TrafficResult) -> str | None:
+    """What went wrong with ``result`` in a few words (``HTTP 503``, ``no connection``, ``timeout``); None when ok."""
+    if result.status == "ok":
+        return None
+    if result.http_status is not None:
+        return f"HTTP {result.http_status}"
+    name, _, rest = (result.error or "error").partition(":")  # send_chat writes "ErrorClass: message (Cause)"
+    if name == "APIConnectionError":  # refused or no such host (httpx's ConnectError), or a connection cut short
+        return UNREACHABLE if rest.endswith("(ConnectError)") else "connection dropped"
+    return _KINDS.get(name, name)
+
+
 def summarise(results: Sequence[TrafficResult]) -> dict[str, Any]:
     """Figures of a run; no query text, only classes and counts.
 
     Returns:
         ``requests``, ``errors``, ``latency_ms`` (p50/p95/p99 of successes), ``accuracy`` (share of
         graded answers that were correct), ``misroutes`` (served by another model than expected),
-        ``feedback_accepted``, ``sessions``, ``by_class`` and ``served_by``.
+        ``feedback_accepted``, ``sessions``, ``by_class``, ``served_by`` and ``errors_by_kind`` (most first).
     """
     ok = [r for r in results if r.status == "ok"]
     graded = [r for r in ok if r.grade is not None]
@@ -42,11 +57,29 @@ def summarise(results: Sequence[TrafficResult]) -> dict[str, Any]:
         "sessions": len({r.session for r in results if r.session}),
         "by_class": dict(sorted(Counter(r.cls for r in results).items())),
         "served_by": dict(sorted(Counter(r.instance for r in ok if r.instance).items())),
+        "errors_by_kind": dict(Counter(k for r in results if (k := error_kind(r)) is not None).most_common()),
     }
 
 
+def _kinds(summary: dict[str, Any]) -> str:
+    return ", ".join(f"{n} {kind}" for kind, n in summary["errors_by_kind"].items())
+
+
+def failure(summary: dict[str, Any], gateway: str) -> str | None:
+    """The one line saying a run failed as a whole (every request failed); None when any request succeeded.
+
+    ``the gateway at URL could not be reached`` when no request got a connection, else how they failed.
+    """
+    n, errors = summary["requests"], summary["errors"]
+    if n == 0 or errors < n:
+        return None
+    if summary["errors_by_kind"].keys() == {UNREACHABLE}:
+        return f"the gateway at {gateway} could not be reached: none of the {n} requests got a connection"
+    return f"all {n} requests to the gateway at {gateway} failed ({_kinds(summary)})"
+
+
 def format_traffic(summary: dict[str, Any]) -> str:
-    """Two lines for the terminal."""
+    """Two lines for the terminal, and a third naming the kinds of errors when there were any."""
     lat = summary["latency_ms"]
 
     def ms(v: float | None) -> str:
@@ -56,4 +89,5 @@ def format_traffic(summary: dict[str, Any]) -> str:
     return (f"traffic: {summary['requests']} requests, {summary['errors']} errors, {summary['sessions']} sessions, "
             f"latency p50/p95/p99 {ms(lat['p50'])}/{ms(lat['p95'])}/{ms(lat['p99'])} ms\n"
             f"  accuracy {'-' if acc is None else f'{acc:.1%}'}, misroutes {summary['misroutes']}, "
-            f"feedback accepted {summary['feedback_accepted']}")
+            f"feedback accepted {summary['feedback_accepted']}"
+            + (f"\n  errors: {_kinds(summary)}" if summary["errors"] else ""))

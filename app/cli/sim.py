@@ -149,8 +149,16 @@ def _faults(args: argparse.Namespace) -> int:
     return 0 if status == 200 else 2
 
 
+class _Unreachable(Exception):
+    """Nothing answers at the gateway's address (refused, no such host, no route): the message says why."""
+
+
 def _profiles(args: argparse.Namespace, gateway: str) -> dict[str, Any]:
-    """Behaviour of the models the gateway serves: the built-in mix, overridden by the config's."""
+    """Behaviour of the models the gateway serves: the built-in mix, overridden by the config's.
+
+    Raises:
+        _Unreachable: No connection to the gateway could be made (a timeout is not this: it is running).
+    """
     from sim.behaviour import BUILTIN_MODELS
 
     known: dict[str, Any] = {m.name: m.profile for m in BUILTIN_MODELS}
@@ -159,6 +167,10 @@ def _profiles(args: argparse.Namespace, gateway: str) -> dict[str, Any]:
     try:
         _, listing = _call("GET", f"{gateway}/v1/models")
         served = {card["id"] for card in listing["data"]}
+    except urllib.error.URLError as exc:  # not an HTTPError: _call answers those
+        if isinstance(exc.reason, OSError) and not isinstance(exc.reason, TimeoutError):
+            raise _Unreachable(str(exc.reason.strerror or exc.reason).lower()) from exc
+        return {}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
     return {name: profile for name, profile in known.items() if name in served}
@@ -171,7 +183,7 @@ def _traffic(args: argparse.Namespace) -> int:
 
     from sim.rates import RateCurve
     from sim.scenarios import TrafficSpec
-    from sim.traffic_report import format_traffic, summarise
+    from sim.traffic_report import failure, format_traffic, summarise
     from sim.workload import plan_workload, run_workload
 
     if not args.duration > 0:  # also NaN
@@ -195,8 +207,13 @@ def _traffic(args: argparse.Namespace) -> int:
         fail(f"{exc}")
         return 2
     gateway = api_url(args)
+    try:
+        profiles = _profiles(args, gateway)
+    except _Unreachable as exc:  # found before the run, not after --duration seconds of failed requests
+        fail(f"the gateway at {gateway} could not be reached ({exc}); is it running? (--api)")
+        return 1
     plan = plan_workload(spec, args.duration, seed=args.seed)
-    results = asyncio.run(run_workload(gateway, plan, spec, profiles=_profiles(args, gateway)))
+    results = asyncio.run(run_workload(gateway, plan, spec, profiles=profiles))
     summary = summarise(results)
     print(format_traffic(summary))
     if args.json:
@@ -205,6 +222,9 @@ def _traffic(args: argparse.Namespace) -> int:
         except OSError as exc:
             fail(f"cannot write the summary to {args.json} (--json): {exc.strerror or exc}")
             return 2
+    if (whole := failure(summary, gateway)) is not None:  # some requests failing is a finding; all, a failed run
+        fail(whole)
+        return 1
     return 0
 
 
