@@ -15,6 +15,7 @@ from lark.exceptions import UnexpectedInput
 from router_core.rules.condition import guards as guard
 from router_core.rules.condition import ops
 from router_core.rules.condition.compiled import Atom, CompiledCondition
+from router_core.rules.condition.domains import out_of_domain
 from router_core.rules.condition.features import (
     FEATURES,
     Type,
@@ -163,12 +164,14 @@ class ConditionCompiler:
             reads.extend(v for v in (left, right) if v.label)
             op = str(op_token)
             pred = self._compare(node, left, op, right)
+            literal = right_node
             if left.get is None and right.get is not None:
-                left, right, op = right, left, ops.MIRROR[op]
+                left, right, op, literal = right, left, ops.MIRROR[op], left_node
             fact = None
             if left.get is not None and left.label is not None and right.get is None:
                 fact = Fact.compare(left, op, right.const)
                 self._name(left, (right.const,))
+                self._in_domain(literal, left, op, right.const)
             if right.get is None and right.const is not None and op in _GUARD_OPS:
                 return pred, _guard(left, _GUARD_OPS[op], (right.const,)), fact
             return pred, None, fact
@@ -182,6 +185,9 @@ class ConditionCompiler:
             if value.get is not None and value.label is not None:
                 fact = Fact.member(value, consts, negated=kind == "not_in")
                 self._name(value, consts)
+                for item in children[1].children:  # type: ignore[union-attr]
+                    if item is not None:
+                        self._in_domain(item, value, "not in" if kind == "not_in" else "in", self._value(item).const)
             return pred, _guard(value, "in", consts) if kind == "in_" else None, fact
         value = self._value(children[0])
         if value.type == "bool":
@@ -196,6 +202,11 @@ class ConditionCompiler:
             return ops.truthy(value.get), _guard(value, "in", (True,)), Fact.boolean(value)
         _fail(node, f"{self._text(children[0])} is {_TYPE_NAMES[value.type]}, not true/false: compare it, "
                     f"as in {self._text(children[0])} == ...")
+
+    def _in_domain(self, literal: Node, feature: Value, op: str, const: Any) -> None:
+        """Record a problem at ``literal`` when ``feature`` (hour, weekday) never takes it (:mod:`.domains`)."""
+        if (problem := out_of_domain(feature.label, op, const)) is not None:
+            self.error(literal, problem)
 
     def _compare(self, node: Node, left: Value, op: str, right: Value) -> ops.Pred:
         if left.get is None and right.get is not None:

@@ -55,14 +55,20 @@ def reference(rules: RuleSet, req: RequestView) -> Match:
 
 
 # Small domains, so requests sit on the rules' boundaries (value == constant) and every type oddity meets them.
-FEATURES = ["input_length", "intent_confidence", "request_time.hour", "metadata.n", "metadata.a.b"]
+FEATURES = ["input_length", "intent_confidence", "metadata.n", "metadata.a.b"]
 STRINGS = ["language", "intent", "header('x-a')", "metadata.n"]
 NUMBERS = ["0", "1", "2", "8000"]
+# The hour with hours every comparison can hold and fail for (an hour out of 0-23, or `< 0`, is a policy error)
+HOUR, HOURS = "request_time.hour", ["1", "2", "12"]
 WORDS = ["'zh'", "'gold'", "'1'"]
 ATOMS = st.one_of(
     st.builds("{} {} {}".format, st.sampled_from(FEATURES), st.sampled_from(["==", "!=", "<", "<=", ">", ">="]),
               st.sampled_from(NUMBERS)),
     st.builds("{} {} {}".format, st.sampled_from(NUMBERS), st.sampled_from(["<", ">="]), st.sampled_from(FEATURES)),
+    st.builds("{} {} {}".format, st.just(HOUR), st.sampled_from(["==", "!=", "<", "<=", ">", ">="]),
+              st.sampled_from(HOURS)),
+    st.builds("{} {} {}".format, st.sampled_from(HOURS), st.sampled_from(["<", ">="]), st.just(HOUR)),
+    st.builds("{} in [{}]".format, st.just(HOUR), st.lists(st.sampled_from(HOURS), max_size=3).map(",".join)),
     st.builds("{} {} {}".format, st.sampled_from(STRINGS), st.sampled_from(["==", "!="]), st.sampled_from(WORDS)),
     st.builds("{} in [{}]".format, st.sampled_from(STRINGS),
               st.lists(st.sampled_from(WORDS), max_size=3).map(",".join)),
