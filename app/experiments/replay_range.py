@@ -225,7 +225,12 @@ def replay_range(source: Path | TraceStore, since: datetime, until: datetime, fl
 
 
 def _delta(d: Any, basis: str) -> PredictedDelta:
+    """The delta of ``d`` (a tally's), its basis naming the flips it leaves out and why (never a silent gap)."""
     total = d.new_sum - d.old_sum
+    if d.left_out:
+        n = sum(d.left_out.values())
+        basis += f"; leaves out {n:,} flip{'' if n == 1 else 's'}: " + \
+            ", ".join(f"{why} ({k:,})" for why, k in sorted(d.left_out.items(), key=lambda kv: (-kv[1], kv[0])))
     return PredictedDelta(
         basis=basis, requests=d.requests, old_mean=d.old_sum / d.flipped if d.flipped else None,
         new_mean=d.new_sum / d.flipped if d.flipped else None,

@@ -208,12 +208,39 @@ class Replayer:
         got._terms = {c["instance"]: list(c["score_terms"]) for c in scored}
         return got
 
-    def latency_of(self, instance: str | None, got: Replayed) -> float | None:
-        """The latency scorer's prediction (ms) for ``instance`` from its recorded state, or None."""
-        if instance is None or (p := got.prepared.get(instance)) is None:
+    def latency_of(self, instance: str | None, got: Replayed, row: ReplayRow | None = None) -> float | None:
+        """The latency scorer's prediction (ms) for ``instance`` from its recorded state, or None.
+
+        From the candidate as the new decision prepared it. A decision ``Router.decide`` made (a
+        rule's, the router's modes, a session's) keeps no prepared candidates: given ``row``, the
+        candidate is prepared from the row's state as ``rank`` prepares it. With ``row``, an
+        instance whose state the trace does not hold has no prediction (the router would have read a
+        never-scraped snapshot: nothing recorded to predict from). None also for no instance, or
+        one not in this policy's fleet.
+        """
+        if instance is None or (row is not None and instance not in row.states):
+            return None
+        p = got.prepared.get(instance)
+        if p is None and row is not None:
+            p = self._prepared(instance, row)
+        if p is None:
             return None
         spec: InstanceSpec = p.candidate.spec
         return predicted_latency_ms(p.candidate, self.policy.models.get(spec.model, _DEFAULT_PROFILE))
+
+    def _prepared(self, instance: str, row: ReplayRow) -> Prepared | None:
+        """``instance`` prepared for ``row`` at its time (``Router.rank`` for the instance's model, no rule settled)."""
+        spec = self.specs.get(instance)
+        if spec is None or row.features is None:
+            return None
+        features = row.features.model_copy(update={"requested_model": spec.model})
+        ctx = DecisionContext(request_id=row.request_id, features=features, intent=row.intent, now=row.ts,
+                              quality=self.quality_for(row))
+        try:
+            ranked = self.router.rank(ctx, self.state_for(row))
+        except UnknownModel:
+            return None
+        return None if ranked is None else ranked.prepared.get(instance)
 
     def cost_of(self, instance: str | None) -> float | None:
         """The fleet's per-request cost of ``instance`` under this policy, or None when it has none."""

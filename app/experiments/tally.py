@@ -88,16 +88,24 @@ def cause_of(row: ReplayRow, got: Replayed, fleet: Collection[str]) -> tuple[str
 
 @dataclass
 class _Delta:
+    """A predicted difference over the flips of a replay.
+
+    ``requests`` counts the unflipped (0) and the flips both values are known for; ``left_out`` counts
+    the other flips by why a value is unknown (the report says so: no flip is left out silently).
+    """
+
     requests: int = 0
     flipped: int = 0
     old_sum: float = 0.0
     new_sum: float = 0.0
+    left_out: Counter[str] = field(default_factory=Counter)
 
-    def add(self, old: float | None, new: float | None, flipped: bool) -> None:
+    def add(self, old: float | None, new: float | None, flipped: bool, why: str = "no prediction") -> None:
         if not flipped:
             self.requests += 1
             return
         if old is None or new is None:
+            self.left_out[why] += 1
             return
         self.requests += 1
         self.flipped += 1
@@ -109,6 +117,21 @@ class _Delta:
         self.flipped += other.flipped
         self.old_sum += other.old_sum
         self.new_sum += other.new_sum
+        self.left_out.update(other.left_out)
+
+
+def _unknown(row: ReplayRow, got: Replayed, fleet: Collection[str], old: float | None, what: str) -> str:
+    """Why a flip's predicted ``what`` (cost, latency) is unknown for the stored (``old`` None) or the new choice."""
+    if got.instance is None:
+        return "served nowhere by the new policy"
+    if row.instance is None:
+        return "the stored decision served nowhere"
+    if old is None:
+        return f"stored instance not in the new fleet and no {what} stored" if row.instance not in fleet \
+            else f"no {what} for the stored instance"
+    if got.instance not in row.states:
+        return "newly chosen instance not among the stored candidates, so no state of it in the trace"
+    return f"no {what} for the newly chosen instance"
 
 
 @dataclass
@@ -166,8 +189,17 @@ class Tally:
             self.model_flips += old_m != new_m
             self.causes[cause_of(row, got, replayer.specs)] += 1
             old_cost = replayer.cost_of(row.instance)
-            self.cost.add(old_cost if old_cost is not None else row.cost, replayer.cost_of(got.instance), True)
-            self.latency.add(replayer.latency_of(row.instance, got), replayer.latency_of(got.instance, got), True)
+            old_cost = old_cost if old_cost is not None else row.cost
+            new_cost = replayer.cost_of(got.instance)
+            if old_cost is None or new_cost is None:
+                self.cost.add(None, None, True, _unknown(row, got, replayer.specs, old_cost, "cost"))
+            else:
+                self.cost.add(old_cost, new_cost, True)
+            old_ms, new_ms = replayer.latency_of(row.instance, got, row), replayer.latency_of(got.instance, got, row)
+            if old_ms is None or new_ms is None:
+                self.latency.add(None, None, True, _unknown(row, got, replayer.specs, old_ms, "latency"))
+            else:
+                self.latency.add(old_ms, new_ms, True)
         else:
             self.cost.add(None, None, False)
             self.latency.add(None, None, False)
