@@ -202,6 +202,10 @@ class DecisionTrace(ContractModel):
                                          description="The W3C trace flags (2 hex) the request carried and passed "
                                                      "upstream: the client's, ``01`` (sampled) for a trace begun "
                                                      "here. The exporter honours a client's unsampled ``00``.")
+    otel_trace_state: str | None = Field(None, max_length=512,
+                                         description="The client's W3C ``tracestate``, as passed upstream with each "
+                                                     "attempt's ``traceparent``; the exported spans carry it. None: "
+                                                     "the request had none.")
 
     def terms_of(self, candidate: CandidateEval) -> list[tuple[str, float, float, float]]:
         """Return ``(name, raw, weight, weighted)`` for each score term of ``candidate``."""

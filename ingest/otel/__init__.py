@@ -7,7 +7,7 @@ path) and registers :class:`OtelCollector` on its ``/metrics``.
 
 from ingest.otel.build import EXPORTER_NAME, build_otel_sink, traces_endpoint
 from ingest.otel.metrics import OtelCollector
-from ingest.otel.sink import OtelStats, OtlpSink, Transport
+from ingest.otel.sink import OtelStats, OtlpExportFailed, OtlpSink, Transport
 from ingest.otel.spans import PlainSpan, SpanBuilder, ids_of, to_readable, trace_url
 from ingest.otel.transport import OtlpHttp
 from ingest.otel.wire import encode_request
@@ -16,6 +16,7 @@ __all__ = [
     "EXPORTER_NAME",
     "OtelCollector",
     "OtelStats",
+    "OtlpExportFailed",
     "OtlpHttp",
     "OtlpSink",
     "PlainSpan",

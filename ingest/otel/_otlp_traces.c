@@ -28,7 +28,8 @@
     X(attempts) X(candidates) X(completion_tokens) X(constraint) X(cost) X(decision_trace) X(duration_us)       \
     X(error_class) X(experiment_arm) X(fallback_reason) X(fallback_triggered) X(feasible) X(features)           \
     X(http_status) X(instance) X(instances) X(intent) X(intent_confidence) X(kind) X(latency_ms) X(max_tokens)  \
-    X(metric) X(mode) X(model) X(op) X(otel_parent_span_id) X(outcome) X(plugin) X(policy_hash) X(prompt_tokens) \
+    X(metric) X(mode) X(model) X(op) X(otel_parent_span_id) X(otel_trace_state) X(outcome) X(plugin)             \
+    X(policy_hash) X(prompt_tokens)                                                                                \
     X(query_hash) X(rank) X(reason) X(rejected) X(request_id) X(requested_model) X(router_version) X(rule)      \
     X(selected_instance) X(selected_model) X(selection_probability) X(seq) X(severity) X(span_id) X(start_ms)    \
     X(status) X(step) X(threshold) X(total) X(total_ms) X(ttft_ms) X(value) X(violations)
@@ -141,9 +142,9 @@ static int name_field(Buf *b, const char *prefix, PyObject *s) {
     return put_byte(b, 0x2A) || put_varint(b, p + (size_t)n) || put(b, prefix, p) || put(b, u, (size_t)n) ? -1 : 0;
 }
 
-/* A span's ids (fields 1, 2 and 4; parent None: a root) */
-static int span_head(Buf *b, PyObject *trace_id, PyObject *span_id, PyObject *parent) {
-    return id_field(b, 0x0A, trace_id, 16) || id_field(b, 0x12, span_id, 8) ||
+/* A span's ids and the trace's state (fields 1 to 4; parent None: a root; state None: none, else a str) */
+static int span_head(Buf *b, PyObject *trace_id, PyObject *span_id, PyObject *state, PyObject *parent) {
+    return id_field(b, 0x0A, trace_id, 16) || id_field(b, 0x12, span_id, 8) || trace_state(b, state) ||
                    (parent != Py_None && id_field(b, 0x22, parent, 8))
                ? -1 : 0;
 }
@@ -214,8 +215,8 @@ static int attrs_from(Buf *b, uint8_t tag, PyObject *d, const Attr *attrs, size_
 #define ATTRS(b, tag, d, table, required) attrs_from(b, tag, d, table, sizeof table / sizeof *table, required)
 
 /* The request span (spans.SpanBuilder.spans and _request_attrs) */
-static int request_span(Buf *b, PyObject *t, PyObject *trace_id, PyObject *span_id, int64_t start, int64_t end,
-                        PyObject *outcome, int failed, PyObject *url) {
+static int request_span(Buf *b, PyObject *t, PyObject *trace_id, PyObject *span_id, PyObject *state, int64_t start,
+                        int64_t end, PyObject *outcome, int failed, PyObject *url) {
     static const Attr of_trace[] = {{"routelens.request_id", &k_request_id}, {"routelens.query_hash", &k_query_hash}};
     static const Attr of_outcome[] = {{"routelens.outcome", &k_status}, {"http.response.status_code", &k_http_status}};
     static const Attr usage[] = {
@@ -227,7 +228,7 @@ static int request_span(Buf *b, PyObject *t, PyObject *trace_id, PyObject *span_
     if (!PyDict_CheckExact(features)) return DECLINED;
     NEED(model, features, requested_model);
     GET(parent, t, otel_parent_span_id);
-    TRY(span_head(b, trace_id, span_id, parent));
+    TRY(span_head(b, trace_id, span_id, state, parent));
     TRY(name_field(b, "chat ", model));
     TRY(span_times(b, 1, start, end));
     TRY(kv_ascii(b, 0x4A, "gen_ai.operation.name", "chat"));
@@ -379,7 +380,7 @@ static int events(Buf *b, PyObject *steps, PyObject *candidates, int64_t start) 
 
 /* The decision span (spans.SpanBuilder._decision_attrs), then its events */
 static int decision_span(Buf *b, PyObject *t, PyObject *trace_id, PyObject *request_span, PyObject *decision_id,
-                         int64_t start, int64_t end, PyObject *url) {
+                         PyObject *state, int64_t start, int64_t end, PyObject *url) {
     PyObject *candidates, *steps, *v;
     NEED(candidates, t, candidates);
     NEED(steps, t, decision_trace);
@@ -393,7 +394,7 @@ static int decision_span(Buf *b, PyObject *t, PyObject *trace_id, PyObject *requ
         if (yes < 0) return -1;
         feasible += yes;
     }
-    TRY(span_head(b, trace_id, decision_id, request_span));
+    TRY(span_head(b, trace_id, decision_id, state, request_span));
     if (put(b, "\x2a\x10" "routelens.decide", 18)) return -1;
     TRY(span_times(b, 0, start, end));
     TRY(kv_ascii(b, 0x4A, "openinference.span.kind", "DECISION"));
@@ -425,7 +426,7 @@ static int decision_span(Buf *b, PyObject *t, PyObject *trace_id, PyObject *requ
 
 /* One attempt's span (spans.SpanBuilder.spans and _attempt_attrs); *at: where the one before ended */
 static int attempt_span(Buf *b, PyObject *a, PyObject *trace_id, PyObject *span_id, PyObject *request_span,
-                        int64_t start, int64_t *at_) {
+                        PyObject *state, int64_t start, int64_t *at_) {
     PyObject *sent, *latency, *instance, *status, *v, *error = NULL;
     int64_t at = *at_;
     GET(sent, a, start_ms);
@@ -442,7 +443,7 @@ static int attempt_span(Buf *b, PyObject *a, PyObject *trace_id, PyObject *span_
     if (failed) TRY(error_of(error_class, empty_str, &error));
     Py_ssize_t span = open_field(b, 0x12);
     if (span < 0) return -1;
-    TRY(span_head(b, trace_id, span_id, request_span));
+    TRY(span_head(b, trace_id, span_id, state, request_span));
     TRY(name_field(b, "routelens.attempt ", instance));
     TRY(span_times(b, 2, at, end));
     NEED(v, a, seq);
@@ -451,6 +452,7 @@ static int attempt_span(Buf *b, PyObject *a, PyObject *trace_id, PyObject *span_
     NEED(v, a, model);
     TRY(kv(b, 0x4A, "gen_ai.request.model", v));
     TRY(kv(b, 0x4A, "routelens.attempt.status", status));
+    TRY(kv(b, 0x4A, "routelens.attempt.latency_ms", latency));
     GET(v, a, http_status);
     TRY(kv_opt(b, 0x4A, "http.response.status_code", v));
     TRY(kv_opt(b, 0x4A, "error.type", error_class));
@@ -461,8 +463,8 @@ static int attempt_span(Buf *b, PyObject *a, PyObject *trace_id, PyObject *span_
 }
 
 /* Each attempt's span, after the decision's */
-static int attempt_spans(Buf *b, PyObject *t, PyObject *trace_id, PyObject *request_span, int64_t start,
-                         int64_t decision_end, PyObject *attempt_id, Py_ssize_t *spans) {
+static int attempt_spans(Buf *b, PyObject *t, PyObject *trace_id, PyObject *request_span, PyObject *state,
+                         int64_t start, int64_t decision_end, PyObject *attempt_id, Py_ssize_t *spans) {
     PyObject *attempts;
     NEED(attempts, t, attempts);
     if (!PyList_CheckExact(attempts)) return DECLINED;
@@ -477,7 +479,7 @@ static int attempt_spans(Buf *b, PyObject *t, PyObject *trace_id, PyObject *requ
             NEED(seq, a, seq);
             if (!(span_id = derived = PyObject_CallFunctionObjArgs(attempt_id, request_span, seq, NULL))) return -1;
         }
-        int r = attempt_span(b, a, trace_id, span_id, request_span, start, &at);
+        int r = attempt_span(b, a, trace_id, span_id, request_span, state, start, &at);
         Py_XDECREF(derived);
         if (r) return r;
         ++*spans;
@@ -498,7 +500,7 @@ static int trace_spans(Buf *b, PyObject *t, const Builder *builder, Py_ssize_t *
     int r = DECLINED;
     PyObject *url = NULL;
     int64_t start;
-    PyObject *outcome, *latency, *total, *status;
+    PyObject *outcome, *latency, *total, *status, *state;
     if (!h || !PyTuple_Check(h) || PyTuple_GET_SIZE(h) != 4 || !PyLong_CheckExact(PyTuple_GET_ITEM(h, 3))) goto done;
     start = PyLong_AsLongLong(PyTuple_GET_ITEM(h, 3));
     if (start < 0) goto done; /* -1 with OverflowError too: declined */
@@ -510,6 +512,11 @@ static int trace_spans(Buf *b, PyObject *t, const Builder *builder, Py_ssize_t *
         r = missing || !PyErr_Occurred() ? DECLINED : -1;
         goto done;
     }
+    if (!(state = get(t, k_otel_trace_state))) {
+        r = -1;
+        goto done;
+    }
+    if (state != Py_None && !PyUnicode_Check(state)) goto done; /* declined: the encoder refuses the builder's spans */
     int64_t decision_end, request_end;
     if ((r = after(start, latency, 1e6, &decision_end)) || (r = after(start, total, 1e6, &request_end))) goto done;
     if (request_end < decision_end) request_end = decision_end;
@@ -526,15 +533,15 @@ static int trace_spans(Buf *b, PyObject *t, const Builder *builder, Py_ssize_t *
         }
     }
     Py_ssize_t at = open_field(b, 0x12);
-    if (at < 0 || (r = request_span(b, t, trace_id, span_id, start, request_end, outcome, failed, url)) ||
+    if (at < 0 || (r = request_span(b, t, trace_id, span_id, state, start, request_end, outcome, failed, url)) ||
         (r = close_field(b, at)))
         goto done;
     if ((at = open_field(b, 0x12)) < 0 ||
-        (r = decision_span(b, t, trace_id, span_id, decision_id, start, decision_end, url)) ||
+        (r = decision_span(b, t, trace_id, span_id, decision_id, state, start, decision_end, url)) ||
         (r = close_field(b, at)))
         goto done;
     *spans += 2;
-    r = attempt_spans(b, t, trace_id, span_id, start, decision_end, builder->attempt_id, spans);
+    r = attempt_spans(b, t, trace_id, span_id, state, start, decision_end, builder->attempt_id, spans);
 done:
     /* What raised (the builder's heads, a value the encoder refuses: TypeError, OverflowError,
      * ValueError, UnicodeEncodeError) is a shape not known here; only running out of memory is an

@@ -18,7 +18,7 @@
 #define MAX_DEPTH 32 /* arrays of arrays */
 
 /* PlainSpan's and PlainEvent's fields, by position */
-enum { S_TRACE, S_SPAN, S_PARENT, S_REMOTE, S_NAME, S_KIND, S_START, S_END, S_ATTRS, S_EVENTS, S_ERROR, S_N };
+enum { S_TRACE, S_SPAN, S_PARENT, S_REMOTE, S_NAME, S_KIND, S_START, S_END, S_ATTRS, S_EVENTS, S_ERROR, S_STATE, S_N };
 enum { E_NAME, E_TIME, E_ATTRS, E_N_MIN = 3 };
 
 int str_field(Buf *b, uint8_t tag, PyObject *s) {
@@ -171,11 +171,22 @@ static int span_kind(PyObject *kind, unsigned long long *out) { /* SpanKind (or 
     return 0;
 }
 
+/* A span's trace_state (field 3): a str, written as it is unless empty; None: none */
+int trace_state(Buf *b, PyObject *state) {
+    if (state == Py_None) return 0;
+    if (!PyUnicode_Check(state)) {
+        PyErr_Format(PyExc_TypeError, "expected a str, not %.100s", Py_TYPE(state)->tp_name);
+        return -1;
+    }
+    return PyUnicode_GET_LENGTH(state) ? str_field(b, 0x1A, state) : 0;
+}
+
 int span(Buf *b, PyObject *s) {
     if (!field_of(s, S_N, "PlainSpan")) return -1;
     PyObject *parent = PyTuple_GET_ITEM(s, S_PARENT), *error = PyTuple_GET_ITEM(s, S_ERROR);
     unsigned long long kind;
     if (id_field(b, 0x0A, PyTuple_GET_ITEM(s, S_TRACE), 16) || id_field(b, 0x12, PyTuple_GET_ITEM(s, S_SPAN), 8) ||
+        trace_state(b, PyTuple_GET_ITEM(s, S_STATE)) ||
         (parent != Py_None && id_field(b, 0x22, parent, 8)) || str_field(b, 0x2A, PyTuple_GET_ITEM(s, S_NAME)) ||
         span_kind(PyTuple_GET_ITEM(s, S_KIND), &kind) || put_byte(b, 0x30) || put_varint(b, kind + 1) ||
         time_field(b, 0x39, PyTuple_GET_ITEM(s, S_START)) || time_field(b, 0x41, PyTuple_GET_ITEM(s, S_END)) ||

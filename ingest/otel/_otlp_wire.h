@@ -88,6 +88,7 @@ static inline int close_field(Buf *b, Py_ssize_t start) {
 
 int str_field(Buf *b, uint8_t tag, PyObject *s);           /* a str's UTF-8 */
 int id_field(Buf *b, uint8_t tag, PyObject *s, int size);  /* hex of exactly 2 * size digits, as bytes */
+int trace_state(Buf *b, PyObject *state);                  /* a span's trace_state: None, or a str */
 int any_value(Buf *b, PyObject *v, int depth);             /* an AnyValue's body */
 int attributes(Buf *b, uint8_t tag, PyObject *attrs);      /* a mapping's items as KeyValues */
 int span(Buf *b, PyObject *s);                             /* a PlainSpan's Span body */

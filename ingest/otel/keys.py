@@ -1,8 +1,10 @@
 """Span and attribute names of the exported span tree, in one place.
 
 ``gen_ai.*`` are the OpenTelemetry GenAI semantic conventions, ``openinference.*``
-OpenInference's (what Phoenix and Arize read), ``routelens.*`` our own. Each value is said once:
-the request id and query hash on the request span, an attempt's latency in its span's times.
+OpenInference's (what Phoenix and Arize read), ``routelens.*`` our own. Each value is said once,
+on one span: the request id and query hash on the request span. A latency is also an attribute
+beside its span's times, as a number a backend can filter and aggregate on: the decision's
+``routelens.decision_ms``, an upstream attempt's ``routelens.attempt.latency_ms``.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ SEVERITY = "routelens.severity"
 # RouteLens: an attempt
 ATTEMPT_SEQ = "routelens.attempt.seq"
 ATTEMPT_STATUS = "routelens.attempt.status"
+ATTEMPT_LATENCY_MS = "routelens.attempt.latency_ms"  # the attempt's upstream latency (its span's length)
 INSTANCE = "routelens.instance"
 
 # span names

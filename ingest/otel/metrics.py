@@ -1,8 +1,9 @@
 """The exporter's counters on ``/metrics``: ``routelens_otel_spans_{exported,dropped}_total`` and the rest.
 
-Read at scrape time from :class:`ingest.otel.sink.OtelStats` (never double-counted). Records the
-exporter's queue dropped before any span was built (queue full) are the pipeline's
-``routelens_sink_dropped_records_total{sink="otel"}``.
+Read at scrape time from :class:`ingest.otel.sink.OtelStats` (never double-counted). These count
+spans; the pipeline's ``routelens_sink_{delivered,dropped}_records_total{sink="otel"}`` count
+records: delivered when the receiver took their spans (or they had none to send), dropped when
+the exporter's queue was full or their export failed (its spans are ``..._spans_dropped_total``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,11 @@ fields appended). Chunks keep the spans in hand few: building and encoding a who
 500 traces at once cost 46-49 µs per trace against 38-41 µs 32 at a time (the objects of a
 whole batch no longer fit the CPU's caches). A batch it could not send is dropped and counted
 (``routelens_otel_spans_dropped_total``): the store has every trace, and replaying spans to a
-tracing backend hours late helps no one.
+tracing backend hours late helps no one. ``write`` then raises :class:`OtlpExportFailed`, which
+the exporter's queue (:class:`ingest.pipeline.export_queue.ExportQueue`) takes as a batch given up
+at once: its records count as the pipeline's ``routelens_sink_dropped_records_total{sink="otel"}``,
+never as ``routelens_sink_delivered_records_total{sink="otel"}`` (the records whose spans the
+receiver took, and those with nothing to send: unsampled, or not traces).
 
 Sampling follows OpenTelemetry's ``ParentBased(TraceIdRatioBased)``: a request in a client's trace
 is exported when the client's ``traceparent`` says it sampled the trace (flag ``01``) and not when
@@ -26,25 +30,32 @@ whatever the draw.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 import orjson
 
+from ingest.errors import SinkError
 from ingest.kinds import Kind
 from ingest.otel.spans import PlainSpan, SpanBuilder, ids_of
 from ingest.otel.wire import encode_request, encode_traces
 from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult
 from schemas.sampling import ratio_keeps
 
-__all__ = ["CHUNK", "EncodedSpans", "OtelStats", "OtlpSink", "Transport"]
+__all__ = ["CHUNK", "EncodedSpans", "OtelStats", "OtlpExportFailed", "OtlpSink", "Transport"]
 
-log = logging.getLogger(__name__)
 CHUNK = 32  # traces built and encoded together
 # What a trace of another shape than the contract's makes the builder raise: the trace is refused, counted
 _SHAPE_ERRORS = (AttributeError, KeyError, TypeError, ValueError)
+
+
+class OtlpExportFailed(SinkError):
+    """The receiver did not take a batch's spans (refused, unreachable, too slow): they are dropped, counted.
+
+    Not :class:`~ingest.errors.SinkUnavailable`: the transport already retried what the OTLP
+    specification lets it retry, so the exporter's queue gives the batch up at once.
+    """
 
 
 class EncodedSpans(NamedTuple):
@@ -176,23 +187,28 @@ class OtlpSink:
         return [self._encode(spans)] if spans else []
 
     def write(self, prepared: PreparedBatch) -> WriteResult:
-        """Export the batch's spans in one request; when that fails they are dropped, counted."""
+        """Export the batch's spans in one request.
+
+        Raises:
+            OtlpExportFailed: The receiver did not take them: they are dropped and counted
+                (``dropped``, ``failed_exports``), and the batch's records are not delivered.
+        """
         encoded: list[EncodedSpans] = prepared.tables.get(Kind.TRACE) or []
         result = WriteResult(rejected=list(prepared.rejected))
         n = sum(chunk.spans for chunk in encoded)
         if not n:
             return result
+        problem = "refused or unreachable"  # the transport logged which, with the endpoint
         try:
             ok = self.transport.send(b"".join(chunk.body for chunk in encoded if chunk.spans))
-        except Exception as exc:  # noqa: BLE001  (the exporter's fault must not stop the pipeline's thread)
-            log.warning("OTLP export failed (%s: %s)", type(exc).__name__, exc)
-            ok = False
-        if ok:
-            self.stats.exported += n
-        else:
+        except Exception as exc:  # noqa: BLE001  (any fault of the transport is a failed export)
+            problem, ok = f"{type(exc).__name__}: {exc}", False
+        if not ok:
             self.stats.failed_exports += 1
             self.stats.dropped += n
-            log.warning("OTLP export failed: %d spans dropped (%d so far)", n, self.stats.dropped)
+            raise OtlpExportFailed(f"the OTLP receiver did not take {n} spans ({problem}); "
+                                   f"{self.stats.dropped} spans dropped so far")
+        self.stats.exported += n
         return result
 
     def _encode(self, spans: list[PlainSpan]) -> EncodedSpans:

@@ -13,6 +13,9 @@ gateway recorded and sent upstream in ``traceparent``, so the instance's spans h
 attempt that called it and the client's span is the request span's parent. A trace without
 them (from another router, through the intake) gets ids derived from its request id, so
 exporting it twice gives the same spans. The decision span's id is derived from the request's.
+A trace that carries the client's W3C ``tracestate`` (``otel_trace_state``: what the gateway
+passed on upstream with each attempt's ``traceparent``) gives it to every span as its
+``trace_state``, as an SDK's spans inherit their parent context's.
 
 Times: the trace stores when the decision began (``ts``), how long it took, and each attempt's
 start (``start_ms`` after ``ts``) and length; the request span runs ``outcome.total_ms`` from
@@ -43,7 +46,7 @@ from urllib.parse import quote
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
 from ingest.otel import keys
 
@@ -81,6 +84,7 @@ class PlainSpan(NamedTuple):
     attributes: Attrs
     events: list[PlainEvent]
     error: str | None  # None: status unset; a string (maybe empty): ERROR with that message
+    trace_state: str | None = None  # the W3C tracestate the request came with (None or empty: none)
 
 
 def _derived(*parts: str, size: int) -> str:
@@ -108,8 +112,9 @@ def _put(attrs: Attrs, key: str, value: Any) -> None:
         attrs[key] = value
 
 
-def _ctx(trace_id: str, span_id: str, *, remote: bool = False) -> SpanContext:
-    return SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=remote, trace_flags=_SAMPLED)
+def _ctx(trace_id: str, span_id: str, *, remote: bool = False, state: str | None = None) -> SpanContext:
+    return SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=remote, trace_flags=_SAMPLED,
+                       trace_state=TraceState.from_header([state]) if state else None)
 
 
 def margin_of(candidates: list[dict[str, Any]]) -> float | None:
@@ -157,13 +162,14 @@ class SpanBuilder:
         decision_end = start + int(trace["latency_ms"] * 1e6)
         end = max(start + int(outcome["total_ms"] * 1e6), decision_end)
         failed = outcome["status"] != "ok"
+        state = trace.get("otel_trace_state")
         out = [
             PlainSpan(trace_id, request_span, trace.get("otel_parent_span_id"), True,
                       f"chat {trace['features']['requested_model']}", SpanKind.SERVER, start, end,
-                      self._request_attrs(trace), [], (outcome.get("error_class") or "") if failed else None),
+                      self._request_attrs(trace), [], (outcome.get("error_class") or "") if failed else None, state),
             PlainSpan(trace_id, decision_span, request_span, False, keys.DECISION_SPAN,
                       SpanKind.INTERNAL, start, decision_end, self._decision_attrs(trace), self._events(trace, start),
-                      None),
+                      None, state),
         ]
         t = decision_end
         for attempt in trace["attempts"]:
@@ -173,7 +179,7 @@ class SpanBuilder:
             t_end = t + int(attempt["latency_ms"] * 1e6)
             out.append(PlainSpan(trace_id, span_id, request_span, False, f"{keys.ATTEMPT_SPAN} {attempt['instance']}",
                                  SpanKind.CLIENT, t, t_end, _attempt_attrs(attempt), [],
-                                 (attempt.get("error_class") or "") if attempt["status"] != "ok" else None))
+                                 (attempt.get("error_class") or "") if attempt["status"] != "ok" else None, state))
             t = t_end
         return out
 
@@ -272,17 +278,24 @@ def _step_attrs(step: Mapping[str, Any]) -> Attrs:
 
 def _attempt_attrs(attempt: Mapping[str, Any]) -> Attrs:
     attrs: Attrs = {keys.ATTEMPT_SEQ: attempt["seq"], keys.INSTANCE: attempt["instance"],
-                    keys.GEN_AI_REQUEST_MODEL: attempt["model"], keys.ATTEMPT_STATUS: attempt["status"]}
+                    keys.GEN_AI_REQUEST_MODEL: attempt["model"], keys.ATTEMPT_STATUS: attempt["status"],
+                    keys.ATTEMPT_LATENCY_MS: attempt["latency_ms"]}
     _put(attrs, keys.HTTP_STATUS, attempt.get("http_status"))
     _put(attrs, keys.ERROR_TYPE, attempt.get("error_class"))
     return attrs
 
 
 def to_readable(span: PlainSpan, resource: Resource, scope: InstrumentationScope) -> ReadableSpan:
-    """The SDK's ``ReadableSpan`` of a plain span (what an SDK exporter takes)."""
+    """The SDK's ``ReadableSpan`` of a plain span (what an SDK exporter takes).
+
+    Its ``trace_state`` is the SDK's parse of the header (whitespace around members dropped, and
+    nothing of a header with a malformed member); :mod:`ingest.otel.wire` sends the header as the
+    gateway passed it on.
+    """
     parent = None if span.parent_id is None else _ctx(span.trace_id, span.parent_id, remote=span.parent_remote)
     status = Status(StatusCode.UNSET) if span.error is None else Status(StatusCode.ERROR, span.error)
-    return ReadableSpan(name=span.name, context=_ctx(span.trace_id, span.span_id), parent=parent, resource=resource,
+    context = _ctx(span.trace_id, span.span_id, state=span.trace_state)
+    return ReadableSpan(name=span.name, context=context, parent=parent, resource=resource,
                         attributes=span.attributes, events=[Event(e.name, e.attributes, timestamp=e.time_ns)
                                                              for e in span.events],
                         kind=span.kind, status=status, start_time=span.start_ns, end_time=span.end_ns,

@@ -151,6 +151,8 @@ def _id(hex_id: str, size: int) -> bytes:
 
 def _span(span: PlainSpan) -> bytes:
     parts = [b"\x0a\x10", _id(span.trace_id, 16), b"\x12\x08", _id(span.span_id, 8)]
+    if span.trace_state is not None and (state := _text(span.trace_state)):  # as received; empty: none
+        parts.append(_field(0x1A, state))
     if span.parent_id is not None:
         parts += (b"\x22\x08", _id(span.parent_id, 8))
     parts += (_field(0x2A, _text(span.name)), b"\x30", _varint(span.kind.value + 1),

@@ -61,7 +61,8 @@ class TraceRecorder:
 
     def __init__(self, *, request_id: str, ts: datetime, router_version: str, policy_hash: str, query_hash: str,
                  features: RequestFeatures, intent: str | None = None, intent_confidence: float | None = None,
-                 experiment_arm: str | None = None, otel: tuple[str, str, str | None, str] | None = None) -> None:
+                 experiment_arm: str | None = None,
+                 otel: tuple[str, str, str | None, str, str | None] | None = None) -> None:
         self.request_id = request_id
         self.ts = ts
         self.features = features
@@ -71,9 +72,11 @@ class TraceRecorder:
             "query_hash": query_hash, "features": features, "intent": intent, "intent_confidence": intent_confidence,
             "experiment_arm": experiment_arm,
         }
-        if otel is not None:  # (trace id, request span id, the client's span id or None, flags): W3C trace context
+        if otel is not None:  # (trace id, request span id, the client's span id or None, flags, tracestate or None)
             h = self._head
-            h["otel_trace_id"], h["otel_span_id"], h["otel_parent_span_id"], h["otel_trace_flags"] = otel
+            h["otel_trace_id"], h["otel_span_id"], h["otel_parent_span_id"], h["otel_trace_flags"], state = otel
+            if state:
+                h["otel_trace_state"] = state
         self._decision: Decision | None = None
         self._candidates: tuple[CandidateEval, ...] | None = None  # the decision's, once prebuilt
         self._steps = Steps()

@@ -70,10 +70,10 @@ class Call:
     origin: float | None = None  # the perf clock at the trace's ts (attempts' start_ms count from it)
 
     @property
-    def otel(self) -> tuple[str, str, str | None, str] | None:
-        """The trace's ids and flags as the recorder takes them (None: no context)."""
+    def otel(self) -> tuple[str, str, str | None, str, str | None] | None:
+        """The trace's ids, flags and the client's tracestate as the recorder takes them (None: no context)."""
         t = self.trace
-        return None if t is None else (t.trace_id, t.span_id, t.parent_id, t.flags)
+        return None if t is None else (t.trace_id, t.span_id, t.parent_id, t.flags, t.tracestate)
 
 
 class ChatRunner:

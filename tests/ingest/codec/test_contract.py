@@ -53,7 +53,8 @@ def _full(trace: DecisionTrace) -> DecisionTrace:
     return trace.model_copy(update={
         "policy": step, "inputs": inputs, "shadow": shadow, "attempts": [*attempts, *trace.attempts],
         "experiment_arm": "b", "otel_trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "otel_span_id": "00f067aa0ba902b8",
-        "otel_parent_span_id": "00f067aa0ba902b9", "otel_trace_flags": "01", "selection_probability": 0.5})
+        "otel_parent_span_id": "00f067aa0ba902b9", "otel_trace_flags": "01", "otel_trace_state": "vendor=abc",
+        "selection_probability": 0.5})
 
 
 def _decided() -> list[DecisionTrace]:

@@ -6,6 +6,7 @@ import random
 from typing import Any
 
 import orjson
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags, set_span_in_context
@@ -14,7 +15,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from ingest.codec.encoder import Encoder
 from ingest.kinds import Kind
 from ingest.otel import OtelCollector, OtlpSink, PlainSpan, SpanBuilder
-from ingest.otel.sink import CHUNK, wanted
+from ingest.otel.sink import CHUNK, OtlpExportFailed, wanted
 from ingest.record_sink import RecordBatch
 from schemas import Attempt, AttemptStatus, DecisionTrace, Outcome, OutcomeStatus
 from schemas.sampling import ratio_keeps
@@ -219,7 +220,8 @@ def test_errors_and_fallbacks_are_exported_whatever_the_ratio() -> None:
 
 def test_a_failed_export_is_dropped_and_counted() -> None:
     sink = OtlpSink(Memory(refuse=True), SpanBuilder(), {})
-    sink.write(sink.prepare(stored(traced("r1"), traced("r2"))))
+    with pytest.raises(OtlpExportFailed, match="did not take 8 spans"):  # its records are not delivered
+        sink.write(sink.prepare(stored(traced("r1"), traced("r2"))))
     assert (sink.stats.exported, sink.stats.dropped, sink.stats.failed_exports) == (0, 8, 1)
     registry = CollectorRegistry()
     registry.register(OtelCollector(sink.stats))

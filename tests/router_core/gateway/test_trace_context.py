@@ -106,6 +106,16 @@ def test_client_trace_is_joined_and_each_attempt_sends_its_own_span() -> None:
     # the JSON every store and exporter receives carries the ids
     assert trace.model_dump(mode="json")["otel_trace_id"] == TRACE
     assert trace.otel_trace_flags == "01"
+    assert trace.otel_trace_state == "vendor=abc,other=1"  # the exported spans carry it (ingest.otel.spans)
+
+
+def test_the_clients_tracestate_reaches_every_exported_span() -> None:
+    from ingest.otel.spans import SpanBuilder
+
+    _, trace, _ = asyncio.run(send({"a": 503, "b": 200}, {
+        "traceparent": f"00-{TRACE}-{PARENT}-01", "tracestate": "vendor=abc,other=1"}))
+    spans = SpanBuilder().spans(trace.model_dump(mode="json"))
+    assert len(spans) == 4 and {s.trace_state for s in spans} == {"vendor=abc,other=1"}
 
 
 def test_a_client_unsampled_trace_keeps_its_flags_in_the_trace_and_upstream() -> None:
@@ -129,6 +139,7 @@ def test_missing_or_invalid_traceparent_begins_a_trace(header: str | None) -> No
     (sent,) = seen["a"]
     assert sent["traceparent"] == f"00-{trace.otel_trace_id}-{attempt.span_id}-01"
     assert "tracestate" not in sent  # a tracestate without a valid traceparent is not passed on
+    assert trace.otel_trace_state is None
 
 
 @pytest.mark.parametrize("ratio", [0.0, 0.5, 1.0])
