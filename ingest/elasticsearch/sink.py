@@ -9,13 +9,19 @@ does not fit the mapping, a document the parser cannot read) is returned for qua
 refused for the sink's own reasons (401/403: the API key may not write, 404: no such index, 429
 after the retries, 5xx), like a whole request refused or a connection refused, raises
 :class:`SinkUnavailable`: the pipeline keeps the batch in the spool, counts a failed write and
-tries again, and the items already stored come back as duplicates.
+tries again. The sink keeps what the failed attempt settled (items stored, already there, refused
+for what they hold) and the retry of that batch sends only the rest: the items it stored are not
+sent again to come back 409 and be counted duplicates, and a refused item is quarantined once.
+The batch's result counts each item once, from the attempt that settled it. Traces the
+preparation refused (unchecked ones that do not hold: :func:`ingest.codec.unchecked.check_traces`)
+are in the result's ``rejected``, for quarantine, as the DuckDB sink returns them.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -74,6 +80,21 @@ class _Unstored:
         return SinkUnavailable(f"Elasticsearch did not store {total} items, not for what they hold ({why})")
 
 
+@dataclass
+class _Progress:
+    """What the attempts at one prepared batch settled so far (kept while the pipeline retries it).
+
+    Attributes:
+        prepared: The batch (the pipeline retries the same object until it is taken).
+        settled: Positions, in the batch's actions, of the items stored, already there or refused.
+        result: Their counts and refusals (and the preparation's refusals).
+    """
+
+    prepared: PreparedBatch
+    settled: set[int] = field(default_factory=set)
+    result: WriteResult = field(default_factory=WriteResult)
+
+
 def _context(doc: dict[str, Any]) -> dict[str, Any]:
     ctx = {name: doc.get(name) for name in FEEDBACK_CONTEXT}
     ctx["outcome_status"] = (doc.get("outcome") or {}).get("status")
@@ -104,6 +125,7 @@ class ElasticsearchSink:
         self.refresh = refresh
         self._templates_ready = False
         self._contexts: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._progress: _Progress | None = None  # the batch a failed write left partly settled
 
     def ensure_templates(self) -> None:
         """Put the index template of every kind (idempotent: a newer mapping replaces the old)."""
@@ -129,50 +151,71 @@ class ElasticsearchSink:
     def write(self, prepared: PreparedBatch) -> WriteResult:
         """Bulk-create the documents of a prepared batch.
 
+        A retry of a batch (the same ``prepared``) sends only the items the earlier attempts did not
+        settle, and returns the counts and refusals of every attempt (see the module's docstring).
+
         Raises:
             SinkUnavailable: Elasticsearch could not be reached or kept refusing (retry later).
         """
+        progress = self._progress
+        if progress is None or progress.prepared is not prepared:  # a new batch: the one before was taken
+            progress = self._progress = _Progress(prepared, result=WriteResult(rejected=list(prepared.rejected)))
         try:
             if not self._templates_ready:
                 self.ensure_templates()
             self._add_feedback_context(prepared)
-            return self._bulk(prepared)
+            self._bulk(prepared, progress)
         except (ApiError, TransportError) as exc:
             raise SinkUnavailable(f"Elasticsearch: {exc}") from exc
+        self._progress = None
+        for _, doc in prepared.tables.get(Kind.TRACE, []):
+            self._remember(doc)
+        return progress.result
 
-    def _bulk(self, prepared: PreparedBatch) -> WriteResult:
+    def _bulk(self, prepared: PreparedBatch, progress: _Progress) -> None:
+        """Bulk-create the batch's items not settled yet, settling what Elasticsearch answers.
+
+        Raises:
+            SinkUnavailable: Some items were not stored for the sink's reasons (the rest are settled).
+        """
         actions: list[dict[str, Any]] = []
-        payload_of: dict[tuple[str, str], tuple[Kind, bytes]] = {}
-        for kind, docs in prepared.tables.items():
-            info, stream = KINDS[kind], data_stream(self.prefix, kind)
-            for payload, doc in docs:
-                doc_id = str(doc[info.id_field])
-                payload_of.setdefault((stream, doc_id), (kind, payload))
-                actions.append({"_op_type": "create", "_index": stream, "_id": doc_id, "_source": doc})
-        result, unstored = WriteResult(), _Unstored()
+        waiting: dict[tuple[str, str], list[tuple[int, Kind, bytes]]] = {}  # (stream, _id) -> items sent
+        streams = {kind: (KINDS[kind].id_field, data_stream(self.prefix, kind)) for kind in prepared.tables}
+        items = ((kind, payload, doc) for kind, docs in prepared.tables.items() for payload, doc in docs)
+        for at, (kind, payload, doc) in enumerate(items):
+            if at in progress.settled:
+                continue
+            id_field, stream = streams[kind]
+            doc_id = str(doc[id_field])
+            waiting.setdefault((stream, doc_id), []).append((at, kind, payload))
+            actions.append({"_op_type": "create", "_index": stream, "_id": doc_id, "_source": doc})
+        if not actions:
+            return
+        result, settled, unstored = progress.result, progress.settled, _Unstored()
         for ok, item in helpers.streaming_bulk(
             self.client, actions, raise_on_error=False, max_retries=self.max_retries,
             initial_backoff=self.initial_backoff_s, max_backoff=30, chunk_size=1000,
             refresh=self.refresh,
         ):
             info = next(iter(item.values()))
-            found = payload_of.get((_stream_of(info.get("_index", "")), str(info.get("_id"))))
-            if found is None:  # an answer for a document we did not send: count it as retryable
+            sent = waiting.get((_stream_of(info.get("_index", "")), str(info.get("_id"))))
+            if not sent:  # an answer for a document we did not send: count it as retryable
                 log.warning("Elasticsearch answered for an unknown document %s", info.get("_id"))
                 unstored.add(info.get("status"), {"type": "unknown_document", "reason": f"_id {info.get('_id')}"})
-            elif ok:
-                result.count(found[0], 1, 0)
+                continue
+            at, kind, payload = sent.pop(0)
+            if ok:
+                result.count(kind, 1, 0)
             elif info.get("status") == 409:  # already stored: a re-delivery
-                result.count(found[0], 0, 1)
+                result.count(kind, 0, 1)
             elif _is_document_fault(info):
-                result.rejected.append(Rejected(*found, _refusal(info)))
+                result.rejected.append(Rejected(kind, payload, _refusal(info)))
             else:  # 401/403 (the key may not write), 404 (no such index), 429 after the retries, 5xx
                 unstored.add(info.get("status"), info.get("error") or {})
-        if unstored.causes:  # the whole batch again, like a whole request refused; what was stored: duplicates
+                continue
+            settled.add(at)
+        if unstored.causes:  # the batch is retried: with the items not settled here only
             raise unstored.error()
-        for _, doc in prepared.tables.get(Kind.TRACE, []):
-            self._remember(doc)
-        return result
 
     def _remember(self, doc: dict[str, Any]) -> None:
         self._contexts[str(doc["request_id"])] = _context(doc)
@@ -201,4 +244,5 @@ class ElasticsearchSink:
 
     def close(self) -> None:
         """Close the client's connections."""
+        self._progress = None
         self.client.close()
