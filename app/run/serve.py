@@ -200,7 +200,8 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes,
                   read_token=read_token_of(st), body_timeout_s=config.gateway.body_timeout_s).add_routes(app)
         if relay_token and probe_url is not None:
-            add_relay_route(app, emitter, token=relay_token)  # the prober's results reach the store here
+            add_relay_route(app, emitter, token=relay_token,  # the prober's results reach the store here
+                            body_timeout_s=config.gateway.body_timeout_s)
     else:
         store_metrics = add_store_proxy(app, store_url, emitter.pending, read_token=read_token_of(st),
                                         elsewhere=None if siblings is None else siblings.find,

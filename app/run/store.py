@@ -51,7 +51,8 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
     api = IngestApi(emitter, store, token=intake_token_of(st), max_body=st.intake_max_bytes,
                     read_token=read_token_of(st), body_timeout_s=config.gateway.body_timeout_s)
     api.add_routes(app)  # the gateways forward their callers' header
-    add_relay_route(app, emitter, token=relay_token_of())  # gateways and the prober
+    add_relay_route(app, emitter, token=relay_token_of(),  # gateways and the prober
+                    body_timeout_s=config.gateway.body_timeout_s)
     registry = CollectorRegistry()
     registry.register(EmitterCollector(emitter))
 

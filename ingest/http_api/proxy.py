@@ -24,7 +24,7 @@ from aiohttp import web
 from ingest.http_api.routes import INTAKE_PATH, READ_ROUTES, error_response
 from schemas.trace import DecisionTrace
 
-__all__ = ["STORE_ROUTES", "add_store_proxy", "store_series"]
+__all__ = ["STORE_ROUTES", "add_store_proxy", "read_body", "store_series"]
 
 # (method, path) of every route of ingest.http_api.routes.IngestApi
 STORE_ROUTES = (("POST", INTAKE_PATH), *(("GET", path) for path, _ in READ_ROUTES))
@@ -47,11 +47,11 @@ def store_series(text: bytes) -> bytes:
     return b"".join(out)
 
 
-async def _read_body(request: web.Request, timeout_s: float) -> bytes | web.Response:
+async def read_body(request: web.Request, timeout_s: float) -> bytes | web.Response:
     """The body, or the answer when it does not arrive within ``timeout_s`` (408, closing the connection).
 
     The same rule as the gateway's own routes (``router_core.gateway.body_read``, which ingest
-    may not import).
+    may not import); the store's relay route reads with it too (:mod:`ingest.http_api.relay`).
 
     Raises:
         web.HTTPRequestEntityTooLarge: The body is over the application's limit; when its
@@ -113,7 +113,7 @@ def add_store_proxy(app: web.Application, store_url: str,
                 return _trace(trace)
         data = None
         if request.can_read_body:
-            got = await _read_body(request, body_timeout_s)
+            got = await read_body(request, body_timeout_s)
             if isinstance(got, web.Response):
                 return got
             data = got

@@ -15,7 +15,9 @@ Wire format: ``POST /v1/internal/records``; the body holds one record per line,
 ``<kind number>\t<payload JSON>\n`` (payloads are single-line JSON); the answer is
 ``{"accepted": {"<kind>": n, ...}}`` with status 200 once they are spooled (a full spool makes the
 post wait, which holds the gateway's records in its own spool; a post that fails is retried, and
-ids make the retry idempotent).
+ids make the retry idempotent). The body is read as every other route's (:func:`ingest.http_api.proxy.read_body`):
+one that has not arrived ``body_timeout_s`` after the headers is answered 408 and the connection closed, so
+a caller that never finishes its body does not hold a connection and a handler for good.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import orjson
 from aiohttp import web
 
 from ingest.errors import SinkUnavailable
+from ingest.http_api.proxy import read_body
 from ingest.http_api.routes import error_response
 from ingest.kinds import Kind
 from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
@@ -106,14 +109,26 @@ def parse_relayed(body: bytes) -> list[tuple[Kind, bytes]]:
     return out
 
 
-def add_relay_route(app: web.Application, emitter: TraceEmitter, *, token: str | None = None) -> None:
-    """Mount ``POST /v1/internal/records`` on the store's application."""
+def add_relay_route(app: web.Application, emitter: TraceEmitter, *, token: str | None = None,
+                    body_timeout_s: float = 30.0) -> None:
+    """Mount ``POST /v1/internal/records`` on the store's application.
+
+    Args:
+        app: The store's (or a serving process's) application.
+        emitter: Where the relayed records go (its spool holds them once the route answers).
+        token: Bearer token the route requires (None: none).
+        body_timeout_s: How long a body may take to arrive once its headers have (408 past it;
+            ``gateway.body_timeout_s``, as the store's other routes).
+    """
 
     async def relay(request: web.Request) -> web.Response:
         if token is not None and request.headers.get("Authorization") != f"Bearer {token}":
             return error_response(401, "relay token required", "invalid_api_key")
+        body = await read_body(request, body_timeout_s)
+        if isinstance(body, web.Response):
+            return body
         try:
-            records = parse_relayed(await request.read())
+            records = parse_relayed(body)
         except ValueError as exc:
             return error_response(400, str(exc), "invalid_relay_body")
         await asyncio.to_thread(emitter.emit_encoded, records)  # durable in the store's spool once it returns
