@@ -45,12 +45,22 @@ class Hysteresis:
         self._window: deque[ProbeVerdict] = deque(maxlen=settings.fail_n)
         self._not_failed_run = 0
         self._ok_run = 0
+        self._results = 0
         self._status: ProbeStatus | None = None
 
     @property
     def status(self) -> ProbeStatus | None:
         """The current verdict (with the latest result's value and reason), None before any result."""
         return self._status
+
+    @property
+    def run(self) -> tuple[int, int]:
+        """``(results, ok_run)``: results taken so far, and how many of the latest were ``ok`` in a row.
+
+        What the breakers' probe recovery counts (``BreakerBoard.probe_run``): every result, not
+        only the verdict's changes.
+        """
+        return self._results, self._ok_run
 
     def load(self, status: ProbeStatus) -> None:
         """Start from a published verdict (a follower takes it from the prober); evidence restarts."""
@@ -61,6 +71,7 @@ class Hysteresis:
     def observe(self, result: ProbeResult) -> ProbeStatus | None:
         """Take one result; return the new status when the verdict changed (or was first set), else None."""
         self._window.append(result.verdict)
+        self._results += 1
         self._ok_run = self._ok_run + 1 if result.verdict is ProbeVerdict.OK else 0
         self._not_failed_run = self._not_failed_run + 1 if result.verdict is not ProbeVerdict.FAILED else 0
         old = self._status.verdict if self._status is not None else None
@@ -115,6 +126,18 @@ class VerdictBoard:
     def observe(self, result: ProbeResult) -> ProbeStatus | None:
         """Feed one result to its (instance, kind); return the new status when the verdict changed."""
         return self._cell(result.instance, result.kind).observe(result)
+
+    def run(self, instance: str, kind: ProbeKind) -> tuple[int, int]:
+        """``(results, ok_run)`` of one kind on one instance (:attr:`Hysteresis.run`; ``(0, 0)`` before any)."""
+        cell = self._cells.get((instance, kind))
+        return cell.run if cell is not None else (0, 0)
+
+    def runs(self) -> dict[str, dict[str, list[int]]]:
+        """Every ``(results, ok_run)``, by instance and kind: the feed's ``runs`` (JSON-ready)."""
+        out: dict[str, dict[str, list[int]]] = {}
+        for (instance, kind), cell in self._cells.items():
+            out.setdefault(instance, {})[kind.value] = list(cell.run)
+        return out
 
     def status(self, instance: str, kind: ProbeKind) -> ProbeStatus | None:
         """The current status of one kind on one instance, None before its first result."""

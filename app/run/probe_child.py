@@ -72,7 +72,8 @@ def probe_source(config: RouteLensConfig, db_path: str, emitter: TraceEmitter, r
         mine = pr.follow_url is None  # the prober serve started: its metrics appear on the gateway's /metrics
 
         def follower(gw: Gateway) -> VerdictFollower:
-            found = VerdictFollower(follow, gw.apply_probe, token=token or None, alert_rules=config.probes.alerts.rules)
+            found = VerdictFollower(follow, gw.apply_probe, token=token or None, alert_rules=config.probes.alerts.rules,
+                                    runs=gw.probe_run)
             if mine:
                 gw.metrics_sources.append(found.metrics_text)
             return found
@@ -83,4 +84,4 @@ def probe_source(config: RouteLensConfig, db_path: str, emitter: TraceEmitter, r
     from app.run.prober import Prober  # the probes room (and its embedding model) only when probing here
 
     return lambda gw: Prober(config, db_path=db_path, emit=emitter.emit, apply=gw.apply_probe, registry=registry,
-                             source="gateway")
+                             source="gateway", runs=gw.probe_run)

@@ -69,6 +69,8 @@ class Prober:
         db_path: The trace file; latency baselines persist beside it unless configured.
         emit: Takes every ProbeResult and RouterEvent (the trace pipeline's ``emit``).
         apply: Takes each changed verdict with its instance (``StateView.set_probe``); None: publish only.
+        runs: Takes ``(instance, kind, results, ok_run)`` after every result (the breakers' probe
+            recovery, ``Gateway.probe_run``); None: publish only (the feed's ``runs``).
         registry: Where the probe metrics go (the process's ``/metrics``).
         wall, clock, rng: Injected time and randomness (jitter).
         embedder: The semantic probe's embedder; None: MiniLM when installed, else no semantic probe.
@@ -77,10 +79,11 @@ class Prober:
     def __init__(self, config: RouteLensConfig, *, db_path: str, emit: Callable[[BaseModel], object],
                  apply: Callable[[ProbeStatus, str], object] | None, registry: CollectorRegistry,
                  wall: Callable[[], datetime] = lambda: datetime.now(UTC), clock: Callable[[], float] = time.monotonic,
-                 rng: random.Random | None = None, embedder: Embedder | None = None, source: str = "prober") -> None:
+                 rng: random.Random | None = None, embedder: Embedder | None = None, source: str = "prober",
+                 runs: Callable[[str, str, int, int], object] | None = None) -> None:
         self.settings = config.probes
         self._config = config
-        self._emit, self._apply = emit, apply
+        self._emit, self._apply, self._runs = emit, apply, runs
         self._wall, self._clock = wall, clock
         self._rng = rng or random.Random()
         self.metrics = ProbeMetrics(registry)
@@ -162,6 +165,8 @@ class Prober:
         self.metrics.record(result)
         status = self.board.observe(result)
         self.alert_manager.observe(result, status)
+        if self._runs is not None:
+            self._runs(result.instance, result.kind.value, *self.board.run(result.instance, result.kind))
         if status is None:
             return
         self.metrics.set_status(result.instance, result.model, status)
@@ -185,7 +190,7 @@ class Prober:
         """The ``GET /v1/probes/verdicts`` body."""
         at = self._last_result_at()
         age = None if at is None else max(self._clock() - at, 0.0)
-        return probe_feed_body(self.verdicts(), self.alerts(), age, self._source)
+        return probe_feed_body(self.verdicts(), self.alerts(), age, self._source, self.board.runs())
 
     def alerts(self) -> list[dict[str, Any]]:
         """The active alerts."""

@@ -34,6 +34,7 @@ __all__ = ["ProbeSource", "VerdictFollower", "feed_body"]
 log = logging.getLogger(__name__)
 
 Apply = Callable[[ProbeStatus, str], object]  # (verdict, instance id): StateView.set_probe
+Runs = Callable[[str, str, int, int], object]  # (instance id, kind, results, ok_run): BreakerBoard.probe_run
 WATCHDOG = "watchdog"  # the alert rule kind that fires on the prober's silence (schemas.config.probes.AlertRule)
 
 
@@ -71,11 +72,16 @@ class ProbeSource(Protocol):
 
 
 def feed_body(verdicts: Mapping[str, list[ProbeStatus]], alerts: list[dict[str, Any]],
-              last_result_age_s: float | None, source: str) -> dict[str, Any]:
-    """The published feed: verdicts per instance, active alerts, and how old the newest result is."""
+              last_result_age_s: float | None, source: str,
+              runs: Mapping[str, Mapping[str, list[int]]] | None = None) -> dict[str, Any]:
+    """The published feed: verdicts per instance, active alerts, how old the newest result is, and runs.
+
+    ``runs``: per instance and kind ``[results, ok_run]`` (results so far, the latest ``ok`` in a
+    row), which the breakers' probe recovery counts.
+    """
     return {"source": source, "last_result_age_s": None if last_result_age_s is None else round(last_result_age_s, 3),
             "verdicts": {i: [s.model_dump(mode="json") for s in v] for i, v in verdicts.items()},
-            "alerts": alerts}
+            "alerts": alerts, "runs": {i: dict(by_kind) for i, by_kind in (runs or {}).items()}}
 
 
 class VerdictFollower:
@@ -84,6 +90,8 @@ class VerdictFollower:
     Args:
         url: The prober's base URL (``{url}/v1/probes/verdicts``).
         apply: Receives ``(verdict, instance)`` for every new or changed verdict.
+        runs: Receives ``(instance, kind, results, ok_run)`` whenever the feed's count for a kind
+            moved (every probe result: :meth:`router_core.resilience.breakers.BreakerBoard.probe_run`).
         interval_s: Seconds between polls.
         token: Bearer token for the feed (the prober's read token), if any.
         clock: Monotonic seconds (injected).
@@ -95,9 +103,11 @@ class VerdictFollower:
 
     def __init__(self, url: str, apply: Apply, *, interval_s: float = 1.0, token: str | None = None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], datetime] = _utcnow,
-                 alert_rules: Sequence[AlertRule] | None = None) -> None:
+                 alert_rules: Sequence[AlertRule] | None = None, runs: Runs | None = None) -> None:
         self.url = url.rstrip("/")
         self._apply = apply
+        self._runs = runs
+        self._run_seen: dict[str, dict[str, list[int]]] = {}
         self._interval_s = interval_s
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._clock, self._wall = clock, wall
@@ -193,15 +203,22 @@ class VerdictFollower:
                     self._seen[key] = mark
                     self._apply(status, instance)
                     changed += 1
+        for instance, by_kind in (body.get("runs") or {}).items():
+            seen = self._run_seen.setdefault(instance, {})
+            for kind, (results, ok_run) in by_kind.items():
+                if seen.get(kind) != [results, ok_run]:
+                    seen[kind] = [int(results), int(ok_run)]
+                    if self._runs is not None:
+                        self._runs(instance, str(kind), int(results), int(ok_run))
         self._alerts = list(body.get("alerts") or [])
-        self._last_feed = {k: v for k, v in body.items() if k not in ("verdicts", "alerts")}
+        self._last_feed = {k: v for k, v in body.items() if k not in ("verdicts", "alerts", "runs")}
         self._read_at = (self._clock(), self._wall())
         return changed
 
     def feed(self) -> dict[str, Any]:
         """What this follower knows, in the feed's shape (a follower can be followed)."""
         by_instance = {i: [by_kind[k] for k in sorted(by_kind)] for i, by_kind in self._statuses.items()}
-        return feed_body(by_instance, self.alerts(), self.last_result_age_s(), f"follow:{self.url}")
+        return feed_body(by_instance, self.alerts(), self.last_result_age_s(), f"follow:{self.url}", self._run_seen)
 
     def last_result_age_s(self) -> float | None:
         """How old the prober's newest result is now: the feed's age plus the time since it was read.

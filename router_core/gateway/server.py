@@ -237,7 +237,6 @@ class Gateway:
     def apply_probe(self, status: ProbeStatus, instance: str) -> None:
         """Take a probe verdict into the state view (the ``probe`` filter reads it from the snapshot).
 
-        Passing verdicts in a row close the instance's open breakers (``close_after`` of each).
         When a syntax or semantic verdict returns to ``ok`` after a change, the instance's learned
         quality is forgotten: its feedback described the fault the probes now see cured, and a
         flagged instance would otherwise get too little traffic to ever earn its way back.
@@ -245,9 +244,16 @@ class Gateway:
         self.view.set_probe(status, instance)
         if status.verdict is ProbeVerdict.OK and status.flaps and status.kind is not ProbeKind.LATENCY:
             self.quality.forget(instance)
+
+    def probe_run(self, instance: str, kind: str, results: int, ok_run: int) -> None:
+        """Take the prober's count of one kind's results on ``instance`` (every result, not only changes).
+
+        Seed 003's recovery: ``close_after`` probe rounds passed in a row close the instance's and
+        its model's open breakers (:meth:`router_core.resilience.breakers.BreakerBoard.probe_run`).
+        """
         spec = self._specs.get(instance)
-        if spec is not None:  # seed 003's recovery: consecutive probe passes close the instance's and model's breakers
-            self.breakers.probe_verdict(spec, status)
+        if spec is not None:
+            self.breakers.probe_run(spec, kind, results, ok_run)
 
     def build_app(self) -> web.Application:
         """Return the aiohttp application with routes and lifecycle hooks.

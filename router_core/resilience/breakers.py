@@ -12,8 +12,10 @@ What trips each scope:
   (seed 000: 5%); only when the fleet has another zone to move to.
 
 Open breakers go half-open after ``open_s`` (:meth:`BreakerBoard.sweep`, called periodically), let
-``trial_requests`` through at a time and close after ``close_after`` consecutive passes, or at
-once by an operator (:meth:`BreakerBoard.close`). Every transition is queued for the gateway
+``trial_requests`` through at a time and close after ``close_after`` consecutive passes; an
+instance's and its model's also close after ``close_after`` probe rounds of the instance passed in a
+row since they opened (:meth:`BreakerBoard.probe_run`), or at once by an operator
+(:meth:`BreakerBoard.close`). Every transition is queued for the gateway
 (:meth:`BreakerBoard.take_transitions`: metrics, events, the ``breakers`` channel); a transition
 received from another replica is applied with :meth:`BreakerBoard.apply`.
 """
@@ -28,10 +30,8 @@ from typing import Any, Literal
 
 from router_core.framework.types import Blocked
 from router_core.resilience.breaker import Breaker, BreakerState, Scope, Transition
-from schemas.common import ProbeVerdict
 from schemas.config.resilience import BreakerSettings, RateBreakerSettings
 from schemas.fleet import InstanceSpec
-from schemas.probe import ProbeStatus
 
 __all__ = ["Admission", "AttemptOutcome", "BreakerBoard"]
 
@@ -141,7 +141,8 @@ class BreakerBoard:
         self._out: list[Transition] = []
         # Breakers not closed, per scope: the filter's per-candidate check is three dict lookups, none when all closed.
         self._hot: dict[Scope, dict[str, Breaker]] = {"instance": {}, "model": {}, "zone": {}}
-        self._probe_passes: dict[str, int] = {}  # instance -> passing probe verdicts in a row
+        self._probe_passes: dict[str, dict[str, int]] = {}  # instance -> probe kind -> passes in a row since opened
+        self._probe_results: dict[tuple[str, str], int] = {}  # (instance, kind) -> the prober's result count
         self._members: dict[str, list[str]] = {}  # model -> its instances (whose probe counts its opening resets)
         for s in specs:
             self._members.setdefault(s.model, []).append(s.id)
@@ -297,25 +298,33 @@ class BreakerBoard:
             self._queue(b.move(BreakerState.CLOSED, reason, self._clock()))
         return b
 
-    def probe_verdict(self, spec: InstanceSpec, status: ProbeStatus) -> list[Breaker]:
-        """Count a new probe verdict of ``spec``: ``close_after`` passes in a row close its open breakers.
+    def probe_run(self, spec: InstanceSpec, kind: str, results: int, ok_run: int) -> list[Breaker]:
+        """Take the prober's count for one probe kind of ``spec``; close what enough passes in a row earn.
 
         Seed 003's recovery rule ("探针连续10次通过"): the instance's breaker and its model's close
-        after their own ``close_after`` consecutive passing probe verdicts of the instance since
-        they opened; any failing verdict starts the count again. A pass is an ``ok`` verdict the
-        probes moved to (a recovery, ``flaps`` > 0): an instance's first verdict is ``ok`` until
-        ``fail_k`` of its probes have failed, so it says nothing about whether the instance
-        answers (a crashed instance's first probes give it). Returns the breakers closed.
+        after their own ``close_after`` probe rounds of the instance passed in a row since they
+        opened. ``results`` is how many results of ``kind`` the prober has had for the instance and
+        ``ok_run`` how many of the latest were ``ok`` in a row (the prober's feed publishes both, a
+        poll may cover several results). A round passed when every kind probed passed: the count is
+        the smallest over the kinds. A failing result (``failed``, or ``degraded``: slow or drifting)
+        starts its kind's count again; so does a breaker opening. The first count seen of a kind says
+        nothing about when its passes happened, so it starts the kind at 0. Returns the breakers closed.
         """
-        if status.verdict is ProbeVerdict.OK and not status.flaps:
-            return []
-        passed = status.verdict is ProbeVerdict.OK
-        n = self._probe_passes[spec.id] = self._probe_passes.get(spec.id, 0) + 1 if passed else 0
+        key = (spec.id, kind)
+        last = self._probe_results.get(key)
+        self._probe_results[key] = results
+        runs = self._probe_passes.setdefault(spec.id, {})
+        if last is None or results < last:  # first sight, or a prober that restarted: no pass known since when
+            runs[kind] = 0
+        elif (new := results - last) > 0:
+            runs[kind] = runs.get(kind, 0) + new if ok_run >= new else ok_run
+        runs.setdefault(kind, 0)
+        n = min(runs.values())
         closed = []
         for scope, name in (("instance", spec.id), ("model", spec.model)):
             b = self.get(scope, name)
             if b is not None and b.state is not BreakerState.CLOSED and n >= b.close_after:
-                closed.append(self.close(scope, name, f"{n} consecutive probe passes on {spec.id}") or b)
+                closed.append(self.close(scope, name, f"{n} probe rounds in a row passed on {spec.id}") or b)
         return closed
 
     def apply(self, message: dict[str, Any]) -> bool:
@@ -358,7 +367,9 @@ class BreakerBoard:
             self._reset(b)  # a closed breaker starts counting afresh (the old errors led to the opening)
         if t.to_state is BreakerState.OPEN and t.scope != "zone":  # passes before the failures are no recovery
             for inst in [t.name] if t.scope == "instance" else self._members.get(t.name, []):
-                self._probe_passes.pop(inst, None)
+                runs = self._probe_passes.get(inst)
+                if runs:
+                    self._probe_passes[inst] = dict.fromkeys(runs, 0)
         hot = self._hot[t.scope]
         if t.to_state is BreakerState.CLOSED:
             hot.pop(t.name, None)

@@ -32,6 +32,19 @@ def test_the_follower_applies_only_verdicts_that_changed_and_republishes_them() 
     assert [s["verdict"] for s in feed["verdicts"]["a"]] == ["failed", "ok"]  # semantic, syntax
 
 
+def test_the_follower_hands_on_every_moved_probe_count_and_republishes_the_counts() -> None:
+    """Every probe result, not only verdict changes, reaches the breakers' recovery (seed 003: ten passes in a row)."""
+    counts: list[tuple[str, str, int, int]] = []
+    follower = VerdictFollower("http://127.0.0.1:1", lambda s, i: None, clock=lambda: 0.0,
+                               runs=lambda i, k, n, ok: counts.append((i, k, n, ok)))
+    verdicts = {"a": [status("syntax", "ok")]}
+    follower.take(feed_body(verdicts, [], 1.0, "prober", {"a": {"syntax": [4, 4], "semantic": [4, 3]}}))
+    follower.take(feed_body(verdicts, [], 1.0, "prober", {"a": {"syntax": [4, 4], "semantic": [4, 3]}}))
+    follower.take(feed_body(verdicts, [], 1.0, "prober", {"a": {"syntax": [5, 5], "semantic": [4, 3]}}))
+    assert counts == [("a", "syntax", 4, 4), ("a", "semantic", 4, 3), ("a", "syntax", 5, 5)]
+    assert follower.feed()["runs"] == {"a": {"syntax": [5, 5], "semantic": [4, 3]}}
+
+
 def test_an_unreachable_feed_is_a_problem_not_an_exception() -> None:
     from app.run.procs import free_port
 

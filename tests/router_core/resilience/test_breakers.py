@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from router_core.resilience.breaker import BreakerState
+from router_core.resilience.breaker import Breaker, BreakerState
 from router_core.resilience.breakers import AttemptOutcome, BreakerBoard
 from schemas.common import ProbeKind, ProbeVerdict
 from schemas.config.resilience import BreakerSettings
 from schemas.fleet import InstanceSpec
-from schemas.probe import ProbeStatus
+from schemas.probe import ProbeResult
 
 
 class Clock:
@@ -194,40 +194,113 @@ def test_operator_close_and_replica_messages() -> None:
     assert b.take_transitions()[0].reason == "closed by an operator"
 
 
-def verdict(ok: bool, flaps: int = 1) -> ProbeStatus:
-    """A new probe verdict as the prober publishes it (``flaps`` > 0: the probes moved it there)."""
-    return ProbeStatus(kind=ProbeKind.SYNTAX, verdict=ProbeVerdict.OK if ok else ProbeVerdict.FAILED,
-                       since=datetime(2026, 1, 1, tzinfo=UTC), flaps=flaps)
+class Probes:
+    """The prober's counts for one instance as its feed publishes them: results so far, ok in a row, per kind."""
+
+    def __init__(self, board: BreakerBoard, spec: InstanceSpec, kinds: tuple[str, ...] = ("syntax",)) -> None:
+        self.board, self.spec = board, spec
+        self.counts = {kind: [0, 0] for kind in kinds}
+
+    def result(self, ok: bool, kind: str | None = None, *, publish: bool = True) -> list[Breaker]:
+        """One probe result of ``kind`` (every kind: a round); published to the board unless ``publish`` is False."""
+        closed: list[Breaker] = []
+        for k in [kind] if kind else list(self.counts):
+            c = self.counts[k]
+            c[0], c[1] = c[0] + 1, c[1] + 1 if ok else 0
+            if publish:
+                closed += self.board.probe_run(self.spec, k, c[0], c[1])
+        return closed
+
+    def publish(self) -> list[Breaker]:
+        """One poll of the feed: the latest counts of every kind."""
+        return [b for k, (n, ok) in self.counts.items() for b in self.board.probe_run(self.spec, k, n, ok)]
 
 
 def test_consecutive_probe_passes_close_the_instance_and_model_breakers() -> None:
     spec = InstanceSpec(id="a", model="m", url="http://127.0.0.1:1")
     other = InstanceSpec(id="b", model="m", url="http://127.0.0.1:2", zone="z2")
     board = BreakerBoard(BreakerSettings(), [spec, other], clock=lambda: 0.0)
+    probes = Probes(board, spec)
+    probes.result(True)  # the first count seen: no pass known since when
     for scope, name in (("instance", "a"), ("model", "m")):
         b = board.get(scope, name)
         assert b is not None
         board._open(b, "test", 0.0)
     need = board.get("model", "m").close_after  # type: ignore[union-attr]
     for _ in range(need - 1):
-        board.probe_verdict(spec, verdict(True))
+        probes.result(True)
     assert board.get("model", "m").state is not BreakerState.CLOSED  # type: ignore[union-attr]
-    board.probe_verdict(spec, verdict(False))  # a failing verdict starts the count again
-    closed = [board.probe_verdict(spec, verdict(True)) for _ in range(need)]
+    probes.result(False)  # a failing result starts the count again
+    closed = [probes.result(True) for _ in range(need)]
     assert [b.scope for b in closed[-1]] == ["model"]
     assert board.get("instance", "a").state is BreakerState.CLOSED  # closed earlier, after its own close_after passes
     assert board.get("model", "m").state is BreakerState.CLOSED  # type: ignore[union-attr]
 
 
-def test_first_verdicts_are_no_probe_passes() -> None:
-    """An instance's first verdict is ok until enough probes failed: a crashed instance's first probes give it."""
+def test_every_probe_result_counts_not_only_a_verdicts_change() -> None:
+    """Seed 003: ten probes passed in a row bring a model back, though its verdict stayed ``ok`` throughout.
+
+    The prober's verdict changes only on k-of-n evidence; the breakers counted verdict changes, so
+    a model whose breaker opened on 5xx answers while its probes passed never came back by probes.
+    """
+    from probes.verdicts import VerdictBoard  # the prober's side: its feed publishes VerdictBoard.runs
+
+    spec = InstanceSpec(id="a", model="m", url="http://127.0.0.1:1")
+    board = BreakerBoard(BreakerSettings(), [spec], clock=lambda: 0.0)
+    verdicts = VerdictBoard()
+    closed: list[Breaker] = []
+
+    def probe(ok: bool) -> None:
+        verdicts.observe(ProbeResult(probe_id="p", ts=datetime(2026, 1, 1, tzinfo=UTC), instance="a", model="m",
+                                     kind=ProbeKind.SYNTAX, verdict=ProbeVerdict.OK if ok else ProbeVerdict.FAILED,
+                                     latency_ms=5.0))
+        closed.extend(board.probe_run(spec, "syntax", *verdicts.run("a", ProbeKind.SYNTAX)))
+
+    probe(True)
+    model = board.get("model", "m")
+    assert model is not None
+    board._open(model, "5xx share above 15% for 120 s", 0.0)
+    for _ in range(model.close_after - 1):
+        probe(True)
+    assert model.state is BreakerState.OPEN and not closed
+    probe(True)
+    assert model.state is BreakerState.CLOSED and [b.scope for b in closed] == ["model"]
+
+
+def test_a_round_passes_when_every_kind_passed_and_a_poll_may_cover_several_results() -> None:
+    clock = Clock()
+    b, specs = board(clock, instance={"close_after": 3})
+    probes = Probes(b, specs[0], ("syntax", "latency"))
+    probes.result(True)
+    for _ in range(3):
+        attempt(b, specs[0], "connect")
+    inst = b.get("instance", "i0")
+    assert inst is not None and inst.state is BreakerState.OPEN
+    for _ in range(3):  # syntax passes, latency is slow (degraded, not ok): no round passed
+        probes.result(True, "syntax")
+        probes.result(False, "latency")
+    assert inst.state is BreakerState.OPEN
+    for _ in range(2):  # two rounds pass, the gateway's poll sees them at once
+        probes.result(True, publish=False)
+    assert probes.publish() == [] and inst.state is BreakerState.OPEN
+    probes.result(False, "syntax", publish=False)  # a failure and a pass between two polls
+    probes.result(True, "syntax", publish=False)
+    probes.result(True, "latency", publish=False)
+    assert probes.publish() == []  # syntax: 1 in a row, latency: 3
+    probes.result(True, publish=False)
+    probes.result(True, publish=False)
+    assert [x.scope for x in probes.publish()] == ["instance"]
+
+
+def test_a_first_count_is_no_pass() -> None:
+    """A gateway that starts (or a prober that restarted) does not know when the passes it is told of happened."""
     clock = Clock()
     b, specs = board(clock)
     for _ in range(3):
         attempt(b, specs[0], "connect")
     assert b.get("instance", "i0").state is BreakerState.OPEN  # type: ignore[union-attr]
-    for _ in range(5):
-        assert b.probe_verdict(specs[0], verdict(True, flaps=0)) == []
+    assert b.probe_run(specs[0], "syntax", 50, 50) == []
+    assert b.probe_run(specs[0], "syntax", 3, 3) == []  # fewer results than before: the prober restarted
     assert b.get("instance", "i0").state is BreakerState.OPEN  # type: ignore[union-attr]
     assert b.admit(specs[0]) is None
 
@@ -236,27 +309,30 @@ def test_first_verdicts_are_no_probe_passes() -> None:
 def test_probe_passes_before_an_opening_do_not_count_toward_closing_it(remote: bool) -> None:
     clock = Clock()
     b, specs = board(clock)
+    probes = Probes(b, specs[0])
     close_after = b.get("instance", "i0").close_after  # type: ignore[union-attr]
-    for _ in range(close_after - 1):  # the instance recovered from an earlier fault: passes in a row, nothing open
-        b.probe_verdict(specs[0], verdict(True))
+    for _ in range(close_after):  # the instance recovered from an earlier fault: passes in a row, nothing open
+        probes.result(True)
     if remote:
         assert b.apply({"origin": "r2", "scope": "instance", "name": "i0", "to": "open", "reason": "3 connect"})
     else:
         for _ in range(3):
             attempt(b, specs[0], "connect")
     assert b.get("instance", "i0").state is BreakerState.OPEN  # type: ignore[union-attr]
-    assert b.probe_verdict(specs[0], verdict(True)) == []  # one pass since it opened, not close_after
+    assert probes.result(True) == []  # one pass since it opened, not close_after
     for _ in range(close_after - 1):
-        b.probe_verdict(specs[0], verdict(True))
+        probes.result(True)
     assert b.get("instance", "i0").state is BreakerState.CLOSED  # type: ignore[union-attr]
 
 
 def test_a_model_opening_resets_the_probe_passes_of_its_instances() -> None:
     clock = Clock()
     b, specs = board(clock, model={"close_after": 2})
-    b.probe_verdict(specs[1], verdict(True))
+    probes = Probes(b, specs[1])
+    probes.result(True)
+    probes.result(True)
     model = b.get("model", "m")
     assert model is not None
     b._open(model, "5xx share", clock())
-    assert b.probe_verdict(specs[1], verdict(True)) == []
-    assert [x.scope for x in b.probe_verdict(specs[1], verdict(True))] == ["model"]
+    assert probes.result(True) == []
+    assert [x.scope for x in probes.result(True)] == ["model"]
