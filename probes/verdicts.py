@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from probes.evidence import is_evidence
 from schemas.common import ProbeKind, ProbeVerdict
 from schemas.config.probes import ProbeHysteresis
 from schemas.probe import ProbeResult, ProbeStatus
@@ -124,7 +125,16 @@ class VerdictBoard:
         return cell
 
     def observe(self, result: ProbeResult) -> ProbeStatus | None:
-        """Feed one result to its (instance, kind); return the new status when the verdict changed."""
+        """Feed one result to its (instance, kind); return the new status when the verdict changed.
+
+        A semantic or latency result that failed for want of a usable answer (refused, timed out,
+        an HTTP error: :func:`probes.evidence.is_evidence`) is not taken: it says nothing about
+        fidelity or speed. The syntax verdict reports the outage; the semantic and latency verdicts
+        keep what the answers last showed, so a crashed instance does not come back "drifting" or
+        "slow" for ``recover_m`` more probes (Prometheus's drift and latency rules fired then).
+        """
+        if not is_evidence(result):
+            return None
         return self._cell(result.instance, result.kind).observe(result)
 
     def run(self, instance: str, kind: ProbeKind) -> tuple[int, int]:

@@ -111,3 +111,32 @@ def test_a_loaded_failed_verdict_still_needs_m_passes() -> None:
     assert board.observe(result(1, OK)) is None
     changed = board.observe(result(2, OK))
     assert changed is not None and changed.verdict is OK and changed.flaps == 5
+
+
+@pytest.mark.parametrize("kind", [ProbeKind.SEMANTIC, ProbeKind.LATENCY])
+def test_an_outage_moves_only_the_syntax_verdict(kind: ProbeKind) -> None:
+    """A crash fails every probe; only the syntax verdict is about answering at all.
+
+    The semantic and latency verdicts used to fail too and need ``recover_m`` passes after the
+    instance came back, so Prometheus's drift and latency rules fired on a cured instance.
+    """
+    board = VerdictBoard(ProbeHysteresis(fail_k=2, fail_n=3, recover_m=10))
+
+    def probe(i: int, k: ProbeKind, verdict: ProbeVerdict, error: str | None = None) -> None:
+        board.observe(result(i, verdict, kind=k).model_copy(update={"error_class": error}))
+
+    for i in range(3):
+        probe(i, kind, OK)
+        probe(i, ProbeKind.SYNTAX, OK)
+    for i in range(3, 8):  # the instance is down: refused connections, then timeouts
+        probe(i, kind, FAIL, "connect" if i < 5 else "timeout")
+        probe(i, ProbeKind.SYNTAX, FAIL, "connect" if i < 5 else "timeout")
+    assert board.status("a", ProbeKind.SYNTAX).verdict is FAIL  # type: ignore[union-attr]
+    assert board.status("a", kind).verdict is OK  # type: ignore[union-attr]
+    probe(8, kind, OK)
+    assert board.status("a", kind).verdict is OK  # type: ignore[union-attr]
+    assert board.run("a", kind) == (4, 4)  # the outage's results are not this kind's evidence
+    own = "drift" if kind is ProbeKind.SEMANTIC else "off_baseline"
+    probe(9, kind, FAIL, own)
+    probe(10, kind, FAIL, own)  # its own judgement still fails it
+    assert board.status("a", kind).verdict is FAIL  # type: ignore[union-attr]
