@@ -155,9 +155,9 @@ class Prober:
             await self._session.close()
 
     def _timed_out(self, kind: ProbeKind, target: Target, elapsed_ms: float) -> ProbeResult:
+        """A probe with no answer in time: its latency, and no value (a similarity of 10,000 ms means nothing)."""
         return ProbeResult(probe_id="probe_" + uuid.uuid4().hex[:20], ts=self._wall(), instance=target.instance,
-                           model=target.model, kind=kind, verdict=ProbeVerdict.FAILED,
-                           threshold=self.settings.timeout_s * 1e3, value=elapsed_ms, latency_ms=elapsed_ms,
+                           model=target.model, kind=kind, verdict=ProbeVerdict.FAILED, latency_ms=elapsed_ms,
                            reason=f"no answer within {self.settings.timeout_s:g} s", error_class="timeout")
 
     def _on_result(self, result: ProbeResult) -> None:

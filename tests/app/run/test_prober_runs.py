@@ -28,3 +28,18 @@ def test_every_result_reaches_runs_and_the_feed_publishes_the_counts(tmp_path: P
     assert counts == [("a", "syntax", 1, 1), ("a", "syntax", 2, 2), ("a", "syntax", 3, 0), ("a", "syntax", 4, 1)]
     assert changes == ["ok"]  # the verdict was set once: one failure of three does not fail it
     assert prober.feed()["runs"] == {"a": {"syntax": [4, 1]}}
+
+
+def test_a_probe_that_timed_out_has_no_similarity(tmp_path: Path) -> None:
+    """A hung instance's semantic probe set routelens_probe_similarity to its elapsed milliseconds (10,001)."""
+    config = RouteLensConfig.model_validate({
+        "fleet": {"instances": [{"id": "a", "model": "m", "url": "http://127.0.0.1:9"}]},
+        "probes": {"enabled": True, "kinds": ["semantic"]}})
+    registry = CollectorRegistry()
+    prober = Prober(config, db_path=str(tmp_path / "t.duckdb"), emit=lambda _: None, apply=None, registry=registry,
+                    embedder=object())  # type: ignore[arg-type]
+    result = prober._timed_out(ProbeKind.SEMANTIC, prober.targets[0], 10_001.1)
+    assert result.value is None and result.threshold is None and result.latency_ms == 10_001.1
+    prober._on_result(result)
+    assert registry.get_sample_value("routelens_probe_similarity", {"instance": "a", "model": "m"}) is None
+    assert registry.get_sample_value("routelens_probe_success", {"instance": "a", "model": "m", "kind": "semantic"}) == 0
