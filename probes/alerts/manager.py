@@ -142,4 +142,5 @@ def _describe(a: Alert) -> dict[str, Any]:
     since = a.fired_at if a.state == "firing" and a.fired_at is not None else a.active_since
     return {"name": a.rule.name, "severity": a.rule.severity, "state": a.state, "instance": a.instance or None,
             "model": a.model or None, "kind": a.kind, "since": since.isoformat(), "value": a.value,
-            "summary": a.rule.summary or a.rule.name, "labels": a.labels(), "fingerprint": a.fingerprint}
+            "summary": a.rule.summary or a.rule.name, "description": a.description(), "labels": a.labels(),
+            "fingerprint": a.fingerprint}

@@ -42,10 +42,7 @@ def payload(t: Transition, *, external_url: str = "", receiver: str = RECEIVER) 
     a = t.alert
     status = "resolved" if t.action == "resolved" else "firing"
     labels = a.labels()
-    value = "" if a.value is None else f" value {a.value:g}"
-    where = f"{a.instance} ({a.model}) {a.kind}" if a.instance else "the prober"
-    annotations = {"summary": a.rule.summary or a.rule.name,
-                   "description": f"{where}:{value} {a.reason}".strip()}
+    annotations = {"summary": a.rule.summary or a.rule.name, "description": a.description()}
     group = {k: labels[k] for k in ("alertname", "instance", "kind") if k in labels}
     group_key = "{}:{" + ", ".join(f'{k}="{v}"' for k, v in group.items()) + "}"
     alert = {

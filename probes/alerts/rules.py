@@ -64,6 +64,12 @@ class Alert:
         """The dedup key of this alert."""
         return fingerprint(self.rule.name, self.instance, self.kind)
 
+    def description(self) -> str:
+        """What was seen: where, the value and the latest result's reason (baseline, error, similarity)."""
+        value = "" if self.value is None else f" value {self.value:g}"
+        where = f"{self.instance} ({self.model}) {self.kind}" if self.instance else "the prober"
+        return f"{where}:{value} {self.reason}".strip()
+
     def labels(self) -> dict[str, str]:
         """Alertmanager labels: alertname, instance, model, kind, severity and the rule's own (empty dropped)."""
         labels = {"alertname": self.rule.name, "instance": self.instance, "model": self.model, "kind": self.kind,

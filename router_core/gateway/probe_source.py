@@ -275,5 +275,7 @@ class VerdictFollower:
         labels = {"alertname": rule.name, "kind": WATCHDOG, "severity": rule.severity, **rule.labels}
         return {"name": rule.name, "severity": rule.severity, "state": "firing", "instance": None, "model": None,
                 "kind": WATCHDOG, "since": (self._wall() - timedelta(seconds=silent - rule.for_s)).isoformat(),
-                "value": round(silent, 3), "summary": summary, "labels": {k: v for k, v in labels.items() if v},
+                "value": round(silent, 3), "summary": summary,
+                "description": f"the prober: value {round(silent, 3):g} {why}",
+                "labels": {k: v for k, v in labels.items() if v},
                 "fingerprint": _fingerprint(rule.name, "", WATCHDOG)}
