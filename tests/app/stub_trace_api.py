@@ -97,6 +97,8 @@ def sample_alerts(now: datetime) -> dict[str, Any]:
     alert = {"name": ALERT_RULE, "severity": "critical", "state": "firing", "instance": DRIFTING_INSTANCE,
              "model": PROBE_MODEL, "kind": "semantic", "since": (now - timedelta(minutes=2)).isoformat(),
              "value": 0.31, "summary": "semantic similarity below 0.65", "labels": {"team": "llm"},
+             "description": f"{DRIFTING_INSTANCE} ({PROBE_MODEL}) semantic: value 0.31 similarity 0.31 < 0.65 to "
+                            "zh-summary",
              "fingerprint": "f00d"}
     return {"alerts": [alert]}
 

@@ -50,7 +50,7 @@ LATENCY_COLUMNS: tuple[str, ...] = (
     "ts", "value", "baseline", "band_low", "band_high", "threshold", "verdict", "reading", "reason",
 )
 ACTIVE_ALERT_COLUMNS: tuple[str, ...] = (
-    "severity", "state", "name", "instance", "model", "kind", "since", "value", "summary", "link",
+    "severity", "state", "name", "instance", "model", "kind", "since", "value", "summary", "description", "link",
 )
 RECENT_ALERT_COLUMNS: tuple[str, ...] = ("ts", "action", "rule", "instance", "model", "severity", "message", "link")
 

@@ -10,7 +10,7 @@ from typing import Any
 import streamlit as st
 
 from app import reader
-from app.ui import resources, sidebar
+from app.ui import resources, sidebar, widgets
 from app.ui.charts import overview as charts
 from app.ui.data import fleet as fleet_data
 from app.ui.data import overview as data
@@ -70,8 +70,10 @@ def show_alerts(window: str | None = None) -> None:
     active = probe_data.active_alerts(payload)
     if active.empty:
         st.success("No alert is firing or pending.")
-    for line in probe_data.active_alert_lines(active, window):
+    for line, seen in zip(probe_data.active_alert_lines(active, window), active["description"], strict=True):
         st.markdown(line)
+        if isinstance(seen, str) and seen:  # what the instance showed: value, baseline, error (the webhook's text)
+            st.caption(widgets.plain(seen))
 
 
 def show_misroutes(flt: TraceFilter) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import streamlit as st
 
 from app import reader
-from app.ui import probe_traffic, resources, sidebar
+from app.ui import probe_traffic, resources, sidebar, widgets
 from app.ui.charts import probes as charts
 from app.ui.data import probe_reading as reading
 from app.ui.data import probes as data
@@ -102,8 +102,10 @@ if alerts_problem:
     st.warning(f"Active alerts unavailable ({alerts_problem}); recent alert events are below.")
 elif active.empty:
     st.success("No alert is firing or pending.")
-for line in data.active_alert_lines(active, window):
+for line, seen in zip(data.active_alert_lines(active, window), active["description"], strict=True):
     st.markdown(line)
+    if isinstance(seen, str) and seen:  # what the instance showed: value, baseline, error (the webhook's text)
+        st.caption(widgets.plain(seen))
 
 lookback = min(data.WINDOWS[window], GRID_LOOKBACK).seconds // 60
 if grid.empty:

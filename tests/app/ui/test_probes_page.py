@@ -62,6 +62,8 @@ def test_grid_alerts_and_the_worst_instance(monkeypatch: pytest.MonkeyPatch, pro
     text = markdown_text(at)
     link = f"[`{stub.DRIFTING_INSTANCE}`](probes?instance={stub.DRIFTING_INSTANCE}&window=1h)"
     assert f"**{stub.ALERT_RULE}** (critical) on {link}" in text
+    # what the instance showed, under the rule's summary (escaped: a reason reads literally)
+    assert any("value 0.31 similarity 0.31 < 0.65 to zh-summary" in c.value.replace("\\", "") for c in at.caption)
     assert at.selectbox(key="instance").value == stub.DRIFTING_INSTANCE
     assert at.query_params["window"] == "1h" and at.query_params["instance"] == stub.DRIFTING_INSTANCE
     assert [s.value for s in at.subheader] == [
