@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-__all__ = ["DENSE_ROWS", "VERDICT_COLOURS", "latency_chart", "similarity_chart", "verdict_grid_chart"]
+__all__ = ["DENSE_ROWS", "VERDICT_COLOURS", "latency_chart", "shown_verdict", "similarity_chart", "verdict_grid_chart"]
 
 VERDICT_COLOURS: dict[str, str] = {
     "ok": "#2e9e44", "degraded": "#f0a202", "failed": "#d62728", "no data": "#b0b0b0",
@@ -27,7 +27,11 @@ def _discrete_scale() -> list[list[float | str]]:
 
 
 def verdict_grid_chart(grid: pd.DataFrame, order: list[str] | None = None) -> go.Figure:
-    """Colour each (instance, kind) cell by its last verdict: ok green, degraded amber, failed red, none grey.
+    """Colour each (instance, kind) cell by its verdict: ok green, degraded amber, failed red, none grey.
+
+    The verdict is the router's (``held``: the hysteresis verdict it routes by) where the frame has
+    it, else the last result's: a cured instance is still held out for ``recover_m`` passing probes,
+    and a grid of last results showed it green while it was held out and its alert fired.
 
     Args:
         grid: Rows of :func:`app.ui.data.probes.last_verdicts` (instance, kind, verdict, value, ...).
@@ -47,7 +51,7 @@ def verdict_grid_chart(grid: pd.DataFrame, order: list[str] | None = None) -> go
         z_row, t_row, h_row = [], [], []
         for kind in kinds:
             found = (inst, kind) in cell.index
-            verdict = str(cell.loc[(inst, kind), "verdict"]) if found else "no data"
+            verdict = shown_verdict(cell.loc[(inst, kind)]) if found else "no data"
             z_row.append(_CODES.get(verdict, _CODES["no data"]))
             t_row.append(verdict)
             h_row.append(_hover(cell.loc[(inst, kind)]) if found else "")
@@ -62,10 +66,17 @@ def verdict_grid_chart(grid: pd.DataFrame, order: list[str] | None = None) -> go
         hovertemplate="%{y} · %{x}: %{text}%{customdata}<extra></extra>",
     ))
     fig.update_layout(
-        title="Last verdict per probe", height=120 + (14 if dense else 36) * len(rows), margin=_MARGIN,
+        title="Verdict per probe (the router's; else the last result's)",
+        height=120 + (14 if dense else 36) * len(rows), margin=_MARGIN,
         yaxis={"autorange": "reversed", "title": None}, xaxis={"side": "top", "title": None},
     )
     return fig
+
+
+def shown_verdict(row: pd.Series) -> str:
+    """The verdict a grid cell shows: the router's held one, else the last result's."""
+    held = row.get("held")
+    return str(held) if isinstance(held, str) and held else str(row["verdict"])
 
 
 def _hover(row: pd.Series) -> str:
@@ -74,7 +85,7 @@ def _hover(row: pd.Series) -> str:
         limit = row.get("limit")
         parts.append(str(row["reading"]) + (f" ({limit})" if isinstance(limit, str) and limit else ""))
     if row.get("held"):
-        parts.append(f"router: {row['held']}")
+        parts.append(f"last result: {row['verdict']}")
     if row.get("reason"):
         parts.append(str(row["reason"])[:120])
     return "<br>" + "<br>".join(parts) if parts else ""

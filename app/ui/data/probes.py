@@ -178,9 +178,12 @@ def last_verdicts(
 
 
 def instances_worst_first(grid: pd.DataFrame) -> list[str]:
-    """Instances of a :func:`last_verdicts` frame, worst first (most failed, then degraded kinds), then by name."""
+    """Instances of a :func:`last_verdicts` frame, worst first (most failed, then degraded kinds), then by name.
+
+    A kind counts by the router's held verdict where the frame has it, else by its last result (as the grid shows it).
+    """
     def badness(rows: pd.DataFrame) -> tuple[int, int, int]:
-        counts = rows["verdict"].value_counts()
+        counts = rows["held"].where(rows["held"].notna() & (rows["held"] != ""), rows["verdict"]).value_counts()
         return (-int(counts.get("failed", 0)), -int(counts.get("degraded", 0)), -int(counts.get(NO_DATA, 0)))
 
     keyed = [(badness(rows), str(name)) for name, rows in grid.groupby("instance", sort=True)]

@@ -112,8 +112,9 @@ if grid.empty:
     st.info(f"No probe results yet (last {lookback} minutes). "
             "Probes run inside `routelens serve` (or `routelens probes run`) every 30 s.")
 else:
-    st.caption(f"Last verdict of each probe in the last {lookback} minutes, worst instance first; "
-               "grey: no result (silence is not health). " + reading.limits_caption(lim))
+    st.caption(f"Verdict of each probe, worst instance first: the router's (hysteresis: what it routes by) "
+               f"where it answers, else the last result in the last {lookback} minutes; grey: no result "
+               "(silence is not health). " + reading.limits_caption(lim))
     if grid_cut:
         st.caption("Too many results to read them all: the grid shows the newest part of the lookback.")
     st.plotly_chart(charts.verdict_grid_chart(grid, order))

@@ -45,7 +45,21 @@ def test_verdict_grid_cells_and_colours(results: list[ProbeResult]) -> None:
     assert {t: colour_of(fig, z) for t, z in codes.items()} == charts.VERDICT_COLOURS
     i, j = order.index(stub.DRIFTING_INSTANCE), heat["x"].index("semantic")
     hover = heat["customdata"][i][j]
-    assert "router: failed" in hover and "0.310 / 0.650 (probes.semantic.threshold)" in hover
+    assert "last result: failed" in hover and "0.310 / 0.650 (probes.semantic.threshold)" in hover
+
+
+def test_a_cell_shows_the_routers_held_verdict_over_a_passing_last_result(results: list[ProbeResult]) -> None:
+    """A cured instance is held out for recover_m probes: the grid showed it green while its alert fired."""
+    healthy = next(r.instance for r in results if r.instance not in (stub.DRIFTING_INSTANCE, stub.SYNTAX_ONLY_INSTANCE))
+    grid = data.last_verdicts(results, data.held_verdicts(stub.sample_router_state(NOW)), limits=LIMITS)
+    row = (grid["instance"] == healthy) & (grid["kind"] == "syntax")
+    assert grid.loc[row, "verdict"].tolist() == ["ok"]
+    grid.loc[row, ["held"]] = "failed"  # the router still holds it out
+    order = data.instances_worst_first(grid)
+    heat = json.loads(charts.verdict_grid_chart(grid, order).to_json())["data"][0]
+    i, j = order.index(healthy), heat["x"].index("syntax")
+    assert heat["text"][i][j] == "failed" and "last result: ok" in heat["customdata"][i][j]
+    assert order == [stub.DRIFTING_INSTANCE, healthy, stub.SYNTAX_ONLY_INSTANCE]  # a held failure ranks it up
 
 
 def test_verdict_grid_default_order_and_empty(results: list[ProbeResult]) -> None:
