@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, field_validator
 
@@ -17,10 +17,18 @@ _ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
 
 class CostSpec(ContractModel):
-    """Price of one request on a model (the seed's cost table)."""
+    """Price of one request on a model (the seed's cost table).
 
-    base: float = Field(1.0, ge=0, description="Baseline cost of one request.")
-    surge_multiplier: float = Field(1.0, ge=1, description="Peak-hour premium factor.")
+    A request's price is `base`, times `surge_multiplier` when the request's time falls in
+    `routing.peak_hours` (local hours in `routing.timezone`; the time is the request's own, a
+    trace's `ts` in a replay). That price is what the cost scorer compares across the pool, what
+    a trace records as the outcome's cost, what budgets' `max_spend` counts and what `replay`
+    prices a flip at.
+    """
+
+    base: float = Field(1.0, ge=0, description="Cost of one request outside peak hours.")
+    surge_multiplier: float = Field(
+        1.0, ge=1, description="Peak-hour premium factor: in routing.peak_hours a request costs base times this.")
 
 
 class InstanceSpec(ContractModel):
@@ -81,7 +89,11 @@ class InstanceSnapshot(ContractModel):
     queue: float | None = Field(None, ge=0, description="Requests waiting (vllm:num_requests_waiting).")
     running: float | None = Field(None, ge=0, description="Requests running.")
     kv_cache_usage: float | None = Field(None, ge=0, le=1, description="KV-cache usage, 0-1.")
-    warmup_progress: float | None = Field(None, ge=0, le=1)
+    warmup_progress: float | None = Field(None, ge=0, le=1, description="Warm-up progress, 0-1 (see warmup_source).")
+    warmup_source: Literal["gauge", "uptime", "assumed"] | None = Field(
+        None, description="Where warmup_progress came from: the engine's warm-up gauge; its process uptime over "
+        "scrape.warmup_s (process_start_time_seconds); or assumed warm, 1.0, as it reports neither. "
+        "None: no scrape yet.")
     error_rate: float | None = Field(None, ge=0, le=1, description="Router-observed error share (window).")
     p50_latency_ms: float | None = Field(None, ge=0, description="Router-observed latency, window median.")
     p95_latency_ms: float | None = Field(None, ge=0, description="Router-observed latency, window p95.")

@@ -16,7 +16,9 @@ The key (:meth:`MemoReplayer.key`), level one, and why it is enough:
   their ``id`` while it exists). An entry is used only while every snapshot is fresh at the row's
   time (age within ``scrape.suspect_after_s``): then a prepared candidate depends on its snapshot
   alone (:mod:`router_core.decide.prepared`). Rows with suspect or never-scraped state are not memoised;
-- the UTC hour: the weights in force (``Policy.weights_at`` reads the hour alone);
+- the local hour of the profiles (``scoring.timezone``) and whether it is a peak hour (``routing.peak_hours``
+  in ``routing.timezone``): the weights in force (``Policy.weights_at`` reads that hour alone) and the
+  instances' prices the cost scorer compares (``Policy.price``);
 - when a weighted scorer reads the quality table: the table object (``Replayer.quality_for`` keeps
   one per distinct table) and the intent.
 
@@ -93,7 +95,9 @@ class MemoReplayer(Replayer):
     def key(self, ctx: DecisionContext, snaps: Sequence[InstanceSnapshot]) -> tuple[Hashable, ...]:
         """Level one of the memo key: requested model, hour, quality table and intent (when read), snapshots."""
         quality: tuple[Hashable, ...] = (id(ctx.quality), ctx.intent) if self._by_quality else ()
-        return (ctx.features.requested_model, ctx.now.hour, *quality, *map(id, snaps))
+        policy = self.policy
+        hours = policy.scoring_hour(ctx.now), policy.peak_hours.at(ctx.now)
+        return (ctx.features.requested_model, *hours, *quality, *map(id, snaps))
 
     def verdicts(self, ctx: DecisionContext, candidates: Sequence[Candidate]) -> tuple[Verdict, ...]:
         """Level two: what the filter loop reads of each verdict of the filters that read the request."""

@@ -38,8 +38,10 @@ from schemas.replay_report import FlipCause, PredictedDelta, ReplayReport
 __all__ = ["COST_BASIS", "LATENCY_BASIS", "PARALLEL_MIN", "Progress", "replay_rows", "replay_range"]
 
 PARALLEL_MIN = 50_000
-COST_BASIS = ("per-request cost.base of each instance in the replay policy's fleet (the cost scorer's input); "
-              "a stored instance missing from that fleet is priced at its stored outcome cost")
+COST_BASIS = ("per-request price of each instance in the replay policy's fleet at the trace's time: cost.base, "
+              "times cost.surge_multiplier in the policy's routing.peak_hours (local hours in routing.timezone), "
+              "as the cost scorer weighs it; a stored instance missing from that fleet is priced at its stored "
+              "outcome cost")
 LATENCY_BASIS = ("the latency scorer's prediction from each candidate's recorded state: the observed window p50 "
                  "(>= 5 requests) else the model profile's latency_ms, scaled by queue and running beyond "
                  "max_concurrency, under the replay policy's model profiles")

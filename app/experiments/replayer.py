@@ -242,7 +242,12 @@ class Replayer:
             return None
         return None if ranked is None else ranked.prepared.get(instance)
 
-    def cost_of(self, instance: str | None) -> float | None:
-        """The fleet's per-request cost of ``instance`` under this policy, or None when it has none."""
+    def cost_of(self, instance: str | None, at: datetime) -> float | None:
+        """The per-request price of ``instance`` under this policy for a request at ``at`` (the trace's ``ts``).
+
+        ``cost.base``, times ``cost.surge_multiplier`` when ``at`` falls in this policy's
+        ``routing.peak_hours`` (local hours in its ``routing.timezone``): what the cost scorer
+        weighed and the gateway recorded. None when the fleet has no such instance.
+        """
         spec = self.specs.get(instance) if instance is not None else None
-        return None if spec is None else spec.cost.base
+        return None if spec is None else self.policy.price(spec.cost, at)

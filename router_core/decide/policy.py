@@ -5,13 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from router_core.decide.plugin_specs import PICKER_TYPES, specs_from_sections
 from router_core.errors import ProfileError
 from router_core.filters.constraint import ConstraintFilter
 from router_core.framework import Filter, Handle, Picker, PluginRegistry, Scorer
+from router_core.rules.route import PeakHours
+from router_core.scorers.cost import CostScorer
 from schemas.config import (
     ConstraintSpec,
     ModelProfile,
@@ -21,7 +24,7 @@ from schemas.config import (
     ScrapeSettings,
 )
 from schemas.config.routing import RoutingSettings
-from schemas.fleet import InstanceSpec
+from schemas.fleet import CostSpec, InstanceSpec
 
 __all__ = ["Policy", "build_policy", "policy_hash"]
 
@@ -34,6 +37,10 @@ def policy_hash(config: RouteLensConfig) -> str:
         mode="json", include={"fleet", "constraints", "scoring", "scrape", "models", "router"}
     )
     policy["router"].pop("version", None)
+    if policy["scrape"].get("warmup_s") == 90.0:
+        policy["scrape"].pop("warmup_s")  # the default leaves the hash as it was before the setting existed
+    if policy["scoring"].get("timezone") == "UTC":
+        policy["scoring"].pop("timezone")  # the default reads profiles as before it existed: the hash stays too
     for instance in policy["fleet"]["instances"]:
         instance.pop("api_key_env", None)  # credentials never change a decision (and came after the hash)
         for key in ("features", "kv_cache_bytes"):  # unset, they leave the hash as it was before they existed
@@ -50,7 +57,12 @@ def policy_hash(config: RouteLensConfig) -> str:
 
 @dataclass(frozen=True)
 class Policy:
-    """Filters in order, scorers by name with their base weights, one picker, fallback behaviour, the hash."""
+    """Filters in order, scorers by name with their base weights, one picker, fallback behaviour, the hash.
+
+    ``scoring_zone``: where the profiles' hours are read (``scoring.timezone``; None: UTC, the hour of
+    ``now`` as given). ``peak_hours``: ``routing.peak_hours`` in ``routing.timezone``, which prices an
+    instance's request (:meth:`price`); the cost scorer reads the same object.
+    """
 
     fleet: tuple[InstanceSpec, ...]
     filters: tuple[Filter, ...]
@@ -65,6 +77,8 @@ class Policy:
     queue_norm: float
     models: dict[str, ModelProfile]
     hash: str
+    scoring_zone: ZoneInfo | None = None
+    peak_hours: PeakHours = field(default_factory=PeakHours, repr=False, compare=False)
     _by_model: dict[str, tuple[InstanceSpec, ...]] = field(default_factory=dict)
     config: RouteLensConfig | None = field(default=None, repr=False, compare=False)  # what it was built from
 
@@ -82,9 +96,21 @@ class Policy:
         """Models in the fleet, in configuration order."""
         return list(self._by_model)
 
+    def scoring_hour(self, now: datetime) -> int:
+        """The hour the profiles read: ``now`` (UTC; naive is taken as UTC) in ``scoring.timezone``."""
+        zone = self.scoring_zone
+        if zone is None:
+            return now.hour
+        return (now if now.tzinfo is not None else now.replace(tzinfo=UTC)).astimezone(zone).hour
+
     def weights_at(self, now: datetime) -> tuple[str, dict[str, float]]:
-        """Return the name of the weights in force at ``now`` (a UTC-hour profile, else the base) and them."""
-        hour = now.hour
+        """Return the name of the weights in force at ``now`` and them.
+
+        The first profile whose hours hold ``now``'s hour in ``scoring.timezone``, else the base
+        weights. ``now`` is the request's own time (a trace's ``ts`` in a replay); the name is what
+        the trace's score steps record.
+        """
+        hour = self.scoring_hour(now)
         for profile in self.profiles:
             start, end = profile.hours
             if (start <= hour < end) if start < end else (hour >= start or hour < end):
@@ -92,6 +118,10 @@ class Policy:
                 weights.update(profile.weights)
                 return profile.name, weights
         return self.weights_name, dict(self.base_weights)
+
+    def price(self, cost: CostSpec, now: datetime) -> float:
+        """An instance's per-request price for a request at ``now``: ``cost.base``, times its surge in peak hours."""
+        return self.peak_hours.price(cost, now)
 
 
 def build_policy(config: RouteLensConfig, registry: PluginRegistry) -> Policy:
@@ -105,6 +135,7 @@ def build_policy(config: RouteLensConfig, registry: PluginRegistry) -> Policy:
     explicit = config.router.plugins is not None
     specs = config.router.plugins if config.router.plugins is not None else specs_from_sections(config)
     handle = Handle(models=dict(config.models), scrape=config.scrape)
+    peak = PeakHours.of(config.routing)
     filters: list[Filter] = []
     scorers: dict[str, Scorer] = {}
     weights: dict[str, float] = {}
@@ -112,6 +143,8 @@ def build_policy(config: RouteLensConfig, registry: PluginRegistry) -> Policy:
     for i, spec in enumerate(specs):
         loc: tuple[int | str, ...] = ("router", "plugins", i) if explicit else ("router",)
         plugin: Any = registry.create(spec, handle, loc=loc)
+        if isinstance(plugin, CostScorer):
+            plugin.peak_hours = peak  # prices at the request's time, as the trace's cost and the budgets do
         point, label = registry.extension_point(spec.type), f"{plugin.name}/{spec.type}"
         if point == "scorer" and spec.weight is None and explicit:
             raise ProfileError(label, [(loc + ("weight",), f"the scorer {label} needs a weight")])
@@ -139,5 +172,7 @@ def build_policy(config: RouteLensConfig, registry: PluginRegistry) -> Policy:
         profiles=tuple(config.scoring.profiles), weights_name="plugins" if explicit else config.scoring.preset,
         picker=pickers[0], on_empty=config.router.on_empty, fallback_model=config.router.fallback_model,
         scrape=config.scrape, queue_norm=config.scoring.queue_norm, models=dict(config.models),
-        hash=policy_hash(config), _by_model={m: tuple(s) for m, s in by_model.items()}, config=config,
+        hash=policy_hash(config),
+        scoring_zone=None if config.scoring.timezone == "UTC" else ZoneInfo(config.scoring.timezone),
+        peak_hours=peak, _by_model={m: tuple(s) for m, s in by_model.items()}, config=config,
     )

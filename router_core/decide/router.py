@@ -111,7 +111,7 @@ class Router:
         self._scores = Scores(policy, self._prepared, perf, observer)
         self._picker_obs = observer("picker", policy.picker)
         self._picker_name = typed_name(policy.picker)
-        self._weights_by_hour: dict[int, dict[str, float]] = {}  # rank(): the weights read the UTC hour alone
+        self._weights_by_hour: dict[int, dict[str, float]] = {}  # rank(): the weights read the local hour alone
 
     @property
     def models(self) -> list[str]:
@@ -237,9 +237,10 @@ class Router:
         by_id = {p.candidate.spec.id: p for p in prepared}
         if not pool:
             return Ranked(rule, by_id, removed, {}, [], [], [])
-        weights = self._weights_by_hour.get(ctx.now.hour)
+        hour = self.policy.scoring_hour(ctx.now)  # in scoring.timezone: a UTC hour maps to another across DST
+        weights = self._weights_by_hour.get(hour)
         if weights is None:
-            weights = self._weights_by_hour[ctx.now.hour] = self.policy.weights_at(ctx.now)[1]
+            weights = self._weights_by_hour[hour] = self.policy.weights_at(ctx.now)[1]
         totals, columns, used = self._scores.columns(pool, factors, ctx, weights, None)
         ids = [p.candidate.spec.id for p in pool]
         return Ranked(rule, by_id, removed, used, ids, columns, list(zip(ids, totals, strict=True)))

@@ -273,11 +273,12 @@ class ChatRunner:
         if fwd.spec is None or fwd.response is None:
             raise AttemptsExhausted(f"no instance could serve the request (last error: {fwd.last_error})",
                                     last_error=fwd.last_error)
-        await self._served(call, ctx, fwd.spec)
+        cost = router.policy.price(fwd.spec.cost, ctx.now)  # at the request's time: peak hours add the surge
+        await self._served(call, ctx, fwd.spec, cost)
         relayed = await respond.relay_answer(
             call.http, fwd, self.headers_of(rec), call.t0, stream=stream, client_usage=client_usage,
             idle_timeout_s=self.config.gateway.idle_timeout_s, inflight=self.inflight, answers=self.answers,
-            answer_key=call.answer_key)
+            answer_key=call.answer_key, cost=cost)
         if times is None:
             self.finish(rec, call.t0, relayed.status, relayed.error, **relayed.usage)
             return relayed.response
@@ -286,10 +287,10 @@ class ChatRunner:
         times.add("finish", t6, times.clock())
         return relayed.response
 
-    async def _served(self, call: Call, ctx: DecisionContext, spec: InstanceSpec) -> None:
-        """An instance answers: its call counts against the budgets; a moved session is rebound to it."""
+    async def _served(self, call: Call, ctx: DecisionContext, spec: InstanceSpec, cost: float) -> None:
+        """An instance answers: its call counts against the budgets at ``cost``; a moved session is rebound to it."""
         if self.budgets.is_enabled:
-            self.budgets.record(spec.model, spec.cost.base, ctx.now)
+            self.budgets.record(spec.model, cost, ctx.now)
         if self.affinity is not None and ctx.affinity is not None and ctx.affinity != spec.id:
             key = session_key(self.affinity.settings, call.http.headers, call.body)
             if key is not None:

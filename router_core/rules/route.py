@@ -1,21 +1,27 @@
-"""A matched rule as the router runs it: the levels to try, the guarantee, the cost scale.
+"""A matched rule as the router runs it: the levels to try, the guarantee, the cost scale; peak-hour prices.
 
 The gateway matches the request against the rule set and applies the rule's throttle (both need
 the request and a clock); the router gets the outcome as a :class:`RouteChoice` in the decision
-context and stays a pure function of its inputs.
+context and stays a pure function of its inputs. :class:`PeakHours` is ``routing.peak_hours`` as
+both peak premiums read it: a rule's ``cost_params`` surge (through its rule set) and an instance's
+``cost.surge_multiplier`` (its per-request price).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from router_core.framework.types import Candidate
 from router_core.rules.ir import DegradedTarget, Match, Origin, Rule, RuleSet
+from schemas.config.routing import RoutingSettings
+from schemas.fleet import CostSpec
 from schemas.trace import Attempt, Violation
 
-__all__ = ["KEYWORDS_RULE", "NO_RULES", "RouteChoice", "guarantee_violation", "keyword_rule"]
+__all__ = ["KEYWORDS_RULE", "NO_RULES", "PeakHours", "RouteChoice", "guarantee_violation", "keyword_rule", "priced"]
 
 KEYWORDS_RULE = "keywords"  # the rule the keyword score routes by (routing.keywords)
 NO_RULES = RuleSet(rules=(), source="routing")  # what a request is matched against without a policy file
@@ -93,6 +99,47 @@ class RouteChoice:
             return 1.0
         surge = rule.cost.surge_multiplier if self.rules.in_peak(self.local_hour) else 1.0
         return rule.cost.base_weight * surge
+
+
+def priced(cost: CostSpec, peak: bool) -> float:
+    """An instance's price of one request: ``base``, times ``surge_multiplier`` in a peak hour."""
+    return cost.base * cost.surge_multiplier if peak else cost.base
+
+
+class PeakHours:
+    """``routing.peak_hours`` in ``routing.timezone``: whether a request's time is a peak hour, and prices then.
+
+    The test of an hour is the rules' own (:meth:`RuleSet.in_peak`, which a rule's ``cost_params``
+    surge reads); the hour is the request's (the context's ``now``: the injected clock live, the
+    trace's ``ts`` in a replay) read in the zone. The last time asked and its answer are kept, so the
+    cost scorer, the trace's cost and the budgets' spend of one request share one zone conversion.
+    """
+
+    __slots__ = ("_bands", "_last", "_zone")
+
+    def __init__(self, peak_hours: Sequence[tuple[int, int]] = (), timezone: str = "UTC") -> None:
+        self._bands = RuleSet(rules=(), source="routing", timezone=timezone, peak_hours=tuple(peak_hours))
+        self._zone = ZoneInfo(timezone)
+        self._last: tuple[datetime, bool] | None = None
+
+    @classmethod
+    def of(cls, routing: RoutingSettings) -> PeakHours:
+        """The peak hours ``routing`` declares, in its time zone."""
+        return cls(routing.peak_hours, routing.timezone)
+
+    def at(self, now: datetime) -> bool:
+        """Whether ``now`` (UTC; a naive time is taken as UTC) falls in a peak band, in local hours."""
+        last = self._last
+        if last is not None and last[0] == now:
+            return last[1]
+        local = (now if now.tzinfo is not None else now.replace(tzinfo=UTC)).astimezone(self._zone)
+        peak = self._bands.in_peak(local.hour)
+        self._last = (now, peak)
+        return peak
+
+    def price(self, cost: CostSpec, now: datetime) -> float:
+        """The per-request price of an instance costing ``cost``, for a request at ``now``."""
+        return priced(cost, self.at(now))
 
 
 def guarantee_violation(rule: Rule, cand: Candidate, max_concurrency: int) -> Violation | None:

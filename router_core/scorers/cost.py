@@ -1,4 +1,4 @@
-"""Cheaper models first, relative to the pool: the cheapest scores 1, the dearest 0."""
+"""Cheaper instances first, relative to the pool: the cheapest scores 1, the dearest 0, at the request's price."""
 
 from __future__ import annotations
 
@@ -7,28 +7,37 @@ from typing import ClassVar
 
 from router_core.framework import Candidate, PluginBase, PluginParams, RequestContext
 from router_core.framework.plugin import ExtensionPoint
+from router_core.rules.route import PeakHours, priced
 
 __all__ = ["CostScorer"]
 
 
 class CostScorer(PluginBase):
-    """Scores relative cheapness.
+    """Scores relative cheapness at the price of this request.
 
-    What it does: ``(max - cost) / (max - min)`` over the pool's per-request base costs (all
-    equal: all 1). Inputs: ``InstanceSpec.cost.base``. Parameters: none. Category: scorer, term ``cost``.
+    What it does: ``(max - price) / (max - min)`` over the pool's per-request prices (all equal:
+    all 1). An instance's price is ``cost.base``, times ``cost.surge_multiplier`` when the request's
+    time (``ctx.now``: the injected clock live, the trace's ``ts`` in a replay) falls in
+    ``routing.peak_hours``, read in ``routing.timezone``: the price the trace records as the
+    outcome's cost and the budgets count. Whether the request is in a peak hour is decided once per
+    request, not per candidate. Inputs: ``InstanceSpec.cost``, ``ctx.now``. Parameters: none (the
+    peak hours are the policy's, set by ``build_policy``; a scorer built alone prices at ``base``).
+    Category: scorer, term ``cost``.
     """
 
     TYPE: ClassVar[str] = "cost-scorer"
     EXTENSION_POINT: ClassVar[ExtensionPoint] = "scorer"
     DEFAULT_NAME: ClassVar[str] = "cost"
     STATE_ONLY: ClassVar[bool] = False
+    peak_hours: PeakHours | None = None  # the policy's routing.peak_hours (None: no peak premium)
 
     class Params(PluginParams):
         """This scorer takes no parameters."""
 
     def score(self, pool: Sequence[Candidate], ctx: RequestContext) -> list[float]:
-        """Return the relative cheapness per candidate."""
-        costs = [c.spec.cost.base for c in pool]
+        """Return the relative cheapness per candidate, at the request's per-request prices."""
+        peak = self.peak_hours is not None and self.peak_hours.at(ctx.now)  # once per request
+        costs = [priced(c.spec.cost, peak) for c in pool]
         low, high = min(costs, default=0.0), max(costs, default=0.0)
         if high == low:
             return [1.0] * len(pool)

@@ -1,4 +1,4 @@
-"""Warm instances first: the warm-up progress gauge (the seed's ``warmup`` term)."""
+"""Warm instances first: the snapshot's warm-up progress (the seed's ``warmup`` term)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,11 @@ class WarmupScorer(PluginBase):
     """Scores warm-up progress.
 
     What it does: a cold instance (after start or restart) scores low until warmed up.
-    Inputs: ``warmup_progress`` 0-1; engines that do not report it count as warm.
+    Inputs: ``warmup_progress`` 0-1, as the state view derived it (``warmup_source``): the
+    engine's warm-up gauge, else its process uptime over ``scrape.warmup_s``, else 1.0 assumed
+    (see :mod:`router_core.state.warmup`). None (no scrape yet, or a snapshot stored before
+    ``warmup_source`` existed) counts as warm, as it always did. It only scores: a cold instance
+    leaves the feasible set only under a ``warmup_progress`` constraint.
     Parameters: none. Category: scorer, term ``warmup``.
     """
 

@@ -7,6 +7,7 @@
     parse.py           an engine's /metrics text -> EngineGauges (vLLM, SGLang, TGI)
     histogram.py       quantiles of engine histograms between two scrapes
     window.py          the gateway's own observations over a sliding window
+    warmup.py          warm-up progress: the engine's gauge, else its process uptime, else assumed
     view.py            StateView: gauges, observations, latches -> one InstanceSnapshot per instance
     constraints.py     a hard constraint's metric, verdict and soft ramp on live state
     hysteresis.py      HysteresisLatch: the two-threshold, two-dwell latch the view keeps per constraint
@@ -30,6 +31,7 @@ from router_core.state.quality import QualitySnapshot, QualityTable, diverges
 from router_core.state.scrape_metrics import SCRAPE_FAILURE_REASONS, ScrapeMetrics
 from router_core.state.staleness import ENGINES_WITHOUT_KV, effective_state
 from router_core.state.view import StateView
+from router_core.state.warmup import WarmupSource, warmup_progress
 from router_core.state.window import ObservationWindow, WindowStats
 
 if TYPE_CHECKING:
@@ -50,6 +52,7 @@ __all__ = [
     "ScrapeMetrics",
     "StateView",
     "Ticket",
+    "WarmupSource",
     "WindowStats",
     "applies",
     "decode_metrics",
@@ -60,6 +63,7 @@ __all__ = [
     "metric_value",
     "parse_engine_metrics",
     "ramp_factor",
+    "warmup_progress",
 ]
 
 

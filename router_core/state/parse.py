@@ -9,6 +9,9 @@ Engines understood:
 - Text Generation Inference: ``tgi_queue_size`` (queue), ``tgi_batch_current_size`` (running) and
   the ``tgi_request_duration`` histogram (end to end). TGI exposes no KV-cache share, so
   ``kv_cache_usage`` stays None (``tgi_batch_current_max_tokens`` is a token budget, not a share).
+- Any engine: ``process_start_time_seconds`` (prometheus_client exports it by default; vLLM has
+  it, TGI and SGLang do not), from which the view derives warm-up where no warm-up gauge is
+  exported (:mod:`router_core.state.warmup`). It is no routing gauge: alone it is ``no_gauges``.
 
 Several label sets (several engines in one server) are summed for counts and maxed for cache use.
 
@@ -24,6 +27,8 @@ their physical range are decided per gauge, and each decision is listed in
 - KV-cache usage: NaN or infinite is refused; within :data:`KV_TOLERANCE` of [0, 1] (rounding in
   the engine) it is *clamped* to [0, 1]; further out it is refused;
 - warm-up progress: NaN or infinite is refused, anything else clamped to [0, 1];
+- process start time: NaN, infinite or not positive is refused; of several, the newest counts
+  (the most recent restart);
 - a scrape whose every routing gauge (queue, running, KV) was refused is refused whole
   (``out_of_range``): there is nothing left to route on.
 """
@@ -50,6 +55,7 @@ _QUEUE = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size"
 _RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size")
 _KV = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
 _WARMUP = ("routelens_sim_warmup_progress",)
+_START = "process_start_time_seconds"
 _TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
 _E2E = ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds", "tgi_request_duration")
 _CACHE_INFO = ("vllm:cache_config_info", "vllm:cache_config")  # the parser drops "_info" of an info type
@@ -81,6 +87,7 @@ class EngineGauges:
     num_gpu_blocks: int | None = None
     block_size: int | None = None
     adjustments: tuple[str, ...] = ()
+    process_start_s: float | None = None  # Unix seconds (process_start_time_seconds)
 
     @property
     def has_refused(self) -> bool:
@@ -159,6 +166,7 @@ def parse_engine_metrics(body: str | bytes) -> EngineGauges:
     values: dict[str, list[float]] = {}
     buckets: dict[str, dict[float, float]] = {}
     cache: dict[str, str] = {}
+    starts: list[float] = []
     try:
         for family in text_string_to_metric_families(text):
             if family.name in histograms:
@@ -169,6 +177,8 @@ def parse_engine_metrics(body: str | bytes) -> EngineGauges:
                         per_le[le] = per_le.get(le, 0.0) + float(sample.value)
             elif family.name in _CACHE_INFO:
                 cache = next((dict(s.labels) for s in family.samples), cache)
+            elif family.name == _START:
+                starts += [float(s.value) for s in family.samples if s.name == _START]
             elif family.name in wanted:
                 for sample in family.samples:
                     if sample.name == family.name:
@@ -182,6 +192,7 @@ def parse_engine_metrics(body: str | bytes) -> EngineGauges:
     running = _count("running", _first(values, _RUNNING), notes)
     kv = _share("kv_cache_usage", _first(values, _KV), notes, KV_TOLERANCE)
     warmup = _share("warmup_progress", _first(values, _WARMUP), notes, math.inf)
+    started = _start_time(starts, notes)
     routing_present = any(_first(values, names) for names in (_QUEUE, _RUNNING, _KV))
     if routing_present and queue is None and running is None and kv is None:
         raise MetricsParseError("every gauge out of range: " + "; ".join(notes), "out_of_range")
@@ -196,7 +207,19 @@ def parse_engine_metrics(body: str | bytes) -> EngineGauges:
         num_gpu_blocks=_int_label(cache, "num_gpu_blocks"),
         block_size=_int_label(cache, "block_size"),
         adjustments=tuple(notes),
+        process_start_s=started,
     )
+
+
+def _start_time(samples: list[float], notes: list[str]) -> float | None:
+    if not samples:
+        return None
+    value = max(samples, key=lambda v: math.inf if math.isnan(v) else v)
+    if not math.isfinite(value) or value <= 0:
+        why = "not finite" if not math.isfinite(value) else "not positive"
+        notes.append(f"process_start_time={_fmt(value)} refused ({why})")
+        return None
+    return value
 
 
 def _engine(values: dict[str, list[float]]) -> str:

@@ -10,6 +10,10 @@ drops any that still get through (an ``EngineGauges`` built by hand), so a store
 validates when read back. What the parser adjusted is kept in ``scrape_error`` as
 ``"out_of_range: queue=-5 refused (negative)"``: the scrape was not taken whole, and the decision
 records which gauges were refused or clamped.
+
+Warm-up comes from the engine's gauge, else its process uptime over ``scrape.warmup_s``, else is
+assumed (1.0), and ``warmup_source`` says which (:mod:`router_core.state.warmup`); the scrape
+time is the injected ``wall`` clock's.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from router_core.state.histogram import Buckets, delta_quantile
 from router_core.state.hysteresis import HysteresisLatch
 from router_core.state.parse import EngineGauges
 from router_core.state.staleness import effective_state
+from router_core.state.warmup import warmup_progress
 from router_core.state.window import ObservationWindow
 from schemas.config import ConstraintSpec, ScrapeSettings
 from schemas.fleet import InstanceSnapshot, InstanceSpec, LatchState
@@ -90,10 +95,13 @@ class StateView:
         e2e = None if gauges.e2e_buckets is None else delta_quantile(inst.e2e, gauges.e2e_buckets, 0.95)
         inst.ttft, inst.e2e = gauges.ttft_buckets, gauges.e2e_buckets
         adjusted = "out_of_range: " + "; ".join(gauges.adjustments) if gauges.adjustments else None
+        at = self._wall()
+        warmup, source = warmup_progress(gauges.warmup_progress, gauges.process_start_s, at.timestamp(),
+                                         self._scrape.warmup_s)
         inst.snap = inst.snap.model_copy(update={
-            "scraped_at": self._wall(), "engine": gauges.engine, "queue": _in_range(gauges.queue),
+            "scraped_at": at, "engine": gauges.engine, "queue": _in_range(gauges.queue),
             "running": _in_range(gauges.running), "kv_cache_usage": _in_range(gauges.kv_cache_usage, 1.0),
-            "warmup_progress": _in_range(gauges.warmup_progress, 1.0), "scrape_error": adjusted and adjusted[:200],
+            "warmup_progress": warmup, "warmup_source": source, "scrape_error": adjusted and adjusted[:200],
             "ttft_p95_ms": _in_range(None if ttft is None else ttft * 1e3),
             "e2e_p95_ms": _in_range(None if e2e is None else e2e * 1e3),
         })

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from schemas.common import ContractModel
+from schemas.units import ZoneName
 
 __all__ = [
     "PLUGIN_NAME_PATTERN",
@@ -152,10 +153,11 @@ def _check_weights(value: dict[str, float]) -> dict[str, float]:
 
 
 class ScoringProfile(ContractModel):
-    """Weights for part of the day, e.g. quality at night and latency at peak (UTC hours)."""
+    """Weights for part of the day, e.g. quality at night and latency at peak (hours in `scoring.timezone`)."""
 
     name: str
-    hours: tuple[int, int] = Field(description="[start, end) in hours 0-24; start > end wraps midnight.")
+    hours: tuple[int, int] = Field(
+        description="[start, end) in local hours 0-24 of scoring.timezone; start > end wraps midnight.")
     weights: dict[str, float]
 
     @field_validator("weights")
@@ -178,7 +180,11 @@ class ScoringSettings(ContractModel):
     weights: dict[str, float] = Field(default={}, description="Overrides the preset's weights.")
     queue_norm: float = Field(10.0, gt=0, description="Queue length that scores zero.")
     latency_slo_ms: float = Field(3000.0, gt=0, description="Predicted latency that scores zero.")
-    profiles: list[ScoringProfile] = []
+    profiles: list[ScoringProfile] = Field(
+        default=[], description="Weights for parts of the day; the first whose hours hold the request's time wins.")
+    timezone: ZoneName = Field(
+        "UTC", description="IANA zone the profiles' hours are read in, at the request's own time (a trace's ts in "
+        "a replay). Default UTC, as profiles were read before this field existed; routing.timezone is the rules'.")
 
     @field_validator("weights")
     @classmethod

@@ -94,13 +94,31 @@ class GatewaySettings(ContractModel):
 
 
 class ScrapeSettings(ContractModel):
-    """How live state is collected from instances' ``/metrics``."""
+    """How live state is collected from instances' ``/metrics``.
+
+    Warm-up: each scrape gives an instance's ``warmup_progress`` (0-1, the ``warmup`` score term)
+    from the first of: the engine's own warm-up gauge (only the simulator exports one,
+    ``routelens_sim_warmup_progress``); its process uptime, ``min(1, (scrape time -
+    process_start_time_seconds) / warmup_s)``, from the gauge prometheus_client exports by default
+    (vLLM has it; TGI and SGLang do not); else 1.0, assumed warm. The snapshot's
+    ``warmup_source`` (``gauge``, ``uptime``, ``assumed``) says which, in every trace. An
+    instance's restart (a newer start time) starts the ramp again; the gateway's own does not (the
+    uptime is the instance's: instances up for hours are warm from the first scrape). A warming
+    instance scores lower where the ``warmup`` term has a weight (the ``seed-instance-score``
+    preset; ``balanced`` gives it none) and leaves the feasible set only under a
+    ``warmup_progress`` constraint. The ramp counts from the process start and vLLM answers only
+    once its model is loaded, so count the load time in ``warmup_s``. Clocks are assumed in sync
+    (a start time ahead of the gateway's clock counts as just started).
+    """
 
     interval_s: float = Field(1.0, gt=0)
     timeout_s: float = Field(0.5, gt=0)
     suspect_after_s: float = Field(3.0, gt=0, description="Older data is suspect and decays (the seed's 3-5 s lag).")
     stale_after_s: float = Field(5.0, gt=0, description="Older data counts as saturated; the instance is out.")
     window_s: float = Field(10.0, gt=0, description="Sliding window of the router's own observations.")
+    warmup_s: float = Field(
+        90.0, ge=0, description="Seconds from an instance's process start to warm, where it exports no warm-up "
+        "gauge (the seed: 90 s); 0: such instances count as warm at once.")
 
     @model_validator(mode="after")
     def _ordered(self) -> ScrapeSettings:

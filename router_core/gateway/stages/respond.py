@@ -40,10 +40,12 @@ class Relayed:
 
 async def relay_answer(request: web.Request, fwd: Forwarded, headers: dict[str, str], t0: float, *,
                        stream: bool, client_usage: bool, idle_timeout_s: float, inflight: InflightCounter,
-                       answers: AnswerCache, answer_key: str | None) -> Relayed:
+                       answers: AnswerCache, answer_key: str | None, cost: float) -> Relayed:
     """Relay the answer of the instance that served (``fwd.spec``) with ``headers``; the caller finishes the trace.
 
-    A stream has been sent whole when this returns; a whole body is returned to be sent.
+    A stream has been sent whole when this returns; a whole body is returned to be sent. ``cost``:
+    the instance's price of this request (``Policy.price``: its peak premium at the request's time),
+    the outcome's cost when it answered.
     """
     spec, resp = fwd.spec, fwd.response
     assert spec is not None and resp is not None
@@ -62,12 +64,12 @@ async def relay_answer(request: web.Request, fwd: Forwarded, headers: dict[str, 
             resp.close()
             if fwd.open_stream is not None:
                 inflight.end(fwd.open_stream)
-            return Relayed(out, 200, CLIENT_GONE_STREAM, {"cost": spec.cost.base, "ttft_ms": ttft})
+            return Relayed(out, 200, CLIENT_GONE_STREAM, {"cost": cost, "ttft_ms": ttft})
         end = await relay_stream(fwd.first_chunk, resp, out, idle_timeout_s=idle_timeout_s,
                                  strip_usage=not client_usage, decoder=decoder)
         if fwd.open_stream is not None:  # a cancelled relay leaves it counted until the next scrape
             inflight.end(fwd.open_stream)
-        return Relayed(out, 200, end.error, {"cost": spec.cost.base, "ttft_ms": ttft, **tokens_of(end.usage)})
+        return Relayed(out, 200, end.error, {"cost": cost, "ttft_ms": ttft, **tokens_of(end.usage)})
     sent = for_client(fwd.body, upstream_coding, request.headers.get("Accept-Encoding"))
     if sent.encoding is not None:
         headers["Content-Encoding"] = sent.encoding
@@ -79,4 +81,4 @@ async def relay_answer(request: web.Request, fwd: Forwarded, headers: dict[str, 
     if error is None and (request.transport is None or request.transport.is_closing()):
         error = CLIENT_GONE  # it will not read this answer: the trace must not say it was delivered
     return Relayed(response, resp.status, error,
-                   {"cost": spec.cost.base if resp.status == 200 else None, **tokens_of(usage)})
+                   {"cost": cost if resp.status == 200 else None, **tokens_of(usage)})

@@ -124,7 +124,8 @@ def test_out_of_range_gauges_never_reach_a_snapshot_and_adjustments_are_recorded
                                       adjustments=("queue=-5 refused (negative)",)))
     view.tick()
     snap = view.snapshot()["big-a"]
-    assert (snap.queue, snap.running, snap.kv_cache_usage, snap.warmup_progress) == (None, None, None, None)
+    assert (snap.queue, snap.running, snap.kv_cache_usage) == (None, None, None)
+    assert (snap.warmup_progress, snap.warmup_source) == (1.0, "assumed")  # -0.1 never lands; no start time either
     assert snap.scrape_error == "out_of_range: queue=-5 refused (negative)" and snap.scraped_at is not None
     InstanceSnapshot.model_validate(snap.model_dump(mode="json"))  # a stored copy validates when read back
     view.update("big-a", gauges(0.3, queue=1))
