@@ -1,4 +1,7 @@
-"""deploy/prometheus/: the probe alerts as Prometheus rules, checked and unit-tested by promtool."""
+"""deploy/prometheus/: the probe and gateway alerts as Prometheus rules, checked and unit-tested by promtool.
+
+The gateway rules' own checks (series, labels, runbooks) are in tests/test_gateway_alert_rules.py.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ from schemas.config.probes import AlertSettings
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy/prometheus/routelens-probes.rules.yml"
 RULE_TESTS = ROOT / "deploy/prometheus/routelens-probes.rules.test.yml"
+GATEWAY_RULES = ROOT / "deploy/prometheus/routelens-gateway.rules.yml"
+GATEWAY_RULE_TESTS = ROOT / "deploy/prometheus/routelens-gateway.rules.test.yml"
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
                                     reason="promtool missing: apt-get install -y prometheus")
 
@@ -56,11 +61,23 @@ def promtool(*args: str) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-@needs_promtool
-def test_promtool_checks_the_rules() -> None:
-    promtool("check", "rules", str(RULES))
+def test_prometheus_loads_every_rule_file() -> None:
+    config = yaml.safe_load((ROOT / "deploy/prometheus.yml").read_text())
+    assert {ROOT / "deploy" / entry for entry in config["rule_files"]} == {RULES, GATEWAY_RULES}
 
 
 @needs_promtool
-def test_promtool_unit_tests_fire_and_stay_quiet() -> None:
-    promtool("test", "rules", str(RULE_TESTS))
+@pytest.mark.parametrize("rule_file", [RULES, GATEWAY_RULES], ids=["probes", "gateway"])
+def test_promtool_checks_the_rules(rule_file: Path) -> None:
+    promtool("check", "rules", str(rule_file))
+
+
+@needs_promtool
+@pytest.mark.parametrize("rule_tests", [RULE_TESTS, GATEWAY_RULE_TESTS], ids=["probes", "gateway"])
+def test_promtool_unit_tests_fire_and_stay_quiet(rule_tests: Path) -> None:
+    promtool("test", "rules", str(rule_tests))
+
+
+@needs_promtool
+def test_promtool_checks_the_shipped_config_and_its_rule_files() -> None:
+    promtool("check", "config", str(ROOT / "deploy/prometheus.yml"))

@@ -86,6 +86,9 @@ class Decision:
             is feasible or every attempt failed (None: none).
         levels: The models a matched rule's chain went through, in order ("*" for every model).
         inputs: What the context settled besides features and states (:meth:`DecisionContext.inputs`).
+        no_feasible: Nothing among the request's candidates was feasible: what the router did then,
+            ``fallback_model`` (its instances were), ``fail_open``, ``reject`` or ``degraded`` (a
+            rule chain's non-LLM end). None: something was feasible.
     """
 
     rule: str
@@ -100,6 +103,7 @@ class Decision:
     degraded: DegradedTarget | None = None
     levels: tuple[str, ...] = ()
     inputs: dict[str, Any] | None = None
+    no_feasible: str | None = None
 
     @property
     def selected(self) -> InstanceSpec | None:

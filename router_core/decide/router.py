@@ -50,12 +50,13 @@ def rule_of(model: str) -> str:
 class _Fallback:
     """The first fallback reason and the mode, as the decision runs."""
 
-    __slots__ = ("levels", "mode", "reason")
+    __slots__ = ("empty", "levels", "mode", "reason")
 
     def __init__(self) -> None:
         self.reason: str | None = None
         self.mode = RoutingMode.NORMAL
         self.levels: tuple[str, ...] = ()
+        self.empty: str | None = None  # Decision.no_feasible
 
     def note(self, reason: str, mode: RoutingMode | None = None) -> None:
         if self.reason is None:
@@ -167,6 +168,7 @@ class Router:
         elif not pool and degraded is not None:
             why = f"no feasible instance on rule {rule}'s chain; answering from {degraded.name}"
             fb.note(why, RoutingMode.RULES)
+            fb.empty = "degraded"
             steps.add("fallback", StepKind.FALLBACK, reason=why, instances=[degraded.name])
         weights: list[dict[str, Any]] = []
         scale = {"cost": route.cost_factor()} if route is not None and route.rule is not None else None
@@ -209,7 +211,7 @@ class Router:
         return Decision(rule=rule, targets=tuple(by_id[iid] for iid in order), candidates=candidates,
                         weights=tuple(weights), steps=tuple(steps), fallback_reason=fb.reason, mode=fb.mode,
                         decision_ms=(self._perf() - started) * 1e3, selection_probability=picked.probability,
-                        degraded=degraded, levels=fb.levels, inputs=ctx.inputs())
+                        degraded=degraded, levels=fb.levels, inputs=ctx.inputs(), no_feasible=fb.empty)
 
     def rank(self, ctx: DecisionContext, state: Mapping[str, InstanceSnapshot]) -> Ranked | None:
         """The plain path of :meth:`decide` without its record: filter and score the requested model's candidates.
@@ -328,13 +330,16 @@ class Router:
             violations.update(more)
             factors.update(more_factors)
             if pool:
+                fb.empty = "fallback_model"
                 return pool, specs
         if pol.on_empty == "fail_open":
             pool = self._filters.prepare(specs, state, ctx, ages)
             fb.note("no feasible instance; failing open over all candidates", RoutingMode.FAIL_OPEN)
+            fb.empty = "fail_open"
         else:
             pool = []
             fb.note("no feasible instance; rejecting (on_empty: reject)", RoutingMode.SAFE)
+            fb.empty = "reject"
         steps.add("fallback", StepKind.FALLBACK, reason=fb.reason or "", instances=[p.candidate.spec.id for p in pool])
         return pool, specs
 

@@ -224,6 +224,7 @@ class ChatRunner:
         decision = got.decision
         if decided is None:
             self.modes.observe_decision(decision.decision_ms)
+            self.metrics.record_no_feasible(ctx.features.requested_model, decision.rule, decision.no_feasible)
         rec.record_decision(decision)
         rec.defer_shadow(got.shadow)  # decided once the answer is on its way, on the same context and state
         self.metrics.record_decision(decision.decision_ms / 1e3, decision.fallback_reason is not None)

@@ -20,7 +20,7 @@ from router_core.gateway.policy_book import PolicyBook
 from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.probe_source import ProbeSource
 from router_core.gateway.worker_metrics import WORKER_METRICS, WorkerMetrics
-from router_core.metrics import ModesMetrics
+from router_core.metrics import GatewayMetrics, ModesMetrics
 from router_core.resilience.affinity import AffinityBinder
 from router_core.resilience.breakers import BreakerBoard
 from router_core.resilience.budgets import BudgetTracker
@@ -44,6 +44,7 @@ class OpsParts(Protocol):
     started_at: int  # Unix seconds: the models' ``created``
     router_modes: RouterModes
     modes_metrics: ModesMetrics
+    metrics: GatewayMetrics
     budgets: BudgetTracker
     affinity: AffinityBinder | None
     quality: QualityTable
@@ -168,8 +169,13 @@ async def prometheus(gw: OpsParts, request: web.Request) -> web.Response:
 
 
 def own_exposition(gw: OpsParts) -> bytes:
-    """This gateway process's own series (its registry, the budgets' gauges brought up to date)."""
+    """This gateway process's own series (its registry, the gauges read at scrape time brought up to date).
+
+    Those are the budgets', the misroute share and the fleet's (each instance's KV cache and latches).
+    """
     gw.modes_metrics.record_budgets(gw.budgets.state(gw.wall()))
+    gw.modes_metrics.record_misroutes(gw.router_modes.misroute_rate())
+    gw.metrics.fleet.record(gw.view.snapshot().values())
     return generate_latest(gw.registry)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 
@@ -10,6 +11,7 @@ from prometheus_client.core import SummaryMetricFamily
 from prometheus_client.registry import Collector
 
 from router_core.metrics.buffered_histogram import BufferedHistogram
+from router_core.metrics.fleet import FleetGauges
 
 __all__ = ["GatewayMetrics", "ModesMetrics", "PluginMetrics", "StageTimes"]
 
@@ -35,11 +37,17 @@ class GatewayMetrics:
             buckets=(5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2), registry=registry,
         ).observer()
         self.fallbacks = Counter("routelens_router_fallbacks", "Decisions that fell back.", registry=registry)
+        # Seed 002 §3.2: nothing feasible is the severe case (deploy/prometheus/routelens-gateway.rules.yml).
+        self.no_feasible = Counter(
+            "routelens_router_no_feasible", "Requests whose candidates had no feasible instance, by what the router "
+            "did then (fallback_model, fail_open, reject, degraded).", ["model", "rule", "outcome"], registry=registry
+        )
         self.feedback = Counter(
             "routelens_gateway_feedback", "Feedback received, by verdict.", ["correct"], registry=registry
         )
         self.breakers = Gauge("routelens_breaker_state", "Breaker state: 0 closed, 1 half-open, 2 open.",
                               ["scope", "name"], registry=registry)
+        self.fleet = FleetGauges(registry)  # per-instance KV cache and latches, read from the state view per scrape
 
     def record_breaker(self, scope: str, name: str, state: int) -> None:
         """Set one breaker's state (0 closed, 1 half-open, 2 open)."""
@@ -56,6 +64,11 @@ class GatewayMetrics:
     def record_feedback(self, correct: bool) -> None:
         """Count one feedback record."""
         self.feedback.labels("true" if correct else "false").inc()
+
+    def record_no_feasible(self, model: str, rule: str, outcome: str | None) -> None:
+        """Count one request that found nothing feasible (``outcome`` None: it did find something; not counted)."""
+        if outcome is not None:
+            self.no_feasible.labels(model, rule, outcome).inc()
 
     def record_decision(self, seconds: float, fallback: bool) -> None:
         """Observe one decision."""
@@ -105,6 +118,8 @@ class ModesMetrics:
                            ["band", "scope"], registry=registry)
         self.use = Gauge("routelens_budget_use_ratio", "A band's spend / budget in its current window.", ["band"],
                          registry=registry)
+        self.misroutes = Gauge("routelens_router_misroute_ratio", "The misroute share of feedback in the safe mode's "
+                               "window (NaN: too little feedback).", registry=registry)
 
     def record_mode(self, mode: str, modes: tuple[str, ...], switched: bool) -> None:
         """Set the current mode (one of ``modes``); count a switch into it."""
@@ -112,6 +127,10 @@ class ModesMetrics:
             self.mode.labels(m).set(1.0 if m == mode else 0.0)
         if switched:
             self.switches.labels(mode).inc()
+
+    def record_misroutes(self, rate: float | None) -> None:
+        """Set the misroute share (None: too little feedback to tell)."""
+        self.misroutes.set(math.nan if rate is None else rate)
 
     def record_budgets(self, rows: list[dict[str, object]]) -> None:
         """Set each band's spend, calls and use (rows of ``BudgetTracker.state``)."""

@@ -1,10 +1,15 @@
-"""A real Prometheus scraping series shaped as the prober's, with the shipped scrape job and alert rules.
+"""A real Prometheus with the shipped scrape job and alert rules: on series shaped as the prober's, and on a gateway.
 
 The audit's case: without ``honor_labels`` Prometheus renamed the series' own ``instance`` label
 (the model instance) to ``exported_instance`` and put the scraped address in its place, so every
 instance of a model became one alert: a crashed instance beside a drifting twin raised the
 latency alert, which the rules exist to keep quiet. Only the target's address, the intervals and
 the rule file's path are changed from ``deploy/prometheus.yml``; the scrape job is the shipped one.
+
+The gateway's own alerts (deploy/prometheus/routelens-gateway.rules.yml) read series the gateway
+exports about each instance: a real gateway over a simulated fleet, one instance's KV cache forced
+to 80% (the sim's ``POST /admin/overrides``), must raise ``RouteLensKVCacheHigh`` for that
+instance, by its own name, and not for its twin at 74%.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -27,6 +33,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from app.run.procs import free_port
 from probes.metrics import ProbeMetrics
+from tests.e2e.conftest import Proc
+from tests.e2e.net import call
+from tests.polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None,
@@ -76,18 +85,23 @@ def query(api: str, promql: str) -> list[dict[str, Any]]:
     return result
 
 
-def test_alerts_keep_each_instance_apart_under_the_shipped_scrape_job(tmp_path: Path, exporter: str) -> None:
+def start_prometheus(tmp_path: Path, target: str) -> tuple[subprocess.Popen[bytes], str]:
+    """Prometheus on the shipped config and rules, its job's target ``target``, 1 s intervals; (process, API URL)."""
     shipped = yaml.safe_load((ROOT / "deploy/prometheus.yml").read_text())
     (job,) = shipped["scrape_configs"]
-    job["static_configs"] = [{"targets": [exporter]}]
+    job["static_configs"] = [{"targets": [target]}]
     config = {**shipped, "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
               "rule_files": [str(ROOT / "deploy" / f) for f in shipped["rule_files"]]}
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
-    api = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
                              f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def test_alerts_keep_each_instance_apart_under_the_shipped_scrape_job(tmp_path: Path, exporter: str) -> None:
+    proc, api = start_prometheus(tmp_path, exporter)
     try:
         firing: set[tuple[str, str]] = set()
         deadline = time.monotonic() + 60
@@ -108,3 +122,58 @@ def test_alerts_keep_each_instance_apart_under_the_shipped_scrape_job(tmp_path: 
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def alerts(api: str, name: str) -> list[dict[str, Any]]:
+    """The alerts called ``name`` (pending or firing), as Prometheus' alerts API gives them; [] while not up."""
+    try:
+        with urllib.request.urlopen(f"{api}/api/v1/alerts", timeout=5) as resp:
+            found: list[dict[str, Any]] = json.loads(resp.read())["data"]["alerts"]
+    except OSError:
+        return []  # not listening yet
+    return [a for a in found if a["labels"]["alertname"] == name]
+
+
+@pytest.mark.e2e
+def test_a_gateway_instance_over_75_percent_kv_raises_its_own_alert(tmp_path: Path) -> None:
+    port, hot, cool = free_port(), free_port(), free_port()
+    cfg = tmp_path / "routelens.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "gateway": {"port": port}, "storage": {"duckdb_path": str(tmp_path / "traces.duckdb")},
+        "scrape": {"interval_s": 0.2, "stale_after_s": 30}, "probes": {"enabled": False},
+        "fleet": {"instances": [{"id": "hot", "model": "m", "url": f"http://127.0.0.1:{hot}"},
+                                {"id": "cool", "model": "m", "url": f"http://127.0.0.1:{cool}"}]},
+    }))
+    py = [sys.executable, "-m", "app"]
+    procs = [Proc([*py, "sim", "fleet", "--instances", "1", "--base-port", str(p), "--zero-delay"])
+             for p in (hot, cool)]
+    prometheus = None
+    try:
+        for p in procs:
+            p.wait_for("fleet ready")
+        # No load: the sim reports these whatever it serves. 80% is over the alert's 75%, under routing's 85%.
+        for inst, kv in ((hot, 0.8), (cool, 0.74)):
+            assert call("POST", f"http://127.0.0.1:{inst}/admin/overrides", {"kv_cache_usage": kv})[0] == 200
+        procs.append(Proc([*py, "serve", "--config", str(cfg), "--workers", "1"]))
+        procs[-1].wait_for("gateway ready")
+        prometheus, api = start_prometheus(tmp_path, f"127.0.0.1:{port}")
+        pending = wait_until(lambda: alerts(api, "RouteLensKVCacheHigh"), timeout_s=60)
+        assert [a["labels"] for a in pending] == [{"alertname": "RouteLensKVCacheHigh", "severity": "warning",
+                                                   "kind": "kv_cache", "instance": "hot", "model": "m"}]
+        assert pending[0]["annotations"]["summary"].startswith(
+            "hot (m): routelens_instance_kv_cache_usage_ratio is 80%, above the 75% threshold for 1m")
+        assert pending[0]["annotations"]["runbook_url"] == "docs/on-call.md#routelenskvcachehigh"
+        # held for the rule's `for` (1m): it fires, and still for the hot instance alone
+        firing = wait_until(lambda: [a for a in alerts(api, "RouteLensKVCacheHigh") if a["state"] == "firing"],
+                            timeout_s=120, every=1)
+        assert [a["labels"]["instance"] for a in firing] == ["hot"]
+        assert [a["labels"]["instance"] for a in alerts(api, "RouteLensKVCacheHigh")] == ["hot"]
+        series = query(api, "routelens_instance_kv_cache_usage_ratio")
+        assert {s["metric"]["instance"]: float(s["value"][1]) for s in series} == {"hot": 0.8, "cool": 0.74}
+        assert not any("exported_instance" in s["metric"] for s in series)
+    finally:
+        if prometheus is not None:
+            prometheus.terminate()
+            prometheus.wait(timeout=30)
+        for p in reversed(procs):
+            p.stop()
