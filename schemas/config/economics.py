@@ -14,7 +14,7 @@
         misroute_enter_s: 60
         misroute_exit: 0.05      # ... until below this for misroute_exit_s
         misroute_exit_s: 300
-      degraded:                  # seed 000: when no target is feasible, in this order
+      degraded:                  # seed 000: when no target is feasible (router.on_empty: reject), in order
         steps: [shed_features, cap_max_tokens, cache, responder, reject]
         max_tokens_floor: 64
         cache: {enabled: false, ttl_s: 60, max_entries: 1000}
@@ -119,7 +119,7 @@ class ResponderSettings(ContractModel):
 
 
 class DegradedSettings(ContractModel):
-    """What the gateway tries, in order, when a request has no feasible target."""
+    """What the gateway tries, in order, when a request has no feasible target (with ``router.on_empty: reject``)."""
 
     steps: list[DegradeStep] = Field(default=["reject"], min_length=1)
     max_tokens_floor: int = Field(64, ge=1, le=1_000_000, description="cap_max_tokens never goes below this.")

@@ -227,3 +227,13 @@ class RouteLensConfig(ContractModel):
         default_factory=OtelSettings,
         description="OpenTelemetry export of every decision over OTLP/HTTP (schemas.config.otel).")
 
+    @model_validator(mode="after")
+    def _degraded_reachable(self) -> RouteLensConfig:
+        # Degraded steps run when a decision has no target; failing open always leaves it every candidate.
+        steps = self.economics.degraded.steps
+        if steps != ["reject"] and self.router.on_empty == "fail_open":
+            raise ValueError(f"economics.degraded.steps {steps} never run while router.on_empty is fail_open "
+                             "(failing open ranks every candidate, so no request is left without a target): "
+                             "set router.on_empty: reject to run them when nothing is feasible")
+        return self
+
