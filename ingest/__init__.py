@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ingest.errors import SinkError, SinkUnavailable, SpoolFull, SpoolUnavailable
     from ingest.experiments.ips import ips_report
     from ingest.experiments.stats import wilson_interval
-    from ingest.http_api.client import HttpTraceStore
+    from ingest.http_api.client import HttpTraceStore, Unauthorized
     from ingest.http_api.openapi import STORE_OPERATIONS
     from ingest.http_api.proxy import add_store_proxy
     from ingest.http_api.relay import RelaySink, add_relay_route
@@ -82,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "SpoolUnavailable": "ingest.errors",
     "TraceEmitter": "ingest.pipeline.emitter",
     "TraceStore": "ingest.trace_store",
+    "Unauthorized": "ingest.http_api.client",
     "WriteResult": "ingest.record_sink",
     "add_relay_route": "ingest.http_api.relay",
     "add_store_proxy": "ingest.http_api.proxy",
@@ -121,6 +122,7 @@ __all__ = [
     "SpoolUnavailable",
     "TraceEmitter",
     "TraceStore",
+    "Unauthorized",
     "WriteResult",
     "add_relay_route",
     "add_store_proxy",

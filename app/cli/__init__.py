@@ -3,7 +3,8 @@
 Each command module ``app/cli/<name>.py`` has ``register(sub, common)``, which adds its parser
 and sets ``func``. To add a command, write that module and add its name to :data:`COMMANDS`
 (explicit, no import-time self-registration). The other modules here are shared by commands:
-``_common`` (stderr console, configuration, gateway URL) and ``trace_tree`` (one decision trace
+``_common`` (stderr console, configuration, gateway URL, :class:`~app.cli._common.BadInput`, which
+``main`` prints as one ``error:`` line with exit code 2) and ``trace_tree`` (one decision trace
 as a terminal tree); the YAML is read by :mod:`app.config`, below the command line.
 
 Exit codes: 0 success, 1 "not found" (an unknown request id), 2 bad input or unreachable service.
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.cli._common import fail
+from app.cli._common import BadInput, fail
 from schemas.errors import ConfigError
 
 __all__ = ["COMMANDS", "DEFAULT_CONFIG", "build_parser", "main", "version"]
@@ -81,6 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args))
+    except BadInput as exc:  # a command's refusal of its input: one line, exit 2
+        fail(f"{exc}")
+        return 2
     except ConfigError as exc:
         fail(f"{exc}")
         return 2

@@ -6,6 +6,7 @@ import argparse
 import errno
 import os
 import socket
+import urllib.parse
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,11 +15,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from app.config import load_config
-from app.reader import API_ENV, DEFAULT_API_URL
+from app.reader import API_ENV, DEFAULT_API_URL, READ_TOKEN_ENV
 from schemas.config import RouteLensConfig
 
 __all__ = ["BadInput", "Register", "api_url", "bind_problem", "check_bindable", "config_of", "err", "fail",
-           "parse_time", "parse_window", "port", "port_or_zero", "stdout_console"]
+           "http_url", "parse_time", "parse_window", "port", "port_or_zero", "positive_int", "read_error",
+           "stdout_console"]
 
 Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]  # type: ignore[type-arg]
 
@@ -45,20 +47,60 @@ def config_of(args: argparse.Namespace) -> RouteLensConfig:
     return load_config(args.config)
 
 
+class BadInput(ValueError):
+    """Input a command refuses: ``main`` prints the message as one ``error:`` line and exits 2."""
+
+
+def http_url(value: str, source: str) -> str:
+    """``value`` without a trailing ``/``: an ``http://`` or ``https://`` URL with a host.
+
+    Raises:
+        BadInput: It is not one (``source``, the flag or variable it came from, is named).
+    """
+    try:
+        parts = urllib.parse.urlsplit(value)
+        _ = parts.port  # a port that is not a number (or is out of range) raises here
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BadInput(f"{source} {value!r} is not an http:// or https:// URL with a host "
+                       "(e.g. http://127.0.0.1:8080)")
+    return value.rstrip("/")
+
+
 def api_url(args: argparse.Namespace) -> str:
-    """Return the gateway URL: ``--api``, else ``$ROUTELENS_API_URL``, else the config, else the default."""
+    """Return the gateway URL: ``--api``, else ``$ROUTELENS_API_URL``, else the config, else the default.
+
+    Raises:
+        BadInput: ``--api`` or ``$ROUTELENS_API_URL`` is not an http(s) URL with a host.
+    """
     if getattr(args, "api", None):
-        return str(args.api).rstrip("/")
+        return http_url(str(args.api), "--api")
     if os.environ.get(API_ENV):
-        return os.environ[API_ENV].rstrip("/")
+        return http_url(os.environ[API_ENV], f"${API_ENV}")
     if Path(args.config).is_file():
         gw = load_config(args.config).gateway
         return f"http://{gw.host}:{gw.port}"
     return DEFAULT_API_URL
 
 
-class BadInput(ValueError):
-    """Input a command refuses with exit code 2 (the message says why)."""
+def read_error(exc: Exception, args: argparse.Namespace) -> str:
+    """``exc``, a store's refusal to read, as one line; a 401 says which variable holds the read token.
+
+    The token is the value of the variable ``storage.read_token_env`` of ``--config`` names, else of
+    ``ROUTELENS_READ_TOKEN`` (:func:`app.reader.token_from_config`); a keyed gateway takes one of its keys there too.
+    """
+    from ingest import Unauthorized
+
+    text = str(exc)
+    if not isinstance(exc, Unauthorized):
+        return text
+    configured = load_config(args.config).storage.read_token_env if Path(args.config).is_file() else None
+    name = configured or READ_TOKEN_ENV
+    where = f" (storage.read_token_env of {args.config})" if configured else ""
+    if os.environ.get(name, "").strip():
+        return f"{text}; the token in ${name}{where} is not one the server takes"
+    return f"{text}; set ${name}{where} to the server's read token (or a gateway key)"
 
 
 def parse_time(name: str, value: str) -> datetime:
@@ -90,6 +132,17 @@ def port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)") from None
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{value} is not a port number (1-65535)")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type=`` for a count or size flag: an integer of at least 1 (argparse names the flag)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (at least 1)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
 
 

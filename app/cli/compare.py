@@ -1,14 +1,17 @@
 """``routelens compare A B --since ISO --until ISO``: two arms, router versions or policies, metric by metric.
 
 A and B are compared ``--by`` arm, version or policy hash; without ``--by`` the first of those that
-holds both names in the window is used (a policy hash may be given by a unique prefix). The
-designed shares for the sample-ratio check come from ``--shares``, else from the configuration's
-``experiments.arms`` when comparing two of its arms, else 50/50.
+holds both names in the window is used (a policy hash may be given by a unique prefix of at least
+6 characters, after an optional ``sha256:``). The designed shares for the sample-ratio check (the
+fractions of the traffic A and B were meant to get: two numbers in (0, 1] that sum to at most 1)
+come from ``--shares``, else from the configuration's ``experiments.arms`` when comparing two of its
+arms, else 50/50.
 
 Prints a table (stderr notes, stdout table) or, with ``--json``, the report as one JSON line last:
 ``{"a", "b", "n_a", "n_b", "srm_p", "metrics": {NAME: {"a", "b", "delta", "ci": [lo, hi], ...}}, ...}``.
 Exit codes: 0 a report (even "not enough data", which the report says), 2 bad input (a time that
-is not ISO 8601, an empty window, an unknown A or B, an unreachable store).
+is not ISO 8601, an empty window, an unknown A or B, a policy prefix under 6 characters, shares that
+cannot be, an unreachable store).
 """
 
 from __future__ import annotations
@@ -18,27 +21,38 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from app.cli._common import BadInput, api_url, fail, parse_window, stdout_console
+from app.cli._common import BadInput, api_url, fail, parse_window, read_error, stdout_console
 from app.config import load_config
 
 if TYPE_CHECKING:
     from ingest import TraceStore
     from schemas.experiments import CompareBy, CompareReport
 
-__all__ = ["BadInput", "register", "resolve_by", "run_compare"]
+__all__ = ["MIN_PREFIX", "BadInput", "parse_shares", "register", "resolve_by", "run_compare"]
 
 _BY = ("arm", "version", "policy")
 _TIMEOUT_S = 60.0  # compare aggregates the whole window server-side
+MIN_PREFIX = 6  # characters of a policy hash prefix (after "sha256:"): fewer would match by chance
+_PREFIX_RULE = f"a policy hash prefix needs at least {MIN_PREFIX} characters, not counting 'sha256:'"
+
+
+def _short_prefix(name: str) -> bool:
+    return len(name.split(":", 1)[-1]) < MIN_PREFIX
 
 
 def _resolve_name(name: str, groups: dict[str, int], by: str) -> str | None:
     if name in groups:
         return name
-    if by == "policy" and len(name) >= 6:  # a unique prefix of a policy hash, with or without "sha256:"
+    if by == "policy" and not _short_prefix(name):  # a unique prefix of a policy hash, with or without "sha256:"
         found = [g for g in groups if g.startswith(name) or g.split(":", 1)[-1].startswith(name)]
         if len(found) == 1:
             return found[0]
     return None
+
+
+def _too_short(names: list[str], groups: dict[str, int]) -> list[str]:
+    """The names among ``names`` too short to be a policy hash prefix (and not a whole hash of ``groups``)."""
+    return [n for n in names if n not in groups and _short_prefix(n)]
 
 
 def resolve_by(store: TraceStore, a: str, b: str, by: str | None, since: datetime,
@@ -55,6 +69,8 @@ def resolve_by(store: TraceStore, a: str, b: str, by: str | None, since: datetim
         ra, rb = _resolve_name(a, groups, candidate), _resolve_name(b, groups, candidate)
         if ra is not None and rb is not None:
             return cast("CompareBy", candidate), ra, rb, groups
+    if by == "policy" and (short := _too_short([a, b], tried["policy"])):
+        raise BadInput(f"{', '.join(repr(n) for n in short)}: too short: {_PREFIX_RULE}")
     if not any(tried.values()) and (by is None or by in tried):
         window = f"{since.isoformat()} .. {until.isoformat()}"
         kinds = "traces" if by is None else {"arm": "traces with an experiment arm",
@@ -64,19 +80,33 @@ def resolve_by(store: TraceStore, a: str, b: str, by: str | None, since: datetim
     for kind, groups in tried.items():
         missing = [n for n in (a, b) if _resolve_name(n, groups, kind) is None]
         known = ", ".join(f"{g} ({n})" for g, n in list(groups.items())[:12]) or "none"
-        lines.append(f"  by {kind}: unknown {', '.join(repr(m) for m in missing)}; known: {known}")
+        why = f" ({_PREFIX_RULE})" if kind == "policy" and _too_short(missing, groups) else ""
+        lines.append(f"  by {kind}: unknown {', '.join(repr(m) for m in missing)}{why}; known: {known}")
     raise BadInput("A and B must both be names in the window:\n" + "\n".join(lines))
+
+
+def parse_shares(text: str) -> tuple[float, float]:
+    """``--shares A,B``: the fractions of the traffic A and B were designed to get.
+
+    Each is in (0, 1] and the two sum to at most 1 (less when the design has other arms).
+
+    Raises:
+        BadInput: Not two numbers, one outside (0, 1], or a sum above 1 (the message names ``--shares``).
+    """
+    try:
+        sa, sb = (float(x) for x in text.split(","))
+    except ValueError as exc:
+        raise BadInput(f"--shares {text!r} must be two numbers, e.g. 0.5,0.5") from exc
+    if not (0 < sa <= 1 and 0 < sb <= 1):  # NaN fails both comparisons
+        raise BadInput(f"--shares {text!r}: each share is a fraction of the traffic, above 0 and at most 1")
+    if sa + sb > 1 + 1e-9:
+        raise BadInput(f"--shares {text!r}: the shares of A and B sum to {sa + sb:g}, more than all the traffic (1)")
+    return sa, sb
 
 
 def _designed_shares(args: argparse.Namespace, by: str, a: str, b: str) -> tuple[float, float]:
     if args.shares:
-        try:
-            sa, sb = (float(x) for x in args.shares.split(","))
-        except ValueError as exc:
-            raise BadInput(f"--shares {args.shares!r} must be two numbers, e.g. 0.5,0.5") from exc
-        if sa <= 0 or sb <= 0:
-            raise BadInput("--shares must be positive")
-        return sa, sb
+        return parse_shares(args.shares)
     if by == "arm" and Path(args.config).is_file():
         exp = load_config(args.config).experiments
         arms = {arm.name: arm.share for arm in exp.arms} if exp is not None else {}
@@ -105,6 +135,8 @@ def run_compare(store: TraceStore, args: argparse.Namespace) -> CompareReport:
     from schemas.experiments import CompareQuery
 
     since, until = parse_window(args.since, args.until)
+    if args.shares:
+        parse_shares(args.shares)  # refused before the store is asked
     if args.a == args.b:
         raise BadInput("A and B must differ")
     by, a, b, _groups = resolve_by(store, args.a, args.b, args.by, since, until)
@@ -156,15 +188,12 @@ def _run(args: argparse.Namespace) -> int:
     try:
         store = _open(args)
     except SinkError as exc:
-        fail(f"cannot read traces: {exc}")
+        fail(f"cannot read traces: {read_error(exc, args)}")
         return 2
     try:
-        report = run_compare(store, args)
-    except BadInput as exc:
-        fail(f"{exc}")
-        return 2
+        report = run_compare(store, args)  # its BadInput is main's: one line, exit 2
     except SinkError as exc:
-        fail(f"cannot read traces: {exc}")
+        fail(f"cannot read traces: {read_error(exc, args)}")
         return 2
     finally:
         close = getattr(store, "close", None)
@@ -181,14 +210,17 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     """Add ``compare``."""
     p = sub.add_parser("compare", parents=[common], help="compare two arms, router versions or policies",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("a", metavar="A", help="arm, router version or policy hash (the baseline)")
-    p.add_argument("b", metavar="B", help="arm, router version or policy hash (the candidate)")
+    p.add_argument("a", metavar="A", help=f"arm, router version or policy hash, or a unique prefix of one of at "
+                   f"least {MIN_PREFIX} characters (the baseline)")
+    p.add_argument("b", metavar="B", help="the same for the candidate")
     p.add_argument("--since", required=True, help="window start, ISO 8601 (no zone: UTC)")
     p.add_argument("--until", required=True, help="window end (exclusive), ISO 8601 (no zone: UTC)")
     p.add_argument("--by", choices=_BY, help="what A and B are (default: arm, else version, else policy)")
-    p.add_argument("--shares", help="designed traffic shares of A and B for the SRM check, e.g. 0.5,0.5")
+    p.add_argument("--shares", help="designed traffic shares of A and B for the SRM check, e.g. 0.5,0.5: each in "
+                   "(0, 1], summing to at most 1")
     p.add_argument("--min-samples", type=int, default=100, help="fewest requests per side for a verdict")
-    p.add_argument("--api", help="server URL (default: from the config, else http://127.0.0.1:8080)")
-    p.add_argument("--db", help="read a DuckDB file that no process writes, instead of the API")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--api", help="server URL (default: from the config, else http://127.0.0.1:8080)")
+    src.add_argument("--db", help="read a DuckDB file that no process writes, instead of the API")
     p.add_argument("--json", action="store_true", help="print the report as JSON (one line, last)")
     p.set_defaults(func=_run)

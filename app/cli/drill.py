@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from app.cli._common import err, fail
+from app.cli._common import BadInput, err, fail
 from app.run.procs import Child, app_command, free_ports, wait_http
 
 __all__ = ["register"]
@@ -63,27 +63,23 @@ def _run(args: argparse.Namespace) -> int:
     from sim.scenarios import load_scenario
 
     if args.speed <= 0:
-        fail(f"--speed must be positive, not {args.speed:g}")
-        return 2
+        raise BadInput(f"--speed must be positive, not {args.speed:g}")
     if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
-        fail(f"--out {args.out}: exists and is not a directory")
-        return 2
+        raise BadInput(f"--out {args.out}: exists and is not a directory")
     try:
         scenario = load_scenario(args.scenario)
     except OSError as exc:
-        fail(f"{args.scenario}: cannot read the scenario: {exc.strerror or exc}")
-        return 2
-    except UnicodeDecodeError as exc:
-        fail(f"{args.scenario}: not UTF-8 text (byte {exc.start}): a scenario is YAML")
-        return 2  # a ConfigError (file, line and field) is main's: exit 2 with its message
+        raise BadInput(f"{args.scenario}: cannot read the scenario: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:  # a ConfigError (file, line and field) is main's too: exit 2 with its message
+        raise BadInput(f"{args.scenario}: not UTF-8 text (byte {exc.start}): a scenario is YAML") from exc
     scenario = scenario.scaled(args.speed)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else Path(".routelens/drills") / f"{scenario.name}-{stamp}"
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # a parent is a file, or cannot be written
-        fail(f"{'--out ' if args.out else ''}{out}: cannot create the directory: {exc.strerror or exc}")
-        return 2
+        where = f"--out {out}" if args.out else str(out)
+        raise BadInput(f"{where}: cannot create the directory: {exc.strerror or exc}") from exc
     config = scenario.config(0)
     *ports, gw_port = free_ports(len(config.fleet.instances) + 1)
     instances = [spec.model_copy(update={"url": f"http://127.0.0.1:{port}"})

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli._common import BadInput, config_of, err, fail, stdout_console
+from app.cli._common import BadInput, config_of, err, positive_int, stdout_console
 
 if TYPE_CHECKING:
     from schemas.config.intents import IntentSettings
@@ -166,15 +166,10 @@ def _print_table(report: dict[str, Any]) -> None:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from schemas.errors import ConfigError
-
-    try:
-        settings = config_of(args).routing.intents if Path(args.config).is_file() else None
-        report = run_eval(args.routes, args.cases, escalate=not args.no_escalate, max_tokens=args.max_tokens,
-                          method=args.method, settings=settings)
-    except (BadInput, ConfigError) as exc:
-        fail(f"{exc}")
-        return 2
+    # BadInput (a cases file) and ConfigError (the routes or the configuration) are main's: one line, exit 2
+    settings = config_of(args).routing.intents if Path(args.config).is_file() else None
+    report = run_eval(args.routes, args.cases, escalate=not args.no_escalate, max_tokens=args.max_tokens,
+                      method=args.method, settings=settings)
     report["settings"] = "defaults" if settings is None else f"{args.config}: routing.intents"
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
@@ -186,12 +181,10 @@ def _eval(args: argparse.Namespace) -> int:
 def _add(args: argparse.Namespace) -> int:
     from router_core import IntentClassifier, append_examples, embedder_missing
     from schemas.config.intents import IntentSettings
-    from schemas.errors import ConfigError
 
     if not args.route.strip():
-        fail(f"ROUTE {args.route!r}: a route name must be a non-empty string")
-        return 2
-    try:
+        raise BadInput(f"ROUTE {args.route!r}: a route name must be a non-empty string")
+    try:  # a ConfigError (the configuration, the routes file) is main's: one line, exit 2
         # The configuration's routes and settings (the refit then fills the cache the gateway reads), unless
         # --routes names a file; without a configuration, the shipped routes and the default settings.
         settings = config_of(args).routing.intents if Path(args.config).is_file() else None
@@ -201,14 +194,10 @@ def _add(args: argparse.Namespace) -> int:
         lines = Path(args.file).read_text("utf-8").splitlines()
         routes = append_examples(path, args.route, lines)
     except OSError as exc:
-        fail(f"{args.file}: cannot read: {exc.strerror or exc}")
-        return 2
+        raise BadInput(f"{args.file}: cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
-        fail(f"{args.file}: not UTF-8 text (byte {exc.start}): FILE must hold utterances, one a line")
-        return 2
-    except ConfigError as exc:
-        fail(f"{exc}")
-        return 2
+        raise BadInput(f"{args.file}: not UTF-8 text (byte {exc.start}): FILE must hold utterances, "
+                       "one a line") from exc
     err.print(f"{args.route}: {len(routes[args.route])} examples in {path}")
     if len(routes) >= 2 and embedder_missing() is None and settings.escalate:
         clf = IntentClassifier.from_settings(settings)
@@ -229,8 +218,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     e.add_argument("--method", choices=("joint", "fast", "centroids"), default="joint",
                    help="joint: the router's classifier (default); fast: its fast path alone; centroids: the seed's "
                         "nearest K-means centroid on MiniLM (the baseline)")
-    e.add_argument("--max-tokens", type=int, default=None,
-                   help="cut input here (default: the configuration's routing.intents.max_tokens, else 512)")
+    e.add_argument("--max-tokens", type=positive_int, default=None,
+                   help="cut input here, at least 1 (default: the configuration's routing.intents.max_tokens, "
+                        "else 512)")
     e.add_argument("--json", action="store_true", help="print the report as JSON (one line, last)")
     e.set_defaults(func=_eval)
     a = isub.add_parser("add", parents=[common], help="append utterances (one a line) to a route")

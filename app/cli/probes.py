@@ -22,7 +22,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from app.cli._common import err, fail, stdout_console
+from app.cli._common import err, fail, port, stdout_console
 from app.cli.probe import api_key_of, first_model, probe_settings
 from probes.references import Calibration, calibrate, dump_references, load_references
 from probes.types import Target
@@ -156,7 +156,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     c.set_defaults(func=_calibrate)
     r = cmds.add_parser("run", parents=[common], help="probe the fleet standalone (verdicts over HTTP)")
     r.add_argument("--host", help="address of the prober's HTTP API")
-    r.add_argument("--port", type=int, help="port of the prober's HTTP API (default: 8092; the store's is 8090)")
+    r.add_argument("--port", type=port, help="port of the prober's HTTP API (default: 8092; the store's is 8090)")
     r.add_argument("--store-url", help="relay results to this running store (e.g. `routelens store`) instead of "
                    "writing the configured backend directly")
     r.add_argument("--db", help="DuckDB trace file (default: storage.duckdb_path)")

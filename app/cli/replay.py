@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli._common import BadInput, api_url, err, fail, parse_window
+from app.cli._common import BadInput, api_url, err, fail, parse_window, positive_int, read_error
 
 if TYPE_CHECKING:
     from schemas.queries import TraceFilter
@@ -93,7 +93,7 @@ def run_verify(args: argparse.Namespace) -> VerifyReport:
     try:
         report = verify_range(store, flt)
     except (SinkError, duckdb.Error) as exc:
-        raise BadInput(f"cannot read the traces: {exc}") from exc
+        raise BadInput(f"cannot read the traces: {read_error(exc, args)}") from exc
     finally:
         store.close()
     if report.n == 0:
@@ -148,7 +148,7 @@ def run_replay(args: argparse.Namespace) -> ReplayReport:
             report = replay_range(source, since, until, flt, config, policy_name=str(args.policy),
                                   progress=bar.update, workers=args.workers)
     except (SinkError, duckdb.Error) as exc:
-        raise BadInput(f"cannot read the traces: {exc}") from exc
+        raise BadInput(f"cannot read the traces: {read_error(exc, args)}") from exc
     except RuntimeError as exc:
         raise BadInput(str(exc)) from exc
     if report.n == 0:
@@ -208,11 +208,7 @@ def _summary(report: ReplayReport) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    try:
-        report = run_verify(args)
-    except BadInput as exc:
-        fail(f"{exc}")
-        return 2
+    report = run_verify(args)  # its BadInput is main's: one line, exit 2
     _report(args, report, verify_summary)
     return 1 if report.mismatched else 0
 
@@ -222,14 +218,10 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.verify or args.policy is None:
         if args.policy is not None:
-            err.print("[red]error:[/red] --verify re-decides each trace under its own policy: drop --policy")
-            return 2
+            raise BadInput("--verify re-decides each trace under its own policy: drop --policy")
         return _verify(args)
     try:
         report = run_replay(args)
-    except BadInput as exc:
-        fail(f"{exc}")
-        return 2
     except ConfigError as exc:
         fail(f"the policy does not load: {exc}")
         return 2
@@ -259,7 +251,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     src = p.add_mutually_exclusive_group()
     src.add_argument("--api", help="a running server's URL (default: the config's gateway)")
     src.add_argument("--db", help="a DuckDB trace file no process writes")
-    p.add_argument("--workers", type=int, default=None, help="processes for --db (default: one per core, up to 2)")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="processes for --db, at least 1 (default: one per core, up to 2)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON line last")
     p.add_argument("--quiet", action="store_true", help="with --json, no summary on stderr")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -4,19 +4,29 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
+from typing import Literal
 
-from app.cli._common import BadInput, bind_problem, check_bindable, config_of, fail, port
+from app.cli._common import BadInput, bind_problem, check_bindable, config_of, fail, port, positive_int
+
+
+def _workers(text: str) -> int | Literal["auto"]:
+    """``--workers N|auto``: a count of at least 1, or one per core (at most 8), as ``gateway.workers``."""
+    if text.strip() == "auto":
+        return "auto"
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither 'auto' nor a whole number of at least 1") from None
 
 
 def _run(args: argparse.Namespace) -> int:
     from app.run.serve import run_server
 
     config = config_of(args)
-    if args.separate_store is False and (args.workers or 1) > 1:
-        print("error: --store-in-process runs one worker: more workers relay to a store process", file=sys.stderr)
-        return 2
-    workers = args.workers if args.workers is not None else config.gateway.worker_count(os.cpu_count())
+    gateway = config.gateway if args.workers is None else config.gateway.model_copy(update={"workers": args.workers})
+    workers = gateway.worker_count(os.cpu_count())
+    if args.separate_store is False and args.workers is not None and workers > 1:
+        raise BadInput("--store-in-process runs one worker: more workers relay to a store process")
     if args.separate_store is False:
         workers = 1
     host = args.host or config.gateway.host
@@ -24,14 +34,11 @@ def _run(args: argparse.Namespace) -> int:
     flag = "--port" if args.port is not None else "gateway.port"
     try:
         if args.worker == 0:  # before the store, the Redis and the prober start (the workers share the port)
-            check_bindable(host, port_, flag)
+            check_bindable(host, port_, flag)  # its BadInput is main's: one line, exit 2
         run_server(config, config_path=args.config, host=args.host, port=args.port, db=args.db,
                    workers=workers, store_url=args.store_url, worker=args.worker,
                    separate_store=args.separate_store, probe_url=args.probe_url, shared_url=args.shared_url,
                    own_store=args.own_store, metrics_ports=args.metrics_ports)
-    except BadInput as exc:
-        fail(f"{exc}")
-        return 2
     except OSError as exc:  # bound by another process after the check (run_server has stopped its children)
         message = bind_problem(exc, host, port_, flag)
         if message is None:
@@ -47,9 +54,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--host")
     p.add_argument("--port", type=port)
     p.add_argument("--db", help="DuckDB trace file (default: storage.duckdb_path)")
-    p.add_argument("--workers", type=int, metavar="N",
-                   help="gateway processes sharing the port (SO_REUSEPORT), each with its own spool "
-                   "(default: gateway.workers, 'auto' = one per core, at most 8)")
+    p.add_argument("--workers", type=_workers, metavar="N",
+                   help="gateway processes sharing the port (SO_REUSEPORT), each with its own spool: at least 1, "
+                   "or 'auto' = one per core, at most 8 (default: gateway.workers)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--separate-store", action="store_const", const=True, dest="separate_store",
                        help="run the trace store in a process of its own (default: storage.separate_process, true; "

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.cli._common import api_url, fail, stdout_console
+from app.cli._common import api_url, fail, read_error, stdout_console
 from app.config import load_config
 
 if TYPE_CHECKING:
@@ -27,8 +27,8 @@ def _openers(args: argparse.Namespace) -> list[Opener]:
 
     if args.db:
         return [lambda: open_reader(db=args.db)]
-    token = token_from_config(args.config)
-    openers: list[Opener] = [lambda: open_reader(api=api_url(args), token=token)]
+    url, token = api_url(args), token_from_config(args.config)  # a bad --api is refused here, before any lookup
+    openers: list[Opener] = [lambda: open_reader(api=url, token=token)]
     if not args.api and Path(args.config).is_file():
         # No server running (e.g. after the demo stopped): the configured file can be read directly.
         db = Path(load_config(args.config).storage.duckdb_path)
@@ -37,7 +37,8 @@ def _openers(args: argparse.Namespace) -> list[Opener]:
     return openers
 
 
-def _lookup(request_id: str, openers: list[Opener]) -> tuple[bool, DecisionTrace | None, list[str]]:
+def _lookup(request_id: str, openers: list[Opener],
+            args: argparse.Namespace) -> tuple[bool, DecisionTrace | None, list[str]]:
     """Return (answered, trace, errors): the first store that answers decides."""
     from app.reader import find_trace
     from ingest import SinkError
@@ -51,14 +52,14 @@ def _lookup(request_id: str, openers: list[Opener]) -> tuple[bool, DecisionTrace
             finally:
                 store.close()
         except SinkError as exc:
-            errors.append(str(exc))
+            errors.append(read_error(exc, args))
     return False, None, errors
 
 
 def _run(args: argparse.Namespace) -> int:
     from app.cli.trace_tree import render_trace
 
-    answered, trace, errors = _lookup(args.request_id, _openers(args))
+    answered, trace, errors = _lookup(args.request_id, _openers(args), args)
     if not answered:
         fail(f"cannot read traces: {'; '.join(errors)}")
         return 2
@@ -76,7 +77,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     """Add ``trace``."""
     p = sub.add_parser("trace", parents=[common], help="print one request's decision trace")
     p.add_argument("request_id", help="a request id (x-request-id), or a W3C trace id (32 hex) to find its decision")
-    p.add_argument("--api", help="gateway URL (default: from the config, else http://127.0.0.1:8080)")
-    p.add_argument("--db", help="read a DuckDB file that no process writes, instead of the API")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--api", help="gateway URL (default: from the config, else http://127.0.0.1:8080)")
+    src.add_argument("--db", help="read a DuckDB file that no process writes, instead of the API")
     p.add_argument("--json", action="store_true", help="print the trace as JSON")
     p.set_defaults(func=_run)

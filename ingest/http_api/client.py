@@ -38,9 +38,17 @@ from schemas.queries import (
 from schemas.records import QuarantinedRecord, RouterEvent
 from schemas.trace import DecisionTrace
 
-__all__ = ["HttpTraceStore"]
+__all__ = ["HttpTraceStore", "Unauthorized"]
 
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+class Unauthorized(SinkError):
+    """The server answered 401: no read token was sent, or not one it takes (a caller says where the token is set)."""
+
+
+def _http_error(message: str, code: int) -> SinkError:
+    return Unauthorized(message) if code == 401 else SinkError(message)
 
 
 class HttpTraceStore:
@@ -73,6 +81,8 @@ class HttpTraceStore:
                 return body
         except urllib.error.HTTPError:
             raise
+        except ValueError as exc:  # urllib's "unknown url type": not a server's fault
+            raise SinkError(f"{self.base_url} is not an http:// or https:// URL: {exc}") from exc
         except (OSError, http.client.HTTPException) as exc:
             raise SinkUnavailable(f"the RouteLens server at {self.base_url} is unreachable: {exc}") from exc
 
@@ -90,7 +100,7 @@ class HttpTraceStore:
             body = self._read(path)
         except urllib.error.HTTPError as exc:
             exc.close()
-            raise SinkError(f"GET {path}: HTTP {exc.code} from the server at {self.base_url}") from exc
+            raise _http_error(f"GET {path}: HTTP {exc.code} from the server at {self.base_url}", exc.code) from exc
         try:
             return orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -111,7 +121,7 @@ class HttpTraceStore:
                 return None
             if err.get("code") == "invalid_cursor":
                 raise BadCursor(err.get("message", "invalid cursor")) from exc
-            raise SinkError(f"GET {path}: HTTP {exc.code}: {err.get('message', exc.reason)}") from exc
+            raise _http_error(f"GET {path}: HTTP {exc.code}: {err.get('message', exc.reason)}", exc.code) from exc
 
     @staticmethod
     def _filter(flt: TraceFilter) -> dict[str, Any]:
