@@ -8,7 +8,8 @@ embedding model is not installed); ``--json`` then prints a list. Exit 0 when ev
 /v1/models``, fails every probe. Exit 2 on bad input (``--timeout`` not above 0, ``--api-key-env``
 naming an unset variable) or when the instance answers ``GET /v1/models`` with no model id. The
 model defaults to the first id of the instance's ``GET /v1/models``. A single latency probe only learns (``learning
-baseline (1/n)``) unless ``--baselines FILE`` holds the instance's baseline.
+baseline (1/n)``) unless it has the instance's baseline: ``--baselines FILE``, or, for a URL of the
+``--config`` fleet, the file the prober keeps (the instance is then probed under its id and model).
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ async def _probe(args: argparse.Namespace) -> int:
         fail(f"{exc}")
         return 2
     settings = probe_settings(args)
+    instance, model_of, baselines = _as_configured(args)
     missing = available()
     kinds = [ProbeKind(args.kind)] if args.kind else list(ProbeKind)
     if ProbeKind.SEMANTIC in kinds and missing is not None and not args.kind:
@@ -119,26 +121,53 @@ async def _probe(args: argparse.Namespace) -> int:
         kinds.remove(ProbeKind.SEMANTIC)
     async with aiohttp.ClientSession() as session:
         try:
-            model = args.model or await first_model(session, args.url, settings.timeout_s, api_key)
+            model = args.model or model_of or await first_model(session, args.url, settings.timeout_s, api_key)
         except Unreachable as exc:  # no answer: every probe fails, as the prober would judge it
-            results = [_unreachable(args, kind, exc) for kind in kinds]
+            results = [_unreachable(instance, args.model, kind, exc) for kind in kinds]
             return _report(args, results)
         except ValueError as exc:
             fail(f"{args.url}: {exc}")
             return 2
-        target = Target(instance=args.instance or args.url, model=model, url=args.url.rstrip("/"), api_key=api_key)
+        target = Target(instance=instance, model=model, url=args.url.rstrip("/"), api_key=api_key)
         embedder = MiniLMEmbedder() if ProbeKind.SEMANTIC in kinds and missing is None else None
+        store = BaselineStore(baselines)
+        store.path = None  # read, never written: a one-off probe must not change the prober's file
         runner = ProbeRunner(settings.model_copy(update={"kinds": kinds}), session, embedder=embedder,
-                             baselines=BaselineStore(args.baselines))
+                             baselines=store)
         results = [await runner.run(kind, target) for kind in kinds]
     return _report(args, results)
 
 
-def _unreachable(args: argparse.Namespace, kind: ProbeKind, exc: Unreachable) -> ProbeResult:
+def _as_configured(args: argparse.Namespace) -> tuple[str, str | None, str | None]:
+    """The instance id, model and latency baselines file to probe ``args.url`` with.
+
+    A URL that is an instance of the ``--config`` fleet is probed as the prober probes it: under its
+    id, its model, against the baseline the prober learned (``probes.latency.state_path``, else
+    beside the trace file), so a latency page can be confirmed from the command line. The flags win.
+    """
+    instance, model, baselines = args.instance, args.model, args.baselines
+    if not Path(args.config).is_file():
+        return instance or args.url, model, baselines
+    from app.run.prober import baselines_path
+
+    config = config_of(args)
+    url = args.url.rstrip("/")
+    spec = next((s for s in config.fleet.instances if s.url.rstrip("/") == url), None)
+    if spec is None:
+        return instance or args.url, model, baselines
+    if baselines is None:
+        found = baselines_path(config, config.storage.duckdb_path)
+        baselines = str(found) if found.is_file() else None
+    err.print(f"{escape(url)} is {escape(spec.id)} of {escape(str(args.config))}"
+              + (f"; latency baseline from {escape(baselines)}" if baselines else "; no learned baseline yet"))
+    return instance or spec.id, model or spec.model, baselines
+
+
+def _unreachable(instance: str, model: str | None, kind: ProbeKind, exc: Unreachable) -> ProbeResult:
     from probes.runner import new_probe_id
 
-    return ProbeResult(probe_id=new_probe_id(), ts=datetime.now(UTC), instance=args.instance or args.url,
-                       model=args.model or "unknown", kind=kind, verdict=ProbeVerdict.FAILED, reason=str(exc)[:2000],
+    return ProbeResult(probe_id=new_probe_id(), ts=datetime.now(UTC), instance=instance,
+                       model=model or "unknown", kind=kind, verdict=ProbeVerdict.FAILED, reason=str(exc)[:2000],
                        error_class=exc.error_class)
 
 
@@ -163,9 +192,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("url", help="the instance's base URL (http://host:port)")
     p.add_argument("--kind", choices=[k.value for k in ProbeKind], help="one probe (default: all three)")
     p.add_argument("--model", help="model to ask for (default: the first of GET /v1/models)")
-    p.add_argument("--instance", help="instance id in the result (default: the URL)")
+    p.add_argument("--instance", help="instance id in the result (default: the fleet's id of the URL, else the URL)")
     p.add_argument("--json", action="store_true", help="print the ProbeResult as JSON (a list without --kind)")
     p.add_argument("--timeout", type=float, metavar="S", help="per-request timeout (default: probes.timeout_s)")
     p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the instance's API key")
-    p.add_argument("--baselines", metavar="FILE", help="latency baselines file (default: none, the probe learns)")
+    p.add_argument("--baselines", metavar="FILE",
+                   help="latency baselines file (default: the prober's, for a URL of the fleet; else none: it learns)")
     p.set_defaults(func=_run)

@@ -125,3 +125,29 @@ def test_the_calibration_table_keeps_its_cells_whole_in_a_file(capsys: pytest.Ca
         assert main(["probes", "calibrate", "--url", a, "--samples", "1"]) == 0
     out = capsys.readouterr().out
     assert "…" not in out and "separation" in out and "suggested" in out
+
+
+def test_a_fleet_instance_is_probed_under_its_id_against_the_probers_baseline(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On-call confirms a latency page from the command line: the URL alone learned afresh and said ok."""
+    from probes.baselines import _VERSION
+
+    with instance() as url:
+        (tmp_path / "routelens.yaml").write_text(
+            "fleet:\n  instances:\n"
+            f"    - {{id: coder-b, model: sim-model, url: '{url}'}}\n"
+            "storage:\n  duckdb_path: data/t.duckdb\n")
+        (tmp_path / "data").mkdir()
+        baselines = tmp_path / "data" / "t.duckdb.probe-baselines.json"
+        doc = {"version": _VERSION, "baselines": {"coder-b": {"p50_ms": 0.001, "p95_ms": 0.001, "samples": 10,
+                                                              "learned_at": "2026-12-01T00:00:00+00:00"}}}
+        baselines.write_text(json.dumps(doc))
+        before = baselines.read_text()
+        code = main(["probe", url, "--kind", "latency", "--json", "--config", "routelens.yaml"])
+        got = json.loads(capsys.readouterr().out)
+        assert code == 1 and got["instance"] == "coder-b" and got["verdict"] != "ok"
+        assert "learning" not in got["reason"]
+        assert baselines.read_text() == before  # read, never written
+        code = main(["probe", url, "--kind", "latency", "--json", "--config", "routelens.yaml", "--instance", "other"])
+        got = json.loads(capsys.readouterr().out)
+        assert code == 0 and got["instance"] == "other" and "learning" in got["reason"]  # no baseline for "other"
