@@ -167,11 +167,12 @@ class Prober:
         self.alert_manager.observe(result, status)
         if self._runs is not None:
             self._runs(result.instance, result.kind.value, *self.board.run(result.instance, result.kind))
+        current = status or self.board.status(result.instance, result.kind)
+        if self._apply is not None and current is not None:  # a newer reading too: the router's state shows it
+            self._apply(current, result.instance)
         if status is None:
             return
         self.metrics.set_status(result.instance, result.model, status)
-        if self._apply is not None:
-            self._apply(status, result.instance)
         self._event(RouterEvent(
             event_id="evt_" + uuid.uuid4().hex[:20], ts=status.since, kind="probe_verdict",
             severity="info" if status.verdict is ProbeVerdict.OK else "warning", instance=result.instance,

@@ -89,7 +89,8 @@ class VerdictFollower:
 
     Args:
         url: The prober's base URL (``{url}/v1/probes/verdicts``).
-        apply: Receives ``(verdict, instance)`` for every new or changed verdict.
+        apply: Receives ``(verdict, instance)`` for every new or changed verdict, and a newer reading
+            of one (its value or reason), so the router's state shows the latest.
         runs: Receives ``(instance, kind, results, ok_run)`` whenever the feed's count for a kind
             moved (every probe result: :meth:`router_core.resilience.breakers.BreakerBoard.probe_run`).
         interval_s: Seconds between polls.
@@ -114,7 +115,7 @@ class VerdictFollower:
         rules = AlertSettings().rules if alert_rules is None else alert_rules
         self._watchdog = next((r for r in rules if r.kind == WATCHDOG), None)
         self._started, self._started_wall = clock(), wall()  # silence counts from here until a first answer
-        self._seen: dict[tuple[str, str], tuple[str, datetime]] = {}
+        self._seen: dict[tuple[str, str], tuple[str, datetime, float | None, str]] = {}
         self._statuses: dict[str, dict[str, ProbeStatus]] = {}
         self._alerts: list[dict[str, Any]] = []
         self._last_feed: dict[str, Any] = {}
@@ -192,12 +193,13 @@ class VerdictFollower:
         return b"".join(keep)
 
     def take(self, body: dict[str, Any]) -> int:
-        """Apply one feed body; return how many verdicts were new or changed."""
+        """Apply one feed body; return how many verdicts were new or changed (a newer reading counts)."""
         changed = 0
         for instance, statuses in body["verdicts"].items():
             for raw in statuses:
                 status = ProbeStatus.model_validate(raw)
-                key, mark = (instance, status.kind.value), (status.verdict.value, status.since)
+                key, mark = (instance, status.kind.value), (status.verdict.value, status.since, status.value,
+                                                             status.reason)
                 self._statuses.setdefault(instance, {})[key[1]] = status
                 if self._seen.get(key) != mark:
                     self._seen[key] = mark

@@ -237,12 +237,16 @@ class Gateway:
     def apply_probe(self, status: ProbeStatus, instance: str) -> None:
         """Take a probe verdict into the state view (the ``probe`` filter reads it from the snapshot).
 
+        Called on every newer reading of a verdict (its value and reason too, so the router's state
+        shows the latest), and on its changes.
         When a syntax or semantic verdict returns to ``ok`` after a change, the instance's learned
         quality is forgotten: its feedback described the fault the probes now see cured, and a
         flagged instance would otherwise get too little traffic to ever earn its way back.
         """
+        before = self.view.probe_of(instance, status.kind)
         self.view.set_probe(status, instance)
-        if status.verdict is ProbeVerdict.OK and status.flaps and status.kind is not ProbeKind.LATENCY:
+        moved = before is None or (before.verdict, before.since) != (status.verdict, status.since)
+        if moved and status.verdict is ProbeVerdict.OK and status.flaps and status.kind is not ProbeKind.LATENCY:
             self.quality.forget(instance)
 
     def probe_run(self, instance: str, kind: str, results: int, ok_run: int) -> None:

@@ -31,6 +31,7 @@ from router_core.state.parse import EngineGauges
 from router_core.state.staleness import effective_state
 from router_core.state.warmup import warmup_progress
 from router_core.state.window import ObservationWindow
+from schemas.common import ProbeKind
 from schemas.config import ConstraintSpec, ScrapeSettings
 from schemas.fleet import InstanceSnapshot, InstanceSpec, LatchState
 from schemas.probe import ProbeStatus
@@ -118,6 +119,11 @@ class StateView:
         kept = [p for p in inst.snap.probes if p.kind != status.kind]
         inst.snap = inst.snap.model_copy(update={"probes": sorted([*kept, status], key=lambda p: p.kind)})
         return True
+
+    def probe_of(self, instance: str, kind: ProbeKind) -> ProbeStatus | None:
+        """The probe verdict of one kind ``instance``'s snapshot carries (None: none yet, or no such instance)."""
+        inst = self._by_id.get(instance)
+        return None if inst is None else next((p for p in inst.snap.probes if p.kind == kind), None)
 
     def p95_ms(self, instance: str) -> float | None:
         """The router's observed p95 latency of ``instance`` as of the last tick (None: nothing observed)."""
