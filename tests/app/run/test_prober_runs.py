@@ -42,4 +42,5 @@ def test_a_probe_that_timed_out_has_no_similarity(tmp_path: Path) -> None:
     assert result.value is None and result.threshold is None and result.latency_ms == 10_001.1
     prober._on_result(result)
     assert registry.get_sample_value("routelens_probe_similarity", {"instance": "a", "model": "m"}) is None
-    assert registry.get_sample_value("routelens_probe_success", {"instance": "a", "model": "m", "kind": "semantic"}) == 0
+    labels = {"instance": "a", "model": "m", "kind": "semantic"}
+    assert registry.get_sample_value("routelens_probe_success", labels) == 0
