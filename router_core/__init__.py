@@ -32,7 +32,7 @@ from router_core.errors import (
 from router_core.framework import Candidate, PluginRegistry, Scored
 from router_core.lazy import lazy_getattr
 from router_core.scorers.latency import predicted_latency_ms
-from router_core.state.quality import QualityTable
+from router_core.state.quality import QualitySnapshot, QualityTable
 
 if TYPE_CHECKING:
     from router_core.aio import cancel_all
@@ -141,6 +141,7 @@ __all__ = [
     "ProbeSource",
     "ProfileError",
     "QualityScorer",
+    "QualitySnapshot",
     "QualityTable",
     "Ranked",
     "RedisShared",

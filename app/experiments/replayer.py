@@ -27,6 +27,7 @@ from router_core import (
     Policy,
     Prepared,
     QualityScorer,
+    QualitySnapshot,
     QualityTable,
     Router,
     Scored,
@@ -91,7 +92,7 @@ class Replayer:
         self.router = Router(policy)  # one router: its per-snapshot memo is shared by every row
         self._never = {s.id: InstanceSnapshot(instance=s.id, model=s.model, engine=s.engine) for s in policy.fleet}
         self._base_quality = dict(QualityTable(policy.models).snapshot())
-        self._quality: dict[tuple[str | None, tuple[tuple[str, float], ...]], dict[tuple[str, str], float]] = {}
+        self._quality: dict[tuple[str | None, tuple[tuple[str, str, float], ...]], QualitySnapshot] = {}
         self.specs = {s.id: s for s in policy.fleet}
         self._spec_ids = frozenset(self.specs)
         # Only the quality scorer reads ctx.quality: without one, the stored quality terms change nothing.
@@ -111,18 +112,18 @@ class Replayer:
         if not self._reads_quality:
             return self._base_quality
         names = [n for n, _ in row.weights]
-        over: tuple[tuple[str, float], ...] = ()
+        over: tuple[tuple[str, str, float], ...] = ()
         if "quality" in names and row.intent:
             at = names.index("quality")
-            over = tuple((model, terms[at]) for (_, model), terms in zip(row.candidates, row.terms, strict=True)
-                         if len(terms) > at)
+            over = tuple((instance, model, terms[at])
+                         for (instance, model), terms in zip(row.candidates, row.terms, strict=True) if len(terms) > at)
         key = (row.intent, over)
         table = self._quality.get(key)
-        if table is None:
-            table = dict(self._base_quality)
-            for model, value in over:
-                table[(model, row.intent or "")] = value
-            self._quality[key] = table
+        if table is None:  # per instance too, as router_core.decide.replay.context_of: siblings may have scored apart
+            models, scored = dict(self._base_quality), {}
+            for instance, model, value in over:
+                models[(model, row.intent or "")] = scored[(instance, row.intent or "")] = value
+            table = self._quality[key] = QualitySnapshot(models, scored)
         return table
 
     def state_for(self, row: ReplayRow) -> Mapping[str, InstanceSnapshot]:
