@@ -20,6 +20,7 @@ __all__ = [
     "BUILTIN_MODELS",
     "BuiltinModel",
     "builtin_config",
+    "configured_profile",
     "expected_model",
     "has_maths",
     "p_correct",
@@ -89,6 +90,21 @@ def p_correct(profile: SimModelProfile, cls: QueryClassName, prompt: str, progre
     if profile.quantization == "int4" and has_maths(prompt):
         p *= 1.0 - profile.math_penalty
     return p * (profile.cold_accuracy + (1.0 - profile.cold_accuracy) * progress)
+
+
+def configured_profile(name: str, profile: SimModelProfile | None) -> SimModelProfile:
+    """A model's simulated behaviour: what ``sim.models.<name>`` sets, over the built-in model of that name.
+
+    A configuration that tunes a built-in model's speed keeps its accuracy and price class (a
+    profile replaced whole gave every model the default 0.9 accuracy and "standard" price, so no
+    policy could differ on misroutes). A model the configuration does not list gets the defaults.
+    """
+    if profile is None:
+        return SimModelProfile()
+    known = next((m.profile for m in BUILTIN_MODELS if m.name == name), None)
+    if known is None:
+        return profile
+    return known.model_copy(update={field: getattr(profile, field) for field in profile.model_fields_set})
 
 
 def expected_model(cls: QueryClassName, prompt: str, profiles: Mapping[str, SimModelProfile],

@@ -20,7 +20,8 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from schemas.config import RouteLensConfig, SimModelProfile
+from schemas.config import RouteLensConfig
+from sim.behaviour import configured_profile
 from sim.clock import Clock, RealClock
 from sim.faults import FaultRecord, FaultSpec
 from sim.scenarios import Scenario, run_timeline
@@ -174,7 +175,7 @@ async def start_fleet(config: RouteLensConfig, *, clock: Clock | None = None,
             parts = urlsplit(spec.url)
             port = parts.port if parts.port is not None else (443 if parts.scheme == "https" else 80)
             member = FleetInstance(parts.hostname or "127.0.0.1", port)
-            profile = config.sim.models.get(spec.model, SimModelProfile())
+            profile = configured_profile(spec.model, config.sim.models.get(spec.model))
             member.instance = SimInstance(spec, profile, config.sim, clock, lifecycle=member, on_fault=on_fault)
             handle.members[spec.id] = member
             try:

@@ -159,11 +159,11 @@ def _profiles(args: argparse.Namespace, gateway: str) -> dict[str, Any]:
     Raises:
         _Unreachable: No connection to the gateway could be made (a timeout is not this: it is running).
     """
-    from sim.behaviour import BUILTIN_MODELS
+    from sim.behaviour import BUILTIN_MODELS, configured_profile
 
     known: dict[str, Any] = {m.name: m.profile for m in BUILTIN_MODELS}
     if Path(args.config).is_file():
-        known.update(config_of(args).sim.models)
+        known.update({name: configured_profile(name, profile) for name, profile in config_of(args).sim.models.items()})
     try:
         _, listing = _call("GET", f"{gateway}/v1/models")
         served = {card["id"] for card in listing["data"]}

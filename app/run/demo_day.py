@@ -60,15 +60,9 @@ def load_day(path: str | Path, speed: float, rps: float | None = None) -> Scenar
 
 
 def _sim(config: RouteLensConfig, speed: float) -> dict[str, object]:
-    from sim.behaviour import BUILTIN_MODELS
+    from sim.behaviour import configured_profile
 
-    builtin = {m.name: m.profile for m in BUILTIN_MODELS}
-    models = {}
-    for name, profile in config.sim.models.items():
-        known = builtin.get(name)
-        taken = {} if known is None else {k: getattr(known, k) for k in ("accuracy", "cost_class", "warmup_s")
-                                          if k not in profile.model_fields_set}
-        models[name] = profile.model_copy(update=taken)
+    models = {name: configured_profile(name, profile) for name, profile in config.sim.models.items()}
     return {"time_scale": config.sim.time_scale * speed, "warm_start": True, "models": models}
 
 

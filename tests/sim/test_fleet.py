@@ -80,3 +80,27 @@ def test_run_fleet_prints_ready_and_exits_cleanly_on_signal(tmp_path, sig):
             proc.communicate()
     assert proc.returncode == 0, err
     assert err == ""
+
+
+def test_the_shipped_configs_models_keep_their_builtin_accuracy_and_price_class():
+    """routelens.yaml tunes the two models' speed; replacing their whole profile gave both the default
+    0.9 accuracy and the "standard" price, so no policy could differ on misroutes."""
+    from router_core.config_file import read_config
+    from sim.behaviour import BUILTIN_MODELS
+
+    shipped = read_config(REPO_ROOT / "routelens.yaml")
+    instances = [i.model_copy(update={"url": "http://127.0.0.1:0"}) for i in shipped.fleet.instances]
+    config = shipped.model_copy(update={"fleet": shipped.fleet.model_copy(update={"instances": instances})})
+
+    async def scenario():
+        handle = await start_fleet(config)
+        try:
+            return {i: app[INSTANCE_KEY].engine.profile for i, app in handle.apps.items()}
+        finally:
+            await handle.close()
+
+    builtin, served = {m.name: m.profile for m in BUILTIN_MODELS}, asyncio.run(scenario())
+    for spec in instances:
+        profile, known, tuned = served[spec.id], builtin[spec.model], shipped.sim.models[spec.model]
+        assert profile.accuracy == known.accuracy and profile.cost_class == known.cost_class
+        assert profile.base_latency_ms == tuned.base_latency_ms  # what the config sets wins
