@@ -127,7 +127,7 @@ class StoreHooks:
 def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str | None = None,
                       worker: int = 0, probe_url: str | None = None, config_path: str | None = None,
                       own_store: bool = False, metrics_ports: Sequence[int] = (),
-                      sibling_ports: Sequence[int] = ()) -> web.Application:
+                      sibling_ports: Sequence[int] = (), workers: int = 1) -> web.Application:
     """Build the gateway application with its trace pipeline and the store's query API.
 
     Args:
@@ -146,6 +146,8 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         sibling_ports: Every worker's private port for sibling lookups, by worker number, when
             there are several (and a store process): a lookup by request id that misses here and
             in the store asks the other workers for their pending trace (:mod:`app.run.siblings`).
+        workers: The gateway processes ``serve`` runs: the shared state's replica count until Redis
+            answers (with Redis down from the start, each worker takes its share of every bucket).
     """
     st = config.storage
     store: TraceStore
@@ -168,7 +170,8 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     registry.register(EmitterCollector(emitter))
     if otel is not None:
         registry.register(OtelCollector(otel.stats))
-    shared = build_shared(config.shared)  # shared.backend: redis -> the replicas' buckets, breakers, bindings
+    # shared.backend: redis -> the replicas' buckets, breakers, bindings
+    shared = build_shared(config.shared, replicas=max(1, workers))
     registry.register(SharedCollector(shared))
     relay_token = os.environ.get(RELAY_TOKEN_ENV)
     siblings = None  # the other workers' pending traces: read-your-writes whichever worker a lookup reaches
@@ -309,7 +312,7 @@ def run_server(
             _ready(peer)
         app = build_gateway_app(config, db, store_url=store_url, worker=worker, probe_url=probe_url,
                                 config_path=config_path, own_store=own_store, metrics_ports=metrics_ports,
-                                sibling_ports=sibling_ports(workers))
+                                sibling_ports=sibling_ports(workers), workers=workers)
         if store is not None:
             _ready(store)
         if starts_workers:  # spools of workers this serve does not run (it ran more before): to the store

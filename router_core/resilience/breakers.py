@@ -328,7 +328,10 @@ class BreakerBoard:
         return closed
 
     def apply(self, message: dict[str, Any]) -> bool:
-        """Apply another replica's transition (a ``breakers`` channel message); False if not applicable."""
+        """Apply another replica's transition (a ``breakers`` channel message); False if not applicable.
+
+        A kept one (a replica starting) carries ``age_s``: the breaker moved that long ago.
+        """
         b = self.get(str(message.get("scope")), str(message.get("name")))
         try:
             to = BreakerState[str(message.get("to", "")).upper()]
@@ -338,8 +341,10 @@ class BreakerBoard:
             return False
         if to is BreakerState.CLOSED:
             self._reset(b)
+        age = message.get("age_s")
+        at = self._clock() - (age if isinstance(age, (int, float)) and age > 0 else 0.0)
         self._queue(b.move(to, f"from replica {message.get('origin')}: {message.get('reason', '')}"[:300],
-                           self._clock(), remote=True))
+                           at, remote=True))
         return True
 
     # -- helpers ----------------------------------------------------------------------------------

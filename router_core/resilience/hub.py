@@ -4,6 +4,11 @@ Each transition the board queues becomes ``routelens_breaker_state{scope,name}``
 :class:`schemas.records.RouterEvent` (kind ``breaker``; through the hooks' optional
 ``record_event``, and the last ones kept for ``GET /v1/router/state``), and a message on the
 shared ``breakers`` channel; messages from other replicas are applied to this board.
+
+The channel carries a state too: each breaker not closed is kept under ``scope:name`` (its last
+transition, for ``open_s`` + :data:`KEEP_SLACK_S`; renewed by its next transition, dropped when it
+closes), so a replica that starts, or reconnects to Redis, applies the breakers open elsewhere
+(as a remote transition, open since the age it was kept at), not only the transitions after it.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ from router_core.resilience.breakers import BreakerBoard
 from router_core.shared.base import SharedState
 from schemas.records import RouterEvent
 
-__all__ = ["CHANNEL", "BreakerHub"]
+__all__ = ["CHANNEL", "KEEP_SLACK_S", "BreakerHub"]
 
 CHANNEL = "breakers"
+KEEP_SLACK_S = 1.0  # a breaker's kept state outlives its open_s by this much (a live replica renews it at half-open)
 log = logging.getLogger(__name__)
 
 
@@ -80,8 +86,11 @@ class BreakerHub:
         self._record(out)
         for t in out:
             if not t.remote:
+                b = self.board.get(t.scope, t.name)
+                keep_s = 0.0 if t.to_state is BreakerState.CLOSED or b is None else b.open_s + KEEP_SLACK_S
                 try:
-                    await self.shared.publish(CHANNEL, t.to_message(self.origin))
+                    await self.shared.publish(CHANNEL, t.to_message(self.origin), keep=f"{t.scope}:{t.name}",
+                                              keep_s=keep_s)
                 except Exception:  # the shared store is down: this replica's state still holds
                     log.warning("breaker transition of %s/%s not published", t.scope, t.name)
 

@@ -8,6 +8,8 @@
     redis_lease.py     token-bucket leases taken ahead of need
     redis_counters.py  counter adds batched between flushes
     redis_bindings.py  the local mirror of set-if-absent bindings
+    redis_kept.py      messages kept as a channel's state (open breakers), read by replicas that start later
+    redis_claims.py    claims written to Redis again when it comes back (a restarted Redis is empty)
     wiring.py          build_shared (the configured state) and SharedCollector (its series)
 
 The state machines that keep their state here (breakers, budgets, affinity, throttles) are in

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 __all__ = ["Handler", "MemoryShared", "SharedState"]
@@ -83,12 +83,19 @@ class SharedState(Protocol):
         """Give ``key`` back: the next :meth:`claim` takes it."""
         ...
 
-    async def publish(self, channel: str, message: dict[str, Any]) -> None:
-        """Send ``message`` to every replica's handlers of ``channel`` (this one's too)."""
+    async def publish(self, channel: str, message: dict[str, Any], *, keep: str | None = None,
+                      keep_s: float = 0.0) -> None:
+        """Send ``message`` to every replica's handlers of ``channel`` (this one's too).
+
+        ``keep``: the message also stands as ``channel``'s state under that key for ``keep_s``
+        seconds (``keep_s`` 0: no state under that key any more), and a replica that starts or
+        reconnects later receives each message so kept, with ``age_s`` (seconds since it was kept)
+        added: a state, not only its transitions (open breakers).
+        """
         ...
 
     def subscribe(self, channel: str, handler: Handler) -> None:
-        """Call ``handler`` with each message published on ``channel``."""
+        """Call ``handler`` with each message published on ``channel`` (and those kept, see :meth:`publish`)."""
         ...
 
     async def close(self) -> None:
@@ -109,6 +116,7 @@ class MemoryShared:
         self._bindings: dict[str, tuple[str, float]] = {}  # key -> (value, expires at), least recently bound first
         self._claims: dict[str, float] = {}  # key -> expires at (the newest last; at most _MAX_CLAIMS)
         self._handlers: dict[str, list[Handler]] = {}
+        self._kept: dict[tuple[str, str], tuple[dict[str, Any], float, float]] = {}  # -> (message, kept at, expires)
 
     @property
     def healthy(self) -> bool:
@@ -194,14 +202,31 @@ class MemoryShared:
         """Forget."""
         self._claims.pop(key, None)
 
-    async def publish(self, channel: str, message: dict[str, Any]) -> None:
-        """Deliver to this process's handlers at once."""
+    def claims_left(self, keys: Iterable[str] | None = None) -> list[tuple[str, float]]:
+        """``(key, seconds left)`` of the claims held (of ``keys`` only, when given), expired ones left out."""
+        now, claims = self._clock(), self._claims
+        held = ((k, claims.get(k, 0.0)) for k in keys) if keys is not None else claims.items()
+        return [(k, at - now) for k, at in held if at > now]
+
+    async def publish(self, channel: str, message: dict[str, Any], *, keep: str | None = None,
+                      keep_s: float = 0.0) -> None:
+        """Deliver to this process's handlers at once; ``keep``: to handlers subscribed later too."""
+        if keep is not None:
+            now = self._clock()
+            if keep_s > 0:
+                self._kept[(channel, keep)] = (message, now, now + keep_s)
+            else:
+                self._kept.pop((channel, keep), None)
         for handler in self._handlers.get(channel, ()):
             handler(message)
 
     def subscribe(self, channel: str, handler: Handler) -> None:
-        """Register a handler."""
+        """Register a handler; it receives the messages kept on ``channel`` at once."""
         self._handlers.setdefault(channel, []).append(handler)
+        now = self._clock()
+        for (ch, _), (message, at, expires) in list(self._kept.items()):
+            if ch == channel and expires > now:
+                handler({**message, "age_s": now - at})
 
     async def close(self) -> None:
         """Nothing to release."""

@@ -12,14 +12,19 @@ background tasks keep in step with Redis (one round trip per batch, not per requ
   a total is the last flushed (or read) shared total plus this replica's pending adds.
 - **Bindings** (:mod:`.redis_bindings`): read from a local mirror, filled from Redis at start and
   kept current by the other replicas' published bindings; written in the background at the flush.
-- **Messages** (breaker transitions): applied here at once, sent at once in the background.
-- **Replicas**: each beats in a presence set every ``presence_s``; ``replicas`` is how many beat.
+- **Messages** (breaker transitions): applied here at once, sent at once in the background; ``keep``:
+  also a state that replicas starting or reconnecting read (:mod:`.redis_kept`: open breakers).
+- **Claims**: ``SET NX`` awaited, held here too, written again when Redis is back (:mod:`.redis_claims`).
+- **Replicas**: each beats in a presence set every ``presence_s``; ``replicas`` is how many beat
+  (until a heartbeat is answered: the count expected, ``serve``'s workers).
 
 **Redis down** (a call failed or timed out, ``healthy`` False, ``problem`` says why): leases are
 dropped and a take is decided by this process's own bucket of ``rate / replicas`` and ``burst /
-replicas`` (the last replica count known), so the replicas together admit about what the shared
-bucket would; counters and bindings keep accumulating locally and are written once Redis is back;
-messages are applied here only. ``fallbacks`` counts the calls answered so.
+replicas`` (the last replica count known, else the count expected), so the replicas together admit
+about what the shared bucket would; counters and bindings keep accumulating locally and are written
+once Redis is back; messages are applied here only; claims are this replica's own. ``fallbacks``
+counts the calls answered so. At each connection (start, end of an outage), before Redis is in use,
+owed claims and kept messages are written and the other replicas' kept messages read (:meth:`_sync`).
 """
 
 from __future__ import annotations
@@ -37,7 +42,9 @@ from redis.asyncio.client import Pipeline
 from router_core.aio import cancel_all
 from router_core.shared.base import Handler, MemoryShared
 from router_core.shared.redis_bindings import BindingMirror
+from router_core.shared.redis_claims import Reclaims
 from router_core.shared.redis_counters import CounterBatch
+from router_core.shared.redis_kept import KeptMessages
 from router_core.shared.redis_lease import BucketLeases, Refill
 from router_core.shared.redis_store import RedisStore
 
@@ -61,6 +68,8 @@ class RedisShared:
         flush_s: Interval of the background writes (counters, bindings, presence).
         lease_s: Seconds of a bucket's rate one lease holds.
         presence_s: Interval of this replica's heartbeat.
+        replicas: The replicas expected (``serve``'s workers): the count until a heartbeat is answered,
+            so a Redis unreachable from the start splits each bucket among them.
     """
 
     backend = "redis"
@@ -68,22 +77,24 @@ class RedisShared:
     def __init__(self, url: str, *, key_prefix: str = "routelens:", timeout_s: float = 0.05,
                  replica_id: str | None = None, retry_s: float = 0.5, max_connections: int = 64,
                  clock: Callable[[], float] = time.monotonic, flush_s: float = 0.05, lease_s: float = 0.1,
-                 presence_s: float = 1.0) -> None:
+                 presence_s: float = 1.0, replicas: int = 1) -> None:
         self.url, self.timeout_s, self.flush_s, self.presence_s = url, timeout_s, flush_s, presence_s
         self.store = RedisStore(url, key_prefix=key_prefix, timeout_s=timeout_s, replica_id=replica_id,
                                 retry_s=retry_s, max_connections=max_connections, on_message=self._received,
-                                on_health=self._health)
+                                on_health=self._health, on_sync=self._sync)
         self._clock = clock
         self.local = MemoryShared(clock)
         self.leases = BucketLeases(clock, lease_s=lease_s)
         self.counters = CounterBatch(clock)
         self.bindings = BindingMirror(clock)
-        self.replicas = 1  # replicas alive, as of the last heartbeat answered
+        self.kept = KeptMessages(self.store, clock)
+        self.reclaims = Reclaims(self.store, self.local, lambda key: self.store.key("claim", key))
+        self.replicas = max(1, replicas)  # replicas alive, as of the last heartbeat answered (else as expected)
         self.fallbacks = 0  # calls answered by local state because Redis was down or did not answer in time
         self.dropped = 0  # messages not sent (Redis down)
         self.rounds = 0  # round trips to Redis: refills and flushes
         self.waits = 0  # takes that waited for a refill (lease and credit used up)
-        self._outbox: list[tuple[str, dict[str, Any]]] = []
+        self._outbox: list[tuple[str, dict[str, Any], str | None, int]] = []  # channel, message, keep, its ms
         self._handlers: dict[str, list[Handler]] = {}
         self._refill_due, self._wake, self._round = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self._next_presence = self._next_sweep = -math.inf
@@ -231,6 +242,7 @@ class RedisShared:
         took = await self.store.call(lambda: self.store.client.set(name, self.store.replica_id, nx=True, px=ms))
         if took is None and not self.store.healthy:
             self.fallbacks += 1
+            self.reclaims.owed.add(key)  # written at the next connection
             return True  # Redis unreachable: this replica's claim stands
         if not took:  # another replica's: Redis keeps the answer (and gives it back on unclaim)
             await self.local.unclaim(key)
@@ -239,17 +251,20 @@ class RedisShared:
     async def unclaim(self, key: str) -> None:
         """Delete the claim here and in Redis."""
         await self.local.unclaim(key)
+        self.reclaims.owed.discard(key)
         name = self.store.key("claim", key)
         await self.store.call(lambda: self.store.client.delete(name))
 
-    async def publish(self, channel: str, message: dict[str, Any]) -> None:
-        """Apply ``message`` here at once; send it to the other replicas in the background (now)."""
+    async def publish(self, channel: str, message: dict[str, Any], *, keep: str | None = None,
+                      keep_s: float = 0.0) -> None:
+        """Apply ``message`` here at once; send it to the other replicas in the background (now); ``keep``: kept too."""
         self._dispatch(channel, message)
+        ms = 0 if keep is None else self.kept.note(channel, keep, message, keep_s, owed=not self.store.healthy)
         if not self.store.healthy:
             self.fallbacks += 1
             self.dropped += 1
             return
-        self._outbox.append((channel, message))
+        self._outbox.append((channel, message, keep, ms))
         self._wake.set()
 
     def subscribe(self, channel: str, handler: Handler) -> None:
@@ -268,6 +283,14 @@ class RedisShared:
             self._dispatch(channel, message)
         elif isinstance(key := message.get("key"), str) and isinstance(value := message.get("value"), str):
             self.bindings.learned(key, value, int(message.get("ttl_ms") or 1))
+
+    async def _sync(self, new_server: bool) -> None:
+        """A connection (at start, after an outage), before Redis is in use: write what is owed, read what is kept."""
+        if new_server and self.store.server_id is not None:
+            log.warning("shared state: Redis at %s is a new server; writing this replica's claims again", self.url)
+        for channel, message in await self.kept.sync(new_server, self._handlers):
+            self._dispatch(channel, message)
+        await self.reclaims.sync(new_server)  # last: nothing awaited between its end and Redis in use
 
     def _health(self, healthy: bool) -> None:
         """Redis went away or came back: what it lent is dropped either way, and waiting takes let go."""
@@ -318,8 +341,10 @@ class RedisShared:
                 store.add(pipe, counter, p.amount, max(1, math.ceil(p.ttl_s * 1e3)))
             for w in binds:
                 store.bind(pipe, w.key, w.value, w.ttl_ms, w.mode, {"key": w.key, "value": w.value, "ttl_ms": w.ttl_ms})
-            for channel, message in msgs:
+            for channel, message, keep, ms in msgs:
                 store.publish(pipe, channel, message)
+                if keep is not None:
+                    store.keep(pipe, channel, keep, message, ms)
             self._grants(pipe, back)
             if beat:
                 store.presence(pipe, max(3.0, 3 * self.presence_s))
@@ -330,6 +355,7 @@ class RedisShared:
             self.counters.restore(adds)
             self.bindings.restore(binds)
             self.dropped += len(msgs)
+            self.kept.owe([(channel, keep) for channel, _, keep, _ in msgs if keep is not None])
             return
         self.counters.flushed(adds, [(float(total), max(0, ms) / 1e3) for total, ms in res[:len(adds)]])
         for w, held in zip(binds, res[len(adds):len(adds) + len(binds)], strict=True):
@@ -369,5 +395,6 @@ class RedisShared:
         """Counts for metrics and the bench: credit, overdrafts, round trips, waits, conflicts, fallbacks."""
         return {"replicas": self.replicas, "credited": self.leases.credited, "overdrawn": self.leases.overdrawn,
                 "rounds": self.rounds, "waits": self.waits, "flushes": self.counters.flushes,
-                "bind_conflicts": self.bindings.conflicts, "fallbacks": self.fallbacks,
-                "dropped_messages": self.dropped}
+                "fallbacks": self.fallbacks, "bind_conflicts": self.bindings.conflicts,
+                "dropped_messages": self.dropped, "claims_rewritten": self.reclaims.written,
+                "claim_conflicts": self.reclaims.conflicts}

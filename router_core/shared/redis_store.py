@@ -14,8 +14,13 @@ Work goes in pipelines (:meth:`RedisStore.run`), one round trip each, of these c
 - :meth:`publish`: JSON carrying this replica's id; one pattern subscription hands the other
   replicas' messages to ``on_message`` (this replica's own are skipped).
 - :meth:`presence`: this replica's heartbeat in a sorted set; answers how many are alive.
+- :meth:`keep`: a message kept as a channel's state under a key, for a TTL (a field of the channel's
+  hash, its expiry on the server's clock; deleted when the state ends); :meth:`kept` reads them.
 
-Scripts are loaded once (and again after an outage) and called by SHA.
+Scripts are loaded once (and again after an outage) and called by SHA. Each connection, at start
+and after an outage, runs ``on_sync`` before the store counts as healthy, told whether the server is
+a new one: the id Redis holds under ``server:id`` (set by the first replica that finds none) is not
+the one last seen, so Redis lost its data (restarted empty, flushed, failed over) or this is the first.
 """
 
 from __future__ import annotations
@@ -92,7 +97,40 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000))
 return redis.call('ZCARD', KEYS[1])
 """
 
-_SCRIPTS = {"grant": _GRANT, "add": _ADD, "bind": _BIND, "presence": _PRESENCE}
+# KEYS[1] a channel's kept messages (hash: key -> "<until ms, server clock>:<payload>"); ARGV key, payload,
+# ttl ms (0: delete), nx ("1": unless one is held, unexpired) -> 1 written, 0 not. The hash lives as long as
+# its longest-lived field; expired fields are dropped as they are read.
+_KEEP = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ms = tonumber(ARGV[3])
+if ms <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]); return 1 end
+if ARGV[4] == '1' then
+  local held = redis.call('HGET', KEYS[1], ARGV[1])
+  local until_ms = held and tonumber(string.match(held, '^(%d+):'))
+  if until_ms and until_ms > now then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%d:', now + ms) .. ARGV[2])
+if redis.call('PTTL', KEYS[1]) < ms then redis.call('PEXPIRE', KEYS[1], ms) end
+return 1
+"""
+
+# KEYS[1] a channel's kept messages -> {key, payload, ms left, ...} of the unexpired ones (the others dropped).
+_KEPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local all, out = redis.call('HGETALL', KEYS[1]), {}
+for i = 1, #all, 2 do
+  local until_ms, payload = string.match(all[i + 1], '^(%d+):(.*)$')
+  until_ms = tonumber(until_ms)
+  if until_ms and until_ms > now then
+    out[#out + 1] = all[i]; out[#out + 1] = payload; out[#out + 1] = until_ms - now
+  else redis.call('HDEL', KEYS[1], all[i]) end
+end
+return out
+"""
+
+_SCRIPTS = {"grant": _GRANT, "add": _ADD, "bind": _BIND, "presence": _PRESENCE, "keep": _KEEP, "kept": _KEPT}
 
 
 class RedisStore:
@@ -107,15 +145,20 @@ class RedisStore:
         max_connections: Connections of this process (the subscription's included).
         on_message: ``(channel, message)`` of each message another replica published.
         on_health: Called with the new value each time ``healthy`` changes.
+        on_sync: Awaited on each connection (at start, after an outage) before the store counts as
+            healthy, with True when the server is new (another ``server_id``); its calls pass
+            ``anyway``; when it raises (or a call fails), the store stays down and tries again later.
     """
 
     def __init__(self, url: str, *, key_prefix: str, timeout_s: float, replica_id: str | None = None,
                  retry_s: float = 0.5, max_connections: int = 64,
                  on_message: Callable[[str, dict[str, Any]], None] = lambda c, m: None,
-                 on_health: Callable[[bool], None] = lambda h: None) -> None:
+                 on_health: Callable[[bool], None] = lambda h: None,
+                 on_sync: Callable[[bool], Awaitable[None]] | None = None) -> None:
         self.url, self.prefix, self.timeout_s, self.retry_s = url, key_prefix, timeout_s, retry_s
         self.replica_id = replica_id or uuid.uuid4().hex[:12]
-        self.on_message, self.on_health = on_message, on_health
+        self.on_message, self.on_health, self.on_sync = on_message, on_health, on_sync
+        self.server_id: str | None = None  # the data's id in Redis, as of the last sync that went through
         self._healthy: bool = True
         self._problem: str | None = None
         # A blocking pool: a burst of calls queues for a connection (within the timeout) rather than
@@ -147,10 +190,8 @@ class RedisStore:
         if self._tasks:
             return
         with contextlib.suppress(RedisError, OSError, TimeoutError):
-            async with asyncio.timeout(max(self.timeout_s, 1.0)):  # first connection: a little slack
-                await self._load()
-                await self._listen_start()
-        if self._pubsub is None:
+            await self._connect(max(self.timeout_s, 1.0))  # first connection: a little slack
+        if self._pubsub is None or self.server_id is None:
             self._down("not reachable at start")
         self._tasks.append(asyncio.create_task(self._watch(), name="redis-shared-watch"))
 
@@ -158,9 +199,32 @@ class RedisStore:
         for name, body in _SCRIPTS.items():
             self._sha[name] = await self.client.script_load(body)
 
-    async def call(self, make: Callable[[], Awaitable[T]]) -> T | None:
-        """Run one call within the timeout; None when Redis is down or the call fails (then marked down)."""
-        if not self._healthy:
+    async def _connect(self, within_s: float) -> None:
+        """Load the scripts and listen (within ``within_s``), then sync; raises when Redis does not answer."""
+        async with asyncio.timeout(within_s):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.set(self.key("server", "id"), uuid.uuid4().hex, nx=True)  # Redis empty: a new id
+            pipe.get(self.key("server", "id"))
+            held = (await pipe.execute())[1]
+            server_id = held.decode() if isinstance(held, bytes) else str(held)
+            await self._load()  # a restarted Redis has no scripts
+            if self._pubsub is None:
+                await self._listen_start()
+        if self.on_sync is not None:
+            try:  # its calls are bounded each
+                await self.on_sync(server_id != self.server_id)
+            except (RedisError, OSError, TimeoutError):
+                raise
+            except Exception:  # a bug there must not keep Redis out of use for good
+                log.exception("shared state: sync with Redis failed")
+        self.server_id = server_id  # only once synced: a sync that failed is done again in full
+
+    async def call(self, make: Callable[[], Awaitable[T]], *, anyway: bool = False) -> T | None:
+        """Run one call within the timeout; None when Redis is down or the call fails (then marked down).
+
+        ``anyway``: try even while down (the sync of a connection, before the store counts as healthy).
+        """
+        if not (self._healthy or anyway):
             return None
         try:
             async with asyncio.timeout(self.timeout_s):
@@ -170,7 +234,7 @@ class RedisStore:
                        f"{self.timeout_s * 1e3:.0f} ms")
             return None
 
-    async def run(self, build: Callable[[Pipeline], None]) -> list[Any] | None:
+    async def run(self, build: Callable[[Pipeline], None], *, anyway: bool = False) -> list[Any] | None:
         """One pipeline that ``build`` fills, in one round trip (scripts reloaded once if Redis lost them)."""
         async def execute() -> list[Any]:
             for attempt in (0, 1):
@@ -184,7 +248,7 @@ class RedisStore:
                     await self._load()
             raise AssertionError("unreachable")
 
-        return await self.call(execute)
+        return await self.call(execute, anyway=anyway)
 
     def grant(self, pipe: Pipeline, bucket: str, rate: float, burst: float, floor: float, debt: int,
               want: int) -> None:
@@ -212,6 +276,23 @@ class RedisStore:
     def presence(self, pipe: Pipeline, stale_s: float) -> None:
         """Queue this replica's heartbeat; answer: the replicas alive."""
         pipe.evalsha(self._sha["presence"], 1, self.key("replicas", "alive"), self.replica_id, stale_s)
+
+    def keep(self, pipe: Pipeline, channel: str, key: str, message: dict[str, Any] | None, ttl_ms: int, *,
+             left_ms: int | None = None, nx: bool = False) -> None:
+        """Queue ``message`` as ``channel``'s state under ``key`` (None or ``ttl_ms`` 0: none there any more).
+
+        It expires after ``left_ms`` (default ``ttl_ms``: the TTL it was kept with, which its age is read
+        against); ``nx``: unless one is held. Answer: 1 written, 0 not.
+        """
+        left = ttl_ms if left_ms is None else left_ms
+        payload = b"" if message is None else orjson.dumps({"from": self.replica_id, "message": message,
+                                                             "ttl_ms": ttl_ms})
+        pipe.evalsha(self._sha["keep"], 1, self.key("kept", channel), key, payload,
+                     left if message is not None and ttl_ms > 0 else 0, "1" if nx else "0")
+
+    def kept(self, pipe: Pipeline, channel: str) -> None:
+        """Queue the read of ``channel``'s kept messages; answer: ``[key, payload, ms left, ...]``."""
+        pipe.evalsha(self._sha["kept"], 1, self.key("kept", channel))
 
     def _payload(self, message: dict[str, Any]) -> bytes:
         return orjson.dumps({"from": self.replica_id, "message": message})
@@ -270,13 +351,11 @@ class RedisStore:
             if self._healthy and self._pubsub is not None:
                 continue
             try:
+                if not self._healthy:  # idle connections from before the outage are dead: the first
+                    await self._pool.disconnect(inuse_connections=False)  # request on one would fail
                 async with asyncio.timeout(max(self.timeout_s, 0.5)):
-                    if not self._healthy:  # idle connections from before the outage are dead: the first
-                        await self._pool.disconnect(inuse_connections=False)  # request on one would fail
                     await self.client.ping()
-                    await self._load()  # a restarted Redis has no scripts
-                    if self._pubsub is None:
-                        await self._listen_start()
+                await self._connect(max(self.timeout_s, 0.5))
             except (RedisError, OSError, TimeoutError) as exc:
                 self._down(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
                 continue

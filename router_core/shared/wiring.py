@@ -47,9 +47,14 @@ class SharedCollector(Collector):
             yield credit
 
 
-def build_shared(settings: SharedSettings, *, clock: Callable[[], float] = time.monotonic) -> SharedState:
-    """The configured :class:`SharedState`: a :class:`MemoryShared`, or a :class:`RedisShared` (call its ``start``)."""
+def build_shared(settings: SharedSettings, *, clock: Callable[[], float] = time.monotonic,
+                 replicas: int = 1) -> SharedState:
+    """The configured :class:`SharedState`: a :class:`MemoryShared`, or a :class:`RedisShared` (call its ``start``).
+
+    ``replicas``: the processes expected to share it (``serve --workers``), counted until Redis
+    answers a heartbeat: with Redis down from the start, each takes ``rate / replicas`` of a bucket.
+    """
     if settings.backend == "redis":
         return RedisShared(settings.url, key_prefix=settings.key_prefix, timeout_s=settings.timeout_ms / 1e3,
-                           clock=clock)
+                           clock=clock, replicas=replicas)
     return MemoryShared(clock)
