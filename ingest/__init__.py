@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ingest.duckdb.store import DuckDBTraceStore
     from ingest.elasticsearch.store import ElasticsearchStore
     from ingest.errors import SinkError, SinkUnavailable, SpoolFull, SpoolUnavailable
+    from ingest.experiments.compare import assumed_even_split
     from ingest.experiments.ips import ips_report
     from ingest.experiments.stats import wilson_interval
     from ingest.http_api.client import HttpTraceStore, Unauthorized
@@ -85,6 +86,7 @@ _EXPORTS: dict[str, str] = {
     "Unauthorized": "ingest.http_api.client",
     "WriteResult": "ingest.record_sink",
     "add_relay_route": "ingest.http_api.relay",
+    "assumed_even_split": "ingest.experiments.compare",
     "add_store_proxy": "ingest.http_api.proxy",
     "build_otel_sink": "ingest.otel.build",
     "clean_row": "ingest.codec.stored_rows:clean",
@@ -125,6 +127,7 @@ __all__ = [
     "Unauthorized",
     "WriteResult",
     "add_relay_route",
+    "assumed_even_split",
     "add_store_proxy",
     "build_otel_sink",
     "clean_row",

@@ -34,14 +34,28 @@ class FlipCause(ContractModel):
 
 
 class PredictedDelta(ContractModel):
-    """A predicted per-request difference (new choice minus stored choice), and what it is based on."""
+    """A predicted per-request difference (new choice minus stored choice), and what it is based on.
+
+    Two bases: ``requests`` (every replayed request the delta is known for: the unflipped, whose
+    delta is 0, and the flips with both values) for ``delta_mean``, and ``flipped`` (those flips
+    alone) for ``old_mean`` and ``new_mean``. So ``new_mean - old_mean`` is the mean change of a
+    flipped request, and ``delta_mean = (new_mean - old_mean) * flipped / requests =
+    delta_total / requests``. Flips whose value is unknown are in neither, and the basis says how many.
+    """
 
     basis: str
-    requests: int = Field(ge=0, description="Replayed requests both values could be predicted for.")
-    old_mean: float | None = None
-    new_mean: float | None = None
-    delta_mean: float | None = None
-    delta_total: float = 0.0
+    requests: int = Field(ge=0, description="Replayed requests the delta is known for: the unflipped (delta 0) "
+                                            "and the flips both values could be predicted for.")
+    flipped: int = Field(0, ge=0, description="Of requests, the flips (both values predicted): the base of "
+                                              "old_mean and new_mean.")
+    old_mean: float | None = Field(None, description="Mean value of the stored choice over the flipped requests "
+                                                     "only (None: no flip).")
+    new_mean: float | None = Field(None, description="Mean value of the replayed choice over the flipped requests "
+                                                     "only (None: no flip).")
+    delta_mean: float | None = Field(None, description="delta_total / requests: the mean change over all the "
+                                                       "requests, unflipped ones counting 0 (None: no request).")
+    delta_total: float = Field(0.0, description="Sum of new minus stored over the flipped requests "
+                                                "(= (new_mean - old_mean) * flipped).")
 
 
 class ReplayReport(ContractModel):

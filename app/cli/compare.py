@@ -4,8 +4,10 @@ A and B are compared ``--by`` arm, version or policy hash; without ``--by`` the 
 holds both names in the window is used (a policy hash may be given by a unique prefix of at least
 6 characters, after an optional ``sha256:``). The designed shares for the sample-ratio check (the
 fractions of the traffic A and B were meant to get: two numbers in (0, 1] that sum to at most 1)
-come from ``--shares``, else from the configuration's ``experiments.arms`` when comparing two of its
-arms, else 50/50.
+come from ``--shares``, else from the configuration's ``experiments.arms`` (by arm, the two arms'
+shares; by version, the shares of the arms running each version, summed). Without them (by policy
+hash, or names no arm has) the split is assumed 50/50 and not checked: the report says "designed
+shares unknown, assumed 50/50" and flags no mismatch.
 
 Prints a table (stderr notes, stdout table) or, with ``--json``, the report as one JSON line last:
 ``{"a", "b", "n_a", "n_b", "srm_p", "metrics": {NAME: {"a", "b", "delta", "ci": [lo, hi], ...}}, ...}``.
@@ -26,9 +28,14 @@ from app.config import load_config
 
 if TYPE_CHECKING:
     from ingest import TraceStore
+    from schemas.config.experiments import ExperimentsSettings
     from schemas.experiments import CompareBy, CompareReport
 
-__all__ = ["MIN_PREFIX", "BadInput", "parse_shares", "register", "resolve_by", "run_compare"]
+__all__ = ["MIN_PREFIX", "UNKNOWN_SHARES", "BadInput", "designed_shares", "parse_shares", "register", "resolve_by",
+           "run_compare"]
+
+# As ingest.experiments.compare words it (ingest.assumed_even_split writes it); a test pins the two equal.
+UNKNOWN_SHARES = "designed shares unknown, assumed 50/50"
 
 _BY = ("arm", "version", "policy")
 _TIMEOUT_S = 60.0  # compare aggregates the whole window server-side
@@ -104,15 +111,28 @@ def parse_shares(text: str) -> tuple[float, float]:
     return sa, sb
 
 
-def _designed_shares(args: argparse.Namespace, by: str, a: str, b: str) -> tuple[float, float]:
+def designed_shares(experiments: ExperimentsSettings | None, by: str, a: str, b: str) -> tuple[float, float] | None:
+    """The traffic shares A and B were designed to get, from ``experiments.arms`` (None: unknown).
+
+    By arm, the two arms' shares; by version, the shares of the arms running each router version,
+    summed. Unknown: no experiment, a name no arm has (or one with no share), or a policy hash.
+    """
+    if experiments is None or by not in ("arm", "version"):
+        return None
+    shares: dict[str, float] = {}
+    for arm in experiments.arms:
+        key = arm.name if by == "arm" else arm.router_version
+        shares[key] = shares.get(key, 0.0) + arm.share
+    sa, sb = shares.get(a, 0.0), shares.get(b, 0.0)
+    return (sa, sb) if sa > 0 and sb > 0 else None
+
+
+def _designed_shares(args: argparse.Namespace, by: str, a: str, b: str) -> tuple[float, float] | None:
     if args.shares:
         return parse_shares(args.shares)
-    if by == "arm" and Path(args.config).is_file():
-        exp = load_config(args.config).experiments
-        arms = {arm.name: arm.share for arm in exp.arms} if exp is not None else {}
-        if arms.get(a, 0) > 0 and arms.get(b, 0) > 0:
-            return arms[a], arms[b]
-    return 0.5, 0.5
+    if not Path(args.config).is_file():
+        return None
+    return designed_shares(load_config(args.config).experiments, by, a, b)
 
 
 def _open(args: argparse.Namespace) -> TraceStore:
@@ -142,14 +162,18 @@ def run_compare(store: TraceStore, args: argparse.Namespace) -> CompareReport:
     by, a, b, _groups = resolve_by(store, args.a, args.b, args.by, since, until)
     if a == b:
         raise BadInput(f"A and B name the same {by}: {a}")
+    shares = _designed_shares(args, by, a, b)
     try:
-        query = CompareQuery(a=a, b=b, by=by, start=since, end=until, shares=_designed_shares(args, by, a, b),
+        query = CompareQuery(a=a, b=b, by=by, start=since, end=until, shares=shares or (0.5, 0.5),
                              min_samples=args.min_samples)
     except ValidationError as exc:  # name the flag: "Input should be greater than or equal to 1" said nothing of which
         first = exc.errors()[0]
         flag = {"min_samples": "--min-samples", "shares": "--shares"}.get(str(first["loc"][0]) if first["loc"] else "")
         raise BadInput(f"{flag}: {first['msg']}" if flag else str(first["msg"])) from exc
-    return store.compare(query)
+    from ingest import assumed_even_split
+
+    report = store.compare(query)
+    return report if shares is not None else assumed_even_split(report)
 
 
 def _fmt(x: Any, digits: int = 4) -> str:
@@ -176,7 +200,9 @@ def _print_table(report: CompareReport) -> None:
     console = stdout_console()
     console.print(t)
     srm = "-" if report.srm_p is None else f"{report.srm_p:.3g}"
-    console.print(f"requests: A {report.n_a}, B {report.n_b} (designed {report.shares[0]:g}/{report.shares[1]:g}); "
+    design = UNKNOWN_SHARES if UNKNOWN_SHARES in report.verdict else \
+        f"designed {report.shares[0]:g}/{report.shares[1]:g}"
+    console.print(f"requests: A {report.n_a}, B {report.n_b} ({design}); "
                   f"sample-ratio p = {srm}" + (" [bold red]SRM[/]" if report.srm_flag else ""))
     console.print("p: Holm-adjusted over the metrics; yes: significant after it; few: not enough data")
     console.print(f"[bold]{report.verdict}[/]")
@@ -217,7 +243,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--until", required=True, help="window end (exclusive), ISO 8601 (no zone: UTC)")
     p.add_argument("--by", choices=_BY, help="what A and B are (default: arm, else version, else policy)")
     p.add_argument("--shares", help="designed traffic shares of A and B for the SRM check, e.g. 0.5,0.5: each in "
-                   "(0, 1], summing to at most 1")
+                   "(0, 1], summing to at most 1 (default: the arms' shares in the config's experiments.arms, by "
+                   "arm or version; else unknown, assumed 50/50 and not checked)")
     p.add_argument("--min-samples", type=int, default=100, help="fewest requests per side for a verdict")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--api", help="server URL (default: from the config, else http://127.0.0.1:8080)")

@@ -26,7 +26,7 @@ from typing import Any
 from app.experiments import bulk
 from app.experiments.replay_memo import MemoReplayer
 from app.experiments.replayer import Replayer
-from app.experiments.rows import SAMPLED_OUT, ReplayRow, row_of
+from app.experiments.rows import SAMPLED_OUT, ReplayRow, misroutes_of, row_of
 from app.experiments.tally import Tally
 from app.run.gc_tuning import THRESHOLDS
 from ingest import TraceStore, ips_report, wilson_interval
@@ -172,18 +172,20 @@ def _worker(part: int, path: str, flt: TraceFilter, config: RouteLensConfig, don
 
 
 def _pages(store: TraceStore, flt: TraceFilter, total_hint: list[int]) -> Iterator[list[ReplayRow]]:
-    """Rows through the query API: pages of summaries, each replayable trace fetched whole."""
+    """Rows through the query API: pages of summaries, each replayable trace fetched whole, with its feedback."""
     cursor: str | None = None
     while True:
         page = store.search(flt, limit=1000, cursor=cursor)
+        found = {item.request_id: store.get(item.request_id) if item.detail else None for item in page.items}
+        wrong = misroutes_of(store, flt, [t for t in found.values() if t is not None])
         rows = []
         for item in page.items:
-            trace = store.get(item.request_id) if item.detail else None
+            trace = found[item.request_id]
             if trace is None:
                 rows.append(ReplayRow(item.request_id, item.ts, None, None, item.rule, item.selected_model,
                                       item.selected_instance, {}, (), [], (), item.cost, SAMPLED_OUT))
             else:
-                rows.append(row_of(trace))
+                rows.append(row_of(trace, misroute=wrong.get(item.request_id)))
         total_hint[0] += len(rows)
         yield rows
         cursor = page.next_cursor
@@ -234,7 +236,7 @@ def _delta(d: Any, basis: str) -> PredictedDelta:
         basis += f"; leaves out {n:,} flip{'' if n == 1 else 's'}: " + \
             ", ".join(f"{why} ({k:,})" for why, k in sorted(d.left_out.items(), key=lambda kv: (-kv[1], kv[0])))
     return PredictedDelta(
-        basis=basis, requests=d.requests, old_mean=d.old_sum / d.flipped if d.flipped else None,
+        basis=basis, requests=d.requests, flipped=d.flipped, old_mean=d.old_sum / d.flipped if d.flipped else None,
         new_mean=d.new_sum / d.flipped if d.flipped else None,
         delta_mean=total / d.requests if d.requests else None, delta_total=total,
     )

@@ -1,24 +1,30 @@
 """Stored traces as the few values a replay reads: :class:`ReplayRow`.
 
 A replay needs what ``Router.decide`` read (features, intent, time, request id, each candidate's
-state) plus what the report compares against (the stored choice, its score terms and weights).
-:func:`row_of` takes them from a :class:`DecisionTrace`; :mod:`app.experiments.bulk` reads them
-straight from DuckDB's columns, sharing one snapshot object per stored snapshot id, which is what
-lets the router's per-snapshot memo hit across traces.
+state) plus what the report compares against (the stored choice, its score terms and weights) and
+what the inverse-propensity estimate reads (the logged selection probability, cost and feedback).
+:func:`row_of` takes them from a :class:`DecisionTrace` (its feedback from :func:`misroutes_of`);
+:mod:`app.experiments.bulk` reads them straight from DuckDB's columns, sharing one snapshot object
+per stored snapshot id, which is what lets the router's per-snapshot memo hit across traces.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, overload
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, overload
 
 from schemas.fleet import InstanceSnapshot
+from schemas.queries import AggregateQuery, TraceFilter
 from schemas.trace import DecisionTrace, RequestFeatures
 from schemas.trace_inputs import DecisionInputs
 
-__all__ = ["NO_CANDIDATES", "NO_STATE", "SAMPLED_OUT", "ReplayRow", "Settled", "StoredTerms", "row_of", "settled_of"]
+if TYPE_CHECKING:
+    from ingest import TraceStore
+
+__all__ = ["NO_CANDIDATES", "NO_STATE", "SAMPLED_OUT", "ReplayRow", "Settled", "StoredTerms", "misroutes_of",
+           "row_of", "settled_of"]
 
 SAMPLED_OUT = "detail sampled out (candidate states not stored)"
 NO_STATE = "a candidate has no recorded state"
@@ -103,8 +109,11 @@ class ReplayRow:
     settled: Settled | None = None  # the rule matched, the mode, affinity, budget, breakers (None: none)
 
 
-def row_of(trace: DecisionTrace, *, detail: bool = True) -> ReplayRow:
-    """Return the replay view of ``trace`` (``detail``: the store kept its candidate states)."""
+def row_of(trace: DecisionTrace, *, detail: bool = True, misroute: bool | None = None) -> ReplayRow:
+    """Return the replay view of ``trace`` (``detail``: the store kept its candidate states).
+
+    ``misroute``: what its feedback said, as :func:`misroutes_of` reads it (None: no feedback).
+    """
     states = {c.instance: c.state for c in trace.candidates if c.state is not None}
     missing = None
     if not detail:
@@ -121,8 +130,46 @@ def row_of(trace: DecisionTrace, *, detail: bool = True) -> ReplayRow:
         candidates=tuple((c.instance, c.model) for c in trace.candidates),
         terms=[list(c.score_terms) for c in trace.candidates],
         weights=tuple((w.name, w.weight) for w in trace.score_weights),
-        cost=trace.outcome.cost, missing=missing, selection_probability=trace.selection_probability,
+        cost=trace.outcome.cost, missing=missing, selection_probability=trace.selection_probability, misroute=misroute,
         settled=settled_of(None if trace.policy is None else trace.policy.model_dump(include={"rule", "target",
                                                                                               "throttled"}),
                            None if trace.inputs is None else trace.inputs.model_dump()),
     )
+
+
+_MINUTE = timedelta(minutes=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_TICK = timedelta(microseconds=1)  # the stores keep ts to the microsecond (DuckDB) or finer (date_nanos)
+
+
+def _minute(ts: datetime) -> datetime:
+    return _EPOCH + (ts - _EPOCH) // _MINUTE * _MINUTE
+
+
+def misroutes_of(store: TraceStore, flt: TraceFilter, traces: Sequence[DecisionTrace]) -> dict[str, bool]:
+    """What feedback said of each of ``traces`` (each matching ``flt``), as the bulk reader reads it from the file.
+
+    True when a feedback record on the request said ``correct=false``, False when all said it was
+    right; a request without feedback is left out. The query API serves no feedback per request,
+    but its buckets count the feedback on the traces they hold: one aggregate by minute over the
+    traces' span finds the minutes with any, and each trace of those minutes is counted alone (its
+    time to the microsecond, query hash, W3C trace id and selected model and instance narrow the
+    filter to it). Only traces with a logged selection probability are looked up: the estimate
+    reads no other.
+    """
+    wanted = [t for t in traces if t.selection_probability is not None]
+    if not wanted:
+        return {}
+    span = flt.model_copy(update={"start": min(t.ts for t in wanted), "end": max(t.ts for t in wanted) + _TICK})
+    busy = {b.start for b in store.aggregate(AggregateQuery(filter=span, bucket="1m")) if b.feedback}
+    out: dict[str, bool] = {}
+    for t in wanted:
+        if _minute(t.ts) not in busy:
+            continue
+        alone = flt.model_copy(update={
+            "start": t.ts, "end": t.ts + _TICK, "query_hash": t.query_hash, "otel_trace_id": t.otel_trace_id,
+            "model": t.selected_model, "instance": t.selected_instance})
+        buckets = store.aggregate(AggregateQuery(filter=alone, bucket="1m"))
+        if sum(b.feedback for b in buckets):
+            out[t.request_id] = sum(b.misroutes for b in buckets) > 0
+    return out

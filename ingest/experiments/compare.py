@@ -24,7 +24,13 @@ from ingest.experiments.stats import (
 )
 from schemas.experiments import METRICS, ArmStats, CompareQuery, CompareReport, LatencyHistogram, MetricComparison
 
-__all__ = ["BINS", "build_report", "empty_histogram", "histogram_of"]
+__all__ = ["BINS", "SRM_LEAD", "UNKNOWN_SHARES", "assumed_even_split", "build_report", "empty_histogram",
+           "histogram_of"]
+
+SRM_LEAD = "SAMPLE RATIO MISMATCH (p < 0.001): the split is not the design; do not trust the deltas. "
+"""How a verdict begins when the split is not the designed one (``srm_flag``)."""
+UNKNOWN_SHARES = "designed shares unknown, assumed 50/50"
+"""What a verdict says when no designed shares were given (:func:`assumed_even_split`)."""
 
 BINS = LogBins()
 """The latency bins every backend fills (``outcome.total_ms``)."""
@@ -134,7 +140,24 @@ def _verdict(enough: bool, srm: bool, metrics: dict[str, MetricComparison], guar
     if not enough:
         return f"not enough data: fewer than {guard} requests on one side"
     moved = [k for k, m in metrics.items() if m.significant_after_correction]
-    lead = "SAMPLE RATIO MISMATCH (p < 0.001): the split is not the design; do not trust the deltas. " if srm else ""
+    lead = SRM_LEAD if srm else ""
     if not moved:
         return lead + "no metric differs significantly after Holm correction"
     return lead + f"{len(moved)} metric(s) differ after Holm correction: {', '.join(moved)}"
+
+
+def assumed_even_split(report: CompareReport) -> CompareReport:
+    """``report`` of a query whose designed shares were not given (``shares`` left at 50/50), said as such.
+
+    Whoever asked does not know the design (the store does not: the arms' shares are in the
+    gateway's configuration), so a split far from 50/50 is no mismatch: ``srm_flag`` is False and
+    the verdict says :data:`UNKNOWN_SHARES` where it would begin with :data:`SRM_LEAD` (after "not
+    enough data" when that is the verdict); ``srm_p`` stays the p-value against 50/50, for whoever
+    knows the design is even.
+    """
+    rest = report.verdict.removeprefix(SRM_LEAD)
+    if UNKNOWN_SHARES in rest:
+        return report
+    said = f"{UNKNOWN_SHARES}: the split ({report.n_a:,} / {report.n_b:,}) is not checked against a design"
+    verdict = f"{said}. {rest}" if report.enough_data else f"{rest}; {said}"  # "not enough data" first
+    return report.model_copy(update={"srm_flag": False, "verdict": verdict})

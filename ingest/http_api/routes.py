@@ -9,7 +9,7 @@
 ``GET /v1/analytics/traffic`` requests along rule -> model -> instance
 ``GET /v1/analytics/constraints`` per (constraint, instance, model): removals, decisive, soft
 ``GET /v1/analytics/misroutes`` feedback saying the routing was wrong, with its trace (``limit``)
-``GET /v1/analytics/compare`` two arms, versions or policies (``a``, ``b``, ``by``, ``start``, ``end``)
+``GET /v1/analytics/compare`` two arms, versions or policies (``a``, ``b``, ``by``, ``start``, ``end``, ``shares``)
 ``GET /v1/analytics/groups`` requests per arm, version or policy in a window (``by``, ``start``, ``end``)
 ``GET /v1/analytics/latches`` latch out-intervals from the snapshots (``start``, ``end``, ``instance``)
 ``GET /v1/probes``           probe results (``start``, ``end``, ``instance``)
@@ -49,6 +49,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from ingest.experiments.compare import assumed_even_split
 from ingest.http_api.openapi import (
     BucketsAnswer,
     ConstraintsAnswer,
@@ -356,7 +357,12 @@ class IngestApi:
         return _json(MisroutesAnswer(misroutes=found))
 
     async def compare(self, request: web.Request) -> web.Response:
-        """``GET /v1/analytics/compare``: ``a`` against ``b`` metric by metric, with intervals and the SRM check."""
+        """``GET /v1/analytics/compare``: ``a`` against ``b`` metric by metric, with intervals and the SRM check.
+
+        The split is checked against ``shares`` (the designed fractions of A and B). The store does
+        not know the arms' shares (they are the gateway's configuration): without ``shares`` the
+        report assumes 50/50 and says so in its verdict, and flags no mismatch.
+        """
         raw: dict[str, Any] = {k: v for k, v in request.query.items() if k in _COMPARE}
         raw.update(start=_time(request, "start").isoformat(), end=_time(request, "end").isoformat())
         if "shares" in request.query:
@@ -366,7 +372,8 @@ class IngestApi:
         except ValidationError as exc:
             loc = exc.errors()[0]["loc"]
             raise BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
-        return _json(await asyncio.to_thread(self.store.compare, query))
+        report = await asyncio.to_thread(self.store.compare, query)
+        return _json(report if "shares" in request.query else assumed_even_split(report))
 
     async def groups(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/groups``: requests per arm, router version or policy hash (``by``) in a window."""

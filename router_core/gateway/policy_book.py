@@ -30,23 +30,32 @@ class PolicyBook:
         gate: The gateway's policy gate (its current rule set and intents are part of every policy
             decided through it; an arm with its own routing section has its own gate).
         wall: UTC wall clock (a record's ``ts``).
-        router_version: The version label the records carry.
+        router_version: The base router's version label: the records of policies decided outside an arm carry it.
         record: Where a new policy's record goes (None: not stored).
+        version_of: The version label of the router deciding for an arm (by name; None: the base
+            router), read when that arm's policy is first recorded. Default: ``router_version`` for all.
+
+    A record carries the version of the router that decides with the policy, as that router's
+    traces do: an arm's its ``router_version``, the shadow's its own (``hash_of(..., version=)``).
     """
 
     def __init__(self, gate: PolicyGate, *, wall: Callable[[], datetime], router_version: str,
-                 record: Callable[[PolicyRecord], None] | None = None) -> None:
+                 record: Callable[[PolicyRecord], None] | None = None,
+                 version_of: Callable[[str | None], str] | None = None) -> None:
         self.gate = gate
         self._wall = wall
         self._version = router_version
+        self._version_of = version_of
         self._record = record
         self._hashes: dict[tuple[str, str | None, float | None], str] = {}
         self.documents: dict[str, str] = {}  # hash -> canonical document, every policy seen
 
-    def hash_of(self, policy: Policy, arm: str | None = None, gate: PolicyGate | None = None) -> str:
+    def hash_of(self, policy: Policy, arm: str | None = None, gate: PolicyGate | None = None,
+                version: str | None = None) -> str:
         """The effective hash of ``policy`` with ``gate``'s rules now (default: the gateway's gate).
 
-        The document is built and stored on first use.
+        The document is built and stored on first use, under ``version`` (default: ``arm``'s router's
+        version, see ``version_of``).
         """
         gate = gate or self.gate
         rules, intents = gate.rules, gate.intents
@@ -54,10 +63,13 @@ class PolicyBook:
         key = (policy.hash, None if rules is None else rules.hash, threshold)
         got = self._hashes.get(key)
         if got is None:
-            got = self._hashes[key] = self._new(policy, arm, gate)
+            got = self._hashes[key] = self._new(policy, arm, gate, version)
         return got
 
-    def _new(self, policy: Policy, arm: str | None, gate: PolicyGate) -> str:
+    def _version_for(self, arm: str | None) -> str:
+        return self._version if self._version_of is None else self._version_of(arm)
+
+    def _new(self, policy: Policy, arm: str | None, gate: PolicyGate, version: str | None) -> str:
         if policy.config is None:  # a policy built without its configuration: its own hash is all there is
             return policy.hash
         doc = policy_document(policy.config, gate.rules, _intents(gate))
@@ -65,8 +77,8 @@ class PolicyBook:
         if digest not in self.documents:
             text = self.documents[digest] = canonical(doc)
             if self._record is not None:
-                self._record(PolicyRecord(policy_hash=digest, ts=self._wall(), router_version=self._version, arm=arm,
-                                          document=text))
+                self._record(PolicyRecord(policy_hash=digest, ts=self._wall(), arm=arm, document=text,
+                                          router_version=version or self._version_for(arm)))
         return digest
 
 

@@ -164,7 +164,7 @@ class Gateway:
         self.stage_times = StageTimes(self.registry) if config.gateway.stage_timers else None
         # The effective policies decided with, each stored once under the hash its traces carry.
         self.book = PolicyBook(self.policy, wall=wall, router_version=config.router.version,
-                               record=getattr(hooks, "record_policy", None))
+                               record=getattr(hooks, "record_policy", None), version_of=self._version_of)
         self._hash_shadow(self.experiment)
         self.openapi = OpenApi("RouteLens gateway", config.router.version, GATEWAY_OPERATIONS)
         self.chat = ChatRunner(
@@ -325,8 +325,13 @@ class Gateway:
         shadow = None if experiment is None else experiment.shadow
         if shadow is None:
             return
-        policy, arm = shadow.router.policy, shadow.arm
-        shadow.hash_of = lambda: self.book.hash_of(policy, arm, self.arm_gates.get(SHADOW))
+        policy, arm, version = shadow.router.policy, shadow.arm, shadow.router_version
+        shadow.hash_of = lambda: self.book.hash_of(policy, arm, self.arm_gates.get(SHADOW), version)
+
+    def _version_of(self, arm: str | None) -> str:
+        """The version label of the router deciding for ``arm`` now (None, or an arm no longer declared: the base's)."""
+        found = None if arm is None or self.experiment is None else self.experiment.arms.by_name.get(arm)
+        return self.config.router.version if found is None else found.router_version
 
     async def _watch_policies(self, interval_s: float = 1.0) -> None:
         """Reload the gateway's routing file, and each arm's own, whenever it changes; until cancelled."""

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from app.cli.compare import UNKNOWN_SHARES
 from app.ui.timeseries import complete
 from app.units import DASH, Unit, count, fmt, fmt_delta
 from schemas.experiments import METRICS
@@ -85,8 +86,17 @@ def metric_table(report: Mapping[str, Any], cost_unit: str = "cost units") -> pd
 
 
 def srm_status(report: Mapping[str, Any]) -> tuple[str, str]:
-    """``(level, sentence)`` of the split check: ``error`` below p = 0.001, ``warning`` below 0.01, else ``ok``."""
+    """``(level, sentence)`` of the split check: ``error`` below p = 0.001, ``warning`` below 0.01, else ``ok``.
+
+    ``info`` when the designed shares were not known (the verdict says
+    :data:`app.cli.compare.UNKNOWN_SHARES`): 50/50 was assumed, and no split is a mismatch of it.
+    """
     p, n_a, n_b = report.get("srm_p"), report.get("n_a", 0), report.get("n_b", 0)
+    if UNKNOWN_SHARES in str(report.get("verdict", "")):
+        against = "" if p is None else f"; p = {p:.2g} against an even split"
+        return "info", (f"Designed shares unknown, assumed 50/50: {n_a:,} / {n_b:,} requests{against}, not checked. "
+                        "The arms' shares in `experiments.arms` of the configuration the app reads "
+                        "(`ROUTELENS_CONFIG`, else `routelens.yaml`) make it a check.")
     shares = report.get("shares") or (0.5, 0.5)
     split = f"{n_a:,} / {n_b:,} requests against a designed {shares[0]:g} / {shares[1]:g}"
     if p is None:

@@ -9,13 +9,17 @@ from typing import Any
 
 import streamlit as st
 
+from app.cli.compare import designed_shares
+from app.config import load_config
 from app.ui import resources, sidebar
 from app.ui.charts import experiments as charts
 from app.ui.data import experiments as data
+from app.ui.data.misroute import config_path
 from app.ui.data.topology import parse_end
 from app.ui.limits import load_limits
 from app.ui.timeseries import bucket_label, finer_bucket
-from ingest import SinkError, SinkUnavailable
+from ingest import SinkError, SinkUnavailable, assumed_even_split
+from schemas.errors import ConfigError
 from schemas.queries import AggregateQuery, BucketStats, TraceFilter
 
 REFRESH_S = 10
@@ -32,15 +36,38 @@ def fetch_groups(by: str, start: str, end: str) -> dict[str, int] | None:
 
 
 @st.cache_data(ttl=REFRESH_S, show_spinner=False)
-def fetch_compare(a: str, b: str, by: str, start: str, end: str) -> dict[str, Any] | None:
-    """The comparison report as JSON; None when the store does not compare."""
+def fetch_shares(by: str, a: str, b: str) -> tuple[float, float] | None:
+    """The shares A and B were designed to get, from the running configuration's ``experiments.arms`` (None: unknown).
+
+    By arm or by the versions the arms run (:func:`app.cli.compare.designed_shares`); a configuration
+    that does not load is no design.
+    """
+    path = config_path()
+    if path is None:
+        return None
+    try:
+        experiments = load_config(path).experiments
+    except (ConfigError, OSError):
+        return None
+    return designed_shares(experiments, by, a, b)
+
+
+@st.cache_data(ttl=REFRESH_S, show_spinner=False)
+def fetch_compare(a: str, b: str, by: str, start: str, end: str,
+                  shares: tuple[float, float] | None = None) -> dict[str, Any] | None:
+    """The comparison report as JSON, its split checked against ``shares`` (None: unknown, assumed 50/50 and said).
+
+    None when the store does not compare.
+    """
     from schemas.experiments import CompareQuery
 
     method = getattr(resources.get_store(), "compare", None)
     if method is None:
         return None
-    query = CompareQuery(a=a, b=b, by=by, start=datetime.fromisoformat(start), end=datetime.fromisoformat(end))
-    return dict(method(query).model_dump(mode="json"))
+    query = CompareQuery(a=a, b=b, by=by, start=datetime.fromisoformat(start), end=datetime.fromisoformat(end),
+                         shares=shares or (0.5, 0.5))
+    report = method(query)
+    return dict((report if shares is not None else assumed_even_split(report)).model_dump(mode="json"))
 
 
 @st.cache_data(ttl=REFRESH_S, show_spinner=False)
@@ -71,7 +98,7 @@ def synced(key: str, default: str) -> str:
 def metric_section(a: str, b: str, by: str, sc: sidebar.Scope) -> None:
     st.subheader("Metrics")
     try:
-        report = fetch_compare(a, b, by, sc.start.isoformat(), sc.end.isoformat())
+        report = fetch_compare(a, b, by, sc.start.isoformat(), sc.end.isoformat(), fetch_shares(by, a, b))
     except SinkError as exc:
         st.warning(f"Comparison not available: {exc}")
         return
@@ -82,7 +109,7 @@ def metric_section(a: str, b: str, by: str, sc: sidebar.Scope) -> None:
         st.info("Comparison not available: this store does not answer `GET /v1/analytics/compare` yet.")
         return
     level, sentence = data.srm_status(report)
-    {"error": st.error, "warning": st.warning, "ok": st.success}[level](sentence)
+    {"error": st.error, "warning": st.warning, "info": st.info, "ok": st.success}[level](sentence)
     st.markdown(f"**{report.get('verdict', '')}** — A = `{a}`, B = `{b}`; intervals at "
                 f"{report.get('confidence', 0.95):.0%}, Holm-corrected across the metrics.")
     st.dataframe(data.metric_table(report, load_limits().cost_unit), hide_index=True, key="metric_table",

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.reader import DB_ENV
+from app.ui.limits import CONFIG_ENV
 from ingest import DuckDBTraceStore
 from schemas import ShadowDecision
 from schemas.trace import DecisionTrace
@@ -39,8 +40,23 @@ def db(tmp_path: Path) -> Path:
     return path
 
 
+# The configuration the app reads: the arms' designed shares the split is checked against.
+CONFIG = """
+fleet:
+  instances:
+    - {id: i1, model: m, url: "http://127.0.0.1:1"}
+experiments:
+  arms:
+    - {name: a, router_version: v2.3, share: 0.5}
+    - {name: b, router_version: v2.4, share: 0.5}
+"""
+
+
 def open_page(monkeypatch: pytest.MonkeyPatch, db: Path, **params: str) -> object:
-    return open_app_page(PAGE, monkeypatch, {DB_ENV: str(db)}, **{"end": END.isoformat(), **params})
+    config = db.parent / "routelens.yaml"
+    config.write_text(CONFIG, encoding="utf-8")
+    return open_app_page(PAGE, monkeypatch, {DB_ENV: str(db), CONFIG_ENV: str(config)},
+                         **{"end": END.isoformat(), **params})
 
 
 def test_two_arms_metric_table_series_and_flips(monkeypatch: pytest.MonkeyPatch, db: Path) -> None:
