@@ -60,7 +60,8 @@ class _Recovery(ContractModel):
 
     open_s: float = Field(5.0, gt=0, le=3600, description="Seconds open before half-open trials.")
     trial_requests: int = Field(1, ge=1, le=100, description="Trial requests in flight at once when half-open.")
-    close_after: int = Field(3, ge=1, le=1000, description="Consecutive trial passes that close the breaker.")
+    close_after: int = Field(3, ge=1, le=1000, description="Consecutive trial passes (for an instance and its model, "
+                                                           "also probe rounds passed in a row) that close the breaker.")
 
 
 class InstanceBreakerSettings(_Recovery):
