@@ -45,9 +45,16 @@ def read_model(model: type[M], path: str | Path, *, field: str = "<file>") -> M:
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
     except OSError as exc:
         raise ConfigError(str(p), [(None, field, f"cannot read: {exc.strerror or exc}")]) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # YAML files are UTF-8: name where the first other byte is
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        why = f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {column}"
+        raise ConfigError(str(p), [(line, field, why)]) from exc
     return parse_yaml_model(model, text, str(p), context=path_context(p.parent, unreadable))
 
 

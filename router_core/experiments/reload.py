@@ -63,6 +63,10 @@ class ConfigWatcher:
             self.last_error = str(exc)
             log.error("configuration not reloaded: %s", exc)
             return False
+        except Exception as exc:  # noqa: BLE001  (a fault must not end the watching: later edits still count)
+            self.last_error = f"{self.path}: {type(exc).__name__}: {exc}"
+            log.exception("configuration not reloaded: %s", self.last_error)
+            return False
         self.reloads += 1
         self.last_error = None
         return True

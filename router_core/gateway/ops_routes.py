@@ -116,6 +116,8 @@ async def router_state(gw: OpsParts, request: web.Request) -> web.Response:
                       for r in rules.rules],
             "reload_error": gw.policy.last_error,
         }
+    if (watcher := getattr(gw, "watcher", None)) is not None:  # the configuration file's hot reload (--config)
+        views["config"] = {"file": str(watcher.path), "reloads": watcher.reloads, "reload_error": watcher.last_error}
     views["breakers"] = {"breakers": gw.breakers.views(), "events": list(gw.breaker_hub.events),
                          "shared": {"healthy": gw.shared.healthy, "problem": gw.shared.problem}}
     if (probes := gw.probes) is not None:

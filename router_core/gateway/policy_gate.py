@@ -209,6 +209,11 @@ class PolicyGate:
         if self.path is None:
             return False
         stamp = _stamp(self.path)
+        if stamp is None and self._seen is not None:  # deleted or moved: say so, where a bad edit is said
+            self._seen = None
+            self.last_error = f"{self.path}: the policy file is gone (the last good policy stays; a restart would fail)"
+            log.error("routing policy: %s", self.last_error)
+            return False
         if stamp is None or stamp == self._seen:
             return False
         self._seen = stamp
