@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -264,6 +265,8 @@ def _health(gateway: str) -> dict[str, Any]:
         try:
             with urllib.request.urlopen(req, timeout=10) as resp:
                 seen[resp.headers.get("x-routelens-worker", "0")] = json.loads(resp.read()).get("storage")
+        except urllib.error.HTTPError as exc:  # 503 while storage has a problem: its state is in the body
+            seen[exc.headers.get("x-routelens-worker", "0")] = json.loads(exc.read() or b"{}").get("storage")
         except OSError as exc:
             seen["error"] = str(exc)
     return seen

@@ -73,12 +73,20 @@ class StoreHooks:
 
     ``siblings``: the other workers of ``serve --workers N``, asked for a trace they have not
     delivered yet when neither this worker nor the store has it (:meth:`lookup_elsewhere`).
+    ``relay``: the sink to the store process the traces go to, if any (its health is the gateway's).
     """
 
-    def __init__(self, emitter: TraceEmitter, store: TraceStore, siblings: SiblingTraces | None = None) -> None:
+    def __init__(self, emitter: TraceEmitter, store: TraceStore, siblings: SiblingTraces | None = None,
+                 relay: RelaySink | None = None) -> None:
         self.emitter = emitter
         self.store = store
         self.siblings = siblings
+        self.relay = relay
+
+    async def health(self) -> str | None:
+        """Why ``/health`` is 503 for storage: this pipeline's problem, then the store process's, or None."""
+        reasons = [self.emitter.health(), None if self.relay is None else await self.relay.store_problem()]
+        return "; ".join(r for r in reasons if r) or None
 
     def emit(self, trace: DecisionTrace) -> bool:
         """Queue a trace for storage (durable once this returns)."""
@@ -154,6 +162,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     # otel: each gateway process exports its own decisions as spans (best-effort, beside the store)
     otel = build_otel_sink(config.otel, public_url=config.app.public_url, version=config.router.version)
     exporters = {} if otel is None else {OTEL_EXPORTER: otel}
+    relay: RelaySink | None = None
     if store_url is None:
         store = open_store(st, db_path)
         spool_dir, quarantine_dir = pipeline_paths(st, db_path)
@@ -162,8 +171,8 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     else:
         store = HttpTraceStore(store_url, token=read_token_of(st))
         spool_dir, quarantine_dir = worker_paths(st, db_path, worker)
-        emitter = TraceEmitter(RelaySink(store_url, token=os.environ.get(RELAY_TOKEN_ENV) or None), st,
-                               exporters=exporters, spool_dir=spool_dir,
+        relay = RelaySink(store_url, token=os.environ.get(RELAY_TOKEN_ENV) or None)
+        emitter = TraceEmitter(relay, st, exporters=exporters, spool_dir=spool_dir,
                                quarantine=Quarantine(quarantine_dir)).start()
     hash_key = hash_key_of(config)
     registry = CollectorRegistry()
@@ -180,7 +189,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     gateway = Gateway(
         config,
         build_router(config, metrics=registry),  # plugin durations on the gateway's /metrics
-        StoreHooks(emitter, store, siblings),
+        StoreHooks(emitter, store, siblings, relay),
         hash_key=hash_key,
         registry=registry,
         probes=probe_source(config, db_path, emitter, registry, probe_url),
@@ -228,8 +237,6 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     app.on_cleanup.append(close_emitter)
     app.on_response_prepare.append(name_worker)
     return app
-
-
 
 
 def run_server(

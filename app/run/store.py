@@ -34,7 +34,8 @@ from schemas.openapi import Answer, Operation
 
 __all__ = ["build_store_app", "run_store"]
 
-_OWN = (Operation("GET", "/health", "Liveness, and the records waiting to be stored", {200: Answer("Status")},
+_OWN = (Operation("GET", "/health", "Liveness, and the records waiting to be stored",
+                  {200: Answer("Status"), 503: Answer("Degraded: its spool or its writes fail")},
                   tag="store"),
         Operation("GET", "/metrics", "Prometheus exposition", {200: Answer("Metrics", content_type="text/plain")},
                   tag="store"))
@@ -62,8 +63,14 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
     app.router.add_get("/metrics", metrics)
 
     async def health(_: web.Request) -> web.Response:
-        backlog = emitter.backlog_size()
-        return web.Response(body=orjson.dumps({"status": "ok", "backlog": backlog}), content_type="application/json")
+        # 503 while the spool takes no record (the relay refuses them then) or the writes keep failing
+        reason = emitter.health()
+        body: dict[str, object] = {"status": "ok" if reason is None else "degraded"}
+        if reason is not None:
+            body["reason"] = reason
+        body |= {"backlog": emitter.backlog_size(), "storage": emitter.storage_state()}
+        return web.Response(status=200 if reason is None else 503, body=orjson.dumps(body),
+                            content_type="application/json")
 
     async def close_emitter(_: web.Application) -> None:
         emitter.close()  # stores every queued record (what it cannot stays in the spool)

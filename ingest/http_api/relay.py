@@ -13,9 +13,14 @@ another process than the requests.
 
 Wire format: ``POST /v1/internal/records``; the body holds one record per line,
 ``<kind number>\t<payload JSON>\n`` (payloads are single-line JSON); the answer is
-``{"accepted": {"<kind>": n, ...}}`` with status 200 once they are spooled (a full spool makes the
-post wait, which holds the gateway's records in its own spool; a post that fails is retried, and
-ids make the retry idempotent). The body is read as every other route's (:func:`ingest.http_api.proxy.read_body`):
+``{"accepted": {"<kind>": n, ...}}`` with status 200 once they are on disk in the store's spool (a
+full spool makes the post wait, which holds the gateway's records in its own spool). A store whose
+spool cannot take them (its disk full or unwritable) answers 503 ``spool_unavailable`` and keeps
+none of them in memory: a 200 makes the gateway forget its own copy, so it is never given for
+records a crash of the store would lose. A post that fails or is refused is retried by the
+gateway's batcher with backoff, its records kept in its own spool meanwhile, and ids make the
+retry idempotent (records of a refused post that the store had spooled come again as duplicates).
+The body is read as every other route's (:func:`ingest.http_api.proxy.read_body`):
 one that has not arrived ``body_timeout_s`` after the headers is answered 408 and the connection closed, so
 a caller that never finishes its body does not hold a connection and a handler for good.
 """
@@ -23,14 +28,16 @@ a caller that never finishes its body does not hold a connection and a handler f
 from __future__ import annotations
 
 import asyncio
+import functools
 import http.client
 import urllib.parse
 from typing import TYPE_CHECKING
 
+import aiohttp
 import orjson
 from aiohttp import web
 
-from ingest.errors import SinkUnavailable
+from ingest.errors import SinkUnavailable, SpoolUnavailable
 from ingest.http_api.proxy import read_body
 from ingest.http_api.routes import error_response
 from ingest.kinds import Kind
@@ -57,6 +64,7 @@ class RelaySink:
     def __init__(self, base_url: str, *, token: str | None = None, timeout_s: float = 30.0) -> None:
         parts = urllib.parse.urlsplit(base_url)
         self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 80
+        self._netloc = parts.netloc or f"{self._host}:{self._port}"
         self._headers = {"Content-Type": "text/plain"} | ({"Authorization": f"Bearer {token}"} if token else {})
         self._timeout = timeout_s
         self._conn: http.client.HTTPConnection | None = None  # the writer thread's alone
@@ -79,11 +87,37 @@ class RelaySink:
             self.close()
             raise SinkUnavailable(f"the store at {self._host}:{self._port} is unreachable: {exc}") from exc
         if resp.status != 200:
-            raise SinkUnavailable(f"the store answered HTTP {resp.status}: {answer[:200]!r}")
+            raise SinkUnavailable(f"the store at {self._host}:{self._port} answered HTTP {resp.status}: "
+                                  f"{_message_of(answer)}")
         result = WriteResult()
         for kind, items in prepared.batch.payloads.items():  # duplicates are the store's to count
             result.count(Kind.TRACE if kind is Kind.TRACE_UNCHECKED else kind, len(items), 0)  # stored as traces
         return result
+
+    async def store_problem(self, timeout_s: float = 2.0) -> str | None:
+        """Why the store is not taking what is relayed (for the gateway's ``/health``), or None.
+
+        Asks the store's ``/health`` (no token): unreachable, silent for ``timeout_s``, or 503
+        with its reason (its spool unavailable, its writes failing) is a problem. Awaited on the
+        event loop; the writer thread's connection is not touched.
+        """
+        where = f"the trace store at {self._host}:{self._port}"
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session, \
+                    session.get(f"http://{self._netloc}/health") as resp:
+                body = await resp.read()
+        except TimeoutError:
+            return f"{where} did not answer /health within {timeout_s:g}s"
+        except aiohttp.ClientError as exc:
+            return f"{where} is unreachable ({type(exc).__name__}: {exc})"
+        if resp.status == 200:
+            return None
+        try:
+            reason = orjson.loads(body).get("reason")
+        except (orjson.JSONDecodeError, AttributeError):
+            reason = None
+        return f"{where} reports: {reason}" if isinstance(reason, str) and reason else \
+            f"{where} answered /health with HTTP {resp.status}"
 
     def idle(self) -> None:
         """Nothing deferred."""
@@ -93,6 +127,15 @@ class RelaySink:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _message_of(answer: bytes) -> str:
+    """The error message of a store's JSON answer, else the start of the body."""
+    try:
+        message = orjson.loads(answer)["error"]["message"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return repr(answer[:200])
+    return str(message)[:300]
 
 
 def parse_relayed(body: bytes) -> list[tuple[Kind, bytes]]:
@@ -115,7 +158,8 @@ def add_relay_route(app: web.Application, emitter: TraceEmitter, *, token: str |
 
     Args:
         app: The store's (or a serving process's) application.
-        emitter: Where the relayed records go (its spool holds them once the route answers).
+        emitter: Where the relayed records go (its spool holds them once the route answers 200;
+            503 ``spool_unavailable`` when it cannot, and none of them is kept in memory).
         token: Bearer token the route requires (None: none).
         body_timeout_s: How long a body may take to arrive once its headers have (408 past it;
             ``gateway.body_timeout_s``, as the store's other routes).
@@ -131,7 +175,11 @@ def add_relay_route(app: web.Application, emitter: TraceEmitter, *, token: str |
             records = parse_relayed(body)
         except ValueError as exc:
             return error_response(400, str(exc), "invalid_relay_body")
-        await asyncio.to_thread(emitter.emit_encoded, records)  # durable in the store's spool once it returns
+        try:  # durable in the store's spool once it returns; never held in memory only
+            await asyncio.to_thread(functools.partial(emitter.emit_encoded, records, durable=True))
+        except SpoolUnavailable as exc:
+            return error_response(503, f"the store's spool cannot take the records ({exc}); none was kept: "
+                                  "send them again later", "spool_unavailable")
         counts: dict[str, int] = {}
         for kind, _ in records:
             counts[kind.name.lower()] = counts.get(kind.name.lower(), 0) + 1

@@ -3,7 +3,10 @@
 ``append`` applies the configured policy when the spool cannot take a record: ``block`` waits
 until the batcher frees room, ``drop_oldest`` discards the oldest undelivered records and counts
 them. If the spool folder cannot be written at all the records are held in a bounded memory queue
-(same policy at its bound) and the spool is retried; every such event is logged and counted.
+(same policy at its bound) and the spool is retried; every such event is logged and counted. A
+caller that must not be told "kept" unless the record is on disk (the store's relay route: the
+gateway then forgets its own copy) appends with ``durable=True`` and gets :class:`SpoolUnavailable`
+instead of a place in memory.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class Backlog:
             files by sequence number (the emitter's pending traces) keep one order. Waiting for
             room (:attr:`room`, a condition on it) releases it, so that the batcher can still
             quarantine and acknowledge while an emitter waits.
+        spool_problem: Why the configured spool took no record last time ("" while it does).
     """
 
     def __init__(
@@ -87,6 +91,7 @@ class Backlog:
         self.closing = False
         self.spool: DurableSpool | None = None
         self.spool_ok = False
+        self.spool_problem = ""  # why the configured spool is not usable ("" while it is)
         self._seq_lock = threading.Lock()
         self._next_retry = 0.0
         self._last_complaint = 0.0
@@ -101,10 +106,11 @@ class Backlog:
         except SpoolUnavailable as exc:
             self._complain(f"{exc}; holding records in memory (at most {self.queue_size})")
             self._next_retry = time.monotonic() + self.retry_spool_s
+            self.spool_problem = str(exc)
             return
         with self._seq_lock:
             self.next_seq = max(self.next_seq, spool.next_seq)
-            self.spool, self.spool_ok = spool, True
+            self.spool, self.spool_ok, self.spool_problem = spool, True, ""
 
     def _complain(self, message: str) -> None:
         self.stats.spool_errors += 1
@@ -113,17 +119,33 @@ class Backlog:
             self._last_complaint = now
             log.error("trace spool: %s", message)
 
-    def append(self, kind: int, payload: bytes, *, may_block: bool = True) -> int:
+    @property
+    def has_spool(self) -> bool:
+        """True when a spool is configured (usable or not); False for a backlog in memory by design."""
+        return self._open_spool is not None
+
+    @property
+    def spool_usable(self) -> bool:
+        """True while the configured spool takes records (False: they go to memory, or are refused when durable)."""
+        return self.spool is not None and self.spool_ok
+
+    def append(self, kind: int, payload: bytes, *, may_block: bool = True, durable: bool = False) -> int:
         """Store one record; return its sequence number (the caller holds :attr:`lock`).
 
         Under the ``block`` policy this waits for room unless ``may_block`` is False (the batcher's
         own quarantine records: it must never wait for itself).
+
+        Raises:
+            SpoolUnavailable: ``durable`` and the configured spool cannot take the record now
+                (unwritable, its disk full, or full with nothing to drop): it is not kept at all,
+                not even in memory, and the caller says so to whoever handed it over. A backlog
+                with no spool configured keeps it in memory as always.
         """
         seq = self._next()
         spool = self.spool
         if spool is not None and not self.spool_ok and time.monotonic() < self._next_retry:
             spool = None  # unwritable a moment ago: try again later, not on every record
-        waited = False
+        waited, full = False, ""
         while spool is not None and not self.closing:
             if waited:
                 # Others appended while this call waited (waiting releases the lock): take a
@@ -132,12 +154,15 @@ class Backlog:
             try:
                 spool.append(seq, kind, payload)
             except SpoolUnavailable as exc:
-                self._complain(f"{exc}; holding records in memory")
+                self._complain(f"{exc}; " + ("refusing records that must be durable" if durable
+                                              else "holding records in memory"))
                 self.spool_ok = False
                 self._next_retry = time.monotonic() + self.retry_spool_s
+                self.spool_problem = str(exc)
                 break
             except SpoolFull as exc:
                 self._complain(f"{exc} (policy {self.policy})")
+                full = str(exc)
                 if self.policy == "drop_oldest":
                     lost = spool.drop_oldest()
                     if lost is None:
@@ -151,8 +176,12 @@ class Backlog:
                     break
                 continue
             self.spool_ok = True
+            self.spool_problem = ""
             self.stats.spooled += 1
             return seq
+        if durable and self.has_spool:
+            raise SpoolUnavailable("the spool is closing" if self.closing else full or self.spool_problem
+                                   or "the spool is not usable")
         self._hold_in_memory((seq, kind, payload), may_block)
         return seq
 

@@ -10,6 +10,10 @@ Records fan out to the store and to any exporters, each a :class:`~ingest.record
 on a thread of its own: the store is durable (the spool is its queue, acknowledged only by it),
 exporters are best-effort (:mod:`ingest.pipeline.export_queue`: a bounded queue each, fed as the
 records are spooled, dropping and counting when full). Neither holds back the other.
+
+:meth:`TraceEmitter.health` says what ``/health`` turns 503 for: a spool that takes no record
+(they are held in memory only, or refused by the relay), or a store whose writes have failed for
+longer than ``sink_failing_after_s``.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from ingest.pipeline.batcher import Batcher
 from ingest.pipeline.export_queue import ExportQueue
 from ingest.pipeline.quarantine import Quarantine
 from ingest.pipeline.stats import STORE, PipelineStats, SinkStats
-from ingest.record_sink import RecordSink
+from ingest.record_sink import PreparedBatch, RecordBatch, RecordSink, WriteResult
 from ingest.spool.durable_spool import DurableSpool
 from schemas.config.storage import StorageSettings
 from schemas.records import QuarantinedRecord
@@ -54,6 +58,40 @@ def _id_in(payload: bytes, field: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+class _TimedSink:
+    """The store's sink as the batcher sees it, noting when the current run of failed writes began.
+
+    Only the exception's type is kept for ``/health`` (which is open to all): a sink's message may
+    quote a record. The batcher logs the whole message.
+    """
+
+    def __init__(self, sink: RecordSink, clock: Callable[[], float]) -> None:
+        self.inner = sink
+        self._clock = clock
+        self.failing_since: float | None = None
+        self.last_error = ""
+
+    def prepare(self, batch: RecordBatch) -> PreparedBatch:
+        return self.inner.prepare(batch)
+
+    def write(self, prepared: PreparedBatch) -> WriteResult:
+        try:
+            result = self.inner.write(prepared)
+        except Exception as exc:
+            if self.failing_since is None:
+                self.failing_since = self._clock()
+            self.last_error = type(exc).__name__
+            raise
+        self.failing_since = None
+        return result
+
+    def idle(self) -> None:
+        self.inner.idle()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 class TraceEmitter:
     """Accepts records from any thread; stores them through one sink and sends them to any exporters.
 
@@ -68,6 +106,9 @@ class TraceEmitter:
         quarantine: Where bad records are filed; default: no file.
         clock: UTC wall clock (quarantine timestamps).
         sleep: Injected for the store's retry backoff.
+        sink_failing_after_s: How long the store's writes may keep failing (retried all the while)
+            before :meth:`health` reports it; shorter runs (a store restarting) are not a problem.
+        monotonic: The clock that times those failures.
 
     Raises:
         ValueError: An exporter is named ``store`` or nothing.
@@ -83,6 +124,8 @@ class TraceEmitter:
         quarantine: Quarantine | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         sleep: Callable[[float], None] | None = None,
+        sink_failing_after_s: float = 10.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         st = settings or StorageSettings()
         self.settings = st
@@ -120,8 +163,10 @@ class TraceEmitter:
         # The backlog's lock (Backlog.lock), bound once: emit() takes it for every record. Under it
         # go the encoder (not thread-safe) and the pending traces (kept in sequence order).
         self._backlog_lock = self.backlog.lock
+        self._monotonic, self._failing_after_s = monotonic, sink_failing_after_s
+        self._sink = _TimedSink(sink, monotonic)
         self.batcher = Batcher(
-            self.backlog, sink, self.stats, sink_stats=self.stats.sinks[STORE],
+            self.backlog, self._sink, self.stats, sink_stats=self.stats.sinks[STORE],
             reject=functools.partial(self.reject, source="sink", may_block=False), delivered=self.delivered,
             batch_size=st.batch_size, flush_interval_s=st.flush_interval_ms / 1000,
             fsync_interval_s=sp.fsync_interval_ms / 1000 if sp.fsync == "interval" else None, sleep=sleep,
@@ -207,21 +252,33 @@ class TraceEmitter:
                         "(storage.spool.max_record_bytes)", source="emit", request_id=request_id, may_block=may_block)
         return all(kind is not own for kind, _ in bad)
 
-    def emit_encoded(self, records: list[tuple[Kind, bytes]]) -> int:
+    def emit_encoded(self, records: list[tuple[Kind, bytes]], *, durable: bool = False) -> int:
         """Queue records another process already encoded (the relay from a gateway); may block like ``emit``.
+
+        Args:
+            records: ``(kind, payload)`` as the other process encoded them.
+            durable: Keep them only in the spool: when it cannot take one, raise rather than hold
+                it in memory (the relay: its caller keeps its own copy until told they are on disk).
 
         Returns:
             How many were queued (the rest, oversized, were quarantined).
+
+        Raises:
+            SpoolUnavailable: ``durable`` and the spool could not take a record. Those before it
+                are spooled (and will be stored: a re-delivery of them is a duplicate, by id), it
+                and those after it are not kept, and none was quarantined.
         """
         limit, queued = self.settings.spool.max_record_bytes, 0
         with self._backlog_lock:
-            for kind, payload in records:
-                if len(payload) <= limit:
-                    self.backlog.append(kind, payload, may_block=True)
-                    queued += 1
-                    for offer in self._offers:
-                        offer(kind, payload)
-            self.stats.queued += queued
+            try:
+                for kind, payload in records:
+                    if len(payload) <= limit:
+                        self.backlog.append(kind, payload, may_block=True, durable=durable)
+                        queued += 1
+                        for offer in self._offers:
+                            offer(kind, payload)
+            finally:
+                self.stats.queued += queued
         self.batcher.wake()
         for kind, payload in records:
             if len(payload) > limit:
@@ -285,12 +342,35 @@ class TraceEmitter:
     def storage_state(self) -> dict[str, Any]:
         """What ``/health`` says of storage: the spool's state, the records waiting, how many only in memory."""
         backlog = self.backlog
-        spool = "ok" if backlog.spool is not None and backlog.spool_ok else "unavailable: records held in memory"
+        spool = ("ok" if backlog.spool_usable else "unavailable: records held in memory") if backlog.has_spool \
+            else "none: records held in memory (no spool configured)"
         if backlog.blocked:
             spool = "full: emit() waits for room"
         store = self.stats.sinks[STORE]
         return {"spool": spool, "pending": self.backlog_size(), "in_memory": len(backlog.memory),
                 "store_failed_writes": store.failed}
+
+    def health(self) -> str | None:
+        """Why storage is degraded (``/health`` answers 503 with it), or None.
+
+        - the configured spool takes no record (unwritable, its disk full): what is emitted is
+          held in memory only, and a crash loses it; the store's relay refuses records meanwhile;
+        - the store's writes have failed for ``sink_failing_after_s`` or longer (a poison batch, a
+          store that is down): nothing is lost (the spool keeps it) but nothing is stored either.
+
+        A backlog in memory by design (no spool configured) and a full spool under the ``block``
+        policy (``emit()`` waits for room; ``storage_state`` says so) are not problems by themselves.
+        """
+        problems = []
+        backlog = self.backlog
+        if backlog.has_spool and not backlog.spool_usable:
+            cause = backlog.spool_problem or "not usable"
+            problems.append(f"trace spool unavailable ({cause}): {len(backlog.memory)} records held in memory only")
+        since = self._sink.failing_since
+        if since is not None and (failing := self._monotonic() - since) >= self._failing_after_s:
+            problems.append(f"the trace store's writes have failed for {failing:.0f}s ({self._sink.last_error}, "
+                            f"{self.stats.sinks[STORE].failed} failed writes; {self.backlog_size()} records waiting)")
+        return "; ".join(problems) or None
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until every record queued so far is stored (or quarantined) by the store; False on timeout.

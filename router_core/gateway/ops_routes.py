@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from functools import partial
@@ -31,8 +32,11 @@ from router_core.state.quality import QualityTable
 from router_core.state.scraper import MetricsScraper
 from router_core.state.view import StateView
 
-__all__ = ["OpsParts", "add_worker_metrics", "alerts", "close_breaker", "health", "hooks_problem", "list_models",
-           "own_exposition", "probe_verdicts", "prometheus", "retrieve_model", "router_state", "scrape_problem"]
+__all__ = ["HOOKS_HEALTH_TIMEOUT_S", "OpsParts", "add_worker_metrics", "alerts", "close_breaker", "health",
+           "hooks_problem", "list_models", "own_exposition", "probe_verdicts", "prometheus", "retrieve_model",
+           "router_state", "scrape_problem"]
+
+HOOKS_HEALTH_TIMEOUT_S = 5.0  # an async hooks health check (the store asked over loopback) past this is a reason
 
 
 class OpsParts(Protocol):
@@ -193,13 +197,15 @@ def add_worker_metrics(gw: OpsParts, app: web.Application, worker: int, ports: S
 async def health(gw: OpsParts, request: web.Request) -> web.Response:
     """200 ``{"status": "ok"}``, or 503 ``{"status": "degraded", "reason": ...}``, with the storage state.
 
-    ``storage`` (the spool's state, the records waiting) is there when the hooks tell it: a full
-    spool disk is reported in it, not as a 503 (the gateway still answers, the traces are held in
-    memory). Degraded while the scrape loop has stopped or stalled, or while the hooks report a
-    problem: hooks may have an optional ``health() -> str | None`` (a reason, or None when
-    fine), which must not block (e.g. storage stalled).
+    ``storage`` (the spool's state, the records waiting) is there when the hooks tell it.
+    Degraded while the scrape loop has stopped or stalled, or while the hooks report a problem
+    with where the traces go: hooks may have an optional ``health() -> str | None`` (a reason, or
+    None when fine), plain or ``async`` (bounded here by :data:`HOOKS_HEALTH_TIMEOUT_S`). The
+    ingest pipeline's says so while its spool takes no record (traces held in memory only: a
+    crash would lose them; the gateway still answers), while the store's writes keep failing,
+    and while the store process a gateway relays to is unreachable or itself degraded.
     """
-    reasons = [r for r in (scrape_problem(gw), hooks_problem(gw)) if r]
+    reasons = [r for r in (scrape_problem(gw), await hooks_problem(gw)) if r]
     state = getattr(gw.hooks, "storage_state", None)  # the trace pipeline's, when the hooks have one
     storage = {"storage": state()} if callable(state) else {}
     if not reasons:
@@ -216,13 +222,17 @@ def scrape_problem(gw: OpsParts) -> str | None:
     return None if scraper is None else scraper.stall_reason()
 
 
-def hooks_problem(gw: OpsParts) -> str | None:
-    """The trace hooks' own health reason (storage stalled, ...), or None."""
+async def hooks_problem(gw: OpsParts) -> str | None:
+    """The trace hooks' own health reason (spool unavailable, store failing or unreachable...), or None."""
     check = getattr(gw.hooks, "health", None)
     if not callable(check):
         return None
     try:
         reason = check()
+        if inspect.isawaitable(reason):
+            reason = await asyncio.wait_for(reason, HOOKS_HEALTH_TIMEOUT_S)
+    except TimeoutError:
+        return f"trace hooks health check did not answer within {HOOKS_HEALTH_TIMEOUT_S:g}s"
     except Exception as exc:  # a broken health check is itself a reason, never a 500
         return f"trace hooks health check failed: {type(exc).__name__}"
     return reason if isinstance(reason, str) and reason else None

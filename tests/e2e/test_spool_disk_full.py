@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -46,8 +47,11 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
 
 
 def _get(url: str) -> tuple[int, bytes]:
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        return resp.status, resp.read()
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:  # /health is 503 while the spool takes nothing
+        return exc.code, exc.read()
 
 
 def _post(url: str) -> int:
@@ -84,7 +88,8 @@ def test_a_full_spool_disk_loses_nothing_and_stalls_nothing(tmp_path: Path, tmpf
         assert answered == [200] * 420
         status, body = _get(f"{gateway}/health")
         storage = json.loads(body)["storage"]
-        assert status == 200 and storage["spool"].startswith("unavailable"), storage
+        assert status == 503 and storage["spool"].startswith("unavailable"), storage
+        assert "trace spool unavailable (" in json.loads(body)["reason"], body
         assert _gauge(gateway, "routelens_spool_available") == 0
         # Records went to memory, not the spool (how many are still there depends on how fast the store is).
         assert _gauge(gateway, "routelens_traces_spooled_total") < _gauge(gateway, "routelens_traces_queued_total")

@@ -1,0 +1,84 @@
+"""``GET /health`` asks the trace hooks, whose ``health()`` may be async (it asks the store process).
+
+The audit: ``/health`` stayed 200 while storage failed, because the hooks' check was never
+called with anything to say. An async check (the serving hooks ask the store over loopback) is
+awaited, and one that hangs or breaks is a reason, never a 500 or a hung ``/health``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from router_core.decide.builtin import build_router
+from router_core.gateway import Gateway, ops_routes
+from schemas.config import RouteLensConfig
+from tests.router_core.gateway.test_forwarding import MemoryHooks
+
+
+class AsyncHealthHooks(MemoryHooks):
+    """Hooks that report their storage as ``serve``'s do: an awaited check and a storage state."""
+
+    def __init__(self, reason: str | None, *, hang: bool = False, broken: bool = False) -> None:
+        super().__init__()
+        self.reason, self.hang, self.broken = reason, hang, broken
+
+    async def health(self) -> str | None:
+        if self.hang:
+            await asyncio.sleep(3600)
+        if self.broken:
+            raise OSError("no route")
+        await asyncio.sleep(0)
+        return self.reason
+
+    def storage_state(self) -> dict[str, Any]:
+        return {"spool": "ok", "pending": 0}
+
+
+def instance() -> web.Application:
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(text='vllm:num_requests_waiting{model_name="m"} 0\nvllm:kv_cache_usage_perc 0.1\n')
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+async def health_of(hooks: MemoryHooks) -> tuple[int, Any]:
+    upstream = TestServer(instance())
+    await upstream.start_server()
+    cfg = RouteLensConfig.model_validate({
+        "fleet": {"instances": [{"id": "a", "model": "m", "url": str(upstream.make_url("")).rstrip("/")}]},
+        "scrape": {"interval_s": 60},
+    })
+    gateway = Gateway(cfg, build_router(cfg), hooks)
+    try:
+        async with TestClient(TestServer(gateway.build_app())) as client:
+            resp = await client.get("/health")
+            return resp.status, orjson.loads(await resp.read())
+    finally:
+        await upstream.close()
+
+
+def test_an_async_storage_problem_makes_health_503_with_its_reason() -> None:
+    reason = "the trace store at 127.0.0.1:8090 is unreachable (ClientConnectorError: refused)"
+    assert asyncio.run(health_of(AsyncHealthHooks(reason))) == (
+        503, {"status": "degraded", "reason": reason, "storage": {"spool": "ok", "pending": 0}})
+
+
+def test_no_storage_problem_is_200() -> None:
+    assert asyncio.run(health_of(AsyncHealthHooks(None))) == (200, {"status": "ok",
+                                                                    "storage": {"spool": "ok", "pending": 0}})
+
+
+def test_a_broken_or_hanging_check_is_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ops_routes, "HOOKS_HEALTH_TIMEOUT_S", 0.2)
+    broken = asyncio.run(health_of(AsyncHealthHooks(None, broken=True)))
+    hung = asyncio.run(health_of(AsyncHealthHooks(None, hang=True)))
+    assert broken[0] == 503 and broken[1]["reason"] == "trace hooks health check failed: OSError"
+    assert hung[0] == 503 and hung[1]["reason"] == "trace hooks health check did not answer within 0.2s"
