@@ -15,6 +15,7 @@ import orjson
 
 from ingest.kinds import Kind
 from schemas.experiments import CompareBy, CompareQuery, CompareReport
+from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
 from schemas.policy_record import PolicyRecord
 from schemas.probe import ProbeResult
@@ -119,6 +120,10 @@ class TraceStore(Protocol):
         """Return feedback saying ``correct=false`` on traces matching ``flt``, newest feedback first."""
         ...
 
+    def feedback(self, request_id: str) -> list[Feedback]:
+        """Return every verdict recorded on ``request_id`` (correct or not), oldest first (at most ``MAX_LIMIT``)."""
+        ...
+
     def experiment_groups(self, by: CompareBy, start: datetime, end: datetime) -> dict[str, int]:
         """Return the requests per arm, router version or policy hash (``by``) in ``[start, end)``, busiest first."""
         ...
@@ -196,6 +201,10 @@ class WindowReader(ABC):
     def quarantined(self, start: datetime, end: datetime, limit: int = MAX_LIMIT) -> list[QuarantinedRecord]:
         """Return quarantined records in ``[start, end)``, oldest first."""
         return self._window(Kind.QUARANTINE, start, end, {}, clamp_limit(limit))
+
+    def feedback(self, request_id: str) -> list[Feedback]:
+        """Return every verdict recorded on ``request_id`` (correct or not), oldest first (at most ``MAX_LIMIT``)."""
+        return self._window(Kind.FEEDBACK, _EVER[0], _EVER[1], {"request_id": request_id}, MAX_LIMIT)
 
     def policy(self, policy_hash: str) -> PolicyRecord | None:
         """Return the policy stored under ``policy_hash``, or None."""

@@ -1,4 +1,4 @@
-"""``routelens trace REQUEST_ID``: one decision as a tree (exit 1 unknown id, 2 no source).
+"""``routelens trace REQUEST_ID``: one decision as a tree, with the feedback on it (exit 1 unknown id, 2 no source).
 
 A W3C trace id (32 hex, from a tracing backend) finds the decision of that trace
 (:func:`app.reader.find_trace`).
@@ -7,7 +7,7 @@ A W3C trace id (32 hex, from a tracing backend) finds the decision of that trace
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +16,7 @@ from app.config import load_config
 
 if TYPE_CHECKING:
     from ingest import DuckDBTraceStore, HttpTraceStore
+    from schemas.feedback import Feedback
     from schemas.trace import DecisionTrace
 
 Opener = Callable[[], "HttpTraceStore | DuckDBTraceStore"]
@@ -38,8 +39,12 @@ def _openers(args: argparse.Namespace) -> list[Opener]:
 
 
 def _lookup(request_id: str, openers: list[Opener],
-            args: argparse.Namespace) -> tuple[bool, DecisionTrace | None, list[str]]:
-    """Return (answered, trace, errors): the first store that answers decides."""
+            args: argparse.Namespace) -> tuple[bool, DecisionTrace | None, list[str], Sequence[Feedback] | str | None]:
+    """Return (answered, trace, errors, feedback): the first store that answers decides.
+
+    The feedback is read from the same store once the trace is found: the verdicts on the request,
+    or why they could not be read (a server without the read).
+    """
     from app.reader import find_trace
     from ingest import SinkError
 
@@ -48,18 +53,29 @@ def _lookup(request_id: str, openers: list[Opener],
         try:
             store = opener()
             try:
-                return True, find_trace(store, request_id), errors
+                trace = find_trace(store, request_id)
+                return True, trace, errors, None if trace is None else _feedback(store, trace.request_id)
             finally:
                 store.close()
         except SinkError as exc:
             errors.append(read_error(exc, args))
-    return False, None, errors
+    return False, None, errors, None
+
+
+def _feedback(store: HttpTraceStore | DuckDBTraceStore, request_id: str) -> Sequence[Feedback] | str:
+    """The verdicts on ``request_id``, oldest first, or why they could not be read."""
+    from ingest import SinkError
+
+    try:
+        return store.feedback(request_id)
+    except (SinkError, ValueError) as exc:  # unreachable, no such read (an older server), an invalid record
+        return str(exc)
 
 
 def _run(args: argparse.Namespace) -> int:
     from app.cli.trace_tree import render_trace
 
-    answered, trace, errors = _lookup(args.request_id, _openers(args), args)
+    answered, trace, errors, feedback = _lookup(args.request_id, _openers(args), args)
     if not answered:
         fail(f"cannot read traces: {'; '.join(errors)}")
         return 2
@@ -69,7 +85,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print(trace.model_dump_json(indent=2))
     else:
-        stdout_console().print(render_trace(trace))
+        stdout_console().print(render_trace(trace, feedback))
     return 0
 
 

@@ -6,10 +6,13 @@ so an instance id or a reason containing ``[brackets]`` prints verbatim.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 from rich.tree import Tree
 
 from app.explain import (
+    CHAIN_ONLY,
     DASH,
     features_summary,
     fmt_num,
@@ -17,10 +20,17 @@ from app.explain import (
     ordered_candidates,
     outcome_text,
     selection_text,
+    served_by,
+    unjudged,
+    unserved_text,
+    verdict_text,
     violation_text,
 )
+from app.ui.data import policy_step
+from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import Attempt, CandidateEval, DecisionStep, DecisionTrace
+from schemas.trace_policy import PolicyStep
 
 __all__ = ["render_trace"]
 
@@ -29,11 +39,13 @@ _BAD = "bold red"
 _DIM = "dim"
 
 
-def render_trace(trace: DecisionTrace) -> Tree:
-    """Build a readable tree of one trace: header, features, steps, candidates, selection, outcome.
+def render_trace(trace: DecisionTrace, feedback: Sequence[Feedback] | str | None = None) -> Tree:
+    """Build a readable tree of one trace: header, features, routing rule, steps, candidates, selection, outcome.
 
     Args:
         trace: The decision trace to show.
+        feedback: The verdicts recorded on the request (shown last), or why they could not be
+            read; None: not asked.
 
     Returns:
         A :class:`rich.tree.Tree`; print it with ``rich.console.Console().print(tree)``.
@@ -45,21 +57,60 @@ def render_trace(trace: DecisionTrace) -> Tree:
     if trace.rule or trace.intent:
         intent = f"{trace.intent} ({fmt_num(trace.intent_confidence)})" if trace.intent else DASH
         features.add(Text.assemble(("rule ", _DIM), trace.rule or DASH, ("  intent ", _DIM), intent))
+    if trace.policy is not None:
+        _add_policy(tree, trace.policy)
 
     steps = tree.add(Text(f"Steps ({len(trace.decision_trace)})", style="bold"))
     for step in sorted(trace.decision_trace, key=lambda s: s.seq):
         steps.add(_step(step))
 
     cands = tree.add(Text(f"Candidates ({len(trace.candidates)})", style="bold"))
+    served, aside = served_by(trace), unjudged(trace)
     for cand in ordered_candidates(trace.candidates):
-        _add_candidate(cands, trace, cand, is_selected=cand.instance == trace.selected_instance)
+        _add_candidate(cands, trace, cand, served, chain_only=cand.instance in aside)
 
-    _add_selection(tree, trace)
+    _add_selection(tree, trace, served)
     attempts = tree.add(Text(f"Attempts ({len(trace.attempts)})", style="bold"))
     for attempt in sorted(trace.attempts, key=lambda a: a.seq):
         attempts.add(_attempt(attempt))
+    if not trace.attempts and served is None and trace.candidates:
+        attempts.add(Text("none: the request was not forwarded (Selection says why)", style=_BAD))
     _add_outcome(tree, trace)
+    if feedback is not None:
+        _add_feedback(tree, feedback)
     return tree
+
+
+def _add_policy(parent: Tree, step: PolicyStep) -> None:
+    """The routing policy's record: the rule, each rule tried and why, the throttle, the chain, intent, files."""
+    node = parent.add(Text("Routing rule", style="bold"))
+    node.add(Text(policy_step.rule_sentence(step)))
+    for row in policy_step.clauses_rows(step):
+        matched = row["matched"] == "yes"
+        node.add(Text.assemble(("tried ", _DIM), (row["rule"], "bold"),
+                               ("  matched" if matched else "  no", _OK if matched else _DIM), f"  {row['why']}"))
+    if (intent := policy_step.intent_sentence(step)) is not None:
+        node.add(Text(intent))
+    if step.keyword_score is not None:
+        kw = node.add(Text.assemble(("keyword score ", _DIM), fmt_num(step.keyword_score)))
+        for k in step.keywords:
+            kw.add(Text.assemble((k.pattern, "bold"), f"  weight {fmt_num(k.weight)}"))
+    for a in policy_step.attachments_rows(step):
+        mismatch = ("  bytes are not the declared type", _BAD) if a["mismatch"] else ""
+        node.add(Text.assemble(("attachment ", _DIM), a["where"], f"  declared {a['declared']}",
+                               f"  detected {a['detected']}  {a['bytes']} bytes", mismatch))
+
+
+def _add_feedback(parent: Tree, feedback: Sequence[Feedback] | str) -> None:
+    if isinstance(feedback, str):
+        parent.add(Text.assemble(("Feedback ", "bold"), (f"could not be read: {feedback}", _DIM)))
+        return
+    if not feedback:
+        parent.add(Text.assemble(("Feedback ", "bold"), ("none recorded", _DIM)))
+        return
+    node = parent.add(Text(f"Feedback ({len(feedback)})", style="bold"))
+    for fb in feedback:
+        node.add(Text(verdict_text(fb), style=_OK if fb.correct else _BAD))
 
 
 def _header(trace: DecisionTrace) -> Text:
@@ -108,16 +159,23 @@ def _step(step: DecisionStep) -> Text:
     return text
 
 
-def _add_candidate(parent: Tree, trace: DecisionTrace, cand: CandidateEval, *, is_selected: bool) -> None:
+def _add_candidate(parent: Tree, trace: DecisionTrace, cand: CandidateEval, served: str | None, *,
+                   chain_only: bool) -> None:
     label = Text.assemble((cand.instance, "bold"), (f" ({cand.model}", _DIM))
     label.append(f", {cand.zone})" if cand.zone else ")", style=_DIM)
-    label.append("  feasible" if cand.feasible else "  REJECTED", style=_OK if cand.feasible else _BAD)
+    if chain_only:
+        label.append(f"  {CHAIN_ONLY}", style="yellow")
+    else:
+        label.append("  feasible" if cand.feasible else "  REJECTED", style=_OK if cand.feasible else _BAD)
     if cand.rank is not None:
         label.append(f"  rank {cand.rank}")
     if cand.total is not None:
         label.append(f"  total {cand.total:.3f}")
-    if is_selected:
-        label.append("  ← selected", style="bold green")
+    if cand.instance == trace.selected_instance:
+        label.append("  ← selected" if served is not None else "  ← selected, not served",
+                     style="bold green" if served is not None else _BAD)
+    elif cand.instance == served:
+        label.append("  ← served", style="bold green")
     node = parent.add(label)
     for violation in cand.violations:
         node.add(Text.assemble(("violation ", _BAD), violation_text(violation)))
@@ -148,13 +206,17 @@ def _gauges(state: InstanceSnapshot) -> Text:
     return text
 
 
-def _add_selection(parent: Tree, trace: DecisionTrace) -> None:
+def _add_selection(parent: Tree, trace: DecisionTrace, served: str | None) -> None:
     node = parent.add(Text("Selection", style="bold"))
     selected = selection_text(trace)
     if selected:
-        node.add(Text(selected, style="bold green"))
+        node.add(Text(selected, style="bold green" if served is not None else "bold"))
     else:
         node.add(Text("no instance selected", style=_BAD))
+    if served is None:
+        node.add(Text.assemble(("no instance served ", _BAD), unserved_text(trace)))
+    elif served != trace.selected_instance:
+        node.add(Text.assemble(("served by ", _DIM), (served, "bold green")))
     if trace.fallback_triggered:
         node.add(Text.assemble(("fallback ", "yellow"), trace.fallback_reason or "(no reason recorded)"))
     else:

@@ -23,6 +23,7 @@ from ingest.duckdb.latches import INTERVAL_LIMIT, LatchIntervals
 from ingest.errors import SinkError, SinkUnavailable
 from ingest.trace_store import MAX_LIMIT, BadCursor, clamp_limit
 from schemas.experiments import CompareBy, CompareQuery, CompareReport
+from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
 from schemas.policy_record import PolicyRecord
 from schemas.probe import ProbeResult
@@ -164,6 +165,18 @@ class HttpTraceStore:
         """Return feedback with ``correct=false`` on traces matching ``flt``, newest feedback first."""
         data = self._get("/v1/analytics/misroutes", {**self._filter(flt), "limit": clamp_limit(limit)})
         return self._models(Misroute, data["misroutes"])
+
+    def feedback(self, request_id: str) -> list[Feedback]:
+        """Return every verdict recorded on ``request_id``, oldest first.
+
+        Raises:
+            SinkError: The server is unreachable, has no such read (an older one: 404 or 405), or
+                answered an invalid body.
+        """
+        data = self._get("/v1/feedback", {"request_id": request_id})
+        if data is None:  # a 404 whose code reads as "no trace": a server that does not know the route
+            raise SinkError(f"the server at {self.base_url} does not serve GET /v1/feedback")
+        return self._models(Feedback, data["feedback"])
 
     def experiment_groups(self, by: CompareBy, start: datetime, end: datetime) -> dict[str, int]:
         """Return the requests per arm, router version or policy hash in ``[start, end)``, busiest first."""

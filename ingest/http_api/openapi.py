@@ -13,6 +13,7 @@ from ingest.duckdb.latches import LatchIntervals
 from ingest.http_api.params import (
     BucketsQuery,
     EventsQuery,
+    FeedbackQuery,
     GroupsQuery,
     LatchesQuery,
     MisroutesQuery,
@@ -22,6 +23,7 @@ from ingest.http_api.params import (
     SnapshotsQuery,
 )
 from schemas.experiments import CompareBy, CompareQuery, CompareReport
+from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
 from schemas.openai_chat import ErrorResponse
 from schemas.openapi import Answer, Operation
@@ -31,8 +33,8 @@ from schemas.queries import BucketStats, ConstraintStat, Misroute, TraceFilter, 
 from schemas.records import QuarantinedRecord, RouterEvent
 from schemas.trace import DecisionTrace
 
-__all__ = ["BucketsAnswer", "ConstraintsAnswer", "EventsAnswer", "GroupsAnswer", "MisroutesAnswer", "ProbesAnswer",
-           "QuarantineAnswer", "STORE_OPERATIONS", "SnapshotsAnswer", "TraceBatch", "TrafficAnswer"]
+__all__ = ["BucketsAnswer", "ConstraintsAnswer", "EventsAnswer", "FeedbackAnswer", "GroupsAnswer", "MisroutesAnswer",
+           "ProbesAnswer", "QuarantineAnswer", "STORE_OPERATIONS", "SnapshotsAnswer", "TraceBatch", "TrafficAnswer"]
 
 
 class BucketsAnswer(BaseModel):
@@ -57,6 +59,12 @@ class MisroutesAnswer(BaseModel):
     """``GET /v1/analytics/misroutes``."""
 
     misroutes: list[Misroute]
+
+
+class FeedbackAnswer(BaseModel):
+    """``GET /v1/feedback``: every verdict on one request, oldest first."""
+
+    feedback: list[Feedback]
 
 
 class GroupsAnswer(BaseModel):
@@ -140,6 +148,8 @@ STORE_OPERATIONS: tuple[Operation, ...] = (
     _read("/v1/analytics/constraints", "Removals per constraint, instance and model", ConstraintsAnswer, TraceFilter),
     _read("/v1/analytics/misroutes", "Feedback saying the routing was wrong, with its trace", MisroutesAnswer,
           MisroutesQuery),
+    _read("/v1/feedback", "Every verdict recorded on one request (correct or not), oldest first", FeedbackAnswer,
+          FeedbackQuery),
     _read("/v1/analytics/compare", "Two arms, versions or policies compared", CompareReport, _CompareParams),
     _read("/v1/analytics/groups", "Requests per arm, version or policy in a window", GroupsAnswer, GroupsQuery),
     _read("/v1/analytics/latches", "When each latch held an instance out, from the snapshots of a window",

@@ -20,8 +20,8 @@ from schemas.common import ProbeKind
 from schemas.experiments import CompareBy
 from schemas.queries import TraceFilter
 
-__all__ = ["BadParam", "BucketsQuery", "EventsQuery", "GroupsQuery", "LatchesQuery", "MisroutesQuery", "ProbesQuery",
-           "QuarantineQuery", "SearchQuery", "SnapshotsQuery", "query_of"]
+__all__ = ["BadParam", "BucketsQuery", "EventsQuery", "FeedbackQuery", "GroupsQuery", "LatchesQuery", "MisroutesQuery",
+           "ProbesQuery", "QuarantineQuery", "SearchQuery", "SnapshotsQuery", "query_of"]
 
 Q = TypeVar("Q", bound=BaseModel)
 
@@ -59,6 +59,12 @@ class MisroutesQuery(TraceFilter, _Limit):
     """``GET /v1/analytics/misroutes``."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class FeedbackQuery(_Query):
+    """``GET /v1/feedback``: the request whose verdicts to read."""
+
+    request_id: str = Field(min_length=1, max_length=128, description="The request's id (x-request-id).")
 
 
 class BucketsQuery(TraceFilter):

@@ -9,6 +9,7 @@
 ``GET /v1/analytics/traffic`` requests along rule -> model -> instance
 ``GET /v1/analytics/constraints`` per (constraint, instance, model): removals, decisive, soft
 ``GET /v1/analytics/misroutes`` feedback saying the routing was wrong, with its trace (``limit``)
+``GET /v1/feedback``         every verdict on one request (``request_id``), correct or not
 ``GET /v1/analytics/compare`` two arms, versions or policies (``a``, ``b``, ``by``, ``start``, ``end``, ``shares``)
 ``GET /v1/analytics/groups`` requests per arm, version or policy in a window (``by``, ``start``, ``end``)
 ``GET /v1/analytics/latches`` latch out-intervals from the snapshots (``start``, ``end``, ``instance``)
@@ -54,6 +55,7 @@ from ingest.http_api.openapi import (
     BucketsAnswer,
     ConstraintsAnswer,
     EventsAnswer,
+    FeedbackAnswer,
     GroupsAnswer,
     MisroutesAnswer,
     ProbesAnswer,
@@ -65,6 +67,7 @@ from ingest.http_api.params import (
     BadParam,
     BucketsQuery,
     EventsQuery,
+    FeedbackQuery,
     GroupsQuery,
     LatchesQuery,
     MisroutesQuery,
@@ -79,6 +82,7 @@ from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import describe_validation_error
 from ingest.trace_store import BadCursor, TraceStore
 from schemas.experiments import CompareQuery
+from schemas.feedback import Feedback
 from schemas.queries import AggregateQuery, TraceFilter
 from schemas.trace import DecisionTrace
 
@@ -97,6 +101,7 @@ READ_ROUTES = (
     ("/v1/traces", "search"), ("/v1/traces/{request_id}", "trace"),
     ("/v1/analytics/buckets", "buckets"), ("/v1/analytics/traffic", "traffic"),
     ("/v1/analytics/constraints", "constraints"), ("/v1/analytics/misroutes", "misroutes"),
+    ("/v1/feedback", "feedback"),
     ("/v1/analytics/compare", "compare"), ("/v1/analytics/groups", "groups"),
     ("/v1/analytics/latches", "latches"),
     ("/v1/probes", "probes"), ("/v1/events", "events"), ("/v1/snapshots", "snapshots"),
@@ -355,6 +360,18 @@ class IngestApi:
         q = query_of(MisroutesQuery, request)
         found = await asyncio.to_thread(self.store.misroutes, _trace_filter(q), q.limit)
         return _json(MisroutesAnswer(misroutes=found))
+
+    async def feedback(self, request: web.Request) -> web.Response:
+        """``GET /v1/feedback?request_id=``: every verdict on one request, oldest first (read-your-writes)."""
+        q = query_of(FeedbackQuery, request)
+        return _json(FeedbackAnswer(feedback=await asyncio.to_thread(self._feedback_of, q.request_id)))
+
+    def _feedback_of(self, request_id: str) -> list[Feedback]:
+        """A verdict posted a moment ago is found: with none stored, what waits to be written is written first."""
+        found = self.store.feedback(request_id)
+        if not found and self.emitter.backlog_size() and self.emitter.flush(_LOOKUP_FLUSH_S):
+            found = self.store.feedback(request_id)
+        return found
 
     async def compare(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/compare``: ``a`` against ``b`` metric by metric, with intervals and the SRM check.

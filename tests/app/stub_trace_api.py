@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from schemas import DecisionTrace
+from schemas import DecisionTrace, Feedback
 from schemas.common import ProbeKind, ProbeVerdict
 from schemas.probe import ProbeResult
 from schemas.queries import TraceFilter
@@ -131,6 +131,7 @@ EMPTY_STORE_ANSWERS: dict[str, object] = {
     "/v1/analytics/misroutes": {"misroutes": []}, "/v1/snapshots": {"snapshots": []},
     "/v1/traces": {"items": [], "next_cursor": None},
     "/v1/analytics/constraints": {"constraints": []},
+    "/v1/feedback": {"feedback": []},
 }
 
 
@@ -164,6 +165,8 @@ def from_store(store: Any, route: str, query: Mapping[str, list[str]]) -> tuple[
     if route == "/v1/traces":
         flt = TraceFilter.model_validate({k: v for k, v in one.items() if k in TraceFilter.model_fields})
         return _json(store.search(flt, limit=int(one.get("limit", "50"))).model_dump(mode="json"))
+    if route == "/v1/feedback":
+        return _json({"feedback": _dump(store.feedback(one.get("request_id", "")))})
     if route.startswith("/v1/traces/"):
         found = store.get(urllib.parse.unquote(route[len("/v1/traces/"):]))
         return (200, found.model_dump_json().encode()) if found else (404, not_found(route.rsplit("/", 1)[-1]))
@@ -181,8 +184,9 @@ class StubTraceApi:
     """A loopback HTTP server answering ``GET /v1/traces/<id>``; use as a context manager.
 
     ``responses`` maps an id to a canned ``(status, body)``, for error cases. ``store`` (a real
-    ``TraceStore``, e.g. a seeded DuckDB file) answers traffic, constraint stats, snapshots, events
-    and trace lookups instead of the canned data (:func:`from_store`).
+    ``TraceStore``, e.g. a seeded DuckDB file) answers traffic, constraint stats, snapshots, events,
+    feedback and trace lookups instead of the canned data (:func:`from_store`). ``feedback``: the
+    verdicts ``GET /v1/feedback?request_id=`` answers (none by default).
 
     Attributes:
         url: Base URL, e.g. ``http://127.0.0.1:54321``.
@@ -199,10 +203,11 @@ class StubTraceApi:
         alerts: Mapping[str, Any] | None = None,
         router_state: Mapping[str, Any] | None = None,
         store: Any = None,
+        feedback: Iterable[Feedback] = (),
     ) -> None:
         canned = {t.request_id: (200, t.model_dump_json().encode()) for t in traces}
         canned.update(responses or {})
-        results, evs = list(probes), list(events)
+        results, evs, verdicts = list(probes), list(events), list(feedback)
         live = {"/v1/alerts": alerts, "/v1/router/state": router_state}
         self.requests: list[str] = []
         seen = self.requests
@@ -217,6 +222,9 @@ class StubTraceApi:
                 return _json({"results": [r.model_dump(mode="json") for r in results if _matches(r, query)]})
             if route == "/v1/events":
                 return _json({"events": [e.model_dump(mode="json") for e in evs if _matches(e, query)]})
+            if route == "/v1/feedback" and verdicts:  # the verdicts given, on the request asked for
+                rid = query.get("request_id", [""])[0]
+                return _json({"feedback": _dump(f for f in verdicts if f.request_id == rid)})
             if route in live:
                 found = live[route]
                 return _json(found) if found is not None else (404, b'{"error": {"code": "not_found"}}')

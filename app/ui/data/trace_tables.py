@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app.explain import DASH, fmt_num, ordered_candidates, outcome_text, selection_text, violation_text
+from app.explain import (
+    CHAIN_ONLY,
+    DASH,
+    fmt_num,
+    ordered_candidates,
+    outcome_text,
+    selection_text,
+    served_by,
+    unjudged,
+    violation_text,
+)
 from app.ui.limits import Limits
 from app.units import fmt
 from schemas.fleet import InstanceSnapshot
@@ -142,16 +152,18 @@ def ranking_frame(trace: DecisionTrace) -> pd.DataFrame:
     """One narrow row per candidate, best first: verdict, rank, total, gap to the best and the soft ramp.
 
     Narrow on purpose (no sideways scrolling): the terms are in :func:`score_terms_frame`, the
-    gauges in :func:`state_frame`, the violations in :func:`rejections`.
+    gauges in :func:`state_frame`, the violations in :func:`rejections`. The verdict is ``selected``
+    (``selected, not served`` when no instance served; ``served`` for another that did),
+    ``feasible``, ``ruled out``, or :data:`app.explain.CHAIN_ONLY` for a rule's chain kept unjudged.
     """
     cands = ordered_candidates(trace.candidates)
     best = max((c.total for c in cands if c.total is not None), default=None)
+    served, aside = served_by(trace), unjudged(trace)
     rows = [
         {
             "instance": c.instance,
             "model": c.model,
-            "verdict": ("selected" if c.instance == trace.selected_instance
-                        else "feasible" if c.feasible else "ruled out"),
+            "verdict": _verdict(trace, c.instance, c.feasible, served, aside),
             "rank": c.rank,
             "total": c.total,
             "gap": None if c.total is None or best is None else best - c.total,
@@ -162,6 +174,16 @@ def ranking_frame(trace: DecisionTrace) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
     frame["rank"] = frame["rank"].astype("Int64")
     return frame.astype({"total": "float64", "gap": "float64", "factor": "float64"})
+
+
+def _verdict(trace: DecisionTrace, instance: str, feasible: bool, served: str | None, aside: list[str]) -> str:
+    if instance == trace.selected_instance:
+        return "selected" if served is not None else "selected, not served"
+    if instance == served:
+        return "served"
+    if instance in aside:
+        return CHAIN_ONLY
+    return "feasible" if feasible else "ruled out"
 
 
 def state_frame(trace: DecisionTrace) -> pd.DataFrame:

@@ -12,10 +12,10 @@ Pure: a :class:`schemas.trace.DecisionTrace` in, a ``str`` out.
 
 from __future__ import annotations
 
-from app.explain import fmt_num, violation_short
+from app.explain import after_pick, fmt_num, served_by, unserved_text, violation_short
 from app.ui.data.flip import Flip, Margin, margin, smallest_flip, total_of
 from app.ui.data.scores import is_sampled
-from schemas.common import RoutingMode
+from schemas.common import OutcomeStatus, RoutingMode
 from schemas.trace import DecisionTrace
 
 __all__ = ["decision_sentence", "flip_sentence", "ruled_out_clause"]
@@ -51,34 +51,57 @@ def _refused(trace: DecisionTrace) -> str:
             f"the request ended with HTTP {out.http_status}{code}")
 
 
+def _fallback(trace: DecisionTrace) -> str:
+    return f" ({trace.fallback_reason})" if trace.fallback_reason else ""
+
+
 def _no_feasible(trace: DecisionTrace) -> str:
     why = ruled_out_clause(trace)
-    if trace.selected_instance and trace.mode == RoutingMode.FAIL_OPEN:
-        return f"No instance was feasible, so {trace.selected_instance} was used anyway (fail open): {why}"
-    if trace.selected_instance:
-        return f"No instance was feasible, yet {trace.selected_instance} was selected: {why}"
-    out = trace.outcome
-    code = f" ({out.error_class})" if out.error_class else ""
-    return f"No instance was feasible and the request failed with HTTP {out.http_status}{code}: {why}"
+    sel, served = trace.selected_instance, served_by(trace)
+    if sel and trace.mode == RoutingMode.FAIL_OPEN:
+        head = f"No instance was feasible, so {sel} was picked anyway (fail open)"
+    elif sel:
+        head = f"No instance was feasible, yet {sel} was selected"
+    else:
+        out = trace.outcome
+        code = f" ({out.error_class})" if out.error_class else ""
+        ended = "failed" if out.status is OutcomeStatus.ERROR else "was answered"
+        head = f"No instance was feasible and the request {ended} with HTTP {out.http_status}{code}"
+        notes = "; ".join(s.reason for s in after_pick(trace) if s.reason)
+        return f"{head} ({notes}): {why}" if notes else f"{head}: {why}"
+    if served is None:
+        return f"{head}, but no instance served the request ({unserved_text(trace)}): {why}"
+    if served != sel:
+        return f"{head}; {served} served it after a fallback{_fallback(trace)}: {why}"
+    return f"{head} and served it: {why}"
+
+
+def _served(head: str, expected: str | None, trace: DecisionTrace, tail: str = "") -> str:
+    """``head`` as it reads once the attempts are known: who served, if not ``expected``, and why none did."""
+    served = served_by(trace)
+    if served is not None and served == expected:
+        return head
+    if served is None:
+        return f"{head}, but no instance served the request ({unserved_text(trace)})"
+    return f"{served} served the request after a fallback{_fallback(trace)}; {head}{tail}"
 
 
 def _head(trace: DecisionTrace) -> str:
     m = margin(trace)
     feasible = [c for c in trace.candidates if c.feasible]
-    sel = trace.selected_instance
+    first = next((c.instance for c in trace.candidates if c.rank == 1), None)  # the picker's first (its draw)
+    pick = first or trace.selected_instance
     if m is None:
-        only = feasible[0].instance if len(feasible) == 1 else sel
-        return f"{only} was the only feasible candidate" if len(feasible) == 1 else f"{only} was selected"
-    if sel is None or sel == m.winner.instance:
-        head = _win_clause(m)
-        return head if sel is not None else f"{head}, but no instance served the request"
-    if not trace.fallback_triggered and is_sampled(trace):
+        if len(feasible) == 1:
+            return _served(f"{feasible[0].instance} was the only feasible candidate", feasible[0].instance, trace)
+        return _served(f"{pick} was selected", pick, trace)
+    if pick is not None and pick != m.winner.instance and is_sampled(trace):
         p = trace.selection_probability
         chance = f" with probability {fmt_num(p, 2)}" if p is not None else ""
-        return (f"{sel} was drawn by the sampling picker{chance}; {m.winner.instance} was the most likely "
+        head = (f"{pick} was drawn by the sampling picker{chance}; {m.winner.instance} was the most likely "
                 f"(scored {fmt_num(m.winner.total)})")
-    reason = f" ({trace.fallback_reason})" if trace.fallback_reason else ""
-    return (f"{sel} served the request after a fallback{reason}; {_win_clause(m)} in the ranking")
+        return _served(head, pick, trace)
+    return _served(_win_clause(m), m.winner.instance, trace, " in the ranking")
 
 
 def _rule_clause(trace: DecisionTrace) -> str | None:

@@ -8,7 +8,8 @@ this order (the first that applies is the reason):
   instances of the levels the rule reached).
 - ``absent``: not a candidate of this decision for another reason (another requested model).
 - ``constraint``: removed by a hard constraint, at the value it read (the first hard violation).
-- ``attempt``: the picker put it first, and its attempt failed.
+- ``attempt``: it was tried (put first by the picker, or by a breaker's trial) and its attempt failed;
+  then who served: the instance of the attempt that answered, or why none did.
 - ``affinity``: the request's session is bound to the instance that served.
 - ``draw``: a sampling picker did not draw it; it had probability ``p``.
 - ``tie``: equal totals; the tie-break (mmh3 of the request id) put the other first.
@@ -21,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from app.explain import fmt_num, fmt_pct, violation_short
+from app.explain import fmt_num, fmt_pct, served_by, unjudged, unserved_text, violation_short
 from app.ui.data.scores import EPS, by_instance, chosen, gap_terms, is_sampled, leader
 from schemas.common import AttemptStatus, RoutingMode
 from schemas.trace import CandidateEval, DecisionTrace
@@ -94,10 +95,10 @@ def _absent(trace: DecisionTrace, instance: str, model: str | None) -> Reason:
 
 def _reason(trace: DecisionTrace, cand: CandidateEval, won: CandidateEval | None) -> Reason:
     step, iid = trace.policy, cand.instance
-    if (step is not None and step.rule is not None and step.target is not None and cand.model != step.target
-            and cand.feasible and cand.total is None):
-        return Reason(iid, "target", f"left out by rule {step.rule}'s target {step.target}: {cand.model} is on "
-                                     f"its chain, tried only after {step.target}", step.rule)
+    if step is not None and step.rule is not None and iid in unjudged(trace):
+        target = step.target or "every model"
+        return Reason(iid, "target", f"left out by rule {step.rule}'s target {target}: {cand.model} is on its "
+                                     f"chain, tried only after {target}", step.rule)
     hard = [v for v in cand.violations if v.severity == "hard"]
     if not cand.feasible and trace.mode != RoutingMode.FAIL_OPEN:
         if not hard:
@@ -105,11 +106,15 @@ def _reason(trace: DecisionTrace, cand: CandidateEval, won: CandidateEval | None
         v = hard[0]
         return Reason(iid, "constraint", f"removed by {violation_short(v)}", v.constraint, v.value)
     failed = [a for a in trace.attempts if a.instance == iid and a.status != AttemptStatus.OK]
-    if failed and won is not None:
+    if failed:
         a = failed[0]
         err = f", {a.error_class}" if a.error_class else ""
-        return Reason(iid, "attempt", f"picked first, but its attempt failed ({a.status.value}{err}); "
-                                      f"{won.instance} served")
+        first = min(trace.attempts, key=lambda x: x.seq) is a
+        lead = "picked first" if cand.rank == 1 else "tried first" if first else "tried"
+        served = served_by(trace)
+        then = f"{served} served" if served is not None else \
+            f"no instance served the request ({unserved_text(trace)})"
+        return Reason(iid, "attempt", f"{lead}, but its attempt failed ({a.status.value}{err}); {then}")
     if won is None or cand.total is None or won.total is None:
         return _order(iid, cand, won)
     if trace.mode == RoutingMode.STATIC:

@@ -1,6 +1,7 @@
 """Why this model: one decision explained, sentence first, then pictures, tables on demand (``?request_id=``)."""
 
 import urllib.parse
+from typing import Any
 
 import streamlit as st
 
@@ -14,6 +15,26 @@ from app.ui.data.ids import request_id_problem
 from app.ui.data.waterfall import waterfall_stages
 from app.ui.misroute_form import misroute_section
 from ingest import SinkError
+from schemas.feedback import Feedback
+
+
+@st.cache_data(ttl=2, show_spinner=False)
+def fetch_feedback(request_id: str) -> list[dict[str, Any]] | None:
+    """The verdicts recorded on the request, oldest first; None when the store has no such read."""
+    read = getattr(resources.get_store(), "feedback", None)
+    return None if read is None else [f.model_dump(mode="json") for f in read(request_id)]
+
+
+def verdicts_of(request_id: str) -> tuple[list[Feedback], str | None]:
+    """The verdicts on the request, and why they could not be read (None: they were)."""
+    try:
+        found = fetch_feedback(request_id)
+    except (SinkError, ValueError) as exc:  # unreachable, or a record that is not a verdict
+        return [], str(exc)
+    if found is None:
+        return [], "this store has no feedback read"
+    return [Feedback.model_validate(f) for f in found], None
+
 
 st.title("Why this model")
 st.caption("One routing decision: what the router saw, ruled out, scored and chose, and what would have changed it.")
@@ -42,6 +63,9 @@ for column, (label, value) in zip(st.columns(5), trace_tables.headline(trace).it
     column.metric(label, value)
 if trace.fallback_triggered:
     st.warning(widgets.plain(f"Fallback: {trace.fallback_reason or 'no reason recorded'}"))
+verdicts, unread = verdicts_of(trace.request_id)
+for verdict in verdicts:  # what the feedback on this request said (a misroute, or that it was right)
+    (st.success if verdict.correct else st.warning)(widgets.plain(f"Feedback: {explain.verdict_text(verdict)}"))
 st.markdown(f"[Compare with another request or policy](diff?a={urllib.parse.quote(trace.request_id, safe='')})")
 if trace.otel_trace_id:
     st.caption(f"OpenTelemetry trace id: `{trace.otel_trace_id}` (the request span: `{trace.otel_span_id}`)")
@@ -83,6 +107,10 @@ if attempts.empty:
 else:
     st.plotly_chart(attempts_chart(attempts), key="attempts")
     widgets.table(attempts)
+if passed := explain.after_pick(trace):  # instances passed over (a breaker refused them), a trial sent first
+    widgets.table([{"step": s.step, "what happened": s.reason or explain.DASH} for s in passed])
+if explain.served_by(trace) is None and trace.candidates:
+    st.text(f"No instance served the request: {explain.unserved_text(trace)}.")
 
 if (step := trace.policy) is not None:
     st.subheader("Routing rule")
@@ -117,4 +145,11 @@ with st.expander("Request features"):
 with st.expander("Raw trace JSON"):
     st.json(trace.model_dump(mode="json"), expanded=False)
 
-misroute_section(trace)
+if verdicts:
+    st.caption("This request has a verdict already (above): the gateway takes one per request and refuses a "
+               "second (409), so it is not offered to mark it as a misroute.")
+else:
+    if unread is not None:
+        st.caption(widgets.plain(f"The feedback on this request could not be read ({unread}): a verdict may be "
+                                 "recorded already, and the gateway would refuse a second one (409)."))
+    misroute_section(trace)

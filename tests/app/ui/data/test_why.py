@@ -30,8 +30,9 @@ def test_no_feasible_instance() -> None:
         "No instance was feasible and the request failed with HTTP 503 (no_feasible_instance): "
         "v4-32k-a was ruled out by kv-cache 91% > 85% since 10:02:03."
     )
-    assert decision_sentence(cases.fail_open()).startswith(
-        "No instance was feasible, so v4-32k-a was used anyway (fail open): v4-32k-a was ruled out"
+    assert decision_sentence(cases.fail_open()).startswith(  # nothing was sent to it: it did not serve
+        "No instance was feasible, so v4-32k-a was picked anyway (fail open), but no instance served the request "
+        "(HTTP 503 no_feasible_instance; no attempt was made): v4-32k-a was ruled out"
     )
 
 

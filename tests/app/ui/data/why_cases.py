@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from schemas import CandidateEval, DecisionTrace, Outcome, OutcomeStatus, ScoreWeight, Violation
+from schemas import Attempt, AttemptStatus, CandidateEval, DecisionTrace, Outcome, OutcomeStatus, ScoreWeight, Violation
 from schemas.common import RoutingMode
 from tests.factories import make_trace
 
 SINCE = datetime(2026, 11, 1, 10, 2, 3, tzinfo=UTC)
 WEIGHTS = [ScoreWeight(name="queue", weight=0.5, scorer="q/queue-depth-scorer"),
            ScoreWeight(name="latency", weight=0.5, scorer="l/latency-scorer")]
+# The attempt that answered: coder-6b-b, the instance each of these decisions selected.
+SERVED = [Attempt(seq=0, instance="coder-6b-b", model="coder-6b", status=AttemptStatus.OK, http_status=200,
+                  latency_ms=40.0)]
 KV = Violation(constraint="kv-cache", metric="kv_cache_usage", op="<=", value=0.91, threshold=0.85,
                reason="kv_cache_usage 0.91 broke <= 0.85; latched out until 0.8 holds for 10s", since=SINCE)
 
@@ -27,13 +30,13 @@ def normal_win() -> DecisionTrace:
     """coder-6b-b beats coder-6b-a by 0.04, all on latency; v4-32k-a is latched out on KV cache."""
     cands = [cand("coder-6b-a", [0.5, 0.5], 2), cand("coder-6b-b", [0.5, 0.58], 1), cand("v4-32k-a", None, None)]
     return make_trace("req-win", score_weights=WEIGHTS, candidates=cands, decision_trace=[],
-                      selected_model="coder-6b", selected_instance="coder-6b-b")
+                      selected_model="coder-6b", selected_instance="coder-6b-b", attempts=SERVED)
 
 
 def tie_break() -> DecisionTrace:
     cands = [cand("coder-6b-a", [0.6, 0.4], 2), cand("coder-6b-b", [0.4, 0.6], 1)]
     return make_trace("req-tie", score_weights=WEIGHTS, candidates=cands, decision_trace=[],
-                      selected_model="coder-6b", selected_instance="coder-6b-b")
+                      selected_model="coder-6b", selected_instance="coder-6b-b", attempts=SERVED)
 
 
 def no_feasible() -> DecisionTrace:
