@@ -87,8 +87,9 @@ class Decision:
         levels: The models a matched rule's chain went through, in order ("*" for every model).
         inputs: What the context settled besides features and states (:meth:`DecisionContext.inputs`).
         no_feasible: Nothing among the request's candidates was feasible: what the router did then,
-            ``fallback_model`` (its instances were), ``fail_open``, ``reject`` or ``degraded`` (a
-            rule chain's non-LLM end). None: something was feasible.
+            ``fallback_model`` (its instances were), ``fail_open``, ``reject``, ``degraded`` (a
+            rule chain's non-LLM end) or ``context_length_exceeded`` (failing open, no instance's
+            window holds the request: a 400). None: something was feasible.
     """
 
     rule: str

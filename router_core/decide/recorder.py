@@ -25,19 +25,27 @@ first attempt really failed (a 503, say, while the twin was out) is one. The rea
 first failed attempt and its error class. A trace marks a hedge through its attempts alone (one of
 them ``hedged_out``); it has no field of its own for it. A stored trace's flag is an outcome, not
 part of the decision: replay (:mod:`router_core.decide.verify`) does not compare it.
+
+An instance the forwarder passed over without sending to it (its breaker refused it after the
+decision) is a fallback step ``skip/<instance>`` naming the breaker's scope, name and state, with
+the instance in ``rejected``; a half-open instance's trial sent ahead of the first-ranked one is a
+fallback step ``trial/<instance>``. Each is placed among the attempt steps where it happened. Either
+one that moves the request off the decision's first choice is a fallback, with that reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
 from router_core.decide.decision import Decision, Steps
+from router_core.resilience.fallbacks import Passed
 from router_core.rules.route import RouteChoice
 from schemas.common import AttemptStatus, RoutingMode, StepKind
+from schemas.fleet import InstanceSpec
 from schemas.trace import Attempt, CandidateEval, DecisionStep, DecisionTrace, Outcome, RequestFeatures, ShadowDecision
 
 __all__ = ["TraceRecorder"]
@@ -89,6 +97,7 @@ class TraceRecorder:
         self._route: RouteChoice | None = None  # the routing rule that matched (None: no policy file)
         self._policy_extra: dict[str, Any] = {}  # intent, keywords, attachments for the policy step
         self._degraded_used: str | None = None  # the non-LLM target that answered, if one did
+        self._answered: tuple[str, str] | None = None  # (model, instance) whose answer the client got
 
     @property
     def route(self) -> RouteChoice | None:
@@ -148,14 +157,19 @@ class TraceRecorder:
             self._fallback_reason = reason
         self._steps.add("fallback", StepKind.FALLBACK, reason=reason)
 
-    def record_attempts(self, attempts: Sequence[Attempt]) -> None:
+    def record_attempts(self, attempts: Sequence[Attempt], passed: Sequence[Passed] = (),
+                        answered: InstanceSpec | None = None) -> None:
         """Take the forwarding attempts in order; each sent after a failed one is a fallback.
 
         A hedge race's attempts are not: the one it ended (``hedged_out``) did not fail and was
-        not replaced (see the module docstring).
+        not replaced (see the module docstring). ``passed``: the instances the forwarder passed
+        over (refused by a breaker) or put first (a half-open trial), each recorded as a step among
+        the attempts'. ``answered``: the instance whose answer the client got (None: none did).
         """
         self._attempts = tuple(attempts)
-        for prev, attempt in zip((None, *attempts), attempts, strict=False):
+        self._answered = None if answered is None else (answered.model, answered.id)
+        for i, (prev, attempt) in enumerate(zip((None, *attempts), attempts, strict=False)):
+            self._passed(p for p in passed if p.before == i)
             if prev is not None and _failed(prev) and attempt.error_class != _HEDGED_OUT:
                 if self._fallback_reason is None:
                     self._fallback_reason = f"attempt on {prev.instance} failed: {_error_of(prev)}"
@@ -165,11 +179,32 @@ class TraceRecorder:
             self._steps.add(f"attempt/{attempt.instance}", StepKind.ATTEMPT,
                             value=float(attempt.http_status) if attempt.http_status else None,
                             reason="ok" if ok else attempt.error_class or "", instances=[attempt.instance])
+        self._passed(p for p in passed if p.before >= len(attempts))
+
+    def _passed(self, passed: Iterable[Passed]) -> None:
+        """Steps for instances passed over or put first; one moving the request off the first choice is a fallback."""
+        first = self._decision.selected.id if self._decision is not None and self._decision.selected else None
+        for p in passed:
+            b = f"{p.scope} breaker {p.breaker} {p.state}"
+            if p.refused:
+                why = f"{p.instance} not sent: refused by its {b}"
+                self._steps.add(f"skip/{p.instance}", StepKind.FALLBACK, reason=why, rejected=[p.instance])
+            else:
+                why = f"{p.instance} sent first ahead of {p.ahead_of}: a trial of its {b}"
+                self._steps.add(f"trial/{p.instance}", StepKind.FALLBACK, reason=why, instances=[p.instance])
+            off = p.instance if p.refused else p.ahead_of  # the instance the request was moved off
+            if self._fallback_reason is None and first is not None and off == first:
+                self._fallback_reason = why
 
     @property
     def attempts(self) -> tuple[Attempt, ...]:
         """The attempts recorded so far."""
         return self._attempts
+
+    @property
+    def answered(self) -> tuple[str, str] | None:
+        """``(model, instance)`` whose answer the client got (None: no instance answered, or nothing was sent)."""
+        return self._answered
 
     @property
     def selected(self) -> tuple[str, str] | None:
@@ -200,7 +235,8 @@ class TraceRecorder:
         model, instance = self.selected or (None, None)
         d = self._decision
         values = {
-            **self._head, "rule": d.rule if d else None, "score_weights": d.weights if d else (),
+            **self._head, "rule": d.rule if d else self._rule_before_decision(),
+            "score_weights": d.weights if d else (),
             "candidates": d.candidates if d else (), "decision_trace": self._steps, "selected_model": model,
             "selected_instance": instance, "fallback_triggered": self._fallback_reason is not None,
             "fallback_reason": self._fallback_reason, "attempts": self._attempts,
@@ -213,6 +249,11 @@ class TraceRecorder:
         out = _TEMPLATE.copy()  # the fields' order; assigning an existing key keeps its place
         out.update(values)
         return out
+
+    def _rule_before_decision(self) -> str | None:
+        """The policy rule that matched a request refused before any decision (throttled): the trace's ``rule``."""
+        rule = None if self._route is None else self._route.rule
+        return None if rule is None else rule.name
 
     def _propensity(self, served: str | None) -> float | None:
         """The picker's chance for the instance that served; None when a retry served another one."""

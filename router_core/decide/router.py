@@ -34,9 +34,12 @@ from schemas.config import ModelProfile
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import Violation
 
-__all__ = ["AUTO_MODEL", "Ranked", "Router", "rule_of"]
+__all__ = ["AUTO_MODEL", "CONTEXT_LENGTH_EXCEEDED", "Ranked", "Router", "rule_of"]
 
 AUTO_MODEL = "auto"
+# Decision.no_feasible when nothing was feasible and no candidate's context window holds the request: failing
+# open would send it where it cannot fit, so the gateway answers it as it answers a pinned model too large (400).
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
 _DEFAULT_PROFILE = ModelProfile()
 Verdicts = dict[str, list[Violation]]
 Observe = Callable[[float], None] | None
@@ -133,7 +136,9 @@ class Router:
 
         Returns:
             The decision: feasible instances in attempt order; when none is feasible, the fallback
-            model's, else every candidate (``on_empty: fail_open``) or none (``reject``).
+            model's, else every candidate whose context window holds the request (``on_empty:
+            fail_open``; none: no targets, ``no_feasible`` :data:`CONTEXT_LENGTH_EXCEEDED`) or none
+            (``reject``).
 
         Raises:
             UnknownModel: When no instance serves the requested model.
@@ -332,15 +337,28 @@ class Router:
             if pool:
                 fb.empty = "fallback_model"
                 return pool, specs
-        if pol.on_empty == "fail_open":
-            pool = self._filters.prepare(specs, state, ctx, ages)
-            fb.note("no feasible instance; failing open over all candidates", RoutingMode.FAIL_OPEN)
-            fb.empty = "fail_open"
+        too_small: list[str] = []
+        if pol.on_empty == "fail_open":  # over the candidates that can hold the request: a fact of it, not state
+            need = ctx.features.est_input_tokens + (ctx.features.max_tokens or 0)
+            fits = [s for s in specs if need <= s.context_window]
+            too_small = [s.id for s in specs if need > s.context_window]
+            pool = self._filters.prepare(fits, state, ctx, ages)
+            if not pool:
+                largest = max((s.context_window for s in specs), default=0)
+                fb.note(f"no feasible instance, and no candidate's context window holds the request (~{need} "
+                        f"tokens, the largest is {largest}): not failing open", RoutingMode.SAFE)
+                fb.empty = CONTEXT_LENGTH_EXCEEDED
+            else:
+                fb.note("no feasible instance; failing open over " + (
+                    f"the candidates whose context window holds ~{need} tokens" if too_small else "all candidates"),
+                    RoutingMode.FAIL_OPEN)
+                fb.empty = "fail_open"
         else:
             pool = []
             fb.note("no feasible instance; rejecting (on_empty: reject)", RoutingMode.SAFE)
             fb.empty = "reject"
-        steps.add("fallback", StepKind.FALLBACK, reason=fb.reason or "", instances=[p.candidate.spec.id for p in pool])
+        steps.add("fallback", StepKind.FALLBACK, reason=fb.reason or "", instances=[p.candidate.spec.id for p in pool],
+                  rejected=too_small)
         return pool, specs
 
     @staticmethod

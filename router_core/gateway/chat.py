@@ -23,11 +23,11 @@ from aiohttp import web
 from router_core.decide.analysis import analyse_request
 from router_core.decide.decision import Decision, DecisionContext
 from router_core.decide.recorder import TraceRecorder
-from router_core.decide.router import Router
+from router_core.decide.router import CONTEXT_LENGTH_EXCEEDED, Router
 from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError
 from router_core.experiments import Experiment
 from router_core.gateway.arm_gates import SHADOW
-from router_core.gateway.callers import RequestIds, rejected_features
+from router_core.gateway.callers import RequestIds, check_context, rejected_features
 from router_core.gateway.degraded import DegradedAnswer, answer_from
 from router_core.gateway.errors import error_for, error_response, status_of
 from router_core.gateway.finisher import TraceFinisher
@@ -226,6 +226,9 @@ class ChatRunner:
             self.modes.observe_decision(decision.decision_ms)
             self.metrics.record_no_feasible(ctx.features.requested_model, decision.rule, decision.no_feasible)
         rec.record_decision(decision)
+        if decision.no_feasible == CONTEXT_LENGTH_EXCEEDED:  # no window holds it: a pinned model's 400, not fail-open
+            judged = {c["instance"] for c in decision.candidates}
+            check_context(ctx.features, [s for s in router.policy.fleet if s.id in judged])
         rec.defer_shadow(got.shadow)  # decided once the answer is on its way, on the same context and state
         self.metrics.record_decision(decision.decision_ms / 1e3, decision.fallback_reason is not None)
         t4 = times.add("decide", t3, times.clock()) if times is not None else 0.0
@@ -255,7 +258,7 @@ class ChatRunner:
                                       authorization=call.http.headers.get("Authorization"),
                                       timeout=None if rule is None else rule.timeout, trace=call.trace,
                                       origin=call.origin)
-        rec.record_attempts(fwd.attempts)
+        rec.record_attempts(fwd.attempts, fwd.passed, fwd.answered)
         await self.breaker_hub.drain()  # transitions the attempts caused: metrics, events, other replicas
         t5 = times.add("forward", t4, times.clock()) if times is not None else 0.0
         if (fwd.spec is None or fwd.response is None) and (target := decision.degraded) is not None:
@@ -272,7 +275,7 @@ class ChatRunner:
             rec.mark_degraded(f"answered by degraded target {target.name}")
             return self._answer(call, answer, None)
         if fwd.spec is None or fwd.response is None:
-            raise AttemptsExhausted(f"no instance could serve the request (last error: {fwd.last_error})",
+            raise AttemptsExhausted(f"no instance could serve the request ({fwd.failure()})",
                                     last_error=fwd.last_error)
         cost = router.policy.price(fwd.spec.cost, ctx.now)  # at the request's time: peak hours add the surge
         await self._served(call, ctx, fwd.spec, cost)
@@ -317,9 +320,9 @@ class ChatRunner:
 
     @staticmethod
     def headers_of(rec: TraceRecorder) -> dict[str, str]:
-        """``x-request-id``, and the model and instance chosen whenever a decision was made."""
+        """``x-request-id``, and the model and instance that answered whenever one did."""
         headers = {"x-request-id": rec.request_id}
-        if (chosen := rec.selected) is not None:
+        if (chosen := rec.answered) is not None:
             headers["x-routelens-model"], headers["x-routelens-instance"] = chosen
         return headers
 

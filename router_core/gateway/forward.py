@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -28,7 +28,7 @@ from router_core.gateway.hedge import HEDGED_OUT, race
 from router_core.gateway.http1 import Http1Pool, UpstreamError, UpstreamResponse
 from router_core.gateway.trace_context import TraceContext
 from router_core.resilience.breakers import Admission, AttemptOutcome, BreakerBoard
-from router_core.resilience.fallbacks import Abort, classify, next_target
+from router_core.resilience.fallbacks import Abort, Passed, classify, next_target
 from router_core.rules.ir import TimeoutPolicy
 from router_core.state.inflight import InflightCounter, Ticket
 from router_core.state.view import StateView
@@ -52,6 +52,7 @@ class Forwarded:
         first_chunk: A 200 stream's first chunk; the rest is still in ``response``.
         first_byte_at: When that chunk arrived (the forwarder's clock), for TTFT.
         open_stream: A 200 stream's in-flight ticket: the caller ends it when the relay ends.
+        passed: The instances not sent to in ranked order: refused by a breaker, or a half-open trial put first.
     """
 
     attempts: list[Attempt]
@@ -62,6 +63,21 @@ class Forwarded:
     first_chunk: bytes = b""
     first_byte_at: float | None = None
     open_stream: Ticket | None = None
+    passed: list[Passed] = field(default_factory=list)
+
+    @property
+    def answered(self) -> InstanceSpec | None:
+        """The instance whose answer the client gets (None: none answered)."""
+        return None if self.response is None else self.spec
+
+    def failure(self) -> str:
+        """Why no instance answered: every instance refused by its breaker, else the last attempt's error."""
+        refused = [p for p in self.passed if p.refused]
+        if not self.attempts and self.last_error is None and refused:
+            models = ", ".join(dict.fromkeys(p.model for p in refused))
+            return f"every instance of {models} refused by its breaker: {', '.join(p.why for p in refused)}"
+        why = f"last error: {self.last_error or 'none recorded'}"
+        return why + (f"; refused by its breaker: {', '.join(p.why for p in refused)}" if refused else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,9 +199,10 @@ class Forwarder:
         steps: tuple[NextTarget, ...] = ("any",)
         backoff, last = 0.0, None
         call = _Call(body, request_id, stream, authorization, limit, trace, origin)
+        passed: list[Passed] = []
         while len(attempts) < max_attempts:
             abort = Abort()
-            spec, adm = next_target(targets, tried, last, steps, board, abort.fire)
+            spec, adm = next_target(targets, tried, last, steps, board, abort.fire, passed, len(attempts))
             if spec is None:
                 break
             wait = max(backoff, timeout.retry_backoff_s if timeout is not None else 0.0) if attempts else 0.0
@@ -205,26 +222,27 @@ class Forwarder:
                 results = [await first]
             else:  # the first whole-answer attempt: a twin goes out if it is still out past its expected latency
                 delay = hedge.delay_s(self._view.p95_ms(spec.id))
-                results = await race(first, abort, delay, partial(self._twin, call, targets, tried, spec, left),
+                results = await race(first, abort, delay,
+                                     partial(self._twin, call, targets, tried, spec, left, passed),
                                      lambda r: r.ok or r.answered)
             for r in results:
                 attempts.append(r.attempt)
             won = next((r for r in results if r.ok or r.answered), None)
             if won is not None:
-                won.got.attempts, won.got.response = attempts, won.resp
+                won.got.attempts, won.got.response, won.got.passed = attempts, won.resp, passed
                 return won.got
             final = results[-1]
             last_error = final.error
             if final.cls is None:
                 break
             backoff, steps = res.rule_for(final.cls)
-        return Forwarded(attempts, last_error=last_error)
+        return Forwarded(attempts, last_error=last_error, passed=passed)
 
     def _twin(self, call: _Call, targets: Sequence[InstanceSpec], tried: set[str], first: InstanceSpec,
-              left: float | None) -> Awaitable[_Tried] | None:
+              left: float | None, passed: list[Passed]) -> Awaitable[_Tried] | None:
         """The hedge of ``first``'s attempt: the next instance the breakers let through, else None."""
         abort = Abort()
-        spec, adm = next_target(targets, tried, first, ("any",), self._breakers, abort.fire)
+        spec, adm = next_target(targets, tried, first, ("any",), self._breakers, abort.fire, passed, 1)
         if spec is None:
             return None
         tried.add(spec.id)

@@ -40,7 +40,8 @@ class GatewayMetrics:
         # Seed 002 §3.2: nothing feasible is the severe case (deploy/prometheus/routelens-gateway.rules.yml).
         self.no_feasible = Counter(
             "routelens_router_no_feasible", "Requests whose candidates had no feasible instance, by what the router "
-            "did then (fallback_model, fail_open, reject, degraded).", ["model", "rule", "outcome"], registry=registry
+            "did then (fallback_model, fail_open, reject, degraded, context_length_exceeded).",
+            ["model", "rule", "outcome"], registry=registry
         )
         self.feedback = Counter(
             "routelens_gateway_feedback", "Feedback received, by verdict.", ["correct"], registry=registry

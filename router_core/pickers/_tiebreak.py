@@ -46,9 +46,14 @@ def with_first(winner: str, ranked: Sequence[Scored]) -> list[str]:
 
 
 def best_first(ranked: Sequence[Scored]) -> Picked:
-    """The ranking as it is, with the winner's margin over the runner-up (the max-score answer)."""
+    """The ranking as it is, with the winner's margin over the runner-up (the max-score answer).
+
+    With no runner-up there is no margin (None) and no tie to break: the sentence says so.
+    """
     if not ranked:
         return Picked([], "nothing to pick")
-    margin = ranked[0][1] - ranked[1][1] if len(ranked) > 1 else 0.0
+    if len(ranked) == 1:  # no runner-up: no margin (None), and nothing tied
+        return Picked([ranked[0][0]], f"max score {ranked[0][1]:.3f}; the only feasible candidate")
+    margin = ranked[0][1] - ranked[1][1]
     return Picked([iid for iid, _ in ranked],
                   f"max score {ranked[0][1]:.3f}, margin {margin:.3f}; ties by mmh3(request_id:instance)")

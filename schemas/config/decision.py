@@ -125,7 +125,8 @@ class RouterSettings(ContractModel):
     )
     softmax_temperature: float = Field(0.05, gt=0)
     on_empty: Literal["fail_open", "reject"] = Field(
-        "fail_open", description="When nothing is feasible: rank every candidate anyway, or answer 503."
+        "fail_open", description="When nothing is feasible: rank every candidate whose context window holds the "
+                                 "request anyway, or answer 503."
     )
     fallback_model: str | None = Field(
         None, description="Try this model's instances first when the requested ones are all infeasible."

@@ -24,7 +24,7 @@ class Case:
 TIES = "ties by mmh3(request_id:instance)"
 CASES = [
     Case("best-first", [("a", 0.5), ("b", 0.9), ("c", 0.7)], ["b", "c", "a"], f"max score 0.900, margin 0.200; {TIES}"),
-    Case("single", [("a", 0.3)], ["a"], f"max score 0.300, margin 0.000; {TIES}"),
+    Case("single", [("a", 0.3)], ["a"], "max score 0.300; the only feasible candidate"),  # no runner-up, no tie
     Case("empty", [], [], "nothing to pick"),
     Case("near-equal", [("a", 0.9), ("b", 0.89)], ["a", "b"], f"max score 0.900, margin 0.010; {TIES}"),
 ]

@@ -59,7 +59,7 @@ def test_with_first() -> None:
 def test_best_first() -> None:
     assert best_first([]).order == [] and best_first([]).how == "nothing to pick"
     one = best_first([("a", 0.25)])
-    assert one.order == ["a"] and one.how.startswith("max score 0.250, margin 0.000;")
+    assert one.order == ["a"] and one.how == "max score 0.250; the only feasible candidate"  # no margin, no tie
     two = best_first([("a", 0.9), ("b", 0.65), ("c", 0.1)])
     assert two.order == ["a", "b", "c"]
     assert two.how == "max score 0.900, margin 0.250; ties by mmh3(request_id:instance)"
