@@ -119,9 +119,11 @@ class RecordSink(Protocol):
       again after a backoff (50 ms doubling to 5 s) on this sink's own thread, so a sink that is
       down holds back no other. The store is retried for as long as it takes; an exporter for
       ``retry_for_s`` (then the batch is dropped, counted).
-    - any other exception is a fault in the sink. The store's batch is retried as above (a
-      record is never given up); an exporter's is dropped and counted (retrying a bug does not
-      help it).
+    - any other exception is a fault in the sink or the data. The store's batch is tried three
+      times with backoff, then written in halves down to single records; a record that still
+      fails alone is quarantined with the exception as its reason and the rest are stored (one
+      poison record never stops the store). An exporter's is dropped and counted (retrying a
+      bug does not help it).
     - **flush** deferred work in ``idle`` (DuckDB checkpoints there); its failure is logged.
     - **close**: release resources; after the last ``write``.
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from pydantic import Field, model_validator
 
-from schemas.common import ContractModel
+from schemas.common import ContractModel, UtcTime
 
 __all__ = ["Feedback"]
 
@@ -15,7 +13,7 @@ class Feedback(ContractModel):
     """A verdict on one routed request, from a client, a grader or the traffic generator."""
 
     request_id: str = Field(min_length=1, max_length=128)
-    ts: datetime
+    ts: UtcTime
     correct: bool = Field(description="Whether the answer (or the routing) was right.")
     expected_class: str | None = Field(None, max_length=64, description="The query's true class.")
     expected_model: str | None = Field(None, max_length=200, description="Where it should have gone.")

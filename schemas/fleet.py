@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from schemas.common import ContractModel
+from schemas.common import ContractModel, MaybeUtcTime
 from schemas.probe import ProbeStatus
 from schemas.units import parse_bytes
 
@@ -68,7 +67,7 @@ class LatchState(ContractModel):
 
     constraint: str
     out: bool
-    since: datetime | None = Field(None, description="When the latch last changed (None: never).")
+    since: MaybeUtcTime = Field(None, description="When the latch last changed (None: never).")
     value: float | None = Field(None, description="The metric value at the last evaluation.")
 
 
@@ -82,7 +81,7 @@ class InstanceSnapshot(ContractModel):
 
     instance: str
     model: str
-    scraped_at: datetime | None = None
+    scraped_at: MaybeUtcTime = None
     age_s: float | None = Field(None, ge=0, description="Seconds since the last good scrape.")
     stale: bool = False
     engine: str | None = None

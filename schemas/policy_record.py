@@ -8,11 +8,9 @@ trace can be re-decided under its own policy after the files changed.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from pydantic import Field
 
-from schemas.common import ContractModel
+from schemas.common import ContractModel, UtcTime
 
 __all__ = ["PolicyRecord"]
 
@@ -21,7 +19,7 @@ class PolicyRecord(ContractModel):
     """One effective policy, by its hash."""
 
     policy_hash: str = Field(min_length=1, max_length=128)
-    ts: datetime = Field(description="When a gateway first decided with it.")
+    ts: UtcTime = Field(description="When a gateway first decided with it.")
     router_version: str
     arm: str | None = Field(None, description="The experiment arm whose policy it is (None: the base policy).")
     document: str = Field(description="The effective policy, canonical JSON.")

@@ -8,11 +8,9 @@ trace see it.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from pydantic import Field
 
-from schemas.common import ContractModel, ProbeKind, ProbeVerdict
+from schemas.common import ContractModel, ProbeKind, ProbeVerdict, UtcTime
 
 __all__ = ["ProbeResult", "ProbeStatus"]
 
@@ -26,7 +24,7 @@ class ProbeResult(ContractModel):
     """
 
     probe_id: str = Field(min_length=1)
-    ts: datetime
+    ts: UtcTime
     instance: str
     model: str
     kind: ProbeKind
@@ -45,7 +43,7 @@ class ProbeStatus(ContractModel):
 
     kind: ProbeKind
     verdict: ProbeVerdict
-    since: datetime
+    since: UtcTime
     value: float | None = None
     threshold: float | None = None
     reason: str = Field("", max_length=500)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
 from pydantic import Field
 
-from schemas.common import ContractModel
+from schemas.common import ContractModel, UtcTime
 
 __all__ = ["QuarantinedRecord", "RouterEvent"]
 
@@ -16,7 +15,7 @@ class RouterEvent(ContractModel):
     """Something the router did or saw that is not one request: a breaker opening, a reload, a latch."""
 
     event_id: str = Field(min_length=1, max_length=128)
-    ts: datetime
+    ts: UtcTime
     kind: str = Field(min_length=1, max_length=64, description="e.g. 'breaker', 'latch', 'config_reload'.")
     severity: Literal["info", "warning", "error"] = "info"
     instance: str | None = None
@@ -34,7 +33,7 @@ class QuarantinedRecord(ContractModel):
     """
 
     quarantine_id: str = Field(min_length=1, max_length=128)
-    ts: datetime
+    ts: UtcTime
     kind: str = Field(description="What the record was meant to be: trace, snapshot, probe, event, feedback.")
     source: str = Field(description="Where it came from: emit, intake, import:<file>, spool, sink.")
     reason: str

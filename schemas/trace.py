@@ -5,7 +5,6 @@ The raw query is never part of it; ``query_hash`` (see :mod:`schemas.hashing`) s
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
 from pydantic import Field
@@ -14,9 +13,11 @@ from schemas.common import (
     AttemptStatus,
     ContractModel,
     Language,
+    MaybeUtcTime,
     OutcomeStatus,
     RoutingMode,
     StepKind,
+    UtcTime,
 )
 from schemas.fleet import InstanceSnapshot
 from schemas.trace_inputs import DecisionInputs
@@ -71,7 +72,7 @@ class Violation(ContractModel):
     reason: str
     severity: Literal["hard", "soft"] = "hard"
     score_factor: float | None = Field(None, ge=0, le=1, description="For soft violations: the score multiplier.")
-    since: datetime | None = Field(None, description="Since when the instance is latched out.")
+    since: MaybeUtcTime = Field(None, description="Since when the instance is latched out.")
 
 
 class ScoreWeight(ContractModel):
@@ -165,7 +166,7 @@ class DecisionTrace(ContractModel):
 
     schema_version: int = SCHEMA_VERSION
     request_id: str = Field(min_length=1, max_length=128)
-    ts: datetime
+    ts: UtcTime
     router_version: str
     policy_hash: str
     experiment_arm: str | None = None

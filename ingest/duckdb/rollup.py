@@ -13,6 +13,11 @@ the records: a trace stored late (its ``ts`` before ``rollup_through``) and feed
 trace. Each trace and each feedback is therefore counted exactly once, whatever the order they
 arrive in. A store opened read-write seals on open, so an old file is backfilled once.
 
+Only traces whose ``ts`` lies in the contract's range (``schemas.common.UtcTime``: from 1970 to the
+last day of 9999 in UTC) are rolled up. A file written before the contract bounded it may hold one outside
+(DuckDB hands such a value to Python as a string, ``0001-12-31 (BC) ...``, and Arrow's would
+overflow a Python datetime): it is left out, and said once, instead of stopping the store.
+
 Reads (:func:`aggregate`, :func:`traffic`) take the whole minutes of the window below
 ``rollup_through`` from the rollup and the rest (the window's partial edge minutes, the unsealed
 tail) from the traces. A filter the rollup cannot answer (query hash, latency range, fallback,
@@ -22,6 +27,7 @@ Retention deletes rollup minutes before the cutoff's minute.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Callable
@@ -34,11 +40,13 @@ import pyarrow.compute as pc
 
 from ingest.duckdb.predicates import named_queries, where
 from ingest.experiments.stats import LogBins
+from schemas.common import EARLIEST_TIME, LATEST_TIME
 from schemas.queries import TraceFilter
 
 __all__ = ["BINS", "GRACE", "Buckets", "answerable", "late_feedback", "late_traces", "quantile", "seal", "split",
            "through", "traffic_rows"]
 
+log = logging.getLogger(__name__)
 BINS = LogBins(k=1000)
 GRACE = timedelta(minutes=2)
 _MINUTE = timedelta(minutes=1)
@@ -49,6 +57,8 @@ _PREDICATES = {"router_version": "router_version = ?", "experiment_arm": "experi
                "model": "model = ?", "instance": "instance = ?"}
 _UNANSWERABLE = ("fallback", "outcome", "query_hash", "min_latency_ms", "max_latency_ms", "violation")
 Fetch = Callable[[str, list[Any]], list[dict[str, Any]]]
+_US = timedelta(microseconds=1)
+_said_outside = False  # the traces outside the contract's range were logged (once a process)
 
 
 def _bin_sql(column: str) -> str:
@@ -86,7 +96,7 @@ def seal(con: duckdb.DuckDBPyConnection, now: datetime) -> datetime | None:
     cur = con.execute("SELECT value FROM routelens_meta WHERE key = 'rollup_through'").fetchall()
     start = datetime.fromisoformat(cur[0][0]) if cur else None
     if start is None:
-        first = con.execute("SELECT min(ts) FROM traces").fetchall()[0][0]
+        first = _first_ts(con)
         start = _floor(first) if first is not None else None
     end = _floor(now - GRACE)
     if start is None or start >= end:
@@ -102,6 +112,19 @@ def seal(con: duckdb.DuckDBPyConnection, now: datetime) -> datetime | None:
     return end
 
 
+def _first_ts(con: duckdb.DuckDBPyConnection) -> datetime | None:
+    """The earliest stored ``ts`` in the contract's range (None: none); traces outside it are said once."""
+    global _said_outside
+    first, outside = con.execute(
+        "SELECT min(ts) FILTER (WHERE ts >= ? AND ts < ?), count(*) FILTER (WHERE ts < ? OR ts >= ?) FROM traces",
+        [EARLIEST_TIME, LATEST_TIME, EARLIEST_TIME, LATEST_TIME]).fetchall()[0]
+    if outside and not _said_outside:
+        _said_outside = True
+        log.warning("%d stored traces have a ts outside %s .. %s (stored before the contract bounded it); "
+                    "the traffic rollup leaves them out", outside, EARLIEST_TIME.date(), LATEST_TIME.date())
+    return first if isinstance(first, datetime) else None
+
+
 def _stored(cur: duckdb.DuckDBPyConnection, table: str, id_field: str, ids: list[str]) -> set[str]:
     sql = _q("stored_ids", id=id_field, table=table, marks=", ".join("?" for _ in ids))
     return {r[0] for r in cur.execute(sql, ids).fetchall()}
@@ -115,8 +138,9 @@ def late_traces(cur: duckdb.DuckDBPyConnection, batch: pa.Table, until: datetime
     """
     if until is None or batch.num_rows == 0:
         return
-    oldest = pc.min(batch.column("ts")).as_py()
-    if oldest is None or oldest >= until:  # live traffic: nothing late (the query alone costs ~15 ms)
+    # In microseconds: a value outside Python's years (refused by the contract, but not by Arrow) cannot overflow.
+    oldest = pc.min(batch.column("ts").cast(pa.int64())).as_py()
+    if oldest is None or oldest >= (until - _EPOCH) // _US:  # live traffic: nothing late (the query costs ~15 ms)
         return
     fresh = "TRUE"
     params: list[Any] = []
@@ -127,7 +151,7 @@ def late_traces(cur: duckdb.DuckDBPyConnection, batch: pa.Table, until: datetime
             fresh = f"request_id NOT IN ({', '.join('?' for _ in known)})"
             params = known
     cur.execute(_q("roll", bin=_bin_sql("outcome.total_ms"), source="batch", fresh=fresh),
-                [datetime(1, 1, 1, tzinfo=UTC), until, *params])
+                [EARLIEST_TIME, until, *params])
 
 
 def late_feedback(cur: duckdb.DuckDBPyConnection, batch: pa.Table, until: datetime | None, *, dedupe: bool) -> None:
@@ -143,7 +167,9 @@ def late_feedback(cur: duckdb.DuckDBPyConnection, batch: pa.Table, until: dateti
     if not ids:
         return
     sql = _q("trace_keys", marks=", ".join("?" for _ in ids))
-    keys = {r[0]: r[1:] for r in cur.execute(sql, [*ids, until]).fetchall()}
+    # A trace outside the contract's range is not rolled up (its minute may be a string: Python cannot hold it).
+    keys = {r[0]: r[1:] for r in cur.execute(sql, [*ids, until]).fetchall()
+            if isinstance(r[1], datetime) and EARLIEST_TIME <= r[1] < LATEST_TIME}
     delta: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0, 0])
     for _, rid, correct in rows:
         if (key := keys.get(str(rid))) is not None:

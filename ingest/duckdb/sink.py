@@ -6,6 +6,12 @@ A batch prepared in pieces holds each kind's Arrow tables as a list; they are in
 Inserts are ``INSERT OR IGNORE ... BY NAME`` against each table's unique id index, so a record
 delivered twice (a replay after a crash, a file imported twice) is stored once and counted as a
 duplicate. Retention by age runs from the same thread, at most once an hour.
+
+Failures: DuckDB refusing the transaction (locked, disk full, ...) is :class:`SinkUnavailable`, and
+the pipeline retries the batch; any other exception is a fault of the records (or of this code),
+which the pipeline retries a few times and then writes in parts to quarantine the record at fault
+(:mod:`ingest.pipeline.batcher`). Sealing rollup minutes after the commit never fails a write: the
+records are stored, and the minutes are sealed later (a minute on).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -35,6 +42,7 @@ _SELECT = {k: select_list(info.table) for k, info in KINDS.items()}
 _INSERT = {k: f'INSERT INTO "{info.table}" BY NAME SELECT {_SELECT[k]} FROM batch' for k, info in KINDS.items()}
 _INSERT_OR_IGNORE = {k: f'INSERT OR IGNORE INTO "{i.table}" BY NAME SELECT {_SELECT[k]} FROM batch'
                      for k, i in KINDS.items()}
+_MINUTE = timedelta(minutes=1)
 # Policies and snapshots before the traces that point at them; quarantine last.
 _ORDER = [Kind.POLICY, Kind.SNAPSHOT, Kind.TRACE, Kind.FEEDBACK, Kind.PROBE, Kind.EVENT, Kind.QUARANTINE]
 
@@ -59,7 +67,9 @@ class DuckDBSink:
         self.retention_days = retention_days
         self._clock = clock
         self._next_retention = clock()
-        self._sealed = rollup.seal(con, clock())  # the first minute not rolled up yet
+        self._sealed: datetime | None = None  # the first minute not rolled up yet
+        self._next_seal = clock()
+        self._seal(clock())
 
     @staticmethod
     def prepare(batch: RecordBatch) -> PreparedBatch:
@@ -97,11 +107,21 @@ class DuckDBSink:
 
     def _maybe_seal(self) -> None:
         now = self._clock()
-        if self._sealed is None or now - rollup.GRACE >= self._sealed + timedelta(minutes=1):
-            try:
-                self._sealed = rollup.seal(self._con, now)
-            except duckdb.Error as exc:  # the records are stored; the minutes are sealed at the next write
-                log.warning("rollup of closed minutes failed (will retry): %s", exc)
+        if now >= self._next_seal and (self._sealed is None or now - rollup.GRACE >= self._sealed + _MINUTE):
+            self._seal(now)
+
+    def _seal(self, now: datetime) -> None:
+        """Seal the closed minutes; on failure, say so and try again a minute later (never raises)."""
+        try:
+            self._sealed = rollup.seal(self._con, now)
+        except Exception as exc:  # noqa: BLE001  (the records are stored; a store that opens must not stop here)
+            log.warning("rollup of closed minutes failed (will retry in a minute): %s: %s", type(exc).__name__, exc)
+            self._next_seal = now + _MINUTE
+            if self._sealed is None:  # at open: late traces count against what is sealed already
+                try:
+                    self._sealed = rollup.through(self._fetch)
+                except (duckdb.Error, ValueError):
+                    pass
 
     def _transaction(self, prepared: PreparedBatch, statements: dict[Kind, str]) -> WriteResult:
         result = WriteResult()
@@ -129,6 +149,15 @@ class DuckDBSink:
         finally:
             cur.close()
         return result
+
+    def _fetch(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        cur = self._con.cursor()
+        try:
+            result = cur.execute(sql, params)
+            names = [d[0] for d in result.description or []]
+            return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
+        finally:
+            cur.close()
 
     def _maybe_retain(self) -> None:
         if self.retention_days is None or self._clock() < self._next_retention:

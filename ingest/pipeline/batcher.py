@@ -4,10 +4,18 @@ The *preparer* takes pieces of at most :data:`PIECE` frames (waiting up to ``flu
 for one to fill) and has the sink parse them (CPU, outside the GIL). The *writer* stores in one
 write all the pieces that are ready when it gets to them, up to ``batch_size`` records (a group
 commit: while the sink is idle a piece goes at once, under load the writes grow and each record
-costs less), retrying a sink that is down with exponential backoff (50 ms up to 5 s) for as long
-as it takes; it quarantines what the sink refused one by one, and only then acknowledges the
-frames so the spool can forget them. Parsing overlaps writing; order is kept. When nothing waits,
-the writer gives the sink a moment for upkeep (``RecordSink.idle``: DuckDB checkpoints then).
+costs less), retrying a sink that is down (``SinkUnavailable``, or any ``SinkError``: the sink's
+own failure) with exponential backoff (50 ms up to 5 s) for as long as it takes; it quarantines
+what the sink refused one by one, and only then acknowledges the frames so the spool can forget
+them. Parsing overlaps writing; order is kept. When nothing waits, the writer gives the sink a
+moment for upkeep (``RecordSink.idle``: DuckDB checkpoints then).
+
+A write that fails with any other exception is a fault of the records or of the sink's code, not
+of the store being down: retrying it for ever would stop all storage behind one bad record. It is
+tried :data:`FAULT_TRIES` times (with the same backoff); then the batch is written in halves, down
+to single records (each tried :data:`FAULT_TRIES` times), and a record that fails alone is
+quarantined with the exception as its reason while the others are stored. A piece whose
+preparation raised is written the same way.
 """
 
 from __future__ import annotations
@@ -19,13 +27,14 @@ import threading
 import time
 from collections.abc import Callable
 
+from ingest.errors import SinkError
 from ingest.kinds import Kind
 from ingest.pipeline.backlog import Backlog, Taken
 from ingest.pipeline.stats import PipelineStats, SinkStats
-from ingest.record_sink import PreparedBatch, RecordSink, WriteResult, batch_of, merge_prepared
+from ingest.record_sink import PreparedBatch, RecordSink, Rejected, WriteResult, batch_of, merge_prepared
 from ingest.spool.segment import Frame
 
-__all__ = ["Batcher", "Delivered", "Reject", "lower_priority"]
+__all__ = ["FAULT_TRIES", "Batcher", "Delivered", "Reject", "lower_priority"]
 
 log = logging.getLogger(__name__)
 _END = None
@@ -33,7 +42,13 @@ _END = None
 # (or the flush interval passed); the insert, cheaper per record in large batches, gets the
 # pieces merged.
 PIECE = 8192
+# Writes of one batch (or, once it is split, of one record) failing with anything but a SinkError
+# before it is split (or the record quarantined).
+FAULT_TRIES = 3
+_REASON_CHARS = 500  # of the exception's message, in a quarantine reason
 
+# A piece of the backlog and its preparation (None: the sink's prepare raised; it is written in parts).
+_Piece = tuple[Taken, PreparedBatch | None]
 Reject = Callable[[Kind, bytes, str], object]  # (kind, payload, reason) of a record the sink refused
 Delivered = Callable[[list[Frame]], None]  # the frames of one write, stored and acknowledged
 
@@ -101,7 +116,7 @@ class Batcher:
         self.in_hand = 0
         self._hand_lock = threading.Lock()
         # Pieces parsed ahead of the writer: about one write's worth.
-        self._ready: queue.Queue[tuple[Taken, PreparedBatch] | None] = queue.Queue(
+        self._ready: queue.Queue[_Piece | None] = queue.Queue(
             maxsize=max(1, batch_size // self.piece))
         self._wake = threading.Event()
         self._closing = threading.Event()
@@ -152,9 +167,24 @@ class Batcher:
                     self._wake.wait(0.05)  # during a flush nothing else paces this loop
                     self._wake.clear()
                     continue
-                self._put((taken, self.sink.prepare(batch_of((kind, payload) for _, kind, payload in taken.frames))))
+                self._put((taken, self._prepare(taken.frames)))
         finally:
             self._put(_END)
+
+    def _prepare(self, frames: list[Frame]) -> PreparedBatch | None:
+        """The sink's preparation of ``frames``; None when it raised (the writer then writes them in parts)."""
+        prepared = self._prepared(frames)
+        if isinstance(prepared, Exception):
+            log.error("trace sink could not prepare %d records (%s: %s); writing them in parts",
+                      len(frames), type(prepared).__name__, prepared)
+            return None
+        return prepared
+
+    def _prepared(self, frames: list[Frame]) -> PreparedBatch | Exception:
+        try:
+            return self.sink.prepare(batch_of((kind, payload) for _, kind, payload in frames))
+        except Exception as exc:  # noqa: BLE001  (a record the sink cannot parse must not stop the pipeline)
+            return exc
 
     def _take(self, n: int) -> Taken:
         taken = self._backlog.take(n)
@@ -165,7 +195,7 @@ class Batcher:
         with self._hand_lock:
             self.in_hand += delta
 
-    def _put(self, item: tuple[Taken, PreparedBatch] | None) -> None:
+    def _put(self, item: _Piece | None) -> None:
         while True:
             try:
                 self._ready.put(item, timeout=0.1)
@@ -191,12 +221,12 @@ class Batcher:
     # -- writer ---------------------------------------------------------------------------------
     def _write_loop(self) -> None:
         lower_priority()
-        carry: list[tuple[Taken, PreparedBatch] | None] = []  # a piece (or the end) already off the queue
+        carry: list[_Piece | None] = []  # a piece (or the end) already off the queue
         while group := self._next_group(carry):
             taken = group[0][0]
             for more, _ in group[1:]:
                 taken = taken + more
-            result = self._write(merge_prepared([prepared for _, prepared in group]))
+            result = self._store([prepared for _, prepared in group], taken.frames)
             if result is None:
                 self._give_up(taken)
                 item = carry.pop() if carry else self._ready.get()
@@ -206,14 +236,14 @@ class Batcher:
                 return
             self._account(result, taken)
 
-    def _next_group(self, carry: list[tuple[Taken, PreparedBatch] | None]) -> list[tuple[Taken, PreparedBatch]]:
+    def _next_group(self, carry: list[_Piece | None]) -> list[_Piece]:
         """Return the pieces of the next write ([] at the end): the first one to come, and those ready behind it.
 
         A group holds ``batch_size`` records at most; a piece that does not fit, or the end, is
         left in ``carry`` for the next call.
         """
         item = carry.pop() if carry else self._get()
-        group: list[tuple[Taken, PreparedBatch]] = []
+        group: list[_Piece] = []
         size = 0
         while item is not _END:
             group.append(item)
@@ -227,7 +257,7 @@ class Batcher:
         carry.append(item)
         return group
 
-    def _get(self) -> tuple[Taken, PreparedBatch] | None:
+    def _get(self) -> _Piece | None:
         """Return the next prepared piece; when there is none and nothing else waits, let the sink do its upkeep."""
         try:
             return self._ready.get_nowait()
@@ -240,14 +270,63 @@ class Batcher:
                 log.warning("trace sink upkeep failed (%s: %s)", type(exc).__name__, exc)
         return self._ready.get()
 
-    def _write(self, prepared: PreparedBatch) -> WriteResult | None:
-        delay = 0.05
+    def _store(self, parts: list[PreparedBatch | None], frames: list[Frame]) -> WriteResult | None:
+        """Write one group; None when the batcher was stopped while the sink was down."""
+        if all(part is not None for part in parts):
+            outcome = self._write(merge_prepared([part for part in parts if part is not None]), FAULT_TRIES)
+            if not isinstance(outcome, Exception):
+                return outcome
+            log.error("trace sink failed %d times on a batch of %d records (%s: %s); writing it in parts to "
+                      "quarantine the records it fails on", FAULT_TRIES, len(frames), type(outcome).__name__, outcome)
+        result = WriteResult()
+        return result if self._isolate(frames, result) else None
+
+    def _isolate(self, frames: list[Frame], result: WriteResult) -> bool:
+        """Write ``frames`` in halves, down to single records, adding to ``result``; quarantine a record failing alone.
+
+        Halves go in order (a snapshot before the trace that refers to it). False when stopped.
+        """
+        prepared = self._prepared(frames)
+        tries = FAULT_TRIES if len(frames) == 1 else 1
+        outcome = prepared if isinstance(prepared, Exception) else self._write(prepared, tries)
+        if outcome is None:
+            return False
+        if isinstance(outcome, WriteResult):
+            for kind, (stored, duplicates) in outcome.by_kind.items():
+                result.count(kind, stored, duplicates)
+            result.rejected += outcome.rejected
+            return True
+        if len(frames) > 1:
+            half = len(frames) // 2
+            return self._isolate(frames[:half], result) and self._isolate(frames[half:], result)
+        ((_, code, payload),) = frames
+        what = f"{type(outcome).__name__}: {outcome}"[:_REASON_CHARS]
+        if code == Kind.QUARANTINE:  # quarantining it again could go on for ever; its file line stays
+            log.error("trace sink cannot store a quarantine record (%s); it is kept in the quarantine file only",
+                      what)
+            return True
+        record_kind = Kind.TRACE if code == Kind.TRACE_UNCHECKED else Kind(code)
+        result.rejected.append(Rejected(record_kind, payload, f"the store failed on this record alone ({what})"))
+        return True
+
+    def _write(self, prepared: PreparedBatch, tries: int) -> WriteResult | Exception | None:
+        """Write ``prepared``; None when the batcher is stopped meanwhile.
+
+        A sink that is down (``SinkUnavailable``, or another ``SinkError``: its own failure, not the
+        records') is retried for as long as it takes; after ``tries`` writes failed on anything else,
+        that exception is returned.
+        """
+        delay, faults = 0.05, 0
         while True:
             try:
                 return self.sink.write(prepared)
-            except Exception as exc:  # noqa: BLE001  (any failure: keep the batch, never lose it)
+            except Exception as exc:  # noqa: BLE001  (the sink down: keep the batch; any other fault: bounded)
                 self._stats.sink_errors += 1
                 self._sink_stats.failed += 1
+                if not isinstance(exc, SinkError):
+                    faults += 1
+                    if faults >= tries:
+                        return exc
                 log.warning("trace sink failed (%s: %s); retrying in %.2fs", type(exc).__name__, exc, delay)
                 if self._abort.is_set():
                     return None
