@@ -50,7 +50,15 @@ def _guarded(*ops: Operation) -> tuple[Operation, ...]:
     return tuple(replace(op, answers={**op.answers, 401: _KEY}, security=("gateway_key",)) for op in ops)
 
 
-GATEWAY_OPERATIONS: tuple[Operation, ...] = (
+# Any route: a request aiohttp cannot parse (invalid_http) or with a header that is not UTF-8 (invalid_header).
+_MALFORMED = Answer("The request is not well-formed HTTP/1.1, or a header is not UTF-8", ErrorResponse)
+
+
+def _any_request(*ops: Operation) -> tuple[Operation, ...]:
+    return tuple(op if 400 in op.answers else replace(op, answers={400: _MALFORMED, **op.answers}) for op in ops)
+
+
+GATEWAY_OPERATIONS: tuple[Operation, ...] = _any_request(
     *_guarded(
         Operation("POST", "/v1/chat/completions", "Route one chat-completions request (OpenAI-compatible)", {
             200: Answer("The instance's answer (a stream is text/event-stream)", ChatCompletion),
