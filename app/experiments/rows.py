@@ -150,12 +150,10 @@ def misroutes_of(store: TraceStore, flt: TraceFilter, traces: Sequence[DecisionT
     """What feedback said of each of ``traces`` (each matching ``flt``), as the bulk reader reads it from the file.
 
     True when a feedback record on the request said ``correct=false``, False when all said it was
-    right; a request without feedback is left out. The query API serves no feedback per request,
-    but its buckets count the feedback on the traces they hold: one aggregate by minute over the
-    traces' span finds the minutes with any, and each trace of those minutes is counted alone (its
-    time to the microsecond, query hash, W3C trace id and selected model and instance narrow the
-    filter to it). Only traces with a logged selection probability are looked up: the estimate
-    reads no other.
+    right; a request without feedback is left out. One aggregate by minute over the traces' span
+    finds the minutes holding any feedback; each trace of those minutes is read by its request id
+    (``TraceStore.feedback``). Only traces with a logged selection probability are looked up: the
+    estimate reads no other.
     """
     wanted = [t for t in traces if t.selection_probability is not None]
     if not wanted:
@@ -164,12 +162,6 @@ def misroutes_of(store: TraceStore, flt: TraceFilter, traces: Sequence[DecisionT
     busy = {b.start for b in store.aggregate(AggregateQuery(filter=span, bucket="1m")) if b.feedback}
     out: dict[str, bool] = {}
     for t in wanted:
-        if _minute(t.ts) not in busy:
-            continue
-        alone = flt.model_copy(update={
-            "start": t.ts, "end": t.ts + _TICK, "query_hash": t.query_hash, "otel_trace_id": t.otel_trace_id,
-            "model": t.selected_model, "instance": t.selected_instance})
-        buckets = store.aggregate(AggregateQuery(filter=alone, bucket="1m"))
-        if sum(b.feedback for b in buckets):
-            out[t.request_id] = sum(b.misroutes for b in buckets) > 0
+        if _minute(t.ts) in busy and (verdicts := store.feedback(t.request_id)):
+            out[t.request_id] = any(not v.correct for v in verdicts)
     return out
