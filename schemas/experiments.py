@@ -98,6 +98,8 @@ class ArmStats(ContractModel):
     misroutes: int = Field(0, ge=0, description="Feedback with correct=false (as the store counts misroutes).")
     expected: int = Field(0, ge=0, description="Feedback naming the model the request should have gone to.")
     expected_match: int = Field(0, ge=0, description="... of which the request went to that model.")
+    forced: int = Field(0, ge=0, description="Requests forced onto this side by the arm-forcing header, left out "
+                                             "of every figure above (and their feedback).")
 
 
 class MetricComparison(ContractModel):
@@ -139,6 +141,9 @@ class CompareReport(ContractModel):
     end: datetime
     n_a: int = Field(ge=0)
     n_b: int = Field(ge=0)
+    forced_a: int = Field(0, ge=0, description="Requests forced onto a by the arm-forcing header: not in n_a, "
+                                               "the split check or any metric.")
+    forced_b: int = Field(0, ge=0, description="The same for b.")
     shares: tuple[float, float]
     srm_p: float | None = Field(description="Chi-square p-value of the split against the designed shares.")
     srm_flag: bool = Field(description="srm_p below 0.001: the split is not the design; distrust the deltas.")

@@ -170,6 +170,9 @@ class DecisionTrace(ContractModel):
     router_version: str
     policy_hash: str
     experiment_arm: str | None = None
+    arm_forced: bool = Field(False, description="The arm was named by the request's forcing header "
+                                                "(`experiments.force_header`), not assigned: comparisons and the "
+                                                "split check leave such requests out.")
     query_hash: str = Field(pattern=QUERY_HASH_PATTERN)
     features: RequestFeatures
     rule: str | None = None

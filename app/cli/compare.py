@@ -10,7 +10,8 @@ hash, or names no arm has) the split is assumed 50/50 and not checked: the repor
 shares unknown, assumed 50/50" and flags no mismatch.
 
 Prints a table (stderr notes, stdout table) or, with ``--json``, the report as one JSON line last:
-``{"a", "b", "n_a", "n_b", "srm_p", "metrics": {NAME: {"a", "b", "delta", "ci": [lo, hi], ...}}, ...}``.
+``{"a", "b", "n_a", "n_b", "forced_a", "forced_b", "srm_p", "metrics": {NAME: {"a", "b", "delta", "ci": [lo, hi],
+...}}, ...}`` (``forced_*``: requests forced onto an arm by header, in no figure).
 Exit codes: 0 a report (even "not enough data", which the report says), 2 bad input (a time that
 is not ISO 8601, an empty window, an unknown A or B, a policy prefix under 6 characters, shares that
 cannot be, an unreachable store).
@@ -202,8 +203,10 @@ def _print_table(report: CompareReport) -> None:
     srm = "-" if report.srm_p is None else f"{report.srm_p:.3g}"
     design = UNKNOWN_SHARES if UNKNOWN_SHARES in report.verdict else \
         f"designed {report.shares[0]:g}/{report.shares[1]:g}"
+    forced = f"; forced by header, left out: A {report.forced_a}, B {report.forced_b}" \
+        if report.forced_a + report.forced_b else ""
     console.print(f"requests: A {report.n_a}, B {report.n_b} ({design}); "
-                  f"sample-ratio p = {srm}" + (" [bold red]SRM[/]" if report.srm_flag else ""))
+                  f"sample-ratio p = {srm}" + (" [bold red]SRM[/]" if report.srm_flag else "") + forced)
     console.print("p: Holm-adjusted over the metrics; yes: significant after it; few: not enough data")
     console.print(f"[bold]{report.verdict}[/]")
 

@@ -1,8 +1,9 @@
 """The experiment reads of the Elasticsearch store: each side of a comparison from aggregations.
 
-Two searches, ``size: 0``: the traces of both sides (a ``terms`` bucket per side with filters for
+Three searches, ``size: 0``: the traces of both sides (a ``terms`` bucket per side with filters for
 errors and fallbacks, the cost sum and count, and percentile grids of latency and cost), and their
-feedback (whose documents carry the trace's context, ``trace.*``). No document reaches Python.
+feedback (whose documents carry the trace's context, ``trace.*``), both without the requests forced
+onto an arm by header; then those forced requests' count per side. No document reaches Python.
 
 What differs from DuckDB, and what it costs: Elasticsearch has no log-spaced histogram, so the
 latency bins are rebuilt from a grid of :data:`GRID` percentiles (TDigest): each slice between two
@@ -33,6 +34,10 @@ GRID: list[float] = [round(i / 10, 1) for i in range(1001)]
 
 def _term(field: str, value: Any) -> dict[str, Any]:
     return {"term": {field: {"value": value}}}
+
+
+_FORCED = _term("arm_forced", True)
+"""A trace forced onto its arm by header: left out of every figure, counted apart (``ArmStats.forced``)."""
 
 
 def _span(start: datetime, end: datetime, prefix: str = "") -> dict[str, Any]:
@@ -97,7 +102,8 @@ class ElasticsearchExperiments:
         """Return both sides of ``query`` reduced to counts, sums and latency bins."""
         field = COMPARE_BY[query.by]
         sides = [query.a, query.b]
-        trace_query = {"bool": {"filter": [_span(query.start, query.end), {"terms": {field: sides}}]}}
+        window = [_span(query.start, query.end), {"terms": {field: sides}}]
+        trace_query = {"bool": {"filter": window, "must_not": [_FORCED]}}
         aggs = {"g": {"terms": {"field": field, "size": 2}, "aggs": {
             "errors": {"filter": _term("outcome.status", "error")},
             "fallbacks": {"filter": _term("fallback_triggered", True)},
@@ -107,8 +113,8 @@ class ElasticsearchExperiments:
             "cost_grid": {"percentiles": {"field": "outcome.cost", "percents": GRID}},
         }}}
         traces = self._search(Kind.TRACE, query=trace_query, size=0, aggs=aggs)
-        fb_query = {"bool": {"filter": [_span(query.start, query.end, "trace."),
-                                        {"terms": {f"trace.{field}": sides}}]}}
+        fb_query = {"bool": {"filter": [_span(query.start, query.end, "trace."), {"terms": {f"trace.{field}": sides}}],
+                             "must_not": [_term("trace.arm_forced", True)]}}
         fb_aggs = {"g": {"terms": {"field": f"trace.{field}", "size": 2}, "aggs": {
             "misroutes": {"filter": _term("correct", False)},
             "expected": {"terms": {"field": "expected_model", "size": 1000}, "aggs": {
@@ -125,6 +131,11 @@ class ElasticsearchExperiments:
                 cost_var=None if mean is None else _variance_from_grid(b["cost_grid"].get("values"), mean, costed),
                 latency=histogram_of(_bins_from_grid(b["latency"].get("values"), n)),
             )
+        forced = self._search(Kind.TRACE, query={"bool": {"filter": [*window, _FORCED]}}, size=0,
+                              aggs={"g": {"terms": {"field": field, "size": 2}}})
+        for b in _buckets(forced):
+            side = out[str(b["key"])]
+            out[side.value] = side.model_copy(update={"forced": int(b["doc_count"])})
         for b in _buckets(feedback):
             expected = match = 0
             for e in b["expected"]["buckets"]:

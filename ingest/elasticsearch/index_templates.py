@@ -26,8 +26,8 @@ __all__ = ["FEEDBACK_CONTEXT", "TIMESTAMP_FIELD", "data_stream", "es_property", 
 TIMESTAMP_FIELD = "@timestamp"
 _NESTED = {(Kind.TRACE, "candidates")}
 # Trace fields copied into each feedback document (``trace.*``), plus ``outcome_status`` and ``total_ms``.
-FEEDBACK_CONTEXT = ("ts", "router_version", "experiment_arm", "rule", "selected_model", "selected_instance",
-                    "fallback_triggered", "query_hash", "policy_hash")
+FEEDBACK_CONTEXT = ("ts", "router_version", "experiment_arm", "arm_forced", "rule", "selected_model",
+                    "selected_instance", "fallback_triggered", "query_hash", "policy_hash")
 
 
 def data_stream(prefix: str, kind: Kind) -> str:

@@ -131,9 +131,17 @@ def build_report(query: CompareQuery, sa: ArmStats, sb: ArmStats) -> CompareRepo
     srm_flag = srm_p is not None and srm_p < SRM_ALPHA
     return CompareReport(
         a=query.a, b=query.b, by=query.by, start=query.start, end=query.end, n_a=sa.requests, n_b=sb.requests,
-        shares=query.shares, srm_p=srm_p, srm_flag=srm_flag, enough_data=enough,
-        verdict=_verdict(enough, srm_flag, out, guard), confidence=query.confidence, metrics=out,
+        forced_a=sa.forced, forced_b=sb.forced, shares=query.shares, srm_p=srm_p, srm_flag=srm_flag,
+        enough_data=enough, verdict=_verdict(enough, srm_flag, out, guard) + _left_out(sa.forced + sb.forced),
+        confidence=query.confidence, metrics=out,
     )
+
+
+def _left_out(forced: int) -> str:
+    """What the verdict adds when requests forced onto an arm were left out (nothing when none were)."""
+    if not forced:
+        return ""
+    return f" ({forced:,} request{'s' if forced != 1 else ''} forced onto an arm by header left out)"
 
 
 def _verdict(enough: bool, srm: bool, metrics: dict[str, MetricComparison], guard: int) -> str:

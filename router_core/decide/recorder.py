@@ -69,7 +69,7 @@ class TraceRecorder:
 
     def __init__(self, *, request_id: str, ts: datetime, router_version: str, policy_hash: str, query_hash: str,
                  features: RequestFeatures, intent: str | None = None, intent_confidence: float | None = None,
-                 experiment_arm: str | None = None,
+                 experiment_arm: str | None = None, arm_forced: bool = False,
                  otel: tuple[str, str, str | None, str, str | None] | None = None) -> None:
         self.request_id = request_id
         self.ts = ts
@@ -78,7 +78,7 @@ class TraceRecorder:
         self._head: dict[str, Any] = {
             "request_id": request_id, "ts": ts, "router_version": router_version, "policy_hash": policy_hash,
             "query_hash": query_hash, "features": features, "intent": intent, "intent_confidence": intent_confidence,
-            "experiment_arm": experiment_arm,
+            "experiment_arm": experiment_arm, "arm_forced": arm_forced,
         }
         if otel is not None:  # (trace id, request span id, the client's span id or None, flags, tracestate or None)
             h = self._head

@@ -179,7 +179,8 @@ class ChatRunner:
             request_id=request_id, ts=ts, router_version=lane.version,
             policy_hash=self.book.hash_of(lane.router.policy, lane.arm, gate),
             query_hash=query_hash(analysis.query_text, self._hash_key), features=analysis.features,
-            intent=u.intent, intent_confidence=u.confidence, experiment_arm=lane.arm, otel=call.otel,
+            intent=u.intent, intent_confidence=u.confidence, experiment_arm=lane.arm, arm_forced=lane.forced,
+            otel=call.otel,
         )
         call.answer_key = self.answers.key(analysis.features.requested_model, analysis.query_text)
         attachments = analysis.attachments  # their types and sizes: no bytes are kept

@@ -113,7 +113,8 @@ class ExperimentsSettings(ContractModel):
     ``x-session-id`` header, else the body's ``user``) or ``metadata:<key>`` (the body's
     ``metadata``); a request without the key falls back to its request id. Arms own cumulative
     ranges of the hash in declaration order, so changing shares moves only the keys at the
-    boundaries. ``force_header`` names an arm for one request (testing, "traffic dyeing").
+    boundaries. ``force_header`` names an arm for one request (testing, "traffic dyeing"): its trace
+    says ``arm_forced``, and comparisons and the split check leave it out (counting it apart).
     """
 
     key: str = Field("request_id", pattern=KEY_PATTERN)

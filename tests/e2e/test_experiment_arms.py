@@ -134,7 +134,8 @@ def test_two_arms_serve_and_every_trace_names_its_arm_version_and_policy(served:
 def test_the_forcing_header_wins_and_an_unknown_arm_is_refused(served: Served) -> None:
     for arm in ("control", "balanced"):
         t = trace_of(served, ask(served, {"x-user-id": "user-0", "x-routelens-arm": arm}))
-        assert t.experiment_arm == arm
+        assert t.experiment_arm == arm and t.arm_forced  # marked: comparisons leave it out
+    assert not trace_of(served, ask(served, {"x-user-id": "user-0"})).arm_forced
     with pytest.raises(openai.BadRequestError) as info:
         ask(served, {"x-routelens-arm": "no-such-arm"})
     assert info.value.status_code == 400 and "no-such-arm" in str(info.value.message)

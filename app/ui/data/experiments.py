@@ -91,6 +91,14 @@ def srm_status(report: Mapping[str, Any]) -> tuple[str, str]:
     ``info`` when the designed shares were not known (the verdict says
     :data:`app.cli.compare.UNKNOWN_SHARES`): 50/50 was assumed, and no split is a mismatch of it.
     """
+    level, sentence = _split_status(report)
+    forced_a, forced_b = report.get("forced_a", 0), report.get("forced_b", 0)
+    if forced_a or forced_b:  # dyed onto an arm by header: in no figure (see the verdict)
+        sentence += f" Forced onto an arm by header and left out: {forced_a:,} / {forced_b:,}."
+    return level, sentence
+
+
+def _split_status(report: Mapping[str, Any]) -> tuple[str, str]:
     p, n_a, n_b = report.get("srm_p"), report.get("n_a", 0), report.get("n_b", 0)
     if UNKNOWN_SHARES in str(report.get("verdict", "")):
         against = "" if p is None else f"; p = {p:.2g} against an even split"

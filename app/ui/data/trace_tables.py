@@ -95,7 +95,8 @@ def summary(trace: DecisionTrace) -> dict[str, str]:
         "outcome": outcome_text(trace),
         "rule": trace.rule or DASH,
         "intent": intent,
-        "experiment_arm": trace.experiment_arm or DASH,
+        "experiment_arm": (f"{trace.experiment_arm} (forced by header: left out of comparisons)"
+                           if trace.experiment_arm and trace.arm_forced else trace.experiment_arm or DASH),
         "router_version": trace.router_version,
         "policy_hash": trace.policy_hash,
         "query_hash": trace.query_hash,

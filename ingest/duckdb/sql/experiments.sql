@@ -17,18 +17,22 @@ LIMIT 1000;
 -- when the mean dwarfs the spread; favg, compensated, so that the mean does not depend on the order
 -- the grouping sets add rows in: a side compared by arm and by version has the same figures). The bin is ingest.experiments.stats.LogBins.index in SQL: 0
 -- below lo, then floor(ln(x / lo) / ln(ratio)) + 1, capped at k + 1. Parameters: lo, lo, lo,
--- ln(ratio), k + 1, start, end, a, b.
+-- ln(ratio), k + 1, start, end, a, b. Requests forced onto an arm by header ({forced}: arm_forced, or
+-- false in a file from before it) count only in `forced`, on the side's row; the bin of a forced
+-- request is -1, so that no other row holds one.
 SELECT {col} AS grp,
-       CASE WHEN outcome.total_ms < ?::DOUBLE THEN 0
+       CASE WHEN {forced} THEN -1
+            WHEN outcome.total_ms < ?::DOUBLE THEN 0
             ELSE least(CAST(floor(ln(greatest(outcome.total_ms, ?::DOUBLE) / ?::DOUBLE) / ?::DOUBLE) AS BIGINT) + 1, ?::BIGINT)
        END AS bin,
        GROUPING(bin) AS side_row,
-       count(*) AS n,
-       count(*) FILTER (WHERE outcome.status = 'error') AS errors,
-       count(*) FILTER (WHERE fallback_triggered) AS fallbacks,
-       count(outcome.cost) AS cost_n,
-       favg(outcome.cost) AS mean,
-       var_samp(outcome.cost) AS var
+       count(*) FILTER (WHERE NOT {forced}) AS n,
+       count(*) FILTER (WHERE outcome.status = 'error' AND NOT {forced}) AS errors,
+       count(*) FILTER (WHERE fallback_triggered AND NOT {forced}) AS fallbacks,
+       count(outcome.cost) FILTER (WHERE NOT {forced}) AS cost_n,
+       favg(outcome.cost) FILTER (WHERE NOT {forced}) AS mean,
+       var_samp(outcome.cost) FILTER (WHERE NOT {forced}) AS var,
+       count(*) FILTER (WHERE {forced}) AS forced
 FROM traces
 WHERE ts >= ? AND ts < ? AND {col} IN (?, ?)
 GROUP BY GROUPING SETS ((grp, bin), (grp));
@@ -38,11 +42,12 @@ GROUP BY GROUPING SETS ((grp, bin), (grp));
 -- them), and the graded feedback naming an expected model, with how much of it went there.
 -- Joined on rid_hash as the buckets join. NOT MATERIALIZED: the window's traces stream into the
 -- join, the small feedback table is the build side and its keys filter the scan (a MATERIALIZED
--- CTE copied the window's 10M rows first: 300 -> 100 ms at 10M traces). Parameters: start, end, a, b.
+-- CTE copied the window's 10M rows first: 300 -> 100 ms at 10M traces). Forced requests' feedback is left
+-- out with them. Parameters: start, end, a, b.
 WITH t AS NOT MATERIALIZED (
     SELECT rid_hash, {col} AS grp, selected_model
     FROM traces
-    WHERE ts >= ? AND ts < ? AND {col} IN (?, ?)
+    WHERE ts >= ? AND ts < ? AND {col} IN (?, ?) AND NOT {forced}
 )
 SELECT grp, count(*) AS feedback,
        count(*) FILTER (WHERE NOT fb.correct) AS misroutes,

@@ -19,12 +19,16 @@ __all__ = ["Lane", "lane", "runs", "understand", "unruled"]
 
 @dataclass(frozen=True, slots=True)
 class Lane:
-    """Who decides a request: the router, the version label its trace carries, its arm, its policy gate."""
+    """Who decides a request: the router, the version label its trace carries, its arm, its policy gate.
+
+    ``forced``: the arm was named by the request's forcing header, not assigned (its trace says so).
+    """
 
     router: Router
     version: str
     arm: str | None
     gate: PolicyGate
+    forced: bool = False
 
 
 def lane(experiment: Experiment | None, base: Lane, gates: Mapping[str, PolicyGate], request_id: str,
@@ -36,8 +40,8 @@ def lane(experiment: Experiment | None, base: Lane, gates: Mapping[str, PolicyGa
     """
     if experiment is None:
         return base
-    arm, _ = experiment.arms.pick(request_id, headers, body)
-    return Lane(arm.router, arm.router_version, arm.name, gates.get(arm.name, base.gate))
+    arm, assignment = experiment.arms.pick(request_id, headers, body)
+    return Lane(arm.router, arm.router_version, arm.name, gates.get(arm.name, base.gate), assignment.forced)
 
 
 def runs(policy: PolicyGate, analysis: Analysis) -> bool:

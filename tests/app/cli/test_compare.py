@@ -11,7 +11,7 @@ import pytest
 from app.cli import main
 from ingest import DuckDBTraceStore
 from schemas.experiments import METRICS
-from tests.ingest.experiments.experiment_data import END, POLICY, T0, experiment
+from tests.ingest.experiments.experiment_data import END, POLICY, T0, experiment, forced
 from tests.ingest.test_trace_store import served
 
 SINCE, UNTIL = T0.isoformat(), END.isoformat()
@@ -140,3 +140,17 @@ def test_designed_shares_from_the_config(db: Path, tmp_path: Path, capsys: pytes
     assert main([*args, "--shares", "0.8,0.2"]) == 0
     data = _last_json(capsys.readouterr().out)
     assert data["shares"] == [0.8, 0.2] and data["srm_flag"] is True
+
+
+def test_the_table_says_how_many_forced_requests_were_left_out(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "forced.duckdb"
+    store = DuckDBTraceStore(path)
+    traces, feedback = experiment(200, 200)
+    dyed, _ = forced({"a": 2, "b": 5})
+    store.write_records([*traces, *dyed])
+    store.close()
+    assert main(["compare", "a", "b", "--since", SINCE, "--until", UNTIL, "--db", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "requests: A 200, B 200" in out and "forced by header, left out: A 2, B 5" in out
+    assert "(7 requests forced onto an arm by header left out)" in out

@@ -1,7 +1,7 @@
 """An in-memory stand-in for the few Elasticsearch semantics the trace store relies on.
 
 Data streams created from index templates, bulk ``create`` (409 on a taken ``_id``, 400 when a
-value does not fit the mapping), and searches with ``bool.filter`` of ``term``/``terms``/``range``,
+value does not fit the mapping), and searches with ``bool.filter``/``must_not`` of ``term``/``terms``/``range``,
 ``sort``/``search_after``, ``_source`` includes, and the aggregations ``date_histogram``,
 ``filter``, ``percentiles``, ``sum`` and ``terms``. Anything else is refused, so the store cannot
 come to depend on something this stand-in only pretends to do.
@@ -109,10 +109,11 @@ class Engine:
         if kind == "match_all":
             return True
         if kind == "bool":
-            unknown = set(body) - {"filter"}
+            unknown = set(body) - {"filter", "must_not"}
             if unknown:
                 raise Unsupported(f"bool.{sorted(unknown)}")
-            return all(self._matches(stream, doc, q) for q in body.get("filter", []))
+            return (all(self._matches(stream, doc, q) for q in body.get("filter", []))
+                    and not any(self._matches(stream, doc, q) for q in body.get("must_not", [])))
         if kind == "nested":  # one element of the nested list must match the whole inner query
             path = body["path"]
             return any(self._matches(stream, {path: item}, body["query"]) for item in _get(doc, path) or [])

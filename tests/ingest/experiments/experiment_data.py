@@ -13,7 +13,7 @@ from datetime import timedelta
 from schemas import DecisionTrace, Feedback, Outcome, OutcomeStatus
 from tests.factories import T0, make_trace
 
-__all__ = ["END", "POLICY", "T0", "VERSION", "experiment"]
+__all__ = ["END", "POLICY", "T0", "VERSION", "experiment", "forced"]
 
 END = T0 + timedelta(hours=1)
 VERSION = {"a": "v2.3", "b": "v2.4"}
@@ -42,4 +42,19 @@ def experiment(n_a: int, n_b: int, seed: int = 7) -> tuple[list[DecisionTrace], 
         if i % 3 == 0:
             feedback.append(Feedback(request_id=t.request_id, ts=t.ts + timedelta(seconds=1), correct=k % 5 != 0,
                                      expected_model="deepseek-v4-32k" if k % 4 else "qwen3-8b"))
+    return traces, feedback
+
+
+def forced(counts: dict[str, int]) -> tuple[list[DecisionTrace], list[Feedback]]:
+    """Requests forced onto each arm by header (``arm_forced``), unlike the experiment's: every one an error at ten
+    times the price and a second's latency, each with a misroute verdict. Counted in, they would move every figure."""
+    traces, feedback = [], []
+    for arm, n in counts.items():
+        for k in range(n):
+            outcome = Outcome(status=OutcomeStatus.ERROR, http_status=502, cost=COST[arm] * 10, total_ms=1000.0)
+            t = make_trace(f"forced-{arm}-{k:04d}", ts=T0 + timedelta(minutes=1 + k), experiment_arm=arm,
+                           arm_forced=True, router_version=VERSION[arm], policy_hash=POLICY[arm], outcome=outcome)
+            traces.append(t)
+            feedback.append(Feedback(request_id=t.request_id, ts=t.ts + timedelta(seconds=1), correct=False,
+                                     expected_model="qwen3-8b"))
     return traces, feedback

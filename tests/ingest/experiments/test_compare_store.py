@@ -18,16 +18,18 @@ from ingest.http_api.client import HttpTraceStore
 from schemas.experiments import METRICS, CompareQuery
 from tests.ingest.conftest import es_client
 from tests.ingest.es_contract.server import ContractServer
-from tests.ingest.experiments.experiment_data import END, POLICY, T0, VERSION, experiment
+from tests.ingest.experiments.experiment_data import END, POLICY, T0, VERSION, experiment, forced
 from tests.ingest.test_trace_store import served
 
 N = 600
 TRACES, FEEDBACK = experiment(N, N)
+FORCED = {"a": 7, "b": 12}  # requests forced onto each arm by header: in no figure, counted apart
+FORCED_TRACES, FORCED_FEEDBACK = forced(FORCED)
 
 
 def _loaded(s: Any) -> Iterator[Any]:
-    s.write_records(TRACES)
-    s.write_records(FEEDBACK)
+    s.write_records([*TRACES, *FORCED_TRACES])
+    s.write_records([*FEEDBACK, *FORCED_FEEDBACK])
     yield s
     s.close()
 
@@ -95,9 +97,17 @@ def test_versions_and_policies_compare_like_arms(store: Any) -> None:
         assert other.metrics["error_rate"] == by_arm.metrics["error_rate"]
 
 
-def test_groups_count_the_window(store: Any) -> None:
-    assert store.experiment_groups("arm", T0, END) == {"a": N, "b": N}
-    assert store.experiment_groups("version", T0, END) == {"v2.3": N, "v2.4": N}
+def test_forced_requests_are_counted_apart(store: Any) -> None:
+    for by, names in (("arm", {"a": "a", "b": "b"}), ("version", VERSION), ("policy", POLICY)):
+        report = store.compare(CompareQuery(a=names["a"], b=names["b"], by=by, start=T0, end=END))
+        assert (report.n_a, report.n_b, report.forced_a, report.forced_b) == (N, N, FORCED["a"], FORCED["b"]), by
+        assert report.verdict.endswith("(19 requests forced onto an arm by header left out)"), report.verdict
+        assert report.metrics["misroute_rate"].n_a == sum(f.request_id.startswith("req-a") for f in FEEDBACK)
+
+
+def test_groups_count_the_window(store: Any) -> None:  # every request, forced or not: the names in the window
+    assert store.experiment_groups("arm", T0, END) == {"a": N + FORCED["a"], "b": N + FORCED["b"]}
+    assert store.experiment_groups("version", T0, END) == {"v2.3": N + FORCED["a"], "v2.4": N + FORCED["b"]}
     assert store.experiment_groups("policy", END, END + timedelta(hours=1)) == {}
 
 

@@ -55,6 +55,12 @@ def test_metric_table_in_report_order_with_intervals() -> None:
 def test_srm_status(p: float | None, flag: bool, level: str, says: str) -> None:
     got_level, sentence = data.srm_status({**REPORT, "srm_p": p, "srm_flag": flag})
     assert got_level == level and says in sentence and "500 / 430" in sentence
+    assert "forced" not in sentence.lower()
+
+
+def test_srm_status_says_how_many_forced_requests_were_left_out() -> None:
+    level, sentence = data.srm_status({**REPORT, "srm_p": 0.5, "forced_a": 3, "forced_b": 1_200})
+    assert level == "ok" and sentence.endswith("Forced onto an arm by header and left out: 3 / 1,200.")
 
 
 def test_series_over_the_window_breaks_at_empty_buckets_and_marks_the_filling_one() -> None:

@@ -34,6 +34,12 @@ def test_summary_without_selection_or_fallback(trace: DecisionTrace) -> None:
     assert facts["intent"] == "—"
 
 
+def test_summary_says_an_arm_was_forced(trace: DecisionTrace) -> None:
+    assert tt.summary(trace.model_copy(update={"experiment_arm": "b"}))["experiment_arm"] == "b"
+    forced = trace.model_copy(update={"experiment_arm": "b", "arm_forced": True})
+    assert tt.summary(forced)["experiment_arm"] == "b (forced by header: left out of comparisons)"
+
+
 def test_headline_tiles(trace: DecisionTrace) -> None:
     assert tt.headline(trace) == {
         "Fallback": "yes",
