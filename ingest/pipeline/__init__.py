@@ -59,7 +59,8 @@ Locks, each made and owned by one object
 - ``ExportQueue._lock`` (and ``_done``, a condition on it): one exporter's queue and counters;
   ``emit()`` takes it under ``Backlog.lock`` to offer a record, the exporter's thread alone.
 
-Modules: ``emitter``, ``backlog``, ``batcher``, ``export_queue``, ``stats`` (the counters),
-``quarantine`` (bad records, kept with their reason) and ``metrics`` (the counters as a
-Prometheus collector).
+Modules: ``emitter``, ``pending`` (traces not stored yet, for read-your-writes),
+``storage_health`` (what ``/health`` says of storage), ``backlog``, ``batcher``, ``export_queue``,
+``stats`` (the counters), ``quarantine`` (bad records, kept with their reason) and ``metrics`` (the
+counters as a Prometheus collector).
 """

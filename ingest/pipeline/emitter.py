@@ -4,22 +4,21 @@
 into a mapped segment: it survives ``kill -9`` of the process) and returns; the batcher thread of
 :mod:`ingest.pipeline.batcher` reads the spool in order and writes batches to the store. A trace
 stays visible through :meth:`TraceEmitter.pending` until it is stored, so a client that asks for
-its trace right after the response finds it.
+its trace right after the response finds it (:mod:`ingest.pipeline.pending`).
 
 Records fan out to the store and to any exporters, each a :class:`~ingest.record_sink.RecordSink`
 on a thread of its own: the store is durable (the spool is its queue, acknowledged only by it),
 exporters are best-effort (:mod:`ingest.pipeline.export_queue`: a bounded queue each, fed as the
 records are spooled, dropping and counting when full). Neither holds back the other.
 
-:meth:`TraceEmitter.health` says what ``/health`` turns 503 for: a spool that takes no record
-(they are held in memory only, or refused by the relay), or a store whose writes have failed for
-longer than ``sink_failing_after_s``.
+:meth:`TraceEmitter.health` says what ``/health`` turns 503 for (:mod:`ingest.pipeline.storage_health`):
+a spool that takes no record (they are held in memory only, or refused by the relay), or a store
+whose writes have failed for longer than ``sink_failing_after_s``.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import sys
 import time
@@ -29,16 +28,18 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from ingest.codec.encoder import Encoder
 from ingest.kinds import KINDS, Kind, kind_of
 from ingest.pipeline.backlog import Backlog
 from ingest.pipeline.batcher import Batcher
 from ingest.pipeline.export_queue import ExportQueue
+from ingest.pipeline.pending import PendingTraces
 from ingest.pipeline.quarantine import Quarantine
 from ingest.pipeline.stats import STORE, PipelineStats, SinkStats
-from ingest.record_sink import PreparedBatch, RecordBatch, RecordSink, WriteResult
+from ingest.pipeline.storage_health import StorageHealth, TimedSink
+from ingest.record_sink import RecordSink
 from ingest.spool.durable_spool import DurableSpool
 from schemas.config.storage import StorageSettings
 from schemas.records import QuarantinedRecord
@@ -56,40 +57,6 @@ def _id_in(payload: bytes, field: str) -> str | None:
     except (orjson.JSONDecodeError, AttributeError):
         return None
     return value if isinstance(value, str) else None
-
-
-class _TimedSink:
-    """The store's sink as the batcher sees it, noting when the current run of failed writes began.
-
-    Only the exception's type is kept for ``/health`` (which is open to all): a sink's message may
-    quote a record. The batcher logs the whole message.
-    """
-
-    def __init__(self, sink: RecordSink, clock: Callable[[], float]) -> None:
-        self.inner = sink
-        self._clock = clock
-        self.failing_since: float | None = None
-        self.last_error = ""
-
-    def prepare(self, batch: RecordBatch) -> PreparedBatch:
-        return self.inner.prepare(batch)
-
-    def write(self, prepared: PreparedBatch) -> WriteResult:
-        try:
-            result = self.inner.write(prepared)
-        except Exception as exc:
-            if self.failing_since is None:
-                self.failing_since = self._clock()
-            self.last_error = type(exc).__name__
-            raise
-        self.failing_since = None
-        return result
-
-    def idle(self) -> None:
-        self.inner.idle()
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 class TraceEmitter:
@@ -143,10 +110,7 @@ class TraceEmitter:
         self._offers = tuple(export.offer for export in self.exporters)  # under the backlog lock, after the spool
         self.quarantine = quarantine or Quarantine(None, clock)
         self._encoder = Encoder(st.detail_share, clock=clock)
-        # traces not stored yet, for read-your-writes: validated ones, or the plain values of emit_plain()
-        self._pending: dict[str, DecisionTrace | dict[str, Any]] = {}
-        self._pending_seq: dict[int, str] = {}
-        self._pending_cap = st.pending_traces  # the newest; while the store is down each holds its decision
+        self._pending = PendingTraces(st.pending_traces)  # traces not stored yet, for read-your-writes
         sp = st.spool
 
         def open_spool() -> DurableSpool:
@@ -163,8 +127,9 @@ class TraceEmitter:
         # The backlog's lock (Backlog.lock), bound once: emit() takes it for every record. Under it
         # go the encoder (not thread-safe) and the pending traces (kept in sequence order).
         self._backlog_lock = self.backlog.lock
-        self._monotonic, self._failing_after_s = monotonic, sink_failing_after_s
-        self._sink = _TimedSink(sink, monotonic)
+        self._sink = TimedSink(sink, monotonic)
+        self._health = StorageHealth(self.backlog, self._sink, self.stats.sinks[STORE], self.backlog_size, monotonic,
+                                     sink_failing_after_s)
         self.batcher = Batcher(
             self.backlog, self._sink, self.stats, sink_stats=self.stats.sinks[STORE],
             reject=functools.partial(self.reject, source="sink", may_block=False), delivered=self.delivered,
@@ -229,7 +194,7 @@ class TraceEmitter:
         """
         limit = self.settings.spool.max_record_bytes
         bad: list[tuple[Kind, bytes]] = []
-        offers = self._offers
+        offers, pending = self._offers, self._pending
         with self._backlog_lock:
             for kind, payload in encode():
                 if len(payload) > limit:
@@ -239,12 +204,9 @@ class TraceEmitter:
                 self.stats.queued += 1
                 for offer in offers:
                     offer(kind, payload)
-                if trace is not None and kind in _TRACES and self._pending_cap:
+                if trace is not None and kind in _TRACES and pending.cap:
                     assert request_id is not None
-                    self._pending[request_id] = trace
-                    self._pending_seq[seq] = request_id
-                    if len(self._pending_seq) > self._pending_cap:  # the store is behind: forget the oldest
-                        self._pending.pop(self._pending_seq.pop(next(iter(self._pending_seq))), None)
+                    pending.add(seq, request_id, trace)
         if self.batcher.urgent or self.backlog.pending() >= self.batcher.piece:
             self.batcher.wake()
         for kind, payload in bad:
@@ -315,25 +277,17 @@ class TraceEmitter:
         """Forget the pending traces up to the newest delivered frame (batcher thread).
 
         Everything older is stored by now, or was dropped or found damaged in the spool: either
-        way it is no longer pending (``_pending_seq`` is in seq order, the order of ``emit``).
+        way it is no longer pending (they are in seq order, the order of ``emit``).
         """
         if not frames:
             return
         newest = max(frame[0] for frame in frames)
         with self._backlog_lock:
-            done = list(itertools.takewhile(lambda seq: seq <= newest, self._pending_seq))
-            for seq in done:
-                self._pending.pop(self._pending_seq.pop(seq), None)
+            self._pending.stored(newest)
 
     def pending(self, request_id: str) -> DecisionTrace | None:
         """Return a trace that was emitted but is not stored yet (None too for plain values that do not validate)."""
-        found = self._pending.get(request_id)
-        if found is None or isinstance(found, DecisionTrace):
-            return found
-        try:
-            return DecisionTrace.model_validate(found)
-        except ValidationError:
-            return None  # the store quarantines it
+        return self._pending.get(request_id)
 
     def backlog_size(self) -> int:
         """Return how many records are queued but not yet stored."""
@@ -341,36 +295,14 @@ class TraceEmitter:
 
     def storage_state(self) -> dict[str, Any]:
         """What ``/health`` says of storage: the spool's state, the records waiting, how many only in memory."""
-        backlog = self.backlog
-        spool = ("ok" if backlog.spool_usable else "unavailable: records held in memory") if backlog.has_spool \
-            else "none: records held in memory (no spool configured)"
-        if backlog.blocked:
-            spool = "full: emit() waits for room"
-        store = self.stats.sinks[STORE]
-        return {"spool": spool, "pending": self.backlog_size(), "in_memory": len(backlog.memory),
-                "store_failed_writes": store.failed}
+        return self._health.state()
 
     def health(self) -> str | None:
-        """Why storage is degraded (``/health`` answers 503 with it), or None.
+        """Why storage is degraded (``/health`` answers 503 with it), or None (:mod:`ingest.pipeline.storage_health`).
 
-        - the configured spool takes no record (unwritable, its disk full): what is emitted is
-          held in memory only, and a crash loses it; the store's relay refuses records meanwhile;
-        - the store's writes have failed for ``sink_failing_after_s`` or longer (a poison batch, a
-          store that is down): nothing is lost (the spool keeps it) but nothing is stored either.
-
-        A backlog in memory by design (no spool configured) and a full spool under the ``block``
-        policy (``emit()`` waits for room; ``storage_state`` says so) are not problems by themselves.
+        A spool that takes no record, or store writes failing for ``sink_failing_after_s`` or longer.
         """
-        problems = []
-        backlog = self.backlog
-        if backlog.has_spool and not backlog.spool_usable:
-            cause = backlog.spool_problem or "not usable"
-            problems.append(f"trace spool unavailable ({cause}): {len(backlog.memory)} records held in memory only")
-        since = self._sink.failing_since
-        if since is not None and (failing := self._monotonic() - since) >= self._failing_after_s:
-            problems.append(f"the trace store's writes have failed for {failing:.0f}s ({self._sink.last_error}, "
-                            f"{self.stats.sinks[STORE].failed} failed writes; {self.backlog_size()} records waiting)")
-        return "; ".join(problems) or None
+        return self._health.problem()
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until every record queued so far is stored (or quarantined) by the store; False on timeout.

@@ -6,8 +6,10 @@
     redis_shared.py    RedisShared: the same calls answered from local state kept in step with Redis
     redis_store.py     RedisStore: the connection, its Lua scripts and pipelines
     redis_lease.py     token-bucket leases taken ahead of need
+    redis_refill.py    LeaseRefills: the leases' refill rounds, and takes that wait for one
     redis_counters.py  counter adds batched between flushes
     redis_bindings.py  the local mirror of set-if-absent bindings
+    redis_warm.py      the mirror filled from Redis at start
     redis_kept.py      messages kept as a channel's state (open breakers), read by replicas that start later
     redis_claims.py    claims written to Redis again when it comes back (a restarted Redis is empty)
     wiring.py          build_shared (the configured state) and SharedCollector (its series)

@@ -22,8 +22,9 @@ replica outstanding, so the shared bucket is overdrawn by at most ``size * repli
 any time and the admissions over any span ``T`` stay within ``burst + rate * T + size *
 replicas``. Leases idle for ``idle_s`` give their held tokens back (and pay their debt).
 
-Pure bookkeeping (clock injected, no I/O): :class:`router_core.shared.redis_shared.RedisShared`
-does the Redis calls and applies their results here.
+Pure bookkeeping (clock injected, no I/O): :class:`router_core.shared.redis_refill.LeaseRefills`
+does the Redis calls for :class:`router_core.shared.redis_shared.RedisShared` and applies their
+results here.
 """
 
 from __future__ import annotations

@@ -6,12 +6,13 @@ background tasks keep in step with Redis (one round trip per batch, not per requ
 - **Token buckets** (:mod:`.redis_lease`): a lease per bucket, tokens taken from the shared bucket
   ahead of need (``rate * lease_s`` at a time) and refilled in the background when half used; an
   empty lease admits on credit (charged at the refill) up to its size; past that a take waits for
-  the refill in flight, at most ``timeout_s``, then decides by the local rule below. The shared
-  bucket is overdrawn by at most ``lease size * replicas`` tokens at any time.
+  the refill in flight (:mod:`.redis_refill`), at most ``timeout_s``, then decides by the local
+  rule below. The shared bucket is overdrawn by at most ``lease size * replicas`` tokens at any time.
 - **Counters** (:mod:`.redis_counters`): added locally, flushed every ``flush_s`` in one pipeline;
   a total is the last flushed (or read) shared total plus this replica's pending adds.
-- **Bindings** (:mod:`.redis_bindings`): read from a local mirror, filled from Redis at start and
-  kept current by the other replicas' published bindings; written in the background at the flush.
+- **Bindings** (:mod:`.redis_bindings`): read from a local mirror, filled from Redis at start
+  (:mod:`.redis_warm`) and kept current by the other replicas' published bindings; written in the
+  background at the flush.
 - **Messages** (breaker transitions): applied here at once, sent at once in the background; ``keep``:
   also a state that replicas starting or reconnecting read (:mod:`.redis_kept`: open breakers).
 - **Claims**: ``SET NX`` awaited, held here too, written again when Redis is back (:mod:`.redis_claims`).
@@ -45,8 +46,10 @@ from router_core.shared.redis_bindings import BindingMirror
 from router_core.shared.redis_claims import Reclaims
 from router_core.shared.redis_counters import CounterBatch
 from router_core.shared.redis_kept import KeptMessages
-from router_core.shared.redis_lease import BucketLeases, Refill
+from router_core.shared.redis_lease import BucketLeases
+from router_core.shared.redis_refill import LeaseRefills
 from router_core.shared.redis_store import RedisStore
+from router_core.shared.redis_warm import read_bindings
 
 __all__ = ["RedisShared"]
 
@@ -85,6 +88,7 @@ class RedisShared:
         self._clock = clock
         self.local = MemoryShared(clock)
         self.leases = BucketLeases(clock, lease_s=lease_s)
+        self.refills = LeaseRefills(self.store, self.leases, lambda: self.replicas, timeout_s)
         self.counters = CounterBatch(clock)
         self.bindings = BindingMirror(clock)
         self.kept = KeptMessages(self.store, clock)
@@ -92,11 +96,10 @@ class RedisShared:
         self.replicas = max(1, replicas)  # replicas alive, as of the last heartbeat answered (else as expected)
         self.fallbacks = 0  # calls answered by local state because Redis was down or did not answer in time
         self.dropped = 0  # messages not sent (Redis down)
-        self.rounds = 0  # round trips to Redis: refills and flushes
-        self.waits = 0  # takes that waited for a refill (lease and credit used up)
+        self._writes = 0  # write rounds that reached Redis
         self._outbox: list[tuple[str, dict[str, Any], str | None, int]] = []  # channel, message, keep, its ms
         self._handlers: dict[str, list[Handler]] = {}
-        self._refill_due, self._wake, self._round = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        self._wake = asyncio.Event()
         self._next_presence = self._next_sweep = -math.inf
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -115,6 +118,16 @@ class RedisShared:
         """Why Redis is not in use (None: it is)."""
         return self.store.problem
 
+    @property
+    def rounds(self) -> int:
+        """Round trips to Redis: refills and flushes."""
+        return self.refills.rounds + self._writes
+
+    @property
+    def waits(self) -> int:
+        """Takes that waited for a refill (lease and credit used up)."""
+        return self.refills.waits
+
     async def start(self) -> None:
         """Connect, beat once (the replica count), start the background tasks (call on the running loop)."""
         if self._tasks:
@@ -126,32 +139,10 @@ class RedisShared:
                         asyncio.create_task(self._writer(), name="redis-shared-write"),
                         asyncio.create_task(self._warm(), name="redis-shared-warm")]
 
-    async def _warm(self, batch: int = 500) -> None:
-        """Read the bindings Redis holds into the mirror (at most its size), ``batch`` keys a round trip."""
-        store, skip = self.store, len(self.store.key("bind", ""))
-        keys: list[bytes] = []
-
-        async def read() -> None:
-            def build(pipe: Pipeline) -> None:
-                for k in keys:
-                    pipe.get(k)
-                    pipe.pttl(k)
-
-            res = await store.run(build) or []
-            for k, value, ttl_ms in zip(keys, res[::2], res[1::2], strict=False):
-                if value is not None and ttl_ms > 0:
-                    self.bindings.warm(k.decode()[skip:], value.decode(), ttl_ms)
-            keys.clear()
-
+    async def _warm(self) -> None:
+        """Read the bindings Redis holds into the mirror (:func:`~router_core.shared.redis_warm.read_bindings`)."""
         try:
-            async for k in store.client.scan_iter(match=store.key("bind", "*"), count=batch):
-                keys.append(k)
-                if len(keys) >= batch:
-                    await read()
-                if self.bindings.full:
-                    return
-            if keys:
-                await read()
+            await read_bindings(self.store, self.bindings)
         except Exception as exc:  # Redis went away meanwhile: the mirror fills as sessions come
             log.info("shared state: bindings not read at start (%s)", type(exc).__name__)
 
@@ -159,39 +150,11 @@ class RedisShared:
 
     async def take(self, bucket: str, rate: float, burst: float, *, floor: float = 0.0) -> tuple[bool, float]:
         """Take one token from the bucket's lease (module docstring: credit, waiting, the local rule)."""
-        if self.store.healthy:
-            got = self.leases.take(bucket, rate, burst, floor, self.replicas)
-            if self.leases.due:
-                self._refill_due.set()
-            if got is None:
-                self.waits += 1
-                got = await self._take_after_refill(bucket, rate, burst, floor)
-            if got is not None:
-                return got
+        if self.store.healthy and (got := await self.refills.take(bucket, rate, burst, floor)) is not None:
+            return got
         self.fallbacks += 1
         n = max(1, self.replicas)
         return self.local.take_now(bucket, rate / n, max(1.0, burst / n), floor=floor / n)
-
-    async def _take_after_refill(self, bucket: str, rate: float, burst: float, floor: float,
-                                 ) -> tuple[bool, float] | None:
-        """Wait for refill rounds until the lease answers; None after ``timeout_s`` or when Redis went down."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_s
-        while self.store.healthy and (left := deadline - loop.time()) > 0:
-            done = self._round
-            try:
-                async with asyncio.timeout(left):
-                    await done.wait()
-            except TimeoutError:
-                return None
-            if not self.store.healthy:
-                return None
-            got = self.leases.take(bucket, rate, burst, floor, self.replicas)
-            if self.leases.due:
-                self._refill_due.set()
-            if got is not None:
-                return got
-        return None
 
     def tokens(self, bucket: str) -> float | None:
         """Redis's tokens after this replica's last refill, plus its lease's (Redis down: the local fallback's)."""
@@ -294,31 +257,13 @@ class RedisShared:
 
     def _health(self, healthy: bool) -> None:
         """Redis went away or came back: what it lent is dropped either way, and waiting takes let go."""
-        self.leases.clear()
-        self._end_round()
+        self.refills.reset()
 
     # -- the background: refills and flushes ------------------------------------------------------
 
     async def refill(self) -> None:
         """One refill round: every due lease's refill in one pipeline; then waiting takes try again."""
-        rows = self.leases.requests()
-        if rows:
-            self.rounds += 1
-            res = await self.store.run(lambda pipe: self._grants(pipe, rows))
-            for i, row in enumerate(rows):
-                if res is None:
-                    self.leases.failed(row)
-                else:
-                    self.leases.granted(row, *self.store.granted(res[i]))
-        self._end_round()
-
-    def _grants(self, pipe: Pipeline, rows: list[Refill]) -> None:
-        for r in rows:
-            self.store.grant(pipe, r.lease.bucket, r.lease.rate, r.lease.burst, r.lease.floor, r.debt, r.want)
-
-    def _end_round(self) -> None:
-        done, self._round = self._round, asyncio.Event()
-        done.set()
+        await self.refills.refill()
 
     async def flush(self, *, release: bool = False) -> None:
         """One write round: pending adds, binding writes, messages, idle leases' tokens back, the heartbeat.
@@ -345,12 +290,12 @@ class RedisShared:
                 store.publish(pipe, channel, message)
                 if keep is not None:
                     store.keep(pipe, channel, keep, message, ms)
-            self._grants(pipe, back)
+            self.refills.grants(pipe, back)
             if beat:
                 store.presence(pipe, max(3.0, 3 * self.presence_s))
 
         res = await store.run(build) if store.healthy else None
-        self.rounds += res is not None
+        self._writes += res is not None
         if res is None:
             self.counters.restore(adds)
             self.bindings.restore(binds)
@@ -365,8 +310,7 @@ class RedisShared:
 
     async def _refiller(self) -> None:
         while True:
-            await self._refill_due.wait()
-            self._refill_due.clear()
+            await self.refills.wanted()
             try:
                 await self.refill()
             except Exception:  # a bug here must not stop the refills for good

@@ -8,9 +8,7 @@ loopback (or a port nobody listens on), the real exporter and pipeline, read thr
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -31,31 +29,23 @@ SETTINGS = StorageSettings(batch_size=512, flush_interval_ms=5)  # the whole bac
 N = 30
 
 
-class Refusing:
-    """A loopback OTLP/HTTP receiver that reads each export and answers 500 (not retried, per the OTLP spec)."""
+class Refusing(OtlpReceiver):
+    """The benchmark's loopback OTLP/HTTP receiver, answering each export 500 (not retried, per the OTLP spec)."""
 
     def __init__(self) -> None:
-        self.posts = 0
-        outer = self
+        super().__init__()
+        taking = self.server.RequestHandlerClass  # the receiver's handler: reads, counts, answers
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802  (http.server's name)
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                outer.posts += 1
-                self.send_response(500)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+        class Handler(taking):  # type: ignore[misc, valid-type]
+            def send_response(self, code: int, message: str | None = None) -> None:
+                super().send_response(500, message)
 
-            def log_message(self, *args: object) -> None:
-                pass
+        self.server.RequestHandlerClass = Handler
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    @property
+    def posts(self) -> int:
+        """Exports received."""
+        return self.requests
 
 
 @pytest.fixture

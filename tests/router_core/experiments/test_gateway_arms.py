@@ -15,9 +15,9 @@ from router_core.experiments import ConfigWatcher, read_config
 from router_core.gateway import Gateway
 from schemas.config import RouteLensConfig
 from schemas.errors import ConfigError
-from tests.router_core.gateway.test_forwarding import KV, MemoryHooks, reply, upstream
+from tests.router_core.gateway.gateway_kit import CHAT, served_gateway
+from tests.router_core.gateway.test_forwarding import MemoryHooks, reply
 
-CHAT = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
 BALANCED = {"scoring": {"preset": "balanced"}}
 BAN_A = {"constraints": [
     {"name": "ban-a", "metric": "kv_cache_usage", "threshold": 0.0, "exit_for": 0, "instances": ["a"]}]}
@@ -31,18 +31,9 @@ def experiments(share_x: float = 0.5, **kw: Any) -> dict[str, Any]:
 
 async def serve(raw_experiments: dict[str, Any], requests: list[dict[str, str]],
                 between: Any = None) -> tuple[list[tuple[int, dict[str, Any]]], MemoryHooks, Gateway]:
-    servers = {iid: TestServer(upstream(reply(200), KV[iid])) for iid in ("a", "b")}
-    for server in servers.values():
-        await server.start_server()
-    config = RouteLensConfig.model_validate({
-        "fleet": {"instances": [{"id": iid, "model": "m", "url": str(s.make_url("")).rstrip("/")}
-                                for iid, s in servers.items()]},
-        "scrape": {"interval_s": 60}, "experiments": raw_experiments,
-    })
-    hooks, ids = MemoryHooks(), iter(f"req-{i}" for i in range(10_000))
-    gateway = Gateway(config, build_router(config), hooks, new_id=lambda: next(ids))
     out = []
-    async with TestClient(TestServer(gateway.build_app())) as client:
+    async with served_gateway({iid: reply(200) for iid in ("a", "b")},
+                              sections={"experiments": raw_experiments}) as (client, hooks, gateway):
         for i, headers in enumerate(requests):
             if between is not None and i == len(requests) // 2:
                 between(gateway)
@@ -50,8 +41,6 @@ async def serve(raw_experiments: dict[str, Any], requests: list[dict[str, str]],
             out.append((resp.status, {**(await resp.json()), "rid": resp.headers["x-request-id"]}))
         for _ in range(3):
             await asyncio.sleep(0)  # shadowed traces are emitted just after their response
-    for server in servers.values():
-        await server.close()
     return out, hooks, gateway
 
 
@@ -78,6 +67,7 @@ def test_the_forcing_header_wins_and_an_unknown_arm_is_a_400() -> None:
         {"x-user-id": "u1", "x-routelens-arm": "y"}, {"x-user-id": "u1"}, {"x-routelens-arm": "nope"}]))
     assert [s for s, _ in out] == [200, 200, 400]
     assert [hooks.traces[b["rid"]].experiment_arm for _, b in out[:2]] == ["y", "x"]
+    assert [hooks.traces[b["rid"]].arm_forced for _, b in out[:2]] == [True, False]
     err = out[2][1]["error"]
     assert err["param"] == "x-routelens-arm" and err["code"] == "unknown_arm" and "x, y" in err["message"]
     assert hooks.traces[out[2][1]["rid"]].outcome.http_status == 400  # refused, and traced

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from itertools import count
 from typing import Any
 
 import orjson
@@ -24,8 +25,18 @@ CHAT = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
 
 
 @asynccontextmanager
-async def gateway_client(
+async def gateway_client(handlers: dict[str, Handler], gateway: dict[str, Any] | None = None,
+                         **options: Any) -> AsyncIterator[tuple[TestClient[Any, Any], MemoryHooks]]:
+    """:func:`served_gateway`'s client and hooks, the gateway trying 2 instances, 5 s each (``gateway`` overrides)."""
+    async with served_gateway(handlers, gateway={"max_attempts": 2, "upstream_timeout_s": 5.0, **(gateway or {})},
+                              **options) as (client, hooks, _):
+        yield client, hooks
+
+
+@asynccontextmanager
+async def served_gateway(
     handlers: dict[str, Handler],
+    *,
     gateway: dict[str, Any] | None = None,
     instances: dict[str, dict[str, Any]] | None = None,
     perf: Callable[[], float] | None = None,
@@ -33,13 +44,14 @@ async def gateway_client(
     sections: dict[str, Any] | None = None,
     hash_key: str | None = None,
     as_served: bool = False,
-) -> AsyncIterator[tuple[TestClient[Any, Any], MemoryHooks]]:
-    """Yield a client of a gateway whose instances ("a" ranked before "b") run ``handlers``.
+) -> AsyncIterator[tuple[TestClient[Any, Any], MemoryHooks, Gateway]]:
+    """Yield a client of a gateway whose instances ("a" ranked before "b") run ``handlers``, its hooks and itself.
 
+    ``gateway`` is the gateway section (none: the defaults); ``instances`` adds fields to an instance's entry;
     ``policy`` is a routing policy file's text (YAML), compiled against the fleet; ``sections`` are
     further configuration sections (``routing``, ``resilience``...); ``hash_key`` the query hash's key.
     ``as_served``: a client that disconnects does not cancel its request's handler, as under ``serve``
-    (``web.run_app``'s default; aiohttp's test server cancels it).
+    (``web.run_app``'s default; aiohttp's test server cancels it). Request ids are ``req-0``, ``req-1``...
     """
     async with AsyncExitStack() as stack:
         servers = {iid: TestServer(upstream(h, KV[iid])) for iid, h in handlers.items()}
@@ -49,19 +61,42 @@ async def gateway_client(
         config = RouteLensConfig.model_validate({
             "fleet": {"instances": [{"id": iid, "model": "m", "url": str(s.make_url("")).rstrip("/"),
                                      **(instances or {}).get(iid, {})} for iid, s in servers.items()]},
-            "gateway": {"max_attempts": 2, "upstream_timeout_s": 5.0, **(gateway or {})},
+            **({} if gateway is None else {"gateway": gateway}),
             "scrape": {"interval_s": 60},
             **(sections or {}),
         })
         hooks = MemoryHooks()
-        ids = iter(f"req-{i}" for i in range(100))
+        ids = (f"req-{i}" for i in count())
         gate = None if policy is None else PolicyGate(config, compile_policy(policy, "policy.yaml", config),
                                                       hash_key=hash_key)
         gw = Gateway(config, build_router(config), hooks, new_id=lambda: next(ids), policy=gate, hash_key=hash_key,
                      **({"perf": perf} if perf else {}))
         server = (ServedTestServer if as_served else TestServer)(gw.build_app())
         client = await stack.enter_async_context(TestClient(server))
-        yield client, hooks
+        yield client, hooks, gw
+
+
+@asynccontextmanager
+async def metrics_only_fleet(scrape: dict[str, Any]) -> AsyncIterator[RouteLensConfig]:
+    """A config of one instance ``a`` (model ``m``) whose live upstream answers only ``GET /metrics``.
+
+    The instance is idle (nothing waiting, KV cache at 10%); ``scrape`` is the config's scrape section.
+    The upstream closes when the block ends.
+    """
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(text='vllm:num_requests_waiting{model_name="m"} 0\nvllm:kv_cache_usage_perc 0.1\n')
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    server = TestServer(app)
+    await server.start_server()
+    try:
+        yield RouteLensConfig.model_validate({
+            "fleet": {"instances": [{"id": "a", "model": "m", "url": str(server.make_url("")).rstrip("/")}]},
+            "scrape": scrape,
+        })
+    finally:
+        await server.close()
 
 
 class ServedTestServer(TestServer):

@@ -7,12 +7,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
-from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from router_core.decide.builtin import build_router
 from router_core.gateway import Gateway
-from schemas.config import RouteLensConfig
+from tests.router_core.gateway.gateway_kit import metrics_only_fleet
 from tests.router_core.gateway.test_forwarding import MemoryHooks
 
 
@@ -37,40 +36,25 @@ class StalledStorageHooks(MemoryHooks):
         return self.reason
 
 
-def instance() -> web.Application:
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(text='vllm:num_requests_waiting{model_name="m"} 0\nvllm:kv_cache_usage_perc 0.1\n')
-
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    return app
-
-
 async def probe(hooks: MemoryHooks) -> list[tuple[int, Any]]:
     """Health and state: fresh, after 60 s with no round (the loop asleep), and with storage stalled."""
-    upstream = TestServer(instance())
-    await upstream.start_server()
-    cfg = RouteLensConfig.model_validate({
-        "fleet": {"instances": [{"id": "a", "model": "m", "url": str(upstream.make_url("")).rstrip("/")}]},
-        "scrape": {"interval_s": 10, "timeout_s": 0.5},
-    })
-    clocks = Clocks()
-    gateway = Gateway(cfg, build_router(cfg), hooks, perf=clocks.perf, wall=clocks.wall)
     seen: list[tuple[int, Any]] = []
-    async with TestClient(TestServer(gateway.build_app())) as client:
-        async def get(path: str) -> None:
-            resp = await client.get(path)
-            seen.append((resp.status, orjson.loads(await resp.read())))
+    async with metrics_only_fleet({"interval_s": 10, "timeout_s": 0.5}) as cfg:
+        clocks = Clocks()
+        gateway = Gateway(cfg, build_router(cfg), hooks, perf=clocks.perf, wall=clocks.wall)
+        async with TestClient(TestServer(gateway.build_app())) as client:
+            async def get(path: str) -> None:
+                resp = await client.get(path)
+                seen.append((resp.status, orjson.loads(await resp.read())))
 
-        await get("/health")
-        await get("/v1/router/state")
-        clocks.t += 60  # the loop's first sleep (10 s) is virtual time away: no round completes
-        await get("/health")
-        await get("/v1/router/state")
-        if isinstance(hooks, StalledStorageHooks):
-            hooks.reason = "trace spool stalled"
             await get("/health")
-    await upstream.close()
+            await get("/v1/router/state")
+            clocks.t += 60  # the loop's first sleep (10 s) is virtual time away: no round completes
+            await get("/health")
+            await get("/v1/router/state")
+            if isinstance(hooks, StalledStorageHooks):
+                hooks.reason = "trace spool stalled"
+                await get("/health")
     return seen
 
 

@@ -12,12 +12,11 @@ from typing import Any
 
 import orjson
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from router_core.decide.builtin import build_router
 from router_core.gateway import Gateway, ops_routes
-from schemas.config import RouteLensConfig
+from tests.router_core.gateway.gateway_kit import metrics_only_fleet
 from tests.router_core.gateway.test_forwarding import MemoryHooks
 
 
@@ -40,29 +39,12 @@ class AsyncHealthHooks(MemoryHooks):
         return {"spool": "ok", "pending": 0}
 
 
-def instance() -> web.Application:
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(text='vllm:num_requests_waiting{model_name="m"} 0\nvllm:kv_cache_usage_perc 0.1\n')
-
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    return app
-
-
 async def health_of(hooks: MemoryHooks) -> tuple[int, Any]:
-    upstream = TestServer(instance())
-    await upstream.start_server()
-    cfg = RouteLensConfig.model_validate({
-        "fleet": {"instances": [{"id": "a", "model": "m", "url": str(upstream.make_url("")).rstrip("/")}]},
-        "scrape": {"interval_s": 60},
-    })
-    gateway = Gateway(cfg, build_router(cfg), hooks)
-    try:
+    async with metrics_only_fleet({"interval_s": 60}) as cfg:
+        gateway = Gateway(cfg, build_router(cfg), hooks)
         async with TestClient(TestServer(gateway.build_app())) as client:
             resp = await client.get("/health")
             return resp.status, orjson.loads(await resp.read())
-    finally:
-        await upstream.close()
 
 
 def test_an_async_storage_problem_makes_health_503_with_its_reason() -> None:

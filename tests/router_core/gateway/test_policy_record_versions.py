@@ -10,14 +10,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from aiohttp.test_utils import TestClient, TestServer
+from tests.router_core.gateway.gateway_kit import CHAT, served_gateway
+from tests.router_core.gateway.test_forwarding import MemoryHooks, reply
 
-from router_core.decide.builtin import build_router
-from router_core.gateway import Gateway
-from schemas.config import RouteLensConfig
-from tests.router_core.gateway.test_forwarding import KV, MemoryHooks, reply, upstream
-
-CHAT = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
 WEIGHTS_X = {"scoring": {"preset": "balanced", "weights": {"quality": 0.1, "latency": 0.6, "cost": 0.2,
                                                            "balance": 0.1}}}
 WEIGHTS_Y = {"scoring": {"preset": "balanced", "weights": {"quality": 0.3, "latency": 0.2, "cost": 0.4,
@@ -32,32 +27,19 @@ EXPERIMENTS: dict[str, Any] = {
 
 
 async def _serve() -> tuple[list[str], MemoryHooks]:
-    servers = {iid: TestServer(upstream(reply(200), KV[iid])) for iid in ("a", "b")}
-    for server in servers.values():
-        await server.start_server()
-    config = RouteLensConfig.model_validate({
-        "fleet": {"instances": [{"id": iid, "model": "m", "url": str(s.make_url("")).rstrip("/")}
-                                for iid, s in servers.items()]},
-        "router": {"version": "v-base"}, "scrape": {"interval_s": 60}, "experiments": EXPERIMENTS,
-    })
-    hooks, ids = MemoryHooks(), iter(f"req-{i}" for i in range(100))
-    gateway = Gateway(config, build_router(config), hooks, new_id=lambda: next(ids))
     rids = []
-    try:
-        async with TestClient(TestServer(gateway.build_app())) as client:
-            for arm in ("x", "y", "x", "y"):
-                resp = await client.post("/v1/chat/completions", json=CHAT, headers={"x-routelens-arm": arm})
-                assert resp.status == 200, await resp.text()
-                rids.append(resp.headers["x-request-id"])
-            refused = await client.post("/v1/chat/completions", data=b"{not json",
-                                        headers={"content-type": "application/json"})
-            assert refused.status == 400  # traced under the base router's policy
-            rids.append(refused.headers["x-request-id"])
-            for _ in range(5):
-                await asyncio.sleep(0)  # shadowed traces are emitted just after their response
-    finally:
-        for server in servers.values():
-            await server.close()
+    sections = {"router": {"version": "v-base"}, "experiments": EXPERIMENTS}
+    async with served_gateway({iid: reply(200) for iid in ("a", "b")}, sections=sections) as (client, hooks, _):
+        for arm in ("x", "y", "x", "y"):
+            resp = await client.post("/v1/chat/completions", json=CHAT, headers={"x-routelens-arm": arm})
+            assert resp.status == 200, await resp.text()
+            rids.append(resp.headers["x-request-id"])
+        refused = await client.post("/v1/chat/completions", data=b"{not json",
+                                    headers={"content-type": "application/json"})
+        assert refused.status == 400  # traced under the base router's policy
+        rids.append(refused.headers["x-request-id"])
+        for _ in range(5):
+            await asyncio.sleep(0)  # shadowed traces are emitted just after their response
     return rids, hooks
 
 

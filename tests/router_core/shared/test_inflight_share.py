@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from router_core.shared.base import MemoryShared
 from router_core.shared.redis_shared import RedisShared
@@ -13,6 +11,7 @@ from router_core.state.inflight import InflightCounter
 from router_core.state.inflight_share import InflightShare
 from schemas.fleet import InstanceSnapshot
 from tests.redis_server import RedisServer, redis_server
+from tests.router_core.shared.redis_pair import run_pair, until
 
 __all__ = ["redis_server"]  # the fixture, imported for pytest
 
@@ -21,45 +20,29 @@ STATE = {"x": InstanceSnapshot(instance="x", model="m", queue=2, scraped_at=SCRA
          "y": InstanceSnapshot(instance="y", model="m", queue=0, scraped_at=SCRAPED)}
 
 
-async def _until(cond: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    async def wait() -> None:
-        while not cond():
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(wait(), timeout_s)
-
-
 def _queues(counter: InflightCounter) -> dict[str, float | None]:
     return {iid: s.queue for iid, s in counter.adjust(STATE).items()}
 
 
 def test_one_worker_s_open_requests_are_in_the_other_s_state(redis_server: RedisServer) -> None:
-    async def run() -> None:
-        # 2 s a call: a loaded machine stalls past 0.5 s now and then, and a timed-out publish is dropped
-        kw: dict[str, Any] = {"key_prefix": "t:", "timeout_s": 2.0, "presence_s": 0.0}
-        a, b = RedisShared(redis_server.url, replica_id="a", **kw), RedisShared(redis_server.url, replica_id="b", **kw)
-        await a.start()
-        await b.start()
-        try:
-            ca, cb = InflightCounter(), InflightCounter()
-            sa, sb = InflightShare(ca, a, "a"), InflightShare(cb, b, "b")
-            for c in (ca, cb):
-                c.adjust(STATE)  # each has seen the scrape
-            tickets = [ca.begin("x") for _ in range(3)]
-            cb.begin("y")
-            await sa.tick()
-            await sb.tick()
-            await _until(lambda: _queues(cb) == {"x": 5, "y": 1} and _queues(ca) == {"x": 5, "y": 1})
-            for t in tickets:
-                ca.end(t)
-            await sa.tick()
-            await _until(lambda: _queues(cb) == {"x": 2, "y": 1})
-            assert _queues(ca) == {"x": 2, "y": 1}
-        finally:
-            await a.close()
-            await b.close()
+    async def body(a: RedisShared, b: RedisShared) -> None:
+        ca, cb = InflightCounter(), InflightCounter()
+        sa, sb = InflightShare(ca, a, "a"), InflightShare(cb, b, "b")
+        for c in (ca, cb):
+            c.adjust(STATE)  # each has seen the scrape
+        tickets = [ca.begin("x") for _ in range(3)]
+        cb.begin("y")
+        await sa.tick()
+        await sb.tick()
+        await until(lambda: _queues(cb) == {"x": 5, "y": 1} and _queues(ca) == {"x": 5, "y": 1})
+        for t in tickets:
+            ca.end(t)
+        await sa.tick()
+        await until(lambda: _queues(cb) == {"x": 2, "y": 1})
+        assert _queues(ca) == {"x": 2, "y": 1}
 
-    asyncio.run(run())
+    # 2 s a call: a loaded machine stalls past 0.5 s now and then, and a timed-out publish is dropped
+    run_pair(redis_server.url, body, key_prefix="t:", timeout_s=2.0, presence_s=0.0)
 
 
 def test_a_silent_worker_counts_for_nothing_after_expiry() -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -14,33 +12,12 @@ from router_core.shared.redis_shared import RedisShared
 from router_core.shared.wiring import build_shared
 from schemas.config.shared import SharedSettings
 from tests.redis_server import RedisServer, redis_server
+from tests.router_core.shared.redis_pair import QUIET, run_pair, until
 
 __all__ = ["redis_server"]  # the fixture, imported for pytest
 
-_KW: dict[str, Any] = {"key_prefix": "t:", "timeout_s": 0.5, "retry_s": 0.05, "presence_s": 0.0, "flush_s": 3600.0}
-
-
-async def _until(cond: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    async def wait() -> None:
-        while not cond():
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(wait(), timeout_s)
-
-
-def _pair(url: str, body: Callable[[RedisShared, RedisShared], Awaitable[None]], **kw: Any) -> None:
-    async def run() -> None:
-        a = RedisShared(url, replica_id="a", **{**_KW, **kw})
-        b = RedisShared(url, replica_id="b", **{**_KW, **kw})
-        await a.start()
-        await b.start()
-        try:
-            await body(a, b)
-        finally:
-            await a.close()
-            await b.close()
-
-    asyncio.run(run())
+_KW: dict[str, Any] = {**QUIET, "timeout_s": 0.5}
+RESTART_S = 10.0  # the longest wait for replicas to see Redis stop or answer again
 
 
 def test_redis_unreachable_from_the_start_splits_a_bucket_among_the_workers_expected() -> None:
@@ -56,7 +33,7 @@ def test_redis_unreachable_from_the_start_splits_a_bucket_among_the_workers_expe
             now[0] += 1.0
         assert admitted == [[10, 10], [10, 10]]
 
-    _pair(url, body, clock=lambda: now[0], replicas=2)
+    run_pair(url, body, **_KW, clock=lambda: now[0], replicas=2)
 
 
 def test_the_workers_serve_names_reach_the_redis_state_and_a_heartbeat_then_counts() -> None:
@@ -71,7 +48,7 @@ def test_a_heartbeat_answered_replaces_the_count_expected(redis_server: RedisSer
         await a.flush()
         assert a.replicas == 2  # as Redis counts them, not the 5 expected
 
-    _pair(redis_server.url, body, replicas=5)
+    run_pair(redis_server.url, body, **_KW, replicas=5)
 
 
 def test_a_claim_made_before_redis_restarts_is_refused_through_another_replica_after(
@@ -79,16 +56,16 @@ def test_a_claim_made_before_redis_restarts_is_refused_through_another_replica_a
     async def body(a: RedisShared, b: RedisShared) -> None:
         assert await a.claim("verdict:r1", 600)
         redis_server.stop()
-        await _until(lambda: not a.healthy and not b.healthy)  # each saw its subscription drop
+        await until(lambda: not a.healthy and not b.healthy, RESTART_S)  # each saw its subscription drop
         assert await a.claim("verdict:r2", 600)  # while down: a's own, owed
         redis_server.start()  # on the same port, empty
-        await _until(lambda: a.healthy and b.healthy)
+        await until(lambda: a.healthy and b.healthy, RESTART_S)
         assert not await b.claim("verdict:r1", 600)  # a wrote its claim again before using Redis
         assert not await b.claim("verdict:r2", 600)  # and the one it took while Redis was down
         assert await b.claim("verdict:r3", 600) and not await a.claim("verdict:r3", 600)
         assert a.reclaims.written == 2 and a.reclaims.conflicts == 0 and not a.reclaims.owed
 
-    _pair(redis_server.url, body)
+    run_pair(redis_server.url, body, **_KW)
 
 
 def test_claims_taken_during_an_outage_are_written_when_the_same_redis_answers_again(
@@ -97,7 +74,7 @@ def test_claims_taken_during_an_outage_are_written_when_the_same_redis_answers_a
         assert await a.claim("verdict:old", 600)
         a.store._down("test: a alone loses Redis")  # the server stays up, with a's earlier claim
         assert await a.claim("verdict:new", 600) and a.reclaims.owed == {"verdict:new"}
-        await _until(lambda: a.healthy)
+        await until(lambda: a.healthy, RESTART_S)
         assert a.store.server_id is not None and not await b.claim("verdict:new", 600)
         assert a.reclaims.written == 1  # only the owed one: the server is the same
         client = aioredis.Redis.from_url(redis_server.url)
@@ -106,7 +83,7 @@ def test_claims_taken_during_an_outage_are_written_when_the_same_redis_answers_a
         finally:
             await client.aclose()
 
-    _pair(redis_server.url, body)
+    run_pair(redis_server.url, body, **_KW)
 
 
 def test_a_kept_message_reaches_a_replica_that_starts_later_until_dropped(redis_server: RedisServer) -> None:
@@ -126,7 +103,7 @@ def test_a_kept_message_reaches_a_replica_that_starts_later_until_dropped(redis_
         finally:
             await c.close()
 
-    _pair(redis_server.url, body)
+    run_pair(redis_server.url, body, **_KW)
 
 
 def test_kept_messages_are_written_again_into_a_restarted_redis(redis_server: RedisServer) -> None:
@@ -135,11 +112,11 @@ def test_kept_messages_are_written_again_into_a_restarted_redis(redis_server: Re
         await a.publish("state", {"x": 0}, keep="k0", keep_s=600)
         await a.flush()
         redis_server.stop()
-        await _until(lambda: not a.healthy)
+        await until(lambda: not a.healthy, RESTART_S)
         await a.publish("state", {"x": 2}, keep="k2", keep_s=600)  # not sent: owed
         await a.publish("state", {"x": 0}, keep="k0", keep_s=0)  # closed meanwhile: owed too
         redis_server.start()  # empty
-        await _until(lambda: a.healthy)
+        await until(lambda: a.healthy, RESTART_S)
         got: list[dict[str, Any]] = []
         c = RedisShared(redis_server.url, replica_id="c", **_KW)
         c.subscribe("state", got.append)
@@ -147,4 +124,4 @@ def test_kept_messages_are_written_again_into_a_restarted_redis(redis_server: Re
         await c.close()
         assert sorted(m["x"] for m in got) == [1, 2]  # k1 again (a new server), k2 owed, k0 ended
 
-    _pair(redis_server.url, body)
+    run_pair(redis_server.url, body, **_KW)

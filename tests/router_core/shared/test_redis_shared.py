@@ -16,16 +16,9 @@ from router_core.shared.base import MemoryShared
 from router_core.shared.redis_lease import lease_size
 from router_core.shared.redis_shared import RedisShared
 from tests.redis_server import RedisServer, redis_server
+from tests.router_core.shared.redis_pair import QUIET, run_pair, until
 
 __all__ = ["redis_server"]  # the fixture, imported for pytest
-
-
-async def _until(cond: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    async def wait() -> None:
-        while not cond():
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(wait(), timeout_s)
 
 
 def _settled(*shared: RedisShared) -> Callable[[], bool]:
@@ -35,21 +28,7 @@ def _settled(*shared: RedisShared) -> Callable[[], bool]:
 
 def _with(server: RedisServer, body: Callable[[RedisShared, RedisShared], Awaitable[None]],
           timeout_s: float = 0.2) -> None:
-    async def run() -> None:
-        # presence_s=0: every flush beats; flush_s long: the tests flush when they mean to (messages still go at once)
-        kw: dict[str, Any] = {"key_prefix": "t:", "timeout_s": timeout_s, "retry_s": 0.05, "presence_s": 0.0,
-                              "flush_s": 3600.0}
-        a, b = RedisShared(server.url, replica_id="a", **kw), RedisShared(server.url, replica_id="b", **kw)
-        await a.start()
-        await b.start()
-        await a.flush()  # a beats again: it sees b
-        try:
-            await body(a, b)
-        finally:
-            await a.close()
-            await b.close()
-
-    asyncio.run(run())
+    run_pair(server.url, body, beat_again=True, **QUIET, timeout_s=timeout_s)
 
 
 async def _grant(s: RedisShared, bucket: str, rate: float, burst: float, floor: float, debt: int,
@@ -102,7 +81,7 @@ def test_two_replicas_share_one_bucket_through_their_leases(redis_server: RedisS
         assert lease_size(0.01, 4, 2, 0.1) == 1
         for s in (a, b, a, b):  # burst 4: each replica's first take on credit, then a lease of 1; all charged
             assert await s.take("k", 0.01, 4) == (True, 0.0)
-            await _until(_settled(a, b))
+            await until(_settled(a, b))
         for s in (a, b):  # the shared bucket is empty: refused locally, with the bucket's wait
             taken, wait = await s.take("k", 0.01, 4)
             assert not taken and 90 < wait <= 100
@@ -120,7 +99,7 @@ def test_concurrent_takes_stay_within_the_bound_and_every_admission_is_charged(r
         size = lease_size(0.001, 50, 2, 0.1)
         assert 50 - 2 * size <= admitted <= 50 + 2 * size  # the bound: lease size * replicas
         assert a.fallbacks == b.fallbacks == 0
-        await _until(_settled(a, b))
+        await until(_settled(a, b))
         for s in (a, b):
             await s.flush(release=True)  # held tokens back, credit paid
         raw = aioredis.from_url(redis_server.url)
@@ -154,11 +133,11 @@ def test_bindings_are_mirrored_and_written_in_the_background(redis_server: Redis
     async def body(a: RedisShared, b: RedisShared) -> None:
         assert await a.bind("session-1", "inst-a", 5) == "inst-a"
         await a.flush()  # set in Redis, published to b's mirror
-        await _until(lambda: b.bindings.get("session-1") == "inst-a")
+        await until(lambda: b.bindings.get("session-1") == "inst-a")
         assert await b.bind("session-1", "inst-b", 5) == "inst-a"
         await b.rebind("session-1", "inst-b", 5)
         await b.flush()
-        await _until(lambda: a.bindings.get("session-1") == "inst-b")
+        await until(lambda: a.bindings.get("session-1") == "inst-b")
         assert await a.bind("session-1", "inst-c", 5) == "inst-b"
         # both bind one new key before either flushes: Redis keeps the first, the other's mirror is corrected
         assert await a.bind("race", "x", 5) == "x" and await b.bind("race", "y", 5) == "y"
@@ -203,7 +182,7 @@ def test_a_replica_that_starts_reads_the_bindings_into_its_mirror(redis_server: 
         c = RedisShared(redis_server.url, key_prefix="t:", replica_id="c", retry_s=0.05, flush_s=3600.0)
         await c.start()
         try:
-            await _until(lambda: c.bindings.get("old-2") == "inst-2")
+            await until(lambda: c.bindings.get("old-2") == "inst-2")
             assert await c.bind("old-0", "inst-z", 60) == "inst-0"  # not placed anew: a's binding
         finally:
             await c.close()
@@ -220,7 +199,7 @@ def test_messages_reach_the_other_replica_once_and_the_sender_inline(redis_serve
         b.subscribe("other", lambda m: got_b.append({"wrong": m}))
         await a.publish("breakers", {"instance": "x", "to": "open"})
         assert got_a == [{"instance": "x", "to": "open"}]  # applied here at once, not again from Redis
-        await _until(lambda: bool(got_b))  # sent in the background at once, not at the next flush
+        await until(lambda: bool(got_b))  # sent in the background at once, not at the next flush
         assert got_b == [{"instance": "x", "to": "open"}]
         await asyncio.sleep(0.1)
         assert got_a == [{"instance": "x", "to": "open"}]  # its own message, heard back, is skipped
@@ -247,14 +226,14 @@ def test_redis_killed_falls_back_locally_then_recovers(redis_server: RedisServer
         await a.publish("c", {"n": 1})
         assert got_a == [{"n": 1}]  # local handlers still run
         assert a.fallbacks >= 5
-        await _until(lambda: not b.healthy)  # b's listener saw the connection drop
+        await until(lambda: not b.healthy)  # b's listener saw the connection drop
         redis_server.start()  # empty: what the old one held is gone
-        await _until(lambda: a.healthy and b.healthy and a.problem is None)
-        await _until(lambda: b.store._pubsub is not None)
+        await until(lambda: a.healthy and b.healthy and a.problem is None)
+        await until(lambda: b.store._pubsub is not None)
         await a.flush()  # what was added during the outage is written now
         assert await b.get("n") == 1 and await b.get("k") == 0.0
         await a.publish("c", {"n": 2})
-        await _until(lambda: {"n": 2} in got_b)
+        await until(lambda: {"n": 2} in got_b)
         assert (await a.take("after", 0.01, 4))[0] and a.leases.leases  # leased again
 
     with caplog.at_level(logging.WARNING, logger="router_core.shared.redis_shared"):
@@ -298,7 +277,7 @@ def test_held_reads_the_mirror_and_queues_no_write(redis_server: RedisServer) ->
         assert a.held("s") is None
         assert await a.bind("s", "inst-a", 5) == "inst-a" and a.held("s") == "inst-a"
         await a.flush()  # set in Redis, published to b's mirror
-        await _until(lambda: b.held("s") == "inst-a")  # another replica's binding, as b's bind would answer
+        await until(lambda: b.held("s") == "inst-a")  # another replica's binding, as b's bind would answer
         assert b.bindings.drain() == []  # the read owes Redis nothing (a bind would queue an nx write)
 
     _with(redis_server, body)
