@@ -97,7 +97,8 @@ def configured_profile(name: str, profile: SimModelProfile | None) -> SimModelPr
 
     A configuration that tunes a built-in model's speed keeps its accuracy and price class (a
     profile replaced whole gave every model the default 0.9 accuracy and "standard" price, so no
-    policy could differ on misroutes). A model the configuration does not list gets the defaults.
+    policy could differ on misroutes: the wrong answers feedback marks ``correct=false``). A model
+    the configuration does not list gets the defaults.
     """
     if profile is None:
         return SimModelProfile()

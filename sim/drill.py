@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from schemas.fleet import InstanceSpec
 from sim.drill_run import DrillRun
@@ -72,8 +72,11 @@ class DrillReport(BaseModel):
     cost_total: float
     cost_per_request: float | None
     accuracy: float | None
-    misroutes: int
+    off_target: int = Field(description="Answers served by another model than the case's expected one (no misroute "
+                                        "by itself).")
     feedback_accepted: int
+    feedback_wrong: int = Field(description="Accepted feedback with correct=false: the drill's misroutes, as the app "
+                                            "counts them.")
     served_by: dict[str, int]
     surge: dict[str, Window] | None
     faults: list[FaultOutcome]
@@ -160,8 +163,9 @@ def build_report(run: DrillRun, fault_records: Sequence[dict[str, Any]], fleet: 
         duration_s=run.scenario.duration_s, speed=speed, requests=len(results), overall=overall,
         error_rate=round(overall.errors / len(results), 4) if results else 0.0, cost_total=round(cost, 3),
         cost_per_request=round(cost / len(ok), 4) if ok else None,
-        accuracy=traffic["accuracy"], misroutes=traffic["misroutes"],
-        feedback_accepted=traffic["feedback_accepted"], served_by=traffic["served_by"],
+        accuracy=traffic["accuracy"], off_target=traffic["off_target"],
+        feedback_accepted=traffic["feedback_accepted"], feedback_wrong=traffic["feedback_wrong"],
+        served_by=traffic["served_by"],
         surge=surge, faults=sorted((_fault(run, rec) for rec in latest.values()), key=lambda f: f.onset_s),
         inject_errors=list(run.inject_errors))
 
@@ -179,7 +183,8 @@ def format_summary(report: DrillReport) -> str:
         f"{_ms(o.latency_ms.p95)}/{_ms(o.latency_ms.p99)} ms  "
         f"SLA {0 if o.sla_attainment is None else o.sla_attainment:.1%}",
         f"  cost {report.cost_total:g}  accuracy {'-' if report.accuracy is None else f'{report.accuracy:.1%}'}  "
-        f"misroutes {report.misroutes}  feedback accepted {report.feedback_accepted}",
+        f"not the expected model {report.off_target}  feedback accepted {report.feedback_accepted} "
+        f"({report.feedback_wrong} wrong: misroutes)",
     ]
     if report.surge is not None:
         for name, w in report.surge.items():

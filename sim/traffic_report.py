@@ -1,4 +1,10 @@
-"""A summary of a traffic run, for ``routelens sim traffic``: volume, errors, latency, accuracy, misroutes."""
+"""A summary of a traffic run, for ``routelens sim traffic``: volume, errors, latency, accuracy, feedback.
+
+"Misroute" means here what it means in the app and the store: a feedback verdict ``correct=false``
+(``feedback_wrong``: the ones this run posted and the gateway accepted). An answer served by another
+model than the one its case expects is counted apart, as ``off_target``: with a model that answers
+that class well enough, it is no misroute.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from typing import Any
 
 from sim.traffic import TrafficResult
 
-__all__ = ["UNREACHABLE", "error_kind", "failure", "format_traffic", "percentile", "summarise"]
+__all__ = ["UNREACHABLE", "error_kind", "failure", "format_traffic", "is_judged_correct", "percentile", "summarise"]
 
 UNREACHABLE = "no connection"  # the kind of an error where no connection to the gateway was made
 _KINDS = {"APITimeoutError": "timeout"}
@@ -35,13 +41,20 @@ def error_kind(result: TrafficResult) -> str | None:
     return _KINDS.get(name, name)
 
 
+def is_judged_correct(result: TrafficResult) -> bool:
+    """The ``correct`` of the feedback posted on ``result``: its answer was graded correct (an error is not)."""
+    return result.grade == "correct"
+
+
 def summarise(results: Sequence[TrafficResult]) -> dict[str, Any]:
     """Figures of a run; no query text, only classes and counts.
 
     Returns:
         ``requests``, ``errors``, ``latency_ms`` (p50/p95/p99 of successes), ``accuracy`` (share of
-        graded answers that were correct), ``misroutes`` (served by another model than expected),
-        ``feedback_accepted``, ``sessions``, ``by_class``, ``served_by`` and ``errors_by_kind`` (most first).
+        graded answers that were correct), ``off_target`` (answers served by another model than the
+        case's expected one), ``feedback_accepted``, ``feedback_wrong`` (accepted verdicts
+        ``correct=false``: the run's misroutes, as the app counts them), ``sessions``, ``by_class``,
+        ``served_by`` and ``errors_by_kind`` (most first).
     """
     ok = [r for r in results if r.status == "ok"]
     graded = [r for r in ok if r.grade is not None]
@@ -52,8 +65,9 @@ def summarise(results: Sequence[TrafficResult]) -> dict[str, Any]:
         "latency_ms": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
                        "p99": percentile(latencies, 99)},
         "accuracy": round(sum(r.grade == "correct" for r in graded) / len(graded), 4) if graded else None,
-        "misroutes": sum(1 for r in ok if r.expected_model and r.model and r.model != r.expected_model),
+        "off_target": sum(1 for r in ok if r.expected_model and r.model and r.model != r.expected_model),
         "feedback_accepted": sum(r.feedback_status == 202 for r in results),
+        "feedback_wrong": sum(r.feedback_status == 202 and not is_judged_correct(r) for r in results),
         "sessions": len({r.session for r in results if r.session}),
         "by_class": dict(sorted(Counter(r.cls for r in results).items())),
         "served_by": dict(sorted(Counter(r.instance for r in ok if r.instance).items())),
@@ -88,6 +102,6 @@ def format_traffic(summary: dict[str, Any]) -> str:
     acc = summary["accuracy"]
     return (f"traffic: {summary['requests']} requests, {summary['errors']} errors, {summary['sessions']} sessions, "
             f"latency p50/p95/p99 {ms(lat['p50'])}/{ms(lat['p95'])}/{ms(lat['p99'])} ms\n"
-            f"  accuracy {'-' if acc is None else f'{acc:.1%}'}, misroutes {summary['misroutes']}, "
-            f"feedback accepted {summary['feedback_accepted']}"
+            f"  accuracy {'-' if acc is None else f'{acc:.1%}'}, not the expected model {summary['off_target']}, "
+            f"feedback accepted {summary['feedback_accepted']} ({summary['feedback_wrong']} wrong: misroutes)"
             + (f"\n  errors: {_kinds(summary)}" if summary["errors"] else ""))

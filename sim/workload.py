@@ -2,8 +2,8 @@
 
 The plan (which query, session and turn at which offset) is drawn up front from the seed; the run
 sends it open-loop through the gateway, grades each answer against ground truth, and posts
-``POST /v1/feedback`` (``correct``, ``expected_class``, ``expected_model``) so that misroutes
-and wrong answers can be counted on the gateway's side.
+``POST /v1/feedback`` (``correct``: the grade; ``expected_class``, ``expected_model``) so that the
+gateway's side counts misroutes (``correct=false``) and how many requests went to the expected model.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from sim.behaviour import expected_model
 from sim.corpus import CLASSES, FOLLOW_UPS, QUERIES, Query, grade, session_text
 from sim.scenarios import TrafficSpec
 from sim.traffic import TrafficResult, open_loop, send_chat
+from sim.traffic_report import is_judged_correct
 
 __all__ = ["Planned", "plan_workload", "run_workload"]
 
@@ -141,7 +142,7 @@ async def run_workload(base_url: str, plan: list[Planned], spec: TrafficSpec, *,
 
 
 async def _feedback(http: aiohttp.ClientSession, base_url: str, result: TrafficResult) -> int | None:
-    body = {"request_id": result.request_id, "correct": result.grade == "correct", "expected_class": result.cls,
+    body = {"request_id": result.request_id, "correct": is_judged_correct(result), "expected_class": result.cls,
             "expected_model": result.expected_model, "source": "sim-traffic"}
     try:
         async with http.post(f"{base_url}/v1/feedback", json=body) as resp:

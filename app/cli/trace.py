@@ -1,12 +1,13 @@
 """``routelens trace REQUEST_ID``: one decision as a tree, with the feedback on it (exit 1 unknown id, 2 no source).
 
 A W3C trace id (32 hex, from a tracing backend) finds the decision of that trace
-(:func:`app.reader.find_trace`).
+(:func:`app.reader.find_trace`). ``--json`` prints the same facts as the tree (:func:`trace_json`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,6 +73,24 @@ def _feedback(store: HttpTraceStore | DuckDBTraceStore, request_id: str) -> Sequ
         return str(exc)
 
 
+def trace_json(trace: DecisionTrace, feedback: Sequence[Feedback] | str | None) -> str:
+    """The trace as JSON, with the feedback the tree shows beside its fields (``--json``).
+
+    The object is the whole DecisionTrace, field for field, plus two keys that are not part of
+    it: ``feedback``, the verdicts on the request oldest first as ``GET /v1/feedback`` gives them
+    (``[]``: none recorded; null: they could not be read), and ``feedback_error``, why they could
+    not be read (else null). A script reading the trace's fields reads them where it always did;
+    one validating it against ``routelens schema --json`` drops those two keys first.
+    """
+    out = json.loads(trace.model_dump_json())  # the trace's own serialisation, keys in its order
+    if isinstance(feedback, str):
+        out["feedback"], out["feedback_error"] = None, feedback
+    else:
+        out["feedback"] = None if feedback is None else [f.model_dump(mode="json") for f in feedback]
+        out["feedback_error"] = None
+    return json.dumps(out, indent=2, ensure_ascii=False)
+
+
 def _run(args: argparse.Namespace) -> int:
     from app.cli.trace_tree import render_trace
 
@@ -83,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
         fail(f"no trace for request_id '{args.request_id}'")
         return 1
     if args.json:
-        print(trace.model_dump_json(indent=2))
+        print(trace_json(trace, feedback))
     else:
         stdout_console().print(render_trace(trace, feedback))
     return 0
@@ -96,5 +115,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     src = p.add_mutually_exclusive_group()
     src.add_argument("--api", help="gateway URL (default: from the config, else http://127.0.0.1:8080)")
     src.add_argument("--db", help="read a DuckDB file that no process writes, instead of the API")
-    p.add_argument("--json", action="store_true", help="print the trace as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print the trace as JSON, with the feedback on it (keys 'feedback', 'feedback_error')")
     p.set_defaults(func=_run)

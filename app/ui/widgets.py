@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -10,7 +11,7 @@ import streamlit as st
 
 from app.units import DASH
 
-__all__ = ["plain", "readable", "request_id_input", "table"]
+__all__ = ["columns_input", "plain", "readable", "request_id_input", "table"]
 
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]<>#|~$])")
 
@@ -39,6 +40,39 @@ def request_id_input(key: str = "request_id", label: str = "request_id") -> str:
         else:
             del st.query_params[key]
     return value
+
+
+def columns_input(label: str, more: Mapping[str, str], key: str, param: str = "columns") -> list[str]:
+    """Show a picker of a table's optional columns, synced with ``?<param>=a,b``; return the names picked.
+
+    A table shows the columns an operator reads first and offers the rest here, so that it fits the
+    window instead of scrolling sideways. The first run takes the choice from the URL (a name not
+    offered is dropped, with a warning); after that the picker leads and the URL follows it.
+
+    Args:
+        label: The picker's label.
+        more: The optional columns, name -> label, in the table's order.
+        key: Session-state key of the picker.
+        param: Name of the query parameter.
+
+    Returns:
+        The names picked, in the order of ``more``.
+    """
+    if key not in st.session_state:
+        given = [n.strip() for n in st.query_params.get(param, "").split(",") if n.strip()]
+        if unknown := [n for n in given if n not in more]:
+            shown = plain(f"{param}={','.join(unknown)[:40]!r}")
+            st.warning(f"Ignored {shown} from the link: choose among the offered columns.")
+        st.session_state[key] = [n for n in more if n in given]
+    picked = st.multiselect(label, list(more), key=key, format_func=lambda n: more[n], placeholder="none")
+    chosen = [n for n in more if n in picked]
+    value = ",".join(chosen)
+    if value != st.query_params.get(param, ""):
+        if value:
+            st.query_params[param] = value
+        else:
+            del st.query_params[param]
+    return chosen
 
 
 def readable(frame: pd.DataFrame, digits: int = 3) -> pd.DataFrame:

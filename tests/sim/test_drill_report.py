@@ -63,8 +63,8 @@ def test_stop_time_and_counts_per_fault():
 def test_overall_figures_surge_windows_and_cost():
     report = build_report(_run(), [], FLEET)
     assert report.requests == 200 and report.overall.errors == 0 and report.accuracy == 1.0
-    assert report.served_by["coder-fp16-1"] == 13 and report.misroutes == 200 - 13
-    assert report.feedback_accepted == 200
+    assert report.served_by["coder-fp16-1"] == 13 and report.off_target == 200 - 13
+    assert report.feedback_accepted == 200 and report.feedback_wrong == 0  # every answer right: no misroute
     assert report.surge is not None and report.surge["during"].requests == 50
     assert report.surge["during"].sla_attainment == 0.0 and report.surge["before"].sla_attainment == 1.0
     price = {s.id: s.cost for s in FLEET}
@@ -74,6 +74,18 @@ def test_overall_figures_surge_windows_and_cost():
     text = format_summary(report)
     assert "drill synthetic: 200 requests" in text and "fault crash on coder-fp16-1" in text
     assert "surge/during" in text and "query" not in text
+    assert "not the expected model 187  feedback accepted 200 (0 wrong: misroutes)" in text
+    assert "misroutes" not in report.model_dump()
+
+
+def test_misroutes_are_the_feedback_marked_wrong():
+    run = _run()
+    run.results = [*(_result(i, i / 10, "coder-fp16-1", grade="wrong") for i in range(10)),  # the expected model
+                   *(_result(i, i / 10, "chat-7b-3") for i in range(10, 15))]  # another model, answering right
+    run.attempts = {}
+    report = build_report(run, [], FLEET)
+    assert (report.off_target, report.feedback_wrong) == (5, 10)
+    assert "not the expected model 5  feedback accepted 15 (10 wrong: misroutes)" in format_summary(report)
 
 
 def test_errors_and_an_instance_never_used():

@@ -15,6 +15,7 @@ from sim.behaviour import BUILTIN_MODELS
 from sim.rates import RateCurve
 from sim.scenarios import TrafficSpec
 from sim.server import build_instance_app
+from sim.traffic_report import summarise
 from sim.workload import plan_workload, run_workload
 
 
@@ -93,3 +94,8 @@ def test_run_grades_answers_and_posts_feedback(spec, serve):
         sent = by_id[r.request_id]
         assert sent == {"request_id": r.request_id, "correct": r.grade == "correct", "expected_class": r.cls,
                         "expected_model": r.expected_model, "source": "sim-traffic"}
+    # The summary's misroutes are the verdicts posted correct=false (what the store counts), and the
+    # answers served by another model than expected are counted apart.
+    summary = summarise(results)
+    assert summary["feedback_wrong"] == sum(not f["correct"] for f in feedback) and "misroutes" not in summary
+    assert summary["off_target"] == sum(r.model != r.expected_model for r in results if r.expected_model)

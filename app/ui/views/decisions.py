@@ -11,6 +11,11 @@ from ingest import MAX_LIMIT, BadCursor, SinkError
 from schemas.queries import TraceFilter, TracePage
 
 ROW_PX, HEAD_PX = 35, 38
+# Shown on demand: the columns an operator hunting a request reads first (request, time, outcome, rule,
+# model, fallback) fit a 1280 px window beside the sidebar, with room for a longer model name; with every
+# column (or the instance too) the table scrolled sideways below about 1600 px.
+MORE = {"instance": "instance", "total_ms": "total latency", "violations": "violations", "arm": "arm",
+        "http": "http status", "decision_ms": "decision latency", "cost": "cost"}
 
 
 @st.cache_data(ttl=10, max_entries=32, show_spinner=False)
@@ -131,10 +136,13 @@ else:
                "latencies in ms.")
     if found is None:
         rows = rows.drop(columns="violations")
+    with st.columns([1, 1])[0]:
+        more = widgets.columns_input("more columns", {c: label for c, label in MORE.items() if c in rows.columns},
+                                     key="dec_columns")
     styled = rows.style.map(dec.outcome_colour, subset=["outcome", "fallback"])
     # Columns size to their content (no fixed widths to clip them); the height holds every row.
     st.dataframe(styled, hide_index=True, key="dec_rows", width="stretch", placeholder=DASH,
-                 column_order=[c for c in rows.columns if c != "request_id"],
+                 column_order=[c for c in rows.columns if c != "request_id" and (c not in MORE or c in more)],
                  height=HEAD_PX + ROW_PX * max(len(rows), 1), row_height=ROW_PX, column_config={
         # The request id is the link's text (one column for both): the table fits without scrolling.
         "open": st.column_config.LinkColumn("request (why?)", display_text=r"request_id=(.+)$"),

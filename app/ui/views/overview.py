@@ -78,7 +78,8 @@ def show_alerts(window: str | None = None) -> None:
 
 def show_misroutes(flt: TraceFilter) -> None:
     """Recent feedback saying the routing was wrong, each linked to its drill-down."""
-    st.subheader("Recent misroutes")
+    st.subheader("Recent misroutes", help="A misroute is a request whose feedback said the routing was wrong "
+                 "(`correct=false`), here newest first with its verdict.")
     try:
         found = fetch_misroutes(flt.model_dump_json())
     except SinkError as exc:

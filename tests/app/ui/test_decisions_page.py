@@ -220,3 +220,35 @@ def test_the_violation_choices_include_the_removals_the_store_reports(tmp_path: 
     assert {"probe", "breaker", "freshness", "kv-cache"} <= set(options), options
     at.selectbox(key="dec_violation").set_value("breaker").run()
     assert ids(at) == ["req-001"] and at.query_params["violation"] == "breaker"
+
+
+DEFAULT_COLUMNS = ["open", "ts", "outcome", "rule", "model", "fallback"]
+
+
+def shown(at: AppTest) -> list[str]:
+    return list(at.dataframe[0].proto.column_order)
+
+
+@pytest.mark.usefixtures("db")
+def test_the_default_columns_are_few_and_the_rest_can_be_picked() -> None:
+    """Every column at once scrolled sideways below about 1600 px (the browser test measures the fit)."""
+    at = open_page()
+    assert shown(at) == DEFAULT_COLUMNS  # the request id is the first column's link text
+    assert {"instance", "total_ms", "violations", "cost"} <= set(at.dataframe[0].value.columns)  # all still read
+    picker = at.multiselect(key="dec_columns")
+    assert picker.value == [] and "request_id" not in picker.options and "open" not in picker.options
+    picker.select("total_ms").select("instance").run()
+    assert shown(at) == ["open", "ts", "outcome", "rule", "model", "instance", "fallback", "total_ms"]
+    assert at.query_params["columns"] == "instance,total_ms"
+    at.text_input(key="dec_rule").set_value("code").run()  # a filter keeps the choice
+    assert "instance" in shown(at) and len(ids(at)) == 20
+    at.multiselect(key="dec_columns").unselect("instance").unselect("total_ms").run()
+    assert shown(at) == DEFAULT_COLUMNS and "columns" not in at.query_params
+
+
+@pytest.mark.usefixtures("db")
+def test_a_link_picks_the_columns_and_a_name_not_offered_is_ignored_with_a_message() -> None:
+    at = open_page(columns="cost,request_id,bogus")
+    assert shown(at) == [*DEFAULT_COLUMNS, "cost"]
+    assert "Ignored columns=" in at.warning[0].value and "offered columns" in at.warning[0].value
+    assert at.query_params["columns"] == "cost"
