@@ -35,6 +35,13 @@ def test_the_default_services_start_without_elasticsearch() -> None:
                 assert cond.get("required") is False, f"{name} needs {dep}, which only runs with a profile"
 
 
+def test_every_routelens_service_is_started_again_when_it_dies() -> None:
+    # serve restarts what it started, not itself (docs/deployment.md): the container runtime does
+    services = compose()["services"]
+    for name in ("sim", "gateway", "app"):
+        assert services[name]["restart"] == "unless-stopped", name
+
+
 def test_the_default_configs_load_and_store_where_they_say() -> None:
     assert load_config(ROOT / "deploy/routelens.compose.yaml").storage.backend == "duckdb"
     assert load_config(ROOT / "deploy/routelens.compose-es.yaml").storage.backend == "elasticsearch"
