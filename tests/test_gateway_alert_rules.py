@@ -31,15 +31,20 @@ KV_AT_005 = {"name": "kv-cache", "metric": "kv_cache_usage", "op": "<=", "thresh
 KV_AT_015 = {**KV_AT_005, "threshold": 0.15}
 
 
-def rules() -> list[dict[str, Any]]:
+def every_rule() -> list[dict[str, Any]]:
     data: dict[str, Any] = yaml.safe_load(RULES.read_text())
     return [r for group in data["groups"] for r in group["rules"]]
 
 
+def rules() -> list[dict[str, Any]]:
+    """The alerting rules (the recording rules are checked by promtool's unit tests)."""
+    return [r for r in every_rule() if "alert" in r]
+
+
 def used_series() -> set[str]:
-    """Every routelens_* name an expression or an annotation's query reads."""
-    text = " ".join(r["expr"] + " " + " ".join(r["annotations"].values()) for r in rules())
-    return set(re.findall(r"routelens_[a-z_]+", text))
+    """Every routelens_* name an expression or an annotation's query reads (a recorded name is not read)."""
+    text = " ".join(r["expr"] + " " + " ".join(r.get("annotations", {}).values()) for r in every_rule())
+    return set(re.findall(r"(?<![:a-z_])routelens_[a-z_]+", text))
 
 
 async def scrape(handlers: dict[str, Any], *requests: dict[str, Any], instances: dict[str, Any] | None = None,
@@ -69,6 +74,17 @@ def test_every_alert_names_its_severity_subject_value_threshold_and_runbook() ->
     assert by_name["RouteLensNoFeasibleInstance"] == "critical"  # seed 002 §3.2: the severe case
     assert by_name["RouteLensModelBreakerOpen"] == "critical" and by_name["RouteLensRouterSafeMode"] == "critical"
     assert by_name["RouteLensKVCacheHigh"] == by_name["RouteLensInstanceBreakerOpen"] == "warning"
+    assert by_name["RouteLensRoutingOverBudget"] == "warning"  # seed 003 §1: the router's time budget
+
+
+def test_the_routing_budget_is_15_percent_of_the_upstreams_time_and_recorded() -> None:
+    """Seed 003 §1: the alert and the recorded ratio read the same expression; the alert fires above 0.15."""
+    by_name = {r.get("alert") or r["record"]: r for r in every_rule()}
+    alert = by_name["RouteLensRoutingOverBudget"]
+    ratio, _, threshold = alert["expr"].rpartition(">")
+    assert float(threshold) == 0.15 and alert["for"] in ("2m", "3m", "5m")
+    assert by_name["instance:routelens_gateway_routing_over_upstream:ratio_rate5m"]["expr"].split() == ratio.split()
+    assert "routelens_gateway_routing_duration_seconds_sum" in ratio and "[5m]" in ratio
 
 
 def test_the_rules_read_only_series_the_gateway_exports() -> None:
@@ -84,6 +100,9 @@ def test_the_rules_read_only_series_the_gateway_exports() -> None:
     assert got.value("routelens_router_no_feasible_total", model="m", rule="model:m", outcome="fail_open") == 1
     assert got.value("routelens_router_mode", mode="safe") == 0
     assert math.isnan(got.value("routelens_router_misroute_ratio"))  # no feedback yet
+    # the one request an instance answered: its own time and the upstream's
+    assert got.value("routelens_gateway_routing_duration_seconds_count") == 1
+    assert got.value("routelens_gateway_upstream_duration_seconds_count") == 1
 
 
 def test_nothing_feasible_is_counted_by_what_the_router_did_and_a_feasible_pick_is_not() -> None:

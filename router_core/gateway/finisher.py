@@ -60,13 +60,21 @@ class TraceFinisher:
         )
         if not rec.has_deferred_shadow:
             self._emit(rec, outcome)  # durable before the answer leaves
+            self._time(rec, t0, outcome)  # the emit is on the request path: the router's time
             return
+        self._time(rec, t0, outcome)
         self._queue.append((rec, outcome))
         if len(self._queue) == 1:
             try:
                 asyncio.get_running_loop().call_soon(self.flush)
             except RuntimeError:  # no loop (a synchronous caller): at once
                 self.flush()
+
+    def _time(self, rec: TraceRecorder, t0: float, outcome: Outcome) -> None:
+        """Observe the router's own and the upstream's time of a request an instance answered (seed 003 §1)."""
+        if rec.answered is not None:
+            self._metrics.record_routing_time(rec.attempts, (self._perf() - t0) * 1e3, outcome.total_ms,
+                                              outcome.ttft_ms)
 
     def pending(self) -> int:
         """Traces waiting for their shadow decision."""

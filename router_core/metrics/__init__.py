@@ -5,6 +5,7 @@
     collectors.py          GatewayMetrics, PluginMetrics, ModesMetrics, StageTimes
     buffered_histogram.py  BufferedHistogram: a histogram counted at scrape time, cheap on the request path
     fleet.py               FleetGauges: each instance's KV-cache usage and constraint latches, read per scrape
+    routing_time.py        split_request_time: a served request's own time and its upstream's (seed 003 §1)
     worker_merge.py        merge_workers: every worker's series in one exposition, labelled ``worker``
 
 The scraper's own metrics are beside it, in :mod:`router_core.state.scrape_metrics`.

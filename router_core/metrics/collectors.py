@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import SummaryMetricFamily
@@ -12,6 +12,8 @@ from prometheus_client.registry import Collector
 
 from router_core.metrics.buffered_histogram import BufferedHistogram
 from router_core.metrics.fleet import FleetGauges
+from router_core.metrics.routing_time import split_request_time
+from schemas.trace import Attempt
 
 __all__ = ["GatewayMetrics", "ModesMetrics", "PluginMetrics", "StageTimes"]
 
@@ -37,6 +39,18 @@ class GatewayMetrics:
             buckets=(5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2), registry=registry,
         ).observer()
         self.fallbacks = Counter("routelens_router_fallbacks", "Decisions that fell back.", registry=registry)
+        # Seed 003 §1: the router's own time against the upstream's, per request an instance answered
+        # (router_core.metrics.routing_time); RouteLensRoutingOverBudget fires past 15%.
+        self._routing = BufferedHistogram(
+            "routelens_gateway_routing_duration_seconds", "The gateway's own time per request an instance "
+            "answered: before the first attempt was sent and after the answer.", [],
+            buckets=(2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0), registry=registry,
+        ).observer()
+        self._upstream = BufferedHistogram(
+            "routelens_gateway_upstream_duration_seconds", "Upstream (inference) time per request an instance "
+            "answered: from the first attempt sent to the answer, a stream to its end.", [],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0), registry=registry,
+        ).observer()
         # Seed 002 §3.2: nothing feasible is the severe case (deploy/prometheus/routelens-gateway.rules.yml).
         self.no_feasible = Counter(
             "routelens_router_no_feasible", "Requests whose candidates had no feasible instance, by what the router "
@@ -70,6 +84,17 @@ class GatewayMetrics:
         """Count one request that found nothing feasible (``outcome`` None: it did find something; not counted)."""
         if outcome is not None:
             self.no_feasible.labels(model, rule, outcome).inc()
+
+    def record_routing_time(self, attempts: Sequence[Attempt], elapsed_ms: float, total_ms: float,
+                            ttft_ms: float | None) -> None:
+        """Observe a request's own and upstream time, for a request an instance answered.
+
+        See :func:`router_core.metrics.routing_time.split_request_time`.
+        """
+        split = split_request_time(attempts, elapsed_ms, total_ms, ttft_ms)
+        if split is not None:
+            self._routing(split[0])
+            self._upstream(split[1])
 
     def record_decision(self, seconds: float, fallback: bool) -> None:
         """Observe one decision."""

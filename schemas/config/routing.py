@@ -7,7 +7,7 @@
       timezone: Asia/Shanghai            # request_time.hour / .weekday are read here
       peak_hours: [[9, 12], [14, 18]]    # where cost_params.surge_multiplier applies
       term_lists:                        # contains_<name>(prompt); legal_terms has a default list
-        legal_terms: [条款, 合同, clause, contract]
+        legal_terms: [条款, 合同, 第{n}章, clause, contract]   # {n}: a number (第12章, 第 三 章)
       intents: {...}                     # semantic intents (schemas.config.intents)
       keywords: {...}                    # rule-enhanced keyword scoring (schemas.config.keywords)
       attachments: {...}                 # attachment typing and limits (schemas.config.attachments)
@@ -30,8 +30,10 @@ from schemas.units import ZoneName
 
 __all__ = ["DEFAULT_LEGAL_TERMS", "RoutingSettings"]
 
+# Seed 000: ["条款", "合同", "第x章"]; "第x章" is a chapter of any number, "{n}" in a term (see
+# router_core.rules.condition.features.prompt_matcher).
 DEFAULT_LEGAL_TERMS = (
-    "条款", "合同", "协议", "违约", "法律", "法规", "合规", "监管", "仲裁", "诉讼", "赔偿", "免责",
+    "条款", "合同", "第{n}章", "协议", "违约", "法律", "法规", "合规", "监管", "仲裁", "诉讼", "赔偿", "免责",
     "clause", "contract", "agreement", "liability", "indemnity", "indemnification", "warranty",
     "regulation", "regulatory", "compliance", "arbitration", "litigation", "statute", "jurisdiction",
 )

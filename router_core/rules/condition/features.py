@@ -9,6 +9,7 @@ return a boolean.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from operator import attrgetter
@@ -17,7 +18,8 @@ from typing import Any, Literal
 from router_core.rules.condition.disclose import Exposure, disclose, is_secret_name
 from router_core.rules.request import RequestView
 
-__all__ = ["FEATURES", "Getter", "Type", "Value", "fold", "header_getter", "metadata_getter", "prompt_matcher"]
+__all__ = ["FEATURES", "NUMBER", "Getter", "Type", "Value", "fold", "header_getter", "metadata_getter",
+           "prompt_matcher"]
 
 Type = Literal["num", "str", "bool", "null", "any"]
 Getter = Callable[[RequestView], Any]
@@ -126,9 +128,32 @@ def fold(text: str) -> str:
     return text.casefold()
 
 
+NUMBER = "{n}"
+# Arabic (any Unicode decimal digit: full-width too) or Chinese numerals, daxie included (壹贰叁...,
+# as contracts write them); spaces around the number are optional: 第12章, 第 12 章, 第十二章.
+_NUMERAL = r"\s*[\d零〇一二两三四五六七八九十百千万壹贰叁肆伍陆柒捌玖拾佰仟]+\s*"
+
+
+def _numbered(needle: str) -> tuple[tuple[str, ...], re.Pattern[str]]:
+    """A needle with ``{n}``: its literal pieces (each must be in the prompt) and the pattern they gate."""
+    pieces = needle.split(NUMBER)
+    last = len(pieces) - 1
+    pieces = [p.lstrip() if i else p for i, p in enumerate(pieces)]  # the spaces at {n} are \s*
+    pieces = [p.rstrip() if i < last else p for i, p in enumerate(pieces)]
+    return tuple(p for p in pieces if p), re.compile(_NUMERAL.join(re.escape(p) for p in pieces))
+
+
 def prompt_matcher(needles: Sequence[str]) -> Callable[[RequestView], bool]:
-    """Return whether the prompt contains any of ``needles``, case-insensitively (folded once here)."""
+    """Return whether the prompt contains any of ``needles``, case-insensitively (folded once here).
+
+    ``{n}`` in a needle stands for a number (:data:`NUMBER`): ``第{n}章`` is a chapter of any
+    number. Such a needle is tried only when its literal pieces are all in the prompt, so a prompt
+    without them pays a substring test or two, as for a plain needle.
+    """
     folded = tuple(dict.fromkeys(n.casefold() for n in needles if n.strip()))
+    numbered = tuple(_numbered(n) for n in folded if NUMBER in n)
+    if numbered:
+        return _any_of(tuple(n for n in folded if NUMBER not in n), numbered)
     if not folded:
         return lambda req: False
     if len(folded) == 1:
@@ -140,6 +165,27 @@ def prompt_matcher(needles: Sequence[str]) -> Callable[[RequestView], bool]:
         for needle in folded:  # a plain loop: any() over a generator costs a microsecond more
             if needle in prompt:
                 return True
+        return False
+
+    return match_any
+
+
+def _any_of(plain: tuple[str, ...], numbered: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...],
+            ) -> Callable[[RequestView], bool]:
+    """The matcher of needles some of which hold ``{n}``: the plain ones first, then the numbered."""
+
+    def match_any(req: RequestView) -> bool:
+        prompt = req.folded_prompt()
+        for needle in plain:
+            if needle in prompt:
+                return True
+        for pieces, pattern in numbered:
+            for piece in pieces:
+                if piece not in prompt:
+                    break
+            else:
+                if pattern.search(prompt) is not None:
+                    return True
         return False
 
     return match_any

@@ -33,7 +33,7 @@ def fin_config(tmp_path: Path) -> Path:
 
 def test_check_accepts_the_shipped_policies(fin_config: Path) -> None:
     ok = routelens("policy", "check", str(SEED_000))
-    assert ok.returncode == 0 and "ok, 2 rules, 6 test cases" in ok.stdout, ok.stdout + ok.stderr
+    assert ok.returncode == 0 and "ok, 2 rules, 8 test cases" in ok.stdout, ok.stdout + ok.stderr
     dsl = routelens("--config", str(fin_config), "policy", "check", str(ROOT / "policies" / "seed003.yaml"))
     assert dsl.returncode == 0, dsl.stdout + dsl.stderr
 
@@ -53,7 +53,7 @@ def test_check_names_file_line_and_column_and_exits_2(tmp_path: Path) -> None:
 
 def test_test_runs_the_files_cases_and_fails_on_a_wrong_expectation(tmp_path: Path) -> None:
     res = routelens("policy", "test", str(SEED_000), "--json")
-    assert res.returncode == 0 and json.loads(res.stdout.splitlines()[-1]) == {"n": 6, "passed": 6, "failed": []}
+    assert res.returncode == 0 and json.loads(res.stdout.splitlines()[-1]) == {"n": 8, "passed": 8, "failed": []}
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text(SEED_000.read_text(encoding="utf-8").replace("expect: {rule: urgent_ticket}",
                                                                  "expect: {rule: long_context_priority}"),
