@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from ingest.http_api.relay import RelaySink, add_relay_route
     from ingest.http_api.routes import SERVER_LIMITS, IngestApi, http_errors
     from ingest.intake.field_mapping import GENERIC, MAPPINGS
+    from ingest.intake.file_import import check_format as check_import_format
     from ingest.intake.file_import import import_file
     from ingest.otel.build import EXPORTER_NAME as OTEL_EXPORTER
     from ingest.otel.build import build_otel_sink
@@ -93,6 +94,7 @@ _EXPORTS: dict[str, str] = {
     "duckdb_where": "ingest.duckdb.predicates:where",
     "http_errors": "ingest.http_api.routes",
     "import_file": "ingest.intake.file_import",
+    "check_import_format": "ingest.intake.file_import:check_format",
     "ips_report": "ingest.experiments.ips",
     "readable_state": "ingest.codec.stored_rows",
     "wilson_interval": "ingest.experiments.stats",
@@ -133,6 +135,7 @@ __all__ = [
     "clean_row",
     "duckdb_where",
     "http_errors",
+    "check_import_format",
     "import_file",
     "ips_report",
     "readable_state",

@@ -12,13 +12,14 @@ either depends on the sink's place in it (:class:`ingest.pipeline.emitter.TraceE
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ingest.kinds import Kind
 
-__all__ = ["PreparedBatch", "RecordBatch", "RecordSink", "Rejected", "WriteResult", "batch_of", "merge_prepared"]
+__all__ = ["SAMPLED", "PreparedBatch", "RecordBatch", "RecordSink", "Rejected", "WriteResult", "batch_of",
+           "conflict_reason", "merge_prepared", "same_trace"]
 
 
 @dataclass
@@ -112,7 +113,10 @@ class RecordSink(Protocol):
 
     - **write a batch**: take all of it or none of it. Return every record refused one by one
       (its own refusals and those of its ``prepare``) in :attr:`WriteResult.rejected` with a
-      reason: *quarantine this record*. It is never retried; the store's are quarantined, an
+      reason: *quarantine this record*. A record whose id is stored already is a duplicate
+      (counted, not stored again) when it is the same record; a different trace under a stored
+      ``request_id`` is refused with :func:`conflict_reason` (compare only when the id is found
+      taken: the ordinary write must not pay for it). It is never retried; the store's are quarantined, an
       exporter's only counted (the store has them). Everything else in the batch counts as taken.
     - **retry**: raise :class:`ingest.errors.SinkUnavailable` when the batch could not be taken
       now (unreachable, locked, timed out). Nothing of it counts as taken; the same batch comes
@@ -152,6 +156,30 @@ class RecordSink(Protocol):
     def close(self) -> None:
         """Release the sink's resources."""
         ...
+
+
+def conflict_reason(request_id: str) -> str:
+    """Why a trace is quarantined when a different trace is stored under its ``request_id``.
+
+    A store counts a trace whose id it holds already as a duplicate only when it is the same
+    trace (a re-delivery, a re-import); anything else under a taken id is this conflict.
+    """
+    return f"request_id {request_id!r} already stored with different content"
+
+
+SAMPLED = ("candidates",)  # what a trace outside the detail sample (``detail`` false) holds less of
+
+
+def same_trace(stored: Mapping[str, Any], incoming: Mapping[str, Any]) -> bool:
+    """Whether two stored-form trace documents are the same trace.
+
+    One stored with its candidates' detail and delivered again without it (the detail sample
+    changed in between) is the same trace: candidates are compared only when both carry detail.
+    """
+    if stored.get("detail") == incoming.get("detail"):
+        return stored == incoming
+    skip = {"detail", *SAMPLED}
+    return {k: v for k, v in stored.items() if k not in skip} == {k: v for k, v in incoming.items() if k not in skip}
 
 
 _KINDS = {int(k): k for k in Kind}

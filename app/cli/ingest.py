@@ -40,11 +40,16 @@ def _mapping(name: str) -> dict[str, list[str]] | None:
 def _run(args: argparse.Namespace) -> int:
     from app.run.access import hash_key_of
     from app.run.storage import open_store, pipeline_paths
-    from ingest import Quarantine, SinkError, TraceEmitter, import_file
+    from ingest import Quarantine, SinkError, TraceEmitter, check_import_format, import_file
 
     src = Path(args.file)
     if not src.is_file():
         fail(f"no such file: {src}")
+        return 2
+    try:  # a format not imported is refused before the store is opened (or created)
+        check_import_format(src)
+    except ValueError as exc:
+        fail(f"{exc}")
         return 2
     cfg = load_config(args.config) if Path(args.config).is_file() else None
     st = cfg.storage if cfg else StorageSettings()
@@ -71,15 +76,18 @@ def _run(args: argparse.Namespace) -> int:
             task = bar.add_task(src.name, total=None)
             report = import_file(src, emitter, mapping=mapping, hash_key=hash_key,
                                  progress=lambda done, total: bar.update(task, completed=done, total=total))
-    except ValueError as exc:  # UnreadableFile: a corrupt Parquet file (what was taken before is still stored)
+    except ValueError as exc:  # UnreadableFile: a format not imported (CSV: nothing read), or a corrupt Parquet file
+        # (what was taken before is still stored)
         emitter.close()
         fail(f"{exc}")
         return 2
     emitter.close()
+    refused = f"  refused by the store {report.refused_by_store}" if report.refused_by_store else ""
     print(f"lines {report.lines}  accepted {report.accepted}  rejected {report.rejected}  "
-          f"stored {report.stored}  already stored {report.duplicates}")
-    if report.rejected:
-        err.print(f"{report.rejected} rejected lines are in the quarantine: {quarantine.folder}")
+          f"stored {report.stored}  already stored {report.duplicates}{refused}")
+    if report.rejected or report.refused_by_store:
+        err.print(f"{report.rejected + report.refused_by_store} refused lines are in the quarantine: "
+                  f"{quarantine.folder}")
     return 0 if report.complete else 1
 
 
@@ -88,7 +96,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser("ingest", parents=[common], help="bring traces from files into the store")
     actions = p.add_subparsers(dest="action", required=True)
     imp = actions.add_parser("import", parents=[common], help="import a JSONL or Parquet file of traces")
-    imp.add_argument("file", help="a .jsonl/.ndjson or .parquet file")
+    imp.add_argument("file", help="a JSONL/NDJSON file (one JSON object per line) or a .parquet/.pq file; "
+                                  "CSV is refused (convert it to Parquet first)")
     imp.add_argument("--db", help="DuckDB trace file (default: storage.duckdb_path); no server may be writing it")
     imp.add_argument("--mapping", default="routelens",
                      help="routelens (traces as they are), generic (other routers' logs, see "

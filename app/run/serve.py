@@ -207,6 +207,8 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     if isinstance(shared, RedisShared):  # connects (or says why not) and listens to the other replicas
         app.on_startup.append(lambda _: shared.start())
         app.on_cleanup.append(lambda _: shared.close())
+    # POST /v1/traces takes storage.intake_max_bytes here as on the store; other routes keep the gateway's limit
+    app.middlewares.append(IngestApi.intake_limit(st.intake_max_bytes))
     if store_url is None:
         token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
         IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes,

@@ -5,7 +5,9 @@ A batch prepared in pieces holds each kind's Arrow tables as a list; they are in
 
 Inserts are ``INSERT OR IGNORE ... BY NAME`` against each table's unique id index, so a record
 delivered twice (a replay after a crash, a file imported twice) is stored once and counted as a
-duplicate. Retention by age runs from the same thread, at most once an hour.
+duplicate. A different trace under a ``request_id`` already stored is no duplicate: it is returned
+for quarantine (:mod:`ingest.duckdb.conflicts`, compared only when the plain insert found an id
+taken). Retention by age runs from the same thread, at most once an hour.
 
 Failures: DuckDB refusing the transaction (locked, disk full, ...) is :class:`SinkUnavailable`, and
 the pipeline retries the batch; any other exception is a fault of the records (or of this code),
@@ -27,6 +29,7 @@ import pyarrow as pa
 from ingest.codec.to_arrow import parse_payloads
 from ingest.codec.unchecked import check_traces
 from ingest.duckdb import rollup
+from ingest.duckdb.conflicts import split_conflicts
 from ingest.duckdb.derived import select_list
 from ingest.duckdb.schema import sql_file, transaction
 from ingest.errors import SinkUnavailable
@@ -100,7 +103,7 @@ class DuckDBSink:
             result = self._transaction(prepared, _INSERT)
         except duckdb.ConstraintException:
             result = self._transaction(prepared, _INSERT_OR_IGNORE)
-        result.rejected = list(prepared.rejected)
+        result.rejected = list(prepared.rejected) + result.rejected
         self._maybe_retain()
         self._maybe_seal()
         return result
@@ -133,15 +136,20 @@ class DuckDBSink:
                     if not parts:
                         continue
                     table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-                    cur.register("batch", table)
                     dedupe = statements is _INSERT_OR_IGNORE
+                    same = 0  # rows already stored (or repeated in the batch) with the same content
+                    if dedupe and kind is Kind.TRACE:  # an id is taken: the same trace again, or another one
+                        split = split_conflicts(cur, table, prepared)
+                        table, same = split.fresh, split.duplicates
+                        result.rejected += split.rejected
+                    cur.register("batch", table)
                     if kind is Kind.TRACE:  # counted in the rollup before the insert: duplicates known
                         rollup.late_traces(cur, table, self._sealed, dedupe=dedupe)
                     elif kind is Kind.FEEDBACK:
                         rollup.late_feedback(cur, table, self._sealed, dedupe=dedupe)
                     rows = cur.execute(statements[kind]).fetchall()
                     inserted = int(rows[0][0]) if rows else 0
-                    result.count(kind, inserted, table.num_rows - inserted)
+                    result.count(kind, inserted, same + table.num_rows - inserted)
         except duckdb.ConstraintException:
             raise
         except duckdb.Error as exc:

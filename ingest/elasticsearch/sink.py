@@ -3,11 +3,14 @@
 At the first write the sink puts one index template per kind (data stream, mapping derived from
 ``schemas/``, lifecycle with ``data_retention``: :mod:`ingest.elasticsearch.index_templates`). Each record is a bulk
 ``create`` with ``_id`` = its id (``request_id`` for traces), so re-delivery answers 409 and is
-counted as a duplicate instead of being stored twice. The client's bulk helper retries items
-answered 429 with exponential backoff. Only an item refused for what it holds (400: a value that
-does not fit the mapping, a document the parser cannot read) is returned for quarantine; an item
-refused for the sink's own reasons (401/403: the API key may not write, 404: no such index, 429
-after the retries, 5xx), like a whole request refused or a connection refused, raises
+counted as a duplicate instead of being stored twice. A trace answered 409 is looked up (one search
+per batch that has any, only then): a different trace stored under its ``request_id`` makes it no
+duplicate but a conflict, returned for quarantine as the DuckDB sink does; not found (not
+searchable yet: ``storage.elasticsearch.refresh`` false), it is counted a duplicate. The client's
+bulk helper retries items answered 429 with exponential backoff. Only an item refused for what it
+holds (400: a value that does not fit the mapping, a document the parser cannot read) is returned
+for quarantine; an item refused for the sink's own reasons (401/403: the API key may not write,
+404: no such index, 429 after the retries, 5xx), like a whole request refused or a connection refused, raises
 :class:`SinkUnavailable`: the pipeline keeps the batch in the spool, counts a failed write and
 tries again. The sink keeps what the failed attempt settled (items stored, already there, refused
 for what they hold) and the retry of that batch sends only the rest: the items it stored are not
@@ -32,7 +35,7 @@ from ingest.codec.unchecked import check_traces
 from ingest.elasticsearch.index_templates import FEEDBACK_CONTEXT, TIMESTAMP_FIELD, data_stream, index_template
 from ingest.errors import SinkUnavailable
 from ingest.kinds import KINDS, Kind
-from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult
+from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult, conflict_reason, same_trace
 
 __all__ = ["ElasticsearchSink"]
 
@@ -168,8 +171,10 @@ class ElasticsearchSink:
         except (ApiError, TransportError) as exc:
             raise SinkUnavailable(f"Elasticsearch: {exc}") from exc
         self._progress = None
-        for _, doc in prepared.tables.get(Kind.TRACE, []):
-            self._remember(doc)
+        refused = {id(r.payload) for r in progress.result.rejected}  # a conflict's context is not the stored trace's
+        for payload, doc in prepared.tables.get(Kind.TRACE, []):
+            if id(payload) not in refused:
+                self._remember(doc)
         return progress.result
 
     def _bulk(self, prepared: PreparedBatch, progress: _Progress) -> None:
@@ -179,7 +184,7 @@ class ElasticsearchSink:
             SinkUnavailable: Some items were not stored for the sink's reasons (the rest are settled).
         """
         actions: list[dict[str, Any]] = []
-        waiting: dict[tuple[str, str], list[tuple[int, Kind, bytes]]] = {}  # (stream, _id) -> items sent
+        waiting: dict[tuple[str, str], list[tuple[int, Kind, bytes, dict[str, Any]]]] = {}  # (stream, _id) -> items
         streams = {kind: (KINDS[kind].id_field, data_stream(self.prefix, kind)) for kind in prepared.tables}
         items = ((kind, payload, doc) for kind, docs in prepared.tables.items() for payload, doc in docs)
         for at, (kind, payload, doc) in enumerate(items):
@@ -187,11 +192,12 @@ class ElasticsearchSink:
                 continue
             id_field, stream = streams[kind]
             doc_id = str(doc[id_field])
-            waiting.setdefault((stream, doc_id), []).append((at, kind, payload))
+            waiting.setdefault((stream, doc_id), []).append((at, kind, payload, doc))
             actions.append({"_op_type": "create", "_index": stream, "_id": doc_id, "_source": doc})
         if not actions:
             return
         result, settled, unstored = progress.result, progress.settled, _Unstored()
+        taken: list[tuple[int, bytes, dict[str, Any]]] = []  # traces answered 409: the same trace, or another?
         for ok, item in helpers.streaming_bulk(
             self.client, actions, raise_on_error=False, max_retries=self.max_retries,
             initial_backoff=self.initial_backoff_s, max_backoff=30, chunk_size=1000,
@@ -203,9 +209,12 @@ class ElasticsearchSink:
                 log.warning("Elasticsearch answered for an unknown document %s", info.get("_id"))
                 unstored.add(info.get("status"), {"type": "unknown_document", "reason": f"_id {info.get('_id')}"})
                 continue
-            at, kind, payload = sent.pop(0)
+            at, kind, payload, doc = sent.pop(0)
             if ok:
                 result.count(kind, 1, 0)
+            elif info.get("status") == 409 and kind is Kind.TRACE:  # settled below, once compared
+                taken.append((at, payload, doc))
+                continue
             elif info.get("status") == 409:  # already stored: a re-delivery
                 result.count(kind, 0, 1)
             elif _is_document_fault(info):
@@ -214,8 +223,36 @@ class ElasticsearchSink:
                 unstored.add(info.get("status"), info.get("error") or {})
                 continue
             settled.add(at)
+        if taken:
+            self._settle_taken(taken, progress)
         if unstored.causes:  # the batch is retried: with the items not settled here only
             raise unstored.error()
+
+    def _settle_taken(self, taken: list[tuple[int, bytes, dict[str, Any]]], progress: _Progress) -> None:
+        """Count the traces answered 409 as duplicates, or return those another trace holds the id of.
+
+        Raises:
+            ApiError, TransportError: The search failed (the items stay unsettled: the retry sends them again).
+        """
+        stored = self._stored_traces(sorted({str(doc["request_id"]) for _, _, doc in taken}))
+        for at, payload, doc in taken:
+            held = stored.get(str(doc["request_id"]))
+            if held is None or same_trace(held, doc):
+                progress.result.count(Kind.TRACE, 0, 1)
+            else:
+                progress.result.rejected.append(Rejected(Kind.TRACE, payload, conflict_reason(str(doc["request_id"]))))
+            progress.settled.add(at)
+
+    def _stored_traces(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The stored documents of these request ids (those searchable)."""
+        found: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(ids), _SEARCH_MAX):  # a search answers at most max_result_window hits
+            chunk = ids[i:i + _SEARCH_MAX]
+            answer = self.client.search(index=data_stream(self.prefix, Kind.TRACE), size=len(chunk),
+                                        query={"terms": {"request_id": chunk}})
+            for hit in answer["hits"]["hits"]:
+                found[str(hit["_source"]["request_id"])] = hit["_source"]
+        return found
 
     def _remember(self, doc: dict[str, Any]) -> None:
         self._contexts[str(doc["request_id"])] = _context(doc)

@@ -135,7 +135,7 @@ STORE_OPERATIONS: tuple[Operation, ...] = (
         200: Answer("Every line accepted"), 207: Answer("Some lines refused (quarantined)"),
         400: _BAD, 401: Answer("An intake token is required", ErrorResponse),
         408: Answer("The body did not arrive within gateway.body_timeout_s of its headers", ErrorResponse),
-        413: Answer("The body is too large", ErrorResponse), 422: Answer("Every line refused")},
+        413: Answer("The body is over storage.intake_max_bytes", ErrorResponse), 422: Answer("Every line refused")},
         tag="store", body=TraceBatch, security=("intake_token",)),
     _read("/v1/traces", "One page of trace summaries, newest first", TracePage, SearchQuery),
     _read("/v1/traces/{request_id}", "One trace (emitted ones not yet stored included)", DecisionTrace,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import io
 from collections.abc import Awaitable, Callable
 
 import aiohttp
@@ -25,6 +26,8 @@ from ingest.http_api.routes import INTAKE_PATH, READ_ROUTES, error_response
 from schemas.trace import DecisionTrace
 
 __all__ = ["STORE_ROUTES", "add_store_proxy", "read_body", "store_series"]
+
+_RAW_MAX = 1 << 20  # aiohttp's bound for a body given as bytes
 
 # (method, path) of every route of ingest.http_api.routes.IngestApi
 STORE_ROUTES = (("POST", INTAKE_PATH), *(("GET", path) for path, _ in READ_ROUTES))
@@ -126,9 +129,11 @@ def add_store_proxy(app: web.Application, store_url: str,
 
     async def relay(request: web.Request, data: bytes | None) -> web.Response:
         headers = {h: request.headers[h] for h in _PASSED_HEADERS if h in request.headers}
+        # aiohttp sends a body over 1 MiB given as bytes but warns it may hold the loop: a stream goes in parts
+        payload = io.BytesIO(data) if data is not None and len(data) > _RAW_MAX else data
         try:
             async with session["s"].request(request.method, base + request.rel_url.raw_path_qs, headers=headers,
-                                            data=data) as up:
+                                            data=payload) as up:
                 body = await up.read()
                 return web.Response(status=up.status, body=body, content_type=up.content_type)
         except (aiohttp.ClientError, TimeoutError) as exc:

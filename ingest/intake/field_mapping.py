@@ -108,10 +108,17 @@ def _text_of(record: Mapping[str, Any]) -> str | None:
 
 
 def _timestamp(value: Any) -> Any:
+    """Epoch seconds or milliseconds as ISO 8601; anything else, and an epoch no date holds, as it is.
+
+    The model then refuses what is no time, naming ``ts`` (a mapping never raises for a value).
+    """
     if isinstance(value, bool) or not isinstance(value, int | float):
         return value
-    seconds = value / 1000 if value > 1e11 else value
-    return datetime.fromtimestamp(seconds, UTC).isoformat()
+    try:
+        seconds = value / 1000 if value > 1e11 else value
+        return datetime.fromtimestamp(seconds, UTC).isoformat()
+    except (OverflowError, ValueError, OSError):  # beyond time_t, year 9999, or nan
+        return value
 
 
 def _status(value: Any) -> str:

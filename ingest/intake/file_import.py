@@ -1,5 +1,8 @@
 """Importing a file of traces (JSONL or Parquet) through the same validation and pipeline.
 
+Other formats are refused whole before anything is read (:func:`check_format`): a CSV file
+read as JSONL would have every line quarantined as malformed JSON.
+
 Each record is checked like an intake line (:mod:`ingest.intake.lines`), accepted ones are emitted into a
 :class:`TraceEmitter` (which stores them in batches), refused ones are quarantined with their line
 number. The report counts what happened to every line.
@@ -7,6 +10,7 @@ number. The report counts what happened to every line.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +21,14 @@ import orjson
 from ingest.intake.lines import take_records
 from ingest.kinds import Kind
 from ingest.pipeline.emitter import TraceEmitter
+from ingest.pipeline.stats import STORE
 
-__all__ = ["ImportReport", "UnreadableFile", "import_file", "read_records"]
+__all__ = ["FORMATS", "ImportReport", "UnreadableFile", "check_format", "import_file", "read_records"]
 
 Progress = Callable[[int, int], None]  # (done, total) in the file's unit (bytes or rows)
+FORMATS = "JSONL/NDJSON (one JSON object per line) or Parquet (.parquet, .pq)"
+_PARQUET = (".parquet", ".pq")
+_NOT_TAKEN = {".csv": "CSV", ".tsv": "TSV", ".xlsx": "Excel", ".xls": "Excel"}
 
 
 class UnreadableFile(ValueError):
@@ -36,10 +44,11 @@ class ImportReport:
     rejected: int = 0
     stored: int = 0
     duplicates: int = 0
+    refused_by_store: int = 0  # accepted, then quarantined by the store (a different trace holds the id)
 
     @property
     def complete(self) -> bool:
-        """True when every line was stored (or was already stored under the same id)."""
+        """True when every line was stored (or the same trace was already stored under its id)."""
         return self.rejected == 0 and self.stored + self.duplicates == self.accepted == self.lines
 
 
@@ -78,21 +87,73 @@ def _parquet_rows(path: Path, pf: Any, progress: Progress) -> Iterator[tuple[int
             break
         except (pa.ArrowException, OSError) as exc:
             raise UnreadableFile(f"{path}: unreadable after row {line} (the rows before it were taken): {exc}") from exc
+        named = _has_non_finite(batch)
         for row in batch.to_pylist():
             line += 1
-            yield line, orjson.dumps({k: v for k, v in row.items() if v is not None}, default=str)
+            record = {k: (_named(v) if named else v) for k, v in row.items() if v is not None}
+            yield line, orjson.dumps(record, default=str)
         progress(line, total)
     progress(total, total)
+
+
+def _has_non_finite(data: Any) -> bool:
+    """Whether a float anywhere in ``data`` (an Arrow record batch or array, nested ones too) is inf or nan."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(data, pa.RecordBatch):
+        return any(_has_non_finite(column) for column in data.columns)
+    dtype = data.type
+    if pa.types.is_floating(dtype):
+        return bool(pc.any(pc.invert(pc.is_finite(data))).as_py())
+    if pa.types.is_struct(dtype):
+        return any(_has_non_finite(data.field(i)) for i in range(dtype.num_fields))
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or pa.types.is_fixed_size_list(dtype):
+        return _has_non_finite(data.values)
+    if pa.types.is_map(dtype):
+        return _has_non_finite(data.keys) or _has_non_finite(data.items)
+    return False
+
+
+def _named(value: Any) -> Any:
+    """``value`` with its non-finite floats as strings: JSON has no infinity, and ``null`` would lose them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # "inf", "-inf", "nan": refused on their line (ingest.intake.store_range)
+    if isinstance(value, dict):
+        return {k: _named(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_named(v) for v in value]
+    return value
+
+
+def check_format(path: Path) -> None:
+    """Refuse, before anything is read or opened, a file of a format that is not imported.
+
+    A file is Parquet by its suffix (``.parquet``, ``.pq``) and JSONL otherwise; a CSV, TSV or
+    spreadsheet file would be read as JSONL and every one of its lines quarantined as malformed
+    JSON, so it is refused whole, in one line that names the formats taken.
+
+    Raises:
+        UnreadableFile: The file's suffix names a format that is not imported.
+    """
+    kind = _NOT_TAKEN.get(path.suffix.lower())
+    if kind is None:
+        return
+    hint = "" if kind == "Excel" else (f" (convert it first, e.g. with DuckDB: COPY (FROM '{path.name}') TO "
+                                       f"'{path.stem}.parquet'; other routers' columns map with --mapping generic)")
+    raise UnreadableFile(f"{path}: {kind} files are not imported; give {FORMATS}{hint}")
 
 
 def read_records(path: Path, progress: Progress = lambda done, total: None) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line or row number, raw JSON record)`` from a ``.parquet`` or JSONL file.
 
     Raises:
-        UnreadableFile: A ``.parquet`` file is not Parquet (raised at once, before any record), or a
-            later part of it cannot be read (raised while iterating).
+        UnreadableFile: The file is of a format not imported (:func:`check_format`), or a ``.parquet``
+            file is not Parquet (both raised at once, before any record), or a later part of it
+            cannot be read (raised while iterating).
     """
-    return _parquet(path, progress) if path.suffix.lower() in (".parquet", ".pq") else _jsonl(path, progress)
+    check_format(path)
+    return _parquet(path, progress) if path.suffix.lower() in _PARQUET else _jsonl(path, progress)
 
 
 def import_file(
@@ -112,6 +173,7 @@ def import_file(
     src = Path(path)
     report = ImportReport()
     written0, dup0 = emitter.stats.stored(Kind.TRACE)
+    refused0 = emitter.stats.sinks[STORE].rejected
     records = read_records(src, progress)
     for res in take_records(records, emitter, source=f"import:{src.name}", mapping=mapping, hash_key=hash_key):
         report.lines += 1
@@ -122,4 +184,5 @@ def import_file(
     emitter.flush(timeout_s)
     written, dup = emitter.stats.stored(Kind.TRACE)
     report.stored, report.duplicates = written - written0, dup - dup0
+    report.refused_by_store = emitter.stats.sinks[STORE].rejected - refused0
     return report

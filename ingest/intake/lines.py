@@ -1,9 +1,10 @@
 """Validating traces that come from outside (``POST /v1/traces``, ``routelens ingest import``).
 
 Input is NDJSON (one JSON object per line) or one JSON array. Every record is checked on its own:
-size, JSON syntax, the field mapping (:mod:`ingest.intake.field_mapping`), then the :class:`DecisionTrace`
-model (wrong types, unknown fields, bad hashes...). The result says, per line, whether the record
-was accepted and, if not, why; refused records are quarantined by the caller.
+size, JSON syntax, the field mapping (:mod:`ingest.intake.field_mapping`), the :class:`DecisionTrace`
+model (wrong types, unknown fields, bad hashes...), then the numbers no store can hold (an integer
+beyond 64 bits, an infinite float: :mod:`ingest.intake.store_range`). The result says, per line,
+whether the record was accepted and, if not, why; refused records are quarantined by the caller.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import orjson
 from pydantic import ValidationError
 
 from ingest.intake.field_mapping import map_record
+from ingest.intake.store_range import beyond_store
 from ingest.kinds import Kind
 from ingest.pipeline.quarantine import describe_validation_error
 from schemas.trace import DecisionTrace
@@ -83,12 +85,23 @@ def check_record(
         res.reason = f"a trace must be a JSON object, not {type(obj).__name__}"
         return res
     if mapping is not None:
-        obj = map_record(obj, mapping, hash_key)
+        try:
+            obj = map_record(obj, mapping, hash_key)
+        except (TypeError, ValueError, OverflowError) as exc:  # a value the mapping cannot convert
+            res.request_id = _request_id(obj)
+            res.reason = f"cannot be mapped: {type(exc).__name__}"
+            return res
     res.request_id = _request_id(obj)
     try:
-        res.trace = DecisionTrace.model_validate(obj)
+        trace = DecisionTrace.model_validate(obj)
     except ValidationError as exc:
         res.reason = f"invalid trace: {describe_validation_error(exc)}"
+        return res
+    beyond = beyond_store(trace, raw)
+    if beyond is not None:
+        res.reason = f"invalid trace: {beyond}"
+    else:
+        res.trace = trace
     return res
 
 

@@ -26,7 +26,7 @@ _DOCS = {
     "spooled": "Records written to the durable spool.",
     "replayed": "Records found in the spool at start-up and delivered.",
     "written": "Records committed to the sink.",
-    "duplicates": "Records the sink already held under the same id.",
+    "duplicates": "Records the sink already held: the same record under the same id (a re-delivery).",
     "quarantined": "Records refused and kept with a reason.",
     "dropped": "Records lost on purpose (drop_oldest policy of a full spool); 0 otherwise.",
     "corrupted": "Records lost to a damaged spool segment.",

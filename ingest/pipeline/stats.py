@@ -44,8 +44,11 @@ class PipelineStats:
         spooled: Records written to the durable spool (== queued unless the spool was unusable).
         replayed: Records found in the spool at start-up and delivered after a restart.
         written: Records the sink committed.
-        duplicates: Records the sink already held under the same id (re-delivery, re-import).
-        quarantined: Records refused (invalid, oversized, rejected by the sink), kept with a reason.
+        duplicates: Records the sink already held: the same record under the same id (re-delivery,
+            re-import). A different trace under a ``request_id`` already stored is no duplicate:
+            the sink refuses it and it is quarantined.
+        quarantined: Records refused (invalid, oversized, rejected by the sink, a different trace
+            under a stored id), kept with a reason.
         dropped: Records lost on purpose: the ``drop_oldest`` policy of a full spool. 0 otherwise.
         corrupted: Records lost to a damaged spool segment (checksum mismatch).
         sink_errors: Failed batch writes (each retried).
