@@ -10,9 +10,14 @@ id, so some of its ids are taken. The batch's rows are then compared, column by 
 the batch's first row of that id when two rows of the batch share one. A trace stored with its
 candidates' detail and delivered again without it (the detail sample, ``storage.detail_share``,
 changed in between) is the same trace: its candidates are compared only when both carry detail.
+A row stored before a column was added (NULL there) and the same trace again (the field's default)
+are the same trace too.
 """
 
 from __future__ import annotations
+
+from enum import Enum
+from functools import cache
 
 import duckdb
 import orjson
@@ -20,6 +25,7 @@ import pyarrow as pa
 
 from ingest.kinds import Kind
 from ingest.record_sink import SAMPLED, PreparedBatch, Rejected, conflict_reason
+from schemas.trace import DecisionTrace
 
 __all__ = ["SplitTraces", "split_conflicts"]
 
@@ -31,11 +37,36 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+@cache
+def _defaults() -> dict[str, str]:
+    """SQL literals of the trace's top-level fields with a scalar default other than None.
+
+    A row stored before its column existed holds NULL there, and the same trace delivered again
+    holds the field's default: they compare as the same trace (``coalesce``), not as a conflict.
+    """
+    out: dict[str, str] = {}
+    for name, field in DecisionTrace.model_fields.items():
+        value = field.default.value if isinstance(field.default, Enum) else field.default
+        if isinstance(value, bool):
+            out[name] = "TRUE" if value else "FALSE"
+        elif isinstance(value, int | float):
+            out[name] = repr(value)
+        elif isinstance(value, str):
+            out[name] = "'" + value.replace("'", "''") + "'"
+    return out
+
+
+def _column(row: str, name: str) -> str:
+    default = _defaults().get(name)
+    column = f"{row}.{_quote(name)}"
+    return column if default is None else f"coalesce({column}, {default})"
+
+
 def _same(columns: list[str], a: str, b: str) -> str:
     """SQL: rows ``a`` and ``b`` hold the same trace."""
     terms = []
     for name in columns:
-        same = f"{a}.{_quote(name)} IS NOT DISTINCT FROM {b}.{_quote(name)}"
+        same = f"{_column(a, name)} IS NOT DISTINCT FROM {_column(b, name)}"
         if name in SAMPLED and _DETAIL in columns:
             same = f"({a}.{_DETAIL} IS DISTINCT FROM {b}.{_DETAIL} OR {same})"
         elif name == _DETAIL:

@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote
 
+import duckdb
 import pytest
 
 from app.cli import main
@@ -71,6 +72,25 @@ def test_the_same_trace_sampled_otherwise_is_a_duplicate(tmp_path: Path, factory
     assert store.write(store.prepare(batch_of(full))).by_kind[Kind.TRACE] == [1, 0]
     again = store.write(store.prepare(batch_of(thin)))
     assert again.by_kind[Kind.TRACE] == [0, 1] and again.rejected == []
+    store.close()
+
+
+def test_a_row_stored_before_a_column_existed_is_the_same_trace_again(tmp_path: Path, factory: TraceFactory) -> None:
+    """Upgraded: the stored row has NULL where the new column's default stands in the same trace delivered again."""
+    path = tmp_path / "t.duckdb"
+    store = DuckDBTraceStore(path)
+    t = factory.trace()
+    assert store.write(store.prepare(batch_of(Encoder().encode(t)))).by_kind[Kind.TRACE] == [1, 0]
+    store.close()
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE traces SET arm_forced = NULL, mode = NULL")  # as the migration left an older row
+    con.close()
+    store = DuckDBTraceStore(path)
+    again = store.write(store.prepare(batch_of(Encoder().encode(t))))
+    assert again.by_kind[Kind.TRACE] == [0, 1] and again.rejected == []
+    forced = t.model_copy(update={"arm_forced": True})  # not the default: another trace under the id
+    other = store.write(store.prepare(batch_of(Encoder().encode(forced))))
+    assert [r.reason for r in other.rejected] == [conflict_reason(t.request_id)]
     store.close()
 
 
