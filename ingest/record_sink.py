@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
+from functools import cache
 from typing import Any, Protocol
 
 from ingest.kinds import Kind
+from schemas.trace import DecisionTrace
 
 __all__ = ["SAMPLED", "PreparedBatch", "RecordBatch", "RecordSink", "Rejected", "WriteResult", "batch_of",
            "conflict_reason", "merge_prepared", "same_trace"]
@@ -170,12 +173,37 @@ def conflict_reason(request_id: str) -> str:
 SAMPLED = ("candidates",)  # what a trace outside the detail sample (``detail`` false) holds less of
 
 
+@cache
+def scalar_defaults() -> dict[str, bool | int | float | str]:
+    """The trace's top-level fields whose default is a scalar other than None, as stored (an enum as its value).
+
+    A trace stored before such a field existed lacks it (NULL, or no key); the same trace delivered
+    again holds the default: the two are one trace (:func:`same_trace`, :mod:`ingest.duckdb.conflicts`).
+    """
+    out: dict[str, bool | int | float | str] = {}
+    for name, spec in DecisionTrace.model_fields.items():
+        value = spec.default.value if isinstance(spec.default, Enum) else spec.default
+        if isinstance(value, bool | int | float | str):
+            out[name] = value
+    return out
+
+
+def _defaulted(doc: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(doc)
+    for name, value in scalar_defaults().items():
+        if out.get(name) is None:
+            out[name] = value
+    return out
+
+
 def same_trace(stored: Mapping[str, Any], incoming: Mapping[str, Any]) -> bool:
     """Whether two stored-form trace documents are the same trace.
 
     One stored with its candidates' detail and delivered again without it (the detail sample
     changed in between) is the same trace: candidates are compared only when both carry detail.
+    A field missing (or null) where it has a scalar default reads as that default (:func:`scalar_defaults`).
     """
+    stored, incoming = _defaulted(stored), _defaulted(incoming)
     if stored.get("detail") == incoming.get("detail"):
         return stored == incoming
     skip = {"detail", *SAMPLED}

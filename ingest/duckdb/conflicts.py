@@ -16,7 +16,6 @@ are the same trace too.
 
 from __future__ import annotations
 
-from enum import Enum
 from functools import cache
 
 import duckdb
@@ -24,8 +23,7 @@ import orjson
 import pyarrow as pa
 
 from ingest.kinds import Kind
-from ingest.record_sink import SAMPLED, PreparedBatch, Rejected, conflict_reason
-from schemas.trace import DecisionTrace
+from ingest.record_sink import SAMPLED, PreparedBatch, Rejected, conflict_reason, scalar_defaults
 
 __all__ = ["SplitTraces", "split_conflicts"]
 
@@ -39,20 +37,15 @@ def _quote(name: str) -> str:
 
 @cache
 def _defaults() -> dict[str, str]:
-    """SQL literals of the trace's top-level fields with a scalar default other than None.
-
-    A row stored before its column existed holds NULL there, and the same trace delivered again
-    holds the field's default: they compare as the same trace (``coalesce``), not as a conflict.
-    """
+    """SQL literals of the trace's scalar defaults (:func:`ingest.record_sink.scalar_defaults`)."""
     out: dict[str, str] = {}
-    for name, field in DecisionTrace.model_fields.items():
-        value = field.default.value if isinstance(field.default, Enum) else field.default
+    for name, value in scalar_defaults().items():
         if isinstance(value, bool):
             out[name] = "TRUE" if value else "FALSE"
-        elif isinstance(value, int | float):
-            out[name] = repr(value)
         elif isinstance(value, str):
             out[name] = "'" + value.replace("'", "''") + "'"
+        else:
+            out[name] = repr(value)
     return out
 
 

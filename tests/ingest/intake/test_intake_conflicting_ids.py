@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import duckdb
+import orjson
 import pytest
 
 from app.cli import main
@@ -21,7 +22,7 @@ from ingest.duckdb.store import DuckDBTraceStore
 from ingest.kinds import Kind
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.stats import STORE
-from ingest.record_sink import batch_of
+from ingest.record_sink import batch_of, same_trace
 from schemas.trace import DecisionTrace
 from tests.ingest.elasticsearch.test_sink import es_store
 from tests.ingest.es_contract.server import ContractServer
@@ -92,6 +93,14 @@ def test_a_row_stored_before_a_column_existed_is_the_same_trace_again(tmp_path: 
     other = store.write(store.prepare(batch_of(Encoder().encode(forced))))
     assert [r.reason for r in other.rejected] == [conflict_reason(t.request_id)]
     store.close()
+
+
+def test_a_document_stored_before_a_field_existed_is_the_same_trace_again(factory: TraceFactory) -> None:
+    """Elasticsearch's comparison: a stored document without a field reads as its default."""
+    incoming = orjson.loads(Encoder().encode(factory.trace())[-1][1])
+    stored = {k: v for k, v in incoming.items() if k not in ("arm_forced", "mode")}
+    assert incoming["arm_forced"] is False and same_trace(stored, incoming)
+    assert not same_trace(stored, {**incoming, "arm_forced": True})
 
 
 def test_a_reimport_with_one_trace_changed_says_so_and_exits_1(tmp_path: Path, factory: TraceFactory,
