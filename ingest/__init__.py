@@ -40,11 +40,12 @@ if TYPE_CHECKING:
     from ingest.experiments.compare import assumed_even_split
     from ingest.experiments.ips import ips_report
     from ingest.experiments.stats import wilson_interval
+    from ingest.http_api.answers import SERVER_LIMITS, http_errors
     from ingest.http_api.client import HttpTraceStore, Unauthorized
     from ingest.http_api.openapi import STORE_OPERATIONS
     from ingest.http_api.proxy import add_store_proxy
     from ingest.http_api.relay import RelaySink, add_relay_route
-    from ingest.http_api.routes import SERVER_LIMITS, IngestApi, http_errors
+    from ingest.http_api.routes import IngestApi
     from ingest.intake.field_mapping import GENERIC, MAPPINGS
     from ingest.intake.file_import import check_format as check_import_format
     from ingest.intake.file_import import import_file
@@ -77,7 +78,7 @@ _EXPORTS: dict[str, str] = {
     "Rejected": "ingest.record_sink",
     "RelaySink": "ingest.http_api.relay",
     "STORE_OPERATIONS": "ingest.http_api.openapi",
-    "SERVER_LIMITS": "ingest.http_api.routes",
+    "SERVER_LIMITS": "ingest.http_api.answers",
     "SinkError": "ingest.errors",
     "SinkUnavailable": "ingest.errors",
     "SpoolFull": "ingest.errors",
@@ -92,7 +93,7 @@ _EXPORTS: dict[str, str] = {
     "build_otel_sink": "ingest.otel.build",
     "clean_row": "ingest.codec.stored_rows:clean",
     "duckdb_where": "ingest.duckdb.predicates:where",
-    "http_errors": "ingest.http_api.routes",
+    "http_errors": "ingest.http_api.answers",
     "import_file": "ingest.intake.file_import",
     "check_import_format": "ingest.intake.file_import:check_format",
     "ips_report": "ingest.experiments.ips",

@@ -8,6 +8,7 @@ parameters. Trace filters are :class:`schemas.queries.TraceFilter`'s; a window i
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal, TypeVar
 
 from aiohttp import web
@@ -20,8 +21,10 @@ from schemas.common import ProbeKind
 from schemas.experiments import CompareBy
 from schemas.queries import TraceFilter
 
-__all__ = ["BadParam", "BucketsQuery", "EventsQuery", "FeedbackQuery", "GroupsQuery", "LatchesQuery", "MisroutesQuery",
-           "ProbesQuery", "QuarantineQuery", "SearchQuery", "SnapshotsQuery", "query_of"]
+__all__ = ["COMPARE_PARAMS", "BadParam", "BucketsQuery", "EventsQuery", "FeedbackQuery", "GroupsQuery", "LatchesQuery",
+           "MisroutesQuery",
+           "ProbesQuery", "QuarantineQuery", "SearchQuery", "SnapshotsQuery", "filter_of", "query_of",
+           "required_time", "trace_filter_of"]
 
 Q = TypeVar("Q", bound=BaseModel)
 
@@ -126,3 +129,38 @@ def query_of(model: type[Q], request: web.Request) -> Q:
     except ValidationError as exc:
         loc = exc.errors()[0]["loc"]
         raise BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
+
+
+FILTERS = set(TraceFilter.model_fields)
+
+
+def trace_filter_of(q: TraceFilter) -> TraceFilter:
+    """The trace filter a route's query model carries (its own extra fields left out)."""
+    return TraceFilter.model_validate(q.model_dump(include=FILTERS, exclude_unset=True))
+
+
+def filter_of(request: web.Request) -> TraceFilter:
+    """The trace filter in a request's query string (:class:`BadParam` naming the first field refused)."""
+    raw = {k: v for k, v in request.query.items() if k in FILTERS}
+    try:
+        return TraceFilter.model_validate(raw)
+    except ValidationError as exc:
+        loc = exc.errors()[0]["loc"]
+        raise BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
+
+
+COMPARE_PARAMS = {"a", "b", "by", "min_samples", "confidence", "alpha", "replicates", "seed"}
+
+
+def required_time(request: web.Request, name: str) -> datetime:
+    """Return the required ISO 8601 time ``name`` (``start`` or ``end``); it must carry a zone."""
+    value = request.query.get(name)
+    if value is None:
+        raise BadParam(name, f"{name} is required")
+    try:
+        ts = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise BadParam(name, f"{name} is not an ISO 8601 time") from exc
+    if ts.tzinfo is None:
+        raise BadParam(name, f"{name} must carry a time zone")
+    return ts

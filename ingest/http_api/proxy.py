@@ -22,7 +22,8 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from ingest.http_api.routes import INTAKE_PATH, READ_ROUTES, error_response
+from ingest.http_api.answers import error_response
+from ingest.http_api.routes import INTAKE_PATH, READ_ROUTES
 from schemas.trace import DecisionTrace
 
 __all__ = ["STORE_ROUTES", "add_store_proxy", "read_body", "store_series"]

@@ -38,8 +38,8 @@ import orjson
 from aiohttp import web
 
 from ingest.errors import SinkUnavailable, SpoolUnavailable
+from ingest.http_api.answers import error_response
 from ingest.http_api.proxy import read_body
-from ingest.http_api.routes import error_response
 from ingest.kinds import Kind
 from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
 

@@ -43,15 +43,14 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from typing import Any
 
-import orjson
 from aiohttp import web
 from aiohttp.typedefs import Middleware
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from ingest.experiments.compare import assumed_even_split
+from ingest.http_api.answers import error_response, json_response
 from ingest.http_api.openapi import (
     BucketsAnswer,
     ConstraintsAnswer,
@@ -65,6 +64,7 @@ from ingest.http_api.openapi import (
     TrafficAnswer,
 )
 from ingest.http_api.params import (
+    COMPARE_PARAMS,
     BadParam,
     BucketsQuery,
     EventsQuery,
@@ -76,7 +76,10 @@ from ingest.http_api.params import (
     QuarantineQuery,
     SearchQuery,
     SnapshotsQuery,
+    filter_of,
     query_of,
+    required_time,
+    trace_filter_of,
 )
 from ingest.intake.lines import LineResult, split_records, take_records
 from ingest.pipeline.emitter import TraceEmitter
@@ -84,17 +87,11 @@ from ingest.pipeline.quarantine import describe_validation_error
 from ingest.trace_store import BadCursor, TraceStore
 from schemas.experiments import CompareQuery
 from schemas.feedback import Feedback
-from schemas.queries import AggregateQuery, TraceFilter
+from schemas.queries import AggregateQuery
 from schemas.trace import DecisionTrace
 
-__all__ = ["INTAKE_PATH", "READ_ROUTES", "SERVER_LIMITS", "IngestApi", "http_errors"]
+__all__ = ["INTAKE_PATH", "READ_ROUTES", "IngestApi"]
 
-# The HTTP parser's line and header limits for the server that mounts these routes (aiohttp's
-# ``handler_args``). Its defaults (8 KiB) refuse a longer URL or header before any route runs,
-# in plain text and with a traceback in the log; up to these limits the routes answer themselves.
-# Bodies are read as sent: aiohttp would inflate a compressed one on the event loop as it arrives (1 MB of gzip is
-# 1 GiB), before any route could refuse it; the gateway answers a compressed body 415 (router_core header_check).
-SERVER_LIMITS: dict[str, Any] = {"max_line_size": 64 * 1024, "max_field_size": 64 * 1024, "auto_decompress": False}
 
 INTAKE_PATH = "/v1/traces"  # POST: traces from other routers or other gateways
 # GET path -> the IngestApi method answering it: every read route, here once (the gateway's proxy forwards these)
@@ -108,7 +105,6 @@ READ_ROUTES = (
     ("/v1/probes", "probes"), ("/v1/events", "events"), ("/v1/snapshots", "snapshots"),
     ("/v1/quarantine", "quarantined"), ("/v1/policies/{policy_hash}", "policy"),
 )
-_FILTERS = set(TraceFilter.model_fields)
 _MAX_ID = 128  # DecisionTrace.request_id's max_length: no longer id can have a trace
 _LOOKUP_FLUSH_S = 10.0  # a trace lookup waits this long at most for the records waiting to be written
 log = logging.getLogger(__name__)
@@ -134,75 +130,6 @@ def _one_line() -> Iterator[None]:
     finally:
         _HeldBack.local.holding = False
 Handler = Callable[[web.Request], Awaitable[web.Response]]
-
-
-def error_response(status: int, message: str, code: str, param: str | None = None) -> web.Response:
-    """The store API's errors in OpenAI's shape (``service_unavailable`` for 5xx), for routes, relay and proxy."""
-    kind = "invalid_request_error" if status < 500 else "service_unavailable"
-    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
-
-
-
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}  # aiohttp's own answers
-
-
-@web.middleware
-async def http_errors(request: web.Request,
-                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-    """The refusals aiohttp makes itself (an unknown route, a wrong method, a body too large) in the API's JSON.
-
-    A store process's routes answered them as ``text/plain``, which the gateway's proxy passed on.
-    """
-    try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        answer = error_response(exc.status, exc.reason, _HTTP_CODES.get(exc.status, "http_error"))
-        if "Allow" in exc.headers:  # a 405 names the methods allowed
-            answer.headers["Allow"] = exc.headers["Allow"]
-        return answer
-
-
-def _json(data: Any, status: int = 200) -> web.Response:
-    def plain(obj: Any) -> Any:
-        if isinstance(obj, BaseModel):
-            return obj.model_dump(mode="json")
-        raise TypeError(type(obj).__name__)
-
-    return web.Response(status=status, body=orjson.dumps(data, default=plain), content_type="application/json")
-
-
-def _trace_filter(q: TraceFilter) -> TraceFilter:
-    """The trace filter a route's query model carries (its own extra fields left out)."""
-    return TraceFilter.model_validate(q.model_dump(include=_FILTERS, exclude_unset=True))
-
-
-def _filter(request: web.Request) -> TraceFilter:
-    raw = {k: v for k, v in request.query.items() if k in _FILTERS}
-    try:
-        return TraceFilter.model_validate(raw)
-    except ValidationError as exc:
-        loc = exc.errors()[0]["loc"]
-        raise BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
-
-
-_COMPARE = {"a", "b", "by", "min_samples", "confidence", "alpha", "replicates", "seed"}
-
-
-def _time(request: web.Request, name: str) -> datetime:
-    """Return the required ISO 8601 time ``name`` (``start`` or ``end``); it must carry a zone."""
-    value = request.query.get(name)
-    if value is None:
-        raise BadParam(name, f"{name} is required")
-    try:
-        ts = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise BadParam(name, f"{name} is not an ISO 8601 time") from exc
-    if ts.tzinfo is None:
-        raise BadParam(name, f"{name} must carry a time zone")
-    return ts
 
 
 class IngestApi:
@@ -298,7 +225,7 @@ class IngestApi:
         rejected = [{"line": r.line, "request_id": r.request_id, "reason": r.reason}
                     for r in results if r.trace is None]
         status = 200 if not rejected else (207 if accepted else 422)
-        return _json({"accepted": len(accepted), "rejected": len(rejected),
+        return json_response({"accepted": len(accepted), "rejected": len(rejected),
                       "results": {"accepted": accepted, "rejected": rejected}}, status)
 
     def _take(self, body: bytes) -> list[LineResult]:
@@ -350,7 +277,7 @@ class IngestApi:
     async def search(self, request: web.Request) -> web.Response:
         """``GET /v1/traces``: one page of summaries, newest first."""
         q = query_of(SearchQuery, request)
-        return _json(await asyncio.to_thread(self.store.search, _trace_filter(q), q.limit, q.cursor))
+        return json_response(await asyncio.to_thread(self.store.search, trace_filter_of(q), q.limit, q.cursor))
 
     async def buckets(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/buckets``: aggregates per time bucket."""
@@ -359,30 +286,30 @@ class IngestApi:
             if getattr(q, bound) is None:
                 raise BadParam(bound, f"{bound} is required: aggregates are over a window")
         try:
-            query = AggregateQuery.model_validate({"filter": _trace_filter(q), "bucket": q.bucket})
+            query = AggregateQuery.model_validate({"filter": trace_filter_of(q), "bucket": q.bucket})
         except ValidationError as exc:
             raise BadParam("bucket", describe_validation_error(exc)) from exc
-        return _json(BucketsAnswer(buckets=await asyncio.to_thread(self.store.aggregate, query)))
+        return json_response(BucketsAnswer(buckets=await asyncio.to_thread(self.store.aggregate, query)))
 
     async def traffic(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/traffic``: rule -> model -> instance counts."""
-        return _json(TrafficAnswer(edges=await asyncio.to_thread(self.store.traffic, _filter(request))))
+        return json_response(TrafficAnswer(edges=await asyncio.to_thread(self.store.traffic, filter_of(request))))
 
     async def constraints(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/constraints``: how often each constraint removed each instance."""
-        return _json(ConstraintsAnswer(
-            constraints=await asyncio.to_thread(self.store.constraint_stats, _filter(request))))
+        return json_response(ConstraintsAnswer(
+            constraints=await asyncio.to_thread(self.store.constraint_stats, filter_of(request))))
 
     async def misroutes(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/misroutes``: feedback with ``correct=false``, newest first (``limit``)."""
         q = query_of(MisroutesQuery, request)
-        found = await asyncio.to_thread(self.store.misroutes, _trace_filter(q), q.limit)
-        return _json(MisroutesAnswer(misroutes=found))
+        found = await asyncio.to_thread(self.store.misroutes, trace_filter_of(q), q.limit)
+        return json_response(MisroutesAnswer(misroutes=found))
 
     async def feedback(self, request: web.Request) -> web.Response:
         """``GET /v1/feedback?request_id=``: every verdict on one request, oldest first (read-your-writes)."""
         q = query_of(FeedbackQuery, request)
-        return _json(FeedbackAnswer(feedback=await asyncio.to_thread(self._feedback_of, q.request_id)))
+        return json_response(FeedbackAnswer(feedback=await asyncio.to_thread(self._feedback_of, q.request_id)))
 
     def _feedback_of(self, request_id: str) -> list[Feedback]:
         """A verdict posted a moment ago is found: with none stored, what waits to be written is written first."""
@@ -398,8 +325,8 @@ class IngestApi:
         not know the arms' shares (they are the gateway's configuration): without ``shares`` the
         report assumes 50/50 and says so in its verdict, and flags no mismatch.
         """
-        raw: dict[str, Any] = {k: v for k, v in request.query.items() if k in _COMPARE}
-        raw.update(start=_time(request, "start").isoformat(), end=_time(request, "end").isoformat())
+        raw: dict[str, Any] = {k: v for k, v in request.query.items() if k in COMPARE_PARAMS}
+        raw.update(start=required_time(request, "start").isoformat(), end=required_time(request, "end").isoformat())
         if "shares" in request.query:
             raw["shares"] = request.query["shares"].split(",")
         try:
@@ -408,13 +335,13 @@ class IngestApi:
             loc = exc.errors()[0]["loc"]
             raise BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
         report = await asyncio.to_thread(self.store.compare, query)
-        return _json(report if "shares" in request.query else assumed_even_split(report))
+        return json_response(report if "shares" in request.query else assumed_even_split(report))
 
     async def groups(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/groups``: requests per arm, router version or policy hash (``by``) in a window."""
         q = query_of(GroupsQuery, request)
         groups = await asyncio.to_thread(self.store.experiment_groups, q.by, q.start, q.end)
-        return _json(GroupsAnswer(by=q.by, groups=groups))
+        return json_response(GroupsAnswer(by=q.by, groups=groups))
 
     async def latches(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/latches``: latch out-intervals; 404 ``not_supported`` from a store without them."""
@@ -423,27 +350,29 @@ class IngestApi:
         if method is None:
             return error_response(404, "this store does not compute latch intervals: read /v1/snapshots",
                                   "not_supported")
-        return _json(await asyncio.to_thread(method, q.start, q.end, q.instance, q.limit))
+        return json_response(await asyncio.to_thread(method, q.start, q.end, q.instance, q.limit))
 
     async def probes(self, request: web.Request) -> web.Response:
         """``GET /v1/probes``: the probe timeline (``instance`` and ``kind`` narrow it)."""
         q = query_of(ProbesQuery, request)
         kind = None if q.kind is None else q.kind.value
         args = (q.start, q.end, q.instance, q.limit, kind)
-        return _json(ProbesAnswer(results=await asyncio.to_thread(self.store.probe_timeline, *args)))
+        return json_response(ProbesAnswer(results=await asyncio.to_thread(self.store.probe_timeline, *args)))
 
     async def events(self, request: web.Request) -> web.Response:
         """``GET /v1/events``: router events."""
         q = query_of(EventsQuery, request)
-        return _json(EventsAnswer(events=await asyncio.to_thread(self.store.events, q.start, q.end, q.kind, q.limit)))
+        events = await asyncio.to_thread(self.store.events, q.start, q.end, q.kind, q.limit)
+        return json_response(EventsAnswer(events=events))
 
     async def snapshots(self, request: web.Request) -> web.Response:
         """``GET /v1/snapshots``: instance snapshots."""
         q = query_of(SnapshotsQuery, request)
         snaps = await asyncio.to_thread(self.store.snapshots, q.start, q.end, q.instance, q.limit)
-        return _json(SnapshotsAnswer(snapshots=snaps))
+        return json_response(SnapshotsAnswer(snapshots=snaps))
 
     async def quarantined(self, request: web.Request) -> web.Response:
         """``GET /v1/quarantine``: quarantined records."""
         q = query_of(QuarantineQuery, request)
-        return _json(QuarantineAnswer(records=await asyncio.to_thread(self.store.quarantined, q.start, q.end, q.limit)))
+        records = await asyncio.to_thread(self.store.quarantined, q.start, q.end, q.limit)
+        return json_response(QuarantineAnswer(records=records))

@@ -17,7 +17,7 @@ A body sent compressed (``Content-Encoding`` other than ``identity``) is refused
 shape and a 415 (:func:`coded_body`): inflating it would be work on the event loop that its sender
 controls (1 MB of gzip is 1 GiB of zeros: seconds in which no request is served), and no OpenAI
 client compresses its requests. The servers read bodies as sent (``auto_decompress`` off in
-:data:`ingest.http_api.routes.SERVER_LIMITS`), so nothing is inflated before this refusal either.
+:data:`ingest.http_api.answers.SERVER_LIMITS`), so nothing is inflated before this refusal either.
 """
 
 from __future__ import annotations

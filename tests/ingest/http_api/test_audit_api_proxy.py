@@ -19,8 +19,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from bench.synthetic import TraceFactory
+from ingest.http_api.answers import error_response
 from ingest.http_api.proxy import add_store_proxy
-from ingest.http_api.routes import error_response
 from schemas.trace import DecisionTrace
 from tests.router_core.gateway.test_body_read import exchange_at as exchange
 
@@ -181,7 +181,7 @@ def test_an_encoded_slash_in_an_id_reaches_the_store_as_sent() -> None:
 
 def test_the_stores_own_refusals_are_json() -> None:
     """An unknown route or a wrong method on a store process answered text/plain, and the proxy passed it on."""
-    from ingest.http_api.routes import http_errors
+    from ingest.http_api.answers import http_errors
 
     async def main() -> list[tuple[int, str, dict[str, str], bytes]]:
         app = web.Application(middlewares=[http_errors])

@@ -13,7 +13,8 @@ from aiohttp import web
 
 from bench.synthetic import T0
 from ingest.duckdb.store import DuckDBTraceStore
-from ingest.http_api.routes import SERVER_LIMITS, IngestApi
+from ingest.http_api.answers import SERVER_LIMITS
+from ingest.http_api.routes import IngestApi
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
 from schemas.config.storage import SpoolSettings, StorageSettings
