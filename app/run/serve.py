@@ -207,8 +207,6 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     if isinstance(shared, RedisShared):  # connects (or says why not) and listens to the other replicas
         app.on_startup.append(lambda _: shared.start())
         app.on_cleanup.append(lambda _: shared.close())
-    # POST /v1/traces takes storage.intake_max_bytes here as on the store; other routes keep the gateway's limit
-    app.middlewares.append(IngestApi.intake_limit(st.intake_max_bytes))
     if store_url is None:
         token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
         IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes,
@@ -219,7 +217,8 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     else:
         store_metrics = add_store_proxy(app, store_url, emitter.pending, read_token=read_token_of(st),
                                         elsewhere=None if siblings is None else siblings.find,
-                                        body_timeout_s=config.gateway.body_timeout_s)
+                                        body_timeout_s=config.gateway.body_timeout_s,
+                                        intake_max_bytes=st.intake_max_bytes)  # the store's limit, not chat's
         if own_store:
             gateway.metrics_sources.append(store_metrics)
 

@@ -51,35 +51,49 @@ def store_series(text: bytes) -> bytes:
     return b"".join(out)
 
 
-async def read_body(request: web.Request, timeout_s: float) -> bytes | web.Response:
+async def read_body(request: web.Request, timeout_s: float, limit: int | None = None) -> bytes | web.Response:
     """The body, or the answer when it does not arrive within ``timeout_s`` (408, closing the connection).
 
     The same rule as the gateway's own routes (``router_core.gateway.body_read``, which ingest
     may not import); the store's relay route reads with it too (:mod:`ingest.http_api.relay`).
+    ``limit``: the largest body taken (None: the application's ``client_max_size``).
 
     Raises:
-        web.HTTPRequestEntityTooLarge: The body is over the application's limit; when its
-            ``Content-Length`` says so, before any of it is read.
+        web.HTTPRequestEntityTooLarge: The body is over the limit; when its ``Content-Length`` says
+            so, before any of it is read.
     """
-    size, limit = request.content_length, request.client_max_size
-    if size is not None and size > limit:
-        raise web.HTTPRequestEntityTooLarge(limit, size)
+    cap = request.client_max_size if limit is None else limit
+    size = request.content_length
+    if size is not None and size > cap:
+        raise web.HTTPRequestEntityTooLarge(cap, size)
     if request.content.is_eof():  # the ordinary request: the whole body came with the headers
-        return await request.read()
+        return await _read(request, cap)
     try:
         async with asyncio.timeout(timeout_s):
-            return await request.read()
+            return await _read(request, cap)
     except TimeoutError:
         answer = error_response(408, f"the request body did not arrive within {timeout_s:g} s", "request_timeout")
         answer.force_close()  # its rest may still come, and would read as the next request
         return answer
 
 
+async def _read(request: web.Request, cap: int) -> bytes:
+    if cap == request.client_max_size:
+        return await request.read()  # aiohttp counts against client_max_size itself
+    body = bytearray()
+    async for chunk in request.content.iter_chunked(1 << 16):  # a chunked body has no Content-Length to refuse
+        body += chunk
+        if len(body) > cap:
+            raise web.HTTPRequestEntityTooLarge(cap, len(body))
+    return bytes(body)
+
+
 def add_store_proxy(app: web.Application, store_url: str,
                     pending: Callable[[str], DecisionTrace | None], *,
                     read_token: str | None = None,
                     elsewhere: Callable[[str], Awaitable[DecisionTrace | None]] | None = None,
-                    body_timeout_s: float = 30.0) -> Callable[[], Awaitable[bytes]]:
+                    body_timeout_s: float = 30.0,
+                    intake_max_bytes: int | None = None) -> Callable[[], Awaitable[bytes]]:
     """Mount the store's routes on ``app``, forwarded to ``store_url``.
 
     Args:
@@ -93,6 +107,8 @@ def add_store_proxy(app: web.Application, store_url: str,
             a worker forgets a pending trace once the store has it).
         body_timeout_s: How long a body may take to arrive once its headers have
             (``gateway.body_timeout_s``).
+        intake_max_bytes: The largest ``POST /v1/traces`` body forwarded (``storage.intake_max_bytes``,
+            as the store takes; None: the gateway's own limit, as for every other route).
 
     Returns:
         A reader of the store's series for the gateway's ``/metrics`` (:func:`store_series`;
@@ -117,7 +133,8 @@ def add_store_proxy(app: web.Application, store_url: str,
                 return _trace(trace)
         data = None
         if request.can_read_body:
-            got = await read_body(request, body_timeout_s)
+            intake = request.method == "POST" and request.path == INTAKE_PATH
+            got = await read_body(request, body_timeout_s, intake_max_bytes if intake else None)
             if isinstance(got, web.Response):
                 return got
             data = got

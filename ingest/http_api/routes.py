@@ -46,7 +46,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from aiohttp import web
-from aiohttp.typedefs import Middleware
 from pydantic import ValidationError
 
 from ingest.experiments.compare import assumed_even_split
@@ -155,23 +154,6 @@ class IngestApi:
         self.read_token = read_token
         self.max_body = max_body
         self.body_timeout_s = body_timeout_s
-
-    @staticmethod
-    def intake_limit(max_bytes: int) -> Middleware:
-        """A middleware giving ``POST /v1/traces`` the limit ``max_bytes`` (``storage.intake_max_bytes``).
-
-        For the gateway, whose ``client_max_size`` is its chat route's (32 MiB) and bounded the intake
-        it forwards to a store (:func:`ingest.http_api.proxy.read_body`). Other routes keep the app's limit.
-        """
-
-        @web.middleware
-        async def limit(request: web.Request,
-                        handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-            if request.method == "POST" and request.path == INTAKE_PATH and request.client_max_size != max_bytes:
-                request = request.clone(client_max_size=max_bytes)
-            return await handler(request)
-
-        return limit
 
     def add_routes(self, app: web.Application) -> None:
         """Mount every route on ``app``."""
