@@ -123,7 +123,8 @@ def _header(trace: DecisionTrace) -> Text:
         ("decision", f"{fmt_num(trace.latency_ms, 2)} ms"),
     ]
     if trace.experiment_arm:
-        parts.append(("arm", trace.experiment_arm))
+        parts.append(("arm", trace.experiment_arm + (" (forced by header: left out of comparisons)"
+                                                    if trace.arm_forced else "")))
     for i, (name, value) in enumerate(parts):
         text.append(("  " if i else "") + f"{name} ", style=_DIM)
         text.append(value, style="yellow" if name == "mode" and value != "normal" else "")

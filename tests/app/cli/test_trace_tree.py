@@ -48,6 +48,12 @@ def test_header(text: str, trace: DecisionTrace) -> None:
         assert expected in head
 
 
+def test_a_forced_arm_says_so(trace: DecisionTrace) -> None:
+    assert "arm B" in as_text(render_trace(trace)) and "forced" not in as_text(render_trace(trace))
+    forced = as_text(render_trace(trace.model_copy(update={"arm_forced": True})))
+    assert "arm B (forced by header: left out of comparisons)" in forced
+
+
 def test_features_and_steps_in_order(text: str) -> None:
     assert "requested_model: auto" in text
     assert "est_input_tokens: 460" in text
