@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ingest.codec.stored_rows import clean as clean_row
     from ingest.codec.stored_rows import readable_state
     from ingest.duckdb.predicates import where as duckdb_where
+    from ingest.duckdb.store import OFFLINE as DUCKDB_OFFLINE
     from ingest.duckdb.store import DuckDBTraceStore
     from ingest.elasticsearch.store import ElasticsearchStore
     from ingest.errors import SinkError, SinkUnavailable, SpoolFull, SpoolUnavailable
@@ -92,6 +93,7 @@ _EXPORTS: dict[str, str] = {
     "add_store_proxy": "ingest.http_api.proxy",
     "build_otel_sink": "ingest.otel.build",
     "clean_row": "ingest.codec.stored_rows:clean",
+    "DUCKDB_OFFLINE": "ingest.duckdb.store:OFFLINE",
     "duckdb_where": "ingest.duckdb.predicates:where",
     "http_errors": "ingest.http_api.answers",
     "import_file": "ingest.intake.file_import",
@@ -134,6 +136,7 @@ __all__ = [
     "add_store_proxy",
     "build_otel_sink",
     "clean_row",
+    "DUCKDB_OFFLINE",
     "duckdb_where",
     "http_errors",
     "check_import_format",

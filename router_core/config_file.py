@@ -8,6 +8,8 @@ cannot be read is an error naming the file, line and field that named it.
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,6 +25,9 @@ __all__ = ["read_config", "read_model", "unreadable"]
 M = TypeVar("M", bound=BaseModel)
 
 
+log = logging.getLogger(__name__)
+
+
 def unreadable(path: Path) -> str | None:
     """Why ``path`` cannot be read as a file (None when it can)."""
     try:
@@ -30,6 +35,24 @@ def unreadable(path: Path) -> str | None:
             return None
     except OSError as exc:
         return exc.strerror or str(exc)
+
+
+def left_behind(value: str, resolved: Path) -> None:
+    """Warn when a relative output path may not be where the data is.
+
+    It resolves beside the configuration to nothing, while the same path from the working folder
+    (where versions before 2026-12-04 resolved it) holds a file or folder: the program would begin
+    an empty store beside the old one. A warning, not an error: both may be meant.
+    """
+    given = Path(value).expanduser()
+    if given.is_absolute() or resolved.exists():
+        return
+    old = Path(os.path.abspath(given))
+    if old != resolved and old.exists():
+        log.warning("%s resolves beside the configuration, to %s, which does not exist yet, while %s (from the "
+                    "working folder, where RouteLens before 2026-12-04 resolved it) does: a new one starts at %s; "
+                    "name the one you mean by its absolute path, or move it beside the configuration",
+                    value, resolved, old, resolved)
 
 
 def read_model(model: type[M], path: str | Path, *, field: str = "<file>") -> M:
@@ -55,7 +78,7 @@ def read_model(model: type[M], path: str | Path, *, field: str = "<file>") -> M:
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         why = f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {column}"
         raise ConfigError(str(p), [(line, field, why)]) from exc
-    return parse_yaml_model(model, text, str(p), context=path_context(p.parent, unreadable))
+    return parse_yaml_model(model, text, str(p), context=path_context(p.parent, unreadable, left_behind))
 
 
 def read_config(path: str | Path) -> RouteLensConfig:

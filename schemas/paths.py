@@ -33,15 +33,20 @@ class PathContext:
     Attributes:
         base_dir: The folder of the file being loaded.
         unreadable: Returns why a file cannot be read (None when it can); None skips the check.
+        elsewhere: Told each output path as written and where it resolves (the loader warns of a
+            relative trace file that does not exist beside the configuration but does in the working
+            folder, where versions before 2026-12-04 looked); None tells no one.
     """
 
     base_dir: Path
     unreadable: Callable[[Path], str | None] | None = None
+    elsewhere: Callable[[str, Path], None] | None = None
 
 
-def path_context(base_dir: str | Path, unreadable: Callable[[Path], str | None] | None = None) -> dict[str, Any]:
+def path_context(base_dir: str | Path, unreadable: Callable[[Path], str | None] | None = None,
+                 elsewhere: Callable[[str, Path], None] | None = None) -> dict[str, Any]:
     """Return a pydantic validation context that resolves paths against ``base_dir``."""
-    return {_KEY: PathContext(Path(os.path.abspath(base_dir)), unreadable)}
+    return {_KEY: PathContext(Path(os.path.abspath(base_dir)), unreadable, elsewhere)}
 
 
 def _context(info: ValidationInfo) -> PathContext | None:
@@ -66,7 +71,12 @@ def _input_file(value: str, info: ValidationInfo) -> str:
 
 def _output_path(value: str, info: ValidationInfo) -> str:
     ctx = _context(info)
-    return value if ctx is None else str(_absolute(value, ctx))
+    if ctx is None:
+        return value
+    path = _absolute(value, ctx)
+    if ctx.elsewhere is not None:
+        ctx.elsewhere(value, path)
+    return str(path)
 
 
 InputFile = Annotated[str, AfterValidator(_input_file)]

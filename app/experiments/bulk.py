@@ -7,7 +7,9 @@ the weights) as Arrow batches; each batch's snapshots are fetched once by id (a 
 batch's new ids) and kept as one :class:`InstanceSnapshot` per id, the object identity the router's
 memo and the replay's decision memo (:mod:`app.experiments.replay_memo`) key on. The filter is the
 store's own (:func:`ingest.duckdb_where`), and stored rows are cleaned the way the store cleans
-them (:func:`ingest.clean_row`, :func:`ingest.readable_state`).
+them (:func:`ingest.clean_row`, :func:`ingest.readable_state`). A file written before a column the
+scan names (an older one: it is opened read-only, never migrated) reads it as NULL or its default
+(``DuckDBTraceStore.with_current_columns``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import duckdb
 import pyarrow as pa
 
 from app.experiments.rows import NO_CANDIDATES, NO_STATE, SAMPLED_OUT, ReplayRow, Settled, StoredTerms, settled_of
-from ingest import clean_row, duckdb_where, readable_state
+from ingest import DUCKDB_OFFLINE, DuckDBTraceStore, clean_row, duckdb_where, readable_state
 from schemas.fleet import InstanceSnapshot
 from schemas.queries import TraceFilter
 from schemas.trace import RequestFeatures
@@ -57,13 +59,14 @@ _SELECT = (
     "array_to_string(list_transform(candidates, lambda c: coalesce(c.state_id, '')), ',') AS c_state, "
     "flatten(list_transform(candidates, lambda c: coalesce(c.score_terms, []))) AS t_flat, "
     "array_to_string(list_transform(candidates, lambda c: len(coalesce(c.score_terms, []))), ',') AS t_lens, "
-    "CASE WHEN policy IS NULL AND {inputs} IS NULL THEN NULL ELSE to_json(struct_pack(step := CASE WHEN policy IS NULL "
+    "CASE WHEN policy IS NULL AND inputs IS NULL THEN NULL ELSE to_json(struct_pack(step := CASE WHEN policy IS NULL "
     "THEN NULL ELSE struct_pack(rule := policy.rule, target := policy.target, throttled := policy.throttled) END, "
-    "inputs := {inputs}))::VARCHAR END AS settled "
+    "inputs := inputs))::VARCHAR END AS settled "
     "FROM traces LEFT JOIN (SELECT request_id, bool_or(NOT correct) AS wrong FROM feedback GROUP BY request_id) fb "
     "USING (request_id) WHERE {where}"
 )
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_current = DuckDBTraceStore.with_current_columns  # the SQL over a file lacking some of today's columns
 _UNREAD: Any = object()  # a features key not met yet (None is a value: no features stored)
 _NEAR = timedelta(minutes=10)  # how far around a batch's traces their snapshots are looked for first
 # Read per key or with offsets, not to_pylist per row.
@@ -78,7 +81,7 @@ def open_file(path: str | Path) -> duckdb.DuckDBPyConnection:
     """
     if not Path(path).is_file():
         raise duckdb.IOException(f"trace file {path} does not exist")
-    con = duckdb.connect(str(path), read_only=True)
+    con = duckdb.connect(str(path), read_only=True, config=dict(DUCKDB_OFFLINE))
     con.execute("SET threads = 1")  # one process per core replays; DuckDB's own threads would share them
     return con
 
@@ -86,7 +89,7 @@ def open_file(path: str | Path) -> duckdb.DuckDBPyConnection:
 def count(con: duckdb.DuckDBPyConnection, flt: TraceFilter) -> int:
     """How many stored traces match ``flt``."""
     sql, params = duckdb_where(flt)
-    row = con.execute(f"SELECT count(*) FROM traces WHERE {sql}", params).fetchone()
+    row = con.execute(_current(con, f"SELECT count(*) FROM traces WHERE {sql}"), params).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -96,7 +99,8 @@ def split_points(con: duckdb.DuckDBPyConnection, flt: TraceFilter, parts: int) -
         return []
     sql, params = duckdb_where(flt)
     qs = [k / parts for k in range(1, parts)]
-    row = con.execute(f"SELECT quantile_disc(ts, {qs!r}) FROM traces WHERE {sql}", params).fetchone()
+    row = con.execute(_current(con, f"SELECT quantile_disc(ts, {qs!r}) FROM traces WHERE {sql}"),
+                      params).fetchone()
     return sorted(set(row[0])) if row and row[0] else []
 
 
@@ -194,9 +198,7 @@ def read_rows(con: duckdb.DuckDBPyConnection, flt: TraceFilter, batch_rows: int 
     cands: dict[int | None, tuple[tuple[str, str], ...]] = {}
     insts: dict[int | None, tuple[str, ...]] = {}  # the instances of ``cands``, in order
     cuts: dict[str | None, list[tuple[int, int]]] = {}
-    columns = {row[0] for row in cur.execute("SELECT column_name FROM information_schema.columns "
-                                             "WHERE table_name = 'traces'").fetchall()}
-    select = _SELECT.format(where=sql, inputs="inputs" if "inputs" in columns else "NULL")  # older files lack it
+    select = _current(cur, _SELECT.format(where=sql))  # an older file: its missing columns NULL
     reader = cur.sql(select, params=params).to_arrow_reader(batch_rows or BATCH_ROWS)
     settled: dict[str | None, Settled | None] = {None: None}
     try:

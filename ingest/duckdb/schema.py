@@ -27,7 +27,7 @@ from ingest.duckdb.derived import DERIVED, add_derived_columns
 from ingest.kinds import KINDS
 from schemas.version import SCHEMA_VERSION
 
-__all__ = ["STORAGE_VERSION", "duckdb_type", "ensure_schema", "sql_file", "transaction"]
+__all__ = ["STORAGE_VERSION", "NewerFile", "duckdb_type", "ensure_schema", "sql_file", "transaction"]
 
 log = logging.getLogger(__name__)
 STORAGE_VERSION = 2  # 1: traces with inline candidate states and no `detail` column
@@ -70,6 +70,31 @@ def _convert(expr: str, src: pa.DataType, dst: pa.DataType, con: duckdb.DuckDBPy
     if pa.types.is_struct(src) or pa.types.is_list(src) or pa.types.is_struct(dst) or pa.types.is_list(dst):
         return f"NULL::{duckdb_type(con, dst)}"
     return f"TRY_CAST({expr} AS {duckdb_type(con, dst)})"
+
+
+class NewerFile(Exception):
+    """The file holds fields this version does not know: a newer RouteLens wrote it (never migrated back)."""
+
+    def __init__(self, table: str, fields: list[str]) -> None:
+        shown = ", ".join(fields[:8]) + (f" and {len(fields) - 8} more" if len(fields) > 8 else "")
+        super().__init__(f"written by a newer RouteLens: its {table} hold {shown}, which this version does not "
+                         "know; migrating it would drop them. Run the newer version, or read a copy with it")
+
+
+def _unknown(have: pa.Schema | pa.StructType, want: pa.Schema | pa.StructType, prefix: str = "") -> list[str]:
+    """The fields ``have`` holds (at any depth: structs, lists of structs) that ``want`` lacks."""
+    out: list[str] = []
+    for field in have:
+        i = want.get_field_index(field.name)
+        if i < 0:
+            out.append(prefix + field.name)
+            continue
+        src, dst = field.type, want.field(i).type
+        while pa.types.is_list(src) and pa.types.is_list(dst):
+            src, dst = src.value_type, dst.value_type
+        if pa.types.is_struct(src) and pa.types.is_struct(dst):
+            out += _unknown(src, dst, f"{prefix}{field.name}.")
+    return out
 
 
 def _current(con: duckdb.DuckDBPyConnection, table: str) -> pa.Schema | None:
@@ -129,6 +154,9 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -
             elif info.table == "traces" and have.get_field_index("detail") < 0:
                 applied += _upgrade_v1_traces(con, have, want)
             else:
+                derived = {column for column, _, _ in DERIVED.get(info.table, [])}
+                if unknown := [n for n in _unknown(have, want) if n not in derived]:
+                    raise NewerFile(info.table, unknown)
                 applied += _migrate(con, info.table, have, want)
         for table in DERIVED:
             applied += add_derived_columns(con, table, lambda t=table: _drop_dependents(con, t),  # type: ignore[misc]

@@ -22,12 +22,19 @@ from pydantic import BaseModel
 
 from ingest.codec.encoder import encode_batch
 from ingest.duckdb.reader import DuckDBReader
-from ingest.duckdb.schema import ensure_schema
+from ingest.duckdb.schema import NewerFile, ensure_schema
 from ingest.duckdb.sink import DuckDBSink
 from ingest.errors import SinkError, SinkUnavailable
 from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
 
-__all__ = ["DuckDBTraceStore"]
+__all__ = ["OFFLINE", "DuckDBTraceStore"]
+
+OFFLINE: dict[str, str | bool | int | float | list[str]] = {"autoinstall_known_extensions": False}
+"""DuckDB settings of every connection to a store file: nothing is downloaded at run time. DuckDB's
+functions are linked into the package; with autoinstall on, replaying a write-ahead log that holds a
+statement using one (a migration's ``list_transform`` lambda, left by a crash or by a close that does
+not checkpoint) tried to download ``core_functions`` instead of loading it, and the file could not be
+opened without a network."""
 
 log = logging.getLogger(__name__)
 # DuckDB checkpoints by itself (at a commit) only past this much WAL; below it, the pipeline asks
@@ -87,8 +94,8 @@ class DuckDBTraceStore(DuckDBReader):
                 return self._con_or_none
             try:
                 # memory_limit: DuckDB's cache of table blocks grows with the table up to it
-                config: dict[str, str | bool | int | float | list[str]] = (
-                    {} if self.memory_limit is None else {"memory_limit": self.memory_limit})
+                config = dict(OFFLINE) if self.memory_limit is None else {**OFFLINE, "memory_limit": self.memory_limit}
+                replayed = not self.read_only and os.path.exists(f"{self.path}.wal")  # a crash's log, or a close's
                 con = duckdb.connect(str(self.path), read_only=self.read_only, config=config)
             except duckdb.IOException as exc:
                 raise SinkUnavailable(f"cannot open {self.path}: {exc}") from exc
@@ -99,7 +106,12 @@ class DuckDBTraceStore(DuckDBReader):
                 # ones cost a third less CPU per trace than DuckDB's default of 16 MB. They wait
                 # for the pipeline to be idle (idle()) unless the WAL passes HARD_CHECKPOINT.
                 con.execute(f"SET checkpoint_threshold = '{HARD_CHECKPOINT}'")
-                ensure_schema(con, self._clock())
+                try:
+                    if ensure_schema(con, self._clock()) or replayed:  # a migration, a log replayed: into the file
+                        con.execute("CHECKPOINT")  # (a close after a replay leaves the log as it is)
+                except NewerFile as exc:
+                    con.close()
+                    raise SinkError(f"cannot open {self.path}: {exc}") from exc
                 self._sink = DuckDBSink(con, retention_days=self.retention_days, clock=self._clock)
             self._con_or_none = con
             return con

@@ -111,3 +111,26 @@ def test_an_arm_policy_file_is_found_from_its_base_folder_not_the_working_direct
     (tmp_path / "p" / "arm.yaml").write_text("scoring: {preset: seed-instance-score}\n")
     monkeypatch.chdir(tmp_path)  # arm.yaml is not here
     assert load_policy("arm.yaml", tmp_path / "p").scoring is not None
+
+
+def test_a_trace_file_left_in_the_working_folder_is_warned_of(own_folder: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """Found by an upgrade audit: before 2026-12-04 relative paths were the working folder's; a serve run
+    from there with the config elsewhere began an empty store, in silence, beside the old one."""
+    run = tmp_path / "run"
+    (run / "data").mkdir(parents=True)
+    (run / "data" / "traces.duckdb").write_bytes(b"old")
+    monkeypatch.chdir(run)
+    with caplog.at_level("WARNING", logger="router_core.config_file"):
+        config = read_config(own_folder / "routelens.yaml")
+    assert config.storage.duckdb_path == str(own_folder / "data" / "traces.duckdb")  # still the config's folder
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert f"data/traces.duckdb resolves beside the configuration, to {own_folder / 'data' / 'traces.duckdb'}" in said
+    assert str(run / "data" / "traces.duckdb") in said
+    caplog.clear()
+    (own_folder / "data").mkdir()
+    (own_folder / "data" / "traces.duckdb").write_bytes(b"new")  # the configured one exists: nothing to say
+    with caplog.at_level("WARNING", logger="router_core.config_file"):
+        read_config(own_folder / "routelens.yaml")
+    assert caplog.records == []
