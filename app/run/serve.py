@@ -28,7 +28,7 @@ from app.run.local_redis import start_local_redis, with_shared_url
 from app.run.probe_child import probe_source, start_prober, wants_prober
 from app.run.procs import Child, app_command, free_port, free_ports
 from app.run.siblings import SIBLING_PORTS_ENV, SiblingTraces, sibling_ports
-from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, worker_paths
+from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, say_backlog, worker_paths
 from app.run.stranded import Delivery, deliver_stranded
 from app.run.supervise import Supervised
 from ingest import (
@@ -174,6 +174,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         relay = RelaySink(store_url, token=os.environ.get(RELAY_TOKEN_ENV) or None)
         emitter = TraceEmitter(relay, st, exporters=exporters, spool_dir=spool_dir,
                                quarantine=Quarantine(quarantine_dir)).start()
+    say_backlog(emitter, spool_dir)
     hash_key = hash_key_of(config)
     registry = CollectorRegistry()
     registry.register(EmitterCollector(emitter))

@@ -15,9 +15,9 @@ from ingest import DuckDBTraceStore
 from schemas.config.storage import StorageSettings
 
 if TYPE_CHECKING:
-    from ingest import ElasticsearchStore
+    from ingest import ElasticsearchStore, TraceEmitter
 
-__all__ = ["RELAY_TOKEN_ENV", "open_store", "pipeline_paths", "worker_paths"]
+__all__ = ["RELAY_TOKEN_ENV", "open_store", "pipeline_paths", "say_backlog", "worker_paths"]
 
 RELAY_TOKEN_ENV = "ROUTELENS_RELAY_TOKEN"
 
@@ -51,3 +51,9 @@ def open_store(st: StorageSettings, db_path: str, *, lazy: bool = True) -> DuckD
 
         return ElasticsearchStore.from_settings(st.elasticsearch)
     return DuckDBTraceStore(db_path, lazy=lazy, retention_days=st.retention_days, memory_limit=st.duckdb_memory_limit)
+
+
+def say_backlog(emitter: TraceEmitter, spool_dir: Path) -> None:
+    """Say at start that the spool holds records from before it (a crash, a store that was down): they go first."""
+    if held := emitter.backlog_size():
+        print(f"{spool_dir}: {held} records from before this start, delivered first", flush=True)

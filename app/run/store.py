@@ -17,7 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from app.run.access import intake_token_of, read_token_of, relay_token_of, store_notices
 from app.run.gc_tuning import tame_gc
-from app.run.storage import open_store, pipeline_paths
+from app.run.storage import open_store, pipeline_paths, say_backlog
 from ingest import (
     SERVER_LIMITS,
     STORE_OPERATIONS,
@@ -48,6 +48,7 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
     spool_dir, quarantine_dir = pipeline_paths(st, db_path)
     own = st.model_copy(update={"flush_interval_ms": st.store_flush_interval_ms})  # its writes, not the relay's
     emitter = TraceEmitter(store, own, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir)).start()
+    say_backlog(emitter, spool_dir)
     app = web.Application(client_max_size=max(st.intake_max_bytes, 64 << 20), middlewares=[http_errors])
     api = IngestApi(emitter, store, token=intake_token_of(st), max_body=st.intake_max_bytes,
                     read_token=read_token_of(st), body_timeout_s=config.gateway.body_timeout_s)
