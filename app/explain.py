@@ -208,9 +208,18 @@ def selection_text(trace: DecisionTrace) -> str | None:
     return f"{trace.selected_model or '?'} → {trace.selected_instance or '?'}"
 
 
+_NOT_RECORDED = "not recorded"
+
+
 def features_summary(trace: DecisionTrace) -> dict[str, str]:
-    """Return the analysed request features as ``name -> text`` pairs."""
-    return {name: to_text(value) for name, value in trace.features.model_dump(mode="json").items()}
+    """Return the analysed request features as ``name -> text`` pairs.
+
+    A list the trace does not hold (stored before the field existed: ``file_types`` of an older
+    trace) reads ``not recorded``, not as the empty list its default would show ("none").
+    """
+    feats = trace.features
+    return {name: _NOT_RECORDED if isinstance(value, list) and not value and name not in feats.model_fields_set
+            else to_text(value) for name, value in feats.model_dump(mode="json").items()}
 
 
 def served_by(trace: DecisionTrace) -> str | None:

@@ -259,5 +259,6 @@ def report_of(tally: Tally, *, since: datetime, until: datetime, flt: TraceFilte
         instance_matrix={k: dict(v) for k, v in sorted(tally.instances.items())},
         causes=causes, cost=_delta(tally.cost, COST_BASIS), latency=_delta(tally.latency, LATENCY_BASIS),
         elapsed_s=elapsed_s, traces_per_s=tally.n / elapsed_s if elapsed_s > 0 else None, cpu_s=tally.cpu_s,
-        ips=ips_report(tally.ips_logged, tally.ips_match, tally.ips_cost, tally.ips_misroute),
+        ips=ips_report(tally.ips_logged, tally.ips_match, tally.ips_cost, tally.ips_misroute,
+                       unlogged=tally.ips_unlogged),
     )

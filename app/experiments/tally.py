@@ -157,6 +157,7 @@ class Tally:
     ips_match: array[float] = field(default_factory=lambda: array("d"))
     ips_cost: array[float] = field(default_factory=lambda: array("d"))
     ips_misroute: array[float] = field(default_factory=lambda: array("d"))
+    ips_unlogged: int = 0  # replayed requests without a logged selection probability (older traces, retries)
 
     def skip(self, reason: str) -> None:
         """Count a trace that cannot be replayed."""
@@ -184,6 +185,8 @@ class Tally:
             self.ips_match.append(0.0 if flipped else 1.0)
             self.ips_cost.append(nan if row.cost is None else row.cost)
             self.ips_misroute.append(nan if row.misroute is None else float(row.misroute))
+        else:
+            self.ips_unlogged += 1
         if flipped:
             self.flips += 1
             self.model_flips += old_m != new_m
@@ -218,5 +221,6 @@ class Tally:
         self.cost.merge(other.cost)
         self.latency.merge(other.latency)
         self.cpu_s += other.cpu_s
+        self.ips_unlogged += other.ips_unlogged
         for name in ("ips_logged", "ips_match", "ips_cost", "ips_misroute"):
             getattr(self, name).extend(getattr(other, name))

@@ -5,6 +5,8 @@
 - :mod:`~ingest.duckdb.sink`: one Arrow insert per kind, one transaction per batch, duplicates
   ignored by id, retention by age.
 - :mod:`~ingest.duckdb.reader`: the query API, from the named queries in ``sql/queries.sql``.
+- :mod:`~ingest.duckdb.file_layout`: reads of a file from before columns existed (opened read-only,
+  not migrated): a missing column or field reads as NULL or its default.
 - :mod:`~ingest.duckdb.schema`: tables created and migrated from the derived Arrow schemas; the
   DDL and queries are the ``sql/*.sql`` files beside it.
 """

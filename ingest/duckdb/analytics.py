@@ -10,7 +10,6 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any
 
-import duckdb
 import orjson
 
 from ingest.analytics import ConstraintTally
@@ -34,12 +33,8 @@ class DuckDBAnalytics:
     def constraint_stats(self, flt: TraceFilter) -> list[ConstraintStat]:
         """Return per (constraint, instance, model) removals, decisive and undecided ones, soft violations."""
         clause, params = where(flt)
-        try:
-            rows = self._rows(named_queries()["constraint_keys"].format(where=clause, hits=hits_expression()),
-                              [*params, *params])
-        except duckdb.BinderException:  # a read-only file from before the derived column
-            rows = self._rows(named_queries()["constraint_keys_legacy"].format(where=clause, hits=hits_expression()),
-                              params)
+        rows = self._rows(named_queries()["constraint_keys"].format(where=clause, hits=hits_expression()),
+                          [*params, *params])
         tally = ConstraintTally()
         for row in rows:
             for constraint, instance, model, verdict in orjson.loads(row["hits"]):

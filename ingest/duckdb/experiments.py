@@ -14,8 +14,6 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-import duckdb
-
 from ingest.duckdb.schema import sql_file
 from ingest.experiments.compare import BINS, build_report, histogram_of
 from schemas.experiments import COMPARE_BY, ArmStats, CompareBy, CompareQuery, CompareReport
@@ -31,21 +29,13 @@ def experiment_queries() -> dict[str, str]:
 
 
 FORCED = "coalesce(arm_forced, false)"
-"""A trace forced onto its arm by header (``arm_forced``; NULL in rows written before it: not forced)."""
+"""A trace forced onto its arm by header (``arm_forced``; NULL in rows written before it: not forced).
+
+A read-only file written before the column reads it as false (:mod:`ingest.duckdb.file_layout`)."""
 
 
 def _sql(name: str, by: CompareBy) -> str:
     return experiment_queries()[name].format(col=COMPARE_BY[by], forced=FORCED)
-
-
-def _older(sql: str) -> list[str]:
-    """``sql`` as a read-only file from before a column can run it.
-
-    Without ``arm_forced`` (nothing was forced), then also without the derived ``rid_hash`` (the join
-    on ``request_id``).
-    """
-    unforced = sql.replace(FORCED, "false")
-    return [unforced, unforced.replace("rid_hash", "request_id")]
 
 
 class DuckDBExperiments:
@@ -70,8 +60,8 @@ class DuckDBExperiments:
         bins = BINS
         figures: dict[str, dict[str, Any]] = {v: {"value": v} for v in (query.a, query.b)}
         hist: dict[str, dict[int, int]] = {query.a: {}, query.b: {}}
-        for r in self._compatible(_sql("arm_bins", query.by),
-                                  [bins.lo, bins.lo, bins.lo, math.log(bins.ratio), bins.k + 1, *span]):
+        for r in self._rows(_sql("arm_bins", query.by),
+                            [bins.lo, bins.lo, bins.lo, math.log(bins.ratio), bins.k + 1, *span]):
             f = figures[r["grp"]]
             if r["side_row"]:  # the side's own grouping set: its cost moments and its forced requests
                 f.update(cost_mean=r["mean"], cost_var=r["var"], forced=int(r["forced"]))
@@ -81,7 +71,7 @@ class DuckDBExperiments:
             for key in ("n", "errors", "fallbacks", "cost_n"):
                 f[key] = f.get(key, 0) + int(r[key])
             hist[r["grp"]][int(r["bin"])] = int(r["n"])
-        for r in self._compatible(_sql("arm_feedback", query.by), span):
+        for r in self._rows(_sql("arm_feedback", query.by), span):
             figures[r["grp"]].update({k: int(r[k]) for k in ("feedback", "misroutes", "expected", "expected_match")})
         return {v: ArmStats(
             value=v, requests=f.get("n", 0), errors=f.get("errors", 0), fallbacks=f.get("fallbacks", 0),
@@ -89,13 +79,3 @@ class DuckDBExperiments:
             latency=histogram_of(hist[v], bins), feedback=f.get("feedback", 0), misroutes=f.get("misroutes", 0),
             expected=f.get("expected", 0), expected_match=f.get("expected_match", 0), forced=f.get("forced", 0),
         ) for v, f in figures.items()}
-
-    def _compatible(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-        """Rows of ``sql``, or of its form for a read-only file from before a column (:func:`_older`)."""
-        *forms, last = [sql, *_older(sql)]
-        for form in forms:
-            try:
-                return self._rows(form, params)
-            except duckdb.BinderException:  # a column this file lacks: its older form
-                continue
-        return self._rows(last, params)

@@ -20,6 +20,7 @@ from ingest.codec.stored_rows import assemble_trace, clean, state_ids, summary_o
 from ingest.duckdb import rollup
 from ingest.duckdb.analytics import DuckDBAnalytics
 from ingest.duckdb.experiments import DuckDBExperiments
+from ingest.duckdb.file_layout import FileLayout
 from ingest.duckdb.latches import DuckDBLatches
 from ingest.duckdb.predicates import named_queries
 from ingest.duckdb.predicates import where as _where
@@ -44,7 +45,13 @@ def _fetch(cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[
 
 
 class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, DuckDBLatches, WindowReader):
-    """Answers the query API from one DuckDB connection (read-write or read-only)."""
+    """Answers the query API from one DuckDB connection (read-write or read-only).
+
+    Every read goes through the file's :class:`FileLayout`: a file opened read-only keeps the columns
+    it was written with, and a column added since reads as NULL (or its default).
+    """
+
+    _file_layout: FileLayout | None = None  # learned on the first read
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self._reader_con = con
@@ -57,9 +64,24 @@ class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, DuckDBLatches, WindowRead
         finally:
             cur.close()
 
+    @staticmethod
+    def with_current_columns(con: duckdb.DuckDBPyConnection, sql: str) -> str:
+        """``sql`` reading the tables of ``con``'s file with today's columns (a read outside the reader).
+
+        The file's tables are learned anew on each call (10 to 60 ms): for reads made once, not per
+        request (the replay's bulk scan, :mod:`app.experiments.bulk`).
+        """
+        return FileLayout().adapt(con, sql)
+
+    def _adapt(self, cur: duckdb.DuckDBPyConnection, sql: str) -> str:
+        """``sql`` reading the file's tables with today's columns (:class:`FileLayout`)."""
+        if self._file_layout is None:
+            self._file_layout = FileLayout()
+        return self._file_layout.adapt(cur, sql)
+
     def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
         with self._cursor() as cur:
-            return _fetch(cur, sql, params)
+            return _fetch(cur, self._adapt(cur, sql), params)
 
     def get(self, request_id: str) -> DecisionTrace | None:
         """Return the trace of ``request_id`` with its candidate states, or None.
@@ -68,14 +90,14 @@ class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, DuckDBLatches, WindowRead
         only known from the row, and a join would scan ``instance_snapshots`` instead).
         """
         with self._cursor() as cur:
-            rows = _fetch(cur, named_queries()["get_trace"], [request_id])
+            rows = _fetch(cur, self._adapt(cur, named_queries()["get_trace"]), [request_id])
             if not rows:
                 return None
             ids = sorted(set(state_ids(rows[0])))
             states: dict[str, dict[str, Any]] = {}
             if ids:
                 sql = named_queries()["get_states"].format(marks=", ".join("?" for _ in ids))
-                states = {row["snapshot_id"]: row for row in _fetch(cur, sql, ids)}
+                states = {row["snapshot_id"]: row for row in _fetch(cur, self._adapt(cur, sql), ids)}
         return assemble_trace(rows[0], states)
 
     def count(self, kind: Kind = Kind.TRACE) -> int:
@@ -116,12 +138,8 @@ class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, DuckDBLatches, WindowRead
         if minutes is not None:
             rows = rollup.Buckets().read(self._rows, query.filter, minutes, rest, base, width).rows()
         else:
-            args = [base, width, *params, base, width, *params]
-            try:
-                rows = self._rows(named_queries()["aggregate"].format(where=where), args)
-            except duckdb.BinderException:  # a read-only file from before the derived rid_hash
-                legacy = named_queries()["aggregate"].replace("rid_hash", "request_id")  # joined on the id itself
-                rows = self._rows(legacy.format(where=where), args)
+            rows = self._rows(named_queries()["aggregate"].format(where=where),
+                              [base, width, *params, base, width, *params])
         for r in rows:
             q = r["q"] or [None, None, None]
             out.append(BucketStats(

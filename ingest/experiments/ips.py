@@ -38,6 +38,7 @@ def ips_estimate(
     confidence: float = 0.95,
     bounds: tuple[float, float] | None = None,
     min_matched: int = MIN_MATCHED,
+    unlogged: int = 0,
 ) -> IpsEstimate:
     """Return the self-normalised IPS estimate of the candidate's mean ``reward``, with its interval.
 
@@ -51,6 +52,8 @@ def ips_estimate(
         confidence: Of the interval.
         bounds: Clip the interval to this range (``(0, 1)`` for a rate).
         min_matched: Fewest requests with a non-zero weight before a value is given.
+        unlogged: Requests left out before the arrays because they carry no logged probability
+            (counted with the NaN ones in the note that says why there is no estimate).
     """
     logged = np.asarray(logged_prob, dtype=np.float64)
     target = np.asarray(target_prob, dtype=np.float64)
@@ -59,7 +62,9 @@ def ips_estimate(
         raise ValueError(f"shapes differ: {logged.shape}, {target.shape}, {r.shape}")
     if np.any((target < 0) | (target > 1)) or np.any(logged > 1):
         raise ValueError("probabilities must lie in [0, 1]")
-    keep = np.isfinite(logged) & (logged > 0) & np.isfinite(target) & np.isfinite(r)
+    has_prob = np.isfinite(logged) & (logged > 0)
+    without = unlogged + int((~has_prob).sum())
+    keep = has_prob & np.isfinite(target) & np.isfinite(r)
     logged, target, r = logged[keep], target[keep], r[keep]
     n = int(keep.sum())
     logged_mean = float(r.mean()) if n else None
@@ -69,7 +74,7 @@ def ips_estimate(
     if matched < min_matched or sw <= 0:
         return IpsEstimate(value=None, ci=None, n=n, matched=matched, effective_n=0.0 if sw <= 0 else
                            sw * sw / float((w * w).sum()), logged_mean=logged_mean,
-                           note=f"not enough data: {matched} logged requests match the candidate (need {min_matched})")
+                           note=_why_none(matched, min_matched, without, bool(has_prob.any())))
     value = float((w * r).sum() / sw)
     se = math.sqrt(float((w * w * (r - value) ** 2).sum())) / sw
     half = z_for(confidence) * se
@@ -80,6 +85,15 @@ def ips_estimate(
                        logged_mean=logged_mean)
 
 
+def _why_none(matched: int, min_matched: int, without: int, any_logged: bool) -> str:
+    """Why no estimate: no request carries a selection probability, or too few match the candidate."""
+    if without and not any_logged:
+        return (f"the traces carry no selection probability: none of the {without:,} requests has one "
+                "(written before RouteLens recorded it, or served by a retry)")
+    note = f"not enough data: {matched} logged requests match the candidate (need {min_matched})"
+    return f"{note}; {without:,} more carry no selection probability" if without else note
+
+
 def ips_report(
     logged_prob: npt.ArrayLike,
     target_prob: npt.ArrayLike,
@@ -87,14 +101,17 @@ def ips_report(
     misroute: npt.ArrayLike,
     *,
     confidence: float = 0.95,
+    unlogged: int = 0,
 ) -> dict[str, IpsEstimate]:
     """Return the candidate's ``cost_per_request`` and ``misroute_rate`` estimates (``CompareReport.ips``).
 
     ``misroute`` is 1.0 (feedback said wrong), 0.0 (said right) or NaN (no feedback) per request;
     ``cost`` is NaN where none was recorded. The caller (``app``, which replays the requests under
-    the candidate) passes one value per logged request, in the same order for every argument.
+    the candidate) passes one value per logged request, in the same order for every argument, and
+    counts the requests without a logged probability it left out in ``unlogged``.
     """
     return {
-        "cost_per_request": ips_estimate(logged_prob, target_prob, cost, confidence=confidence),
-        "misroute_rate": ips_estimate(logged_prob, target_prob, misroute, confidence=confidence, bounds=(0.0, 1.0)),
+        "cost_per_request": ips_estimate(logged_prob, target_prob, cost, confidence=confidence, unlogged=unlogged),
+        "misroute_rate": ips_estimate(logged_prob, target_prob, misroute, confidence=confidence, bounds=(0.0, 1.0),
+                                      unlogged=unlogged),
     }

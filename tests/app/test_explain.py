@@ -91,6 +91,18 @@ def test_features_summary(trace: DecisionTrace) -> None:
     assert feats["truncated"] == "no"
 
 
+def test_a_list_feature_the_trace_never_recorded_is_said_so(trace: DecisionTrace) -> None:
+    """``file_types`` of a trace stored before the field existed (read back without it) is not "[]" (none)."""
+    doc = trace.model_dump(mode="json")
+    del doc["features"]["file_types"]
+    older = DecisionTrace.model_validate(doc)
+    assert older.features.file_types == [] and ex.features_summary(older)["file_types"] == "not recorded"
+    recorded = DecisionTrace.model_validate(trace.model_dump(mode="json"))  # stored with its (empty) list
+    assert ex.features_summary(recorded)["file_types"] == "[]"
+    typed = trace.model_copy(update={"features": trace.features.model_copy(update={"file_types": ["pdf"]})})
+    assert ex.features_summary(typed)["file_types"] == "['pdf']"
+
+
 @pytest.mark.parametrize(("value", "expected"), [(None, "—"), (0.97, "97%"), (0.0, "0%"), (1.0, "100%")])
 def test_fmt_pct(value: float | None, expected: str) -> None:
     assert ex.fmt_pct(value) == expected

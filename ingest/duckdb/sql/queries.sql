@@ -1,5 +1,7 @@
 -- Named read queries of the DuckDB trace store. `{where}` is replaced by a conjunction of fixed,
--- parameterised predicates (ingest/duckdb/reader.py: _PREDICATES); values are always `?`.
+-- parameterised predicates (ingest/duckdb/predicates.py: PREDICATES); values are always `?`.
+-- Every query names today's columns: over a file that lacks some (an older one opened read-only),
+-- the reader supplies them (ingest/duckdb/file_layout.py).
 
 -- name: get_trace
 -- An index scan on traces_request_id_key (unique: at most one row).
@@ -31,8 +33,8 @@ LIMIT ?;
 -- every request_id even when the filter keeps 3% of the rows.
 -- A bucket is an integer k counted from `base`, the start of the first bucket in microseconds
 -- since the epoch (the reader passes base and the width): ts >= start >= base, so integer
--- division floors, and no float arithmetic is done per row. Over a read-only file written before
--- rid_hash existed, the reader runs this text with request_id in place of rid_hash.
+-- division floors, and no float arithmetic is done per row. A read-only file written before
+-- rid_hash existed reads it as hash(request_id) (ingest/duckdb/file_layout.py).
 -- Whole sealed minutes of an unfiltered window are read from the rollup instead (ingest/duckdb/rollup.py).
 WITH b AS (
     SELECT (epoch_us(ts) - ?::BIGINT) // ?::BIGINT AS k, count(*) AS requests,
@@ -66,7 +68,8 @@ GROUP BY ALL;
 -- name: constraint_keys
 -- The distinct values of traces.constraint_hits in the window and how many traces hold each (the
 -- reader parses them: ingest/duckdb/derived.py). Rows without the column's value (written around
--- the sink) get it computed here from their candidates (the hits placeholder: sql/constraint_hits.sql).
+-- the sink) get it computed here from their candidates (the hits placeholder: sql/constraint_hits.sql);
+-- a read-only file written before the column computes it for every row (ingest/duckdb/file_layout.py).
 SELECT constraint_hits AS hits, count(*) AS n
 FROM traces
 WHERE {where} AND constraint_hits IS NOT NULL AND constraint_hits <> '[]'
@@ -75,13 +78,6 @@ UNION ALL
 SELECT {hits} AS hits, count(*) AS n
 FROM traces
 WHERE {where} AND constraint_hits IS NULL
-GROUP BY ALL;
-
--- name: constraint_keys_legacy
--- The same over a read-only file written before traces.constraint_hits existed.
-SELECT {hits} AS hits, count(*) AS n
-FROM traces
-WHERE {where}
 GROUP BY ALL;
 
 -- name: misroute_feedback

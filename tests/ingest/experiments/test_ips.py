@@ -50,3 +50,19 @@ def test_missing_rewards_and_propensities_are_left_out_and_too_few_matches_give_
         ips_estimate([0.5], [1.5], [1.0])
     with pytest.raises(ValueError):
         ips_estimate([0.5, 0.5], [1.0], [1.0])
+
+
+def test_traces_without_a_selection_probability_are_said_to_carry_none() -> None:
+    """An audit found "not enough data: 0 logged requests match" over traces written before the probability
+    was recorded: the note says the real reason."""
+    cost, misroute = np.ones(4), np.zeros(4)
+    est = ips_report(np.array([]), np.array([]), np.array([]), np.array([]), unlogged=244)
+    for e in est.values():
+        assert e.value is None and e.n == 0
+        assert e.note == ("the traces carry no selection probability: none of the 244 requests has one "
+                          "(written before RouteLens recorded it, or served by a retry)")
+    nan = ips_estimate(np.full(4, np.nan), np.ones(4), cost)  # NaN: not logged either
+    assert (nan.note or "").startswith("the traces carry no selection probability: none of the 4 requests")
+    few = ips_report(np.full(4, 0.5), np.ones(4), cost, misroute, unlogged=10)["cost_per_request"]
+    assert few.note == "not enough data: 4 logged requests match the candidate (need 30); " \
+                       "10 more carry no selection probability"
