@@ -175,3 +175,4 @@ class DuckDBTraceStore(DuckDBReader):
             if self._con_or_none is not None:
                 self._con_or_none.close()
                 self._con_or_none = None
+                self._file_layout = None  # a file opened again may have been migrated meanwhile
