@@ -19,6 +19,7 @@ from tests.factories import make_trace
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = load_config(ROOT / "routelens.yaml")
 POLICY = ROOT / "policies" / "seed000.yaml"
+SHIPPED = len(yaml.safe_load(POLICY.read_text(encoding="utf-8"))["tests"])  # the shipped file's own cases
 
 
 def _trace(tokens: int) -> object:
@@ -44,7 +45,7 @@ def test_a_misroute_case_lands_in_the_tests_and_the_rest_of_the_file_is_untouche
     assert check_case(change, case.name, CONFIG).passed
     write(change)
     doc = yaml.safe_load(policy.read_text(encoding="utf-8"))
-    assert doc["tests"][-1]["name"] == "long input misrouted" and len(doc["tests"]) == 7
+    assert doc["tests"][-1]["name"] == "long input misrouted" and len(doc["tests"]) == SHIPPED + 1
     assert policy.read_text(encoding="utf-8").startswith(POLICY.read_text(encoding="utf-8").split("tests:")[0])
 
 
@@ -60,7 +61,7 @@ def test_policy_test_runs_the_new_case_and_fails_while_the_policy_still_misroute
                           str(policy)], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "FAIL short legal question: rule -, target - (expected rule long_context_priority" in run.stdout
-    assert "6 of 7 cases pass" in run.stdout
+    assert f"{SHIPPED} of {SHIPPED + 1} cases pass" in run.stdout
 
 
 def test_the_typed_query_makes_a_prompt_rule_reproducible(policy: Path) -> None:
