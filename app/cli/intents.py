@@ -4,32 +4,45 @@
 ROUTE or null}``; null: out of scope, should abstain) on the path the router takes (fast, then the
 embedding path when unsure unless ``--no-escalate``) and prints a table or, with ``--json``, one JSON
 line last: ``{"n", "accuracy", "abstain_recall", "false_abstain", "p50_ms", "p99_ms", "per_route",
-"paths", "paths_p99_ms", "calibration", ...}``. accuracy: share of cases with an expected route that
-got it; abstain_recall: share of null cases that abstained; false_abstain: share of cases with an
-expected route that abstained; calibration: the thresholds and held-out figures the classifier
-fitted from the routes file alone (also stored with the gateway's policy). ``--method centroids``
+"paths", "paths_p99_ms", "calibration", "warnings", ...}``. A case whose ``expected`` names no route
+of ROUTES is refused (a typo would count as a miss; write null for out of scope); ``warnings`` lists
+what the routes file holds that contradicts itself (an utterance under two routes), also on stderr.
+accuracy: share of cases with an expected route that got it; abstain_recall: share of null cases
+that abstained; false_abstain: share of cases with an expected route that abstained; calibration:
+the thresholds and held-out figures the classifier fitted from the routes file alone (also stored
+with the gateway's policy; docs/policies.md explains each). ``--method centroids``
 measures the seed's method (nearest K-means centroid on MiniLM) on the same cases. The classifier
 runs with the ``routing.intents`` settings of ``--config`` (precision, token cut, early exit,
 thresholds, calibration) when that file has them, its routes replaced by ``--routes``; otherwise
 with the defaults. The report's ``settings`` says which.
 
 ``add ROUTE FILE [--routes ROUTES.yaml]`` appends FILE's utterances (one a line) to ROUTE, creating
-it if new, and refreshes the centroid cache beside the routes file: only ROUTE is re-clustered.
-Exit codes: 0 done, 2 bad input (a missing file, a bad JSON line, an invalid routes file).
+it if new, and refreshes the centroid cache beside the routes file: only ROUTE is re-clustered. The
+file is rewritten: its leading comment lines are kept, any other comment is dropped. An utterance
+already under another route is refused; a route left with fewer than two examples is written, but
+the classifier refuses the file until it has two (no refit then).
+Exit codes: 0 done, 2 bad input (a missing file, a file not UTF-8, a bad JSON line, an invalid routes file).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
 
 from app.cli._common import BadInput, config_of, err, positive_int, stdout_console
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from schemas.config.intents import IntentSettings
 
 __all__ = ["read_cases", "register", "run_eval"]
@@ -37,17 +50,60 @@ __all__ = ["read_cases", "register", "run_eval"]
 _SHIPPED_ROUTES = "data/intents/routelens_routes.yaml"
 
 
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message not in self.messages:
+            self.messages.append(message)
+
+
+@contextmanager
+def _routes_warnings() -> Iterator[list[str]]:
+    """The warnings the routes file's loader logs meanwhile (an utterance under two routes), each once."""
+    logger = logging.getLogger("router_core.intents.routes")
+    handler = _Collect()
+    logger.addHandler(handler)
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+
+
+def _warn(messages: list[str]) -> None:
+    for m in messages:
+        err.print(f"[yellow]warning:[/yellow] {escape(m)}", soft_wrap=True)
+
+
+def _read_lines(path: str) -> list[str]:
+    """The lines of the UTF-8 text file ``path``; BadInput naming the file (and the line of a byte not UTF-8)."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        return raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise BadInput(f"{path}:{line}: not UTF-8: byte 0x{raw[exc.start]:02x} at column {column}") from exc
+
+
 def read_cases(path: str) -> list[tuple[str, str | None]]:
     """Read the cases file: ``(text, expected)`` per non-blank line.
 
     Raises:
-        BadInput: The file is missing, or a line is not a JSON object with a string ``text``.
+        BadInput: The file is missing or not UTF-8, or a line is not a JSON object with a string ``text``.
     """
-    try:
-        lines = Path(path).read_text("utf-8").splitlines()
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    cases: list[tuple[str, str | None]] = []
+    return [(text, expected) for _, text, expected in _numbered_cases(path)]
+
+
+def _numbered_cases(path: str) -> list[tuple[int, str, str | None]]:
+    lines = _read_lines(path)
+    cases: list[tuple[int, str, str | None]] = []
     for no, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -60,7 +116,7 @@ def read_cases(path: str) -> list[tuple[str, str | None]]:
         expected = obj.get("expected")
         if expected is not None and not isinstance(expected, str):
             raise BadInput(f"{path}:{no}: 'expected' must be a route name or null")
-        cases.append((obj["text"], expected))
+        cases.append((no, obj["text"], expected))
     if not cases:
         raise BadInput(f"{path}: no cases")
     return cases
@@ -72,10 +128,12 @@ def _quantile(xs: list[float], q: float) -> float:
 
 
 def _classifier(routes: str, method: str, escalate: bool, max_tokens: int | None,
-                configured: IntentSettings | None) -> tuple[Any, dict[str, Any]]:
+                configured: IntentSettings | None, check: Callable[[dict[str, list[str]]], None],
+                ) -> tuple[Any, dict[str, Any]]:
     """The classifier ``method`` names, fitted, and what the report says of it.
 
     ``configured``: the configuration's intent settings (None: the defaults); ``routes`` replaces theirs.
+    ``check(routes)`` runs before the fit (it refuses cases that name no route).
     """
     from router_core import IntentClassifier
     from schemas.config.intents import IntentSettings
@@ -84,6 +142,7 @@ def _classifier(routes: str, method: str, escalate: bool, max_tokens: int | None
     settings = own.model_copy(update={"routes": routes, "max_tokens": own.max_tokens if max_tokens is None
                                       else max_tokens, "escalate": own.escalate and escalate and method != "fast"})
     clf = IntentClassifier.from_settings(settings)
+    check(clf.routes)
     if method == "centroids":
         from router_core import CentroidBaseline, MiniLMEncoder
 
@@ -108,9 +167,18 @@ def run_eval(routes: str, cases_path: str, *, escalate: bool = True, max_tokens:
     (the seed's nearest K-means centroid on MiniLM, the baseline). ``settings``: the intent settings
     to run with, routes aside (None: the defaults); ``max_tokens`` None keeps theirs.
     """
-    cases = read_cases(cases_path)
+    numbered = _numbered_cases(cases_path)
+    cases = [(text, expected) for _, text, expected in numbered]
+
+    def check(known: dict[str, list[str]]) -> None:
+        for no, _, expected in numbered:
+            if expected is not None and expected not in known:
+                raise BadInput(f"{cases_path}:{no}: 'expected' names no route of {routes}: {expected!r} (routes: "
+                               f"{', '.join(known)}; null for a case that should abstain)")
+
     t0 = time.perf_counter()
-    clf, about = _classifier(routes, method, escalate, max_tokens, settings)
+    with _routes_warnings() as warnings:
+        clf, about = _classifier(routes, method, escalate, max_tokens, settings, check)
     fit_s = time.perf_counter() - t0
     times: list[float] = []
     by_path: dict[str, list[float]] = {}
@@ -141,7 +209,7 @@ def run_eval(routes: str, cases_path: str, *, escalate: bool = True, max_tokens:
             "p50_ms": round(statistics.median(times), 3), "p99_ms": round(_quantile(times, 0.99), 3),
             "paths": {p: len(ts) for p, ts in by_path.items()},
             "paths_p99_ms": {p: round(_quantile(ts, 0.99), 3) for p, ts in by_path.items()},
-            **about, "fit_s": round(fit_s, 2),
+            **about, "fit_s": round(fit_s, 2), "warnings": warnings,
             "per_route": {r: {**c, "accuracy": round(c["correct"] / c["n"], 4)} for r, c in sorted(per_route.items())}}
 
 
@@ -171,6 +239,7 @@ def _eval(args: argparse.Namespace) -> int:
     report = run_eval(args.routes, args.cases, escalate=not args.no_escalate, max_tokens=args.max_tokens,
                       method=args.method, settings=settings)
     report["settings"] = "defaults" if settings is None else f"{args.config}: routing.intents"
+    _warn(report["warnings"])
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
     else:
@@ -184,25 +253,27 @@ def _add(args: argparse.Namespace) -> int:
 
     if not args.route.strip():
         raise BadInput(f"ROUTE {args.route!r}: a route name must be a non-empty string")
-    try:  # a ConfigError (the configuration, the routes file) is main's: one line, exit 2
-        # The configuration's routes and settings (the refit then fills the cache the gateway reads), unless
-        # --routes names a file; without a configuration, the shipped routes and the default settings.
-        settings = config_of(args).routing.intents if Path(args.config).is_file() else None
-        path = args.routes or (settings.routes if settings is not None else _SHIPPED_ROUTES)
-        settings = (IntentSettings(routes=path) if settings is None
-                    else settings.model_copy(update={"routes": path}))
-        lines = Path(args.file).read_text("utf-8").splitlines()
-        routes = append_examples(path, args.route, lines)
-    except OSError as exc:
-        raise BadInput(f"{args.file}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"{args.file}: not UTF-8 text (byte {exc.start}): FILE must hold utterances, "
-                       "one a line") from exc
-    err.print(f"{args.route}: {len(routes[args.route])} examples in {path}")
-    if len(routes) >= 2 and embedder_missing() is None and settings.escalate:
-        clf = IntentClassifier.from_settings(settings)
-        clf.fit_embedding()
-        err.print(f"re-clustered: {', '.join(clf.reclustered) or 'none'}")
+    # A ConfigError (the configuration, the routes file) is main's: one line, exit 2.
+    # The configuration's routes and settings (the refit then fills the cache the gateway reads), unless
+    # --routes names a file; without a configuration, the shipped routes and the default settings.
+    settings = config_of(args).routing.intents if Path(args.config).is_file() else None
+    path = args.routes or (settings.routes if settings is not None else _SHIPPED_ROUTES)
+    settings = (IntentSettings(routes=path) if settings is None
+                else settings.model_copy(update={"routes": path}))
+    with _routes_warnings() as warnings:  # the refit's load says them again: they are collected once
+        routes = append_examples(path, args.route, _read_lines(args.file))  # FILE is read whole before any write
+        _warn(warnings)
+        n = len(routes[args.route])
+        err.print(f"{args.route}: {n} example{'s' if n != 1 else ''} in {path}")
+        short = [r for r, ts in routes.items() if len(ts) < 2]
+        if short:
+            err.print(f"not refitted: {', '.join(short)} ha{'s' if len(short) == 1 else 've'} fewer than 2 "
+                      "examples; the classifier refuses the file until each route has 2", soft_wrap=True)
+            return 0
+        if len(routes) >= 2 and embedder_missing() is None and settings.escalate:
+            clf = IntentClassifier.from_settings(settings)
+            clf.fit_embedding()
+            err.print(f"re-clustered: {', '.join(clf.reclustered) or 'none'}")
     return 0
 
 
@@ -223,7 +294,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                         "else 512)")
     e.add_argument("--json", action="store_true", help="print the report as JSON (one line, last)")
     e.set_defaults(func=_eval)
-    a = isub.add_parser("add", parents=[common], help="append utterances (one a line) to a route")
+    a = isub.add_parser("add", parents=[common], help="append utterances (one a line) to a route",
+                        description="Append FILE's utterances (one a line) to ROUTE, creating it if new, and refit. "
+                                    "The routes file is rewritten: its leading comment lines are kept, any other "
+                                    "comment is dropped.")
     a.add_argument("route", metavar="ROUTE")
     a.add_argument("file", metavar="FILE")
     a.add_argument("--routes", default=None,

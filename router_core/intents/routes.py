@@ -1,13 +1,21 @@
 """The routes file: YAML mapping each route name to its example utterances.
 
-Errors are :class:`schemas.errors.ConfigError` naming the file and the line. :func:`append_examples`
-adds utterances to one route (creating it when new) and rewrites the file in the same shape.
+Errors are :class:`schemas.errors.ConfigError` naming the file and the line. A route needs at least
+:data:`MIN_EXAMPLES` examples (the calibration holds each out in turn and scores it against the
+route's others). One utterance under two routes (compared ignoring case and spacing) is a
+contradiction: :func:`append_examples` refuses to write one, and :func:`load_routes` logs a warning
+naming both lines (a file that loaded before still loads: a gateway keeps starting, and sets made
+from templates have a few, as Home Assistant's Chinese one does). :func:`append_examples` adds
+utterances to one route (creating it when new) and rewrites the file in the same shape; it may leave
+a route short of the minimum (a route is built up a few utterances at a time), which
+:func:`load_routes` then refuses until it has enough.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -16,9 +24,24 @@ import yaml
 
 from schemas.errors import ConfigError
 
-__all__ = ["append_examples", "load_routes", "route_hash"]
+__all__ = ["MIN_EXAMPLES", "append_examples", "load_routes", "route_hash", "too_few"]
 
 Routes = dict[str, list[str]]
+
+log = logging.getLogger(__name__)
+
+MIN_EXAMPLES = 2  # with one, the held-out folds score the route's only example against none of its own
+
+
+def too_few(n: int) -> str:
+    """The problem of a route with ``n`` examples, under :data:`MIN_EXAMPLES`."""
+    return (f"{n} example{'s' if n != 1 else ''}: a route needs at least {MIN_EXAMPLES} (the calibration holds "
+            "each example out and scores it against the route's others)")
+
+
+def _key(text: str) -> str:
+    """What makes two utterances the same one: case and spacing aside."""
+    return " ".join(text.casefold().split())
 
 
 def _fail(path: Path, line: int | None, field: str, message: str) -> ConfigError:
@@ -26,17 +49,36 @@ def _fail(path: Path, line: int | None, field: str, message: str) -> ConfigError
 
 
 def load_routes(path: str | Path) -> Routes:
-    """Read ``path``: route name -> non-empty list of utterances (blank ones dropped, order kept).
+    """Read ``path``: route name -> list of at least :data:`MIN_EXAMPLES` utterances (blank ones dropped, order kept).
+
+    An utterance under two routes is logged as a warning (``file:line: route: ...``), once for each.
 
     Raises:
-        ConfigError: The file is missing, not YAML, not a mapping of names to lists of strings,
-            or a route has no utterance.
+        ConfigError: The file is missing, not UTF-8, not YAML, not a mapping of names to lists of
+            strings, or a route has fewer than :data:`MIN_EXAMPLES` utterances.
     """
-    path = Path(path)
+    return _parse(Path(path), MIN_EXAMPLES)
+
+
+def _read_text(path: Path) -> str:
     try:
-        text = path.read_text("utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise _fail(path, None, "routes", f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # name where the first other byte is, as the configuration does
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise _fail(path, line, "routes", f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {column}") from exc
+
+
+def _parse(path: Path, least: int, *, quiet: bool = False) -> Routes:
+    """:func:`load_routes` with routes of ``least`` examples allowed (``append_examples`` builds a route up).
+
+    ``quiet``: no warning logged (the file is about to be rewritten: its lines would be stale).
+    """
+    text = _read_text(path)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -47,6 +89,7 @@ def load_routes(path: str | Path) -> Routes:
     if not isinstance(root, yaml.MappingNode):
         raise _fail(path, root.start_mark.line + 1, "routes", "must map route names to lists of utterances")
     routes: Routes = {}
+    seen: dict[str, tuple[str, int]] = {}  # utterance key -> (route, line)
     for key, value in root.value:
         line = key.start_mark.line + 1
         name = key.value if isinstance(key, yaml.ScalarNode) else ""
@@ -62,8 +105,15 @@ def load_routes(path: str | Path) -> Routes:
                 raise _fail(path, item.start_mark.line + 1, name, "each utterance must be a string")
             if item.value.strip():
                 texts.append(item.value.strip())
+                at = item.start_mark.line + 1
+                other, other_at = seen.setdefault(_key(item.value), (name, at))
+                if other != name and not quiet:  # the line, not the text: a log never holds an utterance
+                    log.warning("%s:%d: %s: the same utterance as line %d of route %r: an utterance under two "
+                                "routes contradicts itself (keep it under one)", path, at, name, other_at, other)
         if not texts:
             raise _fail(path, line, name, "no utterances")
+        if len(texts) < least:
+            raise _fail(path, line, name, too_few(len(texts)))
         routes[name] = texts
     return routes
 
@@ -85,14 +135,17 @@ def dump_routes(routes: Routes) -> str:
 def append_examples(path: str | Path, route: str, examples: list[str]) -> Routes:
     """Append ``examples`` to ``route`` in the routes file (creating the route, or the file, if new).
 
-    Leading comment lines of the file are kept; the rest is rewritten in :func:`dump_routes` form.
+    Leading comment lines of the file are kept; the rest is rewritten in :func:`dump_routes` form
+    (other comments are dropped). An example already under ``route`` is not added twice. The route
+    may end with fewer than :data:`MIN_EXAMPLES` examples (:func:`load_routes` refuses it until it
+    has enough).
 
     Returns:
         The routes as written.
 
     Raises:
-        ConfigError: The route name is empty, the existing file is invalid, or no example is given
-            (the file is then left untouched).
+        ConfigError: The route name is empty, the existing file is invalid, no example is given, or
+            an example is already under another route (the file is then left untouched).
     """
     path = Path(path)
     if not isinstance(route, str) or not route.strip():
@@ -100,16 +153,22 @@ def append_examples(path: str | Path, route: str, examples: list[str]) -> Routes
     new = [e.strip() for e in examples if e.strip()]
     if not new:
         raise _fail(path, None, route, "no examples to add")
-    routes = load_routes(path) if path.exists() else {}
+    routes = _parse(path, 1, quiet=True) if path.exists() else {}
+    owner = {_key(t): r for r, ts in routes.items() for t in ts if r != route}
+    for e in new:
+        if _key(e) in owner:
+            raise _fail(path, None, route, f"{e[:60]!r} is already an example of route {owner[_key(e)]!r}: "
+                        "an utterance under two routes contradicts itself")
     header = []
     if path.exists():
-        for line in path.read_text("utf-8").splitlines():
+        for line in _read_text(path).splitlines():
             if not line.startswith("#"):
                 break
             header.append(line)
     routes.setdefault(route, [])
     routes[route] = routes[route] + [e for e in new if e not in routes[route]]
     _write_atomic(path, "\n".join(header) + ("\n" if header else "") + dump_routes(routes))
+    _parse(path, 1)  # its warnings, with the lines of the file as written
     return routes
 
 

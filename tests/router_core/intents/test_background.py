@@ -9,7 +9,7 @@ VOCAB = frozenset({"hello", "there", "refund", "card", "the", "weather", "bs", "
 @pytest.mark.parametrize(("text", "expected"), [
     ("asdf qwer zxcv", True), ("bs nu", True),  # two-letter vocabulary entries are fragments, not words
     ("hello there", False), ("my card", False), ("ok", False), ("退款", False), ("asdf 退款", False),
-    ("12345 !!", False), ("", False)])
+    ("12345 !!", False), ("", True), ("?? !", True)])  # no letter or digit at all: gibberish, whatever the vocabulary
 def test_gibberish_is_text_with_no_known_word(text: str, expected: bool) -> None:
     assert is_gibberish(text, VOCAB) is expected
 

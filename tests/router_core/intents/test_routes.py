@@ -15,12 +15,13 @@ def test_shipped_routes_load() -> None:
 
 
 @pytest.mark.parametrize(("text", "line", "needle"), [
-    ("a:\n  - x\nb: 3\n", 3, "list of utterances"),
+    ("a:\n  - x\n  - y\nb: 3\n", 4, "list of utterances"),
     ("a:\n  - x\n  - [1]\n", 3, "must be a string"),
-    ("a:\n  - x\na:\n  - y\n", 3, "duplicate"),
+    ("a:\n  - x\n  - z\na:\n  - y\n", 4, "duplicate"),
     ("a: [\n", 2, "not YAML"),
     ("- x\n", 1, "must map"),
-], ids=["not-list", "not-string", "duplicate", "bad-yaml", "not-mapping"])
+    ("a:\n  - x\nb:\n  - y\n  - z\n", 1, "a route needs at least 2"),
+], ids=["not-list", "not-string", "duplicate", "bad-yaml", "not-mapping", "one-example"])
 def test_errors_name_file_and_line(tmp_path: Path, text: str, line: int, needle: str) -> None:
     p = tmp_path / "r.yaml"
     p.write_text(text)
@@ -38,12 +39,12 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_append_creates_route_keeps_header_and_others(tmp_path: Path) -> None:
     p = tmp_path / "r.yaml"
-    p.write_text("# header\na:\n  - one\nb:\n  - two\n")
+    p.write_text("# header\na:\n  - one\n  - eins\nb:\n  - two\n  - zwei\n")
     routes = append_examples(p, "c", ["three", "", "three: with colon"])
     assert routes["c"] == ["three", "three: with colon"]
     assert p.read_text().startswith("# header\n")
     again = load_routes(p)
-    assert again == {"a": ["one"], "b": ["two"], "c": ["three", "three: with colon"]}
+    assert again == {"a": ["one", "eins"], "b": ["two", "zwei"], "c": ["three", "three: with colon"]}
     append_examples(p, "a", ["one", "uno"])
-    assert load_routes(p)["a"] == ["one", "uno"]
+    assert load_routes(p)["a"] == ["one", "eins", "uno"]
     assert route_hash(["x"]) != route_hash(["x", "y"])
