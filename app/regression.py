@@ -129,7 +129,8 @@ def append_intent_example(path: str | Path, route: str, text: str) -> Change:
     """The routes file at ``path`` (``route: [utterances]``) with ``text`` added to ``route``'s examples.
 
     Raises:
-        ValueError: The file is not a mapping of routes to lists, or the result does not read back.
+        ValueError: The file is not a mapping of routes to lists, has no route ``route`` (a route of
+            one example would make the file one the classifier refuses), or the result does not read back.
         OSError: It cannot be read.
     """
     p = Path(path)
@@ -137,6 +138,9 @@ def append_intent_example(path: str | Path, route: str, text: str) -> Change:
     routes = yaml.safe_load(before) or {}
     if not isinstance(routes, dict) or not all(isinstance(v, list) for v in routes.values()):
         raise ValueError(f"{p}: not a file of `route: [utterances]`")
+    if route not in routes:  # one example would be a route the classifier refuses (it needs two)
+        raise ValueError(f"{p} has no route {route!r}; a new route needs at least two examples: "
+                         f"`routelens intents add {route} FILE` with them")
     item = _flow(text)
     after = _insert_item(before, route, lambda indent: [f"{indent}- {item}\n"])
     got = yaml.safe_load(after)
