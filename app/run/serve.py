@@ -268,6 +268,8 @@ def run_server(
     worker's private metrics port, chosen by the serve that started this worker.
     """
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # the intents fit's lines (started: routes, examples, cache; live: seconds), at start and on each refit
+    logging.getLogger("router_core.gateway.live_intents").setLevel(logging.INFO)
     host = host or config.gateway.host
     port = config.gateway.port if port is None else port
     for notice in access_notices(config, host):  # raises before binding when either would be open off loopback

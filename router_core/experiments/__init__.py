@@ -3,7 +3,7 @@
 from router_core.experiments.arms import Arm, Arms, arm_config, build_arm_router, build_arms, load_policy
 from router_core.experiments.assign import Assigner, Assignment, bucket
 from router_core.experiments.experiment import Experiment, build_experiment
-from router_core.experiments.reload import ConfigWatcher, read_config
+from router_core.experiments.reload import ConfigWatcher, RestartNeeded, read_config
 from router_core.experiments.shadow import ShadowJob, ShadowPolicy, compare
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "Assignment",
     "ConfigWatcher",
     "Experiment",
+    "RestartNeeded",
     "ShadowJob",
     "ShadowPolicy",
     "arm_config",

@@ -1,22 +1,28 @@
 """Hot reload of the configuration file: poll its modification time, load it, hand it over.
 
 The loader and the apply step are injected (the router room reads no config files of its own
-accord); a file that does not load is logged and the running experiment stays as it was.
+accord); a file that does not load is logged and the running experiment stays as it was. The
+gateway applies ``experiments`` and ``routing.intents``; :class:`RestartNeeded` names every other
+section the file changed, which only a restart applies, and warns once per change.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
+from typing import Any
+
+from pydantic_core import to_jsonable_python
 
 from router_core.config_file import read_config
 from schemas.config import RouteLensConfig
 from schemas.errors import ConfigError
 
-__all__ = ["ConfigWatcher", "read_config"]
+__all__ = ["ConfigWatcher", "RestartNeeded", "read_config"]
 
 log = logging.getLogger(__name__)
 
@@ -76,3 +82,49 @@ class ConfigWatcher:
         while True:
             await self._sleep(self.interval_s)
             self.check()
+
+
+class RestartNeeded:
+    """The sections a changed configuration file holds that the running gateway does not apply.
+
+    Args:
+        applied: What a reload applies, as top-level sections (``experiments``) or ``section.field``
+            (``routing.intents``); every other changed field is named: ``gateway``, ``routing.policy``...
+    """
+
+    def __init__(self, applied: Collection[str] = ("experiments", "routing.intents")) -> None:
+        self.applied = frozenset(applied)
+        self.sections: list[str] = []  # changed in the file, in force only after a restart
+        self._seen: dict[str, str] = {}  # each of them as last warned about
+
+    def update(self, running: RouteLensConfig, new: RouteLensConfig, source: str | Path | None = None) -> list[str]:
+        """Compare ``new`` with the ``running`` configuration; warn about each section changed since the last look."""
+        changed = _unapplied(running, new, self.applied)
+        fresh = sorted(name for name, value in changed.items() if self._seen.get(name) != value)
+        if fresh:
+            log.warning("configuration%s: %s changed and needs a restart (a running gateway applies only %s)",
+                        f" {source}" if source else "", ", ".join(fresh), " and ".join(sorted(self.applied)))
+        self._seen = changed
+        self.sections = sorted(changed)
+        return self.sections
+
+
+def _unapplied(running: RouteLensConfig, new: RouteLensConfig, applied: frozenset[str]) -> dict[str, str]:
+    """Each changed field that a reload does not apply, by name, with its new value as canonical JSON."""
+    out: dict[str, str] = {}
+    for name in type(running).model_fields:
+        old, got = getattr(running, name), getattr(new, name)
+        if name in applied or old == got:
+            continue
+        inner = {a.split(".", 1)[1] for a in applied if a.startswith(f"{name}.")}
+        if inner and old is not None and got is not None:  # only some of its fields are applied: name the others
+            for field in type(old).model_fields:
+                if field not in inner and getattr(old, field) != getattr(got, field):
+                    out[f"{name}.{field}"] = _canonical(getattr(got, field))
+        else:
+            out[name] = _canonical(got)
+    return out
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(to_jsonable_python(value), sort_keys=True)

@@ -33,8 +33,8 @@ from router_core.state.scraper import MetricsScraper
 from router_core.state.view import StateView
 
 __all__ = ["HOOKS_HEALTH_TIMEOUT_S", "OpsParts", "add_worker_metrics", "alerts", "close_breaker", "health",
-           "hooks_problem", "list_models", "own_exposition", "probe_verdicts", "prometheus", "retrieve_model",
-           "router_state", "scrape_problem"]
+           "hooks_problem", "intents_problem", "list_models", "own_exposition", "probe_verdicts", "prometheus",
+           "retrieve_model", "router_state", "scrape_problem"]
 
 HOOKS_HEALTH_TIMEOUT_S = 5.0  # an async hooks health check (the store asked over loopback) past this is a reason
 
@@ -120,8 +120,12 @@ async def router_state(gw: OpsParts, request: web.Request) -> web.Response:
                       for r in rules.rules],
             "reload_error": gw.policy.last_error,
         }
+    if (live := gw.policy.live_intents) is not None:  # routing.intents: fitting, ready or failed; refits
+        views["intents"] = live.state()
     if (watcher := getattr(gw, "watcher", None)) is not None:  # the configuration file's hot reload (--config)
-        views["config"] = {"file": str(watcher.path), "reloads": watcher.reloads, "reload_error": watcher.last_error}
+        restart = getattr(gw, "restart_needed", None)  # changed sections a reload does not apply
+        views["config"] = {"file": str(watcher.path), "reloads": watcher.reloads, "reload_error": watcher.last_error,
+                           "restart_needed": [] if restart is None else list(restart.sections)}
     views["breakers"] = {"breakers": gw.breakers.views(), "events": list(gw.breaker_hub.events),
                          "shared": {"healthy": gw.shared.healthy, "problem": gw.shared.problem}}
     if (probes := gw.probes) is not None:
@@ -197,7 +201,10 @@ def add_worker_metrics(gw: OpsParts, app: web.Application, worker: int, ports: S
 async def health(gw: OpsParts, request: web.Request) -> web.Response:
     """200 ``{"status": "ok"}``, or 503 ``{"status": "degraded", "reason": ...}``, with the storage state.
 
-    ``storage`` (the spool's state, the records waiting) is there when the hooks tell it.
+    ``storage`` (the spool's state, the records waiting) is there when the hooks tell it, and
+    ``intents`` (``fitting``, ``ready`` or ``failed``) when ``routing.intents`` is configured: still
+    200 while fitting (requests are served; those on the embedding path wait for the fit), 503 once
+    the fit failed and no fitted classifier serves.
     Degraded while the scrape loop has stopped or stalled, or while the hooks report a problem
     with where the traces go: hooks may have an optional ``health() -> str | None`` (a reason, or
     None when fine), plain or ``async`` (bounded here by :data:`HOOKS_HEALTH_TIMEOUT_S`). The
@@ -205,13 +212,23 @@ async def health(gw: OpsParts, request: web.Request) -> web.Response:
     crash would lose them; the gateway still answers), while the store's writes keep failing,
     and while the store process a gateway relays to is unreachable or itself degraded.
     """
-    reasons = [r for r in (scrape_problem(gw), await hooks_problem(gw)) if r]
+    reasons = [r for r in (scrape_problem(gw), await hooks_problem(gw), intents_problem(gw)) if r]
     state = getattr(gw.hooks, "storage_state", None)  # the trace pipeline's, when the hooks have one
-    storage = {"storage": state()} if callable(state) else {}
+    extra: dict[str, object] = {"storage": state()} if callable(state) else {}
+    if (live := gw.policy.live_intents) is not None:
+        extra["intents"] = live.status
     if not reasons:
-        return web.Response(body=orjson.dumps({"status": "ok", **storage}), content_type="application/json")
-    body = orjson.dumps({"status": "degraded", "reason": "; ".join(reasons), **storage})
+        return web.Response(body=orjson.dumps({"status": "ok", **extra}), content_type="application/json")
+    body = orjson.dumps({"status": "degraded", "reason": "; ".join(reasons), **extra})
     return web.Response(status=503, body=body, content_type="application/json")
+
+
+def intents_problem(gw: OpsParts) -> str | None:
+    """Why semantic intents cannot classify (the fit failed and no fitted classifier serves), or None."""
+    live = gw.policy.live_intents
+    if live is None or live.status != "failed":
+        return None
+    return f"intents fit failed: {live.fit_error or live.reload_error}"
 
 
 def scrape_problem(gw: OpsParts) -> str | None:

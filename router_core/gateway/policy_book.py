@@ -2,7 +2,8 @@
 
 A trace's ``policy_hash`` names the whole effective policy (:mod:`router_core.decide.policy_doc`):
 the lane's configuration sections, the routing file's rules as the gate holds them now (a reload
-makes a new policy), the intents' routes and thresholds. The first request decided under a new
+makes a new policy), the intents' routes, settings and thresholds as the gate's classifier in
+force was fitted with them (a refit makes a new policy too). The first request decided under a new
 one builds its document and hands a :class:`~schemas.policy_record.PolicyRecord` to storage; every
 other request pays one dictionary lookup.
 """
@@ -18,6 +19,7 @@ from router_core.decide.policy_doc import canonical, document_hash, policy_docum
 from schemas.policy_record import PolicyRecord
 
 if TYPE_CHECKING:
+    from router_core.gateway.live_intents import Serving
     from router_core.gateway.policy_gate import PolicyGate
 
 __all__ = ["PolicyBook"]
@@ -47,7 +49,7 @@ class PolicyBook:
         self._version = router_version
         self._version_of = version_of
         self._record = record
-        self._hashes: dict[tuple[str, str | None, float | None], str] = {}
+        self._hashes: dict[tuple[str, str | None, str | None, float | None], str] = {}
         self.documents: dict[str, str] = {}  # hash -> canonical document, every policy seen
 
     def hash_of(self, policy: Policy, arm: str | None = None, gate: PolicyGate | None = None,
@@ -58,21 +60,27 @@ class PolicyBook:
         version, see ``version_of``).
         """
         gate = gate or self.gate
-        rules, intents = gate.rules, gate.intents
-        threshold = None if intents is None else intents.embedding_threshold
-        key = (policy.hash, None if rules is None else rules.hash, threshold)
+        rules, intents = gate.rules, gate.intents_serving
+        # the classifier's routes and settings, and whether its fit is done (its thresholds are final then)
+        key = (policy.hash, None if rules is None else rules.hash, None if intents is None else intents.key,
+               None if intents is None else intents.classifier.embedding_threshold)
         got = self._hashes.get(key)
         if got is None:
-            got = self._hashes[key] = self._new(policy, arm, gate, version)
+            got = self._hashes[key] = self._new(policy, arm, gate, version, intents)
         return got
 
     def _version_for(self, arm: str | None) -> str:
         return self._version if self._version_of is None else self._version_of(arm)
 
-    def _new(self, policy: Policy, arm: str | None, gate: PolicyGate, version: str | None) -> str:
+    def _new(self, policy: Policy, arm: str | None, gate: PolicyGate, version: str | None,
+             intents: Serving | None) -> str:
         if policy.config is None:  # a policy built without its configuration: its own hash is all there is
             return policy.hash
-        doc = policy_document(policy.config, gate.rules, _intents(gate))
+        config, routing = policy.config, policy.config.routing
+        settings = None if intents is None else intents.settings
+        if routing.intents != settings:  # routing.intents reloaded: the document says what the classifier runs with
+            config = config.model_copy(update={"routing": routing.model_copy(update={"intents": settings})})
+        doc = policy_document(config, gate.rules, _intents(intents))
         digest = document_hash(doc)
         if digest not in self.documents:
             text = self.documents[digest] = canonical(doc)
@@ -82,11 +90,10 @@ class PolicyBook:
         return digest
 
 
-
-def _intents(gate: PolicyGate) -> dict[str, Any] | None:
-    intents = gate.intents
-    if intents is None:
+def _intents(serving: Serving | None) -> dict[str, Any] | None:
+    if serving is None:
         return None
+    intents = serving.classifier
     return {"routes": intents.routes, "fast_threshold": intents.fast_threshold,
             "early_threshold": intents.early_threshold, "embedding_threshold": intents.embedding_threshold,
             "calibration": intents.calibration}

@@ -2,14 +2,15 @@
 
 One :class:`PolicyGate` per gateway. The rule set is swapped whole when the policy file changes
 and still compiles (a file that does not keeps the last good one, and says why in
-``last_error``). Matching is pure; the throttle is the only state, and the only await.
+``last_error``); the semantic intents classifier is refitted when its routes file or settings
+change (:mod:`router_core.gateway.live_intents`). Matching is pure; the throttle is the only
+state, and the only await.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from zoneinfo import ZoneInfo
 from router_core.decide.analysis import Analysis, estimate_tokens
 from router_core.decide.attachments import attachment_infos
 from router_core.errors import PolicyError
+from router_core.gateway.live_intents import LiveIntents, Serving
 from router_core.resilience.client_throttle import ClientThrottle
 from router_core.resilience.prefilter import Prefilter, Refusal
 from router_core.rules.ir import ClauseVerdict, Match, RuleSet
@@ -32,10 +34,12 @@ from router_core.rules.route import KEYWORDS_RULE, NO_RULES, RouteChoice, keywor
 from router_core.rules.throttle import Admission, Throttles
 from router_core.shared.base import MemoryShared, SharedState
 from schemas.config import RouteLensConfig
+from schemas.config.intents import IntentSettings
 from schemas.fleet import InstanceSnapshot
 
 if TYPE_CHECKING:  # scikit-learn and numpy load only when semantic intents are configured
     from router_core.intents import IntentClassifier
+    from schemas.trace_policy import IntentVerdict
 
 __all__ = ["PolicyGate", "Understood", "policy_path"]
 
@@ -90,14 +94,14 @@ class PolicyGate:
     """
 
     def __init__(self, config: RouteLensConfig, rules: RuleSet | None, *, path: Path | None = None,
-                 clock: Callable[[], float] = time.monotonic, intents: IntentClassifier | None = None,
+                 clock: Callable[[], float] = time.monotonic, intents: LiveIntents | None = None,
                  shared: SharedState | None = None, hash_key: str | None = None) -> None:
         self.config = config
         self.hash_key = hash_key
         self._fingerprint_key = None if hash_key is None else hash_key.encode("utf-8")
         self.rules = rules
         self.path = path
-        self.intents = intents
+        self.live_intents = intents  # routing.intents: the classifier in force and its refits
         kw = config.routing.keywords
         self.keywords = None if kw is None else KeywordScorer(kw)
         self.throttles = Throttles(clock, shared)
@@ -119,13 +123,31 @@ class PolicyGate:
         """
         path = policy_path(config)
         intents = config.routing.intents
-        if intents is not None and "intents" not in kw:
-            from router_core.intents import IntentClassifier
-
-            kw["intents"] = clf = IntentClassifier.from_settings(intents)
-            if clf.has_embedding and intents.escalate:  # load and fit now, not on the first unsure request
-                threading.Thread(target=clf.fit_embedding, name="intents-fit", daemon=True).start()
+        if intents is not None and "intents" not in kw:  # routes loaded now; fitted on a thread, not on a request
+            kw["intents"] = LiveIntents.start(intents)
         return cls(config, None if path is None else load_policy(path, config), path=path, **kw)
+
+    @property
+    def intents(self) -> IntentClassifier | None:
+        """The semantic intents classifier in force (None: no ``routing.intents``, or none fitted yet)."""
+        return None if self.live_intents is None else self.live_intents.classifier
+
+    @property
+    def intents_serving(self) -> Serving | None:
+        """The classifier in force with the settings and routes it was fitted from (read once, swapped whole)."""
+        return None if self.live_intents is None else self.live_intents.serving
+
+    def set_intents(self, settings: IntentSettings | None) -> None:
+        """Take a reloaded ``routing.intents``: refitted in the background when changed, dropped when gone."""
+        live = self.live_intents
+        if settings is None:
+            if live is not None:
+                log.warning("routing.intents removed: semantic intents are no longer classified")
+                self.live_intents = None
+            return
+        if live is None:  # added: the rule layer decides intents until the first fit is in force
+            self.live_intents = live = LiveIntents(settings)
+        live.want(settings)
 
     @property
     def active(self) -> bool:
@@ -147,11 +169,7 @@ class PolicyGate:
         extra: dict[str, Any] = {}
         if analysis.attachments:
             extra["attachments"] = attachment_infos(analysis.attachments)
-        if self.intents is not None:
-            verdict = self.intents.fast_verdict(analysis.query_text)
-            if verdict is None:  # the slow path (and, before the model is fitted, the fit) off the event loop
-                verdict = await asyncio.get_running_loop().run_in_executor(
-                    None, partial(self.intents.classify, analysis.query_text))
+        if (verdict := await self._intent(analysis.query_text)) is not None:
             extra["intent"] = verdict.model_dump()
             if verdict.label is not None:  # abstained: the rule layer's intent stands, and the trace says so
                 intent, confidence = verdict.label, verdict.confidence
@@ -180,6 +198,24 @@ class PolicyGate:
             choice = RouteChoice(NO_RULES, Match(None, ()), local_hour=now.astimezone(zone).hour)
         return Understood(intent, confidence, choice, extra)
 
+    async def _intent(self, text: str) -> IntentVerdict | None:
+        """The verdict of the classifier in force when this returns (the one the trace's policy hash names).
+
+        The slow path (and, before the first fit is done, the fit) runs off the event loop. A refit
+        is put in force on the loop, so only during that await can it change: the new one decides then.
+        """
+        verdict = None
+        for _ in range(3):  # each swap is a whole refit (seconds): a third one during one query is not waited for
+            clf = self.intents
+            if clf is None:
+                return None
+            verdict = clf.fast_verdict(text)
+            if verdict is None:
+                verdict = await asyncio.get_running_loop().run_in_executor(None, partial(clf.classify, text))
+            if self.intents is clf:
+                break
+        return verdict
+
     async def screen(self, body: Mapping[str, Any], headers: Mapping[str, str], remote: str | None,
                      ) -> Refusal | None:
         """The client and shedding buckets (429), then the prefilter (400); None: the request goes on.
@@ -205,7 +241,13 @@ class PolicyGate:
         return True
 
     def check(self) -> bool:
-        """Reload the policy file if its modification time or size changed since the last look; True when swapped."""
+        """Reload the policy file if its modification time or size changed since the last look; True when swapped.
+
+        A changed routes file of ``routing.intents`` starts a refit in the background (the classifier in force
+        serves until it is done).
+        """
+        if self.live_intents is not None:
+            self.live_intents.check()
         if self.path is None:
             return False
         stamp = _stamp(self.path)
@@ -220,7 +262,7 @@ class PolicyGate:
         return self.reload()
 
     async def watch(self, interval_s: float = 1.0) -> None:
-        """Reload the policy file whenever its modification time or size changes, until cancelled."""
+        """Reload the policy file (and refit the intents) whenever a file changes, until cancelled."""
         while True:
             await asyncio.sleep(interval_s)
             self.check()

@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from router_core.aio import cancel_all
 from router_core.decide.router import Router
-from router_core.experiments import ConfigWatcher, Experiment, build_experiment
+from router_core.experiments import ConfigWatcher, Experiment, RestartNeeded, build_experiment
 from router_core.gateway import dry_run, ops_routes
 from router_core.gateway.arm_gates import SHADOW, arm_gates
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
@@ -111,8 +111,9 @@ class Gateway:
         # The arms (and shadow) of config.experiments; swapped whole on reload (None: no experiment).
         self.experiment: Experiment | None = build_experiment(config, base=router, perf=perf)
         self.arm_gates = arm_gates(self.experiment, self.policy)  # arms with a routing section of their own
-        self._config_path = config_path  # watched for changes to the experiments section when given
+        self._config_path = config_path  # watched for changes to experiments and routing.intents when given
         self.watcher: ConfigWatcher | None = None
+        self.restart_needed = RestartNeeded()  # what else a changed config file holds: said, and applied at restart
         self._watch_task: asyncio.Task[None] | None = None
         constraints = router.policy.constraints if self.experiment is None else self._constraints(self.experiment)
         self.view = StateView(config.fleet.instances, constraints, scrape=config.scrape,
@@ -209,21 +210,27 @@ class Gateway:
         self.metrics.record_breaker(scope, name, state)
 
     def reload(self, config: RouteLensConfig) -> None:
-        """Take a changed configuration's ``experiments`` section: arms, shares and shadow (the rest needs a restart).
+        """Take a changed configuration's ``experiments`` and ``routing.intents``; name what else needs a restart.
 
-        Keys whose bucket stays in their arm's range keep their arm (see
-        :mod:`router_core.experiments.assign`). Constraints new to every arm have no latch in the
-        state view until a restart; their filters then judge the snapshot as it is.
+        ``experiments``: arms, shares and shadow. Keys whose bucket stays in their arm's range keep
+        their arm (see :mod:`router_core.experiments.assign`). Constraints new to every arm have no
+        latch in the state view until a restart; their filters then judge the snapshot as it is.
+        ``routing.intents``: refitted in the background, the classifier in force serving meanwhile
+        (:meth:`PolicyGate.set_intents`). Any other changed section is listed in
+        :attr:`restart_needed` (``/v1/router/state`` → ``config.restart_needed``) and warned about once.
 
         Raises:
-            ConfigError: The new section's policies do not load; the running experiment stays.
+            ConfigError: The new section's policies do not load; the running experiment and intents stay.
         """
+        # routing.intents stays as started in self.config: arms compare their routing with the gate's (arm_gates)
+        self.restart_needed.update(self.config, config, self._config_path)
         merged = self.config.model_copy(update={"experiments": config.experiments})
         experiment = build_experiment(merged, base=self.router, perf=self._perf)
         self.arm_gates = arm_gates(experiment, self.policy)
         self._hash_shadow(experiment)
         self.experiment = experiment
         self.config = merged
+        self.policy.set_intents(config.routing.intents)
 
     def _learn(self, verdict: dict[str, Any]) -> None:
         """One feedback verdict, from this replica or another: the misroute share, and the quality table."""
@@ -334,7 +341,10 @@ class Gateway:
         return self.config.router.version if found is None else found.router_version
 
     async def _watch_policies(self, interval_s: float = 1.0) -> None:
-        """Reload the gateway's routing file, and each arm's own, whenever it changes; until cancelled."""
+        """Reload the gateway's routing file, and each arm's own, whenever it changes; until cancelled.
+
+        Their intents' routes files too: a changed one is refitted in the background.
+        """
         while True:
             await asyncio.sleep(interval_s)
             for gate in (self.policy, *self.arm_gates.values()):
