@@ -11,6 +11,8 @@ adding examples to one route re-embeds and re-clusters that route only.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +75,12 @@ class CentroidCache:
             arrays[f"c{i}"] = entry.centroids
             if entry.early is not None:
                 arrays[f"x{i}"] = entry.early
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, **arrays)  # type: ignore[arg-type]
-        tmp.replace(path)
+        # a name of its own: the CLI's refit and a running gateway's may write the same cache at once
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp.npz")
+        os.close(fd)
+        tmp = Path(name)
+        try:
+            np.savez(tmp, **arrays)  # type: ignore[arg-type]
+            tmp.replace(path)
+        finally:
+            tmp.unlink(missing_ok=True)
