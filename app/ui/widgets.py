@@ -34,12 +34,17 @@ def request_id_input(key: str = "request_id", label: str = "request_id") -> str:
     if key not in st.session_state:
         st.session_state[key] = st.query_params.get(key, "")
     value = st.text_input(label, key=key, placeholder="e.g. req-7f3a9c").strip()
-    if value != st.query_params.get(key, ""):
-        if value:
-            st.query_params[key] = value
-        else:
-            del st.query_params[key]
+    _to_url(key, value)
     return value
+
+
+def _to_url(param: str, value: str) -> None:
+    """Keep ``?<param>=`` in step with a widget's value (absent when empty)."""
+    if value != st.query_params.get(param, ""):
+        if value:
+            st.query_params[param] = value
+        else:
+            del st.query_params[param]
 
 
 def columns_input(label: str, more: Mapping[str, str], key: str, param: str = "columns") -> list[str]:
@@ -66,12 +71,7 @@ def columns_input(label: str, more: Mapping[str, str], key: str, param: str = "c
         st.session_state[key] = [n for n in more if n in given]
     picked = st.multiselect(label, list(more), key=key, format_func=lambda n: more[n], placeholder="none")
     chosen = [n for n in more if n in picked]
-    value = ",".join(chosen)
-    if value != st.query_params.get(param, ""):
-        if value:
-            st.query_params[param] = value
-        else:
-            del st.query_params[param]
+    _to_url(param, ",".join(chosen))
     return chosen
 
 
