@@ -22,6 +22,7 @@ import pytest
 
 from app.reader import open_reader
 from app.run.demo_day import DEFAULT_SCRIPT
+from ingest.duckdb.store import OFFLINE
 from schemas.experiments import CompareQuery
 from schemas.queries import TraceFilter
 from sim.day import fleet_instance_of
@@ -62,7 +63,8 @@ def page_of(url: str, app: str) -> str:
 
 
 def rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    con = duckdb.connect(str(db), read_only=True)
+    # the store's own settings: DuckDB refuses a second connection to an open file with others (open_reader's)
+    con = duckdb.connect(str(db), read_only=True, config=dict(OFFLINE))
     try:
         return con.execute(sql, list(params)).fetchall()
     finally:
