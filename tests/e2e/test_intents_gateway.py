@@ -41,23 +41,29 @@ LABELLED = [(t, e) for t, e in CASES if e is not None]
 ABSTAIN = [("asdf qwer zxcv", "chat"), ("hello there", "chat"), ("Solve the equation 3x + 7 = 22", "math")]
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    tmp = tmp_path_factory.mktemp("intents")
-    routes = tmp / "routes.yaml"
-    routes.write_text(yaml.safe_dump(ROUTES, allow_unicode=True))
-    *ports, gw = free_ports(5)
-    base = builtin_config(4, 0, zero_delay=True)
+def intents_config(folder: Path, n_instances: int, routes: str) -> dict[str, Any]:
+    """A built-in fleet of ``n_instances`` on free ports and a gateway with semantic intents from ``routes``."""
+    *ports, gw = free_ports(n_instances + 1)
+    base = builtin_config(n_instances, 0, zero_delay=True)
     instances = [s.model_copy(update={"url": f"http://127.0.0.1:{p}"}) for s, p in zip(base.fleet.instances, ports,
                                                                                         strict=True)]
     cfg = base.model_dump(mode="json")
     cfg.update({
         "fleet": {"instances": [s.model_dump(mode="json") for s in instances]},
         "gateway": {"host": "127.0.0.1", "port": gw},
-        "storage": {"duckdb_path": str(tmp / "traces.duckdb"), "flush_interval_ms": 20},
-        "routing": {"intents": {"routes": str(routes), "escalate": True}},
+        "storage": {"duckdb_path": str(folder / "traces.duckdb"), "flush_interval_ms": 20},
+        "routing": {"intents": {"routes": routes, "escalate": True}},
         "probes": {"enabled": False},
     })
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    tmp = tmp_path_factory.mktemp("intents")
+    routes = tmp / "routes.yaml"
+    routes.write_text(yaml.safe_dump(ROUTES, allow_unicode=True))
+    cfg = intents_config(tmp, 4, str(routes))
     with fleet_and_gateway(cfg, tmp) as url:
         yield url, routes
 

