@@ -14,9 +14,12 @@ MATERIALIZED``): DuckDB pushes the query's filters and projections through it in
 so only the columns a read names are read. A table that lacks nothing is read as it is; nothing is
 added to the SQL of a file of today's layout.
 
-Columns whose type changed (not merely gained fields) are read as stored, as before: the rows are
-cleaned into the models (:func:`ingest.codec.stored_rows.clean`), and a NULL where the model has
-no None falls back to the field's default.
+A column the file holds in an older form that today's replaces with another type
+(:data:`ingest.duckdb.schema.RETYPED`: ``probe_results.ok`` became ``verdict``) reads as today's,
+computed from the old one by the expression the migration uses. Other columns whose type changed
+(not merely gained fields) are read as stored, as before: the rows are cleaned into the models
+(:func:`ingest.codec.stored_rows.clean`), and a NULL where the model has no None falls back to the
+field's default.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import pyarrow as pa
 
 from ingest.codec.to_arrow import parse_schema
 from ingest.duckdb.derived import DERIVED, hits_expression
-from ingest.duckdb.schema import duckdb_type
+from ingest.duckdb.schema import RETYPED, duckdb_type
 from ingest.kinds import KINDS
 from ingest.record_sink import scalar_defaults
 
@@ -97,11 +100,12 @@ def _table_expression(con: duckdb.DuckDBPyConnection, table: str) -> str | None:
         return None  # a file from before the table: the readers answer nothing from it
     want = parse_schema(_SCHEMAS[table])
     defaults = _defaults(table)
+    retyped = {column: expr for column, (old, expr) in RETYPED.get(table, {}).items() if have.get_field_index(old) >= 0}
     replaced, added = [], []
     for field in want:
         i = have.get_field_index(field.name)
         if i < 0:
-            value = _literal(defaults[field.name]) if field.name in defaults else "NULL"
+            value = retyped.get(field.name) or (_literal(defaults[field.name]) if field.name in defaults else "NULL")
             added.append(f"CAST({value} AS {duckdb_type(con, field.type)}) AS {_quote(field.name)}")
         elif (expr := _filled(con, _quote(field.name), have.field(i).type, field.type)) is not None:
             replaced.append(f"{expr} AS {_quote(field.name)}")

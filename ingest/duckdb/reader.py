@@ -5,11 +5,21 @@ in ``sql/queries.sql`` and the fixed predicates below. Each call takes its own c
 run from any thread beside the writer (DuckDB's MVCC). Rows come back through the DB-API
 (``execute``/``fetchall``): for the small results read here it costs a third of the time of
 building an Arrow table and converting that to Python.
+
+A file written before the contract bounded stored times (``schemas.common.UtcTime``) may hold a
+``ts`` (or another instant) outside 1970 .. 9999 in UTC: DuckDB hands one beyond Python's years to
+Python as text (``0001-12-31 (BC) 10:00:00+00``, ``60000-06-01 00:00:00+00``), and the models
+refuse one before 1970. Every instant a read returns at the top level of its rows reads as the
+nearest one the contract holds (:func:`shown_time`): :data:`SHOWN_EARLIEST` for one before,
+:data:`SHOWN_LATEST` for one after, so the row is listed and opened instead of failing the whole
+page. What is selected, counted and ordered is the stored value: windows and counts do not change,
+and a page cursor carries the stored instant (as DuckDB writes it when Python cannot hold it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,22 +36,79 @@ from ingest.duckdb.predicates import named_queries
 from ingest.duckdb.predicates import where as _where
 from ingest.kinds import KINDS, Kind
 from ingest.trace_store import BadCursor, WindowReader, clamp_limit, decode_cursor, encode_cursor, sort_traffic
+from schemas.common import EARLIEST_TIME, LATEST_TIME
 from schemas.queries import BUCKETS, AggregateQuery, BucketStats, TraceFilter, TracePage, TrafficEdge
 from schemas.trace import DecisionTrace
 
-__all__ = ["DuckDBReader", "named_queries"]
+__all__ = ["SHOWN_EARLIEST", "SHOWN_LATEST", "DuckDBReader", "named_queries", "shown_time"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+SHOWN_EARLIEST = EARLIEST_TIME
+"""How a stored instant before the contract's range reads (the range's first instant)."""
+SHOWN_LATEST = LATEST_TIME - timedelta(microseconds=1)
+"""How a stored instant after the contract's range reads (its last instant)."""
+_TIMESTAMPTZ = "TIMESTAMP WITH TIME ZONE"
+# An instant as DuckDB writes one Python cannot hold (or its infinities): a page cursor carries it so.
+_STORED_TEXT = re.compile(r"-?infinity|\d{4,}-\d\d-\d\d(?: \(BC\))? \d\d:\d\d:\d\d(?:\.\d{1,6})?[+-]\d\d(?::\d\d){0,2}")
 
 
-def _fetch(cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-    """Run ``sql`` on ``cur`` and return its rows as dicts."""
+def shown_time(value: datetime | str) -> datetime:
+    """A stored instant as the models hold it: one outside the contract's range as the nearest inside.
+
+    Args:
+        value: As DuckDB returns it: an aware datetime; the text of one beyond Python's years; or,
+            for DuckDB's ``-infinity`` and ``infinity``, a naive ``datetime.min`` or ``datetime.max``.
+    """
+    if isinstance(value, str):  # beyond years 1 .. 9999: the era or the year says which end
+        before = "(BC)" in value or int(value.split("-", 1)[0]) < EARLIEST_TIME.year
+    elif value.tzinfo is None:
+        before = value.year < EARLIEST_TIME.year
+    elif EARLIEST_TIME <= value < LATEST_TIME:
+        return value
+    else:
+        before = value < EARLIEST_TIME
+    return SHOWN_EARLIEST if before else SHOWN_LATEST
+
+
+def _inside(value: Any) -> bool:
+    return value is None or (isinstance(value, datetime) and value.tzinfo is not None
+                             and EARLIEST_TIME <= value < LATEST_TIME)
+
+
+def _cursor_time(value: datetime | str) -> str:
+    """A stored ``ts`` as a page cursor carries it (DuckDB reads it back: :data:`_STORED_TEXT`)."""
+    if isinstance(value, str):
+        return value
+    if value.tzinfo is None:
+        return "-infinity" if value.year < EARLIEST_TIME.year else "infinity"
+    return value.isoformat()
+
+
+def _fetch(cur: duckdb.DuckDBPyConnection, sql: str, params: list[Any], *,
+           stored: bool = False) -> list[dict[str, Any]]:
+    """Run ``sql`` on ``cur`` and return its rows as dicts.
+
+    Instants outside the contract's range read as :func:`shown_time` has them, unless ``stored``.
+    """
     try:
         result = cur.execute(sql, params)
     except duckdb.CatalogException:
         return []  # a read-only file written before this table existed
-    names = [d[0] for d in result.description or []]
-    return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
+    described = result.description or []
+    names = [d[0] for d in described]
+    times = [] if stored else [i for i, d in enumerate(described) if str(d[1]) == _TIMESTAMPTZ]
+    rows = result.fetchall()
+    if times:
+        rows = [row if all(_inside(row[i]) for i in times) else _shown(row, times) for row in rows]
+    return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+def _shown(row: Sequence[Any], times: list[int]) -> tuple[Any, ...]:
+    out = list(row)
+    for i in times:
+        if not _inside(out[i]):
+            out[i] = shown_time(out[i])
+    return tuple(out)
 
 
 class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, DuckDBLatches, WindowReader):
@@ -79,9 +146,9 @@ class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, DuckDBLatches, WindowRead
             self._file_layout = FileLayout()
         return self._file_layout.adapt(cur, sql)
 
-    def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    def _rows(self, sql: str, params: list[Any], *, stored: bool = False) -> list[dict[str, Any]]:
         with self._cursor() as cur:
-            return _fetch(cur, self._adapt(cur, sql), params)
+            return _fetch(cur, self._adapt(cur, sql), params, stored=stored)
 
     def get(self, request_id: str) -> DecisionTrace | None:
         """Return the trace of ``request_id`` with its candidate states, or None.
@@ -106,20 +173,36 @@ class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, DuckDBLatches, WindowRead
         return int(rows[0]["n"]) if rows else 0
 
     def search(self, flt: TraceFilter, limit: int = 50, cursor: str | None = None) -> TracePage:
-        """Return one page of summaries, newest first (keyset pagination on ``(ts, request_id)``)."""
+        """Return one page of summaries, newest first (keyset pagination on ``(ts, request_id)``).
+
+        The cursor carries the last row's stored ``ts``: a row outside the contract's range is
+        listed with the ts :func:`shown_time` gives it, and the next page starts after the stored one.
+        """
         limit = clamp_limit(limit)
         where, params = _where(flt)
+        mark = "?"
         if cursor is not None:
             ts, rid = decode_cursor(cursor)
+            after = str(ts)
             try:
-                after = datetime.fromisoformat(str(ts))
+                params += [datetime.fromisoformat(after), str(rid)]
             except ValueError as exc:
-                raise BadCursor("invalid cursor") from exc
-            where += " AND (ts, request_id) < (?, ?)"
-            params += [after, str(rid)]
-        rows = self._rows(named_queries()["search"].format(where=where), [*params, limit + 1])
-        items = [summary_of(r) for r in rows[:limit]]
-        nxt = encode_cursor([items[-1].ts.isoformat(), items[-1].request_id]) if len(rows) > limit else None
+                if not _STORED_TEXT.fullmatch(after):
+                    raise BadCursor("invalid cursor") from exc
+                mark = "CAST(? AS TIMESTAMPTZ)"  # an instant beyond Python's years, as DuckDB wrote it
+                params += [after, str(rid)]
+            where += f" AND (ts, request_id) < ({mark}, ?)"
+        try:
+            rows = self._rows(named_queries()["search"].format(where=where), [*params, limit + 1], stored=True)
+        except duckdb.ConversionException as exc:
+            if mark == "?":
+                raise
+            raise BadCursor("invalid cursor") from exc  # text shaped like an instant that is none (month 13)
+        items = [summary_of({**r, "ts": shown_time(r["ts"])}) for r in rows[:limit]]
+        nxt = None
+        if len(rows) > limit:
+            last = rows[limit - 1]["ts"]
+            nxt = encode_cursor([_cursor_time(last), items[-1].request_id])
         return TracePage(items=items, next_cursor=nxt)
 
     def aggregate(self, query: AggregateQuery) -> list[BucketStats]:

@@ -6,7 +6,9 @@ lists: a missing column is added, a column whose type changed is rewritten with 
 conversion (fields that still exist keep their values, new fields are NULL, fields whose type
 became incompatible are NULL, a reader then falls back to the model default), and columns the
 models dropped stay (old data is not destroyed). ``traces`` also carries one column derived at
-write time, outside the models (:mod:`ingest.duckdb.derived`). Each statement is recorded in
+write time, outside the models (:mod:`ingest.duckdb.derived`). A column an older layout held in
+place of one of today's, of a type the generic conversion cannot bridge (:data:`RETYPED`), is
+rewritten into today's by its own expression and then dropped. Each statement is recorded in
 ``routelens_migrations`` and the layout version in ``routelens_meta``.
 """
 
@@ -25,12 +27,20 @@ import pyarrow as pa
 from ingest.codec.to_arrow import parse_schema
 from ingest.duckdb.derived import DERIVED, add_derived_columns
 from ingest.kinds import KINDS
+from schemas.common import ProbeVerdict
 from schemas.version import SCHEMA_VERSION
 
-__all__ = ["STORAGE_VERSION", "NewerFile", "duckdb_type", "ensure_schema", "sql_file", "transaction"]
+__all__ = ["RETYPED", "STORAGE_VERSION", "NewerFile", "duckdb_type", "ensure_schema", "sql_file", "transaction"]
 
 log = logging.getLogger(__name__)
 STORAGE_VERSION = 2  # 1: traces with inline candidate states and no `detail` column
+RETYPED: dict[str, dict[str, tuple[str, str]]] = {
+    # The first layout (before 2026-12-01) judged a probe run by ``ok`` (boolean), not a verdict:
+    # true was a passing run (``ok``), false a failing one (``failed``; ``degraded`` did not exist yet).
+    "probe_results": {"verdict": ("ok", f"CASE WHEN \"ok\" THEN '{ProbeVerdict.OK.value}' "
+                                        f"WHEN NOT \"ok\" THEN '{ProbeVerdict.FAILED.value}' END")},
+}
+"""Per table, today's column -> (the older layout's column it replaces, SQL computing today's from it)."""
 
 
 @cache
@@ -135,6 +145,28 @@ def _migrate(con: duckdb.DuckDBPyConnection, table: str, have: pa.Schema, want: 
     return done
 
 
+def _bridge_retyped(con: duckdb.DuckDBPyConnection, table: str, have: pa.Schema, want: pa.Schema) -> list[str]:
+    """Rewrite each :data:`RETYPED` column of ``table`` that the file holds in the old form; return the statements.
+
+    Today's column is added and computed from the old one, which is then dropped (all it held is
+    in the new one), so that a later open does not take it for a field of a newer version.
+    """
+    done: list[str] = []
+    for column, (old, expr) in RETYPED.get(table, {}).items():
+        if have.get_field_index(old) < 0 or have.get_field_index(column) >= 0:
+            continue
+        stmts = [f"ALTER TABLE {_quote(table)} ADD COLUMN {_quote(column)} "
+                 f"{duckdb_type(con, want.field(column).type)}",
+                 f"UPDATE {_quote(table)} SET {_quote(column)} = {expr}",
+                 f"ALTER TABLE {_quote(table)} DROP COLUMN {_quote(old)}"]
+        if not done:
+            done += _drop_dependents(con, table)
+        for stmt in stmts:
+            con.execute(stmt)
+        done += stmts
+    return done
+
+
 def ensure_schema(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[str]:
     """Create or migrate every table, index and view; return the migration statements run."""
     now = now or datetime.now(UTC)
@@ -154,6 +186,9 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -
             elif info.table == "traces" and have.get_field_index("detail") < 0:
                 applied += _upgrade_v1_traces(con, have, want)
             else:
+                if retyped := _bridge_retyped(con, info.table, have, want):
+                    applied += retyped
+                    have = con.sql(f"SELECT * FROM {_quote(info.table)} LIMIT 0").to_arrow_table().schema
                 derived = {column for column, _, _ in DERIVED.get(info.table, [])}
                 if unknown := [n for n in _unknown(have, want) if n not in derived]:
                     raise NewerFile(info.table, unknown)

@@ -6,6 +6,8 @@ terminal tree shares.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import pandas as pd
 
 from app.explain import (
@@ -21,6 +23,7 @@ from app.explain import (
 )
 from app.ui.limits import Limits
 from app.units import fmt
+from schemas.common import EARLIEST_TIME, LATEST_TIME
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import DecisionTrace
 
@@ -40,6 +43,7 @@ __all__ = [
     "state_table",
     "steps_frame",
     "summary",
+    "ts_text",
 ]
 
 STEP_COLUMNS: tuple[str, ...] = (
@@ -75,6 +79,20 @@ SCORE_TERM_COLUMNS: tuple[str, ...] = ("instance", "term", "raw", "weight", "wei
 RANKING_COLUMNS: tuple[str, ...] = ("instance", "model", "verdict", "rank", "total", "gap", "factor")
 
 
+def ts_text(ts: datetime) -> str:
+    """``ts`` in ISO 8601, said to be out of range at either end of the range a store holds.
+
+    A time an older RouteLens stored outside 1970 .. 9999 (before the intake refused one) reads as
+    the range's first instant, or its last (``ingest.duckdb.reader.shown_time``): the time shown is
+    then not the one stored.
+    """
+    if ts <= EARLIEST_TIME:
+        return f"{ts.isoformat()} (out of range: stored at this time or before it)"
+    if ts >= LATEST_TIME - timedelta(microseconds=1):
+        return f"{ts.isoformat()} (out of range: stored at this time or after it)"
+    return ts.isoformat()
+
+
 def summary(trace: DecisionTrace) -> dict[str, str]:
     """Return the headline facts of a trace as ordered ``label -> text`` pairs."""
     selected = selection_text(trace) or "none"
@@ -87,7 +105,7 @@ def summary(trace: DecisionTrace) -> dict[str, str]:
         intent = f"{trace.intent} ({trace.intent_confidence:.0%})"
     return {
         "request_id": trace.request_id,
-        "ts": trace.ts.isoformat(),
+        "ts": ts_text(trace.ts),
         "selected": selected,
         "fallback": fallback,
         "mode": trace.mode.value,
