@@ -176,7 +176,8 @@ class Router:
             fb.empty = "degraded"
             steps.add("fallback", StepKind.FALLBACK, reason=why, instances=[degraded.name])
         weights: list[dict[str, Any]] = []
-        scale = {"cost": route.cost_factor()} if route is not None and route.rule is not None else None
+        scale = {"cost": route.cost_factor(self.policy.peak_hours.at(ctx.now))} \
+            if route is not None and route.rule is not None else None  # peak: in routing.timezone, as prices
         if (budget := ctx.budget) is not None and budget.cost_factor != 1.0:  # the budget's rising cost weight
             scale = {"cost": (scale or {}).get("cost", 1.0) * budget.cost_factor}
             steps.add("budget", StepKind.SCORE, value=round(budget.cost_factor, 6),

@@ -5,8 +5,13 @@ all calls (``max_share``, of at least ``min_calls``) or a spend (``max_spend``, 
 units). Its *use* is spend / budget. From ``ramp_from`` of the budget the cost weight rises
 linearly to ``max_factor`` at it; at the budget the governed models are stopped (infeasible).
 
-Counters live in :class:`SharedState` so replicas add up: ``budget:<band>:<window>:calls``,
-``:governed`` and ``:spend``. :meth:`BudgetTracker.view` reads only the local copy (a pure,
+Windows follow the local clock of ``economics.budgets.timezone`` (:func:`window_at`): a window
+of a day is the local date (from local midnight to the next: 23 or 25 hours on a DST day), and a
+shorter one (which divides a day) starts at local midnight plus a multiple of its length, in local
+wall time. Counters live in :class:`SharedState` so replicas add up:
+``budget:<band>:<window id>:calls``, ``:governed`` and ``:spend``, the window id (the local date and
+the window's index in it) a function of the time and the configuration only, so every worker
+counts into the same keys. :meth:`BudgetTracker.view` reads only the local copy (a pure,
 cheap call for the request path); :meth:`BudgetTracker.refresh` re-reads the shared totals and
 :meth:`BudgetTracker.record` adds to them in the background.
 """
@@ -16,14 +21,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from router_core.shared.base import SharedState
 from schemas.config.economics import BudgetBand, BudgetSettings
 from schemas.trace import Violation
 
-__all__ = ["BudgetTracker", "BudgetView", "budget_violation", "cost_factor"]
+__all__ = ["BudgetTracker", "BudgetView", "Window", "budget_violation", "cost_factor", "in_hours", "window_at"]
+
+_DAY = 86_400
+_SHIFT_S = 7_200  # the largest DST shift (Antarctica/Troll's): a repeated wall-time window ends this much later
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +56,48 @@ def budget_violation(view: BudgetView) -> Violation:
                      reason=f"budget spent: {view.reason}")
 
 
+def in_hours(hour: int, start: int, end: int) -> bool:
+    """Whether a local ``hour`` is in ``[start, end)`` (``end`` 24: midnight; ``start > end`` wraps midnight)."""
+    return start <= hour < end if start < end else hour >= start or hour < end
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One budget window: its id and the POSIX seconds ``[start, end)`` over which that id surely holds."""
+
+    id: str
+    start: float
+    end: float
+
+
+def window_at(now: datetime, window_s: float, zone: ZoneInfo) -> Window:
+    """The window of ``window_s`` seconds holding ``now`` (naive: UTC), aligned to local midnight in ``zone``.
+
+    A window of a day is the local date (``2026-06-03``), from local midnight to the next. A shorter
+    one (a whole number of seconds dividing a day, as the schema requires) is the ``k``-th of its
+    day (``2026-06-03/10``), from local midnight + ``k * window_s`` of wall time: when the clocks
+    go back a wall-time window comes round twice (its id too: it counts both), and one the clocks
+    skip never comes. The bounds are where the id is sure to hold; a window a UTC-offset change
+    falls in holds only ``now`` (the caller recomputes at once, for that window only).
+    """
+    aware = now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+    local = aware.astimezone(zone)
+    day, t = local.date(), aware.timestamp()
+    if window_s >= _DAY:
+        start = datetime.combine(day, time(), zone).timestamp()
+        end = datetime.combine(day + timedelta(days=1), time(), zone).timestamp()
+        return Window(day.isoformat(), start, end) if start <= t < end else Window(day.isoformat(), t, t)
+    wall = local.hour * 3600 + local.minute * 60 + local.second
+    k = int(wall // window_s)
+    wid = f"{day.isoformat()}/{k}"
+    begin = float(int(t) - (wall - k * int(window_s)))  # whole seconds: the zone's offsets are whole seconds
+    offset = local.utcoffset()
+    if datetime.fromtimestamp(begin, zone).utcoffset() != offset or \
+            datetime.fromtimestamp(begin + window_s - 1, zone).utcoffset() != offset:
+        return Window(wid, t, t)
+    return Window(wid, begin, begin + window_s)
+
+
 def cost_factor(use: float, ramp_from: float, max_factor: float) -> float:
     """1 below ``ramp_from``, rising linearly (continuous, monotone) to ``max_factor`` at ``use`` 1."""
     x = min(1.0, max(0.0, (use - ramp_from) / (1.0 - ramp_from)))
@@ -61,6 +111,7 @@ class BudgetTracker:
         self.settings = settings
         self.shared = shared
         self._zone = ZoneInfo(settings.timezone)
+        self._windows: dict[str, Window] = {}  # per band: the window last asked for, reused while ``now`` is in it
         self._cache: dict[str, float] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -71,11 +122,19 @@ class BudgetTracker:
 
     def band_at(self, now: datetime) -> BudgetBand | None:
         """The first band whose hours hold ``now`` (local time)."""
-        hour = now.astimezone(self._zone).hour
-        return next((b for b in self.settings.bands if any(s <= hour < e for s, e in b.hours)), None)
+        hour = (now if now.tzinfo is not None else now.replace(tzinfo=UTC)).astimezone(self._zone).hour
+        return next((b for b in self.settings.bands if any(in_hours(hour, s, e) for s, e in b.hours)), None)
+
+    def window(self, band: BudgetBand, now: datetime) -> Window:
+        """``band``'s window holding ``now`` (:func:`window_at`), recomputed only when ``now`` leaves the last."""
+        w = self._windows.get(band.name)
+        t = now.timestamp() if now.tzinfo is not None else now.replace(tzinfo=UTC).timestamp()
+        if w is None or not w.start <= t < w.end:
+            w = self._windows[band.name] = window_at(now, band.window_s, self._zone)
+        return w
 
     def _prefix(self, band: BudgetBand, now: datetime) -> str:
-        return f"budget:{band.name}:{int(now.timestamp() // band.window_s)}"
+        return f"budget:{band.name}:{self.window(band, now).id}"
 
     def spend(self, band: BudgetBand, now: datetime) -> tuple[float, float, float]:
         """``(calls, governed calls, governed spend)`` in ``band``'s current window (local copy)."""
@@ -109,7 +168,7 @@ class BudgetTracker:
         band = self.band_at(now)
         if band is None:
             return
-        p, ttl = self._prefix(band, now), band.window_s * 2
+        p, ttl = self._prefix(band, now), band.window_s + _SHIFT_S  # a DST day's 25 h; a wall window come round
         adds = [(p + ":calls", 1.0)]
         if not band.models or model in band.models:
             adds += [(p + ":governed", 1.0), (p + ":spend", cost)]
@@ -149,7 +208,8 @@ class BudgetTracker:
         for band in self.settings.bands:
             calls, governed, spend = self.spend(band, now)
             use = self.use_of(band, now)
-            out.append({"band": band.name, "active": band is active, "models": band.models,
+            out.append({"band": band.name, "window": self.window(band, now).id, "active": band is active,
+                        "models": band.models,
                         "max_share": band.max_share, "max_spend": band.max_spend, "window_s": band.window_s,
                         "calls": calls, "governed_calls": governed, "spend": round(spend, 6),
                         "use": round(use, 4), "stopped": use >= 1.0,

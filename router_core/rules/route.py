@@ -40,7 +40,7 @@ class RouteChoice:
     Attributes:
         rules: The rule set matched against.
         match: The rule (None: none matched) and the rules tried.
-        local_hour: The request's hour in the rule set's time zone (for peak pricing).
+        local_hour: The request's hour in the rule set's time zone (what its conditions read; traced).
         skip_primary: The throttle sent this request down the chain.
         throttled: What the throttle did (``chain``, ``wait``; None: it had a token).
     """
@@ -92,13 +92,18 @@ class RouteChoice:
             **(extra or {}),
         }
 
-    def cost_factor(self) -> float:
-        """How much the cost term weighs for this request: ``base_weight``, times the surge in peak hours."""
+    def cost_factor(self, peak: bool) -> float:
+        """How much the cost term weighs for this request: ``base_weight``, times the surge in peak hours.
+
+        Args:
+            peak: Whether the request's time is a peak hour: ``routing.peak_hours`` in ``routing.timezone``
+                (:meth:`PeakHours.at`), as the instances' prices read it, not in the rule set's own zone
+                (which its conditions read).
+        """
         rule = self.match.rule
         if rule is None or rule.cost is None:
             return 1.0
-        surge = rule.cost.surge_multiplier if self.rules.in_peak(self.local_hour) else 1.0
-        return rule.cost.base_weight * surge
+        return rule.cost.base_weight * (rule.cost.surge_multiplier if peak else 1.0)
 
 
 def priced(cost: CostSpec, peak: bool) -> float:

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from schemas.common import ContractModel
+from schemas.config.routing import HourRange
 from schemas.units import ZoneName
 
 __all__ = [
@@ -157,21 +158,15 @@ class ScoringProfile(ContractModel):
     """Weights for part of the day, e.g. quality at night and latency at peak (hours in `scoring.timezone`)."""
 
     name: str
-    hours: tuple[int, int] = Field(
-        description="[start, end) in local hours 0-24 of scoring.timezone; start > end wraps midnight.")
+    hours: HourRange = Field(
+        description="[start, end) in local hours of scoring.timezone: start 0-23, end 0-24 (24: midnight); start > "
+        "end wraps midnight.")
     weights: dict[str, float]
 
     @field_validator("weights")
     @classmethod
     def _known_terms(cls, value: dict[str, float]) -> dict[str, float]:
         return _check_weights(value)
-
-    @field_validator("hours")
-    @classmethod
-    def _hours(cls, value: tuple[int, int]) -> tuple[int, int]:
-        if not all(0 <= h <= 24 for h in value) or value[0] == value[1]:
-            raise ValueError("hours must be two different values in 0..24")
-        return value
 
 
 class ScoringSettings(ContractModel):

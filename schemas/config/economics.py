@@ -41,6 +41,7 @@ from typing import Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from schemas.common import ContractModel
+from schemas.config.routing import HourRange
 from schemas.units import ZoneName
 
 __all__ = [
@@ -159,19 +160,24 @@ class BudgetBand(ContractModel):
     """One time band's budget on a set of (expensive) models: a call share or a spend per window."""
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
-    hours: list[tuple[int, int]] = Field(min_length=1, description="[start, end) local hours; first band wins.")
+    hours: list[HourRange] = Field(
+        min_length=1, description="[start, end) local hours of budgets.timezone: start 0-23, end 0-24 (24: midnight); "
+        "start > end wraps midnight. The first band whose hours hold the request's time wins.")
     models: list[str] = Field(default=[], description="The models this budget governs (empty: every model).")
     max_share: float | None = Field(None, gt=0, le=1, description="Calls to the models / all calls.")
     max_spend: float | None = Field(None, gt=0, le=1e12, description="Spend (cost.base units) per window.")
-    window_s: float = Field(3600.0, ge=1, le=86_400)
+    window_s: float = Field(
+        3600.0, ge=1, le=86_400, description="The budget's window, in local time of budgets.timezone: 86400 is the "
+        "local day (from local midnight, 23 or 25 h on a DST day); a shorter one must divide a day in whole seconds "
+        "and starts at local midnight + k * window_s of wall time.")
     min_calls: int = Field(100, ge=1, le=10_000_000, description="A share is of at least this many calls.")
 
-    @field_validator("hours")
+    @field_validator("window_s")
     @classmethod
-    def _hours(cls, value: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        for start, end in value:
-            if not (0 <= start < end <= 24):
-                raise ValueError(f"[{start}, {end}] is not a [start, end) range of hours 0-24")
+    def _divides_a_day(cls, value: float) -> float:
+        if value != int(value) or 86_400 % int(value):
+            raise ValueError(f"{value:g} s does not divide a day: windows start at local midnight, so window_s is "
+                             "a whole number of seconds dividing 86400 (e.g. 900, 3600, 21600, 86400)")
         return value
 
     @model_validator(mode="after")
@@ -184,7 +190,9 @@ class BudgetBand(ContractModel):
 class BudgetSettings(ContractModel):
     """Tiered budgets; the cost weight rises from ``ramp_from`` of a budget to ``max_factor`` at it."""
 
-    timezone: ZoneName = "UTC"
+    timezone: ZoneName = Field(
+        "UTC", description="IANA zone of the bands' hours and of the windows: a window of a day resets at local "
+        "midnight, shorter ones at local midnight + k * window_s.")
     bands: list[BudgetBand] = []
     ramp_from: float = Field(0.5, ge=0, lt=1, description="Budget use where the cost weight starts rising.")
     max_factor: float = Field(4.0, ge=1, le=100, description="The cost weight's multiplier at the budget.")

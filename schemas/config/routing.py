@@ -17,9 +17,9 @@ Without ``policy`` the router routes as before: ``auto`` over every model, or th
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Annotated, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from schemas.common import ContractModel
 from schemas.config.attachments import AttachmentSettings
@@ -28,7 +28,7 @@ from schemas.config.keywords import KeywordScoring
 from schemas.paths import InputFile
 from schemas.units import ZoneName
 
-__all__ = ["DEFAULT_LEGAL_TERMS", "RoutingSettings"]
+__all__ = ["DEFAULT_LEGAL_TERMS", "HourRange", "RoutingSettings", "check_hours"]
 
 # Seed 000: ["条款", "合同", "第x章"]; "第x章" is a chapter of any number, "{n}" in a term (see
 # router_core.rules.condition.features.prompt_matcher).
@@ -40,27 +40,39 @@ DEFAULT_LEGAL_TERMS = (
 TERM_LIST_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 
 
+def check_hours(value: tuple[int, int]) -> tuple[int, int]:
+    """An hour range as ``peak_hours``, scoring profiles and budget bands read it, or ValueError.
+
+    ``[start, end)`` of local hours: ``start`` 0-23 and ``end`` 0-24 (24 is midnight, and so is 0
+    as an end), ``start > end`` wraps midnight (``[22, 6]``: 22:00-06:00). A range that never
+    applies (a start of 24, an hour past 24, ``start == end``) is refused.
+    """
+    start, end = value
+    if not (0 <= start <= 23 and 0 <= end <= 24) or start == end:
+        raise ValueError(f"[{start}, {end}] never applies: an hour range is [start, end) of local hours with start "
+                         "0-23, end 0-24 (24 is midnight) and start != end; start > end wraps midnight ([22, 6] is "
+                         "22:00-06:00)")
+    return value
+
+
+HourRange = Annotated[tuple[int, int], AfterValidator(check_hours)]
+
+
 class RoutingSettings(ContractModel):
     """Where the routing policy is and what its conditions read."""
 
     policy: InputFile | None = Field(
         None, description="Routing matrix (YAML) or DSL file; relative to the config file.")
     timezone: ZoneName = Field("UTC", description="IANA zone of request_time.hour and .weekday.")
-    peak_hours: list[tuple[int, int]] = Field(
-        default=[(9, 12), (14, 18)], description="[start, end) local hours where cost surge multipliers apply.")
+    peak_hours: list[HourRange] = Field(
+        default=[(9, 12), (14, 18)],
+        description="[start, end) local hours where cost surge multipliers apply: start 0-23, end 0-24 (24: "
+        "midnight), start > end wraps midnight.")
     term_lists: dict[str, list[str]] = Field(default={}, description="contains_<name>(prompt) term lists.")
     intents: IntentSettings | None = None
     keywords: KeywordScoring | None = None
     attachments: AttachmentSettings = AttachmentSettings()
 
-
-    @field_validator("peak_hours")
-    @classmethod
-    def _hours(cls, value: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        for start, end in value:
-            if not (0 <= start <= 24 and 0 <= end <= 24) or start == end:
-                raise ValueError(f"[{start}, {end}] is not a [start, end) range of hours 0-24")
-        return value
 
     @model_validator(mode="after")
     def _term_list_names(self) -> Self:

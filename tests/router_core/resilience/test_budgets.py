@@ -105,7 +105,7 @@ GOOD = "fleet:\n  instances:\n    - {id: a, model: m, url: 'http://127.0.0.1:1'}
 
 @pytest.mark.parametrize(("band", "message"), [
     ("{name: p, hours: [[9, 18]], max_share: 1.5}", "less than or equal to 1"),
-    ("{name: p, hours: [[9, 25]], max_share: 0.1}", "is not a [start, end) range"),
+    ("{name: p, hours: [[9, 25]], max_share: 0.1}", "never applies"),
     ("{name: p, hours: [[9, 18]], max_share: 0.1, max_spend: 5}", "exactly one of max_share and max_spend"),
 ])
 def test_a_bad_budget_fails_at_load_with_file_line_and_field(band: str, message: str) -> None:
