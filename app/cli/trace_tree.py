@@ -27,6 +27,7 @@ from app.explain import (
     violation_text,
 )
 from app.ui.data import policy_step
+from app.ui.data.trace_tables import ts_text
 from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import Attempt, CandidateEval, DecisionStep, DecisionTrace
@@ -116,7 +117,7 @@ def _add_feedback(parent: Tree, feedback: Sequence[Feedback] | str) -> None:
 def _header(trace: DecisionTrace) -> Text:
     text = Text.assemble(("Decision trace ", "bold"), (trace.request_id, "bold cyan"), "\n")
     parts = [
-        ("ts", trace.ts.isoformat()),
+        ("ts", ts_text(trace.ts)),
         ("router", trace.router_version),
         ("policy", trace.policy_hash),
         ("mode", trace.mode.value),

@@ -22,8 +22,18 @@ def test_each_such_trace_prints_at_the_nearest_bound(tmp_path: Path, capsys: pyt
     old = make_file(tmp_path / "old.duckdb")
     for trace in old.traces[:len(STORED)]:
         assert main(["trace", trace.request_id, "--db", str(old.path)]) == 0
-        assert f"ts {trace.ts.isoformat()}" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert f"ts {trace.ts.isoformat()} (out of range: stored at this time or" in out
         assert main(["trace", trace.request_id, "--db", str(old.path), "--json"]) == 0
         got = json.loads(capsys.readouterr().out)
         assert got["request_id"] == trace.request_id
         assert got["ts"] == trace.model_dump(mode="json")["ts"]
+
+
+def test_a_trace_in_range_is_not_marked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = make_file(tmp_path / "old.duckdb")
+    trace = old.traces[len(STORED)]
+    assert main(["trace", trace.request_id, "--db", str(old.path)]) == 0
+    out = capsys.readouterr().out
+    assert f"ts {trace.ts.isoformat()}" in out
+    assert "out of range" not in out
