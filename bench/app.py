@@ -17,8 +17,9 @@ one untimed pass (a server's store is open and warm):
 - decisions: a filtered search (model, latency range) page 1, its violations column (the window's
   constraint counts, then one search per constraint over the page's span), then page 2 from its
   cursor; decisions_by_violation: page 1 of the decisions in which a candidate broke kv-cache;
-- experiments: the arms of the window, ``compare`` of the two, each arm's hourly buckets, and the
-  200 newest traces' shadow decisions (one search);
+- experiments: the arms of the window, ``compare`` of the two, both arms' hourly buckets
+  (``experiment_series``, forced requests left out), and the 200 newest traces' shadow decisions
+  (one search);
 - drilldown: ``get(request_id)`` of ``--lookups`` random ids (p99 over the lookups).
 
 ``--pages`` names the pages to time and render (default: all).
@@ -139,10 +140,6 @@ def pages(store: DuckDBTraceStore) -> dict[str, list[tuple[str, Callable[[], Any
 
         return [store.snapshots(lo, hi, limit=MAX_LIMIT) for lo, hi in chunk_spans(T0, T0 + DAY, 24)]
 
-    def arm_buckets(arm: str) -> Callable[[], Any]:
-        return lambda: store.aggregate(AggregateQuery(filter=TraceFilter(start=T0, end=T0 + DAY, experiment_arm=arm),
-                                                      bucket="1h"))
-
     arms = list(store.experiment_groups("arm", T0, T0 + DAY))[:2]  # A and B as the page picks them: busiest first
     return {
         "overview": [("buckets_1h", lambda: store.aggregate(AggregateQuery(filter=day, bucket="1h"))),
@@ -159,7 +156,8 @@ def pages(store: DuckDBTraceStore) -> dict[str, list[tuple[str, Callable[[], Any
             TraceFilter(start=T0, end=T0 + DAY, violation="kv-cache"), limit=50))],
         "experiments": [("experiment_groups", lambda: store.experiment_groups("arm", T0, T0 + DAY)),
                         ("compare", lambda: store.compare(CompareQuery(a=arms[0], b=arms[1], start=T0, end=T0 + DAY))),
-                        ("buckets_1h_a", arm_buckets(arms[0])), ("buckets_1h_b", arm_buckets(arms[1])),
+                        ("experiment_series_1h", lambda: store.experiment_series(  # both arms' hourly buckets
+                            "arm", arms[0], arms[1], AggregateQuery(filter=day, bucket="1h"))),
                         ("shadow_sample", lambda: store.search(day, limit=200))],
     }
 

@@ -132,6 +132,14 @@ class TraceStore(Protocol):
         """Compare two arms, router versions or policy hashes metric by metric (:mod:`ingest.experiments`)."""
         ...
 
+    def experiment_series(self, by: CompareBy, a: str, b: str, query: AggregateQuery) -> dict[str, list[BucketStats]]:
+        """Return each side's buckets of ``query`` holding a request, oldest first (keyed ``a`` and ``b``).
+
+        As ``aggregate`` counts them, but without the requests forced onto an arm by header nor their
+        feedback, as ``compare`` leaves them out. ``query.filter`` bounds the window and may narrow it.
+        """
+        ...
+
     def probe_timeline(
         self, start: datetime, end: datetime, instance: str | None = None, limit: int = MAX_LIMIT,
         kind: str | None = None,

@@ -1,8 +1,9 @@
-"""The experiment reads of the DuckDB store: each side of a comparison reduced to an ``ArmStats``.
+"""The experiment reads of the DuckDB store: each side of a comparison reduced to an ``ArmStats``, and over time.
 
 Two scans of the window's two sides (named queries of ``sql/experiments.sql``): counts per (side,
 latency bin) with each side's exact cost mean and variance (two grouping sets of one scan), and the
 feedback joined on ``rid_hash``. At most ``2 × (k + 3)`` rows reach Python, whatever the number of traces.
+``experiment_series`` reads each side per time bucket from the traces, without forced requests.
 """
 
 from __future__ import annotations
@@ -10,15 +11,20 @@ from __future__ import annotations
 import math
 import re
 from abc import abstractmethod
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
+from ingest.duckdb.predicates import where
 from ingest.duckdb.schema import sql_file
 from ingest.experiments.compare import BINS, build_report, histogram_of
 from schemas.experiments import COMPARE_BY, ArmStats, CompareBy, CompareQuery, CompareReport
+from schemas.queries import BUCKETS, AggregateQuery, BucketStats
 
 __all__ = ["DuckDBExperiments", "experiment_queries"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
 
 
 @cache
@@ -34,12 +40,12 @@ FORCED = "coalesce(arm_forced, false)"
 A read-only file written before the column reads it as false (:mod:`ingest.duckdb.file_layout`)."""
 
 
-def _sql(name: str, by: CompareBy) -> str:
-    return experiment_queries()[name].format(col=COMPARE_BY[by], forced=FORCED)
+def _sql(name: str, by: CompareBy, clause: str = "TRUE") -> str:
+    return experiment_queries()[name].format(col=COMPARE_BY[by], forced=FORCED, where=clause)
 
 
 class DuckDBExperiments:
-    """``experiment_groups`` and ``compare`` over the reader's ``_rows``."""
+    """``experiment_groups``, ``compare`` and ``experiment_series`` over the reader's ``_rows``."""
 
     @abstractmethod
     def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
@@ -48,6 +54,29 @@ class DuckDBExperiments:
     def experiment_groups(self, by: CompareBy, start: datetime, end: datetime) -> dict[str, int]:
         """Return the requests per arm, router version or policy hash in ``[start, end)``, busiest first."""
         return {str(r["grp"]): int(r["n"]) for r in self._rows(_sql("groups", by), [start, end])}
+
+    def experiment_series(self, by: CompareBy, a: str, b: str, query: AggregateQuery) -> dict[str, list[BucketStats]]:
+        """Return each side's buckets of ``query`` that hold a request, oldest first, as ``aggregate`` would.
+
+        Requests forced onto an arm by header and their feedback are left out, as ``compare`` leaves
+        them out: read from the traces (the per-minute rollup does not split them), one scan of both
+        sides. ``query.filter`` bounds the window and may narrow it further (model, instance, ...).
+        """
+        assert query.filter.start is not None  # AggregateQuery checks it
+        width = BUCKETS[query.bucket] * 1_000_000
+        base = (query.filter.start - _EPOCH) // _US // width * width
+        clause, params = where(query.filter)
+        params = [base, width, *params, a, b]
+        out: dict[str, list[BucketStats]] = {a: [], b: []}
+        for r in self._rows(_sql("series", by, clause), [*params, *params]):
+            q = r["q"] or [None, None, None]
+            out[str(r["grp"])].append(BucketStats(
+                start=_EPOCH + (base + r["k"] * width) * _US, requests=r["requests"], errors=r["errors"],
+                fallbacks=r["fallbacks"], fallback_rate=r["fallbacks"] / r["requests"], latency_p50_ms=q[0],
+                latency_p95_ms=q[1], latency_p99_ms=q[2], cost=float(r["cost"]), feedback=r["feedback"],
+                misroutes=r["misroutes"], misroute_rate=r["misroutes"] / r["feedback"] if r["feedback"] else None,
+            ))
+        return out
 
     def compare(self, query: CompareQuery) -> CompareReport:
         """Compare ``query.a`` with ``query.b`` over the query's window (see :mod:`ingest.experiments.compare`)."""

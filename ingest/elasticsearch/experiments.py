@@ -4,6 +4,7 @@ Three searches, ``size: 0``: the traces of both sides (a ``terms`` bucket per si
 errors and fallbacks, the cost sum and count, and percentile grids of latency and cost), and their
 feedback (whose documents carry the trace's context, ``trace.*``), both without the requests forced
 onto an arm by header; then those forced requests' count per side. No document reaches Python.
+``experiment_series`` is each side per time bucket, without forced requests (two searches: traces, feedback).
 
 What differs from DuckDB, and what it costs: Elasticsearch has no log-spaced histogram, so the
 latency bins are rebuilt from a grid of :data:`GRID` percentiles (TDigest): each slice between two
@@ -17,7 +18,7 @@ linearly interpolated percentile function; the cost mean is exact (sum / count).
 from __future__ import annotations
 
 from abc import abstractmethod
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ import numpy as np
 from ingest.experiments.compare import BINS, build_report, histogram_of
 from ingest.kinds import Kind
 from schemas.experiments import COMPARE_BY, ArmStats, CompareBy, CompareQuery, CompareReport
+from schemas.queries import BUCKETS, AggregateQuery, BucketStats, TraceFilter
 
 __all__ = ["GRID", "ElasticsearchExperiments"]
 
@@ -80,11 +82,16 @@ def _variance_from_grid(values: dict[str, Any] | None, mean: float, n: int) -> f
 
 
 class ElasticsearchExperiments:
-    """``experiment_groups`` and ``compare`` over the reader's ``_search``."""
+    """``experiment_groups``, ``compare`` and ``experiment_series`` over the reader's ``_search``."""
 
     @abstractmethod
     def _search(self, kind: Kind, **body: Any) -> dict[str, Any]:
         """Search the data stream of ``kind`` and return the response body."""
+
+    @staticmethod
+    @abstractmethod
+    def _query(flt: TraceFilter, prefix: str = "") -> dict[str, Any]:
+        """Return the ``bool`` query of ``flt`` (``prefix`` ``trace.`` for feedback documents)."""
 
     def experiment_groups(self, by: CompareBy, start: datetime, end: datetime) -> dict[str, int]:
         """Return the requests per arm, router version or policy hash in ``[start, end)``, busiest first."""
@@ -92,6 +99,47 @@ class ElasticsearchExperiments:
         resp = self._search(Kind.TRACE, query={"bool": {"filter": [_span(start, end)]}}, size=0, aggs=aggs)
         return {str(b["key"]): int(b["doc_count"]) for b in (resp.get("aggregations") or {}).get("g", {}).get(
             "buckets", [])}
+
+    def experiment_series(self, by: CompareBy, a: str, b: str, query: AggregateQuery) -> dict[str, list[BucketStats]]:
+        """Return each side's buckets of ``query`` that hold a request, oldest first, as ``aggregate`` would.
+
+        Requests forced onto an arm by header and their feedback are left out, as ``compare`` leaves
+        them out. ``query.filter`` bounds the window and may narrow it further (model, instance, ...).
+        """
+        field, hist = COMPARE_BY[by], {"fixed_interval": f"{BUCKETS[query.bucket]}s", "min_doc_count": 1}
+        aggs = {"g": {"terms": {"field": field, "size": 2}, "aggs": {"b": {
+            "date_histogram": {"field": "ts", **hist}, "aggs": {
+                "errors": {"filter": _term("outcome.status", "error")},
+                "fallbacks": {"filter": _term("fallback_triggered", True)},
+                "latency": {"percentiles": {"field": "outcome.total_ms", "percents": [50, 95, 99]}},
+                "cost": {"sum": {"field": "outcome.cost"}},
+            }}}}}
+        traces = self._search(Kind.TRACE, size=0, aggs=aggs, query=self._sides(query.filter, field, [a, b]))
+        misroutes = {"misroutes": {"filter": _term("correct", False)}}
+        fb_aggs = {"g": {"terms": {"field": f"trace.{field}", "size": 2}, "aggs": {"b": {
+            "date_histogram": {"field": "trace.ts", **hist}, "aggs": misroutes}}}}
+        fb = self._search(Kind.FEEDBACK, size=0, aggs=fb_aggs, query=self._sides(query.filter, field, [a, b], "trace."))
+        feedback = {(str(g["key"]), h["key"]): (int(h["doc_count"]), int(h["misroutes"]["doc_count"]))
+                    for g in _buckets(fb) for h in g["b"]["buckets"]}
+        out: dict[str, list[BucketStats]] = {a: [], b: []}
+        for g in _buckets(traces):
+            for h in g["b"]["buckets"]:
+                n, q = int(h["doc_count"]), h["latency"].get("values") or {}
+                n_fb, n_mis = feedback.get((str(g["key"]), h["key"]), (0, 0))
+                out[str(g["key"])].append(BucketStats(
+                    start=datetime.fromtimestamp(h["key"] / 1000, UTC), requests=n, errors=h["errors"]["doc_count"],
+                    fallbacks=h["fallbacks"]["doc_count"], fallback_rate=h["fallbacks"]["doc_count"] / n,
+                    latency_p50_ms=q.get("50.0"), latency_p95_ms=q.get("95.0"), latency_p99_ms=q.get("99.0"),
+                    cost=float(h["cost"]["value"] or 0.0), feedback=n_fb, misroutes=n_mis,
+                    misroute_rate=n_mis / n_fb if n_fb else None))
+        return out
+
+    def _sides(self, flt: TraceFilter, field: str, sides: list[str], prefix: str = "") -> dict[str, Any]:
+        """``flt``'s query on both sides, without the requests forced onto an arm (``prefix`` ``trace.``: feedback)."""
+        query = self._query(flt, prefix)
+        query["bool"]["filter"].append({"terms": {prefix + field: sides}})
+        query["bool"]["must_not"] = [_term(prefix + "arm_forced", True)]
+        return query
 
     def compare(self, query: CompareQuery) -> CompareReport:
         """Compare ``query.a`` with ``query.b`` over the query's window (see :mod:`ingest.experiments.compare`)."""

@@ -183,6 +183,24 @@ class HttpTraceStore:
         data = self._get("/v1/analytics/groups", {"by": by, "start": start.isoformat(), "end": end.isoformat()})
         return {str(k): int(v) for k, v in data["groups"].items()}
 
+    def experiment_series(self, by: CompareBy, a: str, b: str, query: AggregateQuery) -> dict[str, list[BucketStats]]:
+        """Return each side's buckets of ``query``, requests forced onto an arm by header left out.
+
+        Raises:
+            SinkError: The server is unreachable, answered an error (an older one, without the route:
+                says so), or an invalid body.
+        """
+        params = {**self._filter(query.filter), "by": by, "a": a, "b": b, "bucket": query.bucket}
+        try:
+            data = self._get("/v1/analytics/experiment-series", params)
+        except SinkError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, urllib.error.HTTPError) and cause.code == 404:
+                raise SinkError(f"the server at {self.base_url} does not serve GET /v1/analytics/experiment-series "
+                                "(an older RouteLens)") from exc
+            raise
+        return {a: self._models(BucketStats, data["buckets_a"]), b: self._models(BucketStats, data["buckets_b"])}
+
     def compare(self, query: CompareQuery) -> CompareReport:
         """Compare two arms, router versions or policy hashes metric by metric."""
         params = query.model_dump(mode="json")

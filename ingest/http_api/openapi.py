@@ -20,6 +20,7 @@ from ingest.http_api.params import (
     ProbesQuery,
     QuarantineQuery,
     SearchQuery,
+    SeriesQuery,
     SnapshotsQuery,
 )
 from schemas.experiments import CompareBy, CompareQuery, CompareReport
@@ -34,7 +35,8 @@ from schemas.records import QuarantinedRecord, RouterEvent
 from schemas.trace import DecisionTrace
 
 __all__ = ["BucketsAnswer", "ConstraintsAnswer", "EventsAnswer", "FeedbackAnswer", "GroupsAnswer", "MisroutesAnswer",
-           "ProbesAnswer", "QuarantineAnswer", "STORE_OPERATIONS", "SnapshotsAnswer", "TraceBatch", "TrafficAnswer"]
+           "ProbesAnswer", "QuarantineAnswer", "STORE_OPERATIONS", "SeriesAnswer", "SnapshotsAnswer", "TraceBatch",
+           "TrafficAnswer"]
 
 
 class BucketsAnswer(BaseModel):
@@ -72,6 +74,19 @@ class GroupsAnswer(BaseModel):
 
     by: CompareBy
     groups: dict[str, int]
+
+
+class SeriesAnswer(BaseModel):
+    """``GET /v1/analytics/experiment-series``: each side's buckets holding a request, oldest first.
+
+    Requests forced onto an arm by header, and their feedback, are left out, as ``compare`` leaves them out.
+    """
+
+    by: CompareBy
+    a: str
+    b: str
+    buckets_a: list[BucketStats]
+    buckets_b: list[BucketStats]
 
 
 class ProbesAnswer(BaseModel):
@@ -152,6 +167,8 @@ STORE_OPERATIONS: tuple[Operation, ...] = (
           FeedbackQuery),
     _read("/v1/analytics/compare", "Two arms, versions or policies compared", CompareReport, _CompareParams),
     _read("/v1/analytics/groups", "Requests per arm, version or policy in a window", GroupsAnswer, GroupsQuery),
+    _read("/v1/analytics/experiment-series", "Two arms, versions or policies per time bucket, forced requests left out",
+          SeriesAnswer, SeriesQuery),
     _read("/v1/analytics/latches", "When each latch held an instance out, from the snapshots of a window",
           LatchIntervals, LatchesQuery, missing=True),
     _read("/v1/probes", "Probe results", ProbesAnswer, ProbesQuery),

@@ -19,12 +19,11 @@ from ingest.pipeline.quarantine import describe_validation_error
 from ingest.trace_store import MAX_LIMIT
 from schemas.common import ProbeKind
 from schemas.experiments import CompareBy
-from schemas.queries import TraceFilter
+from schemas.queries import AggregateQuery, TraceFilter
 
 __all__ = ["COMPARE_PARAMS", "BadParam", "BucketsQuery", "EventsQuery", "FeedbackQuery", "GroupsQuery", "LatchesQuery",
-           "MisroutesQuery",
-           "ProbesQuery", "QuarantineQuery", "SearchQuery", "SnapshotsQuery", "filter_of", "query_of",
-           "required_time", "trace_filter_of"]
+           "MisroutesQuery", "ProbesQuery", "QuarantineQuery", "SearchQuery", "SeriesQuery", "SnapshotsQuery",
+           "aggregate_query_of", "filter_of", "query_of", "required_time", "trace_filter_of"]
 
 Q = TypeVar("Q", bound=BaseModel)
 
@@ -76,6 +75,14 @@ class BucketsQuery(TraceFilter):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     bucket: Literal["1m", "5m", "15m", "1h", "6h", "1d"] = "1h"
+
+
+class SeriesQuery(BucketsQuery):
+    """``GET /v1/analytics/experiment-series``: two sides, the filters (``start``, ``end`` needed), the bucket."""
+
+    by: CompareBy = Field("arm", description="What a and b are: arms, router versions or policy hashes.")
+    a: str = Field(min_length=1, max_length=200, description="Side A (an arm, a router version or a policy hash).")
+    b: str = Field(min_length=1, max_length=200, description="Side B, not A.")
 
 
 class ProbesQuery(_Window):
@@ -137,6 +144,20 @@ FILTERS = set(TraceFilter.model_fields)
 def trace_filter_of(q: TraceFilter) -> TraceFilter:
     """The trace filter a route's query model carries (its own extra fields left out)."""
     return TraceFilter.model_validate(q.model_dump(include=FILTERS, exclude_unset=True))
+
+
+def aggregate_query_of(q: BucketsQuery) -> AggregateQuery:
+    """The aggregate a buckets route's query asks for: its filters over a window it must bound.
+
+    Raises:
+        BadParam: ``start`` or ``end`` is missing, or ``end`` is not after ``start``.
+    """
+    if q.start is None or q.end is None:
+        bound = "start" if q.start is None else "end"
+        raise BadParam(bound, f"{bound} is required: aggregates are over a window")
+    if q.end <= q.start:
+        raise BadParam("end", "end must be after start")
+    return AggregateQuery(filter=trace_filter_of(q), bucket=q.bucket)
 
 
 def filter_of(request: web.Request) -> TraceFilter:

@@ -12,6 +12,8 @@
 ``GET /v1/feedback``         every verdict on one request (``request_id``), correct or not
 ``GET /v1/analytics/compare`` two arms, versions or policies (``a``, ``b``, ``by``, ``start``, ``end``, ``shares``)
 ``GET /v1/analytics/groups`` requests per arm, version or policy in a window (``by``, ``start``, ``end``)
+``GET /v1/analytics/experiment-series`` each side per time bucket, forced requests left out (``a``, ``b``, ``by``,
+                             ``bucket``, filters; ``start`` and ``end`` required)
 ``GET /v1/analytics/latches`` latch out-intervals from the snapshots (``start``, ``end``, ``instance``)
 ``GET /v1/probes``           probe results (``start``, ``end``, ``instance``)
 ``GET /v1/events``           router events (``start``, ``end``, ``kind``)
@@ -43,19 +45,16 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from aiohttp import web
-from pydantic import ValidationError
 
-from ingest.experiments.compare import assumed_even_split
 from ingest.http_api.answers import error_response, json_response
+from ingest.http_api.experiment_routes import ExperimentRoutes
 from ingest.http_api.openapi import (
     BucketsAnswer,
     ConstraintsAnswer,
     EventsAnswer,
     FeedbackAnswer,
-    GroupsAnswer,
     MisroutesAnswer,
     ProbesAnswer,
     QuarantineAnswer,
@@ -63,30 +62,25 @@ from ingest.http_api.openapi import (
     TrafficAnswer,
 )
 from ingest.http_api.params import (
-    COMPARE_PARAMS,
     BadParam,
     BucketsQuery,
     EventsQuery,
     FeedbackQuery,
-    GroupsQuery,
     LatchesQuery,
     MisroutesQuery,
     ProbesQuery,
     QuarantineQuery,
     SearchQuery,
     SnapshotsQuery,
+    aggregate_query_of,
     filter_of,
     query_of,
-    required_time,
     trace_filter_of,
 )
 from ingest.intake.lines import LineResult, split_records, take_records
 from ingest.pipeline.emitter import TraceEmitter
-from ingest.pipeline.quarantine import describe_validation_error
 from ingest.trace_store import BadCursor, TraceStore
-from schemas.experiments import CompareQuery
 from schemas.feedback import Feedback
-from schemas.queries import AggregateQuery
 from schemas.trace import DecisionTrace
 
 __all__ = ["INTAKE_PATH", "READ_ROUTES", "IngestApi"]
@@ -100,6 +94,7 @@ READ_ROUTES = (
     ("/v1/analytics/constraints", "constraints"), ("/v1/analytics/misroutes", "misroutes"),
     ("/v1/feedback", "feedback"),
     ("/v1/analytics/compare", "compare"), ("/v1/analytics/groups", "groups"),
+    ("/v1/analytics/experiment-series", "experiment_series"),
     ("/v1/analytics/latches", "latches"),
     ("/v1/probes", "probes"), ("/v1/events", "events"), ("/v1/snapshots", "snapshots"),
     ("/v1/quarantine", "quarantined"), ("/v1/policies/{policy_hash}", "policy"),
@@ -131,8 +126,8 @@ def _one_line() -> Iterator[None]:
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
-class IngestApi:
-    """The intake and the query API.
+class IngestApi(ExperimentRoutes):
+    """The intake and the query API (the experiment reads: :class:`ExperimentRoutes`).
 
     Args:
         emitter: Where accepted traces go (and refused ones are quarantined).
@@ -263,14 +258,7 @@ class IngestApi:
 
     async def buckets(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/buckets``: aggregates per time bucket."""
-        q = query_of(BucketsQuery, request)
-        for bound in ("start", "end"):
-            if getattr(q, bound) is None:
-                raise BadParam(bound, f"{bound} is required: aggregates are over a window")
-        try:
-            query = AggregateQuery.model_validate({"filter": trace_filter_of(q), "bucket": q.bucket})
-        except ValidationError as exc:
-            raise BadParam("bucket", describe_validation_error(exc)) from exc
+        query = aggregate_query_of(query_of(BucketsQuery, request))
         return json_response(BucketsAnswer(buckets=await asyncio.to_thread(self.store.aggregate, query)))
 
     async def traffic(self, request: web.Request) -> web.Response:
@@ -299,31 +287,6 @@ class IngestApi:
         if not found and self.emitter.backlog_size() and self.emitter.flush(_LOOKUP_FLUSH_S):
             found = self.store.feedback(request_id)
         return found
-
-    async def compare(self, request: web.Request) -> web.Response:
-        """``GET /v1/analytics/compare``: ``a`` against ``b`` metric by metric, with intervals and the SRM check.
-
-        The split is checked against ``shares`` (the designed fractions of A and B). The store does
-        not know the arms' shares (they are the gateway's configuration): without ``shares`` the
-        report assumes 50/50 and says so in its verdict, and flags no mismatch.
-        """
-        raw: dict[str, Any] = {k: v for k, v in request.query.items() if k in COMPARE_PARAMS}
-        raw.update(start=required_time(request, "start").isoformat(), end=required_time(request, "end").isoformat())
-        if "shares" in request.query:
-            raw["shares"] = request.query["shares"].split(",")
-        try:
-            query = CompareQuery.model_validate(raw)
-        except ValidationError as exc:
-            loc = exc.errors()[0]["loc"]
-            raise BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
-        report = await asyncio.to_thread(self.store.compare, query)
-        return json_response(report if "shares" in request.query else assumed_even_split(report))
-
-    async def groups(self, request: web.Request) -> web.Response:
-        """``GET /v1/analytics/groups``: requests per arm, router version or policy hash (``by``) in a window."""
-        q = query_of(GroupsQuery, request)
-        groups = await asyncio.to_thread(self.store.experiment_groups, q.by, q.start, q.end)
-        return json_response(GroupsAnswer(by=q.by, groups=groups))
 
     async def latches(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/latches``: latch out-intervals; 404 ``not_supported`` from a store without them."""

@@ -1,7 +1,7 @@
 """The Experiments page's data: two sides (arms or versions), their metric table, time series and shadow flips.
 
 Pure functions, no Streamlit: the page fetches (``store.experiment_groups``, ``store.compare``,
-``store.aggregate`` per side, a sample of traces for their shadow decisions), these shape. Rates
+``store.experiment_series``, a sample of traces for their shadow decisions), these shape. Rates
 are shares (0-1); a bucket without requests has no rate (None), not a zero.
 """
 

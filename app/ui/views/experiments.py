@@ -5,7 +5,7 @@ app.ui.data.experiments, pictures from app.ui.charts.experiments)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import streamlit as st
 
@@ -20,6 +20,7 @@ from app.ui.limits import load_limits
 from app.ui.timeseries import bucket_label, finer_bucket
 from ingest import SinkError, SinkUnavailable, assumed_even_split
 from schemas.errors import ConfigError
+from schemas.experiments import CompareBy
 from schemas.queries import AggregateQuery, BucketStats, TraceFilter
 
 REFRESH_S = 10
@@ -71,10 +72,14 @@ def fetch_compare(a: str, b: str, by: str, start: str, end: str,
 
 
 @st.cache_data(ttl=REFRESH_S, show_spinner=False)
-def fetch_buckets(flt: str, bucket: str) -> list[dict[str, Any]]:
-    """Time buckets of one filter (JSON of a TraceFilter)."""
+def fetch_series(by: str, a: str, b: str, flt: str, bucket: str) -> dict[str, list[dict[str, Any]]]:
+    """Each side's time buckets within one filter (JSON of a TraceFilter), ``by`` arm or version.
+
+    Requests forced onto an arm by header are left out, as ``compare`` leaves them out.
+    """
     query = AggregateQuery(filter=TraceFilter.model_validate_json(flt), bucket=bucket)
-    return [b.model_dump(mode="json") for b in resources.get_store().aggregate(query)]
+    series = resources.get_store().experiment_series(cast(CompareBy, by), a, b, query)  # a key of data.BY_FIELD
+    return {side: [x.model_dump(mode="json") for x in buckets] for side, buckets in series.items()}
 
 
 @st.cache_data(ttl=REFRESH_S, show_spinner=False)
@@ -118,10 +123,18 @@ def metric_section(a: str, b: str, by: str, sc: sidebar.Scope) -> None:
 
 def series_section(a: str, b: str, by: str, sc: sidebar.Scope) -> None:
     st.subheader("Over time")
-    field = data.BY_FIELD[by]
-    filters = {side: sc.trace_filter(**{field: side}) for side in (a, b)}
-    per_side = {side: [BucketStats.model_validate(x) for x in fetch_buckets(f.model_dump_json(), sc.bucket)]
-                for side, f in filters.items()}
+    # Both sides within the sidebar's scope; the compared field is the sides' own.
+    flt = sc.trace_filter(**{data.BY_FIELD[by]: None})
+
+    def buckets(f: TraceFilter, bucket: str) -> dict[str, list[BucketStats]]:
+        got = fetch_series(by, a, b, f.model_dump_json(), bucket)
+        return {side: [BucketStats.model_validate(x) for x in got[side]] for side in (a, b)}
+
+    try:
+        per_side = buckets(flt, sc.bucket)
+    except SinkError as exc:  # e.g. an older server, without GET /v1/analytics/experiment-series
+        st.warning(f"Series not available: {exc}")
+        return
     first = data.first_start(per_side)
     if first is None:
         st.info(f"Neither side served a request in the last {sc.window}.")
@@ -130,8 +143,7 @@ def series_section(a: str, b: str, by: str, sc: sidebar.Scope) -> None:
     start = max(sc.start, first)
     bucket = finer_bucket(sc.bucket, sc.end - start)
     if bucket != sc.bucket:
-        per_side = {side: [BucketStats.model_validate(x) for x in fetch_buckets(
-            f.model_copy(update={"start": start}).model_dump_json(), bucket)] for side, f in filters.items()}
+        per_side = buckets(flt.model_copy(update={"start": start}), bucket)
         start = max(start, data.first_start(per_side) or start)  # the first fine bucket with traffic
         st.caption(f"No traffic on either side before {start:%Y-%m-%d %H:%M} UTC: the chart starts there, in "
                    f"{bucket_label(bucket)} buckets.")

@@ -55,3 +55,36 @@ SELECT grp, count(*) AS feedback,
        count(*) FILTER (WHERE fb.expected_model = t.selected_model) AS expected_match
 FROM feedback fb JOIN t USING (rid_hash)
 GROUP BY grp;
+
+-- name: series
+-- Each side's figures per time bucket, without the requests forced onto an arm by header ({forced})
+-- nor their feedback: the Experiments page's series, counted as its table counts. Read from the
+-- traces, not the per-minute rollup (which does not split forced requests): one scan of the two
+-- sides' window, as `arm_bins` is, with exact quantiles (as the store's `aggregate` over traces).
+-- The window and any narrowing are a TraceFilter's predicates (ingest/duckdb/predicates.py). The
+-- feedback joins on rid_hash as `arm_feedback` does (NOT MATERIALIZED: the window's traces stream
+-- into the join). A bucket is an integer k counted from `base` (the start of the bucket holding the
+-- window's start, in microseconds since the epoch), as in `aggregate`. Parameters, twice: base,
+-- width, the filter's values, a, b.
+WITH b AS (
+    SELECT {col} AS grp, (epoch_us(ts) - ?::BIGINT) // ?::BIGINT AS k, count(*) AS requests,
+           count(*) FILTER (WHERE outcome.status = 'error') AS errors,
+           count(*) FILTER (WHERE fallback_triggered) AS fallbacks,
+           quantile_cont(outcome.total_ms, [0.5, 0.95, 0.99]) AS q,
+           coalesce(sum(outcome.cost), 0) AS cost
+    FROM traces
+    WHERE {where} AND {col} IN (?, ?) AND NOT {forced}
+    GROUP BY grp, k
+), t AS NOT MATERIALIZED (
+    SELECT rid_hash, {col} AS grp, (epoch_us(ts) - ?::BIGINT) // ?::BIGINT AS k
+    FROM traces
+    WHERE {where} AND {col} IN (?, ?) AND NOT {forced}
+), f AS (
+    SELECT grp, k, count(*) AS feedback, count(*) FILTER (WHERE NOT fb.correct) AS misroutes
+    FROM feedback fb JOIN t USING (rid_hash)
+    GROUP BY grp, k
+)
+SELECT grp, k, requests, errors, fallbacks, q, cost,
+       coalesce(feedback, 0) AS feedback, coalesce(misroutes, 0) AS misroutes
+FROM b LEFT JOIN f USING (grp, k)
+ORDER BY grp, k;
