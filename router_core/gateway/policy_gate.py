@@ -22,8 +22,8 @@ from zoneinfo import ZoneInfo
 
 from router_core.decide.analysis import Analysis, estimate_tokens
 from router_core.decide.attachments import attachment_infos
-from router_core.errors import PolicyError
 from router_core.gateway.live_intents import LiveIntents, Serving
+from router_core.gateway.policy_file import PolicyFile, _stamp, policy_path
 from router_core.resilience.client_throttle import ClientThrottle
 from router_core.resilience.prefilter import Prefilter, Refusal
 from router_core.rules.ir import ClauseVerdict, Match, RuleSet
@@ -56,31 +56,12 @@ class Understood:
     extra: dict[str, Any]
 
 
-
-
-def policy_path(config: RouteLensConfig) -> Path | None:
-    """The policy file ``routing.policy`` names (None: no policy).
-
-    Absolute when the config was read from a file: :mod:`router_core.config_file` resolves every
-    path against the folder of the file that names it, once, at load time.
-    """
-    return Path(config.routing.policy) if config.routing.policy else None
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size
-
-
 def _query_tokens(text: str) -> int:
     cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf")
     return estimate_tokens(cjk, len(text) - cjk)
 
 
-class PolicyGate:
+class PolicyGate(PolicyFile):
     """The live rule set and its throttles.
 
     Args:
@@ -226,46 +207,6 @@ class PolicyGate:
         if self.client_throttle is not None and (refusal := await self.client_throttle.admit(headers, remote)):
             return refusal
         return None if self.prefilter is None else self.prefilter.check(body)
-
-    def reload(self) -> bool:
-        """Re-read the policy file; on a load error keep the last good rule set. True when swapped."""
-        if self.path is None:
-            return False
-        try:
-            self.rules = load_policy(self.path, self.config)
-        except PolicyError as exc:
-            self.last_error = str(exc)
-            log.error("routing policy not reloaded (the last good one stays): %s", exc)
-            return False
-        self.last_error = None
-        return True
-
-    def check(self) -> bool:
-        """Reload the policy file if its modification time or size changed since the last look; True when swapped.
-
-        A changed routes file of ``routing.intents`` starts a refit in the background (the classifier in force
-        serves until it is done).
-        """
-        if self.live_intents is not None:
-            self.live_intents.check()
-        if self.path is None:
-            return False
-        stamp = _stamp(self.path)
-        if stamp is None and self._seen is not None:  # deleted or moved: say so, where a bad edit is said
-            self._seen = None
-            self.last_error = f"{self.path}: the policy file is gone (the last good policy stays; a restart would fail)"
-            log.error("routing policy: %s", self.last_error)
-            return False
-        if stamp is None or stamp == self._seen:
-            return False
-        self._seen = stamp
-        return self.reload()
-
-    async def watch(self, interval_s: float = 1.0) -> None:
-        """Reload the policy file (and refit the intents) whenever a file changes, until cancelled."""
-        while True:
-            await asyncio.sleep(interval_s)
-            self.check()
 
     def zone(self, rules: RuleSet | None) -> ZoneInfo:
         """Where a rule set reads the hour: the policy file's own ``timezone``, else ``routing.timezone``."""

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from app.run.serve import StoreHooks
+from app.run.gateway_app import StoreHooks
 from bench.synthetic import TraceFactory
 from ingest.duckdb.store import DuckDBTraceStore
 from ingest.elasticsearch.store import ElasticsearchStore

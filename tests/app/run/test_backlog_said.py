@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.run.serve import build_gateway_app
+from app.run.gateway_app import build_gateway_app
 from app.run.store import build_store_app
 from bench.synthetic import TraceFactory
 from ingest.pipeline.emitter import TraceEmitter

@@ -18,7 +18,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from app.run.serve import build_gateway_app
+from app.run.gateway_app import build_gateway_app
 from app.run.store import build_store_app
 from bench.synthetic import TraceFactory
 from schemas.config import RouteLensConfig

@@ -22,8 +22,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from app.run.gateway_app import StoreHooks, build_gateway_app
 from app.run.procs import free_port
-from app.run.serve import StoreHooks, build_gateway_app
 from app.run.store import build_store_app
 from bench.synthetic import TraceFactory
 from ingest.http_api.client import HttpTraceStore
