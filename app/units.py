@@ -1,6 +1,6 @@
 """How every number in the app reads: one formatter per unit, ``value / limit``, counts with plurals.
 
-Pure (stdlib only), below both the pages and the terminal: :mod:`app.explain` reads violations
+Pure (stdlib only), below both the pages and the terminal: :mod:`app.violation_text` reads violations
 through it too. A missing value reads :data:`DASH`, never ``None``; shares (0-1) read as
 percentages, latencies as whole milliseconds (one decimal below 10 ms), rates in requests/s,
 and cost in the unit the configuration names (``app.cost_unit``).

@@ -93,7 +93,7 @@ async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
     trace: DecisionTrace | None = None
     try:
         trace = await asyncio.to_thread(gw.hooks.lookup, item.request_id)
-        # not here nor stored: another worker's, not delivered yet (hooks may have lookup_elsewhere, see app.run.serve)
+        # not here nor stored: another worker's, not delivered yet (hooks.lookup_elsewhere: app.run.gateway_app)
         if trace is None and (elsewhere := getattr(gw.hooks, "lookup_elsewhere", None)) is not None:
             trace = await elsewhere(item.request_id)
     finally:

@@ -1,6 +1,6 @@
 """Where the gateway's traces go and come back from: the :class:`TraceHooks` protocol.
 
-Storage is not this room's business: ``app/run/serve.py`` plugs the ingest emitter and store in.
+Storage is not this room's business: ``app/run/gateway_app.py`` plugs the ingest emitter and store in.
 
 Hooks may also have ``emit_plain(values: dict) -> bool``: the trace as
 :meth:`router_core.decide.recorder.TraceRecorder.plain` gives it, unvalidated, for a store that validates

@@ -4,7 +4,7 @@ The chat route's body is :class:`schemas.openai_chat.ChatCompletionRequest` (the
 validates every request with it), feedback is :class:`schemas.feedback.Feedback`; answers are the
 models the routes serialize, or their content type where a route answers free-form JSON (the live
 state views) or text (``/metrics``). A server that mounts more routes (the store's query API,
-``app/run/serve.py``) adds their operations to :attr:`OpenApi.operations` before it starts.
+``app/run/gateway_app.py``) adds their operations to :attr:`OpenApi.operations` before it starts.
 """
 
 from __future__ import annotations

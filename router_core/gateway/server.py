@@ -3,7 +3,7 @@
 ``POST /v1/chat/completions`` is :class:`router_core.gateway.chat.ChatRunner`, which takes each
 request through the stages of :mod:`router_core.gateway.stages`; the other routes are in
 ``feedback``, ``dry_run`` and ``ops_routes``, each naming the parts it reads. Storage is not this
-room's business: traces leave through the injected :class:`TraceHooks` (``app/run/serve.py``
+room's business: traces leave through the injected :class:`TraceHooks` (``app/run/gateway_app.py``
 plugs the ingest emitter and store in).
 """
 

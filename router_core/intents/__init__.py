@@ -9,6 +9,7 @@
     joint.py        the embedding path: MiniLM and the n-grams in one logistic regression
     background.py   small talk and gibberish: what no route set is about (abstention guards)
     calibrate.py    thresholds from held-out folds of the routes' examples
+    set_calibration.py  SetCalibration: the classifier's calibration of one route set, and its guards
     baseline.py     the seed's nearest K-means centroid, which `intents eval --method centroids` measures
     minilm.py  embedding.py  cache.py  cut.py  _pooled.py   the model, centroids, cache, input bound
 
