@@ -21,8 +21,11 @@ from sim.behaviour import builtin_config
 from sim.faults import DEFAULT_LEAK_RATE, FaultKind, FaultSpec
 from sim.rates import RateCurve
 
-__all__ = ["FaultEvent", "FleetSection", "GatewaySection", "Scenario", "SlaSpec", "TrafficSpec", "load_scenario",
-           "run_timeline"]
+__all__ = ["MAX_REQUESTS", "MAX_REQUESTS_LIMIT", "FaultEvent", "FleetSection", "GatewaySection", "Scenario", "SlaSpec",
+           "TrafficSpec", "load_scenario", "run_timeline"]
+
+MAX_REQUESTS = 20_000  # a run's requests by default: the schedule stops there, before its duration if need be
+MAX_REQUESTS_LIMIT = 200_000
 
 
 _EVEN_MIX: dict[QueryClassName, float] = {"contract": 1.0, "ticket": 1.0, "code": 1.0, "math": 1.0, "chat": 1.0}
@@ -63,7 +66,9 @@ class TrafficSpec(ContractModel):
     stream_share: float = Field(0.0, ge=0, le=1)
     concurrency: int = Field(128, ge=1, le=4096)
     timeout_s: float = Field(10.0, gt=0)
-    max_requests: int = Field(20_000, ge=1, le=200_000)
+    max_requests: int = Field(MAX_REQUESTS, ge=1, le=MAX_REQUESTS_LIMIT,
+                              description="Requests of a run at most: the schedule stops there (before its end "
+                                          "if it holds more; sim traffic's summary says so).")
     feedback: bool = True
 
 

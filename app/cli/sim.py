@@ -182,7 +182,7 @@ def _traffic(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from sim.rates import RateCurve
-    from sim.scenarios import TrafficSpec
+    from sim.scenarios import MAX_REQUESTS_LIMIT, TrafficSpec
     from sim.traffic_report import failure, format_traffic, summarise
     from sim.workload import plan_workload, run_workload
 
@@ -215,7 +215,13 @@ def _traffic(args: argparse.Namespace) -> int:
     plan = plan_workload(spec, args.duration, seed=args.seed)
     results = asyncio.run(run_workload(gateway, plan, spec, profiles=profiles))
     summary = summarise(results)
+    capped = len(plan) >= spec.max_requests  # the schedule stopped on the cap, not at --duration
+    summary["stopped_by"] = "max_requests" if capped else "duration"
     print(format_traffic(summary))
+    if capped:
+        summary["stopped_at_s"] = round(plan[-1].at_s, 3)
+        print(f"  stopped at {spec.max_requests} requests (--max-requests), {plan[-1].at_s:.1f} s into the "
+              f"{args.duration:g} s schedule: the rest was not sent (--max-requests takes up to {MAX_REQUESTS_LIMIT})")
     if args.json:
         try:
             Path(args.json).write_text(json.dumps(summary, indent=2), encoding="utf-8")
@@ -273,7 +279,9 @@ def _add_traffic(sim: argparse._SubParsersAction, common: argparse.ArgumentParse
     t.add_argument("--sessions", type=float, default=0.2, help="share of multi-turn ticket sessions")
     t.add_argument("--stream", type=float, default=0.0, help="share of streamed requests")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--max-requests", type=int, default=20_000, help="hard cap on requests sent")
+    t.add_argument("--max-requests", type=int, default=20_000,  # sim.scenarios.MAX_REQUESTS (not imported: startup)
+                   help="requests sent at most: the run stops there, before --duration if need be, and its summary "
+                        "says so (default: %(default)s)")
     t.add_argument("--no-feedback", action="store_true", help="do not post POST /v1/feedback")
     t.add_argument("--json", help="also write the summary to this file")
     t.set_defaults(func=_traffic)

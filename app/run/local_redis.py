@@ -9,6 +9,17 @@ included: :class:`app.run.procs.Child`'s parent-death signal), and is started ag
 socket when it dies before (:class:`app.run.supervise.Supervised`; it starts empty: the workers
 reconnect, and what they shared builds up again). Where it cannot start, ``serve`` runs one worker
 and says why.
+
+Its memory is capped (:data:`MAX_MEMORY`, ``maxmemory-policy volatile-lru``): the feedback claims
+(``claim:verdict:<request id>``, 7 days each, about 180 bytes) are one key per verdict and would
+otherwise grow for a week (10 GB at 100 verdicts a second). Only keys with a TTL are evicted, the
+least recently used first: every key the workers share has one but ``server:id`` (which tells a
+restarted, empty Redis), and a verdict claim is never read again once set, while buckets, budget
+counters (re-read every ``refresh_s``), bindings (renewed at each request of their session), the
+replicas' heartbeats and the kept breaker states are touched as long as they are in use, and the
+claims of client request ids live 5 minutes. At the cap the oldest verdict claims go first: a
+second verdict for a request id whose claim went (about 1.5 million verdicts back) is then refused
+only by the worker that took the first one (it remembers its last 200,000).
 """
 
 from __future__ import annotations
@@ -23,18 +34,20 @@ from app.run.procs import Child
 from app.run.supervise import Supervised
 from schemas.config import RouteLensConfig
 
-__all__ = ["SOCKET_NAME", "start_local_redis", "with_shared_url"]
+__all__ = ["MAX_MEMORY", "MAX_MEMORY_POLICY", "SOCKET_NAME", "start_local_redis", "with_shared_url"]
 
 SOCKET_NAME = "redis.sock"
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes; leave room
+MAX_MEMORY = "256mb"  # about 1.5 million verdict claims (the module docstring)
+MAX_MEMORY_POLICY = "volatile-lru"  # only keys with a TTL go, the least recently used first
 
 
 def redis_argv(exe: str, folder: Path) -> list[str]:
-    """The command line of the local Redis of ``folder``: its socket there, no TCP port, no persistence."""
+    """The command line of the local Redis of ``folder``: its socket there, no TCP port, no persistence, capped."""
     sock = folder.resolve() / SOCKET_NAME
     return [exe, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700", "--save", "",
             "--appendonly", "no", "--daemonize", "no", "--dir", str(folder.resolve()), "--loglevel", "warning",
-            "--logfile", ""]
+            "--logfile", "", "--maxmemory", MAX_MEMORY, "--maxmemory-policy", MAX_MEMORY_POLICY]
 
 
 def start_local_redis(folder: Path) -> tuple[Supervised | None, str]:

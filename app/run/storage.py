@@ -17,7 +17,7 @@ from schemas.config.storage import StorageSettings
 if TYPE_CHECKING:
     from ingest import ElasticsearchStore, TraceEmitter
 
-__all__ = ["RELAY_TOKEN_ENV", "open_store", "pipeline_paths", "say_backlog", "worker_paths"]
+__all__ = ["RELAY_TOKEN_ENV", "open_store", "pipeline_paths", "say_backlog", "say_store", "worker_paths"]
 
 RELAY_TOKEN_ENV = "ROUTELENS_RELAY_TOKEN"
 
@@ -44,8 +44,12 @@ def open_store(st: StorageSettings, db_path: str, *, lazy: bool = True) -> DuckD
         st: The storage settings (backend, retention, Elasticsearch connection).
         db_path: The DuckDB file (used when the backend is DuckDB).
         lazy: A DuckDB file another process writes is retried on first use (the server); False
-            refuses it at once (``SinkUnavailable``; one-off commands).
+            refuses it at once (``SinkUnavailable``; one-off commands). A lazy open is a serving
+            process's (the store, or a gateway or prober that owns it): it says where its traces
+            are kept and for how long (:func:`say_store`).
     """
+    if lazy:
+        say_store(st, db_path)
     if st.backend == "elasticsearch":
         from ingest import ElasticsearchStore
 
@@ -57,3 +61,28 @@ def say_backlog(emitter: TraceEmitter, spool_dir: Path) -> None:
     """Say at start that the spool holds records from before it (a crash, a store that was down): they go first."""
     if held := emitter.backlog_size():
         print(f"{spool_dir}: {held} records from before this start, delivered first", flush=True)
+
+
+def say_store(st: StorageSettings, db_path: str) -> None:
+    """Say at start where traces are kept, how much the file holds, and for how long (the default: for ever)."""
+    if st.backend == "elasticsearch":
+        es = st.elasticsearch
+        print(f"trace store: Elasticsearch at {es.url} (data streams {es.prefix}-*), traces kept "
+              f"{es.retention_days} days (storage.elasticsearch.retention_days)", flush=True)
+        return
+    path = Path(db_path)
+    wal = path.with_name(path.name + ".wal")
+    size = _size(path.stat().st_size) if path.exists() else "new"
+    if wal.exists() and wal.stat().st_size:
+        size += f", {_size(wal.stat().st_size)} of write-ahead log"
+    kept = ("kept for ever: set storage.retention_days" if st.retention_days is None else
+            f"kept {st.retention_days} days (storage.retention_days; the file does not shrink)")
+    print(f"trace store: {path.resolve()} ({size}), traces {kept}", flush=True)
+
+
+def _size(n: int) -> str:
+    """``n`` bytes for a person: ``812 kB``, ``3.4 GB`` (powers of 1000)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}" if n < 10 * scale else f"{n / scale:.0f} {unit}"
+    return f"{n} bytes"

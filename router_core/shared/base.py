@@ -22,6 +22,11 @@ __all__ = ["Handler", "MemoryShared", "SharedState"]
 
 _MAX_CLAIMS = 200_000  # claims a process remembers (each about 150 bytes)
 _MAX_BINDINGS = 100_000  # bindings (session affinity) a process holds, the least recently bound dropped first
+# Buckets held before the full ones are dropped (a full bucket is the same as none); one per client key
+# otherwise, for ever. The map is scanned when it has doubled since the last scan or, past this size,
+# once a _PRUNE_EVERY_S: never on every request.
+_PRUNE_BUCKETS = 10_000
+_PRUNE_EVERY_S = 60.0
 
 Handler = Callable[[dict[str, Any]], None]
 
@@ -108,10 +113,15 @@ class MemoryShared:
 
     backend = "memory"
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, *, max_bindings: int = _MAX_BINDINGS) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *, max_bindings: int = _MAX_BINDINGS,
+                 prune_buckets: int = _PRUNE_BUCKETS) -> None:
         self._clock = clock
         self._max_bindings = max_bindings  # as the Redis backend's mirror: one per session seen, else unbounded
-        self._buckets: dict[str, tuple[float, float]] = {}  # bucket -> (tokens, at)
+        self._buckets: dict[str, tuple[float, float, float]] = {}  # bucket -> (tokens, at, full again at)
+        self._prune_buckets = prune_buckets
+        self._prune_at = prune_buckets  # the size at which the buckets are scanned next
+        self._prune_after = 0.0  # ... or past prune_buckets, the time
+        self.bucket_scans = 0  # scans of the buckets for full ones (each drops them)
         self._counters: dict[str, tuple[float, float]] = {}  # counter -> (value, expires at)
         self._bindings: dict[str, tuple[str, float]] = {}  # key -> (value, expires at), least recently bound first
         self._claims: dict[str, float] = {}  # key -> expires at (the newest last; at most _MAX_CLAIMS)
@@ -135,16 +145,32 @@ class MemoryShared:
     def take_now(self, bucket: str, rate: float, burst: float, *, floor: float = 0.0) -> tuple[bool, float]:
         """:meth:`take` without awaiting (the Redis implementation's local fallback uses it too)."""
         now = self._clock()
-        tokens, at = self._buckets.get(bucket, (burst, now))
+        held = self._buckets.get(bucket)
+        tokens, at = (burst, now) if held is None else (held[0], held[1])
         tokens = min(burst, tokens + max(0.0, now - at) * rate)
-        if tokens - 1.0 >= floor:
-            self._buckets[bucket] = (tokens - 1.0, now)
-            return True, 0.0
-        self._buckets[bucket] = (tokens, now)
-        return False, (1.0 + floor - tokens) / rate
+        taken = tokens - 1.0 >= floor
+        if taken:
+            tokens -= 1.0
+        self._buckets[bucket] = (tokens, now, now + (burst - tokens) / rate)
+        size = len(self._buckets)
+        if size > self._prune_at or (size > self._prune_buckets and now >= self._prune_after):
+            self._prune(now)
+        return (True, 0.0) if taken else (False, (1.0 + floor - tokens) / rate)
+
+    def _prune(self, now: float) -> None:
+        """Drop the buckets full again; the next scan once the map has doubled, or after ``_PRUNE_EVERY_S``.
+
+        A scan costs the map's size, and comes after at least as many takes made it grow (or a minute
+        passed): amortised, a constant per take.
+        """
+        self.bucket_scans += 1
+        for name in [name for name, (_, _, full_at) in self._buckets.items() if full_at <= now]:
+            del self._buckets[name]
+        self._prune_at = max(self._prune_buckets, 2 * len(self._buckets))
+        self._prune_after = now + _PRUNE_EVERY_S
 
     def tokens(self, bucket: str) -> float | None:
-        """Tokens in ``bucket`` as of its last take (None: never taken from); for state pages."""
+        """Tokens in ``bucket`` as of its last take (None: never taken from, or full again and dropped); for pages."""
         held = self._buckets.get(bucket)
         return None if held is None else held[0]
 

@@ -111,7 +111,11 @@ class StorageSettings(ContractModel):
     detail_share: float = Field(
         1.0, ge=0, le=1, description="Share of traces stored with full candidate detail (the rest: summaries)."
     )
-    retention_days: int | None = Field(None, ge=1, description="Delete DuckDB records older than this.")
+    retention_days: int | None = Field(
+        None, ge=1,
+        description="Delete DuckDB records older than this (checked hourly; null: kept for ever, and the file "
+        "grows by about 3 kB a trace). The file does not shrink: DuckDB reuses the space of whole deleted row "
+        "groups for new rows; see docs/deployment.md, Running for weeks, to compact it.")
     quarantine_dir: OutputPath | None = Field(
         None, description="Folder of quarantine files; default: next to the spool.")
     intake_token_env: str | None = Field(
