@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BeforeValidator, Field, field_validator
 
@@ -10,7 +10,14 @@ from schemas.common import ContractModel, MaybeUtcTime
 from schemas.probe import ProbeStatus
 from schemas.units import parse_bytes
 
-__all__ = ["CostSpec", "InstanceSnapshot", "InstanceSpec", "LatchState"]
+__all__ = ["ENGINES", "EXTERNAL", "CostSpec", "Engine", "InstanceSnapshot", "InstanceSpec", "LatchState"]
+
+# What serves an instance. The first four are scraped at /metrics (router_core.state.parse reads
+# each one's names); an "external" server has no /metrics (a hosted OpenAI-compatible API, or an
+# engine RouteLens does not parse): it is never scraped and is judged by what the gateway sees.
+Engine = Literal["vllm", "sglang", "tgi", "llamacpp", "external"]
+ENGINES: tuple[str, ...] = get_args(Engine)
+EXTERNAL = "external"
 
 _ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
@@ -37,7 +44,10 @@ class InstanceSpec(ContractModel):
     model: str = Field(min_length=1, max_length=200)
     url: str = Field(description="Base URL of the OpenAI-compatible server, without /v1.")
     zone: str = "local"
-    engine: str = "vllm"
+    engine: Engine = Field(
+        "vllm", description="What serves it: vllm, sglang, tgi or llamacpp (scraped at /metrics), or external: a "
+        "server without /metrics (e.g. a hosted API), never scraped and judged by what the gateway itself sees "
+        "(its own in-flight requests as the queue, latency and errors from its observation window).")
     context_window: int = Field(32768, gt=0)
     cost: CostSpec = CostSpec()
     version: str | None = Field(None, pattern=r"^\d+(\.\d+)*$", description="Model build version, e.g. '2.1'.")

@@ -121,7 +121,9 @@ class PreparedCache:
 
     def get(self, spec: InstanceSpec, snap: InstanceSnapshot, age: float | None, ctx: RequestContext) -> Prepared:
         """Return the prepared candidate for ``snap`` at ``ctx.now`` (``age``: seconds since scraped)."""
-        fresh = age is not None and age <= self._scrape.suspect_after_s
+        # Never scraped (age None): the state does not change with time either; memoised unless it is
+        # suspect (saturated until a scrape lands), that is unless it is an external instance's.
+        fresh = age is None or age <= self._scrape.suspect_after_s
         hit = self._memo.get(spec.id, snap) if fresh else None
         if hit is not None:
             return hit

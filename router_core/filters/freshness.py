@@ -16,6 +16,9 @@ __all__ = ["FreshnessFilter"]
 class FreshnessFilter(PluginBase):
     """Rejects instances never scraped, or whose last good scrape is older than ``max_age_s``.
 
+    An ``engine: external`` instance (no ``/metrics``) is never scraped by design and passes: its
+    state is the gateway's own count (:func:`router_core.state.staleness.effective_state`).
+
     What it does: pessimistic staleness; a dead exporter must not look like an idle instance.
     Inputs consumed: the age of ``InstanceSnapshot.scraped_at`` at ``ctx.now``, and ``scrape_error``.
     Parameters: ``max_age_s`` (from ``scrape.stale_after_s`` when derived from the sections).
@@ -50,6 +53,8 @@ class FreshnessFilter(PluginBase):
         """Return a violation when the instance's state is too old or missing."""
         age, max_age = candidate.eff.age_s, self.params.max_age_s  # age computed once per candidate
         if age is not None and age <= max_age:
+            return None
+        if age is None and not candidate.eff.suspect:  # engine external: never scraped, by design
             return None
         state = candidate.state
         why = "never scraped" if age is None else f"metrics {age:.1f}s old"

@@ -9,6 +9,10 @@ Engines understood:
 - Text Generation Inference: ``tgi_queue_size`` (queue), ``tgi_batch_current_size`` (running) and
   the ``tgi_request_duration`` histogram (end to end). TGI exposes no KV-cache share, so
   ``kv_cache_usage`` stays None (``tgi_batch_current_max_tokens`` is a token budget, not a share).
+- llama.cpp's server (``llama-server --metrics``): ``llamacpp:requests_deferred`` (queue),
+  ``llamacpp:requests_processing`` (running) and, from builds that still export it,
+  ``llamacpp:kv_cache_usage_ratio`` (0-1); newer builds dropped it, and then ``kv_cache_usage``
+  stays None ("not reported", as for TGI). It exports no latency histograms.
 - Any engine: ``process_start_time_seconds`` (prometheus_client exports it by default; vLLM has
   it, TGI and SGLang do not), from which the view derives warm-up where no warm-up gauge is
   exported (:mod:`router_core.state.warmup`). It is no routing gauge: alone it is ``no_gauges``.
@@ -51,9 +55,10 @@ REASONS = ("decode", "parse", "no_gauges", "out_of_range")
 MAX_COUNT = 1e6  # requests queued or running on one server; beyond this a count is nonsense
 KV_TOLERANCE = 0.01
 
-_QUEUE = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size")
-_RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size")
-_KV = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
+_QUEUE = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size", "llamacpp:requests_deferred")
+_RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size",
+            "llamacpp:requests_processing")
+_KV = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "llamacpp:kv_cache_usage_ratio")
 _WARMUP = ("routelens_sim_warmup_progress",)
 _START = "process_start_time_seconds"
 _TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
@@ -186,7 +191,7 @@ def parse_engine_metrics(body: str | bytes) -> EngineGauges:
     except Exception as exc:  # the parser raises several types on hostile input; all mean "unparseable"
         raise MetricsParseError(f"unparseable metrics: {type(exc).__name__}: {exc}"[:200], "parse") from exc
     if not values:
-        raise MetricsParseError("no vLLM, SGLang or TGI gauges found", "no_gauges")
+        raise MetricsParseError("no vLLM, SGLang, TGI or llama.cpp gauges found", "no_gauges")
     notes: list[str] = []
     queue = _count("queue", _first(values, _QUEUE), notes)
     running = _count("running", _first(values, _RUNNING), notes)
@@ -227,6 +232,8 @@ def _engine(values: dict[str, list[float]]) -> str:
         return "sglang"
     if any(n.startswith("tgi_") for n in values):
         return "tgi"
+    if any(n.startswith("llamacpp:") for n in values):
+        return "llamacpp"
     return "vllm"
 
 

@@ -7,6 +7,10 @@ or an unexpected exception), marks that instance failed with a reason from
 ``routelens_scrape_failures_total{instance, reason}`` and is logged once per change of reason, not
 once per round. The loop itself cannot die of a round that raises; if it stalls anyway (a wedged
 event loop, a callback that never returns), :meth:`MetricsScraper.stall_reason` says so.
+
+Instances declared ``engine: external`` (no ``/metrics``: a hosted API, say) are not scraped at
+all: no request, no failure counted, never in :meth:`MetricsScraper.failing`; the view judges
+them by what the gateway itself sees (:mod:`router_core.state.view`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import aiohttp
 from router_core.state.parse import EngineGauges, MetricsParseError, parse_engine_metrics
 from router_core.state.scrape_metrics import ScrapeMetrics
 from router_core.state.view import StateView
-from schemas.fleet import InstanceSpec
+from schemas.fleet import EXTERNAL, InstanceSpec
 
 __all__ = ["MetricsScraper"]
 
@@ -39,7 +43,7 @@ class MetricsScraper:
     """Scrapes all instances concurrently every ``interval_s`` with bounded timeouts.
 
     Args:
-        specs: Instances to scrape.
+        specs: The fleet; its external instances are left out (never scraped).
         view: Where results go.
         session: A shared aiohttp session (the gateway's pooled client).
         interval_s: Time between rounds.
@@ -64,7 +68,7 @@ class MetricsScraper:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
-        self._specs = specs
+        self._specs = [s for s in specs if s.engine != EXTERNAL]
         self._view = view
         self._session = session
         self._interval_s = interval_s

@@ -4,6 +4,13 @@ Pure functions of (snapshot, now), used both when latches are evaluated and when
 computed, so a stored decision replays the same way. A gauge outside its physical range (which
 the live view never produces, but a snapshot stored before the parser refused such values may
 hold) counts as missing, hence saturated: a negative backlog must never look attractive.
+
+An ``engine: external`` instance (a server without ``/metrics``, e.g. a hosted API) is never
+scraped, by design: its state neither ages nor counts as saturated. Its KV share is "not
+reported" (as TGI's) and its queue and running are the snapshot's, which hold what the gateway
+itself has in flight there (:class:`router_core.state.inflight.InflightCounter` adds its open
+attempts to ``queue``); a missing one counts as none. It is never suspect, and ``age_s`` stays
+None: there is no scrape to be old.
 """
 
 from __future__ import annotations
@@ -13,14 +20,15 @@ from datetime import datetime
 
 from router_core.framework.types import Effective
 from schemas.config import ScrapeSettings
-from schemas.fleet import InstanceSnapshot
+from schemas.fleet import EXTERNAL, InstanceSnapshot
 
 __all__ = ["ENGINES_WITHOUT_KV", "effective_state"]
 
-# Engines whose /metrics has no KV-cache share at all (Text Generation Inference): for them a
-# missing KV gauge is "not reported", judged by queue and running alone, not "unknown, so full"
-# (which would hold every such instance out of the default kv-cache constraint forever).
-ENGINES_WITHOUT_KV = frozenset({"tgi"})
+# Engines whose /metrics may have no KV-cache share (Text Generation Inference never has one;
+# llama.cpp's server dropped llamacpp:kv_cache_usage_ratio): for them a missing KV gauge is "not
+# reported", judged by queue and running alone, not "unknown, so full" (which would hold every such
+# instance out of the default kv-cache constraint forever).
+ENGINES_WITHOUT_KV = frozenset({"tgi", "llamacpp"})
 
 
 def effective_state(snap: InstanceSnapshot, now: datetime, scrape: ScrapeSettings, queue_cap: float) -> Effective:
@@ -29,10 +37,17 @@ def effective_state(snap: InstanceSnapshot, now: datetime, scrape: ScrapeSetting
     Up to ``scrape.suspect_after_s`` the scraped values stand. After that the instance is
     *suspect* and its values move linearly toward saturated (KV 1.0, queue and running at
     ``queue_cap``), reaching it at ``scrape.stale_after_s``. Missing gauges count as saturated.
+    An external instance (never scraped, by design) is taken as its snapshot says, never suspect.
     """
     if snap.scraped_at is None:
+        if snap.engine == EXTERNAL:  # only on the never-scraped branch: no cost for scraped instances
+            return _external(snap, queue_cap)
         return Effective(None, True, 1.0, queue_cap, queue_cap)
-    age = (now - snap.scraped_at).total_seconds()
+    at, tz = snap.scraped_at, now.tzinfo
+    if tz is not None and at.tzinfo is tz and tz.utcoffset(None) is None:
+        age = now.timestamp() - at.timestamp()  # one zone with DST: its wall clocks would count a shift as age
+    else:
+        age = (now - at).total_seconds()  # different zones (or UTC) subtract as instants
     kv, queue, running = _sane(snap.kv_cache_usage, 1.0), _sane(snap.queue), _sane(snap.running)
     if kv is None and snap.kv_cache_usage is None and snap.engine in ENGINES_WITHOUT_KV:
         kv = 0.0  # decays toward full like any gauge once the state ages
@@ -52,6 +67,13 @@ def effective_state(snap: InstanceSnapshot, now: datetime, scrape: ScrapeSetting
         queue=toward(queue, queue_cap),
         running=toward(running, queue_cap),
     )
+
+
+def _external(snap: InstanceSnapshot, queue_cap: float) -> Effective:
+    """No scrape to age: KV not reported, queue and running as counted (none counted: 0; nonsense: saturated)."""
+    queue = 0.0 if snap.queue is None else _sane(snap.queue)
+    running = 0.0 if snap.running is None else _sane(snap.running)
+    return Effective(None, False, 0.0, queue_cap if queue is None else queue, queue_cap if running is None else running)
 
 
 def _sane(value: float | None, high: float = math.inf) -> float | None:

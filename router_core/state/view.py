@@ -14,6 +14,11 @@ records which gauges were refused or clamped.
 Warm-up comes from the engine's gauge, else its process uptime over ``scrape.warmup_s``, else is
 assumed (1.0), and ``warmup_source`` says which (:mod:`router_core.state.warmup`); the scrape
 time is the injected ``wall`` clock's.
+
+An ``engine: external`` instance (no ``/metrics``) is never scraped: its snapshot starts with
+nothing queued or running, KV not reported, warm-up assumed, and ``scraped_at`` None for good;
+the gateway's own in-flight count becomes its queue (:mod:`router_core.state.inflight`), and its
+observation window gives its latency and error rate like any other's.
 """
 
 from __future__ import annotations
@@ -33,10 +38,18 @@ from router_core.state.warmup import warmup_progress
 from router_core.state.window import ObservationWindow
 from schemas.common import ProbeKind
 from schemas.config import ConstraintSpec, ScrapeSettings
-from schemas.fleet import InstanceSnapshot, InstanceSpec, LatchState
+from schemas.fleet import EXTERNAL, InstanceSnapshot, InstanceSpec, LatchState
 from schemas.probe import ProbeStatus
 
-__all__ = ["StateView"]
+__all__ = ["StateView", "initial_snapshot"]
+
+
+def initial_snapshot(spec: InstanceSpec) -> InstanceSnapshot:
+    """An instance's snapshot before any scrape: empty, or for an external one, what it always starts from."""
+    if spec.engine == EXTERNAL:  # never scraped: idle until the gateway sends it something
+        return InstanceSnapshot(instance=spec.id, model=spec.model, engine=spec.engine, queue=0.0, running=0.0,
+                                warmup_progress=1.0, warmup_source="assumed")
+    return InstanceSnapshot(instance=spec.id, model=spec.model, engine=spec.engine)
 
 
 @dataclass
@@ -76,9 +89,7 @@ class StateView:
         self._clock = clock
         self._wall = wall
         self._by_id = {
-            s.id: _Instance(s, InstanceSnapshot(instance=s.id, model=s.model, engine=s.engine),
-                            ObservationWindow(self._scrape.window_s))
-            for s in specs
+            s.id: _Instance(s, initial_snapshot(s), ObservationWindow(self._scrape.window_s)) for s in specs
         }
         for inst in self._by_id.values():
             for c in self._constraints:

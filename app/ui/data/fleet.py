@@ -3,7 +3,8 @@
 Pure functions, no Streamlit: the page fetches (live ``GET /v1/router/state``, or stored snapshots
 for a past moment), these shape. A cell takes the colour of its worst metric against
 :class:`schemas.config.HealthThresholds`; a stale state is grey whatever its values (old numbers
-are not health).
+are not health). An ``engine: external`` instance (a server without ``/metrics``) is never scraped
+by design: it is not stale, its tile reads "not scraped (external)" and its state age says so.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from app.reader import READ_TOKEN_ENV, api_from_env
 from app.ui.limits import STATUS_RANK, Limits
 from app.units import DASH, METRIC_NAMES, fmt
 from schemas.config import AppSettings, HealthBand, HealthThresholds
-from schemas.fleet import InstanceSnapshot
+from schemas.fleet import EXTERNAL, InstanceSnapshot
 
 __all__ = [
-    "CELL_COLUMNS", "LIVE_ENV", "METRICS", "SERIES_COLUMNS", "SETTINGS_ENV", "SHORT", "STATUSES",
+    "CELL_COLUMNS", "LIVE_ENV", "METRICS", "NOT_SCRAPED", "SERIES_COLUMNS", "SETTINGS_ENV", "SHORT", "STATUSES",
     "TRANSITION_COLUMNS", "at_moment", "band_of", "cells", "elsewhere", "floor_time", "instance_series",
     "latch_transitions", "live_api", "live_snapshots", "offset_label", "offsets", "read_back",
     "served_rows", "table", "thresholds_from_env", "trace_link",
@@ -33,12 +34,13 @@ __all__ = [
 SETTINGS_ENV = "ROUTELENS_APP_SETTINGS"  # AppSettings as JSON, handed over by ``routelens app``
 LIVE_ENV = "ROUTELENS_LIVE_URL"  # a gateway's live views while the store is a file
 STATUSES = ("green", "yellow", "red", "grey")
+NOT_SCRAPED = "not scraped (external)"  # an external instance's state age: there is no scrape to be old
 # The metrics a tile can show, each judged against its limit (app.ui.limits).
 METRICS: tuple[str, ...] = ("kv_cache_usage", "queue", "error_rate", "ttft_p95_ms")
 SHORT: dict[str, str] = {"kv_cache_usage": "kv", "queue": "queue", "error_rate": "errors", "ttft_p95_ms": "p95 TTFT"}
 CELL_COLUMNS: tuple[str, ...] = (
     "model", "instance", "status", "shown", "label", "worst", "worst_status", "age_s", *METRICS,
-    *(f"{m}_text" for m in METRICS), "p95_latency_ms", "latched", "link",
+    *(f"{m}_text" for m in METRICS), "p95_latency_ms", "latched", "link", "external",
 )
 
 
@@ -145,19 +147,24 @@ def _cell(snap: InstanceSnapshot, limits: Limits, metric: str, moment: datetime 
               if (st := limits.status(m, v, snap.model, snap.instance)) is not None}
     worst = max(graded, key=lambda m: (STATUS_RANK[graded[m][0]], graded[m][1]), default=None)
     latched = ", ".join(latch.constraint for latch in snap.latches if latch.out)
-    stale = snap.stale or snap.scraped_at is None or (age is not None and age > limits.health.stale_after_s)
+    external = snap.scraped_at is None and snap.engine == EXTERNAL  # never scraped, by design
+    stale = snap.stale or (snap.scraped_at is None and not external) or (
+        age is not None and age > limits.health.stale_after_s)
     shown = graded.get(metric, (None, 0.0))[0]
     if stale:
         status = "grey"
         label = "no scrape" if snap.scraped_at is None else f"stale {age:.0f} s" if age is not None else "stale"
     else:
         # Held out by the router: red whatever the shown metric says (the tile must not read green).
-        status = "red" if latched else shown or "grey"
+        # An external instance has no KV share to show: its colour is then its worst graded metric.
+        status = "red" if latched else shown or (graded[worst][0] if external and worst else "grey")
         label = f"{SHORT[metric]} {texts[metric + '_text']}" + (f"<br>out: {latched}" if latched else "")
+        if external:
+            label += f"<br>{NOT_SCRAPED}"
     return {"model": snap.model, "instance": snap.instance, "status": status, "shown": metric, "label": label,
             "worst": worst, "worst_status": graded[worst][0] if worst else None, "age_s": age, **values, **texts,
             "p95_latency_ms": snap.p95_latency_ms,
-            "latched": latched, "link": "?" + urllib.parse.urlencode({"instance": snap.instance})}
+            "latched": latched, "link": "?" + urllib.parse.urlencode({"instance": snap.instance}), "external": external}
 
 
 def _ratio(limits: Limits, metric: str, value: float | None, snap: InstanceSnapshot) -> float:
@@ -192,7 +199,7 @@ def cells(
         if instance not in seen:
             seen.add(instance)
             rows.append({"model": model, "instance": instance, "status": "grey", "shown": metric, "worst": None,
-                         "label": "no snapshot", "latched": "",
+                         "label": "no snapshot", "latched": "", "external": False,
                          "link": "?" + urllib.parse.urlencode({"instance": instance})})
     frame = pd.DataFrame(rows, columns=list(CELL_COLUMNS))
     return frame.sort_values(["model", "instance"], ignore_index=True)
@@ -210,7 +217,8 @@ def table(grid: pd.DataFrame) -> pd.DataFrame:
     """The grid as a table an operator reads: each metric as ``value / limit``, no raw floats, no None."""
     out = grid[["model", "instance", "status", "latched", *(f"{m}_text" for m in METRICS), "age_s", "link"]].copy()
     out = out.rename(columns={f"{m}_text": METRIC_NAMES[m] for m in METRICS})
-    out["age_s"] = [fmt(a, "s") for a in grid["age_s"]]
+    external = [pd.notna(e) and bool(e) for e in grid["external"]]
+    out["age_s"] = [NOT_SCRAPED if ext else fmt(a, "s") for a, ext in zip(grid["age_s"], external, strict=True)]
     out["latched"] = grid["latched"].fillna("")
     return out.rename(columns={"age_s": "state age", "latched": "held out by"}).fillna(DASH)
 

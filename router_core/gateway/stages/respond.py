@@ -59,16 +59,16 @@ async def relay_answer(request: web.Request, fwd: Forwarded, headers: dict[str, 
         out.content_type = resp.content_type
         ttft = None if fwd.first_byte_at is None else max(0.0, (fwd.first_byte_at - t0) * 1e3)
         try:
-            await out.prepare(request)
-        except ConnectionError:  # the client left before its answer began: let go of the upstream, trace it
-            resp.close()
+            try:
+                await out.prepare(request)
+            except ConnectionError:  # the client left before its answer began: let go of the upstream, trace it
+                resp.close()
+                return Relayed(out, 200, CLIENT_GONE_STREAM, {"cost": cost, "ttft_ms": ttft})
+            end = await relay_stream(fwd.first_chunk, resp, out, idle_timeout_s=idle_timeout_s,
+                                     strip_usage=not client_usage, decoder=decoder)
+        finally:  # however the relay ends, cancelled too: an external instance has no scrape to clear it
             if fwd.open_stream is not None:
                 inflight.end(fwd.open_stream)
-            return Relayed(out, 200, CLIENT_GONE_STREAM, {"cost": cost, "ttft_ms": ttft})
-        end = await relay_stream(fwd.first_chunk, resp, out, idle_timeout_s=idle_timeout_s,
-                                 strip_usage=not client_usage, decoder=decoder)
-        if fwd.open_stream is not None:  # a cancelled relay leaves it counted until the next scrape
-            inflight.end(fwd.open_stream)
         return Relayed(out, 200, end.error, {"cost": cost, "ttft_ms": ttft, **tokens_of(end.usage)})
     sent = for_client(fwd.body, upstream_coding, request.headers.get("Accept-Encoding"))
     if sent.encoding is not None:

@@ -147,3 +147,31 @@ def test_vllm_cache_config_info_gives_blocks_and_block_size() -> None:
     assert (g.num_gpu_blocks, g.block_size) == (7281, 16)
     sglang = parse_engine_metrics((CONTRACTS / "datadog_sglang_opt125m_metrics.txt").read_text())
     assert (sglang.num_gpu_blocks, sglang.block_size) == (None, None)
+
+
+# llama.cpp's llama-server --metrics, rendered as its source renders it (tests/contracts/SOURCES.md).
+def test_llamacpp_deferred_is_the_queue_processing_is_running_and_kv_is_not_reported() -> None:
+    g = parse_engine_metrics((CONTRACTS / "llamacpp_server_metrics.txt").read_bytes())
+    assert (g.engine, g.queue, g.running, g.kv_cache_usage, g.adjustments) == ("llamacpp", 3.0, 4.0, None, ())
+    assert (g.ttft_buckets, g.e2e_buckets, g.process_start_s) == (None, None, None)
+
+
+def test_an_older_llamacpp_build_reports_its_kv_cache_usage_ratio() -> None:
+    g = parse_engine_metrics((CONTRACTS / "llamacpp_server_legacy_kv_metrics.txt").read_bytes())
+    assert (g.engine, g.queue, g.running, g.kv_cache_usage) == ("llamacpp", 0.0, 2.0, 0.3125)
+
+
+def test_a_llamacpp_instance_without_kv_is_judged_by_its_queue_not_held_out_as_full() -> None:
+    from datetime import timedelta
+
+    from router_core.state.staleness import effective_state
+    from schemas.config import ScrapeSettings
+    from tests.router_core.conftest import NOW, decide, healthy, snap
+
+    scrape = ScrapeSettings()
+    g = parse_engine_metrics((CONTRACTS / "llamacpp_server_metrics.txt").read_bytes())
+    state = snap("big-a", kv=g.kv_cache_usage, queue=g.queue, age=0.5).model_copy(update={"engine": g.engine})
+    assert effective_state(state, NOW, scrape, 10.0).kv_cache_usage == 0.0
+    old = state.model_copy(update={"scraped_at": NOW - timedelta(seconds=scrape.stale_after_s)})
+    assert effective_state(old, NOW, scrape, 10.0).kv_cache_usage == 1.0  # ageing still decays it
+    assert "big-a" in decide(healthy() | {"big-a": state})[0]  # the default kv-cache constraint keeps it in
