@@ -30,7 +30,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from schemas.common import ContractModel
 from schemas.units import ZoneName, parse_bytes, parse_duration
@@ -124,11 +124,18 @@ class CaseRequest(ContractModel):
     intent_confidence: float | None = Field(None, ge=0, le=1)
     file_types: list[str] = []
     has_attachments: bool | None = Field(None, description="Default: whether file_types is non-empty.")
-    request_time: datetime = Field(default_factory=lambda: datetime(2026, 6, 1, 10, 0, tzinfo=UTC))
+    request_time: datetime = Field(default_factory=lambda: datetime(2026, 6, 1, 10, 0, tzinfo=UTC),
+                                   description="A time without a zone is UTC.")
     headers: dict[str, str] = {}
     metadata: dict[str, Any] = {}
     prompt: str = Field("", max_length=100_000)
     keyword_score: float | None = None
+
+    @field_validator("request_time")
+    @classmethod
+    def _naive_is_utc(cls, value: datetime) -> datetime:
+        # Not the machine's zone: a case must match the same rule on every machine.
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 class CaseExpect(ContractModel):

@@ -242,8 +242,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser("replay", parents=[common],
                        help="re-decide stored traces: under another policy, or verified under their own",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--since", required=True, help="start of the window (ISO 8601, inclusive)")
-    p.add_argument("--until", required=True, help="end of the window (ISO 8601, exclusive)")
+    p.add_argument("--since", required=True, help="start of the window (ISO 8601, inclusive; no zone: UTC)")
+    p.add_argument("--until", required=True, help="end of the window (ISO 8601, exclusive; no zone: UTC)")
     p.add_argument("--policy", help="a routelens.yaml or a policy file (default: each trace's own, verified)")
     p.add_argument("--verify", action="store_true",
                    help="re-decide under each trace's own stored policy and compare; exit 1 on any mismatch")

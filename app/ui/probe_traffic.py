@@ -7,7 +7,6 @@ model", the probe verdicts of the chosen instance at the moment of the decision.
 
 from __future__ import annotations
 
-import re
 import urllib.parse
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,6 +18,7 @@ from app.ui import resources, widgets
 from app.ui.data import probe_reading as reading
 from app.ui.data.fleet import trace_link
 from app.ui.data.probe_window import VERDICT_LOOKBACK, BadWindow, bad_windows, verdicts_at, window_at, without
+from app.ui.data.topology import parse_url_time
 from app.ui.limits import load_limits
 from app.units import DASH
 from ingest import SinkError
@@ -36,19 +36,7 @@ def _label(w: BadWindow) -> str:
     return f"{w.start:%Y-%m-%d %H:%M:%S} {end} UTC · {w.worst.value} · {', '.join(w.kinds)}"
 
 
-# A ``+hh:mm`` offset whose ``+`` a hand-written or older link left unencoded reads back as a space.
-_SPACED_OFFSET = re.compile(r" (\d{2}:?\d{2})$")
-
-
-def parse_at(raw: str | None) -> datetime | None:
-    """The moment an ``?at=`` gives (UTC when it names no zone), None when absent or not a time."""
-    if not raw:
-        return None
-    try:
-        at = datetime.fromisoformat(_SPACED_OFFSET.sub(r"+\1", raw.strip()))
-    except ValueError:
-        return None
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
+parse_at = parse_url_time  # the moment an ``?at=`` gives (UTC when it names no zone), None when absent or not a time
 
 
 def window_link(instance: str, at: datetime) -> str:

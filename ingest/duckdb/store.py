@@ -29,12 +29,18 @@ from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
 
 __all__ = ["OFFLINE", "DuckDBTraceStore"]
 
-OFFLINE: dict[str, str | bool | int | float | list[str]] = {"autoinstall_known_extensions": False}
-"""DuckDB settings of every connection to a store file: nothing is downloaded at run time. DuckDB's
-functions are linked into the package; with autoinstall on, replaying a write-ahead log that holds a
-statement using one (a migration's ``list_transform`` lambda, left by a crash or by a close that does
-not checkpoint) tried to download ``core_functions`` instead of loading it, and the file could not be
-opened without a network."""
+OFFLINE: dict[str, str | bool | int | float | list[str]] = {"autoinstall_known_extensions": False, "TimeZone": "UTC"}
+"""DuckDB settings of every connection to a store file (and so of each of its cursors).
+
+Nothing is downloaded at run time: DuckDB's functions are linked into the package; with autoinstall
+on, replaying a write-ahead log that holds a statement using one (a migration's ``list_transform``
+lambda, left by a crash or by a close that does not checkpoint) tried to download ``core_functions``
+instead of loading it, and the file could not be opened without a network.
+
+Times are UTC whatever the machine's zone: a ``TIMESTAMPTZ`` is read into Python (and truncated to
+a day or an hour in SQL) in the session's ``TimeZone``, which is the OS zone by default. Given at
+connect, it holds for every cursor; a ``SET TimeZone`` holds for its own cursor only (reads go
+through cursors)."""
 
 log = logging.getLogger(__name__)
 # DuckDB checkpoints by itself (at a commit) only past this much WAL; below it, the pipeline asks

@@ -10,6 +10,7 @@ recorded as a step, unless the caller records nothing (``steps`` None: :meth:`Ro
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC
 
 from router_core.decide.decision import DecisionContext, Steps
 from router_core.decide.policy import Policy
@@ -40,9 +41,15 @@ class Filters(Runner):
                 ages: dict[str, float | None]) -> list[Prepared]:
         """Each candidate prepared at ``ctx.now``; its state's age (seconds) goes into ``ages``."""
         out = []
+        now = ctx.now
+        # Ages are elapsed time. Two datetimes sharing one zone object subtract as wall clocks, which a
+        # DST change in between puts an hour off: a ``now`` in a zone with DST (no fixed offset) is
+        # taken to UTC once, so that every subtraction below converts (or is between fixed zones).
+        if (tz := now.tzinfo) is not None and tz is not UTC and tz.utcoffset(None) is None:
+            now = now.astimezone(UTC)
         for spec in specs:
             snap = state[spec.id]
-            ages[spec.id] = age = None if snap.scraped_at is None else (ctx.now - snap.scraped_at).total_seconds()
+            ages[spec.id] = age = None if snap.scraped_at is None else (now - snap.scraped_at).total_seconds()
             out.append(self._prepared.get(spec, snap, age, ctx))
         return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -29,6 +29,7 @@ from schemas.fleet import CostSpec, InstanceSpec
 __all__ = ["Policy", "build_policy", "policy_hash"]
 
 _DEFAULT_ROUTING = RoutingSettings().model_dump(mode="json")
+_NO_OFFSET = timedelta(0)  # a fixed zone's ``utcoffset(None)`` (UTC's); a zone with DST gives None
 
 
 def policy_hash(config: RouteLensConfig) -> str:
@@ -97,11 +98,16 @@ class Policy:
         return list(self._by_model)
 
     def scoring_hour(self, now: datetime) -> int:
-        """The hour the profiles read: ``now`` (UTC; naive is taken as UTC) in ``scoring.timezone``."""
+        """The hour the profiles read: the instant ``now`` (naive is taken as UTC) in ``scoring.timezone``.
+
+        ``now`` may come in any zone (a trace's ``ts`` as a reader or a JSON parser gave it): the
+        hour is that of the instant, not of ``now``'s own wall clock.
+        """
         zone = self.scoring_zone
-        if zone is None:
-            return now.hour
-        return (now if now.tzinfo is not None else now.replace(tzinfo=UTC)).astimezone(zone).hour
+        tz = now.tzinfo
+        if zone is None:  # UTC: ``now.hour`` unless ``now`` is in a zone other than UTC (cheap checks first)
+            return now.hour if tz is None or tz is UTC or tz.utcoffset(None) == _NO_OFFSET else now.astimezone(UTC).hour
+        return (now if tz is not None else now.replace(tzinfo=UTC)).astimezone(zone).hour
 
     def weights_at(self, now: datetime) -> tuple[str, dict[str, float]]:
         """Return the name of the weights in force at ``now`` and them.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC
 from zoneinfo import ZoneInfo
 
 from router_core.rules.ir import Match, RuleSet
@@ -14,8 +15,13 @@ __all__ = ["CaseResult", "explain", "run_cases", "view_of"]
 
 
 def view_of(req: CaseRequest, timezone: str, key: bytes | None = None) -> RequestView:
-    """The :class:`RequestView` a case's features describe, its time read in ``timezone``, keyed by ``key``."""
-    when = req.request_time.astimezone(ZoneInfo(timezone))
+    """The :class:`RequestView` a case's features describe, its time read in ``timezone``, keyed by ``key``.
+
+    A case time without a zone is UTC (:class:`CaseRequest` makes it so; here too for one built
+    without validation), never the machine's zone.
+    """
+    at = req.request_time
+    when = (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).astimezone(ZoneInfo(timezone))
     return RequestView(
         input_length=req.input_length,
         query_length=req.input_length if req.query_length is None else req.query_length,

@@ -8,10 +8,11 @@ removals, not requests). Nodes carry a link to the decisions behind them.
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pandas as pd
 
@@ -19,7 +20,7 @@ from schemas.queries import ConstraintStat, TrafficEdge
 
 __all__ = [
     "FLOWS", "LINK_COLUMNS", "NODE_COLUMNS", "NO_INSTANCE", "NO_MODEL", "NO_RULE", "SCOPE_PARAMS",
-    "decisions_link", "edge_table", "parse_end", "sankey_frames",
+    "decisions_link", "edge_table", "parse_end", "parse_url_time", "sankey_frames",
 ]
 
 FLOWS: tuple[str, ...] = ("served", "fallback", "rejected")
@@ -35,15 +36,28 @@ _KINDS = ("rule", "model", "instance", "constraint")
 _BLANK = {"rule": NO_RULE, "model": NO_MODEL, "instance": NO_INSTANCE, "constraint": ""}
 
 
-def parse_end(value: str | None) -> datetime | None:
-    """The pinned window end of ``?end=`` (ISO 8601 with a zone), None when absent or not a zoned time."""
-    if not value:
+# A ``+hh:mm`` offset after a time whose ``+`` a hand-written or older link left unencoded reads back as a space.
+_SPACED_OFFSET = re.compile(r"(\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\d{2}:?\d{2})$")
+
+
+def parse_url_time(raw: str | None) -> datetime | None:
+    """The moment a URL's ``?end=`` or ``?at=`` gives (ISO 8601; UTC when it names no zone), or None.
+
+    None when the parameter is absent or not a time (the fleet page's ``?at=300``, seconds back).
+
+    ``2026-06-03T10:00:00+08:00`` written into a link unencoded comes back as ``...10:00:00 08:00``
+    (a ``+`` decodes to a space): that is the ``+08:00`` it was.
+    """
+    if not raw:
         return None
     try:
-        ts = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        at = datetime.fromisoformat(_SPACED_OFFSET.sub(r"\1+\2", raw.strip()))
     except ValueError:
         return None
-    return ts if ts.tzinfo is not None else None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+parse_end = parse_url_time  # the pinned window end (``?end=``) of the traffic pages
 
 
 def decisions_link(base: Mapping[str, str | None], **fields: str | None) -> str:

@@ -148,7 +148,9 @@ else:
         "open": st.column_config.LinkColumn("request (why?)", display_text=r"request_id=(.+)$"),
         # Sized from the first rows otherwise: a long rule further down would be cut.
         "rule": st.column_config.TextColumn("rule", width="medium"),
-        "ts": st.column_config.DatetimeColumn("time (UTC)", format="HH:mm:ss"),
+        # With its date: a page may span days (the window, the pages before). Shown in UTC whatever
+        # the zone the times came in (a store read in the machine's zone gave -04:00 ones).
+        "ts": st.column_config.DatetimeColumn("time (UTC)", format="MM-DD HH:mm:ss", timezone="UTC"),
         "http": st.column_config.NumberColumn("http", format="%d"),
         "total_ms": st.column_config.NumberColumn("total", format="%.0f ms"),
         "decision_ms": st.column_config.NumberColumn("decision", format="%.2f ms"),

@@ -134,3 +134,15 @@ def test_unreachable_store_is_a_banner(monkeypatch: pytest.MonkeyPatch, closed_p
 
     assert len(at.error) == 1 and "Trace store unreachable" in at.error[0].value
     assert closed_port_url in at.error[0].value
+
+
+@pytest.mark.parametrize("end", ["2026-11-01T18:00:00 08:00", "2026-11-01T10:00:00"],
+                         ids=["plus-decoded-as-space", "no-zone"])
+def test_an_end_pin_with_its_plus_decoded_or_without_a_zone_pins_the_window(monkeypatch: pytest.MonkeyPatch,
+                                                                            db: Path, end: str) -> None:
+    """Before, both were dropped without a word: the page showed the window ending now (empty here)."""
+    at = open_page(monkeypatch, db=db, end=end)
+    assert f"Window pinned to end at {end.replace(' ', '+')}{'' if ' ' in end else '+00:00'} (`?end=`); " \
+           "not refreshing." in [c.value for c in at.caption]
+    (sankey,) = sankeys(at)
+    assert flows(sankey) == flows(sankeys(open_page(monkeypatch, db=db))[0])

@@ -18,7 +18,7 @@ import pytest
 
 from ingest.duckdb.file_layout import FileLayout
 from ingest.duckdb.predicates import named_queries
-from ingest.duckdb.store import DuckDBTraceStore
+from ingest.duckdb.store import OFFLINE, DuckDBTraceStore
 from schemas.experiments import CompareQuery, CompareReport
 from schemas.queries import AggregateQuery, TraceFilter, TraceSummary
 from schemas.trace import DecisionTrace
@@ -102,7 +102,7 @@ def test_the_file_lacks_the_columns_and_stays_as_it_is(files: tuple[Path, Path],
                                                          stores: tuple[DuckDBTraceStore, DuckDBTraceStore]) -> None:
     _, older = stores
     older.search(TraceFilter())  # a read-only open migrates nothing
-    con = duckdb.connect(str(files[1]), read_only=True, config={"autoinstall_known_extensions": False})
+    con = duckdb.connect(str(files[1]), read_only=True, config=dict(OFFLINE))
     with pytest.raises(duckdb.BinderException):
         con.execute("SELECT shadow FROM traces")
     with pytest.raises(duckdb.BinderException):
@@ -112,12 +112,12 @@ def test_the_file_lacks_the_columns_and_stays_as_it_is(files: tuple[Path, Path],
 
 def test_a_file_of_todays_layout_is_read_as_it_is(files: tuple[Path, Path]) -> None:
     sql = named_queries()["aggregate"].format(where="TRUE")  # traces and feedback
-    con = duckdb.connect(str(files[0]), read_only=True, config={"autoinstall_known_extensions": False})
+    con = duckdb.connect(str(files[0]), read_only=True, config=dict(OFFLINE))
     try:
         assert FileLayout().adapt(con, sql) == sql
     finally:
         con.close()
-    con = duckdb.connect(str(files[1]), read_only=True, config={"autoinstall_known_extensions": False})
+    con = duckdb.connect(str(files[1]), read_only=True, config=dict(OFFLINE))
     try:
         adapted = FileLayout().adapt(con, sql)  # after the comments, before the query's own expressions
         assert '\nWITH "traces" AS NOT MATERIALIZED (' in adapted and '"feedback" AS NOT MATERIALIZED (' in adapted
