@@ -24,12 +24,13 @@ import yaml
 
 from app.cli._common import BadInput, err, fail
 from app.run.procs import Child, app_command, free_ports, wait_http
+from schemas.fleet import EXTERNAL
 
 __all__ = ["register"]
 
 
 def _wait_scraped(gateway: str, timeout_s: float = 15.0) -> bool:
-    """Wait until the gateway has scraped every instance once (routing on real state)."""
+    """Wait until the gateway has scraped every instance once (routing on real state; an external one never is)."""
     from ingest import HttpTraceStore, SinkError  # the server's one client; here, not at `routelens --help`
 
     api = HttpTraceStore(gateway, timeout_s=2)
@@ -37,7 +38,7 @@ def _wait_scraped(gateway: str, timeout_s: float = 15.0) -> bool:
     while time.monotonic() < deadline:
         try:
             state = api.get_json("/v1/router/state")
-            if all(s.get("age_s") is not None for s in state["instances"]):
+            if all(s.get("age_s") is not None or s.get("engine") == EXTERNAL for s in state["instances"]):
                 return True
         except (SinkError, KeyError):
             pass

@@ -44,6 +44,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     state = sub.add_parser("state", parents=[common], help="inspect router state").add_subparsers(
         dest="state_command", required=True
     )
-    p = state.add_parser("parse-metrics", parents=[common], help="normalise one /metrics scrape (vLLM, SGLang, TGI)")
+    p = state.add_parser("parse-metrics", parents=[common],
+                         help="normalise one /metrics scrape (vLLM, SGLang, TGI, llama.cpp)")
     p.add_argument("file", help="a Prometheus text scrape, or - for standard input")
     p.set_defaults(func=_parse_metrics)

@@ -27,9 +27,10 @@ from app.explain import (
     violation_text,
 )
 from app.ui.data import policy_step
+from app.ui.data.fleet import NOT_SCRAPED
 from app.ui.data.trace_tables import ts_text
 from schemas.feedback import Feedback
-from schemas.fleet import InstanceSnapshot
+from schemas.fleet import EXTERNAL, InstanceSnapshot
 from schemas.trace import Attempt, CandidateEval, DecisionStep, DecisionTrace
 from schemas.trace_policy import PolicyStep
 
@@ -200,7 +201,7 @@ def _gauges(state: InstanceSnapshot) -> Text:
         text.append(f"{name} {fmt_num(getattr(state, name))}  ")
     for name, short in pct.items():
         text.append(f"{short} {fmt_pct(getattr(state, name))}  ")
-    text.append(f"age {fmt_num(state.age_s)} s")
+    text.append(NOT_SCRAPED if state.age_s is None and state.engine == EXTERNAL else f"age {fmt_num(state.age_s)} s")
     if state.stale:
         text.append("  STALE", style=_BAD)
     if state.scrape_error:

@@ -4,7 +4,7 @@
 
     scraper.py         MetricsScraper: polls every instance's /metrics into the view
     scrape_metrics.py  the scraper's own Prometheus metrics
-    parse.py           an engine's /metrics text -> EngineGauges (vLLM, SGLang, TGI)
+    parse.py           an engine's /metrics text -> EngineGauges (vLLM, SGLang, TGI, llama.cpp)
     histogram.py       quantiles of engine histograms between two scrapes
     window.py          the gateway's own observations over a sliding window
     warmup.py          warm-up progress: the engine's gauge, else its process uptime, else assumed

@@ -21,10 +21,11 @@ from app.explain import (
     unjudged,
     violation_text,
 )
+from app.ui.data.fleet import NOT_SCRAPED
 from app.ui.limits import Limits
 from app.units import fmt
 from schemas.common import EARLIEST_TIME, LATEST_TIME
-from schemas.fleet import InstanceSnapshot
+from schemas.fleet import EXTERNAL, InstanceSnapshot
 from schemas.trace import DecisionTrace
 
 __all__ = [
@@ -226,7 +227,8 @@ def state_table(trace: DecisionTrace, limits: Limits) -> pd.DataFrame:
             if name == "stale":
                 row[name] = DASH if state is None else ("yes" if value else "no")
             elif name == "age_s":
-                row[name] = fmt(value, "s")
+                row[name] = NOT_SCRAPED if value is None and state is not None and state.engine == EXTERNAL \
+                    else fmt(value, "s")
             else:
                 row[name] = limits.text(name, value, c.model, c.instance)
         rows.append(row)
