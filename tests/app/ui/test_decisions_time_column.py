@@ -10,10 +10,7 @@ what the page gives it.
 from __future__ import annotations
 
 import json
-import os
 import re
-import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,27 +20,12 @@ from app.reader import DB_ENV
 from ingest import DuckDBTraceStore
 from tests.app.ui.pages import open_app_page
 from tests.factories import make_trace
+from tests.ingest.duckdb.test_store_utc import new_york  # noqa: F401  (a fixture)
 
-pytestmark = pytest.mark.usefixtures("clean_streamlit_caches")
-
-
-@pytest.fixture
-def new_york() -> Iterator[None]:
-    """The process's zone is New York for the test (DuckDB's default session zone with it), then restored."""
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = "America/New_York"
-    time.tzset()
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("TZ", None)
-        else:
-            os.environ["TZ"] = before
-        time.tzset()
+pytestmark = pytest.mark.usefixtures("clean_streamlit_caches", "new_york")
 
 
-def test_the_time_column_is_utc_and_dated_on_a_new_york_machine(new_york: None, tmp_path: Path,
+def test_the_time_column_is_utc_and_dated_on_a_new_york_machine(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     now = datetime.now(UTC).replace(microsecond=0)
     times = [now - timedelta(minutes=i + 1) for i in range(3)]

@@ -14,6 +14,16 @@ from tests.ingest.experiments.experiment_data import END, T0, experiment
 N = 120
 
 
+def drop_arm_forced(path: Path) -> None:
+    """Make the (closed) store file at ``path`` one written before the ``arm_forced`` column."""
+    con = duckdb.connect(str(path))
+    con.execute("DROP INDEX traces_request_id_key")
+    for (view,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
+        con.execute(f'DROP VIEW "{view}"')  # as a file written before the column
+    con.execute("ALTER TABLE traces DROP COLUMN arm_forced")
+    con.close()
+
+
 def test_a_file_from_before_arm_forced_compares_read_only_and_after_migration(tmp_path: Path) -> None:
     path = tmp_path / "old.duckdb"
     traces, feedback = experiment(N, N)
@@ -21,12 +31,7 @@ def test_a_file_from_before_arm_forced_compares_read_only_and_after_migration(tm
     store.write_records(traces)
     store.write_records(feedback)
     store.close()
-    con = duckdb.connect(str(path))
-    con.execute("DROP INDEX traces_request_id_key")
-    for (view,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
-        con.execute(f'DROP VIEW "{view}"')  # as a file written before the column
-    con.execute("ALTER TABLE traces DROP COLUMN arm_forced")
-    con.close()
+    drop_arm_forced(path)
     query = CompareQuery(a="a", b="b", start=T0, end=END)
     old = DuckDBTraceStore(path, read_only=True)
     report = old.compare(query)

@@ -13,7 +13,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 import pytest
 
@@ -23,6 +22,7 @@ from schemas.trace import DecisionTrace
 from tests.ingest.conftest import es_client
 from tests.ingest.es_contract.server import ContractServer
 from tests.ingest.experiments.experiment_data import END, T0, VERSION, experiment, forced
+from tests.ingest.experiments.test_compare_older_file import drop_arm_forced
 
 N = 240
 TRACES, FEEDBACK = experiment(N, N)
@@ -106,12 +106,7 @@ def test_a_file_from_before_arm_forced_reads_its_series_read_only(tmp_path: Path
     store.write_records(TRACES)
     store.write_records(FEEDBACK)
     store.close()
-    con = duckdb.connect(str(path))
-    con.execute("DROP INDEX traces_request_id_key")
-    for (view,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
-        con.execute(f'DROP VIEW "{view}"')  # as a file written before the column
-    con.execute("ALTER TABLE traces DROP COLUMN arm_forced")
-    con.close()
+    drop_arm_forced(path)
     old = DuckDBTraceStore(path, read_only=True)
     series = old.experiment_series("arm", "a", "b", WINDOW)
     old.close()
