@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator
 
-__all__ = ["ZoneName", "check_zone", "parse_bytes", "parse_duration"]
+__all__ = ["ZoneName", "check_zone", "format_bytes", "parse_bytes", "parse_duration"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$", re.I)
 _SECONDS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -55,6 +55,14 @@ def parse_bytes(value: object) -> int:
     if size < 0:
         raise ValueError(f"{value!r} is negative")
     return size
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes in the units :func:`parse_bytes` reads (binary: ``1 GB`` is 2**30 bytes): ``812 KB``, ``3.4 GB``."""
+    for unit, scale in (("TB", 2**40), ("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}" if n < 10 * scale else f"{n / scale:.0f} {unit}"
+    return f"{n} bytes"
 
 
 def check_zone(value: str) -> str:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ingest import DuckDBTraceStore
 from schemas.config.storage import StorageSettings
+from schemas.units import format_bytes
 
 if TYPE_CHECKING:
     from ingest import ElasticsearchStore, TraceEmitter
@@ -72,17 +73,10 @@ def say_store(st: StorageSettings, db_path: str) -> None:
         return
     path = Path(db_path)
     wal = path.with_name(path.name + ".wal")
-    size = _size(path.stat().st_size) if path.exists() else "new"
+    size = format_bytes(path.stat().st_size) if path.exists() else "new"
     if wal.exists() and wal.stat().st_size:
-        size += f", {_size(wal.stat().st_size)} of write-ahead log"
+        size += f", {format_bytes(wal.stat().st_size)} of write-ahead log"
     kept = ("kept for ever: set storage.retention_days" if st.retention_days is None else
             f"kept {st.retention_days} days (storage.retention_days; the file does not shrink)")
     print(f"trace store: {path.resolve()} ({size}), traces {kept}", flush=True)
 
-
-def _size(n: int) -> str:
-    """``n`` bytes for a person: ``812 kB``, ``3.4 GB`` (powers of 1000)."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}" if n < 10 * scale else f"{n / scale:.0f} {unit}"
-    return f"{n} bytes"

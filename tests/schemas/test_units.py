@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from schemas.units import check_zone, parse_bytes, parse_duration
+from schemas.units import check_zone, format_bytes, parse_bytes, parse_duration
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("1500ms", 1.5), ("10s", 10.0), ("2m", 120.0), ("1h", 3600.0),
@@ -35,3 +35,10 @@ def test_zones() -> None:
     for bad in ("Mars/Base", "", "../etc/passwd"):
         with pytest.raises(ValueError, match="unknown time zone"):
             check_zone(bad)
+
+
+@pytest.mark.parametrize("n", [0, 1, 1023, 1024, 5 * 2**20 + 12345, 3 * 2**30, 2**41])
+def test_format_bytes_reads_back_through_parse_bytes_within_its_rounding(n: int) -> None:
+    shown = format_bytes(n)
+    back = parse_bytes(shown.replace(" bytes", "B").replace(" ", ""))
+    assert abs(back - n) <= 0.05 * n

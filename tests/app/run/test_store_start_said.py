@@ -31,10 +31,10 @@ def test_the_store_process_says_its_file_its_size_and_that_traces_are_kept_for_e
     build_store_app(config(tmp_path, tmp_path / "spool"), str(db))
     lines = _lines(capsys.readouterr().out)
     assert len(lines) == 1, lines
-    match = re.fullmatch(rf"trace store: {re.escape(str(db.resolve()))} \((\d+(?:\.\d)?) (kB|MB)\), "
+    match = re.fullmatch(rf"trace store: {re.escape(str(db.resolve()))} \((\d+(?:\.\d)?) (KB|MB)\), "
                          r"traces kept for ever: set storage\.retention_days", lines[0])
     assert match is not None, lines[0]
-    shown = float(match[1]) * {"kB": 1e3, "MB": 1e6}[match[2]]
+    shown = float(match[1]) * {"KB": 2**10, "MB": 2**20}[match[2]]
     assert abs(shown - size) <= 0.05 * size
 
 
