@@ -23,7 +23,7 @@ from schemas.config import (
     ScoringProfile,
     ScrapeSettings,
 )
-from schemas.config.routing import RoutingSettings
+from schemas.config.routing import RoutingSettings, in_hours
 from schemas.fleet import CostSpec, InstanceSpec
 
 __all__ = ["Policy", "build_policy", "policy_hash"]
@@ -118,8 +118,7 @@ class Policy:
         """
         hour = self.scoring_hour(now)
         for profile in self.profiles:
-            start, end = profile.hours
-            if (start <= hour < end) if start < end else (hour >= start or hour < end):
+            if in_hours(hour, *profile.hours):
                 weights = dict(self.base_weights)
                 weights.update(profile.weights)
                 return profile.name, weights

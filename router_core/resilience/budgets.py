@@ -26,9 +26,10 @@ from zoneinfo import ZoneInfo
 
 from router_core.shared.base import SharedState
 from schemas.config.economics import BudgetBand, BudgetSettings
+from schemas.config.routing import in_hours
 from schemas.trace import Violation
 
-__all__ = ["BudgetTracker", "BudgetView", "Window", "budget_violation", "cost_factor", "in_hours", "window_at"]
+__all__ = ["BudgetTracker", "BudgetView", "Window", "budget_violation", "cost_factor", "window_at"]
 
 _DAY = 86_400
 _SHIFT_S = 7_200  # the largest DST shift (Antarctica/Troll's): a repeated wall-time window ends this much later
@@ -54,11 +55,6 @@ def budget_violation(view: BudgetView) -> Violation:
     """The hard violation of a model the budget stopped."""
     return Violation(constraint="budget", metric="budget_use", op="<", value=round(view.use, 6), threshold=1.0,
                      reason=f"budget spent: {view.reason}")
-
-
-def in_hours(hour: int, start: int, end: int) -> bool:
-    """Whether a local ``hour`` is in ``[start, end)`` (``end`` 24: midnight; ``start > end`` wraps midnight)."""
-    return start <= hour < end if start < end else hour >= start or hour < end
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 from router_core.rules.index import RuleIndex, guards_of
 from router_core.rules.request import RequestView
 from router_core.rules.tried import ClauseVerdict, Tried, WhyNot
+from schemas.config.routing import in_hours
 
 __all__ = [
     "ClauseVerdict",
@@ -193,7 +194,7 @@ class RuleSet:
 
     def in_peak(self, hour: int) -> bool:
         """Whether a local ``hour`` is in a peak band."""
-        return any((a <= hour < b) if a < b else (hour >= a or hour < b) for a, b in self.peak_hours)
+        return any(in_hours(hour, a, b) for a, b in self.peak_hours)
 
     @property
     def hash(self) -> str:

@@ -28,7 +28,7 @@ from schemas.config.keywords import KeywordScoring
 from schemas.paths import InputFile
 from schemas.units import ZoneName
 
-__all__ = ["DEFAULT_LEGAL_TERMS", "HourRange", "RoutingSettings", "check_hours"]
+__all__ = ["DEFAULT_LEGAL_TERMS", "HourRange", "RoutingSettings", "check_hours", "in_hours"]
 
 # Seed 000: ["条款", "合同", "第x章"]; "第x章" is a chapter of any number, "{n}" in a term (see
 # router_core.rules.condition.features.prompt_matcher).
@@ -53,6 +53,11 @@ def check_hours(value: tuple[int, int]) -> tuple[int, int]:
                          "0-23, end 0-24 (24 is midnight) and start != end; start > end wraps midnight ([22, 6] is "
                          "22:00-06:00)")
     return value
+
+
+def in_hours(hour: int, start: int, end: int) -> bool:
+    """Whether a local ``hour`` is in the range ``[start, end)`` as :func:`check_hours` reads it (wrapping midnight)."""
+    return start <= hour < end if start < end else hour >= start or hour < end
 
 
 HourRange = Annotated[tuple[int, int], AfterValidator(check_hours)]
