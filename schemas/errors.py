@@ -5,8 +5,9 @@ Every room raises subclasses of :class:`RoutelensError`::
     RoutelensError                  (schemas/errors.py)
     ├── ConfigError(ValueError)     (schemas/errors.py) bad YAML or values; names file, line, field
     ├── RoutingError                (router_core/errors.py)
-    ├── SinkError                   (ingest/errors.py)
-    └── ProbeError                  (probes/errors.py)
+    └── SinkError                   (ingest/errors.py)
+
+``probes`` has no exception class of its own.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ Modules (imported on demand, so ``import sim`` stays cheap and pulls in no HTTP 
 - :mod:`sim.fleet`: ``start_fleet(config)`` and ``run_fleet(config)`` for every configured instance.
 - :mod:`sim.corpus` (data in :mod:`sim.corpus_data`): queries with ground truth, answers, grading.
 - :mod:`sim.traffic`, :mod:`sim.rates`, :mod:`sim.workload`: open-loop traffic through the gateway.
+- :mod:`sim.traffic_report`: the summary of a traffic run (volume, errors, latency, accuracy, feedback).
 - :mod:`sim.scenarios`, :mod:`sim.drill_run`, :mod:`sim.drill`: drill files, running them, reports.
+- :mod:`sim.day`: a drill scenario played day after day against a running gateway (the demo's day).
 
 ``sim`` imports only :mod:`schemas` from RouteLens and is never imported by ``router_core``.
 """

@@ -1,7 +1,7 @@
 """Running a drill against a live fleet and gateway: traffic and fault timeline, then the traces.
 
 Process wiring (starting the fleet and the gateway) belongs to the command line
-(``app/commands/drill.py``); this module only talks HTTP to what is already running.
+(``app/cli/drill.py``); this module only talks HTTP to what is already running.
 """
 
 from __future__ import annotations

@@ -1,9 +1,13 @@
 """The gateway application of one ``serve`` process: its trace pipeline, store hooks and query API.
 
 Traces, feedback and quarantine records leave the gateway through one :class:`TraceEmitter`
-(durable spool, then DuckDB or Elasticsearch); the same process answers the query API the app
-reads (``ingest.http_api``), because DuckDB admits one writing process per file. The processes
-around it (store, prober, other workers) are :mod:`app.run.serve`'s.
+(durable spool first). By default (``storage.separate_process``, and always with several workers)
+a separate ``routelens store`` process writes the trace file and answers the query API the app
+reads: the emitter relays to it (:class:`RelaySink`), and this process forwards the query API to
+it (:func:`add_store_proxy`), since DuckDB admits one writing process per file. Only with
+``--store-in-process`` (one worker) does this process open the store (DuckDB or Elasticsearch)
+itself, write to it and answer the query API (``ingest.http_api``). The processes around it (store,
+prober, other workers) are :mod:`app.run.serve`'s.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@
   second copy); items refused for what they hold returned for quarantine, any other refusal retried.
 - :mod:`~ingest.elasticsearch.reader`: the query API (``bool.filter``, ``search_after``,
   aggregations).
+- :mod:`~ingest.elasticsearch.analytics`: the analytics reads (constraint binding counts,
+  misroutes).
+- :mod:`~ingest.elasticsearch.experiments`: the experiment reads (each side of a comparison from
+  aggregations).
 - :mod:`~ingest.elasticsearch.index_templates`: the index templates, their mappings derived from
   the storage schema; ``traces_template.json`` beside it holds the settings they share.
 """

@@ -1,4 +1,8 @@
-"""``Router.decide``: analyse -> policy -> filter -> score -> pick (-> fallback). Orchestration only.
+"""``Router.decide``: filter -> score -> pick (-> fallback). Orchestration only.
+
+The gateway has analysed the request and matched its rule before ``decide`` runs (the features and
+the rule's :class:`~router_core.rules.route.RouteChoice` are in the context); ``decide`` records
+both as its first steps, then runs the rule's levels through filter, score and pick.
 
 The filter step is :mod:`router_core.decide.filtering`, the score step :mod:`router_core.decide.scoring`;
 here are the order of the steps, a rule's levels, the fallbacks, the pick and the decision's record.

@@ -13,7 +13,10 @@ Observer = Callable[[str, object], Callable[[float], None] | None]  # (extension
 
 
 class Runner:
-    """Runs one kind of the policy's plugins over a request's candidates, timing each call.
+    """What a plugin runner holds: the policy, the per-snapshot memo and the clock that times each call.
+
+    It runs nothing itself: :class:`~router_core.decide.filtering.Filters` and
+    :class:`~router_core.decide.scoring.Scores` run the filters and scorers and time each call.
 
     Args:
         policy: The plugins, in order.

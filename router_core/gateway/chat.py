@@ -328,5 +328,8 @@ class ChatRunner:
         return headers
 
     def finish(self, rec: TraceRecorder, t0: float, status: int, error: str | None = None, **usage: Any) -> None:
-        """Count the request and emit its one trace, durable before the answer is sent (see TraceFinisher)."""
+        """Count the request and emit its one trace (see TraceFinisher).
+
+        Durable before a whole answer is sent; a stream's trace is finished after its last chunk.
+        """
         self.finisher.finish(rec, t0, status, error, **usage)

@@ -1,9 +1,12 @@
-"""A request's last step: count it and emit its one trace, durable before its answer is sent.
+"""A request's last step: count it and emit its one trace, durable before a whole answer is sent.
 
 The trace goes to the hooks (the durable spool) before the handler returns its response, so a
-client that got an answer has a trace even if the process is killed the next moment (the kill -9
-test in ``tests/e2e/test_ingest_reliability.py``). Only a request with a shadow decision waits:
-its shadow decides once the answer is on its way (``call_soon``), then its trace is emitted;
+client that got a whole answer has a trace even if the process is killed the next moment (the
+kill -9 test in ``tests/e2e/test_ingest_reliability.py``). A stream is the exception: its chunks
+are sent as they come (:func:`router_core.gateway.stages.respond.relay_answer` returns once the
+last one is out), so its trace is finished after its last chunk, and a process killed mid-stream
+leaves no trace of it. Only a request with a shadow decision waits: its shadow decides once the
+answer is on its way (``call_soon``), then its trace is emitted;
 :meth:`TraceFinisher.flush` (the gateway's shutdown) emits whatever is still queued.
 
 Hooks that take plain values (``emit_plain``, the ingest pipeline's) get the recorder's values

@@ -37,7 +37,6 @@ from router_core.gateway.forward import Forwarder
 from router_core.gateway.header_check import HEADER_REFUSAL
 from router_core.gateway.header_refusal import ChatHeaderRefusal
 from router_core.gateway.hooks import TraceHooks
-from router_core.gateway.http1 import Http1Pool
 from router_core.gateway.openapi import GATEWAY_OPERATIONS, OpenApi
 from router_core.gateway.policy_book import PolicyBook
 from router_core.gateway.policy_gate import PolicyGate
@@ -182,11 +181,6 @@ class Gateway:
     def perf(self) -> Callable[[], float]:
         """The monotonic clock (injected)."""
         return self._perf
-
-    @property
-    def upstream_pool(self) -> Http1Pool:
-        """The upstream connection pool (started with the app)."""
-        return self._started_forwarder().pool
 
     def _started_forwarder(self) -> Forwarder:
         assert self._forwarder is not None, "the application has not started"

@@ -7,6 +7,7 @@
     classifier.py   IntentClassifier: the semantic classifier the router calls (fast path, embedding path)
     fast.py         the fast path: character n-gram TF-IDF + logistic regression
     joint.py        the embedding path: MiniLM and the n-grams in one logistic regression
+    early.py        the early exit: a query the encoder's first layers already settle skips the rest
     background.py   small talk and gibberish: what no route set is about (abstention guards)
     calibrate.py    thresholds from held-out folds of the routes' examples
     set_calibration.py  SetCalibration: the classifier's calibration of one route set, and its guards

@@ -3,7 +3,7 @@
 ``shed_features`` drops optional, costly parameters (``logprobs``, ``top_logprobs``, ``n > 1``,
 ``best_of``, beam search); ``cap_max_tokens`` lowers ``max_tokens`` as the candidates' load rises
 (a shorter answer fits more context windows and frees KV cache sooner). The stage that orders
-them, with the answer cache and the responder, is :mod:`router_core.gateway.degrade`.
+them, with the answer cache and the responder, is :mod:`router_core.gateway.stages.degrade`.
 """
 
 from __future__ import annotations

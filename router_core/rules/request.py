@@ -57,8 +57,3 @@ class RequestView:
         if not self._folded:
             self._folded.append(self.prompt.casefold())
         return self._folded[0]
-
-    @property
-    def file_type(self) -> str | None:
-        """The first attachment's detected type (None without attachments)."""
-        return self.file_types[0] if self.file_types else None

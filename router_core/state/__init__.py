@@ -13,6 +13,7 @@
     hysteresis.py      HysteresisLatch: the two-threshold, two-dwell latch the view keeps per constraint
     staleness.py       effective_state: old gauges decay toward saturated (pure; replay uses it too)
     inflight.py        InflightCounter: requests sent since the last scrape, folded into the snapshot
+    inflight_share.py  in-flight counts across gateway workers: each publishes its own, adds the others'
     quality.py         QualityTable: each model's quality per query class, refined by feedback
 
 Nothing here decides: the router reads the snapshots this builds. The scraper (aiohttp) loads on

@@ -11,7 +11,7 @@
 
 Types are short names: the file extension ``filetype`` gives the bytes (``pdf``, ``docx``, ``png``,
 ``jpg``...), or ``unknown`` for an attachment whose type cannot be told (see
-:func:`router_core.decide.attachments.effective_type`). Names are lower-cased and aliases folded
+:attr:`router_core.decide.attachments.Attachment.type`). Names are lower-cased and aliases folded
 (``jpeg`` -> ``jpg``), so ``accept`` may be written either way.
 """
 

@@ -86,11 +86,6 @@ class Headline:
             return None
         return f"{change} (was {fmt(self.previous, self.unit, self.cost_unit)})"
 
-    @property
-    def previous_text(self) -> str:
-        """The previous window's value (``—`` without one)."""
-        return DASH if self.previous is None else fmt(self.previous, self.unit, self.cost_unit)
-
 
 def _totals(frame: pd.DataFrame) -> dict[str, float | None]:
     requests = float(frame["requests"].sum()) if not frame.empty else 0.0

@@ -64,7 +64,7 @@ def _weekday(req: RequestView) -> int:
 
 
 def _file_type(req: RequestView) -> str | None:
-    types = req.file_types  # the property, inlined: this runs once per rule tried
+    types = req.file_types  # runs once per rule tried
     return types[0] if types else None
 
 

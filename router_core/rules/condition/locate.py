@@ -72,12 +72,6 @@ class Locator:
         """Return the file position of ``line``/``col`` of the text."""
         return self.line + line - 1, (col + self.col - 1) if line == 1 else col
 
-    def at_offset(self, offset: int) -> tuple[int, int]:
-        """Return the file position of character ``offset`` (0-based) of the text."""
-        before = self.text[:offset]
-        line = before.count("\n") + 1
-        return self.at(line, offset - (before.rfind("\n") + 1) + 1)
-
     def end(self) -> tuple[int, int]:
         """Return the text position just after its last non-blank character."""
         stripped = self.text.rstrip()
