@@ -117,7 +117,9 @@ class LiveIntents:
         serving = self.serving
         if serving is None:
             return "failed" if self.reload_error is not None and not self._refitting else "fitting"
-        if self._needs_fit(serving) and not serving.classifier.is_fitted:  # a refit is put in force fitted
+        # A refit is put in force fitted, with its fit_s; the first fit is done once its fit_s is said too
+        # (the classifier is fitted a moment before: a state read between them must not say ready without it).
+        if self._needs_fit(serving) and (not serving.classifier.is_fitted or self.fit_s is None):
             return "failed" if self._failed is not None else "fitting"
         return "ready"
 

@@ -261,15 +261,21 @@ def test_the_first_fit_is_shown_while_it_runs_and_requests_wait_for_it(
     caplog.set_level(logging.INFO, logger=LIVE)
     release = threading.Event()
     fit = IntentClassifier.fit_embedding
+    gateways: list[Gateway] = []
+    between: list[tuple[str, float | None]] = []
 
     def held(self: IntentClassifier) -> None:
         assert release.wait(120)
         fit(self)
+        live = gateways[0].policy.live_intents
+        if live is not None and live.serving is not None and self is live.serving.classifier:  # not a fold's
+            between.append((live.status, live.fit_s))  # fitted, its fit_s not said yet: a state read here
 
     monkeypatch.setattr(IntentClassifier, "fit_embedding", held)
 
     async def run() -> None:
-        async with live_gateway(tmp_path, {"escalate": True}) as (client, hooks, _, _):
+        async with live_gateway(tmp_path, {"escalate": True}) as (client, hooks, gw, _):
+            gateways.append(gw)
             s = intents_of(await state(client))
             assert s["status"] == "fitting" and s["fit_s"] is None and s["cache"] == "no cache yet"
             health = await client.get("/health")
@@ -288,6 +294,7 @@ def test_the_first_fit_is_shown_while_it_runs_and_requests_wait_for_it(
         asyncio.run(run())
     finally:
         release.set()
+    assert between[-1] == ("fitting", None)  # the fit's own return (the last): was ("ready", None) without fit_s
     lines = messages(caplog, LIVE)
     assert any(m.startswith("intents: fitting 2 routes, 12 examples from routes.yaml (no cache yet)") for m in lines)
     assert any(m.startswith("intents: ready in ") for m in lines), lines
