@@ -84,9 +84,9 @@ class ProbeRunner:
                                    marker_header=s.marker_header, perf=self.perf)
 
         if kind is ProbeKind.SYNTAX:
-            return judge_syntax(await post(syntax_body(s, target.model)))
+            return judge_syntax(await post(syntax_body(s, target.sent_model)))
         if kind is ProbeKind.LATENCY:
-            return self.latency.observe(target.instance, await post(latency_body(s.latency, target.model)))
+            return self.latency.observe(target.instance, await post(latency_body(s.latency, target.sent_model)))
         if self.semantic is None:
             return Judgement(ProbeVerdict.FAILED, reason="semantic probe unavailable: no embedding model",
                              error_class="unavailable")

@@ -8,6 +8,10 @@ a hung instance never delays another's slot; at most ``max_concurrent`` probes r
 each raced against ``timeout_s`` on the injected ``sleep``: on expiry the probe is cancelled and
 ``timed_out(kind, target, elapsed_ms)`` stands in as its (failed) result. A pair whose previous
 probe is still running when its next slot comes is skipped and counted, never stacked.
+
+An instance may get fewer kinds (``kinds_of``) or be probed only every n-th period (``every``):
+a paid provider's instance, whose every probe costs money. Such an instance's slots are simply
+absent from the periods it sits out; the others share the period as before.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import logging
 import random
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from probes.types import Target
 from schemas.common import ProbeKind
@@ -49,6 +53,8 @@ class ProbeScheduler:
         rng: Seeded randomness for the jitter.
         on_slip: Called with each probe's start minus its slot time, in seconds.
         on_skip: Called with the kind of each skipped (still running) slot.
+        kinds_of: Instance id -> the kinds it gets instead of ``kinds`` (absent: ``kinds``).
+        every: Instance id -> probed in one period out of this many, the first included (absent: 1).
     """
 
     def __init__(
@@ -68,12 +74,18 @@ class ProbeScheduler:
         rng: random.Random,
         on_slip: Callable[[float], None] | None = None,
         on_skip: Callable[[ProbeKind], None] | None = None,
+        kinds_of: Mapping[str, Sequence[ProbeKind]] | None = None,
+        every: Mapping[str, int] | None = None,
     ) -> None:
         if interval_s <= 0 or timeout_s <= 0 or max_concurrent < 1 or not 0 <= jitter <= 1:
             raise ValueError("interval_s and timeout_s must be > 0, max_concurrent >= 1, jitter in [0, 1]")
+        if every and min(every.values()) < 1:
+            raise ValueError(f"every must be >= 1 period: {dict(every)}")
         self._targets = list(targets)
         self._members = {t.instance for t in self._targets}
         self._kinds = list(kinds)
+        self._kinds_of = {i: list(k) for i, k in (kinds_of or {}).items()}
+        self._every = dict(every or {})
         self._run, self._on_result, self._timed_out = run, on_result, timed_out
         self._interval, self._jitter, self._timeout = interval_s, jitter, timeout_s
         self._clock, self._sleep, self._rng = clock, sleep, rng
@@ -100,9 +112,10 @@ class ProbeScheduler:
         """Probes dispatched and not yet finished."""
         return len(self._in_flight)
 
-    def plan(self, start: float) -> list[Slot]:
-        """The slots of the period beginning at ``start``, in time order (draws from ``rng``)."""
-        pairs = [(t, k) for t in self._targets for k in self._kinds]
+    def plan(self, start: float, period: int = 0) -> list[Slot]:
+        """The slots of period ``period`` (from 0), beginning at ``start``, in time order (draws from ``rng``)."""
+        pairs = [(t, k) for t in self._targets if period % self._every.get(t.instance, 1) == 0
+                 for k in self._kinds_of.get(t.instance, self._kinds)]
         if not pairs:
             return []
         width = self._interval / len(pairs)
@@ -118,9 +131,10 @@ class ProbeScheduler:
         """Probe period after period until :meth:`stop`; a late loop catches up without stacking."""
         self._main = asyncio.current_task()
         start = self._clock()
+        period = 0
         try:
             while not self._stopping:
-                for due, target, kind in self.plan(start):
+                for due, target, kind in self.plan(start, period):
                     delay = due - self._clock()
                     if delay > 0:
                         await self._sleep(delay)
@@ -129,6 +143,7 @@ class ProbeScheduler:
                     if target.instance in self._members:
                         self._dispatch(due, target, kind)
                 start += self._interval
+                period += 1
                 if self._clock() > start + self._interval:
                     start = self._clock()  # a whole period missed (a suspended process): realign, no burst
                 elif start > self._clock():

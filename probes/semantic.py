@@ -130,9 +130,10 @@ class SemanticCheck:
         """One round: similarity per reference id, or the failed judgement of a broken answer."""
         s = self.settings
         start = self.perf()
-        calls = await asyncio.gather(*(call_chat(session, target, self.body(ref, target.model), timeout_s=s.timeout_s,
-                                                 max_bytes=s.max_body_bytes, marker_header=s.marker_header,
-                                                 perf=self.perf) for ref in self.references))
+        calls = await asyncio.gather(*(call_chat(session, target, self.body(ref, target.sent_model),
+                                                 timeout_s=s.timeout_s, max_bytes=s.max_body_bytes,
+                                                 marker_header=s.marker_header, perf=self.perf)
+                                       for ref in self.references))
         elapsed = max(0.0, (self.perf() - start) * 1000.0)
         answers: list[str] = []
         for ref, call in zip(self.references, calls, strict=True):

@@ -1,7 +1,8 @@
 r"""The syntax probe: the seed's "Hello world" request, and a strict look at what came back.
 
 An answer passes only when it is HTTP 200, valid UTF-8, JSON, valid against OpenAI's
-``CreateChatCompletionResponse`` (the runtime copy in :mod:`probes.contracts`), and its content
+``CreateChatCompletionResponse`` (the runtime copy in :mod:`probes.contracts`; an absent
+``message.refusal`` counts as null, :func:`probes.contracts.probe_schema`), and its content
 is neither empty nor garbled: no U+FFFD replacement characters, no control characters other
 than ``\n``, ``\t`` and ``\r``, and no mojibake by :func:`ftfy.badness.is_bad`. The reason names
 the first thing that was wrong. :func:`read_content` is shared with the semantic probe.
@@ -19,7 +20,7 @@ from ftfy.badness import is_bad
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
 
-from probes.contracts import response_schema
+from probes.contracts import probe_schema
 from probes.http import ChatCall
 from probes.types import Judgement
 from schemas.common import ProbeVerdict
@@ -32,7 +33,7 @@ _ALLOWED_CONTROL = frozenset("\n\t\r")
 
 @cache
 def _validator() -> Draft202012Validator:
-    return Draft202012Validator(response_schema())
+    return Draft202012Validator(probe_schema())
 
 
 def syntax_body(settings: ProbeSettings, model: str) -> dict[str, Any]:

@@ -15,15 +15,23 @@ class Target:
 
     Attributes:
         instance: The fleet's instance id.
-        model: The model name sent in the request (``InstanceSpec.model``).
+        model: The fleet's model name (``InstanceSpec.model``): what results are recorded under.
         url: The instance's base URL (``POST {url}/v1/chat/completions``).
         api_key: The instance's upstream key (``fleet.instances[].api_key_env``), if any.
+        upstream_model: The model name the instance itself knows (``InstanceSpec.upstream_model``),
+            if it differs: what a probe request sends.
     """
 
     instance: str
     model: str
     url: str
     api_key: str | None = None
+    upstream_model: str | None = None
+
+    @property
+    def sent_model(self) -> str:
+        """The model name a probe request sends: ``upstream_model``, else ``model``."""
+        return self.upstream_model or self.model
 
 
 @dataclass(frozen=True, slots=True)

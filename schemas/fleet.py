@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from typing import Annotated, Literal, get_args
+from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from schemas.common import ContractModel, MaybeUtcTime
+from schemas.common import ContractModel, MaybeUtcTime, ProbeKind
 from schemas.probe import ProbeStatus
 from schemas.units import parse_bytes
 
-__all__ = ["ENGINES", "EXTERNAL", "CostSpec", "Engine", "InstanceSnapshot", "InstanceSpec", "LatchState"]
+__all__ = ["ENGINES", "EXTERNAL", "CostSpec", "Engine", "InstanceProbes", "InstanceSnapshot", "InstanceSpec",
+           "LatchState"]
 
 # What serves an instance. The first four are scraped at /metrics (router_core.state.parse reads
 # each one's names); an "external" server has no /metrics (a hosted OpenAI-compatible API, or an
@@ -37,12 +39,65 @@ class CostSpec(ContractModel):
         1.0, ge=1, description="Peak-hour premium factor: in routing.peak_hours a request costs base times this.")
 
 
+class InstanceProbes(ContractModel):
+    """Fewer or rarer probes for one instance than the ``probes`` section gives every other one.
+
+    ``probes: false`` on the instance is short for ``{enabled: false}``: it is never probed (so it
+    has no probe verdicts, which hold no instance out). A mapping gives ``kinds`` (some of
+    ``probes.kinds``) and/or ``interval_s`` (at least ``probes.interval_s``, rounded up to whole
+    rounds of it); a prober given more than the ``probes`` section allows refuses to start.
+    """
+
+    enabled: bool = Field(True, description="False: never probed (what 'probes: false' means).")
+    kinds: list[ProbeKind] | None = Field(
+        None, min_length=1, description="The probe kinds this instance gets, some of probes.kinds (default: all).")
+    interval_s: float | None = Field(
+        None, gt=0, description="How often, at least probes.interval_s; rounded up to whole rounds of it "
+        "(default: probes.interval_s).")
+
+    @model_validator(mode="after")
+    def _meaningful(self) -> InstanceProbes:
+        if self.kinds is not None and len(set(self.kinds)) != len(self.kinds):
+            raise ValueError(f"kinds names a kind twice: {[k.value for k in self.kinds]}")
+        given = self.kinds is not None or self.interval_s is not None
+        if not self.enabled and given:
+            raise ValueError("an instance that is not probed takes no kinds or interval_s")
+        if self.enabled and not given:
+            raise ValueError("give kinds and/or interval_s, or 'probes: false' for no probes at all")
+        return self
+
+    def problems(self, kinds: list[ProbeKind], interval_s: float) -> list[str]:
+        """What this override asks beyond the ``probes`` section (its ``kinds`` and ``interval_s``): [] if nothing."""
+        out = []
+        extra = [k.value for k in self.kinds or () if k not in kinds]
+        if extra:
+            out.append(f"kinds {extra} not in probes.kinds {[k.value for k in kinds]}: an instance gets fewer "
+                       "probes than the others, never more")
+        if self.interval_s is not None and self.interval_s < interval_s:
+            out.append(f"interval_s {self.interval_s:g} is shorter than probes.interval_s {interval_s:g}: an "
+                       "instance is probed less often than the others, never more")
+        return out
+
+
+def _probes_switch(value: object) -> object:
+    """``probes: false`` is ``{enabled: false}``; ``probes: true`` (what no ``probes`` means) is refused."""
+    if value is False:
+        return {"enabled": False}
+    if value is True:
+        raise ValueError("probes: true is the default: leave it out, or give false or a mapping (kinds, interval_s)")
+    return value
+
+
 class InstanceSpec(ContractModel):
     """One model instance as declared in the fleet configuration."""
 
     id: str = Field(pattern=_ID_PATTERN)
     model: str = Field(min_length=1, max_length=200)
-    url: str = Field(description="Base URL of the OpenAI-compatible server, without /v1.")
+    upstream_model: str | None = Field(
+        None, min_length=1, max_length=200,
+        description="The model name sent upstream (a provider's own name for it); default: `model`.")
+    url: str = Field(description="Base URL of the OpenAI-compatible server, without /v1 (the gateway adds "
+                     "/v1/chat/completions).")
     zone: str = "local"
     engine: Engine = Field(
         "vllm", description="What serves it: vllm, sglang, tgi or llamacpp (scraped at /metrics), or external: a "
@@ -58,13 +113,20 @@ class InstanceSpec(ContractModel):
         default=[], description="What the instance's engine offers (e.g. flash-attn), for rules that require it.")
     kv_cache_bytes: Annotated[int, BeforeValidator(parse_bytes)] | None = Field(
         None, ge=0, description="KV-cache memory the engine reserved (e.g. 24GB), for resource guarantees.")
+    probes: Annotated[InstanceProbes | None, BeforeValidator(_probes_switch)] = Field(
+        None, description="false: never probed; or a mapping with kinds (some of probes.kinds) and/or interval_s "
+        "(at least probes.interval_s) for fewer or rarer probes (a paid provider). Default: as the probes section.")
 
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
-        return value.rstrip("/")
+        value = value.rstrip("/")
+        if urlsplit(value).path.endswith("/v1"):
+            raise ValueError(f"{value!r} ends in /v1: give the base URL without /v1 (the gateway adds "
+                             "/v1/chat/completions)")
+        return value
 
 
 class LatchState(ContractModel):

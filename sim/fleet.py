@@ -3,6 +3,8 @@
 ``routelens sim fleet --config routelens.yaml`` (or ``--instances N --base-port P`` for the
 built-in mix) runs the fleet until SIGINT or SIGTERM (:func:`run_fleet`). Each instance listens on its own port; a
 crash closes that port and a recovery reopens it, the instance's state surviving in between.
+An ``engine: external`` instance (a hosted provider, a real server) is not simulated: it is left
+out and named as such in the output.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from schemas.config import RouteLensConfig
+from schemas.fleet import EXTERNAL, InstanceSpec
 from sim.behaviour import configured_profile
 from sim.clock import Clock, RealClock
 from sim.faults import FaultRecord, FaultSpec
@@ -28,7 +31,7 @@ from sim.scenarios import Scenario, run_timeline
 from sim.server import SimInstance, build_instance_app
 
 __all__ = ["FaultLog", "FleetHandle", "FleetInstance", "InstancePortError", "fleet_timeline", "run_fleet",
-           "start_fleet"]
+           "simulated", "start_fleet"]
 
 _TICK_S = 0.05
 _WHY = {errno.EADDRINUSE: "is in use", errno.EACCES: "needs privileges this process lacks",
@@ -151,9 +154,16 @@ async def _tick(instances: list[SimInstance]) -> None:
         await asyncio.sleep(_TICK_S)
 
 
+def simulated(instances: list[InstanceSpec]) -> list[InstanceSpec]:
+    """The instances a simulated fleet serves: all but ``engine: external`` ones (real servers elsewhere)."""
+    return [spec for spec in instances if spec.engine != EXTERNAL]
+
+
 async def start_fleet(config: RouteLensConfig, *, clock: Clock | None = None,
                       on_fault: Callable[[Literal["start", "end"], FaultRecord], None] | None = None) -> FleetHandle:
     """Start one aiohttp site per ``config.fleet.instances`` entry on the host and port of its URL.
+
+    ``engine: external`` instances are not simulated (:func:`simulated`): none is started for them.
 
     A URL with port 0 binds a free port; :attr:`FleetHandle.urls` holds the address actually bound.
 
@@ -171,7 +181,7 @@ async def start_fleet(config: RouteLensConfig, *, clock: Clock | None = None,
     handle = FleetHandle()
     clock = clock or RealClock()
     try:
-        for spec in config.fleet.instances:
+        for spec in simulated(config.fleet.instances):
             parts = urlsplit(spec.url)
             port = parts.port if parts.port is not None else (443 if parts.scheme == "https" else 80)
             member = FleetInstance(parts.hostname or "127.0.0.1", port)
@@ -196,7 +206,7 @@ def fleet_timeline(scenario: Scenario,
     Raises:
         ValueError: When the timeline names an instance the fleet does not have.
     """
-    ids = {spec.id for spec in config.fleet.instances}
+    ids = {spec.id for spec in simulated(config.fleet.instances)}
     missing = sorted({scenario.instance_of(f) for f in scenario.faults} - ids)
     if missing:
         raise ValueError(f"scenario {scenario.name} names instances this fleet lacks: {', '.join(missing)}")
@@ -226,7 +236,10 @@ async def _serve(config: RouteLensConfig, fault_log: str | None,
     task: asyncio.Task[None] | None = None
     try:
         for spec in config.fleet.instances:
-            print(f"sim instance {spec.id} {spec.model} {handle.urls[spec.id]}")
+            if spec.engine == EXTERNAL:
+                print(f"not simulated {spec.id} {spec.model} {spec.url}: engine external (a real server)")
+            else:
+                print(f"sim instance {spec.id} {spec.model} {handle.urls[spec.id]}")
         print("fleet ready", flush=True)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
@@ -247,7 +260,8 @@ def run_fleet(config: RouteLensConfig, *, fault_log: str | None = None,
               timeline: Callable[[FleetHandle], Coroutine[Any, Any, None]] | None = None) -> None:
     """Serve the fleet on a uvloop event loop until SIGINT or SIGTERM, then shut down cleanly.
 
-    Prints ``sim instance <id> <model> <url>`` per instance, then ``fleet ready``, then one
+    Prints ``sim instance <id> <model> <url>`` per simulated instance (``not simulated <id> <model>
+    <url>: engine external ...`` for an external one), then ``fleet ready``, then one
     ``fault start|end <instance> <kind> <id>`` line per fault event.
 
     Args:

@@ -82,9 +82,12 @@ def _run(args: argparse.Namespace) -> int:
         where = f"--out {out}" if args.out else str(out)
         raise BadInput(f"{where}: cannot create the directory: {exc.strerror or exc}") from exc
     config = scenario.config(0)
-    *ports, gw_port = free_ports(len(config.fleet.instances) + 1)
-    instances = [spec.model_copy(update={"url": f"http://127.0.0.1:{port}"})
-                 for spec, port in zip(config.fleet.instances, ports, strict=True)]
+    # an external instance is a real server: it keeps its url, and the simulated fleet leaves it out
+    simulated = [spec for spec in config.fleet.instances if spec.engine != EXTERNAL]
+    *ports, gw_port = free_ports(len(simulated) + 1)
+    local = {spec.id: f"http://127.0.0.1:{port}" for spec, port in zip(simulated, ports, strict=True)}
+    instances = [spec.model_copy(update={"url": local[spec.id]}) if spec.id in local else spec
+                 for spec in config.fleet.instances]
     config = config.model_copy(update={
         "fleet": config.fleet.model_copy(update={"instances": instances}),
         "gateway": config.gateway.model_copy(update={"host": "127.0.0.1", "port": gw_port}),
@@ -111,8 +114,11 @@ def _run(args: argparse.Namespace) -> int:
             return _not_started("gateway", serve)
         if not _wait_scraped(gateway):
             err.print("[yellow]warning:[/yellow] the gateway has not scraped every instance yet; going on")
+        external = [spec.id for spec in instances if spec.id not in local]
         print(f"drill {scenario.name}: fleet of {len(instances)} and gateway {gateway} up; "
               f"running {scenario.duration_s:g} s", flush=True)
+        if external:
+            print(f"not simulated (engine external, real servers): {', '.join(external)}", flush=True)
         run = asyncio.run(execute_drill(scenario, gateway, {s.id: s.url for s in instances}))
     finally:
         for child in reversed(children):

@@ -57,7 +57,7 @@ def _flag_error(exc: ValidationError, flags: dict[str, str]) -> str:
 
 def _fleet(args: argparse.Namespace) -> int:
     from sim.behaviour import builtin_config
-    from sim.fleet import InstancePortError, run_fleet
+    from sim.fleet import InstancePortError, run_fleet, simulated
 
     if args.instances is not None:
         if args.base_port and args.base_port + args.instances - 1 > 65535:
@@ -75,6 +75,9 @@ def _fleet(args: argparse.Namespace) -> int:
         knobs = {k: v for k, v in (("zero_delay", args.zero_delay or None), ("time_scale", args.time_scale),
                                    ("seed", args.seed)) if v is not None}
         config = config.model_copy(update={"sim": config.sim.model_copy(update=knobs)})
+        if not simulated(config.fleet.instances):  # external ones are real servers: never simulated
+            fail(f"nothing to simulate: every instance in fleet.instances of {args.config} is engine: external")
+            return 2
     timeline = None
     if args.scenario:
         from sim.fleet import fleet_timeline

@@ -9,12 +9,15 @@ event, to the store; the alert manager turns verdicts into notifications.
 
 Probe requests go straight to the instances with their own client session and connection pool,
 never through the router: they are in no trace and in no observation window of the router.
+An instance's ``probes`` override (``fleet.instances[].probes``) takes it out (``false``) or gives
+it fewer kinds or a longer interval (a paid provider, whose every probe is a billed request).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import random
 import threading
@@ -44,15 +47,38 @@ from schemas.config import RouteLensConfig
 from schemas.probe import ProbeResult, ProbeStatus
 from schemas.records import RouterEvent
 
-__all__ = ["Prober", "baselines_path", "targets_of"]
+__all__ = ["Prober", "baselines_path", "overrides_of", "targets_of"]
 
 log = logging.getLogger(__name__)
 
 
 def targets_of(config: RouteLensConfig, environ: Mapping[str, str] | None = None) -> list[Target]:
-    """The fleet as probe targets, with each instance's upstream key (``api_key_env``)."""
-    keys = upstream_keys(config.fleet.instances, os.environ if environ is None else environ)
-    return [Target(i.id, i.model, i.url, keys.get(i.id)) for i in config.fleet.instances]
+    """The probed instances as probe targets, with each one's upstream key (``api_key_env``) and model name.
+
+    An instance with ``probes: false`` is left out.
+    """
+    probed = [i for i in config.fleet.instances if i.probes is None or i.probes.enabled]
+    keys = upstream_keys(probed, os.environ if environ is None else environ)
+    return [Target(i.id, i.model, i.url, keys.get(i.id), i.upstream_model) for i in probed]
+
+
+def overrides_of(config: RouteLensConfig, kinds: list[ProbeKind]) -> tuple[dict[str, list[ProbeKind]], dict[str, int]]:
+    """Per-instance kinds (of ``kinds``, the ones run) and periods between probes, from ``fleet.instances[].probes``.
+
+    An override never asks for more than the ``probes`` section: the configuration refuses it at load.
+    """
+    settings = config.probes
+    kinds_of: dict[str, list[ProbeKind]] = {}
+    every: dict[str, int] = {}
+    for spec in config.fleet.instances:
+        o = spec.probes
+        if o is None or not o.enabled:
+            continue
+        if o.kinds is not None:
+            kinds_of[spec.id] = [k for k in kinds if k in o.kinds]
+        if o.interval_s is not None:  # whole periods: the 1e-9 keeps 60 s over 30 s at 2, not 3
+            every[spec.id] = max(1, math.ceil(o.interval_s / settings.interval_s - 1e-9))
+    return kinds_of, every
 
 
 def baselines_path(config: RouteLensConfig, db_path: str) -> Path:
@@ -98,6 +124,7 @@ class Prober:
             log.warning("semantic probe off: the embedding model is %s", missing)
             kinds.remove(ProbeKind.SEMANTIC)
         self.kinds = kinds
+        self._kinds_of, self._every = overrides_of(config, kinds)
         self._embedder = embedder if embedder is not None or missing is not None else MiniLMEmbedder()
         self.alert_manager = AlertManager(self.settings.alerts, on_event=self._event, wall=wall, clock=clock,
                                           last_result_at=lambda: self._last_result_at())
@@ -125,7 +152,7 @@ class Prober:
             self.targets, self.kinds, runner.run, self._on_result, interval_s=self.settings.interval_s,
             jitter=self.settings.jitter, timeout_s=self.settings.timeout_s, max_concurrent=self.settings.max_concurrent,
             timed_out=self._timed_out, clock=self._clock, rng=self._rng, on_slip=self.metrics.observe_slip,
-            on_skip=self.metrics.record_skipped,
+            on_skip=self.metrics.record_skipped, kinds_of=self._kinds_of, every=self._every,
         )
         self._started_at = self._clock()
         self._tasks = [asyncio.create_task(self._probe_forever(self.scheduler)),
@@ -227,10 +254,16 @@ class Prober:
                 "answer_cache": None if sem is None else {"hits": sem.cache_hits, "misses": sem.cache_misses}}
 
     def problem(self) -> str | None:
-        """Why verdicts may be out of date: the prober has not produced a result for three periods."""
+        """Why verdicts may be out of date: the prober has not produced a result for three periods.
+
+        The period is the shortest of any probed instance's; with none to probe, nothing is out of date.
+        """
+        periods = [self._every.get(t.instance, 1) for t in self.targets if self._kinds_of.get(t.instance, self.kinds)]
+        if not periods:
+            return None
         at = self._last_result_at()
         silent = None if at is None else self._clock() - at
-        if silent is not None and silent > 3 * self.settings.interval_s + self.settings.timeout_s:
+        if silent is not None and silent > 3 * min(periods) * self.settings.interval_s + self.settings.timeout_s:
             return f"no probe result for {silent:.0f} s"
         return None
 

@@ -5,16 +5,22 @@
 ``$ref`` inlined and OpenAPI 3.0's ``nullable: true`` rewritten as ``anyOf [..., null]``. A test
 checks the file equals what :func:`extract` yields, so the two cannot drift. Regenerate with
 ``python -m probes.contracts tests/contracts/openai/chat_completions_subset.openapi.json``.
+
+The syntax probe judges answers by :func:`probe_schema`: that schema with one requirement
+relaxed, ``choices[].message.refusal``. OpenAI marks it required, yet its own tool-call and
+logprobs examples omit it and many OpenAI-compatible servers (hosted providers among them) never
+send it; an absent ``refusal`` is read as null. Everything else is checked as the contract says.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RESPONSE_SCHEMA_PATH", "extract", "response_schema", "write_response_schema"]
+__all__ = ["RESPONSE_SCHEMA_PATH", "extract", "probe_schema", "response_schema", "write_response_schema"]
 
 RESPONSE_SCHEMA_PATH = Path(__file__).resolve().parent / "chat_completion_response.schema.json"
 _COMPONENT = "CreateChatCompletionResponse"
@@ -49,6 +55,15 @@ def response_schema() -> dict[str, Any]:
     """The packaged runtime copy of ``CreateChatCompletionResponse``."""
     loaded: dict[str, Any] = json.loads(RESPONSE_SCHEMA_PATH.read_text(encoding="utf-8"))
     return loaded
+
+
+@cache
+def probe_schema() -> dict[str, Any]:
+    """The schema the syntax probe validates against: :func:`response_schema` with ``message.refusal`` optional."""
+    schema = copy.deepcopy(response_schema())
+    message = schema["properties"]["choices"]["items"]["properties"]["message"]
+    message["required"] = [name for name in message["required"] if name != "refusal"]
+    return schema
 
 
 def write_response_schema(argv: list[str]) -> int:

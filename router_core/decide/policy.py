@@ -44,6 +44,8 @@ def policy_hash(config: RouteLensConfig) -> str:
         policy["scoring"].pop("timezone")  # the default reads profiles as before it existed: the hash stays too
     for instance in policy["fleet"]["instances"]:
         instance.pop("api_key_env", None)  # credentials never change a decision (and came after the hash)
+        for key in ("upstream_model", "probes"):  # the name sent upstream, what probes it: not what decides
+            instance.pop(key, None)
         for key in ("features", "kv_cache_bytes"):  # unset, they leave the hash as it was before they existed
             if not instance.get(key):
                 instance.pop(key, None)

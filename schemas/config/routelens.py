@@ -228,6 +228,15 @@ class RouteLensConfig(ContractModel):
         description="OpenTelemetry export of every decision over OTLP/HTTP (schemas.config.otel).")
 
     @model_validator(mode="after")
+    def _probe_overrides_within(self) -> RouteLensConfig:
+        # An instance's probes override may ask for less than the probes section, never more.
+        for i, spec in enumerate(self.fleet.instances):
+            over = spec.probes
+            if over is not None and (problems := over.problems(self.probes.kinds, self.probes.interval_s)):
+                raise ValueError(f"fleet.instances[{i}].probes ({spec.id}): " + "; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
     def _degraded_reachable(self) -> RouteLensConfig:
         # Degraded steps run when a decision has no target; failing open always leaves it every candidate.
         steps = self.economics.degraded.steps
