@@ -29,7 +29,7 @@ from router_core.experiments import Experiment
 from router_core.gateway.arm_gates import SHADOW
 from router_core.gateway.callers import RequestIds, check_context, rejected_features
 from router_core.gateway.degraded import DegradedAnswer, answer_from
-from router_core.gateway.errors import error_for, error_response, status_of
+from router_core.gateway.errors import UpstreamRateLimited, error_for, error_response, status_of
 from router_core.gateway.finisher import TraceFinisher
 from router_core.gateway.forward import Forwarder
 from router_core.gateway.policy_book import PolicyBook
@@ -275,6 +275,10 @@ class ChatRunner:
             rec.record_degraded(target.name)
             rec.mark_degraded(f"answered by degraded target {target.name}")
             return self._answer(call, answer, None)
+        if (fwd.spec is None or fwd.response is None) and fwd.retry_after_s is not None:
+            last = fwd.attempts[-1].instance if fwd.attempts else None
+            raise UpstreamRateLimited(f"rate limited upstream ({fwd.failure()})", retry_after_s=fwd.retry_after_s,
+                                      instance=last)
         if fwd.spec is None or fwd.response is None:
             raise AttemptsExhausted(f"no instance could serve the request ({fwd.failure()})",
                                     last_error=fwd.last_error)

@@ -4,13 +4,20 @@ Every error the gateway returns has the shape ``{"error": {"message", "type", "p
 those of its routes (:func:`errors_middleware`, which also refuses a header that is not UTF-8
 before any route reads it), and those of aiohttp's HTTP parser (:class:`ParseErrorsJson`). Neither
 the answer nor the log ever holds the bytes of the request (they may be a credential).
+
+An upstream's 429 is read here too: :func:`retry_after_s` is how long its instance is held out
+(the forwarder hands it to the breakers), and :class:`UpstreamRateLimited` the client's 429 when
+every attempt was refused so (its ``Retry-After`` the soonest hold, ``x-routelens-instance`` the last
+instance tried).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 
 import orjson
 from aiohttp import web
@@ -35,10 +42,55 @@ from router_core.errors import (
 from router_core.gateway.header_check import HEADER_REFUSAL, coded_body, invalid_header, refusal_of
 from schemas.errors import RoutelensError
 
-__all__ = ["ERROR_STATUS", "ERROR_TYPES", "ParseErrorsJson", "ParseErrorsQuiet", "error_for", "error_response",
-           "errors_middleware", "status_of"]
+__all__ = ["ERROR_STATUS", "ERROR_TYPES", "RETRY_AFTER_DEFAULT_S", "RETRY_AFTER_MAX_S", "ParseErrorsJson",
+           "ParseErrorsQuiet", "UpstreamRateLimited", "error_for", "error_response", "errors_middleware",
+           "retry_after_s", "status_of"]
 
 log = logging.getLogger(__name__)
+
+RETRY_AFTER_DEFAULT_S = 1.0  # the hold of an upstream 429 without a usable Retry-After
+RETRY_AFTER_MAX_S = 60.0  # the longest hold an upstream's Retry-After gets (a longer one is cut to this)
+
+
+def retry_after_s(headers: Mapping[str, str], now: float) -> float:
+    """Seconds an upstream's 429 asks to be left alone, within ``[0, RETRY_AFTER_MAX_S]``.
+
+    ``retry-after-ms`` (OpenAI's) first, else ``Retry-After`` in seconds or as an HTTP date
+    (``now``: the wall clock, epoch seconds); :data:`RETRY_AFTER_DEFAULT_S` when neither is usable.
+    """
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        if raw is None:
+            continue
+        try:
+            seconds = float(raw.strip()) * scale
+        except ValueError:
+            seconds = math.nan if scale != 1.0 else _date_in(raw, now)
+        if math.isfinite(seconds):
+            return min(max(seconds, 0.0), RETRY_AFTER_MAX_S)
+    return RETRY_AFTER_DEFAULT_S
+
+
+def _date_in(raw: str, now: float) -> float:
+    """Seconds from ``now`` to an HTTP date (nan: not one)."""
+    try:
+        at = parsedate_to_datetime(raw.strip())
+    except (TypeError, ValueError, IndexError):
+        return math.nan
+    return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp() - now
+
+
+class UpstreamRateLimited(Throttled):
+    """Every attempt was answered 429, or every instance is held out after one: the client gets a 429 too.
+
+    Attributes:
+        retry_after_s: The soonest hold of the instances (sent as ``Retry-After``, whole seconds up).
+        instance: The last instance tried (sent as ``x-routelens-instance``; None: none was tried).
+    """
+
+    def __init__(self, message: str, *, retry_after_s: float, instance: str | None) -> None:
+        super().__init__(message, retry_after_s=retry_after_s)
+        self.instance = instance
 
 # HTTP status -> OpenAI `error.type`.
 ERROR_TYPES: dict[int, str] = {
@@ -79,6 +131,8 @@ def error_for(exc: RoutelensError, *, headers: dict[str, str] | None = None) -> 
     status, code = status_of(exc)
     if isinstance(exc, Throttled):
         headers = {**(headers or {}), "Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+        if isinstance(exc, UpstreamRateLimited) and exc.instance is not None:
+            headers["x-routelens-instance"] = exc.instance
     return error_response(status, str(exc), param=getattr(exc, "param", None), code=code, headers=headers)
 
 

@@ -10,6 +10,12 @@ client gets). A stream attempt has a connect timeout and a time-to-first-byte ti
 it succeeds once its first chunk has arrived, which the forwarder reads, so that a failure before
 it is a failed attempt and the next instance is tried; ``router_core.gateway.streaming`` relays the
 rest. An error status other than the retryable ones is an answer: its body is read and passed on.
+
+A 429 is retried on the next instance like a 5xx, and its instance is held out by the breakers
+for its ``Retry-After`` (:func:`router_core.gateway.errors.retry_after_s`: bounded, a short default
+when absent), so later requests go elsewhere without asking it. When every attempt was answered 429
+(or every instance was refused while held), :attr:`Forwarded.retry_after_s` says when to come back.
+Only answered attempts count in an instance's latency (see :mod:`router_core.state.window`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 import orjson
 
 from router_core.gateway.encoding import UPSTREAM_ACCEPT
+from router_core.gateway.errors import retry_after_s
 from router_core.gateway.hedge import HEDGED_OUT, race
 from router_core.gateway.http1 import Http1Pool, UpstreamError, UpstreamResponse
 from router_core.gateway.trace_context import TraceContext
@@ -53,6 +60,8 @@ class Forwarded:
         first_byte_at: When that chunk arrived (the forwarder's clock), for TTFT.
         open_stream: A 200 stream's in-flight ticket: the caller ends it when the relay ends.
         passed: The instances not sent to in ranked order: refused by a breaker, or a half-open trial put first.
+        retry_after_s: Rate limited: every attempt was answered 429, or every instance was refused while
+            held out after one; the soonest of their holds, in seconds (None: not rate limited).
     """
 
     attempts: list[Attempt]
@@ -64,6 +73,7 @@ class Forwarded:
     first_byte_at: float | None = None
     open_stream: Ticket | None = None
     passed: list[Passed] = field(default_factory=list)
+    retry_after_s: float | None = None
 
     @property
     def answered(self) -> InstanceSpec | None:
@@ -104,6 +114,7 @@ class _Tried:
     answered: bool
     cls: ErrorClass | None
     error: str | None
+    hold_s: float | None = None  # a 429's hold of its instance (its Retry-After, bounded)
 
 
 class _EmptyStream(Exception):
@@ -119,6 +130,7 @@ class Forwarder:
         settings: Timeouts and whether the client's ``Authorization`` goes upstream.
         keys: Instance id -> the key sent upstream as ``Authorization: Bearer``.
         perf: Monotonic clock (injected).
+        wall: Epoch seconds (injected), to read a ``Retry-After`` given as an HTTP date.
         inflight: Counts each attempt from sending to completion (None: not counted).
         breakers: Admits each attempt and counts its outcome (None: no breakers).
         resilience: Typed fallbacks per error class and the request deadline (None: the defaults).
@@ -132,6 +144,7 @@ class Forwarder:
         *,
         keys: Mapping[str, str] | None = None,
         perf: Callable[[], float] = time.perf_counter,
+        wall: Callable[[], float] = time.time,
         inflight: InflightCounter | None = None,
         breakers: BreakerBoard | None = None,
         resilience: ResilienceSettings | None = None,
@@ -144,6 +157,7 @@ class Forwarder:
         self._settings = settings
         self._keys = dict(keys or {})
         self._perf = perf
+        self._wall = wall
 
     @property
     def pool(self) -> Http1Pool:
@@ -200,6 +214,7 @@ class Forwarder:
         backoff, last = 0.0, None
         call = _Call(body, request_id, stream, authorization, limit, trace, origin)
         passed: list[Passed] = []
+        holds: list[float] = []  # the 429 holds of the attempts
         while len(attempts) < max_attempts:
             abort = Abort()
             spec, adm = next_target(targets, tried, last, steps, board, abort.fire, passed, len(attempts))
@@ -231,12 +246,25 @@ class Forwarder:
             if won is not None:
                 won.got.attempts, won.got.response, won.got.passed = attempts, won.resp, passed
                 return won.got
+            holds.extend(r.hold_s for r in results if r.hold_s is not None)
             final = results[-1]
             last_error = final.error
             if final.cls is None:
                 break
             backoff, steps = res.rule_for(final.cls)
-        return Forwarded(attempts, last_error=last_error, passed=passed)
+        return Forwarded(attempts, last_error=last_error, passed=passed,
+                         retry_after_s=self._limited(attempts, holds, passed))
+
+    def _limited(self, attempts: list[Attempt], holds: list[float], passed: list[Passed]) -> float | None:
+        """The soonest hold when every attempt was answered 429, or none was made and every refusal is a hold."""
+        if attempts:
+            return min(holds) if all(a.http_status == 429 for a in attempts) and holds else None
+        board = self._breakers
+        refused = [p.instance for p in passed if p.refused]
+        if board is None or not refused:
+            return None
+        left = [board.held_for(i) for i in refused]
+        return None if any(x is None for x in left) else min(x for x in left if x is not None)
 
     def _twin(self, call: _Call, targets: Sequence[InstanceSpec], tried: set[str], first: InstanceSpec,
               left: float | None, passed: list[Passed]) -> Awaitable[_Tried] | None:
@@ -251,7 +279,8 @@ class Forwarder:
     def _attempt(self, call: _Call, seq: int, spec: InstanceSpec, adm: Admission | None, abort: Abort,
                  left: float | None) -> Awaitable[_Tried]:
         """One attempt on ``spec``, counted in flight now (before any await: a burst of decisions sees it)."""
-        call.body["model"] = spec.model
+        # the name the upstream knows the model by (a hosted provider's own), else the fleet's
+        call.body["model"] = spec.upstream_model or spec.model
         payload = orjson.dumps(call.body)  # now: a hedge sets another model on the same body
         ticket = None if self._inflight is None else self._inflight.begin(spec.id)
         headers = self._headers(spec, call.request_id, call.stream, call.authorization)
@@ -279,6 +308,7 @@ class Forwarder:
         resp: UpstreamResponse | None = None
         got = Forwarded([], spec)
         answered = False  # an error status that is an answer: passed on, not retried, but not ok
+        hold = None
         try:
             # A stream: no total, the first byte is timed here and the idle gaps by the relay.
             async with asyncio.timeout(limit if left is None else min(limit, left)) as abort.cm:
@@ -286,6 +316,8 @@ class Forwarder:
                                              connect_timeout_s=self._settings.connect_timeout_s)
                 http_status = resp.status
                 if resp.status in _RETRYABLE:
+                    if resp.status == 429:
+                        hold = retry_after_s(resp.headers, self._wall())
                     await resp.read()
                     resp.release()
                     status, error = AttemptStatus.HTTP_ERROR, f"HTTP {resp.status}"
@@ -327,13 +359,13 @@ class Forwarder:
                           start_ms=start_ms)
         self._view.observe(spec.id, attempt.latency_ms, (ok or answered) and (http_status or 0) < 500)
         if board is not None and adm is not None:
-            board.done(adm, _outcome(status, http_status, abort.fired))
+            board.done(adm, _outcome(status, http_status, abort.fired), hold_s=hold or 0.0)
         if ticket is not None:
             if ok and stream:
                 got.open_stream = ticket
             else:
                 self._inflight.end(ticket)  # type: ignore[union-attr]
-        return _Tried(attempt, got, resp, ok, answered, cls, error)
+        return _Tried(attempt, got, resp, ok, answered, cls, error, hold)
 
     def _let_go(self, resp: UpstreamResponse | None, ticket: Ticket | None, adm: Admission | None) -> None:
         """An attempt given up on: its connection closed (not reused), its in-flight count ended, its breaker told."""
@@ -363,6 +395,8 @@ def _outcome(status: AttemptStatus, http_status: int | None, aborted: bool) -> A
         return "connect"
     if status is AttemptStatus.OK:
         return "ok"
+    if http_status == 429:
+        return "http_429"
     return "http_5xx" if (http_status or 0) >= 500 else "answered"
 
 

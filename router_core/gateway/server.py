@@ -300,7 +300,7 @@ class Gateway:
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
         self._forwarder = Forwarder(None, self.view, gw, keys=self._upstream_keys, perf=self._perf,
                                     inflight=self.inflight, breakers=self.breakers,
-                                    resilience=self.config.resilience)
+                                    resilience=self.config.resilience, wall=lambda: self.wall().timestamp())
         self._breaker_task = asyncio.create_task(self.breaker_hub.run())
         if (replica := getattr(self.shared, "replica_id", None)) is not None:  # workers sharing a Redis
             self._inflight_task = asyncio.create_task(InflightShare(self.inflight, self.shared, replica).run())

@@ -11,6 +11,11 @@ What trips each scope:
 - **zone**: an error share (5xx, timeouts, connect errors) above ``threshold`` held ``for_s``
   (seed 000: 5%); only when the fleet has another zone to move to.
 
+An instance that answers **429** is *held*: its breaker opens for the upstream's ``Retry-After``
+(the forwarder parses and bounds it) instead of ``open_s``, without aborting its outstanding
+attempts (they were accepted), and goes half-open when the hold is over. A 429 is neither a failure
+in a row nor a pass for the instance; it is no error for its model's or zone's share.
+
 Open breakers go half-open after ``open_s`` (:meth:`BreakerBoard.sweep`, called periodically), let
 ``trial_requests`` through at a time and close after ``close_after`` consecutive passes; an
 instance's and its model's also close after ``close_after`` probe rounds of the instance passed in a
@@ -35,8 +40,8 @@ from schemas.fleet import InstanceSpec
 
 __all__ = ["Admission", "AttemptOutcome", "BreakerBoard"]
 
-# What one attempt came to, as the breakers count it ("answered": an HTTP answer below 500).
-AttemptOutcome = Literal["ok", "answered", "http_5xx", "timeout", "connect", "aborted"]
+# What one attempt came to, as the breakers count it ("answered": an HTTP answer below 500, 429 aside).
+AttemptOutcome = Literal["ok", "answered", "http_429", "http_5xx", "timeout", "connect", "aborted"]
 _PASSED = ("ok", "answered")
 
 
@@ -144,6 +149,7 @@ class BreakerBoard:
         self._probe_passes: dict[str, dict[str, int]] = {}  # instance -> probe kind -> passes in a row since opened
         self._probe_results: dict[tuple[str, str], int] = {}  # (instance, kind) -> the prober's result count
         self._members: dict[str, list[str]] = {}  # model -> its instances (whose probe counts its opening resets)
+        self._holds: dict[str, float] = {}  # instance -> when its 429 hold ends (its breaker open until then)
         for s in specs:
             self._members.setdefault(s.model, []).append(s.id)
 
@@ -210,6 +216,14 @@ class BreakerBoard:
         now = self._clock()
         return [b.view(now) for b in self.breakers()]
 
+    def held_for(self, instance: str) -> float | None:
+        """Seconds left of ``instance``'s 429 hold (None: not held)."""
+        until = self._holds.get(instance)
+        inst = self._instances.get(instance)
+        if until is None or inst is None or inst.breaker.state is not BreakerState.OPEN:
+            return None
+        return max(0.0, until - self._clock())
+
     def take_transitions(self) -> list[Transition]:
         """The transitions since the last call, oldest first."""
         out, self._out = self._out, []
@@ -235,8 +249,11 @@ class BreakerBoard:
             inst.outstanding[token] = (self._clock(), abort)
         return Admission(spec, token, trials)
 
-    def done(self, adm: Admission, outcome: AttemptOutcome) -> None:
-        """Count one attempt's outcome; may open, reopen or close breakers."""
+    def done(self, adm: Admission, outcome: AttemptOutcome, *, hold_s: float = 0.0) -> None:
+        """Count one attempt's outcome; may open, reopen or close breakers.
+
+        ``hold_s``: an ``http_429``'s hold, the seconds its instance is held out (its ``Retry-After``).
+        """
         now, spec = self._clock(), adm.spec
         inst = self._instances.get(spec.id)
         if inst is not None:
@@ -245,10 +262,15 @@ class BreakerBoard:
             for b in adm.trials:
                 self._queue(b.trial_done(False, now, "aborted"))
             return
-        for b in adm.trials:
-            self._queue(b.trial_done(outcome in _PASSED, now, outcome))
+        limited = outcome == "http_429"
+        for b in adm.trials:  # a 429 passes a model's or zone's trial; the instance's is reopened by its hold
+            if not (limited and b.scope == "instance"):
+                self._queue(b.trial_done(outcome in _PASSED or limited, now, outcome))
         if inst is not None:
-            if outcome in ("timeout", "connect"):
+            if limited:  # alive (no stall), but no pass: its failures in a row stay as they are
+                inst.last_answer = now
+                self._hold(inst.breaker, hold_s, now)
+            elif outcome in ("timeout", "connect"):
                 inst.failures += 1
                 inst.kinds = [*inst.kinds[-8:], outcome]
                 n = self.settings.instance.consecutive_failures
@@ -272,8 +294,17 @@ class BreakerBoard:
     def sweep(self) -> None:
         """Time-driven transitions: open -> half-open, stalled instances and stalled trials, held error shares."""
         now = self._clock()
+        holds = self._holds
         for b in self.breakers():
-            self._queue(b.due(now))
+            if b.scope != "instance" or b.name not in holds:
+                self._queue(b.due(now))
+        for name, until in list(holds.items()):
+            b = self._instances[name].breaker
+            if b.state is not BreakerState.OPEN or now >= until:
+                del holds[name]
+                if b.state is BreakerState.OPEN:
+                    self._queue(b.move(BreakerState.HALF_OPEN, f"429 hold over: trying {b.trial_requests} "
+                                                               f"request(s) at a time", now))
         stall, least = self.settings.instance.stall_after_s, self.settings.instance.stall_min_outstanding
         if stall is not None:
             for inst in self._instances.values():
@@ -358,10 +389,21 @@ class BreakerBoard:
                 if abort is not None:
                     abort()
 
+    def _hold(self, b: Breaker, hold_s: float, now: float) -> None:
+        """Hold an instance out for ``hold_s`` (its upstream's 429): its breaker open until then, nothing aborted."""
+        if not self._enabled:
+            return
+        if b.state is BreakerState.OPEN:  # already open (another 429, or failures): open at least as long
+            self._holds[b.name] = max(now + hold_s, self._holds.get(b.name, b.since + b.open_s))
+            return
+        self._holds[b.name] = now + hold_s
+        self._queue(b.move(BreakerState.OPEN, f"upstream answered 429: held {hold_s:g} s (Retry-After)", now))
+
     def _reset(self, b: Breaker) -> None:
         if b.scope == "instance":
             inst = self._instances[b.name]
             inst.failures, inst.kinds, inst.last_answer = 0, [], self._clock()
+            self._holds.pop(b.name, None)
         elif (rate := self._rates.get((b.scope, b.name))) is not None:
             rate.reset()
 

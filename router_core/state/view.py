@@ -142,7 +142,10 @@ class StateView:
         return None if found is None else found.snap.p95_latency_ms
 
     def observe(self, instance: str, latency_ms: float, ok: bool) -> None:
-        """Record the result of a request the router sent to ``instance``."""
+        """Record the result of a request the router sent to ``instance``.
+
+        ``ok``: answered (its latency counts in the window's p50/p95); a failure counts in the error rate only.
+        """
         self._by_id[instance].window.add(self._clock(), latency_ms, ok)
 
     def tick(self) -> None:

@@ -10,7 +10,12 @@ __all__ = ["ObservationWindow", "WindowStats"]
 
 @dataclass(frozen=True, slots=True)
 class WindowStats:
-    """Summary of the window: request count, error share, latency median and p95 (None if empty)."""
+    """Summary of the window: request count, error share, latency median and p95.
+
+    The error share is over every request; the latencies over those answered (``ok``) only: an
+    instance refusing fast (a 429, a 503, a connection refused) is not a fast instance. None: no
+    request (the share), no answered one (the latencies).
+    """
 
     requests: int
     error_rate: float | None
@@ -20,6 +25,9 @@ class WindowStats:
 
 class ObservationWindow:
     """Keeps ``(t, latency_ms, ok)`` of the last ``span_s`` seconds.
+
+    ``ok``: answered (a success, or a 4xx that is the client's fault); a failure (timeout,
+    connection error, 429, 5xx) counts in the error share and not in the latencies.
 
     Args:
         span_s: Window length (the seeds use 10 s).
@@ -42,6 +50,9 @@ class ObservationWindow:
         n = len(items)
         if n == 0:
             return WindowStats(0, None, None, None)
-        latencies = sorted(x[1] for x in items)
-        errors = sum(1 for x in items if not x[2])
-        return WindowStats(n, errors / n, latencies[(n - 1) // 2], latencies[min(n - 1, int(0.95 * n))])
+        latencies = sorted(x[1] for x in items if x[2])
+        errors = n - len(latencies)
+        k = len(latencies)
+        if k == 0:
+            return WindowStats(n, errors / n, None, None)
+        return WindowStats(n, errors / n, latencies[(k - 1) // 2], latencies[min(k - 1, int(0.95 * k))])
