@@ -45,7 +45,7 @@ from schemas.config.resilience import ErrorClass, NextTarget, ResilienceSettings
 from schemas.fleet import InstanceSpec
 from schemas.trace import Attempt
 
-__all__ = ["Forwarded", "Forwarder", "tokens_of", "usage_of"]
+__all__ = ["Forwarded", "Forwarder"]
 
 _RETRYABLE = {429, 500, 502, 503, 504}
 
@@ -399,20 +399,3 @@ def _outcome(status: AttemptStatus, http_status: int | None, aborted: bool) -> A
         return "http_429"
     return "http_5xx" if (http_status or 0) >= 500 else "answered"
 
-
-def usage_of(body: bytes) -> dict[str, Any]:
-    """Return the ``usage`` object of an OpenAI JSON response, or {} when absent or unparseable."""
-    try:
-        usage = orjson.loads(body).get("usage")
-    except (orjson.JSONDecodeError, AttributeError):
-        return {}
-    return usage if isinstance(usage, dict) else {}
-
-
-def tokens_of(usage: dict[str, Any]) -> dict[str, int | None]:
-    """``prompt_tokens`` and ``completion_tokens`` of a usage object (None where missing or not a count)."""
-    def count(name: str) -> int | None:
-        value = usage.get(name)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-    return {"prompt_tokens": count("prompt_tokens"), "completion_tokens": count("completion_tokens")}

@@ -28,14 +28,14 @@ received from another replica is applied with :meth:`BreakerBoard.apply`.
 from __future__ import annotations
 
 import itertools
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from router_core.framework.types import Blocked
 from router_core.resilience.breaker import Breaker, BreakerState, Scope, Transition
-from schemas.config.resilience import BreakerSettings, RateBreakerSettings
+from router_core.resilience.error_share import ErrorShare
+from schemas.config.resilience import BreakerSettings
 from schemas.fleet import InstanceSpec
 
 __all__ = ["Admission", "AttemptOutcome", "BreakerBoard"]
@@ -52,57 +52,6 @@ class Admission:
     spec: InstanceSpec
     token: int
     trials: tuple[Breaker, ...] = ()
-
-
-class _Rate:
-    """Attempts and errors per second over a sliding window, and since when the share is too high.
-
-    The window's sums are kept as buckets come and go (each attempt's check is constant time, not one
-    pass over the window's seconds).
-    """
-
-    __slots__ = ("above_since", "buckets", "errors", "settings", "total")
-
-    def __init__(self, settings: RateBreakerSettings) -> None:
-        self.settings = settings
-        self.buckets: deque[list[int]] = deque()  # [second, attempts, errors]
-        self.total = self.errors = 0  # over the buckets
-        self.above_since: float | None = None
-
-    def add(self, now: float, error: bool) -> None:
-        sec = int(now)
-        if not self.buckets or self.buckets[-1][0] != sec:
-            self.buckets.append([sec, 0, 0])
-        last = self.buckets[-1]
-        last[1] += 1
-        last[2] += error
-        self.total += 1
-        self.errors += error
-
-    def reset(self) -> None:
-        """Forget the window (its breaker closed: it starts counting again)."""
-        self.buckets.clear()
-        self.total = self.errors = 0
-        self.above_since = None
-
-    def tripped(self, now: float) -> str | None:
-        """The reason to open, once the share has stayed above the threshold ``for_s``."""
-        s = self.settings
-        buckets = self.buckets
-        while buckets and buckets[0][0] <= now - s.window_s:
-            _, attempts, errors = buckets.popleft()
-            self.total -= attempts
-            self.errors -= errors
-        total, errors = self.total, self.errors
-        if total < s.min_requests or errors / total <= s.threshold:
-            self.above_since = None
-            return None
-        if self.above_since is None:
-            self.above_since = now
-        if now - self.above_since < s.for_s:
-            return None
-        return (f"error share {errors / total:.0%} of {int(total)} attempts over {s.window_s:g} s above "
-                f"{s.threshold:.0%} for {now - self.above_since:.0f} s")
 
 
 @dataclass(slots=True)
@@ -137,11 +86,11 @@ class BreakerBoard:
         self._models = {s.model: breaker("model", s.model, settings.model) for s in specs}
         zones = {s.zone for s in specs}
         self._zones = {z: breaker("zone", z, settings.zone) for z in zones} if len(zones) > 1 else {}
-        self._rates: dict[tuple[Scope, str], _Rate] = {}
+        self._rates: dict[tuple[Scope, str], ErrorShare] = {}
         if settings.model.enabled:
-            self._rates.update({("model", m): _Rate(settings.model) for m in self._models})
+            self._rates.update({("model", m): ErrorShare(settings.model) for m in self._models})
         if settings.zone.enabled:
-            self._rates.update({("zone", z): _Rate(settings.zone) for z in self._zones})
+            self._rates.update({("zone", z): ErrorShare(settings.zone) for z in self._zones})
         self._tokens = itertools.count()
         self._out: list[Transition] = []
         # Breakers not closed, per scope: the filter's per-candidate check is three dict lookups, none when all closed.

@@ -14,15 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from router_core.gateway.encoding import Decoder, coding_of, for_client
-from router_core.gateway.forward import Forwarded, tokens_of, usage_of
+from router_core.gateway.forward import Forwarded
 from router_core.gateway.streaming import relay_stream
 from router_core.resilience.answer_cache import AnswerCache
 from router_core.state.inflight import InflightCounter
 
-__all__ = ["CLIENT_GONE", "CLIENT_GONE_STREAM", "Relayed", "relay_answer"]
+__all__ = ["CLIENT_GONE", "CLIENT_GONE_STREAM", "Relayed", "relay_answer", "tokens_of", "usage_of"]
 
 CLIENT_GONE = "client_disconnected"  # the error of a whole answer whose client had gone when it was ready
 CLIENT_GONE_STREAM = "stream_interrupted:client_disconnected"  # as the stream relay names it mid-stream
@@ -82,3 +83,21 @@ async def relay_answer(request: web.Request, fwd: Forwarded, headers: dict[str, 
         error = CLIENT_GONE  # it will not read this answer: the trace must not say it was delivered
     return Relayed(response, resp.status, error,
                    {"cost": cost if resp.status == 200 else None, **tokens_of(usage)})
+
+
+def usage_of(body: bytes) -> dict[str, Any]:
+    """Return the ``usage`` object of an OpenAI JSON response, or {} when absent or unparseable."""
+    try:
+        usage = orjson.loads(body).get("usage")
+    except (orjson.JSONDecodeError, AttributeError):
+        return {}
+    return usage if isinstance(usage, dict) else {}
+
+
+def tokens_of(usage: dict[str, Any]) -> dict[str, int | None]:
+    """``prompt_tokens`` and ``completion_tokens`` of a usage object (None where missing or not a count)."""
+    def count(name: str) -> int | None:
+        value = usage.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+    return {"prompt_tokens": count("prompt_tokens"), "completion_tokens": count("completion_tokens")}
