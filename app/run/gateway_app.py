@@ -24,7 +24,7 @@ from app.run.access import hash_key_of, read_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.probe_child import probe_source
 from app.run.siblings import SiblingTraces
-from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, say_backlog, worker_paths
+from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, say_backlog, say_store, worker_paths
 from ingest import (
     OTEL_EXPORTER,
     STORE_OPERATIONS,
@@ -157,6 +157,7 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     exporters = {} if otel is None else {OTEL_EXPORTER: otel}
     relay: RelaySink | None = None
     if store_url is None:
+        say_store(st, db_path)
         store = open_store(st, db_path)
         spool_dir, quarantine_dir = pipeline_paths(st, db_path)
         emitter = TraceEmitter(store, st, exporters=exporters, spool_dir=spool_dir,

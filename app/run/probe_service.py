@@ -31,7 +31,7 @@ from app.config import load_config
 from app.run.access import intake_token_of, prober_notices, read_token_of, relay_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.prober import Prober
-from app.run.storage import open_store, pipeline_paths
+from app.run.storage import open_store, pipeline_paths, say_store
 from ingest import EmitterCollector, IngestApi, Quarantine, RelaySink, TraceEmitter, http_errors
 from router_core import ParseErrorsJson
 from schemas.config import RouteLensConfig
@@ -71,6 +71,7 @@ def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db
                                quarantine=Quarantine(quarantine_dir.with_name(quarantine_dir.name + ".prober")))
         api = None
     else:
+        say_store(st, db_path)
         store = open_store(st, db_path)
         emitter = TraceEmitter(store, st, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir))
         # it owns the store: it answers its reads and takes intake, as routelens store would

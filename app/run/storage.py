@@ -45,12 +45,8 @@ def open_store(st: StorageSettings, db_path: str, *, lazy: bool = True) -> DuckD
         st: The storage settings (backend, retention, Elasticsearch connection).
         db_path: The DuckDB file (used when the backend is DuckDB).
         lazy: A DuckDB file another process writes is retried on first use (the server); False
-            refuses it at once (``SinkUnavailable``; one-off commands). A lazy open is a serving
-            process's (the store, or a gateway or prober that owns it): it says where its traces
-            are kept and for how long (:func:`say_store`).
+            refuses it at once (``SinkUnavailable``; one-off commands).
     """
-    if lazy:
-        say_store(st, db_path)
     if st.backend == "elasticsearch":
         from ingest import ElasticsearchStore
 

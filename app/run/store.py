@@ -17,7 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from app.run.access import intake_token_of, read_token_of, relay_token_of, store_notices
 from app.run.gc_tuning import tame_gc
-from app.run.storage import open_store, pipeline_paths, say_backlog
+from app.run.storage import open_store, pipeline_paths, say_backlog, say_store
 from ingest import (
     SERVER_LIMITS,
     STORE_OPERATIONS,
@@ -44,6 +44,7 @@ _OWN = (Operation("GET", "/health", "Liveness, and the records waiting to be sto
 def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
     """The store's application: the relay route, the read API and ``/health``."""
     st = config.storage
+    say_store(st, db_path)
     store = open_store(st, db_path)
     spool_dir, quarantine_dir = pipeline_paths(st, db_path)
     own = st.model_copy(update={"flush_interval_ms": st.store_flush_interval_ms})  # its writes, not the relay's

@@ -25,7 +25,7 @@ from ingest import SinkError
 from schemas.probe import ProbeResult
 from schemas.queries import TraceFilter, TraceSummary
 
-__all__ = ["bad_window_section", "parse_at", "served_row", "verdicts_section", "window_link"]
+__all__ = ["bad_window_section", "served_row", "verdicts_section", "window_link"]
 
 SERVED_SHOWN = 50  # requests listed per window
 REDECIDED = 20  # of them, re-decided without the instance (each reads its whole trace)
@@ -36,7 +36,6 @@ def _label(w: BadWindow) -> str:
     return f"{w.start:%Y-%m-%d %H:%M:%S} {end} UTC · {w.worst.value} · {', '.join(w.kinds)}"
 
 
-parse_at = parse_url_time  # the moment an ``?at=`` gives (UTC when it names no zone), None when absent or not a time
 
 
 def window_link(instance: str, at: datetime) -> str:
@@ -51,7 +50,7 @@ def served_row(item: TraceSummary, elsewhere: str) -> dict[str, Any]:
 
 
 def _at_param() -> datetime | None:
-    return parse_at(st.query_params.get("at"))
+    return parse_url_time(st.query_params.get("at"))
 
 
 def bad_window_section(instance: str, series: list[ProbeResult]) -> None:

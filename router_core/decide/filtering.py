@@ -10,7 +10,6 @@ recorded as a step, unless the caller records nothing (``steps`` None: :meth:`Ro
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC
 
 from router_core.decide.decision import DecisionContext, Steps
 from router_core.decide.policy import Policy
@@ -18,6 +17,7 @@ from router_core.decide.prepared import Prepared, PreparedCache
 from router_core.decide.runner import Observer, Runner
 from router_core.framework import typed_name
 from router_core.resilience.budgets import budget_violation
+from router_core.state.staleness import elapsed_s
 from schemas.common import StepKind
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.trace import Violation
@@ -40,16 +40,10 @@ class Filters(Runner):
     def prepare(self, specs: Sequence[InstanceSpec], state: Mapping[str, InstanceSnapshot], ctx: DecisionContext,
                 ages: dict[str, float | None]) -> list[Prepared]:
         """Each candidate prepared at ``ctx.now``; its state's age (seconds) goes into ``ages``."""
-        out = []
-        now = ctx.now
-        # Ages are elapsed time. Two datetimes sharing one zone object subtract as wall clocks, which a
-        # DST change in between puts an hour off: a ``now`` in a zone with DST (no fixed offset) is
-        # taken to UTC once, so that every subtraction below converts (or is between fixed zones).
-        if (tz := now.tzinfo) is not None and tz is not UTC and tz.utcoffset(None) is None:
-            now = now.astimezone(UTC)
+        out, now = [], ctx.now
         for spec in specs:
             snap = state[spec.id]
-            ages[spec.id] = age = None if snap.scraped_at is None else (now - snap.scraped_at).total_seconds()
+            ages[spec.id] = age = None if snap.scraped_at is None else elapsed_s(now, snap.scraped_at)
             out.append(self._prepared.get(spec, snap, age, ctx))
         return out
 

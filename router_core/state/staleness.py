@@ -22,7 +22,7 @@ from router_core.framework.types import Effective
 from schemas.config import ScrapeSettings
 from schemas.fleet import EXTERNAL, InstanceSnapshot
 
-__all__ = ["ENGINES_WITHOUT_KV", "effective_state"]
+__all__ = ["ENGINES_WITHOUT_KV", "effective_state", "elapsed_s"]
 
 # Engines whose /metrics may have no KV-cache share (Text Generation Inference never has one;
 # llama.cpp's server dropped llamacpp:kv_cache_usage_ratio): for them a missing KV gauge is "not
@@ -43,11 +43,7 @@ def effective_state(snap: InstanceSnapshot, now: datetime, scrape: ScrapeSetting
         if snap.engine == EXTERNAL:  # only on the never-scraped branch: no cost for scraped instances
             return _external(snap, queue_cap)
         return Effective(None, True, 1.0, queue_cap, queue_cap)
-    at, tz = snap.scraped_at, now.tzinfo
-    if tz is not None and at.tzinfo is tz and tz.utcoffset(None) is None:
-        age = now.timestamp() - at.timestamp()  # one zone with DST: its wall clocks would count a shift as age
-    else:
-        age = (now - at).total_seconds()  # different zones (or UTC) subtract as instants
+    age = elapsed_s(now, snap.scraped_at)
     kv, queue, running = _sane(snap.kv_cache_usage, 1.0), _sane(snap.queue), _sane(snap.running)
     if kv is None and snap.kv_cache_usage is None and snap.engine in ENGINES_WITHOUT_KV:
         kv = 0.0  # decays toward full like any gauge once the state ages
@@ -67,6 +63,19 @@ def effective_state(snap: InstanceSnapshot, now: datetime, scrape: ScrapeSetting
         queue=toward(queue, queue_cap),
         running=toward(running, queue_cap),
     )
+
+
+def elapsed_s(now: datetime, then: datetime) -> float:
+    """Seconds from ``then`` to ``now``, elapsed: two times in one zone with DST subtract as instants.
+
+    Python subtracts two datetimes sharing one zone object as wall clocks, which a DST change between
+    them puts an hour off (a trace's ``ts`` and its states read back in a local zone); times in
+    different zones, or in UTC, already subtract as instants.
+    """
+    tz = now.tzinfo
+    if tz is not None and then.tzinfo is tz and tz.utcoffset(None) is None:
+        return now.timestamp() - then.timestamp()
+    return (now - then).total_seconds()
 
 
 def _external(snap: InstanceSnapshot, queue_cap: float) -> Effective:

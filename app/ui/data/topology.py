@@ -20,7 +20,7 @@ from schemas.queries import ConstraintStat, TrafficEdge
 
 __all__ = [
     "FLOWS", "LINK_COLUMNS", "NODE_COLUMNS", "NO_INSTANCE", "NO_MODEL", "NO_RULE", "SCOPE_PARAMS",
-    "decisions_link", "edge_table", "parse_end", "parse_url_time", "sankey_frames",
+    "decisions_link", "edge_table", "parse_url_time", "sankey_frames",
 ]
 
 FLOWS: tuple[str, ...] = ("served", "fallback", "rejected")
@@ -56,8 +56,6 @@ def parse_url_time(raw: str | None) -> datetime | None:
         return None
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
-
-parse_end = parse_url_time  # the pinned window end (``?end=``) of the traffic pages
 
 
 def decisions_link(base: Mapping[str, str | None], **fields: str | None) -> str:

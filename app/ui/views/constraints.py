@@ -15,7 +15,7 @@ from app import reader
 from app.ui import resources, sidebar
 from app.ui.charts import constraints as charts
 from app.ui.data import constraints as data
-from app.ui.data.topology import SCOPE_PARAMS, decisions_link, parse_end
+from app.ui.data.topology import SCOPE_PARAMS, decisions_link, parse_url_time
 from app.ui.limits import load_limits
 from app.units import DASH, count, fmt
 from ingest import MAX_LIMIT, SinkError
@@ -87,7 +87,7 @@ def window_end(pinned: datetime | None, step: int) -> datetime:
 st.title("Constraints")
 st.caption("Hard constraints hold an instance out of the feasible set through a hysteresis latch: "
            "red is out, green in.")
-pinned = parse_end(st.query_params.get("end"))
+pinned = parse_url_time(st.query_params.get("end"))
 scope = sidebar.scope(now=window_end(pinned, HISTORY_EVERY_S))
 
 

@@ -15,7 +15,7 @@ from app.ui import resources, sidebar
 from app.ui.charts import experiments as charts
 from app.ui.data import experiments as data
 from app.ui.data.misroute import config_path
-from app.ui.data.topology import parse_end
+from app.ui.data.topology import parse_url_time
 from app.ui.limits import load_limits
 from app.ui.timeseries import bucket_label, finer_bucket
 from ingest import SinkError, SinkUnavailable, assumed_even_split
@@ -171,7 +171,7 @@ def shadow_section(sc: sidebar.Scope) -> None:
 st.title("Experiments")
 st.caption("Two arms or router versions side by side: metrics with intervals and the split check, traffic over "
            "time, and where a shadow policy would have routed differently.")
-pinned = parse_end(st.query_params.get("end"))
+pinned = parse_url_time(st.query_params.get("end"))
 now = pinned or datetime.now(UTC).replace(microsecond=0)
 scope = sidebar.scope(now=now, default_window="24h")
 if pinned is not None:

@@ -92,7 +92,7 @@ def draw(sc: sidebar.Scope, title: str, key: str, show_rejected: bool, **overrid
 st.title("Traffic topology")
 st.caption("Requests along rule → model → instance; amber: requests that fell back; "
            "red: candidates a constraint removed (counted in removals).")
-pinned = data.parse_end(st.query_params.get("end"))
+pinned = data.parse_url_time(st.query_params.get("end"))
 scope = sidebar.scope(now=now_end(pinned))
 if pinned is not None:
     st.caption(f"Window pinned to end at {pinned.isoformat()} (`?end=`); not refreshing.")

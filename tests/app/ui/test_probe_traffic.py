@@ -19,7 +19,7 @@ def test_the_window_link_survives_the_url() -> None:
     link = pt.window_link("v4-32k-b", AT)
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)
     assert link.startswith("probes?") and query["instance"] == ["v4-32k-b"]
-    assert pt.parse_at(query["at"][0]) == AT
+    assert pt.parse_url_time(query["at"][0]) == AT
 
 
 @pytest.mark.parametrize(("raw", "want"), [
@@ -32,14 +32,14 @@ def test_the_window_link_survives_the_url() -> None:
     ("yesterday", None), ("", None), (None, None),
 ])
 def test_parse_at(raw: str | None, want: datetime | None) -> None:
-    got = pt.parse_at(raw)
+    got = pt.parse_url_time(raw)
     assert got == want
     if got is not None:
         assert got.utcoffset() is not None
 
 
 def test_parse_at_keeps_a_negative_offset() -> None:
-    assert pt.parse_at("2026-12-06T08:26:12.975958-05:00") == AT.astimezone(timezone(timedelta(hours=-5)))
+    assert pt.parse_url_time("2026-12-06T08:26:12.975958-05:00") == AT.astimezone(timezone(timedelta(hours=-5)))
 
 
 def test_a_served_row_shows_the_request_s_latency() -> None:

@@ -4,7 +4,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.ui import probe_traffic as pt
 from app.ui.data import topology as tp
 from schemas.queries import ConstraintStat, TrafficEdge
 
@@ -87,10 +86,10 @@ def test_edge_table() -> None:
 
 
 def test_parse_end() -> None:
-    assert tp.parse_end("2026-11-01T10:00:00Z") == datetime(2026, 11, 1, 10, tzinfo=UTC)
-    assert tp.parse_end("2026-11-01T10:00:00") == datetime(2026, 11, 1, 10, tzinfo=UTC)  # no zone: UTC
-    assert tp.parse_end("300") is None  # the fleet page's ?at= (seconds back) is not an end
-    assert tp.parse_end("yesterday") is None and tp.parse_end(None) is None and tp.parse_end("") is None
+    assert tp.parse_url_time("2026-11-01T10:00:00Z") == datetime(2026, 11, 1, 10, tzinfo=UTC)
+    assert tp.parse_url_time("2026-11-01T10:00:00") == datetime(2026, 11, 1, 10, tzinfo=UTC)  # no zone: UTC
+    assert tp.parse_url_time("300") is None  # the fleet page's ?at= (seconds back) is not an end
+    assert tp.parse_url_time("yesterday") is None and tp.parse_url_time(None) is None and tp.parse_url_time("") is None
 
 
 @pytest.mark.parametrize("raw", [
@@ -99,6 +98,7 @@ def test_parse_end() -> None:
     "2026-06-02T22:00:00-04:00",
 ])
 def test_an_end_pin_is_read_as_the_probes_page_reads_at(raw: str) -> None:
-    """Before, ``?end=`` silently dropped an offset whose ``+`` had become a space, and a time without a zone."""
-    assert tp.parse_end(raw) == datetime(2026, 6, 3, 2, tzinfo=UTC)
-    assert pt.parse_at(raw) == tp.parse_end(raw)
+    """Before, ``?end=`` silently dropped an offset whose ``+`` had become a space, and a time without a zone.
+
+    ``?end=`` and ``?at=`` are read by one parser (``parse_url_time``)."""
+    assert tp.parse_url_time(raw) == datetime(2026, 6, 3, 2, tzinfo=UTC)
