@@ -75,7 +75,9 @@ def test_a_junk_intake_body_logs_one_line_not_one_per_record(tmp_path: Path,
         ((status, ctype, body),) = _requests(tmp_path, [("POST", "/v1/traces", junk)])
     assert (status, ctype) == (422, "application/json")
     assert orjson.loads(body)["rejected"] == 2000
-    lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    # the intake's lines only: a pipeline thread another test left retrying (its store at 127.0.0.1:9)
+    # may log "trace sink failed" from ingest.pipeline.batcher meanwhile
+    lines = [r for r in caplog.records if r.levelno >= logging.WARNING and r.name != "ingest.pipeline.batcher"]
     assert len(lines) == 1, [r.getMessage() for r in lines[:5]]
     assert "quarantined 2000 of 2000 records" in lines[0].getMessage()
     assert not lines[0].exc_info
