@@ -115,10 +115,11 @@ class Gateway:
         self.restart_needed = RestartNeeded()  # what else a changed config file holds: said, and applied at restart
         self._watch_task: asyncio.Task[None] | None = None
         constraints = router.policy.constraints if self.experiment is None else self._constraints(self.experiment)
-        self.view = StateView(config.fleet.instances, constraints, scrape=config.scrape,
-                              queue_cap=config.scoring.queue_norm, clock=time.monotonic, wall=wall)
-        self.quality = QualityTable(config.models)
         self.inflight = InflightCounter()  # requests sent since each instance's scrape, for the pickers
+        self.view = StateView(config.fleet.instances, constraints, scrape=config.scrape,
+                              queue_cap=config.scoring.queue_norm, clock=time.monotonic, wall=wall,
+                              open_attempts=self.inflight.open)  # an external instance's queue
+        self.quality = QualityTable(config.models)
         self._hash_key = hash_key
         # A trace id per request (see router_core.gateway.callers), client ids claimed across workers that share.
         self.request_ids = RequestIds(new_id, None if shared is None or isinstance(shared, MemoryShared) else shared)

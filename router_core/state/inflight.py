@@ -70,6 +70,13 @@ class InflightCounter:
         """Attempts sent to ``instance`` since its last scrape and still open (by this worker)."""
         return self._fresh.get(instance, 0)
 
+    def open(self, instance: str) -> int:
+        """Attempts sent to ``instance`` since its last scrape and still open, this worker's and the others'.
+
+        For an ``engine: external`` instance (never scraped) that is every attempt still open: its queue.
+        """
+        return self._fresh.get(instance, 0) + self.remote.get(instance, 0)
+
     def local_counts(self) -> dict[str, int]:
         """This worker's open counts, instances with none left out (what it tells the other workers)."""
         return {iid: n for iid, n in self._fresh.items() if n > 0}

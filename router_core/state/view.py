@@ -17,18 +17,20 @@ time is the injected ``wall`` clock's.
 
 An ``engine: external`` instance (no ``/metrics``) is never scraped: its snapshot starts with
 nothing queued or running, KV not reported, warm-up assumed, and ``scraped_at`` None for good;
-the gateway's own in-flight count becomes its queue (:mod:`router_core.state.inflight`), and its
-observation window gives its latency and error rate like any other's.
+the gateway's own in-flight count becomes its queue (:mod:`router_core.state.inflight`; every
+worker's), which its queue and running constraints judge at each tick (``open_attempts``) and
+``views`` shows, and its observation window gives its latency and error rate like any other's.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from router_core.framework.types import Effective
 from router_core.state.constraints import applies, holds, metric_value
 from router_core.state.histogram import Buckets, delta_quantile
 from router_core.state.hysteresis import HysteresisLatch
@@ -71,6 +73,8 @@ class StateView:
         scrape: Staleness bounds and the observation window.
         queue_cap: Queue length treated as saturated.
         clock: Monotonic seconds (injected); wall: current UTC time (injected).
+        open_attempts: The gateway's open attempts to an instance (every worker's), which are an external
+            instance's queue: its latches judge them at each tick. None: none counted (no gateway).
     """
 
     def __init__(
@@ -82,12 +86,14 @@ class StateView:
         queue_cap: float = 10.0,
         clock: Callable[[], float],
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+        open_attempts: Callable[[str], int] | None = None,
     ) -> None:
         self._scrape = scrape or ScrapeSettings()
         self._constraints = list(constraints)
         self._queue_cap = queue_cap
         self._clock = clock
         self._wall = wall
+        self._open = open_attempts
         self._by_id = {
             s.id: _Instance(s, initial_snapshot(s), ObservationWindow(self._scrape.window_s)) for s in specs
         }
@@ -157,7 +163,7 @@ class StateView:
                 "error_rate": stats.error_rate, "p50_latency_ms": stats.p50_ms,
                 "p95_latency_ms": stats.p95_ms, "window_requests": stats.requests,
             })
-            eff = effective_state(snap, wall, self._scrape, self._queue_cap)
+            eff = self._queued(inst.spec, snap, effective_state(snap, wall, self._scrape, self._queue_cap))
             latches = []
             for c in self._constraints:
                 latch = inst.latches.get(c.name)
@@ -170,6 +176,21 @@ class StateView:
                                           since=self._latched_at.get((inst.spec.id, c.name))))
             inst.snap = snap.model_copy(update={"latches": latches, "age_s": eff.age_s, "stale": eff.suspect})
 
+    def _queued(self, spec: InstanceSpec, snap: InstanceSnapshot, eff: Effective) -> Effective:
+        """An external instance's gauges with the gateway's open attempts to it queued (the others' as scraped)."""
+        if spec.engine != EXTERNAL or self._open is None:
+            return eff
+        n = self._open(spec.id)
+        return eff if n == 0 else replace(eff, queue=eff.queue + n)
+
+    def _shown(self, spec: InstanceSpec, snap: InstanceSnapshot, now: datetime) -> dict[str, Any]:
+        """What ``views`` shows beside the snapshot: its age now, and an external instance's open attempts."""
+        eff = effective_state(snap, now, self._scrape, self._queue_cap)
+        shown: dict[str, Any] = {"age_s": eff.age_s, "stale": eff.suspect}
+        if spec.engine == EXTERNAL and self._open is not None and snap.queue is not None:
+            shown["queue"] = snap.queue + self._open(spec.id)
+        return shown
+
     def snapshot(self) -> dict[str, InstanceSnapshot]:
         """Return the current snapshot of every instance (shared, immutable objects)."""
         return {iid: inst.snap for iid, inst in self._by_id.items()}
@@ -181,7 +202,7 @@ class StateView:
         tick: if scraping stalls, the data still shows as stale as it ages.
         """
         wall = self._wall()
-        snaps = [s.model_copy(update=_aged(s, wall, self._scrape, self._queue_cap)) for s in self.snapshot().values()]
+        snaps = [i.snap.model_copy(update=self._shown(i.spec, i.snap, wall)) for i in self._by_id.values()]
         by_model: dict[str, list[InstanceSnapshot]] = {}
         for s in snaps:
             by_model.setdefault(s.model, []).append(s)
@@ -201,8 +222,3 @@ class StateView:
 def _in_range(value: float | None, high: float = math.inf) -> float | None:
     """``value`` when it is a finite number in [0, high], else None (treated as missing)."""
     return value if value is not None and math.isfinite(value) and 0 <= value <= high else None
-
-
-def _aged(snap: InstanceSnapshot, now: datetime, scrape: ScrapeSettings, queue_cap: float) -> dict[str, Any]:
-    eff = effective_state(snap, now, scrape, queue_cap)
-    return {"age_s": eff.age_s, "stale": eff.suspect}

@@ -142,6 +142,40 @@ def test_the_gateway_in_flight_count_is_its_queue_and_balances() -> None:
     assert counter.count("big-b") == 0
 
 
+def test_the_queue_constraint_judges_an_external_instance_by_the_gateway_open_attempts() -> None:
+    # Before, its latch read the snapshot's queue, 0 for good: 40 open requests to it never held it out,
+    # and /v1/router/state showed it idle.
+    config = make_config(fleet={"instances": EXT_FLEET})
+    clock, counter = Clock(), InflightCounter()
+    view = StateView(config.fleet.instances, config.constraints, scrape=config.scrape, clock=clock.mono,
+                     wall=clock.wall, open_attempts=counter.open)
+
+    def queue_latch() -> tuple[bool, float | None]:
+        latch = next(la for la in view.snapshot()["big-b"].latches if la.constraint == "queue")
+        return latch.out, latch.value
+
+    def rounds(n: int) -> None:
+        for _ in range(n):
+            view.tick()
+            clock.t += 1.0
+
+    tickets = [counter.begin("big-b") for _ in range(8)]
+    counter.begin("big-a")  # a scraped instance's open attempt: the decision adds it, not its latch
+    counter.remote = {"big-b": 4}  # another worker's: 12 open in all, over the default 10
+    rounds(4)  # broken for longer than exit_for (2 s)
+    assert queue_latch() == (True, 12.0)
+    shown = next(i for i in view.views()["instances"] if i["instance"] == "big-b")
+    assert shown["queue"] == 12.0 and view.views()["models"]["big"]["in_feasible_set"] == 0
+    assert view.snapshot()["big-b"].queue == 0.0  # the snapshot keeps no count: the decision adds its own
+    for t in tickets:
+        counter.end(t)
+    counter.remote = {}
+    rounds(7)  # good for longer than enter_for (5 s)
+    assert queue_latch() == (False, 0.0)
+    scraped = next(la for la in view.snapshot()["big-a"].latches if la.constraint == "queue")
+    assert scraped.value == 10.0  # never scraped: saturated (the cap), its open attempt not added
+
+
 def test_an_external_instance_is_feasible_and_a_decision_on_it_replays_exactly() -> None:
     config = make_config(fleet={"instances": EXT_FLEET})
     state = healthy() | {"big-b": external(queue=1.0)}
