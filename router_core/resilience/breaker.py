@@ -41,11 +41,15 @@ class Transition:
     reason: str
     at: float  # the board's monotonic clock
     remote: bool = False  # applied from another replica's message
+    hold_s: float | None = None  # an upstream 429's hold: open this long, not open_s
 
     def to_message(self, origin: str) -> dict[str, Any]:
-        """The ``breakers`` channel message."""
-        return {"origin": origin, "scope": self.scope, "name": self.name, "from": self.from_state.label,
-                "to": self.to_state.label, "reason": self.reason}
+        """The ``breakers`` channel message (with ``hold_s`` for a 429's hold, which every replica keeps)."""
+        message = {"origin": origin, "scope": self.scope, "name": self.name, "from": self.from_state.label,
+                   "to": self.to_state.label, "reason": self.reason}
+        if self.hold_s is not None:
+            message["hold_s"] = self.hold_s
+        return message
 
 
 class Breaker:

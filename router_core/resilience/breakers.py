@@ -13,7 +13,8 @@ What trips each scope:
 
 An instance that answers **429** is *held*: its breaker opens for the upstream's ``Retry-After``
 (the forwarder parses and bounds it) instead of ``open_s``, without aborting its outstanding
-attempts (they were accepted), and goes half-open when the hold is over. A 429 is neither a failure
+attempts (they were accepted), and goes half-open when the hold is over; the transition carries the
+hold, so every replica holds the instance as long. A 429 is neither a failure
 in a row nor a pass for the instance; it is no error for its model's or zone's share.
 
 Open breakers go half-open after ``open_s`` (:meth:`BreakerBoard.sweep`, called periodically), let
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from router_core.framework.types import Blocked
@@ -43,6 +44,7 @@ __all__ = ["Admission", "AttemptOutcome", "BreakerBoard"]
 # What one attempt came to, as the breakers count it ("answered": an HTTP answer below 500, 429 aside).
 AttemptOutcome = Literal["ok", "answered", "http_429", "http_5xx", "timeout", "connect", "aborted"]
 _PASSED = ("ok", "answered")
+MAX_HOLD_S = 3600.0  # a replica's 429 hold longer than this is not applied (the gateway caps Retry-After at 60 s)
 
 
 @dataclass(slots=True)
@@ -323,6 +325,10 @@ class BreakerBoard:
             self._reset(b)
         age = message.get("age_s")
         at = self._clock() - (age if isinstance(age, (int, float)) and age > 0 else 0.0)
+        hold = message.get("hold_s")
+        if (to is BreakerState.OPEN and b.scope == "instance" and isinstance(hold, (int, float))
+                and 0 < hold <= MAX_HOLD_S):  # a 429's hold: open as long as its Retry-After, here too
+            self._holds[b.name] = at + hold
         self._queue(b.move(to, f"from replica {message.get('origin')}: {message.get('reason', '')}"[:300],
                            at, remote=True))
         return True
@@ -346,7 +352,8 @@ class BreakerBoard:
             self._holds[b.name] = max(now + hold_s, self._holds.get(b.name, b.since + b.open_s))
             return
         self._holds[b.name] = now + hold_s
-        self._queue(b.move(BreakerState.OPEN, f"upstream answered 429: held {hold_s:g} s (Retry-After)", now))
+        t = b.move(BreakerState.OPEN, f"upstream answered 429: held {hold_s:g} s (Retry-After)", now)
+        self._queue(None if t is None else replace(t, hold_s=hold_s))  # the other replicas hold it as long
 
     def _reset(self, b: Breaker) -> None:
         if b.scope == "instance":

@@ -6,9 +6,10 @@ Each transition the board queues becomes ``routelens_breaker_state{scope,name}``
 shared ``breakers`` channel; messages from other replicas are applied to this board.
 
 The channel carries a state too: each breaker not closed is kept under ``scope:name`` (its last
-transition, for ``open_s`` + :data:`KEEP_SLACK_S`; renewed by its next transition, dropped when it
-closes), so a replica that starts, or reconnects to Redis, applies the breakers open elsewhere
-(as a remote transition, open since the age it was kept at), not only the transitions after it.
+transition, for ``open_s``, or a 429's longer hold, + :data:`KEEP_SLACK_S`; renewed by its next
+transition, dropped when it closes), so a replica that starts, or reconnects to Redis, applies the
+breakers open elsewhere (as a remote transition, open since the age it was kept at), not only the
+transitions after it.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ class BreakerHub:
         for t in out:
             if not t.remote:
                 b = self.board.get(t.scope, t.name)
-                keep_s = 0.0 if t.to_state is BreakerState.CLOSED or b is None else b.open_s + KEEP_SLACK_S
+                keep_s = 0.0 if t.to_state is BreakerState.CLOSED or b is None else \
+                    max(b.open_s, t.hold_s or 0.0) + KEEP_SLACK_S
                 try:
                     await self.shared.publish(CHANNEL, t.to_message(self.origin), keep=f"{t.scope}:{t.name}",
                                               keep_s=keep_s)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from email.utils import format_datetime
+from typing import Any
 
 import pytest
 
 from router_core.gateway.errors import RETRY_AFTER_DEFAULT_S, RETRY_AFTER_MAX_S, retry_after_s
 from router_core.resilience.breaker import BreakerState
 from router_core.resilience.breakers import BreakerBoard
+from router_core.resilience.hub import KEEP_SLACK_S, BreakerHub
+from router_core.shared.base import MemoryShared
 from schemas.config.resilience import BreakerSettings
 from tests.router_core.resilience.test_breakers import Clock, board
 
@@ -103,3 +107,63 @@ def test_an_operator_close_ends_a_hold_and_a_disabled_board_holds_nothing() -> N
     assert adm is not None
     off.done(adm, "http_429", hold_s=30.0)
     assert off.held_for("i0") is None and off.admit(specs[0]) is not None
+
+
+def test_another_replica_holds_the_instance_as_long_as_the_retry_after_not_open_s() -> None:
+    # Before, the channel message carried no hold: the other workers opened the breaker for open_s (5 s)
+    # and sent the provider requests for the remaining 25 s of its Retry-After.
+    here_clock, there_clock = Clock(), Clock()
+    here, specs = board(here_clock, instance={"open_s": 5})
+    there, _ = board(there_clock, instance={"open_s": 5})
+    adm = here.admit(specs[0])
+    assert adm is not None
+    here.done(adm, "http_429", hold_s=30.0)
+    [t] = here.take_transitions()
+    message = t.to_message("here")
+    assert message["hold_s"] == 30.0
+    assert there.apply(message) and there.held_for("i0") == 30.0
+    there_clock.t += 5.0
+    there.sweep()
+    assert there.admit(specs[0]) is None  # past open_s: still held
+    there_clock.t += 25.0
+    there.sweep()
+    inst = there.get("instance", "i0")
+    assert inst is not None and inst.state is BreakerState.HALF_OPEN and there.held_for("i0") is None
+
+    late, _ = board(Clock(), instance={"open_s": 5})  # a replica starting 12 s later reads the kept message
+    assert late.apply({**message, "age_s": 12.0}) and late.held_for("i0") == pytest.approx(18.0)
+    plain = {k: v for k, v in message.items() if k != "hold_s"}
+    for bad in (-1.0, 0.0, 1e9, "30"):  # a hold no gateway sends: the breaker's own open_s
+        other, _ = board(Clock(), instance={"open_s": 5})
+        assert other.apply({**plain, "hold_s": bad}) and other.held_for("i0") is None
+    failures = next(t for t in _opened_by_failures().take_transitions())
+    assert "hold_s" not in failures.to_message("x")  # an opening for failures carries none
+
+
+def _opened_by_failures() -> BreakerBoard:
+    b, specs = board(Clock())
+    for _ in range(3):
+        adm = b.admit(specs[0])
+        assert adm is not None
+        b.done(adm, "timeout")
+    return b
+
+
+def test_the_hub_keeps_a_held_breaker_for_its_hold_so_a_replica_starting_meanwhile_holds_it_too() -> None:
+    kept: list[tuple[str | None, float]] = []
+
+    class Recording(MemoryShared):
+        async def publish(self, channel: str, message: dict[str, Any], *, keep: str | None = None,
+                          keep_s: float = 0.0) -> None:
+            kept.append((keep, keep_s))
+            await super().publish(channel, message, keep=keep, keep_s=keep_s)
+
+    clock = Clock()
+    b, specs = board(clock, instance={"open_s": 5})
+    hub = BreakerHub(b, Recording(), set_gauge=lambda *_: None, emit_event=None,
+                     wall=lambda: datetime(2026, 12, 7, tzinfo=UTC))
+    adm = b.admit(specs[0])
+    assert adm is not None
+    b.done(adm, "http_429", hold_s=30.0)
+    asyncio.run(hub.drain())
+    assert kept == [("instance:i0", 30.0 + KEEP_SLACK_S)]  # was open_s + slack: gone after 6 s
