@@ -45,8 +45,8 @@ class Transition:
 
     def to_message(self, origin: str) -> dict[str, Any]:
         """The ``breakers`` channel message (with ``hold_s`` for a 429's hold, which every replica keeps)."""
-        message = {"origin": origin, "scope": self.scope, "name": self.name, "from": self.from_state.label,
-                   "to": self.to_state.label, "reason": self.reason}
+        message: dict[str, Any] = {"origin": origin, "scope": self.scope, "name": self.name,
+                                   "from": self.from_state.label, "to": self.to_state.label, "reason": self.reason}
         if self.hold_s is not None:
             message["hold_s"] = self.hold_s
         return message
