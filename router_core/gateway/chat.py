@@ -209,6 +209,12 @@ class ChatRunner:
             self.finish(rec, t0, status, code)
             return error_for(exc, headers=self.headers_of(rec))
 
+    def _held_out(self, decision: Decision) -> float | None:
+        """The soonest hold when every candidate is held out after its upstream's 429 (None: any other reason)."""
+        board = self.breaker_hub.board
+        left = [board.held_for(c["instance"]) for c in decision.candidates]
+        return min(x for x in left if x is not None) if left and None not in left else None
+
     async def _serve(self, call: Call, ctx: DecisionContext, router: Router, *, decided: Decision | None = None,
                      ) -> web.StreamResponse:
         """Decide, forward and answer; routing failures are raised for :meth:`run` to map.
@@ -246,6 +252,9 @@ class ChatRunner:
                 call.body, call.answer_key = out.body, None
                 return await self._serve(call, out.ctx, router, decided=out.redecided)
             if out.answer is None:
+                if (held := self._held_out(decision)) is not None:  # not unservable: rate limited for a while
+                    raise UpstreamRateLimited(f"every instance is held out after its upstream's 429 ({out.reason})",
+                                              retry_after_s=held, instance=None)
                 raise NoFeasibleInstance(out.reason)
             rec.record_degraded(out.responder)
             return self._answer(call, out.answer, {"x-request-id": rec.request_id})

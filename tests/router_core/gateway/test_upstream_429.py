@@ -146,3 +146,24 @@ async def _upstream_model() -> None:
         assert got.status == 200 and a.models == ["provider-m-2025"]
         assert got.headers["x-routelens-model"] == "m" and trace.attempts[0].model == "m"
         assert (await got.json())["model"] == "provider-m-2025"  # the upstream's answer, relayed as it was
+
+
+def test_with_on_empty_reject_every_instance_held_is_a_429_not_a_503() -> None:
+    asyncio.run(_held_reject())
+
+
+async def _held_reject() -> None:
+    # Before, the second request was a 503 no_feasible_instance: "nothing can serve this", while it
+    # only has to wait for the soonest Retry-After.
+    clock, a, b = Clock(), Limited("7"), Limited("2.5")
+    async with served_gateway({"a": a.handle, "b": b.handle}, gateway={"max_attempts": 2}, perf=clock,
+                              sections={"router": {"on_empty": "reject"}}) as (client, hooks, gw):
+        got, _ = await post(client, hooks)
+        assert got.status == 429
+        clock.t += 1
+        got, again = await post(client, hooks)
+        assert got.status == 429 and got.headers["Retry-After"] == "2", await got.text()
+        error = (await got.json())["error"]
+        assert error["code"] == "rate_limit_exceeded" and "held out after its upstream's 429" in error["message"]
+        assert again.attempts == [] and again.fallback_reason is not None and "reject" in again.fallback_reason
+        assert again.outcome.http_status == 429 and replays(gw, again)
