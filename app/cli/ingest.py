@@ -39,8 +39,8 @@ def _mapping(name: str) -> dict[str, list[str]] | None:
 
 def _run(args: argparse.Namespace) -> int:
     from app.run.access import hash_key_of
-    from app.run.storage import open_store, pipeline_paths
-    from ingest import Quarantine, SinkError, TraceEmitter, check_import_format, import_file
+    from app.run.storage import open_store, pipeline_paths, quarantine_in
+    from ingest import SinkError, TraceEmitter, check_import_format, import_file
 
     src = Path(args.file)
     if not src.is_file():
@@ -67,7 +67,7 @@ def _run(args: argparse.Namespace) -> int:
     except SinkError as exc:
         fail(f"{exc}\n(a running server writes this file? POST the traces to /v1/traces)")
         return 2
-    quarantine = Quarantine(pipeline_paths(st, db)[1])
+    quarantine = quarantine_in(st, pipeline_paths(st, db)[1])
     emitter = TraceEmitter(store, st, quarantine=quarantine).start()
     hash_key = hash_key_of(cfg)
     columns = (TextColumn("importing {task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn())

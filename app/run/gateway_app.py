@@ -24,7 +24,15 @@ from app.run.access import hash_key_of, read_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.probe_child import probe_source
 from app.run.siblings import SiblingTraces
-from app.run.storage import RELAY_TOKEN_ENV, open_store, pipeline_paths, say_backlog, say_store, worker_paths
+from app.run.storage import (
+    RELAY_TOKEN_ENV,
+    open_store,
+    pipeline_paths,
+    quarantine_in,
+    say_backlog,
+    say_store,
+    worker_paths,
+)
 from ingest import (
     OTEL_EXPORTER,
     STORE_OPERATIONS,
@@ -32,7 +40,6 @@ from ingest import (
     HttpTraceStore,
     IngestApi,
     OtelCollector,
-    Quarantine,
     RelaySink,
     TraceEmitter,
     TraceStore,
@@ -161,13 +168,13 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         store = open_store(st, db_path)
         spool_dir, quarantine_dir = pipeline_paths(st, db_path)
         emitter = TraceEmitter(store, st, exporters=exporters, spool_dir=spool_dir,
-                               quarantine=Quarantine(quarantine_dir)).start()
+                               quarantine=quarantine_in(st, quarantine_dir)).start()
     else:
         store = HttpTraceStore(store_url, token=read_token_of(st))
         spool_dir, quarantine_dir = worker_paths(st, db_path, worker)
         relay = RelaySink(store_url, token=os.environ.get(RELAY_TOKEN_ENV) or None)
         emitter = TraceEmitter(relay, st, exporters=exporters, spool_dir=spool_dir,
-                               quarantine=Quarantine(quarantine_dir)).start()
+                               quarantine=quarantine_in(st, quarantine_dir)).start()
     say_backlog(emitter, spool_dir)
     hash_key = hash_key_of(config)
     registry = CollectorRegistry()

@@ -31,8 +31,8 @@ from app.config import load_config
 from app.run.access import intake_token_of, prober_notices, read_token_of, relay_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.prober import Prober
-from app.run.storage import open_store, pipeline_paths, say_store
-from ingest import EmitterCollector, IngestApi, Quarantine, RelaySink, TraceEmitter, http_errors
+from app.run.storage import open_store, pipeline_paths, quarantine_in, say_store
+from ingest import EmitterCollector, IngestApi, RelaySink, TraceEmitter, http_errors
 from router_core import ParseErrorsJson
 from schemas.config import RouteLensConfig
 
@@ -68,12 +68,12 @@ def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db
         spool_dir = spool_dir.with_name(spool_dir.name + ".prober")
         emitter = TraceEmitter(RelaySink(store_url, token=relay_token_of()), st,
                                spool_dir=spool_dir,
-                               quarantine=Quarantine(quarantine_dir.with_name(quarantine_dir.name + ".prober")))
+                               quarantine=quarantine_in(st, quarantine_dir.with_name(quarantine_dir.name + ".prober")))
         api = None
     else:
         say_store(st, db_path)
         store = open_store(st, db_path)
-        emitter = TraceEmitter(store, st, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir))
+        emitter = TraceEmitter(store, st, spool_dir=spool_dir, quarantine=quarantine_in(st, quarantine_dir))
         # it owns the store: it answers its reads and takes intake, as routelens store would
         api = IngestApi(emitter, store, token=intake_token_of(st), max_body=st.intake_max_bytes,
                         read_token=read_token, body_timeout_s=config.gateway.body_timeout_s)

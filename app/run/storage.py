@@ -11,14 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ingest import DuckDBTraceStore
+from ingest import DuckDBTraceStore, Quarantine
 from schemas.config.storage import StorageSettings
 from schemas.units import format_bytes
 
 if TYPE_CHECKING:
     from ingest import ElasticsearchStore, TraceEmitter
 
-__all__ = ["RELAY_TOKEN_ENV", "open_store", "pipeline_paths", "say_backlog", "say_store", "worker_paths"]
+__all__ = ["RELAY_TOKEN_ENV", "open_store", "pipeline_paths", "quarantine_in", "say_backlog", "say_store",
+           "worker_paths"]
 
 RELAY_TOKEN_ENV = "ROUTELENS_RELAY_TOKEN"
 
@@ -36,6 +37,15 @@ def worker_paths(st: StorageSettings, db_path: str, worker: int) -> tuple[Path, 
     spool, quarantine = pipeline_paths(st, db_path)
     return (spool.with_name(f"{spool.name}.gateway-{worker}"),
             quarantine.with_name(f"{quarantine.name}.gateway-{worker}"))
+
+
+def quarantine_in(st: StorageSettings, folder: Path) -> Quarantine:
+    """A process's quarantine files in ``folder``, kept as long as the store keeps its records.
+
+    ``storage.retention_days`` with DuckDB, the data streams' ``retention_days`` with Elasticsearch.
+    """
+    days = st.elasticsearch.retention_days if st.backend == "elasticsearch" else st.retention_days
+    return Quarantine(folder, keep_days=days)
 
 
 def open_store(st: StorageSettings, db_path: str, *, lazy: bool = True) -> DuckDBTraceStore | ElasticsearchStore:

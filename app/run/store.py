@@ -17,13 +17,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from app.run.access import intake_token_of, read_token_of, relay_token_of, store_notices
 from app.run.gc_tuning import tame_gc
-from app.run.storage import open_store, pipeline_paths, say_backlog, say_store
+from app.run.storage import open_store, pipeline_paths, quarantine_in, say_backlog, say_store
 from ingest import (
     SERVER_LIMITS,
     STORE_OPERATIONS,
     EmitterCollector,
     IngestApi,
-    Quarantine,
     TraceEmitter,
     add_relay_route,
     http_errors,
@@ -48,7 +47,7 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
     store = open_store(st, db_path)
     spool_dir, quarantine_dir = pipeline_paths(st, db_path)
     own = st.model_copy(update={"flush_interval_ms": st.store_flush_interval_ms})  # its writes, not the relay's
-    emitter = TraceEmitter(store, own, spool_dir=spool_dir, quarantine=Quarantine(quarantine_dir)).start()
+    emitter = TraceEmitter(store, own, spool_dir=spool_dir, quarantine=quarantine_in(st, quarantine_dir)).start()
     say_backlog(emitter, spool_dir)
     app = web.Application(client_max_size=max(st.intake_max_bytes, 64 << 20), middlewares=[http_errors])
     api = IngestApi(emitter, store, token=intake_token_of(st), max_body=st.intake_max_bytes,

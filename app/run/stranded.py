@@ -17,8 +17,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from app.run.storage import pipeline_paths, worker_paths
-from ingest import Quarantine, RecordSink, TraceEmitter
+from app.run.storage import pipeline_paths, quarantine_in, worker_paths
+from ingest import RecordSink, TraceEmitter
 from schemas.config.storage import StorageSettings
 
 __all__ = ["Delivery", "deliver_stranded", "stranded_workers"]
@@ -85,7 +85,7 @@ def deliver_stranded(st: StorageSettings, db_path: str, workers: int, relay: Cal
     out = []
     for n in numbers:
         spool, quarantine = worker_paths(st, db_path, n)
-        emitter = TraceEmitter(relay(), st, spool_dir=spool, quarantine=Quarantine(quarantine)).start()
+        emitter = TraceEmitter(relay(), st, spool_dir=spool, quarantine=quarantine_in(st, quarantine)).start()
         if not emitter.backlog_size():
             emitter.close()
             continue

@@ -152,6 +152,7 @@ class TraceEmitter:
         if wanted is not None and wanted / 1000 < sys.getswitchinterval():
             sys.setswitchinterval(wanted / 1000)
             log.info("Python's thread switch interval lowered to %.2f ms for the trace pipeline", wanted)
+        self.quarantine.prune()  # files older than storage.retention_days (none without it)
         self.batcher.start()
         for export in self.exporters:
             export.start()

@@ -13,7 +13,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
@@ -81,17 +81,50 @@ def redact(value: Any, model: type[BaseModel] | None) -> Any:
 
 
 class Quarantine:
-    """Writes quarantine records to ``folder/quarantine-YYYY-MM-DD.jsonl``.
+    """Writes quarantine records to ``folder/quarantine-YYYY-MM-DD.jsonl`` (UTC days).
+
+    With ``keep_days`` (``storage.retention_days``), a day's file is deleted once every record it can
+    hold is older than that, as retention deletes the quarantine table's rows: at :meth:`prune`
+    (the pipeline's start) and at the first record of each day.
 
     Args:
         folder: Where the files go (created on first use); None keeps no file (tests only).
         clock: UTC wall clock.
+        keep_days: Days a file is kept after its day ends (None: kept for ever).
     """
 
-    def __init__(self, folder: str | Path | None, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    def __init__(self, folder: str | Path | None, clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 keep_days: int | None = None) -> None:
         self.folder = Path(folder) if folder is not None else None
         self._clock = clock
         self._lock = threading.Lock()
+        self.keep_days = keep_days
+        self._pruned_on: date | None = None
+
+    def prune(self) -> list[Path]:
+        """Delete the day files whose every record is older than ``keep_days``; the files deleted."""
+        today = self._clock().date()
+        self._pruned_on = today
+        if self.keep_days is None or self.folder is None or not self.folder.is_dir():
+            return []
+        cutoff = today - timedelta(days=self.keep_days)
+        gone = []
+        for path in sorted(self.folder.glob("quarantine-*.jsonl")):
+            try:
+                day = date.fromisoformat(path.stem.removeprefix("quarantine-"))
+            except ValueError:
+                continue  # not one of ours: left alone
+            if day + timedelta(days=1) <= cutoff:  # its last record is older than the retention
+                try:
+                    path.unlink()
+                except OSError as exc:
+                    log.warning("cannot delete old quarantine file %s: %s", path, exc)
+                    continue
+                gone.append(path)
+        if gone:
+            log.info("deleted %d quarantine file(s) older than %d days from %s (storage.retention_days)",
+                     len(gone), self.keep_days, self.folder)
+        return gone
 
     def record(
         self,
@@ -132,6 +165,8 @@ class Quarantine:
     def _file(self, rec: QuarantinedRecord) -> None:
         if self.folder is None:
             return
+        if self.keep_days is not None and rec.ts.date() != self._pruned_on:  # a new day: yesterday's may go
+            self.prune()
         path = self.folder / f"quarantine-{rec.ts:%Y-%m-%d}.jsonl"
         try:
             with self._lock:

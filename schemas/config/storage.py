@@ -113,11 +113,12 @@ class StorageSettings(ContractModel):
     )
     retention_days: int | None = Field(
         None, ge=1,
-        description="Delete DuckDB records older than this (checked hourly; null: kept for ever, and the file "
-        "grows by about 3 kB a trace). The file does not shrink: DuckDB reuses the space of whole deleted row "
-        "groups for new rows; see docs/deployment.md, Running for weeks, to compact it.")
+        description="Delete DuckDB records, and quarantine files, older than this (checked hourly; null: kept "
+        "for ever, and the file grows by about 3 kB a trace). The file does not shrink: DuckDB reuses the "
+        "space of whole deleted row groups for new rows; see docs/deployment.md, Running for weeks, to compact it.")
     quarantine_dir: OutputPath | None = Field(
-        None, description="Folder of quarantine files; default: next to the spool.")
+        None, description="Folder of quarantine files (one a UTC day; deleted with retention_days); default: "
+        "next to the spool.")
     intake_token_env: str | None = Field(
         None, description="Environment variable with the bearer token POST /v1/traces requires (unset: open)."
     )
