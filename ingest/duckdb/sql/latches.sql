@@ -9,11 +9,22 @@
 -- ends at the first snapshot of the next run (none: still out at the last snapshot). The latch's
 -- own `since` (when it changed; a snapshot shows the change later) refines a bound when it falls
 -- between the previous evaluation and the snapshot. The newest intervals when there are more.
-WITH latch AS (
+-- Most snapshots change nothing for the latches (a scrape round's state stored once per in-flight
+-- count, every round of a healthy fleet): before unnesting, only those are kept in which some latch
+-- of the instance changed state or is out (the runs' bounds and the peaks need nothing else),
+-- half the time of unnesting them all.
+WITH kept AS (
+    SELECT instance, scraped_at, seen_at, snapshot_id, latches FROM (
+        SELECT instance, scraped_at, seen_at, snapshot_id, latches,
+               list_transform(latches, lambda l: struct_pack(c := l."constraint", o := l.out)) AS outs
+        FROM instance_snapshots WHERE {where} AND scraped_at IS NOT NULL)
+    QUALIFY outs IS DISTINCT FROM lag(outs) OVER (PARTITION BY instance ORDER BY scraped_at, seen_at, snapshot_id)
+         OR list_bool_or(list_transform(outs, lambda o: o.o))
+),
+latch AS (
     SELECT instance, scraped_at AS ts, seen_at, snapshot_id, l."constraint" AS name, l.out AS is_out,
            l.since AS since, l.value AS value
-    FROM (SELECT instance, scraped_at, seen_at, snapshot_id, unnest(latches) AS l
-          FROM instance_snapshots WHERE {where} AND scraped_at IS NOT NULL)
+    FROM (SELECT instance, scraped_at, seen_at, snapshot_id, unnest(latches) AS l FROM kept)
 ),
 marked AS (
     SELECT *, CASE WHEN is_out IS DISTINCT FROM lag(is_out) OVER w THEN 1 ELSE 0 END AS changed
