@@ -6,6 +6,7 @@ limit (13-28 GB a day at 100 requests/s), and nothing said so. The default stays
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from app.run.storage import open_store, say_store
 from app.run.store import build_store_app
 from schemas.config.storage import StorageSettings
+from tests.app.run.test_backlog_said import started_and_stopped
 from tests.app.run.test_storage_health import config
 
 
@@ -28,8 +30,9 @@ def test_the_store_process_says_its_file_its_size_and_that_traces_are_kept_for_e
     assert _lines(capsys.readouterr().out) == []
     size = db.stat().st_size
     assert size > 0
-    build_store_app(config(tmp_path, tmp_path / "spool"), str(db))
+    app = build_store_app(config(tmp_path, tmp_path / "spool"), str(db))
     lines = _lines(capsys.readouterr().out)
+    asyncio.run(started_and_stopped(app))  # its pipeline's threads end with it
     assert len(lines) == 1, lines
     match = re.fullmatch(rf"trace store: {re.escape(str(db.resolve()))} \((\d+(?:\.\d)?) (KB|MB)\), "
                          r"traces kept for ever: set storage\.retention_days", lines[0])
