@@ -117,7 +117,7 @@ class Gateway:
         constraints = router.policy.constraints if self.experiment is None else self._constraints(self.experiment)
         self.inflight = InflightCounter()  # requests sent since each instance's scrape, for the pickers
         self.view = StateView(config.fleet.instances, constraints, scrape=config.scrape,
-                              queue_cap=config.scoring.queue_norm, clock=time.monotonic, wall=wall,
+                              queue_cap=config.scoring.queue_norm, clock=perf, wall=wall,
                               open_attempts=self.inflight.open)  # an external instance's queue
         self.quality = QualityTable(config.models)
         self._hash_key = hash_key

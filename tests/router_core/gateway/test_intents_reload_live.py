@@ -296,7 +296,8 @@ def test_the_first_fit_is_shown_while_it_runs_and_requests_wait_for_it(
         asyncio.run(run())
     finally:
         release.set()
-    assert between == [("fitting", None)]  # the first fit's own return: was ("ready", None) without fit_s
+    # every return within the first fit (its own last; the calibration's classify calls pass through it too)
+    assert between and set(between) == {("fitting", None)}  # its own return was ("ready", None) without fit_s
     lines = messages(caplog, LIVE)
     assert any(m.startswith("intents: fitting 2 routes, 12 examples from routes.yaml (no cache yet)") for m in lines)
     assert any(m.startswith("intents: ready in ") for m in lines), lines
