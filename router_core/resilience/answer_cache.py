@@ -2,25 +2,44 @@
 
 Memory only, bounded, with a TTL, and off unless ``economics.degraded.cache.enabled``: a cached
 answer is never written anywhere (the trace records only that the cache answered). Keys are the
-hash of the requested model and the normalised query (NFKC, case-folded, whitespace collapsed).
+hash of the requested model, the normalised query (NFKC, case-folded, whitespace collapsed) and
+what else shapes the answer (``context``: the gateway's digest of the turns before the question,
+system prompt included, and the answer's format), so the same words in another conversation or
+under another system prompt never get this one's answer.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
+
+import orjson
 
 from schemas.config.economics import AnswerCacheSettings
 from schemas.hashing import query_hash
 
-__all__ = ["AnswerCache", "normalise"]
+__all__ = ["AnswerCache", "answer_context", "normalise"]
 
 
 def normalise(text: str) -> str:
     """The form two queries that mean the same text share."""
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def answer_context(body: dict[str, Any]) -> str:
+    """What shapes a chat request's answer besides its question, as a digest for :meth:`AnswerCache.key`.
+
+    The turns before the last message (the system prompt and the conversation so far), the
+    answer's format and count; the question itself is the key's normalised query.
+    """
+    messages = body.get("messages")
+    earlier = messages[:-1] if isinstance(messages, list) else None
+    return hashlib.sha256(orjson.dumps([earlier, body.get("response_format"), body.get("n")],
+                                       option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()
 
 
 class AnswerCache:
@@ -39,11 +58,11 @@ class AnswerCache:
         """True when configured on."""
         return self.settings.enabled
 
-    def key(self, model: str, query_text: str) -> str | None:
-        """The cache key of a query (None while the cache is off)."""
+    def key(self, model: str, query_text: str, context: Callable[[], str] = str) -> str | None:
+        """The cache key of a query in its ``context`` (called only while the cache is on; None: off)."""
         if not self.settings.enabled:
             return None
-        return query_hash(model + "\x00" + normalise(query_text), self._hash_key)
+        return query_hash(model + "\x00" + normalise(query_text) + "\x00" + context(), self._hash_key)
 
     def put(self, key: str, payload: bytes, content_type: str) -> None:
         """Keep an answer for ``ttl_s``."""

@@ -96,7 +96,7 @@ class RouterModeSettings(ContractModel):
 
 
 class AnswerCacheSettings(ContractModel):
-    """A short-lived, memory-only cache of recent answers keyed by the normalised query's hash."""
+    """A short-lived, memory-only cache of recent answers by model, normalised question and earlier turns."""
 
     enabled: bool = False
     ttl_s: float = Field(60.0, gt=0, le=3 * 86_400)
