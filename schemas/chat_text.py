@@ -2,7 +2,8 @@
 
 The query is the text of the last message whose ``role`` is ``"user"``. A message's content is
 ``None`` (no text), a string, or a list of part objects: the ``text`` of the parts whose ``type`` is
-``"text"`` are joined with newlines, and every other part is an attachment (an image, a file...).
+``"text"`` (and the ``refusal`` of an assistant's ``"refusal"`` parts, words it said) are joined with
+newlines, and every other part is an attachment (an image, a file...). A missing or null text is empty.
 
 These functions are strict: content of any other shape raises :class:`MalformedContent`. A caller
 that must never fail (the trace importer) catches it and counts the content as empty.
@@ -14,6 +15,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["MalformedContent", "content_text", "last_user_index", "last_user_text"]
+
+
+_TEXT_PARTS = {"text": "text", "refusal": "refusal"}  # part type -> the field holding its words
 
 
 class MalformedContent(ValueError):
@@ -36,8 +40,11 @@ def content_text(content: Any) -> tuple[str, bool]:
     for part in content:
         if not isinstance(part, Mapping):
             raise MalformedContent("content parts must be objects")
-        if part.get("type") == "text":
-            texts.append(str(part.get("text", "")))
+        kind = part.get("type")
+        field = _TEXT_PARTS.get(kind) if isinstance(kind, str) else None  # a list as type: no crash
+        if field is not None:
+            said = part.get(field)
+            texts.append("" if said is None else str(said))
         else:
             attached = True
     return "\n".join(texts), attached

@@ -2,6 +2,12 @@
 
 The query text exists only inside :func:`analyse_request`'s caller for as long as it takes to
 hash it; only :class:`schemas.trace.RequestFeatures` and the hash go further.
+
+The input the model reads is more than the messages' text: the tool (and legacy function)
+definitions a chat template renders into the prompt, and the calls earlier assistant turns made
+(their names and arguments). Those count in ``input_chars`` and ``est_input_tokens``, what the
+context-window check and a policy's ``input_length`` read (an agent's tool schemas are often most
+of its prompt); they are neither the query nor its language. Images and audio are not counted.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 
 from router_core.decide.attachments import Attachment, inspect_attachments
 from router_core.errors import InvalidRequest
@@ -78,11 +85,51 @@ def _text_of(content: Any, index: int) -> tuple[str, bool]:
         raise InvalidRequest(str(exc), param=f"messages[{index}].content") from exc
 
 
+def _as_text(value: Any) -> str:
+    """A string as it is; any other JSON value as compact JSON (how a template renders a schema, about)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # not JSON (a dry run's body built in Python): its repr's length will do
+        return str(value)
+
+
+def _call_texts(call: Any) -> list[str]:
+    """The name and arguments of one ``tool_calls`` entry or legacy ``function_call`` (malformed: nothing)."""
+    fn = call.get("function") if isinstance(call, dict) and "function" in call else call
+    if not isinstance(fn, dict):
+        return []
+    return [_as_text(fn[k]) for k in ("name", "arguments") if fn.get(k) is not None]
+
+
+def _tool_texts(body: dict[str, Any], messages: list[Any]) -> list[str]:
+    """Input besides the messages' content: tool and function definitions, the calls assistants made.
+
+    Any shape is read without failing: what RouteLens does not model is passed on as sent, and an
+    instance refuses what it cannot use.
+    """
+    out = [_as_text(body[k]) for k in ("tools", "functions") if body.get(k) is not None]
+    for msg in messages:
+        calls = msg.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
+            out += _call_texts(call)
+        out += _call_texts(msg.get("function_call"))
+    return out
+
+
+def _max_tokens(body: dict[str, Any]) -> tuple[Any, str]:
+    """The completion's token limit and the field it came from: ``max_completion_tokens`` unless null or absent."""
+    value = body.get("max_completion_tokens")
+    return (value, "max_completion_tokens") if value is not None else (body.get("max_tokens"), "max_tokens")
+
+
 def analyse_request(body: Any, *, max_chars: int = 20_000, attachments: AttachmentSettings = _NO_SETTINGS) -> Analysis:
     """Validate the parts of a chat request the router relies on and extract its features.
 
     The query is the text of the last user message. Analysis looks at most ``max_chars`` of the
-    conversation; the features say whether the input was cut. Attachments are typed by their bytes
+    conversation (tool definitions and calls after the messages); the features say whether the
+    input was cut. Attachments are typed by their bytes
     (:func:`router_core.decide.attachments.inspect_attachments`, only when a part carries one);
     ``file_types`` lists each one's :attr:`~router_core.decide.attachments.Attachment.type`: the detected
     type wins, the declared one counts only where bytes cannot contradict it.
@@ -99,9 +146,9 @@ def analyse_request(body: Any, *, max_chars: int = 20_000, attachments: Attachme
     model = body.get("model", "auto")
     if not isinstance(model, str) or not model:
         raise InvalidRequest("'model' must be a non-empty string", param="model")
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    max_tokens, limit_field = _max_tokens(body)
     if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 0):  # a bool is no integer
-        raise InvalidRequest("'max_tokens' must be a non-negative integer", param="max_tokens")
+        raise InvalidRequest(f"'{limit_field}' must be a non-negative integer", param=limit_field)
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):  # "false" would read as a stream
         raise InvalidRequest("'stream' must be a boolean", param="stream")
@@ -122,6 +169,12 @@ def analyse_request(body: Any, *, max_chars: int = 20_000, attachments: Attachme
         n_cjk, n_latin = count_cjk_latin(seen)
         cjk += n_cjk
         latin += n_latin
+    language = _language(cjk, latin)  # of what people wrote, not of the schemas around it
+    for text in _tool_texts(body, messages):
+        total_chars += len(text)
+        seen = text[:budget]
+        budget -= len(seen)
+        cjk += count_cjk_latin(seen)[0]
     analysed = max_chars - budget
     other = analysed - cjk
     scale = total_chars / analysed if analysed else 1.0  # extrapolate tokens past the cut
@@ -133,7 +186,7 @@ def analyse_request(body: Any, *, max_chars: int = 20_000, attachments: Attachme
         est_input_tokens=round(estimate_tokens(cjk, other) * scale),
         max_tokens=max_tokens,
         stream=stream is True,
-        language=_language(cjk, latin),
+        language=language,
         has_attachments=attached,
         file_types=[a.type for a in found],
         analysed_chars=analysed,

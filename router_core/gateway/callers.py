@@ -78,7 +78,8 @@ def rejected_features(body: Any) -> RequestFeatures:
     obj = body if isinstance(body, dict) else {}
     model = obj.get("model", "auto")
     messages = obj.get("messages")
-    max_tokens = obj.get("max_completion_tokens", obj.get("max_tokens"))
+    max_tokens = obj.get("max_completion_tokens")
+    max_tokens = obj.get("max_tokens") if max_tokens is None else max_tokens  # a null one is absent
     return RequestFeatures(
         requested_model=model if isinstance(model, str) and 0 < len(model) <= _MAX_MODEL else "",
         n_messages=len(messages) if isinstance(messages, list) else 0,
@@ -102,7 +103,8 @@ def check_context(features: RequestFeatures, specs: Iterable[InstanceSpec]) -> N
         return
     raise InvalidRequest(
         f"This model's maximum context length is {max(windows)} tokens. However, you requested about {need} "
-        f"tokens ({features.est_input_tokens} in the messages, {features.max_tokens or 0} in the completion). "
+        f"tokens ({features.est_input_tokens} in the messages and tools, {features.max_tokens or 0} in the "
+        "completion). "
         "Please reduce the length of the messages or completion.",
         param="messages", code="context_length_exceeded",
     )

@@ -2,7 +2,7 @@
 
 Used when a matched rule's chain has no feasible instance left, or every attempt failed. A
 responder gets the chat request as JSON (``stream`` off) and answers OpenAI-shaped; a client that
-asked for a stream gets that answer as one SSE chunk and ``[DONE]``.
+asked for a stream gets that answer as one SSE chunk and ``[DONE]``, as it gets a cached answer.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from router_core.gateway.http1 import Http1Pool, UpstreamError
 from router_core.gateway.trace_context import TraceContext
 from router_core.rules.ir import DegradedTarget
 
-__all__ = ["DegradedAnswer", "answer_from"]
+__all__ = ["DegradedAnswer", "answer_from", "cached_answer"]
 
 
 class DegradedAnswer:
@@ -49,6 +49,23 @@ def _shaped(completion: dict[str, Any], stream: bool) -> DegradedAnswer:
     if stream:
         return DegradedAnswer(200, _as_stream(completion), "text/event-stream")
     return DegradedAnswer(200, orjson.dumps(completion), "application/json")
+
+
+def cached_answer(payload: bytes, content_type: str, stream: bool) -> DegradedAnswer | None:
+    """A cached whole answer as the client asked for it: as it was, or as one SSE chunk and ``[DONE]``.
+
+    None when a stream was asked for and the cached body is no completion to turn into one (the
+    cache keeps whole JSON answers only: sent as they are, a client reading a stream sees none).
+    """
+    if not stream:
+        return DegradedAnswer(200, payload, content_type)
+    try:
+        completion = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
+        return None
+    return _shaped(completion, True)
 
 
 async def answer_from(target: DegradedTarget, body: dict[str, Any], request_id: str, pool: Http1Pool, *,

@@ -2,7 +2,8 @@
 
 In the configured order (``economics.degraded.steps``): ``shed_features`` drops optional, costly
 parameters; ``cap_max_tokens`` lowers ``max_tokens`` as the candidates' load rises and decides
-again; ``cache`` answers from the recent-answers cache; ``responder`` asks the configured non-LLM
+again; ``cache`` answers from the recent-answers cache (a text question only, a stream as one
+chunk: see :func:`_not_keyed_by_query`); ``responder`` asks the configured non-LLM
 responder; ``reject`` is a clear 503. The body transformations are
 :mod:`router_core.resilience.degrade`'s; this stage orders them and returns what they came to,
 as a value: the gateway's runner records it in the trace and answers (the stage writes nothing).
@@ -17,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from router_core.decide.decision import Decision, DecisionContext, Steps
-from router_core.gateway.degraded import DegradedAnswer, answer_from
+from router_core.gateway.degraded import DegradedAnswer, answer_from, cached_answer
 from router_core.gateway.http1 import Http1Pool
 from router_core.gateway.trace_context import TraceContext
 from router_core.resilience.answer_cache import AnswerCache
@@ -56,6 +57,24 @@ class Degraded:
     redecided: Decision | None
     body: dict[str, Any]
     ctx: DecisionContext
+
+
+def _not_keyed_by_query(body: dict[str, Any], ctx: DecisionContext) -> str | None:
+    """Why the cache's key (the model and the last user message's text) cannot stand for this request's answer.
+
+    Its attachments, its tools or the tool results it ends with decide the answer, and the key
+    holds none of them: another image under the same words would get this one's answer. None: a
+    text question, which the cache may answer.
+    """
+    if ctx.features.has_attachments:
+        return "not from the cache: the request has attachments"
+    if body.get("tools") or body.get("functions"):
+        return "not from the cache: the request offers tools"
+    messages = body.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    if not isinstance(last, dict) or last.get("role") != "user":
+        return "not from the cache: the conversation does not end with the user's message"
+    return None
 
 
 def _with_steps(decision: Decision, steps: Steps, reason: str, mode: RoutingMode | None = None) -> Decision:
@@ -116,14 +135,16 @@ async def degrade(settings: DegradedSettings, decision: Decision, body: dict[str
                 ctx = replace(ctx, features=feats)
                 return ended(f"{why}; {reason}", redecided=renumbered)
         elif name == "cache":
-            hit = answers.get(answer_key) if answer_key is not None else None
-            if hit is None:
-                steps.add("degrade/cache", StepKind.FALLBACK,
-                          reason="answer cache off" if not answers.is_enabled else "no recent answer")
+            unkeyed = None if answer_key is None else _not_keyed_by_query(body, ctx)
+            hit = answers.get(answer_key) if answer_key is not None and unkeyed is None else None
+            answer = None if hit is None else cached_answer(*hit, stream=body.get("stream") is True)
+            if answer is None:
+                reason = "answer cache off" if not answers.is_enabled else unkeyed or (
+                    "no recent answer" if hit is None else "the recent answer cannot be sent as a stream")
+                steps.add("degrade/cache", StepKind.FALLBACK, reason=reason)
                 continue
             steps.add("degrade/cache", StepKind.FALLBACK, reason="answered from the recent-answers cache")
-            return ended(f"{why}; answered from the recent-answers cache", answer=DegradedAnswer(200, *hit),
-                         mode=RoutingMode.CACHE)
+            return ended(f"{why}; answered from the recent-answers cache", answer=answer, mode=RoutingMode.CACHE)
         elif name == "responder" and settings.responder is not None:
             r = settings.responder
             answer = await answer_from(DegradedTarget(r.name, r.url, r.canned), body, request_id, pool(),
