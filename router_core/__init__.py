@@ -31,6 +31,7 @@ from router_core.errors import (
 )
 from router_core.framework import Candidate, PluginRegistry, Scored
 from router_core.lazy import lazy_getattr
+from router_core.rules.route import expected_tokens
 from router_core.scorers.latency import predicted_latency_ms
 from router_core.state.quality import QualitySnapshot, QualityTable
 
@@ -169,6 +170,7 @@ __all__ = [
     "classify_intent",
     "compile_policy",
     "embedder_missing",
+    "expected_tokens",
     "explain_case",
     "first_difference",
     "from_document",

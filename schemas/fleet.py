@@ -25,18 +25,32 @@ _ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
 
 class CostSpec(ContractModel):
-    """Price of one request on a model (the seed's cost table).
+    """Price of one request on a model (the seed's cost table), and of its tokens (a provider's price list).
 
-    A request's price is `base`, times `surge_multiplier` when the request's time falls in
+    A request's price is `base`, plus its prompt tokens at `input_per_1m` and its completion tokens
+    at `output_per_1m` (per million), all times `surge_multiplier` when the request's time falls in
     `routing.peak_hours` (local hours in `routing.timezone`; the time is the request's own, a
-    trace's `ts` in a replay). That price is what the cost scorer compares across the pool, what
-    a trace records as the outcome's cost, what budgets' `max_spend` counts and what `replay`
-    prices a flip at.
+    trace's `ts` in a replay). Before the answer the tokens are expected ones: the request's
+    estimated input, and `expected_output_tokens` (at most its `max_tokens`); that price is what the
+    cost scorer compares across the pool. Once answered, the answer's `usage` prices it: what the
+    trace records as the outcome's cost and what budgets' `max_spend` counts. Token prices 0 (the
+    default): every request costs its per-request price, as the seed's table.
     """
 
-    base: float = Field(1.0, ge=0, description="Cost of one request outside peak hours.")
+    base: float = Field(1.0, ge=0, description="Cost of one request outside peak hours (tokens aside).")
     surge_multiplier: float = Field(
-        1.0, ge=1, description="Peak-hour premium factor: in routing.peak_hours a request costs base times this.")
+        1.0, ge=1, description="Peak-hour premium factor: in routing.peak_hours a request costs this times its "
+        "off-peak price.")
+    input_per_1m: float = Field(0.0, ge=0, description="Price of a million prompt tokens, added to base.")
+    output_per_1m: float = Field(0.0, ge=0, description="Price of a million completion tokens, added to base.")
+    expected_output_tokens: int = Field(
+        256, ge=0, description="Completion tokens a request is priced at before it is answered (at most its "
+        "max_tokens): the cost scorer's and the budgets' estimate with output_per_1m.")
+
+    @property
+    def per_token(self) -> bool:
+        """Whether tokens are priced (else a request costs its per-request price whatever it holds)."""
+        return self.input_per_1m > 0 or self.output_per_1m > 0
 
 
 class InstanceProbes(ContractModel):

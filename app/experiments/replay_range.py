@@ -38,8 +38,9 @@ from schemas.replay_report import FlipCause, PredictedDelta, ReplayReport
 __all__ = ["COST_BASIS", "LATENCY_BASIS", "PARALLEL_MIN", "Progress", "replay_rows", "replay_range"]
 
 PARALLEL_MIN = 50_000
-COST_BASIS = ("per-request price of each instance in the replay policy's fleet at the trace's time: cost.base, "
-              "times cost.surge_multiplier in the policy's routing.peak_hours (local hours in routing.timezone), "
+COST_BASIS = ("price of each instance in the replay policy's fleet at the trace's time: cost.base, plus with "
+              "token prices the request's estimated input and expected completion tokens at them, times "
+              "cost.surge_multiplier in the policy's routing.peak_hours (local hours in routing.timezone), "
               "as the cost scorer weighs it; a stored instance missing from that fleet is priced at its stored "
               "outcome cost")
 LATENCY_BASIS = ("the latency scorer's prediction from each candidate's recorded state: the observed window p50 "

@@ -32,6 +32,7 @@ from router_core import (
     Router,
     Scored,
     UnknownModel,
+    expected_tokens,
     load_rules,
     predicted_latency_ms,
     route_of,
@@ -40,6 +41,7 @@ from router_core import (
 )
 from schemas.config import ModelProfile
 from schemas.fleet import InstanceSnapshot, InstanceSpec
+from schemas.trace import RequestFeatures
 
 __all__ = ["Replayed", "Replayer"]
 
@@ -243,12 +245,16 @@ class Replayer:
             return None
         return None if ranked is None else ranked.prepared.get(instance)
 
-    def cost_of(self, instance: str | None, at: datetime) -> float | None:
-        """The per-request price of ``instance`` under this policy for a request at ``at`` (the trace's ``ts``).
+    def cost_of(self, instance: str | None, at: datetime, features: RequestFeatures | None = None) -> float | None:
+        """The price of ``instance`` under this policy for a request at ``at`` (the trace's ``ts``), as scored.
 
-        ``cost.base``, times ``cost.surge_multiplier`` when ``at`` falls in this policy's
-        ``routing.peak_hours`` (local hours in its ``routing.timezone``): what the cost scorer
-        weighed and the gateway recorded. None when the fleet has no such instance.
+        ``cost.base``, plus with token prices the request's expected tokens at them (from its
+        ``features``: the estimated input, the expected completion), times ``cost.surge_multiplier``
+        when ``at`` falls in this policy's ``routing.peak_hours`` (local hours in its
+        ``routing.timezone``). None when the fleet has no such instance.
         """
         spec = self.specs.get(instance) if instance is not None else None
-        return None if spec is None else self.policy.price(spec.cost, at)
+        if spec is None:
+            return None
+        tokens = expected_tokens(spec.cost, features) if spec.cost.per_token and features is not None else (0, 0)
+        return self.policy.price(spec.cost, at, *tokens)

@@ -191,9 +191,9 @@ class Tally:
             self.flips += 1
             self.model_flips += old_m != new_m
             self.causes[cause_of(row, got, replayer.specs)] += 1
-            old_cost = replayer.cost_of(row.instance, row.ts)
+            old_cost = replayer.cost_of(row.instance, row.ts, row.features)
             old_cost = old_cost if old_cost is not None else row.cost
-            new_cost = replayer.cost_of(got.instance, row.ts)
+            new_cost = replayer.cost_of(got.instance, row.ts, row.features)
             if old_cost is None or new_cost is None:
                 self.cost.add(None, None, True, _unknown(row, got, replayer.specs, old_cost, "cost"))
             else:

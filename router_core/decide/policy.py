@@ -29,6 +29,8 @@ from schemas.fleet import CostSpec, InstanceSpec
 __all__ = ["Policy", "build_policy", "policy_hash"]
 
 _DEFAULT_ROUTING = RoutingSettings().model_dump(mode="json")
+_COST_DEFAULTS = {k: v for k, v in CostSpec().model_dump(mode="json").items()
+                  if k in ("input_per_1m", "output_per_1m", "expected_output_tokens")}
 _NO_OFFSET = timedelta(0)  # a fixed zone's ``utcoffset(None)`` (UTC's); a zone with DST gives None
 
 
@@ -49,6 +51,10 @@ def policy_hash(config: RouteLensConfig) -> str:
         for key in ("features", "kv_cache_bytes"):  # unset, they leave the hash as it was before they existed
             if not instance.get(key):
                 instance.pop(key, None)
+        cost = instance.get("cost") or {}
+        for key, default in _COST_DEFAULTS.items():  # per-request pricing alone: the hash it had before token prices
+            if cost.get(key) == default:
+                cost.pop(key)
     if policy["router"].get("plugins") is None:
         policy["router"].pop("plugins", None)  # configs without it keep the hash they had before it existed
     routing = config.routing.model_dump(mode="json")
@@ -126,9 +132,12 @@ class Policy:
                 return profile.name, weights
         return self.weights_name, dict(self.base_weights)
 
-    def price(self, cost: CostSpec, now: datetime) -> float:
-        """An instance's per-request price for a request at ``now``: ``cost.base``, times its surge in peak hours."""
-        return self.peak_hours.price(cost, now)
+    def price(self, cost: CostSpec, now: datetime, prompt_tokens: int = 0, completion_tokens: int = 0) -> float:
+        """An instance's price of a request at ``now`` of these tokens (see :class:`schemas.fleet.CostSpec`).
+
+        ``cost.base`` plus the tokens at their prices, times its surge in peak hours.
+        """
+        return self.peak_hours.price(cost, now, prompt_tokens, completion_tokens)
 
 
 def build_policy(config: RouteLensConfig, registry: PluginRegistry) -> Policy:

@@ -43,6 +43,7 @@ from router_core.resilience.answer_cache import AnswerCache, answer_context
 from router_core.resilience.budgets import BudgetTracker
 from router_core.resilience.hub import BreakerHub
 from router_core.resilience.router_modes import RouterModes
+from router_core.rules.route import expected_tokens
 from router_core.state.inflight import InflightCounter
 from router_core.state.quality import QualityTable
 from router_core.state.view import StateView
@@ -292,12 +293,16 @@ class ChatRunner:
         if fwd.spec is None or fwd.response is None:
             raise AttemptsExhausted(f"no instance could serve the request ({fwd.failure()})",
                                     last_error=fwd.last_error)
-        cost = router.policy.price(fwd.spec.cost, ctx.now)  # at the request's time: peak hours add the surge
-        await self._served(call, ctx, fwd.spec, cost)
+        spec = fwd.spec
+        expected = expected_tokens(spec.cost, ctx.features) if spec.cost.per_token else (0, 0)
+        cost = router.policy.price(spec.cost, ctx.now, *expected)  # at the request's time: peak hours add the surge
+        await self._served(call, ctx, spec, cost)
         relayed = await respond.relay_answer(
             call.http, fwd, self.headers_of(rec), call.t0, stream=stream, client_usage=client_usage,
             idle_timeout_s=self.config.gateway.idle_timeout_s, inflight=self.inflight, answers=self.answers,
             answer_key=call.answer_key, cost=cost)
+        if spec.cost.per_token:
+            self._priced_by_usage(relayed.usage, router, ctx, spec, expected, cost)
         if times is None:
             self.finish(rec, call.t0, relayed.status, relayed.error, **relayed.usage)
             return relayed.response
@@ -314,6 +319,21 @@ class ChatRunner:
             key = session_key(self.affinity.settings, call.http.headers, call.body)
             if key is not None:
                 await self.affinity.move(key, spec.id)
+
+    def _priced_by_usage(self, usage: dict[str, Any], router: Router, ctx: DecisionContext, spec: InstanceSpec,
+                         expected: tuple[int, int], cost: float) -> None:
+        """With token prices, the outcome's cost from the answer's ``usage`` (the expected tokens where it says none).
+
+        The budgets' spend takes the difference from the expected price they counted when it was served.
+        """
+        if usage.get("cost") is None:
+            return  # no answer to price
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        actual = router.policy.price(spec.cost, ctx.now, expected[0] if prompt is None else prompt,
+                                     expected[1] if completion is None else completion)
+        usage["cost"] = actual
+        if self.budgets.is_enabled and actual != cost:
+            self.budgets.record(spec.model, actual - cost, ctx.now, calls=0)
 
     def _answer(self, call: Call, answer: DegradedAnswer, headers: dict[str, str] | None) -> web.Response:
         """Finish the trace of a request answered without an instance; ``headers`` None: :meth:`headers_of`."""

@@ -159,15 +159,19 @@ class BudgetTracker:
         return BudgetView(band=band.name, use=use, cost_factor=factor, stopped=stopped,
                           governs_all=not band.models, reason=reason)
 
-    def record(self, model: str, cost: float, now: datetime) -> None:
-        """Count one served call (locally at once; into the shared counters in the background)."""
+    def record(self, model: str, cost: float, now: datetime, *, calls: int = 1) -> None:
+        """Count one served call (locally at once; into the shared counters in the background).
+
+        ``calls`` 0: a spend alone (an answer's priced tokens against the expected price counted when it was
+        served; negative when it cost less).
+        """
         band = self.band_at(now)
         if band is None:
             return
         p, ttl = self._prefix(band, now), band.window_s + _SHIFT_S  # a DST day's 25 h; a wall window come round
-        adds = [(p + ":calls", 1.0)]
+        adds = [(p + ":calls", float(calls))] if calls else []
         if not band.models or model in band.models:
-            adds += [(p + ":governed", 1.0), (p + ":spend", cost)]
+            adds += [(p + ":governed", float(calls)), (p + ":spend", cost)] if calls else [(p + ":spend", cost)]
         for key, amount in adds:
             self._cache[key] = self._cache.get(key, 0.0) + amount
         task = asyncio.get_running_loop().create_task(self._add(adds, ttl))

@@ -19,9 +19,10 @@ from router_core.framework.types import Candidate
 from router_core.rules.ir import DegradedTarget, Match, Origin, Rule, RuleSet
 from schemas.config.routing import RoutingSettings
 from schemas.fleet import CostSpec
-from schemas.trace import Attempt, Violation
+from schemas.trace import Attempt, RequestFeatures, Violation
 
-__all__ = ["KEYWORDS_RULE", "NO_RULES", "PeakHours", "RouteChoice", "guarantee_violation", "keyword_rule", "priced"]
+__all__ = ["KEYWORDS_RULE", "NO_RULES", "PeakHours", "RouteChoice", "expected_tokens", "guarantee_violation",
+           "keyword_rule", "priced"]
 
 KEYWORDS_RULE = "keywords"  # the rule the keyword score routes by (routing.keywords)
 NO_RULES = RuleSet(rules=(), source="routing")  # what a request is matched against without a policy file
@@ -106,9 +107,26 @@ class RouteChoice:
         return rule.cost.base_weight * (rule.cost.surge_multiplier if peak else 1.0)
 
 
-def priced(cost: CostSpec, peak: bool) -> float:
-    """An instance's price of one request: ``base``, times ``surge_multiplier`` in a peak hour."""
-    return cost.base * cost.surge_multiplier if peak else cost.base
+def priced(cost: CostSpec, peak: bool, prompt_tokens: int = 0, completion_tokens: int = 0) -> float:
+    """An instance's price of one request: ``base`` plus its tokens at their prices, in a peak hour times the surge.
+
+    Token prices 0: ``base`` alone, whatever the tokens.
+    """
+    price = cost.base
+    if cost.per_token:
+        price += (prompt_tokens * cost.input_per_1m + completion_tokens * cost.output_per_1m) / 1e6
+    return price * cost.surge_multiplier if peak else price
+
+
+def expected_tokens(cost: CostSpec, features: RequestFeatures) -> tuple[int, int]:
+    """The prompt and completion tokens a request is priced at before its answer.
+
+    The estimated input, and ``cost.expected_output_tokens`` at most the request's ``max_tokens``.
+    """
+    out = cost.expected_output_tokens
+    if features.max_tokens is not None and features.max_tokens < out:
+        out = features.max_tokens
+    return features.est_input_tokens, out
 
 
 class PeakHours:
@@ -142,9 +160,9 @@ class PeakHours:
         self._last = (now, peak)
         return peak
 
-    def price(self, cost: CostSpec, now: datetime) -> float:
-        """The per-request price of an instance costing ``cost``, for a request at ``now``."""
-        return priced(cost, self.at(now))
+    def price(self, cost: CostSpec, now: datetime, prompt_tokens: int = 0, completion_tokens: int = 0) -> float:
+        """The price of a request at ``now`` of these tokens on an instance costing ``cost``."""
+        return priced(cost, self.at(now), prompt_tokens, completion_tokens)
 
 
 def guarantee_violation(rule: Rule, cand: Candidate, max_concurrency: int) -> Violation | None:
