@@ -51,8 +51,9 @@ def test_the_default_configs_load_and_store_where_they_say() -> None:
 def test_the_compose_configs_keep_their_data_on_the_traces_volume(name: str) -> None:
     """Paths are the config file's (deploy/), the volume is the image's /srv/.routelens: ROOT stands for /srv."""
     app = compose()["x-routelens"]
-    workdir = next(line.split()[1] for line in app["build"]["dockerfile_inline"].splitlines()
-                   if line.startswith("WORKDIR"))
+    assert app["build"] == {"context": ".", "dockerfile": "Dockerfile"}
+    final = (ROOT / "Dockerfile").read_text().split("\nFROM ")[-1]  # the final stage: the image the services run
+    workdir = next(line.split()[1] for line in final.splitlines() if line.startswith("WORKDIR"))
     volume = next(v.split(":")[1] for v in app["volumes"] if v.startswith("traces:"))
     stored = Path(load_config(ROOT / "deploy" / name).storage.duckdb_path)
     assert stored.parent == ROOT / Path(volume).relative_to(workdir)

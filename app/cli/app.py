@@ -48,7 +48,7 @@ def _run(args: argparse.Namespace) -> int:
         if token is not None:
             env[READ_TOKEN_ENV] = token  # the app's reader sends it (app.reader.open_reader)
         _check_token(env[API_ENV], env.get(READ_TOKEN_ENV, "").strip() or None, args)  # what the pages send
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ENTRYPOINT), "--server.headless", "true",
+    cmd = [sys.executable, "-P", "-m", "streamlit", "run", str(ENTRYPOINT), "--server.headless", "true",
            "--server.address", host, "--server.port", str(port_), "--browser.gatherUsageStats", "false",
            "--client.toolbarMode", "minimal"]
     print(f"app http://{host}:{port_}", flush=True)

@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                         "(default: %(default)s)")
     p.add_argument("--script", metavar="DAY.yaml",
                    help="the day to play, a drill file whose faults name instances by index "
-                        "(default: data/demo/day.yaml)")
+                        "(default: the packaged app/run/demo_day.yaml)")
     p.add_argument("--data-dir", metavar="DIR",
                    help="keep the trace file, spool and derived config here (default: the folder of "
                         "storage.duckdb_path, .routelens/ beside the shipped config)")

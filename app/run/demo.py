@@ -1,6 +1,6 @@
 """``routelens demo``: simulated fleet, gateway, app and a scripted day of traffic and faults, until Ctrl-C.
 
-The day (``data/demo/day.yaml``, a drill file; ``--script`` another) is played in a loop: a loaded
+The day (``app/run/demo_day.yaml``, a drill file in the package; ``--script`` another) is played in a loop: a loaded
 fleet, KV pressure on one instance, a semantic drift on another, a crash, two experiment arms and a
 shadow, feedback marking misroutes. Each event is printed as the gateway sees it, with the page of
 the app that shows it (:mod:`app.run.narrator`); the configuration is paced for a day of minutes

@@ -25,7 +25,7 @@ from sim.traffic import TrafficResult
 
 __all__ = ["DEFAULT_SCRIPT", "DayThread", "demo_config", "load_day"]
 
-DEFAULT_SCRIPT = Path(__file__).resolve().parents[2] / "data" / "demo" / "day.yaml"
+DEFAULT_SCRIPT = Path(__file__).resolve().with_name("demo_day.yaml")  # in the package: installed too
 PROBE_EVERY_S = 5.0  # a day of minutes: a drift must be caught within seconds, not after 2 of 3 rounds of 30 s
 RECOVER_AFTER = 3  # passing probes in a row that let a drifted instance back (serve's default: 10)
 # The day's load swings (a diurnal curve), and probe latency with it: a probe is "degraded" at twice its

@@ -9,7 +9,7 @@ import pytest
 from sim.day import fleet_instance_of
 from sim.scenarios import load_scenario
 
-DAY = Path(__file__).resolve().parents[2] / "data" / "demo" / "day.yaml"
+DAY = Path(__file__).resolve().parents[2] / "app" / "run" / "demo_day.yaml"
 SHIPPED = ["v4-32k-a", "v4-32k-b", "coder-6b-a", "coder-6b-b"]
 
 
