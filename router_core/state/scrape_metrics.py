@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = ["SCRAPE_FAILURE_REASONS", "ScrapeMetrics"]
 
@@ -19,6 +19,8 @@ class ScrapeMetrics:
       refused (out-of-range) gauges, by reason (one of :data:`SCRAPE_FAILURE_REASONS`).
     - ``routelens_scrape_rounds_total``: scrape rounds completed.
     - ``routelens_scrape_last_round_timestamp_seconds``: Unix time the last round completed.
+    - ``routelens_scrape_round_duration_seconds``: how long each round took (longer than
+      ``scrape.interval_s``: the rounds overrun; see docs/deployment.md, A big fleet).
 
     Args:
         registry: Where the collectors are registered (never the global default in tests).
@@ -34,12 +36,18 @@ class ScrapeMetrics:
             "routelens_scrape_last_round_timestamp_seconds", "When the last scrape round completed.",
             registry=registry,
         )
+        self.round_duration = Histogram(
+            "routelens_scrape_round_duration_seconds", "How long a scrape round of every instance took.",
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0), registry=registry,
+        )
 
     def record_failure(self, instance: str, reason: str) -> None:
         """Count one failed scrape of ``instance`` (an unknown reason is counted as ``internal``)."""
         self.failures.labels(instance, reason if reason in SCRAPE_FAILURE_REASONS else "internal").inc()
 
-    def record_round(self, unix_s: float) -> None:
-        """Count one completed round, finished at ``unix_s``."""
+    def record_round(self, unix_s: float, duration_s: float | None = None) -> None:
+        """Count one completed round, finished at ``unix_s`` after ``duration_s`` seconds."""
         self.rounds.inc()
         self.last_round.set(unix_s)
+        if duration_s is not None:
+            self.round_duration.observe(duration_s)

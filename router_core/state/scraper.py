@@ -11,14 +11,29 @@ event loop, a callback that never returns), :meth:`MetricsScraper.stall_reason` 
 Instances declared ``engine: external`` (no ``/metrics``: a hosted API, say) are not scraped at
 all: no request, no failure counted, never in :meth:`MetricsScraper.failing`; the view judges
 them by what the gateway itself sees (:mod:`router_core.state.view`).
+
+A big fleet (a platform team's 100-300 instances) shapes two choices:
+
+- At most ``max_in_flight`` scrapes run at once (:data:`MAX_IN_FLIGHT`), and each one's
+  ``timeout_s`` starts when it does. Every scrape costs the event loop CPU (reading the answer,
+  parsing it: about 1 ms, 2 with a real vLLM body); with all 200 sent at once, the last answers
+  waited behind the others' parsing and ran out of their 0.5 s without the instance being slow
+  (49 of 200 timed out every round with real vLLM bodies, and a timed-out instance goes stale:
+  treated as saturated). A scrape now waits at most for the CPU of ``max_in_flight - 1`` others.
+- Rounds start every ``interval_s`` (start to start, as a Prometheus scrape interval), not
+  ``interval_s`` after the previous round ended: at 200 instances a round of 0.25-1 s made the
+  period 1.25-2 s. A round longer than the interval is followed by the next at once (never two
+  at a time), is logged once per change (``scrape rounds overrun``) and is visible in
+  ``routelens_scrape_round_duration_seconds`` and :meth:`MetricsScraper.last_round_s`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import aiohttp
 
@@ -27,10 +42,11 @@ from router_core.state.scrape_metrics import ScrapeMetrics
 from router_core.state.view import StateView
 from schemas.fleet import EXTERNAL, InstanceSpec
 
-__all__ = ["MetricsScraper"]
+__all__ = ["MAX_IN_FLIGHT", "MetricsScraper"]
 
 log = logging.getLogger(__name__)
 _DETAIL_CHARS = 200
+MAX_IN_FLIGHT = 32  # scrapes at once: at ~2 ms of CPU each, a scrape waits at most ~60 ms for the others
 
 
 class _ScrapeFailed(Exception):
@@ -51,8 +67,10 @@ class MetricsScraper:
         on_round: Called after each round has been folded into the view (e.g. to store the
             round's snapshots); an exception it raises is logged and does not stop the loop.
         metrics: Failure and round counters (none recorded when omitted).
-        clock: Monotonic seconds, for stall detection (injected).
+        clock: Monotonic seconds, for stall detection and the rounds' cadence (injected).
         wall: Unix seconds, for ``routelens_scrape_last_round_timestamp_seconds`` (injected).
+        max_in_flight: Scrapes running at once; each one's timeout starts when it does.
+        sleep: Awaitable sleep on ``clock`` (injected in tests).
     """
 
     def __init__(
@@ -67,8 +85,17 @@ class MetricsScraper:
         metrics: ScrapeMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, not {max_in_flight}")
         self._specs = [s for s in specs if s.engine != EXTERNAL]
+        self._max_in_flight = max_in_flight
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._sleep = sleep
+        self._last_round_s: float | None = None  # how long the last completed round took
+        self._overrun = False  # whether the last round took longer than the interval (logged on change)
         self._view = view
         self._session = session
         self._interval_s = interval_s
@@ -84,8 +111,17 @@ class MetricsScraper:
 
     @property
     def stall_after_s(self) -> float:
-        """Without a completed round for this long, the loop counts as stalled."""
-        return 3 * self._interval_s + self._timeout_s
+        """Without a completed round for this long, the loop counts as stalled.
+
+        Three intervals and the longest a healthy round can take: every instance hanging until
+        its timeout, ``max_in_flight`` at a time.
+        """
+        waves = max(math.ceil(len(self._specs) / self._max_in_flight), 1)
+        return 3 * self._interval_s + waves * self._timeout_s
+
+    def last_round_s(self) -> float | None:
+        """How long the last completed round took (None before the first)."""
+        return self._last_round_s
 
     def last_round_age_s(self) -> float:
         """Seconds since the last round completed (or since the scraper was built)."""
@@ -103,7 +139,8 @@ class MetricsScraper:
         return dict(self._failing)
 
     async def scrape_once(self) -> None:
-        """Scrape every instance once, concurrently, then let the view re-evaluate its latches."""
+        """Scrape every instance once, ``max_in_flight`` at a time, then let the view re-evaluate its latches."""
+        started = self._clock()
         await asyncio.gather(*(self._scrape(spec) for spec in self._specs))
         self._view.tick()
         if self._on_round is not None:
@@ -114,19 +151,39 @@ class MetricsScraper:
             else:
                 self._errors.pop("after-round callback failed", None)
         self._last_round = self._clock()
+        self._last_round_s = took = max(self._last_round - started, 0.0)
         if self._metrics is not None:
-            self._metrics.record_round(self._wall())
+            self._metrics.record_round(self._wall(), took)
+        self._note_overrun(took)
 
     async def run(self) -> None:
-        """Scrape every ``interval_s`` forever (the first round after one interval); cancel to stop."""
+        """Start a round every ``interval_s`` forever (the first after one interval); cancel to stop.
+
+        The interval runs from one round's start to the next's; a round that takes longer is
+        followed by the next at once.
+        """
+        await self._sleep(self._interval_s)
         while True:
-            await asyncio.sleep(self._interval_s)
+            started = self._clock()
             try:
                 await self.scrape_once()
             except Exception as exc:  # a bug must not end scraping for every instance, for good
                 self._round_failed(exc, "scrape round failed")
             else:
                 self._errors.pop("scrape round failed", None)
+            await self._sleep(max(self._interval_s - (self._clock() - started), 0.0))
+
+    def _note_overrun(self, took: float) -> None:
+        """Log when rounds start, or stop, taking longer than the interval (once per change)."""
+        over = took > self._interval_s
+        if over and not self._overrun:
+            log.warning("scrape rounds overrun: a round of %d instances took %.2fs, longer than scrape.interval_s "
+                        "(%gs); state is older than the interval says (see docs/deployment.md, A big fleet)",
+                        len(self._specs), took, self._interval_s)
+        elif self._overrun and not over:
+            log.warning("scrape rounds back within scrape.interval_s (%gs): the last took %.2fs",
+                        self._interval_s, took)
+        self._overrun = over
 
     def _round_failed(self, exc: Exception, what: str) -> None:
         if self._errors.get(what) != type(exc).__name__:
@@ -134,6 +191,10 @@ class MetricsScraper:
             self._errors[what] = type(exc).__name__
 
     async def _scrape(self, spec: InstanceSpec) -> None:
+        async with self._slots:  # the timeout starts with the scrape, not while it waits its turn
+            await self._scrape_now(spec)
+
+    async def _scrape_now(self, spec: InstanceSpec) -> None:
         try:
             gauges = await self._fetch(spec)
         except _ScrapeFailed as exc:
