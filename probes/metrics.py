@@ -3,7 +3,8 @@
 ``routelens_probe_verdict`` is the hysteresis verdict (1 for the current one, 0 for the others),
 what ``deploy/prometheus/routelens-probes.rules.yml`` alerts on; ``routelens_probe_success`` is
 the last raw result. ``routelens_probe_last_result_timestamp_seconds`` is the Unix time of the
-latest result, so ``time() - ...`` is the prober's silence.
+latest result, so ``time() - ...`` is the prober's silence. ``routelens_probe_concurrency_needed``
+above ``routelens_probe_concurrency_limit`` means the prober cannot keep up with its fleet.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ class ProbeMetrics:
                                ["kind"], registry=registry)
         for kind in ProbeKind:
             self.skipped.labels(kind.value)
+        self.needed = Gauge("routelens_probe_concurrency_needed",
+                            "Probes a period needs in flight on average (its probes' recent times over the interval).",
+                            registry=registry)
+        self.limit = Gauge("routelens_probe_concurrency_limit", "Probes allowed in flight at once.", registry=registry)
 
     def record(self, result: ProbeResult) -> None:
         """Write one result: success, duration, similarity (semantic) and the last-result time."""
@@ -71,6 +76,11 @@ class ProbeMetrics:
     def record_skipped(self, kind: ProbeKind) -> None:
         """Count a slot skipped because the previous probe of that pair was still running."""
         self.skipped.labels(kind.value).inc()
+
+    def set_capacity(self, needed: float, limit: int) -> None:
+        """Publish what the period starting now needs in flight, and the limit (needed > limit: falling behind)."""
+        self.needed.set(needed)
+        self.limit.set(limit)
 
     def forget(self, instance: str, model: str) -> None:
         """Drop an instance's series when it leaves the fleet (no stale verdicts in Prometheus)."""

@@ -12,6 +12,10 @@ probe is still running when its next slot comes is skipped and counted, never st
 An instance may get fewer kinds (``kinds_of``) or be probed only every n-th period (``every``):
 a paid provider's instance, whose every probe costs money. Such an instance's slots are simply
 absent from the periods it sits out; the others share the period as before.
+
+At each period's start :class:`probes.capacity.Capacity` works out how many probes that period
+needs in flight from each kind's recent probe times; with ``grow_to`` (``probes.max_concurrent:
+auto``) the limit rises to match (a big fleet), and a shortfall is logged once per change.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+from probes.capacity import Capacity
 from probes.types import Target
 from schemas.common import ProbeKind
 from schemas.probe import ProbeResult
@@ -55,6 +60,9 @@ class ProbeScheduler:
         on_skip: Called with the kind of each skipped (still running) slot.
         kinds_of: Instance id -> the kinds it gets instead of ``kinds`` (absent: ``kinds``).
         every: Instance id -> probed in one period out of this many, the first included (absent: 1).
+        grow_to: Raise ``max_concurrent`` up to this when a period's probes need more in flight
+            (None: never; a shortfall is only logged).
+        on_capacity: Called with ``(needed, limit)`` at each period's start (the metrics).
     """
 
     def __init__(
@@ -76,6 +84,8 @@ class ProbeScheduler:
         on_skip: Callable[[ProbeKind], None] | None = None,
         kinds_of: Mapping[str, Sequence[ProbeKind]] | None = None,
         every: Mapping[str, int] | None = None,
+        grow_to: int | None = None,
+        on_capacity: Callable[[float, int], None] | None = None,
     ) -> None:
         if interval_s <= 0 or timeout_s <= 0 or max_concurrent < 1 or not 0 <= jitter <= 1:
             raise ValueError("interval_s and timeout_s must be > 0, max_concurrent >= 1, jitter in [0, 1]")
@@ -91,6 +101,9 @@ class ProbeScheduler:
         self._clock, self._sleep, self._rng = clock, sleep, rng
         self._on_slip, self._on_skip = on_slip, on_skip
         self._sem = asyncio.Semaphore(max_concurrent)
+        self._limit = max_concurrent
+        self.capacity = Capacity(max_concurrent, interval_s, max(grow_to, max_concurrent) if grow_to else None,
+                                 on_capacity)
         self._in_flight: dict[tuple[str, ProbeKind], asyncio.Task[None]] = {}
         self._last_result_at: float | None = None
         self._main: asyncio.Task[None] | None = None
@@ -134,7 +147,9 @@ class ProbeScheduler:
         period = 0
         try:
             while not self._stopping:
-                for due, target, kind in self.plan(start, period):
+                slots = self.plan(start, period)
+                self._hold(self.capacity.check(kind for _, _, kind in slots))
+                for due, target, kind in slots:
                     delay = due - self._clock()
                     if delay > 0:
                         await self._sleep(delay)
@@ -154,6 +169,12 @@ class ProbeScheduler:
         finally:
             for task in list(self._in_flight.values()):
                 task.cancel()
+
+    def _hold(self, limit: int) -> None:
+        """Allow ``limit`` probes in flight (it only grows: each new place is a release of the semaphore)."""
+        for _ in range(limit - self._limit):
+            self._sem.release()
+        self._limit = max(self._limit, limit)
 
     def stop(self) -> None:
         """End :meth:`run_forever` (probes in flight are cancelled)."""
@@ -180,6 +201,7 @@ class ProbeScheduler:
             if self._on_slip is not None:
                 self._on_slip(started - due)
             result = await self._race(target, kind, started)
+            self.capacity.took(kind, self._clock() - started)
         self._last_result_at = self._clock()
         try:
             self._on_result(result)

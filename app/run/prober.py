@@ -35,6 +35,7 @@ from pydantic import BaseModel
 from app.run.gc_tuning import tame_gc
 from probes.alerts import AlertManager
 from probes.baselines import BaselineStore
+from probes.capacity import AUTO_CEILING, AUTO_START
 from probes.embedder import Embedder, MiniLMEmbedder, available
 from probes.metrics import ProbeMetrics
 from probes.runner import ProbeRunner
@@ -144,15 +145,21 @@ class Prober:
     async def start(self) -> None:
         """Start probing in the background (returns at once)."""
         # Keep-alive: a fresh connection per probe would churn ephemeral ports (600 per period at 200 instances).
-        connector = aiohttp.TCPConnector(limit=self.settings.max_concurrent)
+        # No cap on connections: the scheduler bounds the probes in flight, and a semantic round sends all its
+        # references at once; a pool capped at max_concurrent made probes queue for a connection inside their
+        # own timing (a latency probe measured the wait: false 'degraded' verdicts on a big fleet).
+        connector = aiohttp.TCPConnector(limit=0)
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
         self.runner = runner = ProbeRunner(self.settings, self._session, embedder=self._embedder,
                                            baselines=self._baselines, wall=self._wall)
+        given = self.settings.max_concurrent  # "auto": start at AUTO_START, grow with the fleet's need
+        limit, grow_to = (given, None) if isinstance(given, int) else (AUTO_START, AUTO_CEILING)
         self.scheduler = ProbeScheduler(
             self.targets, self.kinds, runner.run, self._on_result, interval_s=self.settings.interval_s,
-            jitter=self.settings.jitter, timeout_s=self.settings.timeout_s, max_concurrent=self.settings.max_concurrent,
+            jitter=self.settings.jitter, timeout_s=self.settings.timeout_s, max_concurrent=limit,
             timed_out=self._timed_out, clock=self._clock, rng=self._rng, on_slip=self.metrics.observe_slip,
             on_skip=self.metrics.record_skipped, kinds_of=self._kinds_of, every=self._every,
+            grow_to=grow_to, on_capacity=self.metrics.set_capacity,
         )
         self._started_at = self._clock()
         self._tasks = [asyncio.create_task(self._probe_forever(self.scheduler)),

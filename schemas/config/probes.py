@@ -9,7 +9,7 @@ only after ``recover_m`` passes in a row (the seed's "探针连续10次通过").
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -170,7 +170,12 @@ class ProbeSettings(ContractModel):
     interval_s: float = Field(30.0, ge=0.1, description="Every instance gets each probe once per interval.")
     jitter: float = Field(0.1, ge=0, le=1, description="Random shift of each slot, as a share of the slot's width.")
     timeout_s: float = Field(10.0, gt=0, description="One probe request, connect to last byte.")
-    max_concurrent: int = Field(16, ge=1, le=1024, description="Probe requests in flight at most.")
+    max_concurrent: Annotated[int, Field(ge=1, le=1024)] | Literal["auto"] = Field(
+        "auto", description="Probes in flight at most (a semantic round of n references is one probe of n requests). "
+        "auto: 16 at first, raised at each period's start to 1.5 times what the period needs from the probes' "
+        "recent times, up to 256 (200 instances need about 20; docs/deployment.md, A big fleet). A number is "
+        "kept as it is, and a period needing more is logged ('probes cannot keep up').",
+    )
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="Longer answers are cut and fail the probe.")
     kinds: list[ProbeKind] = Field(default_factory=lambda: list(ProbeKind))
     marker_header: str = Field("x-routelens-probe", min_length=1, description="Sent with every probe request.")
