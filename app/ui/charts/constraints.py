@@ -7,6 +7,8 @@ from datetime import datetime
 import pandas as pd
 import plotly.graph_objects as go
 
+from app.ui.data.big_fleet import CHART_ROWS
+
 __all__ = ["BINDING_COLOURS", "MIN_BAR_SHARE", "STATE_COLOURS", "binding_chart", "state_chart", "timeline_chart"]
 
 STATE_COLOURS: dict[str, str] = {"in": "#2e9e44", "out": "#d62728", "n/a": "#e0e0e0"}
@@ -68,12 +70,13 @@ def state_chart(rows: pd.DataFrame) -> go.Figure:
         text.append(tr)
         hover.append(hr)
     labels = [f"{i} (stale)" if i in stale else i for i in instances]
+    dense = len(instances) > CHART_ROWS  # a big fleet: thin rows without cell text (the hover says it all)
     fig.add_trace(go.Heatmap(
-        z=z, x=constraints, y=labels, text=text, customdata=hover, texttemplate="%{text}", colorscale=_scale(),
-        zmin=-0.5, zmax=len(STATE_COLOURS) - 0.5, showscale=False, xgap=3, ygap=3,
+        z=z, x=constraints, y=labels, text=text, customdata=hover, texttemplate="" if dense else "%{text}",
+        colorscale=_scale(), zmin=-0.5, zmax=len(STATE_COLOURS) - 0.5, showscale=False, xgap=3, ygap=3,
         hovertemplate="%{y} · %{x}: %{customdata}<extra></extra>",
     ))
-    fig.update_layout(title="Latches now", height=120 + 36 * len(instances), margin=_MARGIN,
+    fig.update_layout(title="Latches now", height=120 + (14 if dense else 36) * len(instances), margin=_MARGIN,
                       yaxis={"autorange": "reversed"}, xaxis={"side": "top"})
     return fig
 

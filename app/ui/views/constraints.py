@@ -14,6 +14,7 @@ import streamlit as st
 from app import reader
 from app.ui import resources, sidebar
 from app.ui.charts import constraints as charts
+from app.ui.data import big_fleet
 from app.ui.data import constraints as data
 from app.ui.data.topology import SCOPE_PARAMS, decisions_link, parse_url_time
 from app.ui.limits import load_limits
@@ -112,9 +113,15 @@ def state_now() -> None:
     out = rows[rows["state"] == "out"]
     st.caption(f"{len(out)} of {count(len(rows), 'latch', 'latches')} out on {out['instance'].nunique()} of "
                f"{count(rows['instance'].nunique(), 'instance')}.")
-    st.plotly_chart(charts.state_chart(rows), key="state_chart")
+    drawn, quiet = big_fleet.latches_to_draw(rows)
+    if quiet:
+        st.caption(f"Drawn: the instances with a latch out or stale state; {count(quiet, 'instance')} with every "
+                   "latch in are left to the latch table.")
+    if not drawn.empty:
+        st.plotly_chart(charts.state_chart(drawn), key="state_chart")
     with st.expander("Latch table"):
-        st.dataframe(rows.drop(columns="value").fillna({"model": DASH}), hide_index=True)
+        st.dataframe(rows.drop(columns="value").astype({"since": object}).fillna({"model": DASH, "since": DASH}),
+                     hide_index=True)
 
 
 @st.fragment(run_every=None if pinned else HISTORY_EVERY_S)
@@ -139,7 +146,13 @@ def history() -> None:
     else:
         if note:
             st.caption(note)
-        st.plotly_chart(charts.timeline_chart(intervals, sc.start, sc.end, marks), key="timeline_chart")
+        drawn, hidden = big_fleet.longest_out(intervals)
+        if hidden:
+            st.caption(f"Drawn: the {big_fleet.CHART_ROWS} latches out longest; {count(hidden, 'other')} are in the "
+                       "intervals table.")
+            rows_drawn = set(zip(drawn["instance"], drawn["constraint"], strict=True))
+            marks = marks[[(i, c) in rows_drawn for i, c in zip(marks["instance"], marks["constraint"], strict=True)]]
+        st.plotly_chart(charts.timeline_chart(drawn, sc.start, sc.end, marks), key="timeline_chart")
         with st.expander("Intervals"):
             st.dataframe(data.interval_table(intervals, load_limits()), hide_index=True)
     if not marks.empty:

@@ -10,7 +10,7 @@ from app.ui import probe_traffic, resources, widgets
 from app.ui.charts.attempts import attempts_chart
 from app.ui.charts.score_terms import score_terms_chart
 from app.ui.charts.waterfall import waterfall_chart
-from app.ui.data import policy_step, trace_tables, why, why_not
+from app.ui.data import big_fleet, policy_step, trace_tables, why, why_not
 from app.ui.data.ids import request_id_problem
 from app.ui.data.waterfall import waterfall_stages
 from app.ui.misroute_form import misroute_section
@@ -81,7 +81,11 @@ terms = trace_tables.score_terms_frame(trace)
 if terms.empty:
     st.text("No candidate was scored.")
 else:
-    st.plotly_chart(score_terms_chart(terms), key="score_terms")
+    drawn, left_out = big_fleet.top_scored(terms, keep=(trace.selected_instance,))
+    if left_out:
+        st.caption(f"The {drawn['instance'].nunique()} best-scored candidates (and the one chosen) of "
+                   f"{terms['instance'].nunique()}; the tables below hold every one.")
+    st.plotly_chart(score_terms_chart(drawn), key="score_terms")
 if (flip := why.flip_sentence(trace)) is not None:
     st.text(flip)
 widgets.table(trace_tables.ranking_frame(trace))
