@@ -98,7 +98,7 @@ async def router_state(gw: OpsParts, request: web.Request) -> web.Response:
         took = scraper.last_round_s()
         views["scrape"] = {"last_round_age_s": round(scraper.last_round_age_s(), 3),
                            "last_round_s": None if took is None else round(took, 3),
-                           "interval_s": gw.config.scrape.interval_s,
+                           "interval_s": scraper.interval_s,
                            "stalled": scrape_problem(gw) is not None, "failing": scraper.failing()}
     views["quality"] = [{"model": m, "class": c, "p_correct": round(p, 4)} for (m, c), p in
                         sorted(gw.quality.snapshot().items())]

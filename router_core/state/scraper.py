@@ -119,6 +119,11 @@ class MetricsScraper:
         waves = max(math.ceil(len(self._specs) / self._max_in_flight), 1)
         return 3 * self._interval_s + waves * self._timeout_s
 
+    @property
+    def interval_s(self) -> float:
+        """Seconds from one round's start to the next's."""
+        return self._interval_s
+
     def last_round_s(self) -> float | None:
         """How long the last completed round took (None before the first)."""
         return self._last_round_s
