@@ -104,8 +104,23 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print(trace_json(trace, feedback))
     else:
-        stdout_console().print(render_trace(trace, feedback))
+        stdout_console().print(render_trace(trace, feedback, candidates=args.candidates))
     return 0
+
+
+CANDIDATES_SHOWN = 20  # in full by default: a big fleet's 200 candidates printed 1,456 lines
+
+
+def _shown_count(text: str) -> int | None:
+    if text == "all":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a count of at least 1 or 'all', not {text!r}")
+    return n
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -117,4 +132,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     src.add_argument("--db", help="read a DuckDB file that no process writes, instead of the API")
     p.add_argument("--json", action="store_true",
                    help="print the trace as JSON, with the feedback on it (keys 'feedback', 'feedback_error')")
+    p.add_argument("--candidates", type=_shown_count, default=CANDIDATES_SHOWN, metavar="N|all",
+                   help=f"candidates shown in full, best first, those tried or served always (default "
+                        f"{CANDIDATES_SHOWN}; the others counted by verdict in one line); 'all' for every one")
     p.set_defaults(func=_run)

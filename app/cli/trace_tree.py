@@ -6,6 +6,7 @@ so an instance id or a reason containing ``[brackets]`` prints verbatim.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from rich.text import Text
@@ -41,13 +42,16 @@ _BAD = "bold red"
 _DIM = "dim"
 
 
-def render_trace(trace: DecisionTrace, feedback: Sequence[Feedback] | str | None = None) -> Tree:
+def render_trace(trace: DecisionTrace, feedback: Sequence[Feedback] | str | None = None,
+                 candidates: int | None = None) -> Tree:
     """Build a readable tree of one trace: header, features, routing rule, steps, candidates, selection, outcome.
 
     Args:
         trace: The decision trace to show.
         feedback: The verdicts recorded on the request (shown last), or why they could not be
             read; None: not asked.
+        candidates: Candidates shown in full at most, best first (those tried or served always);
+            the others are counted by verdict in one line. None: every one.
 
     Returns:
         A :class:`rich.tree.Tree`; print it with ``rich.console.Console().print(tree)``.
@@ -68,8 +72,12 @@ def render_trace(trace: DecisionTrace, feedback: Sequence[Feedback] | str | None
 
     cands = tree.add(Text(f"Candidates ({len(trace.candidates)})", style="bold"))
     served, aside = served_by(trace), unjudged(trace)
-    for cand in ordered_candidates(trace.candidates):
+    ordered = ordered_candidates(trace.candidates)
+    shown, rest = _shown(trace, ordered, served, candidates)
+    for cand in shown:
         _add_candidate(cands, trace, cand, served, chain_only=cand.instance in aside)
+    if rest:
+        cands.add(_rest_line(rest))
 
     _add_selection(tree, trace, served)
     attempts = tree.add(Text(f"Attempts ({len(trace.attempts)})", style="bold"))
@@ -81,6 +89,29 @@ def render_trace(trace: DecisionTrace, feedback: Sequence[Feedback] | str | None
     if feedback is not None:
         _add_feedback(tree, feedback)
     return tree
+
+
+def _shown(trace: DecisionTrace, ordered: list[CandidateEval], served: str | None,
+           limit: int | None) -> tuple[list[CandidateEval], list[CandidateEval]]:
+    """The candidates to show in full (the best ``limit``, and any tried, selected or served), and the rest."""
+    if limit is None or len(ordered) <= limit:
+        return ordered, []
+    keep = {a.instance for a in trace.attempts} | {trace.selected_instance, served}
+    shown = [c for i, c in enumerate(ordered) if i < limit or c.instance in keep]
+    ids = {id(c) for c in shown}
+    return shown, [c for c in ordered if id(c) not in ids]
+
+
+def _rest_line(rest: list[CandidateEval]) -> Text:
+    """One line for the candidates not shown: how many were feasible, how many rejected and by what."""
+    feasible = sum(c.feasible for c in rest)
+    why = Counter(v.constraint for c in rest if not c.feasible for v in c.violations[:1])
+    parts = [f"{feasible} feasible"] if feasible else []
+    if len(rest) > feasible:
+        by = ", ".join(f"{metric} {n}" for metric, n in why.most_common())
+        parts.append(f"{len(rest) - feasible} rejected" + (f" ({by})" if by else ""))
+    return Text.assemble((f"… {len(rest)} more: ", _DIM), "; ".join(parts),
+                         ("  (--candidates all to show every one)", _DIM))
 
 
 def _add_policy(parent: Tree, step: PolicyStep) -> None:

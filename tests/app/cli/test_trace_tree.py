@@ -151,3 +151,21 @@ def test_header_shows_the_opentelemetry_trace_id(trace: DecisionTrace) -> None:
                                       "otel_span_id": "b7ad6b7169203331"})
     head = as_text(render_trace(traced)).splitlines()[:4]
     assert "trace id 4bf92f3577b34da6a3ce929d0e0e4736  span b7ad6b7169203331" in head
+
+
+def test_a_big_fleet_s_candidates_are_shown_best_first_up_to_the_limit_and_the_rest_counted(
+        trace: DecisionTrace) -> None:
+    # 200 candidates printed 1,456 lines: the best N in full, those tried or served always, the rest in one line
+    top, selected, rejected = (next(c for c in trace.candidates if c.instance == i)
+                               for i in (stub.TOP_RANKED, stub.SELECTED_INSTANCE, stub.REJECTED_INSTANCE))
+    more = [top.model_copy(update={"instance": f"extra-{n:02}", "rank": 10 + n}) for n in range(12)]
+    more += [rejected.model_copy(update={"instance": f"full-{n:02}"}) for n in range(9)]
+    big = trace.model_copy(update={"candidates": [*trace.candidates, *more]})
+    shown = as_text(render_trace(big, candidates=5))
+    assert [f"extra-{n:02}" in shown for n in range(12)] == [True] * 3 + [False] * 9  # the 5 best: 2 + 3 extras
+    assert selected.instance in shown and "full-" not in shown
+    assert "… 19 more: 9 feasible; 10 rejected (kv-cache 10)" in shown
+    tried = big.model_copy(update={"candidates": [*more, *trace.candidates]})
+    assert all(a.instance in as_text(render_trace(tried, candidates=1)) for a in trace.attempts)  # always shown
+    everything = as_text(render_trace(big))
+    assert all(c.instance in everything for c in big.candidates) and "more:" not in everything
