@@ -86,8 +86,9 @@ class StorageSettings(ContractModel):
     pending_traces: int = Field(
         4096, ge=0,
         description="Traces emitted but not stored yet that a process keeps to answer reads of them at once "
-        "(read-your-writes): the newest this many. Each holds its decision (about 35 kB with four candidates), "
-        "and while the store is down nothing is stored: this bounds what a long outage holds.",
+        "(read-your-writes): the newest this many, and of a big fleet's fewer (8 candidates a trace on average at "
+        "most). Each holds its decision (about 35 kB with four candidates, 0.4 MB with 200), and while the store "
+        "is down nothing is stored: this bounds what a long outage holds.",
     )
     batch_size: int = Field(
         32_768, ge=1, description="Records per sink write at most; batches grow toward it under load (cheaper inserts)."

@@ -196,6 +196,23 @@ def test_while_the_store_is_down_only_the_newest_pending_traces_are_kept(tmp_pat
     assert all(em.pending(t.request_id) is None for t in traces)
 
 
+def test_a_big_fleet_s_pending_traces_are_also_bounded_by_their_candidates(tmp_path: Path,
+                                                                            factory: TraceFactory) -> None:
+    # 4,096 pending traces of 200 candidates held 1.7 GB while a store was down: the count alone bounded them
+    sink = FlakySink(down=True)
+    em = fast(sink, tmp_path, settings().model_copy(update={"pending_traces": 4}))  # 4 x 8 = 32 candidates kept
+    base = factory.trace(request_id="req_big_0")
+    big = [base.model_copy(update={"request_id": f"req_big_{n}", "candidates": base.candidates[:1] * 20})
+           for n in range(4)]
+    small = factory.trace(request_id="req_small")
+    assert all(em.emit(t) for t in [*big, small])
+    kept = [t.request_id for t in [*big, small] if em.pending(t.request_id) is not None]
+    assert kept == ["req_big_3", "req_small"]  # 20 + a few candidates: the older big ones went first
+    sink.down = False
+    em.close()
+    assert sink.ids == [t.request_id for t in [*big, small]]  # nothing lost: they wait in the spool
+
+
 def test_sink_failures_are_retried_not_lost(tmp_path: Path, factory: TraceFactory) -> None:
     sink = FlakySink(failures=3)
     em = fast(sink, tmp_path)
