@@ -131,11 +131,14 @@ class AttemptsExhausted(RoutingError):
 
     Attributes:
         last_error: The error class of the last attempt.
+        retry: Whether a client's retry is worth it (False when every attempt ran out of its time:
+            a retry would wait as long again, on every instance again).
     """
 
-    def __init__(self, message: str, *, last_error: str | None) -> None:
+    def __init__(self, message: str, *, last_error: str | None, retry: bool = True) -> None:
         super().__init__(message)
         self.last_error = last_error
+        self.retry = retry
 
 
 class Throttled(RoutingError):

@@ -47,6 +47,7 @@ from router_core.rules.route import expected_tokens
 from router_core.state.inflight import InflightCounter
 from router_core.state.quality import QualityTable
 from router_core.state.view import StateView
+from schemas.common import AttemptStatus
 from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSnapshot, InstanceSpec
 from schemas.hashing import query_hash
@@ -291,8 +292,9 @@ class ChatRunner:
             raise UpstreamRateLimited(f"rate limited upstream ({fwd.failure()})", retry_after_s=fwd.retry_after_s,
                                       instance=last)
         if fwd.spec is None or fwd.response is None:
+            timed_out = bool(fwd.attempts) and all(a.status is AttemptStatus.TIMEOUT for a in fwd.attempts)
             raise AttemptsExhausted(f"no instance could serve the request ({fwd.failure()})",
-                                    last_error=fwd.last_error)
+                                    last_error=fwd.last_error, retry=not timed_out)
         spec = fwd.spec
         expected = expected_tokens(spec.cost, ctx.features) if spec.cost.per_token else (0, 0)
         cost = router.policy.price(spec.cost, ctx.now, *expected)  # at the request's time: peak hours add the surge

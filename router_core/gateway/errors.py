@@ -133,6 +133,8 @@ def error_for(exc: RoutelensError, *, headers: dict[str, str] | None = None) -> 
         headers = {**(headers or {}), "Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
         if isinstance(exc, UpstreamRateLimited) and exc.instance is not None:
             headers["x-routelens-instance"] = exc.instance
+    elif isinstance(exc, AttemptsExhausted) and not exc.retry:  # OpenAI's SDKs read it: no retry of that
+        headers = {**(headers or {}), "x-should-retry": "false"}
     return error_response(status, str(exc), param=getattr(exc, "param", None), code=code, headers=headers)
 
 
