@@ -43,6 +43,7 @@ from schemas.trace import DecisionTrace
 __all__ = ["SHOWN_EARLIEST", "SHOWN_LATEST", "DuckDBReader", "named_queries", "shown_time"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
 SHOWN_EARLIEST = EARLIEST_TIME
 """How a stored instant before the contract's range reads (the range's first instant)."""
 SHOWN_LATEST = LATEST_TIME - timedelta(microseconds=1)
@@ -213,26 +214,31 @@ class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, DuckDBLatches, WindowRead
         """
         if query.filter.start is None:
             raise ValueError("aggregates need filter.start")  # AggregateQuery checks it already
-        where, params = _where(query.filter)
         width = BUCKETS[query.bucket] * 1_000_000
-        base = (query.filter.start - _EPOCH) // timedelta(microseconds=1) // width * width
-        out = []
-        minutes, rest = self._rollup_split(query.filter)
+        base = (query.filter.start - _EPOCH) // _US // width * width
+        return [_bucket(r, base, width) for r in self._bucket_rows(query.filter, base, width)]
+
+    def window_stats(self, flt: TraceFilter) -> BucketStats | None:
+        """Return the window ``[flt.start, flt.end)`` as one bucket starting at ``flt.start``; None without a request.
+
+        Its latency quantiles are the window's own (exact over traces; over sealed minutes of the
+        rollup, read from its bins, within about 1%), not a mean of per-bucket quantiles.
+        """
+        if flt.start is None or flt.end is None:
+            raise ValueError("window_stats needs filter.start and filter.end")
+        base = (flt.start - _EPOCH) // _US
+        width = max((flt.end - _EPOCH) // _US - base, 1)
+        rows = self._bucket_rows(flt, base, width)
+        return _bucket(rows[0], base, width) if rows else None
+
+    def _bucket_rows(self, flt: TraceFilter, base: int, width: int) -> list[dict[str, Any]]:
+        """Rows ``k, requests, errors, fallbacks, q, cost, feedback, misroutes`` of ``flt`` per bucket ``k``."""
+        minutes, rest = self._rollup_split(flt)
         if minutes is not None:
-            rows = rollup.Buckets().read(self._rows, query.filter, minutes, rest, base, width).rows()
-        else:
-            rows = self._rows(named_queries()["aggregate"].format(where=where),
-                              [base, width, *params, base, width, *params])
-        for r in rows:
-            q = r["q"] or [None, None, None]
-            out.append(BucketStats(
-                start=_EPOCH + timedelta(microseconds=base + r["k"] * width), requests=r["requests"],
-                errors=r["errors"], fallbacks=r["fallbacks"],
-                fallback_rate=r["fallbacks"] / r["requests"], latency_p50_ms=q[0], latency_p95_ms=q[1],
-                latency_p99_ms=q[2], cost=float(r["cost"]), feedback=r["feedback"], misroutes=r["misroutes"],
-                misroute_rate=r["misroutes"] / r["feedback"] if r["feedback"] else None,
-            ))
-        return out
+            return rollup.Buckets().read(self._rows, flt, minutes, rest, base, width).rows()
+        where, params = _where(flt)
+        sql = named_queries()["aggregate"].format(where=where)
+        return self._rows(sql, [base, width, *params, base, width, *params])
 
     def traffic(self, flt: TraceFilter) -> list[TrafficEdge]:
         """Return request counts per (rule, model, instance)."""
@@ -267,3 +273,13 @@ class DuckDBReader(DuckDBAnalytics, DuckDBExperiments, DuckDBLatches, WindowRead
                f"ORDER BY {info.time_field}, {info.id_field} LIMIT ?")
         rows = self._rows(sql, [*params, limit])
         return [info.model.model_validate(clean(r, info.model)) for r in rows]
+
+
+def _bucket(r: dict[str, Any], base: int, width: int) -> BucketStats:
+    q = r["q"] or [None, None, None]
+    return BucketStats(
+        start=_EPOCH + timedelta(microseconds=base + r["k"] * width), requests=r["requests"], errors=r["errors"],
+        fallbacks=r["fallbacks"], fallback_rate=r["fallbacks"] / r["requests"], latency_p50_ms=q[0],
+        latency_p95_ms=q[1], latency_p99_ms=q[2], cost=float(r["cost"]), feedback=r["feedback"],
+        misroutes=r["misroutes"], misroute_rate=r["misroutes"] / r["feedback"] if r["feedback"] else None,
+    )

@@ -153,6 +153,13 @@ class HttpTraceStore:
         data = self._get("/v1/analytics/buckets", {**self._filter(query.filter), "bucket": query.bucket})
         return self._models(BucketStats, data["buckets"])
 
+    def window_stats(self, flt: TraceFilter) -> BucketStats | None:
+        """Return the window ``[flt.start, flt.end)`` as one bucket, with its own latency quantiles (None: empty)."""
+        data = self._get("/v1/analytics/window", self._filter(flt))
+        if not isinstance(data, dict) or "window" not in data:  # a server from before the route
+            raise SinkError(f"the server at {self.base_url} answers no window figures")
+        return None if data["window"] is None else BucketStats.model_validate(data["window"])
+
     def traffic(self, flt: TraceFilter) -> list[TrafficEdge]:
         """Return request counts per (rule, model, instance)."""
         return self._models(TrafficEdge, self._get("/v1/analytics/traffic", self._filter(flt))["edges"])

@@ -36,13 +36,19 @@ from schemas.trace import DecisionTrace
 
 __all__ = ["BucketsAnswer", "ConstraintsAnswer", "EventsAnswer", "FeedbackAnswer", "GroupsAnswer", "MisroutesAnswer",
            "ProbesAnswer", "QuarantineAnswer", "STORE_OPERATIONS", "SeriesAnswer", "SnapshotsAnswer", "TraceBatch",
-           "TrafficAnswer"]
+           "TrafficAnswer", "WindowAnswer"]
 
 
 class BucketsAnswer(BaseModel):
     """``GET /v1/analytics/buckets``."""
 
     buckets: list[BucketStats]
+
+
+class WindowAnswer(BaseModel):
+    """``GET /v1/analytics/window``: the window as one bucket (None: no request), with its own latency quantiles."""
+
+    window: BucketStats | None
 
 
 class TrafficAnswer(BaseModel):
@@ -159,6 +165,8 @@ STORE_OPERATIONS: tuple[Operation, ...] = (
           path_params=_PolicyHash, missing=True),
     _read("/v1/analytics/buckets", "Requests, latency quantiles, fallbacks, cost, misroutes per time bucket",
           BucketsAnswer, BucketsQuery),
+    _read("/v1/analytics/window", "The whole window as one bucket: totals and the window's own latency quantiles",
+          WindowAnswer, TraceFilter),
     _read("/v1/analytics/traffic", "Requests along rule -> model -> instance", TrafficAnswer, TraceFilter),
     _read("/v1/analytics/constraints", "Removals per constraint, instance and model", ConstraintsAnswer, TraceFilter),
     _read("/v1/analytics/misroutes", "Feedback saying the routing was wrong, with its trace", MisroutesAnswer,

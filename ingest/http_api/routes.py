@@ -6,6 +6,7 @@
 ``GET /v1/traces/{id}``      one trace, emitted ones not yet stored included (read-your-writes)
 ``GET /v1/policies/{hash}``  the policy stored under a trace's ``policy_hash``
 ``GET /v1/analytics/buckets`` per time bucket: requests, latency quantiles, fallback, cost, misroutes
+``GET /v1/analytics/window`` the whole window (``start``, ``end`` required) as one bucket: its own quantiles
 ``GET /v1/analytics/traffic`` requests along rule -> model -> instance
 ``GET /v1/analytics/constraints`` per (constraint, instance, model): removals, decisive, soft
 ``GET /v1/analytics/misroutes`` feedback saying the routing was wrong, with its trace (``limit``)
@@ -60,6 +61,7 @@ from ingest.http_api.openapi import (
     QuarantineAnswer,
     SnapshotsAnswer,
     TrafficAnswer,
+    WindowAnswer,
 )
 from ingest.http_api.params import (
     BadParam,
@@ -90,7 +92,7 @@ INTAKE_PATH = "/v1/traces"  # POST: traces from other routers or other gateways
 # GET path -> the IngestApi method answering it: every read route, here once (the gateway's proxy forwards these)
 READ_ROUTES = (
     ("/v1/traces", "search"), ("/v1/traces/{request_id}", "trace"),
-    ("/v1/analytics/buckets", "buckets"), ("/v1/analytics/traffic", "traffic"),
+    ("/v1/analytics/buckets", "buckets"), ("/v1/analytics/window", "window"), ("/v1/analytics/traffic", "traffic"),
     ("/v1/analytics/constraints", "constraints"), ("/v1/analytics/misroutes", "misroutes"),
     ("/v1/feedback", "feedback"),
     ("/v1/analytics/compare", "compare"), ("/v1/analytics/groups", "groups"),
@@ -260,6 +262,18 @@ class IngestApi(ExperimentRoutes):
         """``GET /v1/analytics/buckets``: aggregates per time bucket."""
         query = aggregate_query_of(query_of(BucketsQuery, request))
         return json_response(BucketsAnswer(buckets=await asyncio.to_thread(self.store.aggregate, query)))
+
+    async def window(self, request: web.Request) -> web.Response:
+        """``GET /v1/analytics/window``: the window (``start`` and ``end`` required) as one bucket."""
+        flt = filter_of(request)
+        if flt.start is None or flt.end is None or flt.end <= flt.start:
+            bound = "start" if flt.start is None else "end"
+            raise BadParam(bound, f"{bound} is required and end must be after start: the figures are over a window")
+        stats = getattr(self.store, "window_stats", None)
+        if stats is None:
+            return error_response(404, "this store does not compute window figures: read /v1/analytics/buckets",
+                                  "not_supported")
+        return json_response(WindowAnswer(window=await asyncio.to_thread(stats, flt)))
 
     async def traffic(self, request: web.Request) -> web.Response:
         """``GET /v1/analytics/traffic``: rule -> model -> instance counts."""

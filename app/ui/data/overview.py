@@ -106,22 +106,38 @@ _HEADLINES: tuple[tuple[str, str, Unit, bool, str], ...] = (
     ("requests", "Requests", "n", False, ""),
     ("error_rate", "Error rate", "%", True, "requests whose outcome was an error"),
     ("fallback_rate", "Fallback rate", "%", True, "requests served after a fallback"),
-    ("latency_p50_ms", "Latency p50", "ms", True, "request-weighted mean of the buckets' p50"),
-    ("latency_p95_ms", "Latency p95", "ms", True, "request-weighted mean of the buckets' p95"),
-    ("latency_p99_ms", "Latency p99", "ms", True, "request-weighted mean of the buckets' p99"),
+    ("latency_p50_ms", "Latency p50", "ms", True, "request-weighted mean of the buckets' p50 (approximate)"),
+    ("latency_p95_ms", "Latency p95", "ms", True, "request-weighted mean of the buckets' p95 (approximate)"),
+    ("latency_p99_ms", "Latency p99", "ms", True, "request-weighted mean of the buckets' p99 (approximate)"),
     ("cost", "Cost", "cost", True, "sum of the requests' cost (fleet.instances[].cost, in app.cost_unit)"),
 )
 
 
-def headlines(current: pd.DataFrame, previous: pd.DataFrame, cost_unit: str = "cost units") -> list[Headline]:
+_QUANTILES = {"latency_p50_ms": "p50", "latency_p95_ms": "p95", "latency_p99_ms": "p99"}
+
+
+def _own_quantiles(totals: dict[str, float | None], window: BucketStats | None) -> None:
+    for key in _QUANTILES:
+        totals[key] = None if window is None else getattr(window, key)
+
+
+def headlines(current: pd.DataFrame, previous: pd.DataFrame, cost_unit: str = "cost units",
+              windows: tuple[BucketStats | None, BucketStats | None] | None = None) -> list[Headline]:
     """The window's totals (from :func:`series` frames) with their change against the previous window.
 
-    Latency quantiles of a window are the request-weighted mean of its buckets' quantiles (the
-    store answers quantiles per bucket; they do not add up exactly).
+    ``windows``: each window as one bucket (the store's ``window_stats``): the latency quantiles are
+    then the window's own. Without them (a store that cannot answer) they are the request-weighted
+    mean of the buckets' quantiles, which can sit far from the window's (one slow bucket's p99 is
+    diluted by the others), and their help says so.
     """
     now, before = _totals(current), _totals(previous)
+    if windows is not None:
+        _own_quantiles(now, windows[0])
+        _own_quantiles(before, windows[1])
     out = []
     for key, label, unit, worse_up, help_text in _HEADLINES:
+        if key in _QUANTILES and windows is not None:
+            help_text = f"the window's {_QUANTILES[key]} of its requests' total latency (errors included)"
         value, old = now[key], before[key]
         has_before = bool(before["requests"])
         delta = value - old if value is not None and old is not None and has_before else None

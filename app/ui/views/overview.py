@@ -34,6 +34,32 @@ def fetch_buckets(flt: str, bucket: str) -> list[dict[str, Any]]:
 
 
 @st.cache_data(ttl=REFRESH_S, max_entries=64, show_spinner=False)
+def fetch_window(flt: str) -> tuple[bool, dict[str, Any] | None]:
+    """The filter's window as one bucket (its own latency quantiles): (answered, stats or None when empty).
+
+    ``answered`` is False when the store cannot answer (no ``window_stats``, or a server without the route).
+    """
+    query = getattr(resources.get_store(), "window_stats", None)
+    if query is None:
+        return False, None
+    try:
+        found = query(TraceFilter.model_validate_json(flt))
+    except SinkUnavailable:
+        raise
+    except SinkError:  # a server from before the route: fall back to the buckets' quantiles
+        return False, None
+    return True, None if found is None else found.model_dump(mode="json")
+
+
+def windows(*filters: TraceFilter) -> tuple[BucketStats | None, ...] | None:
+    """Each filter's window as one bucket, or None when the store answers no window figures."""
+    found = [fetch_window(f.model_dump_json()) for f in filters]
+    if not all(ok for ok, _ in found):
+        return None
+    return tuple(None if w is None else BucketStats.model_validate(w) for _, w in found)
+
+
+@st.cache_data(ttl=REFRESH_S, max_entries=64, show_spinner=False)
 def fetch_traffic(flt: str) -> list[dict[str, Any]]:
     """Traffic edges of the filter."""
     return [e.model_dump(mode="json") for e in resources.get_store().traffic(TraceFilter.model_validate_json(flt))]
@@ -112,6 +138,7 @@ def live(scope: sidebar.Scope) -> None:
         previous = data.series(BucketStats.model_validate(b) for b in fetch_buckets(before.model_dump_json(),
                                                                                      sc.bucket))
         edges = [TrafficEdge.model_validate(e) for e in fetch_traffic(flt.model_dump_json())]
+        own = windows(flt, before)
     except SinkUnavailable as exc:
         st.error(f"Trace store unreachable: {exc}")
         return
@@ -129,7 +156,8 @@ def live(scope: sidebar.Scope) -> None:
     st.caption(f"{sc.start:%Y-%m-%d %H:%M} – {sc.end:{clock}} UTC. " + (
         f"Beside each figure: its change against the {sc.window} before ({was}) and the value then."
         if not previous.empty else f"The {sc.window} before ({was}) had no traffic: there is nothing to compare with."))
-    heads = data.headlines(current, previous, lim.cost_unit)
+    heads = data.headlines(current, previous, lim.cost_unit,
+                           None if own is None else (own[0], own[1]))
     # Two rows: traffic, errors, fallbacks and cost; then latency (seven across truncate the values).
     cols = [*st.columns(4), *st.columns(4)[:3]]
     for col, h in zip(cols, [*heads[:3], heads[6], *heads[3:6]], strict=True):
