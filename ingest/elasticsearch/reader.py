@@ -126,31 +126,26 @@ class ElasticsearchReader(ElasticsearchAnalytics, ElasticsearchExperiments, Wind
     def aggregate(self, query: AggregateQuery) -> list[BucketStats]:
         """Return the time buckets of ``query`` that hold at least one request."""
         hist = {"fixed_interval": f"{BUCKETS[query.bucket]}s", "min_doc_count": 1}
-        aggs = {"b": {"date_histogram": {"field": "ts", **hist}, "aggs": {
-            "errors": {"filter": term("outcome.status", "error")},
-            "fallbacks": {"filter": term("fallback_triggered", True)},
-            "latency": {"percentiles": {"field": "outcome.total_ms", "percents": [50, 95, 99]}},
-            "cost": {"sum": {"field": "outcome.cost"}},
-        }}}
+        aggs = {"b": {"date_histogram": {"field": "ts", **hist}, "aggs": _BUCKET_AGGS}}
         traces = self._search(Kind.TRACE, query=filter_query(query.filter), size=0, aggs=aggs)
-        fb_aggs = {"b": {"date_histogram": {"field": "trace.ts", **hist},
-                         "aggs": {"misroutes": {"filter": term("correct", False)}}}}
+        fb_aggs = {"b": {"date_histogram": {"field": "trace.ts", **hist}, "aggs": _FEEDBACK_AGGS}}
         fb = self._search(Kind.FEEDBACK, query=filter_query(query.filter, "trace."), size=0, aggs=fb_aggs)
         feedback = {b["key"]: b for b in (fb.get("aggregations") or {}).get("b", {}).get("buckets", [])}
-        out = []
-        for b in (traces.get("aggregations") or {}).get("b", {}).get("buckets", []):
-            q = (b["latency"].get("values") or {})
-            f = feedback.get(b["key"])
-            n_fb, n_mis = (f["doc_count"], f["misroutes"]["doc_count"]) if f else (0, 0)
-            out.append(BucketStats(
-                start=datetime.fromtimestamp(b["key"] / 1000, UTC), requests=b["doc_count"],
-                errors=b["errors"]["doc_count"], fallbacks=b["fallbacks"]["doc_count"],
-                fallback_rate=b["fallbacks"]["doc_count"] / b["doc_count"],
-                latency_p50_ms=q.get("50.0"), latency_p95_ms=q.get("95.0"), latency_p99_ms=q.get("99.0"),
-                cost=float(b["cost"]["value"] or 0.0), feedback=n_fb, misroutes=n_mis,
-                misroute_rate=n_mis / n_fb if n_fb else None,
-            ))
-        return out
+        return [_bucket(datetime.fromtimestamp(b["key"] / 1000, UTC), b["doc_count"], b, feedback.get(b["key"]))
+                for b in (traces.get("aggregations") or {}).get("b", {}).get("buckets", [])]
+
+    def window_stats(self, flt: TraceFilter) -> BucketStats | None:
+        """Return the window ``[flt.start, flt.end)`` as one bucket (its own percentiles); None without a request."""
+        if flt.start is None or flt.end is None:
+            raise ValueError("window_stats needs filter.start and filter.end")
+        traces = self._search(Kind.TRACE, query=filter_query(flt), size=0, aggs=_BUCKET_AGGS, track_total_hits=True)
+        n = traces["hits"]["total"]["value"]
+        if not n:
+            return None
+        fb = self._search(Kind.FEEDBACK, query=filter_query(flt, "trace."), size=0, aggs=_FEEDBACK_AGGS,
+                          track_total_hits=True)
+        got = {"doc_count": fb["hits"]["total"]["value"], **(fb.get("aggregations") or {})}
+        return _bucket(flt.start, n, traces.get("aggregations") or {}, got if got["doc_count"] else None)
 
     def traffic(self, flt: TraceFilter) -> list[TrafficEdge]:
         """Return request counts per (rule, model, instance)."""
@@ -185,3 +180,24 @@ class ElasticsearchReader(ElasticsearchAnalytics, ElasticsearchExperiments, Wind
 
 def _none(key: Any) -> str | None:
     return None if key == _NONE else str(key)
+
+
+_BUCKET_AGGS = {
+    "errors": {"filter": term("outcome.status", "error")},
+    "fallbacks": {"filter": term("fallback_triggered", True)},
+    "latency": {"percentiles": {"field": "outcome.total_ms", "percents": [50, 95, 99]}},
+    "cost": {"sum": {"field": "outcome.cost"}},
+}
+_FEEDBACK_AGGS = {"misroutes": {"filter": term("correct", False)}}
+
+
+def _bucket(start: datetime, n: int, b: dict[str, Any], f: dict[str, Any] | None) -> BucketStats:
+    """One bucket's stats from its trace aggregations ``b`` and its feedback's ``f`` (None: no feedback)."""
+    q = b["latency"].get("values") or {}
+    n_fb, n_mis = (f["doc_count"], f["misroutes"]["doc_count"]) if f else (0, 0)
+    return BucketStats(
+        start=start, requests=n, errors=b["errors"]["doc_count"], fallbacks=b["fallbacks"]["doc_count"],
+        fallback_rate=b["fallbacks"]["doc_count"] / n, latency_p50_ms=q.get("50.0"), latency_p95_ms=q.get("95.0"),
+        latency_p99_ms=q.get("99.0"), cost=float(b["cost"]["value"] or 0.0), feedback=n_fb, misroutes=n_mis,
+        misroute_rate=n_mis / n_fb if n_fb else None,
+    )

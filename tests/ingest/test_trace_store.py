@@ -355,3 +355,20 @@ def test_misroutes_newest_first_with_their_trace(store: Any) -> None:
     flt = TraceFilter(start=T0 + timedelta(minutes=15), max_latency_ms=1000.0)
     assert store.misroutes(flt) == expected_misroutes(flt) and len(store.misroutes(flt)) < len(got)
     assert store.misroutes(TraceFilter(rule=EVIL)) == []
+
+
+def test_a_window_is_one_bucket_with_its_own_quantiles(store: Any) -> None:
+    start, end = T0 + timedelta(minutes=7), T0 + timedelta(minutes=52)  # not aligned to any bucket
+    got = store.window_stats(TraceFilter(start=start, end=end))
+    inside = [t for t in DATA.traces if start <= t.ts < end]
+    correct = {f.request_id: f.correct for f in DATA.feedback}
+    fb = [correct[t.request_id] for t in inside if t.request_id in correct]
+    lat = sorted(t.outcome.total_ms for t in inside)
+    assert got.start == start and got.requests == len(inside)
+    assert got.errors == sum(t.outcome.status == "error" for t in inside)
+    assert got.fallbacks == sum(t.fallback_triggered for t in inside)
+    assert got.cost == pytest.approx(sum(t.outcome.cost or 0 for t in inside))
+    assert (got.feedback, got.misroutes) == (len(fb), fb.count(False))
+    assert got.latency_p50_ms == pytest.approx(statistics.median(lat), rel=0.15)
+    assert lat[0] <= got.latency_p50_ms <= got.latency_p95_ms <= got.latency_p99_ms <= lat[-1]
+    assert store.window_stats(TraceFilter(start=T0 - timedelta(days=2), end=T0 - timedelta(days=1))) is None
