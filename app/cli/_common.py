@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import re
 import socket
 import urllib.parse
 from collections.abc import Callable
@@ -19,13 +20,22 @@ from app.reader import API_ENV, DEFAULT_API_URL, READ_TOKEN_ENV
 from schemas.config import RouteLensConfig
 
 __all__ = ["BadInput", "Register", "api_url", "bind_problem", "check_bindable", "config_of", "err", "fail",
-           "http_url", "parse_time", "parse_window", "port", "port_or_zero", "positive_int", "read_error",
-           "stdout_console"]
+           "help_text", "http_url", "parse_time", "parse_window", "port", "port_or_zero", "positive_int",
+           "read_error", "stdout_console"]
 
 Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]  # type: ignore[type-arg]
 
 err = Console(stderr=True, highlight=False)
 _PIPED_WIDTH = 200  # columns of a table written to a file or a pipe (rich's default there, 80, cuts cells to "…")
+
+
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")  # :mod:`app.x`, :class:`~a.B`
+
+
+def help_text(doc: str | None) -> str:
+    """A module docstring as a command's ``--help`` shows it: reST roles and double backquotes as plain text."""
+    text = _ROLE.sub(lambda m: f"`{m[1]}`", doc or "")
+    return text.replace("``", "`")
 
 
 def fail(message: str) -> None:

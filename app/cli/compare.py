@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from app.cli._common import BadInput, api_url, fail, parse_window, read_error, stdout_console
+from app.cli._common import BadInput, api_url, fail, help_text, parse_window, read_error, stdout_console
 from app.config import load_config
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ def _run(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
     """Add ``compare``."""
     p = sub.add_parser("compare", parents=[common], help="compare two arms, router versions or policies",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=help_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a", metavar="A", help=f"arm, router version or policy hash, or a unique prefix of one of at "
                    f"least {MIN_PREFIX} characters (the baseline)")
     p.add_argument("b", metavar="B", help="the same for the candidate")

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from app.cli._common import BadInput, config_of, err, positive_int, stdout_console
+from app.cli._common import BadInput, config_of, err, help_text, positive_int, stdout_console
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -280,7 +280,7 @@ def _add(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
     """Add ``intents eval`` and ``intents add``."""
     p = sub.add_parser("intents", parents=[common], help="semantic intents: evaluate, add examples",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=help_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     isub = p.add_subparsers(dest="intents_command", required=True)
     e = isub.add_parser("eval", parents=[common], help="accuracy, abstention and latency on labelled cases")
     e.add_argument("--routes", required=True, help="routes YAML (route -> example utterances)")

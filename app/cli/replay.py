@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli._common import BadInput, api_url, err, fail, parse_window, positive_int, read_error
+from app.cli._common import BadInput, api_url, err, fail, help_text, parse_window, positive_int, read_error
 
 if TYPE_CHECKING:
     from schemas.queries import TraceFilter
@@ -241,7 +241,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     """Add ``routelens replay``."""
     p = sub.add_parser("replay", parents=[common],
                        help="re-decide stored traces: under another policy, or verified under their own",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=help_text(__doc__).replace("`FILTER_KEYS`", ", ".join(FILTER_KEYS)),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--since", required=True, help="start of the window (ISO 8601, inclusive; no zone: UTC)")
     p.add_argument("--until", required=True, help="end of the window (ISO 8601, exclusive; no zone: UTC)")
     p.add_argument("--policy", help="a routelens.yaml or a policy file (default: each trace's own, verified)")
