@@ -2,8 +2,11 @@
 
 A stored trace is the :class:`DecisionTrace` with two changes, both mechanical: each candidate's
 ``state`` (an :class:`InstanceSnapshot`, shared by many traces) is replaced by ``state_id``, a
-content hash that points into ``instance_snapshots``; and a ``detail`` column says whether the
-candidate detail (states and score terms) was kept or sampled out. Snapshots gain
+content hash that points into ``instance_snapshots``, beside the two fields of the state that are
+the decision's own, ``state_age_s`` and ``state_stale`` (its ``age_s`` and ``stale`` at the
+decision: the snapshot is stored without them, so that one row serves every decision on that
+state, whatever its age then); and a ``detail`` column says whether the candidate detail (states
+and score terms) was kept or sampled out. Snapshots gain
 ``snapshot_id``/``seen_at``, feedback a ``feedback_id``. Nothing is typed by hand, so fields a
 model gains appear here (and in the migrations) by themselves.
 """
@@ -32,10 +35,10 @@ _EXTRA_LAST: dict[Kind, list[pa.Field]] = {Kind.TRACE: [pa.field("detail", pa.bo
 
 def _candidates_by_reference(field: pa.Field) -> pa.Field:
     item = field.type.value_type
-    children = [
-        pa.field("state_id", pa.string()) if child.name == STATE_FIELD else child
-        for child in (item.field(i) for i in range(item.num_fields))
-    ]
+    children: list[pa.Field] = []
+    for child in (item.field(i) for i in range(item.num_fields)):
+        children += [pa.field("state_id", pa.string()), pa.field("state_age_s", pa.float64()),
+                     pa.field("state_stale", pa.bool_())] if child.name == STATE_FIELD else [child]
     return pa.field(field.name, pa.list_(pa.struct(children)), nullable=field.nullable)
 
 

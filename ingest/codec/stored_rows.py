@@ -98,7 +98,10 @@ def assemble_trace(row: dict[str, Any], states: dict[str, dict[str, Any]]) -> De
     for cand in row.get("candidates") or []:
         cand = dict(cand)
         sid = cand.pop("state_id", None)
+        age, stale = cand.pop("state_age_s", None), cand.pop("state_stale", None)
         state = states.get(sid) if sid else None
+        if state is not None and stale is not None:  # the decision's own age (rows before it: the snapshot's)
+            state = {**state, "age_s": age, "stale": stale}
         cand["state"] = readable_state(clean(state, InstanceSnapshot)) if state is not None else None
         cands.append(cand)
     return DecisionTrace.model_validate(clean({**row, "candidates": cands}, DecisionTrace))

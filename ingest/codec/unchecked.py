@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from ingest.codec.contract import Contract, contract_for
 from ingest.codec.to_arrow import parse_schema
@@ -40,6 +40,8 @@ class _StoredCandidate(CandidateEval):
     """A candidate as stored: its state is a reference to a stored snapshot (validated with that snapshot)."""
 
     state_id: str | None = None
+    state_age_s: float | None = Field(None, ge=0)
+    state_stale: bool | None = None
 
 
 class _StoredTrace(DecisionTrace):

@@ -22,7 +22,12 @@ def test_an_encoded_trace_carries_pydantics_values_with_each_state_as_its_snapsh
         expected = orjson.loads(trace.model_dump_json())
         for cand, model in zip(expected["candidates"], trace.candidates, strict=True):
             del cand["state"]
-            cand["state_id"] = content_id(dumps(model.state)) if model.state is not None else None
+            if model.state is None:
+                cand["state_id"] = None
+                continue
+            ageless = model.state.model_copy(update={"age_s": None, "stale": False})  # the decision's own: beside
+            cand.update(state_id=content_id(dumps(ageless)), state_age_s=model.state.age_s,
+                        state_stale=model.state.stale)
         assert kind is Kind.TRACE and orjson.loads(payload) == {**expected, "detail": True}
 
 
@@ -56,7 +61,29 @@ def test_each_shared_state_is_written_once_and_referenced(factory: TraceFactory)
     assert all("state" not in c for t in traces for c in t["candidates"]) and traces[0]["detail"] is True
     stored = InstanceSnapshot.model_validate({k: v for k, v in snapshots[0].items()
                                               if k not in ("snapshot_id", "seen_at")})
-    assert stored == originals[0].candidates[0].state
+    first = originals[0].candidates[0]
+    assert stored == first.state.model_copy(update={"age_s": None, "stale": False})  # type: ignore[union-attr]
+    decided = traces[0]["candidates"][0]
+    assert (decided["state_age_s"], decided["state_stale"]) == (first.state.age_s, first.state.stale)  # type: ignore[union-attr]
+
+
+def test_states_that_differ_only_in_their_age_at_the_decision_are_one_snapshot(factory: TraceFactory) -> None:
+    # The router stamps a copy of a scraped state per tenth of a second of age: each was a snapshot row of
+    # its own (about 3 a request with four instances, 111 with 200); the age is the decision's, kept beside.
+    enc = Encoder()
+    trace = next(iter(factory.traces(1)))
+    aged = []
+    for tenth in range(1, 6):
+        cands = [c.model_copy(update={"state": c.state.model_copy(update={"age_s": tenth / 10, "stale": tenth > 4})})
+                 if c.state is not None else c for c in trace.candidates]
+        aged.append(trace.model_copy(update={"request_id": f"req_aged_{tenth}", "candidates": cands}))
+    out = [item for t in aged for item in enc.encode(t)]
+    snapshots = [p for k, p in out if k is Kind.SNAPSHOT]
+    with_state = sum(c.state is not None for c in trace.candidates)
+    assert len(snapshots) == with_state  # one each, not one per age
+    rows = [orjson.loads(p) for k, p in out if k is Kind.TRACE]
+    assert [r["candidates"][0]["state_age_s"] for r in rows] == [0.1, 0.2, 0.3, 0.4, 0.5]
+    assert [r["candidates"][0]["state_stale"] for r in rows] == [False] * 4 + [True]
 
 
 def test_a_trace_that_fails_to_encode_leaves_its_snapshots_to_the_next_trace(factory: TraceFactory) -> None:
