@@ -23,12 +23,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import orjson
-import uvloop
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from app.config import load_config
 from app.run.access import intake_token_of, prober_notices, read_token_of, relay_token_of
+from app.run.event_loop import new_event_loop
 from app.run.gc_tuning import tame_gc
 from app.run.prober import Prober
 from app.run.storage import open_store, pipeline_paths, quarantine_in, say_store
@@ -140,6 +140,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"notice: {notice}", file=sys.stderr, flush=True)
     app = build_probe_app(config, store_url=store_url, db=getattr(args, "db", None))
     ParseErrorsJson.install()  # a request aiohttp cannot parse: OpenAI's JSON 400, one warning line
-    web.run_app(app, host=host, port=port, access_log=None, loop=uvloop.new_event_loop(), shutdown_timeout=1.0,
+    web.run_app(app, host=host, port=port, access_log=None, loop=new_event_loop(), shutdown_timeout=1.0,
                 print=lambda _msg: print(f"prober ready http://{host}:{port}", flush=True))
     return 0

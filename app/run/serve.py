@@ -17,10 +17,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import uvloop
 from aiohttp import web
 
 from app.run.access import access_notices
+from app.run.event_loop import new_event_loop
 from app.run.gateway_app import GATEWAY, build_gateway_app
 from app.run.local_redis import start_local_redis, with_shared_url
 from app.run.probe_child import start_prober, wants_prober
@@ -137,7 +137,7 @@ def run_server(
             **SERVER_LIMITS,  # a 10 kB id in a URL or header reaches the routes (OpenAI-shaped 400)
             print=lambda _msg: print(f"gateway ready http://{host}:{port}" + (f" (worker {worker})" if worker else ""),
                                      flush=True),
-            loop=uvloop.new_event_loop(),
+            loop=new_event_loop(),
         )
     finally:
         for delivery in deliveries:  # what the store has not taken stays in the spool, for the next start

@@ -11,11 +11,11 @@ import logging
 import sys
 
 import orjson
-import uvloop
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from app.run.access import intake_token_of, read_token_of, relay_token_of, store_notices
+from app.run.event_loop import new_event_loop
 from app.run.gc_tuning import tame_gc
 from app.run.storage import open_store, pipeline_paths, quarantine_in, say_backlog, say_store
 from ingest import (
@@ -104,6 +104,6 @@ def run_store(config: RouteLensConfig, *, host: str = "127.0.0.1", port: int, db
     if config.storage.backend == "duckdb":  # a file another process writes: refused now, not a 500 on every read
         open_store(config.storage, db, lazy=False).close()
     app = build_store_app(config, db)
-    web.run_app(app, host=host, port=port, access_log=None, loop=uvloop.new_event_loop(),
+    web.run_app(app, host=host, port=port, access_log=None, loop=new_event_loop(),
                 **SERVER_LIMITS,  # a long URL or header reaches the routes (an OpenAI-shaped 400), as on the gateway
                 print=lambda _msg: print(f"store ready http://{host}:{port}", flush=True))
