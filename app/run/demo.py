@@ -272,6 +272,16 @@ def _banner(cfg: RouteLensConfig, gateway: str, app_url: str | None, rid: str | 
     print(f"  day      {day.name}: {day.description}; {day.duration_s:g} s a day{pace}, played until stopped; "
           f"each event below with the page that shows it")
     if cfg.probes.enabled:
-        print(f"  probes   every {cfg.probes.interval_s:g} s per instance (syntax, latency, semantic: the demo's pace; "
+        print(f"  probes   every {cfg.probes.interval_s:g} s per instance ({probe_kinds(cfg)}: the demo's pace; "
               f"serve keeps the configured interval); alerts at {gateway}/v1/alerts"
               + (f", page {app_url}/probes" if app_url is not None else ""))
+
+
+def probe_kinds(cfg: RouteLensConfig) -> str:
+    """The probe kinds the demo's prober runs, as its banner says them (the semantic one off without its model)."""
+    from probes.embedder import available  # its model's modules are looked up, not imported
+
+    kinds = [k.value for k in cfg.probes.kinds]
+    missing = available() if "semantic" in kinds else None
+    shown = ", ".join(k for k in kinds if k != "semantic" or missing is None)
+    return shown + (f"; semantic off: the embedding model is {missing}" if missing else "")
