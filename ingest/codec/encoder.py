@@ -157,19 +157,15 @@ class Encoder:
 
     def _decided_state(self, state: InstanceSnapshot) -> tuple[str, float | None, bool]:
         """A candidate's state: the id of its snapshot stored without its age, its age and stale flag."""
-        fields = state.__dict__
-        age, stale = fields["age_s"], fields["stale"]
-        hit = self._by_object.get(id(state))
-        if hit is not None and hit[0] is state:
-            return hit[1], age, stale
-        return self._state_id(state, {**fields, "age_s": None, "stale": False}), age, stale
+        return self._state_id(state, ageless=True), state.age_s, state.stale
 
-    def _state_id(self, state: InstanceSnapshot, stored: dict[str, Any] | None = None) -> str:
-        """The id of ``state``'s snapshot (``stored``: the fields written in its place), written once."""
+    def _state_id(self, state: InstanceSnapshot, *, ageless: bool = False) -> str:
+        """The id of ``state``'s snapshot, written once (``ageless``: without its ``age_s`` and ``stale``)."""
         hit = self._by_object.get(id(state))
         if hit is not None and hit[0] is state:
             return hit[1]
-        body = orjson.dumps(stored, default=_plain, option=orjson.OPT_UTC_Z) if stored is not None else dumps(state)
+        body = orjson.dumps({**state.__dict__, "age_s": None, "stale": False}, default=_plain,
+                            option=orjson.OPT_UTC_Z) if ageless else dumps(state)
         sid = content_id(body)
         if len(self._by_object) >= _CACHE_MAX:
             self._by_object.clear()

@@ -39,7 +39,7 @@ from router_core.gateway.streaming import ask_for_usage
 from router_core.gateway.trace_context import TraceContext, TraceIds
 from router_core.metrics import GatewayMetrics, StageTimes
 from router_core.resilience.affinity import AffinityBinder, session_key
-from router_core.resilience.answer_cache import AnswerCache, answer_context
+from router_core.resilience.answer_cache import AnswerCache
 from router_core.resilience.budgets import BudgetTracker
 from router_core.resilience.hub import BreakerHub
 from router_core.resilience.router_modes import RouterModes
@@ -184,8 +184,7 @@ class ChatRunner:
             intent=u.intent, intent_confidence=u.confidence, experiment_arm=lane.arm, arm_forced=lane.forced,
             otel=call.otel,
         )
-        call.answer_key = self.answers.key(analysis.features.requested_model, analysis.query_text,
-                                           lambda: answer_context(call.body))
+        call.answer_key = self.answers.key(analysis.features.requested_model, analysis.query_text, call.body)
         attachments = analysis.attachments  # their types and sizes: no bytes are kept
         del analysis  # the query text goes no further than its hash (and the conditions, in memory)
         if times is not None:

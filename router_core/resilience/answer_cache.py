@@ -58,11 +58,12 @@ class AnswerCache:
         """True when configured on."""
         return self.settings.enabled
 
-    def key(self, model: str, query_text: str, context: Callable[[], str] = str) -> str | None:
-        """The cache key of a query in its ``context`` (called only while the cache is on; None: off)."""
+    def key(self, model: str, query_text: str, body: dict[str, Any] | None = None) -> str | None:
+        """The cache key of a query in its request ``body``'s context (:func:`answer_context`; None: off)."""
         if not self.settings.enabled:
             return None
-        return query_hash(model + "\x00" + normalise(query_text) + "\x00" + context(), self._hash_key)
+        context = "" if body is None else answer_context(body)
+        return query_hash(model + "\x00" + normalise(query_text) + "\x00" + context, self._hash_key)
 
     def put(self, key: str, payload: bytes, content_type: str) -> None:
         """Keep an answer for ``ttl_s``."""

@@ -20,7 +20,6 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from router_core.gateway import Gateway
-from router_core.resilience.answer_cache import answer_context
 from schemas.hashing import query_hash
 from tests.router_core.gateway.gateway_kit import served_gateway, trace_of
 from tests.router_core.gateway.test_forwarding import MemoryHooks
@@ -232,7 +231,7 @@ def test_a_cached_answer_reaches_a_stream_as_a_stream() -> None:
     async def run() -> None:
         async with sdk_gateway({"a": {}}, sections=NOTHING_FEASIBLE) as (sdk, _, hooks, gw, _s):
             ask = [{"role": "user", "content": "hello"}]
-            key = gw.answers.key("m", "hello", lambda: answer_context({"messages": ask}))
+            key = gw.answers.key("m", "hello", {"messages": ask})
             assert key is not None
             gw.answers.put(key, orjson.dumps(CACHED), "application/json")
             whole = await sdk.chat.completions.create(model="m", messages=ask)
@@ -251,7 +250,7 @@ def test_the_cache_does_not_answer_what_its_key_does_not_hold() -> None:
     async def run() -> None:
         async with sdk_gateway({"a": {}}, sections=NOTHING_FEASIBLE) as (sdk, _, hooks, gw, _s):
             for text in ("", ASK[0]["content"]):  # a first question, no earlier turns: as the gateway keys it
-                key = gw.answers.key("m", text, lambda: answer_context({"messages": [{}]}))
+                key = gw.answers.key("m", text, {"messages": [{}]})
                 assert key is not None
                 gw.answers.put(key, orjson.dumps(CACHED), "application/json")
             image = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x.org/c.png"}}]}]
@@ -277,7 +276,7 @@ def test_the_same_words_in_another_conversation_are_not_answered_from_the_cache(
     async def run() -> None:
         async with sdk_gateway({"a": {}}, sections=NOTHING_FEASIBLE) as (sdk, _, hooks, gw, _s):
             first = [{"role": "system", "content": "You sell bikes."}, {"role": "user", "content": "Yes"}]
-            key = gw.answers.key("m", "yes", lambda: answer_context({"messages": first}))
+            key = gw.answers.key("m", "yes", {"messages": first})
             assert key is not None
             gw.answers.put(key, orjson.dumps(CACHED), "application/json")
             same = await sdk.chat.completions.create(model="m", messages=[*first[:1], {"role": "user",

@@ -12,7 +12,6 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from router_core.decide.builtin import build_router
 from router_core.gateway import Gateway
-from router_core.resilience.answer_cache import answer_context
 from schemas import RoutingMode
 from schemas.config import RouteLensConfig
 from schemas.records import RouterEvent
@@ -139,7 +138,7 @@ def test_degraded_steps_run_in_order_and_the_cache_answer_never_reaches_the_trac
             steps = [s.step for s in trace.decision_trace if s.step.startswith("degrade/")]
             assert steps == ["degrade/shed_features", "degrade/cap_max_tokens", "degrade/cache", "degrade/responder"]
             assert [s.seq for s in trace.decision_trace] == list(range(len(trace.decision_trace)))
-            key = gw.answers.key("auto", "hello", lambda: answer_context(CHAT))
+            key = gw.answers.key("auto", "hello", CHAT)
             assert key is not None
             gw.answers.put(key, b'{"secret-answer": 1}', "application/json")
             status, payload, trace = await _chat(client, hooks)

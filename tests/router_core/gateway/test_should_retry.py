@@ -8,7 +8,6 @@ upstream work for one failed call).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import openai
 import pytest
@@ -43,7 +42,7 @@ async def _run() -> None:
                     await sdk.with_options(max_retries=2).chat.completions.create(
                         model="m", messages=[{"role": "user", "content": "hi"}])
             assert info.value.status_code == 502
-            retry: Any = info.value.response.headers.get("x-should-retry")
+            retry = info.value.response.headers.get("x-should-retry")
             if name == "slow":
                 assert retry == "false" and calls["slow"] == 2  # one call: both instances once, no SDK retry
             else:
