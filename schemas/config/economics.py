@@ -165,7 +165,10 @@ class BudgetBand(ContractModel):
         "start > end wraps midnight. The first band whose hours hold the request's time wins.")
     models: list[str] = Field(default=[], description="The models this budget governs (empty: every model).")
     max_share: float | None = Field(None, gt=0, le=1, description="Calls to the models / all calls.")
-    max_spend: float | None = Field(None, gt=0, le=1e12, description="Spend (cost.base units) per window.")
+    max_spend: float | None = Field(
+        None, gt=0, le=1e12,
+        description="Spend per window in the fleet's cost units: the requests' cost as fleet.instances[].cost "
+        "prices them (base, tokens).")
     window_s: float = Field(
         3600.0, ge=1, le=86_400, description="The budget's window, in local time of budgets.timezone: 86400 is the "
         "local day (from local midnight, 23 or 25 h on a DST day); a shorter one must divide a day in whole seconds "

@@ -179,7 +179,8 @@ class AppSettings(ContractModel):
     health: HealthThresholds = HealthThresholds()
     cost_unit: str = Field(
         "cost units", min_length=1, max_length=40,
-        description="What one unit of fleet.instances[].cost.base is called on the app's pages "
+        description="What one unit of a request's cost (fleet.instances[].cost: base, input_per_1m, "
+        "output_per_1m) is called on the app's pages "
         "(e.g. 'USD', 'credits').",
     )
     public_url: str | None = Field(
