@@ -47,8 +47,6 @@ if TYPE_CHECKING:
 
 __all__ = ["read_cases", "register", "run_eval"]
 
-_SHIPPED_ROUTES = "data/intents/routelens_routes.yaml"
-
 
 class _Collect(logging.Handler):
     def __init__(self) -> None:
@@ -255,9 +253,14 @@ def _add(args: argparse.Namespace) -> int:
         raise BadInput(f"ROUTE {args.route!r}: a route name must be a non-empty string")
     # A ConfigError (the configuration, the routes file) is main's: one line, exit 2.
     # The configuration's routes and settings (the refit then fills the cache the gateway reads), unless
-    # --routes names a file; without a configuration, the shipped routes and the default settings.
+    # --routes names a file; without a configuration, --routes and the default settings. (A path taken
+    # from nowhere, as the shipped routes' data/intents/... once was, would create a one-route file under
+    # whatever folder the command ran in.)
     settings = config_of(args).routing.intents if Path(args.config).is_file() else None
-    path = args.routes or (settings.routes if settings is not None else _SHIPPED_ROUTES)
+    if args.routes is None and settings is None:
+        raise BadInput(f"no routes file to add to: name one with --routes FILE, or give --config (no {args.config} "
+                       "here) to add to its routing.intents.routes")
+    path = args.routes or settings.routes
     settings = (IntentSettings(routes=path) if settings is None
                 else settings.model_copy(update={"routes": path}))
     with _routes_warnings() as warnings:  # the refit's load says them again: they are collected once
@@ -301,5 +304,5 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     a.add_argument("route", metavar="ROUTE")
     a.add_argument("file", metavar="FILE")
     a.add_argument("--routes", default=None,
-                   help=f"routes YAML (default: --config's routing.intents.routes, else {_SHIPPED_ROUTES})")
+                   help="routes YAML (default: --config's routing.intents.routes)")
     a.set_defaults(func=_add)

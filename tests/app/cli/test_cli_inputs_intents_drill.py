@@ -33,6 +33,16 @@ def test_add_a_binary_file_names_it(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert routes.read_text() == ROUTES
 
 
+def test_add_with_no_configuration_and_no_routes_names_what_to_give(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # it once appended to data/intents/routelens_routes.yaml under the working folder: a new one-route file
+    utt = tmp_path / "utt.txt"
+    utt.write_text("turn the lights on\n")
+    assert main(["intents", "add", "lights", str(utt)]) == 2
+    _one_error_line(capsys.readouterr().err, "--routes", "--config")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["utt.txt"]
+
+
 @pytest.mark.parametrize("route", ["", "   "])
 def test_add_an_empty_route_name_leaves_the_file_untouched(route: str, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
