@@ -27,7 +27,10 @@ FROM python:3.11.13-slim-bookworm
 ARG EXTRAS=es
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY --from=build /wheels/ /tmp/wheels/
-RUN pip install "$(ls /tmp/wheels/routelens-*.whl)[${EXTRAS}]" && rm -rf /tmp/wheels \
+# The versions the test suite last passed with (constraints.txt, written by .ci/lock.py).
+COPY constraints.txt /tmp/constraints.txt
+RUN pip install -c /tmp/constraints.txt "$(ls /tmp/wheels/routelens-*.whl)[${EXTRAS}]" \
+    && rm -rf /tmp/wheels /tmp/constraints.txt \
     && groupadd --system --gid 10001 routelens \
     && useradd --system --uid 10001 --gid 10001 --create-home --shell /usr/sbin/nologin routelens
 WORKDIR /srv

@@ -10,13 +10,14 @@ PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
 
 .PHONY: demo test lint install clean
 
-$(STAMP): pyproject.toml setup.py ingest/codec/_ndjson_arrow.c ingest/otel/_otlp_wire.c ingest/otel/_otlp_traces.c \
+$(STAMP): pyproject.toml constraints.txt setup.py ingest/codec/_ndjson_arrow.c ingest/otel/_otlp_wire.c ingest/otel/_otlp_traces.c \
           ingest/otel/_otlp_wire.h
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# The CPU build of torch first, so the embedding model does not pull a CUDA build.
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[probes,es,dev,bench]'
+	# The CPU build of torch first, so the embedding model does not pull a CUDA build. Every version is the
+	# one the suite last passed with (constraints.txt, written by .ci/lock.py).
+	$(PY) -m pip install --quiet -c constraints.txt torch==2.13.0
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[probes,es,dev,bench]'
 	@# The browser test drives Debian's Chromium, the deploy test runs promtool (Debian's prometheus),
 	@# `python -m bench gateway` drives wrk and the shared-state tests start redis-server; install them
 	@# when we may (root with apt-get).
