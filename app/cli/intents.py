@@ -257,10 +257,13 @@ def _add(args: argparse.Namespace) -> int:
     # from nowhere, as the shipped routes' data/intents/... once was, would create a one-route file under
     # whatever folder the command ran in.)
     settings = config_of(args).routing.intents if Path(args.config).is_file() else None
-    if args.routes is None and settings is None:
+    if args.routes is not None:
+        path = args.routes
+    elif settings is not None:
+        path = settings.routes
+    else:
         raise BadInput(f"no routes file to add to: name one with --routes FILE, or give --config (no {args.config} "
                        "here) to add to its routing.intents.routes")
-    path = args.routes or settings.routes
     settings = (IntentSettings(routes=path) if settings is None
                 else settings.model_copy(update={"routes": path}))
     with _routes_warnings() as warnings:  # the refit's load says them again: they are collected once
