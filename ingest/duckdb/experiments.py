@@ -1,8 +1,9 @@
 """The experiment reads of the DuckDB store: each side of a comparison reduced to an ``ArmStats``, and over time.
 
 Two scans of the window's two sides (named queries of ``sql/experiments.sql``): counts per (side,
-latency bin) with each side's exact cost mean and variance (two grouping sets of one scan), and the
-feedback joined on ``rid_hash``. At most ``2 × (k + 3)`` rows reach Python, whatever the number of traces.
+latency bin) with each side's exact cost mean and variance and exact latency quantiles (two grouping
+sets of one scan), and the feedback joined on ``rid_hash``. At most ``2 × (k + 3)`` rows reach Python,
+whatever the number of traces.
 ``experiment_series`` reads each side per time bucket from the traces, without forced requests.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 
 from ingest.duckdb.predicates import where
 from ingest.duckdb.schema import sql_file
-from ingest.experiments.compare import BINS, build_report, histogram_of
+from ingest.experiments.compare import BINS, QUANTILES, Exact, build_report, histogram_of
 from schemas.experiments import COMPARE_BY, ArmStats, CompareBy, CompareQuery, CompareReport
 from schemas.queries import BUCKETS, AggregateQuery, BucketStats
 
@@ -80,20 +81,26 @@ class DuckDBExperiments:
 
     def compare(self, query: CompareQuery) -> CompareReport:
         """Compare ``query.a`` with ``query.b`` over the query's window (see :mod:`ingest.experiments.compare`)."""
-        sides = self.arm_stats(query)
-        return build_report(query, sides[query.a], sides[query.b])
+        sides, exact = self._arms(query)
+        return build_report(query, sides[query.a], sides[query.b], exact)
 
     def arm_stats(self, query: CompareQuery) -> dict[str, ArmStats]:
         """Return both sides of ``query`` reduced to counts, sums and latency bins."""
+        return self._arms(query)[0]
+
+    def _arms(self, query: CompareQuery) -> tuple[dict[str, ArmStats], Exact]:
+        """Both sides of ``query`` (:meth:`arm_stats`) and their exact latency quantiles."""
         span = [query.start, query.end, query.a, query.b]
         bins = BINS
         figures: dict[str, dict[str, Any]] = {v: {"value": v} for v in (query.a, query.b)}
         hist: dict[str, dict[int, int]] = {query.a: {}, query.b: {}}
+        exact: dict[str, dict[float, float | None]] = {query.a: {}, query.b: {}}
         for r in self._rows(_sql("arm_bins", query.by),
                             [bins.lo, bins.lo, bins.lo, math.log(bins.ratio), bins.k + 1, *span]):
             f = figures[r["grp"]]
             if r["side_row"]:  # the side's own grouping set: its cost moments and its forced requests
                 f.update(cost_mean=r["mean"], cost_var=r["var"], forced=int(r["forced"]))
+                exact[r["grp"]] = dict(zip(QUANTILES.values(), r["q"] or [None, None], strict=True))
                 continue
             if r["bin"] < 0:  # the side's forced requests: counted on its own row only
                 continue
@@ -107,4 +114,4 @@ class DuckDBExperiments:
             cost_n=f.get("cost_n", 0), cost_mean=f.get("cost_mean"), cost_var=f.get("cost_var"),
             latency=histogram_of(hist[v], bins), feedback=f.get("feedback", 0), misroutes=f.get("misroutes", 0),
             expected=f.get("expected", 0), expected_match=f.get("expected_match", 0), forced=f.get("forced", 0),
-        ) for v, f in figures.items()}
+        ) for v, f in figures.items()}, exact

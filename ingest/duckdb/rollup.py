@@ -11,7 +11,10 @@ first unsealed minute): sealing rolls up the stored traces of the newly closed m
 feedback already stored on them. After that, the sink adds delta rows in the same transaction as
 the records: a trace stored late (its ``ts`` before ``rollup_through``) and feedback on a sealed
 trace. Each trace and each feedback is therefore counted exactly once, whatever the order they
-arrive in. A store opened read-write seals on open, so an old file is backfilled once.
+arrive in; a second verdict on a request is refused by the sink before it is counted (one verdict
+per request: :mod:`ingest.duckdb.sink`). A store opened read-write seals on open, so an old file is
+backfilled once (and again after its later verdicts are moved out: :mod:`ingest.duckdb.schema`).
+Minutes are UTC minutes: a window's edges are floored in UTC, whatever zone the filter is given in.
 
 Only traces whose ``ts`` lies in the contract's range (``schemas.common.UtcTime``: from 1970 to the
 last day of 9999 in UTC) are rolled up. A file written before the contract bounded it may hold one outside
@@ -72,7 +75,9 @@ def _q(name: str, **parts: str) -> str:
 
 
 def _floor(ts: datetime) -> datetime:
-    return ts.replace(second=0, microsecond=0)
+    # In UTC: the rollup's minutes are UTC minutes, and a zone's offset may hold seconds (Africa/Monrovia's
+    # -0:44:30 until 1972): floored there, a window's edge minute would fall between the two reads.
+    return ts.astimezone(UTC).replace(second=0, microsecond=0)
 
 
 def _ceil(ts: datetime) -> datetime:

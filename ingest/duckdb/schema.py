@@ -10,11 +10,16 @@ write time, outside the models (:mod:`ingest.duckdb.derived`). A column an older
 place of one of today's, of a type the generic conversion cannot bridge (:data:`RETYPED`), is
 rewritten into today's by its own expression and then dropped. Each statement is recorded in
 ``routelens_migrations`` and the layout version in ``routelens_meta``.
+
+Feedback holds one verdict per request id (``feedback_request_id_key``): a file written before
+that rule keeps each request's earliest verdict and moves the later ones to ``quarantine`` with
+their reason (``sql/verdicts.sql``); the rollup is then rolled up again, as it counted them.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -197,6 +202,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -
             applied += add_derived_columns(con, table, lambda t=table: _drop_dependents(con, t),  # type: ignore[misc]
                                            fresh=table in created)
         applied += _unique_indexes(con, created)
+        applied += _one_verdict_per_request(con, created, now)
     # A second transaction: DuckDB checks a new unique index against rows updated in the same one.
     with transaction(con):
         con.execute(sql_file("indexes.sql"))
@@ -236,6 +242,29 @@ def _unique_indexes(con: duckdb.DuckDBPyConnection, created: set[str]) -> list[s
                 f"(SELECT min(rowid) FROM {_quote(info.table)} GROUP BY {_quote(info.id_field)})")
         con.execute(stmt)
         done.append(stmt)
+    return done
+
+
+def _one_verdict_per_request(con: duckdb.DuckDBPyConnection, created: set[str], now: datetime) -> list[str]:
+    """Before ``feedback_request_id_key`` is created: move every request's later verdicts to quarantine.
+
+    Only a file written before the rule can hold them. The sealed rollup minutes counted them, so
+    they are dropped with ``rollup_through``: the sink seals them again from the traces on open.
+    """
+    if "feedback" in created or con.execute(
+            "SELECT count(*) FROM duckdb_indexes() WHERE index_name = 'feedback_request_id_key'").fetchall()[0][0]:
+        return []
+    found = re.findall(r"^-- name: (\w+)\s*$\n(.*?);", sql_file("verdicts.sql"), flags=re.M | re.S)
+    queries = {name: re.sub(r"^--.*\n", "", body, flags=re.M).strip() for name, body in found}
+    if not con.execute(queries["duplicates"]).fetchall()[0][0]:
+        return []
+    con.execute(queries["quarantine_later"], [now])
+    done = [queries["quarantine_later"], queries["delete_later"]]
+    con.execute(queries["delete_later"])
+    if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'traffic_minutes'").fetchall()[0][0]:
+        for name in ("reset_rollup", "reset_through"):
+            con.execute(queries[name])
+            done.append(queries[name])
     return done
 
 

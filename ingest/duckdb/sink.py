@@ -7,7 +7,11 @@ Inserts are ``INSERT OR IGNORE ... BY NAME`` against each table's unique id inde
 delivered twice (a replay after a crash, a file imported twice) is stored once and counted as a
 duplicate. A different trace under a ``request_id`` already stored is no duplicate: it is returned
 for quarantine (:mod:`ingest.duckdb.conflicts`, compared only when the plain insert found an id
-taken). Retention by age runs from the same thread, at most once an hour.
+taken). Feedback holds one verdict per request id, as the gateway answers a second one 409: a
+verdict on a request that holds another (stored earlier, or earlier in ``ts`` in the same batch) is
+returned for quarantine with :func:`verdict_reason`, never counted, whichever way it came (a gateway
+restarted, a relay, two gateways on one store). Retention by age runs from the same thread, at most
+once an hour.
 
 Failures: DuckDB refusing the transaction (locked, disk full, ...) is :class:`SinkUnavailable`, and
 the pipeline retries the batch; any other exception is a fault of the records (or of this code),
@@ -24,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import duckdb
+import orjson
 import pyarrow as pa
 
 from ingest.codec.to_arrow import parse_payloads
@@ -34,9 +39,9 @@ from ingest.duckdb.derived import select_list
 from ingest.duckdb.schema import sql_file, transaction
 from ingest.errors import SinkUnavailable
 from ingest.kinds import KINDS, Kind
-from ingest.record_sink import PreparedBatch, RecordBatch, WriteResult
+from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult
 
-__all__ = ["DuckDBSink"]
+__all__ = ["DuckDBSink", "split_verdicts", "verdict_reason"]
 
 log = logging.getLogger(__name__)
 # Table names come from the fixed KINDS registry, never from input.
@@ -142,6 +147,9 @@ class DuckDBSink:
                         split = split_conflicts(cur, table, prepared)
                         table, same = split.fresh, split.duplicates
                         result.rejected += split.rejected
+                    elif dedupe and kind is Kind.FEEDBACK:  # a request holds a verdict: the same again, or another
+                        table, same, later = split_verdicts(cur, table, prepared)
+                        result.rejected += later
                     cur.register("batch", table)
                     if kind is Kind.TRACE:  # counted in the rollup before the insert: duplicates known
                         rollup.late_traces(cur, table, self._sealed, dedupe=dedupe)
@@ -189,6 +197,55 @@ class DuckDBSink:
 
     def close(self) -> None:
         """Nothing to release: the store owns the connection."""
+
+
+def verdict_reason(request_id: str) -> str:
+    """Why a verdict is quarantined: its request holds another one (the Elasticsearch sink says the same)."""
+    return f"a verdict on request_id {request_id!r} is stored already (one verdict per request: the first one counts)"
+
+
+_ROW = "__routelens_row"
+
+
+def split_verdicts(cur: duckdb.DuckDBPyConnection, table: pa.Table,
+                   prepared: PreparedBatch) -> tuple[pa.Table, int, list[Rejected]]:
+    """Split a batch's feedback into verdicts to insert, duplicates and later verdicts (in the caller's transaction).
+
+    A row is compared with the verdict stored on its request, else with the batch's earliest (by
+    ``ts``, then order) on it: all its columns equal, it is the same verdict (counted a duplicate);
+    otherwise it is a later verdict, returned for quarantine. Runs only on the sink's conflict path.
+    """
+    numbered = table.append_column(_ROW, pa.array(range(table.num_rows), pa.int64()))
+    cols = [f'"{c}"' for c in table.column_names]  # the feedback model's fields (and feedback_id)
+
+    def same(a: str, b: str) -> str:
+        return " AND ".join(f"{a}.{c} IS NOT DISTINCT FROM {b}.{c}" for c in cols)
+
+    cur.register("incoming", numbered)
+    try:
+        rows = cur.execute(f"""
+            WITH i AS (SELECT *, row_number() OVER (PARTITION BY request_id ORDER BY ts, {_ROW}) AS rank_
+                       FROM incoming)
+            SELECT i.{_ROW}, i.request_id,
+                   CASE WHEN s.request_id IS NOT NULL THEN {same("i", "s")} ELSE {same("i", "f")} END AS same
+            FROM i JOIN i AS f ON f.request_id = i.request_id AND f.rank_ = 1
+            LEFT JOIN feedback s ON s.request_id = i.request_id
+            WHERE s.request_id IS NOT NULL OR i.rank_ > 1
+        """).fetchall()
+    finally:
+        cur.unregister("incoming")
+    if not rows:
+        return table, 0, []
+    refused = {id(r.payload) for r in prepared.rejected if r.kind is Kind.FEEDBACK}
+    payloads = [p for p in prepared.batch.payloads.get(Kind.FEEDBACK, []) if id(p) not in refused]
+    aligned = len(payloads) == table.num_rows
+    later = [Rejected(Kind.FEEDBACK, payloads[row] if aligned else orjson.dumps(table.slice(row, 1).to_pylist()[0],
+                                                                                default=str),
+                      verdict_reason(str(rid))) for row, rid, is_same in rows if not is_same]
+    keep = [True] * table.num_rows
+    for row, _, _ in rows:
+        keep[row] = False
+    return table.filter(pa.array(keep)), len(rows) - len(later), later
 
 
 def _statements(text: str) -> list[str]:

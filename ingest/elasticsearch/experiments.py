@@ -9,10 +9,12 @@ onto an arm by header; then those forced requests' count per side. No document r
 What differs from DuckDB, and what it costs: Elasticsearch has no log-spaced histogram, so the
 latency bins are rebuilt from a grid of :data:`GRID` percentiles (TDigest): each slice between two
 neighbouring levels puts its share of the requests in the bin of its midpoint. p50 and p95 are
-grid points, so the rebuilt bins give them within a bin of Elasticsearch's own values; the
-bootstrap then runs on the rebuilt bins as on DuckDB. The cost variance (an ``extended_stats``
-aggregation is outside the contract this store is held to) integrates the square of the same
-linearly interpolated percentile function; the cost mean is exact (sum / count).
+grid points: Elasticsearch's own values of them are the comparison's point values (as its Overview
+shows them), and the bootstrap runs on the rebuilt bins as on DuckDB. Cost per request is the mean
+over every request, one without a recorded cost counting 0 (sum / requests, exact); its variance
+(an ``extended_stats`` aggregation is outside the contract this store is held to) takes the costed
+requests' second moment from the square of the same linearly interpolated percentile function.
+Feedback counts one verdict per request, as the sink stores them.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ingest.experiments.compare import BINS, build_report, histogram_of
+from ingest.experiments.compare import BINS, QUANTILES, Exact, build_report, histogram_of
 from ingest.kinds import Kind
 from schemas.experiments import COMPARE_BY, ArmStats, CompareBy, CompareQuery, CompareReport
 from schemas.queries import BUCKETS, AggregateQuery, BucketStats, TraceFilter
@@ -70,14 +72,17 @@ def _bins_from_grid(values: dict[str, Any] | None, n: int) -> dict[int, int]:
     return out
 
 
-def _variance_from_grid(values: dict[str, Any] | None, mean: float, n: int) -> float | None:
-    """Sample variance of a value from its percentile grid (quantile function linear between levels)."""
+def _variance_from_grid(values: dict[str, Any] | None, mean: float, n: int, costed: int) -> float | None:
+    """Sample variance over ``n`` requests, ``costed`` of which hold the value its percentile grid describes.
+
+    The others count 0; the quantile function is linear between levels (its square integrated).
+    """
     levels, vals = _levels(values)
     if n < 2 or len(levels) < 2:
         return None
     w = np.diff(levels) / (levels[-1] - levels[0])
     lo, hi = vals[:-1], vals[1:]
-    second = float((w * (lo * lo + lo * hi + hi * hi) / 3.0).sum())
+    second = float((w * (lo * lo + lo * hi + hi * hi) / 3.0).sum()) * costed / n
     return max(0.0, second - mean * mean) * n / (n - 1)
 
 
@@ -143,11 +148,15 @@ class ElasticsearchExperiments:
 
     def compare(self, query: CompareQuery) -> CompareReport:
         """Compare ``query.a`` with ``query.b`` over the query's window (see :mod:`ingest.experiments.compare`)."""
-        sides = self.arm_stats(query)
-        return build_report(query, sides[query.a], sides[query.b])
+        sides, exact = self._arms(query)
+        return build_report(query, sides[query.a], sides[query.b], exact)
 
     def arm_stats(self, query: CompareQuery) -> dict[str, ArmStats]:
         """Return both sides of ``query`` reduced to counts, sums and latency bins."""
+        return self._arms(query)[0]
+
+    def _arms(self, query: CompareQuery) -> tuple[dict[str, ArmStats], Exact]:
+        """Both sides of ``query`` (:meth:`arm_stats`) and Elasticsearch's own p50 and p95 of each."""
         field = COMPARE_BY[query.by]
         sides = [query.a, query.b]
         window = [_span(query.start, query.end), {"terms": {field: sides}}]
@@ -170,15 +179,17 @@ class ElasticsearchExperiments:
         }}}
         feedback = self._search(Kind.FEEDBACK, query=fb_query, size=0, aggs=fb_aggs)
         out = {v: ArmStats(value=v, latency=histogram_of({})) for v in sides}
+        exact: dict[str, dict[float, float | None]] = {}
         for b in _buckets(traces):
-            n, costed = int(b["doc_count"]), int(b["costed"]["doc_count"])
-            mean = float(b["cost"]["value"] or 0.0) / costed if costed else None
+            n, costed, grid = int(b["doc_count"]), int(b["costed"]["doc_count"]), b["latency"].get("values") or {}
+            mean = float(b["cost"]["value"] or 0.0) / n if costed else None
             out[str(b["key"])] = ArmStats(
                 value=str(b["key"]), requests=n, errors=int(b["errors"]["doc_count"]),
                 fallbacks=int(b["fallbacks"]["doc_count"]), cost_n=costed, cost_mean=mean,
-                cost_var=None if mean is None else _variance_from_grid(b["cost_grid"].get("values"), mean, costed),
-                latency=histogram_of(_bins_from_grid(b["latency"].get("values"), n)),
+                cost_var=None if mean is None else _variance_from_grid(b["cost_grid"].get("values"), mean, n, costed),
+                latency=histogram_of(_bins_from_grid(grid, n)),
             )
+            exact[str(b["key"])] = {q: grid.get(f"{q * 100:.1f}") for q in QUANTILES.values()}
         forced = self._search(Kind.TRACE, query={"bool": {"filter": [*window, _FORCED]}}, size=0,
                               aggs={"g": {"terms": {"field": field, "size": 2}}})
         for b in _buckets(forced):
@@ -194,7 +205,7 @@ class ElasticsearchExperiments:
                 "feedback": int(b["doc_count"]), "misroutes": int(b["misroutes"]["doc_count"]),
                 "expected": expected, "expected_match": match,
             })
-        return out
+        return out, exact
 
 
 def _buckets(resp: dict[str, Any]) -> list[dict[str, Any]]:

@@ -15,7 +15,13 @@ for quarantine; an item refused for the sink's own reasons (401/403: the API key
 tries again. The sink keeps what the failed attempt settled (items stored, already there, refused
 for what they hold) and the retry of that batch sends only the rest: the items it stored are not
 sent again to come back 409 and be counted duplicates, and a refused item is quarantined once.
-The batch's result counts each item once, from the attempt that settled it. Traces the
+The batch's result counts each item once, from the attempt that settled it. Feedback holds one
+verdict per request id, as at the gateway and in DuckDB: its ``_id`` is the ``request_id`` (two
+writers cannot both store one), and the verdicts stored on the batch's requests are looked up first
+(one search per batch holding feedback: older versions keyed it by ``feedback_id``). A verdict on a
+request holding another, stored or earlier in ``ts`` in the batch, is returned for quarantine
+(:func:`verdict_reason`); the same verdict again is a duplicate. Two verdicts an older version stored
+on one request stay (a data stream cannot delete a document) until retention removes them. Traces the
 preparation refused (unchecked ones that do not hold: :func:`ingest.codec.unchecked.check_traces`)
 are in the result's ``rejected``, for quarantine, as the DuckDB sink returns them.
 """
@@ -24,7 +30,9 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -37,13 +45,14 @@ from ingest.errors import SinkUnavailable
 from ingest.kinds import KINDS, Kind
 from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult, conflict_reason, same_trace
 
-__all__ = ["ElasticsearchSink"]
+__all__ = ["ElasticsearchSink", "verdict_reason"]
 
 log = logging.getLogger(__name__)
 _CONTEXT_CACHE = 100_000
 _SEARCH_MAX = 10_000  # Elasticsearch's default index.max_result_window
 _DOCUMENT_FAULT = 400  # mapper_parsing_exception, document_parsing_exception, illegal_argument_exception
 _INDEX_FAULTS = frozenset({"index_closed_exception"})  # answered 400, but the index's state, not the document's
+_NOT_VERDICT = frozenset({"trace", TIMESTAMP_FIELD})  # what the sink adds to a feedback document
 
 
 def _stream_of(index: str) -> str:
@@ -96,6 +105,39 @@ class _Progress:
     prepared: PreparedBatch
     settled: set[int] = field(default_factory=set)
     result: WriteResult = field(default_factory=WriteResult)
+
+
+def verdict_reason(request_id: str) -> str:
+    """Why a verdict is quarantined: its request holds another one (as :func:`ingest.duckdb.sink.verdict_reason`)."""
+    return f"a verdict on request_id {request_id!r} is stored already (one verdict per request: the first one counts)"
+
+
+def _same_verdict(held: dict[str, Any], doc: dict[str, Any]) -> bool:
+    return all(held.get(k) == doc.get(k) for k in (set(held) | set(doc)) - _NOT_VERDICT)
+
+
+def _when(doc: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(str(doc["ts"]).replace("Z", "+00:00"))
+
+
+_SAME = {Kind.TRACE: same_trace, Kind.FEEDBACK: _same_verdict}
+_REASON = {Kind.TRACE: conflict_reason, Kind.FEEDBACK: verdict_reason}
+
+
+def _settle(progress: _Progress, at: int, kind: Kind, payload: bytes, doc: dict[str, Any], same: bool) -> None:
+    """Settle a trace or verdict whose id is taken: the same again is a duplicate, another one is quarantined."""
+    if same:
+        progress.result.count(kind, 0, 1)
+    else:
+        progress.result.rejected.append(Rejected(kind, payload, _REASON[kind](str(doc["request_id"]))))
+    progress.settled.add(at)
+
+
+def _items(prepared: PreparedBatch) -> Iterator[tuple[int, Kind, bytes, dict[str, Any]]]:
+    """The batch's items with their positions (what a retry's ``settled`` names)."""
+    items = ((kind, payload, doc) for kind, docs in prepared.tables.items() for payload, doc in docs)
+    for at, (kind, payload, doc) in enumerate(items):
+        yield at, kind, payload, doc
 
 
 def _context(doc: dict[str, Any]) -> dict[str, Any]:
@@ -183,11 +225,12 @@ class ElasticsearchSink:
         Raises:
             SinkUnavailable: Some items were not stored for the sink's reasons (the rest are settled).
         """
+        self._settle_verdicts(prepared, progress)
         actions: list[dict[str, Any]] = []
         waiting: dict[tuple[str, str], list[tuple[int, Kind, bytes, dict[str, Any]]]] = {}  # (stream, _id) -> items
         streams = {kind: (KINDS[kind].id_field, data_stream(self.prefix, kind)) for kind in prepared.tables}
-        items = ((kind, payload, doc) for kind, docs in prepared.tables.items() for payload, doc in docs)
-        for at, (kind, payload, doc) in enumerate(items):
+        streams[Kind.FEEDBACK] = ("request_id", data_stream(self.prefix, Kind.FEEDBACK))  # one verdict per request
+        for at, kind, payload, doc in _items(prepared):
             if at in progress.settled:
                 continue
             id_field, stream = streams[kind]
@@ -197,7 +240,7 @@ class ElasticsearchSink:
         if not actions:
             return
         result, settled, unstored = progress.result, progress.settled, _Unstored()
-        taken: list[tuple[int, bytes, dict[str, Any]]] = []  # traces answered 409: the same trace, or another?
+        taken: list[tuple[int, Kind, bytes, dict[str, Any]]] = []  # traces, verdicts answered 409: the same, or not?
         for ok, item in helpers.streaming_bulk(
             self.client, actions, raise_on_error=False, max_retries=self.max_retries,
             initial_backoff=self.initial_backoff_s, max_backoff=30, chunk_size=1000,
@@ -212,8 +255,8 @@ class ElasticsearchSink:
             at, kind, payload, doc = sent.pop(0)
             if ok:
                 result.count(kind, 1, 0)
-            elif info.get("status") == 409 and kind is Kind.TRACE:  # settled below, once compared
-                taken.append((at, payload, doc))
+            elif info.get("status") == 409 and kind in (Kind.TRACE, Kind.FEEDBACK):  # settled below, once compared
+                taken.append((at, kind, payload, doc))
                 continue
             elif info.get("status") == 409:  # already stored: a re-delivery
                 result.count(kind, 0, 1)
@@ -223,35 +266,38 @@ class ElasticsearchSink:
                 unstored.add(info.get("status"), info.get("error") or {})
                 continue
             settled.add(at)
-        if taken:
-            self._settle_taken(taken, progress)
+        for kind in (Kind.TRACE, Kind.FEEDBACK):
+            if mine := [t for t in taken if t[1] is kind]:
+                stored = self._stored(kind, sorted({str(t[3]["request_id"]) for t in mine}))
+                for at, _, payload, doc in mine:  # not found: not searchable yet (``refresh``), a duplicate
+                    held = stored.get(str(doc["request_id"]))
+                    _settle(progress, at, kind, payload, doc, held is None or _SAME[kind](held, doc))
         if unstored.causes:  # the batch is retried: with the items not settled here only
             raise unstored.error()
 
-    def _settle_taken(self, taken: list[tuple[int, bytes, dict[str, Any]]], progress: _Progress) -> None:
-        """Count the traces answered 409 as duplicates, or return those another trace holds the id of.
+    def _settle_verdicts(self, prepared: PreparedBatch, progress: _Progress) -> None:
+        """Settle, before sending, the verdicts on requests holding another (stored, or earlier in ``ts`` in the batch).
 
         Raises:
-            ApiError, TransportError: The search failed (the items stay unsettled: the retry sends them again).
+            ApiError, TransportError: The search failed (nothing is settled: the retry looks again).
         """
-        stored = self._stored_traces(sorted({str(doc["request_id"]) for _, _, doc in taken}))
-        for at, payload, doc in taken:
-            held = stored.get(str(doc["request_id"]))
-            if held is None or same_trace(held, doc):
-                progress.result.count(Kind.TRACE, 0, 1)
-            else:
-                progress.result.rejected.append(Rejected(Kind.TRACE, payload, conflict_reason(str(doc["request_id"]))))
-            progress.settled.add(at)
+        fresh = sorted(((at, payload, doc) for at, kind, payload, doc in _items(prepared)
+                        if kind is Kind.FEEDBACK and at not in progress.settled), key=lambda i: (_when(i[2]), i[0]))
+        held = self._stored(Kind.FEEDBACK, sorted({str(doc["request_id"]) for _, _, doc in fresh})) if fresh else {}
+        for at, payload, doc in fresh:
+            if (first := held.setdefault(str(doc["request_id"]), doc)) is not doc:
+                _settle(progress, at, Kind.FEEDBACK, payload, doc, _same_verdict(first, doc))
 
-    def _stored_traces(self, ids: list[str]) -> dict[str, dict[str, Any]]:
-        """The stored documents of these request ids (those searchable)."""
+    def _stored(self, kind: Kind, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The stored trace, or earliest verdict, of each of these request ids (those searchable)."""
         found: dict[str, dict[str, Any]] = {}
-        for i in range(0, len(ids), _SEARCH_MAX):  # a search answers at most max_result_window hits
-            chunk = ids[i:i + _SEARCH_MAX]
-            answer = self.client.search(index=data_stream(self.prefix, Kind.TRACE), size=len(chunk),
-                                        query={"terms": {"request_id": chunk}})
+        step = _SEARCH_MAX // 2  # a search answers at most max_result_window hits; an older store's 2 verdicts fit
+        for i in range(0, len(ids), step):
+            answer = self.client.search(index=data_stream(self.prefix, kind), size=_SEARCH_MAX, ignore_unavailable=True,
+                                        query={"terms": {"request_id": ids[i:i + step]}},
+                                        sort=[{"ts": {"order": "asc"}}, {KINDS[kind].id_field: {"order": "asc"}}])
             for hit in answer["hits"]["hits"]:
-                found[str(hit["_source"]["request_id"])] = hit["_source"]
+                found.setdefault(str(hit["_source"]["request_id"]), hit["_source"])
         return found
 
     def _remember(self, doc: dict[str, Any]) -> None:
@@ -268,8 +314,8 @@ class ElasticsearchSink:
         missing = sorted({d["request_id"] for _, d in feedback if d["request_id"] not in self._contexts})
         for i in range(0, len(missing), _SEARCH_MAX):  # a search answers at most max_result_window hits
             chunk = missing[i:i + _SEARCH_MAX]
-            found = self.client.search(
-                index=data_stream(self.prefix, Kind.TRACE), size=len(chunk),
+            found = self.client.search(  # ignore_unavailable: feedback may come before any trace
+                index=data_stream(self.prefix, Kind.TRACE), size=len(chunk), ignore_unavailable=True,
                 query={"terms": {"request_id": chunk}}, source_includes=[*FEEDBACK_CONTEXT, "request_id", "outcome"],
             )
             for hit in found["hits"]["hits"]:

@@ -3,12 +3,17 @@
 Both backends reduce each side to counts, sums and a binned latency histogram, then call
 :func:`build_report`; what each metric's interval is, and why, is in :mod:`ingest.experiments.stats`.
 Deltas are ``b - a``. Rate metrics read feedback (misroute, quality) over the feedback the side
-received, not over its requests, so their guard counts feedback.
+received (one verdict per request: the store keeps the first), not over its requests, so their
+guard counts feedback. Cost per request is the mean over every request of the side, a request
+without a recorded cost (no instance served it) counting 0: the side's cost sum (what the Overview
+and the series add up) over its requests. Latency quantiles take the store's exact quantiles as
+their point values when it gives them (:data:`Exact`), the bins for the interval.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from ingest.experiments.stats import (
     SRM_ALPHA,
@@ -24,8 +29,8 @@ from ingest.experiments.stats import (
 )
 from schemas.experiments import METRICS, ArmStats, CompareQuery, CompareReport, LatencyHistogram, MetricComparison
 
-__all__ = ["BINS", "SRM_LEAD", "UNKNOWN_SHARES", "assumed_even_split", "build_report", "empty_histogram",
-           "histogram_of"]
+__all__ = ["BINS", "QUANTILES", "SRM_LEAD", "UNKNOWN_SHARES", "Exact", "assumed_even_split", "build_report",
+           "empty_histogram", "histogram_of"]
 
 SRM_LEAD = "SAMPLE RATIO MISMATCH (p < 0.001): the split is not the design; do not trust the deltas. "
 """How a verdict begins when the split is not the designed one (``srm_flag``)."""
@@ -34,6 +39,10 @@ UNKNOWN_SHARES = "designed shares unknown, assumed 50/50"
 
 BINS = LogBins()
 """The latency bins every backend fills (``outcome.total_ms``)."""
+QUANTILES = {"latency_p50_ms": 0.5, "latency_p95_ms": 0.95}
+"""The latency metrics and their levels."""
+Exact = Mapping[str, Mapping[float, float | None]]
+"""Per side, its exact latency quantile per level (the store's ``quantile_cont``), for the point values."""
 
 
 def empty_histogram(bins: LogBins = BINS) -> LatencyHistogram:
@@ -68,37 +77,48 @@ def _rate(kind_n: tuple[int, int, int, int], z: float, guard: int) -> MetricComp
 
 
 def _cost(sa: ArmStats, sb: ArmStats, z: float, guard: int) -> MetricComparison:
+    """Cost per request: the mean over every request (``cost_mean``, a request without a cost counting 0)."""
+    n_a, n_b = sa.requests, sb.requests
     if not (sa.cost_n and sb.cost_n) or sa.cost_mean is None or sb.cost_mean is None:
-        return MetricComparison(kind="mean", a=sa.cost_mean, b=sb.cost_mean, delta=None, ci=None, n_a=sa.cost_n,
-                                n_b=sb.cost_n, enough_data=False, note="no recorded cost on one side")
-    lo, hi, p = mean_diff_interval(sa.cost_mean, sa.cost_var or 0.0, sa.cost_n, sb.cost_mean, sb.cost_var or 0.0,
-                                   sb.cost_n, z)
+        return MetricComparison(kind="mean", a=sa.cost_mean, b=sb.cost_mean, delta=None, ci=None, n_a=n_a,
+                                n_b=n_b, enough_data=False, note="no recorded cost on one side")
+    lo, hi, p = mean_diff_interval(sa.cost_mean, sa.cost_var or 0.0, n_a, sb.cost_mean, sb.cost_var or 0.0, n_b, z)
+    note = "mean over every request (the cost sum / requests)"
+    if sa.cost_n < n_a or sb.cost_n < n_b:
+        note += f"; {n_a - sa.cost_n:,} / {n_b - sb.cost_n:,} without a recorded cost (none served them) count 0"
     return MetricComparison(kind="mean", a=sa.cost_mean, b=sb.cost_mean, delta=sb.cost_mean - sa.cost_mean,
-                            ci=(lo, hi), p=p, n_a=sa.cost_n, n_b=sb.cost_n,
-                            enough_data=has_enough_data(sa.cost_n, sb.cost_n, guard))
+                            ci=(lo, hi), p=p, n_a=n_a, n_b=n_b, enough_data=has_enough_data(n_a, n_b, guard),
+                            note=note)
 
 
-def _quantile(sa: ArmStats, sb: ArmStats, q: float, query: CompareQuery) -> MetricComparison:
+def _quantile(sa: ArmStats, sb: ArmStats, q: float, query: CompareQuery,
+              points: tuple[float | None, float | None]) -> MetricComparison:
     bins = _bins(sa.latency)
     ca, cb = bins.from_sparse(sa.latency.counts), bins.from_sparse(sb.latency.counts)
     n_a, n_b = int(ca.sum()), int(cb.sum())
     if not (n_a and n_b):
         return MetricComparison(kind="quantile", a=None, b=None, delta=None, ci=None, n_a=n_a, n_b=n_b,
                                 enough_data=False, note="no requests on one side")
+    exact = None if points[0] is None or points[1] is None else (points[0], points[1])
     a, b, lo, hi, p = bootstrap_quantile_diff(ca, cb, bins, q, replicates=query.replicates,
-                                              confidence=query.confidence, seed=query.seed)
+                                              confidence=query.confidence, seed=query.seed, points=exact)
+    lead = "the requests' own quantile; interval: " if exact is not None else ""
     return MetricComparison(kind="quantile", a=a, b=b, delta=b - a, ci=(lo, hi), p=p, n_a=n_a, n_b=n_b,
                             enough_data=has_enough_data(n_a, n_b, query.min_samples),
-                            note=f"bootstrap ({query.replicates} replicates) on {bins.k} log bins "
+                            note=f"{lead}bootstrap ({query.replicates} replicates) on {bins.k} log bins "
                                  f"(±{(bins.ratio - 1) * 100:.2f}%)")
 
 
-def build_report(query: CompareQuery, sa: ArmStats, sb: ArmStats) -> CompareReport:
+def build_report(query: CompareQuery, sa: ArmStats, sb: ArmStats, exact: Exact | None = None) -> CompareReport:
     """Compare ``sa`` (the query's ``a``) with ``sb`` metric by metric.
 
     Metrics without enough data on either side keep their values and interval but take no part in
-    the Holm correction and are never significant.
+    the Holm correction and are never significant. ``exact``: each side's exact latency quantiles
+    (keyed by ``sa.value`` and ``sb.value``), the point values of the latency metrics.
     """
+    def points(q: float) -> tuple[float | None, float | None]:
+        return ((exact or {}).get(sa.value, {}).get(q), (exact or {}).get(sb.value, {}).get(q))
+
     if sa.latency.model_dump(exclude={"counts"}) != sb.latency.model_dump(exclude={"counts"}):
         raise ValueError("both sides must be binned alike")
     z = z_for(query.confidence)
@@ -106,8 +126,8 @@ def build_report(query: CompareQuery, sa: ArmStats, sb: ArmStats) -> CompareRepo
     metrics: dict[str, MetricComparison] = {
         "error_rate": _rate((sa.errors, sa.requests, sb.errors, sb.requests), z, guard),
         "fallback_rate": _rate((sa.fallbacks, sa.requests, sb.fallbacks, sb.requests), z, guard),
-        "latency_p50_ms": _quantile(sa, sb, 0.5, query),
-        "latency_p95_ms": _quantile(sa, sb, 0.95, query),
+        "latency_p50_ms": _quantile(sa, sb, QUANTILES["latency_p50_ms"], query, points(QUANTILES["latency_p50_ms"])),
+        "latency_p95_ms": _quantile(sa, sb, QUANTILES["latency_p95_ms"], query, points(QUANTILES["latency_p95_ms"])),
         "cost_per_request": _cost(sa, sb, z, guard),
         "misroute_rate": _rate((sa.misroutes, sa.feedback, sb.misroutes, sb.feedback), z, guard),
         "quality_score": _rate((sa.expected_match, sa.expected, sb.expected_match, sb.expected), z, guard),

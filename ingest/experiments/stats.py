@@ -12,15 +12,19 @@ Choices, and what they cost:
 - **Means** (cost per request, quality score): the Welch interval ``delta ± z·sqrt(va/na + vb/nb)``
   from each arm's count, mean and sample variance. With the minimum-sample guard in force, this is
   the large-sample limit of the bootstrap of the mean and costs nothing on 1M rows per arm.
-- **Quantiles** (latency p50/p95): a bootstrap on a binned representation. Each arm arrives as
-  counts over the same log-spaced bins (:class:`LogBins`, ~0.52% wide); each replicate redraws the
+- **Quantiles** (latency p50/p95): the point values are the store's own quantiles of the rows
+  (DuckDB's ``quantile_cont``, which the Overview shows; Elasticsearch's ``percentiles``); the
+  interval is a bootstrap on a binned representation, moved onto them. Each arm arrives as counts
+  over the same log-spaced bins (:class:`LogBins`, ~0.52% wide); each replicate redraws the
   counts from a multinomial with the observed bin shares, and reads the quantile from the redrawn
-  cumulative counts, interpolating linearly inside the bin. Only the bins within ±6 standard errors
-  of the quantile's level are redrawn one by one (the rest are two lumped cells, which is the same
-  multinomial), so the cost is ``O(replicates × window)``: a few dozen bins at 1M rows, whatever
-  the number of rows. Binning moves a quantile by at most one bin width (0.52% relative,
-  plus ``lo`` absolute below ``lo``), which is far below the sampling spread at any n where the
-  guard lets a verdict through; the interval is the percentile interval of the replicate deltas.
+  cumulative counts (rank ``q·n``), interpolating linearly inside the bin. Only the bins within ±6
+  standard errors of the quantile's level are redrawn one by one (the rest are two lumped cells,
+  which is the same multinomial), so the cost is ``O(replicates × window)``: a few dozen bins at 1M
+  rows, whatever the number of rows. The binned quantile differs from the interpolated one by the
+  bin width (0.52%) plus the rank convention (several percent at a few dozen rows, where the
+  order statistics are far apart), which is why it gives only the spread: the replicate deltas are
+  moved by the difference between the exact delta and the binned one, and the interval is their
+  percentile interval.
 - **Split check** (sample-ratio mismatch): Pearson's chi-square of the observed arm counts against
   the designed shares. With two arms it has one degree of freedom, whose survival function is
   closed-form: ``P(X > x) = erfc(sqrt(x / 2))``; no scipy.
@@ -272,12 +276,18 @@ def bootstrap_quantile_diff(
     replicates: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
+    points: tuple[float, float] | None = None,
 ) -> tuple[float, float, float, float, float]:
     """Bootstrap the difference of quantile ``q`` (b - a) from two binned samples.
 
     Returns ``(a, b, lo, hi, p)``: the two point quantiles, the percentile interval of the
     replicate deltas, and a two-sided bootstrap p-value (twice the smaller tail share of replicate
     deltas on either side of 0, floored at ``1 / replicates``).
+
+    ``points``: the two quantiles as the store computes them exactly (DuckDB's ``quantile_cont``).
+    They are the point values, and the replicate deltas are moved by the difference between their
+    delta and the bins' (the bins give the spread, not the location): a small sample's binned
+    quantile, read at rank ``q·n`` inside a bin, sits a few percent from the interpolated one.
     """
     ca = np.asarray(counts_a, dtype=np.int64)
     cb = np.asarray(counts_b, dtype=np.int64)
@@ -285,12 +295,16 @@ def bootstrap_quantile_diff(
     a = float(_quantiles_rows(ca, edges, q)[0])
     b = float(_quantiles_rows(cb, edges, q)[0])
     na, nb = int(ca.sum()), int(cb.sum())
+    shift = 0.0
+    if points is not None and na and nb:
+        shift = (points[1] - points[0]) - (b - a)
+        a, b = float(points[0]), float(points[1])
     if na == 0 or nb == 0:
         return (a, b, math.nan, math.nan, 1.0)
     rng = np.random.default_rng(seed)
     qa = _bootstrap_quantile(ca, edges, q, replicates, rng)
     qb = _bootstrap_quantile(cb, edges, q, replicates, rng)
-    deltas = qb - qa
+    deltas = qb - qa + shift
     alpha = 1.0 - confidence
     lo, hi = np.quantile(deltas, [alpha / 2.0, 1.0 - alpha / 2.0])
     tail = min(float(np.mean(deltas <= 0.0)), float(np.mean(deltas >= 0.0)))

@@ -20,7 +20,7 @@ from schemas.experiments import METRICS
 from schemas.queries import BucketStats
 
 __all__ = [
-    "BY_FIELD", "METRIC_COLUMNS", "METRIC_LABELS", "METRIC_UNITS", "NO_EXPERIMENT", "SERIES_COLUMNS",
+    "BY_FIELD", "FIGURES_NOTE", "METRIC_COLUMNS", "METRIC_LABELS", "METRIC_UNITS", "NO_EXPERIMENT", "SERIES_COLUMNS",
     "first_start", "flip_counts", "flip_matrix", "metric_table", "missing_sides", "pick_sides", "series",
     "shadow_pairs", "shadow_summary", "srm_status",
 ]
@@ -38,6 +38,13 @@ METRIC_UNITS: dict[str, Unit] = {
     "error_rate": "%", "fallback_rate": "%", "latency_p50_ms": "ms", "latency_p95_ms": "ms",
     "cost_per_request": "cost", "misroute_rate": "%", "quality_score": "%",
 }
+FIGURES_NOTE = (
+    "Cost per request is a mean over every request of a side (forced ones left out): its cost sum, the sum the "
+    "Overview shows, over its requests; a request no instance served records no cost and counts 0. The table and "
+    "the series count it alike. Latency p50/p95 are the requests' own quantiles (as the Overview's over the "
+    "traces), their interval a bootstrap on log bins. Misroute rate and quality read one verdict per request "
+    "(the first one; a later one is quarantined).")
+"""What the metric table's and the series' figures are (shown under the table)."""
 NO_EXPERIMENT = ("No two arms or versions in this window. Declare `experiments.arms` in routelens.yaml "
                  "(`routelens demo` runs one: balanced against the seed's instance score), send traffic, "
                  "then widen the window.")
@@ -119,6 +126,8 @@ def _split_status(report: Mapping[str, Any]) -> tuple[str, str]:
 def series(per_side: Mapping[str, Iterable[BucketStats]], start: datetime | None = None,
            end: datetime | None = None, bucket: str | None = None) -> pd.DataFrame:
     """One row per side and time bucket (:data:`SERIES_COLUMNS`), oldest first.
+
+    ``cost_per_request`` is the bucket's cost sum over its requests, as the metric table's (:data:`FIGURES_NOTE`).
 
     Given the window and bucket, each side has every bucket of it (:func:`app.ui.timeseries.complete`:
     an empty one has no rate, so its line breaks; ``partial`` marks the still-filling last one).

@@ -109,7 +109,10 @@ _HEADLINES: tuple[tuple[str, str, Unit, bool, str], ...] = (
     ("latency_p50_ms", "Latency p50", "ms", True, "request-weighted mean of the buckets' p50 (approximate)"),
     ("latency_p95_ms", "Latency p95", "ms", True, "request-weighted mean of the buckets' p95 (approximate)"),
     ("latency_p99_ms", "Latency p99", "ms", True, "request-weighted mean of the buckets' p99 (approximate)"),
-    ("cost", "Cost", "cost", True, "sum of the requests' cost (fleet.instances[].cost, in app.cost_unit)"),
+    ("cost", "Cost", "cost", True, "a sum, not a mean: the recorded cost of every request in the window (fleet."
+                                   "instances[].cost, in app.cost_unit), errors an instance served included; a request "
+                                   "no instance served records none. The Experiments page's cost per request is a "
+                                   "side's sum over all its requests (forced ones left out)"),
 )
 
 

@@ -119,6 +119,7 @@ def metric_section(a: str, b: str, by: str, sc: sidebar.Scope) -> None:
                 f"{report.get('confidence', 0.95):.0%}, Holm-corrected across the metrics.")
     st.dataframe(data.metric_table(report, load_limits().cost_unit), hide_index=True, key="metric_table",
                  column_config={"note": st.column_config.TextColumn("note", width="large")})
+    st.caption(data.FIGURES_NOTE)
 
 
 def series_section(a: str, b: str, by: str, sc: sidebar.Scope) -> None:

@@ -12,8 +12,11 @@ LIMIT 1000;
 
 -- name: arm_bins
 -- One scan for both sides, two grouping sets: per (side, latency bin) the requests, errors,
--- fallbacks and costed requests, added up per side in Python; per side (side_row = 1) the cost's
--- mean and sample variance (DuckDB's own streaming var_samp, not sums of squares, which lose digits
+-- fallbacks and costed requests, added up per side in Python; per side (side_row = 1) the exact
+-- latency p50 and p95 (quantile_cont, as the Overview's: compare's point values), and the cost per
+-- request's mean and sample variance over every request, one without a recorded cost (no instance
+-- served it) counting 0, so that mean × requests is the side's cost sum as the Overview and the
+-- series add it up (DuckDB's own streaming var_samp, not sums of squares, which lose digits
 -- when the mean dwarfs the spread; favg, compensated, so that the mean does not depend on the order
 -- the grouping sets add rows in: a side compared by arm and by version has the same figures). The bin is ingest.experiments.stats.LogBins.index in SQL: 0
 -- below lo, then floor(ln(x / lo) / ln(ratio)) + 1, capped at k + 1. Parameters: lo, lo, lo,
@@ -30,16 +33,18 @@ SELECT {col} AS grp,
        count(*) FILTER (WHERE outcome.status = 'error' AND NOT {forced}) AS errors,
        count(*) FILTER (WHERE fallback_triggered AND NOT {forced}) AS fallbacks,
        count(outcome.cost) FILTER (WHERE NOT {forced}) AS cost_n,
-       favg(outcome.cost) FILTER (WHERE NOT {forced}) AS mean,
-       var_samp(outcome.cost) FILTER (WHERE NOT {forced}) AS var,
+       favg(coalesce(outcome.cost, 0)) FILTER (WHERE NOT {forced}) AS mean,
+       var_samp(coalesce(outcome.cost, 0)) FILTER (WHERE NOT {forced}) AS var,
+       quantile_cont(outcome.total_ms, [0.5, 0.95]) FILTER (WHERE NOT {forced}) AS q,
        count(*) FILTER (WHERE {forced}) AS forced
 FROM traces
 WHERE ts >= ? AND ts < ? AND {col} IN (?, ?)
 GROUP BY GROUPING SETS ((grp, bin), (grp));
 
 -- name: arm_feedback
--- Feedback on each side's traces: all of it, the misroutes (correct = false, as the buckets count
--- them), and the graded feedback naming an expected model, with how much of it went there.
+-- Feedback on each side's traces: all of it (one verdict per request, as the store keeps them), the
+-- misroutes (correct = false, as the buckets count them), and the graded feedback naming an expected
+-- model, with how much of it went there.
 -- Joined on rid_hash as the buckets join. NOT MATERIALIZED: the window's traces stream into the
 -- join, the small feedback table is the build side and its keys filter the scan (a MATERIALIZED
 -- CTE copied the window's 10M rows first: 300 -> 100 ms at 10M traces). Forced requests' feedback is left

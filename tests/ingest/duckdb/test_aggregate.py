@@ -31,6 +31,7 @@ def _misroute_store(tmp_path: Path) -> DuckDBTraceStore:
     store.write_records([
         # stamped before the window (a client's clock): still a verdict on a trace inside it
         Feedback(request_id=a.request_id, ts=W0 - timedelta(hours=1), correct=False),
+        # a second verdict on the same request: quarantined, never counted (one verdict per request)
         Feedback(request_id=a.request_id, ts=W0 + timedelta(minutes=20), correct=True),
         # inside the window, but on a trace before it: not this window's
         Feedback(request_id=outside.request_id, ts=W0 + timedelta(minutes=5), correct=False),
@@ -41,10 +42,10 @@ def _misroute_store(tmp_path: Path) -> DuckDBTraceStore:
 
 
 @pytest.mark.parametrize(("extra", "expected"), [
-    ({}, [(1, 2, 1), (2, 1, 1)]),
-    ({"experiment_arm": "a"}, [(1, 2, 1), (1, 0, 0)]),
+    ({}, [(1, 1, 1), (2, 1, 1)]),
+    ({"experiment_arm": "a"}, [(1, 1, 1), (1, 0, 0)]),
     ({"router_version": "v2"}, [(1, 1, 1)]),
-    ({"model": "m1"}, [(1, 2, 1), (1, 0, 0)]),
+    ({"model": "m1"}, [(1, 1, 1), (1, 0, 0)]),
     ({"model": "m2", "router_version": "v2", "experiment_arm": "b"}, [(1, 1, 1)]),
     ({"router_version": "v1", "experiment_arm": "b"}, []),
 ])

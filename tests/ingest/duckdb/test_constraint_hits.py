@@ -68,6 +68,7 @@ def test_tables_without_the_columns_are_backfilled_or_read_as_before(tmp_path: P
     con = duckdb.connect(str(path))
     con.execute("DROP INDEX traces_request_id_key")
     con.execute("DROP INDEX feedback_id_key")
+    con.execute("DROP INDEX feedback_request_id_key")
     for (view,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
         con.execute(f'DROP VIEW "{view}"')
     for table, columns in DERIVED.items():

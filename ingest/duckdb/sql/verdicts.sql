@@ -1,0 +1,33 @@
+-- One verdict per request id (ingest/duckdb/schema.py, ingest/duckdb/sink.py): the feedback table holds at
+-- most one row per request_id (feedback_request_id_key, sql/indexes.sql). A file written before the rule may
+-- hold more (a gateway restarted, a file imported, two gateways on one store): opened read-write, it keeps
+-- the earliest verdict of each request (by ts, then feedback_id) and moves the later ones to quarantine,
+-- each with its reason and its fields as JSON, before the index is created. Fixed text; `?` is the time
+-- of the migration.
+
+-- name: duplicates
+SELECT count(*) - count(DISTINCT request_id) AS n FROM feedback;
+
+-- name: quarantine_later
+INSERT INTO quarantine BY NAME
+SELECT md5('verdict' || d.feedback_id)[:24] AS quarantine_id, ?::TIMESTAMPTZ AS ts, 'feedback' AS kind,
+       'migration' AS source,
+       'a verdict on request_id ''' || d.request_id || ''' is stored already '
+           || '(one verdict per request: the first one counts)' AS reason,
+       d.request_id, NULL AS line, CAST(to_json(d) AS VARCHAR) AS raw,
+       strlen(CAST(to_json(d) AS VARCHAR)) AS raw_bytes, sha256(CAST(to_json(d) AS VARCHAR)) AS raw_sha256
+FROM (SELECT * EXCLUDE (rid_hash) FROM feedback
+      QUALIFY row_number() OVER (PARTITION BY request_id ORDER BY ts, feedback_id) > 1) AS d;
+
+-- name: delete_later
+DELETE FROM feedback WHERE feedback_id IN (
+    SELECT feedback_id FROM feedback
+    QUALIFY row_number() OVER (PARTITION BY request_id ORDER BY ts, feedback_id) > 1);
+
+-- name: reset_rollup
+-- The sealed minutes counted the verdicts moved out: they are rolled up again from the traces when the
+-- store opens (ingest/duckdb/rollup.py seals every minute from the first trace on).
+DELETE FROM traffic_minutes;
+
+-- name: reset_through
+DELETE FROM routelens_meta WHERE key = 'rollup_through';
