@@ -23,8 +23,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from app.ui.probe_limit import ProbeLimit, build_probe_limit, reference_thresholds
-from app.units import DASH, METRIC_NAMES, Unit, fmt, metric_unit, over_limit
+from app.ui.probe_limit import ProbeLimit, build_probe_limit, over_limit_apart, reference_thresholds
+from app.units import DASH, METRIC_NAMES, Unit, fmt, metric_unit
 from schemas.config import AppSettings, ConstraintSpec, HealthThresholds, RouteLensConfig
 from schemas.config.probes import ProbeSettings
 
@@ -74,8 +74,8 @@ class Limit:
         return "green"
 
     def text(self, value: float | None) -> str:
-        """``value / limit`` with the unit: ``92% / 85%``."""
-        return over_limit(value, self.threshold, self.unit)
+        """``value / limit`` with the unit: ``92% / 85%`` (``85.1% / 85.0%``: never two different numbers alike)."""
+        return over_limit_apart(value, self.threshold, self.unit)
 
     def describe(self) -> str:
         """The limit as a sentence part: ``KV-cache ≤ 85% (constraint kv-cache; yellow from 80%)``."""
@@ -143,7 +143,7 @@ class Limits:
         spec = self.constraint(name)
         if spec is None:
             return fmt(value, "n") if value is None or value >= 10 else f"{value:.3g}"
-        return over_limit(value, spec.threshold, metric_unit(spec.metric))
+        return over_limit_apart(value, spec.threshold, metric_unit(spec.metric))
 
     def probe(self, kind: str, baseline: float | None = None, reference: str | None = None) -> ProbeLimit | None:
         """The bound a ``kind`` probe's value is judged against (``baseline``: latency's; ``reference``: semantic's)."""

@@ -20,14 +20,26 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from app.units import DASH, Unit, fmt, over_limit
+from app.units import DASH, Unit, fmt, fmt_apart, over_limit
 from probes.references import DEFAULT_REFERENCES, load_references
 from schemas.config.probes import ProbeSettings
 from schemas.errors import ConfigError
 
-__all__ = ["VERDICT_RANK", "ProbeLimit", "build_probe_limit", "reference_thresholds"]
+__all__ = ["VERDICT_RANK", "ProbeLimit", "build_probe_limit", "over_limit_apart", "reference_thresholds"]
 
 VERDICT_RANK = {"ok": 0, "degraded": 1, "failed": 2}
+
+
+def over_limit_apart(value: float | None, limit: float | None, unit: Unit) -> str:
+    """``value / limit`` (:func:`app.units.over_limit`), never two different numbers alike.
+
+    A value just past its bound must not read as the bound itself: ``91.9 ms / 92.0 ms``, ``85.1% / 85.0%``,
+    not ``92 ms / 92 ms`` under a verdict that says it broke it (:func:`app.units.fmt_apart`).
+    """
+    if limit is None or unit in ("requests", "cost"):
+        return over_limit(value, limit, unit)
+    shown, bound = fmt_apart(value, limit, unit)
+    return f"{shown} / {bound}"
 
 
 @dataclass(frozen=True)
@@ -61,9 +73,15 @@ class ProbeLimit:
         if self.kind == "syntax":
             return DASH if value is None or math.isnan(value) else "valid" if value >= 1 else "invalid"
         if self.low is not None and self.high is not None:
-            band = f"{fmt(self.low, self.unit).removesuffix(' ms')}–{fmt(self.high, self.unit)}"
-            return f"{fmt(value, self.unit)} / {band}"
-        return over_limit(value, self.low if self.low is not None else self.high, self.unit)
+            low, high = fmt(self.low, self.unit), fmt(self.high, self.unit)
+            shown = fmt(value, self.unit)
+            if value is not None and not math.isnan(value):  # the nearer edge read apart from the value
+                if abs(value - self.low) <= abs(value - self.high):
+                    shown, low = fmt_apart(value, self.low, self.unit)
+                else:
+                    shown, high = fmt_apart(value, self.high, self.unit)
+            return f"{shown} / {low.removesuffix(' ms')}–{high}"
+        return over_limit_apart(value, self.low if self.low is not None else self.high, self.unit)
 
 
 def build_probe_limit(kind: str, settings: ProbeSettings, thresholds: dict[str, float], *,

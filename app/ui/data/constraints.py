@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -22,7 +22,8 @@ from schemas.records import RouterEvent
 
 __all__ = [
     "BINDING_COLUMNS", "EVENT_COLUMNS", "INTERVAL_COLUMNS", "STATE_COLUMNS", "binding_counts", "chunk_spans",
-    "interval_table", "intervals_frame", "latch_events", "latch_intervals", "read_whole", "state_rows",
+    "instance_models", "interval_table", "intervals_frame", "latch_events", "latch_intervals", "latch_table",
+    "of_model", "read_whole", "scope_words", "state_rows",
 ]
 
 T = TypeVar("T")
@@ -113,38 +114,93 @@ def state_rows(payload: Mapping[str, Any] | None, limits: Limits | None = None) 
     return frame.sort_values(["instance", "constraint"], kind="stable").reset_index(drop=True)
 
 
+def latch_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The latches of :func:`state_rows` as read: ``since`` in UTC as text (``—`` without one), no raw value.
+
+    A column of times and dashes mixed is not one type: Streamlit's conversion of it failed (and
+    printed a traceback) before showing it with the time's full microseconds and offset.
+    """
+    out = rows.drop(columns="value").copy()
+    out["since"] = [_utc(t) for t in rows["since"]]
+    out["model"] = rows["model"].fillna(DASH)
+    return out.rename(columns={"since": "since (UTC)"})
+
+
+def _utc(ts: Any) -> str:
+    if ts is None or pd.isna(ts):  # NaT is a datetime too
+        return DASH
+    return f"{ts.astimezone(UTC):%Y-%m-%d %H:%M:%S}"
+
+
+def instance_models(*sources: Iterable[tuple[str | None, str | None]]) -> dict[str, str]:
+    """Instance -> model from ``(model, instance)`` pairs (live state, traffic, removals...); the first source wins."""
+    out: dict[str, str] = {}
+    for pairs in sources:
+        for model, instance in pairs:
+            if model and instance:
+                out.setdefault(instance, model)
+    return out
+
+
+def of_model(frame: pd.DataFrame, model: str | None, models: Mapping[str, str]) -> pd.DataFrame:
+    """The rows of ``frame`` (an ``instance`` column) whose instance serves ``model`` (all rows when None).
+
+    Intervals and latch events name the instance only; ``models`` (:func:`instance_models`) places
+    them, so the sidebar's model narrows every section of the page alike. An instance no source
+    places is left out under a model filter: it cannot be shown to serve that model.
+    """
+    if model is None or frame.empty:
+        return frame
+    keep = [models.get(str(i)) == model for i in frame["instance"]]
+    return frame[keep].reset_index(drop=True)
+
+
+def scope_words(model: str | None, instance: str | None) -> str:
+    """The sidebar's narrowing as words for an empty section (``of model `m` and instance `a```), else ""."""
+    parts = [f"{name} `{value}`" for name, value in (("model", model), ("instance", instance)) if value]
+    return ("of " + " and ".join(parts)) if parts else ""
+
+
 def latch_intervals(snapshots: Sequence[InstanceSnapshot], start: datetime, end: datetime) -> pd.DataFrame:
     """When each (instance, constraint) latch was out in ``[start, end)``, from stored snapshots.
 
-    Snapshots are read in ``scraped_at`` order (those without one are skipped). A latch going out
-    opens an interval at its ``since`` (the snapshot's time when ``since`` is missing or later);
-    coming back closes it at its ``since`` (or the snapshot's time). An interval still open at the
-    last snapshot has ``end`` None and ``is_open``; its duration runs to ``end`` of the window.
-    ``began_before``: it opened before ``start`` (out already in the first snapshot).
+    A latch's ``since`` is when it last changed, so each distinct ``(since, out)`` a snapshot shows
+    is one transition at that time, whatever order the snapshots come in: a crashed instance's
+    snapshots all carry its last scrape's ``scraped_at`` (with a growing ``age_s``), and the states
+    stored at decisions carry no age at all, so no order of snapshots tells when a latch moved. A
+    latch out without a ``since`` goes out at the snapshot's ``scraped_at``. An interval runs from a
+    transition out to the next one in; one still open has ``end`` None and ``is_open``, its duration
+    running to ``end`` of the window. ``began_before``: it opened before ``start``.
 
     Returns:
         :data:`INTERVAL_COLUMNS`, by instance, constraint, start; ``peak`` the highest value seen while out.
     """
-    timed = sorted((s for s in snapshots if s.scraped_at is not None), key=lambda s: (s.instance, s.scraped_at))
-    opened: dict[tuple[str, str], dict[str, Any]] = {}
-    rows: list[dict[str, Any]] = []
-    for snap in timed:
-        ts = snap.scraped_at
-        assert ts is not None
+    moves: dict[tuple[str, str], dict[tuple[datetime, bool], float | None]] = defaultdict(dict)
+    for snap in snapshots:
+        if snap.scraped_at is None:
+            continue
         for latch in snap.latches:
-            key = (snap.instance, latch.constraint)
-            cur = opened.get(key)
-            if latch.out and cur is None:
-                began = latch.since if latch.since is not None and latch.since <= ts else ts
-                opened[key] = {"instance": key[0], "constraint": key[1], "start": began, "end": None,
-                               "peak": latch.value}
-            elif latch.out and cur is not None and latch.value is not None:
-                cur["peak"] = latch.value if cur["peak"] is None else max(cur["peak"], latch.value)
-            elif not latch.out and cur is not None:
-                since = latch.since
-                cur["end"] = since if since is not None and cur["start"] <= since <= ts else ts
-                rows.append(opened.pop(key))
-    rows.extend(opened.values())
+            when = latch.since if latch.since is not None else snap.scraped_at if latch.out else None
+            if when is None:
+                continue  # in since ever: no transition
+            seen = moves[(snap.instance, latch.constraint)]
+            peak = seen.get((when, latch.out))
+            seen[(when, latch.out)] = peak if latch.value is None else (
+                latch.value if peak is None else max(peak, latch.value))
+    rows: list[dict[str, Any]] = []
+    for (instance, constraint), seen in moves.items():
+        cur: dict[str, Any] | None = None
+        for (when, out), value in sorted(seen.items(), key=lambda kv: (kv[0][0], not kv[0][1])):
+            if out and cur is None:
+                cur = {"instance": instance, "constraint": constraint, "start": when, "end": None, "peak": value}
+            elif out and cur is not None and value is not None:  # a later since while out: still one stretch
+                cur["peak"] = value if cur["peak"] is None else max(cur["peak"], value)
+            elif not out and cur is not None:
+                cur["end"] = when
+                rows.append(cur)
+                cur = None
+        if cur is not None:
+            rows.append(cur)
     return intervals_frame(rows, start, end)
 
 
@@ -185,10 +241,15 @@ def latch_events(events: Sequence[RouterEvent], constraints: Iterable[str] = ())
 
 
 def interval_table(intervals: pd.DataFrame, limits: Limits) -> pd.DataFrame:
-    """Out-intervals as read: times, ``still out`` for an open end, duration in s, peak against its threshold."""
+    """Out-intervals as read: times (UTC), ``still out`` for an open end, duration in s, peak against its threshold.
+
+    An end on the start's day is its time alone; on another day it carries its date too (a 7-day
+    window's interval from 23:50 to 00:10 must not read as ending before it began).
+    """
     out = intervals.copy()
-    out["start"] = [f"{s:%Y-%m-%d %H:%M:%S}" for s in intervals["start"]]
-    out["end"] = ["still out" if e is None or pd.isna(e) else f"{e:%H:%M:%S}" for e in intervals["end"]]
+    out["start"] = [_utc(s) for s in intervals["start"]]
+    out["end"] = ["still out" if e is None or pd.isna(e) else _utc(e) if _utc(e)[:10] != _utc(s)[:10]
+                  else _utc(e)[11:] for s, e in zip(intervals["start"], intervals["end"], strict=True)]
     out["duration"] = [fmt(d, "s") for d in intervals["duration_s"]]
     out["peak"] = [limits.latch_text(c, None if pd.isna(p) else float(p))
                    for c, p in zip(intervals["constraint"], intervals["peak"], strict=True)]

@@ -278,14 +278,18 @@ def offsets(span: timedelta, steps: int = 30) -> list[int]:
 
 
 def offset_label(seconds: int) -> str:
-    """A slider stop as read: ``now``, ``−45s``, ``−30m``, ``−5h 30m``, ``−2d 6h``."""
+    """A slider stop as read: ``now``, ``−45s``, ``−14m 30s``, ``−30m``, ``−5h 30m``, ``−2d 6h``.
+
+    The remainder in the next unit is kept (``−14m 30s``, not ``−14m``): the 15-minute window's
+    stops are 30 s apart, and two stops must never read alike.
+    """
     if seconds <= 0:
         return "now"
     if seconds < 120:
         return f"−{seconds}s"
     minutes, hours = seconds // 60, seconds // 3600
     if seconds < 2 * 3600:
-        return f"−{minutes}m"
+        return f"−{minutes}m" + (f" {seconds % 60}s" if seconds % 60 else "")
     if seconds < 2 * 86400:
         return f"−{hours}h" + (f" {minutes % 60}m" if minutes % 60 else "")
     return f"−{hours // 24}d" + (f" {hours % 24}h" if hours % 24 else "")

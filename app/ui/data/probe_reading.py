@@ -90,9 +90,15 @@ def results_table(results: Sequence[ProbeResult], limits: Limits) -> pd.DataFram
 
 
 def limits_caption(limits: Limits) -> str:
-    """Which bounds the page judges by, and from where."""
+    """Which bounds the page judges by, and from where.
+
+    Latency is judged as the prober judges it (:mod:`probes.latency`): its p95, else its p50, off
+    its baseline, or a creep over the last ``trend_window`` probes. A value shown is the p95, so a
+    p95 inside its band can still read degraded; the caption says so rather than name the p95 alone.
+    """
     p = limits.probes
     return (f"Judged against {limits.source}: semantic similarity ≥ {fmt(p.semantic.threshold, 'score')} "
-            f"(probes.semantic.threshold, or a reference's own), latency p95 within "
-            f"±{fmt(p.latency.tolerance, '%')} of its learned baseline (probes.latency.tolerance), "
-            "syntax: a valid answer.")
+            f"(probes.semantic.threshold, or a reference's own), latency p95 and p50 within "
+            f"±{fmt(p.latency.tolerance, '%')} of their learned baselines and not creeping up over the last "
+            f"{p.latency.trend_window} probes (probes.latency.tolerance, trend_window; the value shown is the p95, "
+            "the reason names what was off), syntax: a valid answer.")

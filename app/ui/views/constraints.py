@@ -16,6 +16,7 @@ from app.ui import resources, sidebar
 from app.ui.charts import constraints as charts
 from app.ui.data import big_fleet
 from app.ui.data import constraints as data
+from app.ui.data import fleet as fleet_data
 from app.ui.data.topology import SCOPE_PARAMS, decisions_link, parse_url_time
 from app.ui.limits import load_limits
 from app.units import DASH, count, fmt
@@ -32,8 +33,11 @@ SEND_TRAFFIC = ("Send traffic to see constraints bind: `routelens demo` runs a f
 
 @st.cache_data(ttl=STATE_EVERY_S, show_spinner=False)
 def fetch_state() -> Any:
-    """``GET /v1/router/state`` of the server; None when the app reads a trace file."""
-    server = reader.api_from_env()
+    """``GET /v1/router/state`` of the live gateway; None when the app reads a file and names no gateway.
+
+    The gateway the Fleet and Overview pages read (``ROUTELENS_LIVE_URL`` while the store is a file).
+    """
+    server = fleet_data.live_api()
     return None if server is None else reader.fetch_json(server[0], "/v1/router/state", server[1])
 
 
@@ -69,6 +73,20 @@ def fetch_latch_events(start: datetime, end: datetime) -> list[dict[str, Any]]:
 
 
 @st.cache_data(ttl=HISTORY_EVERY_S, show_spinner=False)
+def fetch_served(start: datetime, end: datetime) -> list[tuple[str, str]]:
+    """``(model, instance)`` of the window's traffic: where the store says which model an instance serves."""
+    edges = resources.get_store().traffic(TraceFilter(start=start, end=end))
+    return sorted({(e.model, e.instance) for e in edges if e.model and e.instance})
+
+
+@st.cache_data(ttl=HISTORY_EVERY_S, show_spinner=False)
+def fetch_snapshot_models(start: datetime, end: datetime, instances: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``(model, instance)`` from one stored snapshot of each instance (those no other source places)."""
+    store = resources.get_store()
+    return [(s.model, s.instance) for i in instances for s in store.snapshots(start, end, instance=i, limit=1)]
+
+
+@st.cache_data(ttl=HISTORY_EVERY_S, show_spinner=False)
 def fetch_constraint_stats(flt: str) -> list[dict[str, Any]] | None:
     """Constraint removals of one filter (JSON of a TraceFilter); None while the store does not answer them."""
     method = getattr(resources.get_store(), "constraint_stats", None)
@@ -83,6 +101,26 @@ def window_end(pinned: datetime | None, step: int) -> datetime:
         return pinned
     now = datetime.now(UTC)
     return now.replace(microsecond=0, second=now.second - now.second % step)
+
+
+def instance_models(sc: sidebar.Scope, raw_stats: list[dict[str, Any]] | None, wanted: set[str]) -> dict[str, str]:
+    """Instance -> model for the instances of ``wanted``: live state, the window's traffic and removals, else a
+    stored snapshot of each instance still unplaced.
+
+    Raises:
+        SinkError: The store is unreachable.
+    """
+    try:
+        payload = fetch_state()
+    except SinkError:
+        payload = None  # the "Now" section says why
+    live = data.state_rows(payload if isinstance(payload, dict) else None)
+    models = data.instance_models(zip(live["model"], live["instance"], strict=True), fetch_served(sc.start, sc.end),
+                                  ((r.get("model"), r.get("instance")) for r in raw_stats or []))
+    unplaced = tuple(sorted(str(i) for i in wanted if i not in models))
+    if unplaced:
+        models |= data.instance_models(fetch_snapshot_models(sc.start, sc.end, unplaced))
+    return models
 
 
 st.title("Constraints")
@@ -102,13 +140,19 @@ def state_now() -> None:
         st.warning(f"Live latch state unavailable: {exc}")
         return
     if payload is None:
-        st.info("Live latch state needs a server: the app reads a trace file (`routelens app --api URL`).")
+        st.info("Live latch state needs a server: the app reads a trace file (`routelens app --api URL`, or "
+                "ROUTELENS_LIVE_URL naming a gateway).")
         return
     rows = data.state_rows(payload if isinstance(payload, dict) else None, load_limits())
+    everything = len(rows)
+    if scope.model:
+        rows = rows[rows["model"] == scope.model]
     if scope.instance:
         rows = rows[rows["instance"] == scope.instance]
     if rows.empty:
-        st.info("The gateway reports no latches yet (no instance scraped, or no hard constraint configured).")
+        st.info(f"No latch {data.scope_words(scope.model, scope.instance)} in the gateway's state; it reports "
+                f"{count(everything, 'latch', 'latches')} in all." if everything and (scope.model or scope.instance)
+                else "The gateway reports no latches yet (no instance scraped, or no hard constraint configured).")
         return
     out = rows[rows["state"] == "out"]
     st.caption(f"{len(out)} of {count(len(rows), 'latch', 'latches')} out on {out['instance'].nunique()} of "
@@ -120,8 +164,7 @@ def state_now() -> None:
     if not drawn.empty:
         st.plotly_chart(charts.state_chart(drawn), key="state_chart")
     with st.expander("Latch table"):
-        st.dataframe(rows.drop(columns="value").astype({"since": object}).fillna({"model": DASH, "since": DASH}),
-                     hide_index=True)
+        st.dataframe(data.latch_table(rows), hide_index=True)
 
 
 @st.fragment(run_every=None if pinned else HISTORY_EVERY_S)
@@ -141,8 +184,19 @@ def history() -> None:
     if sc.instance:
         events = [e for e in events if e.instance == sc.instance]
     marks = data.latch_events(events, set(intervals["constraint"]))
+    if sc.model:  # intervals and events name the instance only: its model from state, traffic, removals, snapshots
+        try:
+            models = instance_models(sc, raw_stats, {*intervals["instance"], *marks["instance"].dropna()})
+        except SinkError as exc:
+            st.error(f"Trace store unreachable: {exc}")
+            return
+        intervals, marks = data.of_model(intervals, sc.model, models), data.of_model(marks, sc.model, models)
+    narrowed = data.scope_words(sc.model, sc.instance)
     if intervals.empty:
-        st.info("No latch went out in the window." if read else f"No instance snapshots in the window. {SEND_TRAFFIC}")
+        st.info(f"No latch {narrowed} went out in the window." if narrowed and read else
+                "No latch went out in the window." if read else
+                f"No snapshot {narrowed} in the window." if narrowed else
+                f"No instance snapshots in the window. {SEND_TRAFFIC}")
     else:
         if note:
             st.caption(note)
@@ -167,7 +221,14 @@ def history() -> None:
              if sc.model in (None, s.model) and sc.instance in (None, s.instance)]
     counts = data.binding_counts(stats)
     if counts.empty:
-        st.info(f"No constraint removed or scaled a candidate in the window. {SEND_TRAFFIC}")
+        narrowed = data.scope_words(sc.model, sc.instance)
+        try:
+            quiet = bool(raw_stats) or bool(fetch_served(sc.start, sc.end))  # traffic came: none was removed
+        except SinkError:
+            quiet = False
+        st.info(f"No constraint removed or scaled a candidate {narrowed} in the window." if narrowed and raw_stats
+                else "No constraint removed or scaled a candidate in the window." if quiet
+                else f"No constraint removed or scaled a candidate in the window. {SEND_TRAFFIC}")
         return
     if sc.model or sc.instance:
         st.caption("Counted on the removed candidate's model and instance (the sidebar's choice).")

@@ -4,6 +4,7 @@ import streamlit as st
 
 from app.ui import resources, widgets
 from app.ui.data import decisions as dec
+from app.ui.data.topology import parse_url_time
 from app.ui.limits import load_limits
 from app.ui.sidebar import scope, sync_param
 from app.units import DASH, count
@@ -39,11 +40,16 @@ def fetch_violation_names(flt: str) -> tuple[str, ...]:
         return ()  # the search below says the source is unreachable
 
 
-sc = scope()
+# A link from Topology or Constraints pinned to ?end= lists the decisions it counted, not those of a window
+# ending now.
+pinned = parse_url_time(st.query_params.get("end"))
+sc = scope(now=pinned)
 lim = load_limits()
 st.title("Decisions")
 st.caption("Every routing decision in the scope, newest first (arm, model and instance in the sidebar). Click a "
            "column to sort the page; open a row to see why its model was chosen.")
+if pinned is not None:
+    st.caption(f"Window pinned to end at {pinned.isoformat()} (`?end=`).")
 
 FIELDS = ("rule", "fallback", "outcome", "violation", "min_ms", "max_ms", "qhash")
 CHOICES = {"fallback": ["", "yes", "no"], "outcome": ["", "ok", "error"]}

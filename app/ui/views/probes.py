@@ -12,6 +12,7 @@ import streamlit as st
 from app import reader
 from app.ui import probe_traffic, resources, sidebar, widgets
 from app.ui.charts import probes as charts
+from app.ui.data import fleet as fleet_data
 from app.ui.data import probe_reading as reading
 from app.ui.data import probes as data
 from app.ui.limits import load_limits
@@ -53,8 +54,9 @@ def fetch_alert_events(window: str) -> tuple[list[dict[str, Any]], bool]:
 
 @st.cache_data(ttl=5, show_spinner=False)
 def fetch_live(path: str) -> Any:
-    """A live view of the server (``/v1/alerts``, ``/v1/router/state``); None when reading a file."""
-    server = reader.api_from_env()
+    """A live view of the gateway (``/v1/alerts``, ``/v1/router/state``); None when reading a file and naming no
+    gateway (``ROUTELENS_LIVE_URL``: the one the Fleet and Overview pages read)."""
+    server = fleet_data.live_api()
     return None if server is None else reader.fetch_json(server[0], path, server[1])
 
 
@@ -63,7 +65,7 @@ def live_or_problem(path: str) -> tuple[Any, str | None]:
         found = fetch_live(path)
     except SinkError as exc:
         return None, str(exc)
-    return found, None if found is not None else "the app reads a trace file, not a server"
+    return found, None if found is not None else "the app reads a trace file and names no gateway (ROUTELENS_LIVE_URL)"
 
 
 def synced_choice(label: str, options: list[str], key: str, default: str) -> str:

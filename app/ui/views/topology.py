@@ -13,6 +13,7 @@ import streamlit as st
 from app.ui import resources, sidebar
 from app.ui.charts import topology as charts
 from app.ui.data import topology as data
+from app.units import count
 from ingest import SinkError
 from schemas.queries import ConstraintStat, TraceFilter, TrafficEdge
 
@@ -75,8 +76,8 @@ def draw(sc: sidebar.Scope, title: str, key: str, show_rejected: bool, **overrid
         return
     nodes, links = data.sankey_frames(edges, fallback, stats, base)
     total, back = sum(e.requests for e in edges), sum(e.requests for e in fallback)
-    st.caption(f"{total:,} requests, {back:,} with a fallback (amber)"
-               + (f"; {sum(s.removed for s in stats):,} candidate removals (red)" if stats else ""))
+    st.caption(f"{count(total, 'request')}, {back:,} with a fallback (amber)"
+               + (f"; {count(sum(s.removed for s in stats), 'candidate removal')} (red)" if stats else ""))
     st.plotly_chart(charts.sankey_chart(nodes, links, title), key=f"sankey_{key}")
     picks = nodes
     options = [f"{r.kind}: {r.name}" for r in picks.itertuples()]

@@ -53,7 +53,9 @@ def test_latch_intervals_closed_reopened_and_open_at_end() -> None:
         snap("a", 10, kv_cache=(True, 0.93, 9), error_rate=(True, 0.3, -10)),
         snap("a", 20, kv_cache=(True, 0.97, 9), error_rate=(False, 0.01, 15)),
         snap("a", 30, kv_cache=(False, 0.6, 29), error_rate=(False, 0.01, 15)),
-        snap("a", 40, kv_cache=(True, 0.95, 50), error_rate=(False, 0.0, 15)),  # since after the snapshot: use ts
+        # since after the scrape: the state was judged after its last scrape (a crashed instance's snapshots
+        # keep that scrape's time, their latches move on): the latch went out at its since, not at the scrape
+        snap("a", 40, kv_cache=(True, 0.95, 50), error_rate=(False, 0.0, 15)),
         InstanceSnapshot(instance="a", model="m", latches=[LatchState(constraint="kv-cache", out=False)]),  # no ts
         snap("b", 5, kv_cache=(False, 0.1, None)),
     ]
@@ -63,10 +65,10 @@ def test_latch_intervals_closed_reopened_and_open_at_end() -> None:
     assert got[["instance", "constraint", "start", "is_open", "began_before"]].values.tolist() == [
         ["a", "error-rate", at(-10), False, True],
         ["a", "kv-cache", at(9), False, False],
-        ["a", "kv-cache", at(40), True, False],
+        ["a", "kv-cache", at(50), True, False],
     ]
     assert got["end"].tolist()[:2] == [at(15), at(29)] and pd.isna(got["end"].iloc[2])
-    assert got["duration_s"].tolist() == [25 * 60.0, 20 * 60.0, 20 * 60.0]
+    assert got["duration_s"].tolist() == [25 * 60.0, 20 * 60.0, 10 * 60.0]
     assert got["peak"].tolist() == [0.3, 0.97, 0.95]
 
 

@@ -69,7 +69,9 @@ def test_results_table_newest_first_read_in_units(results: list[ProbeResult]) ->
 def test_limits_caption_names_the_settings() -> None:
     assert rd.limits_caption(STRICT) == (
         "Judged against defaults: semantic similarity ≥ 0.900 (probes.semantic.threshold, or a reference's own), "
-        "latency p95 within ±20% of its learned baseline (probes.latency.tolerance), syntax: a valid answer.")
+        "latency p95 and p50 within ±20% of their learned baselines and not creeping up over the last 8 probes "
+        "(probes.latency.tolerance, trend_window; the value shown is the p95, the reason names what was off), "
+        "syntax: a valid answer.")
 
 
 def test_a_result_without_a_value_keeps_the_probers_verdict(results: list[ProbeResult]) -> None:
