@@ -67,6 +67,8 @@ if TYPE_CHECKING:
     from router_core.shared.redis_shared import RedisShared
     from router_core.shared.wiring import SharedCollector, build_shared
     from router_core.state.parse import MetricsParseError, parse_engine_metrics
+    from router_core.state.scrape_round import ScrapeResult, decode_round, encode_round
+    from router_core.state.scraper import MetricsScraper
 
 # public name loaded on first use -> its module ("module:name" when defined there under another name)
 _LAZY: dict[str, str] = {
@@ -77,6 +79,7 @@ _LAZY: dict[str, str] = {
     "IntentClassifier": "router_core.intents",
     "MaxScorePicker": "router_core.pickers.max_score",
     "MetricsParseError": "router_core.state.parse",
+    "MetricsScraper": "router_core.state.scraper",
     "MiniLMEncoder": "router_core.intents.minilm",
     "OpenApi": "router_core.gateway.openapi",
     "ParseErrorsJson": "router_core.gateway.errors",
@@ -87,6 +90,7 @@ _LAZY: dict[str, str] = {
     "RedisShared": "router_core.shared.redis_shared",
     "RuleMatch": "router_core.rules.ir:Match",
     "RuleSet": "router_core.rules.ir",
+    "ScrapeResult": "router_core.state.scrape_round",
     "SharedCollector": "router_core.shared.wiring",
     "VerdictFollower": "router_core.gateway.probe_source",
     "WorkerPeers": "router_core.gateway.peers",
@@ -99,7 +103,9 @@ _LAZY: dict[str, str] = {
     "case_view": "router_core.rules.cases:view_of",
     "classify_intent": "router_core.intents.rules",
     "compile_policy": "router_core.rules.load",
+    "decode_round": "router_core.state.scrape_round",
     "embedder_missing": "router_core.intents.embedding",
+    "encode_round": "router_core.state.scrape_round",
     "explain_case": "router_core.rules.cases:explain",
     "keys_from_env": "router_core.gateway.auth",
     "load_rules": "router_core.rules.load:load_policy",
@@ -126,6 +132,7 @@ __all__ = [
     "InvalidRequest",
     "MaxScorePicker",
     "MetricsParseError",
+    "MetricsScraper",
     "MiniLMEncoder",
     "NoFeasibleInstance",
     "NotReplayable",
@@ -152,6 +159,7 @@ __all__ = [
     "RuleMatch",
     "RuleSet",
     "Scored",
+    "ScrapeResult",
     "SharedCollector",
     "UnknownModel",
     "UnknownPluginType",
@@ -169,7 +177,9 @@ __all__ = [
     "case_view",
     "classify_intent",
     "compile_policy",
+    "decode_round",
     "embedder_missing",
+    "encode_round",
     "expected_tokens",
     "explain_case",
     "first_difference",

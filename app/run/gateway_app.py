@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 from app.run.access import hash_key_of, read_token_of
 from app.run.gc_tuning import tame_gc
 from app.run.probe_child import probe_source
+from app.run.scrape_share import ScrapeShare
 from app.run.siblings import SiblingTraces
 from app.run.storage import (
     RELAY_TOKEN_ENV,
@@ -49,6 +50,7 @@ from ingest import (
 )
 from router_core import (
     Gateway,
+    MetricsScraper,
     PolicyGate,
     RedisShared,
     SharedCollector,
@@ -132,6 +134,13 @@ class StoreHooks:
         self.emitter.emit(event)
 
 
+def _scraper_of(gateway: Gateway) -> MetricsScraper:
+    """The gateway's scraper, which its start (an earlier startup step) has made."""
+    if gateway.scraper is None:
+        raise RuntimeError("the gateway has not started its scraper")
+    return gateway.scraper
+
+
 def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str | None = None,
                       worker: int = 0, probe_url: str | None = None, config_path: str | None = None,
                       own_store: bool = False, metrics_ports: Sequence[int] = (),
@@ -204,7 +213,11 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     if len(metrics_ports) > 1:  # a scrape of the shared port, whichever worker answers, shows every worker
         add_worker_metrics(gateway, app, worker, metrics_ports)
     if siblings is not None:
-        siblings.mount(app)
+        # worker 0 scrapes for every worker, on the same private port (app.run.scrape_share)
+        share = ScrapeShare(worker, sibling_ports, relay_token or "")
+        app.on_cleanup.append(lambda _: share.close())  # before the private endpoint stops: it waits for the streams
+        siblings.mount(app, more=share.routes)
+        app.on_startup.append(lambda _: share.attach(_scraper_of(gateway)))
     gateway.openapi.operations.extend(STORE_OPERATIONS)  # served here in-process, or forwarded to the store
     if isinstance(shared, RedisShared):  # connects (or says why not) and listens to the other replicas
         app.on_startup.append(lambda _: shared.start())

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from router_core import WorkerPeers
 from schemas.trace import DecisionTrace
 
-__all__ = ["SIBLING_PORTS_ENV", "SiblingTraces", "sibling_ports"]
+__all__ = ["SIBLING_PORTS_ENV", "SiblingTraces", "same_proof", "sibling_ports"]
 
 log = logging.getLogger(__name__)
 SIBLING_PORTS_ENV = "ROUTELENS_SIBLING_PORTS"  # set by the serve that starts the workers, for all of them
@@ -69,9 +69,17 @@ class SiblingTraces:
         self._pending = pending
         self._key = token.encode()
 
-    def mount(self, app: web.Application) -> None:
-        """Serve this worker's pending traces, and ask the siblings, while ``app`` runs."""
-        self.peers.mount(app, self._routes)
+    def mount(self, app: web.Application, more: Callable[[web.Application], None] | None = None) -> None:
+        """Serve this worker's pending traces, and ask the siblings, while ``app`` runs.
+
+        ``more``: adds other routes to the same private application (worker 0's scrape rounds).
+        """
+        def routes(private: web.Application) -> None:
+            self._routes(private)
+            if more is not None:
+                more(private)
+
+        self.peers.mount(app, routes)
 
     async def start(self) -> None:
         """Listen on this worker's private port, and open the client that asks the siblings."""
@@ -110,7 +118,8 @@ class SiblingTraces:
             async with session.get(self.peers.url(worker, _PATH), params={"request_id": request_id},
                                          headers={_PROOF: self._mac(worker, request_id)}) as resp:
                 body = await resp.read()
-                if resp.status != 200 or not _same(resp.headers.get(_PROOF, ""), self._mac(worker, request_id, body)):
+                proof = self._mac(worker, request_id, body)
+                if resp.status != 200 or not same_proof(resp.headers.get(_PROOF, ""), proof):
                     return None  # not there, or not that worker's endpoint
                 return DecisionTrace.model_validate_json(body)
         except (aiohttp.ClientError, TimeoutError, ValidationError):
@@ -118,7 +127,7 @@ class SiblingTraces:
 
     async def _serve(self, request: web.Request) -> web.Response:
         rid = request.query.get("request_id", "")
-        if not _same(request.headers.get(_PROOF, ""), self._mac(self.worker, rid)):
+        if not same_proof(request.headers.get(_PROOF, ""), self._mac(self.worker, rid)):
             return web.Response(status=401)
         trace = self._pending(rid)
         if trace is None:
@@ -128,6 +137,6 @@ class SiblingTraces:
                             headers={_PROOF: self._mac(self.worker, rid, body)})
 
 
-def _same(given: str, expected: str) -> bool:
+def same_proof(given: str, expected: str) -> bool:
     """Compare a proof in constant time (bytes: a header may hold any character)."""
     return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())

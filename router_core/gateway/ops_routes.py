@@ -99,6 +99,7 @@ async def router_state(gw: OpsParts, request: web.Request) -> web.Response:
         views["scrape"] = {"last_round_age_s": round(scraper.last_round_age_s(), 3),
                            "last_round_s": None if took is None else round(took, 3),
                            "interval_s": scraper.interval_s,
+                           "source": "followed" if scraper.following else "own",  # worker 0's rounds, or its own
                            "stalled": scrape_problem(gw) is not None, "failing": scraper.failing()}
     views["quality"] = [{"model": m, "class": c, "p_correct": round(p, 4)} for (m, c), p in
                         sorted(gw.quality.snapshot().items())]

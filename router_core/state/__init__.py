@@ -2,7 +2,8 @@
 
 ::
 
-    scraper.py         MetricsScraper: polls every instance's /metrics into the view
+    scraper.py         MetricsScraper: polls every instance's /metrics into the view (or follows another worker's)
+    scrape_round.py    one scrape round as bytes: worker 0's rounds for the other workers of serve --workers N
     scrape_metrics.py  the scraper's own Prometheus metrics
     parse.py           an engine's /metrics text -> EngineGauges (vLLM, SGLang, TGI, llama.cpp)
     histogram.py       quantiles of engine histograms between two scrapes

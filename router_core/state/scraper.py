@@ -25,6 +25,12 @@ A big fleet (a platform team's 100-300 instances) shapes two choices:
   period 1.25-2 s. A round longer than the interval is followed by the next at once (never two
   at a time), is logged once per change (``scrape rounds overrun``) and is visible in
   ``routelens_scrape_round_duration_seconds`` and :meth:`MetricsScraper.last_round_s`.
+
+Several gateway workers scrape once between them: the worker that scrapes hands each round to
+taps (:meth:`MetricsScraper.add_tap`), and another worker takes it with
+:meth:`MetricsScraper.follow` (:mod:`router_core.state.scrape_round` is the message). A
+follower's own loop skips its rounds while another's keep arriving, and scrapes for itself again
+once none has arrived for :data:`FOLLOW_FOR` intervals (logged once each way).
 """
 
 from __future__ import annotations
@@ -39,14 +45,17 @@ import aiohttp
 
 from router_core.state.parse import EngineGauges, MetricsParseError, parse_engine_metrics
 from router_core.state.scrape_metrics import ScrapeMetrics
+from router_core.state.scrape_round import ScrapeResult
 from router_core.state.view import StateView
 from schemas.fleet import EXTERNAL, InstanceSpec
 
-__all__ = ["MAX_IN_FLIGHT", "MetricsScraper"]
+__all__ = ["FOLLOW_FOR", "MAX_IN_FLIGHT", "MetricsScraper", "RoundTap"]
 
 log = logging.getLogger(__name__)
 _DETAIL_CHARS = 200
 MAX_IN_FLIGHT = 32  # scrapes at once: at ~2 ms of CPU each, a scrape waits at most ~60 ms for the others
+FOLLOW_FOR = 2.5  # intervals a followed round stands for: a round late by more than 1.5 intervals is not waited for
+RoundTap = Callable[[int, float | None, list[ScrapeResult]], None]  # (round number, its duration, its results)
 
 
 class _ScrapeFailed(Exception):
@@ -108,6 +117,12 @@ class MetricsScraper:
         self._last_round = clock()  # a loop that never completes a round is stalled from its start
         self._failing: dict[str, str] = {}  # instance -> the reason it is failing for now
         self._errors: dict[str, str] = {}  # what went wrong -> exception type, logged once per change
+        self._taps: list[RoundTap] = []
+        self._results: list[ScrapeResult] | None = None  # the round being scraped, collected while taps are
+        self._seq = 0
+        self._followed_until = -math.inf  # until then another worker's rounds stand for this one's own
+        self._following = False
+        self._fell_back = False  # it followed, then scraped for itself when rounds stopped
 
     @property
     def stall_after_s(self) -> float:
@@ -143,10 +158,63 @@ class MetricsScraper:
         """Instances whose last scrape failed (or had gauges refused), with the reason."""
         return dict(self._failing)
 
+    @property
+    def following(self) -> bool:
+        """Whether another worker's rounds stand for this one's own now."""
+        return self._clock() < self._followed_until
+
+    def add_tap(self, tap: RoundTap) -> None:
+        """Hand every round this scraper completes to ``tap`` (an exception it raises is logged, not raised)."""
+        self._taps.append(tap)
+
+    def follow(self, seq: int, took_s: float | None, results: list[ScrapeResult]) -> None:
+        """Take another worker's round as this one's own: the view, the failing set, the round's counters.
+
+        Results for instances this scraper does not know (another fleet) are left out. Nothing is
+        logged or counted per instance: the worker that scraped did that.
+        """
+        for r in results:
+            if not self._view.knows(r.instance):
+                continue
+            self._view.update(r.instance, r.gauges, r.error, at=r.scraped_at)
+            if r.reason is None:
+                self._failing.pop(r.instance, None)
+            else:
+                self._failing[r.instance] = r.reason
+        self._finish_round(took_s=took_s)
+        self._followed_until = self._clock() + FOLLOW_FOR * self._interval_s
+        if not self._following:
+            if self._fell_back:  # it scraped for itself meanwhile: the change back is worth a line too
+                log.warning("following another worker's scrape rounds again (round %d)", seq)
+            else:
+                log.info("following another worker's scrape rounds (round %d): this worker scrapes no instance "
+                         "while they arrive", seq)
+            self._following, self._fell_back = True, False
+
     async def scrape_once(self) -> None:
         """Scrape every instance once, ``max_in_flight`` at a time, then let the view re-evaluate its latches."""
         started = self._clock()
+        self._results = [] if self._taps else None
         await asyncio.gather(*(self._scrape(spec) for spec in self._specs))
+        results, self._results = self._results, None
+        took = self._finish_round(started=started)
+        self._note_overrun(took)
+        if results is not None:
+            self._seq += 1
+            for tap in self._taps:
+                try:
+                    tap(self._seq, took, results)
+                except Exception as exc:  # a follower's trouble is its own; scraping goes on
+                    self._round_failed(exc, "round tap failed")
+                else:
+                    self._errors.pop("round tap failed", None)
+
+    def _finish_round(self, *, started: float | None = None, took_s: float | None = None) -> float:
+        """Tick the view, call ``on_round``, count the round; return its duration.
+
+        ``started``: when this worker's own round started (its duration runs to now); else
+        ``took_s``, the followed round's duration as its worker measured it (0 when unknown).
+        """
         self._view.tick()
         if self._on_round is not None:
             try:
@@ -156,10 +224,11 @@ class MetricsScraper:
             else:
                 self._errors.pop("after-round callback failed", None)
         self._last_round = self._clock()
-        self._last_round_s = took = max(self._last_round - started, 0.0)
+        took = self._last_round - started if started is not None else took_s or 0.0
+        self._last_round_s = took = max(took, 0.0)
         if self._metrics is not None:
             self._metrics.record_round(self._wall(), took)
-        self._note_overrun(took)
+        return took
 
     async def run(self) -> None:
         """Start a round every ``interval_s`` forever (the first after one interval); cancel to stop.
@@ -170,6 +239,13 @@ class MetricsScraper:
         await self._sleep(self._interval_s)
         while True:
             started = self._clock()
+            if self.following:  # another worker's rounds stand for this one's
+                await self._sleep(self._interval_s)
+                continue
+            if self._following:
+                log.warning("no scrape round from another worker for %.1fs: this worker scrapes for itself again",
+                            FOLLOW_FOR * self._interval_s)
+                self._following, self._fell_back = False, True
             try:
                 await self.scrape_once()
             except Exception as exc:  # a bug must not end scraping for every instance, for good
@@ -214,6 +290,13 @@ class MetricsScraper:
                 self._count(spec.id, "out_of_range", "; ".join(gauges.adjustments))
             else:
                 self._recovered(spec.id)
+            self._collect(spec.id, gauges, None)
+
+    def _collect(self, instance: str, gauges: EngineGauges | None, error: str | None) -> None:
+        """Keep this instance's result for the round's taps (when there are taps)."""
+        if self._results is not None:
+            self._results.append(ScrapeResult(instance, gauges, error, self._failing.get(instance),
+                                              self._view.scraped_at(instance)))
 
     async def _fetch(self, spec: InstanceSpec) -> EngineGauges:
         try:
@@ -228,8 +311,10 @@ class MetricsScraper:
         return parse_engine_metrics(body)
 
     def _failed(self, instance: str, reason: str, detail: str) -> None:
-        self._view.update(instance, None, f"{reason}: {detail}"[:_DETAIL_CHARS])
+        error = f"{reason}: {detail}"[:_DETAIL_CHARS]
+        self._view.update(instance, None, error)
         self._count(instance, reason, detail)
+        self._collect(instance, None, error)
 
     def _count(self, instance: str, reason: str, detail: str) -> None:
         if self._metrics is not None:

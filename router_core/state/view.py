@@ -103,8 +103,21 @@ class StateView:
                     inst.latches[c.name] = HysteresisLatch(c.exit_for, c.enter_for)
         self._latched_at: dict[tuple[str, str], datetime] = {}
 
-    def update(self, instance: str, gauges: EngineGauges | None, error: str | None = None) -> None:
-        """Record one scrape: its gauges, or the error that made it fail (gauges then age)."""
+    def knows(self, instance: str) -> bool:
+        """Whether ``instance`` is one of this view's fleet."""
+        return instance in self._by_id
+
+    def scraped_at(self, instance: str) -> datetime | None:
+        """When ``instance`` was last scraped whole (None: never)."""
+        return self._by_id[instance].snap.scraped_at
+
+    def update(self, instance: str, gauges: EngineGauges | None, error: str | None = None, *,
+               at: datetime | None = None) -> None:
+        """Record one scrape: its gauges, or the error that made it fail (gauges then age).
+
+        ``at``: when it was scraped (None: now, by the injected wall clock); another worker's
+        round (:meth:`router_core.state.scraper.MetricsScraper.follow`) carries its own time.
+        """
         inst = self._by_id[instance]
         if gauges is None:
             inst.snap = inst.snap.model_copy(update={"scrape_error": error})
@@ -113,7 +126,7 @@ class StateView:
         e2e = None if gauges.e2e_buckets is None else delta_quantile(inst.e2e, gauges.e2e_buckets, 0.95)
         inst.ttft, inst.e2e = gauges.ttft_buckets, gauges.e2e_buckets
         adjusted = "out_of_range: " + "; ".join(gauges.adjustments) if gauges.adjustments else None
-        at = self._wall()
+        at = self._wall() if at is None else at
         warmup, source = warmup_progress(gauges.warmup_progress, gauges.process_start_s, at.timestamp(),
                                          self._scrape.warmup_s)
         inst.snap = inst.snap.model_copy(update={

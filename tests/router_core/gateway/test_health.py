@@ -62,7 +62,7 @@ def test_health_and_state_report_a_stalled_scrape_loop() -> None:
     h1, s1, h2, s2 = asyncio.run(probe(MemoryHooks()))
     assert h1 == (200, {"status": "ok"})
     assert s1[0] == 200 and s1[1]["scrape"] == {"last_round_age_s": 0.0, "last_round_s": 0.0, "interval_s": 10,
-                                                "stalled": False, "failing": {}}
+                                                "source": "own", "stalled": False, "failing": {}}
     assert not s1[1]["instances"][0]["stale"]
     assert h2 == (503, {"status": "degraded",
                         "reason": "scrape loop stalled: no round completed for 60.0s (bound 30.5s)"})
