@@ -15,6 +15,7 @@ inversions) up to 60 points, a normal approximation beyond; tied pairs count hal
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from schemas.config.probes import LatencyProbeSettings
 
 __all__ = ["LatencyTracker", "latency_body", "latency_prompt", "mann_kendall_p", "percentile", "theil_sen_slope"]
 
+log = logging.getLogger(__name__)
 _WORDS = ("the", "quick", "probe", "reads", "a", "fixed", "text", "of", "plain", "words", "so", "every", "run",
           "costs", "the", "same", "number", "of", "tokens")
 
@@ -129,6 +131,12 @@ class LatencyTracker:
     def observe(self, instance: str, call: ChatCall) -> Judgement:
         """Add one probe's latency to the instance's window and judge it."""
         s = self.settings
+        self.store.refresh()  # `routelens probes baselines --forget` may have dropped some since
+        for dropped in self.store.take_dropped():
+            self._recent.pop(dropped, None)  # judged against the new baseline from its first probe on
+            self._learning.pop(dropped, None)
+            log.warning("latency baseline of %s dropped from %s: learned again from its next %d healthy probes",
+                        dropped, self.store.path, s.baseline_probes)
         if call.error_class is not None or call.status != 200:
             what = call.error if call.error_class is not None else f"HTTP {call.status}: {upstream_error(call.body)}"
             return Judgement(ProbeVerdict.FAILED, None, None, f"latency probe failed: {what}",

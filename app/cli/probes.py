@@ -6,6 +6,10 @@
   (:func:`probes.references.calibrate`); ``--write FILE`` writes a references file with those
   thresholds, ``--json`` prints the table as JSON. Needs the embedding model (exit 2 without).
 - ``probes run [--host H] [--port P]``: the standalone prober (``app.run.probe_service.run``).
+- ``probes baselines [--forget INSTANCE ...] [--forget-all] [--json]``: the latency baselines the
+  prober learned (``probes.latency.state_path``, else beside the trace file), and dropping one
+  learned in a bad hour (during a fault, or before a planned change made a new normal): a running
+  prober notices the file changed and learns it again from the instance's next healthy probes.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from app.cli._common import err, fail, port, stdout_console
+from app.cli._common import BadInput, config_of, err, fail, port, stdout_console
 from app.cli.probe import api_key_of, first_model, probe_settings
 from probes.references import Calibration, calibrate, dump_references, load_references
 from probes.types import Target
@@ -133,6 +137,46 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _baselines(args: argparse.Namespace) -> int:
+    from app.run.prober import baselines_path
+    from probes.baselines import BaselineStore
+
+    config = config_of(args)
+    path = baselines_path(config, args.db or config.storage.duckdb_path)
+    store = BaselineStore(path)
+    if store.load_error is not None:
+        raise BadInput(store.load_error)
+    known = store.all()
+    if args.forget or args.forget_all:
+        ids = sorted(known) if args.forget_all else list(dict.fromkeys(args.forget))
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise BadInput(f"no latency baseline for {', '.join(unknown)} in {path} "
+                           f"(it has: {', '.join(sorted(known)) or 'none'})")
+        for instance in ids:
+            store.forget(instance)
+        n = config.probes.latency.baseline_probes
+        err.print(f"dropped the latency baseline of {escape(', '.join(ids)) or 'no instance'} in {escape(str(path))}: "
+                  f"a running prober learns it again from the next {n} healthy probes of each "
+                  "(probes.latency.baseline_probes) and judges its latency against that", soft_wrap=True)
+        return 0
+    if args.json:
+        rows = {k: dataclasses.asdict(v) for k, v in sorted(known.items())}
+        print(json.dumps({"path": str(path), "baselines": rows}))
+        return 0
+    if not known:
+        err.print(f"no latency baseline learned yet in {escape(str(path))}")
+        return 0
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, title=escape(str(path)), title_justify="left")
+    for name, right in (("instance", False), ("p50 ms", True), ("p95 ms", True), ("probes", True),
+                        ("learned at", False)):
+        t.add_column(name, justify="right" if right else "left", overflow="fold")
+    for instance, b in sorted(known.items()):
+        t.add_row(escape(instance), f"{b.p50_ms:.1f}", f"{b.p95_ms:.1f}", str(b.samples), escape(b.learned_at or "-"))
+    stdout_console().print(t)
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from app.run.probe_service import run
 
@@ -140,8 +184,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
-    """Add ``probes`` and its subcommands ``calibrate`` and ``run``."""
-    probes = sub.add_parser("probes", parents=[common], help="the prober: calibrate references, run standalone")
+    """Add ``probes`` and its subcommands ``calibrate``, ``run`` and ``baselines``."""
+    probes = sub.add_parser("probes", parents=[common],
+                            help="the prober: calibrate references, run standalone, its latency baselines")
     cmds = probes.add_subparsers(dest="probes_command", required=True)
     c = cmds.add_parser("calibrate", parents=[common], help="suggest semantic thresholds from measured similarities")
     c.add_argument("--url", action="append", required=True, help="a healthy instance (repeatable)")
@@ -161,3 +206,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    "writing the configured backend directly")
     r.add_argument("--db", help="DuckDB trace file (default: storage.duckdb_path)")
     r.set_defaults(func=_run)
+    b = cmds.add_parser("baselines", parents=[common], help="the latency baselines learned; drop one to learn it again")
+    b.add_argument("--forget", action="append", default=[], metavar="INSTANCE",
+                   help="drop this instance's baseline: the prober learns it again from its next probes (repeatable)")
+    b.add_argument("--forget-all", action="store_true", help="drop every baseline")
+    b.add_argument("--json", action="store_true", help="print the baselines as JSON")
+    b.add_argument("--db", help="DuckDB trace file the baselines sit beside (default: storage.duckdb_path; "
+                   "probes.latency.state_path wins)")
+    b.set_defaults(func=_baselines)
