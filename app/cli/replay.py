@@ -38,6 +38,7 @@ ALIASES = {"arm": "experiment_arm", "version": "router_version"}
 FILTER_KEYS = ("model", "instance", "rule", "arm", "experiment_arm", "version", "router_version", "outcome",
                "fallback", "query_hash")
 _BAR_FROM = 20_000  # a progress bar for ranges at least this large
+_CAUSES_SHOWN = 8  # flip causes in the summary (the others counted in one line)
 
 
 def parse_filters(items: list[str]) -> TraceFilter:
@@ -66,36 +67,34 @@ def parse_filters(items: list[str]) -> TraceFilter:
         raise BadInput(f"--filter {'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from exc
 
 
-def _store(args: argparse.Namespace) -> Any:
-    """The traces to verify: a trace file opened read-only, or a server's query API."""
-    source = _source(args)
-    if isinstance(source, Path):
-        from ingest import DuckDBTraceStore
-
-        return DuckDBTraceStore(source, read_only=True)
-    return source
-
-
 def run_verify(args: argparse.Namespace) -> VerifyReport:
     """Re-decide the window under each trace's own policy (the command without its output).
+
+    A trace file (``--db``) is read in bulk; a server's query API trace by trace.
 
     Raises:
         BadInput: Bad times, filter, store or an empty window.
     """
     import duckdb
 
-    from app.experiments.verify import verify_range
+    from app.experiments.verify import verify_file, verify_range
     from ingest import SinkError
 
     since, until = parse_window(args.since, args.until)
-    flt = parse_filters(args.filter or []).model_copy(update={"start": since, "end": until})
-    store = _store(args)
+    flt = parse_filters(args.filter or [])
+    source = _source(args)
     try:
-        report = verify_range(store, flt)
+        if isinstance(source, Path):
+            report = verify_file(source, since, until, flt, workers=args.workers)
+        else:
+            try:
+                report = verify_range(source, flt.model_copy(update={"start": since, "end": until}))
+            finally:
+                source.close()
     except (SinkError, duckdb.Error) as exc:
         raise BadInput(f"cannot read the traces: {read_error(exc, args)}") from exc
-    finally:
-        store.close()
+    except RuntimeError as exc:  # a worker process failed
+        raise BadInput(str(exc)) from exc
     if report.n == 0:
         window = f"{since.isoformat()} .. {until.isoformat()}"
         raise BadInput(f"no stored traces between {window}" + (" matching the filter" if args.filter else ""))
@@ -193,9 +192,11 @@ def _summary(report: ReplayReport) -> None:
         err.print(f"  not replayable: {k:,} — {reason}")
     err.print(f"flips: {report.flips:,} = {rate}{ci}; model changed in {report.model_flips:,}")
     for src, row in report.matrix.items():
-        err.print(f"  {src} -> " + ", ".join(f"{dst} {n:,}" for dst, n in sorted(row.items(), key=lambda kv: -kv[1])))
-    for cause in report.causes[:8]:
+        err.print(f"  {src} -> " + ", ".join(f"{dst} {n:,}" for dst, n in row.items()))  # most first (report_of)
+    for cause in report.causes[:_CAUSES_SHOWN]:
         err.print(f"  cause {cause.kind}: {cause.name} ({cause.flips:,})")
+    if (more := report.causes[_CAUSES_SHOWN:]):
+        err.print(f"  … {len(more):,} more causes ({sum(c.flips for c in more):,} flips; --json lists every one)")
     for name, d in (("cost", report.cost), ("latency ms", report.latency)):
         if d.delta_mean is not None:
             err.print(f"predicted {name} per request: {d.delta_mean:+.4g} over {d.requests:,} requests ({d.basis})")

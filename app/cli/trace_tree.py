@@ -77,7 +77,7 @@ def render_trace(trace: DecisionTrace, feedback: Sequence[Feedback] | str | None
     for cand in shown:
         _add_candidate(cands, trace, cand, served, chain_only=cand.instance in aside)
     if rest:
-        cands.add(_rest_line(rest))
+        cands.add(_rest_line(rest, aside))
 
     _add_selection(tree, trace, served)
     attempts = tree.add(Text(f"Attempts ({len(trace.attempts)})", style="bold"))
@@ -102,14 +102,25 @@ def _shown(trace: DecisionTrace, ordered: list[CandidateEval], served: str | Non
     return shown, [c for c in ordered if id(c) not in ids]
 
 
-def _rest_line(rest: list[CandidateEval]) -> Text:
-    """One line for the candidates not shown: how many were feasible, how many rejected and by what."""
-    feasible = sum(c.feasible for c in rest)
-    why = Counter(v.constraint for c in rest if not c.feasible for v in c.violations[:1])
+def _rest_line(rest: list[CandidateEval], aside: Sequence[str] = ()) -> Text:
+    """One line for the candidates not shown: how many were feasible, how many rejected and by what.
+
+    A rule's chain kept for failed attempts (``aside``) is counted as such, as its candidates read
+    when shown, not as feasible; a rejected candidate under the constraint that removed it (its
+    first hard verdict: a soft one before it only lowered its score).
+    """
+    chain = [c for c in rest if c.instance in aside]
+    judged = [c for c in rest if c.instance not in aside]
+    feasible = sum(c.feasible for c in judged)
+    why = Counter(next((v.constraint for v in c.violations if v.severity == "hard"),
+                       c.violations[0].constraint if c.violations else None)
+                  for c in judged if not c.feasible)
     parts = [f"{feasible} feasible"] if feasible else []
-    if len(rest) > feasible:
-        by = ", ".join(f"{metric} {n}" for metric, n in why.most_common())
-        parts.append(f"{len(rest) - feasible} rejected" + (f" ({by})" if by else ""))
+    if len(judged) > feasible:
+        by = ", ".join(f"{metric} {n}" for metric, n in why.most_common() if metric is not None)
+        parts.append(f"{len(judged) - feasible} rejected" + (f" ({by})" if by else ""))
+    if chain:
+        parts.append(f"{len(chain)} {CHAIN_ONLY}")
     return Text.assemble((f"… {len(rest)} more: ", _DIM), "; ".join(parts),
                          ("  (--candidates all to show every one)", _DIM))
 
@@ -267,7 +278,7 @@ def _attempt(attempt: Attempt) -> Text:
     )
     if attempt.http_status is not None:
         text.append(f" HTTP {attempt.http_status}")
-    if attempt.error_class:
+    if attempt.error_class and attempt.error_class != f"HTTP {attempt.http_status}":  # the status said it
         text.append(f" {attempt.error_class}", style=_BAD)
     text.append(f"  {fmt_num(attempt.latency_ms, 1)} ms", style=_DIM)
     return text

@@ -13,22 +13,21 @@ and counted by :class:`app.experiments.tally.Tally`, with the collector tuned fo
 
 from __future__ import annotations
 
-import gc
 import multiprocessing as mp
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from app.experiments import bulk
+from app.experiments._collector import fewer_collections
 from app.experiments.replay_memo import MemoReplayer
 from app.experiments.replayer import Replayer
 from app.experiments.rows import SAMPLED_OUT, ReplayRow, misroutes_of, row_of
 from app.experiments.tally import Tally
-from app.run.gc_tuning import THRESHOLDS
 from ingest import TraceStore, ips_report, wilson_interval
 from router_core import NotReplayable, build_policy, builtin_registry
 from schemas.config import RouteLensConfig
@@ -68,29 +67,9 @@ def replay_rows(rows: Iterator[list[ReplayRow]], replayer: Replayer, tally: Tall
     return tally
 
 
-@contextmanager
-def _fewer_collections() -> Iterator[None]:
-    """The collector as the serving processes tune it (:mod:`app.run.gc_tuning`), for the replay's duration.
-
-    A replay makes many small objects (rows, memo entries) and few cycles; with Python's default
-    thresholds the full collections walking them took about a third of the reading time.
-    """
-    before, freeze = gc.get_threshold(), gc.get_freeze_count() == 0  # a process that froze its own keeps them
-    if freeze:
-        gc.collect()
-        gc.freeze()
-    gc.set_threshold(*THRESHOLDS)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
-        if freeze:
-            gc.unfreeze()
-
-
 def _db_part(path: str, flt: TraceFilter, config: RouteLensConfig, done: Any) -> Tally:
     """Replay one time range of a file (a worker process, or the caller itself)."""
-    with _fewer_collections():
+    with fewer_collections():
         return _db_range(path, flt, config, done)
 
 
@@ -222,7 +201,7 @@ def replay_range(source: Path | TraceStore, since: datetime, until: datetime, fl
                 progress(seen[0], 0)
 
         cpu = time.process_time()
-        with _fewer_collections():
+        with fewer_collections():
             tally = replay_rows(_pages(source, flt, seen), MemoReplayer(policy), Tally(), tick)
         tally.cpu_s = time.process_time() - cpu
     return report_of(tally, since=since, until=until, flt=flt, policy_name=policy_name, policy_hash=policy.hash,
@@ -243,6 +222,11 @@ def _delta(d: Any, basis: str) -> PredictedDelta:
     )
 
 
+def _by_count(counts: Counter[str]) -> dict[str, int]:
+    """Most first, then by name: the order does not depend on which trace came first, nor on the processes."""
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def report_of(tally: Tally, *, since: datetime, until: datetime, flt: TraceFilter, policy_name: str,
               policy_hash: str, elapsed_s: float = 0.0) -> ReplayReport:
     """Turn the counts of a replay into its report (rates, Wilson interval, ordered causes)."""
@@ -253,11 +237,12 @@ def report_of(tally: Tally, *, since: datetime, until: datetime, flt: TraceFilte
     rate = tally.flips / tally.replayed if tally.replayed else None
     return ReplayReport(
         since=since, until=until, policy=policy_name, policy_hash=policy_hash, filter=shown, n=tally.n,
-        replayed=tally.replayed, not_replayable=tally.n - tally.replayed, not_replayable_reasons=dict(tally.missing),
+        replayed=tally.replayed, not_replayable=tally.n - tally.replayed,
+        not_replayable_reasons=_by_count(tally.missing),
         flips=tally.flips, model_flips=tally.model_flips, flip_rate=rate,
         flip_ci=wilson_interval(tally.flips, tally.replayed) if tally.replayed else None,
-        matrix={k: dict(v) for k, v in sorted(tally.matrix.items())},
-        instance_matrix={k: dict(v) for k, v in sorted(tally.instances.items())},
+        matrix={k: _by_count(v) for k, v in sorted(tally.matrix.items())},
+        instance_matrix={k: _by_count(v) for k, v in sorted(tally.instances.items())},
         causes=causes, cost=_delta(tally.cost, COST_BASIS), latency=_delta(tally.latency, LATENCY_BASIS),
         elapsed_s=elapsed_s, traces_per_s=tally.n / elapsed_s if elapsed_s > 0 else None, cpu_s=tally.cpu_s,
         ips=ips_report(tally.ips_logged, tally.ips_match, tally.ips_cost, tally.ips_misroute,

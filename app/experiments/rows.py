@@ -23,10 +23,11 @@ from schemas.trace_inputs import DecisionInputs
 if TYPE_CHECKING:
     from ingest import TraceStore
 
-__all__ = ["NO_CANDIDATES", "NO_STATE", "SAMPLED_OUT", "ReplayRow", "Settled", "StoredTerms", "misroutes_of",
-           "row_of", "settled_of"]
+__all__ = ["NO_CANDIDATES", "NO_STATE", "SAMPLED_OUT", "UNREADABLE", "ReplayRow", "Settled", "StoredTerms",
+           "misroutes_of", "row_of", "settled_of"]
 
 SAMPLED_OUT = "detail sampled out (candidate states not stored)"
+UNREADABLE = "its stored record does not load"
 NO_STATE = "a candidate has no recorded state"
 NO_CANDIDATES = "no candidates recorded"
 
