@@ -9,6 +9,12 @@ tenth of a second of age), stay in the candidate (``state_age_s``, ``state_stale
 snapshot is written without them: one row for every decision on that state, not one per tenth of
 a second (at 200 instances, 111 new snapshot rows a request; about 3 a request with four).
 Traces outside the detail sample keep their candidates without states and score terms.
+
+A snapshot row's ``seen_at`` is when that state was observed: a candidate's state, at its
+decision (the trace's ``ts``); a scrape round's snapshot, at the round (:func:`observed_at`: its
+scrape plus its age then). Not its ``scraped_at``: while an instance is unreachable every round
+and decision keeps its last good scrape, with a growing age and moving latches, and rows that
+all carried that one time could not be told apart or put in order.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import hashlib
 import operator
 import zlib
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
@@ -29,7 +35,7 @@ from schemas.feedback import Feedback
 from schemas.fleet import InstanceSnapshot
 from schemas.trace import DecisionTrace
 
-__all__ = ["Encoder", "content_id", "dumps", "encode_batch", "feedback_id", "is_detailed"]
+__all__ = ["Encoder", "content_id", "dumps", "encode_batch", "feedback_id", "is_detailed", "observed_at"]
 
 _CACHE_MAX = 4096
 
@@ -65,6 +71,18 @@ def content_id(payload: bytes) -> str:
 def feedback_id(item: Feedback) -> str:
     """Return the id of a feedback record: the same verdict sent twice is stored once."""
     return content_id(f"{item.request_id}\x00{item.ts.isoformat()}\x00{item.source}".encode())
+
+
+def observed_at(snap: InstanceSnapshot) -> datetime | None:
+    """When a scrape round's snapshot was taken: its ``scraped_at`` plus its ``age_s`` (None: never scraped).
+
+    The round computes ``age_s`` from the gateway's wall clock at its tick, so the sum is that
+    tick's time, the same wherever and whenever the record is encoded (a relayed or imported
+    record too); without an age, the scrape's own time.
+    """
+    if snap.scraped_at is None or snap.age_s is None:
+        return snap.scraped_at
+    return snap.scraped_at + timedelta(seconds=snap.age_s)
 
 
 def is_detailed(request_id: str, share: float) -> bool:
@@ -105,7 +123,7 @@ class Encoder:
             return [(kind, _with(dumps(record), b'"feedback_id":' + orjson.dumps(feedback_id(record))))]
         if kind is Kind.SNAPSHOT:
             assert isinstance(record, InstanceSnapshot)
-            self._seen_at = record.scraped_at
+            self._seen_at = observed_at(record)
             self._out = []
             self._state_id(record)
             return self._out

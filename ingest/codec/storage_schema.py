@@ -7,7 +7,9 @@ the decision's own, ``state_age_s`` and ``state_stale`` (its ``age_s`` and ``sta
 decision: the snapshot is stored without them, so that one row serves every decision on that
 state, whatever its age then); and a ``detail`` column says whether the candidate detail (states
 and score terms) was kept or sampled out. Snapshots gain
-``snapshot_id``/``seen_at``, feedback a ``feedback_id``. Nothing is typed by hand, so fields a
+``snapshot_id`` and ``seen_at``, when the state was observed (at a decision, the trace's ``ts``;
+in a scrape round, the round's time, ``scraped_at + age_s``: not ``scraped_at``, which an
+unreachable instance's rounds all share), feedback a ``feedback_id``. Nothing is typed by hand, so fields a
 model gains appear here (and in the migrations) by themselves.
 """
 

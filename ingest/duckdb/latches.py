@@ -3,8 +3,10 @@
 The gateway stores an :class:`schemas.fleet.InstanceSnapshot` each time an instance's state
 changes: hundreds a minute per instance under load, each carrying its latches. A reader that wants
 to know *when* latches were out needs the transitions, not the snapshots: one query of
-``sql/latches.sql`` (a window function over ``instance_snapshots``: the latch state's lag per
-instance and constraint, the changes kept) answers them, whatever the window holds.
+``sql/latches.sql`` (window functions over ``instance_snapshots``: each latch's moves, dated by
+its own ``since``, in time order per instance and constraint) answers them, whatever the window
+holds, and whatever order the snapshots were stored in: an unreachable instance's rounds and
+decisions all keep its last good scrape, and a snapshot shows a move after it happened.
 
 :class:`LatchInterval` and :class:`LatchIntervals` are the answer here and over HTTP
 (``GET /v1/analytics/latches``, :mod:`ingest.http_api.routes`).
@@ -31,8 +33,9 @@ class LatchInterval(BaseModel):
 
     instance: str
     constraint: str
-    start: datetime = Field(description="When the latch went out (its `since`, else the first out snapshot).")
-    end: datetime | None = Field(None, description="When it came back in; None: still out at the last snapshot.")
+    start: datetime = Field(description="When the latch went out (its `since`, else the first snapshot seen out).")
+    end: datetime | None = Field(None, description="When it came back in (its `since`, else the first snapshot seen "
+                                                   "in); None: still out at the last snapshot.")
     peak: float | None = Field(None, description="The highest value the snapshots showed while out.")
 
 
@@ -58,9 +61,10 @@ class DuckDBLatches:
     ) -> LatchIntervals:
         """Return when each (instance, constraint) latch was out, from the snapshots first seen in ``[start, end)``.
 
-        An interval starts at the first snapshot showing the latch out and ends at the first one
-        showing it in again (each refined by the latch's ``since`` when that lies between);
-        snapshots without ``scraped_at`` are left out.
+        An interval runs from the latch's ``since`` when a snapshot shows it out to its ``since``
+        when one shows it in again, whichever order the snapshots were seen in; a latch without
+        a ``since`` moves when a snapshot is first seen showing the change. An interval that began
+        before ``start`` starts at its ``since`` there. Snapshots without ``scraped_at`` are left out.
 
         Args:
             start: Inclusive lower bound of the snapshots' ``seen_at``.

@@ -4,60 +4,68 @@
 
 -- name: latch_intervals
 -- One row per stretch in which an (instance, constraint) latch was out, from the snapshots first
--- seen in the window, in scrape order. A run is a stretch of snapshots in which the latch keeps
--- one state (lag of the state; a change starts a run). An out run starts at its first snapshot and
--- ends at the first snapshot of the next run (none: still out at the last snapshot). The latch's
--- own `since` (when it changed; a snapshot shows the change later) refines a bound when it falls
--- between the previous evaluation and the snapshot. The newest intervals when there are more.
+-- seen in the window. A latch's `since` is when it last moved, so each (out, since) a snapshot
+-- shows is one transition at that time, in whatever order the snapshots were stored: while an
+-- instance is unreachable, its rounds and decisions all keep its last good scrape (and the rows
+-- written before seen_at was the observation time all carry that one seen_at too), so no order of
+-- the rows tells when a latch moved, and a snapshot shows a move after it happened. A latch
+-- without a `since` (a producer that does not date its latches) moves when a snapshot first shows
+-- it, in the order the snapshots were observed (`seen`: their seen_at; a scrape round's row
+-- written before the fix has seen_at = scraped_at and its observation time is scraped_at + age_s).
+-- A latch in without a `since` never moved for the router that stored it: no transition, when
+-- other rows date that latch (two gateway workers each keep their own latches).
+-- Transitions in time order (out before in at one instant) form runs of one state; an out run
+-- starts at its first transition and ends at the next run's (none: still out); peak, the highest
+-- value shown while out. The newest intervals when there are more.
 -- Most snapshots change nothing for the latches (a scrape round's state stored once per in-flight
 -- count, every round of a healthy fleet): before unnesting, only those are kept in which some latch
--- of the instance changed state or is out (the runs' bounds and the peaks need nothing else),
--- half the time of unnesting them all.
-WITH kept AS (
-    SELECT instance, scraped_at, seen_at, snapshot_id, latches FROM (
-        SELECT instance, scraped_at, seen_at, snapshot_id, latches,
-               list_transform(latches, lambda l: struct_pack(c := l."constraint", o := l.out)) AS outs
-        FROM instance_snapshots WHERE {where} AND scraped_at IS NOT NULL)
-    QUALIFY outs IS DISTINCT FROM lag(outs) OVER (PARTITION BY instance ORDER BY scraped_at, seen_at, snapshot_id)
-         OR list_bool_or(list_transform(outs, lambda o: o.o))
+-- of the instance is out or shows another (out, since) than in the instance's previous snapshot
+-- (the first of each transition and every out value stay), half the time of unnesting them all.
+WITH seen AS (
+    SELECT instance, snapshot_id, latches,
+           CASE WHEN age_s IS NOT NULL AND seen_at = scraped_at
+                THEN scraped_at + to_microseconds(CAST(round(age_s * 1e6) AS BIGINT))
+                ELSE seen_at END AS seen,
+           list_transform(latches, lambda l: struct_pack(c := l."constraint", o := l.out, s := l.since)) AS keys
+    FROM instance_snapshots WHERE {where} AND scraped_at IS NOT NULL
+),
+kept AS (
+    SELECT instance, snapshot_id, seen, latches FROM seen
+    QUALIFY keys IS DISTINCT FROM lag(keys) OVER (PARTITION BY instance ORDER BY seen, snapshot_id)
+         OR list_bool_or(list_transform(keys, lambda k: k.o))
 ),
 latch AS (
-    SELECT instance, scraped_at AS ts, seen_at, snapshot_id, l."constraint" AS name, l.out AS is_out,
-           l.since AS since, l.value AS value
-    FROM (SELECT instance, scraped_at, seen_at, snapshot_id, unnest(latches) AS l FROM kept)
+    SELECT instance, snapshot_id, seen, l."constraint" AS name, l.out AS is_out, l.value AS value,
+           coalesce(l.since, seen) AS moved, l.since IS NOT NULL AS dated
+    FROM (SELECT instance, snapshot_id, seen, unnest(latches) AS l FROM kept)
+),
+moves AS (
+    SELECT * FROM latch
+    QUALIFY dated OR is_out OR NOT bool_or(dated) OVER (PARTITION BY instance, name)
 ),
 marked AS (
     SELECT *, CASE WHEN is_out IS DISTINCT FROM lag(is_out) OVER w THEN 1 ELSE 0 END AS changed
-    FROM latch
-    WINDOW w AS (PARTITION BY instance, name ORDER BY ts, seen_at, snapshot_id)
+    FROM moves
+    WINDOW w AS (PARTITION BY instance, name ORDER BY moved, is_out DESC, seen, snapshot_id)
 ),
 runs AS (
-    SELECT *, sum(changed) OVER (PARTITION BY instance, name ORDER BY ts, seen_at, snapshot_id
+    SELECT *, sum(changed) OVER (PARTITION BY instance, name ORDER BY moved, is_out DESC, seen, snapshot_id
                                  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS run
     FROM marked
 ),
 bounds AS (
-    SELECT instance, name, run, is_out, ts, since,
-           lead(ts) OVER p AS next_ts, lead(since) OVER p AS next_since
+    SELECT instance, name, run, is_out, moved AS start, lead(moved) OVER p AS next_at
     FROM runs WHERE changed = 1
     WINDOW p AS (PARTITION BY instance, name ORDER BY run)
 ),
 peaks AS (
     SELECT instance, name, run, max(value) AS peak FROM runs WHERE is_out GROUP BY instance, name, run
-),
-intervals AS (
-    SELECT b.instance, b.name, b.next_ts, b.next_since, p.peak,
-           CASE WHEN b.since <= b.ts THEN b.since ELSE b.ts END AS start
-    FROM bounds b JOIN peaks p USING (instance, name, run)
-    WHERE b.is_out
 )
 SELECT * FROM (
-    SELECT instance, name AS "constraint", start,
-           CASE WHEN next_ts IS NULL THEN NULL
-                WHEN next_since >= start AND next_since <= next_ts THEN next_since
-                ELSE next_ts END AS "end",
-           peak
-    FROM intervals ORDER BY start DESC, instance, name LIMIT ?
+    SELECT b.instance, b.name AS "constraint", b.start, b.next_at AS "end", p.peak
+    FROM bounds b JOIN peaks p USING (instance, name, run)
+    WHERE b.is_out
+    ORDER BY b.start DESC, b.instance, b.name LIMIT ?
 ) ORDER BY instance, "constraint", start;
 
 -- name: latch_snapshots
