@@ -16,6 +16,7 @@ What cannot be re-decided raises :class:`NotReplayable` with its reason, never a
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -118,6 +119,21 @@ def _states(trace: DecisionTrace, policy: Policy) -> dict[str, InstanceSnapshot]
     return state
 
 
+_ROUTERS = threading.local()  # this thread's last (policy, its router): a window replays under one policy
+
+
+def _router_of(policy: Policy) -> Router:
+    """The router of ``policy``, built once per policy and thread, as the gateway keeps one for every request.
+
+    A router holds no state of a decision: only its memos of prepared candidates, keyed by snapshot
+    identity (the snapshot kept with its value), so a replay is the same with a new router or this one.
+    """
+    last: tuple[Policy, Router] | None = getattr(_ROUTERS, "last", None)
+    if last is None or last[0] is not policy:
+        last = _ROUTERS.last = (policy, Router(policy))
+    return last[1]
+
+
 def redecide(trace: DecisionTrace, policy: Policy, rules: RuleSet | None = None) -> Decision:
     """Decide ``trace``'s request again under ``policy`` and ``rules``, as the gateway did; no I/O, no clock.
 
@@ -129,7 +145,7 @@ def redecide(trace: DecisionTrace, policy: Policy, rules: RuleSet | None = None)
         UnknownModel: The policy's fleet does not serve the requested model.
     """
     ctx = context_of(trace, policy, rules)
-    router = Router(policy)
+    router = _router_of(policy)
     state = _states(trace, policy)
     decision = router.decide(ctx, state)
     cap = next((s for s in trace.decision_trace if s.step == "degrade/cap_max_tokens" and s.value is not None
