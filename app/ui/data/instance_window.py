@@ -8,6 +8,12 @@ window is represented and none is skipped. :func:`bucketed` then keeps a chart t
 ``max_points`` points: each bucket's highest value (a limit chart must show the moment a metric
 crossed its limit, which a mean flattens), an empty bucket a gap (NaN), never a bridge.
 
+One scrape has several stored rows: its round's snapshot (the gauges as scraped) and the states
+decisions recorded on it, each with the requests then in flight added to its ``queue`` (the
+router's view, :mod:`router_core.state.inflight`). The chart shows the instance's own gauges: the
+first row of each scrape as the store orders them (by when it was seen: the round's), never a
+decision's, which would put a sawtooth of the gateway's own requests into the instance's queue.
+
 Pure, no Streamlit: the page passes the store's ``snapshots`` as ``fetch``.
 """
 
@@ -33,7 +39,7 @@ Fetch = Callable[[datetime, datetime, int], Sequence[InstanceSnapshot]]
 
 @dataclass(frozen=True)
 class WindowRead:
-    """The snapshots read (by scrape time, oldest first); ``per_span`` > 0: sampled, so many per span at most."""
+    """One snapshot per scrape (by scrape time, oldest first); ``per_span`` > 0: sampled, at most so many a span."""
 
     snapshots: list[InstanceSnapshot]
     per_span: int = 0
@@ -46,6 +52,13 @@ class WindowRead:
 
 def _by_time(found: dict[datetime, InstanceSnapshot]) -> list[InstanceSnapshot]:
     return [found[t] for t in sorted(found)]
+
+
+def _first_of_each_scrape(found: dict[datetime, InstanceSnapshot], got: Sequence[InstanceSnapshot]) -> None:
+    """Keep each scrape's first row (the round's, with the scraped gauges), not a later decision's."""
+    for s in got:
+        if s.scraped_at is not None and s.scraped_at not in found:
+            found[s.scraped_at] = s
 
 
 def read_window(fetch: Fetch, start: datetime, end: datetime, *, page: int, max_pages: int = 8,
@@ -64,7 +77,7 @@ def read_window(fetch: Fetch, start: datetime, end: datetime, *, page: int, max_
     cursor = start
     for _ in range(max_pages):
         got = fetch(cursor, end, page)
-        found.update((s.scraped_at, s) for s in got if s.scraped_at is not None)
+        _first_of_each_scrape(found, got)
         if len(got) < page:
             return WindowRead(_by_time(found))
         last = got[-1].scraped_at
@@ -76,7 +89,7 @@ def read_window(fetch: Fetch, start: datetime, end: datetime, *, page: int, max_
     found = {}
     for i in range(spans):
         got = fetch(start + step * i, start + step * (i + 1), per_span)
-        found.update((s.scraped_at, s) for s in got if s.scraped_at is not None)
+        _first_of_each_scrape(found, got)
     return WindowRead(_by_time(found), per_span)
 
 

@@ -68,9 +68,9 @@ def fetch_detail(instance: str, start: datetime, end: datetime, flt: str) -> dic
 
 def series_caption(found: dict[str, Any]) -> str:
     """How the chart's points stand for the window's snapshots."""
-    text = f"{count(found['read'], 'snapshot')} of the window"
+    text = f"{count(found['read'], 'scrape')} of the window (the gauges as scraped)"
     if found["per_span"]:
-        text += (f" (too many to read all: the oldest {count(found['per_span'], 'snapshot')} of each of "
+        text += (f" (too many to read all: the oldest {count(found['per_span'], 'scrape')} of each of "
                  f"{window.SAMPLE_SPANS} equal spans)")
     if found["bucket_s"]:
         text += f"; each point is the highest value in {fmt(found['bucket_s'], 's')}"

@@ -157,7 +157,7 @@ def test_deep_link_opens_an_instance(monkeypatch: pytest.MonkeyPatch, seeded: tu
     stored = len([s for s in stored_snapshots(now) if s.instance == HOT])
     kv = spec["data"][0]
     assert stored == 168 and sum(text != "—" for text in kv["text"]) == stored and kv["text"][0] == "50%"
-    assert any(c.value.startswith(f"{stored} snapshots of the window") for c in at.caption)
+    assert any(c.value.startswith(f"{stored} scrapes of the window (the gauges as scraped)") for c in at.caption)
     first, last = (datetime.fromisoformat(t) for t in spec["layout"]["xaxis"]["range"])
     assert last - first == timedelta(hours=1) and first < datetime.fromisoformat(kv["x"][0])
     mine = [t for t in traces if t.selected_instance == HOT]

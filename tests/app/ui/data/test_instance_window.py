@@ -90,3 +90,13 @@ def test_bucketing_an_empty_gauge_gives_gaps_not_an_error() -> None:
     snaps = [s.model_copy(update={"queue": None}) for s in scrapes()]
     out, _ = bucketed(fleet.instance_series(snaps), START, NOW)
     assert out["queue"].isna().all() and not math.isnan(out["kv_cache_usage"].iloc[0])
+
+
+def test_a_scrape_is_charted_as_scraped_not_as_a_decision_saw_it_with_its_requests_in_flight() -> None:
+    # one scrape, stored as its round's snapshot and then as the states two decisions recorded on it
+    # (queue + the requests the gateway had in flight): the chart is the instance's queue, 2
+    rows = [InstanceSnapshot(instance="a", model="m", scraped_at=START + timedelta(seconds=s), queue=q)
+            for s in range(3) for q in (2.0, 5.0, 7.0)]
+    got = read_window(Store(rows), START, NOW, page=4)  # pages cut inside a scrape's rows too
+    assert [s.queue for s in got.snapshots] == [2.0, 2.0, 2.0]
+    assert list(fleet.instance_series(got.snapshots)["queue"]) == [2.0, 2.0, 2.0]
