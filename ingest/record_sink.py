@@ -22,7 +22,7 @@ from ingest.kinds import Kind
 from schemas.trace import DecisionTrace
 
 __all__ = ["SAMPLED", "PreparedBatch", "RecordBatch", "RecordSink", "Rejected", "WriteResult", "batch_of",
-           "conflict_reason", "merge_prepared", "same_trace"]
+           "conflict_reason", "merge_prepared", "same_trace", "verdict_reason"]
 
 
 @dataclass
@@ -119,8 +119,10 @@ class RecordSink(Protocol):
       reason: *quarantine this record*. A record whose id is stored already is a duplicate
       (counted, not stored again) when it is the same record; a different trace under a stored
       ``request_id`` is refused with :func:`conflict_reason` (compare only when the id is found
-      taken: the ordinary write must not pay for it). It is never retried; the store's are quarantined, an
-      exporter's only counted (the store has them). Everything else in the batch counts as taken.
+      taken: the ordinary write must not pay for it). Feedback holds one verdict per request id:
+      another verdict on a request holding one is refused with :func:`verdict_reason`. A refused
+      record is never retried; the store's are quarantined, an exporter's only counted (the
+      store has them). Everything else in the batch counts as taken.
     - **retry**: raise :class:`ingest.errors.SinkUnavailable` when the batch could not be taken
       now (unreachable, locked, timed out). Nothing of it counts as taken; the same batch comes
       again after a backoff (50 ms doubling to 5 s) on this sink's own thread, so a sink that is
@@ -168,6 +170,14 @@ def conflict_reason(request_id: str) -> str:
     trace (a re-delivery, a re-import); anything else under a taken id is this conflict.
     """
     return f"request_id {request_id!r} already stored with different content"
+
+
+def verdict_reason(request_id: str) -> str:
+    """Why a verdict is quarantined: its request holds another one (one verdict per request: the first counts).
+
+    Every store says it in these words (and the DuckDB migration of an older file, ``sql/verdicts.sql``).
+    """
+    return f"a verdict on request_id {request_id!r} is stored already (one verdict per request: the first one counts)"
 
 
 SAMPLED = ("candidates",)  # what a trace outside the detail sample (``detail`` false) holds less of

@@ -20,6 +20,14 @@ computed from the old one by the expression the migration uses. Other columns wh
 (not merely gained fields) are read as stored, as before: the rows are cleaned into the models
 (:func:`ingest.codec.stored_rows.clean`), and a NULL where the model has no None falls back to the
 field's default.
+
+Feedback holds one verdict per request id (``feedback_request_id_key``). A file written before that
+rule may hold more than one on a request; opened read-write it is migrated (the later ones move to
+the quarantine: :mod:`ingest.duckdb.schema`), opened read-only it cannot be. Such a file (without
+the index, with a request holding two verdicts) reads ``feedback`` as the migration would leave it:
+each request's first verdict, by ``ts`` then ``feedback_id``. Its per-minute rollup counted every
+verdict, so ``rollup_through`` is hidden too (``routelens_meta`` reads without it): every read is
+answered from the traces, as on a file never rolled up.
 """
 
 from __future__ import annotations
@@ -38,7 +46,12 @@ from ingest.record_sink import scalar_defaults
 __all__ = ["FileLayout"]
 
 _SCHEMAS = {info.table: info.kind for info in KINDS.values()}  # the derived columns' tables are among them
-_NAMED = re.compile(r"\b(" + "|".join(sorted(_SCHEMAS)) + r")\b")
+_META = "routelens_meta"
+_NAMED = re.compile(r"\b(" + "|".join(sorted([*_SCHEMAS, _META])) + r")\b")
+# A file from before one verdict per request: its feedback read as each request's first verdict, its rollup unread.
+_FIRST_VERDICT = ("SELECT * FROM ({rows}) "
+                  "QUALIFY row_number() OVER (PARTITION BY request_id ORDER BY ts, feedback_id) = 1")
+_UNSEALED = "SELECT * FROM {source} WHERE key <> 'rollup_through'"
 _LEAD = re.compile(r"(?:\s*--[^\n]*\n)*\s*")  # comments before the statement
 _HEAD = re.compile(r"(?i)(with(?:\s+recursive)?\b)|(select\b)")
 
@@ -92,6 +105,24 @@ def _filled(con: duckdb.DuckDBPyConnection, expr: str, have: pa.DataType, want: 
     return f"CASE WHEN {expr} IS NULL THEN NULL ELSE struct_pack({', '.join(parts)}) END"
 
 
+def _source(con: duckdb.DuckDBPyConnection, table: str) -> str:
+    """``table`` qualified: the expression reading it takes the table's name."""
+    db, schema = con.execute("SELECT current_database(), current_schema()").fetchall()[0]
+    return f"{_quote(db)}.{_quote(schema)}.{_quote(table)}"
+
+
+def _holds_later_verdicts(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the file's feedback holds two verdicts on a request (a file from before ``feedback_request_id_key``)."""
+    indexed = con.execute("SELECT count(*) FROM duckdb_indexes() WHERE database_name = current_database() "
+                          "AND table_name = 'feedback' AND index_name = 'feedback_request_id_key'").fetchall()[0][0]
+    if indexed:
+        return False
+    try:
+        return bool(con.execute("SELECT count(*) > count(DISTINCT request_id) FROM feedback").fetchall()[0][0])
+    except duckdb.CatalogException:
+        return False  # a file from before the table
+
+
 def _table_expression(con: duckdb.DuckDBPyConnection, table: str) -> str | None:
     """The SELECT reading ``table`` with today's columns, or None when it lacks none (or does not exist)."""
     try:
@@ -113,8 +144,7 @@ def _table_expression(con: duckdb.DuckDBPyConnection, table: str) -> str | None:
                for column, _, expr in DERIVED.get(table, []) if have.get_field_index(column) < 0]
     if not (replaced or added or derived):
         return None
-    db, schema = con.execute("SELECT current_database(), current_schema()").fetchall()[0]
-    source = f"{_quote(db)}.{_quote(schema)}.{_quote(table)}"  # qualified: the expression takes the table's name
+    source = _source(con, table)
     star = f"* REPLACE ({', '.join(replaced)})" if replaced else "*"
     inner = f"SELECT {', '.join([star, *added])} FROM {source}"
     # The derived columns are computed from the completed row (the hits read the candidates' fields).
@@ -160,6 +190,11 @@ def _learn(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """The SELECT reading each table of the file that lacks something of today's layout."""
     probe = con.cursor()  # its own: ``con`` may hold a result not fetched to the end
     try:
-        return {table: expr for table in _SCHEMAS if (expr := _table_expression(probe, table)) is not None}
+        tables = {table: expr for table in _SCHEMAS if (expr := _table_expression(probe, table)) is not None}
+        if _holds_later_verdicts(probe):
+            tables["feedback"] = _FIRST_VERDICT.format(rows=tables.get("feedback") or
+                                                       f"SELECT * FROM {_source(probe, 'feedback')}")
+            tables[_META] = _UNSEALED.format(source=_source(probe, _META))
+        return tables
     finally:
         probe.close()

@@ -9,9 +9,9 @@ duplicate. A different trace under a ``request_id`` already stored is no duplica
 for quarantine (:mod:`ingest.duckdb.conflicts`, compared only when the plain insert found an id
 taken). Feedback holds one verdict per request id, as the gateway answers a second one 409: a
 verdict on a request that holds another (stored earlier, or earlier in ``ts`` in the same batch) is
-returned for quarantine with :func:`verdict_reason`, never counted, whichever way it came (a gateway
-restarted, a relay, two gateways on one store). Retention by age runs from the same thread, at most
-once an hour.
+returned for quarantine with :func:`ingest.record_sink.verdict_reason`, never counted, whichever
+way it came (a gateway restarted, a relay, two gateways on one store). Retention by age runs from
+the same thread, at most once an hour.
 
 Failures: DuckDB refusing the transaction (locked, disk full, ...) is :class:`SinkUnavailable`, and
 the pipeline retries the batch; any other exception is a fault of the records (or of this code),
@@ -39,9 +39,9 @@ from ingest.duckdb.derived import select_list
 from ingest.duckdb.schema import sql_file, transaction
 from ingest.errors import SinkUnavailable
 from ingest.kinds import KINDS, Kind
-from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult
+from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult, verdict_reason
 
-__all__ = ["DuckDBSink", "split_verdicts", "verdict_reason"]
+__all__ = ["DuckDBSink", "split_verdicts"]
 
 log = logging.getLogger(__name__)
 # Table names come from the fixed KINDS registry, never from input.
@@ -197,11 +197,6 @@ class DuckDBSink:
 
     def close(self) -> None:
         """Nothing to release: the store owns the connection."""
-
-
-def verdict_reason(request_id: str) -> str:
-    """Why a verdict is quarantined: its request holds another one (the Elasticsearch sink says the same)."""
-    return f"a verdict on request_id {request_id!r} is stored already (one verdict per request: the first one counts)"
 
 
 _ROW = "__routelens_row"

@@ -14,17 +14,21 @@ shows them), and the bootstrap runs on the rebuilt bins as on DuckDB. Cost per r
 over every request, one without a recorded cost counting 0 (sum / requests, exact); its variance
 (an ``extended_stats`` aggregation is outside the contract this store is held to) takes the costed
 requests' second moment from the square of the same linearly interpolated percentile function.
-Feedback counts one verdict per request, as the sink stores them.
+Feedback counts one verdict per request, as the sink stores them; the verdicts stored before their
+trace, which carry no ``trace.*``, are counted apart on the sides their traces are on
+(:meth:`ingest.elasticsearch.analytics.ElasticsearchAnalytics._verdicts_before_trace`).
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
+from ingest.elasticsearch.analytics import VerdictTally, epoch_ms
 from ingest.experiments.compare import BINS, QUANTILES, Exact, build_report, histogram_of
 from ingest.kinds import Kind
 from schemas.experiments import COMPARE_BY, ArmStats, CompareBy, CompareQuery, CompareReport
@@ -98,6 +102,11 @@ class ElasticsearchExperiments:
     def _query(flt: TraceFilter, prefix: str = "") -> dict[str, Any]:
         """Return the ``bool`` query of ``flt`` (``prefix`` ``trace.`` for feedback documents)."""
 
+    @abstractmethod
+    def _tally_before_trace(self, traces: dict[str, Any],
+                            key: Callable[[dict[str, Any]], Hashable]) -> dict[Hashable, VerdictTally]:
+        """The verdicts stored before their trace, on traces ``traces`` selects, counted by ``key(context)``."""
+
     def experiment_groups(self, by: CompareBy, start: datetime, end: datetime) -> dict[str, int]:
         """Return the requests per arm, router version or policy hash in ``[start, end)``, busiest first."""
         aggs = {"g": {"terms": {"field": COMPARE_BY[by], "size": 1000}}}
@@ -124,8 +133,15 @@ class ElasticsearchExperiments:
         fb_aggs = {"g": {"terms": {"field": f"trace.{field}", "size": 2}, "aggs": {"b": {
             "date_histogram": {"field": "trace.ts", **hist}, "aggs": misroutes}}}}
         fb = self._search(Kind.FEEDBACK, size=0, aggs=fb_aggs, query=self._sides(query.filter, field, [a, b], "trace."))
-        feedback = {(str(g["key"]), h["key"]): (int(h["doc_count"]), int(h["misroutes"]["doc_count"]))
-                    for g in _buckets(fb) for h in g["b"]["buckets"]}
+        step = BUCKETS[query.bucket] * 1000  # the histogram's keys: epoch milliseconds, floored to the interval
+        feedback = {k: (t.feedback, t.misroutes) for k, t in self._tally_before_trace(
+            self._sides(query.filter, field, [a, b]), lambda ctx: (str(ctx[field]), epoch_ms(ctx["ts"]) // step * step),
+        ).items()}
+        for g in _buckets(fb):
+            for h in g["b"]["buckets"]:
+                was = feedback.get((str(g["key"]), h["key"]), (0, 0))
+                feedback[(str(g["key"]), h["key"])] = (was[0] + int(h["doc_count"]),
+                                                       was[1] + int(h["misroutes"]["doc_count"]))
         out: dict[str, list[BucketStats]] = {a: [], b: []}
         for g in _buckets(traces):
             for h in g["b"]["buckets"]:
@@ -195,15 +211,19 @@ class ElasticsearchExperiments:
         for b in _buckets(forced):
             side = out[str(b["key"])]
             out[side.value] = side.model_copy(update={"forced": int(b["doc_count"])})
+        tallies = self._tally_before_trace(trace_query, lambda ctx: str(ctx[field]))
         for b in _buckets(feedback):
-            expected = match = 0
+            tally = tallies.setdefault(str(b["key"]), VerdictTally())
+            tally.feedback += int(b["doc_count"])
+            tally.misroutes += int(b["misroutes"]["doc_count"])
             for e in b["expected"]["buckets"]:
-                expected += int(e["doc_count"])
-                match += sum(int(r["doc_count"]) for r in e["routed"]["buckets"] if r["key"] == e["key"])
-            side = out[str(b["key"])]
+                tally.expected += int(e["doc_count"])
+                tally.expected_match += sum(int(r["doc_count"]) for r in e["routed"]["buckets"] if r["key"] == e["key"])
+        for value, tally in tallies.items():
+            side = out[str(value)]
             out[side.value] = side.model_copy(update={
-                "feedback": int(b["doc_count"]), "misroutes": int(b["misroutes"]["doc_count"]),
-                "expected": expected, "expected_match": match,
+                "feedback": tally.feedback, "misroutes": tally.misroutes,
+                "expected": tally.expected, "expected_match": tally.expected_match,
             })
         return out, exact
 

@@ -4,8 +4,9 @@ Filters become ``bool.filter`` clauses (``term``, ``range``: values are never sp
 strings), pages use ``search_after`` on ``(ts, request_id)``, aggregates ``date_histogram`` with
 ``min_doc_count: 1`` (the same buckets DuckDB returns) and ``percentiles`` (t-digest: close to,
 not exactly, DuckDB's interpolated quantiles on large sets). Misroutes come from the feedback
-stream, whose documents carry the context of their trace (``trace.*``). The latency range is the
-gateway's total time (``outcome.total_ms``; ``trace.total_ms`` on feedback).
+stream, whose documents carry the context of their trace (``trace.*``), and from the verdicts
+stored before their trace, which carry none (added apart: :mod:`ingest.elasticsearch.analytics`).
+The latency range is the gateway's total time (``outcome.total_ms``; ``trace.total_ms`` on feedback).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from elasticsearch import Elasticsearch
 
 from ingest.codec.stored_rows import assemble_trace, clean, state_ids, summary_of
-from ingest.elasticsearch.analytics import ElasticsearchAnalytics
+from ingest.elasticsearch.analytics import ElasticsearchAnalytics, VerdictTally, epoch_ms
 from ingest.elasticsearch.experiments import ElasticsearchExperiments
 from ingest.elasticsearch.index_templates import TIMESTAMP_FIELD, data_stream
 from ingest.kinds import KINDS, Kind
@@ -130,7 +131,10 @@ class ElasticsearchReader(ElasticsearchAnalytics, ElasticsearchExperiments, Wind
         traces = self._search(Kind.TRACE, query=filter_query(query.filter), size=0, aggs=aggs)
         fb_aggs = {"b": {"date_histogram": {"field": "trace.ts", **hist}, "aggs": _FEEDBACK_AGGS}}
         fb = self._search(Kind.FEEDBACK, query=filter_query(query.filter, "trace."), size=0, aggs=fb_aggs)
-        feedback = {b["key"]: b for b in (fb.get("aggregations") or {}).get("b", {}).get("buckets", [])}
+        step = BUCKETS[query.bucket] * 1000  # the histogram's keys: epoch milliseconds, floored to the interval
+        feedback = self._tally_before_trace(filter_query(query.filter), lambda ctx: epoch_ms(ctx["ts"]) // step * step)
+        for b in (fb.get("aggregations") or {}).get("b", {}).get("buckets", []):
+            _add(feedback.setdefault(b["key"], VerdictTally()), b)
         return [_bucket(datetime.fromtimestamp(b["key"] / 1000, UTC), b["doc_count"], b, feedback.get(b["key"]))
                 for b in (traces.get("aggregations") or {}).get("b", {}).get("buckets", [])]
 
@@ -144,8 +148,9 @@ class ElasticsearchReader(ElasticsearchAnalytics, ElasticsearchExperiments, Wind
             return None
         fb = self._search(Kind.FEEDBACK, query=filter_query(flt, "trace."), size=0, aggs=_FEEDBACK_AGGS,
                           track_total_hits=True)
-        got = {"doc_count": fb["hits"]["total"]["value"], **(fb.get("aggregations") or {})}
-        return _bucket(flt.start, n, traces.get("aggregations") or {}, got if got["doc_count"] else None)
+        got = self._tally_before_trace(filter_query(flt), lambda ctx: None).get(None, VerdictTally())
+        _add(got, {"doc_count": fb["hits"]["total"]["value"], **(fb.get("aggregations") or {})})
+        return _bucket(flt.start, n, traces.get("aggregations") or {}, got)
 
     def traffic(self, flt: TraceFilter) -> list[TrafficEdge]:
         """Return request counts per (rule, model, instance)."""
@@ -191,10 +196,16 @@ _BUCKET_AGGS = {
 _FEEDBACK_AGGS = {"misroutes": {"filter": term("correct", False)}}
 
 
-def _bucket(start: datetime, n: int, b: dict[str, Any], f: dict[str, Any] | None) -> BucketStats:
+def _add(tally: VerdictTally, b: dict[str, Any]) -> None:
+    """Add a feedback bucket's counts (``doc_count``, ``misroutes``) to ``tally``."""
+    tally.feedback += int(b["doc_count"])
+    tally.misroutes += int(b["misroutes"]["doc_count"]) if b["doc_count"] else 0
+
+
+def _bucket(start: datetime, n: int, b: dict[str, Any], f: VerdictTally | None) -> BucketStats:
     """One bucket's stats from its trace aggregations ``b`` and its feedback's ``f`` (None: no feedback)."""
     q = b["latency"].get("values") or {}
-    n_fb, n_mis = (f["doc_count"], f["misroutes"]["doc_count"]) if f else (0, 0)
+    n_fb, n_mis = (f.feedback, f.misroutes) if f else (0, 0)
     return BucketStats(
         start=start, requests=n, errors=b["errors"]["doc_count"], fallbacks=b["fallbacks"]["doc_count"],
         fallback_rate=b["fallbacks"]["doc_count"] / n, latency_p50_ms=q.get("50.0"), latency_p95_ms=q.get("95.0"),

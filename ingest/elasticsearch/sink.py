@@ -20,8 +20,11 @@ verdict per request id, as at the gateway and in DuckDB: its ``_id`` is the ``re
 writers cannot both store one), and the verdicts stored on the batch's requests are looked up first
 (one search per batch holding feedback: older versions keyed it by ``feedback_id``). A verdict on a
 request holding another, stored or earlier in ``ts`` in the batch, is returned for quarantine
-(:func:`verdict_reason`); the same verdict again is a duplicate. Two verdicts an older version stored
-on one request stay (a data stream cannot delete a document) until retention removes them. Traces the
+(:func:`ingest.record_sink.verdict_reason`); the same verdict again is a duplicate. Two verdicts an older version stored
+on one request stay (a data stream cannot delete a document) until retention removes them. A
+verdict is given its trace's context (``trace.*``: :func:`trace_context`) when the trace is in the
+batch or stored; one stored before its trace has none, and the readers find its trace apart
+(:mod:`ingest.elasticsearch.analytics`). Traces the
 preparation refused (unchecked ones that do not hold: :func:`ingest.codec.unchecked.check_traces`)
 are in the result's ``rejected``, for quarantine, as the DuckDB sink returns them.
 """
@@ -43,9 +46,17 @@ from ingest.codec.unchecked import check_traces
 from ingest.elasticsearch.index_templates import FEEDBACK_CONTEXT, TIMESTAMP_FIELD, data_stream, index_template
 from ingest.errors import SinkUnavailable
 from ingest.kinds import KINDS, Kind
-from ingest.record_sink import PreparedBatch, RecordBatch, Rejected, WriteResult, conflict_reason, same_trace
+from ingest.record_sink import (
+    PreparedBatch,
+    RecordBatch,
+    Rejected,
+    WriteResult,
+    conflict_reason,
+    same_trace,
+    verdict_reason,
+)
 
-__all__ = ["ElasticsearchSink", "verdict_reason"]
+__all__ = ["ElasticsearchSink", "trace_context"]
 
 log = logging.getLogger(__name__)
 _CONTEXT_CACHE = 100_000
@@ -107,11 +118,6 @@ class _Progress:
     result: WriteResult = field(default_factory=WriteResult)
 
 
-def verdict_reason(request_id: str) -> str:
-    """Why a verdict is quarantined: its request holds another one (as :func:`ingest.duckdb.sink.verdict_reason`)."""
-    return f"a verdict on request_id {request_id!r} is stored already (one verdict per request: the first one counts)"
-
-
 def _same_verdict(held: dict[str, Any], doc: dict[str, Any]) -> bool:
     return all(held.get(k) == doc.get(k) for k in (set(held) | set(doc)) - _NOT_VERDICT)
 
@@ -140,7 +146,8 @@ def _items(prepared: PreparedBatch) -> Iterator[tuple[int, Kind, bytes, dict[str
         yield at, kind, payload, doc
 
 
-def _context(doc: dict[str, Any]) -> dict[str, Any]:
+def trace_context(doc: dict[str, Any]) -> dict[str, Any]:
+    """What of a trace document its feedback documents carry (``trace.*``: the mapping's ``FEEDBACK_CONTEXT``)."""
     ctx = {name: doc.get(name) for name in FEEDBACK_CONTEXT}
     ctx["outcome_status"] = (doc.get("outcome") or {}).get("status")
     ctx["total_ms"] = (doc.get("outcome") or {}).get("total_ms")
@@ -301,7 +308,7 @@ class ElasticsearchSink:
         return found
 
     def _remember(self, doc: dict[str, Any]) -> None:
-        self._contexts[str(doc["request_id"])] = _context(doc)
+        self._contexts[str(doc["request_id"])] = trace_context(doc)
         if len(self._contexts) > _CONTEXT_CACHE:
             self._contexts.popitem(last=False)
 

@@ -59,6 +59,16 @@ def _id_in(payload: bytes, field: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _filed_under(kind: Kind) -> str:
+    """The field a quarantined record of ``kind`` is filed under (its ``request_id``).
+
+    The request's id for the records of a request (a trace, a verdict: a later verdict is found
+    beside its request's trace and first verdict), else the record's own id.
+    """
+    info = KINDS[kind]
+    return "request_id" if "request_id" in info.model.model_fields else info.id_field
+
+
 class TraceEmitter:
     """Accepts records from any thread; stores them through one sink and sends them to any exporters.
 
@@ -258,7 +268,7 @@ class TraceEmitter:
         ``may_block=False`` from the batcher's threads: storing the record must not wait for them.
         """
         if request_id is None and payload is not None:
-            request_id = _id_in(payload, KINDS[kind].id_field)
+            request_id = _id_in(payload, _filed_under(kind))
         rec = self.quarantine.record(
             kind=KINDS[kind].name, source=source, reason=reason, raw=payload, model=KINDS[kind].model,
             request_id=request_id, line=line, max_raw=min(64 * 1024, self.settings.spool.max_record_bytes // 2),

@@ -125,8 +125,8 @@ def test_the_pipeline_quarantines_a_later_verdict_with_its_reason(tmp_path: Path
     assert kept.correct
     held = [q for q in store.quarantined(T0 - timedelta(days=1), datetime.now(UTC) + timedelta(days=1))
             if q.kind == "feedback"]
-    # (the pipeline files a record under its kind's id: a verdict's is its feedback_id)
     assert len(held) == 1 and f"request_id {traces[0].request_id!r} {REASON}" in held[0].reason
+    assert held[0].request_id == traces[0].request_id  # filed under its request, not its feedback_id
     assert held[0].raw is not None and '"correct":false' in held[0].raw
     store.close()
 
