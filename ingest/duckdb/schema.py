@@ -13,7 +13,9 @@ rewritten into today's by its own expression and then dropped. Each statement is
 
 Feedback holds one verdict per request id (``feedback_request_id_key``): a file written before
 that rule keeps each request's earliest verdict and moves the later ones to ``quarantine`` with
-their reason (``sql/verdicts.sql``); the rollup is then rolled up again, as it counted them.
+their reason (``sql/verdicts.sql``); the rollup is then rolled up again, as it counted them. The
+table also gains :data:`ONE_VERDICT`, a column no model holds, so that a version from before the rule
+refuses the file read-write (its check of the columns: :class:`NewerFile`) instead of writing it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from ingest.kinds import KINDS
 from schemas.common import ProbeVerdict
 from schemas.version import SCHEMA_VERSION
 
-__all__ = ["RETYPED", "STORAGE_VERSION", "NewerFile", "duckdb_type", "ensure_schema", "sql_file", "transaction"]
+__all__ = ["ONE_VERDICT", "RETYPED", "STORAGE_VERSION", "NewerFile", "duckdb_type", "ensure_schema", "sql_file",
+           "transaction"]
 
 log = logging.getLogger(__name__)
 STORAGE_VERSION = 2  # 1: traces with inline candidate states and no `detail` column
@@ -46,6 +49,13 @@ RETYPED: dict[str, dict[str, tuple[str, str]]] = {
                                         f"WHEN NOT \"ok\" THEN '{ProbeVerdict.FAILED.value}' END")},
 }
 """Per table, today's column -> (the older layout's column it replaces, SQL computing today's from it)."""
+ONE_VERDICT = "one_verdict_per_request"
+"""A ``feedback`` column outside the models, always NULL: the file is under the one-verdict rule.
+
+A version from before the rule (before 2026-12-07) opened such a file as its own: each later verdict
+it took hit ``feedback_request_id_key`` and was dropped unstored and unquarantined, yet counted in the
+rollup (which then disagreed with the live reads for good). It refuses a column its models lack
+(``written by a newer RouteLens: its feedback hold one_verdict_per_request``); read-only opens work."""
 
 
 @cache
@@ -194,7 +204,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -
                 if retyped := _bridge_retyped(con, info.table, have, want):
                     applied += retyped
                     have = con.sql(f"SELECT * FROM {_quote(info.table)} LIMIT 0").to_arrow_table().schema
-                derived = {column for column, _, _ in DERIVED.get(info.table, [])}
+                derived = {column for column, _, _ in DERIVED.get(info.table, [])} | {ONE_VERDICT}
                 if unknown := [n for n in _unknown(have, want) if n not in derived]:
                     raise NewerFile(info.table, unknown)
                 applied += _migrate(con, info.table, have, want)
@@ -203,6 +213,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -
                                            fresh=table in created)
         applied += _unique_indexes(con, created)
         applied += _one_verdict_per_request(con, created, now)
+        applied += _mark_one_verdict(con, fresh="feedback" in created)
     # A second transaction: DuckDB checks a new unique index against rows updated in the same one.
     with transaction(con):
         con.execute(sql_file("indexes.sql"))
@@ -266,6 +277,16 @@ def _one_verdict_per_request(con: duckdb.DuckDBPyConnection, created: set[str], 
             con.execute(queries[name])
             done.append(queries[name])
     return done
+
+
+def _mark_one_verdict(con: duckdb.DuckDBPyConnection, *, fresh: bool) -> list[str]:
+    """Add :data:`ONE_VERDICT` to ``feedback`` when it lacks it; return the statements (none for a new table)."""
+    if con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'feedback' AND column_name = ?",
+                   [ONE_VERDICT]).fetchall()[0][0]:
+        return []
+    done = _drop_dependents(con, "feedback") + [f"ALTER TABLE feedback ADD COLUMN {ONE_VERDICT} BOOLEAN"]
+    con.execute(done[-1])
+    return [] if fresh else done
 
 
 def _upgrade_v1_traces(con: duckdb.DuckDBPyConnection, have: pa.Schema, want: pa.Schema) -> list[str]:

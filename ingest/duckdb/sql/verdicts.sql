@@ -3,21 +3,25 @@
 -- hold more (a gateway restarted, a file imported, two gateways on one store): opened read-write, it keeps
 -- the earliest verdict of each request (by ts, then feedback_id) and moves the later ones to quarantine,
 -- each with its reason and its fields as JSON, before the index is created. Fixed text; `?` is the time
--- of the migration.
+-- of the migration. The quarantined `raw` is the verdict as the sink quarantines one: the model's fields,
+-- `ts` in ISO 8601 UTC (DuckDB's own text, `2026-12-07 08:57:25.64+00`, is no time the model reads), without
+-- the store's feedback_id (the sink's shows it redacted) or rid_hash.
 
 -- name: duplicates
 SELECT count(*) - count(DISTINCT request_id) AS n FROM feedback;
 
 -- name: quarantine_later
 INSERT INTO quarantine BY NAME
-SELECT md5('verdict' || d.feedback_id)[:24] AS quarantine_id, ?::TIMESTAMPTZ AS ts, 'feedback' AS kind,
+SELECT md5('verdict' || l.feedback_id)[:24] AS quarantine_id, ?::TIMESTAMPTZ AS ts, 'feedback' AS kind,
        'migration' AS source,
-       'a verdict on request_id ''' || d.request_id || ''' is stored already '
+       'a verdict on request_id ''' || l.request_id || ''' is stored already '
            || '(one verdict per request: the first one counts)' AS reason,
-       d.request_id, NULL AS line, CAST(to_json(d) AS VARCHAR) AS raw,
-       strlen(CAST(to_json(d) AS VARCHAR)) AS raw_bytes, sha256(CAST(to_json(d) AS VARCHAR)) AS raw_sha256
-FROM (SELECT * EXCLUDE (rid_hash) FROM feedback
-      QUALIFY row_number() OVER (PARTITION BY request_id ORDER BY ts, feedback_id) > 1) AS d;
+       l.request_id, NULL AS line, v.raw, strlen(v.raw) AS raw_bytes, sha256(v.raw) AS raw_sha256
+FROM (SELECT * FROM feedback
+      QUALIFY row_number() OVER (PARTITION BY request_id ORDER BY ts, feedback_id) > 1) AS l,
+     LATERAL (SELECT CAST(to_json(f) AS VARCHAR) AS raw
+              FROM (SELECT l.* EXCLUDE (feedback_id, rid_hash)
+                               REPLACE (strftime(l.ts, '%Y-%m-%dT%H:%M:%S.%fZ') AS ts)) AS f) AS v;
 
 -- name: delete_later
 DELETE FROM feedback WHERE feedback_id IN (
