@@ -170,13 +170,22 @@ class MetricsScraper:
     def follow(self, seq: int, took_s: float | None, results: list[ScrapeResult]) -> None:
         """Take another worker's round as this one's own: the view, the failing set, the round's counters.
 
-        Results for instances this scraper does not know (another fleet) are left out. Nothing is
-        logged or counted per instance: the worker that scraped did that.
+        Results for instances this scraper does not know (another fleet) are left out, and so is
+        what is older than this view's own: gauges scraped before the ones it holds, and a failure
+        in a round with nothing newer than them (a round the other worker finished late, stopped
+        mid-round, after this one scraped for itself). Nothing is logged or counted per instance:
+        the worker that scraped did that.
         """
+        newest = max((r.scraped_at for r in results if r.gauges is not None and r.scraped_at is not None),
+                     default=None)
         for r in results:
             if not self._view.knows(r.instance):
                 continue
-            self._view.update(r.instance, r.gauges, r.error, at=r.scraped_at)
+            held = self._view.scraped_at(r.instance)
+            if r.gauges is None and held is not None and newest is not None and newest < held:
+                continue  # this worker scraped it well since the round's last good scrape
+            if not self._view.update(r.instance, r.gauges, r.error, at=r.scraped_at):
+                continue
             if r.reason is None:
                 self._failing.pop(r.instance, None)
             else:

@@ -112,16 +112,20 @@ class StateView:
         return self._by_id[instance].snap.scraped_at
 
     def update(self, instance: str, gauges: EngineGauges | None, error: str | None = None, *,
-               at: datetime | None = None) -> None:
-        """Record one scrape: its gauges, or the error that made it fail (gauges then age).
+               at: datetime | None = None) -> bool:
+        """Record one scrape: its gauges, or the error that made it fail (gauges then age); False: not taken.
 
         ``at``: when it was scraped (None: now, by the injected wall clock); another worker's
-        round (:meth:`router_core.state.scraper.MetricsScraper.follow`) carries its own time.
+        round (:meth:`router_core.state.scraper.MetricsScraper.follow`) carries its own time. Gauges
+        scraped before the ones held are not taken (a round that worker finished late, after this
+        worker scraped for itself): ``scraped_at`` never goes back, nor the histograms' counts.
         """
         inst = self._by_id[instance]
         if gauges is None:
             inst.snap = inst.snap.model_copy(update={"scrape_error": error})
-            return
+            return True
+        if at is not None and inst.snap.scraped_at is not None and at < inst.snap.scraped_at:
+            return False
         ttft = None if gauges.ttft_buckets is None else delta_quantile(inst.ttft, gauges.ttft_buckets, 0.95)
         e2e = None if gauges.e2e_buckets is None else delta_quantile(inst.e2e, gauges.e2e_buckets, 0.95)
         inst.ttft, inst.e2e = gauges.ttft_buckets, gauges.e2e_buckets
@@ -136,6 +140,7 @@ class StateView:
             "ttft_p95_ms": _in_range(None if ttft is None else ttft * 1e3),
             "e2e_p95_ms": _in_range(None if e2e is None else e2e * 1e3),
         })
+        return True
 
     def set_probe(self, status: ProbeStatus, instance: str) -> bool:
         """Carry a probe verdict (one kind) in ``instance``'s snapshot from now on; False if unknown.
