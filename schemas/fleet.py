@@ -153,7 +153,8 @@ class LatchState(ContractModel):
 
     constraint: str
     out: bool
-    since: MaybeUtcTime = Field(None, description="When the latch last changed (None: never).")
+    since: MaybeUtcTime = Field(None, description="When the latch last changed; one that never did: when its "
+                                "gateway process began (None: a producer that does not date latches).")
     value: float | None = Field(None, description="The metric value at the last evaluation.")
 
 

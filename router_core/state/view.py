@@ -102,6 +102,9 @@ class StateView:
                 if applies(c, inst.spec):
                     inst.latches[c.name] = HysteresisLatch(c.exit_for, c.enter_for)
         self._latched_at: dict[tuple[str, str], datetime] = {}
+        # A latch that never moved has been in since this view began: dated so (not None), a stored
+        # stretch out ends where a restarted gateway's first snapshots show it in (ingest's latches.sql).
+        self._began = wall()
 
     def knows(self, instance: str) -> bool:
         """Whether ``instance`` is one of this view's fleet."""
@@ -191,7 +194,7 @@ class StateView:
                 if latch.update(now, broken=not holds(c, value, c.threshold), recovered=holds(c, value, c.enter_bound)):
                     self._latched_at[(inst.spec.id, c.name)] = wall
                 latches.append(LatchState(constraint=c.name, out=latch.out, value=value,
-                                          since=self._latched_at.get((inst.spec.id, c.name))))
+                                          since=self._latched_at.get((inst.spec.id, c.name), self._began)))
             inst.snap = snap.model_copy(update={"latches": latches, "age_s": eff.age_s, "stale": eff.suspect})
 
     def _queued(self, spec: InstanceSpec, snap: InstanceSnapshot, eff: Effective) -> Effective:

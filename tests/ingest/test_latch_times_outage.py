@@ -167,6 +167,35 @@ def test_a_worker_whose_latch_never_moved_does_not_cut_anothers_interval(tmp_pat
     assert [(i.start, i.end, i.peak) for i in got.intervals] == [(went_out, came_in, 0.5)]
 
 
+def test_a_gateway_restarted_while_a_latch_was_out_ends_its_interval(tmp_path: Path) -> None:
+    """A restarted gateway's latches start in, dated by its start: the stretch ends there (it stayed open)."""
+    went_out, restart = WALL0 + timedelta(seconds=10.5), WALL0 + timedelta(seconds=20)
+    records = []
+    for s in range(0, 30):
+        ts = WALL0 + timedelta(seconds=s)
+        if ts < went_out:
+            latch = LatchState(constraint="error-rate", out=False, since=None, value=0.01)
+        elif ts < restart:  # the old process: out since went_out, until it is killed
+            latch = LatchState(constraint="error-rate", out=True, since=went_out, value=0.5)
+        else:  # the new process: nothing seen yet, in since it began (StateView dates a latch that never moved)
+            latch = view_latch(restart)
+        records.append(InstanceSnapshot(instance="big-a", model="big", scraped_at=ts, age_s=0.0, latches=[latch]))
+    st = DuckDBTraceStore(tmp_path / "r.duckdb")
+    st.write_records(records)
+    got = st.latch_intervals(*WINDOW)
+    assert [(i.start, i.end, i.peak) for i in got.intervals] == [(went_out, restart, 0.5)]
+
+
+def view_latch(began: datetime) -> LatchState:
+    """The error-rate latch a new StateView begun at ``began`` shows before anything moved it."""
+    cfg = make_config(constraints=[{"name": "error-rate", "metric": "error_rate", "threshold": 0.2}])
+    view = StateView(cfg.fleet.instances, cfg.constraints, scrape=cfg.scrape, clock=lambda: 0.0, wall=lambda: began)
+    view.tick()
+    (latch,) = next(iter(view.snapshot().values())).latches
+    assert not latch.out
+    return latch
+
+
 def test_a_decision_reads_back_its_state(run: Run, store: DuckDBTraceStore) -> None:
     """The states stored at decisions still join back to their traces (the trace's own age beside)."""
     last = run.records[-1]
