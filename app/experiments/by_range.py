@@ -4,7 +4,8 @@
 at timestamps that split them evenly (:func:`app.experiments.bulk.split_points`), runs ``part`` on
 each range in its own process (forked: by default one per core, up to 2) and returns the results
 in time order, whichever finished first. Below ``parallel_min``, or with one worker, ``part`` runs
-in this process over the whole window.
+in this process over the whole window. ``replay --db`` (:mod:`app.experiments.replay_range`) and
+``replay --verify --db`` (:mod:`app.experiments.verify`) both run through it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def _worker(part: int, job: Callable[[Path, TraceFilter], Any], path: Path, flt:
 
 
 def run_by_range(path: Path, flt: TraceFilter, job: Callable[[Path, TraceFilter], T], *, workers: int | None,
-                 parallel_min: int) -> list[T]:
+                 parallel_min: int, waiting: Callable[[int], None] | None = None) -> list[T]:
     """``job(path, range)`` for each time range of ``flt``'s window (which must have a start and an end).
 
     Args:
@@ -42,12 +43,14 @@ def run_by_range(path: Path, flt: TraceFilter, job: Callable[[Path, TraceFilter]
         job: Runs over one range; its result must pickle.
         workers: Processes (None: one per core, up to 2, from ``parallel_min`` traces).
         parallel_min: Matching traces from which the default forks.
+        waiting: Called with the matching traces' count now and then while the ranges run, and once
+            they are done (a progress line; the jobs count what they did themselves).
 
     Raises:
         duckdb.Error: The file is missing, locked by a writer or not a DuckDB file.
         RuntimeError: A worker process failed.
     """
-    if workers == 1:
+    if workers == 1 and waiting is None:
         return [job(path, flt)]
     con = bulk.open_file(path)
     try:
@@ -59,7 +62,10 @@ def run_by_range(path: Path, flt: TraceFilter, job: Callable[[Path, TraceFilter]
     bounds = [flt.start, *cuts, flt.end]
     ranges = [flt.model_copy(update={"start": lo, "end": hi}) for lo, hi in zip(bounds, bounds[1:], strict=False)]
     if len(ranges) == 1:
-        return [job(path, flt)]
+        out = [job(path, flt)]
+        if waiting is not None:
+            waiting(total)
+        return out
     ctx = mp.get_context("fork")
     results: Any = ctx.SimpleQueue()
     procs = [ctx.Process(target=_worker, args=(i, job, path, r, results), daemon=True) for i, r in enumerate(ranges)]
@@ -70,6 +76,8 @@ def run_by_range(path: Path, flt: TraceFilter, job: Callable[[Path, TraceFilter]
     try:
         while len(done) + len(errors) < len(procs):
             if results.empty():
+                if waiting is not None:
+                    waiting(total)
                 if not any(proc.is_alive() for proc in procs) and results.empty():
                     break
                 time.sleep(0.05)
@@ -84,4 +92,6 @@ def run_by_range(path: Path, flt: TraceFilter, job: Callable[[Path, TraceFilter]
             proc.join(timeout=5)
     if errors or len(done) < len(procs):
         raise RuntimeError(f"a worker process failed: {errors[0] if errors else 'it exited without a result'}")
+    if waiting is not None:
+        waiting(total)
     return [done[part] for part in sorted(done)]

@@ -14,16 +14,17 @@ and counted by :class:`app.experiments.tally.Tally`, with the collector tuned fo
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from app.experiments import bulk
 from app.experiments._collector import fewer_collections
+from app.experiments.by_range import run_by_range
 from app.experiments.replay_memo import MemoReplayer
 from app.experiments.replayer import Replayer
 from app.experiments.rows import SAMPLED_OUT, ReplayRow, misroutes_of, row_of
@@ -67,13 +68,13 @@ def replay_rows(rows: Iterator[list[ReplayRow]], replayer: Replayer, tally: Tall
     return tally
 
 
-def _db_part(path: str, flt: TraceFilter, config: RouteLensConfig, done: Any) -> Tally:
+def _db_part(path: Path, flt: TraceFilter, config: RouteLensConfig, done: Any) -> Tally:
     """Replay one time range of a file (a worker process, or the caller itself)."""
     with fewer_collections():
         return _db_range(path, flt, config, done)
 
 
-def _db_range(path: str, flt: TraceFilter, config: RouteLensConfig, done: Any) -> Tally:
+def _db_range(path: Path, flt: TraceFilter, config: RouteLensConfig, done: Any) -> Tally:
     started = time.process_time()
     con = bulk.open_file(path)
     try:
@@ -92,63 +93,14 @@ def _db_range(path: str, flt: TraceFilter, config: RouteLensConfig, done: Any) -
 
 def _from_db(path: Path, flt: TraceFilter, config: RouteLensConfig, progress: Progress | None,
              workers: int | None) -> Tally:
-    con = bulk.open_file(path)
-    try:
-        total = bulk.count(con, flt)
-        parts = workers or (min(os.cpu_count() or 1, 2) if total >= PARALLEL_MIN else 1)
-        cuts = bulk.split_points(con, flt, parts) if total else []
-    finally:
-        con.close()
-    ctx = mp.get_context("fork")
-    done = ctx.Value("q", 0)
-    bounds = [flt.start, *cuts, flt.end]
-    ranges = [flt.model_copy(update={"start": lo, "end": hi}) for lo, hi in zip(bounds, bounds[1:], strict=False)]
-    if len(ranges) == 1:
-        tally = _db_part(str(path), ranges[0], config, done)
-        if progress is not None:
-            progress(done.value, total)
-        return tally
-    results: Any = ctx.SimpleQueue()
-    procs = [ctx.Process(target=_worker, args=(i, str(path), r, config, done, results), daemon=True)
-             for i, r in enumerate(ranges)]
-    for proc in procs:
-        proc.start()
-    tallies: dict[int, Tally] = {}
-    errors, got = [], 0
-    try:
-        while got < len(procs):
-            if results.empty():
-                if progress is not None:
-                    progress(done.value, total)
-                if not any(proc.is_alive() for proc in procs) and results.empty():
-                    break
-                time.sleep(0.05)
-                continue
-            part, ok, value = results.get()
-            got += 1
-            if ok:
-                tallies[part] = value
-            else:
-                errors.append(value)
-    finally:
-        for proc in procs:
-            proc.join(timeout=5)
-    if errors or got < len(procs):
-        raise RuntimeError(f"a replay worker failed: {errors[0] if errors else 'it exited without a result'}")
+    done = mp.get_context("fork").Value("q", 0)  # traces replayed, by every process (the progress line)
+    tallies = run_by_range(path, flt, partial(_db_part, config=config, done=done), workers=workers,
+                           parallel_min=PARALLEL_MIN,
+                           waiting=None if progress is None else lambda total: progress(done.value, total))
     tally = Tally()
-    for part in sorted(tallies):  # in time order, whichever finished first: the sums come out the same every run
-        tally.merge(tallies[part])
-    if progress is not None:
-        progress(done.value, total)
+    for part in tallies:  # in time order, whichever finished first: the sums come out the same every run
+        tally.merge(part)
     return tally
-
-
-def _worker(part: int, path: str, flt: TraceFilter, config: RouteLensConfig, done: Any, results: Any) -> None:
-    """A worker process: replay one range, put ``(part, True, tally)`` or ``(part, False, message)``."""
-    try:
-        results.put((part, True, _db_part(path, flt, config, done)))
-    except Exception as exc:  # noqa: BLE001  (the parent reports it)
-        results.put((part, False, f"{type(exc).__name__}: {exc}"))
 
 
 def _pages(store: TraceStore, flt: TraceFilter, total_hint: list[int]) -> Iterator[list[ReplayRow]]:

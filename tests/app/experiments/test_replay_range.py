@@ -99,10 +99,12 @@ def test_the_filter_and_the_window_narrow_the_traces(db: Path, traces: list[Deci
 
 
 def test_two_processes_count_what_one_does(db: Path) -> None:
+    seen: list[tuple[int, int]] = []
     one = replay_range(db, T0, DAY, TraceFilter(), fleet_config(), workers=1)
-    two = replay_range(db, T0, DAY, TraceFilter(), fleet_config(), workers=2)
+    two = replay_range(db, T0, DAY, TraceFilter(), fleet_config(), workers=2, progress=lambda d, t: seen.append((d, t)))
     keep = {"n", "replayed", "flips", "matrix", "instance_matrix", "causes"}
     assert one.model_dump(include=keep) == two.model_dump(include=keep)
+    assert seen and seen[-1] == (two.n, two.n)  # the progress line counts both processes' traces, to the end
 
 
 def test_forgetting_old_snapshots_between_batches_loses_none(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
