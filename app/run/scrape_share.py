@@ -28,14 +28,13 @@ from collections.abc import Sequence
 import aiohttp
 from aiohttp import web
 
-from app.run.siblings import same_proof
+from app.run.siblings import PROOF_HEADER, same_proof
 from router_core import MetricsScraper, ScrapeResult, decode_round, encode_round
 
 __all__ = ["ScrapeShare"]
 
 log = logging.getLogger(__name__)
 _PATH = "/v1/internal/scrapes"
-_PROOF = "x-routelens-proof"
 LEADER = 0  # the worker that scrapes: serve's own process
 _BACKLOG = 4  # rounds kept for a follower slower than the rounds (the oldest dropped first)
 _MAX_FRAME = 64 << 20
@@ -56,9 +55,9 @@ class ScrapeShare:
         self.worker = worker
         self._url = f"http://{host}:{ports[LEADER]}{_PATH}"
         self._key = token.encode()
+        self._ask = self._mac(b"follow\0%d" % LEADER)  # the proof a follower sends, worker 0 expects
         self._queues: set[asyncio.Queue[bytes]] = set()
         self._task: asyncio.Task[None] | None = None
-        self.rounds_taken = 0  # rounds this follower took (for tests and the state page)
 
     @property
     def leads(self) -> bool:
@@ -103,7 +102,7 @@ class ScrapeShare:
             queue.put_nowait(frame)
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
-        if not same_proof(request.headers.get(_PROOF, ""), self._mac(b"follow\0%d" % LEADER)):
+        if not same_proof(request.headers.get(PROOF_HEADER, ""), self._ask):
             return web.Response(status=401)
         queue: asyncio.Queue[bytes] = asyncio.Queue(_BACKLOG)
         self._queues.add(queue)
@@ -125,7 +124,7 @@ class ScrapeShare:
         async with aiohttp.ClientSession(timeout=timeout) as session:
             while True:
                 try:
-                    async with session.get(self._url, headers={_PROOF: self._mac(b"follow\0%d" % LEADER)}) as resp:
+                    async with session.get(self._url, headers={PROOF_HEADER: self._ask}) as resp:
                         if resp.status != 200:
                             raise ValueError(f"HTTP {resp.status}")
                         if broken is not None:
@@ -155,4 +154,3 @@ class ScrapeShare:
             if not same_proof(mac.decode("ascii", "replace"), self._mac(b"round\0" + body)):
                 raise ValueError("a round without worker 0's proof")
             scraper.follow(*decode_round(body))
-            self.rounds_taken += 1

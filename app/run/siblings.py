@@ -32,12 +32,12 @@ from pydantic import ValidationError
 from router_core import WorkerPeers
 from schemas.trace import DecisionTrace
 
-__all__ = ["SIBLING_PORTS_ENV", "SiblingTraces", "same_proof", "sibling_ports"]
+__all__ = ["PROOF_HEADER", "SIBLING_PORTS_ENV", "SiblingTraces", "same_proof", "sibling_ports"]
 
 log = logging.getLogger(__name__)
 SIBLING_PORTS_ENV = "ROUTELENS_SIBLING_PORTS"  # set by the serve that starts the workers, for all of them
 _PATH = "/v1/internal/pending"  # ?request_id=: any id feedback may name, whatever its characters
-_PROOF = "x-routelens-proof"
+PROOF_HEADER = "x-routelens-proof"
 
 
 def sibling_ports(workers: int) -> list[int]:
@@ -116,10 +116,10 @@ class SiblingTraces:
             return None
         try:
             async with session.get(self.peers.url(worker, _PATH), params={"request_id": request_id},
-                                         headers={_PROOF: self._mac(worker, request_id)}) as resp:
+                                         headers={PROOF_HEADER: self._mac(worker, request_id)}) as resp:
                 body = await resp.read()
                 proof = self._mac(worker, request_id, body)
-                if resp.status != 200 or not same_proof(resp.headers.get(_PROOF, ""), proof):
+                if resp.status != 200 or not same_proof(resp.headers.get(PROOF_HEADER, ""), proof):
                     return None  # not there, or not that worker's endpoint
                 return DecisionTrace.model_validate_json(body)
         except (aiohttp.ClientError, TimeoutError, ValidationError):
@@ -127,14 +127,14 @@ class SiblingTraces:
 
     async def _serve(self, request: web.Request) -> web.Response:
         rid = request.query.get("request_id", "")
-        if not same_proof(request.headers.get(_PROOF, ""), self._mac(self.worker, rid)):
+        if not same_proof(request.headers.get(PROOF_HEADER, ""), self._mac(self.worker, rid)):
             return web.Response(status=401)
         trace = self._pending(rid)
         if trace is None:
             return web.Response(status=404)
         body = trace.model_dump_json().encode()
         return web.Response(body=body, content_type="application/json",
-                            headers={_PROOF: self._mac(self.worker, rid, body)})
+                            headers={PROOF_HEADER: self._mac(self.worker, rid, body)})
 
 
 def same_proof(given: str, expected: str) -> bool:
