@@ -58,6 +58,9 @@ class _Hooks:
     def record_feedback(self, feedback: Any) -> None:
         pass
 
+    def has_stored_verdict(self, request_id: str) -> bool:
+        return False
+
     def record_snapshots(self, snapshots: list[Any]) -> None:
         pass
 

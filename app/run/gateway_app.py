@@ -120,6 +120,13 @@ class StoreHooks:
         """Queue feedback through the same durable pipeline."""
         self.emitter.emit(feedback)
 
+    def has_stored_verdict(self, request_id: str) -> bool:
+        """Whether the store holds a verdict on ``request_id`` (one given before this gateway started, say).
+
+        Raises what the store's read raises when it cannot answer (``SinkError`` from a store process).
+        """
+        return bool(self.store.feedback(request_id))
+
     def record_snapshots(self, snapshots: list[InstanceSnapshot]) -> None:
         """Queue a scrape round's snapshots (the instance timeline; traces then point at them)."""
         for snap in snapshots:

@@ -58,8 +58,10 @@ async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
     the fleet. A trace that another worker of ``serve --workers N`` has not delivered to the store
     yet is found through the hooks' optional ``lookup_elsewhere(request_id)`` (awaited only when
     ``lookup`` misses). Which ids have a verdict is kept in memory (and in the shared Redis), like
-    what was learned from them: both start again after a restart (the stored feedback records
-    stay). The verdict is learned, by every worker,
+    what was learned from them: both start again after a restart; the stored feedback records
+    stay, and the store is asked (``hooks.has_stored_verdict``) once the claims know none, so a
+    verdict given before the restart still makes a second one a 409 (a store that cannot answer:
+    accepted, see :meth:`Verdicts.stored_before`). The verdict is learned, by every worker,
     for the trace's ``selected_model`` and ``selected_instance``; the 202 body says what was learned
     (``learned``: model, instance, class, ``p_model``, ``p_instance``, ``divergent``).
     """
@@ -102,6 +104,10 @@ async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
     if trace is None:
         return error_response(404, f"no trace for request_id '{item.request_id}'", param="request_id",
                               code="trace_not_found")
+    if await gw.verdicts.stored_before(item.request_id, gw.hooks.has_stored_verdict):  # given before a restart
+        # the claim stays: a later attempt is a 409 without asking the store again
+        return error_response(409, f"request '{item.request_id}' already has a verdict (recorded before)",
+                              param="request_id", code="feedback_exists")
     gw.metrics.record_feedback(item.correct)
     await asyncio.to_thread(gw.hooks.record_feedback, item)
     body: dict[str, object] = {"status": "accepted"}

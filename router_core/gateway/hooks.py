@@ -38,6 +38,16 @@ class TraceHooks(Protocol):
         """Store one feedback record; may block (called in a worker thread)."""
         ...
 
+    def has_stored_verdict(self, request_id: str) -> bool:
+        """Whether the store holds a verdict on ``request_id``; may block (called in a worker thread).
+
+        Asked before a verdict is accepted, once the gateway's own claims (which start again after a
+        restart) know none: a second verdict on a request judged before the restart is then a 409
+        rather than accepted and quarantined by the store. May raise when the store cannot answer
+        (the gateway then accepts the verdict: the store keeps the first one only anyway).
+        """
+        ...
+
     def record_snapshots(self, snapshots: list[InstanceSnapshot]) -> None:
         """Hand over a scrape round's instance snapshots, the way ``emit`` hands over a trace.
 

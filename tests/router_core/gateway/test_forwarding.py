@@ -40,6 +40,9 @@ class MemoryHooks:
     def record_feedback(self, feedback: Feedback) -> None:
         self.feedback.append(feedback)
 
+    def has_stored_verdict(self, request_id: str) -> bool:
+        return any(f.request_id == request_id for f in self.feedback)
+
     def record_snapshots(self, snapshots: list[InstanceSnapshot]) -> None:
         self.rounds.append(snapshots)
 
