@@ -31,6 +31,18 @@ def error_response(status: int, message: str, code: str, param: str | None = Non
 
 
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}  # aiohttp's own answers
+_MAX_NAME = 64  # of a header's name in a message
+
+
+def _not_utf8(request: web.Request) -> str | None:
+    """The name of the first header whose value is not UTF-8 (aiohttp keeps such bytes as lone surrogates)."""
+    for name, value in request.headers.items():
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return name[:_MAX_NAME]
+    return None
 
 
 @web.middleware
@@ -39,7 +51,18 @@ async def http_errors(request: web.Request,
     """The refusals aiohttp makes itself (an unknown route, a wrong method, a body too large) in the API's JSON.
 
     A store process's routes answered them as ``text/plain``, which the gateway's proxy passed on.
+    Refused first, as the gateway refuses them (``router_core.gateway.header_check``, which ingest may
+    not import): a header value that is not UTF-8 (400 ``invalid_header``; a token check encoding it
+    was a 500 with a traceback), and a compressed body (415 ``unsupported_content_encoding``: bodies are
+    read as sent, and a gzip body sent to ``POST /v1/traces`` was quarantined line by line as JSON).
     """
+    if (bad := _not_utf8(request)) is not None:
+        return error_response(400, f"the value of header {bad} is not valid UTF-8", "invalid_header", bad)
+    coding = request.headers.get("Content-Encoding", "").strip()
+    if coding.lower() not in ("", "identity"):
+        return error_response(415, f"request bodies are read as sent: send it uncompressed "
+                              f"(Content-Encoding: {coding[:_MAX_NAME]})", "unsupported_content_encoding",
+                              "Content-Encoding")
     try:
         return await handler(request)
     except web.HTTPException as exc:

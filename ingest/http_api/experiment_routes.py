@@ -22,10 +22,10 @@ from ingest.http_api.params import (
     GroupsQuery,
     SeriesQuery,
     aggregate_query_of,
+    bad_param_of,
     query_of,
     required_time,
 )
-from ingest.pipeline.quarantine import describe_validation_error
 from ingest.trace_store import TraceStore
 from schemas.experiments import CompareQuery
 
@@ -51,8 +51,7 @@ class ExperimentRoutes:
         try:
             query = CompareQuery.model_validate(raw)
         except ValidationError as exc:
-            loc = exc.errors()[0]["loc"]
-            raise BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
+            raise bad_param_of(exc, CompareQuery, request) from exc
         report = await asyncio.to_thread(self.store.compare, query)
         return json_response(report if "shares" in request.query else assumed_even_split(report))
 

@@ -7,6 +7,8 @@ the list routes return: :mod:`ingest.http_api.routes` builds them).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from ingest.duckdb.latches import LatchIntervals
@@ -131,6 +133,27 @@ class _PolicyHash(BaseModel):
     policy_hash: str = Field(min_length=1)
 
 
+class _WindowParams(TraceFilter):
+    """``GET /v1/analytics/window``: the filters, ``start`` and ``end`` required (the route refuses either absent)."""
+
+    start: datetime = Field(description="Inclusive, ISO 8601 with a zone.")
+    end: datetime = Field(description="Exclusive, ISO 8601 with a zone.")
+
+
+class _BucketsParams(BucketsQuery):
+    """``GET /v1/analytics/buckets``: ``start`` and ``end`` required, as the route requires them."""
+
+    start: datetime = Field(description="Inclusive, ISO 8601 with a zone.")
+    end: datetime = Field(description="Exclusive, ISO 8601 with a zone.")
+
+
+class _SeriesParams(SeriesQuery):
+    """``GET /v1/analytics/experiment-series``: ``start`` and ``end`` required, as the route requires them."""
+
+    start: datetime = Field(description="Inclusive, ISO 8601 with a zone.")
+    end: datetime = Field(description="Exclusive, ISO 8601 with a zone.")
+
+
 class _CompareParams(CompareQuery):
     """``GET /v1/analytics/compare``: the query's fields (``shares`` as ``a_share,b_share``)."""
 
@@ -156,7 +179,9 @@ STORE_OPERATIONS: tuple[Operation, ...] = (
         200: Answer("Every line accepted"), 207: Answer("Some lines refused (quarantined)"),
         400: _BAD, 401: Answer("An intake token is required", ErrorResponse),
         408: Answer("The body did not arrive within gateway.body_timeout_s of its headers", ErrorResponse),
-        413: Answer("The body is over storage.intake_max_bytes", ErrorResponse), 422: Answer("Every line refused")},
+        413: Answer("The body is over storage.intake_max_bytes", ErrorResponse),
+        415: Answer("The body is compressed (Content-Encoding): bodies are read as sent", ErrorResponse),
+        422: Answer("Every line refused")},
         tag="store", body=TraceBatch, security=("intake_token",)),
     _read("/v1/traces", "One page of trace summaries, newest first", TracePage, SearchQuery),
     _read("/v1/traces/{request_id}", "One trace (emitted ones not yet stored included)", DecisionTrace,
@@ -164,9 +189,9 @@ STORE_OPERATIONS: tuple[Operation, ...] = (
     _read("/v1/policies/{policy_hash}", "The effective policy stored under a trace's policy_hash", PolicyRecord,
           path_params=_PolicyHash, missing=True),
     _read("/v1/analytics/buckets", "Requests, latency quantiles, fallbacks, cost, misroutes per time bucket",
-          BucketsAnswer, BucketsQuery),
+          BucketsAnswer, _BucketsParams),
     _read("/v1/analytics/window", "The whole window as one bucket: totals and the window's own latency quantiles",
-          WindowAnswer, TraceFilter),
+          WindowAnswer, _WindowParams),
     _read("/v1/analytics/traffic", "Requests along rule -> model -> instance", TrafficAnswer, TraceFilter),
     _read("/v1/analytics/constraints", "Removals per constraint, instance and model", ConstraintsAnswer, TraceFilter),
     _read("/v1/analytics/misroutes", "Feedback saying the routing was wrong, with its trace", MisroutesAnswer,
@@ -176,7 +201,7 @@ STORE_OPERATIONS: tuple[Operation, ...] = (
     _read("/v1/analytics/compare", "Two arms, versions or policies compared", CompareReport, _CompareParams),
     _read("/v1/analytics/groups", "Requests per arm, version or policy in a window", GroupsAnswer, GroupsQuery),
     _read("/v1/analytics/experiment-series", "Two arms, versions or policies per time bucket, forced requests left out",
-          SeriesAnswer, SeriesQuery),
+          SeriesAnswer, _SeriesParams),
     _read("/v1/analytics/latches", "When each latch held an instance out, from the snapshots of a window",
           LatchIntervals, LatchesQuery, missing=True),
     _read("/v1/probes", "Probe results", ProbesAnswer, ProbesQuery),

@@ -8,11 +8,12 @@ parameters. Trace filters are :class:`schemas.queries.TraceFilter`'s; a window i
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Literal, TypeVar
 
 from aiohttp import web
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from ingest.duckdb.latches import INTERVAL_LIMIT
 from ingest.pipeline.quarantine import describe_validation_error
@@ -23,7 +24,7 @@ from schemas.queries import AggregateQuery, TraceFilter
 
 __all__ = ["COMPARE_PARAMS", "BadParam", "BucketsQuery", "EventsQuery", "FeedbackQuery", "GroupsQuery", "LatchesQuery",
            "MisroutesQuery", "ProbesQuery", "QuarantineQuery", "SearchQuery", "SeriesQuery", "SnapshotsQuery",
-           "aggregate_query_of", "filter_of", "query_of", "required_time", "trace_filter_of"]
+           "aggregate_query_of", "bad_param_of", "filter_of", "query_of", "required_time", "trace_filter_of"]
 
 Q = TypeVar("Q", bound=BaseModel)
 
@@ -44,9 +45,23 @@ class _Limit(_Query):
     limit: int = Field(100, ge=1, le=MAX_LIMIT, description="Items at most.")
 
 
-class _Window(_Limit):
+class _Span(_Query):
+    """A required window; ``end`` before ``start`` is refused (as ``GET /v1/traces`` refuses it), not answered empty."""
+
     start: AwareDatetime = Field(description="Inclusive, ISO 8601 with a zone.")
     end: AwareDatetime = Field(description="Exclusive, ISO 8601 with a zone.")
+
+    @field_validator("end")
+    @classmethod
+    def _not_before_start(cls, value: datetime, info: ValidationInfo) -> datetime:
+        start = info.data.get("start")  # absent when start itself was refused
+        if start is not None and value < start:
+            raise ValueError("end must not be before start (a window from start, inclusive, to end, exclusive)")
+        return value
+
+
+class _Window(_Span):
+    limit: int = Field(100, ge=1, le=MAX_LIMIT, description="Items at most.")
 
 
 class SearchQuery(TraceFilter, _Limit):
@@ -104,11 +119,9 @@ class SnapshotsQuery(_Window):
     instance: str | None = None
 
 
-class LatchesQuery(_Query):
+class LatchesQuery(_Span):
     """``GET /v1/analytics/latches``: a window, an instance, and how many intervals at most (the newest)."""
 
-    start: AwareDatetime = Field(description="Inclusive, ISO 8601 with a zone.")
-    end: AwareDatetime = Field(description="Exclusive, ISO 8601 with a zone.")
     instance: str | None = None
     limit: int = Field(INTERVAL_LIMIT, ge=1, le=INTERVAL_LIMIT, description="Intervals at most, the newest.")
 
@@ -117,12 +130,10 @@ class QuarantineQuery(_Window):
     """``GET /v1/quarantine``."""
 
 
-class GroupsQuery(_Query):
+class GroupsQuery(_Span):
     """``GET /v1/analytics/groups``."""
 
     by: CompareBy = "arm"
-    start: AwareDatetime
-    end: AwareDatetime
 
 
 def query_of(model: type[Q], request: web.Request) -> Q:
@@ -134,8 +145,29 @@ def query_of(model: type[Q], request: web.Request) -> Q:
     try:
         return model.model_validate(dict(request.query))
     except ValidationError as exc:
-        loc = exc.errors()[0]["loc"]
-        raise BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
+        raise bad_param_of(exc, model, request) from exc
+
+
+_PLUS = " (a '+' in a URL's query reads as a space: write a zone's '+' as %2B, or give the time in UTC with Z)"
+
+
+def bad_param_of(exc: ValidationError, model: type[BaseModel], request: web.Request) -> BadParam:
+    """The 400 for a query string ``model`` refused: the first parameter at fault, named.
+
+    A check across fields (``a and b must differ``, ``end must be after start``) has no location of its
+    own: the parameter is the first of the model's fields its message names. A time whose zone's ``+``
+    arrived as a space (unescaped in the URL) says so.
+    """
+    err = exc.errors(include_input=False, include_url=False)[0]
+    if err["loc"]:
+        param, message = str(err["loc"][0]), describe_validation_error(exc)
+    else:
+        message = err["msg"].removeprefix("Value error, ")
+        named = [w for w in re.findall(r"[a-z_]+", message) if w in model.model_fields]
+        param = named[0] if named else "query"
+    if " " in request.query.get(param, "") and param in ("start", "end"):
+        message += _PLUS
+    return BadParam(param, message)
 
 
 FILTERS = set(TraceFilter.model_fields)
@@ -166,8 +198,7 @@ def filter_of(request: web.Request) -> TraceFilter:
     try:
         return TraceFilter.model_validate(raw)
     except ValidationError as exc:
-        loc = exc.errors()[0]["loc"]
-        raise BadParam(str(loc[0]) if loc else "query", describe_validation_error(exc)) from exc
+        raise bad_param_of(exc, TraceFilter, request) from exc
 
 
 COMPARE_PARAMS = {"a", "b", "by", "min_samples", "confidence", "alpha", "replicates", "seed"}
@@ -181,7 +212,7 @@ def required_time(request: web.Request, name: str) -> datetime:
     try:
         ts = datetime.fromisoformat(value)
     except ValueError as exc:
-        raise BadParam(name, f"{name} is not an ISO 8601 time") from exc
+        raise BadParam(name, f"{name} is not an ISO 8601 time" + (_PLUS if " " in value else "")) from exc
     if ts.tzinfo is None:
         raise BadParam(name, f"{name} must carry a time zone")
     return ts

@@ -26,9 +26,10 @@ from ingest.http_api.answers import error_response
 from ingest.http_api.routes import INTAKE_PATH, READ_ROUTES
 from schemas.trace import DecisionTrace
 
-__all__ = ["STORE_ROUTES", "add_store_proxy", "read_body", "store_series"]
+__all__ = ["STORE_ROUTES", "STORE_TIMEOUT_S", "add_store_proxy", "read_body", "store_series"]
 
 _RAW_MAX = 1 << 20  # aiohttp's bound for a body given as bytes
+STORE_TIMEOUT_S = 60.0  # a forwarded request's answer from the store: a long analytics query is still served
 
 # (method, path) of every route of ingest.http_api.routes.IngestApi
 STORE_ROUTES = (("POST", INTAKE_PATH), *(("GET", path) for path, _ in READ_ROUTES))
@@ -93,7 +94,8 @@ def add_store_proxy(app: web.Application, store_url: str,
                     read_token: str | None = None,
                     elsewhere: Callable[[str], Awaitable[DecisionTrace | None]] | None = None,
                     body_timeout_s: float = 30.0,
-                    intake_max_bytes: int | None = None) -> Callable[[], Awaitable[bytes]]:
+                    intake_max_bytes: int | None = None,
+                    store_timeout_s: float = STORE_TIMEOUT_S) -> Callable[[], Awaitable[bytes]]:
     """Mount the store's routes on ``app``, forwarded to ``store_url``.
 
     Args:
@@ -109,6 +111,8 @@ def add_store_proxy(app: web.Application, store_url: str,
             (``gateway.body_timeout_s``).
         intake_max_bytes: The largest ``POST /v1/traces`` body forwarded (``storage.intake_max_bytes``,
             as the store takes; None: the gateway's own limit, as for every other route).
+        store_timeout_s: How long the store may take to answer a forwarded request (503
+            ``store_unavailable`` past it, saying so).
 
     Returns:
         A reader of the store's series for the gateway's ``/metrics`` (:func:`store_series`;
@@ -118,7 +122,7 @@ def add_store_proxy(app: web.Application, store_url: str,
     session: dict[str, aiohttp.ClientSession] = {}
 
     async def start(_: web.Application) -> None:
-        session["s"] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60, sock_connect=2))
+        session["s"] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=store_timeout_s, sock_connect=2))
 
     async def stop(_: web.Application) -> None:
         await session["s"].close()
@@ -155,7 +159,10 @@ def add_store_proxy(app: web.Application, store_url: str,
                 body = await up.read()
                 return web.Response(status=up.status, body=body, content_type=up.content_type)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            return error_response(503, f"the trace store is unreachable: {exc}", "store_unavailable")
+            # the total timeout's TimeoutError has no text: the answer said "unreachable: " and nothing more
+            why = str(exc) or (f"no answer within {store_timeout_s:g} s" if isinstance(exc, TimeoutError)
+                               else type(exc).__name__)
+            return error_response(503, f"the trace store is unreachable: {why}", "store_unavailable")
 
     async def metrics() -> bytes:
         if "s" not in session:

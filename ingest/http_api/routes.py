@@ -182,7 +182,8 @@ class IngestApi(ExperimentRoutes):
         if self.token is not None:
             given = request.headers.get("Authorization", "")
             if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
-                return error_response(401, "a valid bearer token is required", "unauthorized")
+                return error_response(401, "a valid intake token is required: send 'Authorization: Bearer <token>'",
+                                      "invalid_api_key")
         if (request.content_length or 0) > self.max_body:  # announced: refused before any of it is read
             return error_response(413, f"body exceeds {self.max_body} bytes", "body_too_large")
         body = bytearray()

@@ -32,6 +32,10 @@ class _BreakerPath(BaseModel):
     name: str = Field(min_length=1)
 
 
+class _BreakerQuery(BaseModel):
+    by: str | None = Field(None, description="Who closes it, named in the breaker's event (64 characters kept).")
+
+
 class _ModelPath(BaseModel):
     model: str = Field(min_length=1)
 
@@ -86,7 +90,8 @@ GATEWAY_OPERATIONS: tuple[Operation, ...] = _any_request(
         Operation("GET", "/v1/probes/verdicts", "The prober's verdicts the router follows", {
             200: _JSON, 404: Answer("No prober", ErrorResponse)}),
         Operation("POST", "/v1/router/breakers/{scope}/{name}/close", "Close one breaker by hand", {
-            200: _JSON, 404: Answer("No such breaker", ErrorResponse)}, path_params=_BreakerPath),
+            200: _JSON, 400: Answer("The scope is not instance, model or zone", ErrorResponse),
+            404: Answer("No such breaker", ErrorResponse)}, path_params=_BreakerPath, query=_BreakerQuery),
     ),
     Operation("GET", "/health", "Liveness and readiness", {200: _JSON, 503: Answer("Not ready, and why")}),
     Operation("GET", "/metrics", "Prometheus exposition", {200: Answer("Metrics", content_type="text/plain")}),

@@ -32,10 +32,11 @@ from router_core.state.quality import QualityTable
 from router_core.state.scraper import MetricsScraper
 from router_core.state.view import StateView
 
-__all__ = ["HOOKS_HEALTH_TIMEOUT_S", "OpsParts", "add_worker_metrics", "alerts", "close_breaker", "health",
-           "hooks_problem", "intents_problem", "list_models", "own_exposition", "probe_verdicts", "prometheus",
-           "retrieve_model", "router_state", "scrape_problem"]
+__all__ = ["BREAKER_SCOPES", "HOOKS_HEALTH_TIMEOUT_S", "OpsParts", "add_worker_metrics", "alerts", "close_breaker",
+           "health", "hooks_problem", "intents_problem", "list_models", "own_exposition", "probe_verdicts",
+           "prometheus", "retrieve_model", "router_state", "scrape_problem"]
 
+BREAKER_SCOPES = ("instance", "model", "zone")  # what POST /v1/router/breakers/{scope}/{name}/close takes
 HOOKS_HEALTH_TIMEOUT_S = 5.0  # an async hooks health check (the store asked over loopback) past this is a reason
 
 
@@ -148,9 +149,12 @@ async def close_breaker(gw: OpsParts, request: web.Request) -> web.Response:
     Guarded by the gateway's API keys like the other routes; ``?by=`` names the operator in the event.
     """
     scope, name = request.match_info["scope"], request.match_info["name"]
+    if scope not in BREAKER_SCOPES:  # not a 404 "no cluster breaker named ...": the scope itself is wrong
+        return error_response(400, f"scope must be one of {', '.join(BREAKER_SCOPES)}, not {scope[:64]!r}",
+                              param="scope", code="invalid_parameter")
     by = request.query.get("by", "api")[:64]
     if not await gw.breaker_hub.close(scope, name, by):
-        return error_response(404, f"no {scope} breaker named {name!r}", code="not_found")
+        return error_response(404, f"no {scope} breaker named {name[:200]!r}", code="not_found")
     b = gw.breakers.get(scope, name)
     return web.Response(body=orjson.dumps(None if b is None else b.view(gw.perf())), content_type="application/json")
 
