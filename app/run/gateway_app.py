@@ -68,6 +68,8 @@ from schemas.trace import DecisionTrace
 __all__ = ["GATEWAY", "StoreHooks", "build_gateway_app"]
 
 GATEWAY = web.AppKey("routelens.gateway", Gateway)  # the application's gateway (its shutdown reaches its parts)
+# How long GET /v1/feedback waits for this worker's undelivered records (relayed every 500 ms); then the store answers
+FEEDBACK_SETTLE_S = 2.0
 
 
 class StoreHooks:
@@ -240,7 +242,8 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         store_metrics = add_store_proxy(app, store_url, emitter.pending, read_token=read_token_of(st),
                                         elsewhere=None if siblings is None else siblings.find,
                                         body_timeout_s=config.gateway.body_timeout_s,
-                                        intake_max_bytes=st.intake_max_bytes)  # the store's limit, not chat's
+                                        intake_max_bytes=st.intake_max_bytes,  # the store's limit, not chat's
+                                        settle=lambda: asyncio.to_thread(emitter.flush, FEEDBACK_SETTLE_S))
         if own_store:
             gateway.metrics_sources.append(store_metrics)
 

@@ -3,12 +3,13 @@
 Clients keep one address (the gateway's) for chat, feedback and the trace API alike. A lookup of
 one trace answers from the gateway's own pending traces first (read-your-writes before the relay
 has delivered them), then from the store, then (with several workers) from another worker's
-pending traces. A body is read as the gateway's own routes read theirs: within the gateway's
-body timeout (408), and refused at once when its ``Content-Length`` is over the gateway's limit
-(413), so a client cannot hold a connection and a handler by never finishing it. The store's own
-pipeline series (what it wrote, quarantined, failed to write, holds in its spool) can be
-republished on the gateway's ``/metrics`` as ``routelens_store_*`` (:func:`store_series`):
-Prometheus scrapes the gateway only.
+pending traces. A read of a request's feedback first has the gateway deliver what it holds
+(``settle``), so a verdict posted through it is read back at once. A body is read as the
+gateway's own routes read theirs: within the gateway's body timeout (408), and refused at once
+when its ``Content-Length`` is over the gateway's limit (413), so a client cannot hold a
+connection and a handler by never finishing it. The store's own pipeline series (what it wrote,
+quarantined, failed to write, holds in its spool) can be republished on the gateway's
+``/metrics`` as ``routelens_store_*`` (:func:`store_series`): Prometheus scrapes the gateway only.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import orjson
 from aiohttp import web
 
 from ingest.http_api.answers import error_response
-from ingest.http_api.routes import INTAKE_PATH, READ_ROUTES
+from ingest.http_api.routes import FEEDBACK_PATH, INTAKE_PATH, READ_ROUTES
 from schemas.trace import DecisionTrace
 
 __all__ = ["STORE_ROUTES", "STORE_TIMEOUT_S", "add_store_proxy", "read_body", "store_series"]
@@ -95,7 +96,8 @@ def add_store_proxy(app: web.Application, store_url: str,
                     elsewhere: Callable[[str], Awaitable[DecisionTrace | None]] | None = None,
                     body_timeout_s: float = 30.0,
                     intake_max_bytes: int | None = None,
-                    store_timeout_s: float = STORE_TIMEOUT_S) -> Callable[[], Awaitable[bytes]]:
+                    store_timeout_s: float = STORE_TIMEOUT_S,
+                    settle: Callable[[], Awaitable[object]] | None = None) -> Callable[[], Awaitable[bytes]]:
     """Mount the store's routes on ``app``, forwarded to ``store_url``.
 
     Args:
@@ -113,6 +115,9 @@ def add_store_proxy(app: web.Application, store_url: str,
             as the store takes; None: the gateway's own limit, as for every other route).
         store_timeout_s: How long the store may take to answer a forwarded request (503
             ``store_unavailable`` past it, saying so).
+        settle: Awaited before ``GET /v1/feedback`` is forwarded: delivers what this gateway has not
+            relayed yet (its verdicts wait for the next relay, ``storage.flush_interval_ms``), so a
+            verdict posted through this process is there when read back (read-your-writes).
 
     Returns:
         A reader of the store's series for the gateway's ``/metrics`` (:func:`store_series`;
@@ -135,6 +140,8 @@ def add_store_proxy(app: web.Application, store_url: str,
             allowed = read_token is None or hmac.compare_digest(given, f"Bearer {read_token}".encode())
             if allowed and (trace := pending(rid)) is not None:
                 return _trace(trace)
+        if settle is not None and request.method == "GET" and request.path == FEEDBACK_PATH:
+            await settle()
         data = None
         if request.can_read_body:
             intake = request.method == "POST" and request.path == INTAKE_PATH

@@ -85,16 +85,17 @@ from ingest.trace_store import BadCursor, TraceStore
 from schemas.feedback import Feedback
 from schemas.trace import DecisionTrace
 
-__all__ = ["INTAKE_PATH", "READ_ROUTES", "IngestApi"]
+__all__ = ["FEEDBACK_PATH", "INTAKE_PATH", "READ_ROUTES", "IngestApi"]
 
 
 INTAKE_PATH = "/v1/traces"  # POST: traces from other routers or other gateways
+FEEDBACK_PATH = "/v1/feedback"  # GET: a request's verdicts (POST is the gateway's own route)
 # GET path -> the IngestApi method answering it: every read route, here once (the gateway's proxy forwards these)
 READ_ROUTES = (
     ("/v1/traces", "search"), ("/v1/traces/{request_id}", "trace"),
     ("/v1/analytics/buckets", "buckets"), ("/v1/analytics/window", "window"), ("/v1/analytics/traffic", "traffic"),
     ("/v1/analytics/constraints", "constraints"), ("/v1/analytics/misroutes", "misroutes"),
-    ("/v1/feedback", "feedback"),
+    (FEEDBACK_PATH, "feedback"),
     ("/v1/analytics/compare", "compare"), ("/v1/analytics/groups", "groups"),
     ("/v1/analytics/experiment-series", "experiment_series"),
     ("/v1/analytics/latches", "latches"),
