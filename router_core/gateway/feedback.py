@@ -72,6 +72,9 @@ async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
         data = orjson.loads(raw)
         if not isinstance(data, dict):
             raise InvalidRequest("feedback must be a JSON object", code="invalid_request")
+        if "correct" in data and not isinstance(data["correct"], bool):  # pydantic's lax mode reads "yes" as true
+            return error_response(400, "invalid feedback: correct must be true or false (a JSON boolean)",
+                                  param="correct", code="invalid_value")
         data.setdefault("ts", gw.wall().isoformat())
         item = Feedback.model_validate(data)
     except orjson.JSONDecodeError:

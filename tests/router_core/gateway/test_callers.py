@@ -155,6 +155,9 @@ def test_feedback_takes_one_verdict_per_traced_request_and_known_classes() -> No
             assert banana.status == 400 and openai_error(await banana.read())["param"] == "expected_class"
             typo = await client.post("/v1/feedback", json={**verdict, "expected_model": "m-typo"})  # the fleet: "m"
             assert typo.status == 400 and openai_error(await typo.read())["param"] == "expected_model"
+            for loose in ("yes", "false", 0, 1, None):  # a JSON boolean only (lax pydantic read "yes" as true)
+                vague = await client.post("/v1/feedback", json={**verdict, "correct": loose})
+                assert vague.status == 400 and openai_error(await vague.read())["param"] == "correct", loose
             first = await client.post("/v1/feedback", json={**verdict, "expected_model": "m"})
             assert first.status == 202
             learned = await quality(client)
