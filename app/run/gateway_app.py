@@ -65,9 +65,11 @@ from schemas.policy_record import PolicyRecord
 from schemas.records import RouterEvent
 from schemas.trace import DecisionTrace
 
-__all__ = ["GATEWAY", "StoreHooks", "build_gateway_app"]
+__all__ = ["GATEWAY", "STARTED_AT_ENV", "StoreHooks", "build_gateway_app"]
 
 GATEWAY = web.AppKey("routelens.gateway", Gateway)  # the application's gateway (its shutdown reaches its parts)
+# Set by the serve that starts several workers (Unix seconds): every worker's /v1/models says the same ``created``
+STARTED_AT_ENV = "ROUTELENS_STARTED_AT"
 # How long GET /v1/feedback waits for this worker's undelivered records (relayed every 500 ms); then the store answers
 FEEDBACK_SETTLE_S = 2.0
 
@@ -217,6 +219,8 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
         policy=PolicyGate.load(config, shared=shared, hash_key=hash_key),
         shared=shared,
     )
+    if (started := os.environ.get(STARTED_AT_ENV, "")).isdigit():  # one start time, whichever worker answers
+        gateway.started_at = int(started)
     app = gateway.build_app()
     app[GATEWAY] = gateway
     if len(metrics_ports) > 1:  # a scrape of the shared port, whichever worker answers, shows every worker

@@ -14,6 +14,7 @@ import os
 import secrets
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from aiohttp import web
 
 from app.run.access import access_notices
 from app.run.event_loop import new_event_loop
-from app.run.gateway_app import GATEWAY, build_gateway_app
+from app.run.gateway_app import GATEWAY, STARTED_AT_ENV, build_gateway_app
 from app.run.local_redis import start_local_redis, with_shared_url
 from app.run.probe_child import start_prober, wants_prober
 from app.run.procs import Child, app_command, free_port, free_ports
@@ -106,6 +107,7 @@ def run_server(
             ports = free_ports(2 * workers)  # and its pending traces, for a lookup another worker missed
             metrics_ports = ports[:workers]
             os.environ[SIBLING_PORTS_ENV] = ",".join(map(str, ports[workers:]))  # the workers it starts inherit it
+            os.environ[STARTED_AT_ENV] = str(int(time.time()))  # /v1/models' created, the same from every worker
         for i in range(1, workers if starts_workers else 1):
             peer = Supervised(f"gateway-{i}", functools.partial(_child, f"gateway-{i}", config_path or "", [
                 "serve", "--host", host, "--port", str(port), "--db", db, "--store-url", store_url or "",

@@ -89,6 +89,16 @@ def test_two_workers_share_the_port_and_one_store(tmp_path: Path) -> None:
             return seen
 
         assert wait_until(lambda: syntax_verdicts() == {("0", "ok"), ("1", "ok")}, 30)
+
+        created: dict[str, set[int]] = {}  # /v1/models' created: serve's start, whichever worker answers
+        for _ in range(40):
+            req = urllib.request.Request(f"{url}/v1/models", headers={"Connection": "close"})
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                created.setdefault(resp.headers["x-routelens-worker"], set()).update(
+                    card["created"] for card in json.loads(resp.read())["data"])
+            if len(created) == 2:
+                break
+        assert set(created) == {"0", "1"} and len(created["0"] | created["1"]) == 1, created  # worker 1 starts first
     finally:
         for p in reversed(procs):
             p.stop()
