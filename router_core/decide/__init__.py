@@ -8,7 +8,7 @@ those two share), ``policy`` (what a configuration builds: plugins, weights, pic
 policy as one document, its hash, and the policy a stored document decides with again),
 ``builtin`` (the explicit list of in-tree plugins), ``prepared`` (per-snapshot memo of state-only
 verdicts and terms), ``decision`` (the context a decision reads and the decision it returns),
-``analysis`` and ``attachments`` (a request's features), ``recorder`` (the trace of one request),
+``analysis``, ``attachments`` and ``media_tokens`` (a request's features), ``recorder`` (the trace of one request),
 ``replay`` (a stored request decided again) and ``verify`` (whether a re-decided trace is the same
 decision: the first difference). Import from the modules; this package imports nothing, so that a
 module of it never drags the others in.

@@ -7,7 +7,10 @@ The input the model reads is more than the messages' text: the tool (and legacy 
 definitions a chat template renders into the prompt, and the calls earlier assistant turns made
 (their names and arguments). Those count in ``input_chars`` and ``est_input_tokens``, what the
 context-window check and a policy's ``input_length`` read (an agent's tool schemas are often most
-of its prompt); they are neither the query nor its language. Images and audio are not counted.
+of its prompt); they are neither the query nor its language. Images and audio count in
+``est_input_tokens`` too (not in ``input_chars``): an image by OpenAI's tile rule from the size its
+header gives (a remote or unreadable one as the largest the rule allows), audio at about 10 tokens a
+second (:mod:`router_core.decide.media_tokens`); ``file`` parts (PDF...) count nothing.
 """
 
 from __future__ import annotations
@@ -132,7 +135,9 @@ def analyse_request(body: Any, *, max_chars: int = 20_000, attachments: Attachme
     input was cut. Attachments are typed by their bytes
     (:func:`router_core.decide.attachments.inspect_attachments`, only when a part carries one);
     ``file_types`` lists each one's :attr:`~router_core.decide.attachments.Attachment.type`: the detected
-    type wins, the declared one counts only where bytes cannot contradict it.
+    type wins, the declared one counts only where bytes cannot contradict it. Images' and audio's
+    estimated tokens (:attr:`~router_core.decide.attachments.Attachment.tokens`) are added to
+    ``est_input_tokens`` after the text's (which alone is extrapolated past the cut).
 
     Raises:
         InvalidRequest: When the body is not a chat-completions request, or an attachment is
@@ -183,7 +188,7 @@ def analyse_request(body: Any, *, max_chars: int = 20_000, attachments: Attachme
         requested_model=model,
         n_messages=len(messages),
         input_chars=total_chars,
-        est_input_tokens=round(estimate_tokens(cjk, other) * scale),
+        est_input_tokens=round(estimate_tokens(cjk, other) * scale) + (sum(a.tokens for a in found) if found else 0),
         max_tokens=max_tokens,
         stream=stream is True,
         language=language,

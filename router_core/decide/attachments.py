@@ -8,12 +8,16 @@ full (a C-speed ``bytes.translate``, not a decode), and only a prefix is decoded
 :data:`SIGNATURE_BYTES` ``filetype`` itself reads from a file, which its zip-based matchers
 (docx, xlsx, pptx...) need to see past the first entries of the archive. Remote URLs and file ids
 are not fetched: their type is what their name declares.
+
+Each image and audio part also gets its estimated input tokens from that prefix
+(:mod:`router_core.decide.media_tokens`: an image's size from its header, a remote image as the
+largest; audio's seconds). ``file`` parts (PDF...) count none: there is no published rule.
 """
 
 from __future__ import annotations
 
 import binascii
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -21,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 import filetype  # type: ignore[import-untyped]
 
+from router_core.decide.media_tokens import audio_tokens, image_tokens
 from router_core.errors import InvalidRequest
 from schemas.config.attachments import UNKNOWN_TYPE, AttachmentSettings, normalise_type
 
@@ -55,6 +60,7 @@ class Attachment:
         detected: The type its bytes show (None: not recognised, or not carried inline).
         size: Decoded size in bytes (0 when the bytes are not in the request).
         inline: Whether the bytes are in the request (False for a remote URL or a file id).
+        tokens: Estimated input tokens of an image or audio part (0 for a ``file`` part).
     """
 
     message: int
@@ -63,6 +69,7 @@ class Attachment:
     detected: str | None
     size: int
     inline: bool
+    tokens: int = 0
 
     @property
     def where(self) -> str:
@@ -151,13 +158,18 @@ def _detect(prefix: bytes) -> str | None:
     return None if kind is None else normalise_type(str(kind.extension))
 
 
+def _no_tokens(prefix: bytes, size: int) -> int:
+    return 0
+
+
 def _inline(message: int, index: int, declared: str | None, data: str, param: str,
-            settings: AttachmentSettings) -> Attachment:
+            settings: AttachmentSettings, count: Callable[[bytes, int], int] = _no_tokens) -> Attachment:
+    """The attachment carried by base64 ``data``; ``count`` gives its tokens from (decoded prefix, size)."""
     if data[:5].lower() == "data:":
         from_url, data = _data_url(data, param)
         declared = declared or from_url
     size, prefix = _base64(data, param, settings.max_bytes)
-    return Attachment(message, index, declared, _detect(prefix), size, inline=True)
+    return Attachment(message, index, declared, _detect(prefix), size, inline=True, tokens=count(prefix, size))
 
 
 def _object(part: Mapping[str, Any], key: str, param: str) -> Mapping[str, Any]:
@@ -181,10 +193,13 @@ def _inspect_part(i: int, j: int, part: Mapping[str, Any], settings: AttachmentS
     if kind == "image_url":
         image = _object(part, "image_url", f"{at}.image_url")
         url = _string(image, "url", f"{at}.image_url") or ""
+        detail = image.get("detail")
         if url[:5].lower() == "data:":
-            return _inline(i, j, None, url, f"{at}.image_url.url", settings)
+            return _inline(i, j, None, url, f"{at}.image_url.url", settings,
+                           lambda prefix, _size: image_tokens(prefix, detail))
         if url[:7].lower() == "http://" or url[:8].lower() == "https://":
-            return Attachment(i, j, _from_name(unquote(urlsplit(url).path)), None, 0, inline=False)
+            return Attachment(i, j, _from_name(unquote(urlsplit(url).path)), None, 0, inline=False,
+                              tokens=image_tokens(None, detail))
         raise _bad("'image_url.url' must be an http(s) URL or a base64 data URL", f"{at}.image_url.url")
     if kind == "file":
         file = _object(part, "file", f"{at}.file")
@@ -200,7 +215,8 @@ def _inspect_part(i: int, j: int, part: Mapping[str, Any], settings: AttachmentS
         audio = _object(part, "input_audio", f"{at}.input_audio")
         fmt = _string(audio, "format", f"{at}.input_audio", required=False)
         data = _string(audio, "data", f"{at}.input_audio") or ""
-        return _inline(i, j, normalise_type(fmt) if fmt else None, data, f"{at}.input_audio.data", settings)
+        return _inline(i, j, normalise_type(fmt) if fmt else None, data, f"{at}.input_audio.data", settings,
+                       audio_tokens)
     return None  # text, refusal, or a part type this router does not know: nothing to type
 
 

@@ -103,8 +103,8 @@ def check_context(features: RequestFeatures, specs: Iterable[InstanceSpec]) -> N
         return
     raise InvalidRequest(
         f"This model's maximum context length is {max(windows)} tokens. However, you requested about {need} "
-        f"tokens ({features.est_input_tokens} in the messages and tools, {features.max_tokens or 0} in the "
-        "completion). "
+        f"tokens ({features.est_input_tokens} in the messages, tools and attachments, "
+        f"{features.max_tokens or 0} in the completion). "
         "Please reduce the length of the messages or completion.",
         param="messages", code="context_length_exceeded",
     )
