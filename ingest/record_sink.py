@@ -22,7 +22,7 @@ from ingest.kinds import Kind
 from schemas.trace import DecisionTrace
 
 __all__ = ["SAMPLED", "PreparedBatch", "RecordBatch", "RecordSink", "Rejected", "WriteResult", "batch_of",
-           "conflict_reason", "merge_prepared", "same_trace", "verdict_reason"]
+           "conflict_reason", "merge_prepared", "same_trace", "verdict_reason", "verdict_reason_parts"]
 
 
 @dataclass
@@ -172,12 +172,26 @@ def conflict_reason(request_id: str) -> str:
     return f"request_id {request_id!r} already stored with different content"
 
 
+_VERDICT_REASON = "a verdict on request_id {} is stored already (one verdict per request: the first one counts)"
+
+
 def verdict_reason(request_id: str) -> str:
     """Why a verdict is quarantined: its request holds another one (one verdict per request: the first counts).
 
-    Every store says it in these words (and the DuckDB migration of an older file, ``sql/verdicts.sql``).
+    Every store says it in these words, and so does the DuckDB migration of an older file
+    (``sql/verdicts.sql``, given the words around the id by :func:`verdict_reason_parts`).
     """
-    return f"a verdict on request_id {request_id!r} is stored already (one verdict per request: the first one counts)"
+    return _VERDICT_REASON.format(repr(request_id))
+
+
+def verdict_reason_parts() -> tuple[str, str]:
+    """The reason's words before and after a request id written between single quotes (a SQL statement's join).
+
+    ``head + rid + tail`` is :func:`verdict_reason` for every id Python quotes that way (one without a
+    quote, a backslash or an unprintable character: every id the gateway makes or takes).
+    """
+    head, tail = _VERDICT_REASON.split("{}")
+    return head + "'", "'" + tail
 
 
 SAMPLED = ("candidates",)  # what a trace outside the detail sample (``detail`` false) holds less of

@@ -34,6 +34,7 @@ import pyarrow as pa
 from ingest.codec.to_arrow import parse_schema
 from ingest.duckdb.derived import DERIVED, add_derived_columns
 from ingest.kinds import KINDS
+from ingest.record_sink import verdict_reason_parts
 from schemas.common import ProbeVerdict
 from schemas.version import SCHEMA_VERSION
 
@@ -269,7 +270,7 @@ def _one_verdict_per_request(con: duckdb.DuckDBPyConnection, created: set[str], 
     queries = {name: re.sub(r"^--.*\n", "", body, flags=re.M).strip() for name, body in found}
     if not con.execute(queries["duplicates"]).fetchall()[0][0]:
         return []
-    con.execute(queries["quarantine_later"], [now])
+    con.execute(queries["quarantine_later"], [now, *verdict_reason_parts()])
     done = [queries["quarantine_later"], queries["delete_later"]]
     con.execute(queries["delete_later"])
     if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'traffic_minutes'").fetchall()[0][0]:
