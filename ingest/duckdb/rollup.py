@@ -58,7 +58,9 @@ _DIMS = ("router_version", "experiment_arm", "rule", "model", "instance")
 # TraceFilter field -> predicate on traffic_minutes; a filter setting any other field reads the traces.
 _PREDICATES = {"router_version": "router_version = ?", "experiment_arm": "experiment_arm = ?", "rule": "rule = ?",
                "model": "model = ?", "instance": "instance = ?"}
-_UNANSWERABLE = ("fallback", "outcome", "query_hash", "min_latency_ms", "max_latency_ms", "violation")
+# What the rollup holds of a filter: its window and these dimensions. Any other field (fallback, outcome, a
+# query hash, a W3C trace id, latency bounds, a violation, and whatever TraceFilter gains) reads the traces.
+_ANSWERABLE = frozenset({"start", "end", *_PREDICATES})
 Fetch = Callable[[str, list[Any]], list[dict[str, Any]]]
 _US = timedelta(microseconds=1)
 _said_outside = False  # the traces outside the contract's range were logged (once a process)
@@ -187,7 +189,8 @@ def late_feedback(cur: duckdb.DuckDBPyConnection, batch: pa.Table, until: dateti
 
 def answerable(flt: TraceFilter) -> bool:
     """True when the rollup holds what ``flt`` selects (a window and rollup dimensions only)."""
-    return flt.start is not None and flt.end is not None and all(getattr(flt, f) is None for f in _UNANSWERABLE)
+    return flt.start is not None and flt.end is not None and \
+        all(getattr(flt, f) is None for f in type(flt).model_fields if f not in _ANSWERABLE)
 
 
 def split(flt: TraceFilter, sealed: datetime | None) -> tuple[tuple[datetime, datetime] | None, list[TraceFilter]]:

@@ -139,6 +139,29 @@ def test_a_filter_the_rollup_cannot_answer_reads_the_traces_exactly(tmp_path: Pa
     store.close()
 
 
+def test_a_trace_id_filter_reads_the_traces_once_minutes_are_sealed(tmp_path: Path) -> None:
+    """The rollup holds no W3C trace id: with minutes sealed it answered 60 requests for a filter that selects 15."""
+    tid = "0af7651916cd43dd8448eb211c80319c"
+    traces = [t.model_copy(update={"otel_trace_id": tid}) if i % 4 == 0 else t for i, t in enumerate(_traces(60))]
+    store = DuckDBTraceStore(tmp_path / "t.duckdb", clock=Clock(T0 + timedelta(days=1)))  # every minute sealed
+    store.write_records(traces)
+    flt = TraceFilter(start=T0, end=T0 + timedelta(hours=3), otel_trace_id=tid)
+    assert sum(b.requests for b in store.aggregate(AggregateQuery(filter=flt, bucket="1h"))) == 15
+    assert sum(e.requests for e in store.traffic(flt)) == 15
+    store.close()
+
+
+@pytest.mark.parametrize("field", sorted(set(TraceFilter.model_fields) - {"start", "end", "router_version",
+                                                                          "experiment_arm", "rule", "model",
+                                                                          "instance"}))
+def test_the_rollup_answers_only_the_window_and_its_dimensions(field: str) -> None:
+    sample = {"fallback": True, "outcome": "ok", "otel_trace_id": "0af7651916cd43dd8448eb211c80319c",
+              "min_latency_ms": 1.0, "max_latency_ms": 1.0, "violation": "kv-cache"}.get(field, "x")
+    window = {"start": T0, "end": T0 + timedelta(hours=1)}
+    assert rollup.answerable(TraceFilter(**window, rule="r"))
+    assert not rollup.answerable(TraceFilter.model_validate({**window, field: sample}))
+
+
 def test_an_old_file_is_backfilled_on_open_and_retention_drops_old_minutes(tmp_path: Path) -> None:
     path = tmp_path / "t.duckdb"
     traces = _traces(300)
