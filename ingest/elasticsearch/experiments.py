@@ -4,7 +4,9 @@ Three searches, ``size: 0``: the traces of both sides (a ``terms`` bucket per si
 errors and fallbacks, the cost sum and count, and percentile grids of latency and cost), and their
 feedback (whose documents carry the trace's context, ``trace.*``), both without the requests forced
 onto an arm by header; then those forced requests' count per side. No document reaches Python.
-``experiment_series`` is each side per time bucket, without forced requests (two searches: traces, feedback).
+``experiment_series`` is each side per time bucket, without forced requests (two searches: traces, feedback;
+a filter the feedback's context does not carry has its feedback joined to the traces instead:
+:meth:`ingest.elasticsearch.analytics.ElasticsearchAnalytics._joined`).
 
 What differs from DuckDB, and what it costs: Elasticsearch has no log-spaced histogram, so the
 latency bins are rebuilt from a grid of :data:`GRID` percentiles (TDigest): each slice between two
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ingest.elasticsearch.analytics import VerdictTally, epoch_ms
+from ingest.elasticsearch.filters import carried
 from ingest.experiments.compare import BINS, QUANTILES, Exact, build_report, histogram_of
 from ingest.kinds import Kind
 from schemas.experiments import COMPARE_BY, ArmStats, CompareBy, CompareQuery, CompareReport
@@ -107,6 +110,11 @@ class ElasticsearchExperiments:
                             key: Callable[[dict[str, Any]], Hashable]) -> dict[Hashable, VerdictTally]:
         """The verdicts stored before their trace, on traces ``traces`` selects, counted by ``key(context)``."""
 
+    @abstractmethod
+    def _tally_joined(self, traces: dict[str, Any], context: dict[str, Any],
+                      key: Callable[[dict[str, Any]], Hashable]) -> dict[Hashable, VerdictTally]:
+        """Every verdict on the traces ``traces`` selects, counted by ``key(context)``."""
+
     def experiment_groups(self, by: CompareBy, start: datetime, end: datetime) -> dict[str, int]:
         """Return the requests per arm, router version or policy hash in ``[start, end)``, busiest first."""
         aggs = {"g": {"terms": {"field": COMPARE_BY[by], "size": 1000}}}
@@ -128,15 +136,24 @@ class ElasticsearchExperiments:
                 "latency": {"percentiles": {"field": "outcome.total_ms", "percents": [50, 95, 99]}},
                 "cost": {"sum": {"field": "outcome.cost"}},
             }}}}}
-        traces = self._search(Kind.TRACE, size=0, aggs=aggs, query=self._sides(query.filter, field, [a, b]))
-        misroutes = {"misroutes": {"filter": _term("correct", False)}}
-        fb_aggs = {"g": {"terms": {"field": f"trace.{field}", "size": 2}, "aggs": {"b": {
-            "date_histogram": {"field": "trace.ts", **hist}, "aggs": misroutes}}}}
-        fb = self._search(Kind.FEEDBACK, size=0, aggs=fb_aggs, query=self._sides(query.filter, field, [a, b], "trace."))
+        sides = self._sides(query.filter, field, [a, b])
+        traces = self._search(Kind.TRACE, size=0, aggs=aggs, query=sides)
         step = BUCKETS[query.bucket] * 1000  # the histogram's keys: epoch milliseconds, floored to the interval
-        feedback = {k: (t.feedback, t.misroutes) for k, t in self._tally_before_trace(
-            self._sides(query.filter, field, [a, b]), lambda ctx: (str(ctx[field]), epoch_ms(ctx["ts"]) // step * step),
-        ).items()}
+
+        def key(ctx: dict[str, Any]) -> Hashable:
+            return str(ctx[field]), epoch_ms(ctx["ts"]) // step * step
+
+        context = self._sides(query.filter, field, [a, b], "trace.")
+        fb: dict[str, Any] = {}
+        if not carried(query.filter):  # feedback joined to the traces: no aggregation to add below
+            tallies = self._tally_joined(sides, context, key)
+        else:
+            tallies = self._tally_before_trace(sides, key)
+            misroutes = {"misroutes": {"filter": _term("correct", False)}}
+            fb_aggs = {"g": {"terms": {"field": f"trace.{field}", "size": 2}, "aggs": {"b": {
+                "date_histogram": {"field": "trace.ts", **hist}, "aggs": misroutes}}}}
+            fb = self._search(Kind.FEEDBACK, size=0, aggs=fb_aggs, query=context)
+        feedback = {k: (t.feedback, t.misroutes) for k, t in tallies.items()}
         for g in _buckets(fb):
             for h in g["b"]["buckets"]:
                 was = feedback.get((str(g["key"]), h["key"]), (0, 0))

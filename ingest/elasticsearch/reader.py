@@ -1,16 +1,19 @@
 """The query API (:class:`ingest.trace_store.TraceStore`) over Elasticsearch data streams.
 
 Filters become ``bool.filter`` clauses (``term``, ``range``: values are never spliced into query
-strings), pages use ``search_after`` on ``(ts, request_id)``, aggregates ``date_histogram`` with
-``min_doc_count: 1`` (the same buckets DuckDB returns) and ``percentiles`` (t-digest: close to,
-not exactly, DuckDB's interpolated quantiles on large sets). Misroutes come from the feedback
-stream, whose documents carry the context of their trace (``trace.*``), and from the verdicts
-stored before their trace, which carry none (added apart: :mod:`ingest.elasticsearch.analytics`).
+strings: :mod:`ingest.elasticsearch.filters`), pages use ``search_after`` on ``(ts, request_id)``,
+aggregates ``date_histogram`` with ``min_doc_count: 1`` (the same buckets DuckDB returns) and
+``percentiles`` (t-digest: close to, not exactly, DuckDB's interpolated quantiles on large sets).
+Feedback figures come from the feedback stream, whose documents carry the context of their trace
+(``trace.*``), and from the verdicts stored before their trace, which carry none (added apart); a
+filter on what the context does not hold (``violation``, ``otel_trace_id``) has the feedback joined
+to its traces instead (:mod:`ingest.elasticsearch.analytics`).
 The latency range is the gateway's total time (``outcome.total_ms``; ``trace.total_ms`` on feedback).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +22,7 @@ from elasticsearch import Elasticsearch
 from ingest.codec.stored_rows import assemble_trace, clean, state_ids, summary_of
 from ingest.elasticsearch.analytics import ElasticsearchAnalytics, VerdictTally, epoch_ms
 from ingest.elasticsearch.experiments import ElasticsearchExperiments
+from ingest.elasticsearch.filters import carried, filter_query, term
 from ingest.elasticsearch.index_templates import TIMESTAMP_FIELD, data_stream
 from ingest.kinds import KINDS, Kind
 from ingest.trace_store import (
@@ -35,42 +39,10 @@ from schemas.trace import DecisionTrace
 
 __all__ = ["ElasticsearchReader", "filter_query", "term"]
 
-_TERMS = {"router_version": "router_version", "experiment_arm": "experiment_arm", "rule": "rule",
-          "model": "selected_model", "instance": "selected_instance", "fallback": "fallback_triggered",
-          "outcome": "outcome.status", "query_hash": "query_hash",
-          "otel_trace_id": "otel_trace_id"}
 _SUMMARY = ["request_id", "ts", "router_version", "experiment_arm", "rule", "query_hash", "selected_model",
             "selected_instance", "fallback_triggered", "mode", "outcome", "latency_ms", "detail", "shadow",
             "otel_trace_id"]
 _NONE = "\u0000none"
-
-
-def term(field: str, value: Any) -> dict[str, Any]:
-    """Return a ``term`` query in the long form the specification documents."""
-    return {"term": {field: {"value": value}}}
-
-
-def filter_query(flt: TraceFilter, prefix: str = "") -> dict[str, Any]:
-    """Return the ``bool`` query of a filter (``prefix`` ``trace.`` for feedback documents)."""
-    clauses: list[dict[str, Any]] = []
-    for name, field in _TERMS.items():
-        value = getattr(flt, name)
-        if value is not None:
-            if prefix and field == "outcome.status":
-                field = "outcome_status"
-            clauses.append(term(prefix + field, getattr(value, "value", value)))
-    bounds = {op: getattr(flt, name).isoformat() for op, name in (("gte", "start"), ("lt", "end"))
-              if getattr(flt, name) is not None}
-    if bounds:
-        clauses.append({"range": {prefix + "ts": bounds}})
-    latency = {op: getattr(flt, name) for op, name in (("gte", "min_latency_ms"), ("lt", "max_latency_ms"))
-               if getattr(flt, name) is not None}
-    if latency:
-        clauses.append({"range": {(prefix + "total_ms") if prefix else "outcome.total_ms": latency}})
-    if flt.violation is not None and not prefix:  # feedback documents carry no candidates
-        clauses.append({"nested": {"path": "candidates",
-                                   "query": term("candidates.violations.constraint", flt.violation)}})
-    return {"bool": {"filter": clauses}}
 
 
 class ElasticsearchReader(ElasticsearchAnalytics, ElasticsearchExperiments, WindowReader):
@@ -129,12 +101,8 @@ class ElasticsearchReader(ElasticsearchAnalytics, ElasticsearchExperiments, Wind
         hist = {"fixed_interval": f"{BUCKETS[query.bucket]}s", "min_doc_count": 1}
         aggs = {"b": {"date_histogram": {"field": "ts", **hist}, "aggs": _BUCKET_AGGS}}
         traces = self._search(Kind.TRACE, query=filter_query(query.filter), size=0, aggs=aggs)
-        fb_aggs = {"b": {"date_histogram": {"field": "trace.ts", **hist}, "aggs": _FEEDBACK_AGGS}}
-        fb = self._search(Kind.FEEDBACK, query=filter_query(query.filter, "trace."), size=0, aggs=fb_aggs)
         step = BUCKETS[query.bucket] * 1000  # the histogram's keys: epoch milliseconds, floored to the interval
-        feedback = self._tally_before_trace(filter_query(query.filter), lambda ctx: epoch_ms(ctx["ts"]) // step * step)
-        for b in (fb.get("aggregations") or {}).get("b", {}).get("buckets", []):
-            _add(feedback.setdefault(b["key"], VerdictTally()), b)
+        feedback = self._feedback(query.filter, lambda ctx: epoch_ms(ctx["ts"]) // step * step, hist)
         return [_bucket(datetime.fromtimestamp(b["key"] / 1000, UTC), b["doc_count"], b, feedback.get(b["key"]))
                 for b in (traces.get("aggregations") or {}).get("b", {}).get("buckets", [])]
 
@@ -146,11 +114,30 @@ class ElasticsearchReader(ElasticsearchAnalytics, ElasticsearchExperiments, Wind
         n = traces["hits"]["total"]["value"]
         if not n:
             return None
-        fb = self._search(Kind.FEEDBACK, query=filter_query(flt, "trace."), size=0, aggs=_FEEDBACK_AGGS,
-                          track_total_hits=True)
-        got = self._tally_before_trace(filter_query(flt), lambda ctx: None).get(None, VerdictTally())
-        _add(got, {"doc_count": fb["hits"]["total"]["value"], **(fb.get("aggregations") or {})})
-        return _bucket(flt.start, n, traces.get("aggregations") or {}, got)
+        return _bucket(flt.start, n, traces.get("aggregations") or {}, self._feedback(flt, lambda ctx: None).get(None))
+
+    def _feedback(self, flt: TraceFilter, key: Callable[[dict[str, Any]], Hashable],
+                  hist: dict[str, Any] | None = None) -> dict[Hashable, VerdictTally]:
+        """The feedback on the traces ``flt`` selects, counted by ``key(trace context)``.
+
+        ``hist``: the ``date_histogram`` whose buckets ``key`` names (None: one group). A filter the
+        context carries is one aggregation and the verdicts stored before their trace; another one
+        is joined (:meth:`_tally_joined`).
+        """
+        if not carried(flt):
+            return self._tally_joined(filter_query(flt), filter_query(flt, "trace."), key)
+        feedback = self._tally_before_trace(filter_query(flt), key)
+        query = filter_query(flt, "trace.")
+        if hist is None:
+            fb = self._search(Kind.FEEDBACK, query=query, size=0, aggs=_FEEDBACK_AGGS, track_total_hits=True)
+            _add(feedback.setdefault(None, VerdictTally()),
+                 {"doc_count": fb["hits"]["total"]["value"], **(fb.get("aggregations") or {})})
+            return feedback
+        fb_aggs = {"b": {"date_histogram": {"field": "trace.ts", **hist}, "aggs": _FEEDBACK_AGGS}}
+        fb = self._search(Kind.FEEDBACK, query=query, size=0, aggs=fb_aggs)
+        for b in (fb.get("aggregations") or {}).get("b", {}).get("buckets", []):
+            _add(feedback.setdefault(b["key"], VerdictTally()), b)
+        return feedback
 
     def traffic(self, flt: TraceFilter) -> list[TrafficEdge]:
         """Return request counts per (rule, model, instance)."""

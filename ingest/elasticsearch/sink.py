@@ -23,7 +23,8 @@ request holding another, stored or earlier in ``ts`` in the batch, is returned f
 (:func:`ingest.record_sink.verdict_reason`); the same verdict again is a duplicate. Two verdicts an older version stored
 on one request stay (a data stream cannot delete a document) until retention removes them. A
 verdict is given its trace's context (``trace.*``: :func:`trace_context`) when the trace is in the
-batch or stored; one stored before its trace has none, and the readers find its trace apart
+batch or stored; one stored before its trace has none until the sink's upkeep (``idle``) gives it
+(:mod:`ingest.elasticsearch.late_context`), and the readers find its trace apart until then
 (:mod:`ingest.elasticsearch.analytics`). Traces the
 preparation refused (unchecked ones that do not hold: :func:`ingest.codec.unchecked.check_traces`)
 are in the result's ``rejected``, for quarantine, as the DuckDB sink returns them.
@@ -44,6 +45,7 @@ from elasticsearch import ApiError, Elasticsearch, helpers
 
 from ingest.codec.unchecked import check_traces
 from ingest.elasticsearch.index_templates import FEEDBACK_CONTEXT, TIMESTAMP_FIELD, data_stream, index_template
+from ingest.elasticsearch.late_context import LateContext, trace_context
 from ingest.errors import SinkUnavailable
 from ingest.kinds import KINDS, Kind
 from ingest.record_sink import (
@@ -146,14 +148,6 @@ def _items(prepared: PreparedBatch) -> Iterator[tuple[int, Kind, bytes, dict[str
         yield at, kind, payload, doc
 
 
-def trace_context(doc: dict[str, Any]) -> dict[str, Any]:
-    """What of a trace document its feedback documents carry (``trace.*``: the mapping's ``FEEDBACK_CONTEXT``)."""
-    ctx = {name: doc.get(name) for name in FEEDBACK_CONTEXT}
-    ctx["outcome_status"] = (doc.get("outcome") or {}).get("status")
-    ctx["total_ms"] = (doc.get("outcome") or {}).get("total_ms")
-    return ctx
-
-
 class ElasticsearchSink:
     """The writing side of :class:`ingest.elasticsearch.store.ElasticsearchStore`.
 
@@ -178,6 +172,7 @@ class ElasticsearchSink:
         self._templates_ready = False
         self._contexts: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._progress: _Progress | None = None  # the batch a failed write left partly settled
+        self._late = LateContext(client, prefix, refresh)
 
     def ensure_templates(self) -> None:
         """Put the index template of every kind (idempotent: a newer mapping replaces the old)."""
@@ -221,10 +216,22 @@ class ElasticsearchSink:
             raise SinkUnavailable(f"Elasticsearch: {exc}") from exc
         self._progress = None
         refused = {id(r.payload) for r in progress.result.rejected}  # a conflict's context is not the stored trace's
-        for payload, doc in prepared.tables.get(Kind.TRACE, []):
-            if id(payload) not in refused:
-                self._remember(doc)
+        stored = [doc for payload, doc in prepared.tables.get(Kind.TRACE, []) if id(payload) not in refused]
+        for doc in stored:
+            self._remember(doc)
+        self._late.note(stored, (doc for payload, doc in prepared.tables.get(Kind.FEEDBACK, [])
+                                 if id(payload) not in refused))
         return progress.result
+
+    def idle(self) -> None:
+        """Give the verdicts stored before their trace its context (:mod:`ingest.elasticsearch.late_context`).
+
+        Raises:
+            ApiError, TransportError: Elasticsearch failed (the upkeep is tried again at the next idle).
+        """
+        filled = self._late.upkeep()
+        if filled:
+            log.info("gave %d verdicts stored before their trace its context", filled)
 
     def _bulk(self, prepared: PreparedBatch, progress: _Progress) -> None:
         """Bulk-create the batch's items not settled yet, settling what Elasticsearch answers.

@@ -71,7 +71,8 @@ class ElasticsearchStore(ElasticsearchReader):
         return self.sink.write(prepared)
 
     def idle(self) -> None:
-        """Nothing to do: the cluster compacts by itself."""
+        """Give the verdicts stored before their trace its context (:meth:`ElasticsearchSink.idle`)."""
+        self.sink.idle()
 
     def write_records(self, records: Sequence[BaseModel]) -> WriteResult:
         """Store records directly, bypassing the pipeline (tools and tests)."""

@@ -1,8 +1,11 @@
 """An in-memory stand-in for the few Elasticsearch semantics the trace store relies on.
 
 Data streams created from index templates, bulk ``create`` (409 on a taken ``_id``, 400 when a
-value does not fit the mapping), and searches with ``bool.filter``/``must_not`` of ``term``/``terms``/``range``,
-``sort``/``search_after``, ``_source`` includes, and the aggregations ``date_histogram``,
+value does not fit the mapping), bulk ``index`` of a document already in a backing index, as
+Elasticsearch takes it (``if_seq_no`` and ``if_primary_term`` required, 409 when they are not the
+document's), and searches with ``bool.filter``/``must_not`` of ``term``/``terms``/``range``,
+``sort``/``search_after``, ``_source`` includes, ``seq_no_primary_term``, ``track_total_hits``
+(``true``, or a number: counted up to it), and the aggregations ``date_histogram``,
 ``filter``, ``percentiles``, ``sum`` and ``terms``. Anything else is refused, so the store cannot
 come to depend on something this stand-in only pretends to do.
 """
@@ -45,6 +48,8 @@ class Engine:
     def __init__(self) -> None:
         self.templates: dict[str, dict[str, Any]] = {}
         self.streams: dict[str, dict[str, dict[str, Any]]] = {}
+        self.seq_no: dict[str, dict[str, int]] = {}  # each document's sequence number (one shard, primary term 1)
+        self._next_seq: dict[str, int] = defaultdict(int)
 
     def _template_for(self, name: str) -> dict[str, Any] | None:
         best = None
@@ -78,7 +83,32 @@ class Engine:
             return 409, {"type": "version_conflict_engine_exception",
                          "reason": f"[{doc_id}]: version conflict, document already exists"}
         docs[doc_id] = source
+        self._stamp(stream, doc_id)
         return 201, None
+
+    def _stamp(self, stream: str, doc_id: str) -> int:
+        seq = self.seq_no.setdefault(stream, {})[doc_id] = self._next_seq[stream]
+        self._next_seq[stream] += 1
+        return seq
+
+    def index(self, stream: str, doc_id: str, source: dict[str, Any], if_seq_no: int,
+              if_primary_term: int) -> tuple[int, dict[str, Any] | None, int | None]:
+        """Replace a document of ``stream``'s backing index if it is still at ``if_seq_no``: (status, error, seq_no)."""
+        docs = self.streams.get(stream, {})
+        if doc_id not in docs:
+            return 409, {"type": "version_conflict_engine_exception", "reason":
+                         f"[{doc_id}]: version conflict, document does not exist (expected [{if_seq_no}])"}, None
+        held = self.seq_no[stream][doc_id]
+        if (held, 1) != (if_seq_no, if_primary_term):
+            return 409, {"type": "version_conflict_engine_exception", "reason":
+                         f"[{doc_id}]: version conflict, required seqNo [{if_seq_no}], primary term "
+                         f"[{if_primary_term}]. current document has seqNo [{held}] and primary term [1]"}, None
+        problem = self._check(stream, "", source) if "@timestamp" in source else \
+            "data stream timestamp field [@timestamp] is missing"
+        if problem:
+            return 400, {"type": "document_parsing_exception", "reason": problem}, None
+        docs[doc_id] = source
+        return 200, None, self._stamp(stream, doc_id)
 
     def _check(self, stream: str, prefix: str, value: Any) -> str | None:
         if isinstance(value, dict):
@@ -144,7 +174,8 @@ class Engine:
     def search(self, stream: str, body: dict[str, Any], includes: list[str] | None) -> dict[str, Any]:
         docs = [(i, d) for i, d in self.streams.get(stream, {}).items()
                 if self._matches(stream, d, body.get("query", {"match_all": {}}))]
-        unknown = set(body) - {"query", "size", "sort", "search_after", "aggs", "track_total_hits"}
+        unknown = set(body) - {"query", "size", "sort", "search_after", "aggs", "track_total_hits",
+                               "seq_no_primary_term"}
         if unknown:
             raise Unsupported(f"search body {sorted(unknown)}")
         sort = [next(iter(s.items())) for s in body.get("sort", [])]
@@ -162,10 +193,16 @@ class Engine:
             hit: dict[str, Any] = {"_index": f".ds-{stream}-000001", "_id": doc_id, "_score": None, "_source": src}
             if sort:
                 hit["sort"] = values
+            if body.get("seq_no_primary_term"):
+                hit.update({"_seq_no": self.seq_no[stream][doc_id], "_primary_term": 1})
             hits.append(hit)
+        track = body.get("track_total_hits")
+        cap = track if isinstance(track, int) and not isinstance(track, bool) and track >= 0 else None
+        total = {"value": len(docs), "relation": "eq"} if cap is None or len(docs) <= cap else \
+            {"value": cap, "relation": "gte"}
         resp: dict[str, Any] = {
             "took": 1, "timed_out": False, "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
-            "hits": {"total": {"value": len(docs), "relation": "eq"}, "max_score": None, "hits": hits},
+            "hits": {"total": total, "max_score": None, "hits": hits},
         }
         if "aggs" in body:
             resp["aggregations"] = self._aggs(stream, [d for _, d in docs], body["aggs"])

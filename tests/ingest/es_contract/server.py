@@ -102,9 +102,10 @@ class ContractServer:
         items = []
         for action, source in zip(lines[0::2], lines[1::2], strict=True):
             (op, meta), = action.items()
-            if op != "create":
+            if op not in ("create", "index"):
                 raise Unsupported(f"bulk {op} on a data stream")
             stream, doc_id = meta.get("_index", default_index), str(meta["_id"])
+            seq: int | None = None
             if self.faults.item_429:
                 self.faults.item_429 -= 1
                 status, err = 429, {"type": "es_rejected_execution_exception", "reason": "rejected execution"}
@@ -113,16 +114,33 @@ class ContractServer:
                 err = {"type": kind, "reason": f"scripted {kind} for [{doc_id}]"}
             elif doc_id in self.faults.refuse_ids:
                 status, err = 400, {"type": "document_parsing_exception", "reason": f"[1:2] failed to parse [{doc_id}]"}
+            elif op == "index":
+                status, err, seq = self._index(stream, doc_id, meta, source)
             else:
                 status, err = self.engine.create(stream, doc_id, source)
-            item: dict[str, Any] = {"_index": f".ds-{stream}-000001", "_id": doc_id, "status": status}
+            backing = stream if stream.startswith(".ds-") else f".ds-{stream}-000001"
+            item: dict[str, Any] = {"_index": backing, "_id": doc_id, "status": status}
             if err is None:
-                item.update({"_version": 1, "result": "created", "_seq_no": 0, "_primary_term": 1,
+                item.update({"_version": 1 if op == "create" else 2, "result": "created" if op == "create" else
+                             "updated", "_seq_no": seq or 0, "_primary_term": 1,
                              "_shards": {"total": 1, "successful": 1, "failed": 0}})
             else:
                 item["error"] = {**err, "index_uuid": "aAsFqTI0Tc2W0LCWgPNrOA", "shard": "0", "index": stream}
-            items.append({"create": item})
-        return {"took": 3, "errors": any("error" in i["create"] for i in items), "items": items}
+            items.append({op: item})
+        return {"took": 3, "errors": any("error" in next(iter(i.values())) for i in items), "items": items}
+
+    def _index(self, index: str, doc_id: str, meta: dict[str, Any],
+               source: dict[str, Any]) -> tuple[int, dict[str, Any] | None, int | None]:
+        """An ``index`` operation: as Elasticsearch answers it, only on a backing index, at a sequence number."""
+        if not index.startswith(".ds-"):
+            return 400, {"type": "illegal_argument_exception",
+                         "reason": "only write ops with an op_type of create are allowed in data streams"}, None
+        stream = index[4:].removesuffix("-000001")
+        if "if_seq_no" not in meta or "if_primary_term" not in meta:
+            return 400, {"type": "illegal_argument_exception", "reason": (
+                "index request with op_type=index and no if_primary_term and if_seq_no set targeting backing "
+                f"indices is disallowed. Target the corresponding data stream [{stream}] instead")}, None
+        return self.engine.index(stream, doc_id, source, int(meta["if_seq_no"]), int(meta["if_primary_term"]))
 
 
 def _error(status: int, kind: str, reason: str) -> dict[str, Any]:
