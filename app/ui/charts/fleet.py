@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,16 +9,20 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.ui.data.big_fleet import GRID_COLUMNS, grid_layout
 from app.ui.data.fleet import METRICS, SHORT, STATUSES
 from app.ui.limits import Limits
 from app.units import METRIC_NAMES, fmt, metric_unit
 
 __all__ = [
-    "MAX_COLUMNS", "STATUS_COLOURS", "grid_rows", "health_grid_chart", "instance_at", "instance_metrics_chart",
+    "DENSE_ROW_PX", "MAX_COLUMNS", "NAMED_COLUMNS", "ROW_PX", "STATUS_COLOURS", "grid_rows", "health_grid_chart",
+    "instance_at", "instance_metrics_chart",
 ]
 
 STATUS_COLOURS: dict[str, str] = {"green": "#2e9e44", "yellow": "#f0a202", "red": "#d62728", "grey": "#b0b0b0"}
-MAX_COLUMNS = 8
+MAX_COLUMNS = GRID_COLUMNS  # tiles a row at the demo's sizes; a big fleet's rows are wider (big_fleet.grid_layout)
+NAMED_COLUMNS = 12  # a dense row of up to this many tiles (60 px or more each) names its instances not green
+ROW_PX, DENSE_ROW_PX = 70, 28  # a row's height: tiles with two lines of text; a dense row's bare tiles
 _CODES = {status: code for code, status in enumerate(STATUSES)}
 _MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
 _TITLES = {"kv_cache_usage": "KV-cache usage (%)", "queue": "queue (requests waiting)", "error_rate": "error rate (%)",
@@ -49,14 +52,11 @@ def _hover(row: dict[str, Any]) -> str:
 
 
 def grid_rows(cells: pd.DataFrame) -> list[tuple[str, list[dict[str, Any]]]]:
-    """The grid's rows, top to bottom: a label (the model, ``model ·2`` when wrapped) and its cells, left to right."""
-    out: list[tuple[str, list[dict[str, Any]]]] = []
-    for model, group in cells.groupby("model", sort=True):
-        recs = [{str(k): v for k, v in r.items()} for r in group.to_dict("records")]
-        for part in range(math.ceil(len(recs) / MAX_COLUMNS)):
-            out.append((str(model) if part == 0 else f"{model} ·{part + 1}",
-                        recs[part * MAX_COLUMNS:(part + 1) * MAX_COLUMNS]))
-    return out
+    """The grid's rows, top to bottom: a label (the model, ``model ·2`` when wrapped) and its cells, left to right.
+
+    As :func:`app.ui.data.big_fleet.grid_layout` lays them out (a big fleet's rows wider, worst first, trimmed).
+    """
+    return grid_layout(cells).rows
 
 
 def instance_at(cells: pd.DataFrame, row: str, column: int) -> str | None:
@@ -67,6 +67,13 @@ def instance_at(cells: pd.DataFrame, row: str, column: int) -> str | None:
     return None
 
 
+def _tile_text(r: dict[str, Any], dense: bool, columns: int) -> str:
+    if not dense:
+        return f"{r['instance']}<br>{r['label']}"
+    # A dense tile is too small for its value; a wide enough one names an instance that needs a look.
+    return str(r["instance"]) if r["status"] != "green" and columns <= NAMED_COLUMNS else ""
+
+
 def health_grid_chart(cells: pd.DataFrame, title: str = "Fleet health") -> go.Figure:
     """Colour each (model, instance) cell by its status; the cell names the instance and its worst metric.
 
@@ -75,34 +82,41 @@ def health_grid_chart(cells: pd.DataFrame, title: str = "Fleet health") -> go.Fi
         title: The figure's title (e.g. the moment shown).
 
     Returns:
-        One heatmap, a row per model (wrapped every :data:`MAX_COLUMNS` instances); the hover
-        lists every metric; ``customdata`` carries the instance id. Empty for an empty frame.
+        One heatmap, a row per model: :data:`MAX_COLUMNS` tiles a row (70 px high, each naming its
+        instance and value) at the demo's sizes; a big fleet's rows wider (up to
+        :data:`~app.ui.data.big_fleet.WIDE_COLUMNS` tiles), 28 px high, each model's worst tiles
+        first, at most :data:`~app.ui.data.big_fleet.GRID_ROWS` rows (see
+        :func:`app.ui.data.big_fleet.grid_layout`). The hover lists every metric; ``customdata``
+        carries the instance id. Empty for an empty frame or when no row is kept.
     """
     fig = go.Figure()
-    if cells.empty:
+    layout = grid_layout(cells)
+    if not layout.rows:
         return fig
+    columns, dense = layout.columns, layout.dense
     rows: list[str] = []
     z: list[list[float | None]] = []
     text: list[list[str]] = []
     hover: list[list[str]] = []
     ids: list[list[str | None]] = []
-    for label, chunk in grid_rows(cells):
-        pad = MAX_COLUMNS - len(chunk)
+    for label, chunk in layout.rows:
+        pad = columns - len(chunk)
         rows.append(label)
         z.append([float(_CODES[r["status"]]) for r in chunk] + [None] * pad)
-        text.append([f"{r['instance']}<br>{r['label']}" for r in chunk] + [""] * pad)
+        text.append([_tile_text(r, dense, columns) for r in chunk] + [""] * pad)
         hover.append([_hover(r) for r in chunk] + [""] * pad)
         ids.append([str(r["instance"]) for r in chunk] + [None] * pad)
-    width = min(MAX_COLUMNS, int(cells.groupby("model").size().max()))
+    width = min(columns, max(len(chunk) for _, chunk in layout.rows))
+    gap = 2 if dense else 4
     fig.add_trace(go.Heatmap(
         z=[row[:width] for row in z], y=rows, x=list(range(width)), text=[row[:width] for row in text],
         customdata=[[[h, i] for h, i in zip(hr[:width], ir[:width], strict=True)] for hr, ir in zip(hover, ids,
                                                                                                   strict=True)],
-        texttemplate="%{text}", colorscale=_scale(), zmin=-0.5, zmax=len(STATUSES) - 0.5, showscale=False,
-        xgap=4, ygap=4, hovertemplate="%{customdata[0]}<extra></extra>",
+        texttemplate="%{text}", textfont={"size": 10} if dense else None, colorscale=_scale(), zmin=-0.5,
+        zmax=len(STATUSES) - 0.5, showscale=False, xgap=gap, ygap=gap, hovertemplate="%{customdata[0]}<extra></extra>",
     ))
-    fig.update_layout(title=title, height=100 + 70 * len(rows), margin=_MARGIN,
-                      yaxis={"autorange": "reversed", "title": None},
+    fig.update_layout(title=title, height=100 + (DENSE_ROW_PX if dense else ROW_PX) * len(rows), margin=_MARGIN,
+                      yaxis={"autorange": "reversed", "title": None, "type": "category"},
                       xaxis={"visible": False, "range": [-0.5, width - 0.5]})
     return fig
 

@@ -13,6 +13,7 @@ import streamlit as st
 from app import reader
 from app.ui import resources, sidebar
 from app.ui.charts import fleet as charts
+from app.ui.data import big_fleet
 from app.ui.data import fleet as data
 from app.ui.data import instance_window as window
 from app.ui.data import probes as probe_data
@@ -117,22 +118,32 @@ def body(scope: sidebar.Scope, back_s: int, metric: str) -> None:
                 "holds no snapshot. Start `routelens serve` (it scrapes every instance each second).")
         return
     limit = lim.limit(metric)
-    st.caption(f"{where}. Each tile: {METRIC_NAMES[metric]} as value / limit; "
+    layout = big_fleet.grid_layout(grid)  # a big fleet: wider rows, worst first, at most a screen of them
+    tile = (f"Each tile's colour: {METRIC_NAMES[metric]} against its limit (value / limit on hover)" if layout.dense
+            else f"Each tile: {METRIC_NAMES[metric]} as value / limit")
+    st.caption(f"{where}. {tile}; "
                + (f"limit {limit.describe()}" if limit else "no limit configured")
                + f"; red also when a latch holds the instance out; grey: state older than "
                f"{fmt(lim.health.stale_after_s, 's')} (app.health.stale_after_s). Limits from {lim.source}.")
     if off := data.elsewhere(grid):
         st.warning("Over a limit on another metric: " + "; ".join(off) + ". Pick that metric above to see it.")
-    event = st.plotly_chart(charts.health_grid_chart(grid), on_select="rerun", selection_mode="points",
-                            key="fleet_grid")
-    points = list(getattr(getattr(event, "selection", None), "points", None) or [])
+    note = big_fleet.grid_caption(layout, len(grid))
+    points: list[Any] = []
+    if layout.rows:
+        if note:
+            st.caption(note)
+        event = st.plotly_chart(charts.health_grid_chart(grid), on_select="rerun", selection_mode="points",
+                                key="fleet_grid")
+        points = list(getattr(getattr(event, "selection", None), "points", None) or [])
+    elif note:
+        st.success(note)
     if points:
         custom = points[0].get("customdata")
         clicked = custom[1] if isinstance(custom, list) and len(custom) > 1 else charts.instance_at(
             grid, str(points[0].get("y")), int(points[0].get("x", -1)))
         if clicked and clicked != st.session_state.get("fleet_clicked"):
             st.session_state["fleet_clicked"] = st.session_state["fleet_instance"] = clicked
-    rank = {"red": 0, "yellow": 1, "grey": 2, "green": 3}
+    rank = big_fleet.TILE_RANK
     order = grid.assign(_r=grid["status"].map(rank), _w=grid["worst_status"].map(rank).fillna(4)).sort_values(
         ["_r", "_w"], kind="stable")["instance"].tolist()  # worst first, then worst on any metric
     if "fleet_instance" not in st.session_state or st.session_state["fleet_instance"] not in [*order, None]:
