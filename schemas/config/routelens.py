@@ -48,7 +48,8 @@ class GatewaySettings(ContractModel):
     )
     connect_timeout_s: float = Field(1.0, gt=0, description="TCP connect to an instance, per attempt.")
     upstream_timeout_s: float = Field(
-        60.0, gt=0, description="Total time of one non-stream attempt (streams use the three timeouts below)."
+        60.0, gt=0, description="Total time of one non-stream attempt (a stream's attempt is bounded by "
+        "connect_timeout_s, first_byte_timeout_s and idle_timeout_s instead)."
     )
     first_byte_timeout_s: float = Field(
         60.0, gt=0,
