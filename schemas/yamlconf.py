@@ -133,16 +133,23 @@ def _in_document(data: Any, loc: tuple[int | str, ...]) -> tuple[int | str, ...]
     """Cut a pydantic location where the document's value stops being a container.
 
     Past a scalar the rest names pydantic's own steps (a union member's tag, a validator), not a
-    field the user wrote; a missing key of a mapping stays (it is the field to add).
+    field the user wrote; a missing key of a mapping stays when it ends the location (it is the
+    field to add). One the location goes on past is pydantic's too (a tagged union's member, as
+    ``inline`` in ``experiments.shadow.policy.inline.router``): it is dropped, the mapping kept, so
+    the path reads as written and its line is the field's, not the mapping's first key's.
     """
+    kept: list[int | str] = []
     for i, part in enumerate(loc):
         if isinstance(data, dict):
+            if part not in data and i < len(loc) - 1:
+                continue
             data = data.get(part)
         elif isinstance(data, list) and isinstance(part, int) and part < len(data):
             data = data[part]
         elif data is not None:
-            return loc[:i]
-    return loc
+            return tuple(kept)
+        kept.append(part)
+    return tuple(kept)
 
 
 def in_document(data: Any, loc: tuple[int | str, ...]) -> tuple[int | str, ...]:

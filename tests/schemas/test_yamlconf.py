@@ -54,3 +54,26 @@ def test_a_value_no_member_of_a_union_takes_is_one_problem() -> None:
         parse_yaml_model(RouteLensConfig, text, "c.yaml")
     lines = [line for line in str(exc.value).splitlines() if "fast_threshold" in line]
     assert len(lines) == 1 and "'calibrated'; or input should be a valid number" in lines[0], str(exc.value)
+
+
+def test_an_inline_policy_names_the_field_as_written_on_its_own_line() -> None:
+    """A written-out shadow or arm policy is a tagged union member: its tag (``inline``) is pydantic's, not a key.
+
+    The error read ``experiments.shadow.policy.inline.router.analyse_max_chars`` on the policy's first
+    key's line (``scoring:``); the field is one line further down, and no ``inline`` was written.
+    """
+    text = FLEET + ("experiments:\n  shadow:\n    router_version: rc\n    policy:\n      scoring: {preset: balanced}\n"
+                    "      router: {analyse_max_chars: -5}\n  arms:\n    - {name: a, router_version: v1, share: 0.5}\n"
+                    "    - name: b\n      router_version: v2\n      share: 0.5\n      policy:\n"
+                    "        scoring: {preset: balanced}\n        router: {picker: nonsense}\n")
+    with pytest.raises(ConfigError) as info:
+        parse_yaml_model(RouteLensConfig, text, "c.yaml")
+    assert [(line, field) for line, field, _ in info.value.problems] == [
+        (17, "experiments.arms[1].policy.router.picker"), (9, "experiments.shadow.policy.router.analyse_max_chars")]
+
+
+def test_a_missing_required_field_still_names_the_field_to_add() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_yaml_model(RouteLensConfig, "fleet:\n  instances:\n    - {model: m1, url: 'http://127.0.0.1:9001'}\n",
+                         "c.yaml")
+    assert [(line, field) for line, field, _ in info.value.problems] == [(3, "fleet.instances[0].id")]
