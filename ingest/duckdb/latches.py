@@ -32,6 +32,7 @@ class LatchInterval(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     instance: str
+    model: str | None = Field(None, description="The instance's model, as the snapshot that began the interval has it.")
     constraint: str
     start: datetime = Field(description="When the latch went out (its `since`, else the first snapshot seen out).")
     end: datetime | None = Field(None, description="When it came back in (its `since`, else the first snapshot seen "

@@ -22,7 +22,7 @@ from schemas.records import RouterEvent
 
 __all__ = [
     "BINDING_COLUMNS", "EVENT_COLUMNS", "INTERVAL_COLUMNS", "STATE_COLUMNS", "binding_counts", "chunk_spans",
-    "instance_models", "interval_table", "intervals_frame", "latch_events", "latch_intervals", "latch_table",
+    "interval_table", "intervals_frame", "latch_events", "latch_intervals", "latch_table",
     "of_model", "read_whole", "scope_words", "state_rows",
 ]
 
@@ -30,9 +30,9 @@ T = TypeVar("T")
 
 STATE_COLUMNS: tuple[str, ...] = ("instance", "model", "constraint", "state", "value", "reading", "since", "stale")
 INTERVAL_COLUMNS: tuple[str, ...] = (
-    "instance", "constraint", "start", "end", "is_open", "began_before", "duration_s", "peak",
+    "instance", "model", "constraint", "start", "end", "is_open", "began_before", "duration_s", "peak",
 )
-EVENT_COLUMNS: tuple[str, ...] = ("ts", "instance", "constraint", "severity", "message")
+EVENT_COLUMNS: tuple[str, ...] = ("ts", "instance", "model", "constraint", "severity", "message")
 BINDING_COLUMNS: tuple[str, ...] = (
     "constraint", "removed", "decisive", "not_decisive", "undecided", "soft", "decisive_share", "instances",
 )
@@ -132,27 +132,15 @@ def _utc(ts: Any) -> str:
     return f"{ts.astimezone(UTC):%Y-%m-%d %H:%M:%S}"
 
 
-def instance_models(*sources: Iterable[tuple[str | None, str | None]]) -> dict[str, str]:
-    """Instance -> model from ``(model, instance)`` pairs (live state, traffic, removals...); the first source wins."""
-    out: dict[str, str] = {}
-    for pairs in sources:
-        for model, instance in pairs:
-            if model and instance:
-                out.setdefault(instance, model)
-    return out
+def of_model(frame: pd.DataFrame, model: str | None) -> pd.DataFrame:
+    """The rows of ``frame`` (a ``model`` column: the instance's model as its snapshot or event has it) of ``model``.
 
-
-def of_model(frame: pd.DataFrame, model: str | None, models: Mapping[str, str]) -> pd.DataFrame:
-    """The rows of ``frame`` (an ``instance`` column) whose instance serves ``model`` (all rows when None).
-
-    Intervals and latch events name the instance only; ``models`` (:func:`instance_models`) places
-    them, so the sidebar's model narrows every section of the page alike. An instance no source
-    places is left out under a model filter: it cannot be shown to serve that model.
+    All rows when ``model`` is None; under a model, a row that names none is left out (it cannot be shown to
+    serve that model), so the sidebar's model narrows every section of the page alike.
     """
     if model is None or frame.empty:
         return frame
-    keep = [models.get(str(i)) == model for i in frame["instance"]]
-    return frame[keep].reset_index(drop=True)
+    return frame[frame["model"] == model].reset_index(drop=True)
 
 
 def scope_words(model: str | None, instance: str | None) -> str:
@@ -176,6 +164,7 @@ def latch_intervals(snapshots: Sequence[InstanceSnapshot], start: datetime, end:
         :data:`INTERVAL_COLUMNS`, by instance, constraint, start; ``peak`` the highest value seen while out.
     """
     moves: dict[tuple[str, str], dict[tuple[datetime, bool], float | None]] = defaultdict(dict)
+    models: dict[tuple[str, str, datetime], str] = {}  # the model of the snapshot that showed each out move first
     for snap in snapshots:
         if snap.scraped_at is None:
             continue
@@ -184,6 +173,7 @@ def latch_intervals(snapshots: Sequence[InstanceSnapshot], start: datetime, end:
             if when is None:
                 continue  # in since ever: no transition
             seen = moves[(snap.instance, latch.constraint)]
+            models.setdefault((snap.instance, latch.constraint, when), snap.model)
             peak = seen.get((when, latch.out))
             seen[(when, latch.out)] = peak if latch.value is None else (
                 latch.value if peak is None else max(peak, latch.value))
@@ -192,7 +182,8 @@ def latch_intervals(snapshots: Sequence[InstanceSnapshot], start: datetime, end:
         cur: dict[str, Any] | None = None
         for (when, out), value in sorted(seen.items(), key=lambda kv: (kv[0][0], not kv[0][1])):
             if out and cur is None:
-                cur = {"instance": instance, "constraint": constraint, "start": when, "end": None, "peak": value}
+                cur = {"instance": instance, "model": models.get((instance, constraint, when)),
+                       "constraint": constraint, "start": when, "end": None, "peak": value}
             elif out and cur is not None and value is not None:  # a later since while out: still one stretch
                 cur["peak"] = value if cur["peak"] is None else max(cur["peak"], value)
             elif not out and cur is not None:
@@ -205,7 +196,7 @@ def latch_intervals(snapshots: Sequence[InstanceSnapshot], start: datetime, end:
 
 
 def intervals_frame(intervals: Iterable[Mapping[str, Any]], start: datetime, end: datetime) -> pd.DataFrame:
-    """Out-intervals (``instance``, ``constraint``, ``start``, ``end`` None while out, ``peak``) as the page's frame.
+    """Out-intervals (``instance``, ``model``, ``constraint``, ``start``, ``end`` None while out, ``peak``) as a frame.
 
     The store's ``latch_intervals`` answers them (dumped to dicts) as :func:`latch_intervals` computes them
     here from snapshots; ``is_open``, ``began_before`` (before ``start``) and ``duration_s`` (an open
@@ -217,7 +208,8 @@ def intervals_frame(intervals: Iterable[Mapping[str, Any]], start: datetime, end
     rows = []
     for it in intervals:
         began, stop = it["start"], it.get("end")
-        rows.append({"instance": it["instance"], "constraint": it["constraint"], "start": began, "end": stop,
+        rows.append({"instance": it["instance"], "model": it.get("model"), "constraint": it["constraint"],
+                     "start": began, "end": stop,
                      "is_open": stop is None, "began_before": began < start,
                      "duration_s": ((stop or end) - began).total_seconds(), "peak": it.get("peak")})
     frame = pd.DataFrame(rows, columns=list(INTERVAL_COLUMNS)).astype({"duration_s": "float64", "peak": "float64"})
@@ -235,7 +227,7 @@ def latch_events(events: Sequence[RouterEvent], constraints: Iterable[str] = ())
     rows = []
     for e in sorted((e for e in events if e.kind == "latch"), key=lambda e: e.ts):
         found = next((n for n in names if e.message.startswith(n) or f" {n}" in e.message), None)
-        rows.append({"ts": e.ts, "instance": e.instance, "constraint": found, "severity": e.severity,
+        rows.append({"ts": e.ts, "instance": e.instance, "model": e.model, "constraint": found, "severity": e.severity,
                      "message": e.message})
     return pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
 

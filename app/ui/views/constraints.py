@@ -74,16 +74,9 @@ def fetch_latch_events(start: datetime, end: datetime) -> list[dict[str, Any]]:
 
 @st.cache_data(ttl=HISTORY_EVERY_S, show_spinner=False)
 def fetch_served(start: datetime, end: datetime) -> list[tuple[str, str]]:
-    """``(model, instance)`` of the window's traffic: where the store says which model an instance serves."""
+    """``(model, instance)`` of the window's traffic: whether any request came."""
     edges = resources.get_store().traffic(TraceFilter(start=start, end=end))
     return sorted({(e.model, e.instance) for e in edges if e.model and e.instance})
-
-
-@st.cache_data(ttl=HISTORY_EVERY_S, show_spinner=False)
-def fetch_snapshot_models(start: datetime, end: datetime, instances: tuple[str, ...]) -> list[tuple[str, str]]:
-    """``(model, instance)`` from one stored snapshot of each instance (those no other source places)."""
-    store = resources.get_store()
-    return [(s.model, s.instance) for i in instances for s in store.snapshots(start, end, instance=i, limit=1)]
 
 
 @st.cache_data(ttl=HISTORY_EVERY_S, show_spinner=False)
@@ -101,26 +94,6 @@ def window_end(pinned: datetime | None, step: int) -> datetime:
         return pinned
     now = datetime.now(UTC)
     return now.replace(microsecond=0, second=now.second - now.second % step)
-
-
-def instance_models(sc: sidebar.Scope, raw_stats: list[dict[str, Any]] | None, wanted: set[str]) -> dict[str, str]:
-    """Instance -> model for the instances of ``wanted``: live state, the window's traffic and removals, else a
-    stored snapshot of each instance still unplaced.
-
-    Raises:
-        SinkError: The store is unreachable.
-    """
-    try:
-        payload = fetch_state()
-    except SinkError:
-        payload = None  # the "Now" section says why
-    live = data.state_rows(payload if isinstance(payload, dict) else None)
-    models = data.instance_models(zip(live["model"], live["instance"], strict=True), fetch_served(sc.start, sc.end),
-                                  ((r.get("model"), r.get("instance")) for r in raw_stats or []))
-    unplaced = tuple(sorted(str(i) for i in wanted if i not in models))
-    if unplaced:
-        models |= data.instance_models(fetch_snapshot_models(sc.start, sc.end, unplaced))
-    return models
 
 
 st.title("Constraints")
@@ -184,13 +157,8 @@ def history() -> None:
     if sc.instance:
         events = [e for e in events if e.instance == sc.instance]
     marks = data.latch_events(events, set(intervals["constraint"]))
-    if sc.model:  # intervals and events name the instance only: its model from state, traffic, removals, snapshots
-        try:
-            models = instance_models(sc, raw_stats, {*intervals["instance"], *marks["instance"].dropna()})
-        except SinkError as exc:
-            st.error(f"Trace store unreachable: {exc}")
-            return
-        intervals, marks = data.of_model(intervals, sc.model, models), data.of_model(marks, sc.model, models)
+    # each interval carries its instance's model from the snapshot that began it, each event its own
+    intervals, marks = data.of_model(intervals, sc.model), data.of_model(marks, sc.model)
     narrowed = data.scope_words(sc.model, sc.instance)
     if intervals.empty:
         st.info(f"No latch {narrowed} went out in the window." if narrowed and read else

@@ -16,13 +16,14 @@
 -- other rows date that latch (two gateway workers each keep their own latches).
 -- Transitions in time order (out before in at one instant) form runs of one state; an out run
 -- starts at its first transition and ends at the next run's (none: still out); peak, the highest
--- value shown while out. The newest intervals when there are more.
+-- value shown while out; model, the instance's model in the snapshot that began it. The newest
+-- intervals when there are more.
 -- Most snapshots change nothing for the latches (a scrape round's state stored once per in-flight
 -- count, every round of a healthy fleet): before unnesting, only those are kept in which some latch
 -- of the instance is out or shows another (out, since) than in the instance's previous snapshot
 -- (the first of each transition and every out value stay), half the time of unnesting them all.
 WITH seen AS (
-    SELECT instance, snapshot_id, latches,
+    SELECT instance, model, snapshot_id, latches,
            CASE WHEN age_s IS NOT NULL AND seen_at = scraped_at
                 THEN scraped_at + to_microseconds(CAST(round(age_s * 1e6) AS BIGINT))
                 ELSE seen_at END AS seen,
@@ -30,14 +31,14 @@ WITH seen AS (
     FROM instance_snapshots WHERE {where} AND scraped_at IS NOT NULL
 ),
 kept AS (
-    SELECT instance, snapshot_id, seen, latches FROM seen
+    SELECT instance, model, snapshot_id, seen, latches FROM seen
     QUALIFY keys IS DISTINCT FROM lag(keys) OVER (PARTITION BY instance ORDER BY seen, snapshot_id)
          OR list_bool_or(list_transform(keys, lambda k: k.o))
 ),
 latch AS (
-    SELECT instance, snapshot_id, seen, l."constraint" AS name, l.out AS is_out, l.value AS value,
+    SELECT instance, model, snapshot_id, seen, l."constraint" AS name, l.out AS is_out, l.value AS value,
            coalesce(l.since, seen) AS moved, l.since IS NOT NULL AS dated
-    FROM (SELECT instance, snapshot_id, seen, unnest(latches) AS l FROM kept)
+    FROM (SELECT instance, model, snapshot_id, seen, unnest(latches) AS l FROM kept)
 ),
 moves AS (
     SELECT * FROM latch
@@ -54,7 +55,7 @@ runs AS (
     FROM marked
 ),
 bounds AS (
-    SELECT instance, name, run, is_out, moved AS start, lead(moved) OVER p AS next_at
+    SELECT instance, model, name, run, is_out, moved AS start, lead(moved) OVER p AS next_at
     FROM runs WHERE changed = 1
     WINDOW p AS (PARTITION BY instance, name ORDER BY run)
 ),
@@ -62,7 +63,7 @@ peaks AS (
     SELECT instance, name, run, max(value) AS peak FROM runs WHERE is_out GROUP BY instance, name, run
 )
 SELECT * FROM (
-    SELECT b.instance, b.name AS "constraint", b.start, b.next_at AS "end", p.peak
+    SELECT b.instance, b.model, b.name AS "constraint", b.start, b.next_at AS "end", p.peak
     FROM bounds b JOIN peaks p USING (instance, name, run)
     WHERE b.is_out
     ORDER BY b.start DESC, b.instance, b.name LIMIT ?

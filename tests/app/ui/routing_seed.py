@@ -46,7 +46,8 @@ def traces() -> list[DecisionTrace]:
 
 
 def _snap(inst: str, minutes: float, constraint: str, out: bool, value: float, since: float) -> InstanceSnapshot:
-    return InstanceSnapshot(instance=inst, model="coder", scraped_at=ago(minutes), queue=value,
+    model = "llama" if inst.startswith("l-") else "coder"  # as the traces and the live state place them
+    return InstanceSnapshot(instance=inst, model=model, scraped_at=ago(minutes), queue=value,
                             latches=[LatchState(constraint=constraint, out=out, value=value, since=ago(since))])
 
 

@@ -50,7 +50,8 @@ def test_every_interval_of_an_hour_of_snapshots(store: DuckDBTraceStore) -> None
     got = store.latch_intervals(T0, T0 + timedelta(hours=1), instance="coder-6b-b")
 
     assert got.snapshots == 3600 * RATE and not got.truncated
-    assert [(i.instance, i.constraint) for i in got.intervals] == [("coder-6b-b", "kv-cache")] * len(OUT)
+    assert [(i.instance, i.model, i.constraint) for i in got.intervals] == [
+        ("coder-6b-b", "coder-6b", "kv-cache")] * len(OUT)  # the model: a model filter needs no other source
     # From the first out snapshot to the first in one (`since` is that snapshot's time).
     assert [(i.start, i.end) for i in got.intervals] == [
         (T0 + timedelta(seconds=a), T0 + timedelta(seconds=b)) for a, b in OUT]
