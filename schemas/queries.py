@@ -24,9 +24,14 @@ __all__ = [
     "TracePage",
     "TraceSummary",
     "TrafficEdge",
+    "UNSET_FIELDS",
+    "UnsetField",
 ]
 
 BUCKETS: dict[str, int] = {"1m": 60, "5m": 300, "15m": 900, "1h": 3600, "6h": 21600, "1d": 86400}
+UnsetField = Literal["rule", "model", "instance"]
+UNSET_FIELDS: tuple[UnsetField, ...] = ("rule", "model", "instance")
+"""The fields :attr:`TraceFilter.unset` can ask to be empty, in the order it keeps them."""
 
 
 class TraceFilter(ContractModel):
@@ -49,6 +54,29 @@ class TraceFilter(ContractModel):
     violation: str | None = Field(
         None, pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=200,
         description="A constraint (its name) that a candidate of the decision violated, hard or soft.")
+    unset: list[UnsetField] | None = Field(
+        None, description="Fields the trace must hold no value in: rule (no rule matched), model (no model "
+                          "selected), instance (not routed to an instance). In a query string: unset=model, "
+                          "several comma-separated (unset=model,instance) or repeated.")
+
+    @field_validator("unset", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        # A query string's form: one parameter, its names comma-separated.
+        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+    @field_validator("unset")
+    @classmethod
+    def _canonical(cls, value: list[UnsetField] | None) -> list[UnsetField] | None:
+        return [name for name in UNSET_FIELDS if name in value] if value else None
+
+    @model_validator(mode="after")
+    def _unset_not_given(self) -> TraceFilter:
+        given = [name for name in self.unset or () if getattr(self, name) is not None]
+        if given:
+            raise ValueError(f"unset names {', '.join(given)}, which the filter also gives a value "
+                             "(a trace cannot have both): drop one")
+        return self
 
     @field_validator("start", "end")
     @classmethod

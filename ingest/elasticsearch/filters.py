@@ -6,6 +6,11 @@ strings). A feedback document carries its trace's context (``trace.*``: the fiel
 most fields filter feedback directly; not ``otel_trace_id`` (not copied) nor ``violation`` (the
 candidates are not copied). A filter setting one of those is not :func:`carried`: its feedback is
 joined to the traces that match (:meth:`ingest.elasticsearch.analytics.ElasticsearchAnalytics._joined`).
+
+``unset`` (a rule, model or instance that must be empty) is a ``must_not`` ``exists`` query: a field
+holding ``null`` or missing is not indexed, as a null column is NULL in DuckDB. The context holds
+all three, so it is carried; on feedback the clause needs the context itself (:data:`HAS_TRACE`),
+else a verdict stored before its trace (no ``trace.*``) would pass it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ _TERMS = {"router_version": "router_version", "experiment_arm": "experiment_arm"
 _CONTEXT = {**{name: name for name in FEEDBACK_CONTEXT}, "outcome.status": "outcome_status",
             "outcome.total_ms": "total_ms"}
 _UNCARRIED = tuple(name for name, field in _TERMS.items() if field not in _CONTEXT) + ("violation",)
+_UNSET = {"rule": "rule", "model": "selected_model", "instance": "selected_instance"}  # TraceFilter.unset -> field
 HAS_TRACE: dict[str, Any] = {"range": {"trace.ts": {"gte": "1970-01-01T00:00:00+00:00"}}}
 """Feedback whose trace the sink found (it holds ``trace.*``)."""
 
@@ -61,6 +67,10 @@ def filter_query(flt: TraceFilter, prefix: str = "") -> dict[str, Any]:
     if flt.violation is not None and not prefix:
         clauses.append({"nested": {"path": "candidates",
                                    "query": term("candidates.violations.constraint", flt.violation)}})
+    if flt.unset:  # a clause of its own: callers add their own must_not to the query (and_query, _sides)
+        fields = [prefix + _CONTEXT[_UNSET[name]] if prefix else _UNSET[name] for name in flt.unset]
+        clauses += [HAS_TRACE] if prefix else []
+        clauses.append({"bool": {"must_not": [{"exists": {"field": field}} for field in fields]}})
     return {"bool": {"filter": clauses}}
 
 

@@ -129,6 +129,8 @@ class HttpTraceStore:
         out: dict[str, Any] = flt.model_dump(mode="json", exclude_none=True)
         if "fallback" in out:
             out["fallback"] = "true" if out["fallback"] else "false"
+        if "unset" in out:
+            out["unset"] = ",".join(out["unset"])
         return out
 
     @staticmethod

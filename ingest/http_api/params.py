@@ -143,9 +143,17 @@ def query_of(model: type[Q], request: web.Request) -> Q:
         BadParam: A parameter is missing or invalid (the first one, named).
     """
     try:
-        return model.model_validate(dict(request.query))
+        return model.model_validate(_raw(request))
     except ValidationError as exc:
         raise bad_param_of(exc, model, request) from exc
+
+
+def _raw(request: web.Request) -> dict[str, str]:
+    """The query string as one value a name; a repeated ``unset`` (the OpenAPI form of a list) is joined."""
+    raw = dict(request.query)
+    if len(names := request.query.getall("unset", [])) > 1:
+        raw["unset"] = ",".join(names)
+    return raw
 
 
 _PLUS = " (a '+' in a URL's query reads as a space: write a zone's '+' as %2B, or give the time in UTC with Z)"
@@ -194,7 +202,7 @@ def aggregate_query_of(q: BucketsQuery) -> AggregateQuery:
 
 def filter_of(request: web.Request) -> TraceFilter:
     """The trace filter in a request's query string (:class:`BadParam` naming the first field refused)."""
-    raw = {k: v for k, v in request.query.items() if k in FILTERS}
+    raw = {k: v for k, v in _raw(request).items() if k in FILTERS}
     try:
         return TraceFilter.model_validate(raw)
     except ValidationError as exc:

@@ -17,15 +17,16 @@ from typing import Annotated, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.ui.data.topology import NO_INSTANCE, NO_MODEL, NO_RULE
 from app.units import DASH
 from schemas.hashing import query_hash
-from schemas.queries import TraceFilter, TracePage
+from schemas.queries import UNSET_FIELDS, TraceFilter, TracePage, UnsetField
 from schemas.trace import QUERY_HASH_PATTERN, DecisionTrace
 
 __all__ = [
-    "CONFIG_ENV", "MAX_TEXT", "OUTCOME_COLOURS", "PAGE_SIZE", "ROW_COLUMNS", "URL_KEYS", "SearchParams", "hash_key",
-    "hash_text", "key_note", "page_violations", "outcome_colour", "parse_search", "rows_frame", "scope_problems",
-    "search_filter", "to_query", "violations_of",
+    "CONFIG_ENV", "MAX_TEXT", "OUTCOME_COLOURS", "PAGE_SIZE", "ROW_COLUMNS", "UNSET_LABELS", "URL_KEYS", "SearchParams",
+    "describe", "hash_key", "hash_text", "key_note", "page_violations", "outcome_colour", "parse_search", "rows_frame",
+    "scope_problems", "search_filter", "to_query", "unset_problems", "violations_of",
 ]
 
 CONFIG_ENV = "ROUTELENS_CONFIG"  # the configuration whose router.hash_key_env names the HMAC key
@@ -35,12 +36,17 @@ MAX_PAGES = 100
 PAGE_SIZE = 50
 # field -> URL parameter (the sidebar owns window, router_version, experiment_arm, model, instance)
 URL_KEYS: dict[str, str] = {"rule": "rule", "fallback": "fallback", "outcome": "outcome", "min_ms": "min_ms",
-                            "max_ms": "max_ms", "qhash": "qh", "violation": "violation", "pages": "pages"}
+                            "max_ms": "max_ms", "qhash": "qh", "violation": "violation", "unset": "unset",
+                            "pages": "pages"}
 ROW_COLUMNS: tuple[str, ...] = ("open", "ts", "outcome", "rule", "model", "instance", "arm", "fallback",
                                 "violations", "http", "total_ms", "decision_ms", "cost", "request_id")
 OUTCOME_COLOURS: dict[str, str] = {"ok": "#d4edda", "error": "#f8d7da", "fallback": "#fff3cd"}
 _LABELS = {"rule": "rule", "fallback": "fallback", "outcome": "outcome", "min_ms": "min latency",
-           "max_ms": "max latency", "qhash": "query hash", "violation": "violation", "pages": "page"}
+           "max_ms": "max latency", "qhash": "query hash", "violation": "violation", "unset": "empty",
+           "pages": "page"}
+# How an empty field reads: as Topology names the node that links here.
+UNSET_LABELS: dict[UnsetField, str] = {"rule": NO_RULE, "model": NO_MODEL, "instance": NO_INSTANCE}
+_UNSET_SAYS = {"rule": "without a rule", "model": "without a model", "instance": "not routed to an instance"}
 
 
 class SearchParams(BaseModel):
@@ -56,6 +62,7 @@ class SearchParams(BaseModel):
     qhash: str | None = Field(None, pattern=QUERY_HASH_PATTERN)
     violation: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=MAX_TEXT,
                                   description="Decisions in which a candidate broke this constraint.")
+    unset: list[UnsetField] = Field([], description="Fields the decision holds no value in (rule, model, instance).")
     pages: list[Annotated[str, Field(max_length=512)]] = Field(
         [], max_length=MAX_PAGES, description="The store cursors that led to this page (last: this page's)."
     )
@@ -69,15 +76,18 @@ class SearchParams(BaseModel):
 def parse_search(raw: Mapping[str, str]) -> tuple[SearchParams | None, list[str]]:
     """Validate the raw strings (widgets or URL, keyed by field name); ``(params, [])`` or ``(None, problems)``."""
     data: dict[str, object] = {k: v.strip() for k, v in raw.items() if k in URL_KEYS and v.strip()}
-    if "pages" in data:
-        data["pages"] = [c for c in str(data["pages"]).split(",") if c]
+    for key in ("pages", "unset"):
+        if key in data:
+            data[key] = [c.strip() for c in str(data[key]).split(",") if c.strip()]
     try:
         params = SearchParams.model_validate(data)
     except ValidationError as exc:
         return None, [f"{_LABELS.get(str(e['loc'][0]), e['loc'][0])}: {_message(e)}" for e in exc.errors()]
     if params.min_ms is not None and params.max_ms is not None and params.min_ms > params.max_ms:
         return None, ["min latency is above max latency"]
-    return params, []
+    if params.rule is not None and "rule" in params.unset:
+        return None, [f"rule: a rule is given and {NO_RULE} chosen too; clear one"]
+    return params.model_copy(update={"unset": [n for n in UNSET_FIELDS if n in params.unset]}), []
 
 
 def _message(error: Mapping[str, object]) -> str:
@@ -87,7 +97,9 @@ def _message(error: Mapping[str, object]) -> str:
     if kind == "string_pattern_mismatch":
         return "not a query hash (sha256:<64 hex> or hmac-sha256:<64 hex>)"
     if kind == "literal_error":
-        return "choose one of the offered values"
+        loc = error["loc"]
+        offered = f" ({', '.join(UNSET_FIELDS)})" if isinstance(loc, tuple) and loc[:1] == ("unset",) else ""
+        return "choose one of the offered values" + offered
     return str(error["msg"])
 
 
@@ -96,7 +108,8 @@ def to_query(params: SearchParams) -> dict[str, str]:
     out = {"rule": params.rule, "fallback": None if params.fallback == "any" else params.fallback,
            "outcome": None if params.outcome == "any" else params.outcome,
            "min_ms": _num(params.min_ms), "max_ms": _num(params.max_ms), "qhash": params.qhash,
-           "violation": params.violation, "pages": ",".join(params.pages) or None}
+           "violation": params.violation, "unset": ",".join(params.unset) or None,
+           "pages": ",".join(params.pages) or None}
     return {URL_KEYS[k]: v for k, v in out.items() if v}
 
 
@@ -110,7 +123,21 @@ def search_filter(base: TraceFilter, params: SearchParams) -> TraceFilter:
         "rule": params.rule, "fallback": None if params.fallback == "any" else params.fallback == "yes",
         "outcome": None if params.outcome == "any" else params.outcome, "query_hash": params.qhash,
         "min_latency_ms": params.min_ms, "max_latency_ms": params.max_ms, "violation": params.violation,
+        "unset": params.unset or None,
     }})
+
+
+def unset_problems(base: TraceFilter, params: SearchParams) -> list[str]:
+    """An empty field chosen while the sidebar names a value for it (the store would refuse the filter)."""
+    return [f"{UNSET_LABELS[n]} is chosen and the sidebar names {n} {getattr(base, n)!r}: clear one"
+            for n in params.unset if n != "rule" and getattr(base, n) is not None]
+
+
+def describe(params: SearchParams) -> str:
+    """What the page's own choices select, said after "N decisions" (the violation, the empty fields)."""
+    says = [f"in which a candidate broke {params.violation}"] if params.violation else []
+    says += [_UNSET_SAYS[n] for n in params.unset]
+    return " " + ", ".join(says) if says else ""
 
 
 def scope_problems(flt: TraceFilter) -> list[str]:

@@ -3,7 +3,8 @@
 Pure functions, no Streamlit, no I/O. Requests flow rule → model → instance; each link is split
 into its ``served`` part and its ``fallback`` part (requests of fallback traces), and every
 constraint that removed candidates adds a ``rejected`` link constraint → instance (counted in
-removals, not requests). Nodes carry a link to the decisions behind them.
+removals, not requests). Nodes carry a link to the decisions behind them; a blank node's ("(no model)")
+links to those with that field empty (``?unset=model``), not to every decision of the scope.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from schemas.queries import ConstraintStat, TrafficEdge
+from schemas.queries import UNSET_FIELDS, ConstraintStat, TrafficEdge
 
 __all__ = [
     "FLOWS", "LINK_COLUMNS", "NODE_COLUMNS", "NO_INSTANCE", "NO_MODEL", "NO_RULE", "SCOPE_PARAMS",
@@ -58,15 +59,34 @@ def parse_url_time(raw: str | None) -> datetime | None:
 
 
 
-def decisions_link(base: Mapping[str, str | None], **fields: str | None) -> str:
-    """``/decisions?...``: the scope params of ``base`` (see :data:`SCOPE_PARAMS`) plus ``fields`` (None: left out)."""
-    params = {k: base[k] for k in SCOPE_PARAMS if base.get(k)}
+def decisions_link(base: Mapping[str, str | None], unset: Sequence[str] = (), **fields: str | None) -> str:
+    """``/decisions?...``: the scope params of ``base`` (see :data:`SCOPE_PARAMS`) plus ``fields`` (None: left out).
+
+    ``unset``: fields (rule, model, instance) the decisions hold no value in (``?unset=model``, a blank
+    node's decisions); each replaces the scope's value of that field.
+    """
+    params = {k: base[k] for k in SCOPE_PARAMS if base.get(k) and k not in unset}
     params.update({k: v for k, v in fields.items() if v})
+    if unset:
+        params["unset"] = ",".join(n for n in UNSET_FIELDS if n in unset)
     return "/decisions" + ("?" + urllib.parse.urlencode(params) if params else "")
 
 
 def _name(kind: str, value: str | None) -> str:
     return value if value else _BLANK[kind]
+
+
+def _node_link(base: Mapping[str, str | None], kind: str, name: str) -> str:
+    """The decisions behind a node: a constraint's violations, a blank node's empty field, else the name."""
+    if kind == "constraint":
+        return decisions_link(base, violation=name)
+    return decisions_link(base, unset=[kind]) if name == _BLANK[kind] else decisions_link(base, **{kind: name})
+
+
+def _edge_link(base: Mapping[str, str | None], e: TrafficEdge) -> str:
+    """The decisions of one flow: its rule, model and instance, a blank one empty (``unset``)."""
+    fields = {"rule": e.rule, "model": e.model, "instance": e.instance}
+    return decisions_link(base, unset=[k for k, v in fields.items() if not v], **fields)
 
 
 def sankey_frames(
@@ -111,8 +131,7 @@ def sankey_frames(
         {"node": f"{kind}:{name}", "kind": kind, "name": name,
          "label": f"✕ {name} · {n:,} removed" if kind == "constraint" else f"{name} · {n:,}", "requests": n,
          "share": n / total if total and kind != "constraint" else None,
-         "link": decisions_link(base or {}, violation=name) if kind == "constraint" else decisions_link(
-             base or {}, **{kind: None if name == _BLANK[kind] else name})}
+         "link": _node_link(base or {}, kind, name)}
         for kind in _KINDS for name, n in sorted(seen[kind].items())
     ]
     index = {row["node"]: i for i, row in enumerate(nodes)}
@@ -145,7 +164,7 @@ def edge_table(
         {"rule": _name("rule", e.rule), "model": _name("model", e.model), "instance": _name("instance", e.instance),
          "requests": e.requests, "fallbacks": min(fb.get((e.rule, e.model, e.instance), 0), e.requests),
          "share": e.requests / total if total else None,
-         "decisions": decisions_link(base or {}, rule=e.rule, model=e.model, instance=e.instance)}
+         "decisions": _edge_link(base or {}, e)}
         for e in edges
     ]
     columns = ["rule", "model", "instance", "requests", "fallbacks", "share", "decisions"]

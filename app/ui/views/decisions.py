@@ -66,6 +66,12 @@ for field in FIELDS:  # the URL wins on the first run of a session, the widgets 
         st.session_state[f"dec_{field}"] = given
 if "dec_pages" not in st.session_state:
     st.session_state.dec_pages = st.query_params.get("pages", "")
+if "dec_unset" not in st.session_state:  # a Topology link to "(no model)" and the like: ?unset=model
+    given = [n.strip() for n in st.query_params.get("unset", "").split(",") if n.strip()]
+    if unknown := [n for n in given if n not in dec.UNSET_LABELS]:
+        shown = widgets.plain(f"unset={','.join(unknown)[:40]!r}")
+        st.warning(f"Ignored {shown} from the link: choose one of the offered values.")
+    st.session_state.dec_unset = [n for n in dec.UNSET_LABELS if n in given]
 
 
 def _hash_typed_query() -> None:
@@ -90,18 +96,20 @@ with st.form("dec_query_form", border=False):
                   type="password")
     q2.form_submit_button("Search by query", on_click=_hash_typed_query)
 st.text_input("query hash", key="dec_qhash", placeholder="sha256:… or hmac-sha256:…")
+st.columns([2, 3])[0].multiselect("empty (decisions without a rule, a model or an instance)", list(dec.UNSET_LABELS),
+                                  key="dec_unset", format_func=dec.UNSET_LABELS.__getitem__, placeholder="none")
 key_note = st.empty()
 
-raw = {f: str(st.session_state[f"dec_{f}"]) for f in FIELDS}
+raw = {f: str(st.session_state[f"dec_{f}"]) for f in FIELDS} | {"unset": ",".join(st.session_state.dec_unset)}
 signature = repr(sorted(raw.items())) + sc.window + repr(sc.trace_filter(start=None, end=None))
 if st.session_state.get("dec_signature", signature) != signature:
     st.session_state.dec_pages = ""  # another search starts on its first page
 st.session_state.dec_signature = signature
 params, problems = dec.parse_search({**raw, "pages": st.session_state.dec_pages})
 flt = sc.trace_filter()
-problems += dec.scope_problems(flt)
+problems += dec.scope_problems(flt) + (dec.unset_problems(flt, params) if params else [])
 if params is None or problems:
-    for field in FIELDS:
+    for field in (*FIELDS, "unset"):
         sync_param(dec.URL_KEYS[field], raw[field].strip() or None)
     st.warning(widgets.plain("Check the filters: " + "; ".join(problems)))
     st.stop()
@@ -137,9 +145,8 @@ else:
     except SinkError as exc:
         st.caption(widgets.plain(f"Violations not shown: {exc}"))
     rows = dec.rows_frame(page, found)
-    broke = f" in which a candidate broke {params.violation}" if params.violation else ""
-    st.caption(f"Page {number}: {count(len(page.items), 'decision')}{broke}{more}. Cost in {lim.cost_unit}, "
-               "latencies in ms.")
+    st.caption(f"Page {number}: {count(len(page.items), 'decision')}{dec.describe(params)}{more}. "
+               f"Cost in {lim.cost_unit}, latencies in ms.")
     if found is None:
         rows = rows.drop(columns="violations")
     with st.columns([1, 1])[0]:

@@ -156,7 +156,7 @@ def test_a_trace_id_filter_reads_the_traces_once_minutes_are_sealed(tmp_path: Pa
                                                                           "instance"}))
 def test_the_rollup_answers_only_the_window_and_its_dimensions(field: str) -> None:
     sample = {"fallback": True, "outcome": "ok", "otel_trace_id": "0af7651916cd43dd8448eb211c80319c",
-              "min_latency_ms": 1.0, "max_latency_ms": 1.0, "violation": "kv-cache"}.get(field, "x")
+              "min_latency_ms": 1.0, "max_latency_ms": 1.0, "violation": "kv-cache", "unset": ["model"]}.get(field, "x")
     window = {"start": T0, "end": T0 + timedelta(hours=1)}
     assert rollup.answerable(TraceFilter(**window, rule="r"))
     assert not rollup.answerable(TraceFilter.model_validate({**window, field: sample}))

@@ -5,6 +5,7 @@ trace id: Elasticsearch's feedback reads skipped ``violation`` (counting the fee
 trace) and filtered ``otel_trace_id`` on a field no feedback holds (counting none). Each field alone,
 and with others, against a DuckDB file holding the same records (minutes unsealed: the traces
 answer), on every read that counts feedback: buckets, the window, misroutes, the experiment series.
+``unset`` (a rule, model or instance left empty) too: some traces have none.
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ def _trace(f: TraceFactory, i: int) -> DecisionTrace:
         t = t.model_copy(update={"otel_trace_id": OTEL})
     if i % 8 == 3:
         t = t.model_copy(update={"outcome": t.outcome.model_copy(update={"status": "error"})})
+    if i % 7 == 4:
+        t = t.model_copy(update={"rule": None})
+    if i % 10 == 7:
+        t = t.model_copy(update={"selected_model": None, "selected_instance": None})
+    if i % 11 == 5:
+        t = t.model_copy(update={"selected_instance": None})
     return t
 
 
@@ -61,9 +68,12 @@ ONE_FIELD = {
     "router_version": "v2", "experiment_arm": "a", "rule": T1.rule, "model": T1.selected_model,
     "instance": T1.selected_instance, "fallback": True, "outcome": "error", "query_hash": SHARED_QUERY,
     "otel_trace_id": OTEL, "min_latency_ms": 500.0, "max_latency_ms": 900.0, "violation": "kv-cache",
+    "unset": ["instance"],
 }
 COMBINED = [{"violation": "kv-cache", "experiment_arm": "a"}, {"violation": "kv-cache", "rule": T1.rule},
-            {"otel_trace_id": OTEL, "min_latency_ms": 300.0}, {"violation": "kv-cache", "otel_trace_id": OTEL}]
+            {"otel_trace_id": OTEL, "min_latency_ms": 300.0}, {"violation": "kv-cache", "otel_trace_id": OTEL},
+            {"unset": ["rule"]}, {"unset": ["model", "instance"]}, {"unset": ["instance"], "experiment_arm": "a"},
+            {"unset": ["rule"], "violation": "kv-cache"}, {"unset": ["instance"], "otel_trace_id": OTEL}]
 FILTERS = [{name: value} for name, value in ONE_FIELD.items()] + COMBINED
 
 

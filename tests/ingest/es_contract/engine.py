@@ -147,6 +147,9 @@ class Engine:
         if kind == "nested":  # one element of the nested list must match the whole inner query
             path = body["path"]
             return any(self._matches(stream, {path: item}, body["query"]) for item in _get(doc, path) or [])
+        if kind == "exists":  # a value that is not null (nor a list of nulls only)
+            found = _get(doc, body["field"])
+            return any(v is not None for v in (found if isinstance(found, list) else [found]))
         (field, arg), = body.items()
         value = _get(doc, field)
         values = value if isinstance(value, list) else [value]

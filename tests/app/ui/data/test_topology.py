@@ -72,7 +72,10 @@ def test_decisions_links_keep_scope() -> None:
     rejected = tp.sankey_frames(EDGES, rejected=REJECTED, base=base)[0].set_index("node")["link"]
     assert rejected["constraint:kv-cache"] == "/decisions?window=6h&experiment_arm=b&model=coder&violation=kv-cache"
     nodes, _ = tp.sankey_frames([TrafficEdge(rule=None, model=None, instance=None, requests=1)], base=base)
-    assert nodes["link"].tolist() == ["/decisions?window=6h&experiment_arm=b&model=coder"] * 3
+    assert nodes["link"].tolist() == [  # each blank node: exactly its decisions (the field empty)
+        "/decisions?window=6h&experiment_arm=b&model=coder&unset=rule",
+        "/decisions?window=6h&experiment_arm=b&unset=model",
+        "/decisions?window=6h&experiment_arm=b&model=coder&unset=instance"]
     assert nodes["name"].tolist() == [tp.NO_RULE, tp.NO_MODEL, tp.NO_INSTANCE]
     assert tp.decisions_link({}, rule="a b/c", model=None) == "/decisions?rule=a+b%2Fc"
     assert tp.decisions_link({}) == "/decisions"
