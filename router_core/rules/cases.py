@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 
 from router_core.rules.ir import Match, RuleSet
 from router_core.rules.request import RequestView
+from schemas.config.attachments import normalise_type
 from schemas.policy_file import CaseRequest, PolicyCase
 
 __all__ = ["CaseResult", "explain", "run_cases", "view_of"]
@@ -26,7 +27,7 @@ def view_of(req: CaseRequest, timezone: str, key: bytes | None = None) -> Reques
         input_length=req.input_length,
         query_length=req.input_length if req.query_length is None else req.query_length,
         language=req.language, intent=req.intent, intent_confidence=req.intent_confidence,
-        file_types=tuple(req.file_types),
+        file_types=tuple(normalise_type(t) for t in req.file_types),  # as the gateway types them: "PDF" is pdf
         has_attachments=bool(req.file_types) if req.has_attachments is None else req.has_attachments,
         request_time=when, headers={k.lower(): v for k, v in req.headers.items()}, metadata=req.metadata,
         prompt=req.prompt, keyword_score=req.keyword_score, fingerprint_key=key,

@@ -150,6 +150,7 @@ class _Clause:
 
     primary: str
     options: dict[str, Any]
+    spots: tuple[tuple[str, int, int], ...] = ()
 
 
 class _DslCompiler:
@@ -202,7 +203,7 @@ class _DslCompiler:
         return Rule(name=name, origin=Origin(self.loc.source, *self.loc.at(keyword.line or 1, keyword.column or 1)),
                     condition=condition, primary=clause.primary, chain=o.get("fallback", ()),
                     priority=o.get("priority", 1), throttle=throttle, timeout=timeout,
-                    requires=(o["compression"],) if "compression" in o else ())
+                    requires=(o["compression"],) if "compression" in o else (), spots=clause.spots)
 
     def _action(self, target: Token, option_nodes: list[Tree[Token]]) -> _Clause:
         try:
@@ -212,6 +213,7 @@ class _DslCompiler:
             primary = ""
         options: dict[str, Any] = {}
         names: dict[str, Token] = {}
+        spots = [("primary_target", *self.loc.at(*_pos(target)))]
         for option in option_nodes:
             name_token, value = option.children
             assert isinstance(name_token, Token) and isinstance(value, Tree)
@@ -227,10 +229,25 @@ class _DslCompiler:
                 options[name] = _OPTIONS[name](value)
             except _Bad as exc:
                 self.fail(exc.where, exc.message if exc.message.startswith(name) else f"{name}: {exc.message}")
+                continue
+            spots.extend(self._spots(name, value))
         for name, needs in _NEEDS:
             if name in names and needs not in names:
                 self.fail(names[name], f"{name} needs {needs}")
-        return _Clause(primary, options)
+        if "max_wait" in options and "max_rps" in names and options.get("overflow", "chain") != "wait":
+            # Without it the wait is never taken: a request finding the bucket empty goes down the chain or is refused.
+            self.fail(names["max_wait"], f"max_wait applies only with overflow=\"wait\" "
+                                         f"(this clause's overflow is {options.get('overflow', 'chain')})")
+        return _Clause(primary, options, tuple(spots))
+
+    def _spots(self, name: str, value: Tree[Token]) -> list[tuple[str, int, int]]:
+        """Where a target-naming option's literals are in the file (the loader reports an unknown one there)."""
+        if name == "compression":
+            return [("compression", *self.loc.at(*_pos(value)))]
+        if name != "fallback":
+            return []
+        items = [c for c in value.children if c is not None] if value.data == "opt_list" else [value]
+        return [(f"fallback_chain.{j}", *self.loc.at(*_pos(item))) for j, item in enumerate(items)]
 
 
 def _span(node: Tree[Token] | Token) -> tuple[int, int]:

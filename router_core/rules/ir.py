@@ -131,6 +131,10 @@ class Rule:
         chain: Next targets in order: model names or :class:`DegradedTarget` names.
         priority: Higher waits less when a shared bucket is throttled (``high`` = 2, ``normal`` = 1, ``low`` = 0).
         requires: Instance features a target instance must declare (the DSL's ``compression="flash-attn"``).
+        spots: Where the DSL wrote what the loader checks against the fleet, as (what, line, column):
+            ``primary_target``, ``fallback_chain.<j>`` and ``compression``, so that an unknown
+            target is reported at its literal, not at the clause's ``IF`` (a matrix rule's are
+            found in the YAML).
     """
 
     name: str
@@ -144,6 +148,14 @@ class Rule:
     guarantee: ResourceGuarantee | None = None
     cost: CostParams | None = None
     requires: tuple[str, ...] = ()
+    spots: tuple[tuple[str, int, int], ...] = field(default=(), compare=False, repr=False)
+
+    def spot(self, what: str) -> tuple[int, int]:
+        """Where the rule wrote ``what`` (see :attr:`spots`); else where the rule starts."""
+        for name, line, col in self.spots:
+            if name == what:
+                return line, col
+        return self.origin.line, self.origin.col
 
 
 def _never(req: RequestView) -> list[str]:

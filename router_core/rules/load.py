@@ -20,6 +20,7 @@ from router_core.errors import PolicyError
 from router_core.rules.condition import compile_condition
 from router_core.rules.condition.locate import ScalarMap, scalar_map
 from router_core.rules.dsl import compile_dsl
+from router_core.rules.file_checks import duplicate_names, reserved_names, throttle_problems
 from router_core.rules.ir import (
     CostParams,
     DegradedTarget,
@@ -74,6 +75,7 @@ def compile_policy(text: str, source: str, config: RouteLensConfig) -> RuleSet:
     problems: Problems = []
     rules: list[Rule] = []
     for i, entry in enumerate(spec.routing_matrix):
+        problems.extend(throttle_problems(entry, i, root))
         try:
             rules.append(_matrix_rule(entry, i, root, lines, source, terms))
         except PolicyError as exc:
@@ -82,10 +84,14 @@ def compile_policy(text: str, source: str, config: RouteLensConfig) -> RuleSet:
         where = _scalar(node_at(root, ("routing_dsl",)), lines, spec.routing_dsl)
         try:
             clauses = compile_dsl(spec.routing_dsl, source=source, line=where.line, col=where.col, term_lists=terms)
-            rules.extend(replace(r, origin=Origin(source, *where.to_file(r.origin.line, r.origin.col)))
+            rules.extend(replace(r, origin=Origin(source, *where.to_file(r.origin.line, r.origin.col)),
+                                 spots=tuple((k, *where.to_file(ln, c)) for k, ln, c in r.spots))
                          for r in clauses)
+            problems.extend(reserved_names(spec, clauses, root))
         except PolicyError as exc:
             problems.extend(_relocated(exc, where))
+    else:
+        problems.extend(reserved_names(spec, (), root))
     _raise(source, problems)
     degraded = {name: DegradedTarget(name, d.url, d.canned) for name, d in spec.degraded_targets.items()}
     fallbacks = {m: tuple(chain) for m, chain in spec.model_fallbacks.items()}
@@ -168,6 +174,9 @@ def _parse(text: str, source: str) -> tuple[yaml.Node | None, PolicyFileSpec]:
     except ValidationError as exc:
         found: list[tuple[tuple[int, int, str], str]] = []
         for err in exc.errors():
+            if not err["loc"] and (dups := duplicate_names(data, root)):  # the file's "rule_name used twice"
+                found.extend(dups)
+                continue
             loc = in_document(data, tuple(p for p in err["loc"] if isinstance(p, (int, str))))
             extra = err["type"] == "extra_forbidden"
             line, col = _pos(node_at(root, loc, key=extra))
@@ -212,9 +221,9 @@ def _check_targets(rules: tuple[Rule, ...], degraded: Mapping[str, DegradedTarge
     problems: Problems = []
 
     def at(rule: Rule, *loc: int | str) -> tuple[int, int]:
-        if rule.name in positions:
+        if not rule.spots and rule.name in positions:  # a matrix rule (a DSL clause has spots)
             return _pos(node_at(root, ("routing_matrix", positions[rule.name], *loc)))
-        return rule.origin.line, rule.origin.col
+        return rule.spot(".".join(str(p) for p in loc[:2]))
 
     for name in degraded:
         if name in models:
@@ -247,7 +256,7 @@ def _check_targets(rules: tuple[Rule, ...], degraded: Mapping[str, DegradedTarge
         serving = [s for s in instances if s.model in targets]
         for feature in rule.requires:
             if not any(feature in s.features for s in serving):
-                problems.append((rule.origin.line, rule.origin.col,
+                problems.append((*rule.spot("compression"),
                                  f"rule {rule.name}: no instance of {', '.join(targets)} declares feature {feature!r} "
                                  f"(fleet.instances[].features)"))
         g = rule.guarantee

@@ -314,8 +314,8 @@ class ConditionCompiler:
         if literal.type != "str" or literal.get is not None:
             _fail(arg, f"{name} takes a string in quotes, as in {name}('...')")
         text: Any = literal.const
-        if not text:
-            _fail(arg, f"{name} needs a non-empty string")
+        if not text.strip():  # a blank needle is dropped by the matcher: the test would never hold
+            _fail(arg, f"{name} needs a string with something other than spaces in it")
         if name == "header":
             return header_getter(text)
         return Value("bool", get=prompt_matcher([text]))

@@ -1,9 +1,12 @@
-"""Features that take only some numbers: a literal compared against one outside them is a mistake.
+"""Features that take only some values: a literal compared against one outside them is a mistake.
 
 ``request_time.hour in [9, 25]`` can never be 25, and ``request_time.hour > 30`` never holds: the
 rule is silently dead (or, for ``!=`` and an always-true ordering, silently always on). The
 compiler asks :func:`out_of_domain` about each literal a bounded feature is compared with, and
-reports the answer at the literal, as it reports a type error.
+reports the answer at the literal, as it reports a type error. So with strings: ``language`` is
+one of the analyser's four (``language == "ZH"`` or ``"chinese"`` never holds), and ``file_type``
+is a short lower-case name with aliases folded, as the gateway types attachments (``"PDF"``,
+``"jpeg"`` and ``".pdf"`` never are).
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from router_core.rules.condition.ops import OPS
+from schemas.common import Language
+from schemas.config.attachments import normalise_type
 
-__all__ = ["DOMAINS", "Domain", "out_of_domain"]
+__all__ = ["DOMAINS", "WORDS", "Domain", "out_of_domain"]
 
 _EQUALITY = frozenset({"==", "!=", "in", "not in"})
 
@@ -41,6 +46,25 @@ DOMAINS: dict[str, Domain] = {
 }
 
 
+# Features whose strings are a closed set (the analyser's languages): any other literal is a dead rule.
+WORDS: dict[str, tuple[str, ...]] = {"language": tuple(lang.value for lang in Language)}
+
+
+def _word(label: str, op: str, const: str) -> str | None:
+    """Why comparing a string feature with ``const`` never (or always) holds; None when it may hold."""
+    if label == "file_type":  # types are short lower-case names, aliases folded (schemas.config.attachments)
+        spelled = normalise_type(const)
+        if spelled == const or not spelled:
+            return None
+        return f"file_type is a short lower-case type name: it is never {const!r}; write {spelled!r}"
+    words = WORDS.get(label)
+    if words is None or const in words:
+        return None
+    so = {"==": f", so == {const!r} never holds", "!=": f", so != {const!r} always holds"}.get(op, "")
+    hint = f"; write {const.casefold()!r}" if const.casefold() in words else ""
+    return f"{label} is one of {', '.join(words)}: it is never {const!r}{so}{hint}"
+
+
 def out_of_domain(label: str | None, op: str, const: Any) -> str | None:
     """Why comparing the feature ``label`` with the literal ``const`` by ``op`` is a mistake; None when it is not.
 
@@ -49,6 +73,8 @@ def out_of_domain(label: str | None, op: str, const: Any) -> str | None:
     holds. An ordering is reported when it never holds, or always holds with a literal outside the
     domain, except the bound just past either end (``request_time.hour < 24``, ``> -1``).
     """
+    if isinstance(const, str) and label is not None and op in _EQUALITY:
+        return _word(label, op, const)
     domain = DOMAINS.get(label or "")
     if domain is None or isinstance(const, bool) or not isinstance(const, int | float):
         return None

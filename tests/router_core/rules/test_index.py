@@ -56,7 +56,9 @@ def reference(rules: RuleSet, req: RequestView) -> Match:
 
 # Small domains, so requests sit on the rules' boundaries (value == constant) and every type oddity meets them.
 FEATURES = ["input_length", "intent_confidence", "metadata.n", "metadata.a.b"]
-STRINGS = ["language", "intent", "header('x-a')", "metadata.n"]
+STRINGS = ["intent", "header('x-a')", "metadata.n"]
+# language is one of the analyser's four (any other literal is a policy error): its own words
+LANGUAGE, LANGUAGES = "language", ["'zh'", "'en'", "'mixed'"]
 NUMBERS = ["0", "1", "2", "8000"]
 # The hour with hours every comparison can hold and fail for (an hour out of 0-23, or `< 0`, is a policy error)
 HOUR, HOURS = "request_time.hour", ["1", "2", "12"]
@@ -72,6 +74,8 @@ ATOMS = st.one_of(
     st.builds("{} {} {}".format, st.sampled_from(STRINGS), st.sampled_from(["==", "!="]), st.sampled_from(WORDS)),
     st.builds("{} in [{}]".format, st.sampled_from(STRINGS),
               st.lists(st.sampled_from(WORDS), max_size=3).map(",".join)),
+    st.builds("{} {} {}".format, st.just(LANGUAGE), st.sampled_from(["==", "!="]), st.sampled_from(LANGUAGES)),
+    st.builds("{} in [{}]".format, st.just(LANGUAGE), st.lists(st.sampled_from(LANGUAGES), max_size=3).map(",".join)),
     st.builds("{} in [{}]".format, st.sampled_from(FEATURES), st.lists(st.sampled_from(NUMBERS), max_size=3)
               .map(",".join)),
     st.builds("{} not in [{}]".format, st.sampled_from(STRINGS), st.sampled_from(WORDS)),

@@ -120,7 +120,7 @@ BAD = [
     ("guarantee-without-kv-bytes", "routing_matrix:\n  - rule_name: a\n    resource_guarantee: {min_gpu_mem: 12GB}\n",
      "m.yaml:3:39: rule a: min_gpu_mem needs kv_cache_bytes on instances vl-1, llama-1"),
     ("dsl-unknown-target", 'routing_dsl: |\n  IF input_length > 3\n    THEN route_to("gpt-9")\n',
-     "m.yaml:2:3: rule clause-1: primary target 'gpt-9'"),
+     "m.yaml:3:19: rule clause-1: primary target 'gpt-9'"),  # at the literal, not at the IF
     ("dsl-missing-feature", 'routing_dsl: |\n  IF input_length > 3 THEN route_to("qwen-vl") WITH compression="x"\n',
      "no instance of qwen-vl declares feature 'x'"),
     ("duplicate-rule", "routing_matrix:\n  - rule_name: a\n  - rule_name: a\n", "rule_name used twice: a"),
