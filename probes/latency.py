@@ -9,6 +9,14 @@ answers from an error path), or when the last ``trend_window`` latencies creep u
 Mann-Kendall test with p < ``trend_p`` and a Theil-Sen rise (slope x ``trend_window``) of at
 least ``trend_min_rise`` x the baseline p95. A request that failed is ``failed``.
 
+A window holding fewer probes than the baseline was learned from (after a start with a baseline
+loaded from the file, or one another process changed) is not comparable to it: the p95 of a few
+probes reads low (one probe's p95 is that probe) and their p50 is one or two draws. Until it
+holds ``min(window, baseline samples)`` probes only what a later, full window would say as well
+is judged: a p95 already above the baseline's band (it can only read lower than the truth), and
+the trend test. Otherwise the probe is ``ok`` with a reason saying the window is filling, and
+carries no baseline (as while learning), so nothing re-reads its short-window p95 against the band.
+
 The statistics are pure Python: the Mann-Kendall p-value is exact (Mahonian distribution of
 inversions) up to 60 points, a normal approximation beyond; tied pairs count half discordant.
 """
@@ -156,17 +164,21 @@ class LatencyTracker:
             base = Baseline(percentile(learning, 50), percentile(learning, 95), len(learning), self.wall().isoformat())
             self.store.set(instance, base)
             del self._learning[instance]
-        return self._judge(recent, p50, p95, base, latency)
+        return self._judge(recent, p50, p95, base, latency, len(window))
 
-    def _judge(self, recent: deque[float], p50: float, p95: float, base: Baseline, latency: float) -> Judgement:
+    def _judge(self, recent: deque[float], p50: float, p95: float, base: Baseline, latency: float,
+               size: int) -> Judgement:
         s = self.settings
         threshold = base.p95_ms * (1 + s.tolerance)
+        full = min(s.window, base.samples)  # as many probes as the baseline's: the same statistics
+        filling = size < full
 
         def verdict(verdict: ProbeVerdict, reason: str = "", error_class: str | None = None) -> Judgement:
             return Judgement(verdict, p95, threshold, reason, error_class, base.p95_ms, latency_ms=latency)
 
-        for name, value, ref in (("p95", p95, base.p95_ms), ("p50", p50, base.p50_ms)):
-            if ref > 0 and abs(value / ref - 1) > s.tolerance:
+        checks = (("p95", p95, base.p95_ms),) if filling else (("p95", p95, base.p95_ms), ("p50", p50, base.p50_ms))
+        for name, value, ref in checks:
+            if ref > 0 and abs(value / ref - 1) > s.tolerance and not (filling and value < ref):
                 side = "above" if value > ref else "below"
                 return verdict(ProbeVerdict.DEGRADED,
                                f"window {name} {value:.1f} ms is {abs(value / ref - 1):.0%} {side} its baseline "
@@ -180,4 +192,9 @@ class LatencyTracker:
                                f"latency creeping up: +{rise:.1f} ms over the last {len(tail)} probes "
                                f"(Mann-Kendall p={p:.4f} < {s.trend_p:g}; rise ≥ {s.trend_min_rise:.0%} of "
                                f"baseline p95 {base.p95_ms:.1f} ms)", "trend")
+        if filling:
+            return Judgement(ProbeVerdict.OK, p95, threshold,
+                             f"window filling ({size}/{full} probes): judged against its baseline p95 "
+                             f"{base.p95_ms:.1f} ms once full (a p95 above {threshold:.1f} ms counts at once)",
+                             latency_ms=latency)
         return verdict(ProbeVerdict.OK)

@@ -13,7 +13,9 @@ One probe result is noisy; the router must not move traffic on every blip. Per (
 A recovery clears the window, so the recovered verdict starts from fresh evidence. Alternating
 pass/fail therefore turns the verdict ``failed`` once and keeps it there; it never oscillates.
 ``flaps`` counts verdict changes after the first verdict. ``since`` is the ``ts`` of the result
-that changed the verdict.
+that changed the verdict. The status's ``reason`` explains its verdict: the latest result's
+reason when that result agrees with it, else why the verdict holds against it (an ``ok`` first
+verdict must not read "65% below its baseline" because one probe said so and k-of-n was not met).
 """
 
 from __future__ import annotations
@@ -87,10 +89,26 @@ class Hysteresis:
             since=result.ts if changed or self._status is None else self._status.since,
             value=result.value,
             threshold=result.threshold,
-            reason=result.reason[:500],
+            reason=(result.reason if result.verdict is new else self._held(new, result))[:500],
             flaps=flaps + (1 if changed and old is not None else 0),
         )
         return self._status if changed else None
+
+    def _held(self, verdict: ProbeVerdict, result: ProbeResult) -> str:
+        """Why ``verdict`` holds though ``result`` says otherwise (k-of-n not met, or a recovery not done)."""
+        s, n = self._s, len(self._window)
+        if verdict is ProbeVerdict.FAILED:
+            why = f"{self._not_failed_run} probes in a row not failed, of the {s.recover_m} needed to recover"
+        elif verdict is ProbeVerdict.DEGRADED and result.verdict is ProbeVerdict.OK:
+            why = f"{self._ok_run} ok probes in a row, of the {s.recover_m} needed to recover"
+        elif verdict is ProbeVerdict.DEGRADED:
+            failed = sum(1 for v in self._window if v is ProbeVerdict.FAILED)
+            why = f"{failed} of the last {n} probes failed, {s.fail_k} needed to fail"
+        else:
+            worse = sum(1 for v in self._window if v is not ProbeVerdict.OK)
+            why = f"{worse} of the last {n} probes not ok, {s.fail_k} needed to change it"
+        latest = f"the latest probe {result.verdict.value}" + (f": {result.reason}" if result.reason else "")
+        return f"{verdict.value} held ({why}); {latest}"
 
     def _next(self, old: ProbeVerdict | None) -> ProbeVerdict:
         k = self._s.fail_k
