@@ -28,22 +28,22 @@ class Clock:
 
 
 class Flaky:
-    """A handler that hangs while ``hang`` is set, else answers 200."""
+    """A handler that hangs while ``hang`` is set, else answers 200; ``seen``: the request ids that reached it."""
 
     def __init__(self) -> None:
         self.hang = True
-        self.calls = 0
+        self.seen: list[str | None] = []
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        self.calls += 1
+        self.seen.append(request.headers.get("X-Request-Id"))
         if self.hang:
             await asyncio.sleep(10)
         return await reply(200)(request)
 
 
 @asynccontextmanager
-async def gateway(a: Any, clock: Clock, **resilience: Any) -> AsyncIterator[tuple[TestClient[Any, Any], Gateway,
-                                                                                   MemoryHooks]]:
+async def gateway(a: Any, clock: Clock, gateway_cfg: dict[str, Any] | None = None,
+                  **resilience: Any) -> AsyncIterator[tuple[TestClient[Any, Any], Gateway, MemoryHooks]]:
     async with AsyncExitStack() as stack:
         servers = {"a": TestServer(upstream(a.handle, KV["a"])), "b": TestServer(upstream(reply(200), KV["b"]))}
         for server in servers.values():
@@ -52,7 +52,7 @@ async def gateway(a: Any, clock: Clock, **resilience: Any) -> AsyncIterator[tupl
         config = RouteLensConfig.model_validate({
             "fleet": {"instances": [{"id": iid, "model": "m", "url": str(s.make_url("")).rstrip("/")}
                                     for iid, s in servers.items()]},
-            "gateway": {"max_attempts": 2, "upstream_timeout_s": 0.2},
+            "gateway": {"max_attempts": 2, "upstream_timeout_s": 0.2, **(gateway_cfg or {})},
             "scrape": {"interval_s": 60},
             "resilience": {"breakers": {"instance": {"open_s": 5, "close_after": 1, "stall_after_s": None}},
                            **resilience},
@@ -76,20 +76,36 @@ def test_three_timeouts_open_the_instance_before_any_scrape_then_a_trial_closes_
     asyncio.run(_test_three_timeouts_open_the_instance_before_any_scrape_then_a_trial_closes_it())
 
 
+# Only a hang races a short timer here: the three that open a are streams cut at their first byte
+# (0.2 s), tried on a alone; every answer the test needs (b's, the trial's) is a whole answer with
+# upstream_timeout_s. With one 0.2 s timeout for all, a loaded machine's stall (a full garbage
+# collection took 0.3-0.95 s beside two busy processes) failed the test about once in a hundred
+# runs: a timeout fired before its request reached a (`a.calls == 3` read 2), or b's or the trial's answer
+# came back too late (the trial then reopens the breaker, rightly).
+STALL_PROOF = {"max_attempts": 1, "first_byte_timeout_s": 0.2, "upstream_timeout_s": 30}
+
+
 async def _test_three_timeouts_open_the_instance_before_any_scrape_then_a_trial_closes_it() -> None:
     clock, a = Clock(), Flaky()
-    async with gateway(a, clock) as (client, gw, hooks):
-        rounds = gw.scrape_metrics.rounds._value.get() if hasattr(gw.scrape_metrics, "rounds") else None
-        await open_a(client, hooks)
+    async with gateway(a, clock, STALL_PROOF) as (client, gw, hooks):
+        rounds = gw.scrape_metrics.rounds._value.get()
+        opening = []
+        for _ in range(3):
+            got = await client.post("/v1/chat/completions", json={**CHAT, "stream": True})
+            await got.read()
+            opening.append(got.headers["x-request-id"])
+            attempts = trace_of(hooks, got.headers).attempts
+            assert [(x.instance, x.status, x.error_class) for x in attempts] == [
+                ("a", AttemptStatus.TIMEOUT, "first_byte_timeout")]
         got = await client.post("/v1/chat/completions", json=CHAT)
         trace = trace_of(hooks, got.headers)
         assert [(x.instance, x.status) for x in trace.attempts] == [("b", AttemptStatus.OK)]  # no failed attempt
         a_eval = next(c for c in trace.candidates if c.instance == "a")
         assert [v.metric for v in a_eval.violations] == ["breaker_instance"]
         assert "3 consecutive timeout errors" in a_eval.violations[0].reason
-        assert a.calls == 3
-        if rounds is not None:
-            assert gw.scrape_metrics.rounds._value.get() == rounds  # no scrape in between
+        # A timeout may fire before its request reached a (a stall): a saw at most the three, never this one.
+        assert set(a.seen) <= set(opening) and got.headers["x-request-id"] not in a.seen
+        assert gw.scrape_metrics.rounds._value.get() == rounds  # no scrape in between
         state = await (await client.get("/v1/router/state")).json()
         row = next(r for r in state["breakers"]["breakers"] if r["scope"] == "instance" and r["name"] == "a")
         assert row["state"] == "open" and "timeout" in row["reason"]
@@ -99,13 +115,16 @@ async def _test_three_timeouts_open_the_instance_before_any_scrape_then_a_trial_
         # open_s later: half-open, the next request to a is a trial; it passes, the breaker closes
         a.hang = False
         clock.t += 5
-        for _ in range(20):
-            await asyncio.sleep(0.05)  # the hub's sweep loop (every 0.1 s)
-            if gw.breakers.get("instance", "a").state.label == "half_open":  # type: ignore[union-attr]
+        breaker = gw.breakers.get("instance", "a")
+        assert breaker is not None
+        for _ in range(200):  # the hub's sweep loop (every 0.1 s of the event loop's time) moves it
+            if breaker.state.label == "half_open":
                 break
+            await asyncio.sleep(0.05)
+        assert breaker.state.label == "half_open"
         got = await client.post("/v1/chat/completions", json=CHAT)
-        assert [x.instance for x in trace_of(hooks, got.headers).attempts] == ["a"]
-        assert gw.breakers.get("instance", "a").state.label == "closed"  # type: ignore[union-attr]
+        assert [(x.instance, x.status) for x in trace_of(hooks, got.headers).attempts] == [("a", AttemptStatus.OK)]
+        assert got.headers["x-request-id"] in a.seen and breaker.state.label == "closed"
         text = await (await client.get("/metrics")).text()
         assert 'routelens_breaker_state{name="a",scope="instance"} 0.0' in text
 
