@@ -4,9 +4,7 @@ from the models in Python."""
 
 from __future__ import annotations
 
-import asyncio
 import statistics
-import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -16,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from app.run.gateway_app import StoreHooks
 from bench.synthetic import TraceFactory
@@ -37,6 +34,7 @@ from schemas.records import RouterEvent
 from schemas.trace import ScoreWeight, ShadowDecision, Violation
 from tests.ingest.conftest import es_client, real_es_url
 from tests.ingest.es_contract.server import ContractServer
+from tests.serve_thread import in_thread
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 EVIL = "req_1' OR '1'='1'; DROP TABLE traces; --"
@@ -147,25 +145,14 @@ def served(store: DuckDBTraceStore, spool: Path) -> Iterator[str]:
     """Serve the query API of ``store`` on 127.0.0.1 from a background thread, wired as ``routelens serve``
     wires it: the gateway (``GET /v1/traces/{id}`` through :class:`StoreHooks`), then :class:`IngestApi`."""
     emitter = TraceEmitter(store, StorageSettings(), spool_dir=spool).start()
-    loop = asyncio.new_event_loop()
     config = RouteLensConfig.model_validate(  # an idle instance: its failed scrape is an unrelated snapshot
         {"fleet": {"instances": [{"id": "idle", "model": "m", "url": "http://127.0.0.1:1"}]}})
     app = Gateway(config, build_router(config), StoreHooks(emitter, store)).build_app()
     IngestApi(emitter, store).add_routes(app)
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        with in_thread(app) as url:
+            yield url
     finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
         emitter.close()
 
 

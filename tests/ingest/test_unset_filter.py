@@ -10,8 +10,6 @@ what the traces say in Python.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -34,6 +32,7 @@ from schemas.queries import AggregateQuery, TraceFilter
 from tests.ingest.conftest import es_client
 from tests.ingest.es_contract.engine import Engine
 from tests.ingest.es_contract.server import ContractServer
+from tests.serve_thread import in_thread
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=UTC)
 END = T0 + timedelta(hours=1)
@@ -104,23 +103,12 @@ def figures(store: Any, flt: TraceFilter) -> dict[str, Any]:
 def served(store: DuckDBTraceStore, spool: Path) -> Iterator[str]:
     """The query API of ``store`` on 127.0.0.1, from a background thread."""
     emitter = TraceEmitter(store, StorageSettings(), spool_dir=spool).start()
-    loop = asyncio.new_event_loop()
     app = web.Application()
     IngestApi(emitter, store).add_routes(app)
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        with in_thread(app) as url:
+            yield url
     finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
         emitter.close()
 
 

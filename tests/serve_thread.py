@@ -1,0 +1,32 @@
+"""An aiohttp application served on 127.0.0.1 from a thread of its own, for a test that calls it synchronously."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from aiohttp import web
+
+__all__ = ["in_thread"]
+
+
+@contextmanager
+def in_thread(app: web.Application) -> Iterator[str]:
+    """Serve ``app`` on a free loopback port from a background loop; yield its base URL; clean it up after."""
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
