@@ -120,8 +120,15 @@ class TraceStore(Protocol):
         """Return feedback saying ``correct=false`` on traces matching ``flt``, newest feedback first."""
         ...
 
-    def feedback(self, request_id: str) -> list[Feedback]:
-        """Return every verdict recorded on ``request_id`` (correct or not), oldest first (at most ``MAX_LIMIT``)."""
+    def feedback(self, request_id: str, *, settle: bool = True) -> list[Feedback]:
+        """Return every verdict recorded on ``request_id`` (correct or not), oldest first (at most ``MAX_LIMIT``).
+
+        ``settle``: a store fed through a pipeline (a store process's API) writes what waits to be
+        written first when it holds no verdict on the id, so one posted a moment ago is found
+        (read-your-writes); False reads what is written only, forcing no write (a check made on every
+        verdict must not turn the store's 2 s writes into one a verdict). A store read directly has
+        no pipeline: it reads what is written either way.
+        """
         ...
 
     def experiment_groups(self, by: CompareBy, start: datetime, end: datetime) -> dict[str, int]:
@@ -210,8 +217,11 @@ class WindowReader(ABC):
         """Return quarantined records in ``[start, end)``, oldest first."""
         return self._window(Kind.QUARANTINE, start, end, {}, clamp_limit(limit))
 
-    def feedback(self, request_id: str) -> list[Feedback]:
-        """Return every verdict recorded on ``request_id`` (correct or not), oldest first (at most ``MAX_LIMIT``)."""
+    def feedback(self, request_id: str, *, settle: bool = True) -> list[Feedback]:
+        """Return every verdict recorded on ``request_id`` (correct or not), oldest first (at most ``MAX_LIMIT``).
+
+        ``settle`` changes nothing here: the store is read directly (see :meth:`TraceStore.feedback`).
+        """
         return self._window(Kind.FEEDBACK, _EVER[0], _EVER[1], {"request_id": request_id}, MAX_LIMIT)
 
     def policy(self, policy_hash: str) -> PolicyRecord | None:

@@ -125,11 +125,15 @@ class StoreHooks:
         self.emitter.emit(feedback)
 
     def has_stored_verdict(self, request_id: str) -> bool:
-        """Whether the store holds a verdict on ``request_id`` (one given before this gateway started, say).
+        """Whether the store has written a verdict on ``request_id`` (one given before this gateway started, say).
+
+        What it has not written yet is not waited for: asked on every verdict, a forced write each time would
+        turn the store's 2 s writes into one a verdict (a verdict still in the store's pipeline across a
+        restart is the window this leaves: the store itself still keeps the first).
 
         Raises what the store's read raises when it cannot answer (``SinkError`` from a store process).
         """
-        return bool(self.store.feedback(request_id))
+        return bool(self.store.feedback(request_id, settle=False))  # no write forced a verdict
 
     def record_snapshots(self, snapshots: list[InstanceSnapshot]) -> None:
         """Queue a scrape round's snapshots (the instance timeline; traces then point at them)."""

@@ -175,14 +175,14 @@ class HttpTraceStore:
         data = self._get("/v1/analytics/misroutes", {**self._filter(flt), "limit": clamp_limit(limit)})
         return self._models(Misroute, data["misroutes"])
 
-    def feedback(self, request_id: str) -> list[Feedback]:
-        """Return every verdict recorded on ``request_id``, oldest first.
+    def feedback(self, request_id: str, *, settle: bool = True) -> list[Feedback]:
+        """Return every verdict recorded on ``request_id``, oldest first (``settle``: see ``TraceStore.feedback``).
 
         Raises:
             SinkError: The server is unreachable, has no such read (an older one: 404 or 405), or
                 answered an invalid body.
         """
-        data = self._get("/v1/feedback", {"request_id": request_id})
+        data = self._get("/v1/feedback", {"request_id": request_id, **({} if settle else {"settle": "false"})})
         if data is None:  # a 404 whose code reads as "no trace": a server that does not know the route
             raise SinkError(f"the server at {self.base_url} does not serve GET /v1/feedback")
         return self._models(Feedback, data["feedback"])

@@ -82,6 +82,8 @@ class FeedbackQuery(_Query):
     """``GET /v1/feedback``: the request whose verdicts to read."""
 
     request_id: str = Field(min_length=1, max_length=128, description="The request's id (x-request-id).")
+    settle: bool = Field(True, description="With none stored, write what waits first (read-your-writes); false: "
+                                           "what is written only.")
 
 
 class BucketsQuery(TraceFilter):

@@ -295,12 +295,17 @@ class IngestApi(ExperimentRoutes):
     async def feedback(self, request: web.Request) -> web.Response:
         """``GET /v1/feedback?request_id=``: every verdict on one request, oldest first (read-your-writes)."""
         q = query_of(FeedbackQuery, request)
-        return json_response(FeedbackAnswer(feedback=await asyncio.to_thread(self._feedback_of, q.request_id)))
+        return json_response(FeedbackAnswer(feedback=await asyncio.to_thread(self._feedback_of, q.request_id,
+                                                                             q.settle)))
 
-    def _feedback_of(self, request_id: str) -> list[Feedback]:
-        """A verdict posted a moment ago is found: with none stored, what waits to be written is written first."""
+    def _feedback_of(self, request_id: str, settle: bool) -> list[Feedback]:
+        """A verdict posted a moment ago is found: with none stored, what waits to be written is written first.
+
+        Not with ``settle`` False: the gateway asks about every verdict it takes (``has_stored_verdict``),
+        and a write forced each time would turn the store's 2 s writes into one a verdict.
+        """
         found = self.store.feedback(request_id)
-        if not found and self.emitter.backlog_size() and self.emitter.flush(_LOOKUP_FLUSH_S):
+        if not found and settle and self.emitter.backlog_size() and self.emitter.flush(_LOOKUP_FLUSH_S):
             found = self.store.feedback(request_id)
         return found
 
