@@ -140,7 +140,8 @@ def add_store_proxy(app: web.Application, store_url: str,
             allowed = read_token is None or hmac.compare_digest(given, f"Bearer {read_token}".encode())
             if allowed and (trace := pending(rid)) is not None:
                 return _trace(trace)
-        if settle is not None and request.method == "GET" and request.path == FEEDBACK_PATH:
+        if settle is not None and request.method == "GET" and request.path == FEEDBACK_PATH \
+                and request.query.get("settle", "").lower() not in ("false", "0"):  # settle=false: written only
             await settle()
         data = None
         if request.can_read_body:
