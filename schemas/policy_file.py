@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from schemas.common import ContractModel
+from schemas.common import ContractModel, Language
 from schemas.units import ZoneName, parse_bytes, parse_duration
 
 __all__ = ["CaseRequest", "DegradedSpec", "MatrixRule", "PolicyCase", "PolicyFileSpec", "PRIORITIES"]
@@ -119,7 +119,7 @@ class CaseRequest(ContractModel):
 
     input_length: int = Field(0, ge=0)
     query_length: int | None = Field(None, ge=0, description="Default: input_length.")
-    language: str = "en"
+    language: Language = Field(Language.EN, description="What the analyser gives: zh, en, mixed or unknown.")
     intent: str | None = None
     intent_confidence: float | None = Field(None, ge=0, le=1)
     file_types: list[str] = []

@@ -5,7 +5,9 @@ one ``FILE:LINE:COL: message`` line per problem (on stdout, as linters print). `
 file's own ``tests:`` cases (exit 0 all pass, 1 some fail, 2 it does not load). ``explain FILE
 --request JSON`` shows which rules were tried and why the first match matched; JSON is either a
 chat-completions body or a case's features (``{"input_length": 9000, "prompt": "...",
-"request_time": "..."}``). ``--json`` prints one JSON object last instead of the table.
+"request_time": "..."}``). ``--header 'NAME: VALUE'`` (repeatable, as ``curl -H``) sends a header
+with either, as the gateway would read it from the HTTP request (``header('x-...')`` conditions).
+``--json`` prints one JSON object last instead of the table.
 
 A chat body is understood by the gateway's own code (:class:`router_core.PolicyGate` built from
 ``--config``, FILE's rules in place of the live ones), so ``query_length`` is the last user
@@ -19,7 +21,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,29 +92,41 @@ def _no_state() -> Mapping[str, InstanceSnapshot]:
     return {}  # no gateway, no scraped state: the keyword score is never load-adjusted
 
 
-def _chat_match(rules: RuleSet, config: RouteLensConfig, body: dict[str, Any]) -> tuple[RuleMatch, dict[str, Any]]:
-    """Match a chat body as the gateway does (:meth:`PolicyGate.understand`); the view's intent and keyword score."""
+def _chat_match(rules: RuleSet, config: RouteLensConfig, body: dict[str, Any],
+                headers: Mapping[str, str]) -> tuple[RuleMatch, dict[str, Any]]:
+    """Match a chat body sent with ``headers`` as the gateway does (:meth:`PolicyGate.understand`).
+
+    Returns the match and the view's intent and keyword score.
+    """
     from router_core import AUTO_MODEL, RuleMatch, analyse_request
 
     analysis = analyse_request(body, max_chars=config.router.analyse_max_chars,
                                attachments=config.routing.attachments)
     if analysis.features.requested_model != AUTO_MODEL:  # the gateway routes it to that model, rules untried
         return RuleMatch(None, ()), {"model": analysis.features.requested_model}
-    u = asyncio.run(_gate(config).understand(analysis, body, {}, datetime.now(UTC), _no_state, rules=rules,
+    u = asyncio.run(_gate(config).understand(analysis, body, headers, datetime.now(UTC), _no_state, rules=rules,
                                              explain="all"))
     assert u.choice is not None  # rules given: always a choice
     return u.choice.match, {"intent": u.intent, "intent_confidence": u.confidence,
                             "keyword_score": u.extra.get("keyword_score")}
 
 
-def _request_match(rules: RuleSet, config: RouteLensConfig, raw: Any) -> tuple[RuleMatch, dict[str, Any]]:
-    """Match a chat body (as the gateway would) or a case's features."""
+def _request_match(rules: RuleSet, config: RouteLensConfig, raw: Any,
+                   headers: Mapping[str, str]) -> tuple[RuleMatch, dict[str, Any]]:
+    """Match a chat body (as the gateway would) or a case's features, sent with ``headers`` (``--header``)."""
     from app.run.access import hash_key_of
     from router_core import explain_case
     from schemas.policy_file import CaseRequest
 
     if isinstance(raw, dict) and "messages" in raw:
-        return _chat_match(rules, config, raw)
+        if "headers" in raw:  # the gateway reads headers from HTTP, never from the body: it would be ignored
+            raise BadInput("--request: a chat body's headers are HTTP headers: give each with --header 'NAME: VALUE'")
+        return _chat_match(rules, config, raw, headers)
+    if headers and isinstance(raw, dict):
+        own = raw.get("headers")
+        if isinstance(own, dict) and (both := sorted({str(k).lower() for k in own} & set(headers))):
+            raise BadInput(f"--header {both[0]}: the request's features give it too (their headers)")
+        raw = {**raw, "headers": {**(own if isinstance(own, dict) else {}), **headers}}
     key = hash_key_of(config)  # a withheld value's fingerprint as the gateway's traces hold it
     return explain_case(rules, CaseRequest.model_validate(raw), None if key is None else key.encode("utf-8")), {}
 
@@ -127,6 +142,25 @@ def _request_text(value: str) -> str:
         raise BadInput(f"--request: cannot read {value[1:]}: {why}") from exc
 
 
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP field name (RFC 9110 token)
+
+
+def _headers(given: Sequence[str]) -> dict[str, str]:
+    """``--header``'s ``NAME: VALUE`` pairs, names lower-cased (case-insensitive, as the gateway reads them)."""
+    out: dict[str, str] = {}
+    for item in given:
+        name, colon, value = item.partition(":")
+        name = name.strip()
+        if not colon or not _TOKEN.match(name):
+            raise BadInput(f"--header {item!r}: write NAME: VALUE, as in --header 'x-tenant: acme'")
+        if any(ch in value for ch in "\r\n\0"):
+            raise BadInput(f"--header {name}: a header value is one line")
+        if name.lower() in out:
+            raise BadInput(f"--header {name}: given twice")
+        out[name.lower()] = value.strip(" \t")
+    return out
+
+
 def _explain(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
@@ -134,13 +168,15 @@ def _explain(args: argparse.Namespace) -> int:
 
     config = config_of(args)
     rules = _load(args, config)
+    headers = _headers(args.header)
     text = _request_text(args.request)
     try:
-        match, seen = _request_match(rules, config, json.loads(text))
+        match, seen = _request_match(rules, config, json.loads(text), headers)
     except ValidationError as exc:  # pydantic's four lines and a link: the first error, where it is, in one
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "the request"
-        raise BadInput(f"--request is not a chat request or a case's features: {where}: {first['msg']}") from exc
+        raise BadInput(f"--request is not a chat request or a case's features: {where}: "
+                       f"{first['msg'].removeprefix('Value error, ')}") from exc
     except (json.JSONDecodeError, InvalidRequest) as exc:
         raise BadInput(f"--request is not a chat request or a case's features: {exc}") from exc
     rule = match.rule
@@ -206,6 +242,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
         c.add_argument("file", help="the policy file (YAML, or a bare .dsl)")
         if name == "explain":
             c.add_argument("--request", required=True, help="JSON (or @file): a chat body or a case's features")
+            c.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
+                           help="a request header, as curl -H takes it (repeatable), for header('...') conditions")
         if name != "check":
             c.add_argument("--json", action="store_true", help="print one JSON object")
         c.set_defaults(func=_run(fn))

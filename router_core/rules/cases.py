@@ -26,7 +26,7 @@ def view_of(req: CaseRequest, timezone: str, key: bytes | None = None) -> Reques
     return RequestView(
         input_length=req.input_length,
         query_length=req.input_length if req.query_length is None else req.query_length,
-        language=req.language, intent=req.intent, intent_confidence=req.intent_confidence,
+        language=str(req.language), intent=req.intent, intent_confidence=req.intent_confidence,
         file_types=tuple(normalise_type(t) for t in req.file_types),  # as the gateway types them: "PDF" is pdf
         has_attachments=bool(req.file_types) if req.has_attachments is None else req.has_attachments,
         request_time=when, headers={k.lower(): v for k, v in req.headers.items()}, metadata=req.metadata,

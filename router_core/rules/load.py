@@ -179,10 +179,12 @@ def _parse(text: str, source: str) -> tuple[yaml.Node | None, PolicyFileSpec]:
                 continue
             loc = in_document(data, tuple(p for p in err["loc"] if isinstance(p, (int, str))))
             extra = err["type"] == "extra_forbidden"
-            line, col = _pos(node_at(root, loc, key=extra))
-            found.append(((line, col, field_name(loc)), "the router cannot act on this field" if extra else err["msg"]))
-        raise PolicyError(source, [(line, col, f"{name}: {msg}") for (line, col, name), msg in one_per_place(found)]
-                          ) from exc
+            # A check of the whole file (no routing_matrix, no routing_dsl) is the file's, at its first line.
+            line, col = _pos(node_at(root, loc, key=extra)) if loc else (1, 1)
+            msg = "the router cannot act on this field" if extra else err["msg"].removeprefix("Value error, ")
+            found.append(((line, col, field_name(loc) if loc else ""), msg))
+        raise PolicyError(source, [(line, col, f"{name}: {msg}" if name else msg)
+                                   for (line, col, name), msg in one_per_place(found)]) from exc
 
 
 def _matrix_rule(entry: MatrixRule, i: int, root: yaml.Node | None, lines: list[str], source: str,

@@ -92,6 +92,9 @@ class ConditionCompiler:
         self.loc = loc
         self.errors: list[tuple[int, int, str]] = []
         self._lists = {f"contains_{name}": prompt_matcher(terms) for name, terms in (term_lists or {}).items()}
+        # The matcher drops blank terms: a list of none (or only blanks) makes a test that never holds.
+        self._no_terms = {f"contains_{name}": name for name, terms in (term_lists or {}).items()
+                          if not any(t.strip() for t in terms)}
         self._atoms: list[Atom] = []
         self._features: set[str] = set()
         self._named: dict[str, set[Any]] = {}
@@ -234,6 +237,9 @@ class ConditionCompiler:
     def _member(self, node: Node, value: Value, list_node: Node, *, negated: bool) -> ops.Pred:
         assert isinstance(list_node, Tree)
         items = [self._value(item) for item in list_node.children if item is not None]
+        if not items:  # membership of nothing: the rule would be silently dead (or the test silently idle)
+            _fail(list_node, f"{self._describe(value)} {'not in [] always' if negated else 'in [] never'} holds: "
+                             "the list is empty")
         types = {item.type for item in items}
         if "null" in types:
             _fail(list_node, "null cannot be in a list; test it with == null")
@@ -309,6 +315,8 @@ class ConditionCompiler:
         if name in self._lists:
             if not (isinstance(arg, Tree) and arg.data == "feature" and [str(t) for t in arg.children] == ["prompt"]):
                 _fail(arg, f"{name} reads the prompt: write {name}(prompt)")
+            if name in self._no_terms:
+                _fail(node, f"{name}(prompt) never holds: the term list {self._no_terms[name]!r} has no terms")
             return Value("bool", get=self._lists[name])
         literal = self._value(arg)
         if literal.type != "str" or literal.get is not None:

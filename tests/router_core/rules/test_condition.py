@@ -72,7 +72,7 @@ OPERATOR_CASES = [
     ("literal-left", "8000 > input_length", True), ("float", "intent_confidence >= 0.8", True),
     ("negative", "keyword_score > -1", True), ("exponent", "input_length < 1e4", True),
     ("in", 'language in ["zh", "mixed"]', True), ("not-in", 'language not in ["zh", "mixed"]', False),
-    ("NOT-IN-upper", 'language NOT IN ["en"]', True), ("empty-list", "input_length in []", False),
+    ("NOT-IN-upper", 'language NOT IN ["en"]', True),
     ("and-symbol", 'has_attachments && file_type == "pdf"', True), ("and-word", "has_attachments and false", False),
     ("AND-upper", "has_attachments AND true", True), ("or-symbol", "false || has_attachments", True),
     ("Or-mixed-case", "false Or false", False), ("not-symbol", "!has_attachments", False),
