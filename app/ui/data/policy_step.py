@@ -14,24 +14,36 @@ MORE = "(other atoms failed too)"
 
 
 def rule_sentence(step: PolicyStep) -> str:
-    """Which rule matched after how many were tried, where it sent the request, and what the chain did."""
+    """Which rule matched after how many were tried, what its throttle did, where the request went, the chain.
+
+    A throttle without a token decides before the target: the request goes down the chain
+    (``chain``), is refused with a 429 and forwarded nowhere (``reject``; also a ``wait`` that ran
+    out of ``max_wait``), or is sent once a token comes (``wait``).
+    """
     tried = len(step.tried)
     if step.rule is None:
-        head = (f"No rule of {step.policy} matched ({tried} tried): every model was scored as usual."
+        return (f"No rule of {step.policy} matched ({tried} tried): every model was scored as usual."
                 if tried else "No routing rule applies here: every model was scored as usual.")
-    else:
-        target = step.target or "every model"
-        head = f"Rule {step.rule} matched after {tried} tried and sent the request to {target}."
-    parts = [head]
+    target = step.target or "every model"
+    matched = f"Rule {step.rule} matched after {tried} tried"
+    chain = " → ".join(step.chain)
+    if step.throttled == "reject":
+        parts = [f"{matched}; its target would have been {target}, but its throttle was empty, so the request "
+                 "was refused with 429 (rate_limit_exceeded): nothing was forwarded."]
+        if chain:
+            parts.append(f"Chain {chain}; not tried.")
+        return " ".join(parts)
     if step.throttled == "chain":
-        parts.append("Its throttle was empty: the request went down the chain.")
-    elif step.throttled == "reject":
-        parts.append("Its throttle was empty: the request was refused with 429.")
+        head = (f"{matched}; its target would have been {target}, but its throttle was empty, so the request "
+                "went down its chain instead.")
     elif step.throttled == "wait":
-        parts.append("It waited for a throttle token.")
-    if step.chain:
-        used = " → ".join(step.chain_used) or DASH
-        parts.append(f"Chain {' → '.join(step.chain)}; used {used}.")
+        head = (f"{matched}; its throttle was empty, so the request waited for a token, then was sent to "
+                f"{target}.")
+    else:
+        head = f"{matched} and sent the request to {target}."
+    parts = [head]
+    if chain:
+        parts.append(f"Chain {chain}; used {' → '.join(step.chain_used) or DASH}.")
     return " ".join(parts)
 
 

@@ -51,6 +51,16 @@ def _refused(trace: DecisionTrace) -> str:
             f"the request ended with HTTP {out.http_status}{code}")
 
 
+def _throttled(trace: DecisionTrace) -> str | None:
+    """A request its rule's throttle refused: nothing was considered or forwarded (None: not refused so)."""
+    policy, out = trace.policy, trace.outcome
+    if policy is None or policy.rule is None or policy.throttled != "reject":
+        return None
+    code = f" ({out.error_class})" if out.error_class else ""
+    return (f"Rule {policy.rule} matched (target {policy.target or 'every model'}), but its throttle was empty: "
+            f"the request was refused with HTTP {out.http_status}{code} and forwarded to no instance")
+
+
 def _fallback(trace: DecisionTrace) -> str:
     return f" ({trace.fallback_reason})" if trace.fallback_reason else ""
 
@@ -113,6 +123,8 @@ def _rule_clause(trace: DecisionTrace) -> str | None:
     text = f"Rule {policy.rule} sent it to {target}"
     if policy.throttled == "chain":
         text = f"Rule {policy.rule} matched (target {target}) and its throttle sent it down its chain"
+    elif policy.throttled == "wait":
+        text = f"Rule {policy.rule} sent it to {target} once its throttle had a token (the request waited)"
     if len(policy.chain_used) > 1:
         text += f" (tried {' -> '.join(policy.chain_used)})"
     return text
@@ -121,7 +133,7 @@ def _rule_clause(trace: DecisionTrace) -> str | None:
 def decision_sentence(trace: DecisionTrace) -> str:
     """One plain sentence: the rule that chose the candidates; who won, by how much, on what, over whom; who was out."""
     if not trace.candidates:
-        return _refused(trace) + "."
+        return (_throttled(trace) or _refused(trace)) + "."
     if not any(c.feasible for c in trace.candidates):
         sentence = _no_feasible(trace) + "."
     else:

@@ -6,6 +6,8 @@ this order (the first that applies is the reason):
 - ``target``: left out by the matched rule's target: a model of its chain kept as a fallback
   (looked at, not scored), or not looked at at all (absent from the trace, which lists only the
   instances of the levels the rule reached).
+  A request the rule's throttle refused considered no instance; one it sent down the chain
+  skipped the target's instances: these are ``target`` reasons too.
 - ``absent``: not a candidate of this decision for another reason (another requested model).
 - ``constraint``: removed by a hard constraint, at the value it read (the first hard violation).
 - ``attempt``: it was tried (put first by the picker, or by a breaker's trial) and its attempt failed;
@@ -81,6 +83,12 @@ def reasons_rows(trace: DecisionTrace) -> list[dict[str, str]]:
 
 def _absent(trace: DecisionTrace, instance: str, model: str | None) -> Reason:
     step = trace.policy
+    if step is not None and step.rule is not None and step.throttled == "reject":
+        return Reason(instance, "target", f"not looked at: rule {step.rule}'s throttle was empty, so the request was "
+                                          "refused with 429 before any instance was considered", step.rule)
+    if step is not None and step.rule is not None and step.throttled == "chain" and model == step.target:
+        return Reason(instance, "target", f"skipped: rule {step.rule}'s throttle was empty, so the request went "
+                                          f"down its chain past its target {step.target}", step.rule)
     if step is not None and step.rule is not None and step.target is not None:
         levels = [step.target, *step.chain]
         if model is None or model not in levels:

@@ -20,8 +20,8 @@ STEP = PolicyStep(
 
 def test_the_rule_sentence_says_what_matched_where_it_went_and_what_the_chain_did() -> None:
     assert ps.rule_sentence(STEP) == (
-        "Rule long_context_priority matched after 1 tried and sent the request to deepseek-v4-32k. "
-        "Its throttle was empty: the request went down the chain. "
+        "Rule long_context_priority matched after 1 tried; its target would have been deepseek-v4-32k, but its "
+        "throttle was empty, so the request went down its chain instead. "
         "Chain deepseek-coder-6b-fp16 → legacy-rule-engine; used deepseek-v4-32k → deepseek-coder-6b-fp16.")
     none = PolicyStep(policy="p.yaml sha256:x", tried=[ClauseTried(rule="a", matched=False)])
     assert ps.rule_sentence(none) == "No rule of p.yaml sha256:x matched (1 tried): every model was scored as usual."
