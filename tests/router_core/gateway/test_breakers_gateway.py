@@ -42,10 +42,12 @@ class Flaky:
 
 
 @asynccontextmanager
-async def gateway(a: Any, clock: Clock, gateway_cfg: dict[str, Any] | None = None,
+async def gateway(a: Any, clock: Clock, gateway_cfg: dict[str, Any] | None = None, b: Flaky | None = None,
                   **resilience: Any) -> AsyncIterator[tuple[TestClient[Any, Any], Gateway, MemoryHooks]]:
+    """A gateway on instances a (ranked first: ``a.handle``) and b (``b.handle``; None: answers 200)."""
     async with AsyncExitStack() as stack:
-        servers = {"a": TestServer(upstream(a.handle, KV["a"])), "b": TestServer(upstream(reply(200), KV["b"]))}
+        servers = {"a": TestServer(upstream(a.handle, KV["a"])),
+                   "b": TestServer(upstream(reply(200) if b is None else b.handle, KV["b"]))}
         for server in servers.values():
             await server.start_server()
             stack.push_async_callback(server.close)
@@ -64,39 +66,41 @@ async def gateway(a: Any, clock: Clock, gateway_cfg: dict[str, Any] | None = Non
         yield client, gw, hooks
 
 
-async def open_a(client: TestClient[Any, Any], hooks: MemoryHooks) -> None:
+# Only a hang races a short timer here: the three that open a are streams cut at their first byte
+# (0.2 s), tried on a alone; every answer the tests need (b's, a trial's, a's after an operator's
+# close) is a whole answer with upstream_timeout_s. With one 0.2 s timeout for all, a loaded machine's
+# stall (a full garbage collection took 0.3-0.95 s beside two busy processes) failed the tests: a
+# timeout fired before its request reached a (`a.calls == 3` read 2), or b's, the trial's or the
+# closed a's answer came back too late (the trial then reopens the breaker, rightly; a's attempt after
+# the close timed out and b served).
+STALL_PROOF = {"max_attempts": 1, "first_byte_timeout_s": 0.2, "upstream_timeout_s": 30}
+
+
+async def open_a(client: TestClient[Any, Any], hooks: MemoryHooks) -> list[str]:
+    """Three streams to a (a gateway with :data:`STALL_PROOF`) whose first byte times out: a's breaker opens.
+
+    Returns their request ids (a stall may fire a timeout before its request reached a).
+    """
+    opening = []
     for _ in range(3):
-        got = await client.post("/v1/chat/completions", json=CHAT)
-        assert got.status == 200
-        statuses = [a.status for a in trace_of(hooks, got.headers).attempts]
-        assert statuses == [AttemptStatus.TIMEOUT, AttemptStatus.OK]  # a timed out, b answered
+        got = await client.post("/v1/chat/completions", json={**CHAT, "stream": True})
+        await got.read()
+        opening.append(got.headers["x-request-id"])
+        attempts = trace_of(hooks, got.headers).attempts
+        assert [(x.instance, x.status, x.error_class) for x in attempts] == [
+            ("a", AttemptStatus.TIMEOUT, "first_byte_timeout")]
+    return opening
 
 
 def test_three_timeouts_open_the_instance_before_any_scrape_then_a_trial_closes_it() -> None:
     asyncio.run(_test_three_timeouts_open_the_instance_before_any_scrape_then_a_trial_closes_it())
 
 
-# Only a hang races a short timer here: the three that open a are streams cut at their first byte
-# (0.2 s), tried on a alone; every answer the test needs (b's, the trial's) is a whole answer with
-# upstream_timeout_s. With one 0.2 s timeout for all, a loaded machine's stall (a full garbage
-# collection took 0.3-0.95 s beside two busy processes) failed the test about once in a hundred
-# runs: a timeout fired before its request reached a (`a.calls == 3` read 2), or b's or the trial's answer
-# came back too late (the trial then reopens the breaker, rightly).
-STALL_PROOF = {"max_attempts": 1, "first_byte_timeout_s": 0.2, "upstream_timeout_s": 30}
-
-
 async def _test_three_timeouts_open_the_instance_before_any_scrape_then_a_trial_closes_it() -> None:
     clock, a = Clock(), Flaky()
     async with gateway(a, clock, STALL_PROOF) as (client, gw, hooks):
         rounds = gw.scrape_metrics.rounds._value.get()
-        opening = []
-        for _ in range(3):
-            got = await client.post("/v1/chat/completions", json={**CHAT, "stream": True})
-            await got.read()
-            opening.append(got.headers["x-request-id"])
-            attempts = trace_of(hooks, got.headers).attempts
-            assert [(x.instance, x.status, x.error_class) for x in attempts] == [
-                ("a", AttemptStatus.TIMEOUT, "first_byte_timeout")]
+        opening = await open_a(client, hooks)
         got = await client.post("/v1/chat/completions", json=CHAT)
         trace = trace_of(hooks, got.headers)
         assert [(x.instance, x.status) for x in trace.attempts] == [("b", AttemptStatus.OK)]  # no failed attempt
@@ -134,15 +138,19 @@ def test_an_operator_closes_a_breaker() -> None:
 
 
 async def _test_an_operator_closes_a_breaker() -> None:
-    clock, a = Clock(), Flaky()
-    async with gateway(a, clock) as (client, gw, hooks):
+    clock, a = Clock(), Flaky()  # the clock stands still: open_s never passes, only the operator closes it
+    async with gateway(a, clock, STALL_PROOF) as (client, gw, hooks):
         await open_a(client, hooks)
+        breaker = gw.breakers.get("instance", "a")
+        assert breaker is not None and breaker.state.label == "open"
         a.hang = False
         got = await client.post("/v1/router/breakers/instance/a/close?by=alice")
         assert got.status == 200 and (await got.json())["state"] == "closed"
+        assert breaker.state.label == "closed"
         assert (await client.post("/v1/router/breakers/instance/zz/close")).status == 404
         got = await client.post("/v1/chat/completions", json=CHAT)
-        assert [x.instance for x in trace_of(hooks, got.headers).attempts] == ["a"]
+        assert [(x.instance, x.status) for x in trace_of(hooks, got.headers).attempts] == [("a", AttemptStatus.OK)]
+        assert got.headers["x-request-id"] in a.seen
         state = await (await client.get("/v1/router/state")).json()
         assert "closed by an operator (alice)" in state["breakers"]["events"][-1]["message"]
 
@@ -151,11 +159,21 @@ def test_the_deadline_bounds_the_chain() -> None:
     asyncio.run(_test_the_deadline_bounds_the_chain())
 
 
+# Both a and b hang: a's attempt ends at its own 0.2 s timeout, b's only by what is left of the 0.3 s
+# deadline (``deadline_exceeded``; without the deadline it would be a 0.2 s ``timeout``). Whatever a
+# stall does to the timers, a's attempt lasts at least 0.2 s, so b never has a whole attempt left: it
+# gets the rest of the deadline, or, when a stall ran a's attempt past the deadline, no attempt at all.
+# (The old test had b answer at once, so it passed without any deadline, and a stall failed it.)
 async def _test_the_deadline_bounds_the_chain() -> None:
-    a = Flaky()
-    async with gateway(a, time.perf_counter, deadline_s=0.3) as (client, gw, hooks):  # type: ignore[arg-type]
+    a, b = Flaky(), Flaky()
+    async with gateway(a, time.perf_counter, b=b, deadline_s=0.3) as (client, gw, hooks):  # type: ignore[arg-type]
         got = await client.post("/v1/chat/completions", json=CHAT)
         trace = trace_of(hooks, got.headers)
-        # a times out at 0.2 s; b would need a full attempt but only 0.1 s is left: it gets those
-        assert [x.instance for x in trace.attempts] == ["a", "b"]
-        assert trace.attempts[0].error_class == "timeout" and sum(x.latency_ms for x in trace.attempts) < 350
+        first, *rest = trace.attempts
+        assert got.status == 502 and (first.instance, first.status, first.error_class) == (
+            "a", AttemptStatus.TIMEOUT, "timeout")
+        if rest:  # the usual case: b got the 0.1 s left
+            assert [(x.instance, x.status, x.error_class) for x in rest] == [
+                ("b", AttemptStatus.TIMEOUT, "deadline_exceeded")]
+        else:  # a stall ran a's attempt to the deadline: none was left for b
+            assert first.start_ms is not None and first.start_ms + first.latency_ms >= 300
