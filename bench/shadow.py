@@ -61,6 +61,9 @@ class _Hooks:
     def has_stored_verdict(self, request_id: str) -> bool:
         return False
 
+    async def lookup_elsewhere(self, request_id: str) -> Any:
+        return None
+
     def record_snapshots(self, snapshots: list[Any]) -> None:
         pass
 

@@ -56,7 +56,7 @@ async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
     see :mod:`router_core.gateway.verdicts`) is a 409 and is neither stored nor learned, an
     unknown id a 404. ``expected_class`` must be a configured class, ``expected_model`` a model of
     the fleet. A trace that another worker of ``serve --workers N`` has not delivered to the store
-    yet is found through the hooks' optional ``lookup_elsewhere(request_id)`` (awaited only when
+    yet is found through the hooks' ``lookup_elsewhere(request_id)`` (awaited only when
     ``lookup`` misses). Which ids have a verdict is kept in memory (and in the shared Redis), like
     what was learned from them: both start again after a restart; the stored feedback records
     stay, and the store is asked (``hooks.has_stored_verdict``) once the claims know none, so a
@@ -99,8 +99,8 @@ async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
     try:
         trace = await asyncio.to_thread(gw.hooks.lookup, item.request_id)
         # not here nor stored: another worker's, not delivered yet (hooks.lookup_elsewhere: app.run.gateway_app)
-        if trace is None and (elsewhere := getattr(gw.hooks, "lookup_elsewhere", None)) is not None:
-            trace = await elsewhere(item.request_id)
+        if trace is None:
+            trace = await gw.hooks.lookup_elsewhere(item.request_id)
     finally:
         if trace is None:
             await gw.verdicts.release(item.request_id)

@@ -6,10 +6,6 @@ Hooks may also have ``emit_plain(values: dict) -> bool``: the trace as
 :meth:`router_core.decide.recorder.TraceRecorder.plain` gives it, unvalidated, for a store that validates
 what it stores (the ingest pipeline does, and quarantines what fails). The gateway then builds no
 trace model on the request path; hooks without it get :meth:`TraceHooks.emit` and a validated trace.
-
-And ``async lookup_elsewhere(request_id: str) -> DecisionTrace | None``: where a trace is found
-that :meth:`TraceHooks.lookup` missed, awaited by feedback only then (``serve --workers N`` asks
-the other workers for a trace they have not delivered yet: ``app/run/siblings.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +28,14 @@ class TraceHooks(Protocol):
 
     def lookup(self, request_id: str) -> DecisionTrace | None:
         """Find a trace; may block, so the gateway calls it in a worker thread."""
+        ...
+
+    async def lookup_elsewhere(self, request_id: str) -> DecisionTrace | None:
+        """Where a trace is found that :meth:`lookup` missed, awaited by feedback only then; None: nowhere.
+
+        ``serve --workers N`` asks the other workers for a trace they have not delivered yet
+        (``app/run/siblings.py``); hooks of one process have nowhere else to look.
+        """
         ...
 
     def record_feedback(self, feedback: Feedback) -> None:

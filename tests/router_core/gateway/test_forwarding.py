@@ -43,6 +43,9 @@ class MemoryHooks:
     def has_stored_verdict(self, request_id: str) -> bool:
         return any(f.request_id == request_id for f in self.feedback)
 
+    async def lookup_elsewhere(self, request_id: str) -> DecisionTrace | None:
+        return None  # one process: nowhere else to look
+
     def record_snapshots(self, snapshots: list[InstanceSnapshot]) -> None:
         self.rounds.append(snapshots)
 
