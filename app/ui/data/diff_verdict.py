@@ -69,6 +69,8 @@ def _cause(a: DecisionTrace, b: DecisionTrace, x: CandidateEval | None, y: Candi
         return f"another rule: A matched {_rule(a)}, B matched {_rule(b)}" + (f" ({'; '.join(why)})" if why else "")
     if x is None or y is None:
         side, t = ("A", a) if x is None else ("B", b)
+        if t.policy is not None and t.policy.throttled == "reject":  # refused before any instance was looked at
+            return f"nothing was chosen in {side} (rule {t.policy.rule}'s throttle was empty: refused with 429)"
         return f"nothing was chosen in {side} ({t.fallback_reason or 'no feasible instance'})"
     lost = reason_for(b, x.instance, x.model)
     if lost is not None and lost.kind != "outscored":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from app.ui.data.diff_verdict import diff_verdict
 from schemas import Attempt, AttemptStatus, DecisionTrace
+from schemas.trace_policy import PolicyStep
 from tests.app.ui.data import why_cases as cases
 from tests.router_core.conftest import decide, healthy
 from tests.router_core.decide.test_router_rules import CONFIG, route
@@ -66,3 +67,13 @@ def test_a_failed_attempt_and_a_tie_break() -> None:
     tie = cases.tie_break()
     flipped = tie.model_copy(update={"selected_instance": "coder-6b-a"})
     assert "the tie-break: in B, coder-6b-b: lost the tie-break to coder-6b-a" in diff_verdict(tie, flipped)
+
+
+def test_a_request_its_rules_throttle_refused() -> None:
+    """Nothing chosen in B because the rule's throttle refused it: not 'no feasible instance' (found by an audit)."""
+    step = PolicyStep(policy="p.yaml sha256:x", rule="to-coder", target="coder-6b")
+    a = cases.normal_win().model_copy(update={"rule": "to-coder", "policy": step})
+    b = a.model_copy(update={"candidates": [], "selected_model": None, "selected_instance": None, "attempts": [],
+                             "policy": step.model_copy(update={"throttled": "reject"})})
+    assert diff_verdict(a, b) == ("A chose coder-6b-b, B chose no instance: nothing was chosen in B "
+                                  "(rule to-coder's throttle was empty: refused with 429).")
