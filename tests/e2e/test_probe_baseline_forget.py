@@ -55,7 +55,9 @@ def test_a_forgotten_baseline_is_learned_again_by_the_running_prober(tmp_path: P
         done = subprocess.run([*py, "probes", "baselines", "--forget", "s-0"], cwd=ROOT, capture_output=True,
                               text=True, timeout=60)
         assert done.returncode == 0, done.stderr
-        assert wait_until(lambda: (latency_reason(prober) or "").startswith("learning baseline"), 30)
+        # the verdict's reason names the learning: its own, or, while hysteresis holds a degraded verdict,
+        # "degraded held (...); the latest probe ok: learning baseline (n/8)"
+        assert wait_until(lambda: "learning baseline" in (latency_reason(prober) or ""), 30)
         assert wait_until(lambda: (b := BaselineStore(baselines).get("s-0")) is not None and b != learned, 30)
         assert "latency baseline of s-0 dropped" in "".join(procs[-1].lines)
     finally:
