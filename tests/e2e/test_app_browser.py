@@ -205,7 +205,7 @@ def test_decisions_and_diff_in_chromium(app_url: str, tmp_path: Path) -> None:
             page = browser.new_page(viewport={"width": 1600, "height": 2200})
             page.goto(f"{app_url}/decisions?rule=code")
             expect(page.get_by_role("heading", name="Decisions")).to_be_visible(timeout=UI_TIMEOUT_MS)
-            expect(page.get_by_label("rule")).to_have_value("code")
+            expect(page.get_by_label("rule", exact=True)).to_have_value("code")
             expect(page.get_by_text("No decisions match.")).to_be_visible(timeout=UI_TIMEOUT_MS)
             check_page(page, tmp_path / "decisions-none.png")
 
