@@ -30,8 +30,9 @@ __all__ = [
 
 BUCKETS: dict[str, int] = {"1m": 60, "5m": 300, "15m": 900, "1h": 3600, "6h": 21600, "1d": 86400}
 UnsetField = Literal["rule", "model", "instance"]
-UNSET_FIELDS: tuple[UnsetField, ...] = ("rule", "model", "instance")
-"""The fields :attr:`TraceFilter.unset` can ask to be empty, in the order it keeps them."""
+UNSET_FIELDS: dict[UnsetField, str] = {"rule": "rule", "model": "selected_model", "instance": "selected_instance"}
+"""The names :attr:`TraceFilter.unset` takes, in the order it keeps them, and the trace field each asks to be empty
+(every store's column or document field of that name)."""
 
 
 class TraceFilter(ContractModel):

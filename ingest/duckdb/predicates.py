@@ -11,9 +11,9 @@ from functools import cache
 from typing import Any
 
 from ingest.duckdb.schema import sql_file
-from schemas.queries import TraceFilter, UnsetField
+from schemas.queries import UNSET_FIELDS, TraceFilter
 
-__all__ = ["PREDICATES", "UNSET_COLUMNS", "named_queries", "where"]
+__all__ = ["PREDICATES", "named_queries", "where"]
 
 # TraceFilter field -> predicate on `traces`. The latency range is the gateway's total time.
 PREDICATES: dict[str, str] = {
@@ -35,8 +35,6 @@ PREDICATES: dict[str, str] = {
     # has none until derive_missing fills it.
     "violation": "constraint_hits LIKE '%[\"' || ? || '\",%'",
 }
-# A name of TraceFilter.unset -> the column that must be NULL.
-UNSET_COLUMNS: dict[UnsetField, str] = {"rule": "rule", "model": "selected_model", "instance": "selected_instance"}
 
 
 @cache
@@ -54,5 +52,5 @@ def where(flt: TraceFilter) -> tuple[str, list[Any]]:
         if value is not None:
             clauses.append(clause)
             params.append(value.value if hasattr(value, "value") else value)
-    clauses += [f"{UNSET_COLUMNS[name]} IS NULL" for name in flt.unset or ()]
+    clauses += [f"{UNSET_FIELDS[name]} IS NULL" for name in flt.unset or ()]  # the trace's own column names
     return " AND ".join(clauses), params

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ingest.elasticsearch.index_templates import FEEDBACK_CONTEXT
-from schemas.queries import TraceFilter
+from schemas.queries import UNSET_FIELDS, TraceFilter
 
 __all__ = ["HAS_TRACE", "and_query", "carried", "filter_query", "term"]
 
@@ -30,7 +30,6 @@ _TERMS = {"router_version": "router_version", "experiment_arm": "experiment_arm"
 _CONTEXT = {**{name: name for name in FEEDBACK_CONTEXT}, "outcome.status": "outcome_status",
             "outcome.total_ms": "total_ms"}
 _UNCARRIED = tuple(name for name, field in _TERMS.items() if field not in _CONTEXT) + ("violation",)
-_UNSET = {"rule": "rule", "model": "selected_model", "instance": "selected_instance"}  # TraceFilter.unset -> field
 HAS_TRACE: dict[str, Any] = {"range": {"trace.ts": {"gte": "1970-01-01T00:00:00+00:00"}}}
 """Feedback whose trace the sink found (it holds ``trace.*``)."""
 
@@ -68,7 +67,7 @@ def filter_query(flt: TraceFilter, prefix: str = "") -> dict[str, Any]:
         clauses.append({"nested": {"path": "candidates",
                                    "query": term("candidates.violations.constraint", flt.violation)}})
     if flt.unset:  # a clause of its own: callers add their own must_not to the query (and_query, _sides)
-        fields = [prefix + _CONTEXT[_UNSET[name]] if prefix else _UNSET[name] for name in flt.unset]
+        fields = [prefix + _CONTEXT[UNSET_FIELDS[name]] if prefix else UNSET_FIELDS[name] for name in flt.unset]
         clauses += [HAS_TRACE] if prefix else []
         clauses.append({"bool": {"must_not": [{"exists": {"field": field}} for field in fields]}})
     return {"bool": {"filter": clauses}}
