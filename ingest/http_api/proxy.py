@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 import orjson
 from aiohttp import web
+from pydantic import TypeAdapter, ValidationError
 
 from ingest.http_api.answers import error_response
 from ingest.http_api.routes import FEEDBACK_PATH, INTAKE_PATH, READ_ROUTES
@@ -90,6 +91,17 @@ async def _read(request: web.Request, cap: int) -> bytes:
     return bytes(body)
 
 
+_BOOL: TypeAdapter[bool] = TypeAdapter(bool)  # a query string's boolean, read as the store's FeedbackQuery reads it
+
+
+def _settles(request: web.Request) -> bool:
+    """``GET /v1/feedback``'s ``settle`` (true unless given false; a bad value is the store's 400 to answer)."""
+    try:
+        return _BOOL.validate_python(request.query.get("settle", "true"))
+    except ValidationError:
+        return True
+
+
 def add_store_proxy(app: web.Application, store_url: str,
                     pending: Callable[[str], DecisionTrace | None], *,
                     read_token: str | None = None,
@@ -140,8 +152,7 @@ def add_store_proxy(app: web.Application, store_url: str,
             allowed = read_token is None or hmac.compare_digest(given, f"Bearer {read_token}".encode())
             if allowed and (trace := pending(rid)) is not None:
                 return _trace(trace)
-        if settle is not None and request.method == "GET" and request.path == FEEDBACK_PATH \
-                and request.query.get("settle", "").lower() not in ("false", "0"):  # settle=false: written only
+        if settle is not None and request.method == "GET" and request.path == FEEDBACK_PATH and _settles(request):
             await settle()
         data = None
         if request.can_read_body:
