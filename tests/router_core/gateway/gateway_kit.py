@@ -33,6 +33,25 @@ async def gateway_client(handlers: dict[str, Handler], gateway: dict[str, Any] |
         yield client, hooks
 
 
+async def started_fleet(stack: AsyncExitStack, handlers: dict[str, Handler],
+                        instances: dict[str, dict[str, Any]] | None = None, **sections: Any) -> RouteLensConfig:
+    """Start an upstream per ``handlers`` entry (closed with ``stack``); the configuration of that fleet (model m).
+
+    ``instances`` adds fields to an instance's entry; ``sections`` are further sections (``gateway``...).
+    The scrape interval is 60 s: the tests' instances report their state at the first scrape only.
+    """
+    servers = {iid: TestServer(upstream(h, KV[iid])) for iid, h in handlers.items()}
+    for server in servers.values():
+        await server.start_server()
+        stack.push_async_callback(server.close)
+    return RouteLensConfig.model_validate({
+        "fleet": {"instances": [{"id": iid, "model": "m", "url": str(s.make_url("")).rstrip("/"),
+                                 **(instances or {}).get(iid, {})} for iid, s in servers.items()]},
+        "scrape": {"interval_s": 60},
+        **sections,
+    })
+
+
 @asynccontextmanager
 async def served_gateway(
     handlers: dict[str, Handler],
@@ -54,17 +73,8 @@ async def served_gateway(
     (``web.run_app``'s default; aiohttp's test server cancels it). Request ids are ``req-0``, ``req-1``...
     """
     async with AsyncExitStack() as stack:
-        servers = {iid: TestServer(upstream(h, KV[iid])) for iid, h in handlers.items()}
-        for server in servers.values():
-            await server.start_server()
-            stack.push_async_callback(server.close)
-        config = RouteLensConfig.model_validate({
-            "fleet": {"instances": [{"id": iid, "model": "m", "url": str(s.make_url("")).rstrip("/"),
-                                     **(instances or {}).get(iid, {})} for iid, s in servers.items()]},
-            **({} if gateway is None else {"gateway": gateway}),
-            "scrape": {"interval_s": 60},
-            **(sections or {}),
-        })
+        config = await started_fleet(stack, handlers, instances,
+                                     **({} if gateway is None else {"gateway": gateway}), **(sections or {}))
         hooks = MemoryHooks()
         ids = (f"req-{i}" for i in count())
         gate = None if policy is None else PolicyGate(config, compile_policy(policy, "policy.yaml", config),

@@ -19,10 +19,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from router_core.decide.builtin import build_router
 from router_core.gateway import Gateway
-from schemas.config import RouteLensConfig
-from tests.router_core.gateway.gateway_kit import CHAT
+from tests.router_core.gateway.gateway_kit import CHAT, started_fleet
 from tests.router_core.gateway.test_callers import openai_error, quality
-from tests.router_core.gateway.test_forwarding import KV, MemoryHooks, reply, upstream
+from tests.router_core.gateway.test_forwarding import MemoryHooks, reply
 
 Client = TestClient[Any, Any]
 
@@ -46,15 +45,7 @@ class AskedHooks(MemoryHooks):
 async def gateways(hooks: AskedHooks) -> AsyncIterator[Any]:
     """Yield ``start()``: a fresh gateway (empty claims, nothing learned) over ``hooks``, as after a restart."""
     async with AsyncExitStack() as stack:
-        servers = {iid: TestServer(upstream(reply(200), KV[iid])) for iid in ("a", "b")}
-        for server in servers.values():
-            await server.start_server()
-            stack.push_async_callback(server.close)
-        config = RouteLensConfig.model_validate({
-            "fleet": {"instances": [{"id": iid, "model": "m", "url": str(s.make_url("")).rstrip("/")}
-                                    for iid, s in servers.items()]},
-            "scrape": {"interval_s": 60},
-        })
+        config = await started_fleet(stack, {"a": reply(200), "b": reply(200)})
         ids = (f"req-{i}" for i in count())
 
         async def start() -> Client:
