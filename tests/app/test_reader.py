@@ -10,18 +10,13 @@ from app.reader import DEFAULT_API_URL, open_reader, read_trace, reader_from_env
 from ingest import DuckDBTraceStore, HttpTraceStore, SinkError, SinkUnavailable
 from schemas import DecisionTrace, RoutelensError
 from tests.app import stub_trace_api as stub
+from tests.app.trace_file import trace_file_of
 from tests.duckdb_lock import duckdb_held_elsewhere
 
 
 @pytest.fixture
 def trace_file(tmp_path: Path, trace: DecisionTrace) -> Path:
-    path = tmp_path / "traces.duckdb"
-    store = DuckDBTraceStore(path)
-    try:
-        store.write_records([trace])
-    finally:
-        store.close()
-    return path
+    return trace_file_of(tmp_path / "traces.duckdb", [trace])
 
 
 def test_http_found_round_trips(stub_api: stub.StubTraceApi, trace: DecisionTrace) -> None:

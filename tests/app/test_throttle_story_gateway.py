@@ -16,8 +16,8 @@ import pytest
 
 from app.cli import main
 from app.ui.data import policy_step, why, why_not
-from ingest import DuckDBTraceStore
 from schemas import DecisionTrace
+from tests.app.trace_file import trace_file_of
 from tests.router_core.gateway.gateway_kit import gateway_client, trace_of
 from tests.router_core.gateway.test_forwarding import reply
 
@@ -48,12 +48,7 @@ def second_request(overflow: str) -> DecisionTrace:
 
 def cli_tree(trace: DecisionTrace, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
     """``routelens trace ID --db FILE`` on a DuckDB file holding ``trace``."""
-    path = tmp_path / "traces.duckdb"
-    store = DuckDBTraceStore(path)
-    try:
-        store.write_records([trace])
-    finally:
-        store.close()
+    path = trace_file_of(tmp_path / "traces.duckdb", [trace])
     assert main(["trace", trace.request_id, "--db", str(path)]) == 0
     return capsys.readouterr().out
 

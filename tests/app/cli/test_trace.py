@@ -11,18 +11,13 @@ from app.cli import main
 from ingest import DuckDBTraceStore
 from schemas import DecisionTrace
 from tests.app import stub_trace_api as stub
+from tests.app.trace_file import trace_file_of
 from tests.duckdb_lock import duckdb_held_elsewhere
 
 
 @pytest.fixture
 def trace_file(tmp_path: Path, trace: DecisionTrace) -> Path:
-    path = tmp_path / "traces.duckdb"
-    store = DuckDBTraceStore(path)
-    try:
-        store.write_records([trace])
-    finally:
-        store.close()
-    return path
+    return trace_file_of(tmp_path / "traces.duckdb", [trace])
 
 
 @pytest.fixture(autouse=True)
