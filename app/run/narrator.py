@@ -26,6 +26,10 @@ from sim.traffic import TrafficResult
 __all__ = ["Narrator"]
 
 
+_GAUGES = frozenset({"kv_cache_usage", "queue", "running"})
+"""The scraped gauges: a stale instance's move toward saturated (router_core/state/staleness.py)."""
+
+
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -184,8 +188,9 @@ class Narrator(StoreChecks):
         self._state = state
         for snap in state.get("instances", []):
             inst = snap["instance"]
+            stale = snap.get("age_s") if snap.get("stale") else None
             for latch in snap.get("latches", []):
-                self._latch_seen(inst, latch)
+                self._latch_seen(inst, latch, stale)
             for probe in snap.get("probes", []):
                 self._probe_seen(inst, probe)
         for event in (state.get("breakers") or {}).get("events", []):
@@ -196,7 +201,8 @@ class Narrator(StoreChecks):
             self.line(_breaker_line(event), self._fleet(event["instance"]) if event.get("instance") else
                       self.page("fleet", "/v1/router/state", window="15m"))
 
-    def _latch_seen(self, inst: str, latch: dict[str, Any]) -> None:
+    def _latch_seen(self, inst: str, latch: dict[str, Any], stale_s: float | None = None) -> None:
+        """One latch's transition; ``stale_s``: the instance's metrics are that old (its gauges taken toward full)."""
         key, out, value = (inst, latch["constraint"]), bool(latch["out"]), latch.get("value")
         spec = self._constraints.get(latch["constraint"])
         before = self._latch.get(key, False)
@@ -204,16 +210,21 @@ class Narrator(StoreChecks):
         if spec is None:
             return
         limit = f"{spec.metric} {_fmt(value)} {spec.op} {spec.threshold:g}"
+        stale = (f"; no fresh metrics for {stale_s * self.speed:.0f} s, so its gauges are taken toward full"
+                 if stale_s is not None and spec.metric in _GAUGES else "")
         if out and not before:
             self._held.discard(key)
-            self.line(f"{inst} broke {spec.name} ({limit} failed for {self.seconds(spec.exit_for)}) -> out of the "
-                      f"feasible set", self.page("constraints", "/v1/analytics/constraints", instance=inst,
+            self.line(f"{inst} broke {spec.name} ({limit} failed for {self.seconds(spec.exit_for)}{stale}) -> out "
+                      f"of the feasible set", self.page("constraints", "/v1/analytics/constraints", instance=inst,
                                                  window="15m"))
         elif out and key not in self._held and value is not None and spec.enter_bound != spec.threshold \
                 and _between(value, spec):
             self._held.add(key)
             self.line(f"{inst} {spec.metric} {_fmt(value)} is back within {spec.threshold:g} but stays out until it "
                       f"holds {spec.enter_bound:g} for {self.seconds(spec.enter_for)} (hysteresis)", self._fleet(inst))
+        elif before and not out and value is None:  # an unmeasured window (no requests to it) holds
+            self.line(f"{inst} {spec.metric} unmeasured (no requests to it) for {self.seconds(spec.enter_for)} "
+                      f"-> back in the feasible set ({spec.name})", self._fleet(inst))
         elif before and not out:
             self.line(f"{inst} {spec.metric} {_fmt(value)} held {spec.op} {spec.enter_bound:g} for "
                       f"{self.seconds(spec.enter_for)} -> back in the feasible set ({spec.name})", self._fleet(inst))

@@ -87,6 +87,9 @@ class StoreChecks:
         shown = []
         for snap in self._state.get("instances", []):
             kv = snap.get("kv_cache_usage")
+            if snap.get("stale"):  # its last scrape is old (a crash): those figures are not its load now
+                shown.append(f"{snap['instance']} no fresh metrics for {float(snap.get('age_s') or 0):.0f} s")
+                continue
             shown.append(f"{snap['instance']} {snap.get('running') or 0:g} running, {snap.get('queue') or 0:g} "
                          f"waiting, KV {'-' if kv is None else f'{kv:.0%}'}")
         if shown:

@@ -124,7 +124,9 @@ def test_the_store_tells_the_first_rule_route_the_shadow_the_peak_and_the_arms_a
     n.on_day(0)
     n.on_result(TrafficResult(index=0, cls="code", lang="en", query_hash="sha256:0", status="ok", http_status=200,
                               latency_ms=1.0, request_id="r1", model="m", grade="correct"))
-    n.check_state({"instances": [{"instance": "v4-32k-a", "running": 7, "queue": 3, "kv_cache_usage": 0.12}],
+    n.check_state({"instances": [{"instance": "v4-32k-a", "running": 7, "queue": 3, "kv_cache_usage": 0.12},
+                                 {"instance": "coder-6b-b", "running": 0, "queue": 0, "kv_cache_usage": 0.0,
+                                  "stale": True, "age_s": 12.2}],
                    "policy": {"rules": [{"name": "long_context_priority"}]}})
     n.check_store()
     assert [line.split(" ", 2)[1] for line in lines[1:]] == ["rule", "shadow"]
@@ -133,6 +135,30 @@ def test_the_store_tells_the_first_rule_route_the_shadow_the_peak_and_the_arms_a
     clock[0] = clock[0].replace(minute=2)  # noon of a 4-minute day: past the peak (at 60 s), the arms
     n.check_store()
     n.check_store()
-    assert "v4-32k-a 7 running, 3 waiting, KV 12%" in lines[3] and lines[3].endswith(f"{APP}/fleet?window=15m")
+    assert "v4-32k-a 7 running, 3 waiting, KV 12%; coder-6b-b no fresh metrics for 12 s (" in lines[3]
+    assert lines[3].endswith(f"{APP}/fleet?window=15m")
     assert "arms balanced vs seed-score" in lines[4] and "cost_per_request 1.17 vs 1.44" in lines[4]
     assert len(lines) == 5
+
+
+def test_a_stale_instance_breaking_a_gauge_says_its_metrics_are_stale(config) -> None:
+    """A crashed instance's KV reads 1.00 because its metrics are stale, not because its cache is full."""
+    n, lines = narrator(config)
+    n.check_state(state(0.2, False))
+    stale = state(1.0, True)
+    stale["instances"][0] |= {"stale": True, "age_s": 7.4}
+    n.check_state(stale)
+    assert len(lines) == 1
+    assert ("coder-6b-a broke kv-cache (kv_cache_usage 1.00 <= 0.85 failed for 2 s; no fresh metrics for 7 s, so its "
+            "gauges are taken toward full) -> out of the feasible set") in lines[0]
+
+
+def test_an_unmeasured_error_rate_coming_back_in_says_so(config) -> None:
+    n, lines = narrator(config)
+    snap = {"instance": "coder-6b-b", "probes": []}
+    for out, value in ((False, 0.0), (True, 0.25), (False, None)):
+        snap["latches"] = [{"constraint": "error-rate", "out": out, "value": value}]
+        n.check_state({"instances": [snap], "breakers": {"events": []}})
+    assert len(lines) == 2, lines
+    assert "coder-6b-b error_rate unmeasured (no requests to it) for 10 s -> back in the feasible set (error-rate)" \
+        in lines[1]
