@@ -67,6 +67,23 @@ class _Hooks:
     def record_snapshots(self, snapshots: list[Any]) -> None:
         pass
 
+    takes_plain = False  # validated traces: the shadow is read off the model
+
+    def emit_plain(self, values: dict[str, Any]) -> bool:
+        return False  # never called (takes_plain is False)
+
+    def record_policy(self, record: Any) -> None:
+        pass
+
+    def record_event(self, event: Any) -> None:
+        pass
+
+    def storage_state(self) -> dict[str, Any] | None:
+        return None
+
+    def health(self) -> str | None:
+        return None
+
 
 def _config(shadow: bool) -> RouteLensConfig:
     experiments: dict[str, Any] = {"key": "header:x-user-id", "arms": [

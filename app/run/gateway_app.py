@@ -80,7 +80,11 @@ class StoreHooks:
     ``siblings``: the other workers of ``serve --workers N``, asked for a trace they have not
     delivered yet when neither this worker nor the store has it (:meth:`lookup_elsewhere`).
     ``relay``: the sink to the store process the traces go to, if any (its health is the gateway's).
+    Every member of :class:`router_core.gateway.TraceHooks` has something to do here: traces come
+    as plain values (``takes_plain``), which the store validates.
     """
+
+    takes_plain = True  # the pipeline's store validates what it stores: the gateway builds no trace model
 
     def __init__(self, emitter: TraceEmitter, store: TraceStore, siblings: SiblingTraces | None = None,
                  relay: RelaySink | None = None) -> None:

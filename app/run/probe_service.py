@@ -35,12 +35,20 @@ from app.run.storage import open_store, pipeline_paths, quarantine_in, say_store
 from ingest import EmitterCollector, IngestApi, RelaySink, TraceEmitter, http_errors
 from router_core import ParseErrorsJson
 from schemas.config import RouteLensConfig
+from schemas.query_params import GivenTwice, one_value_each
 
 __all__ = ["build_probe_app", "run"]
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 _NO_TOKEN = {"error": {"message": "a valid read token is required: send 'Authorization: Bearer <token>'",
                        "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}}
+
+
+def _bad_param(param: str, message: str) -> web.Response:
+    """A 400 ``invalid_parameter`` naming ``param``, in OpenAI's shape (as the store's routes answer)."""
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": param,
+                      "code": "invalid_parameter"}}
+    return web.Response(status=400, body=orjson.dumps(body), content_type="application/json")
 
 
 def _behind(token: str | None, handler: Handler) -> Handler:
@@ -91,7 +99,11 @@ def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db
         return web.Response(body=orjson.dumps({"alerts": prober.alerts()}), content_type="application/json")
 
     async def stats(request: web.Request) -> web.Response:
-        body = prober.stats(reset=request.query.get("reset") == "1")
+        try:  # ?reset=1: the counts start again after this answer
+            reset = one_value_each(request.query.items(), ("reset",)).get("reset") == "1"
+        except GivenTwice as exc:
+            return _bad_param(exc.param, str(exc))
+        body = prober.stats(reset=reset)
         return web.Response(body=orjson.dumps(body), content_type="application/json")
 
     async def metrics(_: web.Request) -> web.Response:

@@ -24,6 +24,7 @@ from ingest.http_api.params import (
     aggregate_query_of,
     bad_param_of,
     query_of,
+    query_values,
     required_time,
 )
 from ingest.trace_store import TraceStore
@@ -44,10 +45,10 @@ class ExperimentRoutes:
         not know the arms' shares (they are the gateway's configuration): without ``shares`` the
         report assumes 50/50 and says so in its verdict, and flags no mismatch.
         """
-        raw: dict[str, Any] = {k: v for k, v in request.query.items() if k in COMPARE_PARAMS}
+        raw: dict[str, Any] = query_values(request, COMPARE_PARAMS | {"shares"})  # shares: a list, repeats join it
         raw.update(start=required_time(request, "start").isoformat(), end=required_time(request, "end").isoformat())
-        if "shares" in request.query:
-            raw["shares"] = request.query["shares"].split(",")
+        if "shares" in raw:
+            raw["shares"] = raw["shares"].split(",")
         try:
             query = CompareQuery.model_validate(raw)
         except ValidationError as exc:

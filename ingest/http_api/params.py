@@ -3,12 +3,14 @@
 Each read route validates its whole query string with one model here (:func:`query_of`), and the
 store's OpenAPI description (:mod:`ingest.http_api.openapi`) lists the same models' fields as its
 parameters. Trace filters are :class:`schemas.queries.TraceFilter`'s; a window is a required
-``start`` and ``end`` with a zone.
+``start`` and ``end`` with a zone. A parameter a route reads is taken once: given twice, it is a
+400 naming it (:func:`query_values`), except a list's (:data:`LIST_PARAMS`), whose repeats join it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from datetime import datetime
 from typing import Literal, TypeVar
 
@@ -21,10 +23,12 @@ from ingest.trace_store import MAX_LIMIT
 from schemas.common import ProbeKind
 from schemas.experiments import CompareBy
 from schemas.queries import AggregateQuery, TraceFilter
+from schemas.query_params import GivenTwice, one_value_each
 
-__all__ = ["COMPARE_PARAMS", "BadParam", "BucketsQuery", "EventsQuery", "FeedbackQuery", "GroupsQuery", "LatchesQuery",
-           "MisroutesQuery", "ProbesQuery", "QuarantineQuery", "SearchQuery", "SeriesQuery", "SnapshotsQuery",
-           "aggregate_query_of", "bad_param_of", "filter_of", "query_of", "required_time", "trace_filter_of"]
+__all__ = ["COMPARE_PARAMS", "LIST_PARAMS", "BadParam", "BucketsQuery", "EventsQuery", "FeedbackQuery", "GroupsQuery",
+           "LatchesQuery", "MisroutesQuery", "ProbesQuery", "QuarantineQuery", "SearchQuery", "SeriesQuery",
+           "SnapshotsQuery", "aggregate_query_of", "bad_param_of", "filter_of", "query_of", "query_values",
+           "required_time", "trace_filter_of"]
 
 Q = TypeVar("Q", bound=BaseModel)
 
@@ -144,18 +148,28 @@ def query_of(model: type[Q], request: web.Request) -> Q:
     Raises:
         BadParam: A parameter is missing or invalid (the first one, named).
     """
+    raw = query_values(request, model.model_fields)
     try:
-        return model.model_validate(_raw(request))
+        return model.model_validate(raw)
     except ValidationError as exc:
         raise bad_param_of(exc, model, request) from exc
 
 
-def _raw(request: web.Request) -> dict[str, str]:
-    """The query string as one value a name; a repeated ``unset`` (the OpenAPI form of a list) is joined."""
-    raw = dict(request.query)
-    if len(names := request.query.getall("unset", [])) > 1:
-        raw["unset"] = ",".join(names)
-    return raw
+# The parameters that take a comma-separated list; repeated (the OpenAPI form of a list), their values join it.
+LIST_PARAMS = frozenset({"unset", "shares"})
+
+
+def query_values(request: web.Request, names: Collection[str]) -> dict[str, str]:
+    """The query string's parameters among ``names``, one value each (the others are ignored).
+
+    Raises:
+        BadParam: One of ``names`` that takes one value is given twice (``?model=a&model=b``): which
+            one was meant is the client's to say. A list's repeats (:data:`LIST_PARAMS`) are joined.
+    """
+    try:
+        return one_value_each(request.query.items(), names, LIST_PARAMS)
+    except GivenTwice as exc:
+        raise BadParam(exc.param, str(exc)) from exc
 
 
 _PLUS = " (a '+' in a URL's query reads as a space: write a zone's '+' as %2B, or give the time in UTC with Z)"
@@ -204,7 +218,7 @@ def aggregate_query_of(q: BucketsQuery) -> AggregateQuery:
 
 def filter_of(request: web.Request) -> TraceFilter:
     """The trace filter in a request's query string (:class:`BadParam` naming the first field refused)."""
-    raw = {k: v for k, v in _raw(request).items() if k in FILTERS}
+    raw = query_values(request, FILTERS)
     try:
         return TraceFilter.model_validate(raw)
     except ValidationError as exc:
@@ -215,8 +229,8 @@ COMPARE_PARAMS = {"a", "b", "by", "min_samples", "confidence", "alpha", "replica
 
 
 def required_time(request: web.Request, name: str) -> datetime:
-    """Return the required ISO 8601 time ``name`` (``start`` or ``end``); it must carry a zone."""
-    value = request.query.get(name)
+    """Return the required ISO 8601 time ``name`` (``start`` or ``end``), given once; it must carry a zone."""
+    value = query_values(request, (name,)).get(name)
     if value is None:
         raise BadParam(name, f"{name} is required")
     try:

@@ -95,9 +95,16 @@ _BOOL: TypeAdapter[bool] = TypeAdapter(bool)  # a query string's boolean, read a
 
 
 def _settles(request: web.Request) -> bool:
-    """``GET /v1/feedback``'s ``settle`` (true unless given false; a bad value is the store's 400 to answer)."""
+    """``GET /v1/feedback``'s ``settle`` (true unless given false).
+
+    A bad value is the store's 400 to answer, and so is ``settle`` given twice: nothing is
+    delivered first for a request the store refuses.
+    """
+    given = request.query.getall("settle", ["true"])
+    if len(given) > 1:
+        return False
     try:
-        return _BOOL.validate_python(request.query.get("settle", "true"))
+        return _BOOL.validate_python(given[0])
     except ValidationError:
         return True
 

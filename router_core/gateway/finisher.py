@@ -9,8 +9,9 @@ leaves no trace of it. Only a request with a shadow decision waits: its shadow d
 answer is on its way (``call_soon``), then its trace is emitted;
 :meth:`TraceFinisher.flush` (the gateway's shutdown) emits whatever is still queued.
 
-Hooks that take plain values (``emit_plain``, the ingest pipeline's) get the recorder's values
-unvalidated, and the store validates them; other hooks get a validated ``DecisionTrace``.
+Hooks that take plain values (``takes_plain``, the ingest pipeline's) get the recorder's values
+unvalidated through ``emit_plain``, and the store validates them; other hooks get a validated
+``DecisionTrace`` through ``emit``.
 
 A trace that cannot be encoded because a string in it holds a lone surrogate (a header byte that
 was not UTF-8) is handed over again with those bytes escaped (:mod:`router_core.gateway.trace_repair`),
@@ -102,18 +103,19 @@ class TraceFinisher:
                 rec.run_shadow()
             except Exception:  # noqa: BLE001  (never lose the live trace to its shadow)
                 log.exception("shadow decision of %s failed", rec.request_id)
-        if (emit_plain := self._emit_plain()) is not None:  # a store that validates what it stores: no model here
+        hooks = self._hooks()
+        if hooks.takes_plain:  # a store that validates what it stores: no model here
             values = rec.plain(outcome)
             try:
-                emit_plain(values)
+                hooks.emit_plain(values)
             except (TypeError, ValueError) as exc:  # orjson: "str is not valid UTF-8"
-                emit_plain(self._escaped(rec.request_id, values, exc))
+                hooks.emit_plain(self._escaped(rec.request_id, values, exc))
         else:
             trace = rec.finish(outcome)
             try:
-                self._hooks().emit(trace)
+                hooks.emit(trace)
             except (TypeError, ValueError) as exc:  # pydantic's JSON: UnicodeEncodeError
-                self._hooks().emit(self._escaped(rec.request_id, trace, exc))
+                hooks.emit(self._escaped(rec.request_id, trace, exc))
 
     @staticmethod
     def _escaped(request_id: str, trace: _T, exc: Exception) -> _T:
@@ -125,10 +127,7 @@ class TraceFinisher:
                   request_id, ", ".join(where[:8]), type(exc).__name__)
         return escaped  # type: ignore[no-any-return]
 
-    def _emit_plain(self) -> Callable[[dict[str, Any]], bool] | None:
-        return getattr(self._hooks(), "emit_plain", None)
-
     @property
     def validates(self) -> bool:
-        """True when traces are validated here (hooks without ``emit_plain``): then a prebuild helps."""
-        return self._emit_plain() is None
+        """True when traces are validated here (hooks that do not take plain values): then a prebuild helps."""
+        return not self._hooks().takes_plain

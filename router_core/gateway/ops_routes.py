@@ -31,6 +31,7 @@ from router_core.shared.base import SharedState
 from router_core.state.quality import QualityTable
 from router_core.state.scraper import MetricsScraper
 from router_core.state.view import StateView
+from schemas.query_params import GivenTwice, one_value_each
 
 __all__ = ["BREAKER_SCOPES", "HOOKS_HEALTH_TIMEOUT_S", "OpsParts", "add_worker_metrics", "alerts", "close_breaker",
            "health", "hooks_problem", "intents_problem", "list_models", "own_exposition", "probe_verdicts",
@@ -146,13 +147,17 @@ async def router_state(gw: OpsParts, request: web.Request) -> web.Response:
 async def close_breaker(gw: OpsParts, request: web.Request) -> web.Response:
     """``POST /v1/router/breakers/{scope}/{name}/close``: an operator confirms recovery (404: no such breaker).
 
-    Guarded by the gateway's API keys like the other routes; ``?by=`` names the operator in the event.
+    Guarded by the gateway's API keys like the other routes; ``?by=`` names the operator in the event
+    (given twice, a 400 naming it).
     """
     scope, name = request.match_info["scope"], request.match_info["name"]
     if scope not in BREAKER_SCOPES:  # not a 404 "no cluster breaker named ...": the scope itself is wrong
         return error_response(400, f"scope must be one of {', '.join(BREAKER_SCOPES)}, not {scope[:64]!r}",
                               param="scope", code="invalid_parameter")
-    by = request.query.get("by", "api")[:64]
+    try:
+        by = one_value_each(request.query.items(), ("by",)).get("by", "api")[:64]
+    except GivenTwice as exc:
+        return error_response(400, str(exc), param=exc.param, code="invalid_parameter")
     if not await gw.breaker_hub.close(scope, name, by):
         return error_response(404, f"no {scope} breaker named {name[:200]!r}", code="not_found")
     b = gw.breakers.get(scope, name)
@@ -209,20 +214,21 @@ def add_worker_metrics(gw: OpsParts, app: web.Application, worker: int, ports: S
 async def health(gw: OpsParts, request: web.Request) -> web.Response:
     """200 ``{"status": "ok"}``, or 503 ``{"status": "degraded", "reason": ...}``, with the storage state.
 
-    ``storage`` (the spool's state, the records waiting) is there when the hooks tell it, and
+    ``storage`` (the spool's state, the records waiting) is there when the hooks tell it
+    (:meth:`TraceHooks.storage_state` not None), and
     ``intents`` (``fitting``, ``ready`` or ``failed``) when ``routing.intents`` is configured: still
     200 while fitting (requests are served; those on the embedding path wait for the fit), 503 once
     the fit failed and no fitted classifier serves.
     Degraded while the scrape loop has stopped or stalled, or while the hooks report a problem
-    with where the traces go: hooks may have an optional ``health() -> str | None`` (a reason, or
-    None when fine), plain or ``async`` (bounded here by :data:`HOOKS_HEALTH_TIMEOUT_S`). The
+    with where the traces go: :meth:`TraceHooks.health` (a reason, or None when fine), plain or
+    ``async`` (bounded here by :data:`HOOKS_HEALTH_TIMEOUT_S`). The
     ingest pipeline's says so while its spool takes no record (traces held in memory only: a
     crash would lose them; the gateway still answers), while the store's writes keep failing,
     and while the store process a gateway relays to is unreachable or itself degraded.
     """
     reasons = [r for r in (scrape_problem(gw), await hooks_problem(gw), intents_problem(gw)) if r]
-    state = getattr(gw.hooks, "storage_state", None)  # the trace pipeline's, when the hooks have one
-    extra: dict[str, object] = {"storage": state()} if callable(state) else {}
+    state = gw.hooks.storage_state()  # the trace pipeline's; None: the hooks have nothing to tell
+    extra: dict[str, object] = {} if state is None else {"storage": state}
     if (live := gw.policy.live_intents) is not None:
         extra["intents"] = live.status
     if not reasons:
@@ -249,11 +255,8 @@ def scrape_problem(gw: OpsParts) -> str | None:
 
 async def hooks_problem(gw: OpsParts) -> str | None:
     """The trace hooks' own health reason (spool unavailable, store failing or unreachable...), or None."""
-    check = getattr(gw.hooks, "health", None)
-    if not callable(check):
-        return None
     try:
-        reason = check()
+        reason = gw.hooks.health()
         if inspect.isawaitable(reason):
             reason = await asyncio.wait_for(reason, HOOKS_HEALTH_TIMEOUT_S)
     except TimeoutError:

@@ -135,7 +135,7 @@ class Gateway:
         res = config.resilience
         self.breakers = BreakerBoard(res.breakers, config.fleet.instances, clock=perf, enabled=res.enabled)
         self.breaker_hub = BreakerHub(self.breakers, self.shared, set_gauge=self._breaker_gauge,
-                                      emit_event=getattr(hooks, "record_event", None), wall=wall,
+                                      emit_event=hooks.record_event, wall=wall,
                                       router_version=config.router.version)
         self._specs = {s.id: s for s in config.fleet.instances}
         self._breaker_task: asyncio.Task[None] | None = None
@@ -165,7 +165,7 @@ class Gateway:
         self.stage_times = StageTimes(self.registry) if config.gateway.stage_timers else None
         # The effective policies decided with, each stored once under the hash its traces carry.
         self.book = PolicyBook(self.policy, wall=wall, router_version=config.router.version,
-                               record=getattr(hooks, "record_policy", None), version_of=self._version_of)
+                               record=hooks.record_policy, version_of=self._version_of)
         self._hash_shadow(self.experiment)
         self.openapi = OpenApi("RouteLens gateway", config.router.version, GATEWAY_OPERATIONS)
         self.chat = ChatRunner(
@@ -357,9 +357,7 @@ class Gateway:
             await self._session.close()
 
     def _router_event(self, event: RouterEvent) -> None:
-        """A router mode switch: counted, logged, and handed to the hooks' ``record_event`` when they have one."""
+        """A router mode switch: counted, logged, and handed to the hooks' ``record_event``."""
         self.modes_metrics.record_mode(self.router_modes.mode.value, _MODES, True)
         log.warning("%s", event.message)
-        emit = getattr(self.hooks, "record_event", None)
-        if callable(emit):
-            emit(event)
+        self.hooks.record_event(event)

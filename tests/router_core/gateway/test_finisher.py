@@ -18,9 +18,10 @@ from router_core.metrics import GatewayMetrics
 from schemas import OutcomeStatus
 from schemas.trace import DecisionTrace
 from tests.router_core.conftest import NOW, features
+from tests.router_core.gateway.quiet_hooks import QuietHooks
 
 
-class Hooks:
+class Hooks(QuietHooks):
     def __init__(self, fail_for: str | None = None) -> None:
         self.traces: list[DecisionTrace] = []
         self.fail_for = fail_for
@@ -120,6 +121,8 @@ def test_flush_emits_what_is_still_queued_when_the_loop_stops() -> None:
 class PlainHooks(Hooks):
     """Hooks of a store that validates what it stores: they take the recorder's plain values."""
 
+    takes_plain = True
+
     def __init__(self) -> None:
         super().__init__()
         self.plain: list[dict[str, object]] = []
@@ -147,7 +150,26 @@ def test_hooks_that_take_plain_values_get_them_unvalidated_and_the_same_trace() 
     assert DecisionTrace.model_validate(values) == hooks.traces[0]
 
 
-class EncodingHooks:
+class PlainRefusingHooks(Hooks):
+    """Hooks that define ``emit_plain`` but say they take no plain values (``takes_plain`` False)."""
+
+    def emit_plain(self, values: dict[str, object]) -> bool:
+        raise AssertionError("emit_plain called on hooks that take validated traces")
+
+
+def test_whether_hooks_take_plain_values_is_what_they_say_not_what_they_define() -> None:
+    hooks, clock = PlainRefusingHooks(), Clock()
+    fin, _ = finisher(hooks, clock)  # before: emit_plain was found by name and called
+    assert fin.validates
+
+    async def handler() -> None:
+        fin.finish(rec("r1"), 10.0, 200)
+
+    asyncio.run(handler())
+    assert [t.request_id for t in hooks.traces] == ["r1"]
+
+
+class EncodingHooks(QuietHooks):
     """Hooks that encode each trace as the trace pipeline does (the spool's encoder: orjson)."""
 
     def __init__(self) -> None:
@@ -160,6 +182,8 @@ class EncodingHooks:
 
 
 class PlainEncodingHooks(EncodingHooks):
+    takes_plain = True
+
     def emit_plain(self, values: dict[str, Any]) -> bool:
         self.payloads += self.encoder.plain_trace(values)
         return True

@@ -16,6 +16,7 @@ from schemas import AttemptStatus, DecisionTrace, Feedback, OutcomeStatus
 from schemas.config import RouteLensConfig
 from schemas.fleet import InstanceSnapshot
 from schemas.policy_record import PolicyRecord
+from tests.router_core.gateway.quiet_hooks import QuietHooks
 
 # Instances are ranked by the seed score: "a" (KV 10%) always before "b" (KV 20%).
 KV = {"a": 0.1, "b": 0.2}
@@ -23,7 +24,9 @@ OK_BODY = {"id": "x", "object": "chat.completion", "choices": [], "usage": {"pro
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class MemoryHooks:
+class MemoryHooks(QuietHooks):
+    """Keeps traces, feedback, scrape rounds and policies in memory (the rest as :class:`QuietHooks`)."""
+
     def __init__(self) -> None:
         self.traces: dict[str, DecisionTrace] = {}
         self.feedback: list[Feedback] = []
@@ -42,9 +45,6 @@ class MemoryHooks:
 
     def has_stored_verdict(self, request_id: str) -> bool:
         return any(f.request_id == request_id for f in self.feedback)
-
-    async def lookup_elsewhere(self, request_id: str) -> DecisionTrace | None:
-        return None  # one process: nowhere else to look
 
     def record_snapshots(self, snapshots: list[InstanceSnapshot]) -> None:
         self.rounds.append(snapshots)

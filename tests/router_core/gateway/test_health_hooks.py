@@ -64,3 +64,19 @@ def test_a_broken_or_hanging_check_is_a_reason(monkeypatch: pytest.MonkeyPatch) 
     hung = asyncio.run(health_of(AsyncHealthHooks(None, hang=True)))
     assert broken[0] == 503 and broken[1]["reason"] == "trace hooks health check failed: OSError"
     assert hung[0] == 503 and hung[1]["reason"] == "trace hooks health check did not answer within 0.2s"
+
+
+class SilentStorageHooks(MemoryHooks):
+    """Hooks whose storage has nothing to tell (``storage_state`` None), and a storage problem to report."""
+
+    def storage_state(self) -> dict[str, Any] | None:
+        return None
+
+    def health(self) -> str | None:
+        return "trace spool stalled"
+
+
+def test_hooks_with_no_storage_state_leave_storage_out_of_health() -> None:
+    # before: /health showed "storage": null for such hooks (only hooks without the method left it out)
+    assert asyncio.run(health_of(SilentStorageHooks())) == (503, {"status": "degraded",
+                                                                  "reason": "trace spool stalled"})

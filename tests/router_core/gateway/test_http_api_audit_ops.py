@@ -35,3 +35,18 @@ def test_the_breaker_route_describes_its_by_parameter_and_its_400() -> None:
     op = next(o for o in GATEWAY_OPERATIONS if o.path == "/v1/router/breakers/{scope}/{name}/close")
     assert op.query is not None and "by" in op.query.model_fields
     assert 400 in op.answers and 404 in op.answers
+
+
+def test_the_operator_named_twice_is_a_400_naming_by() -> None:
+    asyncio.run(_by_twice())
+
+
+async def _by_twice() -> None:
+    async with gateway_client({"a": reply(200), "b": reply(200)}) as (client, _):
+        twice = await client.post("/v1/router/breakers/instance/a/close?by=ops&by=oncall")  # before: "ops", silently
+        assert twice.status == 400
+        assert (await twice.json())["error"] == {"message": "parameter `by` is given twice",
+                                                 "type": "invalid_request_error", "param": "by",
+                                                 "code": "invalid_parameter"}
+        once = await client.post("/v1/router/breakers/instance/a/close?by=ops")
+        assert once.status == 200 and (await once.json())["state"] == "closed"
