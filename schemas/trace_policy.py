@@ -66,6 +66,10 @@ class PolicyStep(ContractModel):
     chain_used: list[str] = Field(default=[], description="Targets actually attempted, in order.")
     throttled: Literal["chain", "reject", "wait"] | None = Field(
         None, description="What the rule's throttle did with this request (None: it had a token).")
+    waited_s: float | None = Field(
+        None, ge=0, description="Seconds the request queued for a token of its rule's throttle (overflow: wait), "
+                                "whether one came (throttled wait) or max_wait ran out first (throttled reject); "
+                                "None: it did not wait.")
     intent: IntentVerdict | None = None
     keywords: list[KeywordMatch] = []
     keyword_score: float | None = None

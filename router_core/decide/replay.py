@@ -59,6 +59,9 @@ def route_of(rule_name: str | None, target: str | None, throttled: str | None, i
              rules: RuleSet | None, ts: datetime, tried: tuple[ClauseVerdict, ...] = ()) -> RouteChoice:
     """The route a stored policy step describes, with ``rules`` (the policy's rule set) in force.
 
+    What the throttle did is kept (it decides the levels tried), but not how long the request
+    waited for a token (the step's ``waited_s``): a replay takes no token and waits for none.
+
     Raises:
         NotReplayable: The rule it names is not in ``rules``.
     """

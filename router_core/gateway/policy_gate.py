@@ -240,7 +240,11 @@ class PolicyGate(PolicyFile):
         return RouteChoice(rules=rs, match=rs.match(view, explain=explain), local_hour=view.request_time.hour)
 
     async def admit(self, choice: RouteChoice | None) -> tuple[RouteChoice | None, Admission]:
-        """Apply the matched rule's throttle: admitted, sent down the chain, or refused (``reject``)."""
+        """Apply the matched rule's throttle: admitted, sent down the chain, or refused (``reject``).
+
+        A request that queued for a token (``overflow: wait``) carries the time it waited in the route
+        (``waited_s``, for the trace's policy step), whether a token came or ``max_wait`` ran out.
+        """
         if choice is None or choice.rule is None or choice.rule.throttle is None:
             return choice, Admission(True)
         adm = await self.throttles.admit(choice.rule)
@@ -248,6 +252,7 @@ class PolicyGate(PolicyFile):
             return RouteChoice(choice.rules, choice.match, choice.local_hour, skip_primary=True,
                                throttled="chain"), adm
         if adm.action is not None:
-            return RouteChoice(choice.rules, choice.match, choice.local_hour, throttled=adm.action), adm
+            return RouteChoice(choice.rules, choice.match, choice.local_hour, throttled=adm.action,
+                               waited_s=adm.waited_s), adm
         return choice, adm
 

@@ -43,7 +43,9 @@ class RouteChoice:
         match: The rule (None: none matched) and the rules tried.
         local_hour: The request's hour in the rule set's time zone (what its conditions read; traced).
         skip_primary: The throttle sent this request down the chain.
-        throttled: What the throttle did (``chain``, ``wait``; None: it had a token).
+        throttled: What the throttle did (``chain``, ``wait``, ``reject``; None: it had a token).
+        waited_s: Seconds the request queued for a token, whether one came (``wait``) or ``max_wait``
+            ran out (``reject``); None: it did not queue (and in a replay, which never waits).
     """
 
     rules: RuleSet
@@ -51,6 +53,7 @@ class RouteChoice:
     local_hour: int
     skip_primary: bool = False
     throttled: str | None = None
+    waited_s: float | None = None
 
     @property
     def rule(self) -> Rule | None:
@@ -90,6 +93,7 @@ class RouteChoice:
             "chain": [] if rule is None else list(self.rules.chain_of(rule)),
             "chain_used": used,
             "throttled": self.throttled,
+            "waited_s": self.waited_s,
             **(extra or {}),
         }
 

@@ -61,12 +61,16 @@ class TokenBucket:
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """What the throttle did: admitted (``action`` None), or ``chain`` / ``reject`` / ``wait`` with details."""
+    """What the throttle did: admitted (``action`` None), or ``chain`` / ``reject`` / ``wait`` with details.
+
+    ``waited_s`` is how long the request queued for a token (to the millisecond): set when a token
+    came (``wait``) and when ``max_wait`` ran out first (``reject``); None when it did not queue.
+    """
 
     admitted: bool
     action: str | None = None
     retry_after_s: float = 0.0
-    waited_s: float = 0.0
+    waited_s: float | None = None
 
 
 class Throttles:
@@ -123,8 +127,8 @@ class Throttles:
             await asyncio.wait_for(asyncio.shield(fut), spec.max_wait_s)
         except TimeoutError:
             self._drop(key, fut)
-            return Admission(False, "reject", retry_after_s=bucket.wait_s(self._clock()))
-        return Admission(True, "wait", waited_s=self._clock() - now)
+            return Admission(False, "reject", retry_after_s=bucket.wait_s(self._clock()), waited_s=self._since(now))
+        return Admission(True, "wait", waited_s=self._since(now))
 
     async def _admit_shared(self, shared: SharedState, key: str, spec: Throttle, priority: int) -> Admission:
         """:meth:`admit` on the shared bucket ``rule:<key>``; waiters queue here and :meth:`_pump` serves them."""
@@ -147,8 +151,13 @@ class Throttles:
             await asyncio.wait_for(asyncio.shield(fut), max(0.0, spec.max_wait_s - (self._clock() - t0)))
         except TimeoutError:
             self._drop(key, fut)
-            return Admission(False, "reject", retry_after_s=max(0.0, self._due.get(key, 0.0) - self._clock()))
-        return Admission(True, "wait", waited_s=self._clock() - t0)
+            return Admission(False, "reject", retry_after_s=max(0.0, self._due.get(key, 0.0) - self._clock()),
+                             waited_s=self._since(t0))
+        return Admission(True, "wait", waited_s=self._since(t0))
+
+    def _since(self, t0: float) -> float:
+        """Seconds from ``t0`` to now on the injected clock, to the millisecond (what the trace says was waited)."""
+        return round(max(0.0, self._clock() - t0), 3)
 
     async def _pump(self, shared: SharedState, key: str, spec: Throttle) -> None:
         """Take the shared bucket's tokens as they come due and hand each to the best waiter, until none waits."""

@@ -5,6 +5,8 @@ back by ``routelens trace --db`` from a DuckDB file. A throttle without a token 
 target: ``reject`` refuses the request with a 429 and forwards it nowhere, ``chain`` sends it down
 the chain past the target, ``wait`` sends it to the target once a token comes. The old text said
 "sent the request to n" for all three (nothing was sent on a reject, and the chain skipped n).
+A request that waited says how long (``waited_s``), and so does one whose ``max_wait`` ran out
+first: it had been traced as a plain ``reject``, refused at once.
 """
 
 from __future__ import annotations
@@ -16,9 +18,14 @@ import pytest
 
 from app.cli import main
 from app.ui.data import policy_step, why, why_not
+from app.ui.data.policy_step import fmt_waited
+from router_core.decide.replay import redecide
+from router_core.decide.verify import first_difference
+from router_core.gateway import Gateway
 from schemas import DecisionTrace
 from tests.app.trace_file import trace_file_of
-from tests.router_core.gateway.gateway_kit import gateway_client, trace_of
+from tests.router_core.decide.test_exact_replay import stored
+from tests.router_core.gateway.gateway_kit import gateway_client, served_gateway, trace_of
 from tests.router_core.gateway.test_forwarding import reply
 
 MODELS = {"a": {"model": "m"}, "b": {"model": "n"}}  # rule to-n's target n is on b; its chain's m on a
@@ -28,6 +35,8 @@ THROTTLES = {
     "chain": RULE + "fallback_chain: [m], throttle_config: {max_rps: 0.5, burst_window: 2s, overflow: chain}}\n",
     "wait": RULE + "throttle_config: {max_rps: 5, burst_window: 200ms, overflow: wait, max_wait: 5s}}\n",
 }
+# One token every 0.5 s, one at a time; a request waits 0.7 s at most.
+WAIT_OUT = RULE + "throttle_config: {max_rps: 2, burst_window: 500ms, overflow: wait, max_wait: 700ms}}\n"
 
 
 def second_request(overflow: str) -> DecisionTrace:
@@ -108,8 +117,69 @@ def test_a_request_sent_down_the_chain_reads_so_and_skips_the_target(
 def test_a_request_that_waited_reads_sent_after_the_wait(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = second_request("wait")
     assert [a.instance for a in trace.attempts] == ["b"] and trace.outcome.http_status == 200
-    said = ("Rule to-n matched after 1 tried; its throttle was empty, so the request waited for a token, then was "
-            "sent to n.")
+    assert trace.policy is not None and trace.policy.waited_s is not None and 0 < trace.policy.waited_s <= 5.0
+    waited = fmt_waited(trace.policy.waited_s)
+    said = (f"Rule to-n matched after 1 tried; its throttle was empty, so the request waited {waited} for a token, "
+            "then was sent to n.")
     assert rule_line(cli_tree(trace, tmp_path, capsys)) == said
     assert why.decision_sentence(trace).startswith(
-        "Rule to-n sent it to n once its throttle had a token (the request waited): b ")
+        f"Rule to-n sent it to n once its throttle had a token (the request waited {waited}): b ")
+
+
+def replays(gw: Gateway, trace: DecisionTrace) -> bool:
+    """Re-decided from its stored JSON under the stored policy and rule set: the same decision."""
+    assert gw.policy is not None
+    policy, rules = stored(gw.config, gw.policy.rules)
+    again = DecisionTrace.model_validate_json(trace.model_dump_json())
+    return first_difference(again, redecide(again, policy, rules)) is None
+
+
+def three_at_once() -> tuple[dict[str | None, DecisionTrace], bool]:
+    """Three requests to rule to-n at once (``WAIT_OUT``), by what the throttle did; whether the waiter replays.
+
+    One takes the token; the first in line gets the next, 0.5 s on; the second's would come 1 s on,
+    past its 0.7 s of max_wait.
+    """
+    async def run() -> tuple[dict[str | None, DecisionTrace], bool]:
+        async with served_gateway({"a": reply(200), "b": reply(200)}, instances=MODELS,
+                                  gateway={"max_attempts": 2, "upstream_timeout_s": 5.0},
+                                  policy="routing_matrix:\n" + WAIT_OUT) as (client, hooks, gw):
+            chat = {"model": "auto", "messages": [{"role": "user", "content": "send this to n"}]}
+            answers = await asyncio.gather(*(client.post("/v1/chat/completions", json=chat) for _ in range(3)))
+            traces = [trace_of(hooks, r.headers) for r in answers]
+            by = {t.policy.throttled if t.policy else "?": t for t in traces}
+            assert sorted(by, key=str) == sorted([None, "wait", "reject"], key=str), [t.policy for t in traces]
+            return by, replays(gw, by["wait"])
+
+    return asyncio.run(run())
+
+
+def test_requests_that_queued_for_a_token_say_how_long_whether_one_came_or_not(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    by, waiter_replays = three_at_once()
+    first, came, ran_out = by[None], by["wait"], by["reject"]
+    assert first.policy is not None and first.policy.waited_s is None  # had a token at once
+    assert came.policy is not None and came.policy.waited_s is not None and 0.2 < came.policy.waited_s <= 0.7
+    assert [a.instance for a in came.attempts] == ["b"] and came.outcome.http_status == 200
+    assert waiter_replays  # re-decided under its policy: the same decision (a replay does not wait)
+    said = (f"Rule to-n matched after 1 tried; its throttle was empty, so the request waited "
+            f"{fmt_waited(came.policy.waited_s)} for a token, then was sent to n.")
+    assert policy_step.rule_sentence(came.policy) == said
+    # max_wait ran out: refused with 429 as an immediate reject is, but having waited it out
+    assert ran_out.outcome.http_status == 429 and ran_out.attempts == [] and ran_out.candidates == []
+    assert ran_out.policy is not None and ran_out.policy.waited_s is not None
+    assert 0.7 <= ran_out.policy.waited_s < 1.5
+    waited = fmt_waited(ran_out.policy.waited_s)
+    said = ("Rule to-n matched after 1 tried; its target would have been n, but its throttle was empty, and the "
+            f"request waited {waited} (its max_wait) without a token, so it was refused with 429 "
+            "(rate_limit_exceeded): nothing was forwarded.")
+    assert policy_step.rule_sentence(ran_out.policy) == said
+    assert rule_line(cli_tree(ran_out, tmp_path, capsys)) == said  # read back from a DuckDB file
+    assert why.decision_sentence(ran_out) == (
+        f"Rule to-n matched (target n), but its throttle was empty: the request waited {waited} (its max_wait) "
+        "for a token that did not come, then was refused with HTTP 429 (rate_limit_exceeded) and forwarded to "
+        "no instance.")
+    reason = why_not.reason_for(ran_out, "b", "n")
+    assert reason is not None and reason.text == (
+        f"not looked at: rule to-n's throttle was empty, so the request was refused with 429 after waiting "
+        f"{waited} (its max_wait) before any instance was considered")

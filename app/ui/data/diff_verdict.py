@@ -17,6 +17,7 @@ Examples::
 from __future__ import annotations
 
 from app.explain import DASH, fmt_num
+from app.ui.data.policy_step import fmt_waited
 from app.ui.data.scores import by_instance, chosen, gap_terms
 from app.ui.data.why_not import reason_for
 from schemas.trace import CandidateEval, DecisionTrace
@@ -70,7 +71,8 @@ def _cause(a: DecisionTrace, b: DecisionTrace, x: CandidateEval | None, y: Candi
     if x is None or y is None:
         side, t = ("A", a) if x is None else ("B", b)
         if t.policy is not None and t.policy.throttled == "reject":  # refused before any instance was looked at
-            return f"nothing was chosen in {side} (rule {t.policy.rule}'s throttle was empty: refused with 429)"
+            waited = "" if t.policy.waited_s is None else f" after waiting {fmt_waited(t.policy.waited_s)}"
+            return f"nothing was chosen in {side} (rule {t.policy.rule}'s throttle was empty: refused with 429{waited})"
         return f"nothing was chosen in {side} ({t.fallback_reason or 'no feasible instance'})"
     lost = reason_for(b, x.instance, x.model)
     if lost is not None and lost.kind != "outscored":

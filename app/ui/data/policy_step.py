@@ -7,10 +7,17 @@ from typing import Any
 from app.explain import DASH, fmt_num
 from schemas.trace_policy import PolicyStep
 
-__all__ = ["MORE", "attachments_rows", "clauses_rows", "intent_sentence", "keyword_rows", "rule_sentence"]
+__all__ = ["MORE", "attachments_rows", "clauses_rows", "fmt_waited", "intent_sentence", "keyword_rows",
+           "rule_sentence"]
 
 MORE = "(other atoms failed too)"
 """The line the router adds after a rule's first failing atom when others failed too."""
+
+
+def fmt_waited(seconds: float) -> str:
+    """Seconds waited for a token as the explanations write them: ``0.42 s``, ``1.0 s``, ``0.005 s``."""
+    text = f"{seconds:.{2 if seconds >= 0.1 else 3}f}".rstrip("0")
+    return f"{text}0 s" if text.endswith(".") else f"{text} s"
 
 
 def rule_sentence(step: PolicyStep) -> str:
@@ -18,7 +25,8 @@ def rule_sentence(step: PolicyStep) -> str:
 
     A throttle without a token decides before the target: the request goes down the chain
     (``chain``), is refused with a 429 and forwarded nowhere (``reject``; also a ``wait`` that ran
-    out of ``max_wait``), or is sent once a token comes (``wait``).
+    out of ``max_wait``: then the time it waited), or is sent once a token comes (``wait``, with the
+    time it waited; a trace from before ``waited_s`` was recorded says only that it waited).
     """
     tried = len(step.tried)
     if step.rule is None:
@@ -28,7 +36,9 @@ def rule_sentence(step: PolicyStep) -> str:
     matched = f"Rule {step.rule} matched after {tried} tried"
     chain = " → ".join(step.chain)
     if step.throttled == "reject":
-        parts = [f"{matched}; its target would have been {target}, but its throttle was empty, so the request "
+        refused = ("so the request" if step.waited_s is None else
+                   f"and the request waited {fmt_waited(step.waited_s)} (its max_wait) without a token, so it")
+        parts = [f"{matched}; its target would have been {target}, but its throttle was empty, {refused} "
                  "was refused with 429 (rate_limit_exceeded): nothing was forwarded."]
         if chain:
             parts.append(f"Chain {chain}; not tried.")
@@ -37,7 +47,8 @@ def rule_sentence(step: PolicyStep) -> str:
         head = (f"{matched}; its target would have been {target}, but its throttle was empty, so the request "
                 "went down its chain instead.")
     elif step.throttled == "wait":
-        head = (f"{matched}; its throttle was empty, so the request waited for a token, then was sent to "
+        waited = "" if step.waited_s is None else f" {fmt_waited(step.waited_s)}"
+        head = (f"{matched}; its throttle was empty, so the request waited{waited} for a token, then was sent to "
                 f"{target}.")
     else:
         head = f"{matched} and sent the request to {target}."

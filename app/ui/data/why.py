@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from app.explain import after_pick, fmt_num, served_by, unserved_text, violation_short
 from app.ui.data.flip import Flip, Margin, margin, smallest_flip, total_of
+from app.ui.data.policy_step import fmt_waited
 from app.ui.data.scores import is_sampled
 from schemas.common import OutcomeStatus, RoutingMode
 from schemas.trace import DecisionTrace
@@ -57,8 +58,10 @@ def _throttled(trace: DecisionTrace) -> str | None:
     if policy is None or policy.rule is None or policy.throttled != "reject":
         return None
     code = f" ({out.error_class})" if out.error_class else ""
+    waited = ("" if policy.waited_s is None
+              else f"waited {fmt_waited(policy.waited_s)} (its max_wait) for a token that did not come, then ")
     return (f"Rule {policy.rule} matched (target {policy.target or 'every model'}), but its throttle was empty: "
-            f"the request was refused with HTTP {out.http_status}{code} and forwarded to no instance")
+            f"the request {waited}was refused with HTTP {out.http_status}{code} and forwarded to no instance")
 
 
 def _fallback(trace: DecisionTrace) -> str:
@@ -124,7 +127,8 @@ def _rule_clause(trace: DecisionTrace) -> str | None:
     if policy.throttled == "chain":
         text = f"Rule {policy.rule} matched (target {target}) and its throttle sent it down its chain"
     elif policy.throttled == "wait":
-        text = f"Rule {policy.rule} sent it to {target} once its throttle had a token (the request waited)"
+        waited = "" if policy.waited_s is None else f" {fmt_waited(policy.waited_s)}"
+        text = f"Rule {policy.rule} sent it to {target} once its throttle had a token (the request waited{waited})"
     if len(policy.chain_used) > 1:
         text += f" (tried {' -> '.join(policy.chain_used)})"
     return text

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from app.explain import fmt_num, fmt_pct, served_by, unjudged, unserved_text, violation_short
+from app.ui.data.policy_step import fmt_waited
 from app.ui.data.scores import EPS, by_instance, chosen, gap_terms, is_sampled, leader
 from schemas.common import AttemptStatus, RoutingMode
 from schemas.trace import CandidateEval, DecisionTrace
@@ -84,8 +85,9 @@ def reasons_rows(trace: DecisionTrace) -> list[dict[str, str]]:
 def _absent(trace: DecisionTrace, instance: str, model: str | None) -> Reason:
     step = trace.policy
     if step is not None and step.rule is not None and step.throttled == "reject":
+        waited = "" if step.waited_s is None else f" after waiting {fmt_waited(step.waited_s)} (its max_wait)"
         return Reason(instance, "target", f"not looked at: rule {step.rule}'s throttle was empty, so the request was "
-                                          "refused with 429 before any instance was considered", step.rule)
+                                          f"refused with 429{waited} before any instance was considered", step.rule)
     if step is not None and step.rule is not None and step.throttled == "chain" and model == step.target:
         return Reason(instance, "target", f"skipped: rule {step.rule}'s throttle was empty, so the request went "
                                           f"down its chain past its target {step.target}", step.rule)

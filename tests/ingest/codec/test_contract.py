@@ -35,7 +35,7 @@ def _full(trace: DecisionTrace) -> DecisionTrace:
     """``trace`` with every optional part filled in, so that each nested field's contract is exercised."""
     step = PolicyStep(
         policy="p.yaml sha256:0123", rule="legal", tried=[ClauseTried(rule="legal", matched=True, detail=["a: true"])],
-        target="m-a", chain=["m-b"], chain_used=["m-a", "m-b"], throttled="chain",
+        target="m-a", chain=["m-b"], chain_used=["m-a", "m-b"], throttled="wait", waited_s=0.25,
         intent=IntentVerdict(label=None, nearest="contract", confidence=0.41, threshold=0.55, abstained=True,
                              path="embedding", cut_tokens=512),
         keywords=[KeywordMatch(pattern="(年报|财报)", weight=3.0)], keyword_score=3.0,

@@ -9,8 +9,13 @@ import time
 import pytest
 
 from router_core.rules.ir import Origin, Rule, Throttle
-from router_core.rules.throttle import Throttles, TokenBucket
+from router_core.rules.throttle import Admission, Throttles, TokenBucket
 from router_core.shared.base import MemoryShared
+from router_core.shared.redis_shared import RedisShared
+from tests.redis_server import RedisServer, redis_server
+from tests.router_core.shared.redis_pair import QUIET, run_pair
+
+__all__ = ["redis_server"]  # the fixture, imported for pytest
 
 AT = Origin("p.yaml", 1)
 
@@ -149,3 +154,60 @@ def test_a_shared_bucket_serves_a_later_higher_priority_waiter_first() -> None:
         return order
 
     assert asyncio.run(run()) == ["high", "low-1", "low-2"]
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
+def test_a_waiter_says_how_long_it_waited_on_the_injected_clock_whether_a_token_came_or_not(shared: bool) -> None:
+    # The clock is the test's: the event loop times the retries and max_wait, the clock says what was waited.
+    clock = Clock()
+    throttles = Throttles(clock, shared=MemoryShared(clock) if shared else None)
+    r = rule("r", rate=10.0, burst=1.0, overflow="wait", max_wait_s=0.3)
+
+    async def waiting(advance: float) -> Admission:
+        assert (await throttles.admit(r)).waited_s is None  # a token at once: no wait
+        task = asyncio.create_task(throttles.admit(r))
+        await asyncio.sleep(0)  # queued (the next token is 0.1 s away, within max_wait)
+        clock.t += advance
+        return await task
+
+    came = asyncio.run(waiting(0.25))  # two and a half tokens' time: the next retry finds one
+    assert (came.admitted, came.action, came.waited_s) == (True, "wait", 0.25)
+    clock.t += 1.0  # the bucket full again
+    ran_out = asyncio.run(waiting(0.05))  # half a token: none comes before max_wait (0.3 s of the loop's time)
+    assert (ran_out.admitted, ran_out.action, ran_out.waited_s) == (False, "reject", 0.05)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
+def test_a_request_that_never_queued_has_no_waited_time(shared: bool) -> None:
+    clock = Clock()
+    throttles = Throttles(clock, shared=MemoryShared(clock) if shared else None)
+    one = {"rate": 1.0, "burst": 1.0, "bucket": "b"}  # one token a second, one at a time
+    longer = rule("w", overflow="wait", max_wait_s=0.5, **one)  # the next token is further than its max_wait
+
+    async def run() -> list[Admission]:
+        return [await throttles.admit(x) for x in (longer, longer, rule("c", overflow="chain", **one),
+                                                   rule("r", overflow="reject", **one))]
+
+    got = asyncio.run(run())
+    assert [a.action for a in got] == [None, "reject", "chain", "reject"]
+    assert [a.waited_s for a in got] == [None] * 4  # refused at once: the wait would pass max_wait
+
+
+def test_a_bucket_shared_in_redis_says_how_long_its_waiters_waited(redis_server: RedisServer) -> None:
+    # real time and a real Redis (replica a of two): 5 tokens a second, one at a time
+    patient = rule("patient", 2, rate=5.0, burst=1.0, overflow="wait", max_wait_s=2.0, bucket="b")
+    brief = rule("brief", 0, rate=5.0, burst=1.0, overflow="wait", max_wait_s=0.3, bucket="b")
+
+    async def body(a: RedisShared, _: RedisShared) -> None:
+        on_a = Throttles(shared=a)
+        assert (await on_a.admit(patient)).action is None  # takes the one token
+        first = asyncio.create_task(on_a.admit(patient))  # served first (higher priority): the next token, ~0.2 s
+        await asyncio.sleep(0)
+        second = await on_a.admit(brief)  # its turn would come ~0.4 s on: max_wait (0.3 s) runs out first
+        got = await first
+        assert (got.action, second.action) == ("wait", "reject")
+        assert got.waited_s is not None and 0.05 < got.waited_s < 2.0
+        assert second.waited_s is not None and 0.29 <= second.waited_s < 1.0
+        assert a.fallbacks == 0  # Redis answered every take: the shared path, not the local fallback
+
+    run_pair(redis_server.url, body, beat_again=True, **QUIET, timeout_s=1.0)

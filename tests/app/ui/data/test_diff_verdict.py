@@ -77,3 +77,6 @@ def test_a_request_its_rules_throttle_refused() -> None:
                              "policy": step.model_copy(update={"throttled": "reject"})})
     assert diff_verdict(a, b) == ("A chose coder-6b-b, B chose no instance: nothing was chosen in B "
                                   "(rule to-coder's throttle was empty: refused with 429).")
+    waited = b.model_copy(update={"policy": step.model_copy(update={"throttled": "reject", "waited_s": 0.7})})
+    assert diff_verdict(a, waited) == ("A chose coder-6b-b, B chose no instance: nothing was chosen in B "
+                                       "(rule to-coder's throttle was empty: refused with 429 after waiting 0.7 s).")

@@ -51,3 +51,28 @@ def test_a_rule_not_matched_shows_the_atom_that_failed_it_first() -> None:
     assert [r["why"] for r in ps.clauses_rows(step)] == [
         "request_time.hour = 17 not in [9, 11, 14, 16]", 'intent = "chat" != "legal"; other atoms failed too',
         "input_length = 40 <= 8000; also contains_legal_terms(prompt) did not match", "—"]
+
+
+def test_the_rule_sentence_says_how_long_a_throttled_request_waited() -> None:
+    waited = STEP.model_copy(update={"throttled": "wait", "waited_s": 0.42, "chain_used": ["deepseek-v4-32k"]})
+    assert ps.rule_sentence(waited) == (
+        "Rule long_context_priority matched after 1 tried; its throttle was empty, so the request waited 0.42 s "
+        "for a token, then was sent to deepseek-v4-32k. "
+        "Chain deepseek-coder-6b-fp16 → legacy-rule-engine; used deepseek-v4-32k.")
+    ran_out = STEP.model_copy(update={"throttled": "reject", "waited_s": 1.0, "chain_used": []})
+    assert ps.rule_sentence(ran_out) == (
+        "Rule long_context_priority matched after 1 tried; its target would have been deepseek-v4-32k, but its "
+        "throttle was empty, and the request waited 1.0 s (its max_wait) without a token, so it was refused with "
+        "429 (rate_limit_exceeded): nothing was forwarded. Chain deepseek-coder-6b-fp16 → legacy-rule-engine; "
+        "not tried.")
+    # refused at once (the wait would have been longer than max_wait), or a trace from before waited_s
+    at_once = ran_out.model_copy(update={"waited_s": None})
+    assert "so the request was refused with 429" in ps.rule_sentence(at_once) and \
+        "waited" not in ps.rule_sentence(at_once)
+    unknown = waited.model_copy(update={"waited_s": None})
+    assert "so the request waited for a token, then was sent to" in ps.rule_sentence(unknown)
+
+
+def test_seconds_waited_read_to_the_hundredth_and_short_waits_to_the_millisecond() -> None:
+    assert [ps.fmt_waited(s) for s in (0.42, 1.0, 0.5, 12.345, 0.005, 0.0)] == [
+        "0.42 s", "1.0 s", "0.5 s", "12.35 s", "0.005 s", "0.0 s"]

@@ -74,3 +74,20 @@ def test_a_rule_routed_request_names_the_rule_that_chose_its_candidates() -> Non
         "Rule code_tasks matched (target coder-6b) and its throttle sent it down its chain: coder-6b-b won")
     unmatched = step.model_copy(update={"rule": None, "target": None})
     assert decision_sentence(routed.model_copy(update={"policy": unmatched})).startswith("coder-6b-b won")
+    waited = step.model_copy(update={"throttled": "wait", "waited_s": 0.42})
+    assert decision_sentence(routed.model_copy(update={"policy": waited})).startswith(
+        "Rule code_tasks sent it to coder-6b once its throttle had a token (the request waited 0.42 s): coder-6b-b")
+
+
+def test_a_request_refused_after_waiting_out_its_max_wait_says_how_long_it_waited() -> None:
+    from schemas.trace_policy import PolicyStep
+
+    step = PolicyStep(policy="p.yaml sha256:x", rule="to-coder", target="coder-6b", throttled="reject", waited_s=1.0)
+    base = cases.normal_win()
+    refused = base.model_copy(update={
+        "candidates": [], "selected_model": None, "selected_instance": None, "attempts": [], "policy": step,
+        "outcome": base.outcome.model_copy(update={"http_status": 429, "error_class": "rate_limit_exceeded"})})
+    assert decision_sentence(refused) == (
+        "Rule to-coder matched (target coder-6b), but its throttle was empty: the request waited 1.0 s (its "
+        "max_wait) for a token that did not come, then was refused with HTTP 429 (rate_limit_exceeded) and "
+        "forwarded to no instance.")
