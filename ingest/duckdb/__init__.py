@@ -20,5 +20,6 @@
 - :mod:`~ingest.duckdb.file_layout`: reads of a file from before columns existed (opened read-only,
   not migrated): a missing column or field reads as NULL or its default.
 - :mod:`~ingest.duckdb.schema`: tables created and migrated from the derived Arrow schemas; the
-  DDL and queries are the ``sql/*.sql`` files beside it.
+  DDL and queries are the ``sql/*.sql`` files beside it. :mod:`~ingest.duckdb.migrate` compares a
+  table with its schema column by column; :mod:`~ingest.duckdb.upgrades` bridges older layouts.
 """

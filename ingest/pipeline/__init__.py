@@ -60,7 +60,8 @@ Locks, each made and owned by one object
   ``emit()`` takes it under ``Backlog.lock`` to offer a record, the exporter's thread alone.
 
 Modules: ``emitter``, ``pending`` (traces not stored yet, for read-your-writes),
-``storage_health`` (what ``/health`` says of storage), ``backlog``, ``batcher``, ``export_queue``,
-``stats`` (the counters), ``quarantine`` (bad records, kept with their reason) and ``metrics`` (the
-counters as a Prometheus collector).
+``storage_health`` (what ``/health`` says of storage), ``backlog``, ``batcher``, ``sink_calls`` (the
+batcher's prepare and write calls: retries, halving, quarantine), ``priority`` (storage threads
+yield the CPU), ``export_queue``, ``stats`` (the counters), ``quarantine`` (bad records, kept with
+their reason) and ``metrics`` (the counters as a Prometheus collector).
 """

@@ -10,28 +10,24 @@ what the sink refused one by one, and only then acknowledges the frames so the s
 them. Parsing overlaps writing; order is kept. When nothing waits, the writer gives the sink a
 moment for upkeep (``RecordSink.idle``: DuckDB checkpoints then).
 
-A write that fails with any other exception is a fault of the records or of the sink's code, not
-of the store being down: retrying it for ever would stop all storage behind one bad record. It is
-tried :data:`FAULT_TRIES` times (with the same backoff); then the batch is written in halves, down
-to single records (each tried :data:`FAULT_TRIES` times), and a record that fails alone is
-quarantined with the exception as its reason while the others are stored. A piece whose
-preparation raised is written the same way.
+The calls to the sink, and what a write that fails on anything but a ``SinkError`` (a fault of
+the records or of the sink's code) comes to, are :mod:`ingest.pipeline.sink_calls`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import threading
 import time
 from collections.abc import Callable
 
-from ingest.errors import SinkError
 from ingest.kinds import Kind
 from ingest.pipeline.backlog import Backlog, Taken
+from ingest.pipeline.priority import lower_priority
+from ingest.pipeline.sink_calls import FAULT_TRIES, SinkCalls
 from ingest.pipeline.stats import PipelineStats, SinkStats
-from ingest.record_sink import PreparedBatch, RecordSink, Rejected, WriteResult, batch_of, merge_prepared
+from ingest.record_sink import PreparedBatch, RecordSink, WriteResult
 from ingest.spool.segment import Frame
 
 __all__ = ["FAULT_TRIES", "Batcher", "Delivered", "Reject", "lower_priority"]
@@ -42,33 +38,11 @@ _END = None
 # (or the flush interval passed); the insert, cheaper per record in large batches, gets the
 # pieces merged.
 PIECE = 8192
-# Writes of one batch (or, once it is split, of one record) failing with anything but a SinkError
-# before it is split (or the record quarantined).
-FAULT_TRIES = 3
-_REASON_CHARS = 500  # of the exception's message, in a quarantine reason
 
 # A piece of the backlog and its preparation (None: the sink's prepare raised; it is written in parts).
 _Piece = tuple[Taken, PreparedBatch | None]
 Reject = Callable[[Kind, bytes, str], object]  # (kind, payload, reason) of a record the sink refused
 Delivered = Callable[[list[Frame]], None]  # the frames of one write, stored and acknowledged
-
-
-def lower_priority() -> None:
-    """Let the request path win the CPU: storage work runs at a lower priority (Linux: per thread).
-
-    The thread also shows its name to the system (``top -H``, ``/proc/PID/task/TID/comm``, at most
-    15 characters), so its CPU can be told apart from the request path's (``python -m bench gateway``).
-    """
-    tid = threading.get_native_id()
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, 10)
-    except (AttributeError, OSError):
-        pass
-    try:
-        with open(f"/proc/self/task/{tid}/comm", "w", encoding="ascii") as comm:
-            comm.write(threading.current_thread().name[:15])
-    except (OSError, UnicodeEncodeError):
-        pass
 
 
 class Batcher:
@@ -121,7 +95,7 @@ class Batcher:
         self._wake = threading.Event()
         self._closing = threading.Event()
         self._abort = threading.Event()
-        self._sleep = sleep or self._abort.wait
+        self._calls = SinkCalls(sink, stats, sink_stats, abort=self._abort, sleep=sleep or self._abort.wait)
         self._done = threading.Condition()
         self._finished = 0
         self._urgent = 0  # callers waiting in wait_until: write what there is, do not wait to fill
@@ -167,24 +141,9 @@ class Batcher:
                     self._wake.wait(0.05)  # during a flush nothing else paces this loop
                     self._wake.clear()
                     continue
-                self._put((taken, self._prepare(taken.frames)))
+                self._put((taken, self._calls.prepare(taken.frames)))
         finally:
             self._put(_END)
-
-    def _prepare(self, frames: list[Frame]) -> PreparedBatch | None:
-        """The sink's preparation of ``frames``; None when it raised (the writer then writes them in parts)."""
-        prepared = self._prepared(frames)
-        if isinstance(prepared, Exception):
-            log.error("trace sink could not prepare %d records (%s: %s); writing them in parts",
-                      len(frames), type(prepared).__name__, prepared)
-            return None
-        return prepared
-
-    def _prepared(self, frames: list[Frame]) -> PreparedBatch | Exception:
-        try:
-            return self.sink.prepare(batch_of((kind, payload) for _, kind, payload in frames))
-        except Exception as exc:  # noqa: BLE001  (a record the sink cannot parse must not stop the pipeline)
-            return exc
 
     def _take(self, n: int) -> Taken:
         taken = self._backlog.take(n)
@@ -226,7 +185,7 @@ class Batcher:
             taken = group[0][0]
             for more, _ in group[1:]:
                 taken = taken + more
-            result = self._store([prepared for _, prepared in group], taken.frames)
+            result = self._calls.store([prepared for _, prepared in group], taken.frames)
             if result is None:
                 self._give_up(taken)
                 item = carry.pop() if carry else self._ready.get()
@@ -269,70 +228,6 @@ class Batcher:
             except Exception as exc:  # noqa: BLE001  (upkeep only: storing goes on without it)
                 log.warning("trace sink upkeep failed (%s: %s)", type(exc).__name__, exc)
         return self._ready.get()
-
-    def _store(self, parts: list[PreparedBatch | None], frames: list[Frame]) -> WriteResult | None:
-        """Write one group; None when the batcher was stopped while the sink was down."""
-        if all(part is not None for part in parts):
-            outcome = self._write(merge_prepared([part for part in parts if part is not None]), FAULT_TRIES)
-            if not isinstance(outcome, Exception):
-                return outcome
-            log.error("trace sink failed %d times on a batch of %d records (%s: %s); writing it in parts to "
-                      "quarantine the records it fails on", FAULT_TRIES, len(frames), type(outcome).__name__, outcome)
-        result = WriteResult()
-        return result if self._isolate(frames, result) else None
-
-    def _isolate(self, frames: list[Frame], result: WriteResult) -> bool:
-        """Write ``frames`` in halves, down to single records, adding to ``result``; quarantine a record failing alone.
-
-        Halves go in order (a snapshot before the trace that refers to it). False when stopped.
-        """
-        prepared = self._prepared(frames)
-        tries = FAULT_TRIES if len(frames) == 1 else 1
-        outcome = prepared if isinstance(prepared, Exception) else self._write(prepared, tries)
-        if outcome is None:
-            return False
-        if isinstance(outcome, WriteResult):
-            for kind, (stored, duplicates) in outcome.by_kind.items():
-                result.count(kind, stored, duplicates)
-            result.rejected += outcome.rejected
-            return True
-        if len(frames) > 1:
-            half = len(frames) // 2
-            return self._isolate(frames[:half], result) and self._isolate(frames[half:], result)
-        ((_, code, payload),) = frames
-        what = f"{type(outcome).__name__}: {outcome}"[:_REASON_CHARS]
-        if code == Kind.QUARANTINE:  # quarantining it again could go on for ever; its file line stays
-            log.error("trace sink cannot store a quarantine record (%s); it is kept in the quarantine file only",
-                      what)
-            return True
-        record_kind = Kind.TRACE if code == Kind.TRACE_UNCHECKED else Kind(code)
-        result.rejected.append(Rejected(record_kind, payload, f"the store failed on this record alone ({what})"))
-        return True
-
-    def _write(self, prepared: PreparedBatch, tries: int) -> WriteResult | Exception | None:
-        """Write ``prepared``; None when the batcher is stopped meanwhile.
-
-        A sink that is down (``SinkUnavailable``, or another ``SinkError``: its own failure, not the
-        records') is retried for as long as it takes; after ``tries`` writes failed on anything else,
-        that exception is returned.
-        """
-        delay, faults = 0.05, 0
-        while True:
-            try:
-                return self.sink.write(prepared)
-            except Exception as exc:  # noqa: BLE001  (the sink down: keep the batch; any other fault: bounded)
-                self._stats.sink_errors += 1
-                self._sink_stats.failed += 1
-                if not isinstance(exc, SinkError):
-                    faults += 1
-                    if faults >= tries:
-                        return exc
-                log.warning("trace sink failed (%s: %s); retrying in %.2fs", type(exc).__name__, exc, delay)
-                if self._abort.is_set():
-                    return None
-                self._sleep(delay)
-                self._sink_stats.retried += 1
-                delay = min(delay * 2, 5.0)
 
     def _account(self, result: WriteResult, taken: Taken) -> None:
         stats = self._stats

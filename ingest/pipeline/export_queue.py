@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 
 from ingest.errors import SinkUnavailable
-from ingest.pipeline.batcher import lower_priority
+from ingest.pipeline.priority import lower_priority
 from ingest.pipeline.stats import SinkStats
 from ingest.record_sink import RecordBatch, RecordSink, WriteResult, batch_of
 

@@ -5,6 +5,7 @@
     base.py            SharedState (the protocol) and MemoryShared (one process, exact)
     redis_shared.py    RedisShared: the same calls answered from local state kept in step with Redis
     redis_store.py     RedisStore: the connection, its Lua scripts and pipelines
+    redis_scripts.py   the Lua scripts themselves (grant, add, bind, presence, keep, kept)
     redis_lease.py     token-bucket leases taken ahead of need
     redis_refill.py    LeaseRefills: the leases' refill rounds, and takes that wait for one
     redis_counters.py  counter adds batched between flushes

@@ -7,7 +7,7 @@ goes on, so one :class:`PolicyError` lists every problem of a condition (or of a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 from lark import Token, Tree
 from lark.exceptions import UnexpectedInput
@@ -16,18 +16,11 @@ from router_core.rules.condition import guards as guard
 from router_core.rules.condition import ops
 from router_core.rules.condition.compiled import Atom, CompiledCondition
 from router_core.rules.condition.domains import out_of_domain
-from router_core.rules.condition.features import (
-    FEATURES,
-    Type,
-    Value,
-    header_getter,
-    metadata_getter,
-    prompt_matcher,
-)
+from router_core.rules.condition.features import Type, Value
 from router_core.rules.condition.grammar import parse
 from router_core.rules.condition.guards import Guard, Guards
-from router_core.rules.condition.literals import BadLiteral, number, string
 from router_core.rules.condition.locate import Locator, policy_error, syntax_error
+from router_core.rules.condition.operands import Node, OperandReader, _Fail, _fail
 from router_core.rules.condition.why_not import Fact
 from router_core.rules.condition.why_not import Node as Shape
 
@@ -39,16 +32,6 @@ _TYPE_NAMES: dict[Type, str] = {"num": "a number", "str": "a string", "bool": "t
                                 "any": "a metadata value"}
 _ORDERING = frozenset({"<", "<=", ">", ">="})
 _GUARD_OPS: dict[str, Literal["in", "<", "<=", ">", ">="]] = {"==": "in", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
-Node = Tree[Token] | Token
-
-
-class _Fail(Exception):
-    """An atom that does not compile: where and why (caught by the compiler, never escapes)."""
-
-    def __init__(self, where: Node, message: str) -> None:
-        super().__init__(message)
-        self.where = where
-        self.message = message
 
 
 def _pos(node: Node) -> tuple[int, int]:
@@ -69,10 +52,6 @@ def _chain(node: Tree[Token]) -> list[Node]:
     return operands[::-1]
 
 
-def _fail(node: Node, message: str) -> NoReturn:
-    raise _Fail(node, message)
-
-
 def _guard(value: Value, op: Literal["in", "<", "<=", ">", ">="], consts: tuple[Any, ...]) -> Guards:
     """The atom as a guard when it reads a named feature (a prompt test has no label: unguarded)."""
     if value.get is None or value.label is None:
@@ -80,8 +59,8 @@ def _guard(value: Value, op: Literal["in", "<", "<=", ">", ">="], consts: tuple[
     return (Guard(value.label, value.get, op, consts),)
 
 
-class ConditionCompiler:
-    """Compiles condition subtrees of one text, collecting errors.
+class ConditionCompiler(OperandReader):
+    """Compiles condition subtrees of one text, collecting errors (operands: :class:`OperandReader`).
 
     Args:
         loc: The locator of the parsed text.
@@ -89,14 +68,10 @@ class ConditionCompiler:
     """
 
     def __init__(self, loc: Locator, term_lists: Mapping[str, Sequence[str]] | None = None) -> None:
+        super().__init__(term_lists)
         self.loc = loc
         self.errors: list[tuple[int, int, str]] = []
-        self._lists = {f"contains_{name}": prompt_matcher(terms) for name, terms in (term_lists or {}).items()}
-        # The matcher drops blank terms: a list of none (or only blanks) makes a test that never holds.
-        self._no_terms = {f"contains_{name}": name for name, terms in (term_lists or {}).items()
-                          if not any(t.strip() for t in terms)}
         self._atoms: list[Atom] = []
-        self._features: set[str] = set()
         self._named: dict[str, set[Any]] = {}
 
     def error(self, node: Node, message: str) -> None:
@@ -259,74 +234,6 @@ class ConditionCompiler:
 
     def _describe(self, value: Value) -> str:
         return value.label or ("a literal" if value.const is None else repr(value.const))
-
-    def _value(self, node: Node) -> Value:
-        assert isinstance(node, Tree)
-        kind, children = node.data, node.children
-        token = children[0]
-        try:
-            if kind == "string":
-                return Value("str", const=string(token))  # type: ignore[arg-type]
-            if kind == "number":
-                return Value("num", const=number(token))  # type: ignore[arg-type]
-        except BadLiteral as exc:
-            assert isinstance(token, Token)
-            _fail(Token(token.type, token, line=token.line, column=(token.column or 1) + exc.offset), str(exc))
-        if kind in ("true", "false"):
-            return Value("bool", const=kind == "true")
-        if kind == "null":
-            return Value("null")
-        if kind == "feature":
-            return self._feature(node, [str(t) for t in children])
-        return self._call(node, str(children[0]), [c for c in children[1:] if c is not None])
-
-    def _feature(self, node: Node, names: list[str]) -> Value:
-        path = ".".join(names)
-        if path in FEATURES:
-            self._features.add(path)
-            return FEATURES[path]
-        head = names[0]
-        if head == "metadata":
-            if len(names) == 1:
-                _fail(node, "name a metadata key, as in metadata.tier")
-            self._features.add(path)
-            return metadata_getter(names[1:])
-        if head == "prompt":
-            _fail(node, "the prompt is read only through prompt_contains('...') or contains_<list>(prompt)")
-        if head == "request_time":
-            _fail(node, "request_time has .hour and .weekday")
-        if head in self._functions():
-            _fail(node, f"{head} is a function: write {head}(...)")
-        known = ", ".join([*sorted(FEATURES), "metadata.<key>"])
-        _fail(node, f"unknown feature '{path}'; known: {known}")
-
-    def _functions(self) -> list[str]:
-        return sorted(["header", "prompt_contains", *self._lists])
-
-    def _call(self, node: Node, name: str, args: list[Node]) -> Value:
-        signature = "(prompt)" if name in self._lists else "('...')"
-        if name not in self._functions():
-            known = ", ".join(f + ("(prompt)" if f in self._lists else "('...')") for f in self._functions())
-            _fail(node, f"unknown function '{name}'; known: {known}")
-        if len(args) != 1:
-            _fail(node, f"{name} takes one argument, as in {name}{signature}; got {len(args)}")
-        arg = args[0]
-        self._features.add(name)
-        if name in self._lists:
-            if not (isinstance(arg, Tree) and arg.data == "feature" and [str(t) for t in arg.children] == ["prompt"]):
-                _fail(arg, f"{name} reads the prompt: write {name}(prompt)")
-            if name in self._no_terms:
-                _fail(node, f"{name}(prompt) never holds: the term list {self._no_terms[name]!r} has no terms")
-            return Value("bool", get=self._lists[name])
-        literal = self._value(arg)
-        if literal.type != "str" or literal.get is not None:
-            _fail(arg, f"{name} takes a string in quotes, as in {name}('...')")
-        text: Any = literal.const
-        if not text.strip():  # a blank needle is dropped by the matcher: the test would never hold
-            _fail(arg, f"{name} needs a string with something other than spaces in it")
-        if name == "header":
-            return header_getter(text)
-        return Value("bool", get=prompt_matcher([text]))
 
 
 def compile_condition(text: str, *, source: str = "<condition>", line: int = 1, col: int = 1,
