@@ -126,6 +126,8 @@ class Throttles:
         try:
             await asyncio.wait_for(asyncio.shield(fut), spec.max_wait_s)
         except TimeoutError:
+            if _handed(fut):  # the token came in the loop turn max_wait ran out: it is this request's
+                return Admission(True, "wait", waited_s=self._since(now))
             self._drop(key, fut)
             return Admission(False, "reject", retry_after_s=bucket.wait_s(self._clock()), waited_s=self._since(now))
         return Admission(True, "wait", waited_s=self._since(now))
@@ -150,6 +152,8 @@ class Throttles:
         try:
             await asyncio.wait_for(asyncio.shield(fut), max(0.0, spec.max_wait_s - (self._clock() - t0)))
         except TimeoutError:
+            if _handed(fut):  # the pump took the shared token for it as max_wait ran out: it is this request's
+                return Admission(True, "wait", waited_s=self._since(t0))
             self._drop(key, fut)
             return Admission(False, "reject", retry_after_s=max(0.0, self._due.get(key, 0.0) - self._clock()),
                              waited_s=self._since(t0))
@@ -206,3 +210,7 @@ class Throttles:
         if not fut.done():
             fut.cancel()
 
+
+def _handed(fut: asyncio.Future[None]) -> bool:
+    """A waiter's future that was given its token (not one cancelled on giving up)."""
+    return fut.done() and not fut.cancelled()

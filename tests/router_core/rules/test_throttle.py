@@ -211,3 +211,31 @@ def test_a_bucket_shared_in_redis_says_how_long_its_waiters_waited(redis_server:
         assert a.fallbacks == 0  # Redis answered every take: the shared path, not the local fallback
 
     run_pair(redis_server.url, body, beat_again=True, **QUIET, timeout_s=1.0)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
+def test_a_token_handed_over_as_max_wait_runs_out_admits_the_request(shared: bool,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The token given in the loop turn the waiter's max_wait fires was taken for it: the request goes, not a 429.
+
+    ``asyncio.wait_for`` is made to time out just after the token is handed over (the race, made certain).
+    """
+    clock = Clock()
+    throttles = Throttles(clock, shared=MemoryShared(clock) if shared else None)
+    r = rule("r", rate=10.0, burst=1.0, overflow="wait", max_wait_s=0.3)
+    real_wait_for = asyncio.wait_for
+
+    async def token_then_timeout(aw: asyncio.Future[None], timeout: float | None) -> None:
+        clock.t += 0.3  # a token is due, and so is max_wait
+        try:
+            await real_wait_for(asyncio.shield(aw), 5.0)  # the release or the pump hands the token over
+        finally:
+            raise TimeoutError
+
+    async def run() -> Admission:
+        assert (await throttles.admit(r)).admitted
+        monkeypatch.setattr("router_core.rules.throttle.asyncio.wait_for", token_then_timeout)
+        return await throttles.admit(r)
+
+    got = asyncio.run(run())
+    assert (got.admitted, got.action, got.waited_s) == (True, "wait", 0.3)

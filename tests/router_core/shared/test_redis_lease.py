@@ -18,7 +18,7 @@ class Clock:
 
 
 class Bucket:
-    """The grant script of :mod:`router_core.shared.redis_store`, in Python: the shared bucket."""
+    """The grant script of :mod:`router_core.shared.redis_scripts`, in Python: the shared bucket."""
 
     def __init__(self, clock: Clock, rate: float, burst: float) -> None:
         self.clock, self.rate, self.burst = clock, rate, burst
