@@ -29,10 +29,10 @@
     X(error_class) X(experiment_arm) X(fallback_reason) X(fallback_triggered) X(feasible) X(features)           \
     X(http_status) X(instance) X(instances) X(intent) X(intent_confidence) X(kind) X(latency_ms) X(max_tokens)  \
     X(metric) X(mode) X(model) X(op) X(otel_parent_span_id) X(otel_trace_state) X(outcome) X(plugin)             \
-    X(policy_hash) X(prompt_tokens)                                                                                \
+    X(policy) X(policy_hash) X(prompt_tokens)                                                                    \
     X(query_hash) X(rank) X(reason) X(rejected) X(request_id) X(requested_model) X(router_version) X(rule)      \
     X(selected_instance) X(selected_model) X(selection_probability) X(seq) X(severity) X(span_id) X(start_ms)    \
-    X(status) X(step) X(threshold) X(total) X(total_ms) X(ttft_ms) X(value) X(violations)
+    X(status) X(step) X(threshold) X(throttled) X(total) X(total_ms) X(ttft_ms) X(value) X(violations) X(waited_s)
 
 #define DECLARE(name) static PyObject *k_##name;
 FIELDS(DECLARE)
@@ -415,6 +415,14 @@ static int decision_span(Buf *b, PyObject *t, PyObject *trace_id, PyObject *requ
     NEED(v, t, latency_ms);
     TRY(kv(b, 0x4A, "routelens.decision_ms", v));
     TRY(ATTRS(b, 0x4A, t, optional, 0));
+    static const Attr throttle[] = {
+        {"routelens.throttled", &k_throttled}, {"routelens.throttle.waited_s", &k_waited_s},
+    };
+    GET(v, t, policy);
+    if (v != Py_None) { /* the policy step's throttle verdict and wait; a policy not a dict: declined */
+        if (!PyDict_CheckExact(v)) return DECLINED;
+        TRY(ATTRS(b, 0x4A, v, throttle, 0));
+    }
     int has_margin;
     double m;
     TRY(margin(candidates, &has_margin, &m));

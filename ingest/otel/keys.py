@@ -34,6 +34,8 @@ TTFT_MS = "routelens.ttft_ms"
 
 # RouteLens: the decision
 RULE = "routelens.rule"
+THROTTLED = "routelens.throttled"  # what the rule's throttle did: chain, reject or wait (absent: it had a token)
+THROTTLE_WAITED_S = "routelens.throttle.waited_s"  # seconds queued for a token (absent: did not queue)
 INTENT = "routelens.intent"
 INTENT_CONFIDENCE = "routelens.intent_confidence"
 ARM = "routelens.arm"

@@ -3,9 +3,10 @@
 ::
 
     chat <requested model>        SERVER   the request: GenAI conventions, outcome, tokens, trace_url
-    ├── routelens.decide          INTERNAL openinference.span.kind DECISION: rule, intent, arm, choice,
-    │                                      margin, mode, fallback; an event per step and per eliminated
-    │                                      candidate (constraint, metric, value, threshold)
+    ├── routelens.decide          INTERNAL openinference.span.kind DECISION: rule, its throttle's verdict
+    │                                      and wait, intent, arm, choice, margin, mode, fallback; an event
+    │                                      per step and per eliminated candidate (constraint, metric,
+    │                                      value, threshold)
     └── routelens.attempt <inst>  CLIENT   one per upstream attempt, with its outcome
 
 The ids are the trace's own: the request span's id and each attempt's span id are the ones the
@@ -218,6 +219,10 @@ class SpanBuilder:
                            (keys.SELECTED_MODEL, "selected_model"), (keys.FALLBACK_REASON, "fallback_reason"),
                            (keys.SELECTION_PROBABILITY, "selection_probability")):
             _put(attrs, key, trace.get(field))
+        policy = trace.get("policy")
+        if policy is not None:  # what the rule's throttle did, and how long the request queued for a token
+            _put(attrs, keys.THROTTLED, policy.get("throttled"))
+            _put(attrs, keys.THROTTLE_WAITED_S, policy.get("waited_s"))
         _put(attrs, keys.MARGIN, margin_of(candidates))
         self._link(attrs, trace["request_id"])
         return attrs
