@@ -9,6 +9,11 @@ full (a C-speed ``bytes.translate``, not a decode), and only a prefix is decoded
 (docx, xlsx, pptx...) need to see past the first entries of the archive. Remote URLs and file ids
 are not fetched: their type is what their name declares.
 
+A declared type is the client's own text (a file name's suffix, a URL path's, a MIME subtype, an
+audio ``format``): it is kept only when it is a type name the gateway knows
+(:data:`schemas.config.attachments.NAMED_TYPES`, the MIME map's and the aliases'); any other reads
+``unknown``, so a file named ``Notes re. John Doe HIV test`` stores no part of its name in the trace.
+
 Each image and audio part also gets its estimated input tokens from that prefix
 (:mod:`router_core.decide.media_tokens`: an image's size from its header, a remote image as the
 largest; audio's seconds). ``file`` parts (PDF...) count none: there is no published rule.
@@ -27,7 +32,7 @@ import filetype  # type: ignore[import-untyped]
 
 from router_core.decide.media_tokens import audio_tokens, image_tokens
 from router_core.errors import InvalidRequest
-from schemas.config.attachments import UNKNOWN_TYPE, AttachmentSettings, normalise_type
+from schemas.config.attachments import NAMED_TYPES, TYPE_ALIASES, UNKNOWN_TYPE, AttachmentSettings, normalise_type
 
 __all__ = ["SIGNATURE_BYTES", "Attachment", "attachment_infos", "inspect_attachments", "refuse_unacceptable"]
 
@@ -47,6 +52,8 @@ _LABELS = {"pdf": "a PDF", "docx": "a Word document", "doc": "a Word 97-2003 doc
            "xls": "an Excel 97-2003 workbook", "pptx": "a PowerPoint presentation", "odt": "an OpenDocument text",
            "zip": "a ZIP archive", "png": "a PNG image", "jpg": "a JPEG image", "gif": "a GIF image",
            "webp": "a WebP image", "wav": "a WAV audio file", "mp3": "an MP3 audio file", "txt": "a plain text file"}
+# The declared types a trace may hold as they are (any other is the client's text: ``unknown``)
+_KNOWN = NAMED_TYPES | frozenset(_BY_MIME.values()) | frozenset(TYPE_ALIASES.values()) | frozenset(_LABELS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +116,11 @@ def _from_name(name: str) -> str | None:
     return normalise_type(PurePosixPath(name).suffix) or None
 
 
+def _declared(kind: str | None) -> str | None:
+    """A declared type as a trace may hold it: a type name the gateway knows, else ``unknown`` (not client text)."""
+    return kind if kind is None or kind in _KNOWN else UNKNOWN_TYPE
+
+
 def _bad(message: str, param: str) -> InvalidRequest:
     return InvalidRequest(message, param=param, code="invalid_attachment")
 
@@ -169,7 +181,8 @@ def _inline(message: int, index: int, declared: str | None, data: str, param: st
         from_url, data = _data_url(data, param)
         declared = declared or from_url
     size, prefix = _base64(data, param, settings.max_bytes)
-    return Attachment(message, index, declared, _detect(prefix), size, inline=True, tokens=count(prefix, size))
+    return Attachment(message, index, _declared(declared), _detect(prefix), size, inline=True,
+                      tokens=count(prefix, size))
 
 
 def _object(part: Mapping[str, Any], key: str, param: str) -> Mapping[str, Any]:
@@ -198,7 +211,7 @@ def _inspect_part(i: int, j: int, part: Mapping[str, Any], settings: AttachmentS
             return _inline(i, j, None, url, f"{at}.image_url.url", settings,
                            lambda prefix, _size: image_tokens(prefix, detail))
         if url[:7].lower() == "http://" or url[:8].lower() == "https://":
-            return Attachment(i, j, _from_name(unquote(urlsplit(url).path)), None, 0, inline=False,
+            return Attachment(i, j, _declared(_from_name(unquote(urlsplit(url).path))), None, 0, inline=False,
                               tokens=image_tokens(None, detail))
         raise _bad("'image_url.url' must be an http(s) URL or a base64 data URL", f"{at}.image_url.url")
     if kind == "file":
@@ -210,7 +223,7 @@ def _inspect_part(i: int, j: int, part: Mapping[str, Any], settings: AttachmentS
             return _inline(i, j, declared, data, f"{at}.file.file_data", settings)
         if _string(file, "file_id", f"{at}.file", required=False) is None:
             raise _bad("'file' needs 'file_data' or 'file_id'", f"{at}.file")
-        return Attachment(i, j, declared, None, 0, inline=False)
+        return Attachment(i, j, _declared(declared), None, 0, inline=False)
     if kind == "input_audio":
         audio = _object(part, "input_audio", f"{at}.input_audio")
         fmt = _string(audio, "format", f"{at}.input_audio", required=False)

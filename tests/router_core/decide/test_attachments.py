@@ -22,7 +22,7 @@ from router_core.decide.attachments import (
     refuse_unacceptable,
 )
 from router_core.errors import InvalidRequest
-from schemas.config.attachments import AttachmentSettings
+from schemas.config.attachments import NAMED_TYPES, AttachmentSettings
 from schemas.trace_policy import AttachmentInfo
 
 SETTINGS = AttachmentSettings()
@@ -298,3 +298,24 @@ def test_analysis_refuses_a_malformed_attachment_with_its_param() -> None:
     with pytest.raises(InvalidRequest) as info:
         analyse_request({"messages": messages(file(PDF, "a.pdf"))}, attachments=AttachmentSettings(max_bytes=10))
     assert info.value.code == "attachment_too_large"
+
+
+def test_a_declared_type_is_a_known_type_name_or_unknown_never_the_clients_text() -> None:
+    """A file name, a URL path, a MIME subtype and an audio format are the client's text: only type names pass."""
+    secret = "Notes re. John Doe HIV test"
+    body = {"messages": messages(file(PDF, secret), file(b"notes", "x.JohnDoeHIV"),
+                                 file(filename=f"{secret}", file_id="file-1"),
+                                 image(f"https://example.com/scans/{secret.replace(' ', '%20')}"),
+                                 file(PDF, as_url="application/x-johndoe-hiv"), audio(WAV, "johndoe"),
+                                 file(b"print(1)", "job.py"), file(filename="old.JPEG", file_id="file-2"))}
+    a = analyse_request(body)
+    kept = [AttachmentInfo.model_validate(x) for x in attachment_infos(a.attachments)]  # what the trace keeps
+    assert [x.declared for x in kept] == ["unknown"] * 6 + ["py", "jpg"]
+    assert a.features.file_types == ["pdf", "unknown", "unknown", "unknown", "pdf", "wav", "py", "jpg"]
+    assert not any("john" in str(x).lower() or "hiv" in str(x).lower()
+                   for x in [*kept, *a.features.file_types])
+
+
+def test_every_type_filetype_detects_is_a_named_type() -> None:
+    """NAMED_TYPES (schemas: no filetype there) holds every type the bytes can show: a declared pdf stays pdf."""
+    assert attachments_mod._DETECTABLE <= NAMED_TYPES
