@@ -7,47 +7,22 @@ parameter that takes a list (``unset``, ``shares``) takes its repeats instead, a
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 import pytest
 from aiohttp import web
 
-from ingest.duckdb.store import DuckDBTraceStore
 from ingest.http_api.proxy import add_store_proxy
 from ingest.pipeline.emitter import TraceEmitter
 from tests.ingest.http_api.test_read_token import run_with_api
-from tests.ingest.test_unset_filter import END, T0, TRACES, Clock, served
+from tests.ingest.http_api.test_unset_filter_http import get, url
+from tests.ingest.test_unset_filter import END, T0
+
+__all__ = ["url"]  # the fixture (a store serving the unset-filter traces), imported for pytest
 
 WINDOW = f"start={quote(T0.isoformat())}&end={quote(END.isoformat())}"
-
-
-@pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("given-twice")
-    store = DuckDBTraceStore(root / "t.duckdb", clock=Clock(T0 + timedelta(days=1)))
-    assert store.write_records(TRACES).rejected == []
-    try:
-        with served(store, root / "spool") as base:
-            yield base
-    finally:
-        store.close()
-
-
-def get(url: str, path: str) -> tuple[int, Any]:
-    try:
-        with urllib.request.urlopen(url + path, timeout=10) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, json.loads(exc.read())
 
 
 @pytest.mark.parametrize(("path", "param"), [
