@@ -139,7 +139,7 @@ async def router_state(gw: OpsParts, request: web.Request) -> web.Response:
         views["probes"] = {"source": feed["source"], "last_result_age_s": feed["last_result_age_s"],
                            "problem": probes.problem(), "alerts_active": len(probes.alerts())}
     shared = gw.policy.shared  # where replicas share state; Redis down: routing on local state, and said here
-    views["shared"] = {"backend": getattr(shared, "backend", "memory"), "healthy": shared.healthy,
+    views["shared"] = {"backend": shared.backend, "healthy": shared.healthy,
                        "problem": shared.problem}
     return web.Response(body=orjson.dumps(views), content_type="application/json")
 

@@ -303,7 +303,7 @@ class Gateway:
                                     inflight=self.inflight, breakers=self.breakers,
                                     resilience=self.config.resilience, wall=lambda: self.wall().timestamp())
         self._breaker_task = asyncio.create_task(self.breaker_hub.run())
-        if (replica := getattr(self.shared, "replica_id", None)) is not None:  # workers sharing a Redis
+        if (replica := self.shared.replica_id) is not None:  # workers sharing a Redis
             self._inflight_task = asyncio.create_task(InflightShare(self.inflight, self.shared, replica).run())
         sc = self.config.scrape
         self.scraper = scraper = MetricsScraper(

@@ -14,6 +14,13 @@ the window's index in it) a function of the time and the configuration only, so 
 counts into the same keys. :meth:`BudgetTracker.view` reads only the local copy (a pure,
 cheap call for the request path); :meth:`BudgetTracker.refresh` re-reads the shared totals and
 :meth:`BudgetTracker.record` adds to them in the background.
+
+While the shared state is unhealthy (Redis down: each worker sees only its own adds on top of the
+last total it read), a band's figures are an *estimate*: this worker's own adds since the last
+good refresh count once per replica (the count the shared state knows, as its buckets split by),
+as if every replica spent as much, so the fleet stops at about the budget rather than ``replicas``
+times it. The next refresh with the shared state healthy replaces the estimate by the shared totals
+(the owed adds written back once); the estimate itself is never added to a shared counter.
 """
 
 from __future__ import annotations
@@ -109,6 +116,8 @@ class BudgetTracker:
         self._zone = ZoneInfo(settings.timezone)
         self._windows: dict[str, Window] = {}  # per band: the window last asked for, reused while ``now`` is in it
         self._cache: dict[str, float] = {}
+        self._own: dict[str, float] = {}  # this worker's adds since the last good refresh (the estimate's part)
+        self._estimating = False  # the shared state was down since the last good refresh
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -132,11 +141,32 @@ class BudgetTracker:
     def _prefix(self, band: BudgetBand, now: datetime) -> str:
         return f"budget:{band.name}:{self.window(band, now).id}"
 
+    @property
+    def is_estimated(self) -> bool:
+        """True while the figures are an estimate: the shared state is down, or was since the last good refresh."""
+        return self._estimating or not self.shared.healthy
+
+    def _others(self) -> int:
+        """The other replicas an estimate counts this worker's own adds for (0: the figures are not estimated)."""
+        if not self.is_estimated:
+            return 0
+        return max(1, self.shared.replicas) - 1  # the memory backend: this process alone
+
     def spend(self, band: BudgetBand, now: datetime) -> tuple[float, float, float]:
-        """``(calls, governed calls, governed spend)`` in ``band``'s current window (local copy)."""
-        p = self._prefix(band, now)
-        return self._cache.get(p + ":calls", 0.0), self._cache.get(p + ":governed", 0.0), \
-            self._cache.get(p + ":spend", 0.0)
+        """``(calls, governed calls, governed spend)`` in ``band``'s current window (local copy).
+
+        While :attr:`is_estimated`, this worker's adds since the last good refresh count once per replica.
+        """
+        p, cache = self._prefix(band, now), self._cache
+        calls, governed, spend = cache.get(p + ":calls", 0.0), cache.get(p + ":governed", 0.0), \
+            cache.get(p + ":spend", 0.0)
+        others = self._others()
+        if others:
+            own = self._own
+            calls += others * own.get(p + ":calls", 0.0)
+            governed += others * own.get(p + ":governed", 0.0)
+            spend += others * own.get(p + ":spend", 0.0)
+        return calls, governed, spend
 
     def use_of(self, band: BudgetBand, now: datetime) -> float:
         """Spend / budget of ``band`` now (1: at the budget)."""
@@ -156,6 +186,8 @@ class BudgetTracker:
         stopped = frozenset(band.models) if use >= 1.0 else frozenset()
         what = f"{band.max_share:.0%} of calls" if band.max_share is not None else f"{band.max_spend:g} spend"
         reason = f"band {band.name}: {use:.0%} of its budget ({what} per {band.window_s:g} s)"
+        if self.is_estimated:  # the trace and a violation say so; a replay reuses the recorded reason
+            reason += " (estimated: shared state down, this worker's spend counted for every replica)"
         return BudgetView(band=band.name, use=use, cost_factor=factor, stopped=stopped,
                           governs_all=not band.models, reason=reason)
 
@@ -172,8 +204,12 @@ class BudgetTracker:
         adds = [(p + ":calls", float(calls))] if calls else []
         if not band.models or model in band.models:
             adds += [(p + ":governed", float(calls)), (p + ":spend", cost)] if calls else [(p + ":spend", cost)]
+        own = self._own
         for key, amount in adds:
             self._cache[key] = self._cache.get(key, 0.0) + amount
+            own[key] = own.get(key, 0.0) + amount
+        if not self.shared.healthy:
+            self._estimating = True
         task = asyncio.get_running_loop().create_task(self._add(adds, ttl))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -184,13 +220,28 @@ class BudgetTracker:
             self._cache[key] = max(self._cache.get(key, 0.0), total)
 
     async def refresh(self, now: datetime) -> None:
-        """Re-read the current window's shared counters of every band (other replicas' spend)."""
+        """Re-read the current window's shared counters of every band (other replicas' spend).
+
+        With the shared state healthy throughout, the totals read are the figures (an estimate ends);
+        otherwise they are this worker's last known totals, and its own adds still count for every replica.
+        """
+        good, read = self.shared.healthy, False
+        own, self._own = self._own, {}  # adds from here on come after this read
         keep: dict[str, float] = {}
-        for band in self.settings.bands:
-            p = self._prefix(band, now)
-            for suffix in (":calls", ":governed", ":spend"):
-                keep[p + suffix] = max(await self.shared.get(p + suffix), 0.0)
-        self._cache = keep
+        try:
+            for band in self.settings.bands:
+                p = self._prefix(band, now)
+                for suffix in (":calls", ":governed", ":spend"):
+                    keep[p + suffix] = max(await self.shared.get(p + suffix), 0.0)
+            self._cache, read = keep, True
+        finally:
+            if good and read and self.shared.healthy:
+                self._estimating = False
+            else:  # not a good read: the adds since the last good one still count for every replica
+                self._estimating = self._estimating or read or not self.shared.healthy
+                for key, amount in own.items():
+                    if key in keep or not read:  # once read, only the current windows' matter
+                        self._own[key] = self._own.get(key, 0.0) + amount
 
     async def run(self, wall: Callable[[], datetime]) -> None:
         """Refresh every ``refresh_s`` until cancelled (a failing read keeps the last copy)."""
@@ -212,7 +263,7 @@ class BudgetTracker:
                         "models": band.models,
                         "max_share": band.max_share, "max_spend": band.max_spend, "window_s": band.window_s,
                         "calls": calls, "governed_calls": governed, "spend": round(spend, 6),
-                        "use": round(use, 4), "stopped": use >= 1.0,
+                        "use": round(use, 4), "stopped": use >= 1.0, "estimated": self.is_estimated,
                         "cost_factor": round(cost_factor(use, self.settings.ramp_from, self.settings.max_factor),
                                              4)})
         return out

@@ -34,6 +34,18 @@ Handler = Callable[[dict[str, Any]], None]
 class SharedState(Protocol):
     """State shared between gateway replicas (all methods are safe to call on the event loop)."""
 
+    backend: str
+    """``memory`` or ``redis`` (``GET /v1/router/state`` → ``shared``, the shared-state metrics)."""
+    replicas: int
+    """The replicas sharing it (1 in memory): what a bucket's rate and an outage's budget estimate divide by."""
+    fallbacks: int
+    """Calls answered by this process's own state because the shared store was down or slow (0 in memory)."""
+
+    @property
+    def replica_id(self) -> str | None:
+        """This replica's id among those sharing a Redis (None in memory: there are no others)."""
+        ...
+
     @property
     def healthy(self) -> bool:
         """False while the shared store is unreachable (state is then this process's own)."""
@@ -112,6 +124,9 @@ class MemoryShared:
     """:class:`SharedState` for one process: dicts, an injected monotonic clock, handlers called inline."""
 
     backend = "memory"
+    replicas = 1
+    fallbacks = 0
+    replica_id = None
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, *, max_bindings: int = _MAX_BINDINGS,
                  prune_buckets: int = _PRUNE_BUCKETS) -> None:

@@ -23,7 +23,7 @@ class SharedCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         """Read the state's health and counts at scrape time."""
-        backend = str(getattr(self._shared, "backend", "memory"))
+        backend = self._shared.backend
         healthy = GaugeMetricFamily("routelens_shared_healthy",
                                     "1 while the shared state store is reachable (0: routing on local state).",
                                     labels=["backend"])
@@ -32,7 +32,7 @@ class SharedCollector(Collector):
         fallbacks = CounterMetricFamily("routelens_shared_fallbacks",
                                         "Shared-state calls answered by local state (Redis failed or down).",
                                         labels=["backend"])
-        fallbacks.add_metric([backend], float(getattr(self._shared, "fallbacks", 0)))
+        fallbacks.add_metric([backend], float(self._shared.fallbacks))
         yield fallbacks
         if isinstance(self._shared, RedisShared):
             stats = self._shared.stats()
