@@ -5,7 +5,7 @@
     base.py            SharedState (the protocol) and MemoryShared (one process, exact)
     redis_shared.py    RedisShared: the same calls answered from local state kept in step with Redis
     redis_store.py     RedisStore: the connection, its Lua scripts and pipelines
-    redis_scripts.py   the Lua scripts themselves (grant, add, bind, presence, keep, kept)
+    redis_scripts.py   the Lua scripts themselves (grant, add, restore, bind, presence, keep, kept)
     redis_lease.py     token-bucket leases taken ahead of need
     redis_refill.py    LeaseRefills: the leases' refill rounds, and takes that wait for one
     redis_counters.py  counter adds batched between flushes
@@ -13,6 +13,7 @@
     redis_warm.py      the mirror filled from Redis at start
     redis_kept.py      messages kept as a channel's state (open breakers), read by replicas that start later
     redis_claims.py    claims written to Redis again when it comes back (a restarted Redis is empty)
+    redis_totals.py    counters' known totals written back into a restarted (empty) Redis
     wiring.py          build_shared (the configured state) and SharedCollector (its series)
 
 The state machines that keep their state here (breakers, budgets, affinity, throttles) are in

@@ -8,6 +8,10 @@ the other replicas' flushed adds. A flush that fails puts its adds back, to go w
 shared total lags by at most one flush interval per replica, and a replica's own adds are never
 missing from what it reads.
 
+The last known total of each counter (and when it expires) is kept while the counter lives: a
+restarted, empty Redis gets it back (:meth:`CounterBatch.known`, written by :mod:`.redis_totals`),
+and the pending adds come on top, as ever: they are never part of a known total.
+
 Pure bookkeeping (clock injected, no I/O), as :mod:`router_core.shared.redis_lease`.
 """
 
@@ -84,6 +88,12 @@ class CounterBatch:
             if later is not None:
                 p.amount += later.amount
             self.pending[counter] = p
+
+    def known(self) -> list[tuple[str, float, float]]:
+        """``(counter, last known shared total, seconds it has left)`` of each counter still within its TTL."""
+        now = self._clock()
+        self._forget(now)
+        return [(counter, total, expires - now) for counter, (total, expires) in self._known.items()]
 
     def _forget(self, now: float) -> None:
         for counter in [c for c, (_, expires) in self._known.items() if expires <= now]:

@@ -28,11 +28,34 @@ redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
 return {granted, tostring(wait), tostring(tokens)}
 """
 
-# KEYS[1] counter; ARGV amount, ttl ms -> {new total (string), ms left}. The TTL is set at creation only.
+# KEYS[1] counter, KEYS[2] its restoration record (see _RESTORE); ARGV amount, ttl ms -> {new total (string),
+# ms left}. The TTL is set at creation only. A record left from an earlier life of the counter is dropped.
 _ADD = """
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[2])
+elseif redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HINCRBYFLOAT', KEYS[2], 'added', ARGV[1]) end
 local total = redis.call('INCRBYFLOAT', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2], 'NX')
 return {total, redis.call('PTTL', KEYS[1])}
+"""
+
+# KEYS[1] counter, KEYS[2] its restoration record (hash: base, added); ARGV a total a replica knew from the
+# server before, its ms left -> {the counter's total (string), ms left}. The counter becomes the largest total restored
+# (base) plus every add made on this server (added: what the counter held at the first restore, then _ADD's),
+# so replicas restoring the same total count it once, in any order with their adds. The TTL is never shortened.
+_RESTORE = """
+local held = redis.call('HMGET', KEYS[2], 'base', 'added')
+local base, added = tonumber(held[1]), tonumber(held[2])
+if redis.call('EXISTS', KEYS[1]) == 0 or base == nil or added == nil then
+  base, added = 0, tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+end
+base = math.max(base, tonumber(ARGV[1]))
+local total = string.format('%.17g', base + added)
+redis.call('SET', KEYS[1], total, 'KEEPTTL')
+local ms, left = redis.call('PTTL', KEYS[1]), tonumber(ARGV[2])
+if ms < left then ms = left; redis.call('PEXPIRE', KEYS[1], ms) end
+redis.call('HSET', KEYS[2], 'base', string.format('%.17g', base), 'added', string.format('%.17g', added))
+redis.call('PEXPIRE', KEYS[2], ms)
+return {total, ms}
 """
 
 # KEYS[1] binding; ARGV value, ttl ms, mode (nx | set), channel, message -> the value held.
@@ -90,4 +113,5 @@ end
 return out
 """
 
-SCRIPTS = {"grant": _GRANT, "add": _ADD, "bind": _BIND, "presence": _PRESENCE, "keep": _KEEP, "kept": _KEPT}
+SCRIPTS = {"grant": _GRANT, "add": _ADD, "restore": _RESTORE, "bind": _BIND, "presence": _PRESENCE, "keep": _KEEP,
+           "kept": _KEPT}

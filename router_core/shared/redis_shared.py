@@ -9,7 +9,8 @@ background tasks keep in step with Redis (one round trip per batch, not per requ
   the refill in flight (:mod:`.redis_refill`), at most ``timeout_s``, then decides by the local
   rule below. The shared bucket is overdrawn by at most ``lease size * replicas`` tokens at any time.
 - **Counters** (:mod:`.redis_counters`): added locally, flushed every ``flush_s`` in one pipeline;
-  a total is the last flushed (or read) shared total plus this replica's pending adds.
+  a total is the last flushed (or read) shared total plus this replica's pending adds. A new
+  (restarted, empty) Redis gets the last totals known back, max semantics (:mod:`.redis_totals`).
 - **Bindings** (:mod:`.redis_bindings`): read from a local mirror, filled from Redis at start
   (:mod:`.redis_warm`) and kept current by the other replicas' published bindings; written in the
   background at the flush.
@@ -25,7 +26,8 @@ replicas`` (the last replica count known, else the count expected), so the repli
 about what the shared bucket would; counters and bindings keep accumulating locally and are written
 once Redis is back; messages are applied here only; claims are this replica's own. ``fallbacks``
 counts the calls answered so. At each connection (start, end of an outage), before Redis is in use,
-owed claims and kept messages are written and the other replicas' kept messages read (:meth:`_sync`).
+owed claims and kept messages are written (on a new server: the counters' known totals too, every
+claim held and kept message alive) and the other replicas' kept messages read (:meth:`_sync`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from router_core.shared.redis_kept import KeptMessages
 from router_core.shared.redis_lease import BucketLeases
 from router_core.shared.redis_refill import LeaseRefills
 from router_core.shared.redis_store import RedisStore
+from router_core.shared.redis_totals import restore_totals
 from router_core.shared.redis_warm import read_bindings
 
 __all__ = ["RedisShared"]
@@ -96,6 +99,7 @@ class RedisShared:
         self.replicas = max(1, replicas)  # replicas alive, as of the last heartbeat answered (else as expected)
         self.fallbacks = 0  # calls answered by local state because Redis was down or did not answer in time
         self.dropped = 0  # messages not sent (Redis down)
+        self.totals_restored = 0  # counters' totals written into a new (restarted, empty) Redis
         self._writes = 0  # write rounds that reached Redis
         self._outbox: list[tuple[str, dict[str, Any], str | None, int]] = []  # channel, message, keep, its ms
         self._handlers: dict[str, list[Handler]] = {}
@@ -250,7 +254,10 @@ class RedisShared:
     async def _sync(self, new_server: bool) -> None:
         """A connection (at start, after an outage), before Redis is in use: write what is owed, read what is kept."""
         if new_server and self.store.server_id is not None:
-            log.warning("shared state: Redis at %s is a new server; writing this replica's claims again", self.url)
+            log.warning("shared state: Redis at %s is a new server; writing this replica's counters' totals and "
+                        "claims again", self.url)
+        if new_server:  # before the owed adds (the next flush), though the order does not matter to the counts
+            self.totals_restored += await restore_totals(self.store, self.counters)
         for channel, message in await self.kept.sync(new_server, self._handlers):
             self._dispatch(channel, message)
         await self.reclaims.sync(new_server)  # last: nothing awaited between its end and Redis in use
@@ -341,4 +348,4 @@ class RedisShared:
                 "rounds": self.rounds, "waits": self.waits, "flushes": self.counters.flushes,
                 "fallbacks": self.fallbacks, "bind_conflicts": self.bindings.conflicts,
                 "dropped_messages": self.dropped, "claims_rewritten": self.reclaims.written,
-                "claim_conflicts": self.reclaims.conflicts}
+                "claim_conflicts": self.reclaims.conflicts, "totals_restored": self.totals_restored}

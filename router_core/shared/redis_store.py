@@ -10,6 +10,8 @@ Work goes in pipelines (:meth:`RedisStore.run`), one round trip each, of these c
   replicas' clocks do not matter): charge a debt (negative: give tokens back), then take up to
   ``want`` tokens above ``floor``. A hash ``{t: tokens, at: seconds}`` expiring once full again.
 - :meth:`add`: ``INCRBYFLOAT`` then ``PEXPIRE .. NX`` (the TTL runs from creation).
+- :meth:`restore`: a counter's total known from a server before, written into a new one (the largest
+  total restored, plus the adds made on the new server: each counted once, in any order).
 - :meth:`bind`: ``SET NX PX`` (publishing the binding when it was set), else ``GETEX PX``.
 - :meth:`publish`: JSON carrying this replica's id; one pattern subscription hands the other
   replicas' messages to ``on_message`` (this replica's own are skipped).
@@ -179,7 +181,16 @@ class RedisStore:
 
     def add(self, pipe: Pipeline, counter: str, amount: float, ttl_ms: int) -> None:
         """Queue a counter add; its answer is ``[total, ms left]``."""
-        pipe.evalsha(self._sha["add"], 1, self.key("counter", counter), amount, ttl_ms)
+        pipe.evalsha(self._sha["add"], 2, self.key("counter", counter), self.key("restored", counter), amount, ttl_ms)
+
+    def restore(self, pipe: Pipeline, counter: str, total: float, left_ms: int) -> None:
+        """Queue a counter's ``total`` known from the server before (``left_ms`` of its TTL left).
+
+        Max semantics: the counter becomes the larger of the totals restored, plus the adds made since.
+        Answer: ``[total, ms left]``.
+        """
+        pipe.evalsha(self._sha["restore"], 2, self.key("counter", counter), self.key("restored", counter),
+                     float(total), max(1, left_ms))
 
     def bind(self, pipe: Pipeline, key: str, value: str, ttl_ms: int, mode: str, message: dict[str, Any]) -> None:
         """Queue a binding write (``message`` published on ``_bind`` when it set the key); answer: the value held."""
