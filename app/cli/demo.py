@@ -8,11 +8,14 @@ import sys
 from pathlib import Path
 
 from app.cli._common import config_of
+from app.cli.serve import log_settings_of
+from app.run.logs import add_log_arguments
 
 
 def _run(args: argparse.Namespace) -> int:
     from app.run.demo import run_demo
 
+    log = log_settings_of(args)  # a bad variable: refused before anything starts
     config = config_of(args)
     if args.data_dir is not None:  # another folder without another config (tests, a second demo)
         path = os.path.join(os.path.abspath(args.data_dir), "traces.duckdb")
@@ -22,7 +25,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     kwargs = {} if args.script is None else {"script": Path(args.script)}
     return run_demo(config, with_app=not args.no_app, duration_s=args.duration, rps=args.rps, speed=args.speed,
-                    **kwargs)
+                    log=log, **kwargs)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -41,4 +44,5 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--data-dir", metavar="DIR",
                    help="keep the trace file, spool and derived config here (default: the folder of "
                         "storage.duckdb_path, .routelens/ beside the shipped config)")
+    add_log_arguments(p)  # the gateway it starts logs the same
     p.set_defaults(func=_run)

@@ -28,6 +28,8 @@ from rich.table import Table
 
 from app.cli._common import BadInput, config_of, err, fail, port, stdout_console
 from app.cli.probe import api_key_of, first_model, probe_settings
+from app.cli.serve import log_settings_of
+from app.run.logs import add_log_arguments
 from probes.references import Calibration, calibrate, dump_references, load_references
 from probes.types import Target
 
@@ -180,7 +182,7 @@ def _baselines(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from app.run.probe_service import run
 
-    return int(run(args))
+    return int(run(args, log_settings_of(args)))
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
@@ -205,6 +207,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     r.add_argument("--store-url", help="relay results to this running store (e.g. `routelens store`) instead of "
                    "writing the configured backend directly")
     r.add_argument("--db", help="DuckDB trace file (default: storage.duckdb_path)")
+    add_log_arguments(r)
     r.set_defaults(func=_run)
     b = cmds.add_parser("baselines", parents=[common], help="the latency baselines learned; drop one to learn it again")
     b.add_argument("--forget", action="append", default=[], metavar="INSTANCE",

@@ -7,6 +7,7 @@ import os
 from typing import Literal
 
 from app.cli._common import BadInput, bind_problem, check_bindable, config_of, fail, port, positive_int
+from app.run.logs import BadLogSetting, LogSettings, add_log_arguments, log_settings
 
 
 def _workers(text: str) -> int | Literal["auto"]:
@@ -22,6 +23,7 @@ def _workers(text: str) -> int | Literal["auto"]:
 def _run(args: argparse.Namespace) -> int:
     from app.run.serve import run_server
 
+    log = log_settings_of(args)  # a bad variable: refused before anything starts
     config = config_of(args)
     gateway = config.gateway if args.workers is None else config.gateway.model_copy(update={"workers": args.workers})
     workers = gateway.worker_count(os.cpu_count())
@@ -38,7 +40,7 @@ def _run(args: argparse.Namespace) -> int:
         run_server(config, config_path=args.config, host=args.host, port=args.port, db=args.db,
                    workers=workers, store_url=args.store_url, worker=args.worker,
                    separate_store=args.separate_store, probe_url=args.probe_url, shared_url=args.shared_url,
-                   own_store=args.own_store, metrics_ports=args.metrics_ports)
+                   own_store=args.own_store, metrics_ports=args.metrics_ports, log=log)
     except OSError as exc:  # bound by another process after the check (run_server has stopped its children)
         message = bind_problem(exc, host, port_, flag)
         if message is None:
@@ -64,6 +66,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     where.add_argument("--store-in-process", action="store_const", const=False, dest="separate_store",
                        help="keep the trace store in the gateway's process (one worker only)")
     p.add_argument("--store-url", help="relay to this running `routelens store` instead of starting one")
+    add_log_arguments(p)
     p.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)  # set for the workers serve starts
     p.add_argument("--probe-url", help=argparse.SUPPRESS)  # the prober serve started, for its workers
     p.add_argument("--shared-url", help=argparse.SUPPRESS)  # the Redis serve started, for its workers
@@ -75,3 +78,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def _ports(text: str) -> list[int]:
     """``--metrics-ports 8101,8102``: every worker's private metrics port, by worker number."""
     return [port(p) for p in text.split(",")]
+
+
+def log_settings_of(args: argparse.Namespace) -> LogSettings:
+    """``--log-level``/``--log-format``, else their variables (``serve``, ``store``, ``probes run``, ``demo``).
+
+    Raises:
+        BadInput: A variable read holds none of the choices (``main``: one line naming it, exit 2).
+    """
+    try:
+        return log_settings(args.log_level, args.log_format, os.environ)
+    except BadLogSetting as exc:
+        raise BadInput(str(exc)) from None

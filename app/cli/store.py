@@ -6,16 +6,19 @@ import argparse
 import re
 
 from app.cli._common import bind_problem, config_of, fail, port
+from app.cli.serve import log_settings_of
+from app.run.logs import add_log_arguments
 
 
 def _run(args: argparse.Namespace) -> int:
     from app.run.store import run_store
     from ingest import SinkError
 
+    log = log_settings_of(args)  # a bad variable: refused before anything starts
     config = config_of(args)
     db = args.db or config.storage.duckdb_path
     try:
-        run_store(config, host=args.host, port=args.port, db=db)
+        run_store(config, host=args.host, port=args.port, db=db, log=log)
     except SinkError as exc:
         if config.storage.backend != "duckdb":
             fail(f"cannot open the trace store ({config.storage.backend}): {' '.join(str(exc).split())}")
@@ -48,4 +51,5 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=port, default=8090)
     p.add_argument("--db", help="DuckDB trace file (default: storage.duckdb_path)")
+    add_log_arguments(p)
     p.set_defaults(func=_run)

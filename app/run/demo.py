@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from app.run.demo_day import DEFAULT_SCRIPT, DayThread, demo_config, load_day
+from app.run.logs import DEFAULT_LOG, LogSettings, configure
 from app.run.narrator import Narrator
 from app.run.procs import Child, app_command, free_port, port_is_free, wait_http
 from schemas import RoutelensError
@@ -139,9 +140,13 @@ def _verify(db: Path, started: datetime) -> None:
 
 def run_demo(
     config: RouteLensConfig, *, with_app: bool = True, duration_s: float | None = None, rps: float | None = None,
-    speed: float = 1.0, script: Path = DEFAULT_SCRIPT,
+    speed: float = 1.0, script: Path = DEFAULT_SCRIPT, log: LogSettings = DEFAULT_LOG,
 ) -> int:
-    """Run the demo; return 0 after a clean stop, 1 when a part failed to start, 2 for a bad script."""
+    """Run the demo; return 0 after a clean stop, 1 when a part failed to start, 2 for a bad script.
+
+    ``log``: how much the demo and the processes it starts log, and in what form (:mod:`app.run.logs`).
+    """
+    configure(log, "demo")
     try:
         day = load_day(script, speed, rps)
         fleet_instance_of(day, [spec.id for spec in config.fleet.instances])  # before anything starts
@@ -159,7 +164,7 @@ def run_demo(
     cfg = _with_free_ports(cfg)  # once the folder is ours: a second demo says why it cannot run, nothing else
     cfg_path = work / "demo-config.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
-    py, env = app_command({**os.environ, "PYTHONUNBUFFERED": "1"})
+    py, env = app_command({**os.environ, "PYTHONUNBUFFERED": "1", **log.env()})  # the gateway logs as we do
     py = [*py, "--config", str(cfg_path)]
     gateway = f"http://{cfg.gateway.host}:{cfg.gateway.port}"
     app_url = f"http://{cfg.app.host}:{cfg.app.port}"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import hmac
-import logging
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -30,6 +29,7 @@ from app.config import load_config
 from app.run.access import intake_token_of, prober_notices, read_token_of, relay_token_of
 from app.run.event_loop import new_event_loop
 from app.run.gc_tuning import tame_gc
+from app.run.logs import DEFAULT_LOG, LogSettings, configure
 from app.run.prober import Prober
 from app.run.storage import open_store, pipeline_paths, quarantine_in, say_store
 from ingest import EmitterCollector, IngestApi, RelaySink, TraceEmitter, http_errors
@@ -133,14 +133,16 @@ def build_probe_app(config: RouteLensConfig, *, store_url: str | None = None, db
     return app
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, log: LogSettings = DEFAULT_LOG) -> int:
     """Serve the standalone prober until SIGINT or SIGTERM; print ``prober ready http://HOST:PORT``.
+
+    ``log``: how much it logs and in what form (:mod:`app.run.logs`).
 
     Raises:
         AccessRefused: A route would be open on an address other than loopback (before anything
             is opened or bound; see :func:`app.run.access.prober_notices`).
     """
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure(log, "prober")
     config = load_config(args.config) if Path(args.config).is_file() else None
     if config is None:
         print(f"error: {args.config}: no such configuration file", flush=True)

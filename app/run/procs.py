@@ -24,6 +24,8 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from app.run.logs import JSON_LINE_START
+
 __all__ = ["Child", "app_command", "descendant_running", "descendants", "die_with_parent", "free_port", "free_ports",
            "port_is_free", "stat_fields", "wait_http"]
 
@@ -190,7 +192,7 @@ class Child:
         argv: The command.
         env: Its environment.
         ready_marker: A line prefix that means "ready" (None: ready once started).
-        echo: Relay the child's output to our stdout.
+        echo: Relay the child's output to our stdout (a JSON log line as it is: it names its process).
         death_signal: What the child gets when we die without stopping it (``kill -9``, a crash):
             SIGTERM lets it end cleanly; SIGKILL for a child with nothing to save whose clean end
             may take long (the prober, possibly inside a model load, relaying to a store now gone).
@@ -223,7 +225,7 @@ class Child:
                     self.was_ready = True
                     self._ready.set()
                 if self._echo:
-                    print(f"[{self.name}] {line}", end="", flush=True)
+                    print(line if line.startswith(JSON_LINE_START) else f"[{self.name}] {line}", end="", flush=True)
         self.proc.wait()  # EOF comes a moment before the exit is reapable: alive() must see it
         self._ready.set()  # exited: wake any waiter; alive() tells it apart
 

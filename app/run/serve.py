@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 import os
 import secrets
 import signal
@@ -24,6 +23,7 @@ from app.run.access import access_notices
 from app.run.event_loop import new_event_loop
 from app.run.gateway_app import GATEWAY, STARTED_AT_ENV, build_gateway_app
 from app.run.local_redis import start_local_redis, with_shared_url
+from app.run.logs import DEFAULT_LOG, LogSettings, configure
 from app.run.probe_child import start_prober, wants_prober
 from app.run.procs import Child, app_command, free_port, free_ports
 from app.run.siblings import SIBLING_PORTS_ENV, sibling_ports
@@ -40,7 +40,7 @@ def run_server(
     config: RouteLensConfig, *, config_path: str | None = None, host: str | None = None, port: int | None = None,
     db: str | None = None, workers: int = 1, store_url: str | None = None, worker: int = 0,
     separate_store: bool | None = None, probe_url: str | None = None, shared_url: str | None = None,
-    own_store: bool = False, metrics_ports: Sequence[int] = (),
+    own_store: bool = False, metrics_ports: Sequence[int] = (), log: LogSettings = DEFAULT_LOG,
 ) -> None:
     """Serve until SIGINT, SIGTERM or SIGHUP; print ``gateway ready http://HOST:PORT`` once listening.
 
@@ -60,11 +60,12 @@ def run_server(
     be, one worker runs and says why. ``shared_url``: that Redis, for the workers serve starts.
     ``own_store``: ``store_url`` is the store the serve that started this worker started (its
     series are republished on ``/metrics``, as the first worker's are). ``metrics_ports``: each
-    worker's private metrics port, chosen by the serve that started this worker.
+    worker's private metrics port, chosen by the serve that started this worker. ``log``: how much
+    this process logs and in what form (:mod:`app.run.logs`); the processes it starts inherit it.
     """
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # the intents fit's lines (started: routes, examples, cache; live: seconds), at start and on each refit
-    logging.getLogger("router_core.gateway.live_intents").setLevel(logging.INFO)
+    # at warning, the intents fit's lines (started: routes, examples, cache; live: seconds), at start and each refit
+    configure(log, "serve" if worker == 0 else f"gateway-{worker}",
+              info_at_warning=("router_core.gateway.live_intents",))
     host = host or config.gateway.host
     port = config.gateway.port if port is None else port
     for notice in access_notices(config, host):  # raises before binding when either would be open off loopback
@@ -77,6 +78,7 @@ def run_server(
     first: list[Child | Supervised] = []  # stopped while the gateway listens: the prober relays its last results here
     if config_path is not None and worker == 0:  # the relay between this serve's processes takes a token of its own
         os.environ.setdefault(RELAY_TOKEN_ENV, secrets.token_hex(16))
+        os.environ.update(log.env())  # the workers, the store and the prober log as this process does
     try:
         if workers > 1 and worker == 0 and config.shared.backend == "memory":
             redis, found = start_local_redis(Path(db).parent)

@@ -7,7 +7,6 @@ serve`` talk to it over loopback; DuckDB admits one writing process per file, an
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import orjson
@@ -17,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from app.run.access import intake_token_of, read_token_of, relay_token_of, store_notices
 from app.run.event_loop import new_event_loop
 from app.run.gc_tuning import tame_gc
+from app.run.logs import DEFAULT_LOG, LogSettings, configure
 from app.run.storage import open_store, pipeline_paths, quarantine_in, say_backlog, say_store
 from ingest import (
     SERVER_LIMITS,
@@ -86,8 +86,11 @@ def build_store_app(config: RouteLensConfig, db_path: str) -> web.Application:
     return app
 
 
-def run_store(config: RouteLensConfig, *, host: str = "127.0.0.1", port: int, db: str | None = None) -> None:
+def run_store(config: RouteLensConfig, *, host: str = "127.0.0.1", port: int, db: str | None = None,
+              log: LogSettings = DEFAULT_LOG) -> None:
     """Serve until SIGINT or SIGTERM; print ``store ready http://HOST:PORT`` once listening.
+
+    ``log``: how much it logs and in what form (:mod:`app.run.logs`).
 
     Raises:
         AccessRefused: A route would be open on an address other than loopback (before anything
@@ -98,7 +101,7 @@ def run_store(config: RouteLensConfig, *, host: str = "127.0.0.1", port: int, db
     """
     for notice in store_notices(config, host):
         print(f"notice: {notice}", file=sys.stderr, flush=True)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure(log, "store")
     ParseErrorsJson.install()  # a request aiohttp cannot parse: OpenAI's JSON 400, one warning line
     db = db or config.storage.duckdb_path
     if config.storage.backend == "duckdb":  # a file another process writes: refused now, not a 500 on every read

@@ -6,7 +6,8 @@ loopback), configured from the shipped ``routelens.yaml`` moved into this test's
 seed 000 routing matrix, semantic intents from the shipped routes file, keyword routing, both A/B
 arms and a shadow deciding every request, client throttles, shedding, the prefilter, session
 affinity and the answer cache, plus an external instance that quotes requests back in its errors.
-Every process logs at DEBUG (``debug_logging/sitecustomize.py``: RouteLens has no switch for it).
+Every process logs at DEBUG, every library's loggers too (``debug_logging/sitecustomize.py``: ``--log-level
+debug`` turns up RouteLens's own loggers only).
 Requests carry an English and a Chinese canary through every path a query takes
 (:mod:`tests.e2e.privacy_paths`), then feedback and a trace posted to the intake with the canary in
 a field the contract does not have and in one of the wrong type, and a line that is not JSON.

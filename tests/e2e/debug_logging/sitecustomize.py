@@ -1,8 +1,8 @@
 """Every RouteLens process at DEBUG: on ``PYTHONPATH`` of the privacy sweep's ``serve`` (and of the children it starts).
 
-RouteLens offers no switch for its log level (``serve``, ``store`` and ``probes run`` call
-``logging.basicConfig(level=WARNING)``); the sweep wants every line a process could write, so
-``basicConfig`` is made to take DEBUG whatever it is asked.
+``--log-level debug`` (``ROUTELENS_LOG_LEVEL``) turns up RouteLens's own loggers only; other
+libraries stay at warning, since their debug lines may carry a request. The sweep wants every line
+any logger could write, so ``basicConfig`` is made to take DEBUG for all, whatever it is asked.
 """
 
 import logging
