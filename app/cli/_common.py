@@ -17,11 +17,12 @@ from rich.markup import escape
 
 from app.config import load_config
 from app.reader import API_ENV, DEFAULT_API_URL, READ_TOKEN_ENV
+from app.run.logs import BadLogSetting, LogSettings, log_settings
 from schemas.config import RouteLensConfig
 
 __all__ = ["BadInput", "Register", "api_url", "bind_problem", "check_bindable", "config_of", "err", "fail",
-           "help_text", "http_url", "parse_time", "parse_window", "port", "port_or_zero", "positive_int",
-           "read_error", "stdout_console"]
+           "help_text", "http_url", "log_settings_of", "parse_time", "parse_window", "port", "port_or_zero",
+           "positive_int", "read_error", "stdout_console"]
 
 Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]  # type: ignore[type-arg]
 
@@ -201,3 +202,15 @@ def check_bindable(host: str, port_: int, flag: str = "--port") -> None:
         if message is None:
             raise
         raise BadInput(message) from exc
+
+
+def log_settings_of(args: argparse.Namespace) -> LogSettings:
+    """``--log-level``/``--log-format``, else their variables (``serve``, ``store``, ``probes run``, ``demo``).
+
+    Raises:
+        BadInput: A variable read holds none of the choices (``main``: one line naming it, exit 2).
+    """
+    try:
+        return log_settings(args.log_level, args.log_format, os.environ)
+    except BadLogSetting as exc:
+        raise BadInput(str(exc)) from None

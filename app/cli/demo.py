@@ -7,8 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from app.cli._common import config_of
-from app.cli.serve import log_settings_of
+from app.cli._common import config_of, log_settings_of
 from app.run.logs import add_log_arguments
 
 

@@ -26,9 +26,8 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from app.cli._common import BadInput, config_of, err, fail, port, stdout_console
+from app.cli._common import BadInput, config_of, err, fail, log_settings_of, port, stdout_console
 from app.cli.probe import api_key_of, first_model, probe_settings
-from app.cli.serve import log_settings_of
 from app.run.logs import add_log_arguments
 from probes.references import Calibration, calibrate, dump_references, load_references
 from probes.types import Target

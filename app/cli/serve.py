@@ -6,8 +6,17 @@ import argparse
 import os
 from typing import Literal
 
-from app.cli._common import BadInput, bind_problem, check_bindable, config_of, fail, port, positive_int
-from app.run.logs import BadLogSetting, LogSettings, add_log_arguments, log_settings
+from app.cli._common import (
+    BadInput,
+    bind_problem,
+    check_bindable,
+    config_of,
+    fail,
+    log_settings_of,
+    port,
+    positive_int,
+)
+from app.run.logs import add_log_arguments
 
 
 def _workers(text: str) -> int | Literal["auto"]:
@@ -80,13 +89,3 @@ def _ports(text: str) -> list[int]:
     return [port(p) for p in text.split(",")]
 
 
-def log_settings_of(args: argparse.Namespace) -> LogSettings:
-    """``--log-level``/``--log-format``, else their variables (``serve``, ``store``, ``probes run``, ``demo``).
-
-    Raises:
-        BadInput: A variable read holds none of the choices (``main``: one line naming it, exit 2).
-    """
-    try:
-        return log_settings(args.log_level, args.log_format, os.environ)
-    except BadLogSetting as exc:
-        raise BadInput(str(exc)) from None

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from app.cli._common import bind_problem, config_of, fail, port
-from app.cli.serve import log_settings_of
+from app.cli._common import bind_problem, config_of, fail, log_settings_of, port
 from app.run.logs import add_log_arguments
 
 
