@@ -4,7 +4,9 @@ Every record is appended to the newest segment (see :mod:`ingest.spool.segment`)
 ``emit()`` returns, read back in order by the pipeline's batcher, and forgotten once the sink has
 committed it (``ack``): once all the records of a segment are acknowledged, it is kept as a spare
 (``*.spare``, at most ``spare_segments`` of them) to be written again, or deleted. After a restart
-(or ``kill -9``) everything after the last acknowledgement is read again, in order.
+(or ``kill -9``) everything after the last acknowledgement is read again, in order. The files
+beside the frames (the acknowledgement, the segments found at start-up, the spares) are
+:mod:`ingest.spool.folder`'s.
 
 Spares save kernel time: every page of a new segment file must be allocated, zeroed and freed
 again when the file is deleted, while a spare is still mapped and its pages mostly still dirty.
@@ -22,13 +24,13 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
 from ingest.errors import SpoolDiskFull, SpoolFull, SpoolUnavailable
+from ingest.spool.folder import adopt_spares, delete, load_ack, recover, retire, save_ack
 from ingest.spool.mirror import Mirror
 from ingest.spool.segment import FILE_HEADER, Frame, Segment, fits_after
 
@@ -36,7 +38,6 @@ __all__ = ["DurableSpool"]
 
 log = logging.getLogger(__name__)
 _FULL_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
-_ACK = "ack"
 
 
 class DurableSpool:
@@ -77,13 +78,14 @@ class DurableSpool:
         self._read_lock = threading.Lock()
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            self.acked = self._load_ack()
-            self._segments: deque[Segment] = deque(self._recover())
-            self._adopt_spares()
+            self.acked = load_ack(self.folder)
+            segments, last_seq = recover(self.folder)
+            self._segments: deque[Segment] = deque(segments)
+            self._spares += adopt_spares(self.folder, self.spare_segments, self.segment_bytes)
         except OSError as exc:
             raise SpoolUnavailable(f"spool folder {self.folder} is not usable: {exc.strerror or exc}") from exc
         last = self._segments[-1] if self._segments else None
-        self.next_seq = max(self.acked + 1, self._last_seq + 1 if last else 0)
+        self.next_seq = max(self.acked + 1, last_seq + 1 if last else 0)
         self._writer: Segment | None = None
         self._prefault_ok = True
         self._prefaulted: tuple[Segment | None, int] = (None, 0)
@@ -95,42 +97,6 @@ class DurableSpool:
         self.replay_below = self.next_seq
         self._mirror = Mirror(mirror_records, self.next_seq) if mirror_records else None
         self._damage: list[tuple[str, int]] = []
-
-    # -- recovery -------------------------------------------------------------------------------
-    def _load_ack(self) -> int:
-        try:
-            return int((self.folder / _ACK).read_text(encoding="ascii").strip() or "-1")
-        except FileNotFoundError:
-            return -1
-
-    def _recover(self) -> list[Segment]:
-        self._last_seq = -1
-        segments = []
-        for path in sorted(self.folder.glob("*.seg")):
-            try:
-                seg = Segment(path, 0, 0, create=False)
-                seg.first_seq = seg.read_header()
-            except (OSError, ValueError) as exc:
-                log.error("spool: ignoring unreadable segment %s: %s", path, exc)
-                continue
-            off = FILE_HEADER.size
-            while True:
-                frame, off, _ = seg.read(off)
-                if frame is None:  # the end, or damage: the reader reports that when it gets there
-                    break
-                if frame[0] <= self._last_seq:  # older than the frame before: left from a reused file
-                    break
-                self._last_seq = frame[0]
-            seg.end = off
-            segments.append(seg)
-        return segments
-
-    def _adopt_spares(self) -> None:
-        for path in sorted(self.folder.glob("*.spare")):
-            if len(self._spares) < self.spare_segments and path.stat().st_size == self.segment_bytes:
-                self._spares.append(Segment(path, 0, 0, create=False))
-            else:
-                path.unlink()
 
     # -- writing --------------------------------------------------------------------------------
     def append(self, seq: int, kind: int, payload: bytes) -> None:
@@ -167,7 +133,7 @@ class DurableSpool:
                 seg = Segment(path, seq, self.segment_bytes, create=True)
         except OSError as exc:
             if seg is not None:
-                self._delete(seg)
+                delete(seg)
             kind = SpoolDiskFull if exc.errno in _FULL_ERRNOS else SpoolUnavailable
             raise kind(f"cannot create spool segment {path}: {exc.strerror or exc}") from exc
         self._prefaulted = (None, 0)
@@ -287,17 +253,12 @@ class DurableSpool:
         if seq <= self.acked:
             return
         self.acked = seq
-        tmp = self.folder / (_ACK + ".tmp")
-        try:
-            tmp.write_text(str(seq), encoding="ascii")
-            os.replace(tmp, self.folder / _ACK)
-        except OSError as exc:  # the data is safe; only a replay after a restart gets longer
-            log.warning("spool: cannot record the acknowledgement: %s", exc)
+        save_ack(self.folder, seq)
         with self._read_lock:
             while len(self._segments) > 1 and self._segments[1].first_seq <= seq + 1:
                 if self._segments[0] is self._read_seg:
                     break
-                self._retire(self._segments.popleft())
+                retire(self._segments.popleft(), self._spares, self.spare_segments, self.segment_bytes)
 
     def drop_oldest(self) -> int | None:
         """Delete the oldest segment to make room; return how many unread records went with it.
@@ -313,23 +274,8 @@ class DurableSpool:
             if self._read_seg is oldest:
                 self._read_seg, self._read_off = nxt, FILE_HEADER.size
             self.read_seq = max(self.read_seq, nxt.first_seq)
-            self._retire(oldest)
+            retire(oldest, self._spares, self.spare_segments, self.segment_bytes)
         return lost
-
-    def _retire(self, seg: Segment) -> None:
-        """Keep a spent segment as a spare if there is room for one, else delete it (read lock held)."""
-        if len(self._spares) < self.spare_segments and seg.size == self.segment_bytes:
-            try:
-                seg.rename(seg.path.with_suffix(".spare"))
-                self._spares.append(seg)
-                return
-            except OSError as exc:
-                log.warning("spool: cannot keep %s as a spare: %s", seg.path.name, exc)
-        self._delete(seg)
-
-    def _delete(self, seg: Segment) -> None:
-        seg.close()
-        seg.path.unlink(missing_ok=True)
 
     def disk_bytes(self) -> int:
         """Return the bytes the segment files (spares included) take."""

@@ -3,7 +3,8 @@
 ``router`` (:class:`Router`: the gateway has analysed the request and matched its rule before
 :meth:`Router.decide`, which records both, then filters, scores, picks and falls back), ``filtering`` (the
 filter step, :class:`Filters`), ``scoring`` (the score step, :class:`Scores`), ``runner`` (what
-those two share), ``policy`` (what a configuration builds: plugins, weights, picker; its hash),
+those two share), ``fallback`` (a rule's levels, and the fallbacks when nothing is feasible),
+``policy`` (what a configuration builds: plugins, weights, picker; its hash),
 ``plugin_specs`` (the configuration sections read as plugin specs), ``policy_doc`` (the effective
 policy as one document, its hash, and the policy a stored document decides with again),
 ``builtin`` (the explicit list of in-tree plugins), ``prepared`` (per-snapshot memo of state-only

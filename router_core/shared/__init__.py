@@ -4,6 +4,7 @@
 
     base.py            SharedState (the protocol) and MemoryShared (one process, exact)
     redis_shared.py    RedisShared: the same calls answered from local state kept in step with Redis
+    redis_background.py  RedisBackground: RedisShared's refill and write rounds, and the tasks that run them
     redis_store.py     RedisStore: the connection, its Lua scripts and pipelines
     redis_scripts.py   the Lua scripts themselves (grant, add, restore, bind, presence, keep, kept)
     redis_lease.py     token-bucket leases taken ahead of need

@@ -44,6 +44,7 @@ from redis.asyncio.client import Pipeline
 
 from router_core.aio import cancel_all
 from router_core.shared.base import Handler, MemoryShared
+from router_core.shared.redis_background import RedisBackground
 from router_core.shared.redis_bindings import BindingMirror
 from router_core.shared.redis_claims import Reclaims
 from router_core.shared.redis_counters import CounterBatch
@@ -60,8 +61,10 @@ log = logging.getLogger(__name__)
 _BIND_CHANNEL = "_bind"  # the bindings' own channel (not handed to subscribers)
 
 
-class RedisShared:
+class RedisShared(RedisBackground):
     """:class:`SharedState` in Redis, served from local leases, batches and mirrors (module docstring).
+
+    The refill and write rounds, and the tasks that run them, are its base :class:`RedisBackground`.
 
     Args:
         url: ``redis://host:port/db``.
@@ -265,75 +268,6 @@ class RedisShared:
     def _health(self, healthy: bool) -> None:
         """Redis went away or came back: what it lent is dropped either way, and waiting takes let go."""
         self.refills.reset()
-
-    # -- the background: refills and flushes ------------------------------------------------------
-
-    async def refill(self) -> None:
-        """One refill round: every due lease's refill in one pipeline; then waiting takes try again."""
-        await self.refills.refill()
-
-    async def flush(self, *, release: bool = False) -> None:
-        """One write round: pending adds, binding writes, messages, idle leases' tokens back, the heartbeat.
-
-        ``release``: give every lease's tokens back (at shutdown).
-        """
-        now = self._clock()
-        back = self.leases.release() if release else self.leases.sweep() if now >= self._next_sweep else []
-        if now >= self._next_sweep:
-            self._next_sweep = now + 1.0
-        beat = now >= self._next_presence and not release
-        adds, binds = self.counters.drain(), self.bindings.drain()
-        msgs, self._outbox = self._outbox, []
-        if not (adds or binds or msgs or back or beat):
-            return
-        store = self.store
-
-        def build(pipe: Pipeline) -> None:
-            for counter, p in adds.items():
-                store.add(pipe, counter, p.amount, max(1, math.ceil(p.ttl_s * 1e3)))
-            for w in binds:
-                store.bind(pipe, w.key, w.value, w.ttl_ms, w.mode, {"key": w.key, "value": w.value, "ttl_ms": w.ttl_ms})
-            for channel, message, keep, ms in msgs:
-                store.publish(pipe, channel, message)
-                if keep is not None:
-                    store.keep(pipe, channel, keep, message, ms)
-            self.refills.grants(pipe, back)
-            if beat:
-                store.presence(pipe, max(3.0, 3 * self.presence_s))
-
-        res = await store.run(build) if store.healthy else None
-        self._writes += res is not None
-        if res is None:
-            self.counters.restore(adds)
-            self.bindings.restore(binds)
-            self.dropped += len(msgs)
-            self.kept.owe([(channel, keep) for channel, _, keep, _ in msgs if keep is not None])
-            return
-        self.counters.flushed(adds, [(float(total), max(0, ms) / 1e3) for total, ms in res[:len(adds)]])
-        for w, held in zip(binds, res[len(adds):len(adds) + len(binds)], strict=True):
-            self.bindings.confirmed(w, held.decode() if isinstance(held, bytes) else str(held))
-        if beat:
-            self.replicas, self._next_presence = max(1, int(res[-1])), now + self.presence_s
-
-    async def _refiller(self) -> None:
-        while True:
-            await self.refills.wanted()
-            try:
-                await self.refill()
-            except Exception:  # a bug here must not stop the refills for good
-                log.exception("shared state: refill failed")
-
-    async def _writer(self) -> None:
-        while True:
-            if not self._wake.is_set():
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.flush_s):
-                        await self._wake.wait()
-            self._wake.clear()
-            try:
-                await self.flush()
-            except Exception:  # a bug here must not stop the writes for good
-                log.exception("shared state: flush failed")
 
     async def close(self) -> None:
         """Stop the background, write what is pending and give the leases back (if Redis is there), disconnect."""
