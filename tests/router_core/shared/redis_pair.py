@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import redis.asyncio as aioredis
+
 from router_core.shared.redis_shared import RedisShared
 
 # presence_s=0: every flush beats; flush_s long: the tests flush when they mean to (messages still go at once)
@@ -40,3 +42,12 @@ def run_pair(url: str, body: Callable[[RedisShared, RedisShared], Awaitable[None
             await b.close()
 
     asyncio.run(run())
+
+
+async def redis_command(url: str, *command: str) -> Any:
+    """One command on a connection of its own (what a test reads or writes behind the replicas' backs)."""
+    client = aioredis.from_url(url)
+    try:
+        return await client.execute_command(*command)
+    finally:
+        await client.aclose()

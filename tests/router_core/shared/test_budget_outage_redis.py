@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-import redis.asyncio as aioredis
 
 from router_core.resilience.budgets import BudgetTracker
 from router_core.shared.redis_shared import RedisShared
 from tests.redis_server import RedisServer, redis_server
 from tests.router_core.resilience.test_budget_outage import BUDGET, NOW, SPEND, _settle, _spend_until_stopped
-from tests.router_core.shared.redis_pair import QUIET, run_pair, until
+from tests.router_core.shared.redis_pair import QUIET, redis_command, run_pair, until
 
 __all__ = ["redis_server"]  # the fixture, imported for pytest
 
 RESTART_S = 10.0  # the longest wait for the replicas to see Redis stop or answer again
 
-
-async def _raw(url: str, *command: str) -> Any:
-    client = aioredis.from_url(url)
-    try:
-        return await client.execute_command(*command)
-    finally:
-        await client.aclose()
 
 
 def test_workers_stop_at_the_budget_while_redis_is_down_and_read_the_right_totals_after(
@@ -40,7 +30,7 @@ def test_workers_stop_at_the_budget_while_redis_is_down_and_read_the_right_total
             await t.refresh(NOW)
             assert t.view(NOW).use == pytest.approx(0.3) and "estimated" not in t.view(NOW).reason
 
-        await _raw(redis_server.url, "SAVE")  # it comes back with its data (a Redis that persists)
+        await redis_command(redis_server.url, "SAVE")  # it comes back with its data (a Redis that persists)
         redis_server.stop()
         await until(lambda: not a.healthy and not b.healthy, RESTART_S)
         spent = await _spend_until_stopped([wa, wb], 0.5)
@@ -64,6 +54,6 @@ def test_workers_stop_at_the_budget_while_redis_is_down_and_read_the_right_total
             v, (row,) = t.view(NOW), t.state(NOW)
             assert v.use == pytest.approx(1.0) and v.is_stopped("big")
             assert row["estimated"] is False and row["spend"] == 10.0
-        assert float(await _raw(redis_server.url, "GET", f"t:counter:{SPEND}")) == 10.0  # each owed add once
+        assert float(await redis_command(redis_server.url, "GET", f"t:counter:{SPEND}")) == 10.0  # each owed add once
 
     run_pair(redis_server.url, body, beat_again=True, **{**QUIET, "timeout_s": 0.5})

@@ -6,14 +6,13 @@ import asyncio
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
 from router_core.resilience.budgets import BudgetTracker
 from router_core.shared.redis_shared import RedisShared
 from tests.redis_server import RedisServer, redis_server
 from tests.router_core.resilience.test_budget_outage import BUDGET, NOW, _settle
 from tests.router_core.resilience.test_budget_outage import SPEND as BAND_SPEND
-from tests.router_core.shared.redis_pair import QUIET, run_pair, until
+from tests.router_core.shared.redis_pair import QUIET, redis_command, run_pair, until
 
 __all__ = ["redis_server"]  # the fixture, imported for pytest
 
@@ -21,13 +20,6 @@ _KW: dict[str, Any] = {**QUIET, "timeout_s": 0.5}
 RESTART_S = 10.0  # the longest wait for the replicas to see Redis stop or answer again
 SPEND = "budget:day:2024-05-01:spend"
 
-
-async def _raw(url: str, *command: str) -> Any:
-    client = aioredis.from_url(url)
-    try:
-        return await client.execute_command(*command)
-    finally:
-        await client.aclose()
 
 
 async def _restart_empty(server: RedisServer, a: RedisShared, b: RedisShared) -> None:
@@ -52,9 +44,9 @@ def test_a_counter_is_its_total_before_an_empty_restart_plus_the_outage_adds(red
         await a.flush()
         await b.flush()
         # 3 + 0.75: not the outage adds alone (0.75), and the 3 both knew restored once (not 6.75)
-        assert float(await _raw(redis_server.url, "GET", f"t:counter:{SPEND}")) == pytest.approx(3.75)
+        assert float(await redis_command(redis_server.url, "GET", f"t:counter:{SPEND}")) == pytest.approx(3.75)
         assert await a.get(SPEND) == pytest.approx(3.75) and await b.get(SPEND) == pytest.approx(3.75)
-        assert 0 < await _raw(redis_server.url, "PTTL", f"t:counter:{SPEND}") <= 600_000  # the window's TTL left
+        assert 0 < await redis_command(redis_server.url, "PTTL", f"t:counter:{SPEND}") <= 600_000  # TTL left
         assert a.totals_restored == b.totals_restored == 1
 
     run_pair(redis_server.url, body, **_KW)
@@ -82,13 +74,13 @@ def test_a_worker_knowing_the_later_total_restores_it_after_another_worker_added
         redis_server.start()
         await until(lambda: a.healthy, RESTART_S)
         await a.flush()
-        assert float(await _raw(redis_server.url, "GET", f"t:counter:{SPEND}")) == pytest.approx(2.5)
+        assert float(await redis_command(redis_server.url, "GET", f"t:counter:{SPEND}")) == pytest.approx(2.5)
         assert not b.healthy
         gate.set()
         await until(lambda: b.healthy, RESTART_S)
         await b.flush()
         # max(2, 3) + 0.5 + 0.25; a plain max of the counter and 3 would have lost a's 0.5 (3.25)
-        assert float(await _raw(redis_server.url, "GET", f"t:counter:{SPEND}")) == pytest.approx(3.75)
+        assert float(await redis_command(redis_server.url, "GET", f"t:counter:{SPEND}")) == pytest.approx(3.75)
         await b.add(SPEND, 1.0, 600)
         await b.flush()
         assert await a.get(SPEND) == pytest.approx(4.75)
@@ -133,9 +125,9 @@ def test_an_expired_counter_is_not_restored(redis_server: RedisServer) -> None:
         await _restart_empty(redis_server, a, b)
         redis_server.start()
         await until(lambda: a.healthy and b.healthy, RESTART_S)
-        assert await _raw(redis_server.url, "EXISTS", "t:counter:short") == 0
+        assert await redis_command(redis_server.url, "EXISTS", "t:counter:short") == 0
         assert await a.get(SPEND) == 1.0 and a.totals_restored == 1
-        assert 0 < await _raw(redis_server.url, "PTTL", f"t:counter:{SPEND}") <= 500_000  # the 500 s left
+        assert 0 < await redis_command(redis_server.url, "PTTL", f"t:counter:{SPEND}") <= 500_000  # the 500 s left
 
     run_pair(redis_server.url, body, **_KW, clock=lambda: now[0])
 
@@ -143,10 +135,10 @@ def test_an_expired_counter_is_not_restored(redis_server: RedisServer) -> None:
 def test_a_restoration_record_left_from_a_counters_earlier_life_is_dropped_by_the_first_add(
         redis_server: RedisServer) -> None:
     async def body(a: RedisShared, b: RedisShared) -> None:
-        await _raw(redis_server.url, "HSET", "t:restored:x", "base", "100", "added", "0")  # its counter expired
+        await redis_command(redis_server.url, "HSET", "t:restored:x", "base", "100", "added", "0")  # counter gone
         await a.add("x", 1.0, 600)
         await a.flush()
-        assert await _raw(redis_server.url, "EXISTS", "t:restored:x") == 0
+        assert await redis_command(redis_server.url, "EXISTS", "t:restored:x") == 0
         await _restart_empty(redis_server, a, b)
         redis_server.start()
         await until(lambda: a.healthy and b.healthy, RESTART_S)
@@ -173,6 +165,6 @@ def test_a_budget_does_not_start_again_when_redis_restarts_empty(redis_server: R
             await t.refresh(NOW)
             assert t.view(NOW).use == pytest.approx(0.7)  # 4 + 2 before, 1 during: not 0.1
             assert t.state(NOW)[0]["spend"] == pytest.approx(7.0) and not t.is_estimated
-        assert float(await _raw(redis_server.url, "GET", f"t:counter:{BAND_SPEND}")) == pytest.approx(7.0)
+        assert float(await redis_command(redis_server.url, "GET", f"t:counter:{BAND_SPEND}")) == pytest.approx(7.0)
 
     run_pair(redis_server.url, body, beat_again=True, **_KW)
