@@ -11,7 +11,7 @@ are not fetched: their type is what their name declares.
 
 A declared type is the client's own text (a file name's suffix, a URL path's, a MIME subtype, an
 audio ``format``): it is kept only when it is a type name the gateway knows
-(:data:`schemas.config.attachments.NAMED_TYPES`, the MIME map's and the aliases'); any other reads
+(:data:`schemas.config.attachments.NAMED_TYPES`); any other reads
 ``unknown``, so a file named ``Notes re. John Doe HIV test`` stores no part of its name in the trace.
 
 Each image and audio part also gets its estimated input tokens from that prefix
@@ -32,7 +32,7 @@ import filetype  # type: ignore[import-untyped]
 
 from router_core.decide.media_tokens import audio_tokens, image_tokens
 from router_core.errors import InvalidRequest
-from schemas.config.attachments import NAMED_TYPES, TYPE_ALIASES, UNKNOWN_TYPE, AttachmentSettings, normalise_type
+from schemas.config.attachments import NAMED_TYPES, UNKNOWN_TYPE, AttachmentSettings, normalise_type
 
 __all__ = ["SIGNATURE_BYTES", "Attachment", "attachment_infos", "inspect_attachments", "refuse_unacceptable"]
 
@@ -52,8 +52,6 @@ _LABELS = {"pdf": "a PDF", "docx": "a Word document", "doc": "a Word 97-2003 doc
            "xls": "an Excel 97-2003 workbook", "pptx": "a PowerPoint presentation", "odt": "an OpenDocument text",
            "zip": "a ZIP archive", "png": "a PNG image", "jpg": "a JPEG image", "gif": "a GIF image",
            "webp": "a WebP image", "wav": "a WAV audio file", "mp3": "an MP3 audio file", "txt": "a plain text file"}
-# The declared types a trace may hold as they are (any other is the client's text: ``unknown``)
-_KNOWN = NAMED_TYPES | frozenset(_BY_MIME.values()) | frozenset(TYPE_ALIASES.values()) | frozenset(_LABELS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +116,7 @@ def _from_name(name: str) -> str | None:
 
 def _declared(kind: str | None) -> str | None:
     """A declared type as a trace may hold it: a type name the gateway knows, else ``unknown`` (not client text)."""
-    return kind if kind is None or kind in _KNOWN else UNKNOWN_TYPE
+    return kind if kind is None or kind in NAMED_TYPES else UNKNOWN_TYPE
 
 
 def _bad(message: str, param: str) -> InvalidRequest:

@@ -16,7 +16,7 @@ from typing import Any
 
 from router_core.rules.condition.ops import OPS
 from schemas.common import Language
-from schemas.config.attachments import normalise_type
+from schemas.config.attachments import NAMED_TYPES, UNKNOWN_TYPE, normalise_type
 
 __all__ = ["DOMAINS", "WORDS", "Domain", "out_of_domain"]
 
@@ -54,9 +54,14 @@ def _word(label: str, op: str, const: str) -> str | None:
     """Why comparing a string feature with ``const`` never (or always) holds; None when it may hold."""
     if label == "file_type":  # types are short lower-case names, aliases folded (schemas.config.attachments)
         spelled = normalise_type(const)
-        if spelled == const or not spelled:
+        if not spelled:
             return None
-        return f"file_type is a short lower-case type name: it is never {const!r}; write {spelled!r}"
+        if spelled != const:
+            return f"file_type is a short lower-case type name: it is never {const!r}; write {spelled!r}"
+        if const not in NAMED_TYPES and const != UNKNOWN_TYPE:  # a declared name outside them reads unknown
+            return (f"file_type is never {const!r}: the gateway types an attachment as one of the type names it "
+                    f"knows (schemas/config/attachments.py, NAMED_TYPES) or {UNKNOWN_TYPE!r}")
+        return None
     words = WORDS.get(label)
     if words is None or const in words:
         return None

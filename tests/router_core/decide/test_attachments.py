@@ -22,7 +22,7 @@ from router_core.decide.attachments import (
     refuse_unacceptable,
 )
 from router_core.errors import InvalidRequest
-from schemas.config.attachments import NAMED_TYPES, AttachmentSettings
+from schemas.config.attachments import NAMED_TYPES, TYPE_ALIASES, AttachmentSettings
 from schemas.trace_policy import AttachmentInfo
 
 SETTINGS = AttachmentSettings()
@@ -317,5 +317,7 @@ def test_a_declared_type_is_a_known_type_name_or_unknown_never_the_clients_text(
 
 
 def test_every_type_filetype_detects_is_a_named_type() -> None:
-    """NAMED_TYPES (schemas: no filetype there) holds every type the bytes can show: a declared pdf stays pdf."""
+    """NAMED_TYPES (schemas: no filetype there) holds every type the bytes can show, a MIME type or an alias names."""
     assert attachments_mod._DETECTABLE <= NAMED_TYPES
+    assert set(attachments_mod._BY_MIME.values()) | set(TYPE_ALIASES.values()) | set(attachments_mod._LABELS) \
+        <= NAMED_TYPES

@@ -116,8 +116,12 @@ def test_a_second_rule_name_is_reported_at_the_second_rule() -> None:
     ('file_type == "PDF"', '"PDF"', "file_type is a short lower-case type name: it is never 'PDF'; write 'pdf'"),
     ('file_type in ["png", "jpeg"]', '"jpeg"', "file_type is a short lower-case type name: it is never 'jpeg'; "
                                                "write 'jpg'"),
+    ('file_type == "johndoe"', '"johndoe"', "file_type is never 'johndoe': the gateway types an attachment as one "
+                                           "of the type names it knows (schemas/config/attachments.py, NAMED_TYPES) "
+                                           "or 'unknown'"),
     ("prompt_contains(' ')", "' '", "prompt_contains needs a string with something other than spaces in it"),
-], ids=["language-upper", "language-word", "language-list", "file-type-upper", "file-type-alias", "blank-text"])
+], ids=["language-upper", "language-word", "language-list", "file-type-upper", "file-type-alias", "file-type-unnamed",
+        "blank-text"])
 def test_a_literal_the_request_never_has_is_refused_at_it(condition: str, literal: str, message: str) -> None:
     text = f"routing_matrix:\n  - rule_name: a\n    condition: '{condition.replace(chr(39), chr(39) * 2)}'\n"
     line3 = text.splitlines()[2]
@@ -127,7 +131,7 @@ def test_a_literal_the_request_never_has_is_refused_at_it(condition: str, litera
 
 def test_the_words_a_request_can_have_still_compile() -> None:
     text = ("routing_matrix:\n  - rule_name: a\n    condition: 'language in [\"zh\", \"en\", \"mixed\", \"unknown\"]"
-            " && file_type in [\"pdf\", \"jpg\", \"unknown\", \"txt\"] && prompt_contains(\"第 {n} 章\")'\n")
+            " && file_type in [\"pdf\", \"jpg\", \"unknown\", \"txt\", \"py\"] && prompt_contains(\"第 {n} 章\")'\n")
     assert [r.name for r in compile_policy(text, "p.yaml", FLEET).rules] == ["a"]
 
 
