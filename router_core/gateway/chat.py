@@ -1,6 +1,8 @@
 """``POST /v1/chat/completions``: the runner that takes one request through the stages (:mod:`.stages`).
 
-A request is one :class:`Call` (what was asked, what is known so far). The runner calls the stages
+A request is one :class:`~router_core.gateway.chat_call.Call` (what was asked, what is known so far);
+how it ends (answered and charged, answered without an instance, refused, its trace finished) is
+:class:`~router_core.gateway.chat_endings.ChatEndings`, the runner's base. The runner calls the stages
 in order, counts the event loop's CPU time in each when ``gateway.stage_timers`` is on
 (``routelens_gateway_stage_cpu_seconds``; off, nothing is timed), awaits only what can wait (a
 throttle, a session binding, the embedding path), and is the only writer of the request's
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -27,18 +29,20 @@ from router_core.decide.router import CONTEXT_LENGTH_EXCEEDED, Router
 from router_core.errors import AttemptsExhausted, InvalidRequest, NoFeasibleInstance, RoutingError
 from router_core.experiments import Experiment
 from router_core.gateway.arm_gates import SHADOW
-from router_core.gateway.callers import RequestIds, check_context, rejected_features
-from router_core.gateway.degraded import DegradedAnswer, answer_from
-from router_core.gateway.errors import UpstreamRateLimited, error_for, error_response, status_of
+from router_core.gateway.callers import RequestIds, check_context
+from router_core.gateway.chat_call import Call
+from router_core.gateway.chat_endings import ChatEndings
+from router_core.gateway.degraded import answer_from
+from router_core.gateway.errors import UpstreamRateLimited, error_for, status_of
 from router_core.gateway.finisher import TraceFinisher
 from router_core.gateway.forward import Forwarder
 from router_core.gateway.policy_book import PolicyBook
-from router_core.gateway.policy_gate import PolicyGate, Understood
+from router_core.gateway.policy_gate import PolicyGate
 from router_core.gateway.stages import admit, analyse, decide, degrade, respond, screen
 from router_core.gateway.streaming import ask_for_usage
-from router_core.gateway.trace_context import TraceContext, TraceIds
+from router_core.gateway.trace_context import TraceIds
 from router_core.metrics import GatewayMetrics, StageTimes
-from router_core.resilience.affinity import AffinityBinder, session_key
+from router_core.resilience.affinity import AffinityBinder
 from router_core.resilience.answer_cache import AnswerCache
 from router_core.resilience.budgets import BudgetTracker
 from router_core.resilience.hub import BreakerHub
@@ -49,7 +53,7 @@ from router_core.state.quality import QualityTable
 from router_core.state.view import StateView
 from schemas.common import AttemptStatus
 from schemas.config import RouteLensConfig
-from schemas.fleet import InstanceSnapshot, InstanceSpec
+from schemas.fleet import InstanceSnapshot
 from schemas.hashing import query_hash
 
 __all__ = ["CLIENT_CLOSED", "Call", "ChatRunner"]
@@ -57,28 +61,7 @@ __all__ = ["CLIENT_CLOSED", "Call", "ChatRunner"]
 CLIENT_CLOSED = 499  # a trace's status for a request whose client left before its body was read (nginx's)
 
 
-@dataclass(slots=True)
-class Call:
-    """One chat request as it passes the stages: what was asked, and what is known so far."""
-
-    http: web.Request
-    request_id: str
-    t0: float
-    body: Any = None
-    rec: TraceRecorder | None = None
-    answer_key: str | None = None  # its key in the recent-answers cache (memory only)
-    shadow: Understood | None = None  # what a shadow with rules of its own made of it (None: not needed)
-    trace: TraceContext | None = None  # W3C trace context: the client's trace, or one begun here
-    origin: float | None = None  # the perf clock at the trace's ts (attempts' start_ms count from it)
-
-    @property
-    def otel(self) -> tuple[str, str, str | None, str, str | None] | None:
-        """The trace's ids, flags and the client's tracestate as the recorder takes them (None: no context)."""
-        t = self.trace
-        return None if t is None else (t.trace_id, t.span_id, t.parent_id, t.flags, t.tracestate)
-
-
-class ChatRunner:
+class ChatRunner(ChatEndings):
     """Runs the chat route's stages over the gateway's parts, each given explicitly.
 
     ``experiment`` and ``forwarder`` are read per request: the experiment is swapped whole on a
@@ -211,12 +194,6 @@ class ChatRunner:
             self.finish(rec, t0, status, code)
             return error_for(exc, headers=self.headers_of(rec))
 
-    def _held_out(self, decision: Decision) -> float | None:
-        """The soonest hold when every candidate is held out after its upstream's 429 (None: any other reason)."""
-        board = self.breaker_hub.board
-        left = [board.held_for(c["instance"]) for c in decision.candidates]
-        return min(x for x in left if x is not None) if left and None not in left else None
-
     async def _serve(self, call: Call, ctx: DecisionContext, router: Router, *, decided: Decision | None = None,
                      ) -> web.StreamResponse:
         """Decide, forward and answer; routing failures are raised for :meth:`run` to map.
@@ -311,60 +288,3 @@ class ChatRunner:
         self.finish(rec, call.t0, relayed.status, relayed.error, **relayed.usage)
         times.add("finish", t6, times.clock())
         return relayed.response
-
-    async def _served(self, call: Call, ctx: DecisionContext, spec: InstanceSpec, cost: float) -> None:
-        """An instance answers: its call counts against the budgets at ``cost``; a moved session is rebound to it."""
-        if self.budgets.is_enabled:
-            self.budgets.record(spec.model, cost, ctx.now)
-        if self.affinity is not None and ctx.affinity is not None and ctx.affinity != spec.id:
-            key = session_key(self.affinity.settings, call.http.headers, call.body)
-            if key is not None:
-                await self.affinity.move(key, spec.id)
-
-    def _priced_by_usage(self, usage: dict[str, Any], router: Router, ctx: DecisionContext, spec: InstanceSpec,
-                         expected: tuple[int, int], cost: float) -> None:
-        """With token prices, the outcome's cost from the answer's ``usage`` (the expected tokens where it says none).
-
-        The budgets' spend takes the difference from the expected price they counted when it was served.
-        """
-        if usage.get("cost") is None:
-            return  # no answer to price
-        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        actual = router.policy.price(spec.cost, ctx.now, expected[0] if prompt is None else prompt,
-                                     expected[1] if completion is None else completion)
-        usage["cost"] = actual
-        if self.budgets.is_enabled and actual != cost:
-            self.budgets.record(spec.model, actual - cost, ctx.now, calls=0)
-
-    def _answer(self, call: Call, answer: DegradedAnswer, headers: dict[str, str] | None) -> web.Response:
-        """Finish the trace of a request answered without an instance; ``headers`` None: :meth:`headers_of`."""
-        assert call.rec is not None
-        self.finish(call.rec, call.t0, answer.status)
-        return web.Response(status=answer.status, body=answer.payload, content_type=answer.content_type,
-                            headers=self.headers_of(call.rec) if headers is None else headers)
-
-    def refuse(self, call: Call, status: int, message: str, code: str | None, param: str | None = None,
-               headers: dict[str, str] | None = None) -> web.Response:
-        """Answer a request refused before routing, with its trace (the features known so far)."""
-        rec = TraceRecorder(request_id=call.request_id, ts=self.wall(), router_version=self.config.router.version,
-                            policy_hash=self.book.hash_of(self._base.router.policy, None, self._base.gate),
-                            query_hash=query_hash("", self._hash_key),
-                            features=rejected_features(call.body), otel=call.otel)
-        self.finish(rec, call.t0, status, code)
-        return error_response(status, message, param=param, code=code,
-                              headers={**(headers or {}), "x-request-id": call.request_id})
-
-    @staticmethod
-    def headers_of(rec: TraceRecorder) -> dict[str, str]:
-        """``x-request-id``, and the model and instance that answered whenever one did."""
-        headers = {"x-request-id": rec.request_id}
-        if (chosen := rec.answered) is not None:
-            headers["x-routelens-model"], headers["x-routelens-instance"] = chosen
-        return headers
-
-    def finish(self, rec: TraceRecorder, t0: float, status: int, error: str | None = None, **usage: Any) -> None:
-        """Count the request and emit its one trace (see TraceFinisher).
-
-        Durable before a whole answer is sent; a stream's trace is finished after its last chunk.
-        """
-        self.finisher.finish(rec, t0, status, error, **usage)

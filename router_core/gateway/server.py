@@ -2,9 +2,11 @@
 
 ``POST /v1/chat/completions`` is :class:`router_core.gateway.chat.ChatRunner`, which takes each
 request through the stages of :mod:`router_core.gateway.stages`; the other routes are in
-``feedback``, ``dry_run`` and ``ops_routes``, each naming the parts it reads. Storage is not this
-room's business: traces leave through the injected :class:`TraceHooks` (``app/run/gateway_app.py``
-plugs the ingest emitter and store in).
+``feedback``, ``dry_run`` and ``ops_routes``, each naming the parts it reads. What the gateway takes
+in while it runs (a reloaded configuration, feedback and probe verdicts) is its base,
+:class:`~router_core.gateway.gateway_updates.GatewayUpdates`. Storage is not this room's business:
+traces leave through the injected :class:`TraceHooks` (``app/run/gateway_app.py`` plugs the ingest
+emitter and store in).
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -26,7 +27,7 @@ from router_core.aio import cancel_all
 from router_core.decide.router import Router
 from router_core.experiments import ConfigWatcher, Experiment, RestartNeeded, build_experiment
 from router_core.gateway import dry_run, ops_routes
-from router_core.gateway.arm_gates import SHADOW, arm_gates
+from router_core.gateway.arm_gates import arm_gates
 from router_core.gateway.auth import key_middleware, keys_from_env, upstream_keys
 from router_core.gateway.callers import RequestIds, feedback_classes
 from router_core.gateway.chat import ChatRunner
@@ -34,6 +35,7 @@ from router_core.gateway.errors import ParseErrorsJson, errors_middleware
 from router_core.gateway.feedback import feedback
 from router_core.gateway.finisher import TraceFinisher
 from router_core.gateway.forward import Forwarder
+from router_core.gateway.gateway_updates import GatewayUpdates
 from router_core.gateway.header_check import HEADER_REFUSAL
 from router_core.gateway.header_refusal import ChatHeaderRefusal
 from router_core.gateway.hooks import TraceHooks
@@ -58,9 +60,8 @@ from router_core.state.quality import QualityTable
 from router_core.state.scrape_metrics import ScrapeMetrics
 from router_core.state.scraper import MetricsScraper
 from router_core.state.view import StateView
-from schemas.common import ProbeKind, ProbeVerdict, RoutingMode
-from schemas.config import ConstraintSpec, RouteLensConfig
-from schemas.probe import ProbeStatus
+from schemas.common import RoutingMode
+from schemas.config import RouteLensConfig
 from schemas.records import RouterEvent
 
 __all__ = ["Gateway", "TraceHooks"]
@@ -69,7 +70,7 @@ log = logging.getLogger(__name__)
 _MODES = (RoutingMode.NORMAL.value, RoutingMode.STATIC.value, RoutingMode.SAFE.value)
 
 
-class Gateway:
+class Gateway(GatewayUpdates):
     """Builds the aiohttp application and owns its client session and scraper.
 
     Args:
@@ -192,75 +193,6 @@ class Gateway:
         """The HMAC key of query hashes (None: plain SHA-256)."""
         return self._hash_key
 
-    def _constraints(self, experiment: Experiment) -> list[ConstraintSpec]:
-        """The base policy's constraints, then any other arm's or the shadow's (once per name)."""
-        specs = {c.name: c for c in self.router.policy.constraints}
-        routers = [a.router for a in experiment.arms] + ([experiment.shadow.router] if experiment.shadow else [])
-        for r in routers:
-            for c in r.policy.constraints:
-                specs.setdefault(c.name, c)
-        return list(specs.values())
-
-    def _breaker_gauge(self, scope: str, name: str, state: int) -> None:
-        self.metrics.record_breaker(scope, name, state)
-
-    def reload(self, config: RouteLensConfig) -> None:
-        """Take a changed configuration's ``experiments`` and ``routing.intents``; name what else needs a restart.
-
-        ``experiments``: arms, shares and shadow. Keys whose bucket stays in their arm's range keep
-        their arm (see :mod:`router_core.experiments.assign`). Constraints new to every arm have no
-        latch in the state view until a restart; their filters then judge the snapshot as it is.
-        ``routing.intents``: refitted in the background, the classifier in force serving meanwhile
-        (:meth:`PolicyGate.set_intents`). Any other changed section is listed in
-        :attr:`restart_needed` (``/v1/router/state`` → ``config.restart_needed``) and warned about once.
-
-        Raises:
-            ConfigError: The new section's policies do not load; the running experiment and intents stay.
-        """
-        # routing.intents stays as started in self.config: arms compare their routing with the gate's (arm_gates)
-        self.restart_needed.update(self.config, config, self._config_path)
-        merged = self.config.model_copy(update={"experiments": config.experiments})
-        experiment = build_experiment(merged, base=self.router, perf=self._perf)
-        self.arm_gates = arm_gates(experiment, self.policy)
-        self._hash_shadow(experiment)
-        self.experiment = experiment
-        self.config = merged
-        self.policy.set_intents(config.routing.intents)
-
-    def _learn(self, verdict: dict[str, Any]) -> None:
-        """One feedback verdict, from this replica or another: the misroute share, and the quality table."""
-        correct = bool(verdict.get("correct"))
-        self.router_modes.observe_feedback(correct)
-        model, cls = verdict.get("model"), verdict.get("class")
-        if isinstance(model, str) and isinstance(cls, str):
-            instance = verdict.get("instance")
-            self.quality.update(model, cls, correct, instance=instance if isinstance(instance, str) else None)
-
-    def apply_probe(self, status: ProbeStatus, instance: str) -> None:
-        """Take a probe verdict into the state view (the ``probe`` filter reads it from the snapshot).
-
-        Called on every newer reading of a verdict (its value and reason too, so the router's state
-        shows the latest), and on its changes.
-        When a syntax or semantic verdict returns to ``ok`` after a change, the instance's learned
-        quality is forgotten: its feedback described the fault the probes now see cured, and a
-        flagged instance would otherwise get too little traffic to ever earn its way back.
-        """
-        before = self.view.probe_of(instance, status.kind)
-        self.view.set_probe(status, instance)
-        moved = before is None or (before.verdict, before.since) != (status.verdict, status.since)
-        if moved and status.verdict is ProbeVerdict.OK and status.flaps and status.kind is not ProbeKind.LATENCY:
-            self.quality.forget(instance)
-
-    def probe_run(self, instance: str, kind: str, results: int, ok_run: int) -> None:
-        """Take the prober's count of one kind's results on ``instance`` (every result, not only changes).
-
-        Seed 003's recovery: ``close_after`` probe rounds passed in a row close the instance's and
-        its model's open breakers (:meth:`router_core.resilience.breakers.BreakerBoard.probe_run`).
-        """
-        spec = self._specs.get(instance)
-        if spec is not None:
-            self.breakers.probe_run(spec, kind, results, ok_run)
-
     def build_app(self) -> web.Application:
         """Return the aiohttp application with routes and lifecycle hooks.
 
@@ -321,20 +253,6 @@ class Gateway:
             await self.probes.start()
         if self.budgets.is_enabled:
             self._budget_task = asyncio.create_task(self.budgets.run(self.wall))
-
-    def _hash_shadow(self, experiment: Experiment | None) -> None:
-        """Let the shadow's decisions name its effective policy (its rules included), stored like the arms'."""
-        shadow = None if experiment is None else experiment.shadow
-        if shadow is None:
-            return
-        policy, arm, version = shadow.router.policy, shadow.arm, shadow.router_version
-        shadow.hash_of = lambda: self.book.hash_of(policy, arm, self.arm_gates.get(SHADOW), version)
-
-    def _version_of(self, arm: str | None) -> str:
-        """The version label of the router deciding for ``arm`` now (None, or an arm no longer declared: the base's)."""
-        found = None if arm is None or self.experiment is None else self.experiment.arms.by_name.get(arm)
-        return self.config.router.version if found is None else found.router_version
-
     async def _watch_policies(self, interval_s: float = 1.0) -> None:
         """Reload the gateway's routing file, and each arm's own, whenever it changes; until cancelled.
 
