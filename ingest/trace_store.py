@@ -125,9 +125,10 @@ class TraceStore(Protocol):
 
         ``settle``: a store fed through a pipeline (a store process's API) writes what waits to be
         written first when it holds no verdict on the id, so one posted a moment ago is found
-        (read-your-writes); False reads what is written only, forcing no write (a check made on every
-        verdict must not turn the store's 2 s writes into one a verdict). A store read directly has
-        no pipeline: it reads what is written either way.
+        (read-your-writes); False forces no write (a check made on every verdict must not turn the
+        store's 2 s writes into one a verdict): with none written, the verdicts on the id that wait
+        in its pipeline answer instead, from memory (one on its way counts as given). A store read
+        directly has no pipeline: it reads what is written either way.
         """
         ...
 

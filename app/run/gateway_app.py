@@ -129,14 +129,23 @@ class StoreHooks:
         self.emitter.emit(feedback)
 
     def has_stored_verdict(self, request_id: str) -> bool:
-        """Whether the store has written a verdict on ``request_id`` (one given before this gateway started, say).
+        """Whether a verdict on ``request_id`` is stored or on its way there (given before this gateway started, say).
 
-        What it has not written yet is not waited for: asked on every verdict, a forced write each time would
-        turn the store's 2 s writes into one a verdict (a verdict still in the store's pipeline across a
-        restart is the window this leaves: the store itself still keeps the first).
+        On its way: in this gateway's pipeline (spooled, not yet relayed or written; what its spool held
+        from before this start included), then in the store's (``settle=False``: a store process answers
+        from what it has written and from the verdicts it has received and not written yet). Asked in
+        that order, each forgets a verdict only once the next holds it. Nothing is written for the
+        question: asked on every verdict, a forced write each time would turn the store's 2 s writes into
+        one a verdict. Only when this pipeline cannot tell (more than ``PENDING_VERDICTS`` wait in it)
+        does it deliver what it holds first, waiting up to ``FEEDBACK_SETTLE_S``.
 
         Raises what the store's read raises when it cannot answer (``SinkError`` from a store process).
         """
+        waiting = self.emitter.pending_verdicts(request_id)
+        if waiting:
+            return True
+        if waiting is None:
+            self.emitter.flush(FEEDBACK_SETTLE_S)
         return bool(self.store.feedback(request_id, settle=False))  # no write forced a verdict
 
     def record_snapshots(self, snapshots: list[InstanceSnapshot]) -> None:
@@ -151,6 +160,11 @@ class StoreHooks:
     def record_event(self, event: RouterEvent) -> None:
         """Queue a router event (a breaker or router-mode transition) through the same pipeline."""
         self.emitter.emit(event)
+
+
+async def _hold_replayed(gateway: Gateway, request_ids: Sequence[str]) -> None:
+    """Claim the requests of the verdicts this gateway's spool held at its start (an ``on_startup`` step)."""
+    await gateway.verdicts.hold(request_ids)
 
 
 def _scraper_of(gateway: Gateway) -> MetricsScraper:
@@ -243,6 +257,9 @@ def build_gateway_app(config: RouteLensConfig, db_path: str, *, store_url: str |
     if isinstance(shared, RedisShared):  # connects (or says why not) and listens to the other replicas
         app.on_startup.append(lambda _: shared.start())
         app.on_cleanup.append(lambda _: shared.close())
+    if replayed := emitter.replayed_verdicts:  # verdicts given before this start, still in the spool
+        # claimed (in Redis when shared) before requests come: a second one is a 409 through any worker
+        app.on_startup.append(lambda _: _hold_replayed(gateway, replayed))
     if store_url is None:
         token = os.environ.get(st.intake_token_env) if st.intake_token_env else None
         IngestApi(emitter, store, token=token or None, max_body=st.intake_max_bytes,

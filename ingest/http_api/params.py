@@ -87,7 +87,7 @@ class FeedbackQuery(_Query):
 
     request_id: str = Field(min_length=1, max_length=128, description="The request's id (x-request-id).")
     settle: bool = Field(True, description="With none stored, write what waits first (read-your-writes); false: "
-                                           "what is written only.")
+                                           "nothing is written, and verdicts waiting in the pipeline count.")
 
 
 class BucketsQuery(TraceFilter):

@@ -302,10 +302,18 @@ class IngestApi(ExperimentRoutes):
         """A verdict posted a moment ago is found: with none stored, what waits to be written is written first.
 
         Not with ``settle`` False: the gateway asks about every verdict it takes (``has_stored_verdict``),
-        and a write forced each time would turn the store's 2 s writes into one a verdict.
+        and a write forced each time would turn the store's 2 s writes into one a verdict. The verdicts
+        this store has received and not written yet answer instead (``TraceEmitter.pending_verdicts``,
+        from memory; those its spool held at its start included), so one on its way counts as given.
+        They are looked at before the store: a verdict leaves them only once it is written. Only when
+        they cannot tell (more than ``PENDING_VERDICTS`` wait) is what waits written first, as settled.
         """
+        waiting = None if settle else self.emitter.pending_verdicts(request_id)
         found = self.store.feedback(request_id)
-        if not found and settle and self.emitter.backlog_size() and self.emitter.flush(_LOOKUP_FLUSH_S):
+        if not found and waiting:
+            return waiting
+        if not found and (settle or waiting is None) and self.emitter.backlog_size() \
+                and self.emitter.flush(_LOOKUP_FLUSH_S):
             found = self.store.feedback(request_id)
         return found
 

@@ -9,8 +9,8 @@ The life of one frame
 3. **spooled** as a frame ``(seq, kind, payload)``: :meth:`~ingest.pipeline.backlog.Backlog.append`
    numbers it and copies it into the mapped spool segment (:mod:`ingest.spool`), or holds it in
    memory while the spool is unusable; a full spool blocks or drops the oldest (the policy). A
-   trace is also kept as *pending* (read-your-writes) until step 7; the payload is offered to
-   each exporter's queue (step 8); ``emit()`` returns.
+   trace (or a verdict) is also kept as *pending* (read-your-writes) until step 7; the payload is
+   offered to each exporter's queue (step 8); ``emit()`` returns.
 4. **backlog**: the frame waits in the spool (and its in-memory mirror) in sequence order.
 5. **preparer** thread: takes pieces of up to ``PIECE`` frames (waiting up to the flush interval
    for one to fill) and has the sink parse them (``RecordSink.prepare``: Arrow tables, outside
@@ -19,7 +19,8 @@ The life of one frame
    ``batch_size`` records), retried with backoff while the **sink** fails;
 7. **ack**: counts what was stored, quarantines what the sink refused one by one, acknowledges
    the frames (``Backlog.ack``: spent segments become spares or are deleted, blocked emitters
-   wake), and tells the emitter (``delivered``), which forgets the pending traces up to them.
+   wake), and tells the emitter (``delivered``), which forgets the pending traces (and verdicts)
+   up to them.
    After a crash, every frame after the last acknowledgement is read again at start-up.
 8. **export** (each exporter's own thread, :class:`~ingest.pipeline.export_queue.ExportQueue`):
    best-effort, beside steps 4-7 and independent of them. The queue holds ``queue_size`` records
@@ -55,11 +56,14 @@ Locks, each made and owned by one object
   preparer send what it has at once).
 - ``DurableSpool._read_lock``: the segment list, between ``emit()`` starting a new segment and
   the batcher reading and acknowledging; ``Mirror._lock``: the mirror's lists.
+- ``PendingVerdicts._lock``: the verdicts not stored yet, filed under ``Backlog.lock`` and read
+  from the request threads (``TraceEmitter.pending_verdicts``).
 - ``Quarantine._lock``: appends to the quarantine file.
 - ``ExportQueue._lock`` (and ``_done``, a condition on it): one exporter's queue and counters;
   ``emit()`` takes it under ``Backlog.lock`` to offer a record, the exporter's thread alone.
 
-Modules: ``emitter``, ``pending`` (traces not stored yet, for read-your-writes),
+Modules: ``emitter``, ``pending`` (traces not stored yet, for read-your-writes), ``pending_verdicts``
+(feedback records not stored yet, those a spool held at start-up included: one verdict per request),
 ``storage_health`` (what ``/health`` says of storage), ``backlog``, ``batcher``, ``sink_calls`` (the
 batcher's prepare and write calls: retries, halving, quarantine), ``priority`` (storage threads
 yield the CPU), ``export_queue``, ``stats`` (the counters), ``quarantine`` (bad records, kept with

@@ -4,7 +4,9 @@
 into a mapped segment: it survives ``kill -9`` of the process) and returns; the batcher thread of
 :mod:`ingest.pipeline.batcher` reads the spool in order and writes batches to the store. A trace
 stays visible through :meth:`TraceEmitter.pending` until it is stored, so a client that asks for
-its trace right after the response finds it (:mod:`ingest.pipeline.pending`).
+its trace right after the response finds it (:mod:`ingest.pipeline.pending`). A verdict (a feedback
+record) stays visible the same way through :meth:`TraceEmitter.pending_verdicts`, those the spool
+held from before this start included (:mod:`ingest.pipeline.pending_verdicts`).
 
 Records fan out to the store and to any exporters, each a :class:`~ingest.record_sink.RecordSink`
 on a thread of its own: the store is durable (the spool is its queue, acknowledged only by it),
@@ -36,12 +38,14 @@ from ingest.pipeline.backlog import Backlog
 from ingest.pipeline.batcher import Batcher
 from ingest.pipeline.export_queue import ExportQueue
 from ingest.pipeline.pending import PendingTraces
+from ingest.pipeline.pending_verdicts import PendingVerdicts, request_id_of
 from ingest.pipeline.quarantine import Quarantine
 from ingest.pipeline.stats import STORE, PipelineStats, SinkStats
 from ingest.pipeline.storage_health import StorageHealth, TimedSink
 from ingest.record_sink import RecordSink
 from ingest.spool.durable_spool import DurableSpool
 from schemas.config.storage import StorageSettings
+from schemas.feedback import Feedback
 from schemas.records import QuarantinedRecord
 from schemas.trace import DecisionTrace
 
@@ -134,6 +138,8 @@ class TraceEmitter:
             open_spool if spool_dir is not None else None, self.stats, queue_size=st.queue_size,
             policy=sp.full_policy,
         )
+        # Verdicts not stored yet (one waiting counts as given), those the spool holds from before found now
+        self._verdicts = PendingVerdicts.found_in(self.backlog.spool)
         # The backlog's lock (Backlog.lock), bound once: emit() takes it for every record. Under it
         # go the encoder (not thread-safe) and the pending traces (kept in sequence order).
         self._backlog_lock = self.backlog.lock
@@ -218,6 +224,8 @@ class TraceEmitter:
                 if trace is not None and kind in _TRACES and pending.cap:
                     assert request_id is not None
                     pending.add(seq, request_id, trace)
+                elif kind is Kind.FEEDBACK and request_id is not None:
+                    self._verdicts.add(seq, request_id, payload)
         if self.batcher.urgent or self.backlog.pending() >= self.batcher.piece:
             self.batcher.wake()
         for kind, payload in bad:
@@ -246,8 +254,10 @@ class TraceEmitter:
             try:
                 for kind, payload in records:
                     if len(payload) <= limit:
-                        self.backlog.append(kind, payload, may_block=True, durable=durable)
+                        seq = self.backlog.append(kind, payload, may_block=True, durable=durable)
                         queued += 1
+                        if kind is Kind.FEEDBACK and (request_id := request_id_of(payload)) is not None:
+                            self._verdicts.add(seq, request_id, payload)
                         for offer in self._offers:
                             offer(kind, payload)
             finally:
@@ -285,7 +295,7 @@ class TraceEmitter:
         self._emit(self.quarantine.record(kind="unknown", source="spool", reason=reason, raw=None), may_block=False)
 
     def delivered(self, frames: list[tuple[int, int, bytes]]) -> None:
-        """Forget the pending traces up to the newest delivered frame (batcher thread).
+        """Forget the pending traces and verdicts up to the newest delivered frame (batcher thread).
 
         Everything older is stored by now, or was dropped or found damaged in the spool: either
         way it is no longer pending (they are in seq order, the order of ``emit``).
@@ -295,10 +305,24 @@ class TraceEmitter:
         newest = max(frame[0] for frame in frames)
         with self._backlog_lock:
             self._pending.stored(newest)
+            self._verdicts.stored(newest)
 
     def pending(self, request_id: str) -> DecisionTrace | None:
         """Return a trace that was emitted but is not stored yet (None too for plain values that do not validate)."""
         return self._pending.get(request_id)
+
+    def pending_verdicts(self, request_id: str) -> list[Feedback] | None:
+        """Return the verdicts on ``request_id`` queued and not stored yet (spooled here since, or before, this start).
+
+        None: cannot tell, only while more than ``PENDING_VERDICTS`` wait
+        (:mod:`ingest.pipeline.pending_verdicts`). Taken from memory: no write is forced.
+        """
+        return self._verdicts.verdicts(request_id)
+
+    @property
+    def replayed_verdicts(self) -> tuple[str, ...]:
+        """The request ids of the verdicts the spool held at start-up, from before it (replayed to the store)."""
+        return self._verdicts.found
 
     def backlog_size(self) -> int:
         """Return how many records are queued but not yet stored."""

@@ -60,8 +60,10 @@ async def feedback(gw: FeedbackParts, request: web.Request) -> web.Response:
     ``lookup`` misses). Which ids have a verdict is kept in memory (and in the shared Redis), like
     what was learned from them: both start again after a restart; the stored feedback records
     stay, and the store is asked (``hooks.has_stored_verdict``) once the claims know none, so a
-    verdict given before the restart still makes a second one a 409 (a store that cannot answer:
-    accepted, see :meth:`Verdicts.stored_before`). The verdict is learned, by every worker,
+    verdict given before the restart still makes a second one a 409, written or still on its way
+    (in the pipeline of the hooks or of the store; the verdicts the gateway's spool held at its
+    start are claimed before it takes requests: :meth:`Verdicts.hold`). A store that cannot
+    answer: accepted, see :meth:`Verdicts.stored_before`. The verdict is learned, by every worker,
     for the trace's ``selected_model`` and ``selected_instance``; the 202 body says what was learned
     (``learned``: model, instance, class, ``p_model``, ``p_instance``, ``divergent``).
     """

@@ -68,12 +68,14 @@ class TraceHooks(Protocol):
         ...
 
     def has_stored_verdict(self, request_id: str) -> bool:
-        """Whether the store holds a verdict on ``request_id``; may block (called in a worker thread).
+        """Whether the store holds a verdict on ``request_id``, or one is on its way to it; may block (worker thread).
 
         Asked before a verdict is accepted, once the gateway's own claims (which start again after a
         restart) know none: a second verdict on a request judged before the restart is then a 409
-        rather than accepted and quarantined by the store. May raise when the store cannot answer
-        (the gateway then accepts the verdict: the store keeps the first one only anyway).
+        rather than accepted and quarantined by the store. On its way counts: a verdict not written
+        yet (in the hooks' pipeline or the store's) is answered for without forcing a write. May
+        raise when the store cannot answer (the gateway then accepts the verdict: the store keeps
+        the first one only anyway).
         """
         ...
 

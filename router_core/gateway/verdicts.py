@@ -5,7 +5,18 @@
   409, through whichever worker it comes; this process remembers its own claims at once.
 * **Verdicts from before a restart.** The claims start again with the gateway (and with the local
   Redis ``serve`` starts), so once a claim is taken the store is asked as well
-  (:meth:`Verdicts.stored_before`): a verdict it holds makes a second one a 409 all the same.
+  (:meth:`Verdicts.stored_before`): a verdict it holds makes a second one a 409 all the same, and
+  so does one on its way to it (the hooks answer for what waits in their pipeline and in the
+  store's, written or not). The verdicts this gateway's own spool held at its start, not yet
+  delivered, are claimed before it takes requests (:meth:`Verdicts.hold`), in the shared state:
+  with ``serve --workers N`` a second one is a 409 through any worker.
+* **What remains.** With ``serve --workers N`` a worker reads its spool when it starts, and the
+  workers start one after another (worker 0 last, once the others are ready): a verdict left
+  undelivered in the spool of a worker not started yet is unknown to the workers already serving
+  until that worker has started (and claimed it) or relayed it. So is one in the spool of a
+  worker this ``serve`` does not run (fewer workers than the last), until it is relayed
+  (``app.run.stranded``, within ``storage.flush_interval_ms``). With Elasticsearch and
+  ``storage.elasticsearch.refresh: false``, a verdict written but not yet searchable (about 1 s).
 * **Learning.** A verdict is published on the ``feedback`` channel: every replica, this one at once,
   updates its quality table and its router modes' misroute share from it, so a model's learned
   quality reads the same through any worker (a worker started later learns from then on).
@@ -15,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from router_core.shared.base import SharedState
@@ -24,6 +35,7 @@ __all__ = ["CHANNEL", "VERDICT_TTL_S", "Verdicts"]
 
 CHANNEL = "feedback"
 VERDICT_TTL_S = 7 * 86_400.0  # how long another replica remembers that a request id has its verdict
+_HOLD_AT_ONCE = 256  # claims of Verdicts.hold in flight together (one Redis round trip each)
 Learn = Callable[[dict[str, Any]], None]
 log = logging.getLogger(__name__)
 
@@ -45,12 +57,28 @@ class Verdicts:
         """Take the request id's one verdict; False when it (already) has one, here or on another replica."""
         return await self._shared.claim(f"verdict:{request_id}", VERDICT_TTL_S)
 
+    async def hold(self, request_ids: Sequence[str]) -> int:
+        """Claim the ids of verdicts given before this start and not delivered yet (found in the gateway's spool).
+
+        Called before the gateway takes requests: until its spool has been replayed to the store, the
+        store knows nothing of them, and another worker (sharing the claims in Redis) not even that.
+        Returns how many were taken here (the others were claimed already, by another replica).
+        """
+        taken = 0
+        for i in range(0, len(request_ids), _HOLD_AT_ONCE):
+            chunk = request_ids[i:i + _HOLD_AT_ONCE]
+            taken += sum(await asyncio.gather(*(self.claim(request_id) for request_id in chunk)))
+        if request_ids:
+            log.info("feedback: %d verdicts given before this start wait in the spool; their requests are claimed "
+                     "(%d here, %d by another replica already)", len(request_ids), taken, len(request_ids) - taken)
+        return taken
+
     async def release(self, request_id: str) -> None:
         """Give the id back (its verdict was not taken: no trace for it)."""
         await self._shared.unclaim(f"verdict:{request_id}")
 
     async def stored_before(self, request_id: str, ask: Callable[[str], bool]) -> bool:
-        """Whether the store holds a verdict on the id already: one given before a restart, which the claims forgot.
+        """Whether the store holds a verdict on the id, or one on its way: one given before a restart, say.
 
         Args:
             request_id: The request the verdict is on (its claim taken).

@@ -42,7 +42,8 @@ def test_a_check_reads_what_is_written_and_a_client_read_writes_what_waits(tmp_p
         with in_thread(app) as url:
             client = HttpTraceStore(url)
             emitter.emit(Feedback(request_id="r1", ts=NOW, correct=False))
-            assert client.feedback("r1", settle=False) == []  # not written yet, and nothing forced
+            (waiting,) = client.feedback("r1", settle=False)  # waiting: answered from the pipeline
+            assert (waiting.request_id, waiting.correct) == ("r1", False)
             assert emitter.backlog_size() == 1  # still waiting: no write was made for the check
             (got,) = client.feedback("r1")  # a client's read: what waits is written first
             assert (got.request_id, got.correct) == ("r1", False)
