@@ -24,6 +24,7 @@ from router_core.decide.analysis import Analysis, estimate_tokens
 from router_core.decide.attachments import attachment_infos
 from router_core.gateway.live_intents import LiveIntents, Serving
 from router_core.gateway.policy_file import PolicyFile, _stamp, policy_path
+from router_core.metrics.throttles import ThrottleMetrics
 from router_core.resilience.client_throttle import ClientThrottle
 from router_core.resilience.prefilter import Prefilter, Refusal
 from router_core.rules.ir import ClauseVerdict, Match, RuleSet
@@ -86,6 +87,7 @@ class PolicyGate(PolicyFile):
         kw = config.routing.keywords
         self.keywords = None if kw is None else KeywordScorer(kw)
         self.throttles = Throttles(clock, shared)
+        self.throttle_metrics: ThrottleMetrics | None = None  # set by count_throttles (the gateway's registry)
         # The guards before analysis (throttles.prefilter, .client, .shedding), on the same shared state.
         self.shared: SharedState = shared or MemoryShared(clock)
         t = config.throttles
@@ -107,6 +109,24 @@ class PolicyGate(PolicyFile):
         if intents is not None and "intents" not in kw:  # routes loaded now; fitted on a thread, not on a request
             kw["intents"] = LiveIntents.start(intents)
         return cls(config, None if path is None else load_policy(path, config), path=path, **kw)
+
+    def count_throttles(self, metrics: ThrottleMetrics) -> None:
+        """Count what the rules' throttles do in ``metrics`` (``routelens_rule_throttle_requests_total``...)."""
+        self.throttle_metrics = metrics
+        self._declare_throttles()
+
+    def reload(self) -> bool:
+        """Re-read the policy file (:meth:`PolicyFile.reload`); a new throttled rule's series show at 0."""
+        swapped = super().reload()
+        if swapped:
+            self._declare_throttles()
+        return swapped
+
+    def _declare_throttles(self) -> None:
+        if self.throttle_metrics is not None and self.rules is not None:
+            for rule in self.rules.rules:
+                if rule.throttle is not None:
+                    self.throttle_metrics.declare(rule.name, rule.throttle.overflow)
 
     @property
     def intents(self) -> IntentClassifier | None:
@@ -243,16 +263,19 @@ class PolicyGate(PolicyFile):
         """Apply the matched rule's throttle: admitted, sent down the chain, or refused (``reject``).
 
         A request that queued for a token (``overflow: wait``) carries the time it waited in the route
-        (``waited_s``, for the trace's policy step), whether a token came or ``max_wait`` ran out.
+        (``waited_s``, for the trace's policy step), whether a token came or ``max_wait`` ran out. What the
+        throttle did is counted in :attr:`throttle_metrics`, when set (:meth:`count_throttles`).
         """
         if choice is None or choice.rule is None or choice.rule.throttle is None:
             return choice, Admission(True)
         adm = await self.throttles.admit(choice.rule)
+        if self.throttle_metrics is not None:  # routelens_rule_throttle_requests_total, ..._throttle_wait_seconds
+            self.throttle_metrics.record_throttle(choice.rule.name, adm.action, adm.waited_s)
+        if adm.action is None:
+            return choice, adm
         if adm.action == "chain":
             return RouteChoice(choice.rules, choice.match, choice.local_hour, skip_primary=True,
                                throttled="chain"), adm
-        if adm.action is not None:
-            return RouteChoice(choice.rules, choice.match, choice.local_hour, throttled=adm.action,
-                               waited_s=adm.waited_s), adm
-        return choice, adm
+        return RouteChoice(choice.rules, choice.match, choice.local_hour, throttled=adm.action,
+                           waited_s=adm.waited_s), adm
 

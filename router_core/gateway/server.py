@@ -130,6 +130,7 @@ class Gateway(GatewayUpdates):
         self._perf = perf
         self.registry = registry or CollectorRegistry()
         self.metrics = GatewayMetrics(self.registry)
+        self._count_throttles()  # each gate's rules' throttles, in this registry (arm gates again on reload)
         self.finisher = TraceFinisher(lambda: self.hooks, self.metrics, self._perf)
         # Breakers (router_core.resilience.breakers): fed by attempts, read by the breaker filter, shared by replicas.
         self.shared: SharedState = shared if shared is not None else MemoryShared()
@@ -273,6 +274,17 @@ class Gateway(GatewayUpdates):
             await self._forwarder.close()
         if self._session is not None:
             await self._session.close()
+
+    def reload(self, config: RouteLensConfig) -> None:
+        """:meth:`GatewayUpdates.reload`, then the arms' new gates count their throttles here too."""
+        try:
+            super().reload(config)
+        finally:
+            self._count_throttles()
+
+    def _count_throttles(self) -> None:
+        for gate in (self.policy, *self.arm_gates.values()):
+            gate.count_throttles(self.metrics.throttles)
 
     def _router_event(self, event: RouterEvent) -> None:
         """A router mode switch: counted, logged, and handed to the hooks' ``record_event``."""

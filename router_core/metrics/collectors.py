@@ -13,6 +13,7 @@ from prometheus_client.registry import Collector
 from router_core.metrics.buffered_histogram import BufferedHistogram
 from router_core.metrics.fleet import FleetGauges
 from router_core.metrics.routing_time import split_request_time
+from router_core.metrics.throttles import ThrottleMetrics
 from schemas.trace import Attempt
 
 __all__ = ["GatewayMetrics", "ModesMetrics", "PluginMetrics", "StageTimes"]
@@ -63,6 +64,7 @@ class GatewayMetrics:
         self.breakers = Gauge("routelens_breaker_state", "Breaker state: 0 closed, 1 half-open, 2 open.",
                               ["scope", "name"], registry=registry)
         self.fleet = FleetGauges(registry)  # per-instance KV cache and latches, read from the state view per scrape
+        self.throttles = ThrottleMetrics(registry)  # rules' throttles: counted by the policy gates (PolicyGate.admit)
 
     def record_breaker(self, scope: str, name: str, state: int) -> None:
         """Set one breaker's state (0 closed, 1 half-open, 2 open)."""

@@ -6,7 +6,8 @@ target: ``reject`` refuses the request with a 429 and forwards it nowhere, ``cha
 the chain past the target, ``wait`` sends it to the target once a token comes. The old text said
 "sent the request to n" for all three (nothing was sent on a reject, and the chain skipped n).
 A request that waited says how long (``waited_s``), and so does one whose ``max_wait`` ran out
-first: it had been traced as a plain ``reject``, refused at once.
+first: it had been traced as a plain ``reject``, refused at once. Both are counted in ``/metrics`` too
+(``routelens_rule_throttle_requests_total``, ``routelens_rule_throttle_wait_seconds``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from router_core.decide.verify import first_difference
 from router_core.gateway import Gateway
 from schemas import DecisionTrace
 from tests.app.trace_file import trace_file_of
+from tests.promtext import Samples, samples
 from tests.router_core.decide.test_exact_replay import stored
 from tests.router_core.gateway.gateway_kit import gateway_client, served_gateway, trace_of
 from tests.router_core.gateway.test_forwarding import reply
@@ -134,13 +136,14 @@ def replays(gw: Gateway, trace: DecisionTrace) -> bool:
     return first_difference(again, redecide(again, policy, rules)) is None
 
 
-def three_at_once() -> tuple[dict[str | None, DecisionTrace], bool]:
-    """Three requests to rule to-n at once (``WAIT_OUT``), by what the throttle did; whether the waiter replays.
+def three_at_once() -> tuple[dict[str | None, DecisionTrace], bool, Samples]:
+    """Three requests to rule to-n at once (``WAIT_OUT``), by what the throttle did; whether the waiter replays;
+    the gateway's ``/metrics`` after them.
 
     One takes the token; the first in line gets the next, 0.5 s on; the second's would come 1 s on,
     past its 0.7 s of max_wait.
     """
-    async def run() -> tuple[dict[str | None, DecisionTrace], bool]:
+    async def run() -> tuple[dict[str | None, DecisionTrace], bool, Samples]:
         async with served_gateway({"a": reply(200), "b": reply(200)}, instances=MODELS,
                                   gateway={"max_attempts": 2, "upstream_timeout_s": 5.0},
                                   policy="routing_matrix:\n" + WAIT_OUT) as (client, hooks, gw):
@@ -149,14 +152,14 @@ def three_at_once() -> tuple[dict[str | None, DecisionTrace], bool]:
             traces = [trace_of(hooks, r.headers) for r in answers]
             by = {t.policy.throttled if t.policy else "?": t for t in traces}
             assert sorted(by, key=str) == sorted([None, "wait", "reject"], key=str), [t.policy for t in traces]
-            return by, replays(gw, by["wait"])
+            return by, replays(gw, by["wait"]), samples(await (await client.get("/metrics")).text())
 
     return asyncio.run(run())
 
 
 def test_requests_that_queued_for_a_token_say_how_long_whether_one_came_or_not(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    by, waiter_replays = three_at_once()
+    by, waiter_replays, metrics = three_at_once()
     first, came, ran_out = by[None], by["wait"], by["reject"]
     assert first.policy is not None and first.policy.waited_s is None  # had a token at once
     assert came.policy is not None and came.policy.waited_s is not None and 0.2 < came.policy.waited_s <= 0.7
@@ -183,3 +186,12 @@ def test_requests_that_queued_for_a_token_say_how_long_whether_one_came_or_not(
     assert reason is not None and reason.text == (
         f"not looked at: rule to-n's throttle was empty, so the request was refused with 429 after waiting "
         f"{waited} (its max_wait) before any instance was considered")
+    # /metrics: one admitted at once, one after its wait, one refused when max_wait ran out; both waits observed
+    assert metrics.value("routelens_rule_throttle_requests_total", rule="to-n", action="admitted") == 1
+    assert metrics.value("routelens_rule_throttle_requests_total", rule="to-n", action="wait") == 1
+    assert metrics.value("routelens_rule_throttle_requests_total", rule="to-n", action="reject") == 1
+    assert metrics.value("routelens_rule_throttle_wait_seconds_count", rule="to-n") == 2
+    assert metrics.value("routelens_rule_throttle_wait_seconds_sum", rule="to-n") == pytest.approx(
+        came.policy.waited_s + ran_out.policy.waited_s)
+    assert metrics.value("routelens_rule_throttle_wait_seconds_bucket", rule="to-n", le="0.1") == 0
+    assert metrics.value("routelens_rule_throttle_wait_seconds_bucket", rule="to-n", le="2.5") == 2
