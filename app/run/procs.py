@@ -27,7 +27,7 @@ from pathlib import Path
 from app.run.logs import JSON_LINE_START
 
 __all__ = ["Child", "app_command", "descendant_running", "descendants", "die_with_parent", "free_port", "free_ports",
-           "port_is_free", "stat_fields", "wait_http"]
+           "port_is_free", "reserve_ports", "stat_fields", "wait_http"]
 
 _PR_SET_PDEATHSIG = 1
 _ROOT = Path(__file__).resolve().parents[2]  # the folder our packages (app, router_core, ...) were imported from
@@ -135,25 +135,58 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+# Ports this process handed out or will bind itself (newest last, bounded): a port is free "right now"
+# until its server binds it, so two calls a moment apart (serve: the store's, then the workers') could
+# hand out the same one, and the later server to bind would find it in use.
+_HANDED: collections.OrderedDict[int, None] = collections.OrderedDict()
+_HANDED_MAX = 4096
+_HANDED_LOCK = threading.Lock()
+
+
+def reserve_ports(*ports: int) -> None:
+    """Ports this process will bind itself (a gateway's configured port): :func:`free_port` never hands them out."""
+    with _HANDED_LOCK:
+        for port in ports:
+            _HANDED[port] = None
+            _HANDED.move_to_end(port)
+        while len(_HANDED) > _HANDED_MAX:
+            _HANDED.popitem(last=False)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """Return a port that is free right now, below the ephemeral range when it can.
+    """Return a port that is free right now, below the ephemeral range when it can, and not handed out before.
 
     A port the OS hands out for ``bind(0)`` is an ephemeral one: until the server binds it, any
     outgoing connection (a probe, a scrape, a client) may take it as its local port. Ports below
-    that range are never taken that way.
+    that range are never taken that way. A port this process handed out already, or reserved
+    (:func:`reserve_ports`), is not handed out again: its server may not have bound it yet.
     """
+    port = _pick_free(host)
+    reserve_ports(port)
+    return port
+
+
+def _pick_free(host: str) -> int:
     low = _ephemeral_low()
     if low > 11000:
         for port in random.sample(range(10000, low), 50):
+            with _HANDED_LOCK:
+                if port in _HANDED:
+                    continue
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                 try:
                     s.bind((host, port))
                 except OSError:
                     continue
                 return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    for _ in range(20):  # an ephemeral port: the OS picks, and may pick one handed out (not yet bound) again
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+        with _HANDED_LOCK:
+            if port not in _HANDED:
+                break
+    return port
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:

@@ -25,7 +25,7 @@ from app.run.gateway_app import GATEWAY, STARTED_AT_ENV, build_gateway_app
 from app.run.local_redis import start_local_redis, with_shared_url
 from app.run.logs import DEFAULT_LOG, LogSettings, configure
 from app.run.probe_child import start_prober, wants_prober
-from app.run.procs import Child, app_command, free_port, free_ports
+from app.run.procs import Child, app_command, free_port, free_ports, reserve_ports
 from app.run.siblings import SIBLING_PORTS_ENV, sibling_ports
 from app.run.storage import RELAY_TOKEN_ENV
 from app.run.stranded import Delivery, deliver_stranded
@@ -68,6 +68,7 @@ def run_server(
               info_at_warning=("router_core.gateway.live_intents",))
     host = host or config.gateway.host
     port = config.gateway.port if port is None else port
+    reserve_ports(port)  # the ports picked below for the store, the prober and the workers are never this one
     for notice in access_notices(config, host):  # raises before binding when either would be open off loopback
         print(f"notice: {notice}", file=sys.stderr, flush=True)
     db = db or config.storage.duckdb_path

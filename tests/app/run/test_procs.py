@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
-from app.run.procs import TAIL_LINES, Child, app_command, free_port, free_ports, port_is_free, stat_fields, wait_http
+import pytest
+
+from app.run.procs import (
+    TAIL_LINES,
+    Child,
+    app_command,
+    free_port,
+    free_ports,
+    port_is_free,
+    reserve_ports,
+    stat_fields,
+    wait_http,
+)
 from tests.app import stub_trace_api as stub
 
 
@@ -24,6 +37,21 @@ def test_a_free_port_is_free_until_someone_listens() -> None:
 def test_free_ports_are_distinct() -> None:
     ports = free_ports(40)
     assert len(set(ports)) == 40 and all(port_is_free("127.0.0.1", p) for p in ports)
+
+
+def test_a_port_handed_out_or_reserved_is_not_handed_out_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two picks a moment apart (serve: the store's port, then the workers') never give the same port.
+
+    Each was free "right now", and the one whose server bound it later found it in use: the random
+    draw is made to offer the same ports every time, as a collision would.
+    """
+    offered = random.Random(7).sample(range(20000, 30000), 60)
+    offered = [p for p in offered if port_is_free("127.0.0.1", p)][:50]
+    monkeypatch.setattr("app.run.procs.random.sample", lambda population, k: list(offered))
+    reserve_ports(offered[0])  # a gateway's configured port, not bound yet
+    first, second = free_port(), free_port()
+    assert offered[0] not in (first, second) and first != second
+    assert first == offered[1] and second == offered[2]  # the next ones offered, each free
 
 
 def test_wait_http_sees_a_200(stub_api: stub.StubTraceApi) -> None:
