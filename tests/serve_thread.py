@@ -1,15 +1,16 @@
-"""An aiohttp application served on 127.0.0.1 from a thread of its own, for a test that calls it synchronously."""
+"""An aiohttp application served on 127.0.0.1: from a thread of its own for a test that calls it synchronously
+(:func:`in_thread`), or on the test's own loop (:func:`on_loop`)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 from aiohttp import web
 
-__all__ = ["in_thread"]
+__all__ = ["in_thread", "on_loop"]
 
 
 @contextmanager
@@ -30,3 +31,17 @@ def in_thread(app: web.Application) -> Iterator[str]:
         thread.join(10)
         loop.run_until_complete(runner.cleanup())
         loop.close()
+
+
+@asynccontextmanager
+async def on_loop(app: web.Application) -> AsyncIterator[str]:
+    """Serve ``app`` on a free loopback port on the running loop; yield its base URL; clean it up after."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()

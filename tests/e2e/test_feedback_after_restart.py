@@ -53,20 +53,35 @@ def _stored(gateway: str, request_id: str) -> list[dict[str, Any]]:
     return list(body["feedback"])
 
 
-def test_a_second_verdict_after_a_restart_is_refused_and_the_store_keeps_the_first(tmp_path: Path) -> None:
-    inst, port = free_port(), free_port()
-    data = tmp_path / "data"
+def _commands(tmp_path: Path, port: int, inst: int, storage: dict[str, object]) -> tuple[list[str], list[str]]:
+    """The test's own config (a simulated instance, no probes, ``storage``): ``(sim fleet, serve)`` commands."""
     cfg = tmp_path / "routelens.yaml"
     cfg.write_text(yaml.safe_dump({
-        "gateway": {"port": port},
-        "storage": {"duckdb_path": str(data / "traces.duckdb")},  # the default relay, every 500 ms
+        "gateway": {"port": port}, "storage": storage,
         "fleet": {"instances": [{"id": "a", "model": "m", "url": f"http://127.0.0.1:{inst}"}]},
         "probes": {"enabled": False},
     }))
     py = [sys.executable, "-m", "app", "--config", str(cfg)]
-    serve = [*py, "serve", "--workers", "1"]
+    return [*py, "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"], \
+        [*py, "serve", "--workers", "1"]
+
+
+def _file_holds(db: Path) -> tuple[list[Any], list[Any]]:
+    """``(verdicts, quarantined records)`` of the DuckDB file, read once every process has stopped."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return (con.execute("SELECT request_id, correct FROM feedback ORDER BY ts").fetchall(),
+                con.execute("SELECT kind, request_id, reason FROM quarantine").fetchall())
+    finally:
+        con.close()
+
+
+def test_a_second_verdict_after_a_restart_is_refused_and_the_store_keeps_the_first(tmp_path: Path) -> None:
+    inst, port = free_port(), free_port()
+    data = tmp_path / "data"
+    fleet, serve = _commands(tmp_path, port, inst, {"duckdb_path": str(data / "traces.duckdb")})  # relay: 500 ms
     gateway = f"http://127.0.0.1:{port}"
-    procs = [Proc([*py, "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"])]
+    procs = [Proc(fleet)]
     try:
         procs[0].wait_for("fleet ready")
         procs.append(first := Proc(serve))
@@ -94,12 +109,7 @@ def test_a_second_verdict_after_a_restart_is_refused_and_the_store_keeps_the_fir
     finally:
         for p in reversed(procs):
             p.stop()
-    con = duckdb.connect(str(data / "traces.duckdb"), read_only=True)
-    try:
-        stored = con.execute("SELECT request_id, correct FROM feedback ORDER BY ts").fetchall()
-        quarantined = con.execute("SELECT kind, request_id, reason FROM quarantine").fetchall()
-    finally:
-        con.close()
+    stored, quarantined = _file_holds(data / "traces.duckdb")
     assert stored == [(judged, True), (fresh, False)]  # one verdict each: the judged request's first
     assert quarantined == []
     assert not [p for p in data.glob("*quarantine*/*") if p.stat().st_size], "a record was quarantined"
@@ -136,16 +146,9 @@ def test_a_second_verdict_right_after_a_crash_is_refused_while_the_first_waits_t
                                   "store_flush_interval_ms": 600_000}  # the store writes when a read settles
     if waits_in == "gateway":
         storage["flush_interval_ms"] = 600_000  # and the gateway relays when a read settles
-    cfg = tmp_path / "routelens.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "gateway": {"port": port}, "storage": storage,
-        "fleet": {"instances": [{"id": "a", "model": "m", "url": f"http://127.0.0.1:{inst}"}]},
-        "probes": {"enabled": False},
-    }))
-    py = [sys.executable, "-m", "app", "--config", str(cfg)]
-    serve = [*py, "serve", "--workers", "1"]
+    fleet, serve = _commands(tmp_path, port, inst, storage)
     gateway = f"http://127.0.0.1:{port}"
-    procs = [Proc([*py, "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"])]
+    procs = [Proc(fleet)]
     try:
         procs[0].wait_for("fleet ready")
         procs.append(first := Proc(serve))
@@ -174,11 +177,6 @@ def test_a_second_verdict_right_after_a_crash_is_refused_while_the_first_waits_t
     finally:
         for p in reversed(procs):
             p.stop()
-    con = duckdb.connect(str(data / "traces.duckdb"), read_only=True)
-    try:
-        stored = con.execute("SELECT request_id, correct FROM feedback ORDER BY ts").fetchall()
-        quarantined = con.execute("SELECT kind, request_id, reason FROM quarantine").fetchall()
-    finally:
-        con.close()
+    stored, quarantined = _file_holds(data / "traces.duckdb")
     assert stored == [(judged, True), (fresh, False)]  # one verdict each: the judged request's first
     assert quarantined == []

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from app.run.probe_service import build_probe_app
 from schemas.config import RouteLensConfig
+from tests.serve_thread import on_loop
 
 CONFIG = {
     "fleet": {"instances": [{"id": "a", "model": "m", "url": "http://127.0.0.1:1"}]},
@@ -22,19 +23,11 @@ CONFIG = {
 
 
 async def answers(app: web.Application, paths: list[str]) -> list[tuple[int, Any]]:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     out = []
-    try:
-        async with aiohttp.ClientSession() as session:
-            for path in paths:
-                async with session.get(f"http://127.0.0.1:{port}{path}") as resp:
-                    out.append((resp.status, await resp.json()))
-    finally:
-        await runner.cleanup()
+    async with on_loop(app) as base, aiohttp.ClientSession() as session:
+        for path in paths:
+            async with session.get(f"{base}{path}") as resp:
+                out.append((resp.status, await resp.json()))
     return out
 
 

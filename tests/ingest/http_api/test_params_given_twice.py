@@ -19,6 +19,7 @@ from ingest.pipeline.emitter import TraceEmitter
 from tests.ingest.http_api.test_read_token import run_with_api
 from tests.ingest.http_api.test_unset_filter_http import get, url
 from tests.ingest.test_unset_filter import END, T0
+from tests.serve_thread import on_loop
 
 __all__ = ["url"]  # the fixture (a store serving the unset-filter traces), imported for pytest
 
@@ -75,21 +76,13 @@ def test_the_proxy_leaves_it_to_the_store_and_delivers_nothing_first(tmp_path: P
     async def check(base: str, em: TraceEmitter) -> None:
         app = web.Application()
         add_store_proxy(app, base, lambda rid: None, settle=settle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
-            async with aiohttp.ClientSession() as session:
-                path = f"http://127.0.0.1:{port}/v1/feedback?request_id=r1"
-                async with session.get(path + "&settle=true&settle=false") as twice:
-                    assert twice.status == 400 and (await twice.json())["error"]["param"] == "settle"
-                assert settled == []  # a request the store refuses: nothing delivered for it
-                async with session.get(path) as once:
-                    assert once.status == 200
+        async with on_loop(app) as url, aiohttp.ClientSession() as session:
+            path = f"{url}/v1/feedback?request_id=r1"
+            async with session.get(path + "&settle=true&settle=false") as twice:
+                assert twice.status == 400 and (await twice.json())["error"]["param"] == "settle"
+            assert settled == []  # a request the store refuses: nothing delivered for it
+            async with session.get(path) as once:
+                assert once.status == 200
                 assert settled == [1]
-        finally:
-            await runner.cleanup()
 
     run_with_api(tmp_path, None, check)

@@ -207,7 +207,7 @@ def test_a_bucket_shared_in_redis_says_how_long_its_waiters_waited(redis_server:
         got = await first
         assert (got.action, second.action) == ("wait", "reject")
         assert got.waited_s is not None and 0.05 < got.waited_s < 2.0
-        assert second.waited_s is not None and 0.29 <= second.waited_s < 1.0
+        assert second.waited_s is not None and second.waited_s >= 0.29  # its max_wait (0.3 s), waited out
         assert a.fallbacks == 0  # Redis answered every take: the shared path, not the local fallback
 
     run_pair(redis_server.url, body, beat_again=True, **QUIET, timeout_s=1.0)
