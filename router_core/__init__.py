@@ -34,6 +34,7 @@ from router_core.lazy import lazy_getattr
 from router_core.rules.route import expected_tokens
 from router_core.scorers.latency import predicted_latency_ms
 from router_core.state.quality import QualitySnapshot, QualityTable
+from router_core.state.staleness import DECAYING_GAUGES
 
 if TYPE_CHECKING:
     from router_core.aio import cancel_all
@@ -119,6 +120,7 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "AUTO_MODEL",
+    "DECAYING_GAUGES",
     "AttemptsExhausted",
     "Candidate",
     "CaseResult",

@@ -18,16 +18,13 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from app.run.narrator_store import StoreChecks
+from router_core import DECAYING_GAUGES
 from schemas.config import ConstraintSpec, RouteLensConfig
 from sim.day import Injected
 from sim.faults import DEFAULT_PRESSURE
 from sim.traffic import TrafficResult
 
 __all__ = ["Narrator"]
-
-
-_GAUGES = frozenset({"kv_cache_usage", "queue", "running"})
-"""The scraped gauges: a stale instance's move toward saturated (router_core/state/staleness.py)."""
 
 
 def _fmt(value: float | None) -> str:
@@ -211,7 +208,7 @@ class Narrator(StoreChecks):
             return
         limit = f"{spec.metric} {_fmt(value)} {spec.op} {spec.threshold:g}"
         stale = (f"; no fresh metrics for {stale_s * self.speed:.0f} s, so its gauges are taken toward full"
-                 if stale_s is not None and spec.metric in _GAUGES else "")
+                 if stale_s is not None and spec.metric in DECAYING_GAUGES else "")
         if out and not before:
             self._held.discard(key)
             self.line(f"{inst} broke {spec.name} ({limit} failed for {self.seconds(spec.exit_for)}{stale}) -> out "

@@ -22,13 +22,17 @@ from router_core.framework.types import Effective
 from schemas.config import ScrapeSettings
 from schemas.fleet import EXTERNAL, InstanceSnapshot
 
-__all__ = ["ENGINES_WITHOUT_KV", "effective_state", "elapsed_s"]
+__all__ = ["DECAYING_GAUGES", "ENGINES_WITHOUT_KV", "effective_state", "elapsed_s"]
 
 # Engines whose /metrics may have no KV-cache share (Text Generation Inference never has one;
 # llama.cpp's server dropped llamacpp:kv_cache_usage_ratio): for them a missing KV gauge is "not
 # reported", judged by queue and running alone, not "unknown, so full" (which would hold every such
 # instance out of the default kv-cache constraint forever).
 ENGINES_WITHOUT_KV = frozenset({"tgi", "llamacpp"})
+
+# The gauges :func:`effective_state` moves toward saturated once a snapshot is suspect (the windows
+# observed from requests, error rate and latencies, are taken as they are).
+DECAYING_GAUGES = frozenset({"kv_cache_usage", "queue", "running"})
 
 
 def effective_state(snap: InstanceSnapshot, now: datetime, scrape: ScrapeSettings, queue_cap: float) -> Effective:

@@ -204,3 +204,13 @@ def test_probe_verdicts_ride_in_the_snapshot_through_scrapes_and_ticks() -> None
     view.set_probe(recovered, "big-a")  # the same kind replaces, never accumulates
     assert [p.verdict for p in view.snapshot()["big-a"].probes if p.kind == "semantic"] == ["ok"]
     assert view.views()["models"]["big"]["in_feasible_set"] == 1
+
+
+def test_the_gauges_said_to_decay_are_the_ones_a_suspect_snapshot_moves() -> None:
+    """DECAYING_GAUGES (the demo says a broken kv-cache is stale metrics by it) names what effective_state moves."""
+    from dataclasses import fields
+
+    from router_core.framework.types import Effective
+    from router_core.state.staleness import DECAYING_GAUGES
+
+    assert {f.name for f in fields(Effective)} - {"age_s", "suspect"} == DECAYING_GAUGES
