@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,18 +14,27 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.run.procs import free_port
+from app.run.procs import die_with_parent, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 class Proc:
-    """A child process whose output is collected; ``wait_for`` blocks until a line appears."""
+    """A child process whose output is collected; ``wait_for`` blocks until a line appears.
+
+    It never outlives the test run: it gets SIGTERM when the test process dies (started from the main
+    thread: the signal follows the thread that started it), and one a test left running (a setup that
+    failed between starting it and the ``try`` that stops it) is stopped when the session ends.
+    """
+
+    live: weakref.WeakSet[Proc] = weakref.WeakSet()
 
     def __init__(self, argv: list[str]) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        main = threading.current_thread() is threading.main_thread()
         self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, start_new_session=True)
+                                     text=True, start_new_session=True, preexec_fn=die_with_parent() if main else None)
+        Proc.live.add(self)
         self.lines: list[str] = []
         self._cond = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
@@ -59,6 +69,14 @@ class Proc:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         return self.proc.returncode
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_process_left() -> Iterator[None]:
+    """Stop every process a test started and left running (each stops its own on the paths it foresaw)."""
+    yield
+    for proc in list(Proc.live):
+        proc.stop()
 
 
 @dataclass

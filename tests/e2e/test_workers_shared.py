@@ -54,7 +54,11 @@ def start(tmp_path: Path) -> tuple[Proc, Proc, str, Path]:
     fleet = Proc([*py, "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"])
     fleet.wait_for("fleet ready")
     gateway = Proc([*py, "--config", str(cfg), "serve", "--workers", "2"])
-    gateway.wait_for("gateway ready http")
+    try:
+        gateway.wait_for("gateway ready http")
+    except AssertionError:
+        fleet.stop()  # the test's own try/finally is not reached
+        raise
     return fleet, gateway, f"http://127.0.0.1:{port}", tmp_path / "data" / "redis.sock"
 
 
