@@ -35,6 +35,9 @@ class IntentVerdict(ContractModel):
         "fast", description="What gave it: fast (character n-grams), early (MiniLM's first layers), embedding (all "
                             "of MiniLM), rules.")
     cut_tokens: int | None = Field(None, ge=0, description="Input was cut at this many tokens (None: not cut).")
+    waited_s: float | None = Field(
+        None, ge=0, description="Seconds the query waited for the classifier's first fit (a gateway just started: "
+        "no path accepts before it), then to be classified (None: it did not wait).")
 
 
 class KeywordMatch(ContractModel):

@@ -113,7 +113,7 @@ class LiveIntents:
 
     @property
     def status(self) -> Status:
-        """``fitting`` (queries on the slow path wait), ``ready``, or ``failed`` (no fitted classifier serves)."""
+        """``fitting`` (requests for auto wait), ``ready``, or ``failed`` (no fitted classifier serves)."""
         serving = self.serving
         if serving is None:
             return "failed" if self.reload_error is not None and not self._refitting else "fitting"
@@ -203,7 +203,7 @@ class LiveIntents:
 
     def _first_fit(self, serving: Serving) -> None:
         t0 = self._clock()
-        log.info("intents: fitting %s (%s); queries on the embedding path wait for it", _shape(serving),
+        log.info("intents: fitting %s (%s); requests for auto wait for it", _shape(serving),
                  serving.cache)
         try:
             serving.classifier.fit_embedding()

@@ -217,7 +217,7 @@ async def health(gw: OpsParts, request: web.Request) -> web.Response:
     ``storage`` (the spool's state, the records waiting) is there when the hooks tell it
     (:meth:`TraceHooks.storage_state` not None), and
     ``intents`` (``fitting``, ``ready`` or ``failed``) when ``routing.intents`` is configured: still
-    200 while fitting (requests are served; those on the embedding path wait for the fit), 503 once
+    200 while fitting (requests are served; those for ``auto`` wait for the fit), 503 once
     the fit failed and no fitted classifier serves.
     Degraded while the scrape loop has stopped or stalled, or while the hooks report a problem
     with where the traces go: :meth:`TraceHooks.health` (a reason, or None when fine), plain or

@@ -69,7 +69,7 @@ class PolicyGate(PolicyFile):
         config: The configuration (``routing`` is read).
         rules: The compiled rule set (None: no policy file; every method is then a no-op).
         path: The policy file, watched for changes when given.
-        clock: Monotonic seconds for the throttles (injected).
+        clock: Monotonic seconds for the throttles and the wait for the intents' first fit (injected).
         shared: Where replicas share the throttles' buckets (None: this process's own).
         hash_key: The query hash's HMAC key (``router.hash_key_env``'s), which keys the fingerprints
             of the header and metadata values an explanation withholds (None: plain SHA-256).
@@ -86,6 +86,7 @@ class PolicyGate(PolicyFile):
         self.live_intents = intents  # routing.intents: the classifier in force and its refits
         kw = config.routing.keywords
         self.keywords = None if kw is None else KeywordScorer(kw)
+        self._clock = clock
         self.throttles = Throttles(clock, shared)
         self.throttle_metrics: ThrottleMetrics | None = None  # set by count_throttles (the gateway's registry)
         # The guards before analysis (throttles.prefilter, .client, .shedding), on the same shared state.
@@ -212,7 +213,10 @@ class PolicyGate(PolicyFile):
                 return None
             verdict = clf.fast_verdict(text)
             if verdict is None:
+                fitting, t0 = not clf.is_fitted, self._clock()
                 verdict = await asyncio.get_running_loop().run_in_executor(None, partial(clf.classify, text))
+                if fitting:  # the first fit: the trace says how long the query waited for it
+                    verdict = verdict.model_copy(update={"waited_s": round(max(self._clock() - t0, 0.0), 3)})
             if self.intents is clf:
                 break
         return verdict

@@ -84,6 +84,9 @@ def intent_sentence(step: PolicyStep) -> str | None:
     if v is None:
         return None
     cut = f" Input cut at {v.cut_tokens} tokens." if v.cut_tokens is not None else ""
+    if v.waited_s is not None:
+        cut += (f" The query waited {fmt_waited(v.waited_s)} for the intents' first fit (the gateway had just "
+                "started) before it was classified.")
     threshold = DASH if v.threshold is None else fmt_num(v.threshold)
     if v.abstained:
         return (f"Intent abstained on the {v.path} path: nearest {v.nearest or DASH} at {fmt_num(v.confidence)} "

@@ -37,7 +37,7 @@ def _full(trace: DecisionTrace) -> DecisionTrace:
         policy="p.yaml sha256:0123", rule="legal", tried=[ClauseTried(rule="legal", matched=True, detail=["a: true"])],
         target="m-a", chain=["m-b"], chain_used=["m-a", "m-b"], throttled="wait", waited_s=0.25,
         intent=IntentVerdict(label=None, nearest="contract", confidence=0.41, threshold=0.55, abstained=True,
-                             path="embedding", cut_tokens=512),
+                             path="embedding", cut_tokens=512, waited_s=3.25),
         keywords=[KeywordMatch(pattern="(年报|财报)", weight=3.0)], keyword_score=3.0,
         attachments=[AttachmentInfo(message=0, part=1, declared="pdf", detected="docx", bytes=2048, mismatch=True)])
     inputs = DecisionInputs(

@@ -287,6 +287,11 @@ def test_the_first_fit_is_shown_while_it_runs_and_requests_wait_for_it(
             release.set()
             trace = await asyncio.wait_for(waiting, 120)  # served once the fit is done
             assert trace.policy is not None and trace.policy.intent is not None
+            # its trace says it waited (at least the 0.5 s it was seen waiting), not just a long total time
+            assert trace.policy.intent.waited_s is not None and trace.policy.intent.waited_s >= 0.5
+            later = await ask(client, hooks, "something about my parcel")
+            assert later.policy is not None and later.policy.intent is not None
+            assert later.policy.intent.waited_s is None  # fitted: no wait
             s = intents_of(await until(client, lambda s: intents_of(s).get("status") == "ready"))
             assert s["fit_s"] is not None and s["fit_s"] > 0
             health = await client.get("/health")

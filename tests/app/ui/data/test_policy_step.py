@@ -40,6 +40,15 @@ def test_an_abstained_intent_says_the_rule_layer_decided_and_the_cut() -> None:
     assert sentence is not None and "abstained on the embedding path: nearest contract at 0.41 < threshold 0.55" \
         in sentence and "Input cut at 512 tokens." in sentence
     assert ps.intent_sentence(PolicyStep(policy="p")) is None
+    assert "waited" not in sentence
+
+
+def test_a_query_that_waited_for_the_first_fit_says_how_long() -> None:
+    intent = IntentVerdict(label="contract", nearest="contract", confidence=0.82, threshold=0.58, path="fast",
+                           waited_s=64.651)
+    sentence = ps.intent_sentence(PolicyStep(policy="p", intent=intent))
+    assert sentence is not None and sentence.startswith("Intent contract at 0.82 (threshold 0.58, fast path).")
+    assert "waited 64.65 s for the intents' first fit" in sentence
 
 
 def test_a_rule_not_matched_shows_the_atom_that_failed_it_first() -> None:
