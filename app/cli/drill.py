@@ -81,6 +81,8 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:  # a parent is a file, or cannot be written
         where = f"--out {out}" if args.out else str(out)
         raise BadInput(f"{where}: cannot create the directory: {exc.strerror or exc}") from exc
+    # absolute: the paths written into out/config.yaml are read against that file's folder, not this one
+    out = out.resolve()
     config = scenario.config(0)
     # an external instance is a real server: it keeps its url, and the simulated fleet leaves it out
     simulated = [spec for spec in config.fleet.instances if spec.engine != EXTERNAL]
@@ -129,14 +131,21 @@ def _run(args: argparse.Namespace) -> int:
     (out / "report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
     print(format_summary(report))
     print(f"report: {out / 'report.json'}")
-    return _verify(out / "traces.duckdb", out / "verify.json")
+    return _verify(out / "traces.duckdb", out / "verify.json", answered=len(run.results))
 
 
-def _verify(db: Path, path: Path) -> int:
-    """Every decision of the drill re-decided under its own stored policy; 1 when one comes out different."""
+def _verify(db: Path, path: Path, *, answered: int) -> int:
+    """Every decision of the drill re-decided under its own stored policy; 1 when one comes out different.
+
+    No trace file after requests were sent is 1 too: the drill's decisions were not stored where it
+    reads them, so none was verified.
+    """
     from app.experiments.verify import summary_line, verify_file
 
     if not db.exists():
+        if answered:
+            err.print(f"[red]error:[/red] no trace file at {db} after {answered} requests: nothing was verified")
+            return 1
         err.print("[yellow]warning:[/yellow] no trace file: nothing to verify")
         return 0
     report = verify_file(db, datetime(1970, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC))

@@ -125,3 +125,20 @@ def test_the_leak_lasts_to_the_end_and_drift_keeps_answering(drills) -> None:
     drift_report = drills["drift"][2]
     (drift,) = drift_report["faults"]
     assert drift["window"]["errors"] == 0  # drift is silent at the HTTP level
+
+
+def test_a_drill_with_its_default_out_folder_verifies_its_decisions(tmp_path: Path) -> None:
+    """Run from a folder of the user's, ``--out`` not given: the traces land where the verify step reads them.
+
+    (Its config named the trace file by a relative path, read against the config's own folder, so
+    the traces went one ``.routelens/drills/...`` deeper and the verify step found none.)
+    """
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "app", "drill", "run", str(ROOT / "sim" / "scenarios" / "crash.yaml"),
+                           "--speed", str(SPEED)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout
+    (out,) = (tmp_path / ".routelens" / "drills").iterdir()
+    verify = json.loads((out / "verify.json").read_text())
+    assert "replay --verify: " in proc.stdout and verify["reproduced"] > 0 and verify["mismatched"] == 0, verify
+    assert not (out / ".routelens").exists()
