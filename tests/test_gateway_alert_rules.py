@@ -81,8 +81,10 @@ def test_the_routing_budget_is_15_percent_of_the_upstreams_time_and_recorded() -
     """Seed 003 §1: the alert and the recorded ratio read the same expression; the alert fires above 0.15."""
     by_name = {r.get("alert") or r["record"]: r for r in every_rule()}
     alert = by_name["RouteLensRoutingOverBudget"]
-    ratio, _, threshold = alert["expr"].rpartition(">")
+    over, _, enough = alert["expr"].partition(" and ")  # and only with traffic enough to mean something
+    ratio, _, threshold = over.rpartition(">")
     assert float(threshold) == 0.15 and alert["for"] in ("2m", "3m", "5m")
+    assert "routelens_gateway_routing_duration_seconds_count[5m]" in enough and enough.split()[-2:] == [">=", "20"]
     assert by_name["instance:routelens_gateway_routing_over_upstream:ratio_rate5m"]["expr"].split() == ratio.split()
     assert "routelens_gateway_routing_duration_seconds_sum" in ratio and "[5m]" in ratio
 
