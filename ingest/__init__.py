@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ingest.pipeline.metrics import EmitterCollector
     from ingest.pipeline.quarantine import Quarantine
     from ingest.record_sink import PreparedBatch, RecordBatch, RecordSink, Rejected, WriteResult
+    from ingest.spool.durable_spool import spool_backlog
     from ingest.trace_store import MAX_LIMIT, BadCursor, TraceStore
 
 # public name -> the module that defines it (``module:name`` where it is named otherwise there)
@@ -85,6 +86,7 @@ _EXPORTS: dict[str, str] = {
     "SpoolFull": "ingest.errors",
     "SpoolUnavailable": "ingest.errors",
     "TraceEmitter": "ingest.pipeline.emitter",
+    "spool_backlog": "ingest.spool.durable_spool",
     "TraceStore": "ingest.trace_store",
     "Unauthorized": "ingest.http_api.client",
     "WriteResult": "ingest.record_sink",
@@ -144,6 +146,7 @@ __all__ = [
     "ips_report",
     "readable_state",
     "wilson_interval",
+    "spool_backlog",
 ]
 
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from app.run.storage import pipeline_paths, quarantine_in, worker_paths
-from ingest import RecordSink, TraceEmitter
+from ingest import RecordSink, TraceEmitter, spool_backlog
 from schemas.config.storage import StorageSettings
 
 __all__ = ["Delivery", "deliver_stranded", "stranded_workers"]
@@ -77,10 +77,12 @@ def deliver_stranded(st: StorageSettings, db_path: str, workers: int, relay: Cal
     numbers = stranded_workers(st, db_path, workers)
     if not numbers:
         return []
-    if relay is None:
-        say(f"warning: the spools of gateway-{', gateway-'.join(map(str, numbers))} hold records this serve "
-            f"does not deliver (the store is in its process); serve with --workers {numbers[-1] + 1} "
-            "and a store process to deliver them")
+    if relay is None:  # a spool folder a clean stop emptied holds nothing: only those with records are named
+        held = {n: spool_backlog(worker_paths(st, db_path, n)[0]) for n in numbers}
+        if numbers := [n for n in numbers if held[n]]:
+            say(f"warning: the spools of gateway-{', gateway-'.join(map(str, numbers))} hold "
+                f"{sum(held.values())} records this serve does not deliver (the store is in its process); serve "
+                f"with --workers {numbers[-1] + 1} and a store process to deliver them")
         return []
     out = []
     for n in numbers:

@@ -34,7 +34,7 @@ from ingest.spool.folder import adopt_spares, delete, load_ack, recover, retire,
 from ingest.spool.mirror import Mirror
 from ingest.spool.segment import FILE_HEADER, Frame, Segment, fits_after
 
-__all__ = ["DurableSpool"]
+__all__ = ["DurableSpool", "spool_backlog"]
 
 log = logging.getLogger(__name__)
 _FULL_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
@@ -294,3 +294,18 @@ class DurableSpool:
             self._segments.clear()
             self._spares.clear()
             self._writer = self._read_seg = None
+
+
+def spool_backlog(folder: str | Path) -> int:
+    """How many records the spool in ``folder`` holds undelivered (0: none, or no spool there).
+
+    Opening the spool recovers it as a start would (a torn last frame is cut off): only for a spool
+    no process writes.
+    """
+    if not Path(folder).is_dir():
+        return 0
+    spool = DurableSpool(folder)
+    try:
+        return spool.pending()
+    finally:
+        spool.close()
