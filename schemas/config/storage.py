@@ -7,9 +7,9 @@ Elasticsearch to scale out). The defaults suit one machine; nothing here is requ
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from schemas.common import ContractModel
 from schemas.paths import OutputPath
@@ -37,6 +37,11 @@ class SpoolSettings(ContractModel):
     max_record_bytes: int = Field(1024 * 1024, ge=1024, description="Larger records are quarantined.")
 
 
+def _refresh_word(value: object) -> object:
+    """YAML reads ``refresh: false`` as a boolean: the words Elasticsearch takes are meant."""
+    return str(value).lower() if isinstance(value, bool) else value
+
+
 class ElasticsearchSettings(ContractModel):
     """The Elasticsearch backend (data streams with a lifecycle in the index template)."""
 
@@ -52,10 +57,11 @@ class ElasticsearchSettings(ContractModel):
     retention_days: int = Field(30, ge=1, description="Data stream lifecycle data_retention.")
     request_timeout_s: float = Field(10.0, gt=0)
     max_retries: int = Field(5, ge=0, description="Bulk retries of 429 answers (exponential backoff).")
-    refresh: Literal["false", "wait_for", "true"] = Field(
+    refresh: Annotated[Literal["false", "wait_for", "true"], BeforeValidator(_refresh_word)] = Field(
         "wait_for",
         description="Bulk refresh: 'wait_for' makes a stored trace searchable before the pipeline lets it go from "
-        "its read-your-writes cache; 'true' forces a refresh (tests); 'false' is fastest.",
+        "its read-your-writes cache; 'true' forces a refresh (tests); 'false' is fastest (YAML's unquoted "
+        "false and true are taken as these words).",
     )
 
 

@@ -102,3 +102,21 @@ def test_gateway_workers_out_of_range_are_refused(workers: object) -> None:
 
     with pytest.raises(ValidationError):
         GatewaySettings(workers=workers)
+
+
+@pytest.mark.parametrize(("written", "read"), [("false", "false"), ("true", "true"), ('"false"', "false"),
+                                               ("wait_for", "wait_for")])
+def test_elasticsearch_refresh_as_the_docs_write_it_in_yaml(written: str, read: str) -> None:
+    """``refresh: false`` unquoted is a YAML boolean: it means Elasticsearch's word, as the docs write it."""
+    text = (f"fleet: {{instances: [{{id: a, model: m, url: 'http://127.0.0.1:9101'}}]}}\n"
+            "storage:\n  backend: elasticsearch\n  elasticsearch:\n    url: http://127.0.0.1:9200\n"
+            f"    refresh: {written}\n")
+    es = parse_yaml_model(RouteLensConfig, text, "es.yaml").storage.elasticsearch
+    assert es is not None and es.refresh == read
+
+
+def test_elasticsearch_refresh_other_than_its_words_is_refused_at_its_line() -> None:
+    text = ("fleet: {instances: [{id: a, model: m, url: 'http://127.0.0.1:9101'}]}\n"
+            "storage:\n  backend: elasticsearch\n  elasticsearch:\n    url: http://127.0.0.1:9200\n    refresh: 1\n")
+    with pytest.raises(ConfigError, match=r"es.yaml:6: storage.elasticsearch.refresh"):
+        parse_yaml_model(RouteLensConfig, text, "es.yaml")
