@@ -4,8 +4,14 @@
 #
 #   docker build -t routelens .                                    # the es extra; add probes for the
 #   docker build -t routelens --build-arg EXTRAS=es,probes .       # semantic probe and intents (torch: large)
-#   docker run -p 8080:8080 -v "$PWD/routelens.yaml:/srv/routelens.yaml:ro" routelens
+#   docker run -p 8080:8080 -v "$PWD/my-routelens.yaml:/srv/routelens.yaml:ro" \
+#     -e ROUTELENS_API_KEYS=... -e ROUTELENS_READ_TOKEN=... -e ROUTELENS_INTAKE_TOKEN=... routelens
 #
+# The image serves on 0.0.0.0, and off loopback RouteLens refuses to start open: the config must name the
+# variables holding the keys (gateway.api_keys_env, storage.read_token_env, storage.intake_token_env), and
+# its fleet URLs must reach your instances from inside the container. The repository's routelens.yaml is
+# the loopback demo's (a simulated fleet on 127.0.0.1, no keys) and does not start here: begin from
+# deploy/routelens.compose.yaml, which names ROUTELENS_API_KEYS, ROUTELENS_READ_TOKEN and ROUTELENS_INTAKE_TOKEN.
 # Paths in routelens.yaml are relative to it: mount the files it names (policies, intents routes) beside
 # it under /srv. The data (trace file, spool) goes to /srv/.routelens, a volume owned by uid 10001.
 # docker-compose.yml's services run this image with deploy/routelens.compose.yaml (copied into /srv/deploy).
