@@ -6,7 +6,8 @@
 embedding model is not installed); ``--json`` then prints a list. Exit 0 when every result is
 ``ok``, 1 otherwise: an instance that gives no answer (refused, timed out, a 5xx), even to ``GET
 /v1/models``, fails every probe. Exit 2 on bad input (``--timeout`` not above 0, ``--api-key-env``
-naming an unset variable) or when the instance answers ``GET /v1/models`` with no model id. The
+naming an unset variable, a URL that is not an http(s) URL with a host or that ends in ``/v1``) or when the
+instance answers ``GET /v1/models`` with no model id. The
 model defaults to the first id of the instance's ``GET /v1/models``. A single latency probe only learns (``learning
 baseline (1/n)``) unless it has the instance's baseline: ``--baselines FILE``, or, for a URL of the
 ``--config`` fleet, the file the prober keeps (the instance is then probed under its id and model).
@@ -18,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import urllib.parse
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,7 +27,7 @@ import aiohttp
 from rich.console import Console
 from rich.markup import escape
 
-from app.cli._common import config_of, err, fail, stdout_console
+from app.cli._common import BadInput, config_of, err, fail, http_url, stdout_console
 from probes.http import fetch
 from probes.syntax import upstream_error
 from probes.types import Target
@@ -33,7 +35,7 @@ from schemas.common import ProbeKind, ProbeVerdict
 from schemas.config.probes import ProbeSettings
 from schemas.probe import ProbeResult
 
-__all__ = ["Unreachable", "api_key_of", "first_model", "probe_settings", "register"]
+__all__ = ["Unreachable", "api_key_of", "base_url", "first_model", "probe_settings", "register"]
 
 _COLOURS = {ProbeVerdict.OK: "green", ProbeVerdict.DEGRADED: "yellow", ProbeVerdict.FAILED: "red"}
 
@@ -112,6 +114,7 @@ async def _probe(args: argparse.Namespace) -> int:
     except ValueError as exc:
         fail(f"{exc}")
         return 2
+    args.url = base_url(args.url)
     settings = probe_settings(args)
     instance, model_of, baselines = _as_configured(args)
     missing = available()
@@ -136,6 +139,19 @@ async def _probe(args: argparse.Namespace) -> int:
                              baselines=store)
         results = [await runner.run(kind, target) for kind in kinds]
     return _report(args, results)
+
+
+def base_url(url: str, source: str = "URL") -> str:
+    """``url`` as the instance's base URL (an http(s) URL with a host, not ending in ``/v1``).
+
+    Raises:
+        BadInput: It is not one (exit 2: the input is wrong, not the instance).
+    """
+    url = http_url(url, source)
+    if urllib.parse.urlsplit(url).path.endswith("/v1"):
+        raise BadInput(f"{source} {url!r} ends in /v1: give the instance's base URL without /v1 (the probes add "
+                       "/v1/models and /v1/chat/completions)")
+    return url
 
 
 def _as_configured(args: argparse.Namespace) -> tuple[str, str | None, str | None]:

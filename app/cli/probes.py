@@ -27,7 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from app.cli._common import BadInput, config_of, err, fail, log_settings_of, port, stdout_console
-from app.cli.probe import api_key_of, first_model, probe_settings
+from app.cli.probe import api_key_of, base_url, first_model, probe_settings
 from app.run.logs import add_log_arguments
 from probes.references import Calibration, calibrate, dump_references, load_references
 from probes.types import Target
@@ -101,7 +101,9 @@ def _calibrate(args: argparse.Namespace) -> int:
     problem = _check_write(args.write) if args.write else None
     try:
         api_key_of(args)
-    except ValueError as exc:
+        args.url = [base_url(u, "--url") for u in args.url]
+        args.drifted_url = [base_url(u, "--drifted-url") for u in args.drifted_url]
+    except ValueError as exc:  # BadInput is one
         problem = problem or str(exc)
     if problem:
         fail(problem)

@@ -57,6 +57,21 @@ def test_bad_flags_exit_2(cmd: list[str], flags: list[str], words: tuple[str, ..
     assert captured.out == ""
 
 
+@pytest.mark.parametrize(("cmd", "flag"), [(["probe"], "URL"), (["probes", "calibrate", "--url"], "--url"),
+                                           (["probes", "calibrate", "--url", "http://127.0.0.1:9", "--drifted-url"],
+                                            "--drifted-url")])
+@pytest.mark.parametrize(("url", "words"), [("notaurl", ("not an http:// or https:// URL",)),
+                                            ("http://127.0.0.1:9/v1", ("ends in /v1", "without /v1"))])
+def test_a_url_that_is_not_an_instances_base_url_is_bad_input(cmd: list[str], flag: str, url: str,
+                                                              words: tuple[str, ...],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 2 naming the URL, not exit 1 as an unhealthy instance (or a connection error to a wrong path)."""
+    assert main([*cmd, url]) == 2
+    captured = capsys.readouterr()
+    _one_error_line(captured.err, flag, url, *words)
+    assert captured.out == ""
+
+
 def test_calibrate_zero_samples_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["probes", "calibrate", "--url", "http://127.0.0.1:9", "--samples", "0"]) == 2
     _one_error_line(capsys.readouterr().err, "--samples")
