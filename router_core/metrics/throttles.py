@@ -49,8 +49,12 @@ class ThrottleMetrics:
         self._observers: dict[str, Callable[[float], None]] = {}
 
     def declare(self, rule: str, overflow: str) -> None:
-        """Show a throttled rule's series at 0 before its first overflow (``rate`` sees the first one)."""
-        for action in ("admitted", overflow, "reject") if overflow == "wait" else ("admitted", overflow):
+        """Show a throttled rule's series at 0 before its first overflow (``rate`` sees the first one).
+
+        ``reject`` is shown for every rule, one that chains too (it never refuses): the share of a rule's
+        requests refused is then 0 for it, not an empty result.
+        """
+        for action in dict.fromkeys(("admitted", overflow, "reject")):
             self.throttled.labels(rule, action)
         if overflow == "wait":
             self._observer(rule)

@@ -83,7 +83,8 @@ def test_each_request_a_throttled_rule_matched_is_counted_by_rule_and_action() -
     gate, registry = gate_of(POLICY, Clock())
     got = scraped(registry)  # before any request: every throttled rule's series, at 0
     assert {(dict(k)["rule"], dict(k)["action"]) for n, k in got if n == THROTTLED} == {
-        ("chained", "admitted"), ("chained", "chain"), ("refused", "admitted"), ("refused", "reject"),
+        ("chained", "admitted"), ("chained", "chain"), ("chained", "reject"), ("refused", "admitted"),
+        ("refused", "reject"),
         ("queued", "admitted"), ("queued", "wait"), ("queued", "reject")}
     assert all(v == 0 for (n, _), v in got.items() if n.startswith("routelens_rule_") and not n.endswith("_created"))
     assert got.value(WAIT + "_count", rule="queued") == 0
