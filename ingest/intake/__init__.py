@@ -10,4 +10,6 @@
   fields (``generic``, or a custom mapping).
 - :mod:`~ingest.intake.store_range`: numbers a valid trace may carry that no store holds (an
   integer beyond 64 bits, ``inf``, ``nan``), refused on their line.
+- :mod:`~ingest.intake.non_finite`: a record the JSON parser refused for ``NaN``, ``Infinity`` or a
+  number beyond a double (``1e400``), refused naming the field that holds it.
 """

@@ -61,10 +61,13 @@ Locks, each made and owned by one object
 - ``Quarantine._lock``: appends to the quarantine file.
 - ``ExportQueue._lock`` (and ``_done``, a condition on it): one exporter's queue and counters;
   ``emit()`` takes it under ``Backlog.lock`` to offer a record, the exporter's thread alone.
+- ``Origins._lock``: the file and line of each intake trace on its way to the store, filed by the
+  intake's threads before ``emit()`` and taken by the writer at step 7.
 
 Modules: ``emitter``, ``pending`` (traces not stored yet, for read-your-writes), ``pending_verdicts``
 (feedback records not stored yet, those a spool held at start-up included: one verdict per request),
-``storage_health`` (what ``/health`` says of storage), ``backlog``, ``batcher``, ``sink_calls`` (the
+``storage_health`` (what ``/health`` says of storage), ``backlog``, ``batcher``, ``origins`` (where an
+intake trace came from, for a refusal at step 7), ``sink_calls`` (the
 batcher's prepare and write calls: retries, halving, quarantine), ``priority`` (storage threads
 yield the CPU), ``export_queue``, ``stats`` (the counters), ``quarantine`` (bad records, kept with
 their reason) and ``metrics`` (the counters as a Prometheus collector).

@@ -21,9 +21,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from ingest.kinds import Kind
 from ingest.pipeline.backlog import Backlog, Taken
+from ingest.pipeline.origins import NONE_SETTLED, Origins
 from ingest.pipeline.priority import lower_priority
 from ingest.pipeline.sink_calls import FAULT_TRIES, SinkCalls
 from ingest.pipeline.stats import PipelineStats, SinkStats
@@ -41,7 +43,15 @@ PIECE = 8192
 
 # A piece of the backlog and its preparation (None: the sink's prepare raised; it is written in parts).
 _Piece = tuple[Taken, PreparedBatch | None]
-Reject = Callable[[Kind, bytes, str], object]  # (kind, payload, reason) of a record the sink refused
+
+
+class Reject(Protocol):
+    """Quarantines a record the sink refused."""
+
+    def __call__(self, kind: Kind, payload: bytes, reason: str, /, **origin: str | int) -> object:
+        """``origin``: its ``source`` and ``line`` when known (:mod:`ingest.pipeline.origins`), else nothing."""
+
+
 Delivered = Callable[[list[Frame]], None]  # the frames of one write, stored and acknowledged
 
 
@@ -61,6 +71,10 @@ class Batcher:
         flush_interval_s: Longest wait for a batch to fill.
         fsync_interval_s: Flush the spool this often (None: never from here).
         sleep: Backoff sleep (injected by tests); default waits on the abort event.
+
+    Attributes:
+        origins: Where the traces taken from outside came from (filed by the intake): one the sink
+            refuses is quarantined under its origin (``source``, ``line``) when one is held.
     """
 
     def __init__(
@@ -78,6 +92,7 @@ class Batcher:
         sleep: Callable[[float], None] | None = None,
     ) -> None:
         self._backlog = backlog
+        self.origins = Origins()
         self.sink = sink
         self._stats = stats
         self._sink_stats = sink_stats
@@ -239,8 +254,9 @@ class Batcher:
         stats.replayed += old
         self._sink_stats.rejected += len(result.rejected)
         self._sink_stats.delivered += max(0, len(taken.frames) - len(result.rejected))
-        for item in result.rejected:
-            self._reject(item.kind, item.payload, item.reason)
+        settled = self.origins.settle(taken.frames) if self.origins else NONE_SETTLED  # empty: no work
+        for item in result.rejected:  # an intake line's trace as from its line, like the intake's own refusals
+            self._reject(item.kind, item.payload, item.reason, **settled.of(item.payload))
         self._backlog.ack(taken)
         self._delivered(taken.frames)
         self._hand(-len(taken.frames))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import threading
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
@@ -25,19 +26,40 @@ from ingest.codec.encoder import content_id, dumps
 from ingest.codec.stored_rows import model_in
 from schemas.records import QuarantinedRecord
 
-__all__ = ["Quarantine", "describe_validation_error", "redact"]
+__all__ = ["NOT_FINITE", "Quarantine", "describe_validation_error", "redact"]
 
 log = logging.getLogger(__name__)
 REDACTED = "[redacted]"
 _MAX_RAW = 64 * 1024
 
 
+_BOUNDS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+NOT_FINITE = "Input should be a finite number"  # pydantic's own words (its ``finite_number`` error)
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether ``value`` is NaN or an infinity, or a string pydantic reads as one (``"nan"``, ``"1e400"``)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, str):
+        try:
+            return not math.isfinite(float(value))
+        except ValueError:
+            return False
+    return False
+
+
 def describe_validation_error(exc: ValidationError, limit: int = 5) -> str:
-    """Return ``loc: message`` for the first errors, never echoing the input values."""
+    """Return ``loc: message`` for the first errors, never echoing the input values.
+
+    A bound's error on NaN or an infinity (``"nan"`` on a field ``ge=0``: NaN compares false with
+    everything) says what is wrong with it, that it is not a finite number, not that it is out of range.
+    """
     parts = []
-    for err in exc.errors(include_input=False, include_url=False)[:limit]:
+    for err in exc.errors(include_url=False)[:limit]:
         loc = ".".join(str(p) for p in err["loc"]) or "<record>"
-        parts.append(f"{loc}: {err['msg']}")
+        msg = NOT_FINITE if err["type"] in _BOUNDS and _non_finite(err.get("input")) else err["msg"]
+        parts.append(f"{loc}: {msg}")
     more = exc.error_count() - limit
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 

@@ -57,9 +57,10 @@ def test_the_intake_quarantines_a_different_trace_under_a_stored_id(tmp_path: Pa
         assert em.flush(10)  # the quarantine records the sink's refusals emitted
         status, q = await call("GET", f"/v1/quarantine?{window}")
         assert status == 200
-        got = sorted((r["request_id"], r["reason"], r["source"]) for r in q["records"])
-        assert got == sorted([(b.request_id, conflict_reason(b.request_id), "sink"),
-                              (c.request_id, conflict_reason(c.request_id), "sink")])
+        got = sorted((r["request_id"], r["reason"], r["source"], r["line"]) for r in q["records"])
+        # as from the body's lines (2 and 4 of the second request), like the intake's own refusals
+        assert got == sorted([(b.request_id, conflict_reason(b.request_id), "intake", 2),
+                              (c.request_id, conflict_reason(c.request_id), "intake", 4)])
 
     serve(tmp_path, check)
 
