@@ -31,7 +31,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     """Add ``demo``."""
     p = sub.add_parser("demo", parents=[common], help="fleet + gateway + app + a scripted day, until Ctrl-C")
     p.add_argument("--no-app", action="store_true", help="do not start the Streamlit app")
-    p.add_argument("--duration", type=float, help="stop by itself after this many seconds")
+    p.add_argument("--duration", type=float, metavar="S",
+                   help="stop by itself S seconds after the day begins (the parts start first: about 20 s, and "
+                        "on a first run a minute more while the gateway fits the semantic intents)")
     p.add_argument("--rps", type=float,
                    help="the day's mean traffic rate at --speed 1 (default: the script's)")
     p.add_argument("--speed", type=float, default=1.0,

@@ -4,7 +4,9 @@ The day (``app/run/demo_day.yaml``, a drill file in the package; ``--script`` an
 fleet, KV pressure on one instance, a semantic drift on another, a crash, two experiment arms and a
 shadow, feedback marking misroutes. Each event is printed as the gateway sees it, with the page of
 the app that shows it (:mod:`app.run.narrator`); the configuration is paced for a day of minutes
-(:func:`app.run.demo_day.demo_config`), ``--speed`` times faster again.
+(:func:`app.run.demo_day.demo_config`), ``--speed`` times faster again. The day begins once the
+gateway routes without waiting: its semantic intents fitted (:func:`app.run.demo_day.wait_for_intents`);
+``--duration`` counts from then.
 
 Ports come from the configuration; any that is taken is replaced by a free one (and said so), and
 the derived configuration is written next to the trace file so the children share it.
@@ -27,6 +29,7 @@ import shutil
 import signal
 import sys
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
@@ -35,7 +38,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from app.run.demo_day import DEFAULT_SCRIPT, DayThread, demo_config, load_day
+from app.run.demo_day import DEFAULT_SCRIPT, DayThread, demo_config, load_day, wait_for_intents
 from app.run.logs import DEFAULT_LOG, LogSettings, configure
 from app.run.narrator import Narrator
 from app.run.procs import Child, app_command, free_port, port_is_free, wait_http
@@ -144,7 +147,8 @@ def run_demo(
 ) -> int:
     """Run the demo; return 0 after a clean stop, 1 when a part failed to start, 2 for a bad script.
 
-    ``log``: how much the demo and the processes it starts log, and in what form (:mod:`app.run.logs`).
+    ``duration_s``: stop this many seconds after the day began (None: when stopped). ``log``: how much
+    the demo and the processes it starts log, and in what form (:mod:`app.run.logs`).
     """
     configure(log, "demo")
     try:
@@ -199,6 +203,9 @@ def run_demo(
             if not wait_http(f"{app_url}/_stcore/health", 90, app.alive):
                 print("error: the app did not start", file=sys.stderr)
                 return 1
+        # the day's first requests for auto would wait for the intents' first fit, then all come at once
+        if not wait_for_intents(gateway, stop=stop, say=lambda line: print(line, flush=True), alive=serve.alive):
+            return 0 if stop.is_set() else 1
 
         out = _HeldLines()
         curve = day.traffic.curve
@@ -215,6 +222,7 @@ def run_demo(
         player = DayThread(day, cfg, gateway, on_result=on_result, on_inject=narrator.on_inject,
                            on_day=narrator.on_day)
         player.start()
+        began = time.monotonic()  # --duration counts from here: what came before is the parts starting
         # watching from the day's first second: what happens before the banner is printed after it
         threading.Thread(target=narrator.watch, args=(stop,), daemon=True).start()
         while not first_id and not stop.wait(0.2):
@@ -222,7 +230,7 @@ def run_demo(
         _banner(cfg, gateway, app_url if with_app else None, first_id[0] if first_id else None, day, speed)
         print("Press Ctrl-C to stop.", flush=True)
         out.release()
-        stop.wait(duration_s)
+        stop.wait(None if duration_s is None else max(0.0, duration_s - (time.monotonic() - began)))
         stop.set()
         player.stop()
         verify = True

@@ -1,4 +1,4 @@
-"""The demo's scripted day: its configuration, derived from the one given, and the thread that plays it.
+"""The demo's scripted day: its configuration, derived from the one given, the wait before it, the thread that plays it.
 
 :func:`demo_config` paces the given configuration for a day that lasts minutes instead of hours,
 ``speed`` times faster again when asked (the tests run a day in tens of seconds): probes every
@@ -8,14 +8,25 @@ the simulated models given the built-in mix's accuracy and price class where the
 leaves them out (so that where a request goes changes how well it is answered), and an
 experiment with two arms and a shadow when the configuration has none. The shipped
 ``routelens.yaml`` is never rewritten: the derived configuration is written next to the trace file.
+
+:func:`wait_for_intents` holds the day back until the gateway routes ``auto`` without waiting: its
+semantic intents fitted (a first run has no cache beside the routes file: about a minute). Started
+before, the day's first requests all waited for the fit, then came at once: breakers opened, the
+error rate broke, and the first day looked like no other.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import threading
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from schemas.config import RouteLensConfig
 from schemas.config.experiments import ExperimentsSettings
@@ -23,7 +34,7 @@ from sim.day import Injected, fleet_instance_of, play_days
 from sim.scenarios import Scenario, load_scenario
 from sim.traffic import TrafficResult
 
-__all__ = ["DEFAULT_SCRIPT", "DayThread", "demo_config", "load_day"]
+__all__ = ["DEFAULT_SCRIPT", "INTENTS_WAIT_S", "DayThread", "demo_config", "load_day", "wait_for_intents"]
 
 DEFAULT_SCRIPT = Path(__file__).resolve().with_name("demo_day.yaml")  # in the package: installed too
 PROBE_EVERY_S = 5.0  # a day of minutes: a drift must be caught within seconds, not after 2 of 3 rounds of 30 s
@@ -31,6 +42,7 @@ RECOVER_AFTER = 3  # passing probes in a row that let a drifted instance back (s
 # The day's load swings (a diurnal curve), and probe latency with it: a probe is "degraded" at twice its
 # baseline, not at +20%, so that the latency alerts the demo shows are the KV pressure's, not the noon peak's.
 LATENCY_TOLERANCE = 1.0
+INTENTS_WAIT_S = 600.0  # the semantic intents' fit the day waits for at most (a first run's: about a minute)
 _MIN_SCRAPE_S = 0.05
 _MIN_STALE_S = 2.0  # a crash is the breaker's to find: metrics go stale no sooner than this
 _DEMO_EXPERIMENT = {
@@ -99,6 +111,78 @@ def demo_config(config: RouteLensConfig, speed: float = 1.0) -> RouteLensConfig:
     if experiments is None or len(experiments.arms) < 2 or experiments.shadow is None:
         update["experiments"] = ExperimentsSettings.model_validate(_DEMO_EXPERIMENT)
     return config.model_copy(update=update)
+
+
+def _get_json(url: str) -> dict[str, Any] | None:
+    """``url``'s JSON body (a 503's too: ``/health`` says why), or None when there is no answer to read."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            body = resp.read()
+    except urllib.error.HTTPError as exc:  # before OSError, its base: a degraded /health still has its body
+        with exc:
+            body = exc.read()
+    except OSError:
+        return None
+    try:
+        found = json.loads(body)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _fitting_line(gateway: str) -> str:
+    """``fitting the semantic intents (5 routes, 120 examples; no cache yet: a first run, about a minute) ...``."""
+    state = (_get_json(f"{gateway}/v1/router/state") or {}).get("intents") or {}
+    cache = state.get("cache")  # "no cache yet", "K of N routes cached", or "no embedding path: no cache"
+    said = [f"{state['routes']} routes, {state['examples']} examples"] if state.get("routes") else []
+    said += ["no cache yet: a first run, about a minute" if cache == "no cache yet" else cache] if cache else []
+    return "fitting the semantic intents" + (f" ({'; '.join(said)})" if said else "") + " before the day begins ..."
+
+
+def wait_for_intents(gateway: str, *, stop: threading.Event, say: Callable[[str], None],
+                     alive: Callable[[], bool] = lambda: True, timeout_s: float = INTENTS_WAIT_S,
+                     poll_s: float = 0.5, clock: Callable[[], float] = time.monotonic) -> bool:
+    """Wait until the gateway's ``/health`` says ``"intents": "ready"``; True when the day may begin.
+
+    No ``intents`` in it (``routing.intents`` not configured): at once. ``failed``: said, and the day
+    goes on (its requests for ``auto`` are routed without an intent). While ``fitting``, one line
+    says so, and one more how long it took. False (and said on stderr) when the gateway stopped
+    answering or it is still fitting after ``timeout_s``; False, unsaid, when ``stop`` is set.
+
+    Args:
+        gateway: The gateway's base URL.
+        stop: Set when the demo is stopped (Ctrl-C): the wait ends.
+        say: Where the lines go.
+        alive: False once the gateway's process has ended.
+        timeout_s: How long a fit may take.
+        poll_s: Seconds between reads of ``/health``.
+        clock: Monotonic seconds.
+    """
+    t0, said = clock(), False
+    while not stop.is_set():
+        health = _get_json(f"{gateway}/health")
+        status = None if health is None else health.get("intents", "ready")
+        if status == "ready":
+            if said:
+                say(f"semantic intents ready after {clock() - t0:.0f} s: the day begins")
+            return True
+        if status == "failed":
+            say(f"the semantic intents' fit failed ({(health or {}).get('reason', 'no reason given')}): the day "
+                f"goes on, its requests for auto routed without an intent")
+            return True
+        if status == "fitting" and not said:
+            said = True
+            say(_fitting_line(gateway))
+        if not alive():
+            print("error: the gateway stopped before its semantic intents were fitted", file=sys.stderr)
+            return False
+        if clock() - t0 >= timeout_s:
+            what = "still fitting" if status == "fitting" else "not answered by /health"
+            print(f"error: the gateway's semantic intents were {what} after {timeout_s:g} s (routing.intents); "
+                  f"its log above says how far the fit got", file=sys.stderr)
+            return False
+        stop.wait(poll_s)
+    return False
 
 
 class DayThread:

@@ -4,16 +4,19 @@ One line per event, ``HH:MM:SS <what happened>: <page URL>``. The events come fr
 they happen, not from the script: the constraint latches, probe verdicts and breaker transitions
 of ``GET /v1/router/state``, the alerts of ``GET /v1/alerts``, and from the store the rules, arms
 and shadow that decided the day's traffic; the script's own faults and the feedback that marks a
-misroute come from the day's thread. Without the app, the line names the gateway's API route.
+misroute come from the day's thread. Without the app, the line names the gateway's API route that
+answers the same question (the day's window where the route needs one).
 """
 
 from __future__ import annotations
 
+import operator
 import re
 import threading
 from collections import deque
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -23,6 +26,7 @@ from schemas.config import ConstraintSpec, RouteLensConfig
 from sim.day import Injected
 from sim.faults import DEFAULT_PRESSURE
 from sim.traffic import TrafficResult
+from sim.traffic_report import is_judged_correct
 
 __all__ = ["Narrator"]
 
@@ -31,12 +35,27 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _describe(inj: Injected, seconds: Callable[[float], str]) -> str:
+_FEEDBACK_TAKEN = (200, 201, 202)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pressure:
+    """One kv-pressure fault the script started: its share of the KV cache at its peak, until when."""
+
+    peak: float
+    until: datetime | None
+
+
+def _describe(inj: Injected, seconds: Callable[[float], str], held: float = 0.0) -> str:
+    """The script's fault as said; ``held``: the KV cache share other kv-pressure on the instance holds now."""
     spec = inj.spec
     lasting = f" for {seconds(spec.duration_s)}" if spec.duration_s is not None else ""
     match spec.kind.value:
         case "kv-pressure":
             peak = DEFAULT_PRESSURE if spec.rate is None else spec.rate
+            if held > 0:  # the simulator adds the shares: a burst on top of a batch job holds both
+                return (f"script: a burst takes another {peak:.0%} of {inj.instance}'s KV cache on top of the batch "
+                        f"job ({held + peak:.0%} in all){lasting} (load the router does not send)")
             return (f"script: a neighbour's batch job takes up to {peak:.0%} of {inj.instance}'s KV cache{lasting} "
                     f"(load the router does not send)")
         case "drift":
@@ -98,16 +117,28 @@ class Narrator(StoreChecks):
         self._day, self._day_start = -1, self._now()
         self._firsts: set[str] = set()
         self._recent: deque[str] = deque(maxlen=64)
-        self._requests = self._misroutes = self._shadows_seen = 0
+        self._requests = self._errors = self._misroutes = self._shadows_seen = 0
         self._state: dict[str, Any] = {}
+        self._pressures: dict[str, list[_Pressure]] = {}
 
     # -- lines ------------------------------------------------------------------------------------
-    def page(self, path: str, api: str, **params: str) -> str:
-        """The app page ``path`` with ``params``, or the gateway's ``api`` route without the app."""
-        query = urlencode({k: v for k, v in params.items() if v})
+    def page(self, path: str, api: str, api_query: Mapping[str, str] | None = None, **params: str) -> str:
+        """The app page ``path`` with ``params``; without the app, the gateway's ``api`` route with ``api_query``.
+
+        The page's and the route's parameters differ (a page's ``window=15m``, a route's ``start``
+        and ``end``; ``instance`` filters a route's traces by the instance that served them).
+        """
         if self.app is None:
-            return f"{self.gateway}{api}"
+            query = urlencode({k: v for k, v in (api_query or {}).items() if v})
+            return f"{self.gateway}{api}" + (f"?{query}" if query else "")
+        query = urlencode({k: v for k, v in params.items() if v})
         return f"{self.app}/{path}" + (f"?{query}" if query else "")
+
+    def day_window(self, end: datetime | None = None) -> dict[str, str]:
+        """The API's ``start`` and ``end`` of the day under way (``end``: its scripted end, unless given)."""
+        start = self._day_start
+        end = start + timedelta(seconds=self.day_s) if end is None else end
+        return {"start": start.isoformat(), "end": end.isoformat()}
 
     def line(self, what: str, url: str) -> None:
         """Print ``HH:MM:SS what: url`` (local time)."""
@@ -121,6 +152,10 @@ class Narrator(StoreChecks):
     def _fleet(self, instance: str) -> str:
         return self.page("fleet", "/v1/router/state", instance=instance, window="15m")
 
+    def _constraints_page(self, instance: str) -> str:
+        return self.page("constraints", "/v1/analytics/constraints", self.day_window(), instance=instance,
+                         window="15m")
+
     # -- the day's thread -------------------------------------------------------------------------
     def on_day(self, n: int) -> None:
         """A day begins: summarise the last one, then start counting afresh."""
@@ -129,9 +164,10 @@ class Narrator(StoreChecks):
         with self._lock:
             self._day, self._day_start = n, self._now()
             self._firsts.clear()
-            self._requests = self._misroutes = self._shadows_seen = 0
+            self._requests = self._errors = self._misroutes = self._shadows_seen = 0
         again = " (the script again, another draw of the traffic)" if n else ""
-        self.line(f"day {n + 1} begins{again}", self.page("overview", "/v1/analytics/buckets", window="15m"))
+        self.line(f"day {n + 1} begins{again}", self.page("overview", "/v1/analytics/buckets",
+                                                          {**self.day_window(), "bucket": "1m"}, window="15m"))
 
     def on_inject(self, inj: Injected) -> None:
         """The script started a fault (or failed to)."""
@@ -139,22 +175,36 @@ class Narrator(StoreChecks):
             self.line(f"script: {inj.spec.kind.value} on {inj.instance} NOT injected ({inj.error})",
                       self._fleet(inj.instance))
             return
-        self.line(_describe(inj, self.seconds), self._fleet(inj.instance))
+        self.line(_describe(inj, self.seconds, self._pressure_held(inj)), self._fleet(inj.instance))
+
+    def _pressure_held(self, inj: Injected) -> float:
+        """The KV cache share the instance's other kv-pressure holds now; ``inj``'s own is counted from now on."""
+        if inj.spec.kind.value != "kv-pressure":
+            return 0.0
+        now = self._now()
+        live = [p for p in self._pressures.get(inj.instance, []) if p.until is None or p.until > now]
+        peak = DEFAULT_PRESSURE if inj.spec.rate is None else inj.spec.rate
+        until = None if inj.spec.duration_s is None else now + timedelta(seconds=inj.spec.duration_s)
+        self._pressures[inj.instance] = [*live, _Pressure(peak, until)]
+        return sum(p.peak for p in live)
 
     def on_result(self, result: TrafficResult) -> None:
-        """One request answered: count it, and its feedback; the day's first misroute is shown.
+        """One request done (answered or not): count it, and its feedback; the day's first misroute is shown.
 
-        A misroute is what the store counts as one: feedback saying the answer was not right. The
-        line shows one that the model it should have gone to would have avoided.
+        A misroute is what the store counts as one (docs/operators.md): a verdict ``correct=false``
+        taken by the gateway, an error's included (the day posts one on each request it can name).
+        The line shows one that the model it should have gone to would have avoided.
         """
         first = False
         with self._lock:
             self._requests += 1
+            self._errors += result.status == "error"
             if result.request_id:
                 self._recent.append(result.request_id)
-            if result.status == "ok" and result.feedback_status in (200, 201, 202) and result.grade != "correct":
+            if result.feedback_status in _FEEDBACK_TAKEN and not is_judged_correct(result):
                 self._misroutes += 1
-                if result.expected_model is not None and result.model not in (None, result.expected_model):
+                if result.status == "ok" and result.expected_model is not None \
+                        and result.model not in (None, result.expected_model):
                     first = "misroute" not in self._firsts
                     self._firsts.add("misroute")
         if first and result.request_id:
@@ -206,14 +256,18 @@ class Narrator(StoreChecks):
         self._latch[key] = out
         if spec is None:
             return
-        limit = f"{spec.metric} {_fmt(value)} {spec.op} {spec.threshold:g}"
         stale = (f"; no fresh metrics for {stale_s * self.speed:.0f} s, so its gauges are taken toward full"
                  if stale_s is not None and spec.metric in DECAYING_GAUGES else "")
         if out and not before:
             self._held.discard(key)
-            self.line(f"{inst} broke {spec.name} ({limit} failed for {self.seconds(spec.exit_for)}{stale}) -> out "
-                      f"of the feasible set", self.page("constraints", "/v1/analytics/constraints", instance=inst,
-                                                 window="15m"))
+            # The value is the latest evaluation's, read a poll after the one that broke the latch: shown as what
+            # failed only while it still fails (a spike may be over by then: it is said as the value now).
+            if value is not None and not _OPS[spec.op](value, spec.threshold):
+                limit, now = f"{spec.metric} {_fmt(value)} {spec.op} {spec.threshold:g}", ""
+            else:
+                limit, now = f"{spec.metric} {spec.op} {spec.threshold:g}", f"; {_fmt(value)} when read"
+            self.line(f"{inst} broke {spec.name} ({limit} failed for {self.seconds(spec.exit_for)}{stale}{now}) -> "
+                      f"out of the feasible set", self._constraints_page(inst))
         elif out and key not in self._held and value is not None and spec.enter_bound != spec.threshold \
                 and _between(value, spec):
             self._held.add(key)
@@ -260,6 +314,11 @@ class Narrator(StoreChecks):
                 self.line(f"alert {a['name']} resolved{where}",
                           self.page("probes", "/v1/alerts", instance=a.get("instance") or ""))
         self._alerts = firing
+
+
+_OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt, ">=": operator.ge,
+                                                  ">": operator.gt}  # a constraint holds when `value op bound`
+
 
 def _between(value: float, spec: ConstraintSpec) -> bool:
     """True when ``value`` meets the threshold again but not yet the re-entry bound (the hysteresis band)."""

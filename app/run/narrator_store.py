@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
@@ -19,6 +19,7 @@ __all__ = ["NO_RULE", "StoreChecks"]
 
 NO_RULE = "auto"  # the rule of a trace no rule of the policy matched (the scores decided)
 _SHADOW_LOOKUPS = 8  # traces read per store check to find a shadow decision (one suffices)
+_RULE_LOOKUPS = 5  # a rule's newest traces read to show one an instance answered (a degraded target's else)
 
 
 class _Api(Protocol):
@@ -38,13 +39,18 @@ class StoreChecks:
     _day: int
     _day_start: datetime
     _requests: int
+    _errors: int
     _misroutes: int
     _shadows_seen: int
     _now: Callable[[], datetime]
     _state: dict[str, Any]  # the last GET /v1/router/state body
 
-    def page(self, path: str, api: str, **params: str) -> str:
+    def page(self, path: str, api: str, api_query: Mapping[str, str] | None = None, **params: str) -> str:
         """The app page (see :meth:`app.run.narrator.Narrator.page`)."""
+        raise NotImplementedError
+
+    def day_window(self, end: datetime | None = None) -> dict[str, str]:
+        """The day's ``start`` and ``end`` (see :meth:`app.run.narrator.Narrator.day_window`)."""
         raise NotImplementedError
 
     def line(self, what: str, url: str) -> None:
@@ -60,13 +66,15 @@ class StoreChecks:
             tag = f"rule:{rule}"
             if tag in self._firsts:
                 continue
-            found = self._api.get_json("/v1/traces?" + urlencode({"rule": rule, "start": since, "limit": 1}))
+            found = self._api.get_json("/v1/traces?" + urlencode({"rule": rule, "start": since,
+                                                                   "limit": _RULE_LOOKUPS}))
             items = found.get("items", [])
             if items:
                 self._firsts.add(tag)
-                top = items[0]
-                self.line(f"rule {rule} routes {top['request_id']} to {top.get('selected_model')} (the policy, "
-                          f"before any scoring)", self.page("decisions", "/v1/traces", rule=rule, window="15m"))
+                top = next((t for t in items if t.get("selected_model")), items[0])
+                self.line(f"rule {rule} {self._routed(top)}",
+                          self.page("decisions", "/v1/traces", {"rule": rule, **self.day_window()}, rule=rule,
+                                    window="15m"))
         if "shadow" not in self._firsts:
             self._find_shadow()
         if "peak" not in self._firsts and self._now() - start >= timedelta(seconds=self.peak_s):
@@ -75,6 +83,22 @@ class StoreChecks:
         if "arms" not in self._firsts and self._now() - start >= self._half_day():
             self._firsts.add("arms")
             self.compare_arms(start, self._now())
+
+    def _routed(self, summary: dict[str, Any]) -> str:
+        """``routes req_… to MODEL (...)``; with no model selected, the degraded target of the chain that answered.
+
+        That target is the last of the trace's ``policy.chain_used`` when no attempt was to it (it
+        is no model: the chain's non-LLM end, the seed's ``legacy-rule-engine``).
+        """
+        rid, why = summary["request_id"], "the policy, before any scoring"
+        if summary.get("selected_model"):
+            return f"routes {rid} to {summary['selected_model']} ({why})"
+        trace = self._api.get_json(f"/v1/traces/{quote(rid)}")
+        tried = {a.get("model") for a in trace.get("attempts") or []}
+        used = [t for t in (trace.get("policy") or {}).get("chain_used") or [] if t not in tried]
+        if used:
+            return f"routes {rid} to {used[-1]} ({why}; no instance answered, so its chain's degraded end did)"
+        return f"matched {rid} ({why}; no instance answered it: HTTP {summary.get('http_status', '?')})"
 
     def _half_day(self) -> timedelta:
         return timedelta(seconds=self.day_s / 2)
@@ -110,7 +134,7 @@ class StoreChecks:
                 flip = (f"would have sent it to {shadow.get('selected_instance')}" if shadow.get("flipped")
                         else "agrees with the live choice")
                 self.line(f"shadow {shadow['router_version']} decided {rid} beside the live policy and {flip}",
-                          self.page("experiments", "/v1/traces", window="15m"))
+                          self.page("experiments", f"/v1/traces/{quote(rid)}", window="15m"))
                 return
 
     def compare_arms(self, start: datetime, end: datetime) -> None:
@@ -119,8 +143,8 @@ class StoreChecks:
         if exp is None or len(exp.arms) < 2:
             return
         a, b = exp.arms[0].name, exp.arms[1].name
-        report = self._api.get_json("/v1/analytics/compare?" + urlencode(
-            {"a": a, "b": b, "by": "arm", "start": start.isoformat(), "end": end.isoformat()}))
+        query = {"a": a, "b": b, "by": "arm", "start": start.isoformat(), "end": end.isoformat()}
+        report = self._api.get_json("/v1/analytics/compare?" + urlencode(query))
         metrics = report.get("metrics", {})
         shown = []
         for name in ("misroute_rate", "cost_per_request", "error_rate"):
@@ -129,12 +153,16 @@ class StoreChecks:
                 shown.append(f"{name} {m['a']:.3g} vs {m['b']:.3g}")
         self.line(f"arms {a} vs {b} so far today ({report.get('n_a', 0)} vs {report.get('n_b', 0)} requests): "
                   + ("; ".join(shown) or "no figures yet"),
-                  self.page("experiments", "/v1/analytics/compare", a=a, b=b, by="arm", window="15m"))
+                  self.page("experiments", "/v1/analytics/compare", query, a=a, b=b, by="arm", window="15m"))
 
     def summarise_day(self) -> None:
-        """The day that just ended: requests, misroutes, the rules' share; then the arms over the whole day."""
+        """The day that just ended: requests, errors, misroutes, the rules' share; then the arms over the whole day.
+
+        Its misroutes are the verdicts ``correct=false`` the day posted, an error's included: what
+        ``GET /v1/analytics/misroutes`` and the arms' misroute rate count over the day.
+        """
         with self._lock:
-            requests, misroutes, start = self._requests, self._misroutes, self._day_start
+            requests, errors, misroutes, start = self._requests, self._errors, self._misroutes, self._day_start
         end = self._now()
         ruled = ""
         try:
@@ -146,8 +174,9 @@ class StoreChecks:
                 ruled = f", {by_rule} ({by_rule / total:.0%}) routed by a rule of the policy"
         except Exception:  # noqa: BLE001  (a summary line is not worth stopping the day for)
             pass
-        self.line(f"day {self._day + 1} over: {requests} requests answered{ruled}, {misroutes} marked misroutes "
-                  f"by feedback", self.page("topology", "/v1/analytics/traffic", window="15m"))
+        self.line(f"day {self._day + 1} over: {requests} requests ({errors} errors){ruled}, {misroutes} marked "
+                  f"misroutes by feedback", self.page("topology", "/v1/analytics/traffic", self.day_window(end),
+                                                      window="15m"))
         try:
             self.compare_arms(start, end)
         except Exception:  # noqa: BLE001

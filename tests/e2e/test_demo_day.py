@@ -82,6 +82,18 @@ def candidate_verdicts(db: Path, instance: str, constraint: str) -> list[tuple[d
     return out
 
 
+def test_the_day_began_once_the_gateway_routed_without_waiting(day) -> None:
+    """No request of the day waited for the semantic intents' first fit (a first run's: a minute; a cached one's
+    took 20 s under load): started before it, the day's first requests all waited, then came at once."""
+    ((waited, longest),) = rows(day["db"], "SELECT count(policy.intent.waited_s), max(policy.intent.waited_s) "
+                                           "FROM traces")
+    assert waited == 0, f"{waited} decisions waited for the intents' first fit, up to {longest} s"
+    out = day["out"]
+    if "fitting the semantic intents" in out:  # said only when the fit was still going on once the parts were up
+        assert out.index("fitting the semantic intents") < out.index("semantic intents ready after") \
+            < out.index(" day 1 begins"), out
+
+
 def test_every_line_names_a_page_of_the_app(day) -> None:
     said = list(LINE.finditer(day["out"]))
     assert len(said) >= 10, day["out"]

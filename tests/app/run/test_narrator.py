@@ -100,7 +100,9 @@ def test_the_script_and_the_first_misroute_of_the_day(config) -> None:
 def test_without_the_app_a_line_names_the_gateway_route(config) -> None:
     n, lines = narrator(config, app=None)
     n.check_state(state(0.95, True))
-    assert lines[0].endswith(": http://127.0.0.1:8080/v1/analytics/constraints")
+    # the day's window (4 minutes from the narrator's start); not `instance=`: the route reads it as the serving one
+    assert lines[0].endswith(": http://127.0.0.1:8080/v1/analytics/constraints?start=2026-12-04T12%3A00%3A00%2B00%3A00"
+                             "&end=2026-12-04T12%3A04%3A00%2B00%3A00"), lines[0]
 
 
 class FakeStore:
