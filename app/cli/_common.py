@@ -22,7 +22,7 @@ from schemas.config import RouteLensConfig
 
 __all__ = ["BadInput", "Register", "api_url", "bind_problem", "check_bindable", "config_of", "err", "fail",
            "help_text", "http_url", "log_settings_of", "parse_time", "parse_window", "port", "port_or_zero",
-           "positive_int", "read_error", "stdout_console"]
+           "positive_int", "read_error", "stdout_console", "written_elsewhere"]
 
 Register = Callable[[argparse._SubParsersAction, argparse.ArgumentParser], None]  # type: ignore[type-arg]
 
@@ -95,14 +95,40 @@ def api_url(args: argparse.Namespace) -> str:
     return DEFAULT_API_URL
 
 
+# DuckDB's refusal of a file another process holds: 'IO Error: Could not set lock on file "F": Conflicting
+# lock is held in /usr/bin/python3.11 (PID 32495). See also https://duckdb.org/docs/...'
+_LOCKED = re.compile(r'Could not set lock on file "(?P<path>[^"]+)"')
+_HOLDER_PID = re.compile(r"\(PID (\d+)\)")
+
+
+def written_elsewhere(exc: BaseException) -> str | None:
+    """One line for a DuckDB file another process holds: the file, the holder's PID, and to read through it.
+
+    None: ``exc`` is not that refusal. DuckDB lets no other process open a file while one writes it,
+    so a command reading it (``trace``, ``replay``, ``compare``, ``app`` with ``--db``; ``trace``'s
+    fallback to the configured file) is told to ask that process instead, over its query API.
+    """
+    text = " ".join(str(exc).split())
+    found = _LOCKED.search(text)
+    if found is None:
+        return None
+    pid = _HOLDER_PID.search(text)
+    holder = f"another process (PID {pid[1]})" if pid else "another process"
+    return (f"{found['path']} is in use by {holder}: a running RouteLens gateway or store? read it through "
+            f"that process instead with --api URL (its gateway's or store's address)")
+
+
 def read_error(exc: Exception, args: argparse.Namespace) -> str:
     """``exc``, a store's refusal to read, as one line; a 401 says which variable holds the read token.
 
     The token is the value of the variable ``storage.read_token_env`` of ``--config`` names, else of
     ``ROUTELENS_READ_TOKEN`` (:func:`app.reader.token_from_config`); a keyed gateway takes one of its keys there too.
+    A DuckDB file another process writes says so, and to read it through that process (:func:`written_elsewhere`).
     """
     from ingest import Unauthorized
 
+    if (held := written_elsewhere(exc)) is not None:
+        return held
     text = str(exc)
     if not isinstance(exc, Unauthorized):
         return text

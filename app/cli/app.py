@@ -29,6 +29,17 @@ def _check_token(url: str, token: str | None, args: argparse.Namespace) -> None:
         pass  # not up yet (the demo starts the app with its gateway), or a problem the pages show
 
 
+def _check_file(db: Path, args: argparse.Namespace) -> None:
+    """Warn when the pages cannot open ``db``: another process writes it (read through that one), or it is missing."""
+    from app.reader import open_reader
+    from ingest import SinkError
+
+    try:
+        open_reader(db=db).close()
+    except SinkError as exc:  # the pages try again on each rerun: started all the same, as with a refused token
+        err.print(f"[yellow]warning:[/yellow] {escape(read_error(exc, args))}", soft_wrap=True)
+
+
 def _run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config) if Path(args.config).is_file() else None
     port_ = args.port if args.port is not None else (cfg.app.port if cfg else 8501)
@@ -41,6 +52,7 @@ def _run(args: argparse.Namespace) -> int:
         env["ROUTELENS_CONFIG"] = str(Path(args.config).resolve())  # the decisions page's hash key name
     if args.db:
         env[DB_ENV] = str(Path(args.db).resolve())
+        _check_file(Path(env[DB_ENV]), args)
     else:
         env.pop(DB_ENV, None)  # an inherited file would win over the URL asked for
         env[API_ENV] = api_url(args)

@@ -1,6 +1,8 @@
 """``routelens sim ...``: the simulated fleet, fault injection and traffic.
 
-- ``sim fleet [--config F | --instances N --base-port P] [--zero-delay] [--fault-log F] [--scenario F]``
+- ``sim fleet [--config F | --instances N [--base-port P]] [--zero-delay] [--time-scale K] [--seed S]
+  [--fault-log F] [--scenario F]``: a config's instances listen on the ports of their URLs
+  (``--base-port`` is refused without ``--instances``)
 - ``sim fault http://127.0.0.1:PORT KIND [--rate R] [--factor K] [--duration S] [--lag S]``
 - ``sim faults http://127.0.0.1:PORT [--clear]``: list (or end) an instance's faults
 - ``sim traffic [--api URL] --duration S --rps R [--curve steady|diurnal|surge] ...``
@@ -17,7 +19,9 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli._common import api_url, config_of, fail, port_or_zero
+from rich.markup import escape
+
+from app.cli._common import api_url, config_of, err, fail, port_or_zero
 from sim.faults import FaultKind
 
 if TYPE_CHECKING:
@@ -33,6 +37,7 @@ _TRAFFIC_FLAGS = {"rps": "--rps", "period_s": "--period", "amplitude": "--amplit
                   "mix": "--mix", "kind": "--curve"}
 _FAULT_FLAGS = {"rate": "--rate", "factor": "--factor", "duration_s": "--duration", "lag_s": "--lag",
                 "period_s": "--period", "retry_after_s": "--retry-after", "kind": "KIND"}
+_BASE_PORT = 9100  # instance 0 of ``--instances`` without ``--base-port``
 _BOUNDS = {"greater_than": "> {gt}", "greater_than_equal": ">= {ge}", "less_than": "< {lt}",
            "less_than_equal": "<= {le}"}
 
@@ -55,17 +60,34 @@ def _flag_error(exc: ValidationError, flags: dict[str, str]) -> str:
     return f"{flag} {what}"
 
 
+def _fleet_flags_problem(args: argparse.Namespace) -> str | None:
+    """Why ``sim fleet``'s flags cannot be served as given (None: they can): one line naming the flag."""
+    if args.base_port is not None and args.instances is None:
+        return (f"--base-port applies only with --instances: the instances of {args.config} listen on the ports "
+                f"of their URLs (fleet.instances); change those, or add --instances N for the built-in mix")
+    if args.time_scale is not None and not args.time_scale > 0:  # also NaN; 0 divided every sleep (a 500)
+        return f"--time-scale must be > 0 (model time runs this many times faster), not {args.time_scale:g}"
+    return None
+
+
 def _fleet(args: argparse.Namespace) -> int:
     from sim.behaviour import builtin_config
     from sim.fleet import InstancePortError, run_fleet, simulated
 
+    if (problem := _fleet_flags_problem(args)) is not None:
+        fail(problem)
+        return 2
     if args.instances is not None:
-        if args.base_port and args.base_port + args.instances - 1 > 65535:
-            fail(f"--base-port {args.base_port} leaves no port for instance {args.instances - 1} "
+        base_port = _BASE_PORT if args.base_port is None else args.base_port
+        if base_port and base_port + args.instances - 1 > 65535:
+            fail(f"--base-port {base_port} leaves no port for instance {args.instances - 1} "
                  f"(instance i listens on P+i, at most 65535)")
             return 2
+        if getattr(args, "config_given", False):  # named, and not read: say so rather than serve another fleet
+            err.print(f"[yellow]warning:[/yellow] --instances {args.instances} serves the built-in model mix: "
+                      f"the fleet of {escape(args.config)} (--config) is not read", soft_wrap=True)
         try:
-            config = builtin_config(args.instances, args.base_port, zero_delay=args.zero_delay,
+            config = builtin_config(args.instances, base_port, zero_delay=args.zero_delay,
                                     time_scale=args.time_scale or 1.0, seed=args.seed or 0)
         except ValueError as exc:
             fail(f"--instances: {exc}")
@@ -297,13 +319,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     fleet = sim.add_parser("fleet", parents=[common], help="serve simulated vLLM-like instances")
     fleet.add_argument("--instances", type=int, help="serve N instances of the built-in model mix (no config)")
-    fleet.add_argument("--base-port", type=port_or_zero, default=9100,
-                       help="port of instance 0; instance i on P+i (0: each on a free port)")
+    fleet.add_argument("--base-port", type=port_or_zero,
+                       help=f"with --instances only: port of instance 0, instance i on P+i (default {_BASE_PORT}; "
+                            "0: each on a free port); a config's instances listen on the ports of their URLs")
     fleet.add_argument("--zero-delay", action="store_true", help="never sleep: the fastest mode")
-    fleet.add_argument("--time-scale", type=float, help="model time runs this many times faster")
+    fleet.add_argument("--time-scale", type=float, help="model time runs this many times faster (> 0)")
     fleet.add_argument("--seed", type=int, help="seeds answers and fault draws")
     fleet.add_argument("--fault-log", help="append each fault start and end to this JSON-lines file")
-    fleet.add_argument("--scenario", help="run this scenario's fault timeline against the fleet")
+    fleet.add_argument("--scenario", help="run this scenario's fault timeline against the fleet (its fleet, "
+                                          "gateway and traffic sections are the drill's: not read here)")
     fleet.set_defaults(func=_fleet)
 
     fault = sim.add_parser("fault", parents=[common], help="inject a fault into one instance")

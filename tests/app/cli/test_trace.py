@@ -66,7 +66,8 @@ def test_the_api_url_from_the_environment(
 
 
 @pytest.mark.parametrize(
-    ("kind", "message"), [("api", "unreachable"), ("db", "does not exist"), ("locked", "cannot open")]
+    ("kind", "message"), [("api", "unreachable"), ("db", "does not exist"),
+                          ("locked", "is in use by another process")]
 )
 def test_no_source_answers_exits_2(
     kind: str, message: str, closed_port_url: str, trace_file: Path, tmp_path: Path,
