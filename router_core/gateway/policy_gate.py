@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # scikit-learn and numpy load only when semantic intents are 
 __all__ = ["PolicyGate", "Understood", "policy_path"]
 
 log = logging.getLogger(__name__)
+_FIT_POLL_S = 0.05  # how often a query waiting for the intents' first fit looks whether it is done
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,12 +215,23 @@ class PolicyGate(PolicyFile):
             verdict = clf.fast_verdict(text)
             if verdict is None:
                 fitting, t0 = not clf.is_fitted, self._clock()
+                await self._first_fit(clf)
                 verdict = await asyncio.get_running_loop().run_in_executor(None, partial(clf.classify, text))
                 if fitting:  # the first fit: the trace says how long the query waited for it
                     verdict = verdict.model_copy(update={"waited_s": round(max(self._clock() - t0, 0.0), 3)})
             if self.intents is clf:
                 break
         return verdict
+
+    async def _first_fit(self, clf: IntentClassifier) -> None:
+        """Wait on the loop while the first fit of ``clf`` runs on its own thread.
+
+        Not in an executor thread: waiting there, each query held one of the loop's few default
+        threads, which the feedback and trace lookups also run on, until the fit was done.
+        """
+        live = self.live_intents
+        while not clf.is_fitted and live is not None and live.status == "fitting" and live.classifier is clf:
+            await asyncio.sleep(_FIT_POLL_S)
 
     async def screen(self, body: Mapping[str, Any], headers: Mapping[str, str], remote: str | None,
                      ) -> Refusal | None:

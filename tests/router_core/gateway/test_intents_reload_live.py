@@ -308,6 +308,42 @@ def test_the_first_fit_is_shown_while_it_runs_and_requests_wait_for_it(
     assert any(m.startswith("intents: ready in ") for m in lines), lines
 
 
+@pytest.mark.slow
+def test_queries_waiting_for_the_first_fit_hold_no_thread_the_feedback_needs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More queries wait for the fit than the loop has default threads, and a verdict is still answered at once.
+
+    (They waited in those threads, blocked on the fit; the feedback's lookup runs on them too, so it
+    waited for the fit as well.)
+    """
+    _minilm()
+    release = threading.Event()
+    fit = IntentClassifier.fit_embedding
+
+    def held(self: IntentClassifier) -> None:
+        assert release.wait(120)
+        fit(self)
+
+    monkeypatch.setattr(IntentClassifier, "fit_embedding", held)
+
+    async def run() -> None:
+        async with live_gateway(tmp_path, {"escalate": True}) as (client, hooks, _, _):
+            waiting = [asyncio.ensure_future(ask(client, hooks, f"where is parcel {i}")) for i in range(12)]
+            assert not (await wait_until_async(lambda: any(w.done() for w in waiting), timeout_s=0.5))
+            verdict = await asyncio.wait_for(client.post("/v1/feedback", json={
+                "request_id": "req-never-seen", "correct": False}), 10)  # its lookup runs on a default thread
+            assert verdict.status == 404 and not any(w.done() for w in waiting)  # they still wait for the fit
+            release.set()
+            traces = await asyncio.wait_for(asyncio.gather(*waiting), 120)
+            assert all(t.policy is not None and t.policy.intent is not None and t.policy.intent.waited_s
+                       for t in traces)
+
+    try:
+        asyncio.run(run())
+    finally:
+        release.set()
+
+
 def test_a_failed_first_fit_is_said_in_the_state_and_on_health(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(self: IntentClassifier) -> None:
