@@ -63,19 +63,19 @@ def probe_source(config: RouteLensConfig, db_path: str, emitter: TraceEmitter, r
     """Where the gateway's probe verdicts come from; None when probes are off.
 
     A follower of ``probes.follow_url`` or of the prober ``serve`` started (``probe_url``); else,
-    with probes on and no prober process, a prober in this process.
+    with probes on and no prober process, a prober in this process. Either prober's series appear
+    on the gateway's ``/metrics`` (each gateway process republishes them, so whichever worker
+    answers a scrape shows them once): the shipped Prometheus job scrapes the gateway alone.
     """
     pr = config.probes
     follow = pr.follow_url or probe_url
     if follow is not None:
         token = os.environ.get(config.storage.read_token_env) if config.storage.read_token_env else None
-        mine = pr.follow_url is None  # the prober serve started: its metrics appear on the gateway's /metrics
 
         def follower(gw: Gateway) -> VerdictFollower:
             found = VerdictFollower(follow, gw.apply_probe, token=token or None, alert_rules=config.probes.alerts.rules,
                                     runs=gw.probe_run)
-            if mine:
-                gw.metrics_sources.append(found.metrics_text)
+            gw.metrics_sources.append(found.metrics_text)
             return found
 
         return follower

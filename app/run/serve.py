@@ -13,6 +13,7 @@ import os
 import secrets
 import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,6 +78,7 @@ def run_server(
     children: list[Child | Supervised] = []
     deliveries: list[Delivery] = []
     first: list[Child | Supervised] = []  # stopped while the gateway listens: the prober relays its last results here
+    peers: list[Supervised] = []  # the other workers: with a prober, stopped before it (each follows it until it ends)
     if config_path is not None and worker == 0:  # the relay between this serve's processes takes a token of its own
         os.environ.setdefault(RELAY_TOKEN_ENV, secrets.token_hex(16))
         os.environ.update(log.env())  # the workers, the store and the prober log as this process does
@@ -119,6 +121,7 @@ def run_server(
                 *(["--shared-url", shared_url] if shared_url else []), *(["--own-store"] if own_store else [])],
                 "gateway ready", wait=False))  # started again if it dies: it replays its own spool
             children.append(peer)
+            peers.append(peer)
             _ready(peer)
         app = build_gateway_app(config, db, store_url=store_url, worker=worker, probe_url=probe_url,
                                 config_path=config_path, own_store=own_store, metrics_ports=metrics_ports,
@@ -131,7 +134,7 @@ def run_server(
             # the store in this process: worker 0 spools beside it, so every worker's spool is another's
             deliveries = deliver_stranded(config.storage, db, workers if relay else 0, relay,
                                           lambda msg: print(msg, file=sys.stderr, flush=True))
-        app.on_startup.append(functools.partial(_stop_in_order, first))
+        app.on_startup.append(functools.partial(_stop_in_order, first, peers))
         web.run_app(
             app,
             host=host,
@@ -169,15 +172,17 @@ def _ready(child: Child | Supervised) -> None:
         raise SystemExit(f"error: the {child.name} process did not start (see its output above)")
 
 
-async def _stop_in_order(first: list[Child | Supervised], app: web.Application) -> None:
+async def _stop_in_order(first: list[Child | Supervised], peers: list[Supervised], app: web.Application) -> None:
     """Ctrl-C, SIGTERM and SIGHUP stop ``first`` (the prober) before the gateway stops listening.
 
     aiohttp's own handlers stop the sites at once; the prober, still running, would then fail to
     relay its last results and say so. So the prober ends first, off the loop (which keeps serving
     its relay), and only then does the gateway shut down as aiohttp does it; the ``finally`` of
-    :func:`run_server` stops the other workers and, last, the store. Before the prober goes, the
-    gateway stops following its verdicts (a poll of a prober on its way out would fail and warn).
-    A second signal does not wait. SIGHUP (a closed terminal) ends the server the clean way SIGTERM does.
+    :func:`run_server` stops what is left and, last, the store. Every gateway process stops following
+    the prober's verdicts before it goes (a poll of a prober on its way out would fail and warn):
+    this one first, then the other workers ``peers``, which end (all at once) before the prober
+    does; without a prober they end after this one, as before. A second signal does not wait.
+    SIGHUP (a closed terminal) ends the server the clean way SIGTERM does.
     """
     loop = asyncio.get_running_loop()
     stopping: list[asyncio.Task[None]] = []
@@ -188,8 +193,10 @@ async def _stop_in_order(first: list[Child | Supervised], app: web.Application) 
             return
 
         async def run() -> None:
-            if first and (probes := app[GATEWAY].probes) is not None:
-                await probes.stop()  # again in the gateway's own cleanup: stopping twice is a no-op
+            if first:
+                if (probes := app[GATEWAY].probes) is not None:
+                    await probes.stop()  # again in the gateway's own cleanup: stopping twice is a no-op
+                await loop.run_in_executor(None, _stop_together, peers)  # they relay to the store process
             await loop.run_in_executor(None, _stop_all, first)
             loop.call_soon(_graceful_exit)
 
@@ -202,6 +209,15 @@ async def _stop_in_order(first: list[Child | Supervised], app: web.Application) 
 def _stop_all(children: list[Child | Supervised]) -> None:
     for child in children:
         child.stop()
+
+
+def _stop_together(children: Sequence[Child | Supervised]) -> None:
+    """Stop ``children`` at once (each on a thread of its own): the slowest one's time, not their sum."""
+    threads = [threading.Thread(target=child.stop, name=f"stop-{child.name}") for child in children]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def _graceful_exit() -> None:

@@ -180,8 +180,9 @@ async def probe_verdicts(gw: OpsParts, request: web.Request) -> web.Response:
 async def prometheus(gw: OpsParts, request: web.Request) -> web.Response:
     """Prometheus text exposition of the gateway's registry, and of the processes it republishes (if any).
 
-    Those are the prober and the store process that ``serve`` started: they listen on ports of
-    their own that nobody is told about. One of several workers (:func:`add_worker_metrics`)
+    Those are the prober the gateway follows (the one ``serve`` started or ``probes.follow_url``;
+    the series of its last answer while it does not answer) and the store process that ``serve``
+    started: so scraping the gateway is enough. One of several workers (:func:`add_worker_metrics`)
     answers for all of them, each worker's series labelled ``worker``; the republished series
     appear once, unlabelled. The other workers and those processes are asked at once.
     """

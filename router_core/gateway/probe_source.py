@@ -9,7 +9,10 @@ verdict to the state view, so the ``probe`` filter sees the same verdicts in eve
 Silence is not health, through a follower either: while the prober does not answer, the follower
 ages the newest result it knows of (the feed's ``last_result_age_s`` plus the time since it read
 the feed), lists the prober's last alerts as of that read, and raises the prober's own watchdog
-rule (``RouteLensProberSilent``) itself once that age reaches the rule's ``for_s``.
+rule (``RouteLensProberSilent``) itself once that age reaches the rule's ``for_s``. The prober's
+series it republishes on the gateway's ``/metrics`` (:meth:`VerdictFollower.metrics_text`) stay
+those of its last answer meanwhile, so the alerts Prometheus draws from them hold as well, and its
+``routelens_probe_last_result_timestamp_seconds`` says how old they are.
 """
 
 from __future__ import annotations
@@ -120,6 +123,8 @@ class VerdictFollower:
         self._alerts: list[dict[str, Any]] = []
         self._last_feed: dict[str, Any] = {}
         self._read_at: tuple[float, datetime] | None = None  # when the feed was last read (clock, wall)
+        self._timeout_s = max(interval_s, 1.0)  # a poll's; one that runs out says so (a TimeoutError says nothing)
+        self._series = b""  # the prober's probe series of its last answer to GET /metrics
         self._error: str | None = None
         self._down_since: datetime | None = None  # wall time of the first failed poll since the last answer
         self._task: asyncio.Task[None] | None = None
@@ -141,7 +146,7 @@ class VerdictFollower:
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=max(self._interval_s, 1.0)))
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout_s))
         return self._session
 
     async def _run(self) -> None:
@@ -162,7 +167,8 @@ class VerdictFollower:
                 body = orjson.loads(await resp.read())
             changed = self.take(body)
         except (aiohttp.ClientError, TimeoutError, ValueError, TypeError, KeyError, ValidationError) as exc:
-            error = f"{type(exc).__name__}: {exc}"[:200]
+            why = str(exc) or (f"no answer within {self._timeout_s:g} s" if isinstance(exc, TimeoutError) else "")
+            error = f"{type(exc).__name__}: {why}"[:200]
             if error != self._error:
                 log.warning("probe verdicts from %s unavailable: %s", self.url, error)
             if self._error is None:
@@ -175,22 +181,29 @@ class VerdictFollower:
         return changed
 
     async def metrics_text(self) -> bytes:
-        """The prober's probe series, for a gateway's ``/metrics`` (empty when it does not answer within a second).
+        """The prober's probe series, for the gateway's ``/metrics`` (``Gateway.metrics_sources``).
 
-        The prober ``serve`` started listens on a port of its own that nobody is told about, so the
-        gateway republishes them (:attr:`router_core.gateway.server.Gateway.metrics_sources`).
+        Those of its last answer while it does not answer (within a second), and at once while its
+        feed does not (:meth:`poll_once` says when it answers again): so the alerts Prometheus draws
+        from them do not resolve on its silence, and ``RouteLensProberSilent`` pages for that silence
+        from their ``routelens_probe_last_result_timestamp_seconds``, which stops moving. Empty until
+        it first answers.
         """
-        if self._session is None:
-            return b""
+        if self._session is None or self._error is not None:
+            return self._series
         try:
-            async with self._session.get(f"{self.url}/metrics", timeout=aiohttp.ClientTimeout(total=1.0)) as resp:
-                text = await resp.read() if resp.status == 200 else b""
+            async with self._session.get(f"{self.url}/metrics", headers=self._headers,
+                                         timeout=aiohttp.ClientTimeout(total=1.0)) as resp:
+                if resp.status != 200:
+                    return self._series
+                text = await resp.read()
         except (aiohttp.ClientError, TimeoutError):
-            return b""
+            return self._series
         # Only the probe families: the prober's pipeline series share names with the gateway's own.
         keep = [line for line in text.splitlines(keepends=True)
                 if line.removeprefix(b"# HELP ").removeprefix(b"# TYPE ").startswith(b"routelens_probe_")]
-        return b"".join(keep)
+        self._series = b"".join(keep)
+        return self._series
 
     def take(self, body: dict[str, Any]) -> int:
         """Apply one feed body; return how many verdicts were new or changed (a newer reading counts)."""

@@ -159,7 +159,7 @@ class Gateway(GatewayUpdates):
         self.scrape_task: asyncio.Task[None] | None = None
         self.scraper: MetricsScraper | None = None
         self.scrape_metrics = ScrapeMetrics(self.registry)
-        # More exposition text for /metrics, read at each scrape: the prober and the store process serve started.
+        # More exposition text for /metrics, read at each scrape: the prober it follows, the store serve started.
         self.metrics_sources: list[Callable[[], Awaitable[bytes]]] = []
         # Probe verdicts (a prober here, or a follower of one); built with this gateway's state view.
         self.probes: ProbeSource | None = None if probes is None else probes(self)

@@ -3,12 +3,16 @@
 Real processes: a simulated fleet of two instances, the standalone prober (it owns the trace file)
 and a gateway that does not probe but takes the prober's verdicts. The ``garbage`` fault on one
 instance fails its syntax probe with a reason naming what was wrong, and the gateway stops
-routing to it.
+routing to it. The gateway's ``/metrics`` republishes the prober's series (the shipped Prometheus
+job scrapes the gateway alone), those of its last answer while it hangs (``kill -STOP``).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,14 +21,14 @@ import yaml
 
 from app.run.procs import free_port
 from tests.e2e.conftest import Proc
-from tests.e2e.net import call
+from tests.e2e.net import call, metrics
 from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, dict[str, str]]]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, dict[str, str], Proc]]:
     tmp: Path = tmp_path_factory.mktemp("prober")
     urls = {f"s-{i}": f"http://127.0.0.1:{free_port()}" for i in range(2)}
     prober_port, gw_port = free_port(), free_port()
@@ -50,7 +54,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, 
         procs[-1].wait_for("gateway ready")
         procs.append(Proc([*py, "--config", str(prober_cfg), "probes", "run", "--port", str(prober_port)]))
         procs[-1].wait_for("prober ready")
-        yield f"http://127.0.0.1:{prober_port}", f"http://127.0.0.1:{gw_port}", urls
+        yield f"http://127.0.0.1:{prober_port}", f"http://127.0.0.1:{gw_port}", urls, procs[-1]
     finally:
         for p in reversed(procs):
             p.stop()
@@ -63,8 +67,8 @@ def gateway_verdict(gateway: str, instance: str) -> str | None:
 
 
 def test_garbage_fails_the_syntax_probe_and_the_following_gateway_routes_around_it(
-        stack: tuple[str, str, dict[str, str]]) -> None:
-    prober, gateway, urls = stack
+        stack: tuple[str, str, dict[str, str], Proc]) -> None:
+    prober, gateway, urls, _ = stack
     assert wait_until(lambda: all(gateway_verdict(gateway, i) == "ok" for i in urls), 30)
     status, health = call("GET", f"{prober}/health")
     assert status == 200 and health["status"] == "ok"
@@ -89,3 +93,35 @@ def test_garbage_fails_the_syntax_probe_and_the_following_gateway_routes_around_
 
     assert call("DELETE", f"{urls['s-1']}/admin/faults")[0] == 200
     assert wait_until(lambda: gateway_verdict(gateway, "s-1") == "ok", 30)
+
+
+def verdict_series(url: str) -> dict[frozenset[tuple[str, str]], float]:
+    """``routelens_probe_verdict`` of one scrape of ``url``/metrics, by label set."""
+    return {labels: v for (name, labels), v in metrics(url).items() if name == "routelens_probe_verdict"}
+
+
+def test_the_gateway_republishes_the_followed_prober_s_series_and_keeps_them_while_it_hangs(
+        stack: tuple[str, str, dict[str, str], Proc]) -> None:
+    prober, gateway, urls, prober_proc = stack
+
+    def problem() -> str:
+        return str(call("GET", f"{gateway}/v1/router/state")[1]["probes"]["problem"] or "")
+
+    # the prober's own verdict series, each instance's: the gateway had none of them
+    assert wait_until(lambda: {dict(k)["instance"] for k in verdict_series(prober)} == set(urls), 30)
+    assert wait_until(lambda: verdict_series(gateway) == verdict_series(prober), 10)
+    m = metrics(gateway)
+    assert not [labels for name, labels in m if name.startswith("routelens_probe_") and ("worker", "0") in labels]
+    before = {k: v for (n, k), v in m.items() if n.startswith("routelens_probe_")}
+
+    os.kill(prober_proc.proc.pid, signal.SIGSTOP)  # it hangs: connections taken, nothing answered
+    try:
+        said = wait_until(lambda: "unavailable" in (p := problem()) and p, 15)
+        assert said.endswith("(TimeoutError: no answer within 1 s)"), said  # it had read '(TimeoutError: )'
+        for _ in range(3):  # the series of its last answer stay, scrape after scrape (they had gone within 20 s)
+            after = metrics(gateway)
+            assert {k: v for (n, k), v in after.items() if n.startswith("routelens_probe_")} == before
+            time.sleep(1.0)
+    finally:
+        os.kill(prober_proc.proc.pid, signal.SIGCONT)
+    assert wait_until(lambda: problem() == "", 15)

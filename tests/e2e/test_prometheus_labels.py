@@ -10,12 +10,19 @@ The gateway's own alerts (deploy/prometheus/routelens-gateway.rules.yml) read se
 exports about each instance: a real gateway over a simulated fleet, one instance's KV cache forced
 to 80% (the sim's ``POST /admin/overrides``), must raise ``RouteLensKVCacheHigh`` for that
 instance, by its own name, and not for its twin at 74%.
+
+A gateway following a prober of its own (``probes.follow_url``) republishes its series, which the
+shipped job reads from the gateway alone: an instance's syntax alert fires, by its own name, and
+holds while the prober hangs (``kill -STOP``; its series had left the gateway's ``/metrics``, so
+the alert resolved with the fault still there), the age the silent-prober rule reads growing.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -85,12 +92,15 @@ def query(api: str, promql: str) -> list[dict[str, Any]]:
     return result
 
 
-def start_prometheus(tmp_path: Path, target: str) -> tuple[subprocess.Popen[bytes], str]:
-    """Prometheus on the shipped config and rules, its job's target ``target``, 1 s intervals; (process, API URL)."""
+def start_prometheus(tmp_path: Path, target: str, interval: str = "1s") -> tuple[subprocess.Popen[bytes], str]:
+    """Prometheus on the shipped config and rules, its job's target ``target``; (process, API URL).
+
+    Its scrapes every ``interval`` (their timeout too), its rules evaluated every second.
+    """
     shipped = yaml.safe_load((ROOT / "deploy/prometheus.yml").read_text())
     (job,) = shipped["scrape_configs"]
     job["static_configs"] = [{"targets": [target]}]
-    config = {**shipped, "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+    config = {**shipped, "global": {"scrape_interval": interval, "evaluation_interval": "1s"},
               "rule_files": [str(ROOT / "deploy" / f) for f in shipped["rule_files"]]}
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
@@ -171,6 +181,59 @@ def test_a_gateway_instance_over_75_percent_kv_raises_its_own_alert(tmp_path: Pa
         series = query(api, "routelens_instance_kv_cache_usage_ratio")
         assert {s["metric"]["instance"]: float(s["value"][1]) for s in series} == {"hot": 0.8, "cool": 0.74}
         assert not any("exported_instance" in s["metric"] for s in series)
+    finally:
+        if prometheus is not None:
+            prometheus.terminate()
+            prometheus.wait(timeout=30)
+        for p in reversed(procs):
+            p.stop()
+
+
+@pytest.mark.e2e
+def test_a_followed_prober_s_alerts_fire_through_the_gateway_and_hold_while_it_hangs(tmp_path: Path) -> None:
+    port, prober_port = free_port(), free_port()
+    urls = {f"s-{i}": f"http://127.0.0.1:{free_port()}" for i in range(2)}
+    fleet = {"instances": [{"id": i, "model": "m", "url": u} for i, u in urls.items()]}
+    prober_cfg, cfg = tmp_path / "prober.yaml", tmp_path / "routelens.yaml"
+    prober_cfg.write_text(yaml.safe_dump({
+        "fleet": fleet, "sim": {"time_scale": 50, "seed": 2}, "storage": {"duckdb_path": str(tmp_path / "p.duckdb")},
+        "probes": {"interval_s": 0.5, "kinds": ["syntax"], "hysteresis": {"fail_k": 1, "fail_n": 1}}}))
+    cfg.write_text(yaml.safe_dump({
+        "gateway": {"port": port}, "storage": {"duckdb_path": str(tmp_path / "traces.duckdb")}, "fleet": fleet,
+        "scrape": {"interval_s": 0.5, "stale_after_s": 30},
+        "probes": {"enabled": False, "follow_url": f"http://127.0.0.1:{prober_port}"}}))
+    py = [sys.executable, "-m", "app"]
+    procs = [Proc([*py, "--config", str(prober_cfg), "sim", "fleet"])]
+    prometheus = None
+    try:
+        procs[0].wait_for("fleet ready")
+        assert call("POST", f"{urls['s-1']}/admin/faults", {"kind": "garbage", "rate": 1.0})[0] == 201
+        procs.append(Proc([*py, "serve", "--config", str(cfg), "--workers", "1"]))  # binds before the prober
+        procs[-1].wait_for("gateway ready")
+        procs.append(Proc([*py, "--config", str(prober_cfg), "probes", "run", "--port", str(prober_port)]))
+        procs[-1].wait_for("prober ready")
+        # 2 s scrapes: the one that meets the prober's hang waits its second before the last answer's series
+        prometheus, api = start_prometheus(tmp_path, f"127.0.0.1:{port}", interval="2s")
+
+        def firing(name: str) -> list[dict[str, Any]]:
+            return [a for a in alerts(api, name) if a["state"] == "firing"]
+
+        [syntax] = wait_until(lambda: firing("RouteLensProbeSyntaxFailed"), timeout_s=30, every=0.5)
+        assert syntax["labels"]["instance"] == "s-1"  # the model instance's own name, through the gateway
+        series = query(api, "routelens_probe_verdict")
+        assert {s["metric"]["instance"] for s in series} == set(urls)
+        assert not any("exported_instance" in s["metric"] for s in series)
+
+        os.kill(procs[-1].proc.pid, signal.SIGSTOP)  # the prober hangs: the gateway cannot read it
+        try:
+            time.sleep(10.0)  # five scrapes, ten evaluations: the alert had resolved within them
+            assert [a["activeAt"] for a in firing("RouteLensProbeSyntaxFailed")] == [syntax["activeAt"]]
+            # what RouteLensProberSilent{cause="stale"} reads (it fires past 120 s): the age of the last result
+            [age] = query(api, "time() - max(routelens_probe_last_result_timestamp_seconds)")
+            assert float(age["value"][1]) >= 8.0, age
+            assert query(api, "absent(routelens_probe_last_result_timestamp_seconds)") == []
+        finally:
+            os.kill(procs[-1].proc.pid, signal.SIGCONT)
     finally:
         if prometheus is not None:
             prometheus.terminate()

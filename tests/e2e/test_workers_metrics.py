@@ -4,6 +4,7 @@ Each worker used to answer ``/metrics`` with its own series only, unlabelled, so
 counter jump between the two workers' values (false resets) and half the traffic. Now every
 scrape holds both workers' series, labelled ``worker``, one HELP/TYPE per family, the store's and
 the prober's republished series once; a worker that does not answer is left out after a second.
+A prober of its own (``probes.follow_url``) is republished the same way: it had not been at all.
 """
 
 from __future__ import annotations
@@ -151,6 +152,52 @@ def test_every_scrape_shows_both_workers_labelled_and_counters_never_go_back(tmp
             assert not [name for name, labels in m if ("worker", "1") in labels and name != UP]
         finally:
             os.kill(stopped, signal.SIGCONT)
+    finally:
+        for p in reversed(procs):
+            p.stop()
+
+
+def test_a_prober_of_its_own_is_republished_once_whichever_worker_answers(tmp_path: Path) -> None:
+    port, inst, prober_port = free_port(), free_port(), free_port()
+    fleet = {"instances": [{"id": "a", "model": "m", "url": f"http://127.0.0.1:{inst}"}]}
+    prober_cfg, cfg = tmp_path / "prober.yaml", tmp_path / "routelens.yaml"
+    prober_cfg.write_text(yaml.safe_dump({
+        "fleet": fleet, "storage": {"duckdb_path": str(tmp_path / "probes.duckdb")},
+        "probes": {"interval_s": 0.5, "kinds": ["syntax"], "hysteresis": {"fail_k": 1, "fail_n": 1}}}))
+    cfg.write_text(yaml.safe_dump({
+        "gateway": {"port": port}, "storage": {"duckdb_path": str(tmp_path / "traces.duckdb")},
+        "scrape": {"interval_s": 0.2, "stale_after_s": 30}, "fleet": fleet,
+        "probes": {"enabled": False, "follow_url": f"http://127.0.0.1:{prober_port}"}}))
+    py = [sys.executable, "-m", "app"]
+    procs = [Proc([*py, "sim", "fleet", "--instances", "1", "--base-port", str(inst), "--zero-delay"])]
+    try:
+        procs[0].wait_for("fleet ready")
+        procs.append(Proc([*py, "serve", "--config", str(cfg), "--workers", "2"]))  # binds before the prober
+        procs[-1].wait_for("gateway ready http")
+        procs.append(Proc([*py, "--config", str(prober_cfg), "probes", "run", "--port", str(prober_port)]))
+        procs[-1].wait_for("prober ready")
+        url, prober = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{prober_port}"
+
+        def verdicts(text: str) -> set[frozenset[tuple[str, str]]]:
+            return {labels for name, labels in check_valid(text) if name == "routelens_probe_verdict"}
+
+        def prober_own() -> set[frozenset[tuple[str, str]]]:
+            with urllib.request.urlopen(f"{prober}/metrics", timeout=10) as resp:
+                return verdicts(resp.read().decode())
+
+        own = wait_until(prober_own, 20)  # its first results
+        assert {dict(labels)["kind"] for labels in own} == {"syntax"}
+        answered: set[str] = set()
+        for _ in range(40):  # until both workers have answered a scrape with the prober's series
+            worker, text, _ = scrape(url)
+            found = verdicts(text)  # a series twice (once per worker) fails to parse
+            if found:
+                assert found == own, (worker, found, own)  # once, unlabelled (none had been there)
+                answered.add(worker)
+            if answered == {"0", "1"}:
+                break
+            time.sleep(0.2)
+        assert answered == {"0", "1"}, answered
     finally:
         for p in reversed(procs):
             p.stop()

@@ -108,8 +108,8 @@ def test_a_wedged_prober_ages_its_last_result_and_raises_the_silent_alert_after_
                 stub.wedged = True
                 clock.advance(1.0)
                 assert await follower.poll_once() == 0  # times out (the follower's own 1 s request timeout)
-                problem = follower.problem()
-                assert problem is not None and "TimeoutError" in problem
+                problem = follower.problem()  # a timeout says what it waited for (it had read '(TimeoutError: )')
+                assert problem is not None and problem.endswith("(TimeoutError: no answer within 1 s)")
                 assert "since 2026-12-01T12:00:01+00:00" in problem
 
                 clock.advance(116.0)  # 117 s since the last answer: its result is 119.209 s old
@@ -129,7 +129,7 @@ def test_a_wedged_prober_ages_its_last_result_and_raises_the_silent_alert_after_
                 assert silent["since"] == "2026-12-01T12:01:57.791000+00:00"  # when its result turned 120 s old
                 assert f"the prober at {stub.url} has not answered since 2026-12-01T12:00:01+00:00" \
                        in silent["summary"]
-                assert "(TimeoutError: ); no probe result for 120 s" in silent["summary"]
+                assert "(TimeoutError: no answer within 1 s); no probe result for 120 s" in silent["summary"]
                 assert [a["name"] for a in listed] == ["RouteLensProberSilent", "RouteLensProbeSyntaxFailed"]
                 assert follower.feed()["alerts"] == listed  # a follower of this gateway sees the same
 
