@@ -13,6 +13,11 @@ VERDICT_COLOURS: dict[str, str] = {
 DENSE_ROWS = 40
 _CODES = {verdict: code for code, verdict in enumerate(VERDICT_COLOURS)}
 _MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
+# The grid's kinds are labelled above it (a tall fleet's bottom edge is off screen): the top margin
+# holds the title, pinned to the figure's top edge, and under it the labels; with the title in the
+# middle of a 40 px margin, it was drawn over them.
+_GRID_TITLE_PX, _GRID_LABELS_PX = 36, 30
+_GRID_MARGIN = {**_MARGIN, "t": _GRID_TITLE_PX + _GRID_LABELS_PX}
 # Above the plot, right-aligned: below it, it covers the time axis' date label.
 _LEGEND = {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1}
 
@@ -66,9 +71,10 @@ def verdict_grid_chart(grid: pd.DataFrame, order: list[str] | None = None) -> go
         hovertemplate="%{y} · %{x}: %{text}%{customdata}<extra></extra>",
     ))
     fig.update_layout(
-        title="Verdict per probe (the router's; else the last result's)",
-        height=120 + (14 if dense else 36) * len(rows), margin=_MARGIN,
-        yaxis={"autorange": "reversed", "title": None}, xaxis={"side": "top", "title": None},
+        title={"text": "Verdict per probe (the router's; else the last result's)", "yref": "container", "y": 1,
+               "yanchor": "top", "pad": {"t": 8}},
+        height=120 + _GRID_MARGIN["t"] - _MARGIN["t"] + (14 if dense else 36) * len(rows), margin=_GRID_MARGIN,
+        yaxis={"autorange": "reversed", "title": None}, xaxis={"side": "top", "title": None, "ticklabelstandoff": 4},
     )
     return fig
 

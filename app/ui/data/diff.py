@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from app.explain import DASH, ordered_candidates, violation_short
+from app.explain import CHAIN_ONLY, DASH, ordered_candidates, unjudged, violation_short
 from app.ui.data.why_not import reason_for
 from schemas.errors import ConfigError
 from schemas.trace import CandidateEval, DecisionTrace
@@ -38,12 +38,19 @@ def _instances(a: DecisionTrace, b: DecisionTrace) -> list[str]:
     return names + [c.instance for c in ordered_candidates(b.candidates) if c.instance not in names]
 
 
-def _verdict(trace: DecisionTrace, cand: CandidateEval | None) -> str:
+def _verdict(trace: DecisionTrace, cand: CandidateEval | None, aside: list[str]) -> str:
     if cand is None:
         return "absent"
     if cand.instance == trace.selected_instance:
         return "selected"
+    if cand.instance in aside:  # a rule's chain, kept for failed attempts: neither filtered nor scored
+        return CHAIN_ONLY
     return "feasible" if cand.feasible else "ruled out"
+
+
+def _rank(cand: CandidateEval | None, aside: list[str]) -> int | None:
+    """The rank the picker gave; none for a chain candidate listed after the ranked ones (never scored)."""
+    return None if cand is None or cand.instance in aside else cand.rank
 
 
 def _why(trace: DecisionTrace, instance: str, model: str | None) -> str:
@@ -58,11 +65,16 @@ def _close(x: float | None, y: float | None) -> bool:
 def align(a: DecisionTrace, b: DecisionTrace) -> pd.DataFrame:
     """One row per instance in either trace: verdict, rank, total, and why it was not chosen on each side.
 
+    The verdict is ``selected``, ``feasible``, ``ruled out``, ``absent``, or :data:`app.explain.CHAIN_ONLY`
+    for a rule's chain kept unjudged (:func:`app.explain.unjudged`): without a rank, as "Why this
+    model" and ``routelens trace`` show it.
+
     ``why_a``/``why_b`` is the one reason it was not chosen (:mod:`app.ui.data.why_not`), for an
     instance absent from a side too ("left out by rule X's target"); empty for the chosen one.
     ``differs`` is True when the verdict, the rank, the total or the violations differ.
     """
     ca, cb = {c.instance: c for c in a.candidates}, {c.instance: c for c in b.candidates}
+    aside_a, aside_b = unjudged(a), unjudged(b)
     rows = []
     for name in _instances(a, b):
         x, y = ca.get(name), cb.get(name)
@@ -71,8 +83,8 @@ def align(a: DecisionTrace, b: DecisionTrace) -> pd.DataFrame:
         ta, tb = (x.total if x else None), (y.total if y else None)
         viol_a = "; ".join(violation_short(v) for v in x.violations) if x else ""
         viol_b = "; ".join(violation_short(v) for v in y.violations) if y else ""
-        va, vb = _verdict(a, x), _verdict(b, y)
-        ra, rb = (x.rank if x else None), (y.rank if y else None)
+        va, vb = _verdict(a, x, aside_a), _verdict(b, y, aside_b)
+        ra, rb = _rank(x, aside_a), _rank(y, aside_b)
         rows.append({
             "instance": name, "verdict_a": va, "verdict_b": vb, "rank_a": ra, "rank_b": rb, "total_a": ta,
             "total_b": tb, "delta": None if ta is None or tb is None else tb - ta, "why_a": _why(a, name, model),

@@ -9,15 +9,17 @@ other policy did differently.
 
 Examples::
 
-    A chose small-a, B chose big-b: another rule: A matched to-small, B matched none (in B, to-small
-    failed on request_time.hour = 17 not in [9, 11, 14, 16]).
+    A chose small-a, B chose big-b: another rule: A matched to-small (target small), B matched no rule
+    (in B, to-small failed on request_time.hour = 17 not in [9, 11, 14, 16]).
+    A chose v4-a, B chose small-a: another rule: A matched long (target deepseek-v4-32k), B matched no
+    rule (in B, long failed on input_length = 18 <= 8000; other atoms failed too).
     A chose big-a, B chose big-b: a constraint verdict: in B, big-a: removed by kv-cache 91% > 85%.
 """
 
 from __future__ import annotations
 
 from app.explain import DASH, fmt_num
-from app.ui.data.policy_step import fmt_waited
+from app.ui.data.policy_step import failed_atoms, fmt_waited
 from app.ui.data.scores import by_instance, chosen, gap_terms
 from app.ui.data.why_not import reason_for
 from schemas.trace import CandidateEval, DecisionTrace
@@ -49,17 +51,26 @@ def _policy(a: DecisionTrace, b: DecisionTrace) -> str:
 
 
 def _rule(t: DecisionTrace) -> str:
+    """The policy rule that matched, with its target; ``no rule`` when none did.
+
+    The trace's ``rule`` is then ``auto`` or ``model:<name>``: the plain path's name, not a rule.
+    """
     step = t.policy
     if step is None or step.rule is None:
-        return t.rule or "none"
+        named = t.rule.removeprefix("model:") if t.rule and t.rule.startswith("model:") else None
+        return f"no rule (the request named {named})" if named else "no rule"
     return f"{step.rule} (target {step.target or 'every model'})"
 
 
 def _failed_on(t: DecisionTrace, rule: str | None) -> str | None:
-    """The first atom that failed ``rule`` in ``t`` (None: not tried there, or it matched)."""
+    """Why ``rule`` failed in ``t``: the atom that failed it first, and whether others did too.
+
+    None: not tried there, or it matched.
+    """
     if rule is None or t.policy is None:
         return None
-    return next((v.detail[0] for v in t.policy.tried if v.rule == rule and not v.matched and v.detail), None)
+    return next((failed_atoms(v.detail) for v in t.policy.tried if v.rule == rule and not v.matched and v.detail),
+                None)
 
 
 def _cause(a: DecisionTrace, b: DecisionTrace, x: CandidateEval | None, y: CandidateEval | None) -> str:

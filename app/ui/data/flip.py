@@ -9,6 +9,9 @@ with the highest total (:mod:`app.ui.data.scores`): the max-score winner, or wit
   clamped to [0, 1], so raising a challenger's term by ``d`` moves its total by ``weight_factor *
   weight_i * d``: any ranked candidate may tie the leader (raised), or the leader the runner-up
   (lowered). A change needing a raw value outside [0, 1] is not possible. Size: the raw change.
+  At the tie the picker's tie-break (``mmh3(request_id:instance)``) decides (``Flip.at_tie``): when
+  it keeps the leader, the winner changes only past the tie (not possible when the tie is at 0 or
+  1); sampling, a tie is equal chances, so likewise.
 - ``feasibility``: a constraint metric crossing its threshold. A removed candidate with a single
   hard violation, whose recorded would-be terms would then put it ahead of the leader; or the
   leader breaking a threshold another candidate's violation shows (the runner-up then leads). Size:
@@ -28,7 +31,7 @@ from typing import Literal
 
 from app.explain import breach_op
 from app.ui.data.atom_change import atom_change
-from app.ui.data.scores import EPS, gap_terms, is_sampled, scored, total_of
+from app.ui.data.scores import EPS, gap_terms, is_sampled, scored, tie_break, total_of
 from schemas.trace import CandidateEval, DecisionTrace
 
 __all__ = ["Flip", "FlipKind", "Margin", "flip_changes", "margin", "smallest_flip", "total_of"]
@@ -64,6 +67,9 @@ class Flip:
         size: The change on the common 0-1 scale.
         likeliest: The picker samples: the change makes ``new_winner`` the most likely draw.
         metric: ``feasibility``: the metric; ``rule``: the feature.
+        at_tie: ``term``: whom the picker's tie-break puts first when the change just ties the totals
+            (``new_winner``: the tie itself changes the winner; the leader: only a change past it
+            does); None when a sampling picker draws (a tie is equal chances) and for other kinds.
     """
 
     kind: FlipKind
@@ -77,6 +83,7 @@ class Flip:
     size: float = 0.0
     likeliest: bool = False
     metric: str | None = None
+    at_tie: str | None = None
 
     @property
     def delta(self) -> float:
@@ -115,23 +122,30 @@ def _term_flips(trace: DecisionTrace, pool: list[CandidateEval], likeliest: bool
         return []
     lead, run = pool[0], pool[1]
     top = total_of(trace, lead)
+
+    def at_tie(level: float, moved: CandidateEval) -> str | None:
+        """Who the tie-break puts first once ``moved`` is at ``level`` with every candidate already there."""
+        tied = [moved.instance, *(c.instance for c in pool if c is not moved and abs(total_of(trace, c) - level) < EPS)]
+        return None if likeliest else tie_break(trace.request_id, tied)
+
     out = []
+    lowered = at_tie(total_of(trace, run), lead)
     for name, raw, weight, _ in trace.terms_of(lead):  # the leader down to the runner-up
         slope = lead.weight_factor * weight
         new = raw - (top - total_of(trace, run)) / slope if slope > EPS else -1.0
-        if new >= -EPS:
+        if new >= -EPS and (new > EPS or lowered not in (None, lead.instance)):  # no room past a tie it loses
             new = max(new, 0.0)
             out.append(Flip("term", "winner", lead.instance, name, raw, new, weight, run.instance, raw - new,
-                            likeliest))
+                            likeliest, at_tie=lowered))
     for cand in pool[1:]:  # any other up to the leader
-        gap = top - total_of(trace, cand)
+        gap, raised = top - total_of(trace, cand), at_tie(top, cand)
         for name, raw, weight, _ in trace.terms_of(cand):
             slope = cand.weight_factor * weight
             new = raw + gap / slope if slope > EPS else 2.0
-            if new <= 1 + EPS:
+            if new <= 1 + EPS and (new < 1 - EPS or raised not in (None, lead.instance)):
                 new = min(new, 1.0)
                 out.append(Flip("term", "challenger", cand.instance, name, raw, new, weight, cand.instance, new - raw,
-                                likeliest))
+                                likeliest, at_tie=raised))
     return out
 
 

@@ -7,8 +7,8 @@ from typing import Any
 from app.explain import DASH, fmt_num
 from schemas.trace_policy import PolicyStep
 
-__all__ = ["MORE", "attachments_rows", "clauses_rows", "fmt_waited", "intent_sentence", "keyword_rows",
-           "rule_sentence"]
+__all__ = ["MORE", "attachments_rows", "clauses_rows", "failed_atoms", "fmt_waited", "intent_sentence",
+           "keyword_rows", "rule_sentence"]
 
 MORE = "(other atoms failed too)"
 """The line the router adds after a rule's first failing atom when others failed too."""
@@ -65,13 +65,20 @@ def clauses_rows(step: PolicyStep) -> list[dict[str, Any]]:
     first with the value it read (``request_time.hour = 17 not in [9, 11, 14, 16]``), then the
     others that failed when the trace lists them.
     """
-    return [{"rule": t.rule, "matched": "yes" if t.matched else "no", "why": _why(t.detail, t.matched)}
+    return [{"rule": t.rule, "matched": "yes" if t.matched else "no",
+             "why": ("; ".join(t.detail) or DASH) if t.matched or not t.detail else failed_atoms(t.detail)}
             for t in step.tried]
 
 
-def _why(detail: list[str], matched: bool) -> str:
-    if matched or not detail:
-        return "; ".join(detail) or DASH
+def failed_atoms(detail: list[str]) -> str:
+    """A failed rule's ``detail`` in words: the atom that failed it first, then that others failed too.
+
+    ``input_length = 18 <= 8000; other atoms failed too`` when the router recorded :data:`MORE`
+    (turning that atom alone would not have made the rule match), ``...; also <atom>`` when it
+    listed the others. Empty ``detail``: an empty string.
+    """
+    if not detail:
+        return ""
     first, rest = detail[0], [d for d in detail[1:] if d != MORE]
     if rest:
         return f"{first}; also {'; '.join(rest)}"

@@ -10,10 +10,14 @@ instance is rank 1 whatever its total. The *leader* is the scored candidate with
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+import mmh3
+
 from schemas.common import RoutingMode
 from schemas.trace import CandidateEval, DecisionTrace
 
-__all__ = ["EPS", "by_instance", "chosen", "gap_terms", "is_sampled", "leader", "scored", "total_of"]
+__all__ = ["EPS", "by_instance", "chosen", "gap_terms", "is_sampled", "leader", "scored", "tie_break", "total_of"]
 
 EPS = 1e-9
 
@@ -68,3 +72,12 @@ def gap_terms(trace: DecisionTrace, ahead: CandidateEval, behind: CandidateEval)
     raw_behind = {name: raw for name, raw, _, _ in trace.terms_of(behind)}
     return {name: weight * (ahead.weight_factor * raw - behind.weight_factor * raw_behind[name])
             for name, raw, weight, _ in trace.terms_of(ahead) if name in raw_behind}
+
+
+def tie_break(request_id: str, instances: Iterable[str]) -> str:
+    """The instance the router's picker puts first among ``instances`` tied on total.
+
+    Exact ties go by ``mmh3(request_id:instance)``, the lowest unsigned hash first (the pickers'
+    shared ranking in ``router_core``): the same request always breaks a tie the same way.
+    """
+    return min(instances, key=lambda iid: mmh3.hash(f"{request_id}:{iid}", signed=False))

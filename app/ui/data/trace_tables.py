@@ -124,15 +124,25 @@ def summary(trace: DecisionTrace) -> dict[str, str]:
 
 
 def headline(trace: DecisionTrace) -> dict[str, str]:
-    """Return the few short facts an operator reads first, as ``label -> value`` for metric tiles."""
+    """Return the few short facts an operator reads first, as ``label -> value`` for metric tiles.
+
+    Five tiles share a row (~180 px each at a 1400 px window): a value is at most ~10 characters of
+    the tile's large type, else it is cut (``ok · HTT…``). The outcome reads as an HTTP status line
+    (``200 ok``, ``502 error``); a duration of 10 s or more is in seconds (``66.0 s``).
+    """
     out = trace.outcome
     return {
         "Fallback": "yes" if trace.fallback_triggered else "no",
         "Mode": trace.mode.value,
-        "Decision latency": f"{fmt_num(trace.latency_ms, 2)} ms",
-        "Outcome": f"{out.status.value} · HTTP {out.http_status}",
-        "Total time": f"{fmt_num(out.total_ms, 1)} ms",
+        "Decision latency": _tile_ms(trace.latency_ms, 2),
+        "Outcome (HTTP)": f"{out.http_status} {out.status.value}",
+        "Total time": _tile_ms(out.total_ms, 1),
     }
+
+
+def _tile_ms(ms: float, digits: int) -> str:
+    """A duration short enough for a tile: ``3,890 ms``, ``1.84 ms``; ``66.0 s`` from 10 s on."""
+    return f"{fmt_num(ms, digits)} ms" if ms < 10_000 else f"{ms / 1000:,.1f} s"
 
 
 def rejections(trace: DecisionTrace) -> dict[str, str]:

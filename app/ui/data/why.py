@@ -180,11 +180,26 @@ def flip_sentence(trace: DecisionTrace) -> str | None:
         return f"{lead} and {best.new_winner} tied: the smallest change to any term flips them."
     other = best.new_winner if best.side == "challenger" else lead
     gap = abs(m.margin) if m is not None and best.side == "winner" else _gap(trace, lead, other)
-    verb = "lowering" if best.side == "winner" else "raising"
-    what = f"made {best.new_winner} the most likely draw" if best.likeliest else "tied the totals"
-    return (f"Margin {fmt_num(gap)} to {best.new_winner if best.side == 'winner' else lead}. {verb.capitalize()} "
-            f"{best.instance}'s {best.term} from {fmt_num(_num(best.raw))} to {fmt_num(_num(best.new_raw))} "
-            f"(by {fmt_num(best.delta)}, weight {fmt_num(best.weight)}) would have {what}: the smallest single change.")
+    head = f"Margin {fmt_num(gap)} to {best.new_winner if best.side == 'winner' else lead}. "
+    return head + _term_change(best, lead)
+
+
+def _term_change(best: Flip, lead: str) -> str:
+    """What moving one term to where the totals tie does: the tie-break decides there (sampling: equal chances)."""
+    verb, past = ("Lowering", "below") if best.side == "winner" else ("Raising", "above")
+    old, new = fmt_num(_num(best.raw)), fmt_num(_num(best.new_raw))
+    change = f"{verb} {best.instance}'s {best.term} from {old} to"
+    weight = f"weight {fmt_num(best.weight)}"
+    smallest = "the smallest single change."
+    if best.at_tie is not None and best.at_tie != lead:  # the tie itself changes the winner
+        gone = best.new_winner if best.at_tie == best.new_winner else f"{best.at_tie}, tied with them"
+        return (f"{change} {new} (by {fmt_num(best.delta)}, {weight}) would have tied the totals, and the tie-break "
+                f"(mmh3 of request_id:instance) would have gone to {gone}: {smallest}")
+    what = f"made {best.new_winner} the most likely draw" if best.likeliest else f"made {best.new_winner} win"
+    at = ("the two would have been equally likely." if best.at_tie is None
+          else f"the totals would have tied, and the tie-break (mmh3 of request_id:instance) would have kept {lead}.")
+    return (f"{change} {past} {new} (by more than {fmt_num(best.delta)}, {weight}) would have {what}: {smallest} "
+            f"At {new} {at}")
 
 
 def _num(value: float | str | None) -> float | None:

@@ -41,6 +41,26 @@ def _load(side: str, request_id: str) -> DecisionTrace | None:
     return trace
 
 
+# The reasons are prose (up to ~200 characters): they get a table of their own that wraps, so the
+# grid of verdicts and numbers fits the main column at 1400 px (~940 px) without scrolling sideways.
+WHY = {"why_a": "why not chosen in A", "why_b": "why not chosen in B"}
+_VERDICT_PX, _NUMBER_PX = 236, 56  # a verdict as long as "not filtered or scored (rule's chain)"; "total A"
+_LABELS = {"instance": "instance", "verdict_a": "verdict A", "verdict_b": "verdict B", "rank_a": "rank A",
+           "rank_b": "rank B", "total_a": "total A", "total_b": "total B", "delta": "delta"}
+CANDIDATE_COLUMNS = {
+    **{c: st.column_config.Column(label, width=104 if c == "instance" else _VERDICT_PX if c.startswith("verdict")
+                                  else _NUMBER_PX) for c, label in _LABELS.items()},
+    "differs": st.column_config.CheckboxColumn("differs", width=_NUMBER_PX),
+}
+
+
+def _reasons(cands: pd.DataFrame) -> "pd.io.formats.style.Styler":
+    """Why each instance was not chosen on either side, as prose that wraps, shaded as the grid is."""
+    shown = widgets.readable(cands[["instance", *WHY]]).map(lambda v: widgets.plain(str(v)))
+    shade = ["background-color: #fff3cd" if d else "" for d in cands["differs"]]
+    return shown.rename(columns=WHY).style.apply(lambda col: shade, axis=0)
+
+
 def _highlight(frame: pd.DataFrame) -> "pd.io.formats.style.Styler":
     """Shade the rows whose ``differs`` is set."""
     return frame.style.apply(lambda row: ["background-color: #fff3cd" if row["differs"] else ""] * len(row), axis=1)
@@ -99,7 +119,9 @@ for col, side, trace in ((col_a, "A", a), (col_b, "B" if mode == MODES[0] else "
 cands = diff.align(a, b)
 st.subheader("Candidates")
 st.caption(f"{int(cands['differs'].sum())} of {count(len(cands), 'candidate')} differ.")
-st.dataframe(_highlight(widgets.readable(cands)), hide_index=True)
+st.dataframe(_highlight(widgets.readable(cands)), hide_index=True, column_config=CANDIDATE_COLUMNS,
+             column_order=[c for c in cands.columns if c not in WHY])
+st.table(_reasons(cands), hide_index=True)
 st.subheader("Score terms")
 st.dataframe(_highlight(widgets.readable(diff.terms_diff(a, b))), hide_index=True)
 st.subheader("Facts")

@@ -115,8 +115,10 @@ def metric_section(a: str, b: str, by: str, sc: sidebar.Scope) -> None:
         return
     level, sentence = data.srm_status(report)
     {"error": st.error, "warning": st.warning, "info": st.info, "ok": st.success}[level](sentence)
-    st.markdown(f"**{report.get('verdict', '')}** — A = `{a}`, B = `{b}`; intervals at "
-                f"{report.get('confidence', 0.95):.0%}, Holm-corrected across the metrics.")
+    # Only the p-values are Holm-adjusted (ingest.experiments.compare.build_report): an interval can
+    # exclude 0 while p (Holm) is above alpha, and "moved" stays blank.
+    st.markdown(f"**{report.get('verdict', '')}** — A = `{a}`, B = `{b}`; {report.get('confidence', 0.95):.0%} "
+                "intervals per metric; p-values Holm-corrected across the metrics.")
     st.dataframe(data.metric_table(report, load_limits().cost_unit), hide_index=True, key="metric_table",
                  column_config={"note": st.column_config.TextColumn("note", width="large")})
     st.caption(data.FIGURES_NOTE)

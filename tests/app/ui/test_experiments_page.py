@@ -107,3 +107,12 @@ def test_an_empty_window_says_how_to_run_an_experiment(monkeypatch: pytest.Monke
 def test_an_unreachable_store_is_a_banner(monkeypatch: pytest.MonkeyPatch, closed_port_url: str) -> None:
     at = open_app_page(PAGE, monkeypatch, {"ROUTELENS_API_URL": closed_port_url})
     assert any("unreachable" in e.value for e in at.error)  # type: ignore[attr-defined]
+
+
+def test_only_the_p_values_are_said_to_be_holm_corrected(monkeypatch: pytest.MonkeyPatch, db: Path) -> None:
+    """The audit: 'intervals at 95%, Holm-corrected across the metrics' beside a latency CI excluding 0 and
+    p (Holm) 0.12: the intervals are per metric (build_report adjusts the p-values only)."""
+    at = open_page(monkeypatch, db)
+    line = next(m.value for m in at.markdown if "Holm" in m.value)  # type: ignore[attr-defined]
+    assert line.endswith("; 95% intervals per metric; p-values Holm-corrected across the metrics.")
+    assert "intervals at" not in line

@@ -106,9 +106,11 @@ def test_latency_chart_without_baseline_shows_only_p95(results: list[ProbeResult
 def test_verdict_grid_of_a_big_fleet_is_dense(results: list[ProbeResult]) -> None:
     many = [r.model_copy(update={"instance": f"i{n:03d}"}) for n in range(charts.DENSE_ROWS + 1) for r in results[:3]]
     fig = charts.verdict_grid_chart(data.last_verdicts(many, limits=LIMITS))
-    assert fig.data[0].texttemplate == "" and fig.layout.height == 120 + 14 * (charts.DENSE_ROWS + 1)
+    # the height below the top margin (title and column labels): 80 px and the rows
+    assert fig.data[0].texttemplate == ""
+    assert fig.layout.height - fig.layout.margin.t == 80 + 14 * (charts.DENSE_ROWS + 1)
     few = charts.verdict_grid_chart(data.last_verdicts(results, limits=LIMITS))
-    assert few.data[0].texttemplate == "%{text}" and few.layout.height == 120 + 36 * 3
+    assert few.data[0].texttemplate == "%{text}" and few.layout.height - few.layout.margin.t == 80 + 36 * 3
 
 
 def test_latency_band_is_not_filled_across_a_gap(results: list[ProbeResult]) -> None:

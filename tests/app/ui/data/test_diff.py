@@ -8,15 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from app.explain import CHAIN_ONLY, unjudged
 from app.ui.data import diff
 from router_core.rules.load import compile_policy
 from router_core.rules.request import RequestView
 from router_core.rules.route import RouteChoice
 from schemas import ConfigError
 from tests.app import stub_trace_api as stub
+from tests.app.ui.data import audit_cases as cases_audit
 from tests.app.ui.data import why_cases as cases
 from tests.router_core.conftest import FLEET, decide, healthy
 from tests.router_core.decide.test_router_rules import CONFIG as RULES_CONFIG
+from tests.router_core.decide.test_router_rules import route
 
 CHEAP_FIRST = {"fleet": {"instances": FLEET},
                "scoring": {"preset": "balanced", "weights": {"quality": 0, "latency": 0, "balance": 0, "cost": 1}}}
@@ -140,3 +143,20 @@ def test_an_instance_a_rule_s_target_left_out_says_so_not_absent() -> None:
     assert row.loc["big-b", "verdict_a"] == "absent" and row.loc["big-b", "verdict_b"] == "selected"
     assert row.loc["big-a", "why_a"] == "left out by rule to-small's target small"
     assert row.loc["small-a", "why_a"] == "" and row.loc["big-b", "why_b"] == ""
+
+
+def test_a_rule_s_chain_reads_as_not_filtered_or_scored_without_a_rank() -> None:
+    """The audit: coder-6b-a/b read 'feasible', rank 3/4 where Why and ``routelens trace`` say the chain's."""
+    _, a = decide(healthy(), RULES_CONFIG, route=route(tokens=2000))  # rule to-small; its chain's big-a, big-b
+    _, b = decide(healthy(), RULES_CONFIG)
+    assert sorted(unjudged(a)) == ["big-a", "big-b"] and all(c.rank for c in a.candidates)
+    row = diff.align(a, b).set_index("instance")
+    assert row.loc[["big-a", "big-b"], "verdict_a"].tolist() == [CHAIN_ONLY, CHAIN_ONLY]
+    assert row.loc[["big-a", "big-b"], "rank_a"].isna().all()
+    assert row.loc["small-a", "verdict_a"] == "selected" and row.loc["small-a", "rank_a"] == 1
+    assert row.loc[b.selected_instance, "verdict_b"] == "selected" and row.loc[b.selected_instance, "rank_b"] == 1
+    chain = cases_audit.rule_with_chain()
+    same = diff.align(chain, chain).set_index("instance")
+    assert same.loc[["coder-a", "coder-b"], "verdict_a"].tolist() == [CHAIN_ONLY, CHAIN_ONLY]
+    assert same.loc[["coder-a", "coder-b"], "rank_b"].isna().all() and not same["differs"].any()
+    assert same.loc["v4-b", "verdict_a"] == "feasible" and same.loc["v4-b", "rank_a"] == 2

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from app.ui.data.diff_verdict import diff_verdict
+from router_core.rules.load import compile_policy
+from router_core.rules.request import RequestView
+from router_core.rules.route import RouteChoice
 from schemas import Attempt, AttemptStatus, DecisionTrace
 from schemas.trace_policy import PolicyStep
 from tests.app.ui.data import why_cases as cases
@@ -27,7 +32,7 @@ def test_another_rule_with_the_atom_that_failed_it() -> None:
     _, b = decide(healthy(), CONFIG, route=route(tokens=100))
     assert diff_verdict(a, b) == (
         f"A chose small-a, B chose {b.selected_instance}: another rule: A matched to-small (target small), "
-        "B matched auto (in B, to-small failed on input_length = 100 <= 1000).")
+        "B matched no rule (in B, to-small failed on input_length = 100 <= 1000).")
 
 
 def test_a_constraint_verdict_in_b() -> None:
@@ -80,3 +85,29 @@ def test_a_request_its_rules_throttle_refused() -> None:
     waited = b.model_copy(update={"policy": step.model_copy(update={"throttled": "reject", "waited_s": 0.7})})
     assert diff_verdict(a, waited) == ("A chose coder-6b-b, B chose no instance: nothing was chosen in B "
                                        "(rule to-coder's throttle was empty: refused with 429 after waiting 0.7 s).")
+
+
+OR_POLICY = compile_policy("routing_matrix:\n  - {rule_name: long, condition: \"input_length > 1000 || "
+                           "prompt_contains('long')\", primary_target: small}\n", "p.yaml", CONFIG)
+
+
+def or_route(tokens: int) -> RouteChoice:
+    view = RequestView(input_length=tokens, query_length=tokens, language="en", intent=None, intent_confidence=None,
+                       file_types=(), has_attachments=False, request_time=datetime(2026, 11, 29, 15, tzinfo=UTC),
+                       prompt="short")
+    return RouteChoice(OR_POLICY, OR_POLICY.match(view), local_hour=15)
+
+
+def test_no_rule_matched_is_no_rule_and_both_failed_atoms_of_an_or_are_owned() -> None:
+    """The audit: 'B matched auto (in B, long_context_priority failed on input_length = 18 <= 8000)': auto is no
+    rule, and the other atom of the OR failed too (as the rules table and ``routelens trace`` say)."""
+    _, a = decide(healthy(), CONFIG, route=or_route(2000))
+    _, b = decide(healthy(), CONFIG, route=or_route(18))
+    assert b.rule == "auto" and b.policy is not None and b.policy.rule is None
+    assert diff_verdict(a, b) == (
+        f"A chose small-a, B chose {b.selected_instance}: another rule: A matched long (target small), "
+        "B matched no rule (in B, long failed on input_length = 18 <= 1000; other atoms failed too).")
+    assert diff_verdict(b, a).startswith(f"A chose {b.selected_instance}, B chose small-a: another rule: A matched "
+                                         "no rule, B matched long (target small) (in A, long failed on")
+    named = b.model_copy(update={"rule": "model:big"})
+    assert "B matched no rule (the request named big) (in B, long" in diff_verdict(a, named)

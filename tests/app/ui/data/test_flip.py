@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.ui.data import flip, why
+from app.ui.data import flip, scores, why
+from router_core.pickers._tiebreak import rank
 from schemas import DecisionTrace, InstanceSnapshot
 from schemas.trace_policy import ClauseTried, PolicyStep
 from tests.app import stub_trace_api as stub
@@ -163,6 +164,55 @@ def test_a_sampling_picker_flips_the_most_likely_not_a_clamped_tie() -> None:
 def test_the_flip_sentence_for_a_term_keeps_its_words() -> None:
     text = why.flip_sentence(stub.sample_trace()) or ""
     assert text == (f"Margin 0.132 to {stub.SELECTED_INSTANCE}. Lowering {stub.TOP_RANKED}'s kv-cache from 0.58 to "
-                    f"0.25 (by 0.33, weight 0.4) would have tied the totals: the smallest single change.")
+                    f"0.25 (by 0.33, weight 0.4) would have tied the totals, and the tie-break (mmh3 of "
+                    f"request_id:instance) would have gone to {stub.SELECTED_INSTANCE}: the smallest single change.")
     assert why.flip_sentence(cases.tie_break()) == "coder-6b-b and coder-6b-a tied: the smallest change to any term " \
                                                    "flips them."
+
+
+def first_on_a_tie(request_id: str, *instances: str) -> str:
+    """The router's own tie-break: whom its pickers' ranking puts first among equal totals."""
+    return rank(request_id, [(i, 0.5) for i in instances])[0][0]
+
+
+def ids_where(lead: str, other: str, first: str) -> str:
+    """A request id on which the router's tie-break between ``lead`` and ``other`` goes to ``first``."""
+    return next(r for r in (f"req-{n}" for n in range(64)) if first_on_a_tie(r, lead, other) == first)
+
+
+def test_the_app_breaks_a_tie_as_the_router_does() -> None:
+    for n in range(200):
+        names = [f"inst-{(n * 7 + k) % 11}" for k in range(1 + n % 4)]
+        assert scores.tie_break(f"req-{n}", names) == first_on_a_tie(f"req-{n}", *names)
+
+
+def test_a_change_that_only_ties_says_where_the_tie_break_goes_or_that_it_must_go_past() -> None:
+    """The audit: 'would have tied the totals' for 'the smallest change that would have changed the winner'
+    (docs/operators.md); a tie goes to the tie-break, which may keep the leader."""
+    lead, run = stub.TOP_RANKED, stub.SELECTED_INSTANCE  # lowering lead's kv-cache to 0.25 ties them
+    head = f"Margin 0.132 to {run}. Lowering {lead}'s kv-cache from 0.58 to"
+    goes = stub.sample_trace().model_copy(update={"request_id": ids_where(lead, run, run)})
+    best = flip.smallest_flip(goes)
+    assert best is not None and best.at_tie == run
+    assert why.flip_sentence(goes) == (f"{head} 0.25 (by 0.33, weight 0.4) would have tied the totals, and the "
+                                       f"tie-break (mmh3 of request_id:instance) would have gone to {run}: the "
+                                       "smallest single change.")
+    keeps = stub.sample_trace().model_copy(update={"request_id": ids_where(lead, run, lead)})
+    best = flip.smallest_flip(keeps)
+    assert best is not None and best.at_tie == lead
+    assert why.flip_sentence(keeps) == (f"{head} below 0.25 (by more than 0.33, weight 0.4) would have made {run} win: "
+                                        "the smallest single change. At 0.25 the totals would have tied, and the "
+                                        f"tie-break (mmh3 of request_id:instance) would have kept {lead}.")
+
+
+def test_a_tie_at_the_end_of_a_term_s_range_that_the_leader_keeps_is_no_change_of_the_winner() -> None:
+    # b (0.5) ties a (0.75) only with a term at 1.0 (0.5 + 0.5 * 0.5): past it there is no room
+    a, b = cases.cand("a", [0.75, 0.75], 1), cases.cand("b", [0.5, 0.5], 2)
+    trace = cases.normal_win().model_copy(update={"candidates": [a, b], "selected_instance": "a"})
+    keeps = trace.model_copy(update={"request_id": ids_where("a", "b", "a")})
+    gives = trace.model_copy(update={"request_id": ids_where("a", "b", "b")})
+    raised = [f for f in flip.flip_changes(gives) if f.side == "challenger"]
+    assert [(f.term, f.new_raw, f.at_tie) for f in raised] == [("latency", pytest.approx(1.0), "b"),
+                                                               ("queue", pytest.approx(1.0), "b")]
+    assert not [f for f in flip.flip_changes(keeps) if f.side == "challenger"]
+    assert all(f.side == "winner" and f.at_tie == "a" for f in flip.flip_changes(keeps))

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from app.ui.data import trace_tables as tt
-from schemas import CandidateEval, DecisionTrace
+from schemas import CandidateEval, DecisionTrace, OutcomeStatus
 from tests.app import stub_trace_api as stub
 
 
@@ -45,9 +45,20 @@ def test_headline_tiles(trace: DecisionTrace) -> None:
         "Fallback": "yes",
         "Mode": "normal",
         "Decision latency": "1.84 ms",
-        "Outcome": "ok · HTTP 200",
+        "Outcome (HTTP)": "200 ok",
         "Total time": "3,890 ms",
     }
+
+
+def test_headline_values_are_short_enough_for_a_tile(trace: DecisionTrace) -> None:
+    """The audit: 'ok · HTT…' at 1400 px (a tile holds ~10 characters of its type): an HTTP status line, and a
+    duration past 10 s in seconds."""
+    slow = trace.model_copy(update={"latency_ms": 12_345.6, "outcome": trace.outcome.model_copy(
+        update={"status": OutcomeStatus.ERROR, "http_status": 502, "total_ms": 66_012.3})})
+    tiles = tt.headline(slow)
+    assert tiles["Outcome (HTTP)"] == "502 error"
+    assert (tiles["Decision latency"], tiles["Total time"]) == ("12.3 s", "66.0 s")
+    assert max(len(v) for v in tiles.values()) <= 10, tiles
 
 
 def test_steps_frame_in_order_with_kept_and_rejected(trace: DecisionTrace) -> None:
