@@ -15,7 +15,7 @@ from collections.abc import Callable
 from app.units import fmt, fmt_apart, metric_unit
 from schemas.trace import Violation
 
-__all__ = ["breach_op", "violation_short", "violation_text"]
+__all__ = ["breach_op", "holds", "violation_short", "violation_text"]
 
 _HOLDS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq, "!=": operator.ne,
@@ -25,6 +25,11 @@ _SIGN = {"<=": "≤", ">=": "≥"}
 # The latch's release written by the constraint filter: "...; latched out until 0.8 holds for 5s".
 _LATCH = re.compile(r"latched out until (?P<bound>[-+0-9.eE]+) holds for (?P<hold>[0-9.eE+]+)s")
 _BROKE = re.compile(r" broke (?P<op><=|>=|<|>|==|!=) ")
+
+
+def holds(op: str, value: float, threshold: float) -> bool:
+    """Whether ``value op threshold`` holds: a constraint's rule (``kv_cache_usage <= 0.85``) is met."""
+    return _HOLDS[op](value, threshold)
 
 
 def breach_op(violation: Violation) -> str | None:

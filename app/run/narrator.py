@@ -10,7 +10,6 @@ answers the same question (the day's window where the route needs one).
 
 from __future__ import annotations
 
-import operator
 import re
 import threading
 from collections import deque
@@ -21,6 +20,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from app.run.narrator_store import StoreChecks
+from app.violation_text import holds
 from router_core import DECAYING_GAUGES
 from schemas.config import ConstraintSpec, RouteLensConfig
 from sim.day import Injected
@@ -262,7 +262,7 @@ class Narrator(StoreChecks):
             self._held.discard(key)
             # The value is the latest evaluation's, read a poll after the one that broke the latch: shown as what
             # failed only while it still fails (a spike may be over by then: it is said as the value now).
-            if value is not None and not _OPS[spec.op](value, spec.threshold):
+            if value is not None and not holds(spec.op, value, spec.threshold):
                 limit, now = f"{spec.metric} {_fmt(value)} {spec.op} {spec.threshold:g}", ""
             else:
                 limit, now = f"{spec.metric} {spec.op} {spec.threshold:g}", f"; {_fmt(value)} when read"
@@ -314,10 +314,6 @@ class Narrator(StoreChecks):
                 self.line(f"alert {a['name']} resolved{where}",
                           self.page("probes", "/v1/alerts", instance=a.get("instance") or ""))
         self._alerts = firing
-
-
-_OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, "<": operator.lt, ">=": operator.ge,
-                                                  ">": operator.gt}  # a constraint holds when `value op bound`
 
 
 def _between(value: float, spec: ConstraintSpec) -> bool:

@@ -21,8 +21,9 @@ from pydantic import ValidationError
 from app.reader import READ_TOKEN_ENV, api_from_env
 from app.ui.limits import STATUS_RANK, Limits
 from app.units import DASH, METRIC_NAMES, fmt
+from app.violation_text import holds
 from schemas.config import AppSettings, HealthBand, HealthThresholds
-from schemas.fleet import EXTERNAL, InstanceSnapshot
+from schemas.fleet import EXTERNAL, InstanceSnapshot, LatchState
 
 __all__ = [
     "CELL_COLUMNS", "LIVE_ENV", "METRICS", "NOT_SCRAPED", "SERIES_COLUMNS", "SETTINGS_ENV", "SHORT", "STATUSES",
@@ -249,9 +250,7 @@ def latch_transitions(
         for latch in snap.latches:
             if latch.since is None:
                 continue
-            value = "" if latch.value is None else (
-                f" ({limits.latch_text(latch.constraint, latch.value)})" if limits
-                else f" (value {latch.value:.3g})")
+            value = "" if latch.value is None else f" ({_latch_value(latch, limits)})"
             seen.setdefault((latch.constraint, latch.since, latch.out), {
                 "ts": latch.since, "source": "latch", "what": f"{latch.constraint} {'out' if latch.out else 'back in'}",
                 "detail": f"held out of the feasible set{value}" if latch.out else f"feasible again{value}"})
@@ -259,6 +258,22 @@ def latch_transitions(
                                   for e in events]
     frame = pd.DataFrame(rows, columns=list(TRANSITION_COLUMNS))
     return frame.sort_values("ts", ignore_index=True)
+
+
+def _latch_value(latch: LatchState, limits: Limits | None) -> str:
+    """A latch's recorded value: against its threshold, and said as read later when it no longer breaks it.
+
+    The value is the latest evaluation's when the snapshot was stored, which may be seconds after the
+    one that broke the latch: a queue spike may be over (``0 / 10``), and shown bare it would read as
+    what broke it.
+    """
+    if limits is None:
+        return f"value {latch.value:.3g}"
+    text = limits.latch_text(latch.constraint, latch.value)
+    spec = limits.constraint(latch.constraint)
+    if latch.out and latch.value is not None and spec is not None and holds(spec.op, latch.value, spec.threshold):
+        return f"{text} when stored, within the limit again: it broke it before"
+    return text
 
 
 def served_rows(items: Iterable[Any]) -> pd.DataFrame:

@@ -167,3 +167,15 @@ def test_floor_time() -> None:
     t = datetime(2026, 12, 1, 12, 0, 7, 500, tzinfo=UTC)
     assert data.floor_time(t, 5) == datetime(2026, 12, 1, 12, 0, 5, tzinfo=UTC)
     assert data.floor_time(NOW, 5) == NOW
+
+
+def test_a_latch_value_read_after_the_spike_is_not_shown_as_what_broke_it() -> None:
+    """The audit's queue latch: out, stored with queue 0 (the spike over by the snapshot): said as read later."""
+    t1 = NOW - timedelta(minutes=3)
+    spike_over = LatchState(constraint="queue", out=True, since=t1, value=0.0)
+    breaking = LatchState(constraint="kv-cache", out=True, since=t1, value=0.93)
+    moves = data.latch_transitions([snap(at=t1, latches=[spike_over, breaking])], [], LIM)
+    detail = dict(zip(moves["what"], moves["detail"], strict=True))
+    assert detail["queue out"] == ("held out of the feasible set (0 / 10 requests when stored, within the limit again: "
+                                   "it broke it before)")
+    assert detail["kv-cache out"] == "held out of the feasible set (93% / 85%)"
