@@ -20,7 +20,7 @@ from schemas.errors import ConfigError
 from schemas.paths import path_context
 from schemas.yamlconf import parse_yaml_model
 
-__all__ = ["read_config", "read_model", "unreadable"]
+__all__ = ["not_utf8", "read_config", "read_model", "unreadable"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -35,6 +35,18 @@ def unreadable(path: Path) -> str | None:
             return None
     except OSError as exc:
         return exc.strerror or str(exc)
+
+
+def not_utf8(raw: bytes, exc: UnicodeDecodeError) -> tuple[int, int, str]:
+    """Where decoding ``raw`` as UTF-8 failed (``exc``): its line and column, 1-based, and the byte (``byte 0xe9``).
+
+    The column counts characters, as an editor (and PyYAML's marks) do: the line before the byte
+    decodes, since the byte is the first that does not.
+    """
+    start = raw.rfind(b"\n", 0, exc.start) + 1
+    line = raw.count(b"\n", 0, exc.start) + 1
+    column = len(raw[start:exc.start].decode("utf-8")) + 1
+    return line, column, f"byte 0x{raw[exc.start]:02x}"
 
 
 def left_behind(value: str, resolved: Path) -> None:
@@ -74,10 +86,8 @@ def read_model(model: type[M], path: str | Path, *, field: str = "<file>") -> M:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:  # YAML files are UTF-8: name where the first other byte is
-        line = raw.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        why = f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {column}"
-        raise ConfigError(str(p), [(line, field, why)]) from exc
+        line, column, byte = not_utf8(raw, exc)
+        raise ConfigError(str(p), [(line, field, f"not UTF-8: {byte} at column {column}")]) from exc
     return parse_yaml_model(model, text, str(p), context=path_context(p.parent, unreadable, left_behind))
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from app.cli._common import BadInput, fail
 from schemas.errors import ConfigError
 
-__all__ = ["COMMANDS", "DEFAULT_CONFIG", "build_parser", "main", "version"]
+__all__ = ["COMMANDS", "DEFAULT_CONFIG", "build_parser", "config_problem", "main", "version"]
 
 DEFAULT_CONFIG = "routelens.yaml"
 COMMANDS = ["serve", "store", "sim", "trace", "app", "demo", "schema", "drill", "state", "ingest", "plugins", "probe",
@@ -73,6 +73,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def config_problem(exc: ConfigError, args: argparse.Namespace) -> str:
+    """``exc`` as a command prints it; the default configuration missing said as such, in one line.
+
+    Its own message would read ``routelens.yaml: cannot read: No such file or directory``, as if
+    a file had been named: none was (a ``--config`` named and missing is refused before the command).
+    """
+    missing = (not getattr(args, "config_given", False) and not Path(args.config).exists()
+               and os.path.abspath(exc.source) == os.path.abspath(args.config)
+               and all(line is None for line, _, _ in exc.problems))
+    return f"no {args.config} in {os.getcwd()}; --config FILE names another" if missing else str(exc)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args = build_parser().parse_args(argv)
@@ -86,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         fail(f"{exc}")
         return 2
     except ConfigError as exc:
-        fail(f"{exc}")
+        fail(config_problem(exc, args))
         return 2
     except KeyboardInterrupt:
         return 130

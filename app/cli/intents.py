@@ -1,10 +1,11 @@
 """``routelens intents eval|add``: measure the semantic-intent classifier; add examples to a route.
 
 ``eval --routes ROUTES.yaml --cases CASES.jsonl`` classifies each case (``{"text": ..., "expected":
-ROUTE or null}``; null: out of scope, should abstain) on the path the router takes (fast, then the
-embedding path when unsure unless ``--no-escalate``) and prints a table or, with ``--json``, one JSON
-line last: ``{"n", "accuracy", "abstain_recall", "false_abstain", "p50_ms", "p99_ms", "per_route",
-"paths", "paths_p99_ms", "calibration", "warnings", ...}``. A case whose ``expected`` names no route
+ROUTE or null}``, both keys and no other; null, written out: out of scope, should abstain) on the
+path the router takes (fast, then the embedding path when unsure unless ``--no-escalate``) and
+prints a table or, with ``--json``, one JSON line last: ``{"n", "accuracy", "abstain_recall",
+"false_abstain", "p50_ms", "p99_ms", "per_route", "paths", "paths_p99_ms", "calibration",
+"warnings", ...}``. A case whose ``expected`` names no route
 of ROUTES is refused (a typo would count as a miss; write null for out of scope); ``warnings`` lists
 what the routes file holds that contradicts itself (an utterance under two routes), also on stderr.
 accuracy: share of cases with an expected route that got it; abstain_recall: share of null cases
@@ -16,12 +17,14 @@ runs with the ``routing.intents`` settings of ``--config`` (precision, token cut
 thresholds, calibration) when that file has them, its routes replaced by ``--routes``; otherwise
 with the defaults. The report's ``settings`` says which.
 
-``add ROUTE FILE [--routes ROUTES.yaml]`` appends FILE's utterances (one a line) to ROUTE, creating
-it if new, and refreshes the centroid cache beside the routes file: only ROUTE is re-clustered. The
-file is rewritten: its leading comment lines are kept, any other comment is dropped. An utterance
-already under another route is refused; a route left with fewer than two examples is written, but
-the classifier refuses the file until it has two (no refit then).
-Exit codes: 0 done, 2 bad input (a missing file, a file not UTF-8, a bad JSON line, an invalid routes file).
+``add ROUTE FILE [--routes ROUTES.yaml] [--create]`` appends FILE's utterances (one a line) to ROUTE,
+creating it if new, and refreshes the centroid cache beside the routes file: only ROUTE is
+re-clustered. A routes file that is not there is refused (a typo would start a new file) unless
+``--create`` asks for a new one. The file is rewritten: its leading comment lines are kept, any
+other comment is dropped. An utterance already under another route is refused; a route left with
+fewer than two examples is written, but the classifier refuses the file until it has two (no refit then).
+Exit codes: 0 done, 2 bad input (a missing file, a file not UTF-8, a bad JSON line, a case line
+without ``expected`` or with another key, a FILE without utterances, an invalid routes file).
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ def _read_lines(path: str) -> list[str]:
         return raw.decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        column = len(raw[raw.rfind(b"\n", 0, exc.start) + 1:exc.start].decode("utf-8")) + 1  # characters, as editors
         raise BadInput(f"{path}:{line}: not UTF-8: byte 0x{raw[exc.start]:02x} at column {column}") from exc
 
 
@@ -97,6 +100,10 @@ def read_cases(path: str) -> list[tuple[str, str | None]]:
         BadInput: The file is missing or not UTF-8, or a line is not a JSON object with a string ``text``.
     """
     return [(text, expected) for _, text, expected in _numbered_cases(path)]
+
+
+_CASE_KEYS = ("text", "expected")
+_CASE_SHAPE = '{"text": ..., "expected": ROUTE or null}'
 
 
 def _numbered_cases(path: str) -> list[tuple[int, str, str | None]]:
@@ -110,8 +117,15 @@ def _numbered_cases(path: str) -> list[tuple[int, str, str | None]]:
         except json.JSONDecodeError as exc:
             raise BadInput(f"{path}:{no}: not JSON: {exc.msg}") from exc
         if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-            raise BadInput(f"{path}:{no}: must be an object with a string 'text'")
-        expected = obj.get("expected")
+            raise BadInput(f"{path}:{no}: must be an object with a string 'text' ({_CASE_SHAPE})")
+        # A misspelt or missing 'expected' read as null would count the case as out of scope: a wrong recall.
+        if unknown := [k for k in obj if k not in _CASE_KEYS]:
+            raise BadInput(f"{path}:{no}: unknown key {unknown[0]!r}: a case has the keys text and expected "
+                           f"({_CASE_SHAPE})")
+        if "expected" not in obj:
+            raise BadInput(f"{path}:{no}: no 'expected': a case has the keys text and expected (write "
+                           "\"expected\": null for a case that should abstain)")
+        expected = obj["expected"]
         if expected is not None and not isinstance(expected, str):
             raise BadInput(f"{path}:{no}: 'expected' must be a route name or null")
         cases.append((no, obj["text"], expected))
@@ -266,8 +280,13 @@ def _add(args: argparse.Namespace) -> int:
                        "here) to add to its routing.intents.routes")
     settings = (IntentSettings(routes=path) if settings is None
                 else settings.model_copy(update={"routes": path}))
+    utterances = _read_lines(args.file)  # FILE is read whole before any write
+    if not any(u.strip() for u in utterances):
+        raise BadInput(f"{args.file}: no utterances (one a line)")
+    if not Path(path).exists() and not args.create:  # a typo of R would start a new routes file beside it
+        raise BadInput(f"{path}: no such routes file (--create starts a new one)")
     with _routes_warnings() as warnings:  # the refit's load says them again: they are collected once
-        routes = append_examples(path, args.route, _read_lines(args.file))  # FILE is read whole before any write
+        routes = append_examples(path, args.route, utterances)
         _warn(warnings)
         n = len(routes[args.route])
         err.print(f"{args.route}: {n} example{'s' if n != 1 else ''} in {path}")
@@ -303,9 +322,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     a = isub.add_parser("add", parents=[common], help="append utterances (one a line) to a route",
                         description="Append FILE's utterances (one a line) to ROUTE, creating it if new, and refit. "
                                     "The routes file is rewritten: its leading comment lines are kept, any other "
-                                    "comment is dropped.")
+                                    "comment is dropped. A routes file that is not there is refused (a typo would "
+                                    "start a new one) unless --create is given.")
     a.add_argument("route", metavar="ROUTE")
     a.add_argument("file", metavar="FILE")
     a.add_argument("--routes", default=None,
                    help="routes YAML (default: --config's routing.intents.routes)")
+    a.add_argument("--create", action="store_true",
+                   help="start the routes file when it is not there (without it, a missing one is refused)")
     a.set_defaults(func=_add)

@@ -37,14 +37,15 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def _load(args: argparse.Namespace, config: RouteLensConfig | None = None) -> RuleSet:
+def _load(args: argparse.Namespace, config: RouteLensConfig | None = None, *, strict_cases: bool = False) -> RuleSet:
+    """FILE compiled; ``strict_cases``: a case expecting a rule FILE does not have is refused (it could only fail)."""
     from router_core import load_rules
 
-    return load_rules(args.file, config or config_of(args))
+    return load_rules(args.file, config or config_of(args), strict_cases=strict_cases)
 
 
 def _check(args: argparse.Namespace) -> int:
-    rules = _load(args)
+    rules = _load(args, strict_cases=True)
     print(f"{args.file}: ok, {len(rules.rules)} rules, {len(rules.cases)} test cases ({rules.hash})")
     return 0
 
@@ -52,7 +53,7 @@ def _check(args: argparse.Namespace) -> int:
 def _test(args: argparse.Namespace) -> int:
     from router_core import run_cases
 
-    results = run_cases(_load(args))
+    results = run_cases(_load(args, strict_cases=True))
     failed = [r for r in results if not r.passed]
     if args.json:
         print(json.dumps({"n": len(results), "passed": len(results) - len(failed), "failed": [
@@ -215,15 +216,11 @@ def _run(fn: Any) -> Any:
     def wrapped(args: argparse.Namespace) -> int:
 
         from router_core import PolicyError
-        from schemas.errors import ConfigError
 
-        try:
+        try:  # another ConfigError (the configuration) is main's: one clear line, exit 2
             return int(fn(args))
         except PolicyError as exc:
             print(str(exc))  # FILE:LINE:COL: message, one a line
-            return 2
-        except ConfigError as exc:
-            fail(str(exc))
             return 2
         except BadInput as exc:  # one line, however narrow the terminal or pipe
             fail(str(exc))

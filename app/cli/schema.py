@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 
+_NO_LIMIT = 2**31 - 1  # pyarrow's element_size_limit is a C int
+
 
 def _run(args: argparse.Namespace) -> int:
     from schemas.derive import arrow_schema, json_schema
 
     if args.arrow:
-        print(arrow_schema().to_string(show_schema_metadata=False))
+        # pyarrow cuts an element at 100 characters by default ("... 231 chars omitted"): the contract, whole
+        print(arrow_schema().to_string(show_schema_metadata=False, truncate_metadata=False,
+                                       element_size_limit=_NO_LIMIT))
     else:
         print(json.dumps(json_schema(), indent=2, ensure_ascii=False))
     return 0

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from router_core.config_file import not_utf8
 from schemas.errors import ConfigError
 
 __all__ = ["MIN_EXAMPLES", "append_examples", "load_routes", "route_hash", "too_few"]
@@ -45,7 +46,7 @@ def _key(text: str) -> str:
 
 
 def _fail(path: Path, line: int | None, field: str, message: str) -> ConfigError:
-    return ConfigError(str(path), [(line, field, message)])
+    return ConfigError(str(path), [(line, field, message)], what="routes file")
 
 
 def load_routes(path: str | Path) -> Routes:
@@ -57,38 +58,54 @@ def load_routes(path: str | Path) -> Routes:
         ConfigError: The file is missing, not UTF-8, not YAML, not a mapping of names to lists of
             strings, or a route has fewer than :data:`MIN_EXAMPLES` utterances.
     """
-    return _parse(Path(path), MIN_EXAMPLES)
+    return _parse(Path(path), MIN_EXAMPLES)[0]
 
 
 def _read_text(path: Path) -> str:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise _fail(path, None, "routes", f"cannot read: {exc.strerror or exc}") from exc
+        raise _fail(path, None, "<file>", f"cannot read: {exc.strerror or exc}") from exc
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:  # name where the first other byte is, as the configuration does
-        line = raw.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise _fail(path, line, "routes", f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {column}") from exc
+        line, column, byte = not_utf8(raw, exc)
+        raise _fail(path, line, "routes", f"not UTF-8: {byte} at column {column}") from exc
 
 
-def _parse(path: Path, least: int, *, quiet: bool = False) -> Routes:
+def _syntax_error(path: Path, text: str, exc: yaml.YAMLError) -> ConfigError:
+    """PyYAML's error as one line: the line, the column and the problem (not its multi-line dump)."""
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        line, column, problem = mark.line + 1, mark.column + 1, getattr(exc, "problem", None) or first
+    elif isinstance(exc, yaml.reader.ReaderError):  # a character YAML refuses: its position, and "#x0007: ..."
+        line = text.count("\n", 0, exc.position) + 1
+        column, problem = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1, first
+    else:
+        return _fail(path, None, "routes", f"YAML syntax error: {first}")
+    return _fail(path, line, "routes", f"YAML syntax error at column {column}: {problem}")
+
+
+def _parse(path: Path, least: int, *, quiet: bool = False) -> tuple[Routes, dict[str, list[int]]]:
     """:func:`load_routes` with routes of ``least`` examples allowed (``append_examples`` builds a route up).
 
     ``quiet``: no warning logged (the file is about to be rewritten: its lines would be stale).
+
+    Returns:
+        The routes, and the line of each utterance (route -> lines, in the order of its utterances).
     """
     text = _read_text(path)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise _fail(path, mark.line + 1 if mark else None, "routes", f"not YAML: {exc}") from exc
+        raise _syntax_error(path, text, exc) from exc
     if root is None:
-        raise _fail(path, None, "routes", "empty: no routes")
+        raise _fail(path, None, "<file>", "empty: no routes")
     if not isinstance(root, yaml.MappingNode):
         raise _fail(path, root.start_mark.line + 1, "routes", "must map route names to lists of utterances")
     routes: Routes = {}
+    lines: dict[str, list[int]] = {}
     seen: dict[str, tuple[str, int]] = {}  # utterance key -> (route, line)
     for key, value in root.value:
         line = key.start_mark.line + 1
@@ -100,12 +117,14 @@ def _parse(path: Path, least: int, *, quiet: bool = False) -> Routes:
         if not isinstance(value, yaml.SequenceNode):
             raise _fail(path, value.start_mark.line + 1, name, "must be a list of utterances")
         texts: list[str] = []
+        at_lines: list[int] = []
         for item in value.value:
             if not isinstance(item, yaml.ScalarNode) or item.tag != "tag:yaml.org,2002:str":
                 raise _fail(path, item.start_mark.line + 1, name, "each utterance must be a string")
             if item.value.strip():
                 texts.append(item.value.strip())
                 at = item.start_mark.line + 1
+                at_lines.append(at)
                 other, other_at = seen.setdefault(_key(item.value), (name, at))
                 if other != name and not quiet:  # the line, not the text: a log never holds an utterance
                     log.warning("%s:%d: %s: the same utterance as line %d of route %r: an utterance under two "
@@ -115,7 +134,8 @@ def _parse(path: Path, least: int, *, quiet: bool = False) -> Routes:
         if len(texts) < least:
             raise _fail(path, line, name, too_few(len(texts)))
         routes[name] = texts
-    return routes
+        lines[name] = at_lines
+    return routes, lines
 
 
 def route_hash(examples: list[str]) -> str:
@@ -153,12 +173,17 @@ def append_examples(path: str | Path, route: str, examples: list[str]) -> Routes
     new = [e.strip() for e in examples if e.strip()]
     if not new:
         raise _fail(path, None, route, "no examples to add")
-    routes = _parse(path, 1, quiet=True) if path.exists() else {}
-    owner = {_key(t): r for r, ts in routes.items() for t in ts if r != route}
+    routes, lines = _parse(path, 1, quiet=True) if path.exists() else ({}, {})
+    owner: dict[str, tuple[str, int]] = {}  # an utterance of another route -> (that route, its first line)
+    for r, ts in routes.items():
+        for t, at in zip(ts, lines[r], strict=True):
+            if r != route:
+                owner.setdefault(_key(t), (r, at))
     for e in new:
         if _key(e) in owner:
-            raise _fail(path, None, route, f"{e[:60]!r} is already an example of route {owner[_key(e)]!r}: "
-                        "an utterance under two routes contradicts itself")
+            other, at = owner[_key(e)]
+            raise _fail(path, at, other, f"{e[:60]!r} is already an example of route {other!r}: adding it to "
+                        f"{route!r} would put an utterance under two routes, which contradicts itself")
     header = []
     if path.exists():
         for line in _read_text(path).splitlines():
@@ -177,7 +202,7 @@ def _write_atomic(path: Path, text: str) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise _fail(path, None, "routes", f"cannot write: {exc.strerror or exc}") from exc
+        raise _fail(path, None, "<file>", f"cannot write: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -187,4 +212,4 @@ def _write_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise _fail(path, None, "routes", f"cannot write: {exc.strerror or exc}") from exc
+        raise _fail(path, None, "<file>", f"cannot write: {exc.strerror or exc}") from exc

@@ -1,8 +1,10 @@
 """Checks of a policy file that no schema can make: what it wrote would be silently not done.
 
 A ``max_wait`` that is never waited, a rule name another rule has (two rules of one name share a
-throttle bucket and no trace tells them apart). Each problem is ``(line, column, message)`` at the
-place written; :mod:`router_core.rules.load` collects them with the file's other problems.
+throttle bucket and no trace tells them apart), a test case expecting a rule the file does not have
+(it could only fail, as a typo), rules written but empty (said where). Each problem is
+``(line, column, message)`` at the place written; :mod:`router_core.rules.load` collects them with
+the file's other problems.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from router_core.rules.route import KEYWORDS_RULE
 from schemas.policy_file import MatrixRule, PolicyFileSpec
 from schemas.yamlconf import node_at
 
-__all__ = ["duplicate_names", "reserved_names", "throttle_problems"]
+__all__ = ["duplicate_names", "empty_rules", "reserved_names", "throttle_problems", "unknown_case_rules"]
 
 Problems = list[tuple[int, int, str]]
 
@@ -65,3 +67,26 @@ def duplicate_names(data: Mapping[str, object], root: yaml.Node | None) -> list[
         else:
             first[name] = line
     return found
+
+
+def empty_rules(data: Mapping[str, object], root: yaml.Node | None) -> list[tuple[tuple[int, int, str], str]]:
+    """``routing_matrix`` and ``routing_dsl`` both without a rule: each one written, at its value.
+
+    The file's "needs routing_matrix or routing_dsl" would read as if the key were missing. Nothing
+    when either has a rule, or when neither is written (that is the file's, at its first line).
+    """
+    matrix, dsl = data.get("routing_matrix"), data.get("routing_dsl")
+    if matrix or (isinstance(dsl, str) and dsl.strip()):
+        return []
+    return [((*_pos(node_at(root, (key,))), key),
+             "empty (no rule): a policy file needs a rule in routing_matrix or routing_dsl")
+            for key in ("routing_matrix", "routing_dsl") if key in data]
+
+
+def unknown_case_rules(spec: PolicyFileSpec, rules: Sequence[Rule], root: yaml.Node | None) -> Problems:
+    """A test case whose ``expect.rule`` names no rule of the file: it could only fail (a typo, a rule renamed)."""
+    names = [r.name for r in rules]
+    return [(*_pos(node_at(root, ("tests", i, "expect", "rule"))),
+             f"tests[{i}] ({case.name!r}): expect.rule {case.expect.rule!r} names no rule of this file (rules: "
+             f"{', '.join(names)}; null for a case no rule matches)")
+            for i, case in enumerate(spec.tests) if case.expect.rule is not None and case.expect.rule not in names]

@@ -16,11 +16,18 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from router_core.config_file import not_utf8
 from router_core.errors import PolicyError
 from router_core.rules.condition import compile_condition
 from router_core.rules.condition.locate import ScalarMap, scalar_map
 from router_core.rules.dsl import compile_dsl
-from router_core.rules.file_checks import duplicate_names, reserved_names, throttle_problems
+from router_core.rules.file_checks import (
+    duplicate_names,
+    empty_rules,
+    reserved_names,
+    throttle_problems,
+    unknown_case_rules,
+)
 from router_core.rules.ir import (
     CostParams,
     DegradedTarget,
@@ -41,8 +48,12 @@ MAX_POLICY_BYTES = 2_000_000
 Problems = list[tuple[int, int, str]]
 
 
-def load_policy(path: str | Path, config: RouteLensConfig) -> RuleSet:
+def load_policy(path: str | Path, config: RouteLensConfig, *, strict_cases: bool = False) -> RuleSet:
     """Read and compile the policy file at ``path`` against ``config``'s fleet.
+
+    ``strict_cases``: a test case whose ``expect.rule`` names no rule of the file is a problem of the
+    file (``policy check`` and ``policy test``: it could only fail); the gateway, which runs no case,
+    does not refuse a policy for it.
 
     Raises:
         PolicyError: The file cannot be read or does not compile.
@@ -51,14 +62,21 @@ def load_policy(path: str | Path, config: RouteLensConfig) -> RuleSet:
     try:
         if p.stat().st_size > MAX_POLICY_BYTES:
             raise PolicyError(str(p), [(1, 1, f"the policy file is larger than {MAX_POLICY_BYTES} bytes")])
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PolicyError(str(p), [(1, 1, f"cannot read the policy file: {exc}")]) from exc
-    return compile_policy(text, str(p), config)
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise PolicyError(str(p), [(1, 1, f"cannot read the policy file: {exc.strerror or exc}")]) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # where the first byte that is not UTF-8 is, as the configuration says it
+        line, column, byte = not_utf8(raw, exc)
+        raise PolicyError(str(p), [(line, column, f"not UTF-8: {byte} (a policy file is UTF-8 text)")]) from exc
+    return compile_policy(text, str(p), config, strict_cases=strict_cases)
 
 
-def compile_policy(text: str, source: str, config: RouteLensConfig) -> RuleSet:
+def compile_policy(text: str, source: str, config: RouteLensConfig, *, strict_cases: bool = False) -> RuleSet:
     """Compile a policy's ``text`` (YAML, or a bare DSL when ``source`` ends in ``.dsl``).
+
+    ``strict_cases``: as :func:`load_policy`'s.
 
     Raises:
         PolicyError: On any problem, all of them at once.
@@ -97,6 +115,8 @@ def compile_policy(text: str, source: str, config: RouteLensConfig) -> RuleSet:
     fallbacks = {m: tuple(chain) for m, chain in spec.model_fallbacks.items()}
     positions = {r.rule_name: i for i, r in enumerate(spec.routing_matrix)}
     problems = _check_targets(tuple(rules), degraded, fallbacks, config, positions, root)
+    if strict_cases:
+        problems.extend(unknown_case_rules(spec, rules, root))
     _raise(source, problems)
     return RuleSet(rules=tuple(rules), source=source, text=text, degraded=degraded, model_fallbacks=fallbacks,
                    timezone=spec.timezone or routing.timezone, peak_hours=tuple(routing.peak_hours),
@@ -176,6 +196,9 @@ def _parse(text: str, source: str) -> tuple[yaml.Node | None, PolicyFileSpec]:
         for err in exc.errors():
             if not err["loc"] and (dups := duplicate_names(data, root)):  # the file's "rule_name used twice"
                 found.extend(dups)
+                continue
+            if not err["loc"] and (empty := empty_rules(data, root)):  # "needs rules", where they were written
+                found.extend(empty)
                 continue
             loc = in_document(data, tuple(p for p in err["loc"] if isinstance(p, (int, str))))
             extra = err["type"] == "extra_forbidden"

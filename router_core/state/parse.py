@@ -48,10 +48,11 @@ before (``parse`` for garbage, ``no_gauges`` for metrics of something else).
 
 from __future__ import annotations
 
+import io
 import math
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.parser import text_fd_to_metric_families, text_string_to_metric_families
 
 from router_core.state.histogram import Buckets
 
@@ -80,11 +81,39 @@ _PREFIXES = _FAMILIES + tuple(f"# {kind} {name}" for kind in ("HELP", "TYPE") fo
 
 
 class MetricsParseError(ValueError):
-    """The body is not usable; ``reason`` is one of :data:`REASONS`."""
+    """The body is not usable; ``reason`` is one of :data:`REASONS`; ``line``: the body's line at fault, if known."""
 
-    def __init__(self, message: str, reason: str = "parse") -> None:
+    def __init__(self, message: str, reason: str = "parse", line: int | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+        self.line = line
+
+
+class _CountedLines(io.StringIO):
+    """The text's lines, as prometheus-client's parser reads them (``for line in fd``), counted."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.read_lines = 0
+
+    def __next__(self) -> str:  # type: ignore[override]  # typeshed: _IOBase.__next__ is bytes
+        line = super().__next__()
+        self.read_lines += 1
+        return line
+
+
+def _line_at_fault(text: str) -> int | None:
+    """The line of ``text`` prometheus-client's parser fails at (None: it does not; the failure was a value read here).
+
+    Only after a failure: ``text`` is read again, its lines counted (counting every scrape would cost each one).
+    """
+    lines = _CountedLines(text)
+    try:
+        for _ in text_fd_to_metric_families(lines):
+            pass
+    except Exception:  # the parser raises several types on hostile input
+        return lines.read_lines
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +248,10 @@ def _parse(text: str) -> EngineGauges:
                     if sample.name == family.name:
                         values.setdefault(family.name, []).append(float(sample.value))
     except Exception as exc:  # the parser raises several types on hostile input; all mean "unparseable"
-        raise MetricsParseError(f"unparseable metrics: {type(exc).__name__}: {exc}"[:200], "parse") from exc
+        line = _line_at_fault(text)
+        where = "" if line is None else f" at line {line}"
+        raise MetricsParseError(f"unparseable metrics{where}: {type(exc).__name__}: {exc}"[:200], "parse",
+                                line) from exc
     if not values:
         raise MetricsParseError("no vLLM, SGLang, TGI or llama.cpp gauges found", "no_gauges")
     notes: list[str] = []

@@ -18,7 +18,7 @@ def test_shipped_routes_load() -> None:
     ("a:\n  - x\n  - y\nb: 3\n", 4, "list of utterances"),
     ("a:\n  - x\n  - [1]\n", 3, "must be a string"),
     ("a:\n  - x\n  - z\na:\n  - y\n", 4, "duplicate"),
-    ("a: [\n", 2, "not YAML"),
+    ("a: [\n", 2, "YAML syntax error at column 1: expected the node content"),
     ("- x\n", 1, "must map"),
     ("a:\n  - x\nb:\n  - y\n  - z\n", 1, "a route needs at least 2"),
 ], ids=["not-list", "not-string", "duplicate", "bad-yaml", "not-mapping", "one-example"])
