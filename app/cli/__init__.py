@@ -4,8 +4,11 @@ Each command module ``app/cli/<name>.py`` has ``register(sub, common)``, which a
 and sets ``func``. To add a command, write that module and add its name to :data:`COMMANDS`
 (explicit, no import-time self-registration). The other modules here are shared by commands:
 ``_common`` (stderr console, configuration, gateway URL, :class:`~app.cli._common.BadInput`, which
-``main`` prints as one ``error:`` line with exit code 2) and ``trace_tree`` (one decision trace
-as a terminal tree); the YAML is read by :mod:`app.config`, below the command line.
+``main`` prints as one ``error:`` line with exit code 2), ``trace_tree`` (one decision trace
+as a terminal tree) and ``_sim_common`` (what the ``sim`` modules share). Two command modules keep a
+part in a module of its own, which they import (no ``register``, not in :data:`COMMANDS`):
+``sim_traffic`` (``sim traffic``) and ``intents_cases`` (the cases file of ``intents eval``).
+The YAML is read by :mod:`app.config`, below the command line.
 
 Exit codes: 0 success, 1 "not found" (an unknown request id), 2 bad input or unreachable service.
 """
