@@ -31,11 +31,14 @@ RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11.13-slim-bookworm
 ARG EXTRAS=es
+# With the probes extra, torch's CPU build from PyTorch's index first: PyPI's Linux wheel is the CUDA build.
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY --from=build /wheels/ /tmp/wheels/
 # The versions the test suite last passed with (constraints.txt, written by .ci/lock.py).
 COPY constraints.txt /tmp/constraints.txt
-RUN pip install -c /tmp/constraints.txt "$(ls /tmp/wheels/routelens-*.whl)[${EXTRAS}]" \
+RUN case ",${EXTRAS}," in *,probes,*) pip install -c /tmp/constraints.txt --index-url "${TORCH_INDEX}" torch==2.13.0;; esac \
+    && pip install -c /tmp/constraints.txt "$(ls /tmp/wheels/routelens-*.whl)[${EXTRAS}]" \
     && rm -rf /tmp/wheels /tmp/constraints.txt \
     && groupadd --system --gid 10001 routelens \
     && useradd --system --uid 10001 --gid 10001 --create-home --shell /usr/sbin/nologin routelens

@@ -7,6 +7,10 @@ STAMP  := $(VENV)/.installed
 # in a virtualenv of its own: its dependencies conflict with ours. Pinned; nothing downloads at run time.
 PHOENIX_VENV  := .venv-phoenix
 PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
+# Where torch's CPU build comes from. PyPI's Linux wheel of torch is the CUDA build (several GB of nvidia
+# libraries): on a machine without a CPU wheel at hand (pip's find-links, as CI has), give PyTorch's CPU index:
+#   make TORCH_INDEX=https://download.pytorch.org/whl/cpu demo
+TORCH_INDEX ?=
 
 .PHONY: demo test lint install clean
 
@@ -14,9 +18,9 @@ $(STAMP): pyproject.toml constraints.txt setup.py ingest/codec/_ndjson_arrow.c i
           ingest/otel/_otlp_wire.h
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# The CPU build of torch first, so the embedding model does not pull a CUDA build. Every version is the
-	# one the suite last passed with (constraints.txt, written by .ci/lock.py).
-	$(PY) -m pip install --quiet -c constraints.txt torch==2.13.0
+	# torch first, so the embedding model does not pull another build (TORCH_INDEX above: the CPU one). Every
+	# version is the one the suite last passed with (constraints.txt, written by .ci/lock.py).
+	$(PY) -m pip install --quiet -c constraints.txt $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) torch==2.13.0
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[probes,es,dev,bench]'
 	@# The browser test drives Debian's Chromium, the deploy test runs promtool (Debian's prometheus),
 	@# `python -m bench gateway` drives wrk and the shared-state tests start redis-server; install them
