@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.cli._common import api_url, fail, read_error, stdout_console
 from app.config import load_config
+from app.reader import API_ENV
 
 if TYPE_CHECKING:
     from ingest import DuckDBTraceStore, HttpTraceStore
@@ -96,7 +98,10 @@ def _run(args: argparse.Namespace) -> int:
 
     answered, trace, errors, feedback = _lookup(args.request_id, _openers(args), args)
     if not answered:
-        fail(f"cannot read traces: {'; '.join(errors)}")
+        # the default URL came from no configuration: say so, the user may be in another folder than they think
+        guessed = not (args.api or args.db or os.environ.get(API_ENV) or Path(args.config).is_file())
+        none = f" (no {args.config} in {Path.cwd()}: that URL is the default)" if guessed else ""
+        fail(f"cannot read traces: {'; '.join(errors)}{none}")
         return 2
     if trace is None:
         fail(f"no trace for request_id '{args.request_id}'")

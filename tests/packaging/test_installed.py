@@ -34,7 +34,7 @@ def test_the_command_answers_from_an_empty_folder(installed: Installed, empty_fo
 def test_without_a_config_the_commands_say_so(installed: Installed, empty_folder: Path) -> None:
     done = installed.run(["-m", "app", "serve"], cwd=empty_folder)
     assert done.returncode == 2
-    assert "routelens.yaml" in done.stderr and "No such file" in done.stderr
+    assert done.stderr == f"error: no routelens.yaml in {empty_folder}; --config FILE names another\n"
 
 
 @pytest.mark.parametrize(("module", "attribute"), SHIPPED_PATHS)

@@ -99,3 +99,15 @@ def test_no_server_falls_back_to_the_configured_file(
     assert json.loads(capsys.readouterr().out)["request_id"] == stub.SAMPLE_REQUEST_ID
     # --api names one source: no fallback to the file.
     assert main(["trace", stub.SAMPLE_REQUEST_ID, "--config", str(cfg), "--api", closed_port_url]) == 2
+
+
+def test_with_no_config_here_the_unreachable_default_says_it_is_the_default(
+    closed_port_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A folder without routelens.yaml: the URL asked is the built-in default, and the message says why that one."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ROUTELENS_API_URL", raising=False)
+    monkeypatch.setattr("app.cli._common.DEFAULT_API_URL", closed_port_url)
+    assert main(["trace", "req-1"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "unreachable" in err and f"(no routelens.yaml in {tmp_path}: that URL is the default)" in err
