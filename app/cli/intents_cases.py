@@ -7,10 +7,11 @@ that is not such a case is refused as :class:`~app.cli._common.BadInput` naming 
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 
-from app.cli._common import BadInput
+from app.cli._common import BadInput, err
 
 __all__ = ["read_cases"]
 
@@ -42,9 +43,15 @@ _CASE_KEYS = ("text", "expected")
 _CASE_SHAPE = '{"text": ..., "expected": ROUTE or null}'
 
 
+def _near_expected(key: str) -> bool:
+    """A key that reads as a misspelt ``expected`` (``expect``, ``expectd``, ``Expected``...)."""
+    return bool(difflib.get_close_matches(key.lower(), ["expected"], n=1, cutoff=0.75))
+
+
 def _numbered_cases(path: str) -> list[tuple[int, str, str | None]]:
     lines = _read_lines(path)
     cases: list[tuple[int, str, str | None]] = []
+    missing: list[int] = []  # lines without 'expected': read as null (out of scope), and said
     for no, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -54,17 +61,21 @@ def _numbered_cases(path: str) -> list[tuple[int, str, str | None]]:
             raise BadInput(f"{path}:{no}: not JSON: {exc.msg}") from exc
         if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
             raise BadInput(f"{path}:{no}: must be an object with a string 'text' ({_CASE_SHAPE})")
-        # A misspelt or missing 'expected' read as null would count the case as out of scope: a wrong recall.
-        if unknown := [k for k in obj if k not in _CASE_KEYS]:
-            raise BadInput(f"{path}:{no}: unknown key {unknown[0]!r}: a case has the keys text and expected "
-                           f"({_CASE_SHAPE})")
+        # A misspelt 'expected' read as missing would count the case as out of scope: a wrong recall. Other
+        # keys (an id, a source label) are the writer's own and are left alone: the interface is text and expected.
+        if "expected" not in obj and (typo := next((k for k in obj if _near_expected(k)), None)) is not None:
+            raise BadInput(f"{path}:{no}: unknown key {typo!r}: did you mean 'expected'? a case has the keys text and "
+                           f"expected ({_CASE_SHAPE})")
         if "expected" not in obj:
-            raise BadInput(f"{path}:{no}: no 'expected': a case has the keys text and expected (write "
-                           "\"expected\": null for a case that should abstain)")
-        expected = obj["expected"]
+            missing.append(no)
+        expected = obj.get("expected")
         if expected is not None and not isinstance(expected, str):
             raise BadInput(f"{path}:{no}: 'expected' must be a route name or null")
         cases.append((no, obj["text"], expected))
     if not cases:
         raise BadInput(f"{path}: no cases")
+    if missing:
+        err.print(f"[yellow]warning:[/yellow] {path}: {len(missing)} case(s) without 'expected' (line "
+                  f"{', '.join(map(str, missing[:5]))}{', ...' if len(missing) > 5 else ''}) read as out of scope "
+                  "(null); write \"expected\": null to say so", soft_wrap=True)
     return cases
