@@ -72,11 +72,11 @@ class IntentClassifier(SetCalibration):
     def __init__(self, routes: dict[str, list[str]], settings: IntentSettings, *, cache_path: Path | None = None,
                  embedder: Embedder | None = None) -> None:
         if len(routes) < 2:
-            raise ConfigError(settings.routes, [(None, "routes", "at least two routes are needed")])
+            raise ConfigError(settings.routes, [(None, "routes", "at least two routes are needed")], what="routes file")
         few: list[tuple[int | None, str, str]] = [(None, r, too_few(len(ts))) for r, ts in routes.items()
                                                   if len(ts) < MIN_EXAMPLES]
         if few:
-            raise ConfigError(settings.routes, few)
+            raise ConfigError(settings.routes, few, what="routes file")
         self.routes = routes
         self.settings = settings
         self.cache_path = cache_path

@@ -51,3 +51,14 @@ def test_an_utterance_another_route_has_is_refused_at_its_line(tmp_path: Path) -
     assert (line, route) == (6, "b") and message.startswith("'Rain  tomorrow' is already an example of route 'b'")
     assert f"{p}:6: b: " in str(exc.value) and ":?:" not in str(exc.value)
     assert p.read_text() == OK
+
+
+@pytest.mark.parametrize("routes", [{"a": ["one", "two"]}, {"a": ["one", "two"], "b": ["only one"]}],
+                         ids=["one-route", "one-example"])
+def test_the_classifiers_own_checks_are_headed_as_the_routes_files(routes: dict[str, list[str]]) -> None:
+    from router_core.intents import IntentClassifier
+    from schemas.config.intents import IntentSettings
+
+    with pytest.raises(ConfigError) as exc:
+        IntentClassifier(routes, IntentSettings(routes="r.yaml", escalate=False))
+    assert str(exc.value).startswith("invalid routes file\nr.yaml")
