@@ -145,7 +145,7 @@ def wait_for_intents(gateway: str, *, stop: threading.Event, say: Callable[[str]
     """Wait until the gateway's ``/health`` says ``"intents": "ready"``; True when the day may begin.
 
     No ``intents`` in it (``routing.intents`` not configured): at once. ``failed``: said, and the day
-    goes on (its requests for ``auto`` are routed without an intent). While ``fitting``, one line
+    goes on (its requests for ``auto`` try the fit again, each waiting for it). While ``fitting``, one line
     says so, and one more how long it took. False (and said on stderr) when the gateway stopped
     answering or it is still fitting after ``timeout_s``; False, unsaid, when ``stop`` is set.
 
@@ -168,7 +168,7 @@ def wait_for_intents(gateway: str, *, stop: threading.Event, say: Callable[[str]
             return True
         if status == "failed":
             say(f"the semantic intents' fit failed ({(health or {}).get('reason', 'no reason given')}): the day "
-                f"goes on, its requests for auto routed without an intent")
+                f"goes on, its requests for auto trying the fit again (each waits for it): see the gateway's log")
             return True
         if status == "fitting" and not said:
             said = True

@@ -77,7 +77,7 @@ def test_a_failed_fit_is_said_and_the_day_goes_on() -> None:
         ok, said = wait(url)
     assert ok and len(said) == 2
     assert said[1] == ("the semantic intents' fit failed (intents fit failed: OSError: disk): the day goes on, its "
-                       "requests for auto routed without an intent")
+                       "requests for auto trying the fit again (each waits for it): see the gateway's log")
 
 
 def test_a_fit_that_never_ends_is_an_error_after_the_timeout(capsys) -> None:
