@@ -90,13 +90,3 @@ def test_aged_copies_are_shared_per_snapshot_and_tenth() -> None:
     assert seen[0] is seen[2] and seen[1] is seen[3]  # same snapshot, same tenth: one copy
     assert (seen[0].queue, seen[1].queue, seen[0].age_s, seen[4].age_s) == (1, 2, 0.5, 0.6)
     assert seen[4] is not seen[0]
-
-
-def test_the_recorded_age_is_to_the_tenth_even_when_the_snapshot_was_stamped_finer() -> None:
-    """docs/operators.md: a candidate's recorded state has ``age_s`` as of the decision, to 0.1 s."""
-    cache, _ = _cache()
-    fine = snap("big-a").model_copy(update={"age_s": 0.019066})  # as the scrape round stamped it
-    tenth = snap("big-a").model_copy(update={"age_s": 0.0})
-    got = [cache.states_at([SPEC], {"big-a": s}, {"big-a": age})["big-a"] for s, age in ((fine, 0.02), (tenth, 0.03))]
-    assert [g.age_s for g in got] == [0.0, 0.0]
-    assert got[1] is tenth  # one stamped to the tenth already is the very object the round handed over
