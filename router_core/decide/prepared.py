@@ -92,9 +92,8 @@ class PreparedCache:
         """Each candidate's snapshot as the decision saw it: ``age_s`` and ``stale`` as of the decision.
 
         ``ages`` are the seconds since each snapshot was scraped, at the decision (the router
-        computed them to prepare the candidates). The trace records the age rounded to 0.1 s: a
-        snapshot stamped with that very age (a scrape round stamps its snapshots' ages to the tenth)
-        stays the very object the round handed over, and
+        computed them to prepare the candidates). The trace records the age to 0.1 s: a snapshot
+        whose stamped age is within that stays the very object the scrape round handed over, and
         the decisions of the same tenth share one aged copy (one stored snapshot). Per candidate
         this is one dictionary look-up in the common case.
         """
@@ -112,7 +111,7 @@ class PreparedCache:
             if hit is not None and hit[0] == tenth and hit[1] == stale:
                 out[sid] = hit[2]
                 continue
-            if snap.age_s == tenth / 10 and snap.stale == stale:  # the round stamps its age to the tenth
+            if snap.age_s is not None and round(snap.age_s, 1) == tenth / 10 and snap.stale == stale:
                 seen = snap
             else:
                 seen = snap.model_copy(update={"age_s": tenth / 10, "stale": stale})

@@ -195,10 +195,7 @@ class StateView:
                     self._latched_at[(inst.spec.id, c.name)] = wall
                 latches.append(LatchState(constraint=c.name, out=latch.out, value=value,
                                           since=self._latched_at.get((inst.spec.id, c.name), self._began)))
-            # the age to the tenth, as a decision records it (router_core.decide.prepared): a decision in
-            # the same tenth then records this very object, which the emitter serialised once at the round
-            age = None if eff.age_s is None else int(eff.age_s * 10 + 0.5) / 10
-            inst.snap = snap.model_copy(update={"latches": latches, "age_s": age, "stale": eff.suspect})
+            inst.snap = snap.model_copy(update={"latches": latches, "age_s": eff.age_s, "stale": eff.suspect})
 
     def _queued(self, spec: InstanceSpec, snap: InstanceSnapshot, eff: Effective) -> Effective:
         """An external instance's gauges with the gateway's open attempts to it queued (the others' as scraped)."""

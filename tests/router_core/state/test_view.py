@@ -214,14 +214,3 @@ def test_the_gauges_said_to_decay_are_the_ones_a_suspect_snapshot_moves() -> Non
     from router_core.state.staleness import DECAYING_GAUGES
 
     assert {f.name for f in fields(Effective)} - {"age_s", "suspect"} == DECAYING_GAUGES
-
-
-@pytest.mark.parametrize(("after", "recorded"), [(0.019066, 0.0), (0.47, 0.5), (1.04, 1.0)])
-def test_a_tick_stamps_each_snapshots_age_to_the_tenth(after: float, recorded: float) -> None:
-    """A decision records the age to 0.1 s (docs/operators.md): the round's own objects carry it so."""
-    view, clock = view_and_clock()
-    for iid in ("big-a", "big-b", "small-a"):
-        view.update(iid, gauges(0.2))
-    clock.t += after
-    view.tick()
-    assert {s.age_s for s in view.snapshot().values()} == {recorded}
