@@ -30,6 +30,7 @@ from app.explain import (
 from app.ui.data import policy_step
 from app.ui.data.fleet import NOT_SCRAPED
 from app.ui.data.trace_tables import ts_text
+from app.units import fmt
 from schemas.feedback import Feedback
 from schemas.fleet import EXTERNAL, InstanceSnapshot
 from schemas.trace import Attempt, CandidateEval, DecisionStep, DecisionTrace
@@ -243,7 +244,8 @@ def _gauges(state: InstanceSnapshot) -> Text:
         text.append(f"{name} {fmt_num(getattr(state, name))}  ")
     for name, short in pct.items():
         text.append(f"{short} {fmt_pct(getattr(state, name))}  ")
-    text.append(NOT_SCRAPED if state.age_s is None and state.engine == EXTERNAL else f"age {fmt_num(state.age_s)} s")
+    # to the tenth, as the trace page shows it: the age is the scrape round's own stamp within its tenth
+    text.append(NOT_SCRAPED if state.age_s is None and state.engine == EXTERNAL else f"age {fmt(state.age_s, 's')}")
     if state.stale:
         text.append("  STALE", style=_BAD)
     if state.scrape_error:

@@ -169,3 +169,11 @@ def test_a_big_fleet_s_candidates_are_shown_best_first_up_to_the_limit_and_the_r
     assert all(a.instance in as_text(render_trace(tried, candidates=1)) for a in trace.attempts)  # always shown
     everything = as_text(render_trace(big))
     assert all(c.instance in everything for c in big.candidates) and "more:" not in everything
+
+
+def test_a_state_stamped_finer_than_a_tenth_shows_its_age_to_the_tenth(trace: DecisionTrace) -> None:
+    """The round's own stamp (0.00261 s, within a tenth of the decision) reads as the trace page reads it."""
+    fine = [c.model_copy(update={"state": c.state.model_copy(update={"age_s": 0.00261})}) if c.state else c
+            for c in trace.candidates]
+    text = as_text(render_trace(trace.model_copy(update={"candidates": fine})))
+    assert "age 0.0 s" in text and "0.00261" not in text
