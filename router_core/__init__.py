@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from router_core.intents.embedding import embedder_missing
     from router_core.intents.minilm import MiniLMEncoder
     from router_core.intents.rules import classify_intent
+    from router_core.pickers._tiebreak import tie_key
     from router_core.pickers.max_score import MaxScorePicker
     from router_core.rules.cases import CaseResult, run_cases
     from router_core.rules.cases import explain as explain_case
@@ -116,6 +117,7 @@ _LAZY: dict[str, str] = {
     "read_config": "router_core.config_file",
     "run_cases": "router_core.rules.cases",
     "upstream_keys": "router_core.gateway.auth",
+    "tie_key": "router_core.pickers._tiebreak",
 }
 
 __all__ = [
@@ -201,6 +203,7 @@ __all__ = [
     "rule_of",
     "run_cases",
     "settled",
+    "tie_key",
     "upstream_keys",
 ]
 

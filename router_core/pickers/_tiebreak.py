@@ -14,7 +14,12 @@ import mmh3
 
 from router_core.framework import Picked, Scored
 
-__all__ = ["best_first", "rank", "rng_for", "with_first"]
+__all__ = ["best_first", "rank", "rng_for", "tie_key", "with_first"]
+
+
+def tie_key(request_id: str, instance: str) -> int:
+    """Where ``instance`` stands among instances tied on total for ``request_id``: the lowest goes first."""
+    return mmh3.hash(f"{request_id}:{instance}", signed=False)
 
 
 def rank(request_id: str, scored: Sequence[Scored]) -> list[Scored]:
@@ -30,7 +35,7 @@ def rank(request_id: str, scored: Sequence[Scored]) -> list[Scored]:
         while j < n and ranked[j][1] == ranked[i][1]:
             j += 1
         if j - i > 1:
-            ranked[i:j] = sorted(ranked[i:j], key=lambda s: mmh3.hash(f"{request_id}:{s[0]}", signed=False))
+            ranked[i:j] = sorted(ranked[i:j], key=lambda s: tie_key(request_id, s[0]))
         i = j
     return ranked
 

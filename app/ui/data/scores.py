@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import mmh3
-
+from router_core import tie_key
 from schemas.common import RoutingMode
 from schemas.trace import CandidateEval, DecisionTrace
 
@@ -78,6 +77,6 @@ def tie_break(request_id: str, instances: Iterable[str]) -> str:
     """The instance the router's picker puts first among ``instances`` tied on total.
 
     Exact ties go by ``mmh3(request_id:instance)``, the lowest unsigned hash first (the pickers'
-    shared ranking in ``router_core``): the same request always breaks a tie the same way.
+    shared ranking, :func:`router_core.tie_key`): the same request always breaks a tie the same way.
     """
-    return min(instances, key=lambda iid: mmh3.hash(f"{request_id}:{iid}", signed=False))
+    return min(instances, key=lambda iid: tie_key(request_id, iid))

@@ -20,6 +20,7 @@ from ingest.http_api.routes import IngestApi
 from ingest.pipeline.emitter import TraceEmitter
 from ingest.pipeline.quarantine import Quarantine
 from schemas.config.storage import StorageSettings
+from tests.serve_thread import on_loop
 
 GETS = ["/v1/traces", "/v1/traces/nope", "/v1/analytics/traffic",
         f"/v1/probes?start={T0.isoformat()}&end={T0.isoformat()}".replace("+", "%2B")]
@@ -33,15 +34,8 @@ def run_with_api(tmp_path: Path, read_token: str | None, check: Any) -> None:
     async def main() -> None:
         app = web.Application()
         IngestApi(em, store, token="intake-t", read_token=read_token).add_routes(app)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
-            await check(f"http://127.0.0.1:{port}", em)
-        finally:
-            await runner.cleanup()
+        async with on_loop(app) as url:
+            await check(url, em)
 
     try:
         asyncio.run(main())
